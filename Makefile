@@ -1,0 +1,135 @@
+# zmem build.
+#
+# Plain GNU make: the tree is small, every layer is one folder of C files, and a
+# newcomer can read this file top to bottom in a minute.  Each configuration
+# (release, tests at ZM_DEBUG=2, ASan+UBSan, TSan) builds into its own
+# directory, so they never mix objects.
+#
+#   make            build/libzmem.a, build/libzmem.so, build/zmem, build/zmem.pc
+#   make demo       install missing packages, build, run the main job
+#   make check      install missing packages, run every test in every build
+#   make install    honours PREFIX and DESTDIR
+
+PREFIX   ?= /usr/local
+LIBDIR   ?= $(PREFIX)/lib
+INCDIR   ?= $(PREFIX)/include
+BINDIR   ?= $(PREFIX)/bin
+DESTDIR  ?=
+BUILD    ?= build
+CC       ?= cc
+OPT      ?= -O2
+ZM_DEBUG ?= 0
+SAN      ?=
+VERSION  := 0.1.0
+
+# -Werror in CI (CI=true is set there) or when asked for.
+ifeq ($(CI),true)
+WERROR ?= 1
+endif
+WERROR ?= 0
+
+WARN   := -Wall -Wextra -Wshadow -Wpointer-arith -Wstrict-prototypes \
+          -Wmissing-prototypes -Wno-unused-parameter
+ifeq ($(WERROR),1)
+WARN   += -Werror
+endif
+CPPFLAGS_ZM := -Iinclude -Isrc -DZM_DEBUG=$(ZM_DEBUG) -D_GNU_SOURCE
+CFLAGS_ZM   := -std=gnu11 $(OPT) -g -fPIC -pthread $(WARN)
+ifneq ($(SAN),)
+CFLAGS_ZM   += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS_ZM  += -fsanitize=$(SAN)
+endif
+LDLIBS_ZM   := -pthread -lm
+
+# Every layer is a folder; every .c in it belongs to the library.
+LAYERS   := base pages
+LIB_SRC  := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
+CLI_SRC  := $(wildcard src/cli/*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+HEADERS  := $(wildcard include/zmem/*.h) $(wildcard src/*/*.h)
+
+# Tests: tests/test_*.c, one binary each, linked with cmocka.
+# Threaded tests are named test_*_stress.c; TSan runs only those.
+TEST_SRC := $(wildcard tests/test_*.c)
+TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TSAN_TESTS := $(filter %_stress,$(TESTS))
+
+.PHONY: all lib deps demo check check-debug check-asan check-tsan test-run \
+        install uninstall clean
+all: lib $(BUILD)/zmem $(BUILD)/zmem.pc
+lib: $(BUILD)/libzmem.a $(BUILD)/libzmem.so
+
+$(BUILD)/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ZM) $(CPPFLAGS) $(CFLAGS_ZM) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libzmem.a: $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libzmem.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libzmem.so.0 $(LDFLAGS_ZM) $(LDFLAGS) -o $@ $^ $(LDLIBS_ZM)
+
+$(BUILD)/zmem: $(CLI_OBJ) $(BUILD)/libzmem.a
+	$(CC) $(LDFLAGS_ZM) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libzmem.a $(LDLIBS_ZM)
+
+$(BUILD)/zmem.pc: zmem.pc.in Makefile
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libzmem.a tests/testutil.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ZM) $(CPPFLAGS) $(CFLAGS_ZM) $(CFLAGS) $(LDFLAGS_ZM) $(LDFLAGS) \
+	    -o $@ $< $(BUILD)/libzmem.a -lcmocka $(LDLIBS_ZM)
+
+# ---- set-up -------------------------------------------------------------
+deps:
+	@sh scripts/deps.sh
+
+# ---- the main job -------------------------------------------------------
+demo: deps
+	$(MAKE) all
+	$(BUILD)/zmem pagebench
+
+# ---- tests --------------------------------------------------------------
+# test-run runs the tests of one configuration and appends its counts to
+# $(RESULTS); check runs three configurations and prints the total.
+RESULTS ?= $(BUILD)/results
+RUN_TESTS ?= $(TESTS)
+test-run: $(RUN_TESTS)
+	@sh tests/run.sh $(RESULTS) $(TEST_WRAP) -- $(RUN_TESTS)
+
+check: deps
+	@rm -rf build/results && mkdir -p build
+	$(MAKE) check-debug check-asan check-tsan -k; st=$$?; \
+	  sh tests/run.sh --total build/results; st2=$$?; \
+	  [ $$st -eq 0 ] && [ $$st2 -eq 0 ]
+
+check-debug:
+	$(MAKE) BUILD=build/check ZM_DEBUG=2 OPT=-O1 RESULTS=$(CURDIR)/build/results test-run
+check-asan:
+	$(MAKE) BUILD=build/asan ZM_DEBUG=2 OPT=-O1 SAN=address,undefined \
+	    RESULTS=$(CURDIR)/build/results test-run
+# TSan needs a fixed address layout on kernels with high mmap entropy.
+check-tsan:
+	$(MAKE) BUILD=build/tsan ZM_DEBUG=1 OPT=-O1 SAN=thread TEST_WRAP="setarch -R" \
+	    RUN_TESTS='$$(TSAN_TESTS)' RESULTS=$(CURDIR)/build/results test-run
+
+# ---- install ------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/zmem $(DESTDIR)$(BINDIR)
+	install -m 644 $(BUILD)/libzmem.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/libzmem.so $(DESTDIR)$(LIBDIR)/libzmem.so.$(VERSION)
+	ln -sf libzmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libzmem.so.0
+	ln -sf libzmem.so.0 $(DESTDIR)$(LIBDIR)/libzmem.so
+	install -m 644 include/zmem/*.h $(DESTDIR)$(INCDIR)/zmem/
+	install -m 644 $(BUILD)/zmem.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -m 755 $(BUILD)/zmem $(DESTDIR)$(BINDIR)/
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libzmem.a $(DESTDIR)$(LIBDIR)/libzmem.so* \
+	      $(DESTDIR)$(LIBDIR)/pkgconfig/zmem.pc $(DESTDIR)$(BINDIR)/zmem
+	rm -rf $(DESTDIR)$(INCDIR)/zmem
+
+clean:
+	rm -rf build

@@ -1,0 +1,144 @@
+/*
+ * zm_pages: the page allocator every other zmem layer gets memory from.
+ *
+ * One arena of virtual memory is reserved up front (MAP_NORESERVE: it costs
+ * no memory until touched).  It is cut into pages of one size, a power of
+ * two from 4 KiB to 64 KiB, named by page frame number (pfn): pfn N lives at
+ * arena + N * page_size.  Runs of 2^order pages come from a buddy allocator;
+ * single pages come from a per-thread cache that needs no lock in the common
+ * case; zm_pages_alloc_bulk() fills an array of pages taking the lock once
+ * per bounded chunk.  Free pages beyond a small reserve are given back to
+ * the operating system (madvise), so the process's resident memory falls
+ * when pages are freed.
+ *
+ * Every page has a small metadata record (struct zm_page_meta) that the
+ * owner of an allocated page may use as it likes, like the kernel's
+ * struct page.
+ *
+ * Errors follow zmem.h: 0 or a negative errno.  All functions are
+ * thread-safe unless noted.
+ */
+#ifndef ZMEM_PAGES_H
+#define ZMEM_PAGES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A page frame number: index of a page in the arena. */
+typedef uint32_t zm_pfn_t;
+
+/* Largest order of zm_pages_alloc_order(): runs of up to 2^10 pages. */
+#define ZM_PAGES_MAX_ORDER 10
+
+struct zm_pages_config {
+	size_t page_size;     /* power of two, 4096..65536; 0 = 4096 */
+	size_t arena_bytes;   /* virtual space to reserve; 0 = 4 GiB */
+	size_t limit_pages;   /* most pages out of the allocator at once
+	                         (in use or in per-thread caches); 0 = the arena */
+	size_t reserve_pages; /* free pages kept resident before the rest go
+	                         back to the OS; 0 = default (256), SIZE_MAX =
+	                         never give memory back */
+	unsigned cache_pages; /* bound on a per-thread cache; 0 = default (64),
+	                         1 = no caching (every call takes the lock) */
+};
+
+/* Per-page metadata for the owner of an allocated page.  Zeroed when the
+ * page is allocated; valid until it is freed. */
+struct zm_page_meta {
+	void *owner;
+	uintptr_t priv[2];
+};
+
+struct zm_pages_stats {
+	size_t page_size;
+	size_t total_pages;   /* pages in the arena */
+	size_t in_use;        /* allocated to callers */
+	size_t free;          /* in the buddy allocator */
+	size_t cached;        /* held in per-thread caches */
+	size_t reserve;       /* free pages that are still resident */
+	size_t resident;      /* in_use + cached + reserve: what the OS sees */
+	size_t resident_max;  /* high-water mark of resident */
+	size_t limit_pages;
+	uint64_t bulk_calls;      /* zm_pages_alloc_bulk() calls */
+	uint64_t bulk_pages;      /* pages handed out by them */
+	uint64_t refills;         /* per-thread cache refills (lock taken) */
+	uint64_t drains;          /* per-thread cache drains (lock taken) */
+	uint64_t limit_failures;  /* allocations refused by the limit */
+	uint64_t trimmed_pages;   /* pages given back to the OS */
+	uint64_t bad_frees;       /* frees refused as bad input */
+};
+
+struct zm_pages;
+
+/* Create an allocator.  cfg may be NULL for all defaults.  Returns 0 and
+ * sets *out, or -EINVAL (bad page size, arena smaller than one page or
+ * larger than 2^32 pages), -ENOMEM (the reservation failed). */
+int zm_pages_create(const struct zm_pages_config *cfg, struct zm_pages **out);
+
+/* Release the arena.  Pages still allocated are reported on stderr (as a
+ * leak) and released with it.  No other thread may use pages afterwards.
+ * Accepts NULL. */
+void zm_pages_destroy(struct zm_pages *pages);
+
+/* One page, through the calling thread's cache.  Returns 0 and sets *pfn,
+ * or -ENOMEM when the arena is exhausted or the limit is reached. */
+int zm_pages_alloc(struct zm_pages *pages, zm_pfn_t *pfn);
+
+/* Free one page from zm_pages_alloc() or zm_pages_alloc_bulk().  Returns 0,
+ * or -EINVAL when pfn is out of range, not allocated, part of a larger run
+ * or already free (the page is left untouched). */
+int zm_pages_free(struct zm_pages *pages, zm_pfn_t pfn);
+
+/* A run of 2^order contiguous pages (order 0..ZM_PAGES_MAX_ORDER), straight
+ * from the buddy allocator.  Returns 0 and sets *pfn to the first page, or
+ * -EINVAL (order too large), -ENOMEM. */
+int zm_pages_alloc_order(struct zm_pages *pages, unsigned order, zm_pfn_t *pfn);
+
+/* Free a run from zm_pages_alloc_order(); order must be the one it was
+ * allocated with.  Returns 0 or -EINVAL. */
+int zm_pages_free_order(struct zm_pages *pages, zm_pfn_t pfn, unsigned order);
+
+/* Up to n single pages into pfns[], bypassing the per-thread cache; the
+ * lock is taken once per chunk of at most 64 pages.  Returns how many pages
+ * it got: fewer than n only when the arena or the limit ran out. */
+size_t zm_pages_alloc_bulk(struct zm_pages *pages, size_t n, zm_pfn_t *pfns);
+
+/* Free n single pages.  Bad entries are skipped (and counted as bad
+ * frees); returns 0, or -EINVAL if any entry was bad. */
+int zm_pages_free_bulk(struct zm_pages *pages, size_t n, const zm_pfn_t *pfns);
+
+/* pfn <-> address, O(1).  zm_pages_pfn() of an address outside the arena
+ * returns UINT32_MAX. */
+void *zm_pages_addr(const struct zm_pages *pages, zm_pfn_t pfn);
+zm_pfn_t zm_pages_pfn(const struct zm_pages *pages, const void *addr);
+
+/* The metadata record of a page (any pfn in range; NULL otherwise). */
+struct zm_page_meta *zm_pages_meta(const struct zm_pages *pages, zm_pfn_t pfn);
+
+size_t zm_pages_page_size(const struct zm_pages *pages);
+
+/* Return the calling thread's cached pages to the allocator. */
+void zm_pages_flush_thread(struct zm_pages *pages);
+
+/* Give every free page beyond the reserve back to the OS now (normally this
+ * happens by itself, in batches, when pages are freed).  Returns how many
+ * pages were given back. */
+size_t zm_pages_trim(struct zm_pages *pages);
+
+/* Fill *st with a consistent snapshot. */
+void zm_pages_stats(struct zm_pages *pages, struct zm_pages_stats *st);
+
+/* Whole-structure checker: walks every free list and every page and checks
+ * links, orders, alignment, buddy merging, counters and page states.
+ * Returns 0, or -EUCLEAN after printing what is wrong.  Call it while no
+ * other thread uses the allocator (per-thread caches are read unlocked). */
+int zm_pages_check(struct zm_pages *pages);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,35 @@
+#!/bin/sh
+# Install the Debian 12 packages zmem needs to build and test, if missing.
+# As root (or with password-less sudo) it runs apt-get; otherwise it prints
+# the exact apt-get line and stops with status 1.
+set -eu
+
+# build + unit tests + sanitizers; codecs (lzo is GPL and optional at
+# build time, but installed here so that the seeds' codec can be measured).
+PKGS="gcc make pkg-config libcmocka-dev liblz4-dev libzstd-dev liblzo2-dev util-linux"
+PKGS="$PKGS $*"
+
+missing=""
+for p in $PKGS; do
+    st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    case "$st" in
+        *"install ok installed"*) ;;
+        *) missing="$missing $p" ;;
+    esac
+done
+[ -z "$missing" ] && exit 0
+
+echo "zmem: missing packages:$missing" >&2
+if [ "$(id -u)" = 0 ]; then
+    SUDO=""
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    SUDO="sudo -n"
+else
+    echo "zmem: run this, then try again:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y$missing" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,48 @@
+/*
+ * Debug levels, asserts and messages, under one knob: ZM_DEBUG.
+ *
+ *   0  release: no asserts; bad input still gets an error return.
+ *   1  cheap asserts on our own invariants; bad input also gets a message
+ *      on stderr naming the offending page or handle.
+ *   2  as 1, plus whole-structure checks inside the library where noted;
+ *      the tests build at this level and call the checkers after each step.
+ *
+ * Asserts are for our invariants only, never for caller input.
+ */
+#ifndef ZM_BASE_DEBUG_H
+#define ZM_BASE_DEBUG_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#ifndef ZM_DEBUG
+#define ZM_DEBUG 0
+#endif
+
+#define zm_likely(x)   __builtin_expect(!!(x), 1)
+#define zm_unlikely(x) __builtin_expect(!!(x), 0)
+
+/* printf-style message on stderr, prefixed with "zmem: ". */
+void zm_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A message about bad input, printed only when ZM_DEBUG >= 1. */
+#if ZM_DEBUG >= 1
+#define zm_bad_input(...) zm_log(__VA_ARGS__)
+#else
+#define zm_bad_input(...) ((void)0)
+#endif
+
+#if ZM_DEBUG >= 1
+#define ZM_ASSERT(c)                                                        \
+	do {                                                                \
+		if (zm_unlikely(!(c))) {                                    \
+			zm_log("assertion failed: %s (%s:%d)", #c,          \
+			       __FILE__, __LINE__);                         \
+			abort();                                            \
+		}                                                           \
+	} while (0)
+#else
+#define ZM_ASSERT(c) ((void)0)
+#endif
+
+#endif

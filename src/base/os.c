@@ -1,0 +1,67 @@
+/* OS primitives; see os.h for the contract. */
+#include <errno.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/os.h"
+
+void *zm_os_reserve(size_t bytes, size_t align)
+{
+	size_t span = bytes + align;
+	char *p, *start;
+
+	if (span < bytes)
+		return NULL;
+	p = mmap(NULL, span, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	/* Trim the head and the tail so that what remains is aligned. */
+	start = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+	if (start > p)
+		munmap(p, (size_t)(start - p));
+	if (p + span > start + bytes)
+		munmap(start + bytes, (size_t)(p + span - (start + bytes)));
+	return start;
+}
+
+void zm_os_release(void *addr, size_t bytes)
+{
+	if (addr)
+		munmap(addr, bytes);
+}
+
+int zm_os_decommit(void *addr, size_t bytes)
+{
+	return madvise(addr, bytes, MADV_DONTNEED) == 0 ? 0 : -errno;
+}
+
+size_t zm_os_page_size(void)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+
+	return ps > 0 ? (size_t)ps : 4096;
+}
+
+size_t zm_os_rss_bytes(void)
+{
+	unsigned long size = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+		resident = 0;
+	fclose(f);
+	return resident * zm_os_page_size();
+}
+
+uint64_t zm_os_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}

@@ -1,0 +1,30 @@
+/*
+ * The operating system, in one place.  Every mmap, munmap and madvise of the
+ * library goes through these functions.
+ *
+ * Contract: reserve returns memory that reads as zero, is readable and
+ * writable, and costs no physical memory until touched (MAP_NORESERVE);
+ * decommit gives the physical memory of a range back at once (the range
+ * reads as zero afterwards and stays usable); release unmaps.
+ */
+#ifndef ZM_BASE_OS_H
+#define ZM_BASE_OS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Reserve bytes of address space aligned to align (a power of two, at
+ * least the system page size).  NULL on failure. */
+void *zm_os_reserve(size_t bytes, size_t align);
+void zm_os_release(void *addr, size_t bytes);
+/* Give the memory of [addr, addr+bytes) back; 0 or -errno. */
+int zm_os_decommit(void *addr, size_t bytes);
+/* The system's page size. */
+size_t zm_os_page_size(void);
+/* Resident set size of this process in bytes (from /proc/self/statm),
+ * or 0 if unknown. */
+size_t zm_os_rss_bytes(void);
+/* Monotonic time in nanoseconds. */
+uint64_t zm_os_now_ns(void);
+
+#endif

@@ -1,0 +1,20 @@
+/* The zmem command: shared helpers of its subcommands.  The CLI uses only
+ * the public headers of the library. */
+#ifndef ZM_CLI_H
+#define ZM_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* subcommands: return the process exit status */
+int cmd_pagebench(int argc, char **argv);
+
+/* monotonic nanoseconds */
+uint64_t cli_now_ns(void);
+/* parse "128K", "64M", "1G", "4096" into bytes; 0 on error */
+size_t cli_parse_size(const char *s);
+/* median of n values (sorts v) */
+double cli_median(double *v, size_t n);
+int cli_ncpus(void);
+
+#endif

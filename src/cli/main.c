@@ -1,0 +1,35 @@
+/* zmem: the command-line front end.  One subcommand per file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const struct {
+	const char *name;
+	int (*fn)(int, char **);
+	const char *help;
+} cmds[] = {
+	{ "pagebench", cmd_pagebench,
+	  "time the page allocator: bulk vs single pages, fast path, threads, peers" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: zmem COMMAND [OPTIONS]   (zmem COMMAND --help for more)\n\n");
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(f, "  %-12s %s\n", cmds[i].name, cmds[i].help);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "zmem: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

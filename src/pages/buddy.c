@@ -1,0 +1,263 @@
+/*
+ * The buddy allocator: free blocks of 2^order pages on per-order lists.
+ *
+ * A block of order k starts at a pfn that is a multiple of 2^k; its buddy is
+ * the block at pfn ^ 2^k.  Freeing merges a block with its buddy while the
+ * buddy is a free block of the same order.  Each order has two lists:
+ * blocks that may hold resident ("dirty") pages and blocks known to be
+ * given back to the OS ("clean").  Allocation prefers dirty blocks, which
+ * are already backed by memory; trimming takes dirty blocks, gives their
+ * memory back and returns them as clean.  Every free page carries an exact
+ * PG_DIRTY flag, so that nr_dirty_free (the resident reserve) is exact;
+ * the block flag is a conservative hint for finding them.
+ *
+ * Every function here runs with p->lock held.
+ */
+#include <string.h>
+
+#include "pages/pages_internal.h"
+
+static void list_add(struct zm_pages *p, zm_pfn_t pfn, unsigned order, int dirty)
+{
+	struct zm_free_list *l = &p->area[order][dirty];
+	struct zm_pg *pg = zm_pg_of(p, pfn);
+
+	pg->state = PG_FREE_HEAD;
+	pg->order = (uint8_t)order;
+	pg->flags = (uint8_t)((pg->flags & PG_DIRTY) | (dirty ? PG_BLK_DIRTY : 0));
+	pg->prev = ZM_PFN_NIL;
+	pg->next = l->head;
+	if (l->head != ZM_PFN_NIL)
+		zm_pg_of(p, l->head)->prev = pfn;
+	l->head = pfn;
+	l->count++;
+	p->nonempty |= 1u << (order * 2 + dirty);
+}
+
+static void list_del(struct zm_pages *p, zm_pfn_t pfn)
+{
+	struct zm_pg *pg = zm_pg_of(p, pfn);
+	int dirty = !!(pg->flags & PG_BLK_DIRTY);
+	struct zm_free_list *l = &p->area[pg->order][dirty];
+
+	ZM_ASSERT(pg->state == PG_FREE_HEAD && l->count > 0);
+	if (pg->prev != ZM_PFN_NIL)
+		zm_pg_of(p, pg->prev)->next = pg->next;
+	else
+		l->head = pg->next;
+	if (pg->next != ZM_PFN_NIL)
+		zm_pg_of(p, pg->next)->prev = pg->prev;
+	if (--l->count == 0)
+		p->nonempty &= ~(1u << (pg->order * 2 + dirty));
+	pg->flags &= (uint8_t)~PG_BLK_DIRTY;
+}
+
+void zm_buddy_init(struct zm_pages *p)
+{
+	uint32_t pfn = 0;
+
+	for (unsigned k = 0; k <= ZM_PAGES_MAX_ORDER; k++)
+		for (int d = 0; d < 2; d++)
+			p->area[k][d] = (struct zm_free_list){ ZM_PFN_NIL, 0 };
+	p->nonempty = 0;
+	/* Largest aligned blocks that fit; the array is zero, so all other
+	 * pages already read as free tails. */
+	while (pfn < p->npages) {
+		unsigned k = ZM_PAGES_MAX_ORDER;
+
+		while ((pfn & ((1u << k) - 1)) || (uint64_t)pfn + (1u << k) > p->npages)
+			k--;
+		list_add(p, pfn, k, 0);
+		pfn += 1u << k;
+	}
+	p->nr_free = p->npages;
+}
+
+void zm_note_out(struct zm_pages *p, size_t n)
+{
+	size_t resident;
+
+	p->nr_out += n;
+	p->nr_free -= n;
+	resident = p->nr_out + p->nr_dirty_free;
+	if (resident > p->resident_max)
+		p->resident_max = resident;
+}
+
+/* Smallest free block of order >= order, a dirty one first at each order;
+ * removed from its list.  ZM_PFN_NIL if none.  The bitmap of non-empty
+ * lists makes this one count-trailing-zeros instead of a scan. */
+static zm_pfn_t find_block(struct zm_pages *p, unsigned order, unsigned *found)
+{
+	uint32_t mask = p->nonempty >> (order * 2);
+	unsigned bit, k, d;
+	zm_pfn_t pfn;
+
+	if (!mask)
+		return ZM_PFN_NIL;
+	bit = (unsigned)__builtin_ctz(mask);
+	k = order + bit / 2;
+	/* at order k prefer the dirty list (bit 1) if it is non-empty */
+	d = (mask >> (bit & ~1u)) & 2u ? 1 : 0;
+	pfn = p->area[k][d].head;
+	list_del(p, pfn);
+	zm_pg_of(p, pfn)->flags |= (uint8_t)(d ? PG_BLK_DIRTY : 0);
+	*found = k;
+	return pfn;
+}
+
+/* Split block [pfn, 2^k) down to order want, returning the upper halves to
+ * the lists with the block's dirty hint. */
+static void split(struct zm_pages *p, zm_pfn_t pfn, unsigned k, unsigned want)
+{
+	int dirty = !!(zm_pg_of(p, pfn)->flags & PG_BLK_DIRTY);
+
+	while (k > want) {
+		k--;
+		list_add(p, pfn + (1u << k), k, dirty);
+	}
+	zm_pg_of(p, pfn)->flags &= (uint8_t)~PG_BLK_DIRTY;
+}
+
+/* Mark n pages from pfn as leaving the buddy in state st (order 0), write
+ * their pfns to out[] if out is not NULL; returns how many were dirty.
+ * Works on locals only: byte stores through pg may alias anything, so
+ * touching p->... in this loop would force reloads on every page. */
+static size_t pages_out(struct zm_pg *pgs, zm_pfn_t pfn, uint32_t n, uint8_t st,
+			zm_pfn_t *out)
+{
+	const uint32_t w = zm_pg_word(st);
+	struct zm_pg *g = &pgs[pfn];
+	size_t dirty = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		dirty += g[i].flags & PG_DIRTY;
+		g[i].word = w;
+	}
+	if (out)
+		for (uint32_t i = 0; i < n; i++)
+			out[i] = pfn + i;
+	return dirty;
+}
+
+static bool limit_allows(struct zm_pages *p, size_t n)
+{
+	if (p->nr_out + n <= p->limit)
+		return true;
+	p->limit_failures++;
+	return false;
+}
+
+zm_pfn_t zm_buddy_take_block(struct zm_pages *p, unsigned order)
+{
+	unsigned k;
+	zm_pfn_t pfn;
+
+	if (!limit_allows(p, (size_t)1 << order))
+		return ZM_PFN_NIL;
+	pfn = find_block(p, order, &k);
+	if (pfn == ZM_PFN_NIL)
+		return ZM_PFN_NIL;
+	split(p, pfn, k, order);
+	p->nr_dirty_free -= pages_out(p->pg, pfn, 1u << order, PG_ALLOC_TAIL, NULL);
+	zm_pg_of(p, pfn)->state = PG_ALLOC;
+	zm_pg_of(p, pfn)->order = (uint8_t)order;
+	zm_note_out(p, (size_t)1 << order);
+	return pfn;
+}
+
+size_t zm_buddy_take_pages(struct zm_pages *p, size_t n, zm_pfn_t *out, uint8_t state)
+{
+	size_t got = 0;
+
+	if (p->nr_out + n > p->limit) {
+		p->limit_failures++;
+		n = p->limit > p->nr_out ? p->limit - p->nr_out : 0;
+	}
+	while (got < n) {
+		unsigned k, want = 0;
+		zm_pfn_t pfn = find_block(p, 0, &k);
+
+		if (pfn == ZM_PFN_NIL)
+			break;
+		/* Use the whole block if it fits, else the largest aligned
+		 * part of it that does; the rest goes back to the lists. */
+		while (want < k && ((size_t)2 << want) <= n - got)
+			want++;
+		split(p, pfn, k, want);
+		p->nr_dirty_free -= pages_out(p->pg, pfn, 1u << want, state, out + got);
+		got += 1u << want;
+	}
+	zm_note_out(p, got);
+	return got;
+}
+
+void zm_buddy_give(struct zm_pages *p, zm_pfn_t pfn, unsigned order, bool dirty)
+{
+	uint32_t n = 1u << order;
+	int blk_dirty = dirty;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct zm_pg *pg = zm_pg_of(p, pfn + i);
+
+		pg->state = PG_FREE_TAIL;
+		pg->order = 0;
+		pg->flags = dirty ? PG_DIRTY : 0;
+	}
+	if (dirty)
+		p->nr_dirty_free += n;
+	p->nr_free += n;
+
+	while (order < ZM_PAGES_MAX_ORDER) {
+		zm_pfn_t buddy = pfn ^ (1u << order);
+		struct zm_pg *b;
+
+		if (buddy >= p->npages)
+			break;
+		b = zm_pg_of(p, buddy);
+		if (b->state != PG_FREE_HEAD || b->order != order)
+			break;
+		blk_dirty |= !!(b->flags & PG_BLK_DIRTY);
+		list_del(p, buddy);
+		b->state = PG_FREE_TAIL;
+		b->order = 0;
+		if (buddy < pfn)
+			pfn = buddy;
+		order++;
+	}
+	list_add(p, pfn, order, blk_dirty);
+}
+
+size_t zm_buddy_isolate_dirty(struct zm_pages *p, size_t max, zm_pfn_t *out, size_t nout)
+{
+	size_t pages = 0, nblk = 0;
+
+	/* Largest blocks first: fewest madvise calls, and the small dirty
+	 * blocks are the ones allocation reuses first. */
+	for (int k = ZM_PAGES_MAX_ORDER; k >= 0 && nblk < nout; k--) {
+		while (nblk < nout && p->area[k][1].head != ZM_PFN_NIL) {
+			zm_pfn_t pfn = p->area[k][1].head;
+			uint32_t n = 1u << k;
+
+			if (pages > 0 && pages + n > max)
+				break;
+			list_del(p, pfn);
+			for (uint32_t i = 0; i < n; i++) {
+				struct zm_pg *pg = zm_pg_of(p, pfn + i);
+
+				if (pg->flags & PG_DIRTY) {
+					pg->flags &= (uint8_t)~PG_DIRTY;
+					p->nr_dirty_free--;
+				}
+			}
+			zm_pg_of(p, pfn)->state = PG_ISOLATED;
+			p->nr_free -= n;
+			p->nr_isolated += n;
+			out[nblk++] = pfn;
+			pages += n;
+			if (pages >= max)
+				return nblk;
+		}
+	}
+	return nblk;
+}

@@ -1,0 +1,165 @@
+/*
+ * Internals of the pages layer, shared by its files:
+ *
+ *   arena.c   create/destroy, pfn <-> address, stats, trim to the OS
+ *   buddy.c   free lists of 2^order blocks: take, give (merge), isolate
+ *   tcache.c  per-thread page caches: the single-page fast path
+ *   bulk.c    zm_pages_alloc_bulk / zm_pages_free_bulk
+ *   check.c   the whole-structure checker
+ *
+ * Lock order (outer first):
+ *
+ *   zm_tc_lock (global, tcache.c)  ->  pages->lock
+ *
+ * zm_tc_lock guards the registry of per-thread caches (which caches exist,
+ * which instance owns each); it is taken only when a thread meets an
+ * instance for the first time, when a thread exits and when an instance is
+ * destroyed.  pages->lock guards the buddy free lists, the counters below
+ * marked "lock" and the state of every page that is not held by a caller
+ * or by a per-thread cache.  A page in a per-thread cache belongs to that
+ * thread alone; a page allocated to a caller belongs to the caller.
+ */
+#ifndef ZM_PAGES_INTERNAL_H
+#define ZM_PAGES_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/debug.h"
+#include "base/lock.h"
+#include <zmem/pages.h>
+
+/* Pages moved under one lock acquisition by bulk calls, refills and
+ * drains: 64 pages is 256 KiB at 4 KiB; a chunk costs a few microseconds at
+ * most, so the lock is never held for long, and the lock cost (~20-40 ns
+ * uncontended) is spread over enough pages to vanish. */
+#define ZM_PAGES_CHUNK 64
+
+/* Free resident pages are given back to the OS only once this many exceed
+ * the reserve, so that madvise calls are batched. */
+#define ZM_TRIM_BATCH 64
+
+#define ZM_DEFAULT_ARENA   ((size_t)4 << 30)
+#define ZM_DEFAULT_RESERVE 256
+#define ZM_DEFAULT_CACHE   64
+#define ZM_MAX_CACHE       1024
+
+#define ZM_PFN_NIL UINT32_MAX
+
+/* Page states.  0 is "tail of a free block" so that a fresh (zero) page
+ * array describes free tails without being touched. */
+enum {
+	PG_FREE_TAIL = 0,  /* inside a free block, not its first page */
+	PG_FREE_HEAD,      /* first page of a free block, on a free list */
+	PG_ALLOC,          /* first page of a run handed to a caller */
+	PG_ALLOC_TAIL,     /* other pages of that run */
+	PG_CACHED,         /* in a per-thread cache */
+	PG_ISOLATED,       /* first page of a block being given to the OS */
+};
+
+/* flags */
+#define PG_DIRTY     1u  /* free page that may still be resident */
+#define PG_BLK_DIRTY 2u  /* on a free-block head: block may hold dirty pages */
+
+/* Internal per-page record, 12 bytes.  state, order and flags share one
+ * word so that the bulk paths set all three with one store. */
+struct zm_pg {
+	uint32_t next, prev; /* free list links (heads of free blocks only) */
+	union {
+		struct {
+			uint8_t state;
+			uint8_t order; /* of the block or run this page heads */
+			uint8_t flags;
+			uint8_t pad;
+		};
+		uint32_t word;
+	};
+};
+
+/* The word of a page in state st, order 0, no flags. */
+static inline uint32_t zm_pg_word(uint8_t st)
+{
+	struct zm_pg g = { .state = st };
+
+	return g.word;
+}
+
+struct zm_tcache;
+
+struct zm_free_list {
+	uint32_t head;
+	uint32_t count;
+};
+
+struct zm_pages {
+	zm_lock_t lock;
+	char *base;               /* arena start; immutable */
+	size_t page_size;         /* immutable */
+	unsigned page_shift;      /* immutable */
+	uint32_t npages;          /* immutable */
+	size_t arena_bytes;       /* immutable */
+	struct zm_pg *pg;         /* per-page internal records */
+	struct zm_page_meta *meta;/* per-page records for owners */
+	size_t pg_bytes, meta_bytes;
+	size_t limit;             /* immutable */
+	size_t reserve;           /* immutable */
+	unsigned cache_cap;       /* immutable */
+	unsigned cache_batch;     /* immutable */
+
+	/* lock */
+	struct zm_free_list area[ZM_PAGES_MAX_ORDER + 1][2]; /* [order][dirty] */
+	uint32_t nonempty;        /* bit order*2+dirty: that list is not empty */
+	size_t nr_free;           /* pages in free blocks (not isolated) */
+	size_t nr_out;            /* pages out of the buddy: callers + caches */
+	size_t nr_dirty_free;     /* free pages flagged PG_DIRTY */
+	size_t nr_isolated;       /* pages being given back to the OS */
+	size_t resident_max;
+	bool trimming;            /* one trimmer at a time */
+	uint64_t bulk_calls, bulk_pages, refills, drains, limit_failures;
+	uint64_t trimmed_pages, bad_frees;
+
+	/* zm_tc_lock */
+	struct zm_tcache *caches; /* registry of this instance's caches */
+};
+
+static inline struct zm_pg *zm_pg_of(const struct zm_pages *p, zm_pfn_t pfn)
+{
+	return &p->pg[pfn];
+}
+
+/* buddy.c; all with p->lock held */
+void zm_buddy_init(struct zm_pages *p);
+/* Take one block of 2^order pages; marks it PG_ALLOC (+tails).  Returns
+ * ZM_PFN_NIL when no block is free. */
+zm_pfn_t zm_buddy_take_block(struct zm_pages *p, unsigned order);
+/* Take up to n single pages into out[], marking them with state; returns
+ * how many (stops at the limit or when the arena is empty). */
+size_t zm_buddy_take_pages(struct zm_pages *p, size_t n, zm_pfn_t *out,
+			   uint8_t state);
+/* Give back a block whose pages the caller owned; merges with free buddies.
+ * dirty: the caller may have touched it. */
+void zm_buddy_give(struct zm_pages *p, zm_pfn_t pfn, unsigned order, bool dirty);
+/* Remove dirty blocks worth up to max pages for trimming; writes their
+ * heads to out[] (up to nout) and returns how many blocks. */
+size_t zm_buddy_isolate_dirty(struct zm_pages *p, size_t max, zm_pfn_t *out,
+			      size_t nout);
+void zm_note_out(struct zm_pages *p, size_t n);
+
+/* arena.c: give dirty free pages back to the OS until at most target stay
+ * resident.  Takes and drops p->lock; call without it. */
+size_t zm_pages_trim_to(struct zm_pages *p, size_t target);
+/* With p->lock held: have the dirty free pages passed the batch threshold?
+ * If so the caller, after dropping the lock, calls
+ * zm_pages_trim_to(p, p->reserve). */
+bool zm_pages_trim_due(const struct zm_pages *p);
+
+/* bad input, counted under the lock by the caller */
+int zm_pages_bad_free(struct zm_pages *p, zm_pfn_t pfn, const char *why);
+
+/* tcache.c */
+void zm_tcache_detach_all(struct zm_pages *p);
+size_t zm_tcache_total(struct zm_pages *p);
+int zm_tcache_check(struct zm_pages *p, size_t *ncached);
+
+#endif

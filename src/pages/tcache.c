@@ -1,0 +1,312 @@
+/*
+ * Per-thread page caches: the single-page fast path.
+ *
+ * Each thread keeps, per zm_pages instance it uses, a small stack of free
+ * pfns.  zm_pages_alloc() pops from it and zm_pages_free() pushes onto it
+ * without any lock or atomic read-modify-write.  An empty cache is
+ * refilled, and a full one drained, by cache_batch pages under p->lock in
+ * one acquisition; a cache never holds more than cache_cap pages, so the
+ * pages a thread may hoard are bounded.
+ *
+ * Finding the cache: a thread-local list of the thread's caches, most
+ * recently used first; the common case (one instance) is one load and one
+ * compare.
+ *
+ * Lifetime.  A cache is allocated by its thread and registered with its
+ * instance (p->caches) under the global zm_tc_lock.  When the thread exits,
+ * a pthread key destructor returns every cached page to its instance and
+ * frees the caches.  When an instance is destroyed, its caches are detached
+ * (owner set to NULL) under zm_tc_lock; the owning threads free detached
+ * caches the next time they walk their list.
+ *
+ * Lock order: zm_tc_lock -> p->lock.  `count` and `owner` are read by other
+ * threads (stats, destroy) with relaxed atomics; only the owning thread
+ * writes count.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pages/pages_internal.h"
+
+struct zm_tcache {
+	struct zm_pages *owner;       /* NULL once detached; atomic */
+	struct zm_tcache *tnext;      /* the thread's list; owner thread only */
+	struct zm_tcache *rnext, *rprev; /* owner's registry; zm_tc_lock */
+	unsigned count;               /* pages held; atomic, owner thread writes */
+	unsigned cap;
+	zm_pfn_t pfns[];
+};
+
+static pthread_mutex_t zm_tc_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t zm_tc_key;
+static pthread_once_t zm_tc_once = PTHREAD_ONCE_INIT;
+static __thread struct zm_tcache *tls_caches __attribute__((tls_model("initial-exec")));
+
+static void tc_thread_exit(void *unused);
+
+static void tc_key_init(void)
+{
+	pthread_key_create(&zm_tc_key, tc_thread_exit);
+}
+
+static inline struct zm_pages *tc_owner(struct zm_tcache *tc)
+{
+	return __atomic_load_n(&tc->owner, __ATOMIC_ACQUIRE);
+}
+
+static inline void tc_set_count(struct zm_tcache *tc, unsigned n)
+{
+	__atomic_store_n(&tc->count, n, __ATOMIC_RELAXED);
+}
+
+static void registry_unlink(struct zm_pages *p, struct zm_tcache *tc)
+{
+	if (tc->rprev)
+		tc->rprev->rnext = tc->rnext;
+	else
+		p->caches = tc->rnext;
+	if (tc->rnext)
+		tc->rnext->rprev = tc->rprev;
+	tc->rnext = tc->rprev = NULL;
+}
+
+/* Give `n` pages from the top of the cache back to the buddy. */
+static void tc_give_back(struct zm_pages *p, struct zm_tcache *tc, unsigned n)
+{
+	unsigned top = tc->count;
+
+	for (unsigned i = top - n; i < top; i++)
+		zm_buddy_give(p, tc->pfns[i], 0, true);
+	p->nr_out -= n;
+	tc_set_count(tc, top - n);
+}
+
+/* Thread exit: return every cached page, free every cache. */
+static void tc_thread_exit(void *unused)
+{
+	struct zm_tcache *tc = tls_caches, *next;
+
+	pthread_mutex_lock(&zm_tc_lock);
+	for (; tc; tc = next) {
+		struct zm_pages *p = tc_owner(tc);
+
+		next = tc->tnext;
+		if (p) {
+			zm_lock(&p->lock);
+			tc_give_back(p, tc, tc->count);
+			zm_unlock(&p->lock);
+			registry_unlink(p, tc);
+		}
+		free(tc);
+	}
+	tls_caches = NULL;
+	pthread_mutex_unlock(&zm_tc_lock);
+}
+
+/* Slow lookup: walk the thread's list, dropping detached caches, moving
+ * the match to the front, or creating a cache.  NULL if caching is off or
+ * memory is short (the caller then takes the locked path). */
+static struct zm_tcache *tc_lookup(struct zm_pages *p)
+{
+	struct zm_tcache **link = &tls_caches, *tc;
+
+	if (p->cache_cap <= 1)
+		return NULL;
+	while ((tc = *link) != NULL) {
+		struct zm_pages *o = tc_owner(tc);
+
+		if (!o) {
+			*link = tc->tnext;
+			free(tc);
+			continue;
+		}
+		if (o == p) {
+			*link = tc->tnext;
+			tc->tnext = tls_caches;
+			tls_caches = tc;
+			return tc;
+		}
+		link = &tc->tnext;
+	}
+	pthread_once(&zm_tc_once, tc_key_init);
+	tc = calloc(1, sizeof(*tc) + p->cache_cap * sizeof(zm_pfn_t));
+	if (!tc)
+		return NULL;
+	tc->owner = p;
+	tc->cap = p->cache_cap;
+	pthread_mutex_lock(&zm_tc_lock);
+	tc->rnext = p->caches;
+	if (p->caches)
+		p->caches->rprev = tc;
+	p->caches = tc;
+	pthread_mutex_unlock(&zm_tc_lock);
+	tc->tnext = tls_caches;
+	tls_caches = tc;
+	pthread_setspecific(zm_tc_key, tc);  /* any non-NULL value arms exit */
+	return tc;
+}
+
+static inline struct zm_tcache *tc_get(struct zm_pages *p)
+{
+	struct zm_tcache *tc = tls_caches;
+
+	if (zm_likely(tc && tc_owner(tc) == p))
+		return tc;
+	return tc_lookup(p);
+}
+
+/* ---- the locked path, used when a cache is empty/full or absent ------ */
+
+static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zm_tcache *tc, zm_pfn_t *pfn)
+{
+	size_t got;
+
+	zm_lock(&p->lock);
+	if (tc) {
+		got = zm_buddy_take_pages(p, p->cache_batch, tc->pfns, PG_CACHED);
+		p->refills++;
+		tc_set_count(tc, (unsigned)got);
+	} else {
+		got = zm_buddy_take_pages(p, 1, pfn, PG_ALLOC);
+	}
+	zm_unlock(&p->lock);
+	if (!got)
+		return -ENOMEM;
+	if (tc) {
+		tc_set_count(tc, tc->count - 1);
+		*pfn = tc->pfns[tc->count];
+		zm_pg_of(p, *pfn)->state = PG_ALLOC;
+	}
+	return 0;
+}
+
+int zm_pages_alloc(struct zm_pages *p, zm_pfn_t *pfn)
+{
+	struct zm_tcache *tc = tc_get(p);
+	unsigned n;
+
+	if (zm_likely(tc && (n = tc->count) != 0)) {
+		zm_pfn_t got = tc->pfns[n - 1];
+
+		tc_set_count(tc, n - 1);
+		zm_pg_of(p, got)->state = PG_ALLOC;
+		*pfn = got;
+		return 0;
+	}
+	return alloc_locked(p, tc, pfn);
+}
+
+int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
+{
+	struct zm_tcache *tc;
+	struct zm_pg *pg;
+	bool trim;
+
+	if (zm_unlikely(pfn >= p->npages))
+		return zm_pages_bad_free(p, pfn, "pfn out of range");
+	pg = zm_pg_of(p, pfn);
+	if (zm_unlikely(pg->state != PG_ALLOC || pg->order != 0))
+		return zm_pages_bad_free(p, pfn, pg->state == PG_ALLOC ?
+					 "page heads a run of order > 0" :
+					 "not an allocated page");
+	memset(&p->meta[pfn], 0, sizeof(p->meta[pfn]));
+	tc = tc_get(p);
+	if (zm_likely(tc && tc->count < tc->cap)) {
+		pg->state = PG_CACHED;
+		tc->pfns[tc->count] = pfn;
+		tc_set_count(tc, tc->count + 1);
+		return 0;
+	}
+	zm_lock(&p->lock);
+	if (tc) {
+		tc_give_back(p, tc, p->cache_batch);
+		p->drains++;
+		pg->state = PG_CACHED;
+		tc->pfns[tc->count] = pfn;
+		tc_set_count(tc, tc->count + 1);
+	} else {
+		zm_buddy_give(p, pfn, 0, true);
+		p->nr_out--;
+	}
+	trim = zm_pages_trim_due(p);
+	zm_unlock(&p->lock);
+	if (trim)
+		zm_pages_trim_to(p, p->reserve);
+	return 0;
+}
+
+void zm_pages_flush_thread(struct zm_pages *p)
+{
+	struct zm_tcache *tc = tls_caches;
+	bool trim;
+
+	while (tc && tc_owner(tc) != p)
+		tc = tc->tnext;
+	if (!tc || !tc->count)
+		return;
+	zm_lock(&p->lock);
+	tc_give_back(p, tc, tc->count);
+	trim = zm_pages_trim_due(p);
+	zm_unlock(&p->lock);
+	if (trim)
+		zm_pages_trim_to(p, p->reserve);
+}
+
+/* ---- for destroy, stats and the checker ----------------------------- */
+
+void zm_tcache_detach_all(struct zm_pages *p)
+{
+	pthread_mutex_lock(&zm_tc_lock);
+	while (p->caches) {
+		struct zm_tcache *tc = p->caches;
+
+		registry_unlink(p, tc);
+		/* Keep the count for the leak report, then let go. */
+		__atomic_store_n(&tc->owner, NULL, __ATOMIC_RELEASE);
+		zm_lock(&p->lock);
+		p->nr_out -= __atomic_load_n(&tc->count, __ATOMIC_RELAXED);
+		zm_unlock(&p->lock);
+	}
+	pthread_mutex_unlock(&zm_tc_lock);
+}
+
+size_t zm_tcache_total(struct zm_pages *p)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&zm_tc_lock);
+	for (struct zm_tcache *tc = p->caches; tc; tc = tc->rnext)
+		n += __atomic_load_n(&tc->count, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&zm_tc_lock);
+	return n;
+}
+
+int zm_tcache_check(struct zm_pages *p, size_t *ncached)
+{
+	int bad = 0;
+
+	*ncached = 0;
+	pthread_mutex_lock(&zm_tc_lock);
+	for (struct zm_tcache *tc = p->caches; tc; tc = tc->rnext) {
+		unsigned n = __atomic_load_n(&tc->count, __ATOMIC_RELAXED);
+
+		if (n > tc->cap) {
+			zm_log("check: thread cache holds %u > cap %u", n, tc->cap);
+			bad = 1;
+			n = tc->cap;
+		}
+		for (unsigned i = 0; i < n; i++) {
+			zm_pfn_t pfn = tc->pfns[i];
+
+			if (pfn >= p->npages || zm_pg_of(p, pfn)->state != PG_CACHED) {
+				zm_log("check: cached pfn %u is not in state cached", pfn);
+				bad = 1;
+			}
+		}
+		*ncached += n;
+	}
+	pthread_mutex_unlock(&zm_tc_lock);
+	return bad ? -EUCLEAN : 0;
+}

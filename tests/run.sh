@@ -1,0 +1,37 @@
+#!/bin/sh
+# Run test binaries and record their counts.
+#
+#   run.sh RESULTS [WRAPPER...] -- TEST...   run each TEST (under WRAPPER),
+#                                            append "name passed failed" to RESULTS
+#   run.sh --total RESULTS                   print "N passed, N failed"; status 1
+#                                            if anything failed or nothing ran
+#
+# Tests use cmocka; its summary lines give the counts.  A binary that dies
+# without a summary (crash, sanitizer abort) counts as one failure.
+set -u
+if [ "$1" = "--total" ]; then
+    [ -f "$2" ] || { echo "0 passed, 1 failed"; exit 1; }
+    awk '{ p += $2; f += $3 } END { printf "%d passed, %d failed\n", p, f;
+          exit (f > 0 || p == 0) }' "$2"
+    exit $?
+fi
+results=$1; shift
+wrap=""
+while [ "$1" != "--" ]; do wrap="$wrap $1"; shift; done
+shift
+mkdir -p "$(dirname "$results")"
+status=0
+for t in "$@"; do
+    log="$t.log"
+    echo "== $t"
+    # shellcheck disable=SC2086
+    $wrap "$t" > "$log" 2>&1
+    rc=$?
+    cat "$log"
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    echo "$t $p $f" >> "$results"
+    [ "$rc" -ne 0 ] && status=1
+done
+exit $status

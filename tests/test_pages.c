@@ -1,0 +1,355 @@
+/* Unit tests of the pages layer: every public call, bad input, the limit,
+ * and memory really going back to the OS. */
+#include <errno.h>
+#include <pthread.h>
+
+#include "testutil.h"
+#include <zmem/pages.h>
+#include "pages/pages_internal.h" /* only to corrupt state for the checker test */
+
+static struct zm_pages *mk(size_t page_size, size_t arena, size_t limit)
+{
+	struct zm_pages_config c = { .page_size = page_size, .arena_bytes = arena,
+				     .limit_pages = limit };
+	struct zm_pages *p = NULL;
+
+	assert_int_equal(zm_pages_create(&c, &p), 0);
+	assert_non_null(p);
+	return p;
+}
+
+static void test_create_bad(void **st)
+{
+	struct zm_pages *p = (void *)1;
+	struct zm_pages_config c = { 0 };
+	const size_t bad_ps[] = { 1000, 2048, 4097, 131072, 12288 };
+
+	for (size_t i = 0; i < sizeof(bad_ps) / sizeof(bad_ps[0]); i++) {
+		c.page_size = bad_ps[i];
+		assert_int_equal(zm_pages_create(&c, &p), -EINVAL);
+		assert_null(p);
+	}
+	c.page_size = 4096;
+	c.arena_bytes = 100; /* less than a page */
+	assert_int_equal(zm_pages_create(&c, &p), -EINVAL);
+	c.arena_bytes = 1 << 20;
+	c.cache_pages = 100000;
+	assert_int_equal(zm_pages_create(&c, &p), -EINVAL);
+	assert_int_equal(zm_pages_create(NULL, NULL), -EINVAL);
+	zm_pages_destroy(NULL);
+}
+
+static void test_page_sizes(void **st)
+{
+	for (size_t ps = 4096; ps <= 65536; ps <<= 1) {
+		struct zm_pages *p = mk(ps, 64 * ps, 0);
+		zm_pfn_t a, b;
+		char *m;
+
+		assert_int_equal(zm_pages_page_size(p), ps);
+		assert_int_equal(zm_pages_alloc(p, &a), 0);
+		assert_int_equal(zm_pages_alloc(p, &b), 0);
+		assert_int_not_equal(a, b);
+		m = zm_pages_addr(p, a);
+		assert_int_equal((uintptr_t)m % ps, 0);
+		memset(m, 0xab, ps);
+		assert_int_equal(zm_pages_pfn(p, m), a);
+		assert_int_equal(zm_pages_pfn(p, m + ps - 1), a);
+		assert_int_equal(zm_pages_pfn(p, (char *)zm_pages_addr(p, b) + 1), b);
+		assert_int_equal(zm_pages_pfn(p, &ps), UINT32_MAX);
+		assert_non_null(zm_pages_meta(p, a));
+		assert_null(zm_pages_meta(p, 64));
+		assert_int_equal(zm_pages_check(p), 0);
+		assert_int_equal(zm_pages_free(p, a), 0);
+		assert_int_equal(zm_pages_free(p, b), 0);
+		assert_int_equal(zm_pages_check(p), 0);
+		zm_pages_destroy(p);
+	}
+}
+
+static void test_meta_zeroed(void **st)
+{
+	struct zm_pages *p = mk(4096, 1 << 20, 0);
+	zm_pfn_t a, b;
+
+	assert_int_equal(zm_pages_alloc(p, &a), 0);
+	zm_pages_meta(p, a)->owner = p;
+	zm_pages_meta(p, a)->priv[0] = 42;
+	assert_int_equal(zm_pages_free(p, a), 0);
+	assert_int_equal(zm_pages_alloc(p, &b), 0);
+	assert_int_equal(b, a); /* LIFO cache: the same page */
+	assert_null(zm_pages_meta(p, b)->owner);
+	assert_int_equal(zm_pages_meta(p, b)->priv[0], 0);
+	zm_pages_free(p, b);
+	zm_pages_destroy(p);
+}
+
+static void test_orders(void **st)
+{
+	struct zm_pages *p = mk(4096, 16 << 20, 0);
+	zm_pfn_t runs[ZM_PAGES_MAX_ORDER + 1], x;
+
+	for (unsigned k = 0; k <= ZM_PAGES_MAX_ORDER; k++) {
+		assert_int_equal(zm_pages_alloc_order(p, k, &runs[k]), 0);
+		assert_int_equal(runs[k] % (1u << k), 0);
+		memset(zm_pages_addr(p, runs[k]), (int)k, 4096u << k);
+		assert_int_equal(zm_pages_check(p), 0);
+	}
+	assert_int_equal(zm_pages_alloc_order(p, ZM_PAGES_MAX_ORDER + 1, &x), -EINVAL);
+	/* wrong order, a tail, a single-page free of a run: refused */
+	assert_int_equal(zm_pages_free_order(p, runs[3], 2), -EINVAL);
+	assert_int_equal(zm_pages_free_order(p, runs[3] + 1, 0), -EINVAL);
+	assert_int_equal(zm_pages_free(p, runs[3]), -EINVAL);
+	assert_int_equal(zm_pages_free(p, runs[3] + 1), -EINVAL);
+	assert_int_equal(zm_pages_free_order(p, runs[3], 99), -EINVAL);
+	for (unsigned k = 0; k <= ZM_PAGES_MAX_ORDER; k++) {
+		unsigned char *m = zm_pages_addr(p, runs[k]);
+
+		assert_int_equal(m[0], k);
+		assert_int_equal(m[(4096u << k) - 1], k);
+		assert_int_equal(zm_pages_free_order(p, runs[k], k), 0);
+		assert_int_equal(zm_pages_check(p), 0);
+	}
+	assert_int_equal(zm_pages_free_order(p, runs[5], 5), -EINVAL); /* double */
+	zm_pages_destroy(p);
+}
+
+static void test_bad_frees(void **st)
+{
+	struct zm_pages *p = mk(4096, 1 << 20, 0);
+	struct zm_pages_stats s;
+	zm_pfn_t a, v[4];
+
+	assert_int_equal(zm_pages_alloc(p, &a), 0);
+	assert_int_equal(zm_pages_free(p, a), 0);
+	assert_int_equal(zm_pages_free(p, a), -EINVAL);       /* double, cached */
+	assert_int_equal(zm_pages_free(p, 256), -EINVAL);     /* out of range */
+	assert_int_equal(zm_pages_free(p, UINT32_MAX), -EINVAL);
+	assert_int_equal(zm_pages_free(p, 200), -EINVAL);     /* never allocated */
+	assert_int_equal(zm_pages_alloc_bulk(p, 3, v), 3);
+	v[3] = v[1];                                          /* duplicate */
+	assert_int_equal(zm_pages_free_bulk(p, 4, v), -EINVAL);
+	assert_int_equal(zm_pages_free(p, v[0]), -EINVAL);    /* freed by bulk */
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.bad_frees, 6);
+	assert_int_equal(s.in_use, 0);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+}
+
+static void test_exhaust(void **st)
+{
+	struct zm_pages *p = mk(4096, 64 * 4096, 0);
+	zm_pfn_t v[80], x;
+	size_t n = 0;
+
+	while (n < 80 && zm_pages_alloc(p, &v[n]) == 0)
+		n++;
+	assert_int_equal(n, 64);
+	assert_int_equal(zm_pages_alloc(p, &x), -ENOMEM);
+	assert_int_equal(zm_pages_alloc_bulk(p, 5, &x), 0);
+	assert_int_equal(zm_pages_alloc_order(p, 0, &x), -ENOMEM);
+	assert_int_equal(zm_pages_free_bulk(p, n, v), 0);
+	assert_int_equal(zm_pages_alloc_bulk(p, 80, v), 64);
+	assert_int_equal(zm_pages_free_bulk(p, 64, v), 0);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+}
+
+static void test_limit(void **st)
+{
+	struct zm_pages *p = mk(4096, 4 << 20, 100);
+	struct zm_pages_stats s;
+	zm_pfn_t v[200], x;
+	size_t n, m = 0;
+
+	n = zm_pages_alloc_bulk(p, 200, v);
+	assert_int_equal(n, 100);
+	for (size_t i = 0; i < n; i++)
+		*(uint64_t *)zm_pages_addr(p, v[i]) = 0xC00C1E00u + i;
+	assert_int_equal(zm_pages_alloc(p, &x), -ENOMEM);
+	assert_int_equal(zm_pages_alloc_order(p, 1, &x), -ENOMEM);
+	zm_pages_stats(p, &s);
+	assert_true(s.limit_failures >= 3);
+	assert_int_equal(s.in_use, 100);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(*(uint64_t *)zm_pages_addr(p, v[i]), 0xC00C1E00u + i);
+	/* free 10, singles may come back up to the limit */
+	assert_int_equal(zm_pages_free_bulk(p, 10, v), 0);
+	while (m < 20 && zm_pages_alloc(p, &v[m]) == 0)
+		m++;
+	assert_int_equal(m, 10);
+	zm_pages_stats(p, &s);
+	assert_true(s.in_use + s.cached <= 100);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_free_bulk(p, n, v);
+	zm_pages_destroy(p);
+}
+
+static void test_memory_returns(void **st)
+{
+	const size_t bytes = 64 << 20, n = bytes / 4096;
+	struct zm_pages *p = mk(4096, 256 << 20, 0);
+	struct zm_pages_stats s;
+	zm_pfn_t *v = malloc(n * sizeof(*v));
+	size_t before, full, after;
+
+	assert_non_null(v);
+	memset(v, 0, n * sizeof(*v));
+	before = test_rss_bytes();
+	assert_int_equal(zm_pages_alloc_bulk(p, n, v), n);
+	for (size_t i = 0; i < n; i++)
+		memset(zm_pages_addr(p, v[i]), 1, 4096);
+	full = test_rss_bytes();
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.resident, n);
+	assert_int_equal(zm_pages_free_bulk(p, n, v), 0);
+	after = test_rss_bytes();
+	zm_pages_stats(p, &s);
+	printf("rss before %zu MiB, full %zu MiB, after free %zu MiB; reserve %zu pages\n",
+	       before >> 20, full >> 20, after >> 20, s.reserve);
+	assert_true(full >= before + bytes * 3 / 4);
+	assert_true(after + bytes * 3 / 4 <= full);
+	assert_true(s.reserve <= ZM_DEFAULT_RESERVE + ZM_TRIM_BATCH);
+	assert_true(s.trimmed_pages >= n - ZM_DEFAULT_RESERVE - ZM_TRIM_BATCH);
+	assert_int_equal(s.resident_max, n);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+	free(v);
+}
+
+static void test_no_return_when_asked(void **st)
+{
+	struct zm_pages_config c = { .arena_bytes = 64 << 20, .reserve_pages = SIZE_MAX };
+	struct zm_pages *p;
+	struct zm_pages_stats s;
+	zm_pfn_t v[4096];
+
+	assert_int_equal(zm_pages_create(&c, &p), 0);
+	assert_int_equal(zm_pages_alloc_bulk(p, 4096, v), 4096);
+	assert_int_equal(zm_pages_free_bulk(p, 4096, v), 0);
+	assert_int_equal(zm_pages_trim(p), 0);
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.reserve, 4096);
+	assert_int_equal(s.trimmed_pages, 0);
+	zm_pages_destroy(p);
+}
+
+static void *thread_caches_pages(void *arg)
+{
+	struct zm_pages *p = arg;
+	zm_pfn_t v[10];
+
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(zm_pages_alloc(p, &v[i]), 0);
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(zm_pages_free(p, v[i]), 0);
+	return NULL;
+}
+
+static void test_stats_and_thread_exit(void **st)
+{
+	struct zm_pages *p = mk(4096, 4 << 20, 0);
+	struct zm_pages_stats s;
+	pthread_t t;
+	zm_pfn_t a, b[8];
+
+	assert_int_equal(zm_pages_alloc(p, &a), 0);
+	assert_int_equal(zm_pages_alloc_bulk(p, 8, b), 8);
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.total_pages, 1024);
+	assert_int_equal(s.in_use, 9);
+	assert_true(s.cached > 0);
+	assert_int_equal(s.in_use + s.cached + s.free, 1024);
+	assert_int_equal(s.bulk_calls, 1);
+	assert_int_equal(s.bulk_pages, 8);
+	assert_true(s.refills >= 1);
+	zm_pages_flush_thread(p);
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.cached, 0);
+
+	assert_int_equal(pthread_create(&t, NULL, thread_caches_pages, p), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.cached, 0);  /* the exiting thread gave its cache back */
+	assert_int_equal(s.in_use, 9);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_free(p, a);
+	zm_pages_free_bulk(p, 8, b);
+	zm_pages_destroy(p);
+}
+
+static void test_drain(void **st)
+{
+	struct zm_pages_config c = { .arena_bytes = 4 << 20, .cache_pages = 8 };
+	struct zm_pages *p;
+	struct zm_pages_stats s;
+	zm_pfn_t v[100];
+
+	assert_int_equal(zm_pages_create(&c, &p), 0);
+	assert_int_equal(zm_pages_alloc_bulk(p, 100, v), 100);
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(zm_pages_free(p, v[i]), 0);
+	zm_pages_stats(p, &s);
+	assert_true(s.cached <= 8);
+	assert_true(s.drains >= 10);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+}
+
+static void test_no_cache(void **st)
+{
+	struct zm_pages_config c = { .arena_bytes = 4 << 20, .cache_pages = 1 };
+	struct zm_pages *p;
+	struct zm_pages_stats s;
+	zm_pfn_t a;
+
+	assert_int_equal(zm_pages_create(&c, &p), 0);
+	assert_int_equal(zm_pages_alloc(p, &a), 0);
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.cached, 0);
+	assert_int_equal(s.in_use, 1);
+	assert_int_equal(zm_pages_free(p, a), 0);
+	assert_int_equal(zm_pages_free(p, a), -EINVAL);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+}
+
+static void test_checker_catches(void **st)
+{
+	struct zm_pages *p = mk(4096, 1 << 20, 0);
+	zm_pfn_t a;
+
+	assert_int_equal(zm_pages_alloc_order(p, 2, &a), 0);
+	assert_int_equal(zm_pages_check(p), 0);
+	p->pg[a + 1].state = PG_FREE_TAIL; /* a tail that lost its run */
+	assert_int_equal(zm_pages_check(p), -EUCLEAN);
+	p->pg[a + 1].state = PG_ALLOC_TAIL;
+	p->nr_free++;                       /* a counter off by one */
+	assert_int_equal(zm_pages_check(p), -EUCLEAN);
+	p->nr_free--;
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_free_order(p, a, 2);
+	zm_pages_destroy(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_create_bad),
+		cmocka_unit_test(test_page_sizes),
+		cmocka_unit_test(test_meta_zeroed),
+		cmocka_unit_test(test_orders),
+		cmocka_unit_test(test_bad_frees),
+		cmocka_unit_test(test_exhaust),
+		cmocka_unit_test(test_limit),
+		cmocka_unit_test(test_memory_returns),
+		cmocka_unit_test(test_no_return_when_asked),
+		cmocka_unit_test(test_stats_and_thread_exit),
+		cmocka_unit_test(test_drain),
+		cmocka_unit_test(test_no_cache),
+		cmocka_unit_test(test_checker_catches),
+	};
+
+	return cmocka_run_group_tests_name("pages", tests, NULL, NULL);
+}
