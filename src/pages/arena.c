@@ -134,7 +134,7 @@ int zm_pages_bad_free(struct zm_pages *p, zm_pfn_t pfn, const char *why)
 	const char *st = "out of range";
 
 	if (pfn < p->npages) {
-		uint8_t s = zm_pg_of(p, pfn)->state;
+		uint8_t s = zm_pg_state(zm_pg_of(p, pfn));
 
 		st = s < sizeof(names) / sizeof(names[0]) ? names[s] : "corrupt";
 	}

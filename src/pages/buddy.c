@@ -215,7 +215,7 @@ void zm_buddy_give(struct zm_pages *p, zm_pfn_t pfn, unsigned order, bool dirty)
 		if (buddy >= p->npages)
 			break;
 		b = zm_pg_of(p, buddy);
-		if (b->state != PG_FREE_HEAD || b->order != order)
+		if (zm_pg_state(b) != PG_FREE_HEAD || b->order != order)
 			break;
 		blk_dirty |= !!(b->flags & PG_BLK_DIRTY);
 		list_del(p, buddy);

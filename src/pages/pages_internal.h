@@ -77,6 +77,21 @@ struct zm_pg {
 	};
 };
 
+/* A page's state byte is written without the lock by the thread that owns
+ * the page (alloc/free through its cache: PG_ALLOC <-> PG_CACHED) while the
+ * buddy, under the lock, may read it to see whether a neighbour is free.
+ * Neither value it may see then is PG_FREE_HEAD, so the answer is right
+ * either way; relaxed atomics make that race defined (plain moves on x86). */
+static inline uint8_t zm_pg_state(const struct zm_pg *pg)
+{
+	return __atomic_load_n(&pg->state, __ATOMIC_RELAXED);
+}
+
+static inline void zm_pg_set_state(struct zm_pg *pg, uint8_t st)
+{
+	__atomic_store_n(&pg->state, st, __ATOMIC_RELAXED);
+}
+
 /* The word of a page in state st, order 0, no flags. */
 static inline uint32_t zm_pg_word(uint8_t st)
 {

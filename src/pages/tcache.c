@@ -177,7 +177,7 @@ static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zm_
 	if (tc) {
 		tc_set_count(tc, tc->count - 1);
 		*pfn = tc->pfns[tc->count];
-		zm_pg_of(p, *pfn)->state = PG_ALLOC;
+		zm_pg_set_state(zm_pg_of(p, *pfn), PG_ALLOC);
 	}
 	return 0;
 }
@@ -191,7 +191,7 @@ int zm_pages_alloc(struct zm_pages *p, zm_pfn_t *pfn)
 		zm_pfn_t got = tc->pfns[n - 1];
 
 		tc_set_count(tc, n - 1);
-		zm_pg_of(p, got)->state = PG_ALLOC;
+		zm_pg_set_state(zm_pg_of(p, got), PG_ALLOC);
 		*pfn = got;
 		return 0;
 	}
@@ -207,14 +207,14 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 	if (zm_unlikely(pfn >= p->npages))
 		return zm_pages_bad_free(p, pfn, "pfn out of range");
 	pg = zm_pg_of(p, pfn);
-	if (zm_unlikely(pg->state != PG_ALLOC || pg->order != 0))
-		return zm_pages_bad_free(p, pfn, pg->state == PG_ALLOC ?
+	if (zm_unlikely(zm_pg_state(pg) != PG_ALLOC || pg->order != 0))
+		return zm_pages_bad_free(p, pfn, zm_pg_state(pg) == PG_ALLOC ?
 					 "page heads a run of order > 0" :
 					 "not an allocated page");
 	memset(&p->meta[pfn], 0, sizeof(p->meta[pfn]));
 	tc = tc_get(p);
 	if (zm_likely(tc && tc->count < tc->cap)) {
-		pg->state = PG_CACHED;
+		zm_pg_set_state(pg, PG_CACHED);
 		tc->pfns[tc->count] = pfn;
 		tc_set_count(tc, tc->count + 1);
 		return 0;
@@ -223,7 +223,7 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 	if (tc) {
 		tc_give_back(p, tc, p->cache_batch);
 		p->drains++;
-		pg->state = PG_CACHED;
+		zm_pg_set_state(pg, PG_CACHED);
 		tc->pfns[tc->count] = pfn;
 		tc_set_count(tc, tc->count + 1);
 	} else {
