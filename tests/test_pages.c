@@ -67,19 +67,20 @@ static void test_page_sizes(void **st)
 	}
 }
 
-static void test_meta_zeroed(void **st)
+static void test_meta(void **st)
 {
 	struct zm_pages *p = mk(4096, 1 << 20, 0);
 	zm_pfn_t a, b;
 
 	assert_int_equal(zm_pages_alloc(p, &a), 0);
-	zm_pages_meta(p, a)->owner = p;
-	zm_pages_meta(p, a)->priv[0] = 42;
-	assert_int_equal(zm_pages_free(p, a), 0);
 	assert_int_equal(zm_pages_alloc(p, &b), 0);
-	assert_int_equal(b, a); /* LIFO cache: the same page */
-	assert_null(zm_pages_meta(p, b)->owner);
-	assert_int_equal(zm_pages_meta(p, b)->priv[0], 0);
+	zm_pages_meta(p, a)->owner = p;
+	zm_pages_meta(p, a)->priv[1] = 42;
+	zm_pages_meta(p, b)->owner = NULL;
+	assert_ptr_equal(zm_pages_meta(p, a)->owner, p);
+	assert_int_equal(zm_pages_meta(p, a)->priv[1], 42);
+	assert_ptr_equal(zm_pages_meta(p, a) + 1, zm_pages_meta(p, a + 1));
+	zm_pages_free(p, a);
 	zm_pages_free(p, b);
 	zm_pages_destroy(p);
 }
@@ -338,7 +339,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_create_bad),
 		cmocka_unit_test(test_page_sizes),
-		cmocka_unit_test(test_meta_zeroed),
+		cmocka_unit_test(test_meta),
 		cmocka_unit_test(test_orders),
 		cmocka_unit_test(test_bad_frees),
 		cmocka_unit_test(test_exhaust),

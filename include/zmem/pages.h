@@ -46,8 +46,10 @@ struct zm_pages_config {
 	                         1 = no caching (every call takes the lock) */
 };
 
-/* Per-page metadata for the owner of an allocated page.  Zeroed when the
- * page is allocated; valid until it is freed. */
+/* Per-page metadata for the owner of an allocated page: its contents are
+ * undefined when the page is allocated (the owner sets what it uses), and
+ * the pages layer never touches it, so that an unused record costs no
+ * resident memory. */
 struct zm_page_meta {
 	void *owner;
 	uintptr_t priv[2];

@@ -158,7 +158,6 @@ int zm_pages_alloc_order(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 	zm_unlock(&p->lock);
 	if (got == ZM_PFN_NIL)
 		return -ENOMEM;
-	memset(&p->meta[got], 0, sizeof(p->meta[got]) << order);
 	*pfn = got;
 	return 0;
 }

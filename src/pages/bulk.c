@@ -82,7 +82,6 @@ int zm_pages_free_bulk(struct zm_pages *p, size_t n, const zm_pfn_t *pfns)
 				continue;
 			}
 			k = run_order(p, pfns, i, end);
-			memset(&p->meta[pfn], 0, sizeof(p->meta[pfn]) << k);
 			zm_buddy_give(p, pfn, k, true);
 			p->nr_out -= (size_t)1 << k;
 			i += (size_t)1 << k;

@@ -211,7 +211,6 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 		return zm_pages_bad_free(p, pfn, zm_pg_state(pg) == PG_ALLOC ?
 					 "page heads a run of order > 0" :
 					 "not an allocated page");
-	memset(&p->meta[pfn], 0, sizeof(p->meta[pfn]));
 	tc = tc_get(p);
 	if (zm_likely(tc && tc->count < tc->cap)) {
 		zm_pg_set_state(pg, PG_CACHED);
