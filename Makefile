@@ -41,9 +41,27 @@ LDFLAGS_ZM  += -fsanitize=$(SAN)
 endif
 LDLIBS_ZM   := -pthread -lm
 
+# Codecs: liblz4 and libzstd always; liblzo2 (GPL) only when ZM_WITH_LZO is
+# 1, or auto (the default) and pkg-config finds it.  See include/zmem/codec.h.
+ZM_WITH_LZO ?= auto
+ifeq ($(ZM_WITH_LZO),auto)
+override ZM_WITH_LZO := $(shell pkg-config --exists lzo2 2>/dev/null && echo 1 || echo 0)
+endif
+ZM_CODEC_PKGS := liblz4 libzstd
+ifeq ($(ZM_WITH_LZO),1)
+ZM_CODEC_PKGS += lzo2
+CPPFLAGS_ZM += -DZM_HAVE_LZO=1
+endif
+CPPFLAGS_ZM += $(shell pkg-config --cflags $(ZM_CODEC_PKGS) 2>/dev/null)
+LDLIBS_ZM   += $(shell pkg-config --libs $(ZM_CODEC_PKGS) 2>/dev/null || \
+                 echo -llz4 -lzstd $(if $(filter lzo2,$(ZM_CODEC_PKGS)),-llzo2))
+
 # Every layer is a folder; every .c in it belongs to the library.
-LAYERS   := base pages
+LAYERS   := base pages pool codec workload
 LIB_SRC  := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
+ifneq ($(ZM_WITH_LZO),1)
+LIB_SRC  := $(filter-out src/codec/lzo.c,$(LIB_SRC))
+endif
 CLI_SRC  := $(wildcard src/cli/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -75,9 +93,10 @@ $(BUILD)/zmem: $(CLI_OBJ) $(BUILD)/libzmem.a
 
 $(BUILD)/zmem.pc: zmem.pc.in Makefile
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-	    -e 's|@INCDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+	    -e 's|@INCDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	    -e 's|@REQUIRES_PRIVATE@|$(ZM_CODEC_PKGS)|' $< > $@
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libzmem.a tests/testutil.h
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libzmem.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ZM) $(CPPFLAGS) $(CFLAGS_ZM) $(CFLAGS) $(LDFLAGS_ZM) $(LDFLAGS) \
 	    -o $@ $< $(BUILD)/libzmem.a -lcmocka $(LDLIBS_ZM)

@@ -1,0 +1,161 @@
+/*
+ * zm_pool: allocators for compressed objects, behind one interface.
+ *
+ * A pool hands out handles, not pointers, so that objects can move
+ * (compaction).  Objects are 1 byte .. one page.  The backend is chosen by
+ * name when the pool is created:
+ *
+ *   "zsmalloc"  (default) size classes, zspages of a few pages, objects may
+ *               straddle two pages; dense and fast; see docs/zsmalloc.md
+ *   "malloc"    every object a malloc() block: the baseline a programmer
+ *               would reach for; its memory counted as malloc really uses it
+ *
+ * Reaching an object: zm_pool_write()/zm_pool_read() copy in and out, or
+ * zm_pool_map() gives a pointer until zm_pool_unmap().  Rules for maps:
+ *
+ *   - a thread may hold at most ZM_POOL_MAX_MAPS maps at once (two, so that
+ *     one object can be copied into another), and must unmap in reverse
+ *     order of mapping, on the same thread;
+ *   - while it holds a map, a thread must not free the mapped handle, nor
+ *     destroy the pool; every other call is allowed;
+ *   - a mapped object does not move: compaction skips it.
+ *
+ * Errors follow zmem.h.  zm_malloc() returns 0 on failure and sets errno
+ * (ENOMEM: the pages ran out or hit their limit; EINVAL: size 0 or larger
+ * than a page).  A stale, foreign or double-freed handle is refused with
+ * -EINVAL and, in ZM_DEBUG builds, a message naming the handle.
+ * All functions are thread-safe.
+ */
+#ifndef ZMEM_POOL_H
+#define ZMEM_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <zmem/pages.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint64_t zm_handle_t;
+
+#define ZM_POOL_MAX_MAPS 2
+
+enum zm_map_mode {
+	ZM_MAP_RO = 1, /* read only: nothing is copied back on unmap */
+	ZM_MAP_WO = 2, /* write only: nothing is copied in on map */
+	ZM_MAP_RW = 3,
+};
+
+/* How zsmalloc reaches an object that straddles two pages. */
+enum zm_span_method {
+	ZM_SPAN_DEFAULT = 0,
+	ZM_SPAN_COPY,       /* copy the two halves through a per-thread buffer */
+	ZM_SPAN_CONTIG,     /* build zspages from one contiguous run of pages
+			       (a buddy block), so no object is ever split;
+			       falls back to COPY for a zspage when no run is free */
+};
+
+struct zm_pool_config {
+	const char *allocator;       /* backend name; NULL = "zsmalloc" */
+	struct zm_pages *pages;      /* page source (shared, not owned); NULL =
+					the pool makes its own from the fields below */
+	size_t page_size;            /* own pages only; 0 = 4096 */
+	size_t limit_bytes;          /* own pages only; 0 = no limit */
+	size_t arena_bytes;          /* own pages only; 0 = 4 GiB of address space */
+	/* zsmalloc tuning; 0 = the measured defaults (docs/zsmalloc.md) */
+	unsigned class_spacing;      /* bytes between size classes, multiple of 8 */
+	unsigned max_zspage_pages;   /* most pages in one zspage, 1..16 */
+	enum zm_span_method span;
+};
+
+struct zm_pool_stats {
+	const char *allocator;
+	size_t page_size;
+	uint64_t objects;        /* live objects */
+	uint64_t slot_bytes;     /* bytes of the slots they occupy (>= the
+				    sizes asked for; the store knows those) */
+	uint64_t pool_pages;     /* pages the pool holds (malloc: bytes / page) */
+	uint64_t pool_bytes;     /* memory holding objects: pages, or malloc
+				    chunks with their headers */
+	uint64_t meta_bytes;     /* everything else: handles, back references,
+				    zspage records, per-page records, class table */
+	uint64_t pages_max;      /* high-water mark of pool_pages */
+	uint64_t zspages;
+	uint64_t huge_objects;   /* objects in the huge class (one per page) */
+	uint64_t malloc_fail;
+	uint64_t compactions, pages_compacted, objects_moved;
+};
+
+/* One row of the per-class table (the seeds' columns). */
+struct zm_pool_class_stats {
+	unsigned size;             /* slot size */
+	unsigned pages_per_zspage;
+	unsigned objs_per_zspage;
+	uint64_t fullness[11];     /* zspages by use: [0] empty .. [10] full,
+				      in steps of 10% */
+	uint64_t obj_allocated;    /* slots in this class's zspages */
+	uint64_t obj_used;
+	uint64_t pages_used;
+	uint64_t freeable;         /* pages compaction could free */
+};
+
+struct zm_pool;
+
+/* Create a pool.  Returns 0 and sets *out; -EINVAL for an unknown backend
+ * or bad tuning, -ENOMEM. */
+int zm_pool_create(const struct zm_pool_config *cfg, struct zm_pool **out);
+
+/* Destroy; live objects are reported (as leaks) and released.  Accepts NULL. */
+void zm_pool_destroy(struct zm_pool *pool);
+
+/* Allocate an object of size bytes (1 .. page size).  Returns a handle, or
+ * 0 with errno set (ENOMEM, EINVAL).  The contents are undefined. */
+zm_handle_t zm_malloc(struct zm_pool *pool, size_t size);
+
+/* Free an object.  Returns 0, or -EINVAL for a bad handle (0, stale,
+ * foreign, already free). */
+int zm_free(struct zm_pool *pool, zm_handle_t handle);
+
+/* Copy len bytes (len <= the size allocated) into / out of the object,
+ * straight to and from its page(s).  0 or -EINVAL. */
+int zm_pool_write(struct zm_pool *pool, zm_handle_t handle, const void *buf, size_t len);
+int zm_pool_read(struct zm_pool *pool, zm_handle_t handle, void *buf, size_t len);
+
+/* A pointer to the object, valid until zm_pool_unmap(); see the rules
+ * above.  NULL for a bad handle or when the thread holds
+ * ZM_POOL_MAX_MAPS maps already (errno EINVAL / EBUSY). */
+void *zm_pool_map(struct zm_pool *pool, zm_handle_t handle, enum zm_map_mode mode);
+void zm_pool_unmap(struct zm_pool *pool, zm_handle_t handle);
+
+/* Size of the slot holding the object (>= the size asked for). */
+size_t zm_pool_obj_size(struct zm_pool *pool, zm_handle_t handle);
+
+/* Move objects to free whole pages.  Returns pages freed, or -EOPNOTSUPP
+ * for a backend that cannot compact. */
+long zm_pool_compact(struct zm_pool *pool);
+
+void zm_pool_stats(struct zm_pool *pool, struct zm_pool_stats *st);
+
+/* Number of size classes (0 for backends without them) and one row. */
+unsigned zm_pool_nr_classes(struct zm_pool *pool);
+int zm_pool_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stats *cs);
+
+/* Print the per-class table (classes in use only) to f. */
+void zm_pool_print_classes(struct zm_pool *pool, FILE *f);
+
+/* Whole-structure checker: every class, zspage, free chain and handle.
+ * 0, or -EUCLEAN after printing what is wrong.  Call while no other thread
+ * uses the pool. */
+int zm_pool_check(struct zm_pool *pool);
+
+/* Backend names, NULL-terminated. */
+const char *const *zm_pool_backends(void);
+const char *zm_pool_backend(const struct zm_pool *pool);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,223 @@
+/*
+ * zsmalloc malloc and free.
+ *
+ * malloc: under the class lock, take the fullest partly used zspage (its
+ * free chain first, then its never-used tail), else make a new zspage --
+ * outside the lock, since it calls the pages layer -- and insert it.  A
+ * handle slot from the class's free list records where the object is.
+ *
+ * free: find the zspage from the handle, take its class lock, check again
+ * that the handle is live (a racing double free loses here), chain the
+ * object into the zspage's free chain, release the slot, and if the
+ * zspage is now empty, give its pages back.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "pool/zsmalloc.h"
+
+static struct zspage *pick(struct zs_class *c)
+{
+	for (int g = ZS_GROUPS - 2; g >= 1; g--)
+		if (c->group[g])
+			return c->group[g];
+	return c->group[0];
+}
+
+/* Take a free object of zs (lock held, zs not full): from the free chain,
+ * else from the bump, populating the pages under it.  ZS_NONE when a page
+ * could not be had. */
+static unsigned take_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
+{
+	unsigned obj = zs->free_head;
+
+	if (obj != ZS_NONE) {
+		char *seg[2];
+		size_t len[2];
+
+		zs_obj_segs(zp, c, zs, obj, seg, len);
+		memcpy(&zs->free_head, seg[0], sizeof(uint16_t));
+	} else {
+		obj = zs->bump;
+		if (zm_unlikely(zs_populate(zp, c, zs, obj)))
+			return ZS_NONE;
+		zs->bump++;
+	}
+	zs->inuse++;
+	return obj;
+}
+
+static void put_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs, unsigned obj)
+{
+	char *seg[2];
+	size_t len[2];
+	int n = zs_obj_segs(zp, c, zs, obj, seg, len);
+
+#if ZM_DEBUG >= 2
+	/* poison: a use after free reads 0x6b */
+	memset(seg[0], 0x6b, len[0]);
+	if (n == 2)
+		memset(seg[1], 0x6b, len[1]);
+#endif
+	(void)n;
+	memcpy(seg[0], &zs->free_head, sizeof(uint16_t));
+	zs->free_head = (uint16_t)obj;
+	zs->inuse--;
+}
+
+/* Can zs give an object without taking a new page?  (lock held) */
+static bool fits_in_place(const struct zs_pool *zp, const struct zs_class *c,
+			  const struct zspage *zs)
+{
+	if (zs->free_head != ZS_NONE)
+		return true;
+	return zs->bump < c->objs &&
+	       ((((size_t)zs->bump + 1) * c->size - 1) >> zp->shift) < zs->npop;
+}
+
+/*
+ * Borrowing.  When an object's own class has no zspage with room, a slot
+ * in one of the next ZS borrow classes up that is free *without taking a
+ * new page* is used instead: a few bytes of internal waste (at most
+ * borrow * spacing) instead of opening a new page.  It fills the
+ * partly used last pages that every class otherwise keeps (see
+ * docs/zsmalloc.md for the measurement).  Each class lock is taken alone.
+ */
+static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size);
+
+static zm_handle_t fail(struct zs_pool *zp)
+{
+	__atomic_fetch_add(&zp->malloc_fail, 1, __ATOMIC_RELAXED);
+	errno = ENOMEM;
+	return 0;
+}
+
+/* Allocate in zs of class c; lock held, zs has room; drops the lock. */
+static zm_handle_t alloc_in(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
+{
+	unsigned obj;
+	uint32_t idx;
+	uint64_t tag;
+
+	idx = zs_slot_alloc(zp, c);
+	if (zm_unlikely(!idx)) {
+		zm_unlock(&c->lock);
+		return fail(zp);
+	}
+	obj = take_obj(zp, c, zs);
+	if (zm_unlikely(obj == ZS_NONE)) {
+		zs_slot_free(zp, c, idx);
+		zm_unlock(&c->lock);
+		return fail(zp);
+	}
+	zs_backref(zs, c)[obj] = idx;
+	tag = (zs_load_slot(zp, idx) & ZS_TAG_MASK) | 1;
+	zs_store_slot(zp, idx, zs_slot_live(zs->id, obj, tag));
+	c->used++;
+	zs_group_set(c, zs);
+	zm_unlock(&c->lock);
+	return ((zm_handle_t)idx << 16) | tag;
+}
+
+static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
+{
+	struct zs_class *end = zp->classes + zp->nclasses - 1; /* not huge */
+
+	for (struct zs_class *b = c + 1; b < end && b <= c + zp->borrow; b++) {
+		zm_lock(&b->lock);
+		for (int g = ZS_GROUPS - 2; g >= 1; g--) {
+			struct zspage *zs = b->group[g];
+
+			if (zs && fits_in_place(zp, b, zs))
+				return alloc_in(zp, b, zs);
+		}
+		zm_unlock(&b->lock);
+	}
+	return 0;
+}
+
+zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
+{
+	struct zs_pool *zp = zs_of(pool);
+	struct zs_class *c = zs_class_for(zp, size);
+	struct zspage *zs;
+	zm_handle_t h;
+
+	zm_lock(&c->lock);
+	zs = pick(c);
+	if (zm_likely(zs))
+		return alloc_in(zp, c, zs);
+	if (zp->borrow && !c->huge) {
+		zm_unlock(&c->lock);
+		h = borrow(zp, c, size);
+		if (h)
+			return h;
+		zm_lock(&c->lock);
+		zs = pick(c);
+		if (zs)
+			return alloc_in(zp, c, zs);
+	}
+	zs = zs_zspage_new(zp, c);
+	if (!zs) {
+		zm_unlock(&c->lock);
+		return fail(zp);
+	}
+	zs_group_set(c, zs);
+	c->zspages++;
+	c->zspage_bytes += sizeof(struct zspage) + (c->pages + c->objs) * sizeof(uint32_t);
+	return alloc_in(zp, c, zs);
+}
+
+/* The live slot value of h, or 0 if h is not a live handle of this pool. */
+static uint64_t live_slot(struct zs_pool *zp, zm_handle_t h)
+{
+	uint64_t idx = h >> 16;
+	uint64_t v;
+
+	if (zm_unlikely(!(h & 1) || idx == 0 ||
+			idx >= __atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED)))
+		return 0;
+	v = zs_load_slot(zp, (uint32_t)idx);
+	return (v & ZS_TAG_MASK) == (h & ZS_TAG_MASK) ? v : 0;
+}
+
+int zs_free(struct zm_pool *pool, zm_handle_t h)
+{
+	struct zs_pool *zp = zs_of(pool);
+	uint32_t idx = (uint32_t)(h >> 16);
+	struct zs_class *c;
+	struct zspage *zs;
+	uint64_t v;
+
+	for (;;) {
+		v = live_slot(zp, h);
+		zs = v ? zs_by_id(zp, zs_slot_id(v)) : NULL;
+		if (zm_unlikely(!zs || zs->magic != ZS_MAGIC)) {
+			zm_bad_input("zsmalloc: free of bad handle %#llx (stale, foreign "
+				     "or already free)", (unsigned long long)h);
+			return -EINVAL;
+		}
+		c = &zp->classes[zs->cls];
+		zm_lock(&c->lock);
+		/* still the same?  (a racing free or a move changes the slot) */
+		if (zm_likely(zs_load_slot(zp, idx) == v))
+			break;
+		zm_unlock(&c->lock);
+	}
+	put_obj(zp, c, zs, zs_slot_obj(v));
+	zs_slot_free(zp, c, idx);
+	c->used--;
+	if (zs->inuse == 0) {
+		zs_group_del(c, zs);
+		c->zspages--;
+		c->zspage_bytes -= sizeof(struct zspage) +
+				   (c->pages + c->objs) * sizeof(uint32_t);
+		zs_zspage_retire(zp, c, zs);
+		zm_unlock(&c->lock);
+		zs_zspage_free(zp, zs);
+		return 0;
+	}
+	zs_group_set(c, zs);
+	zm_unlock(&c->lock);
+	return 0;
+}

@@ -1,0 +1,184 @@
+/*
+ * zsmalloc size classes, and the pool's create/destroy.
+ *
+ * Candidate slot sizes run from ZS_MIN_SIZE in steps of `spacing` up to
+ * page_size - spacing; larger objects go to the huge class (one page
+ * each).  For each size, the pages per zspage N (1..max_pages) is the one
+ * that leaves the least unused space at the end of the zspage (ties: the
+ * smaller N).  Neighbouring sizes that end up with the same N and the same
+ * objects per zspage are merged into the larger one: a zspage then holds
+ * exactly as many objects either way, so nothing is lost, and fewer
+ * classes means fewer partly filled zspages.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool/zsmalloc.h"
+
+struct zs_class *zs_class_for(struct zs_pool *zp, size_t size)
+{
+	size_t i = size <= ZS_MIN_SIZE ? 0 : (size - ZS_MIN_SIZE + zp->spacing - 1) / zp->spacing;
+
+	if (i >= zp->nidx)
+		return &zp->classes[zp->nclasses - 1]; /* huge */
+	return &zp->classes[zp->idx_to_class[i]];
+}
+
+static void best_fit(size_t size, size_t page, unsigned max_pages,
+		     unsigned *pages, unsigned *objs)
+{
+	double best = -1;
+
+	for (unsigned n = 1; n <= max_pages; n++) {
+		size_t o = n * page / size;
+		double use = (double)(o * size) / (double)(n * page);
+
+		if (o > 0 && o < ZS_NONE && use > best + 1e-9) {
+			best = use;
+			*pages = n;
+			*objs = (unsigned)o;
+		}
+	}
+}
+
+static int build_classes(struct zs_pool *zp)
+{
+	size_t P = zp->page_size, n = 0;
+	unsigned *pg, *ob, *cls_of;
+
+	while (ZS_MIN_SIZE + n * zp->spacing <= P - zp->spacing)
+		n++;
+	zp->nidx = (unsigned)n;
+	pg = calloc(n + 1, sizeof(*pg));
+	ob = calloc(n + 1, sizeof(*ob));
+	cls_of = calloc(n + 1, sizeof(*cls_of));
+	zp->idx_to_class = calloc(n + 1, sizeof(*zp->idx_to_class));
+	zp->classes = aligned_alloc(64, (n + 1) * sizeof(struct zs_class));
+	if (!pg || !ob || !cls_of || !zp->idx_to_class || !zp->classes) {
+		free(pg), free(ob), free(cls_of);
+		return -ENOMEM;
+	}
+	memset(zp->classes, 0, (n + 1) * sizeof(struct zs_class));
+	for (size_t i = 0; i < n; i++)
+		best_fit(ZS_MIN_SIZE + i * zp->spacing, P, zp->max_pages, &pg[i], &ob[i]);
+	/* From the top down: a size joins the class above when it would
+	 * pack exactly like it. */
+	unsigned ncls = 0;
+	for (size_t k = n; k-- > 0;) {
+		if (zp->merge && k + 1 < n && pg[k] == pg[k + 1] && ob[k] == ob[k + 1]) {
+			cls_of[k] = cls_of[k + 1];
+			continue;
+		}
+		cls_of[k] = ncls++;
+	}
+	/* class numbers ascending by size; the huge class last */
+	for (size_t k = 0; k < n; k++) {
+		unsigned id = ncls - 1 - cls_of[k];
+		struct zs_class *c = &zp->classes[id];
+
+		zp->idx_to_class[k] = (uint16_t)id;
+		if (!c->size || ZS_MIN_SIZE + k * zp->spacing > c->size) {
+			c->size = (uint32_t)(ZS_MIN_SIZE + k * zp->spacing);
+			c->pages = (uint16_t)pg[k];
+			c->objs = (uint16_t)ob[k];
+		}
+	}
+	zp->classes[ncls] = (struct zs_class){ .size = (uint32_t)P, .pages = 1,
+					       .objs = 1, .huge = true };
+	zp->nclasses = ncls + 1;
+	for (unsigned i = 0; i < zp->nclasses; i++)
+		zm_lock_init(&zp->classes[i].lock);
+	free(pg), free(ob), free(cls_of);
+	return 0;
+}
+
+int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
+{
+	struct zs_pool *zp = calloc(1, sizeof(*zp));
+	int rc;
+
+	if (!zp)
+		return -ENOMEM;
+	zp->pages = pool->pages;
+	zp->page_size = pool->page_size;
+	while (((size_t)1 << zp->shift) < zp->page_size)
+		zp->shift++;
+	zp->spacing = cfg->class_spacing ? cfg->class_spacing : ZS_DEF_SPACING;
+	zp->max_pages = cfg->max_zspage_pages ? cfg->max_zspage_pages : ZS_DEF_MAX_PAGES;
+	zp->span = cfg->span ? cfg->span : ZM_SPAN_CONTIG;
+	{
+		const char *e = getenv("ZM_ZS_BORROW");
+
+		zp->borrow = e ? (unsigned)atoi(e) : ZS_DEF_BORROW;
+	}
+	if (zp->spacing % 8 || zp->spacing > zp->page_size / 8 ||
+	    zp->max_pages > ZS_MAX_PAGES || zp->span > ZM_SPAN_CONTIG) {
+		zm_bad_input("zsmalloc: bad tuning (spacing %u, max pages %u)",
+			     zp->spacing, zp->max_pages);
+		free(zp);
+		return -EINVAL;
+	}
+	rc = build_classes(zp);
+	if (!rc)
+		rc = zs_handles_init(zp);
+	if (rc) {
+		free(zp->idx_to_class);
+		free(zp->classes);
+		free(zp);
+		return rc;
+	}
+	pool->priv = zp;
+	return 0;
+}
+
+void zs_destroy(struct zm_pool *pool)
+{
+	struct zs_pool *zp = zs_of(pool);
+	uint64_t leaked = 0;
+
+	for (unsigned i = 0; i < zp->nclasses; i++) {
+		struct zs_class *c = &zp->classes[i];
+
+		leaked += c->used;
+		for (unsigned g = 0; g < ZS_GROUPS; g++)
+			while (c->group[g]) {
+				struct zspage *zs = c->group[g];
+
+				zs_group_del(c, zs);
+				zs_zspage_retire(zp, c, zs);
+				zs_zspage_free(zp, zs);
+			}
+	}
+	if (leaked)
+		zm_log("zsmalloc: pool destroyed with %llu live object(s), leaked",
+		       (unsigned long long)leaked);
+	zs_handles_fini(zp);
+	free(zp->idx_to_class);
+	free(zp->classes);
+	free(zp);
+}
+
+unsigned zs_nr_classes(struct zm_pool *pool)
+{
+	return zs_of(pool)->nclasses;
+}
+
+const struct zm_pool_ops zm_zsmalloc_ops = {
+	.name = "zsmalloc",
+	.uses_pages = true,
+	.create = zs_create,
+	.destroy = zs_destroy,
+	.malloc = zs_malloc,
+	.free = zs_free,
+	.map = zs_map,
+	.unmap = zs_unmap,
+	.read = zs_read,
+	.write = zs_write,
+	.obj_size = zs_obj_size,
+	.compact = NULL,
+	.stats = zs_stats,
+	.nr_classes = zs_nr_classes,
+	.class_stats = zs_class_stats,
+	.check = zs_check,
+};

@@ -1,0 +1,76 @@
+/*
+ * The handle table (and the zspage table beside it, zs_zspage.c): one
+ * 8-byte slot per object, holding where the object
+ * is (zspage id, object index) and a generation, so that a
+ * stale or double-freed handle is recognised.  The table is reserved once
+ * (ZS_MAX_HANDLES slots of address space, touched only as used).  Each
+ * class keeps its own list of free slots under its lock and refills it by
+ * ZS_HANDLE_CHUNK slots with one atomic add on slots_used: no pool-wide
+ * lock on malloc or free.
+ */
+#include <errno.h>
+
+#include "base/os.h"
+#include "pool/zsmalloc.h"
+
+int zs_handles_init(struct zs_pool *zp)
+{
+	zp->slot = zm_os_reserve((size_t)ZS_MAX_HANDLES * sizeof(uint64_t),
+				 zm_os_page_size());
+	if (!zp->slot)
+		return -ENOMEM;
+	zp->slots_used = 1; /* slot 0 is never used: handle 0 means failure */
+	zp->ztab = zm_os_reserve((size_t)ZS_MAX_ZSPAGES * sizeof(uintptr_t),
+				 zm_os_page_size());
+	if (!zp->ztab) {
+		zm_os_release(zp->slot, (size_t)ZS_MAX_HANDLES * sizeof(uint64_t));
+		return -ENOMEM;
+	}
+	zp->ids_used = 1;   /* id 0 means "none" */
+	return 0;
+}
+
+void zs_handles_fini(struct zs_pool *zp)
+{
+	zm_os_release(zp->slot, (size_t)ZS_MAX_HANDLES * sizeof(uint64_t));
+	zm_os_release(zp->ztab, (size_t)ZS_MAX_ZSPAGES * sizeof(uintptr_t));
+}
+
+static inline uint64_t slot_gen(uint64_t v) { return v & 0xFFFE; }
+
+/* A free slot's value: next free slot, generation, not live. */
+static inline uint64_t slot_free_val(uint32_t next, uint64_t gen)
+{
+	return ((uint64_t)next << 32) | gen;
+}
+
+uint32_t zs_slot_alloc(struct zs_pool *zp, struct zs_class *c)
+{
+	uint32_t idx;
+
+	if (zm_unlikely(!c->nfree_slots)) {
+		uint32_t first = __atomic_fetch_add(&zp->slots_used, ZS_HANDLE_CHUNK,
+						    __ATOMIC_RELAXED);
+
+		if (first > ZS_MAX_HANDLES - ZS_HANDLE_CHUNK)
+			return 0;
+		for (uint32_t i = 0; i < ZS_HANDLE_CHUNK; i++)
+			zs_store_slot(zp, first + i, slot_free_val(
+				i + 1 < ZS_HANDLE_CHUNK ? first + i + 1 : 0, 0));
+		c->free_slots = first;
+		c->nfree_slots = ZS_HANDLE_CHUNK;
+	}
+	idx = c->free_slots;
+	c->free_slots = (uint32_t)(zs_load_slot(zp, idx) >> 32);
+	c->nfree_slots--;
+	return idx;
+}
+
+void zs_slot_free(struct zs_pool *zp, struct zs_class *c, uint32_t idx)
+{
+	uint64_t gen = (slot_gen(zs_load_slot(zp, idx)) + 2) & 0xFFFE;
+
+	zs_store_slot(zp, idx, slot_free_val(c->nfree_slots ? c->free_slots : 0, gen));
+	c->free_slots = idx;
+	c->nfree_slots++;
+}

@@ -1,0 +1,183 @@
+/*
+ * zsmalloc statistics, the per-class table and the whole-structure
+ * checker.
+ *
+ * Memory accounting, all-in:
+ *   pool_bytes  pages held by zspages
+ *   meta_bytes  handle slots handed out (8 bytes each, free ones included),
+ *               zspage records (header, pfns, 4-byte back references) and
+ *               their table entries, the pages layer's 12-byte record of
+ *               every page held, and the class table.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool/zsmalloc.h"
+#include "pages/pages_internal.h" /* sizeof(struct zm_pg) for accounting */
+
+void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
+{
+	struct zs_pool *zp = zs_of(pool);
+	uint64_t pages = 0, meta = 0;
+
+	for (unsigned i = 0; i < zp->nclasses; i++) {
+		struct zs_class *c = &zp->classes[i];
+
+		zm_lock(&c->lock);
+		st->objects += c->used;
+		st->slot_bytes += c->used * c->size;
+		st->zspages += c->zspages;
+		meta += c->zspage_bytes;
+		if (c->huge)
+			st->huge_objects += c->used;
+		zm_unlock(&c->lock);
+	}
+	pages = __atomic_load_n(&zp->pages_now, __ATOMIC_RELAXED);
+	st->pool_pages = pages;
+	st->pool_bytes = pages * zp->page_size;
+	meta += (uint64_t)__atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED) * sizeof(uint64_t);
+	meta += pages * sizeof(struct zm_pg);
+	meta += (uint64_t)__atomic_load_n(&zp->ids_used, __ATOMIC_RELAXED) * sizeof(uintptr_t);
+	meta += zp->nclasses * sizeof(struct zs_class) + zp->nidx * sizeof(uint16_t) +
+		sizeof(*zp);
+	st->meta_bytes = meta;
+	st->malloc_fail = __atomic_load_n(&zp->malloc_fail, __ATOMIC_RELAXED);
+}
+
+int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stats *cs)
+{
+	struct zs_pool *zp = zs_of(pool);
+	struct zs_class *c = &zp->classes[idx];
+	uint64_t free_objs;
+
+	zm_lock(&c->lock);
+	cs->size = c->size;
+	cs->pages_per_zspage = c->pages;
+	cs->objs_per_zspage = c->objs;
+	for (unsigned g = 0; g < ZS_GROUPS; g++)
+		cs->fullness[g] = c->ngroup[g];
+	cs->obj_allocated = c->zspages * c->objs;
+	cs->obj_used = c->used;
+	cs->pages_used = 0;
+	for (unsigned g = 0; g < ZS_GROUPS; g++)
+		for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
+			cs->pages_used += zs->npop;
+	free_objs = cs->obj_allocated - cs->obj_used;
+	/* zspages that compaction could empty: the free slots hold that many */
+	cs->freeable = (free_objs / c->objs) * c->pages;
+	zm_unlock(&c->lock);
+	return 0;
+}
+
+#define FAIL(...)                    \
+	do {                         \
+		zm_log(__VA_ARGS__); \
+		bad = 1;             \
+	} while (0)
+
+static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
+			unsigned g, uint8_t *seen)
+{
+	unsigned nfree = 0;
+	int bad = 0;
+
+	if (zs->magic != ZS_MAGIC)
+		FAIL("check: zspage %p of class %u has bad magic", (void *)zs, c->size);
+	if (zs->group != g || zs_group_of(zs->inuse, c->objs) != g)
+		FAIL("check: zspage %p in group %u with %u/%u used", (void *)zs, g,
+		     zs->inuse, c->objs);
+	if (zs->inuse == 0)
+		FAIL("check: empty zspage %p kept in class %u", (void *)zs, c->size);
+	if (zs->bump > c->objs || zs->inuse > zs->bump)
+		FAIL("check: zspage %p bump %u inuse %u objs %u", (void *)zs, zs->bump,
+		     zs->inuse, c->objs);
+	if (zs_by_id(zp, zs->id) != zs)
+		FAIL("check: zspage %p: its id %u names another record", (void *)zs, zs->id);
+	if (zs->npop > c->pages || (zs->bump && zs->npop !=
+	    (unsigned)((((size_t)zs->bump) * c->size - 1) >> zp->shift) + 1))
+		FAIL("check: zspage %p: %u pages populated for bump %u", (void *)zs,
+		     zs->npop, zs->bump);
+	for (unsigned i = 0; i < c->objs; i++)
+		seen[i] = i >= zs->bump;   /* never used: free */
+	for (unsigned o = zs->free_head; o != ZS_NONE && !bad;) {
+		char *seg[2];
+		size_t len[2];
+		uint16_t next;
+
+		if (o >= zs->bump || seen[o]) {
+			FAIL("check: zspage %p free chain bad at object %u", (void *)zs, o);
+			break;
+		}
+		seen[o] = 1;
+		nfree++;
+		zs_obj_segs(zp, c, zs, o, seg, len);
+		memcpy(&next, seg[0], sizeof(next));
+		o = next;
+	}
+	if (nfree + zs->inuse != zs->bump)
+		FAIL("check: zspage %p: %u free in chain + %u used != bump %u",
+		     (void *)zs, nfree, zs->inuse, zs->bump);
+	for (unsigned o = 0; o < zs->bump; o++) {
+		uint64_t v;
+
+		if (seen[o])
+			continue;
+		v = zs_load_slot(zp, zs_backref(zs, c)[o]);
+		if (!(v & 1) || zs_slot_id(v) != zs->id || zs_slot_obj(v) != o)
+			FAIL("check: object %u of zspage %p: handle slot %u does not "
+			     "point back", o, (void *)zs, zs_backref(zs, c)[o]);
+	}
+	return bad;
+}
+
+int zs_check(struct zm_pool *pool)
+{
+	struct zs_pool *zp = zs_of(pool);
+	uint8_t *seen = malloc(65536);
+	int bad = 0;
+
+	if (!seen)
+		return -ENOMEM;
+	for (unsigned i = 0; i < zp->nclasses; i++) {
+		struct zs_class *c = &zp->classes[i];
+		uint64_t n = 0, used = 0;
+
+		zm_lock(&c->lock);
+		for (unsigned g = 0; g < ZS_GROUPS; g++) {
+			uint64_t k = 0;
+
+			for (struct zspage *zs = c->group[g]; zs; zs = zs->next) {
+				if (zs->next && zs->next->prev != zs)
+					FAIL("check: class %u group %u: broken links", c->size, g);
+				if (check_zspage(zp, c, zs, g, seen))
+					bad = 1;
+				used += zs->inuse;
+				k++;
+			}
+			if (k != c->ngroup[g])
+				FAIL("check: class %u group %u counts %llu, holds %llu",
+				     c->size, g, (unsigned long long)c->ngroup[g],
+				     (unsigned long long)k);
+			n += k;
+		}
+		if (n != c->zspages || used != c->used)
+			FAIL("check: class %u: %llu zspages/%llu used, counters %llu/%llu",
+			     c->size, (unsigned long long)n, (unsigned long long)used,
+			     (unsigned long long)c->zspages, (unsigned long long)c->used);
+		/* the class's free handle slots are free */
+		uint32_t s = c->free_slots;
+		for (uint32_t k = 0; k < c->nfree_slots; k++) {
+			uint64_t v = zs_load_slot(zp, s);
+
+			if (v & 1) {
+				FAIL("check: class %u: free handle slot %u is live", c->size, s);
+				break;
+			}
+			s = (uint32_t)(v >> 32);
+		}
+		zm_unlock(&c->lock);
+	}
+	free(seen);
+	return bad ? -EUCLEAN : 0;
+}

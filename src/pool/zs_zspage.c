@@ -1,0 +1,183 @@
+/*
+ * zspages: the pages of one class, their records, ids, fullness groups and
+ * object addressing.
+ *
+ * Lazy population.  A new zspage takes its first page(s) with the bulk
+ * call and the rest one at a time as the bump index reaches them
+ * (zs_populate, under the class lock).  Without this, every class keeps a
+ * newest zspage that is on average half empty: with ~250 classes and
+ * zspages of up to 4 pages that is ~1 MB, several percent of a 30 MB pool
+ * (the kernel's 6%).  With it, the waste is at most the unused end of one
+ * page per class.
+ *
+ * Addressing.  Object o of a class of size S starts at byte o*S of the
+ * zspage; page o*S / page_size.  An object crossing into the next page is
+ * reached in place if that page is the next one in memory and the pool
+ * uses the CONTIG method, else through the two segments (copied by map).
+ *
+ * Fullness groups: 0 empty, 10 full, 1..9 partly used by tenths;
+ * allocation takes from the fullest partly used group (zs_alloc.c), so
+ * that zspages fill up and the emptiest drain, to be freed or compacted.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "pool/zsmalloc.h"
+
+static size_t record_size(const struct zs_class *c)
+{
+	return sizeof(struct zspage) + (c->pages + c->objs) * sizeof(uint32_t);
+}
+
+uint32_t zs_id_alloc(struct zs_pool *zp, struct zs_class *c)
+{
+	uint32_t id;
+
+	if (zm_unlikely(!c->nfree_ids)) {
+		uint32_t first = __atomic_fetch_add(&zp->ids_used, ZS_ID_CHUNK,
+						    __ATOMIC_RELAXED);
+
+		if (first > ZS_MAX_ZSPAGES - ZS_ID_CHUNK)
+			return 0;
+		for (uint32_t i = 0; i < ZS_ID_CHUNK; i++)
+			zp->ztab[first + i] = (uintptr_t)(first + i + 1) << 32;
+		c->free_ids = first;
+		c->nfree_ids = ZS_ID_CHUNK;
+	}
+	id = c->free_ids;
+	c->free_ids = (uint32_t)(zp->ztab[id] >> 32);
+	c->nfree_ids--;
+	return id;
+}
+
+void zs_id_free(struct zs_pool *zp, struct zs_class *c, uint32_t id)
+{
+	__atomic_store_n(&zp->ztab[id], (uintptr_t)c->free_ids << 32, __ATOMIC_RELEASE);
+	c->free_ids = id;
+	c->nfree_ids++;
+}
+
+/* Pages needed to hold objects 0..obj. */
+static inline unsigned pages_for(const struct zs_pool *zp, const struct zs_class *c,
+				 unsigned obj)
+{
+	return (unsigned)((((size_t)obj + 1) * c->size - 1) >> zp->shift) + 1;
+}
+
+int zs_populate(struct zs_pool *zp, const struct zs_class *c, struct zspage *zs,
+		unsigned obj)
+{
+	unsigned need = pages_for(zp, c, obj);
+	zm_pfn_t *pfn = zs_pfns(zs);
+
+	while (zs->npop < need) {
+		if (zm_pages_alloc(zp->pages, &pfn[zs->npop]))
+			return -ENOMEM;
+		zs->npop++;
+		__atomic_fetch_add(&zp->pages_now, 1, __ATOMIC_RELAXED);
+	}
+	return 0;
+}
+
+struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
+{
+	struct zspage *zs = malloc(record_size(c));
+	unsigned first = pages_for(zp, c, 0);
+	size_t got;
+
+	if (!zs)
+		return NULL;
+	zs->id = zs_id_alloc(zp, c);
+	if (!zs->id) {
+		free(zs);
+		return NULL;
+	}
+	got = zm_pages_alloc_bulk(zp->pages, first, zs_pfns(zs));
+	if (got != first) {  /* short: the limit or the arena ran out */
+		zm_pages_free_bulk(zp->pages, got, zs_pfns(zs));
+		zs_id_free(zp, c, zs->id);
+		free(zs);
+		return NULL;
+	}
+	zs->magic = ZS_MAGIC;
+	zs->cls = (uint16_t)(c - zp->classes);
+	zs->inuse = 0;
+	zs->free_head = ZS_NONE;
+	zs->bump = 0;
+	zs->group = ZS_GROUPS;  /* on no list yet */
+	zs->npop = (uint8_t)first;
+	zs->pins = 0;
+	zs->next = zs->prev = NULL;
+	__atomic_fetch_add(&zp->pages_now, first, __ATOMIC_RELAXED);
+	__atomic_store_n(&zp->ztab[zs->id], (uintptr_t)zs, __ATOMIC_RELEASE);
+	return zs;
+}
+
+void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
+{
+	zs_id_free(zp, c, zs->id);
+	zs->magic = 0;
+}
+
+void zs_zspage_free(struct zs_pool *zp, struct zspage *zs)
+{
+	zm_pages_free_bulk(zp->pages, zs->npop, zs_pfns(zs));
+	__atomic_fetch_sub(&zp->pages_now, zs->npop, __ATOMIC_RELAXED);
+	free(zs);
+}
+
+int zs_obj_segs(struct zs_pool *zp, const struct zs_class *c, const struct zspage *zs,
+		unsigned obj, char *seg[2], size_t len[2])
+{
+	size_t off = (size_t)obj * c->size;
+	size_t in = off & (zp->page_size - 1);
+	unsigned pg = (unsigned)(off >> zp->shift);
+	const zm_pfn_t *pfn = zs->data;
+
+	seg[0] = (char *)zm_pages_addr(zp->pages, pfn[pg]) + in;
+	if (in + c->size <= zp->page_size ||
+	    (zp->span == ZM_SPAN_CONTIG && pfn[pg + 1] == pfn[pg] + 1)) {
+		len[0] = c->size;
+		return 1;
+	}
+	len[0] = zp->page_size - in;
+	seg[1] = zm_pages_addr(zp->pages, pfn[pg + 1]);
+	len[1] = c->size - len[0];
+	return 2;
+}
+
+void zs_group_del(struct zs_class *c, struct zspage *zs)
+{
+	if (zs->prev)
+		zs->prev->next = zs->next;
+	else
+		c->group[zs->group] = zs->next;
+	if (zs->next)
+		zs->next->prev = zs->prev;
+	zs->next = zs->prev = NULL;
+	c->ngroup[zs->group]--;
+}
+
+static void group_add(struct zs_class *c, struct zspage *zs, unsigned g)
+{
+	zs->group = (uint8_t)g;
+	zs->prev = NULL;
+	zs->next = c->group[g];
+	if (zs->next)
+		zs->next->prev = zs;
+	c->group[g] = zs;
+	c->ngroup[g]++;
+}
+
+/* Put zs in the group its use calls for; a new zspage has group
+ * ZS_GROUPS ("on no list"). */
+void zs_group_set(struct zs_class *c, struct zspage *zs)
+{
+	unsigned g = zs_group_of(zs->inuse, c->objs);
+
+	if (g == zs->group)
+		return;
+	if (zs->group < ZS_GROUPS)
+		zs_group_del(c, zs);
+	group_add(c, zs, g);
+}

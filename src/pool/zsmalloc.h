@@ -1,0 +1,208 @@
+/*
+ * zsmalloc: the dense allocator for compressed objects (SEEDS.md §1, §3).
+ *
+ *   zs_class.c   size classes: which slot size, how many pages per zspage;
+ *                pool create/destroy
+ *   zs_handle.c  the handle table: one 8-byte slot per object, the only
+ *                reference to an object's location (one level of
+ *                indirection, so that objects can move)
+ *   zs_zspage.c  zspages: a few pages holding objects of one class; object
+ *                addressing; fullness groups
+ *   zs_alloc.c   zm_malloc / zm_free
+ *   zs_access.c  map / unmap / read / write; handle lookup and pinning
+ *   zs_stats.c   statistics, the per-class table, the checker
+ *
+ * Layout.  A class of slot size S keeps zspages of N pages (N chosen so
+ * that N * page_size wastes least at the end, N <= max_zspage_pages).
+ * Objects sit back to back across the zspage's pages, so one may straddle
+ * two pages; such an object is reached by copying its halves through a
+ * per-thread buffer, unless (CONTIG method) the two pages happen to be
+ * adjacent in memory, which bulk allocation makes the common case.  Free
+ * objects are chained through their own first two bytes; objects never
+ * used since the zspage was made lie beyond a bump index, and the pages
+ * beyond it are not even allocated yet: a zspage takes its pages as the
+ * bump reaches them, so a class's newest zspage holds at most one partly
+ * used page (docs/zsmalloc.md: this halves the waste of the "one partly
+ * filled zspage per class" at 30 MB).
+ *
+ * Per-object metadata: the 8-byte handle slot and a 4-byte back reference
+ * (object -> handle slot) in the zspage record, used when an object moves.
+ * Handles name the zspage by id (a table of records), so the pages'
+ * owner records are never touched.
+ *
+ * Locking.  Lock order (outer first):
+ *
+ *     class->lock  ->  pages->lock (inside zm_pages calls)
+ *
+ * class->lock protects the class's fullness lists and counters, every
+ * field of its zspages except `pins`, the free chains inside them, and the
+ * handle slots of the class's objects (writers).  Handle slots are read
+ * without a lock (atomic 64-bit loads); a reader pins the zspage (atomic
+ * `pins`) and re-reads the slot to be sure the object did not move, and the
+ * compactor never moves an object out of a pinned zspage.  No lock is ever
+ * held while calling another class's lock.  There is no pool-wide lock on
+ * malloc/free: handle slots come from the class's own free list, refilled
+ * in chunks from the table by one atomic add.
+ */
+#ifndef ZM_ZSMALLOC_H
+#define ZM_ZSMALLOC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/lock.h"
+#include "pool/pool_internal.h"
+
+#define ZS_MIN_SIZE   32      /* smallest slot: one cache line half; smaller
+				 objects are rare (compressed pages) */
+#define ZS_DEF_SPACING 16     /* see docs/zsmalloc.md for the measurement */
+#define ZS_DEF_MAX_PAGES 16
+#define ZS_DEF_BORROW 2
+#define ZS_MAX_PAGES  64
+#define ZS_GROUPS     11      /* fullness: 0 empty, 1..9 partial, 10 full */
+#define ZS_NONE       0xFFFFu /* end of a free chain */
+#define ZS_MAGIC      0x5a53504du /* "ZSPM" */
+#define ZS_HANDLE_CHUNK 16    /* handle slots taken from the table at once */
+#define ZS_MAX_HANDLES ((uint32_t)1 << 28) /* 2 GiB of address space, lazily used */
+#define ZS_MAX_ZSPAGES ((uint32_t)1 << 26) /* 512 MiB of address space, lazily used */
+#define ZS_ID_CHUNK   16
+
+/* A zspage record: 40 bytes + 4 per page + 4 per object. */
+struct zspage {
+	uint32_t magic;
+	uint32_t id;             /* index in the zspage table */
+	uint16_t cls;
+	uint16_t inuse;
+	uint16_t free_head;      /* first freed object; chain through objects */
+	uint16_t bump;           /* objects from here on were never used */
+	uint8_t group;
+	uint8_t npop;            /* pages populated so far (lazily, see zs_zspage.c) */
+	uint16_t pad;
+	uint32_t pins;           /* atomic: maps/reads/writes in progress */
+	struct zspage *next, *prev;
+	uint32_t data[];         /* pfn of each page, then the handle slot of
+				    each object (back references) */
+};
+
+static inline zm_pfn_t *zs_pfns(struct zspage *zs) { return zs->data; }
+struct zs_class {
+	zm_lock_t lock;
+	uint32_t size;           /* slot size; immutable */
+	uint16_t pages;          /* per zspage; immutable */
+	uint16_t objs;           /* per zspage; immutable */
+	bool huge;               /* one object per page */
+	struct zspage *group[ZS_GROUPS];  /* lock */
+	uint64_t ngroup[ZS_GROUPS];       /* lock */
+	uint64_t zspages, used;           /* lock */
+	uint64_t zspage_bytes;            /* lock: records' size */
+	uint32_t free_slots;              /* lock: handle free list */
+	uint32_t nfree_slots;             /* lock */
+	uint32_t free_ids;                /* lock: zspage id free list */
+	uint32_t nfree_ids;               /* lock */
+} __attribute__((aligned(64)));
+
+struct zs_pool {
+	struct zm_pages *pages;  /* immutable */
+	size_t page_size;        /* immutable */
+	unsigned shift;          /* immutable */
+	unsigned spacing, max_pages;
+	bool merge;              /* merge classes that pack alike */
+	unsigned borrow;         /* classes up an object may borrow a slot from */
+	enum zm_span_method span;
+	unsigned nclasses;       /* distinct classes, huge last */
+	unsigned nidx;           /* entries of idx_to_class */
+	uint16_t *idx_to_class;  /* size index -> class (merged classes) */
+	struct zs_class *classes;
+	/* handle table */
+	uint64_t *slot;
+	uint32_t slots_used;     /* atomic: slots handed to classes so far */
+	/* zspage table: id -> record; free entries chain ids */
+	uintptr_t *ztab;
+	uint32_t ids_used;       /* atomic */
+	/* atomics */
+	uint64_t malloc_fail, pages_max, pages_now;
+};
+
+static inline struct zs_pool *zs_of(struct zm_pool *pool) { return pool->priv; }
+
+/* zs_class.c */
+struct zs_class *zs_class_for(struct zs_pool *zp, size_t size);
+
+/* zs_handle.c; with the class lock held */
+uint32_t zs_slot_alloc(struct zs_pool *zp, struct zs_class *c);
+void zs_slot_free(struct zs_pool *zp, struct zs_class *c, uint32_t idx);
+int zs_handles_init(struct zs_pool *zp);
+void zs_handles_fini(struct zs_pool *zp);
+
+/* zspage ids; with the class lock held */
+uint32_t zs_id_alloc(struct zs_pool *zp, struct zs_class *c);
+void zs_id_free(struct zs_pool *zp, struct zs_class *c, uint32_t id);
+
+/* slot encoding: live  zspage id:32 | obj:16 | gen:15 | 1
+ *                free  next:32      | 0:16   | gen:15 | 0
+ * handle:        slot index:48 | gen:15 | 1  (never 0) */
+#define ZS_TAG_MASK 0xFFFFull
+static inline uint64_t zs_slot_live(uint32_t id, unsigned obj, uint64_t tag)
+{
+	return ((uint64_t)id << 32) | ((uint64_t)obj << 16) | tag;
+}
+static inline uint32_t zs_slot_id(uint64_t v) { return (uint32_t)(v >> 32); }
+static inline unsigned zs_slot_obj(uint64_t v) { return (unsigned)(v >> 16) & 0xFFFF; }
+static inline uint64_t zs_load_slot(struct zs_pool *zp, uint32_t idx)
+{
+	return __atomic_load_n(&zp->slot[idx], __ATOMIC_ACQUIRE);
+}
+static inline void zs_store_slot(struct zs_pool *zp, uint32_t idx, uint64_t v)
+{
+	__atomic_store_n(&zp->slot[idx], v, __ATOMIC_RELEASE);
+}
+
+/* zs_zspage.c.  new and retire (gives up the id) with the class lock
+ * held; free (gives back the pages and the record) after it is dropped. */
+struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c);
+void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
+void zs_zspage_free(struct zs_pool *zp, struct zspage *zs);
+/* Make sure the pages under objects 0..obj are there; 0 or -ENOMEM. */
+int zs_populate(struct zs_pool *zp, const struct zs_class *c, struct zspage *zs,
+		unsigned obj);
+static inline uint32_t *zs_backref(struct zspage *zs, const struct zs_class *c)
+{
+	return zs->data + c->pages;
+}
+/* The one or two pieces of memory holding object obj; returns how many. */
+int zs_obj_segs(struct zs_pool *zp, const struct zs_class *c,
+		const struct zspage *zs, unsigned obj, char *seg[2], size_t len[2]);
+void zs_group_set(struct zs_class *c, struct zspage *zs);   /* lock held */
+void zs_group_del(struct zs_class *c, struct zspage *zs);   /* lock held */
+static inline unsigned zs_group_of(unsigned inuse, unsigned objs)
+{
+	return inuse == 0 ? 0 : inuse >= objs ? ZS_GROUPS - 1 : 1 + (inuse * 9) / objs;
+}
+static inline struct zspage *zs_by_id(struct zs_pool *zp, uint32_t id)
+{
+	return (struct zspage *)__atomic_load_n(&zp->ztab[id], __ATOMIC_ACQUIRE);
+}
+
+/* zs_access.c: find and pin the object of a handle; NULL if bad. */
+struct zspage *zs_lookup_pin(struct zs_pool *zp, zm_handle_t h, unsigned *obj);
+static inline void zs_unpin(struct zspage *zs)
+{
+	__atomic_fetch_sub(&zs->pins, 1, __ATOMIC_RELEASE);
+}
+
+/* the backend operations, by file */
+int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg);
+void zs_destroy(struct zm_pool *pool);
+zm_handle_t zs_malloc(struct zm_pool *pool, size_t size);
+int zs_free(struct zm_pool *pool, zm_handle_t h);
+void *zs_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode);
+void zs_unmap(struct zm_pool *pool, zm_handle_t h);
+int zs_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len);
+int zs_write(struct zm_pool *pool, zm_handle_t h, const void *buf, size_t len);
+size_t zs_obj_size(struct zm_pool *pool, zm_handle_t h);
+void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st);
+unsigned zs_nr_classes(struct zm_pool *pool);
+int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stats *cs);
+int zs_check(struct zm_pool *pool);
+
+#endif

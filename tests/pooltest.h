@@ -1,0 +1,69 @@
+/* Helpers for the pool tests: a realistic size distribution and pool
+ * configurations to run every suite over. */
+#ifndef ZM_POOLTEST_H
+#define ZM_POOLTEST_H
+
+#include "testutil.h"
+#include <zmem/pool.h>
+
+/* Compressed sizes of 4 KiB pages of process memory are far from uniform:
+ * many small (mostly-zero and pointer-rich pages), a broad middle, and a
+ * tail of poorly compressing pages near the page size.  Scaled to the page
+ * size. */
+static inline size_t pt_size(struct rng *r, size_t page)
+{
+	unsigned k = (unsigned)rng_below(r, 100);
+	size_t s;
+
+	if (k < 25)
+		s = 16 + rng_below(r, page / 10);
+	else if (k < 80)
+		s = page / 10 + rng_below(r, page / 2);
+	else if (k < 95)
+		s = page * 6 / 10 + rng_below(r, page * 3 / 10);
+	else
+		s = page - rng_below(r, page / 20);
+	return s < 1 ? 1 : s > page ? page : s;
+}
+
+/* Fill buf with a pattern derived from a cookie. */
+static inline void pt_fill(void *buf, size_t len, uint64_t cookie)
+{
+	uint8_t *b = buf;
+
+	for (size_t i = 0; i < len; i++)
+		b[i] = (uint8_t)((cookie >> ((i & 7) * 8)) + i * 31);
+}
+
+static inline int pt_check(const void *buf, size_t len, uint64_t cookie)
+{
+	const uint8_t *b = buf;
+
+	for (size_t i = 0; i < len; i++)
+		if (b[i] != (uint8_t)((cookie >> ((i & 7) * 8)) + i * 31))
+			return -1;
+	return 0;
+}
+
+/* The configurations every pool suite runs over. */
+static const struct zm_pool_config pt_configs[] = {
+	{ .allocator = "zsmalloc" },
+	{ .allocator = "zsmalloc", .span = ZM_SPAN_COPY },
+	{ .allocator = "zsmalloc", .page_size = 16384, .class_spacing = 64, .max_zspage_pages = 2 },
+	{ .allocator = "malloc" },
+};
+#define PT_NCONFIGS (sizeof(pt_configs) / sizeof(pt_configs[0]))
+
+static inline const char *pt_name(const struct zm_pool_config *c)
+{
+	static char names[PT_NCONFIGS][64];
+	char *buf = names[c - pt_configs < (long)PT_NCONFIGS && c >= pt_configs ?
+			  c - pt_configs : 0];
+
+	snprintf(buf, 64, "%s/%s/%zu", c->allocator,
+		 c->span == ZM_SPAN_COPY ? "copy" : "default",
+		 c->page_size ? c->page_size : 4096);
+	return buf;
+}
+
+#endif

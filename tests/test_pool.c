@@ -1,0 +1,323 @@
+/* Unit tests of the pool interface, over every backend configuration. */
+#include <errno.h>
+
+#include "pooltest.h"
+#include <zmem/pages.h>
+
+static struct zm_pool *mk(const struct zm_pool_config *base, size_t limit)
+{
+	struct zm_pool_config c = *base;
+	struct zm_pool *p = NULL;
+
+	c.limit_bytes = limit;
+	c.arena_bytes = 256 << 20;
+	assert_int_equal(zm_pool_create(&c, &p), 0);
+	return p;
+}
+
+static size_t psize(const struct zm_pool_config *c)
+{
+	return c->page_size ? c->page_size : 4096;
+}
+
+static void test_create_bad(void **st)
+{
+	struct zm_pool_config c = { .allocator = "nonesuch" };
+	struct zm_pool *p = (void *)1;
+
+	assert_int_equal(zm_pool_create(&c, &p), -EINVAL);
+	assert_null(p);
+	c.allocator = "zsmalloc";
+	c.class_spacing = 12;
+	assert_int_equal(zm_pool_create(&c, &p), -EINVAL);
+	c.class_spacing = 16;
+	c.max_zspage_pages = 99;
+	assert_int_equal(zm_pool_create(&c, &p), -EINVAL);
+	assert_int_equal(zm_pool_create(NULL, NULL), -EINVAL);
+	assert_int_equal(zm_pool_create(NULL, &p), 0);
+	assert_string_equal(zm_pool_backend(p), "zsmalloc");
+	zm_pool_destroy(p);
+	zm_pool_destroy(NULL);
+	assert_string_equal(zm_pool_backends()[0], "zsmalloc");
+}
+
+static void test_sizes(void **st)
+{
+	for (size_t k = 0; k < PT_NCONFIGS; k++) {
+		struct zm_pool *p = mk(&pt_configs[k], 0);
+		size_t P = psize(&pt_configs[k]);
+		uint8_t *buf = malloc(P), *out = malloc(P);
+		size_t sizes[64], n = 0;
+		zm_handle_t h[64];
+
+		for (size_t s = 1; s < 80; s += 7)
+			sizes[n++] = s;
+		for (size_t s = 1; s <= 8; s++)
+			sizes[n++] = P * s / 9;
+		sizes[n++] = P - 17, sizes[n++] = P - 16, sizes[n++] = P - 15;
+		sizes[n++] = P - 1, sizes[n++] = P;
+		for (size_t i = 0; i < n; i++) {
+			h[i] = zm_malloc(p, sizes[i]);
+			assert_true(h[i] != 0);
+			assert_true(zm_pool_obj_size(p, h[i]) >= sizes[i]);
+			pt_fill(buf, sizes[i], h[i]);
+			assert_int_equal(zm_pool_write(p, h[i], buf, sizes[i]), 0);
+		}
+		assert_int_equal(zm_pool_check(p), 0);
+		for (size_t i = 0; i < n; i++) {
+			memset(out, 0, P);
+			assert_int_equal(zm_pool_read(p, h[i], out, sizes[i]), 0);
+			assert_int_equal(pt_check(out, sizes[i], h[i]), 0);
+			assert_int_equal(zm_free(p, h[i]), 0);
+		}
+		errno = 0;
+		assert_int_equal(zm_malloc(p, 0), 0);
+		assert_int_equal(errno, EINVAL);
+		assert_int_equal(zm_malloc(p, P + 1), 0);
+		assert_int_equal(errno, EINVAL);
+		assert_int_equal(zm_pool_check(p), 0);
+		zm_pool_destroy(p);
+		free(buf), free(out);
+	}
+}
+
+/* Objects of 1632 bytes in two-page zspages: some straddle pages. */
+static void test_spanning_and_modes(void **st)
+{
+	for (size_t k = 0; k < PT_NCONFIGS; k++) {
+		struct zm_pool *p = mk(&pt_configs[k], 0);
+		size_t P = psize(&pt_configs[k]), S = P * 1632 / 4096;
+		uint8_t *buf = malloc(P);
+		zm_handle_t h[10];
+		int copied = 0;
+
+		for (int i = 0; i < 10; i++) {
+			h[i] = zm_malloc(p, S);
+			assert_true(h[i] != 0);
+			pt_fill(buf, S, h[i]);
+			assert_int_equal(zm_pool_write(p, h[i], buf, S), 0);
+		}
+		for (int i = 0; i < 10; i++) {
+			uint8_t *m = zm_pool_map(p, h[i], ZM_MAP_RO);
+			uint8_t *m2;
+
+			assert_non_null(m);
+			assert_int_equal(pt_check(m, S, h[i]), 0);
+			if (pt_configs[k].span == ZM_SPAN_COPY) {
+				/* is this a copy?  then RO must not write back */
+				uint8_t save = m[0];
+
+				m[0] ^= 0xff;
+				zm_pool_unmap(p, h[i]);
+				assert_int_equal(zm_pool_read(p, h[i], buf, S), 0);
+				if (buf[0] == save)
+					copied++;
+				else
+					buf[0] = save, zm_pool_write(p, h[i], buf, S);
+			} else {
+				zm_pool_unmap(p, h[i]);
+			}
+			/* RW: a change is kept, the rest stays */
+			m = zm_pool_map(p, h[i], ZM_MAP_RW);
+			assert_non_null(m);
+			m[S - 1] ^= 0x5a;
+			/* a second map at once is fine, a third is refused */
+			m2 = zm_pool_map(p, h[(i + 1) % 10], ZM_MAP_RO);
+			assert_non_null(m2);
+			assert_null(zm_pool_map(p, h[(i + 2) % 10], ZM_MAP_RO));
+			assert_int_equal(errno, EBUSY);
+			zm_pool_unmap(p, h[(i + 1) % 10]);
+			zm_pool_unmap(p, h[i]);
+			assert_int_equal(zm_pool_read(p, h[i], buf, S), 0);
+			buf[S - 1] ^= 0x5a;
+			assert_int_equal(pt_check(buf, S, h[i]), 0);
+			/* WO: what is written arrives */
+			m = zm_pool_map(p, h[i], ZM_MAP_WO);
+			assert_non_null(m);
+			pt_fill(m, S, h[i] + 1);
+			zm_pool_unmap(p, h[i]);
+			assert_int_equal(zm_pool_read(p, h[i], buf, S), 0);
+			assert_int_equal(pt_check(buf, S, h[i] + 1), 0);
+		}
+		if (pt_configs[k].span == ZM_SPAN_COPY)
+			assert_true(copied >= 2); /* some objects did straddle */
+		for (int i = 0; i < 10; i++)
+			assert_int_equal(zm_free(p, h[i]), 0);
+		assert_int_equal(zm_pool_check(p), 0);
+		zm_pool_destroy(p);
+		free(buf);
+	}
+}
+
+static void test_huge(void **st)
+{
+	struct zm_pool *p = mk(&pt_configs[0], 0);
+	struct zm_pool_stats s;
+	zm_handle_t h = zm_malloc(p, 4096 - 4);
+
+	assert_true(h);
+	zm_pool_stats(p, &s);
+	assert_int_equal(s.huge_objects, 1);
+	assert_int_equal(s.pool_pages, 1);
+	assert_int_equal(zm_pool_obj_size(p, h), 4096);
+	zm_free(p, h);
+	zm_pool_stats(p, &s);
+	assert_int_equal(s.pool_pages, 0);
+	zm_pool_destroy(p);
+}
+
+static void test_limit(void **st)
+{
+	for (size_t k = 0; k < PT_NCONFIGS; k++) {
+		struct zm_pool *p;
+		size_t P = psize(&pt_configs[k]);
+		zm_handle_t h[4096];
+		size_t n = 0;
+		struct rng r;
+		uint8_t *buf = malloc(P);
+
+		if (!strcmp(pt_configs[k].allocator, "malloc")) {
+			free(buf);
+			continue;  /* malloc has no limit of its own */
+		}
+		p = mk(&pt_configs[k], 64 * P);
+		rng_seed(&r, 1);
+		for (;;) {
+			size_t s = pt_size(&r, P);
+
+			h[n] = zm_malloc(p, s);
+			if (!h[n])
+				break;
+			pt_fill(buf, s, h[n]);
+			assert_int_equal(zm_pool_write(p, h[n], buf, s), 0);
+			n++;
+			assert_true(n < 4096);
+		}
+		assert_int_equal(errno, ENOMEM);
+		assert_true(n > 16);
+		assert_int_equal(zm_pool_check(p), 0);
+		rng_seed(&r, 1);
+		for (size_t i = 0; i < n; i++) {
+			size_t s = pt_size(&r, P);
+
+			assert_int_equal(zm_pool_read(p, h[i], buf, s), 0);
+			assert_int_equal(pt_check(buf, s, h[i]), 0);
+			assert_int_equal(zm_free(p, h[i]), 0);
+		}
+		zm_pool_destroy(p);
+		free(buf);
+	}
+}
+
+static void test_bad_handles(void **st)
+{
+	for (size_t k = 0; k < PT_NCONFIGS; k++) {
+		struct zm_pool *p = mk(&pt_configs[k], 0);
+		zm_handle_t h = zm_malloc(p, 100), keep = zm_malloc(p, 100);
+		char buf[200];
+
+		assert_int_equal(zm_free(p, 0), -EINVAL);
+		assert_int_equal(zm_pool_read(p, h, buf, 200 + 4096), -EINVAL);
+		assert_int_equal(zm_pool_write(p, h, buf, 5000), -EINVAL);
+		if (!strcmp(pt_configs[k].allocator, "zsmalloc")) {
+			zm_handle_t h2;
+
+			assert_int_equal(zm_free(p, h), 0);
+			assert_int_equal(zm_free(p, h), -EINVAL);     /* double */
+			assert_int_equal(zm_pool_read(p, h, buf, 10), -EINVAL);
+			assert_null(zm_pool_map(p, h, ZM_MAP_RO));
+			h2 = zm_malloc(p, 100);                       /* reuses the slot */
+			assert_true(h2 != h);
+			assert_int_equal(zm_free(p, h), -EINVAL);     /* stale */
+			assert_int_equal(zm_free(p, 0xdeadbeef00001ull), -EINVAL);
+			assert_int_equal(zm_free(p, 2), -EINVAL);
+			assert_int_equal(zm_free(p, h2), 0);
+		} else {
+			assert_int_equal(zm_free(p, h), 0);
+		}
+		assert_int_equal(zm_pool_check(p), 0);
+		assert_int_equal(zm_free(p, keep), 0);
+		zm_pool_destroy(p);
+	}
+}
+
+static void test_stats_and_return(void **st)
+{
+	for (size_t k = 0; k < PT_NCONFIGS; k++) {
+		struct zm_pool *p = mk(&pt_configs[k], 0);
+		size_t P = psize(&pt_configs[k]);
+		struct zm_pool_stats s;
+		struct rng r;
+		enum { N = 8000 };
+		static zm_handle_t h[N];
+		uint64_t bytes = 0;
+		FILE *f;
+
+		rng_seed(&r, 7);
+		for (int i = 0; i < N; i++) {
+			size_t sz = pt_size(&r, P);
+
+			h[i] = zm_malloc(p, sz);
+			assert_true(h[i]);
+			bytes += sz;
+		}
+		zm_pool_stats(p, &s);
+		assert_int_equal(s.objects, N);
+		assert_true(s.slot_bytes >= bytes);
+		assert_true(s.pool_bytes + s.meta_bytes >= bytes);
+		printf("%s: %d objects, %llu bytes: pool %llu + meta %llu = %.4f\n",
+		       pt_name(&pt_configs[k]), N, (unsigned long long)bytes,
+		       (unsigned long long)s.pool_bytes, (unsigned long long)s.meta_bytes,
+		       (double)(s.pool_bytes + s.meta_bytes) / (double)bytes);
+		f = tmpfile();
+		zm_pool_print_classes(p, f);
+		if (zm_pool_nr_classes(p))
+			assert_true(ftell(f) > 200);
+		fclose(f);
+		for (int i = 0; i < N; i++)
+			assert_int_equal(zm_free(p, h[i]), 0);
+		zm_pool_stats(p, &s);
+		assert_int_equal(s.objects, 0);
+		assert_int_equal(s.pool_pages, 0);
+		assert_int_equal(zm_pool_check(p), 0);
+		zm_pool_destroy(p);
+	}
+}
+
+static void test_shared_pages(void **st)
+{
+	struct zm_pages *pg;
+	struct zm_pool_config c = { 0 };
+	struct zm_pool *a, *b;
+	zm_handle_t x, y;
+
+	assert_int_equal(zm_pages_create(NULL, &pg), 0);
+	c.pages = pg;
+	assert_int_equal(zm_pool_create(&c, &a), 0);
+	assert_int_equal(zm_pool_create(&c, &b), 0);
+	x = zm_malloc(a, 500);
+	y = zm_malloc(b, 500);
+	assert_true(x && y);
+	assert_int_equal(zm_free(a, x), 0);
+	assert_int_equal(zm_free(b, y), 0);
+	zm_pool_destroy(a);
+	zm_pool_destroy(b);
+	assert_int_equal(zm_pages_check(pg), 0);
+	zm_pages_destroy(pg);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_create_bad),
+		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_spanning_and_modes),
+		cmocka_unit_test(test_huge),
+		cmocka_unit_test(test_limit),
+		cmocka_unit_test(test_bad_handles),
+		cmocka_unit_test(test_stats_and_return),
+		cmocka_unit_test(test_shared_pages),
+	};
+
+	return cmocka_run_group_tests_name("pool", tests, NULL, NULL);
+}

@@ -1,0 +1,166 @@
+/*
+ * Multi-threaded stress of every pool configuration: threads malloc
+ * objects of realistic sizes, fill each with a pattern derived from a
+ * cookie (thread, serial), verify it through read and through each map
+ * mode, rewrite it, hand objects to other threads, and free them there.
+ * One shared pool, no other synchronisation than the exchange queue.
+ *
+ *   test_pool_stress [--seed N] [--steps N]
+ */
+#include <errno.h>
+#include <pthread.h>
+
+#include "pooltest.h"
+
+#define NT 4
+#define HOLD 200
+
+struct held {
+	zm_handle_t h;
+	size_t size;
+	uint64_t cookie;
+};
+
+static uint64_t g_seed;
+static long g_steps = 20000;
+static struct zm_pool *g_pool;
+static size_t g_page;
+
+static pthread_mutex_t xlock = PTHREAD_MUTEX_INITIALIZER;
+static struct held xq[512];
+static size_t xn;
+
+static int verify(const struct held *o, uint8_t *buf, struct rng *r)
+{
+	enum zm_map_mode mode = (enum zm_map_mode)(1 + rng_below(r, 3));
+	uint8_t *m;
+	int bad = 0;
+
+	if (rng_below(r, 2)) {
+		if (zm_pool_read(g_pool, o->h, buf, o->size))
+			return -1;
+		return pt_check(buf, o->size, o->cookie);
+	}
+	m = zm_pool_map(g_pool, o->h, mode);
+	if (!m)
+		return -1;
+	if (mode & ZM_MAP_RO)
+		bad = pt_check(m, o->size, o->cookie);
+	if (mode & ZM_MAP_WO)
+		pt_fill(m, o->size, o->cookie);  /* rewrite the same contents */
+	zm_pool_unmap(g_pool, o->h);
+	return bad;
+}
+
+static void *worker(void *arg)
+{
+	long id = (long)arg, errors = 0;
+	struct held hold[HOLD];
+	uint8_t *buf = malloc(g_page);
+	size_t n = 0;
+	uint64_t serial = 0;
+	struct rng r;
+
+	rng_seed(&r, g_seed * 31 + (uint64_t)id);
+	for (long s = 0; s < g_steps; s++) {
+		unsigned op = (unsigned)rng_below(&r, 100);
+
+		if (op < 40 && n < HOLD) {
+			struct held o = { 0, pt_size(&r, g_page),
+					  ((uint64_t)id << 48) | ++serial };
+
+			o.h = zm_malloc(g_pool, o.size);
+			if (!o.h) {
+				errors++;
+				continue;
+			}
+			pt_fill(buf, o.size, o.cookie);
+			if (zm_pool_write(g_pool, o.h, buf, o.size))
+				errors++;
+			hold[n++] = o;
+		} else if (op < 70 && n) {
+			size_t i = rng_below(&r, n);
+
+			if (verify(&hold[i], buf, &r))
+				errors++;
+		} else if (op < 90 && n) {
+			size_t i = rng_below(&r, n);
+
+			if (verify(&hold[i], buf, &r) || zm_free(g_pool, hold[i].h))
+				errors++;
+			hold[i] = hold[--n];
+		} else if (op < 95 && n) {
+			size_t i = rng_below(&r, n);
+
+			pthread_mutex_lock(&xlock);
+			if (xn < 512) {
+				xq[xn++] = hold[i];
+				hold[i] = hold[--n];
+			}
+			pthread_mutex_unlock(&xlock);
+		} else {
+			struct held o;
+			int got = 0;
+
+			pthread_mutex_lock(&xlock);
+			if (xn && n < HOLD) {
+				o = xq[--xn];
+				got = 1;
+			}
+			pthread_mutex_unlock(&xlock);
+			if (got) {
+				if (verify(&o, buf, &r))
+					errors++;
+				hold[n++] = o;
+			}
+		}
+	}
+	while (n) {
+		n--;
+		if (verify(&hold[n], buf, &r) || zm_free(g_pool, hold[n].h))
+			errors++;
+	}
+	free(buf);
+	return (void *)errors;
+}
+
+static void test_stress(void **state)
+{
+	struct zm_pool_config c = *(const struct zm_pool_config *)*state;
+	struct zm_pool_stats st;
+	pthread_t t[NT];
+	void *ret;
+
+	c.arena_bytes = 512 << 20;
+	assert_int_equal(zm_pool_create(&c, &g_pool), 0);
+	g_page = c.page_size ? c.page_size : 4096;
+	xn = 0;
+	for (long i = 0; i < NT; i++)
+		pthread_create(&t[i], NULL, worker, (void *)i);
+	for (int i = 0; i < NT; i++) {
+		pthread_join(t[i], &ret);
+		assert_int_equal((long)ret, 0);
+	}
+	while (xn) {
+		xn--;
+		assert_int_equal(zm_free(g_pool, xq[xn].h), 0);
+	}
+	assert_int_equal(zm_pool_check(g_pool), 0);
+	zm_pool_stats(g_pool, &st);
+	assert_int_equal(st.objects, 0);
+	assert_int_equal(st.pool_pages, 0);
+	zm_pool_destroy(g_pool);
+}
+
+int main(int argc, char **argv)
+{
+	struct CMUnitTest tests[PT_NCONFIGS];
+
+	test_args(argc, argv, &g_seed, &g_steps);
+	for (size_t i = 0; i < PT_NCONFIGS; i++) {
+		tests[i] = (struct CMUnitTest)cmocka_unit_test_prestate(test_stress,
+								       (void *)&pt_configs[i]);
+		tests[i].name = pt_name(&pt_configs[i]);
+	}
+	return _cmocka_run_group_tests("pool_stress", tests, PT_NCONFIGS, NULL, NULL);
+}
