@@ -7,6 +7,11 @@
  *   pages.h   zm_pages   an arena of fixed-size pages: buddy allocator,
  *                        per-thread page caches, bulk allocation, memory
  *                        returned to the operating system
+ *   codec.h   zm_codec   compressors by name (lz4, zstd, lzo, none) with
+ *                        per-thread workspaces
+ *   workload.h           test data: zero, random and English-like text
+ *                        pages at a chosen compression ratio, and the
+ *                        memory of a live process
  *
  * Conventions that hold for every function in every header:
  *
@@ -29,5 +34,7 @@
 #define ZMEM_VERSION_PATCH 0
 
 #include <zmem/pages.h>
+#include <zmem/codec.h>
+#include <zmem/workload.h>
 
 #endif

@@ -8,6 +8,8 @@
 
 /* subcommands: return the process exit status */
 int cmd_pagebench(int argc, char **argv);
+int cmd_gen(int argc, char **argv);
+int cmd_capture(int argc, char **argv);
 
 /* monotonic nanoseconds */
 uint64_t cli_now_ns(void);

@@ -11,6 +11,10 @@ static const struct {
 } cmds[] = {
 	{ "pagebench", cmd_pagebench,
 	  "time the page allocator: bulk vs single pages, fast path, threads, peers" },
+	{ "gen", cmd_gen,
+	  "write zero, random or English-like text pages at a compression ratio" },
+	{ "capture", cmd_capture,
+	  "copy the private memory of a live process into a file of pages" },
 };
 
 static void usage(FILE *f)

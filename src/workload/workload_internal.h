@@ -1,0 +1,74 @@
+/*
+ * Internals of the workload layer:
+ *
+ *   generate.c  the generator: kinds, the tuning loop, stats
+ *   text.c      one page of English-like text for a given mix
+ *   vocab.c     the built-in vocabulary and its Zipf-like sampler
+ *   capture.c   copying the memory of a live process
+ *
+ * No locks: a generator belongs to one thread; capture keeps its state on
+ * the stack.
+ */
+#ifndef ZM_WORKLOAD_INTERNAL_H
+#define ZM_WORKLOAD_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/debug.h"
+#include <zmem/workload.h>
+
+/* splitmix64: seeds streams from (seed, page, stream) without correlation */
+static inline uint64_t zm_wl_mix(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+/* xorshift64*: one stream of random numbers */
+struct zm_wl_rng {
+	uint64_t s;
+};
+
+static inline void zm_wl_rng_seed(struct zm_wl_rng *r, uint64_t seed)
+{
+	r->s = zm_wl_mix(seed) | 1;
+}
+
+static inline uint64_t zm_wl_next(struct zm_wl_rng *r)
+{
+	r->s ^= r->s >> 12;
+	r->s ^= r->s << 25;
+	r->s ^= r->s >> 27;
+	return r->s * 0x2545F4914F6CDD1Dull;
+}
+
+/* uniform in [0, n), by multiplication (no division) */
+static inline uint32_t zm_wl_below(struct zm_wl_rng *r, uint32_t n)
+{
+	return (uint32_t)((zm_wl_next(r) >> 32) * n >> 32);
+}
+
+/* uniform in [0, 1) */
+static inline double zm_wl_unit(struct zm_wl_rng *r)
+{
+	return (double)(zm_wl_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* The text mix knob, from most to least compressible:
+ *   0..1  a fraction 1-k of sentences repeat an earlier one of the page
+ *   1..2  a fraction k-1 of words are random letters and digits
+ *   2..3  as 2, with a fraction k-2 of their characters drawn from all of
+ *         printable ASCII */
+#define ZM_TEXT_KNOB_MAX 3.0
+
+/* Fill buf[0..len) with text for this mix; the same seed and knob give the
+ * same bytes, and nearby knobs give mostly the same words. */
+void zm_text_page(uint64_t seed, double knob, char *buf, size_t len);
+
+/* The vocabulary: a word drawn with probability ~ 1/(rank + 2.7). */
+const char *zm_vocab_word(struct zm_wl_rng *r, size_t *len);
+
+#endif
