@@ -193,7 +193,10 @@ static void roundtrip_one(const char *name)
 			n = zm_codec_compress(c, src, ps, dst, bound);
 			assert_true(n > 0 && (size_t)n <= bound);
 			if (kind != 1 && strcmp(name, "none"))
-				assert_true((size_t)n < ps / 2); /* compressible */
+				/* compressible, even by lz4 at acceleration 8 */
+				if ((size_t)n >= ps * 3 / 4)
+					fail_msg("%s: kind %d of %zu bytes compressed to %d",
+						 name, kind, ps, n);
 			memset(out, 0x5a, ps);
 			assert_int_equal(zm_codec_decompress(c, dst, (size_t)n, out, ps), 0);
 			assert_memory_equal(src, out, ps);
