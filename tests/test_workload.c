@@ -197,16 +197,24 @@ static void test_page_sizes(void **st)
 #define COOKIE_PAGES 8
 
 struct scan {
-	size_t pages, found;
+	size_t pages, found;  /* found: distinct cookie pages seen */
+	unsigned seen;        /* bit i: cookie page i seen */
 };
 
+/* A cookie page is COOKIE then its index byte.  Copies of a cookie page
+ * (the capture's own read buffer, say) may be captured too, so count
+ * distinct indices. */
 static int scan_page(void *arg, const void *page, size_t ps)
 {
 	struct scan *s = arg;
+	const unsigned char *p = page;
 
 	s->pages++;
-	if (!memcmp(page, COOKIE, sizeof(COOKIE)))
+	if (!memcmp(page, COOKIE, sizeof(COOKIE)) && p[sizeof(COOKIE)] < COOKIE_PAGES &&
+	    !(s->seen & (1u << p[sizeof(COOKIE)]))) {
+		s->seen |= 1u << p[sizeof(COOKIE)];
 		s->found++;
+	}
 	return 0;
 }
 
@@ -217,8 +225,10 @@ static void *plant_cookies(void)
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	assert_true(m != MAP_FAILED);
-	for (int i = 0; i < COOKIE_PAGES; i++)
+	for (int i = 0; i < COOKIE_PAGES; i++) {
 		memcpy(m + i * PS, COOKIE, sizeof(COOKIE));
+		m[i * PS + sizeof(COOKIE)] = (char)i;
+	}
 	return m;
 }
 

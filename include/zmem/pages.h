@@ -95,6 +95,12 @@ int zm_pages_alloc(struct zm_pages *pages, zm_pfn_t *pfn);
  * or already free (the page is left untouched). */
 int zm_pages_free(struct zm_pages *pages, zm_pfn_t pfn);
 
+/* The page pfn itself, if it is free in the buddy allocator (not in use,
+ * not in a per-thread cache).  Returns 0, or -EBUSY if it is not free,
+ * -ENOMEM at the limit, -EINVAL if out of range.  For callers that want a
+ * page adjacent to one they hold. */
+int zm_pages_alloc_at(struct zm_pages *pages, zm_pfn_t pfn);
+
 /* A run of 2^order contiguous pages (order 0..ZM_PAGES_MAX_ORDER), straight
  * from the buddy allocator.  Returns 0 and sets *pfn to the first page, or
  * -EINVAL (order too large), -ENOMEM. */
@@ -114,7 +120,8 @@ size_t zm_pages_alloc_bulk(struct zm_pages *pages, size_t n, zm_pfn_t *pfns);
 int zm_pages_free_bulk(struct zm_pages *pages, size_t n, const zm_pfn_t *pfns);
 
 /* pfn <-> address, O(1).  zm_pages_pfn() of an address outside the arena
- * returns UINT32_MAX. */
+ * returns UINT32_MAX.  The arena is linear: zm_pages_addr(p, pfn) is
+ * zm_pages_addr(p, 0) + pfn * page_size, so callers may cache the base. */
 void *zm_pages_addr(const struct zm_pages *pages, zm_pfn_t pfn);
 zm_pfn_t zm_pages_pfn(const struct zm_pages *pages, const void *addr);
 

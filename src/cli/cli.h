@@ -8,6 +8,8 @@
 
 /* subcommands: return the process exit status */
 int cmd_pagebench(int argc, char **argv);
+int cmd_mapbench(int argc, char **argv);
+int cmd_allocbench(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
 

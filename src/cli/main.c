@@ -11,6 +11,10 @@ static const struct {
 } cmds[] = {
 	{ "pagebench", cmd_pagebench,
 	  "time the page allocator: bulk vs single pages, fast path, threads, peers" },
+	{ "mapbench", cmd_mapbench,
+	  "time map+unmap of zsmalloc objects: copy vs in place, per mode" },
+	{ "allocbench", cmd_allocbench,
+	  "the same allocations through every pool backend: ns per op, threads" },
 	{ "gen", cmd_gen,
 	  "write zero, random or English-like text pages at a compression ratio" },
 	{ "capture", cmd_capture,

@@ -162,6 +162,23 @@ int zm_pages_alloc_order(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 	return 0;
 }
 
+int zm_pages_alloc_at(struct zm_pages *p, zm_pfn_t pfn)
+{
+	zm_pfn_t got;
+	size_t fails;
+
+	if (pfn >= p->npages)
+		return -EINVAL;
+	zm_lock(&p->lock);
+	fails = p->limit_failures;
+	got = zm_buddy_take_at(p, pfn);
+	fails = p->limit_failures - fails;
+	zm_unlock(&p->lock);
+	if (got == ZM_PFN_NIL)
+		return fails ? -ENOMEM : -EBUSY;
+	return 0;
+}
+
 int zm_pages_free_order(struct zm_pages *p, zm_pfn_t pfn, unsigned order)
 {
 	struct zm_pg *pg;

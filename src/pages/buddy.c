@@ -261,3 +261,44 @@ size_t zm_buddy_isolate_dirty(struct zm_pages *p, size_t max, zm_pfn_t *out, siz
 	}
 	return nblk;
 }
+
+zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn)
+{
+	zm_pfn_t head = ZM_PFN_NIL;
+	unsigned k, order = 0;
+
+	/* the free block containing pfn, if any: its head is pfn rounded
+	 * down to some order k, and its order reaches past pfn */
+	for (k = 0; k <= ZM_PAGES_MAX_ORDER; k++) {
+		zm_pfn_t h = pfn & ~((1u << k) - 1);
+		struct zm_pg *g = zm_pg_of(p, h);
+
+		if (zm_pg_state(g) == PG_FREE_HEAD && h + (1u << g->order) > pfn) {
+			head = h;
+			order = g->order;
+			break;
+		}
+	}
+	if (head == ZM_PFN_NIL)
+		return ZM_PFN_NIL;
+	if (!limit_allows(p, 1))
+		return ZM_PFN_NIL;
+	{
+		int dirty = !!(zm_pg_of(p, head)->flags & PG_BLK_DIRTY);
+
+		list_del(p, head);
+		/* halve around pfn, returning the other halves */
+		while (order > 0) {
+			order--;
+			if (pfn >= head + (1u << order)) {
+				list_add(p, head, order, dirty);
+				head += 1u << order;
+			} else {
+				list_add(p, head + (1u << order), order, dirty);
+			}
+		}
+	}
+	p->nr_dirty_free -= pages_out(p->pg, pfn, 1, PG_ALLOC, NULL);
+	zm_note_out(p, 1);
+	return pfn;
+}

@@ -152,6 +152,8 @@ zm_pfn_t zm_buddy_take_block(struct zm_pages *p, unsigned order);
  * how many (stops at the limit or when the arena is empty). */
 size_t zm_buddy_take_pages(struct zm_pages *p, size_t n, zm_pfn_t *out,
 			   uint8_t state);
+/* Take exactly page pfn if it lies in a free block; ZM_PFN_NIL if not. */
+zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn);
 /* Give back a block whose pages the caller owned; merges with free buddies.
  * dirty: the caller may have touched it. */
 void zm_buddy_give(struct zm_pages *p, zm_pfn_t pfn, unsigned order, bool dirty);

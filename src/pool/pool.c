@@ -1,10 +1,8 @@
 /*
  * The pool interface: backend by name, dispatch through the table of
- * operations, the per-thread map slots shared by backends, and the printed
- * per-class table.
+ * operations, and the printed per-class table.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,73 +195,3 @@ const char *zm_pool_backend(const struct zm_pool *pool)
 	return pool->ops->name;
 }
 
-/* ---- per-thread map slots ------------------------------------------- */
-
-struct zm_map_state {
-	unsigned n;
-	struct zm_map_slot slot[ZM_POOL_MAX_MAPS];
-	char *buf[ZM_POOL_MAX_MAPS];
-	size_t buflen[ZM_POOL_MAX_MAPS];
-};
-
-static __thread struct zm_map_state tls_maps __attribute__((tls_model("initial-exec")));
-static pthread_key_t map_key;
-static pthread_once_t map_once = PTHREAD_ONCE_INIT;
-
-static void map_thread_exit(void *unused)
-{
-	for (int i = 0; i < ZM_POOL_MAX_MAPS; i++) {
-		free(tls_maps.buf[i]);
-		tls_maps.buf[i] = NULL;
-		tls_maps.buflen[i] = 0;
-	}
-}
-
-static void map_key_init(void)
-{
-	pthread_key_create(&map_key, map_thread_exit);
-}
-
-struct zm_map_slot *zm_map_push(size_t page_size, char **buf)
-{
-	struct zm_map_state *m = &tls_maps;
-
-	if (zm_unlikely(m->n >= ZM_POOL_MAX_MAPS)) {
-		errno = EBUSY;
-		return NULL;
-	}
-	if (buf) {
-		/* Only the buffer of this slot may be replaced: the others
-		 * may be handed out right now. */
-		if (zm_unlikely(m->buflen[m->n] < page_size)) {
-			char *b = realloc(m->buf[m->n], page_size);
-
-			if (!b) {
-				errno = ENOMEM;
-				return NULL;
-			}
-			pthread_once(&map_once, map_key_init);
-			m->buf[m->n] = b;
-			m->buflen[m->n] = page_size;
-			pthread_setspecific(map_key, m);
-		}
-		*buf = m->buf[m->n];
-	}
-	return &m->slot[m->n++];
-}
-
-struct zm_map_slot *zm_map_top(struct zm_pool *pool, zm_handle_t h)
-{
-	struct zm_map_state *m = &tls_maps;
-	struct zm_map_slot *s;
-
-	if (zm_unlikely(m->n == 0))
-		return NULL;
-	s = &m->slot[m->n - 1];
-	return s->handle == h && s->pool == pool ? s : NULL;
-}
-
-void zm_map_pop(void)
-{
-	tls_maps.n--;
-}

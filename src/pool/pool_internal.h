@@ -46,11 +46,22 @@ struct zm_pool {
 extern const struct zm_pool_ops zm_zsmalloc_ops;
 extern const struct zm_pool_ops zm_malloc_ops;
 
-/* Per-thread map bookkeeping shared by backends (pool.c). */
+/* ---- per-thread state (thread.c) ------------------------------------
+ *
+ * Each thread that touches a pool has a record in static TLS: its maps
+ * (slots, copy buffers) and its hazard pointers.  A hazard announces "this
+ * thread is reading inside unit P (a zspage)"; a compactor that wants to
+ * move objects out of P first marks P as migrating, then calls
+ * zm_heavy_barrier() (membarrier: every running thread executes a full
+ * barrier) and looks for P with zm_hazard_find().  Readers therefore pay
+ * only plain stores and loads on their path -- no atomic read-modify-write
+ * and no shared cache line -- while the rare compactor pays the barrier.
+ * Where membarrier is missing, readers add a full fence instead.
+ */
 struct zm_map_slot {
 	zm_handle_t handle;
 	struct zm_pool *pool;
-	void *cookie;      /* backend's (zsmalloc: the pinned zspage) */
+	void *cookie;      /* backend's (zsmalloc: the zspage) */
 	char *buf;         /* copy method: the thread's buffer handed out */
 	char *seg[2];      /* copy method: where the two halves live */
 	size_t len[2];
@@ -58,12 +69,61 @@ struct zm_map_slot {
 	bool copied;       /* the pointer handed out is the thread's buffer */
 };
 
-/* The calling thread's next free map slot, or NULL (errno EBUSY) when it
- * holds ZM_POOL_MAX_MAPS already; *buf gets a buffer of at least one page
- * for the copy method (NULL, errno ENOMEM if it cannot be had). */
+#define ZM_HAZARDS (ZM_POOL_MAX_MAPS + 1) /* one per map, one for read/write */
+#define ZM_HAZARD_RW ZM_POOL_MAX_MAPS
+
+struct zm_thread {
+	unsigned nmaps;
+	bool registered;
+	unsigned shard;                       /* zsmalloc: preferred class shard */
+	void *hazard[ZM_HAZARDS];             /* atomic: read by compactors */
+	struct zm_map_slot slot[ZM_POOL_MAX_MAPS];
+	char *buf[ZM_POOL_MAX_MAPS];
+	size_t buflen[ZM_POOL_MAX_MAPS];
+	struct zm_thread *next, *prev;        /* registry; zm_threads_lock */
+};
+
+extern __thread struct zm_thread zm_self __attribute__((tls_model("initial-exec")));
+extern bool zm_readers_light;   /* membarrier available: readers need no fence */
+
+void zm_thread_register(void);
+void zm_heavy_barrier(void);
+/* Does any thread hold a hazard on p?  Call after zm_heavy_barrier(). */
+bool zm_hazard_find(const void *p);
+
+static inline void zm_hazard_set(unsigned i, void *p)
+{
+	if (zm_unlikely(!zm_self.registered))
+		zm_thread_register();
+	__atomic_store_n(&zm_self.hazard[i], p, __ATOMIC_RELAXED);
+	if (zm_likely(zm_readers_light))
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	else
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+static inline void zm_hazard_clear(unsigned i)
+{
+	__atomic_store_n(&zm_self.hazard[i], NULL, __ATOMIC_RELEASE);
+}
+
+/* The calling thread's next map slot, or NULL (errno EBUSY) when it holds
+ * ZM_POOL_MAX_MAPS already; with buf, *buf gets a buffer of at least
+ * page_size bytes for the copy method (NULL, errno ENOMEM, if none). */
 struct zm_map_slot *zm_map_push(size_t page_size, char **buf);
-/* The thread's most recent map; NULL if it holds none or it is not h. */
-struct zm_map_slot *zm_map_top(struct zm_pool *pool, zm_handle_t h);
-void zm_map_pop(void);
+/* The thread's most recent map if it is (pool, h), else NULL. */
+static inline struct zm_map_slot *zm_map_top(struct zm_pool *pool, zm_handle_t h)
+{
+	struct zm_map_slot *s;
+
+	if (zm_unlikely(zm_self.nmaps == 0))
+		return NULL;
+	s = &zm_self.slot[zm_self.nmaps - 1];
+	return s->handle == h && s->pool == pool ? s : NULL;
+}
+static inline void zm_map_pop(void)
+{
+	zm_self.nmaps--;
+}
 
 #endif

@@ -2,12 +2,13 @@
  * Reaching zsmalloc objects: map/unmap, read/write, and the handle lookup
  * they share.
  *
- * Lookup: load the handle's slot, check its generation, find the zspage
- * from the pfn (the page's owner), pin the zspage, and load the slot again:
- * if it changed, the object moved (or was freed) in between, so unpin and
- * retry.  The compactor moves nothing out of a pinned zspage, so between
- * lookup and unpin the object stays where it is.  (Pins are a full-barrier
- * atomic add, which orders the second load after it.)
+ * Lookup: load the handle's slot (slots never handed out read as zero,
+ * which no handle matches, so only the table's size is checked), check
+ * its generation, find the zspage
+ * by id, publish a hazard pointer to it, and load the slot again: if it
+ * changed, the object moved (or was freed) in between, so retry.  If the
+ * zspage is being migrated, back off until the compactor is done.  Until
+ * the hazard is cleared the object stays where it is (pool_internal.h).
  *
  * An object inside one page, or in a zspage whose pages are contiguous,
  * is reached in place.  An object that straddles two pages is copied
@@ -16,16 +17,18 @@
  * the caller's buffer and the page(s).
  */
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 
 #include "pool/zsmalloc.h"
 
-struct zspage *zs_lookup_pin(struct zs_pool *zp, zm_handle_t h, unsigned *obj)
+static inline __attribute__((always_inline)) struct zspage *
+lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)
 {
 	uint64_t idx = h >> 16;
 
 	if (zm_unlikely(!(h & 1) || idx == 0 ||
-			idx >= __atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED)))
+			idx >= ZS_MAX_HANDLES))
 		goto bad;
 	for (;;) {
 		uint64_t v = zs_load_slot(zp, (uint32_t)idx);
@@ -34,17 +37,19 @@ struct zspage *zs_lookup_pin(struct zs_pool *zp, zm_handle_t h, unsigned *obj)
 		if (zm_unlikely((v & ZS_TAG_MASK) != (h & ZS_TAG_MASK)))
 			goto bad;
 		zs = zs_by_id(zp, zs_slot_id(v));
-		if (zm_unlikely(!zs))
-			goto bad;
-		__atomic_fetch_add(&zs->pins, 1, __ATOMIC_SEQ_CST);
+		zm_hazard_set(hz, zs);
 		if (zm_likely(zs_load_slot(zp, (uint32_t)idx) == v)) {
-#if ZM_DEBUG >= 1
-			ZM_ASSERT(zs->magic == ZS_MAGIC);
-#endif
-			*obj = zs_slot_obj(v);
-			return zs;
+			/* the slot still names zs, so zs is alive */
+			if (zm_likely(!__atomic_load_n(&zs->migrating, __ATOMIC_ACQUIRE))) {
+				ZM_ASSERT(zs->magic == ZS_MAGIC);
+				*obj = zs_slot_obj(v);
+				return zs;
+			}
+			zm_hazard_clear(hz);
+			sched_yield();
+			continue;
 		}
-		zs_unpin(zs);
+		zm_hazard_clear(hz);
 	}
 bad:
 	zm_bad_input("zsmalloc: bad handle %#llx (stale, foreign or freed)",
@@ -52,38 +57,45 @@ bad:
 	return NULL;
 }
 
+struct zspage *zs_lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)
+{
+	return lookup(zp, h, obj, hz);
+}
+
 void *zs_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 {
 	struct zs_pool *zp = zs_of(pool);
+	unsigned hz = zm_self.nmaps, obj;
 	struct zm_map_slot *s;
-	struct zs_class *c;
 	struct zspage *zs;
-	unsigned obj;
 	char *seg[2], *buf;
 	size_t len[2];
 
-	zs = zs_lookup_pin(zp, h, &obj);
+	if (zm_unlikely(hz >= ZM_POOL_MAX_MAPS)) {
+		errno = EBUSY;
+		return NULL;
+	}
+	zs = lookup(zp, h, &obj, hz);
 	if (zm_unlikely(!zs)) {
 		errno = EINVAL;
 		return NULL;
 	}
-	c = &zp->classes[zs->cls];
-	if (zm_likely(zs_obj_segs(zp, c, zs, obj, seg, len) == 1)) {
-		s = zm_map_push(0, NULL);
-		if (zm_unlikely(!s))
-			goto fail;
+	if (zm_likely(zs_obj_segs(zp, zs, obj, seg, len) == 1)) {
+		/* in place: no buffer, so the push cannot fail */
+		s = &zm_self.slot[hz];
+		zm_self.nmaps = hz + 1;
 		s->handle = h;
 		s->pool = pool;
-		s->cookie = zs;
 		s->copied = false;
 		return seg[0];
 	}
 	s = zm_map_push(zp->page_size, &buf);
-	if (zm_unlikely(!s))
-		goto fail;
+	if (zm_unlikely(!s)) {
+		zm_hazard_clear(hz);
+		return NULL;
+	}
 	s->handle = h;
 	s->pool = pool;
-	s->cookie = zs;
 	s->copied = true;
 	s->buf = buf;
 	s->mode = mode;
@@ -94,9 +106,6 @@ void *zs_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 		memcpy(buf + len[0], seg[1], len[1]);
 	}
 	return buf;
-fail:
-	zs_unpin(zs);
-	return NULL;
 }
 
 void zs_unmap(struct zm_pool *pool, zm_handle_t h)
@@ -112,58 +121,52 @@ void zs_unmap(struct zm_pool *pool, zm_handle_t h)
 		memcpy(s->seg[0], s->buf, s->len[0]);
 		memcpy(s->seg[1], s->buf + s->len[0], s->len[1]);
 	}
-	zs_unpin(s->cookie);
 	zm_map_pop();
+	zm_hazard_clear(zm_self.nmaps);
+}
+
+/* Copy between buf and the object: to the object if `in`. */
+static int copy(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len, bool in)
+{
+	struct zs_pool *zp = zs_of(pool);
+	struct zspage *zs;
+	unsigned obj;
+	char *seg[2];
+	size_t l[2];
+	int n;
+
+	zs = lookup(zp, h, &obj, ZM_HAZARD_RW);
+	if (zm_unlikely(!zs))
+		return -EINVAL;
+	if (zm_unlikely(len > zs->size)) {
+		zm_hazard_clear(ZM_HAZARD_RW);
+		return -EINVAL;
+	}
+	n = zs_obj_segs(zp, zs, obj, seg, l);
+	if (n == 1 || len <= l[0])
+		l[0] = len;
+	if (in)
+		memcpy(seg[0], buf, l[0]);
+	else
+		memcpy(buf, seg[0], l[0]);
+	if (len > l[0]) {
+		if (in)
+			memcpy(seg[1], (char *)buf + l[0], len - l[0]);
+		else
+			memcpy((char *)buf + l[0], seg[1], len - l[0]);
+	}
+	zm_hazard_clear(ZM_HAZARD_RW);
+	return 0;
 }
 
 int zs_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)
 {
-	struct zs_pool *zp = zs_of(pool);
-	struct zspage *zs;
-	unsigned obj;
-	char *seg[2];
-	size_t l[2];
-
-	zs = zs_lookup_pin(zp, h, &obj);
-	if (zm_unlikely(!zs))
-		return -EINVAL;
-	if (zm_unlikely(len > zp->classes[zs->cls].size)) {
-		zs_unpin(zs);
-		return -EINVAL;
-	}
-	if (zs_obj_segs(zp, &zp->classes[zs->cls], zs, obj, seg, l) == 1 || len <= l[0]) {
-		memcpy(buf, seg[0], len);
-	} else {
-		memcpy(buf, seg[0], l[0]);
-		memcpy((char *)buf + l[0], seg[1], len - l[0]);
-	}
-	zs_unpin(zs);
-	return 0;
+	return copy(pool, h, buf, len, false);
 }
 
 int zs_write(struct zm_pool *pool, zm_handle_t h, const void *buf, size_t len)
 {
-	struct zs_pool *zp = zs_of(pool);
-	struct zspage *zs;
-	unsigned obj;
-	char *seg[2];
-	size_t l[2];
-
-	zs = zs_lookup_pin(zp, h, &obj);
-	if (zm_unlikely(!zs))
-		return -EINVAL;
-	if (zm_unlikely(len > zp->classes[zs->cls].size)) {
-		zs_unpin(zs);
-		return -EINVAL;
-	}
-	if (zs_obj_segs(zp, &zp->classes[zs->cls], zs, obj, seg, l) == 1 || len <= l[0]) {
-		memcpy(seg[0], buf, len);
-	} else {
-		memcpy(seg[0], buf, l[0]);
-		memcpy(seg[1], (const char *)buf + l[0], len - l[0]);
-	}
-	zs_unpin(zs);
-	return 0;
+	return copy(pool, h, (void *)buf, len, true);
 }
 
 size_t zs_obj_size(struct zm_pool *pool, zm_handle_t h)
@@ -173,10 +176,10 @@ size_t zs_obj_size(struct zm_pool *pool, zm_handle_t h)
 	unsigned obj;
 	size_t n;
 
-	zs = zs_lookup_pin(zp, h, &obj);
+	zs = lookup(zp, h, &obj, ZM_HAZARD_RW);
 	if (!zs)
 		return 0;
-	n = zp->classes[zs->cls].size;
-	zs_unpin(zs);
+	n = zs->size;
+	zm_hazard_clear(ZM_HAZARD_RW);
 	return n;
 }

@@ -35,7 +35,7 @@ static unsigned take_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *
 		char *seg[2];
 		size_t len[2];
 
-		zs_obj_segs(zp, c, zs, obj, seg, len);
+		zs_obj_segs(zp, zs, obj, seg, len);
 		memcpy(&zs->free_head, seg[0], sizeof(uint16_t));
 	} else {
 		obj = zs->bump;
@@ -51,7 +51,7 @@ static void put_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs, u
 {
 	char *seg[2];
 	size_t len[2];
-	int n = zs_obj_segs(zp, c, zs, obj, seg, len);
+	int n = zs_obj_segs(zp, zs, obj, seg, len);
 
 #if ZM_DEBUG >= 2
 	/* poison: a use after free reads 0x6b */
@@ -121,9 +121,10 @@ static zm_handle_t alloc_in(struct zs_pool *zp, struct zs_class *c, struct zspag
 
 static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
 {
-	struct zs_class *end = zp->classes + zp->nclasses - 1; /* not huge */
+	struct zs_class *end = zp->classes + (zp->nclasses - 1) * zp->nshards; /* not huge */
 
-	for (struct zs_class *b = c + 1; b < end && b <= c + zp->borrow; b++) {
+	for (struct zs_class *b = c + zp->nshards; b < end &&
+	     b <= c + zp->borrow * zp->nshards; b += zp->nshards) {
 		zm_lock(&b->lock);
 		for (int g = ZS_GROUPS - 2; g >= 1; g--) {
 			struct zspage *zs = b->group[g];
@@ -140,10 +141,19 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 {
 	struct zs_pool *zp = zs_of(pool);
 	struct zs_class *c = zs_class_for(zp, size);
+	unsigned sh = zm_self.shard & (zp->nshards - 1);
 	struct zspage *zs;
 	zm_handle_t h;
 
-	zm_lock(&c->lock);
+	c += sh;
+	if (zm_unlikely(!zm_trylock(&c->lock))) {
+		/* someone else allocates here: move to the next shard */
+		c -= sh;
+		sh = (sh + 1) & (zp->nshards - 1);
+		zm_self.shard = sh;
+		c += sh;
+		zm_lock(&c->lock);
+	}
 	zs = pick(c);
 	if (zm_likely(zs))
 		return alloc_in(zp, c, zs);
@@ -175,7 +185,7 @@ static uint64_t live_slot(struct zs_pool *zp, zm_handle_t h)
 	uint64_t v;
 
 	if (zm_unlikely(!(h & 1) || idx == 0 ||
-			idx >= __atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED)))
+			idx >= ZS_MAX_HANDLES))
 		return 0;
 	v = zs_load_slot(zp, (uint32_t)idx);
 	return (v & ZS_TAG_MASK) == (h & ZS_TAG_MASK) ? v : 0;

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pool/zsmalloc.h"
 
@@ -21,8 +22,8 @@ struct zs_class *zs_class_for(struct zs_pool *zp, size_t size)
 	size_t i = size <= ZS_MIN_SIZE ? 0 : (size - ZS_MIN_SIZE + zp->spacing - 1) / zp->spacing;
 
 	if (i >= zp->nidx)
-		return &zp->classes[zp->nclasses - 1]; /* huge */
-	return &zp->classes[zp->idx_to_class[i]];
+		return &zp->classes[(zp->nclasses - 1) * zp->nshards]; /* huge */
+	return &zp->classes[zp->idx_to_class[i] * zp->nshards];
 }
 
 static void best_fit(size_t size, size_t page, unsigned max_pages,
@@ -46,6 +47,7 @@ static int build_classes(struct zs_pool *zp)
 {
 	size_t P = zp->page_size, n = 0;
 	unsigned *pg, *ob, *cls_of;
+	struct zs_class *cls;
 
 	while (ZS_MIN_SIZE + n * zp->spacing <= P - zp->spacing)
 		n++;
@@ -54,12 +56,11 @@ static int build_classes(struct zs_pool *zp)
 	ob = calloc(n + 1, sizeof(*ob));
 	cls_of = calloc(n + 1, sizeof(*cls_of));
 	zp->idx_to_class = calloc(n + 1, sizeof(*zp->idx_to_class));
-	zp->classes = aligned_alloc(64, (n + 1) * sizeof(struct zs_class));
-	if (!pg || !ob || !cls_of || !zp->idx_to_class || !zp->classes) {
-		free(pg), free(ob), free(cls_of);
+	cls = calloc(n + 1, sizeof(*cls));
+	if (!pg || !ob || !cls_of || !zp->idx_to_class || !cls) {
+		free(pg), free(ob), free(cls_of), free(cls);
 		return -ENOMEM;
 	}
-	memset(zp->classes, 0, (n + 1) * sizeof(struct zs_class));
 	for (size_t i = 0; i < n; i++)
 		best_fit(ZS_MIN_SIZE + i * zp->spacing, P, zp->max_pages, &pg[i], &ob[i]);
 	/* From the top down: a size joins the class above when it would
@@ -75,7 +76,7 @@ static int build_classes(struct zs_pool *zp)
 	/* class numbers ascending by size; the huge class last */
 	for (size_t k = 0; k < n; k++) {
 		unsigned id = ncls - 1 - cls_of[k];
-		struct zs_class *c = &zp->classes[id];
+		struct zs_class *c = &cls[id];
 
 		zp->idx_to_class[k] = (uint16_t)id;
 		if (!c->size || ZS_MIN_SIZE + k * zp->spacing > c->size) {
@@ -84,13 +85,25 @@ static int build_classes(struct zs_pool *zp)
 			c->objs = (uint16_t)ob[k];
 		}
 	}
-	zp->classes[ncls] = (struct zs_class){ .size = (uint32_t)P, .pages = 1,
-					       .objs = 1, .huge = true };
+	cls[ncls] = (struct zs_class){ .size = (uint32_t)P, .pages = 1, .objs = 1,
+				       .huge = true };
 	zp->nclasses = ncls + 1;
-	for (unsigned i = 0; i < zp->nclasses; i++)
-		zm_lock_init(&zp->classes[i].lock);
-	free(pg), free(ob), free(cls_of);
-	return 0;
+	zp->total = zp->nclasses * zp->nshards;
+	zp->classes = aligned_alloc(64, zp->total * sizeof(struct zs_class));
+	if (zp->classes) {
+		memset(zp->classes, 0, zp->total * sizeof(struct zs_class));
+		for (unsigned i = 0; i < zp->total; i++) {
+			struct zs_class *c = &zp->classes[i], *src = &cls[i / zp->nshards];
+
+			c->size = src->size;
+			c->pages = src->pages;
+			c->objs = src->objs;
+			c->huge = src->huge;
+			zm_lock_init(&c->lock);
+		}
+	}
+	free(pg), free(ob), free(cls_of), free(cls);
+	return zp->classes ? 0 : -ENOMEM;
 }
 
 int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
@@ -101,6 +114,7 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	if (!zp)
 		return -ENOMEM;
 	zp->pages = pool->pages;
+	zp->base = zm_pages_addr(pool->pages, 0);
 	zp->page_size = pool->page_size;
 	while (((size_t)1 << zp->shift) < zp->page_size)
 		zp->shift++;
@@ -119,6 +133,9 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 		free(zp);
 		return -EINVAL;
 	}
+	zp->nshards = 1;
+	while (zp->nshards < ZS_MAX_SHARDS && zp->nshards < (unsigned)sysconf(_SC_NPROCESSORS_ONLN))
+		zp->nshards <<= 1;
 	rc = build_classes(zp);
 	if (!rc)
 		rc = zs_handles_init(zp);
@@ -137,7 +154,7 @@ void zs_destroy(struct zm_pool *pool)
 	struct zs_pool *zp = zs_of(pool);
 	uint64_t leaked = 0;
 
-	for (unsigned i = 0; i < zp->nclasses; i++) {
+	for (unsigned i = 0; i < zp->total; i++) {
 		struct zs_class *c = &zp->classes[i];
 
 		leaked += c->used;

@@ -21,25 +21,25 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	struct zs_pool *zp = zs_of(pool);
 	uint64_t pages = 0, meta = 0;
 
-	for (unsigned i = 0; i < zp->nclasses; i++) {
+	for (unsigned i = 0; i < zp->total; i++) {
 		struct zs_class *c = &zp->classes[i];
 
 		zm_lock(&c->lock);
 		st->objects += c->used;
 		st->slot_bytes += c->used * c->size;
 		st->zspages += c->zspages;
+		pages += c->npages;
 		meta += c->zspage_bytes;
 		if (c->huge)
 			st->huge_objects += c->used;
 		zm_unlock(&c->lock);
 	}
-	pages = __atomic_load_n(&zp->pages_now, __ATOMIC_RELAXED);
 	st->pool_pages = pages;
 	st->pool_bytes = pages * zp->page_size;
 	meta += (uint64_t)__atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED) * sizeof(uint64_t);
 	meta += pages * sizeof(struct zm_pg);
 	meta += (uint64_t)__atomic_load_n(&zp->ids_used, __ATOMIC_RELAXED) * sizeof(uintptr_t);
-	meta += zp->nclasses * sizeof(struct zs_class) + zp->nidx * sizeof(uint16_t) +
+	meta += zp->total * sizeof(struct zs_class) + zp->nidx * sizeof(uint16_t) +
 		sizeof(*zp);
 	st->meta_bytes = meta;
 	st->malloc_fail = __atomic_load_n(&zp->malloc_fail, __ATOMIC_RELAXED);
@@ -48,25 +48,28 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stats *cs)
 {
 	struct zs_pool *zp = zs_of(pool);
-	struct zs_class *c = &zp->classes[idx];
 	uint64_t free_objs;
 
-	zm_lock(&c->lock);
-	cs->size = c->size;
-	cs->pages_per_zspage = c->pages;
-	cs->objs_per_zspage = c->objs;
-	for (unsigned g = 0; g < ZS_GROUPS; g++)
-		cs->fullness[g] = c->ngroup[g];
-	cs->obj_allocated = c->zspages * c->objs;
-	cs->obj_used = c->used;
-	cs->pages_used = 0;
-	for (unsigned g = 0; g < ZS_GROUPS; g++)
-		for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
-			cs->pages_used += zs->npop;
+	for (unsigned k = 0; k < zp->nshards; k++) {
+		struct zs_class *c = &zp->classes[idx * zp->nshards + k];
+
+		zm_lock(&c->lock);
+		cs->size = c->size;
+		cs->pages_per_zspage = c->pages;
+		cs->objs_per_zspage = c->objs;
+		for (unsigned g = 0; g < ZS_GROUPS; g++) {
+			cs->fullness[g] += c->ngroup[g];
+			for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
+				cs->pages_used += zs->npop;
+		}
+		cs->obj_allocated += c->zspages * c->objs;
+		cs->obj_used += c->used;
+		zm_unlock(&c->lock);
+	}
 	free_objs = cs->obj_allocated - cs->obj_used;
 	/* zspages that compaction could empty: the free slots hold that many */
-	cs->freeable = (free_objs / c->objs) * c->pages;
-	zm_unlock(&c->lock);
+	cs->freeable = cs->objs_per_zspage ?
+		       (free_objs / cs->objs_per_zspage) * cs->pages_per_zspage : 0;
 	return 0;
 }
 
@@ -111,7 +114,7 @@ static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *z
 		}
 		seen[o] = 1;
 		nfree++;
-		zs_obj_segs(zp, c, zs, o, seg, len);
+		zs_obj_segs(zp, zs, o, seg, len);
 		memcpy(&next, seg[0], sizeof(next));
 		o = next;
 	}
@@ -139,7 +142,7 @@ int zs_check(struct zm_pool *pool)
 
 	if (!seen)
 		return -ENOMEM;
-	for (unsigned i = 0; i < zp->nclasses; i++) {
+	for (unsigned i = 0; i < zp->total; i++) {
 		struct zs_class *c = &zp->classes[i];
 		uint64_t n = 0, used = 0;
 

@@ -64,17 +64,23 @@ static inline unsigned pages_for(const struct zs_pool *zp, const struct zs_class
 	return (unsigned)((((size_t)obj + 1) * c->size - 1) >> zp->shift) + 1;
 }
 
-int zs_populate(struct zs_pool *zp, const struct zs_class *c, struct zspage *zs,
+int zs_populate(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 		unsigned obj)
 {
 	unsigned need = pages_for(zp, c, obj);
 	zm_pfn_t *pfn = zs_pfns(zs);
 
 	while (zs->npop < need) {
-		if (zm_pages_alloc(zp->pages, &pfn[zs->npop]))
+		/* CONTIG: the page after the last one, if it is free, so that
+		 * objects crossing between them are reached in place */
+		zm_pfn_t next = pfn[zs->npop - 1] + 1;
+
+		if (zp->span == ZM_SPAN_CONTIG && zm_pages_alloc_at(zp->pages, next) == 0)
+			pfn[zs->npop] = next;
+		else if (zm_pages_alloc(zp->pages, &pfn[zs->npop]))
 			return -ENOMEM;
 		zs->npop++;
-		__atomic_fetch_add(&zp->pages_now, 1, __ATOMIC_RELAXED);
+		zp->classes[zs->cls].npages++;
 	}
 	return 0;
 }
@@ -92,7 +98,12 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 		free(zs);
 		return NULL;
 	}
-	got = zm_pages_alloc_bulk(zp->pages, first, zs_pfns(zs));
+	/* one page (the common case) through the per-thread page cache;
+	 * more with the bulk call */
+	if (first == 1)
+		got = zm_pages_alloc(zp->pages, zs_pfns(zs)) == 0;
+	else
+		got = zm_pages_alloc_bulk(zp->pages, first, zs_pfns(zs));
 	if (got != first) {  /* short: the limit or the arena ran out */
 		zm_pages_free_bulk(zp->pages, got, zs_pfns(zs));
 		zs_id_free(zp, c, zs->id);
@@ -106,44 +117,30 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 	zs->bump = 0;
 	zs->group = ZS_GROUPS;  /* on no list yet */
 	zs->npop = (uint8_t)first;
-	zs->pins = 0;
+	zs->migrating = 0;
+	zs->size = c->size;
 	zs->next = zs->prev = NULL;
-	__atomic_fetch_add(&zp->pages_now, first, __ATOMIC_RELAXED);
+	c->npages += first;
 	__atomic_store_n(&zp->ztab[zs->id], (uintptr_t)zs, __ATOMIC_RELEASE);
 	return zs;
 }
 
 void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 {
+	c->npages -= zs->npop;
 	zs_id_free(zp, c, zs->id);
 	zs->magic = 0;
 }
 
 void zs_zspage_free(struct zs_pool *zp, struct zspage *zs)
 {
-	zm_pages_free_bulk(zp->pages, zs->npop, zs_pfns(zs));
-	__atomic_fetch_sub(&zp->pages_now, zs->npop, __ATOMIC_RELAXED);
+	/* a few pages go back through the per-thread cache, lock-free */
+	if (zs->npop <= 4)
+		for (unsigned i = 0; i < zs->npop; i++)
+			zm_pages_free(zp->pages, zs_pfns(zs)[i]);
+	else
+		zm_pages_free_bulk(zp->pages, zs->npop, zs_pfns(zs));
 	free(zs);
-}
-
-int zs_obj_segs(struct zs_pool *zp, const struct zs_class *c, const struct zspage *zs,
-		unsigned obj, char *seg[2], size_t len[2])
-{
-	size_t off = (size_t)obj * c->size;
-	size_t in = off & (zp->page_size - 1);
-	unsigned pg = (unsigned)(off >> zp->shift);
-	const zm_pfn_t *pfn = zs->data;
-
-	seg[0] = (char *)zm_pages_addr(zp->pages, pfn[pg]) + in;
-	if (in + c->size <= zp->page_size ||
-	    (zp->span == ZM_SPAN_CONTIG && pfn[pg + 1] == pfn[pg] + 1)) {
-		len[0] = c->size;
-		return 1;
-	}
-	len[0] = zp->page_size - in;
-	seg[1] = zm_pages_addr(zp->pages, pfn[pg + 1]);
-	len[1] = c->size - len[0];
-	return 2;
 }
 
 void zs_group_del(struct zs_class *c, struct zspage *zs)

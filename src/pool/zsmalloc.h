@@ -35,11 +35,13 @@
  *     class->lock  ->  pages->lock (inside zm_pages calls)
  *
  * class->lock protects the class's fullness lists and counters, every
- * field of its zspages except `pins`, the free chains inside them, and the
- * handle slots of the class's objects (writers).  Handle slots are read
- * without a lock (atomic 64-bit loads); a reader pins the zspage (atomic
- * `pins`) and re-reads the slot to be sure the object did not move, and the
- * compactor never moves an object out of a pinned zspage.  No lock is ever
+ * field of its zspages except `migrating`, the free chains inside them,
+ * and the handle slots of the class's objects (writers).  Handle slots are
+ * read without a lock (atomic 64-bit loads); a reader publishes a hazard
+ * pointer to the zspage, re-reads the slot to be sure the object did not
+ * move, and backs off if the zspage is migrating; a compactor marks a
+ * zspage migrating, runs the heavy barrier and moves nothing out of it
+ * while any thread's hazard names it (pool_internal.h).  No lock is ever
  * held while calling another class's lock.  There is no pool-wide lock on
  * malloc/free: handle slots come from the class's own free list, refilled
  * in chunks from the table by one atomic add.
@@ -58,6 +60,7 @@
 #define ZS_DEF_SPACING 16     /* see docs/zsmalloc.md for the measurement */
 #define ZS_DEF_MAX_PAGES 16
 #define ZS_DEF_BORROW 2
+#define ZS_MAX_SHARDS 8   /* class copies, at most; as many as CPUs */
 #define ZS_MAX_PAGES  64
 #define ZS_GROUPS     11      /* fullness: 0 empty, 1..9 partial, 10 full */
 #define ZS_NONE       0xFFFFu /* end of a free chain */
@@ -77,8 +80,9 @@ struct zspage {
 	uint16_t bump;           /* objects from here on were never used */
 	uint8_t group;
 	uint8_t npop;            /* pages populated so far (lazily, see zs_zspage.c) */
-	uint16_t pad;
-	uint32_t pins;           /* atomic: maps/reads/writes in progress */
+	uint8_t migrating;       /* atomic: a compactor is moving objects out */
+	uint8_t pad;
+	uint32_t size;           /* the class's slot size, for the map path */
 	struct zspage *next, *prev;
 	uint32_t data[];         /* pfn of each page, then the handle slot of
 				    each object (back references) */
@@ -95,6 +99,7 @@ struct zs_class {
 	uint64_t ngroup[ZS_GROUPS];       /* lock */
 	uint64_t zspages, used;           /* lock */
 	uint64_t zspage_bytes;            /* lock: records' size */
+	uint64_t npages;                  /* lock: pages populated */
 	uint32_t free_slots;              /* lock: handle free list */
 	uint32_t nfree_slots;             /* lock */
 	uint32_t free_ids;                /* lock: zspage id free list */
@@ -103,6 +108,7 @@ struct zs_class {
 
 struct zs_pool {
 	struct zm_pages *pages;  /* immutable */
+	char *base;              /* immutable: address of pfn 0 */
 	size_t page_size;        /* immutable */
 	unsigned shift;          /* immutable */
 	unsigned spacing, max_pages;
@@ -110,17 +116,19 @@ struct zs_pool {
 	unsigned borrow;         /* classes up an object may borrow a slot from */
 	enum zm_span_method span;
 	unsigned nclasses;       /* distinct classes, huge last */
+	unsigned nshards;        /* copies of each class (power of two) */
+	unsigned total;          /* nclasses * nshards entries in classes[] */
 	unsigned nidx;           /* entries of idx_to_class */
 	uint16_t *idx_to_class;  /* size index -> class (merged classes) */
-	struct zs_class *classes;
-	/* handle table */
-	uint64_t *slot;
-	uint32_t slots_used;     /* atomic: slots handed to classes so far */
-	/* zspage table: id -> record; free entries chain ids */
-	uintptr_t *ztab;
+	struct zs_class *classes; /* [class * nshards + shard] */
+	uint64_t *slot;          /* handle table; immutable pointer */
+	uintptr_t *ztab;         /* zspage table: id -> record; free entries
+				    chain ids; immutable pointer */
+	/* Written by allocating threads: kept off the read-mostly line
+	 * above, which every map and free reads. */
+	uint32_t slots_used __attribute__((aligned(64))); /* atomic: slots handed out */
 	uint32_t ids_used;       /* atomic */
-	/* atomics */
-	uint64_t malloc_fail, pages_max, pages_now;
+	uint64_t malloc_fail;    /* atomic */
 };
 
 static inline struct zs_pool *zs_of(struct zm_pool *pool) { return pool->priv; }
@@ -163,15 +171,34 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c);
 void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
 void zs_zspage_free(struct zs_pool *zp, struct zspage *zs);
 /* Make sure the pages under objects 0..obj are there; 0 or -ENOMEM. */
-int zs_populate(struct zs_pool *zp, const struct zs_class *c, struct zspage *zs,
+int zs_populate(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 		unsigned obj);
 static inline uint32_t *zs_backref(struct zspage *zs, const struct zs_class *c)
 {
 	return zs->data + c->pages;
 }
-/* The one or two pieces of memory holding object obj; returns how many. */
-int zs_obj_segs(struct zs_pool *zp, const struct zs_class *c,
-		const struct zspage *zs, unsigned obj, char *seg[2], size_t len[2]);
+/* The one or two pieces of memory holding object obj; returns how many.
+ * An object crossing into the next page is one piece if that page is the
+ * next one in memory and the pool uses the CONTIG method. */
+static inline int zs_obj_segs(const struct zs_pool *zp, const struct zspage *zs,
+			      unsigned obj, char *seg[2], size_t len[2])
+{
+	size_t size = zs->size, off = (size_t)obj * size;
+	size_t in = off & (zp->page_size - 1);
+	unsigned pg = (unsigned)(off >> zp->shift);
+	const zm_pfn_t *pfn = zs->data;
+
+	seg[0] = zp->base + ((size_t)pfn[pg] << zp->shift) + in;
+	if (zm_likely(in + size <= zp->page_size) ||
+	    (zp->span == ZM_SPAN_CONTIG && pfn[pg + 1] == pfn[pg] + 1)) {
+		len[0] = size;
+		return 1;
+	}
+	len[0] = zp->page_size - in;
+	seg[1] = zp->base + ((size_t)pfn[pg + 1] << zp->shift);
+	len[1] = size - len[0];
+	return 2;
+}
 void zs_group_set(struct zs_class *c, struct zspage *zs);   /* lock held */
 void zs_group_del(struct zs_class *c, struct zspage *zs);   /* lock held */
 static inline unsigned zs_group_of(unsigned inuse, unsigned objs)
@@ -183,12 +210,9 @@ static inline struct zspage *zs_by_id(struct zs_pool *zp, uint32_t id)
 	return (struct zspage *)__atomic_load_n(&zp->ztab[id], __ATOMIC_ACQUIRE);
 }
 
-/* zs_access.c: find and pin the object of a handle; NULL if bad. */
-struct zspage *zs_lookup_pin(struct zs_pool *zp, zm_handle_t h, unsigned *obj);
-static inline void zs_unpin(struct zspage *zs)
-{
-	__atomic_fetch_sub(&zs->pins, 1, __ATOMIC_RELEASE);
-}
+/* zs_access.c: find the object of a handle and hold hazard `hz` on its
+ * zspage (drop it with zm_hazard_clear(hz)); NULL if the handle is bad. */
+struct zspage *zs_lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz);
 
 /* the backend operations, by file */
 int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg);
