@@ -10,6 +10,7 @@
 int cmd_pagebench(int argc, char **argv);
 int cmd_mapbench(int argc, char **argv);
 int cmd_allocbench(int argc, char **argv);
+int cmd_density(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
 

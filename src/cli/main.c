@@ -13,6 +13,8 @@ static const struct {
 	  "time the page allocator: bulk vs single pages, fast path, threads, peers" },
 	{ "mapbench", cmd_mapbench,
 	  "time map+unmap of zsmalloc objects: copy vs in place, per mode" },
+	{ "density", cmd_density,
+	  "how densely each backend holds real lz4-compressed pages" },
 	{ "allocbench", cmd_allocbench,
 	  "the same allocations through every pool backend: ns per op, threads" },
 	{ "gen", cmd_gen,

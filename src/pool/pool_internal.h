@@ -95,11 +95,16 @@ static inline void zm_hazard_set(unsigned i, void *p)
 {
 	if (zm_unlikely(!zm_self.registered))
 		zm_thread_register();
+#ifdef __SANITIZE_THREAD__
+	/* TSan does not model fences: a seq_cst exchange says the same */
+	(void)__atomic_exchange_n(&zm_self.hazard[i], p, __ATOMIC_SEQ_CST);
+#else
 	__atomic_store_n(&zm_self.hazard[i], p, __ATOMIC_RELAXED);
 	if (zm_likely(zm_readers_light))
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	else
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
 }
 
 static inline void zm_hazard_clear(unsigned i)

@@ -174,7 +174,6 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 	}
 	zs_group_set(c, zs);
 	c->zspages++;
-	c->zspage_bytes += sizeof(struct zspage) + (c->pages + c->objs) * sizeof(uint32_t);
 	return alloc_in(zp, c, zs);
 }
 
@@ -220,8 +219,6 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 	if (zs->inuse == 0) {
 		zs_group_del(c, zs);
 		c->zspages--;
-		c->zspage_bytes -= sizeof(struct zspage) +
-				   (c->pages + c->objs) * sizeof(uint32_t);
 		zs_zspage_retire(zp, c, zs);
 		zm_unlock(&c->lock);
 		zs_zspage_free(zp, zs);

@@ -121,12 +121,9 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	zp->spacing = cfg->class_spacing ? cfg->class_spacing : ZS_DEF_SPACING;
 	zp->max_pages = cfg->max_zspage_pages ? cfg->max_zspage_pages : ZS_DEF_MAX_PAGES;
 	zp->span = cfg->span ? cfg->span : ZM_SPAN_CONTIG;
-	{
-		const char *e = getenv("ZM_ZS_BORROW");
-
-		zp->borrow = e ? (unsigned)atoi(e) : ZS_DEF_BORROW;
-	}
-	if (zp->spacing % 8 || zp->spacing > zp->page_size / 8 ||
+	zp->borrow = cfg->class_borrow < 0 ? 0 :
+		     cfg->class_borrow > 0 ? (unsigned)cfg->class_borrow : ZS_DEF_BORROW;
+	if (zp->spacing % 8 || zp->spacing > zp->page_size / 8 || zp->borrow > 64 ||
 	    zp->max_pages > ZS_MAX_PAGES || zp->span > ZM_SPAN_CONTIG) {
 		zm_bad_input("zsmalloc: bad tuning (spacing %u, max pages %u)",
 			     zp->spacing, zp->max_pages);

@@ -29,7 +29,7 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 		st->slot_bytes += c->used * c->size;
 		st->zspages += c->zspages;
 		pages += c->npages;
-		meta += c->zspage_bytes;
+		meta += (uint64_t)c->zspages * zs_record_size(c);
 		if (c->huge)
 			st->huge_objects += c->used;
 		zm_unlock(&c->lock);
@@ -57,11 +57,10 @@ int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stat
 		cs->size = c->size;
 		cs->pages_per_zspage = c->pages;
 		cs->objs_per_zspage = c->objs;
-		for (unsigned g = 0; g < ZS_GROUPS; g++) {
-			cs->fullness[g] += c->ngroup[g];
+		for (unsigned g = 0; g < ZS_GROUPS; g++)
 			for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
-				cs->pages_used += zs->npop;
-		}
+				cs->fullness[g]++;
+		cs->pages_used += c->npages;
 		cs->obj_allocated += c->zspages * c->objs;
 		cs->obj_used += c->used;
 		zm_unlock(&c->lock);
@@ -144,7 +143,7 @@ int zs_check(struct zm_pool *pool)
 		return -ENOMEM;
 	for (unsigned i = 0; i < zp->total; i++) {
 		struct zs_class *c = &zp->classes[i];
-		uint64_t n = 0, used = 0;
+		uint64_t n = 0, used = 0, pages = 0;
 
 		zm_lock(&c->lock);
 		for (unsigned g = 0; g < ZS_GROUPS; g++) {
@@ -156,15 +155,12 @@ int zs_check(struct zm_pool *pool)
 				if (check_zspage(zp, c, zs, g, seen))
 					bad = 1;
 				used += zs->inuse;
+				pages += zs->npop;
 				k++;
 			}
-			if (k != c->ngroup[g])
-				FAIL("check: class %u group %u counts %llu, holds %llu",
-				     c->size, g, (unsigned long long)c->ngroup[g],
-				     (unsigned long long)k);
 			n += k;
 		}
-		if (n != c->zspages || used != c->used)
+		if (n != c->zspages || used != c->used || pages != c->npages)
 			FAIL("check: class %u: %llu zspages/%llu used, counters %llu/%llu",
 			     c->size, (unsigned long long)n, (unsigned long long)used,
 			     (unsigned long long)c->zspages, (unsigned long long)c->used);

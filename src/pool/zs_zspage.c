@@ -24,11 +24,6 @@
 
 #include "pool/zsmalloc.h"
 
-static size_t record_size(const struct zs_class *c)
-{
-	return sizeof(struct zspage) + (c->pages + c->objs) * sizeof(uint32_t);
-}
-
 uint32_t zs_id_alloc(struct zs_pool *zp, struct zs_class *c)
 {
 	uint32_t id;
@@ -87,7 +82,7 @@ int zs_populate(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 
 struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 {
-	struct zspage *zs = malloc(record_size(c));
+	struct zspage *zs = malloc(zs_record_size(c));
 	unsigned first = pages_for(zp, c, 0);
 	size_t got;
 
@@ -152,7 +147,6 @@ void zs_group_del(struct zs_class *c, struct zspage *zs)
 	if (zs->next)
 		zs->next->prev = zs->prev;
 	zs->next = zs->prev = NULL;
-	c->ngroup[zs->group]--;
 }
 
 static void group_add(struct zs_class *c, struct zspage *zs, unsigned g)
@@ -163,7 +157,6 @@ static void group_add(struct zs_class *c, struct zspage *zs, unsigned g)
 	if (zs->next)
 		zs->next->prev = zs;
 	c->group[g] = zs;
-	c->ngroup[g]++;
 }
 
 /* Put zs in the group its use calls for; a new zspage has group

@@ -57,18 +57,18 @@
 
 #define ZS_MIN_SIZE   32      /* smallest slot: one cache line half; smaller
 				 objects are rare (compressed pages) */
-#define ZS_DEF_SPACING 16     /* see docs/zsmalloc.md for the measurement */
-#define ZS_DEF_MAX_PAGES 16
-#define ZS_DEF_BORROW 2
+#define ZS_DEF_SPACING 32     /* measured: docs/zsmalloc.md */
+#define ZS_DEF_MAX_PAGES 32
+#define ZS_DEF_BORROW 0     /* measured: no gain at spacing 32 */
 #define ZS_MAX_SHARDS 8   /* class copies, at most; as many as CPUs */
 #define ZS_MAX_PAGES  64
 #define ZS_GROUPS     11      /* fullness: 0 empty, 1..9 partial, 10 full */
 #define ZS_NONE       0xFFFFu /* end of a free chain */
 #define ZS_MAGIC      0x5a53504du /* "ZSPM" */
-#define ZS_HANDLE_CHUNK 16    /* handle slots taken from the table at once */
+#define ZS_HANDLE_CHUNK 8     /* handle slots taken from the table at once */
 #define ZS_MAX_HANDLES ((uint32_t)1 << 28) /* 2 GiB of address space, lazily used */
 #define ZS_MAX_ZSPAGES ((uint32_t)1 << 26) /* 512 MiB of address space, lazily used */
-#define ZS_ID_CHUNK   16
+#define ZS_ID_CHUNK   4
 
 /* A zspage record: 40 bytes + 4 per page + 4 per object. */
 struct zspage {
@@ -89,22 +89,27 @@ struct zspage {
 };
 
 static inline zm_pfn_t *zs_pfns(struct zspage *zs) { return zs->data; }
+/* One shard of a size class: 192 bytes, three cache lines, aligned so
+ * that two classes' locks never share a line. */
 struct zs_class {
 	zm_lock_t lock;
 	uint32_t size;           /* slot size; immutable */
 	uint16_t pages;          /* per zspage; immutable */
 	uint16_t objs;           /* per zspage; immutable */
-	bool huge;               /* one object per page */
-	struct zspage *group[ZS_GROUPS];  /* lock */
-	uint64_t ngroup[ZS_GROUPS];       /* lock */
-	uint64_t zspages, used;           /* lock */
-	uint64_t zspage_bytes;            /* lock: records' size */
-	uint64_t npages;                  /* lock: pages populated */
+	bool huge;               /* one object per page; immutable */
+	struct zspage *group[ZS_GROUPS];  /* lock: lists by fullness */
+	uint32_t zspages, used, npages;   /* lock: zspages, objects, pages */
 	uint32_t free_slots;              /* lock: handle free list */
 	uint32_t nfree_slots;             /* lock */
 	uint32_t free_ids;                /* lock: zspage id free list */
 	uint32_t nfree_ids;               /* lock */
 } __attribute__((aligned(64)));
+
+/* Bytes of one zspage record of class c. */
+static inline size_t zs_record_size(const struct zs_class *c)
+{
+	return sizeof(struct zspage) + ((size_t)c->pages + c->objs) * sizeof(uint32_t);
+}
 
 struct zs_pool {
 	struct zm_pages *pages;  /* immutable */

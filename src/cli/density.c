@@ -1,0 +1,222 @@
+/*
+ * zmem density: how densely each pool backend holds realistic compressed
+ * pages (issue target: (pool + metadata) / object bytes <= 1.02 at ~30 MB).
+ *
+ * The sizes come from compressing real pages with lz4: by default the
+ * files of the system (/usr/lib, /usr/bin, /usr/share, in directory order),
+ * or any page corpus given with --corpus (a file from `zmem capture`, say).
+ * Same-filled pages are skipped (the store keeps those in the slot), pages
+ * that do not compress are kept at page size (the huge class).  The same
+ * sizes, in the same order, go into every backend; --sweep also runs
+ * zsmalloc over a grid of class spacings, zspage sizes and borrow depths,
+ * which is how the defaults were chosen (docs/zsmalloc.md).
+ */
+#define _XOPEN_SOURCE 700
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <zmem/codec.h>
+#include <zmem/pool.h>
+#include "cli/cli.h"
+
+#define PAGE 4096
+
+struct corpus {
+	struct zm_codec *codec;
+	uint32_t *size;
+	size_t n, cap, bytes, target, same, raw, pages;
+};
+
+static struct corpus *g_c;
+
+static int same_filled(const uint64_t *w)
+{
+	for (size_t i = 1; i < PAGE / 8; i++)
+		if (w[i] != w[0])
+			return 0;
+	return 1;
+}
+
+static void add_page(struct corpus *c, const void *page)
+{
+	static char out[PAGE];
+	int r;
+
+	c->pages++;
+	if (same_filled(page)) {
+		c->same++;
+		return;
+	}
+	r = zm_codec_compress(c->codec, page, PAGE, out, PAGE);
+	if (r <= 0) {
+		r = PAGE;  /* incompressible: stored raw */
+		c->raw++;
+	}
+	if (c->n == c->cap) {
+		c->cap = c->cap ? c->cap * 2 : 4096;
+		c->size = realloc(c->size, c->cap * sizeof(*c->size));
+		if (!c->size)
+			exit(1);
+	}
+	c->size[c->n++] = (uint32_t)r;
+	c->bytes += (size_t)r;
+}
+
+static int add_file(const char *path)
+{
+	uint64_t page[PAGE / 8];
+	int fd = open(path, O_RDONLY);
+	ssize_t r;
+
+	if (fd < 0)
+		return -1;
+	while (g_c->bytes < g_c->target && (r = read(fd, page, PAGE)) > 0) {
+		if (r < PAGE)
+			memset((char *)page + r, 0, PAGE - (size_t)r);
+		add_page(g_c, page);
+	}
+	close(fd);
+	return 0;
+}
+
+static int walk_cb(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+	if (type == FTW_F && S_ISREG(st->st_mode) && st->st_size >= PAGE)
+		add_file(path);
+	return g_c->bytes >= g_c->target;
+}
+
+struct result {
+	double overhead, pool, meta;
+	uint64_t pool_bytes, meta_bytes, pages;
+};
+
+static int fill(const struct zm_pool_config *cfg, const struct corpus *c, struct result *r)
+{
+	struct zm_pool_config pc = *cfg;
+	struct zm_pool_stats st;
+	struct zm_pool *p;
+	zm_handle_t *h = malloc(c->n * sizeof(*h));
+
+	if (!h || zm_pool_create(&pc, &p)) {
+		free(h);
+		return -1;
+	}
+	for (size_t i = 0; i < c->n; i++)
+		if (!(h[i] = zm_malloc(p, c->size[i])))
+			return -1;
+	zm_pool_stats(p, &st);
+	r->pool_bytes = st.pool_bytes;
+	r->meta_bytes = st.meta_bytes;
+	r->pages = st.pool_pages;
+	r->pool = (double)st.pool_bytes / (double)c->bytes;
+	r->meta = (double)st.meta_bytes / (double)c->bytes;
+	r->overhead = r->pool + r->meta;
+	for (size_t i = 0; i < c->n; i++)
+		zm_free(p, h[i]);
+	zm_pool_destroy(p);
+	free(h);
+	return 0;
+}
+
+int cmd_density(int argc, char **argv)
+{
+	struct corpus c = { .target = 30u << 20 };
+	const char *corpus[16];
+	int ncorpus = 0, json = 0, sweep = 0, first = 1;
+	struct result r;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = 1;
+		else if (!strcmp(argv[i], "--sweep"))
+			sweep = 1;
+		else if (!strcmp(argv[i], "--size") && i + 1 < argc)
+			c.target = cli_parse_size(argv[++i]);
+		else if (!strcmp(argv[i], "--corpus") && i + 1 < argc && ncorpus < 16)
+			corpus[ncorpus++] = argv[++i];
+		else {
+			fprintf(stderr, "usage: zmem density [--size 30M] [--corpus PATH]... "
+					"[--sweep] [--json]\n");
+			return strcmp(argv[i], "--help") ? 2 : 0;
+		}
+	}
+	if (!c.target || zm_codec_create("lz4", 0, &c.codec)) {
+		fprintf(stderr, "density: bad --size or no lz4\n");
+		return 2;
+	}
+	g_c = &c;
+	if (!ncorpus) {
+		static const char *const dflt[] = { "/usr/lib", "/usr/bin", "/usr/share" };
+
+		for (int i = 0; i < 3 && c.bytes < c.target; i++)
+			nftw(dflt[i], walk_cb, 32, FTW_PHYS);
+	}
+	for (int i = 0; i < ncorpus && c.bytes < c.target; i++)
+		if (nftw(corpus[i], walk_cb, 32, FTW_PHYS) < 0)
+			fprintf(stderr, "density: cannot read %s\n", corpus[i]);
+	if (!c.n) {
+		fprintf(stderr, "density: no pages\n");
+		return 1;
+	}
+	if (json)
+		printf("{\"objects\": %zu, \"obj_bytes\": %zu, \"same_pages_skipped\": %zu, "
+		       "\"raw_pages\": %zu, \"results\": [", c.n, c.bytes, c.same, c.raw);
+	else
+		printf("zmem density: %zu objects, %.1f MiB of lz4-compressed pages "
+		       "(mean %.0f bytes; %zu same-filled pages skipped, %zu stored raw)\n\n"
+		       "%-9s %7s %6s %6s %10s %10s %9s %9s %9s\n",
+		       c.n, (double)c.bytes / 1048576, (double)c.bytes / (double)c.n,
+		       c.same, c.raw, "allocator", "spacing", "maxpg", "borrow",
+		       "pool MiB", "meta KiB", "pool/obj", "meta/obj", "overhead");
+	for (const char *const *b = zm_pool_backends(); *b; b++) {
+		struct zm_pool_config cfg = { .allocator = *b };
+
+		if (fill(&cfg, &c, &r))
+			return 1;
+		if (json)
+			printf("%s\n {\"allocator\": \"%s\", \"pool_bytes\": %llu, \"meta_bytes\": %llu, "
+			       "\"overhead\": %.4f}", first ? "" : ",", *b,
+			       (unsigned long long)r.pool_bytes, (unsigned long long)r.meta_bytes,
+			       r.overhead);
+		else
+			printf("%-9s %7s %6s %6s %10.2f %10.1f %9.4f %9.4f %9.4f\n", *b, "dflt",
+			       "dflt", "dflt", r.pool_bytes / 1048576.0, r.meta_bytes / 1024.0,
+			       r.pool, r.meta, r.overhead);
+		first = 0;
+	}
+	if (sweep) {
+		static const unsigned sp[] = { 8, 16, 32, 64 }, mp[] = { 4, 8, 16, 32 };
+		static const int bo[] = { -1, 2, 4 };
+
+		for (size_t i = 0; i < 4; i++)
+			for (size_t j = 0; j < 4; j++)
+				for (size_t k = 0; k < 3; k++) {
+					struct zm_pool_config cfg = { .allocator = "zsmalloc",
+						.class_spacing = sp[i], .max_zspage_pages = mp[j],
+						.class_borrow = bo[k] };
+
+					if (fill(&cfg, &c, &r))
+						return 1;
+					if (json)
+						printf(",\n {\"allocator\": \"zsmalloc\", \"spacing\": %u, "
+						       "\"max_pages\": %u, \"borrow\": %d, \"overhead\": %.4f}",
+						       sp[i], mp[j], bo[k], r.overhead);
+					else
+						printf("%-9s %7u %6u %6d %10.2f %10.1f %9.4f %9.4f %9.4f\n",
+						       "zsmalloc", sp[i], mp[j], bo[k],
+						       r.pool_bytes / 1048576.0, r.meta_bytes / 1024.0,
+						       r.pool, r.meta, r.overhead);
+				}
+	}
+	if (json)
+		printf("\n]}\n");
+	zm_codec_destroy(c.codec);
+	free(c.size);
+	return 0;
+}
