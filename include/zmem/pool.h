@@ -66,7 +66,7 @@ struct zm_pool_config {
 	size_t limit_bytes;          /* own pages only; 0 = no limit */
 	size_t arena_bytes;          /* own pages only; 0 = 4 GiB of address space */
 	/* zsmalloc tuning; 0 = the measured defaults (docs/zsmalloc.md) */
-	unsigned class_spacing;      /* bytes between size classes, multiple of 8 */
+	unsigned class_spacing;      /* bytes between size classes: 8, 16, 32, ... */
 	unsigned max_zspage_pages;   /* most pages in one zspage, 1..64 */
 	enum zm_span_method span;
 	int class_borrow;            /* how many classes up an object may take a

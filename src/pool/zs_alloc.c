@@ -16,12 +16,13 @@
 
 #include "pool/zsmalloc.h"
 
-static struct zspage *pick(struct zs_class *c)
+/* The fullest zspage that is not full: the highest non-empty group below
+ * the full one, by the group bitmap. */
+static inline struct zspage *pick(struct zs_class *c)
 {
-	for (int g = ZS_GROUPS - 2; g >= 1; g--)
-		if (c->group[g])
-			return c->group[g];
-	return c->group[0];
+	unsigned m = c->gmask & ((1u << (ZS_GROUPS - 1)) - 1);
+
+	return m ? c->group[31 - __builtin_clz(m)] : NULL;
 }
 
 /* Take a free object of zs (lock held, zs not full): from the free chain,
@@ -221,7 +222,7 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 		c->zspages--;
 		zs_zspage_retire(zp, c, zs);
 		zm_unlock(&c->lock);
-		zs_zspage_free(zp, zs);
+		zs_zspage_free(zp, c, zs);
 		return 0;
 	}
 	zs_group_set(c, zs);

@@ -19,7 +19,8 @@
 
 struct zs_class *zs_class_for(struct zs_pool *zp, size_t size)
 {
-	size_t i = size <= ZS_MIN_SIZE ? 0 : (size - ZS_MIN_SIZE + zp->spacing - 1) / zp->spacing;
+	size_t i = size <= ZS_MIN_SIZE ? 0 :
+		   (size - ZS_MIN_SIZE + zp->spacing - 1) >> zp->spacing_shift;
 
 	if (i >= zp->nidx)
 		return &zp->classes[(zp->nclasses - 1) * zp->nshards]; /* huge */
@@ -99,6 +100,7 @@ static int build_classes(struct zs_pool *zp)
 			c->pages = src->pages;
 			c->objs = src->objs;
 			c->huge = src->huge;
+			c->gmul = (uint32_t)(((uint64_t)9 << 20) / c->objs);
 			zm_lock_init(&c->lock);
 		}
 	}
@@ -123,7 +125,8 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	zp->span = cfg->span ? cfg->span : ZM_SPAN_CONTIG;
 	zp->borrow = cfg->class_borrow < 0 ? 0 :
 		     cfg->class_borrow > 0 ? (unsigned)cfg->class_borrow : ZS_DEF_BORROW;
-	if (zp->spacing % 8 || zp->spacing > zp->page_size / 8 || zp->borrow > 64 ||
+	if (zp->spacing < 8 || (zp->spacing & (zp->spacing - 1)) ||
+	    zp->spacing > zp->page_size / 8 || zp->borrow > 64 ||
 	    zp->max_pages > ZS_MAX_PAGES || zp->span > ZM_SPAN_CONTIG) {
 		zm_bad_input("zsmalloc: bad tuning (spacing %u, max pages %u)",
 			     zp->spacing, zp->max_pages);
@@ -133,6 +136,8 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	zp->nshards = 1;
 	while (zp->nshards < ZS_MAX_SHARDS && zp->nshards < (unsigned)sysconf(_SC_NPROCESSORS_ONLN))
 		zp->nshards <<= 1;
+	while ((1u << zp->spacing_shift) < zp->spacing)
+		zp->spacing_shift++;
 	rc = build_classes(zp);
 	if (!rc)
 		rc = zs_handles_init(zp);
@@ -155,13 +160,14 @@ void zs_destroy(struct zm_pool *pool)
 		struct zs_class *c = &zp->classes[i];
 
 		leaked += c->used;
+		free(c->spare);
 		for (unsigned g = 0; g < ZS_GROUPS; g++)
 			while (c->group[g]) {
 				struct zspage *zs = c->group[g];
 
 				zs_group_del(c, zs);
 				zs_zspage_retire(zp, c, zs);
-				zs_zspage_free(zp, zs);
+				zs_zspage_free(zp, NULL, zs);
 			}
 	}
 	if (leaked)

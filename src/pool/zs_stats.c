@@ -29,7 +29,7 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 		st->slot_bytes += c->used * c->size;
 		st->zspages += c->zspages;
 		pages += c->npages;
-		meta += (uint64_t)c->zspages * zs_record_size(c);
+		meta += ((uint64_t)c->zspages + !!c->spare) * zs_record_size(c);
 		if (c->huge)
 			st->huge_objects += c->used;
 		zm_unlock(&c->lock);
@@ -86,7 +86,7 @@ static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *z
 
 	if (zs->magic != ZS_MAGIC)
 		FAIL("check: zspage %p of class %u has bad magic", (void *)zs, c->size);
-	if (zs->group != g || zs_group_of(zs->inuse, c->objs) != g)
+	if (zs->group != g || zs_group_of(c, zs->inuse) != g)
 		FAIL("check: zspage %p in group %u with %u/%u used", (void *)zs, g,
 		     zs->inuse, c->objs);
 	if (zs->inuse == 0)
@@ -159,6 +159,9 @@ int zs_check(struct zm_pool *pool)
 				k++;
 			}
 			n += k;
+			if (!!c->group[g] != !!(c->gmask & (1u << g)))
+				FAIL("check: class %u group %u: bitmap says %d", c->size, g,
+				     !!(c->gmask & (1u << g)));
 		}
 		if (n != c->zspages || used != c->used || pages != c->npages)
 			FAIL("check: class %u: %llu zspages/%llu used, counters %llu/%llu",

@@ -59,8 +59,8 @@ static inline unsigned pages_for(const struct zs_pool *zp, const struct zs_class
 	return (unsigned)((((size_t)obj + 1) * c->size - 1) >> zp->shift) + 1;
 }
 
-int zs_populate(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
-		unsigned obj)
+int zs_populate_slow(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
+		     unsigned obj)
 {
 	unsigned need = pages_for(zp, c, obj);
 	zm_pfn_t *pfn = zs_pfns(zs);
@@ -82,16 +82,22 @@ int zs_populate(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 
 struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 {
-	struct zspage *zs = malloc(zs_record_size(c));
+	struct zspage *zs = c->spare;
 	unsigned first = pages_for(zp, c, 0);
 	size_t got;
 
-	if (!zs)
-		return NULL;
-	zs->id = zs_id_alloc(zp, c);
-	if (!zs->id) {
-		free(zs);
-		return NULL;
+	if (zs) {
+		/* the class's retired record, with its id: no malloc */
+		c->spare = NULL;
+	} else {
+		zs = malloc(zs_record_size(c));
+		if (!zs)
+			return NULL;
+		zs->id = zs_id_alloc(zp, c);
+		if (!zs->id) {
+			free(zs);
+			return NULL;
+		}
 	}
 	/* one page (the common case) through the per-thread page cache;
 	 * more with the bulk call */
@@ -101,8 +107,7 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 		got = zm_pages_alloc_bulk(zp->pages, first, zs_pfns(zs));
 	if (got != first) {  /* short: the limit or the arena ran out */
 		zm_pages_free_bulk(zp->pages, got, zs_pfns(zs));
-		zs_id_free(zp, c, zs->id);
-		free(zs);
+		c->spare = zs;
 		return NULL;
 	}
 	zs->magic = ZS_MAGIC;
@@ -123,11 +128,12 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 {
 	c->npages -= zs->npop;
-	zs_id_free(zp, c, zs->id);
 	zs->magic = 0;
 }
 
-void zs_zspage_free(struct zs_pool *zp, struct zspage *zs)
+/* Give back the pages of a retired zspage; the record becomes the class's
+ * spare if it has none (takes the class lock), else it is freed. */
+void zs_zspage_free(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 {
 	/* a few pages go back through the per-thread cache, lock-free */
 	if (zs->npop <= 4)
@@ -135,6 +141,17 @@ void zs_zspage_free(struct zs_pool *zp, struct zspage *zs)
 			zm_pages_free(zp->pages, zs_pfns(zs)[i]);
 	else
 		zm_pages_free_bulk(zp->pages, zs->npop, zs_pfns(zs));
+	zs->npop = 0;
+	if (c) {
+		zm_lock(&c->lock);
+		if (!c->spare) {
+			c->spare = zs;
+			zs = NULL;
+		} else {
+			zs_id_free(zp, c, zs->id);
+		}
+		zm_unlock(&c->lock);
+	}
 	free(zs);
 }
 
@@ -142,8 +159,8 @@ void zs_group_del(struct zs_class *c, struct zspage *zs)
 {
 	if (zs->prev)
 		zs->prev->next = zs->next;
-	else
-		c->group[zs->group] = zs->next;
+	else if (!(c->group[zs->group] = zs->next))
+		c->gmask &= (uint16_t)~(1u << zs->group);
 	if (zs->next)
 		zs->next->prev = zs->prev;
 	zs->next = zs->prev = NULL;
@@ -157,16 +174,12 @@ static void group_add(struct zs_class *c, struct zspage *zs, unsigned g)
 	if (zs->next)
 		zs->next->prev = zs;
 	c->group[g] = zs;
+	c->gmask |= (uint16_t)(1u << g);
 }
 
-/* Put zs in the group its use calls for; a new zspage has group
- * ZS_GROUPS ("on no list"). */
-void zs_group_set(struct zs_class *c, struct zspage *zs)
+/* Move zs to group g; a new zspage has group ZS_GROUPS ("on no list"). */
+void zs_group_move(struct zs_class *c, struct zspage *zs, unsigned g)
 {
-	unsigned g = zs_group_of(zs->inuse, c->objs);
-
-	if (g == zs->group)
-		return;
 	if (zs->group < ZS_GROUPS)
 		zs_group_del(c, zs);
 	group_add(c, zs, g);

@@ -97,6 +97,9 @@ struct zs_class {
 	uint16_t pages;          /* per zspage; immutable */
 	uint16_t objs;           /* per zspage; immutable */
 	bool huge;               /* one object per page; immutable */
+	uint16_t gmask;          /* lock: bit g set when group[g] is not empty */
+	uint32_t gmul;           /* immutable: 9 * 2^20 / objs, for zs_group_of */
+	struct zspage *spare;    /* lock: a retired record (with its id) to reuse */
 	struct zspage *group[ZS_GROUPS];  /* lock: lists by fullness */
 	uint32_t zspages, used, npages;   /* lock: zspages, objects, pages */
 	uint32_t free_slots;              /* lock: handle free list */
@@ -117,6 +120,7 @@ struct zs_pool {
 	size_t page_size;        /* immutable */
 	unsigned shift;          /* immutable */
 	unsigned spacing, max_pages;
+	unsigned spacing_shift;  /* spacing is a power of two */
 	bool merge;              /* merge classes that pack alike */
 	unsigned borrow;         /* classes up an object may borrow a slot from */
 	enum zm_span_method span;
@@ -174,10 +178,17 @@ static inline void zs_store_slot(struct zs_pool *zp, uint32_t idx, uint64_t v)
  * held; free (gives back the pages and the record) after it is dropped. */
 struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c);
 void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
-void zs_zspage_free(struct zs_pool *zp, struct zspage *zs);
+void zs_zspage_free(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
 /* Make sure the pages under objects 0..obj are there; 0 or -ENOMEM. */
-int zs_populate(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
-		unsigned obj);
+int zs_populate_slow(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
+		     unsigned obj);
+static inline int zs_populate(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
+			      unsigned obj)
+{
+	size_t last = (((size_t)obj + 1) * c->size - 1) >> zp->shift;
+
+	return zm_likely(last < zs->npop) ? 0 : zs_populate_slow(zp, c, zs, obj);
+}
 static inline uint32_t *zs_backref(struct zspage *zs, const struct zs_class *c)
 {
 	return zs->data + c->pages;
@@ -204,11 +215,30 @@ static inline int zs_obj_segs(const struct zs_pool *zp, const struct zspage *zs,
 	len[1] = size - len[0];
 	return 2;
 }
-void zs_group_set(struct zs_class *c, struct zspage *zs);   /* lock held */
 void zs_group_del(struct zs_class *c, struct zspage *zs);   /* lock held */
-static inline unsigned zs_group_of(unsigned inuse, unsigned objs)
+/* Fullness group of a zspage with inuse of c->objs objects: 0 empty, 10
+ * full, else 1 + 9 * inuse / objs by a multiplication (no division on the
+ * allocation path). */
+static inline unsigned zs_group_of(const struct zs_class *c, unsigned inuse)
 {
-	return inuse == 0 ? 0 : inuse >= objs ? ZS_GROUPS - 1 : 1 + (inuse * 9) / objs;
+	unsigned g;
+
+	if (inuse == 0)
+		return 0;
+	if (inuse >= c->objs)
+		return ZS_GROUPS - 1;
+	g = 1 + (unsigned)(((uint64_t)inuse * c->gmul) >> 20);
+	return g < ZS_GROUPS - 1 ? g : ZS_GROUPS - 2;
+}
+
+/* Put zs in the group its use calls for (zs_zspage.c does the moving). */
+void zs_group_move(struct zs_class *c, struct zspage *zs, unsigned g);
+static inline void zs_group_set(struct zs_class *c, struct zspage *zs)
+{
+	unsigned g = zs_group_of(c, zs->inuse);
+
+	if (zm_unlikely(g != zs->group))
+		zs_group_move(c, zs, g);
 }
 static inline struct zspage *zs_by_id(struct zs_pool *zp, uint32_t id)
 {
