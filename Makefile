@@ -57,7 +57,7 @@ LDLIBS_ZM   += $(shell pkg-config --libs $(ZM_CODEC_PKGS) 2>/dev/null || \
                  echo -llz4 -lzstd $(if $(filter lzo2,$(ZM_CODEC_PKGS)),-llzo2))
 
 # Every layer is a folder; every .c in it belongs to the library.
-LAYERS   := base pages pool codec workload
+LAYERS   := base pages pool codec workload store
 LIB_SRC  := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
 ifneq ($(ZM_WITH_LZO),1)
 LIB_SRC  := $(filter-out src/codec/lzo.c,$(LIB_SRC))
@@ -108,7 +108,8 @@ deps:
 # ---- the main job -------------------------------------------------------
 demo: deps
 	$(MAKE) all
-	$(BUILD)/zmem pagebench
+	$(BUILD)/zmem pagebench --max-size 64M
+	$(BUILD)/zmem bench
 
 # ---- tests --------------------------------------------------------------
 # test-run runs the tests of one configuration and appends its counts to

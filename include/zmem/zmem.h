@@ -12,6 +12,10 @@
  *   workload.h           test data: zero, random and English-like text
  *                        pages at a chosen compression ratio, and the
  *                        memory of a live process
+ *   pool.h    zm_pool    allocators for compressed objects (zsmalloc,
+ *                        malloc), handles instead of pointers
+ *   store.h   zm_store   the compressed page store (zram's core): slots,
+ *                        same-filled pages, policy, limit, statistics
  *
  * Conventions that hold for every function in every header:
  *
@@ -36,5 +40,7 @@
 #include <zmem/pages.h>
 #include <zmem/codec.h>
 #include <zmem/workload.h>
+#include <zmem/pool.h>
+#include <zmem/store.h>
 
 #endif

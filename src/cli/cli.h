@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 /* subcommands: return the process exit status */
+int cmd_bench(int argc, char **argv);
 int cmd_pagebench(int argc, char **argv);
 int cmd_mapbench(int argc, char **argv);
 int cmd_allocbench(int argc, char **argv);

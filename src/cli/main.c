@@ -9,6 +9,8 @@ static const struct {
 	int (*fn)(int, char **);
 	const char *help;
 } cmds[] = {
+	{ "bench", cmd_bench,
+	  "the main job: every allocator on the same pages, density and speed" },
 	{ "pagebench", cmd_pagebench,
 	  "time the page allocator: bulk vs single pages, fast path, threads, peers" },
 	{ "mapbench", cmd_mapbench,

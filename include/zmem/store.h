@@ -1,0 +1,227 @@
+/*
+ * zm_store: the compressed page store, the core of zram and zcache.
+ *
+ * A store is an array of slots indexed by page number (0 .. nr_pages - 1,
+ * like the sectors of zram's disk).  zm_store_put() compresses a page and
+ * keeps it in a pool (zm_pool, see pool.h); zm_store_get() gives it back
+ * byte for byte.  What happens to a page on put:
+ *
+ *   - same-filled (every 8-byte word equal; zero pages are the common
+ *     case): the word is kept in the slot itself and takes no pool memory.
+ *     same_filled = false in the configuration turns this off, so that
+ *     allocators can be compared on every page, as the seeds did;
+ *   - compressed to zsize bytes:
+ *       zsize > max_zsize (if set)            rejected, -E2BIG
+ *       zsize > max_mean_zsize (if set) and
+ *       the mean zsize of the store is above
+ *       max_mean_zsize already                rejected, -E2BIG
+ *       zsize >= huge_size, or incompressible stored raw in a page-sized
+ *                                             object ("huge", like zram)
+ *       otherwise                             stored compressed
+ *     (max_zsize and max_mean_zsize are zcache's zv_max_zsize and
+ *     zv_max_mean_zsize; by default both are off and incompressible pages
+ *     are stored raw, like zram.)
+ *   - the memory limit: a put that would take the store beyond
+ *     limit_bytes fails with -ENOSPC.
+ *
+ * A put that fails, for any reason, leaves the slot as it was: a get
+ * returns the previous content (or zeros if there was none).  The new
+ * object is allocated before the old one is freed, so overwriting a page
+ * needs room for both for a moment.
+ *
+ * A slot that was never written, or was discarded, reads as zeros.
+ *
+ * Concurrency: any number of threads may put, get and discard at once, on
+ * different slots or the same one.  Each slot has its own lock (one bit of
+ * the slot), taken only to read or swap the slot's contents: compression
+ * happens before it is taken, into a per-thread buffer, and the old object
+ * is freed after it is dropped.  A get never sees a half-written page: it
+ * returns one complete page that some put stored in that slot (or zeros).
+ * zm_store_destroy() must not race with anything.
+ *
+ * Corruption: a compressed object that fails to decompress (the codec
+ * reports it, see codec.h) makes zm_store_get() return -EIO; it is counted
+ * in failed_reads, and the rest of the store is unaffected.  The codecs
+ * never read or write outside their buffers on bad input.  There is no
+ * checksum: a corruption the codec cannot see returns wrong data, as in
+ * zram.  Pages stored raw (huge) cannot be checked at all.
+ *
+ * Statistics: zm_store_stats() fills one struct, whose first fields are
+ * zram's mm_stat in its order; zm_store_print_mm_stat() prints them as
+ * /sys/block/zram0/mm_stat does, so scripts written for zram read them.
+ * docs/store.md explains each field.
+ *
+ * Errors follow zmem.h: 0 or a negative errno.
+ */
+#ifndef ZMEM_STORE_H
+#define ZMEM_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <zmem/pool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Buckets of the compressed-size histogram: bucket i counts the pages in
+ * the pool whose object is (i * page_size / 64, (i + 1) * page_size / 64]
+ * bytes long.  Huge pages (stored raw) are page_size long: the last
+ * bucket. */
+#define ZM_STORE_HIST_BUCKETS 64
+
+/* Most pages a store may have: slot indices fit 40 bits (4 PiB of 4 KiB
+ * pages), which keeps the slot array's size computable. */
+#define ZM_STORE_MAX_PAGES ((uint64_t)1 << 40)
+
+struct zm_store_config {
+	uint64_t nr_pages;        /* slots (zram's disksize / page_size); > 0 */
+	size_t page_size;         /* a power of two, 4096 .. 65536; 0 = 4096 */
+	const char *codec;        /* codec name (codec.h), may carry ":LEVEL";
+				     NULL = "lz4" */
+	int codec_level;          /* 0 = the codec's default */
+	const char *allocator;    /* pool backend (pool.h); NULL = "zsmalloc" */
+	size_t limit_bytes;       /* memory limit; 0 = none.  Bounds the
+				     pool's pages (backends with pages) and
+				     the sum of the objects' sizes (every
+				     backend) */
+	bool no_same_filled;      /* true: store same-filled pages through
+				     the codec and pool like any other */
+	size_t huge_size;         /* compressed pages of this size or more
+				     are stored raw; 0 = the default,
+				     page_size * 31 / 32 (see docs/store.md);
+				     at most page_size */
+	size_t max_zsize;         /* reject pages compressing to more than
+				     this; 0 = off (store raw instead) */
+	size_t max_mean_zsize;    /* reject a page compressing to more than
+				     this while the mean compressed size of
+				     the pages in the pool is above it;
+				     0 = off */
+};
+
+struct zm_store_stats {
+	/* zram's mm_stat, in its order (bytes unless said otherwise) */
+	uint64_t orig_data_size;  /* pages stored * page_size, same-filled
+				     pages included */
+	uint64_t compr_data_size; /* sum of the objects' lengths in the pool
+				     (compressed length; page_size if huge) */
+	uint64_t mem_used_total;  /* memory the pool holds for objects
+				     (pool.h pool_bytes) */
+	uint64_t mem_limit;       /* limit_bytes (0: none) */
+	uint64_t mem_used_max;    /* high-water mark of mem_used_total, as
+				     sampled (every put of a new object
+				     when a limit is set, every
+				     ZM_STORE_SAMPLE_PUTS puts otherwise,
+				     and at each zm_store_stats()) */
+	uint64_t same_pages;      /* pages kept in their slot (count) */
+	uint64_t pages_compacted; /* pages freed by compaction (count) */
+	uint64_t huge_pages;      /* pages stored raw (count) */
+	uint64_t huge_pages_since;/* pages ever stored raw (count) */
+
+	/* zram's io_stat */
+	uint64_t failed_reads;    /* gets that failed: corrupt data (-EIO),
+				     no memory for a map */
+	uint64_t failed_writes;   /* puts that failed for any reason below
+				     or a codec/pool error */
+	/* policy */
+	uint64_t reject_zsize;    /* puts refused by max_zsize */
+	uint64_t reject_mean;     /* puts refused by max_mean_zsize */
+	uint64_t limit_fails;     /* puts refused by the memory limit */
+
+	/* more */
+	uint64_t pages_stored;    /* slots holding a page (count) */
+	uint64_t puts, gets, discards; /* calls; discards count pages */
+	uint64_t pool_meta_bytes; /* the pool's metadata (pool.h meta_bytes) */
+	uint64_t store_meta_bytes;/* the store's own: the written part of
+				     the slot array (12 bytes a slot, by
+				     chunks of 256), its bitmap, counters */
+	uint64_t pool_objects;    /* objects in the pool */
+	uint64_t nr_pages;
+	size_t page_size;
+	uint64_t hist[ZM_STORE_HIST_BUCKETS]; /* pages in the pool by size */
+};
+
+/* mem_used_max is sampled every this many puts (per thread stripe) when no
+ * limit is set: reading the pool's totals takes each size class's lock. */
+#define ZM_STORE_SAMPLE_PUTS 1024
+
+struct zm_store;
+
+/* Create a store: its codec and its pool (with its own pages).  Returns 0
+ * and sets *out, or -EINVAL (cfg or out NULL, nr_pages 0 or above
+ * ZM_STORE_MAX_PAGES, bad page size, huge_size above page_size, unknown
+ * codec or allocator), -ENOTSUP (a codec this build lacks), -ENOMEM.
+ * *out is NULL on failure. */
+int zm_store_create(const struct zm_store_config *cfg, struct zm_store **out);
+
+/* Free every page and the store.  Accepts NULL. */
+void zm_store_destroy(struct zm_store *store);
+
+/* Store one page (page_size bytes) at index, replacing what was there.
+ * Returns 0, or:
+ *   -EINVAL  store or page NULL, index >= nr_pages
+ *   -E2BIG   refused by max_zsize or max_mean_zsize
+ *   -ENOSPC  the memory limit would be exceeded
+ *   -ENOMEM  memory ran out (without a limit), or a per-thread buffer
+ *            could not be had
+ *   -EIO     the codec failed
+ * On failure the slot keeps its previous content. */
+int zm_store_put(struct zm_store *store, uint64_t index, const void *page);
+
+/* Copy the page at index into buf (page_size bytes).  Returns 0 (zeros
+ * for an empty slot), -EINVAL (NULL argument, index >= nr_pages), -EIO
+ * (the compressed data is corrupt; buf's contents are then unspecified),
+ * -ENOMEM. */
+int zm_store_get(struct zm_store *store, uint64_t index, void *buf);
+
+/* Empty count slots from index on (zram's discard / trim); their memory
+ * goes back to the pool.  Returns 0, or -EINVAL if the range goes beyond
+ * nr_pages (nothing is discarded then). */
+int zm_store_discard(struct zm_store *store, uint64_t index, uint64_t count);
+
+/* Compact the pool (pool.h zm_pool_compact).  Returns pages freed, or
+ * -EOPNOTSUPP for a backend that cannot compact. */
+long zm_store_compact(struct zm_store *store);
+
+/* Fill *st.  Counters are read without stopping writers: each is exact,
+ * their sum over a moment of concurrent puts may be slightly off. */
+void zm_store_stats(struct zm_store *store, struct zm_store_stats *st);
+
+/* Print the stats as zram's mm_stat: one line of nine numbers, in zram's
+ * order (orig_data_size compr_data_size mem_used_total mem_limit
+ * mem_used_max same_pages pages_compacted huge_pages huge_pages_since). */
+void zm_store_print_mm_stat(const struct zm_store_stats *st, FILE *f);
+
+/* Print the stats as a readable table, with the histogram. */
+void zm_store_print_stats(const struct zm_store_stats *st, FILE *f);
+
+/* The store's pool (for its statistics and class table), codec, and
+ * geometry.  The pool and codec belong to the store. */
+struct zm_pool *zm_store_pool(struct zm_store *store);
+struct zm_codec *zm_store_codec(struct zm_store *store);
+size_t zm_store_page_size(const struct zm_store *store);
+uint64_t zm_store_nr_pages(const struct zm_store *store);
+
+/* What a slot holds, for tests and tools: flags ZM_STORE_SLOT_* and, for a
+ * page in the pool, its handle and object length (*handle 0 otherwise).
+ * The answer may be stale as soon as it is returned.  0 or -EINVAL. */
+#define ZM_STORE_SLOT_EMPTY 0u
+#define ZM_STORE_SLOT_SAME  1u  /* same-filled; no pool object */
+#define ZM_STORE_SLOT_POOL  2u  /* compressed object in the pool */
+#define ZM_STORE_SLOT_HUGE  3u  /* raw page in the pool */
+int zm_store_slot_info(struct zm_store *store, uint64_t index, unsigned *kind,
+		       zm_handle_t *handle, size_t *len);
+
+/* Whole-structure checker: walks every slot and checks it against the
+ * counters (pages, same, huge, compressed bytes, histogram) and the pool
+ * (zm_pool_check).  0, or -EUCLEAN after printing what is wrong.  Call it
+ * while no other thread uses the store. */
+int zm_store_check(struct zm_store *store);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

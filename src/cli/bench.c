@@ -1,0 +1,788 @@
+/*
+ * zmem bench: the main job.  The same pages through every allocator, side
+ * by side, the way the seeds' reviewers asked for (SEEDS.md §1).
+ *
+ * For each data set (bench_data.c) and each run (--reps, default 3):
+ *
+ *   1. the bare codec loop: compress every page into one buffer, packed end
+ *      to end (as a perfect allocator would place them), then decompress
+ *      every page back (an incompressible page is copied) -- the physical
+ *      limit the store is measured against;
+ *   2. for each allocator: a fresh store; put every page ("fill": the pool
+ *      takes its memory from the system, page faults included); statistics;
+ *      put every page again ("put": objects replaced, memory recycled, the
+ *      steady state of a swap device); get every page; compare every byte
+ *      with the original (not timed).
+ *
+ * Codec and stores alternate within each run, so that a machine that
+ * slows down or speeds up affects all of them alike; the speeds reported
+ * are medians over the runs.  Pages are split into --threads contiguous
+ * ranges, one thread each; with more than one thread, single-thread passes
+ * run too, in the same runs, for the scaling figure.
+ *
+ * Output: a table (or one JSON document with --json), zram's mm_stat line
+ * of every store, the store's cost over the bare codec, and an SVG plot
+ * (bench_svg.c).  Progress goes to stderr.  With --kernel, the kernel's
+ * zram gets the same pages when that is safe (bench_kernel.c).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <zmem/codec.h>
+#include <zmem/pool.h>
+#include <zmem/store.h>
+#include "cli/bench.h"
+#include "cli/cli.h"
+
+#define DEF_SIZE ((size_t)64 << 20) /* per data set: the whole run stays
+				       well under a minute on 2 cores */
+#define DEF_REPS 3
+#define MAX_THREADS 64
+#define MAX_ALLOC 16
+#define MB 1e6
+
+static const char *const default_data[] = { "zero", "text:0.75", "memory" };
+
+struct opts {
+	const char *data[BENCH_MAX_DATA];
+	size_t ndata;
+	const char *alloc[MAX_ALLOC];
+	size_t nalloc;
+	const char *codec;
+	const char *plot;
+	size_t size, page_size, huge_size;
+	int threads, reps, json, kernel, no_same, verbose;
+};
+
+/* ---- progress ------------------------------------------------------- */
+
+static int progress_tty = -1;
+
+void bench_progress(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (progress_tty < 0)
+		progress_tty = isatty(2);
+	if (!progress_tty)
+		return;
+	va_start(ap, fmt);
+	fputs("\r\033[Kbench: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fflush(stderr);
+}
+
+void bench_progress_done(void)
+{
+	if (progress_tty > 0)
+		fputs("\r\033[K", stderr);
+}
+
+/* ---- passes over the pages, split over threads ---------------------- */
+
+enum op { OP_PUT, OP_GET, OP_COMPRESS, OP_DECOMPRESS };
+
+struct pass {
+	enum op op;
+	struct zm_store *store;
+	struct zm_codec *codec;
+	const uint8_t *in;
+	uint8_t *out, *zbuf;   /* zbuf: compressed pages packed end to end,
+				  each thread in its own part */
+	uint32_t *zoff;        /* where page i's compressed data starts */
+	int *zlen;             /* compressed length per page; 0 = raw */
+	size_t ps;
+	int err;               /* first error, atomic */
+};
+
+struct worker {
+	struct pass *p;
+	size_t first, n;
+	pthread_barrier_t *bar;
+	uint64_t t0, t1;       /* the worker's own clock: with as many workers
+				  as CPUs the main thread may not run until
+				  they are done */
+};
+
+static void note_err(struct pass *p, int rc)
+{
+	int zero = 0;
+
+	__atomic_compare_exchange_n(&p->err, &zero, rc, false, __ATOMIC_RELAXED,
+				    __ATOMIC_RELAXED);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct pass *p = w->p;
+	size_t ps = p->ps;
+
+	size_t off = w->first * ps; /* the worker's part of zbuf */
+
+	pthread_barrier_wait(w->bar);
+	w->t0 = cli_now_ns();
+	for (size_t i = w->first; i < w->first + w->n; i++) {
+		int rc = 0;
+
+		switch (p->op) {
+		case OP_PUT:
+			rc = zm_store_put(p->store, i, p->in + i * ps);
+			break;
+		case OP_GET:
+			rc = zm_store_get(p->store, i, p->out + i * ps);
+			break;
+		case OP_COMPRESS:
+			/* packed like a perfect allocator would, 8-byte aligned;
+			 * the part of a worker is as large as its pages */
+			rc = zm_codec_compress(p->codec, p->in + i * ps, ps, p->zbuf + off,
+					       (w->first + w->n) * ps - off < ps ?
+					       (w->first + w->n) * ps - off : ps);
+			p->zoff[i] = (uint32_t)(off / 8);
+			p->zlen[i] = rc > 0 ? rc : 0;
+			off += rc > 0 ? ((size_t)rc + 7) & ~(size_t)7 : 0;
+			rc = rc == -ENOSPC ? 0 : rc < 0 ? rc : 0;
+			break;
+		case OP_DECOMPRESS:
+			if (p->zlen[i])
+				rc = zm_codec_decompress(p->codec, p->zbuf + (size_t)p->zoff[i] * 8,
+							 (size_t)p->zlen[i], p->out + i * ps, ps);
+			else
+				memcpy(p->out + i * ps, p->in + i * ps, ps);
+			break;
+		}
+		if (rc)
+			note_err(p, rc);
+	}
+	w->t1 = cli_now_ns();
+	return NULL;
+}
+
+/* Run p over pages [0, npages) with nthreads threads; MB/s, or -1 after
+ * an error (p->err). */
+static double run_pass(struct pass *p, size_t npages, int nthreads)
+{
+	pthread_t tid[MAX_THREADS];
+	struct worker w[MAX_THREADS];
+	pthread_barrier_t bar;
+	uint64_t t0 = UINT64_MAX, t1 = 0;
+
+	p->err = 0;
+	pthread_barrier_init(&bar, NULL, (unsigned)nthreads + 1);
+	for (int t = 0; t < nthreads; t++) {
+		w[t].p = p;
+		w[t].first = npages * (size_t)t / (size_t)nthreads;
+		w[t].n = npages * (size_t)(t + 1) / (size_t)nthreads - w[t].first;
+		w[t].bar = &bar;
+		pthread_create(&tid[t], NULL, worker_main, &w[t]);
+	}
+	pthread_barrier_wait(&bar);
+	for (int t = 0; t < nthreads; t++) {
+		pthread_join(tid[t], NULL);
+		if (w[t].t0 < t0)
+			t0 = w[t].t0;
+		if (w[t].t1 > t1)
+			t1 = w[t].t1;
+	}
+	pthread_barrier_destroy(&bar);
+	if (p->err)
+		return -1;
+	return (double)(npages * p->ps) / ((double)(t1 - t0) / 1e9) / MB;
+}
+
+/* ---- one data set --------------------------------------------------- */
+
+struct speeds {
+	double fill[2][32], put[2][32], get[2][32]; /* [single/multi][rep] */
+};
+
+static double med(double *v, int n)
+{
+	double c[32];
+
+	memcpy(c, v, sizeof(double) * (size_t)n);
+	return cli_median(c, (size_t)n);
+}
+
+/* A store pass: create; fill (put every page into the empty store); put
+ * every page again (overwriting: the steady state, pool memory recycled);
+ * get every page; verify.  Statistics (after the fill) into row if row is
+ * not NULL. */
+static int store_pass(const struct opts *o, const char *alloc, const struct bench_data *d,
+		      uint8_t *out, int nthreads, double *fill, double *put, double *get,
+		      struct bench_row *row, char **verbose)
+{
+	struct zm_store_config cfg = {
+		.nr_pages = d->len / o->page_size, .page_size = o->page_size,
+		.codec = o->codec, .allocator = alloc, .no_same_filled = o->no_same,
+		.huge_size = o->huge_size,
+	};
+	struct pass p = { .in = d->buf, .out = out, .ps = o->page_size };
+	struct zm_store_stats st;
+	int rc = zm_store_create(&cfg, &p.store);
+
+	if (rc) {
+		fprintf(stderr, "bench: creating a store (%s, %s): %s\n", alloc, o->codec,
+			strerror(-rc));
+		return -1;
+	}
+	p.op = OP_PUT;
+	*fill = run_pass(&p, cfg.nr_pages, nthreads);
+	if (*fill >= 0) {
+		zm_store_stats(p.store, &st);
+		if (row && verbose) {
+			size_t len;
+			FILE *f = open_memstream(verbose, &len);
+
+			if (f) {
+				fprintf(f, "\n== %s / %s\n", d->name, alloc);
+				zm_store_print_stats(&st, f);
+				zm_pool_print_classes(zm_store_pool(p.store), f);
+				fclose(f);
+			}
+		}
+		*put = run_pass(&p, cfg.nr_pages, nthreads);
+	}
+	if (*fill < 0 || *put < 0) {
+		fprintf(stderr, "bench: %s/%s: put failed: %s\n", d->name, alloc,
+			strerror(-p.err));
+		zm_store_destroy(p.store);
+		return -1;
+	}
+	memset(out, 0x5a, d->len);
+	p.op = OP_GET;
+	*get = run_pass(&p, cfg.nr_pages, nthreads);
+	if (*get < 0 || memcmp(out, d->buf, d->len)) {
+		fprintf(stderr, "bench: %s/%s: pages read back differ%s%s\n", d->name, alloc,
+			*get < 0 ? ": " : "", *get < 0 ? strerror(-p.err) : "");
+		zm_store_destroy(p.store);
+		return -1;
+	}
+	if (row) {
+		snprintf(row->allocator, sizeof(row->allocator), "%s", alloc);
+		snprintf(row->codec, sizeof(row->codec), "%s", zm_codec_name(zm_store_codec(p.store)));
+		snprintf(row->data, sizeof(row->data), "%s", d->name);
+		row->verified = true;
+		row->pages = cfg.nr_pages;
+		row->same_pages = st.same_pages;
+		row->huge_pages = st.huge_pages;
+		row->orig_bytes = st.orig_data_size;
+		row->compr_bytes = st.compr_data_size;
+		row->pool_bytes = st.mem_used_total;
+		row->pool_pages = (st.mem_used_total + o->page_size - 1) / o->page_size;
+		row->meta_bytes = st.pool_meta_bytes + st.store_meta_bytes;
+		row->mm_stat[0] = st.orig_data_size;
+		row->mm_stat[1] = st.compr_data_size;
+		row->mm_stat[2] = st.mem_used_total;
+		row->mm_stat[3] = st.mem_limit;
+		row->mm_stat[4] = st.mem_used_max;
+		row->mm_stat[5] = st.same_pages;
+		row->mm_stat[6] = st.pages_compacted;
+		row->mm_stat[7] = st.huge_pages;
+		row->mm_stat[8] = st.huge_pages_since;
+		memcpy(row->hist, st.hist, sizeof(row->hist));
+	}
+	zm_store_destroy(p.store);
+	return 0;
+}
+
+static int codec_pass(const struct opts *o, struct zm_codec *codec, const struct bench_data *d,
+		      uint8_t *out, uint8_t *zbuf, uint32_t *zoff, int *zlen, int nthreads,
+		      double *put, double *get)
+{
+	struct pass p = { .codec = codec, .in = d->buf, .out = out, .zbuf = zbuf,
+			  .zoff = zoff, .zlen = zlen, .ps = o->page_size };
+	size_t n = d->len / o->page_size;
+
+	p.op = OP_COMPRESS;
+	*put = run_pass(&p, n, nthreads);
+	p.op = OP_DECOMPRESS;
+	*get = *put < 0 ? -1 : run_pass(&p, n, nthreads);
+	if (*put < 0 || *get < 0 || memcmp(out, d->buf, d->len)) {
+		fprintf(stderr, "bench: %s: the bare codec loop failed (%s)\n", d->name,
+			p.err ? strerror(-p.err) : "pages differ");
+		return -1;
+	}
+	return 0;
+}
+
+static int bench_one(const struct opts *o, const struct bench_data *d,
+		     struct bench_row *rows, char **verbose)
+{
+	size_t npages = d->len / o->page_size;
+	uint8_t *out = malloc(d->len), *zbuf = malloc(d->len);
+	int *zlen = calloc(npages, sizeof(int));
+	uint32_t *zoff = calloc(npages, sizeof(uint32_t));
+	struct speeds cs = { 0 }, *ss = calloc(o->nalloc, sizeof(*ss));
+	struct zm_codec *codec = NULL;
+	int multi = o->threads > 1, rc = -1;
+
+	if (!out || !zbuf || !zlen || !zoff || !ss) {
+		fprintf(stderr, "bench: out of memory for %s\n", d->name);
+		goto out;
+	}
+	if (zm_codec_create(o->codec, 0, &codec))
+		goto out;
+	/* touch the buffers now: first-touch page faults are no codec's cost */
+	memset(out, 0, d->len);
+	memset(zbuf, 0, d->len);
+	for (int r = 0; r < o->reps; r++) {
+		for (int m = 0; m <= multi; m++) {
+			int nt = m ? o->threads : 1;
+
+			bench_progress("%s: run %d/%d: codec, %d thread(s)", d->name, r + 1,
+				       o->reps, nt);
+			if (codec_pass(o, codec, d, out, zbuf, zoff, zlen, nt, &cs.put[m][r],
+				       &cs.get[m][r]))
+				goto out;
+			for (size_t a = 0; a < o->nalloc; a++) {
+				int last = r == o->reps - 1 && m == multi;
+
+				bench_progress("%s: run %d/%d: %s, %d thread(s)", d->name, r + 1,
+					       o->reps, o->alloc[a], nt);
+				if (store_pass(o, o->alloc[a], d, out, nt, &ss[a].fill[m][r],
+					       &ss[a].put[m][r], &ss[a].get[m][r],
+					       last ? &rows[a] : NULL,
+					       last && verbose ? &verbose[a] : NULL))
+					goto out;
+			}
+		}
+	}
+	for (size_t a = 0; a < o->nalloc; a++) {
+		struct bench_row *row = &rows[a];
+
+		row->fill_MBps = med(ss[a].fill[multi], o->reps);
+		row->put_MBps = med(ss[a].put[multi], o->reps);
+		row->get_MBps = med(ss[a].get[multi], o->reps);
+		row->codec_put_MBps = med(cs.put[multi], o->reps);
+		row->codec_get_MBps = med(cs.get[multi], o->reps);
+		row->fill1_MBps = med(ss[a].fill[0], o->reps);
+		row->put1_MBps = med(ss[a].put[0], o->reps);
+		row->get1_MBps = med(ss[a].get[0], o->reps);
+		row->codec_put1_MBps = med(cs.put[0], o->reps);
+		row->codec_get1_MBps = med(cs.get[0], o->reps);
+	}
+	rc = 0;
+out:
+	bench_progress_done();
+	zm_codec_destroy(codec);
+	free(out), free(zbuf), free(zlen), free(zoff), free(ss);
+	return rc;
+}
+
+/* ---- output --------------------------------------------------------- */
+
+static double ratio(uint64_t a, uint64_t b)
+{
+	return b ? (double)a / (double)b : 0;
+}
+
+static void print_ratio(FILE *f, int width, int prec, uint64_t a, uint64_t b)
+{
+	if (b)
+		fprintf(f, " %*.*f", width, prec, ratio(a, b));
+	else
+		fprintf(f, " %*s", width, "-");
+}
+
+static void print_table(const struct opts *o, const struct bench_row *rows, size_t n,
+			const char *kernel_why)
+{
+	printf("zmem bench: codec %s, %zu-byte pages, %zu MiB per data set, %d thread%s, "
+	       "median of %d runs; same-filled pages %s\n\n", o->codec, o->page_size,
+	       o->size >> 20, o->threads, o->threads > 1 ? "s" : "", o->reps,
+	       o->no_same ? "stored like any other (--no-same)" : "kept in their slots");
+	printf("%-12s %-13s %7s %7s %6s %9s %9s %9s %8s %8s %9s %9s %9s %9s %9s %3s\n",
+	       "data", "allocator", "pages", "same", "huge", "pool_pgs", "meta_KiB", "effective",
+	       "overhead", "pool_ovh", "fill_MB/s", "put_MB/s", "get_MB/s", "codec_put",
+	       "codec_get", "ok");
+	for (size_t i = 0; i < n; i++) {
+		const struct bench_row *r = &rows[i];
+
+		printf("%-12.12s %-13.13s %7llu %7llu %6llu %9llu ", r->data, r->allocator,
+		       (unsigned long long)r->pages, (unsigned long long)r->same_pages,
+		       (unsigned long long)r->huge_pages, (unsigned long long)r->pool_pages);
+		if (r->kernel)
+			printf("%9s", "?");
+		else
+			printf("%9.0f", (double)r->meta_bytes / 1024);
+		printf(" %8.2f%%", 100 * ratio(r->pool_bytes + r->meta_bytes, r->orig_bytes));
+		print_ratio(stdout, 8, 4, r->pool_bytes + r->meta_bytes, r->compr_bytes);
+		print_ratio(stdout, 8, 4, r->pool_bytes, r->compr_bytes);
+		printf(" %9.0f %9.0f %9.0f", r->fill_MBps, r->put_MBps, r->get_MBps);
+		if (r->kernel)
+			printf(" %9s %9s", "-", "-");
+		else
+			printf(" %9.0f %9.0f", r->codec_put_MBps, r->codec_get_MBps);
+		printf(" %3s\n", r->verified ? "yes" : "NO");
+	}
+	printf("\neffective = (pool + meta) / original; overhead = (pool + meta) / compressed;\n"
+	       "pool_ovh = pool / compressed (zram: mem_used_total / compr_data_size);\n"
+	       "fill = puts into the empty store (its memory first touched); put = the same\n"
+	       "puts again over the stored pages (memory recycled); MB = 10^6 bytes;\n"
+	       "codec_put/get = the bare codec loop over the same pages in the same runs.\n");
+	if (kernel_why && *kernel_why)
+		printf("kernel zram: skipped: %s\n", kernel_why);
+
+	printf("\nmm_stat, as /sys/block/zram0/mm_stat (orig_data_size compr_data_size "
+	       "mem_used_total\nmem_limit mem_used_max same_pages pages_compacted huge_pages "
+	       "huge_pages_since):\n");
+	for (size_t i = 0; i < n; i++) {
+		struct zm_store_stats st = { 0 };
+
+		st.orig_data_size = rows[i].mm_stat[0];
+		st.compr_data_size = rows[i].mm_stat[1];
+		st.mem_used_total = rows[i].mm_stat[2];
+		st.mem_limit = rows[i].mm_stat[3];
+		st.mem_used_max = rows[i].mm_stat[4];
+		st.same_pages = rows[i].mm_stat[5];
+		st.pages_compacted = rows[i].mm_stat[6];
+		st.huge_pages = rows[i].mm_stat[7];
+		st.huge_pages_since = rows[i].mm_stat[8];
+		printf("  %-12.12s %-13.13s", rows[i].data, rows[i].allocator);
+		zm_store_print_mm_stat(&st, stdout);
+	}
+
+	printf("\nThe store against the bare codec on the same pages (time per page, "
+	       "+ = slower):\n");
+	for (size_t i = 0; i < n; i++) {
+		const struct bench_row *r = &rows[i];
+
+		if (r->kernel)
+			continue;
+		printf("  %-12.12s %-13.13s put %+6.1f%%  get %+6.1f%%  (fill %+6.1f%%)%s\n",
+		       r->data, r->allocator, 100 * (r->codec_put_MBps / r->put_MBps - 1),
+		       100 * (r->codec_get_MBps / r->get_MBps - 1),
+		       100 * (r->codec_put_MBps / r->fill_MBps - 1),
+		       r->same_pages ? "  same-filled pages skip the codec" : "");
+	}
+	if (o->threads > 1) {
+		printf("\nThreads: %d against 1, on the same pages in the same runs "
+		       "(MB/s, 1 thread -> %d: scaling):\n", o->threads, o->threads);
+		for (size_t i = 0; i < n; i++) {
+			const struct bench_row *r = &rows[i];
+
+			if (r->kernel)
+				continue;
+			printf("  %-12.12s %-13.13s put %6.0f -> %6.0f: %.2fx  get %6.0f -> %6.0f: "
+			       "%.2fx  fill %.2fx  codec put %.2fx get %.2fx\n", r->data,
+			       r->allocator, r->put1_MBps, r->put_MBps, r->put_MBps / r->put1_MBps,
+			       r->get1_MBps, r->get_MBps, r->get_MBps / r->get1_MBps,
+			       r->fill_MBps / r->fill1_MBps,
+			       r->codec_put_MBps / r->codec_put1_MBps,
+			       r->codec_get_MBps / r->codec_get1_MBps);
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(rows[i].data, "text:0.75")) {
+			printf("\nThe seeds' table, text compressing to 75%%: effective compression");
+			for (size_t j = 0; j < n; j++)
+				if (!strcmp(rows[j].data, "text:0.75"))
+					printf(" %s %.2f%%", rows[j].allocator,
+					       100 * ratio(rows[j].pool_bytes + rows[j].meta_bytes,
+							   rows[j].orig_bytes));
+			printf("\n(reported in 2011 with lzo: xcfmalloc 78.11%%, xvmalloc 99.95%%)\n");
+			break;
+		}
+}
+
+static void json_ratio(const char *key, uint64_t a, uint64_t b)
+{
+	if (b)
+		printf(", \"%s\": %.6f", key, ratio(a, b));
+	else
+		printf(", \"%s\": null", key);
+}
+
+static void print_json(const struct opts *o, const struct bench_row *rows, size_t n,
+		       const char *kernel_why)
+{
+	printf("{\"zmem_bench\": 1, \"codec\": \"%s\", \"page_size\": %zu, \"size_bytes\": %zu, "
+	       "\"threads\": %d, \"reps\": %d, \"same_filled\": %s,\n \"results\": [",
+	       o->codec, o->page_size, o->size, o->threads, o->reps,
+	       o->no_same ? "false" : "true");
+	for (size_t i = 0; i < n; i++) {
+		const struct bench_row *r = &rows[i];
+
+		printf("%s\n  {\"allocator\": \"%s\", \"codec\": \"%s\", \"data\": \"", i ? "," : "",
+		       r->allocator, r->codec);
+		for (const char *c = r->data; *c; c++)
+			printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+		printf("\", \"kernel\": %s, \"verified\": %s, \"pages\": %llu, \"same_pages\": %llu, "
+		       "\"huge_pages\": %llu, \"orig_bytes\": %llu, \"compr_bytes\": %llu, "
+		       "\"pool_bytes\": %llu, \"pool_pages\": %llu, \"meta_bytes\": %llu",
+		       r->kernel ? "true" : "false", r->verified ? "true" : "false",
+		       (unsigned long long)r->pages, (unsigned long long)r->same_pages,
+		       (unsigned long long)r->huge_pages, (unsigned long long)r->orig_bytes,
+		       (unsigned long long)r->compr_bytes, (unsigned long long)r->pool_bytes,
+		       (unsigned long long)r->pool_pages, (unsigned long long)r->meta_bytes);
+		json_ratio("overhead", r->pool_bytes + r->meta_bytes, r->compr_bytes);
+		json_ratio("effective", r->pool_bytes + r->meta_bytes, r->orig_bytes);
+		json_ratio("pool_overhead", r->pool_bytes, r->compr_bytes);
+		printf(", \"fill_MBps\": %.1f, \"put_MBps\": %.1f, \"get_MBps\": %.1f",
+		       r->fill_MBps, r->put_MBps, r->get_MBps);
+		if (r->kernel)
+			printf(", \"codec_put_MBps\": null, \"codec_get_MBps\": null");
+		else
+			printf(", \"codec_put_MBps\": %.1f, \"codec_get_MBps\": %.1f",
+			       r->codec_put_MBps, r->codec_get_MBps);
+		if (o->threads > 1 && !r->kernel)
+			printf(", \"fill_MBps_1thread\": %.1f, \"put_MBps_1thread\": %.1f, "
+			       "\"get_MBps_1thread\": %.1f, \"codec_put_MBps_1thread\": %.1f, "
+			       "\"codec_get_MBps_1thread\": %.1f", r->fill1_MBps, r->put1_MBps,
+			       r->get1_MBps, r->codec_put1_MBps, r->codec_get1_MBps);
+		printf(", \"mm_stat\": [");
+		for (int k = 0; k < 9; k++)
+			printf("%s%llu", k ? ", " : "", (unsigned long long)r->mm_stat[k]);
+		printf("], \"hist\": [");
+		for (int k = 0; k < ZM_STORE_HIST_BUCKETS; k++)
+			printf("%s%llu", k ? ", " : "", (unsigned long long)r->hist[k]);
+		printf("]}");
+	}
+	printf("],\n \"kernel_skipped\": ");
+	if (kernel_why && *kernel_why) {
+		putchar('"');
+		for (const char *c = kernel_why; *c; c++)
+			printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+		putchar('"');
+	} else {
+		printf("null");
+	}
+	printf("}\n");
+}
+
+/* ---- options -------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: zmem bench [options]\n"
+		"Store the same pages through every allocator, read them back and verify them;\n"
+		"print density and speed side by side, and write a plot.\n\n"
+		"  --data SPEC        a data set (repeatable; default: zero, text:0.75, memory):\n"
+		"                       zero | text[:RATIO] | random[:RATIO] | file:PATH |\n"
+		"                       capture:PID | memory (a process bench spawns and captures)\n"
+		"  --allocator NAME   a pool backend (repeatable; default: all of them)\n"
+		"  --codec NAME       lz4 (default), zstd[:LEVEL], lzo, none\n"
+		"  --threads N        puts and gets split over N threads (default 1); N > 1\n"
+		"                     also runs 1 thread, for the scaling\n"
+		"  --size SIZE        bytes per data set (default 64M)\n"
+		"  --page-size N      4096 (default) .. 65536\n"
+		"  --reps N           runs; speeds are medians (default 3)\n"
+		"  --no-same          store same-filled pages through the codec and pool too\n"
+		"  --huge-size N      pages compressing to N bytes or more are stored raw\n"
+		"                     (default: the store's, 31/32 of a page)\n"
+		"  --plot FILE.svg    where to write the plot (default zmem-bench.svg)\n"
+		"  --no-plot          do not write one\n"
+		"  --kernel           add the kernel's zram (/dev/zram0, only if unused; root)\n"
+		"  --json             one JSON document on stdout instead of the tables\n"
+		"  -v, --verbose      also each store's statistics and class table\n");
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = {
+		{ "data", required_argument, 0, 'd' },
+		{ "allocator", required_argument, 0, 'a' },
+		{ "codec", required_argument, 0, 'c' },
+		{ "threads", required_argument, 0, 't' },
+		{ "size", required_argument, 0, 's' },
+		{ "page-size", required_argument, 0, 'p' },
+		{ "reps", required_argument, 0, 'r' },
+		{ "no-same", no_argument, 0, 'S' },
+		{ "huge-size", required_argument, 0, 'H' },
+		{ "plot", required_argument, 0, 'P' },
+		{ "no-plot", no_argument, 0, 'N' },
+		{ "kernel", no_argument, 0, 'k' },
+		{ "json", no_argument, 0, 'j' },
+		{ "verbose", no_argument, 0, 'v' },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->codec = "lz4";
+	o->plot = "zmem-bench.svg";
+	o->size = DEF_SIZE;
+	o->page_size = 4096;
+	o->threads = 1;
+	o->reps = DEF_REPS;
+	while ((c = getopt_long(argc, argv, "d:a:c:t:s:p:r:SH:P:Nkjvh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'd':
+			if (o->ndata == BENCH_MAX_DATA) {
+				fprintf(stderr, "bench: at most %d data sets\n", BENCH_MAX_DATA);
+				return -1;
+			}
+			o->data[o->ndata++] = optarg;
+			break;
+		case 'a':
+			if (o->nalloc == MAX_ALLOC) {
+				fprintf(stderr, "bench: at most %d allocators\n", MAX_ALLOC);
+				return -1;
+			}
+			o->alloc[o->nalloc++] = optarg;
+			break;
+		case 'c': o->codec = optarg; break;
+		case 't': o->threads = atoi(optarg); break;
+		case 's': o->size = cli_parse_size(optarg); break;
+		case 'p': o->page_size = cli_parse_size(optarg); break;
+		case 'r': o->reps = atoi(optarg); break;
+		case 'S': o->no_same = 1; break;
+		case 'H': o->huge_size = cli_parse_size(optarg); break;
+		case 'P': o->plot = optarg; break;
+		case 'N': o->plot = NULL; break;
+		case 'k': o->kernel = 1; break;
+		case 'j': o->json = 1; break;
+		case 'v': o->verbose = 1; break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "bench: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	if (o->threads < 1 || o->threads > MAX_THREADS || o->reps < 1 || o->reps > 32) {
+		fprintf(stderr, "bench: --threads must be 1..%d and --reps 1..32\n", MAX_THREADS);
+		return -1;
+	}
+	if (o->page_size < 4096 || o->page_size > 65536 || (o->page_size & (o->page_size - 1))) {
+		fprintf(stderr, "bench: --page-size must be a power of two in 4096..65536\n");
+		return -1;
+	}
+	if (o->huge_size > o->page_size) {
+		fprintf(stderr, "bench: --huge-size must be at most the page size\n");
+		return -1;
+	}
+	if (o->size < o->page_size) {
+		fprintf(stderr, "bench: --size must be at least one page\n");
+		return -1;
+	}
+	if (!o->ndata) {
+		for (size_t i = 0; i < sizeof(default_data) / sizeof(default_data[0]); i++)
+			o->data[o->ndata++] = default_data[i];
+	}
+	if (!o->nalloc) {
+		const char *const *b = zm_pool_backends();
+
+		for (size_t i = 0; b[i] && o->nalloc < MAX_ALLOC; i++)
+			o->alloc[o->nalloc++] = b[i];
+	}
+	return 0;
+}
+
+static int check_names(const struct opts *o)
+{
+	struct zm_codec *c;
+	int rc = zm_codec_create(o->codec, 0, &c);
+
+	if (rc) {
+		const char *const *l = zm_codec_list();
+
+		fprintf(stderr, "bench: codec '%s': %s (available:", o->codec,
+			rc == -ENOTSUP ? "not in this build" : "unknown name or level");
+		for (size_t i = 0; l[i]; i++)
+			fprintf(stderr, " %s", l[i]);
+		fprintf(stderr, ")\n");
+		return -1;
+	}
+	zm_codec_destroy(c);
+	for (size_t a = 0; a < o->nalloc; a++) {
+		const char *const *b = zm_pool_backends();
+		size_t i;
+
+		for (i = 0; b[i] && strcmp(b[i], o->alloc[a]); i++)
+			;
+		if (!b[i]) {
+			fprintf(stderr, "bench: unknown allocator '%s' (available:", o->alloc[a]);
+			for (i = 0; b[i]; i++)
+				fprintf(stderr, " %s", b[i]);
+			fprintf(stderr, ")\n");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+	static struct bench_row rows[BENCH_MAX_ROWS];
+	char *verbose[BENCH_MAX_ROWS] = { 0 };
+	char kernel_why[256] = "";
+	size_t nrows = 0;
+	struct opts o;
+	int status = 1;
+
+	if (argc == 3 && !strcmp(argv[1], "--memory-child"))
+		return bench_memory_child(cli_parse_size(argv[2]));
+	if (parse(argc, argv, &o) || check_names(&o))
+		return 2;
+	if (o.ndata * (o.nalloc + (size_t)o.kernel) > BENCH_MAX_ROWS) {
+		fprintf(stderr, "bench: too many data sets x allocators\n");
+		return 2;
+	}
+	if (o.kernel && geteuid() != 0)
+		snprintf(kernel_why, sizeof(kernel_why), "not root");
+	for (size_t i = 0; i < o.ndata; i++) {
+		struct bench_data d;
+		uint64_t t0 = cli_now_ns();
+
+		bench_progress("%s: preparing %zu MiB", o.data[i], o.size >> 20);
+		if (bench_data_make(o.data[i], o.size, o.page_size, o.codec, &d)) {
+			bench_progress_done();
+			bench_data_free(&d);
+			goto out;
+		}
+		bench_progress_done();
+		fprintf(stderr, "bench: %s: %zu pages, %s\n", d.name, d.len / o.page_size, d.note);
+		if (bench_one(&o, &d, rows + nrows, o.verbose ? verbose + nrows : NULL)) {
+			bench_data_free(&d);
+			goto out;
+		}
+		nrows += o.nalloc;
+		if (o.kernel && !*kernel_why) {
+			bench_progress("%s: the kernel's zram", d.name);
+			if (bench_kernel(&d, o.page_size, o.codec, &rows[nrows], kernel_why,
+					 sizeof(kernel_why)) == 0)
+				nrows++;
+			bench_progress_done();
+		}
+		fprintf(stderr, "bench: %s: done in %.1f s\n", d.name,
+			(double)(cli_now_ns() - t0) / 1e9);
+		bench_data_free(&d);
+	}
+	if (o.json)
+		print_json(&o, rows, nrows, kernel_why);
+	else
+		print_table(&o, rows, nrows, kernel_why);
+	for (size_t i = 0; i < nrows; i++)
+		if (verbose[i])
+			fputs(verbose[i], stdout);
+	if (o.plot) {
+		int rc = bench_svg(o.plot, rows, nrows, o.codec, o.page_size);
+
+		if (rc)
+			fprintf(stderr, "bench: writing %s: %s\n", o.plot, strerror(-rc));
+		else if (!o.json)
+			printf("\nplot: %s\n", o.plot);
+		else
+			fprintf(stderr, "bench: plot written to %s\n", o.plot);
+	}
+	status = 0;
+	for (size_t i = 0; i < nrows; i++)
+		if (!rows[i].verified)
+			status = 1;
+out:
+	for (size_t i = 0; i < BENCH_MAX_ROWS; i++)
+		free(verbose[i]);
+	return status;
+}

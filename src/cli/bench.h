@@ -1,0 +1,70 @@
+/* zmem bench: what its files share (bench.c drives; bench_data.c makes the
+ * data sets; bench_child.c is the spawned workload; bench_kernel.c drives
+ * the kernel's zram; bench_svg.c draws the plot). */
+#ifndef ZM_CLI_BENCH_H
+#define ZM_CLI_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <zmem/store.h>
+
+#define BENCH_MAX_DATA 16
+#define BENCH_MAX_ROWS 64
+#define BENCH_NAME 64
+
+/* One data set: pages in memory. */
+struct bench_data {
+	char name[BENCH_NAME];     /* as given: "zero", "text:0.75", ... */
+	uint8_t *buf;              /* malloc'ed, len bytes */
+	size_t len;                /* a whole number of pages */
+	char note[160];            /* how it was made, for the report */
+};
+
+/* One line of the table: a data set through one allocator (or the
+ * kernel's zram). */
+struct bench_row {
+	char allocator[32];
+	char codec[32];
+	char data[BENCH_NAME];
+	bool kernel;               /* the kernel's zram: meta_bytes unknown */
+	bool verified;             /* every page read back equal */
+	uint64_t pages, same_pages, huge_pages;
+	uint64_t orig_bytes, compr_bytes, pool_bytes, pool_pages, meta_bytes;
+	double fill_MBps;                   /* --threads threads: puts into the
+					       empty store */
+	double put_MBps, get_MBps;          /* puts over stored pages, gets */
+	double codec_put_MBps, codec_get_MBps;
+	double fill1_MBps, put1_MBps, get1_MBps; /* one thread (threads > 1) */
+	double codec_put1_MBps, codec_get1_MBps;
+	uint64_t mm_stat[9];
+	uint64_t hist[ZM_STORE_HIST_BUCKETS];
+};
+
+/* bench_data.c: fill d from a spec ("zero", "text:R", "random",
+ * "file:PATH", "capture:PID", "memory"); 0 or -1 after a message. */
+int bench_data_make(const char *spec, size_t size, size_t page_size,
+		    const char *codec, struct bench_data *d);
+void bench_data_free(struct bench_data *d);
+
+/* bench_child.c: the realistic workload.  bench_memory() spawns it,
+ * captures its memory (size bytes at most) and stops it; the child side
+ * runs as "zmem bench --memory-child SIZE". */
+int bench_memory(size_t size, size_t page_size, struct bench_data *d);
+int bench_memory_child(size_t size);
+
+/* bench_kernel.c: run d through /dev/zram0 if that is safe; fills row and
+ * returns 0, or returns -1 with the reason in why. */
+int bench_kernel(const struct bench_data *d, size_t page_size, const char *codec,
+		 struct bench_row *row, char *why, size_t why_len);
+
+/* bench_svg.c: write the plot; 0 or -errno. */
+int bench_svg(const char *path, const struct bench_row *rows, size_t nrows,
+	      const char *codec, size_t page_size);
+
+/* progress on stderr: a line that rewrites itself on a terminal */
+void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void bench_progress_done(void);
+
+#endif

@@ -1,0 +1,212 @@
+/*
+ * Put and get: the store's two hot paths.
+ *
+ * put:  same-filled?  -> the word goes in the slot
+ *       else compress into the thread's buffer (no lock held), place it
+ *       (policy.c), charge the limit, zm_malloc + zm_pool_write;
+ *       then lock the slot, swap handle and info, unlock;
+ *       then free the old object (no lock held) and count.
+ * get:  lock the slot; decompress straight from the pool object (mapped
+ *       read-only) into the caller's buffer, or copy a raw page, or fill
+ *       the same-filled word; unlock.
+ *
+ * So a get holds the slot lock across its decompression and a put only
+ * across the swap: a put on the same slot waits for the get to finish
+ * before it can free the object the get is reading, and a get sees either
+ * the old content or the new, never a mix.
+ *
+ * The per-thread buffer holds one compressed page between compression and
+ * zm_pool_write; it is allocated on a thread's first put (grown for a
+ * larger page size) and freed when the thread exits.
+ *
+ * Lock order: slot lock -> pool (see store_internal.h).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store_internal.h"
+
+/* ---- the per-thread compression buffer ------------------------------ */
+
+static __thread char *tls_buf;
+static __thread size_t tls_cap;
+static pthread_key_t buf_key;
+static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+
+static void buf_thread_exit(void *unused)
+{
+	free(tls_buf);
+	tls_buf = NULL;
+	tls_cap = 0;
+}
+
+static void buf_key_init(void)
+{
+	pthread_key_create(&buf_key, buf_thread_exit);
+}
+
+static char *thread_buf(size_t size)
+{
+	char *b;
+
+	if (zm_likely(tls_cap >= size))
+		return tls_buf;
+	b = realloc(tls_buf, size);
+	if (!b)
+		return NULL;
+	pthread_once(&buf_once, buf_key_init);
+	tls_buf = b;
+	tls_cap = size;
+	pthread_setspecific(buf_key, b); /* non-NULL: the destructor runs */
+	return b;
+}
+
+/* ---- put ------------------------------------------------------------ */
+
+/* Compress page and store it in the pool: sets *handle and *info, or
+ * returns a negative errno (counted here when it is a policy's). */
+static int store_object(struct zm_store *s, struct zm_store_stripe *st,
+			const void *page, uint64_t *handle, uint32_t *info)
+{
+	char *buf = thread_buf(s->page_size);
+	const void *src;
+	size_t zlen = 0, size;
+	unsigned kind;
+	zm_handle_t h;
+	int n;
+
+	if (zm_unlikely(!buf))
+		return -ENOMEM;
+	n = zm_codec_compress(s->codec, page, s->page_size, buf, zm_policy_cap(s));
+	if (n > 0)
+		zlen = (size_t)n;
+	else if (n != -ENOSPC)
+		return n == -ENOMEM ? -ENOMEM : -EIO;
+	switch (zm_policy_place(s, zlen)) {
+	case ZM_PLACE_REJECT_ZSIZE:
+		zm_count(st, C_REJECT_ZSIZE, 1);
+		return -E2BIG;
+	case ZM_PLACE_REJECT_MEAN:
+		zm_count(st, C_REJECT_MEAN, 1);
+		return -E2BIG;
+	case ZM_PLACE_HUGE:
+		src = page, size = s->page_size, kind = ZM_STORE_SLOT_HUGE;
+		break;
+	default:
+		src = buf, size = zlen, kind = ZM_STORE_SLOT_POOL;
+		break;
+	}
+	if (zm_limit_charge(s, size)) {
+		zm_count(st, C_LIMIT_FAILS, 1);
+		return -ENOSPC;
+	}
+	h = zm_malloc(s->pool, size);
+	if (zm_unlikely(!h)) {
+		zm_limit_uncharge(s, size);
+		if (s->limit_bytes) {
+			zm_count(st, C_LIMIT_FAILS, 1);
+			return -ENOSPC;
+		}
+		return -ENOMEM;
+	}
+	if (zm_unlikely(zm_pool_write(s->pool, h, src, size))) {
+		zm_free(s->pool, h);
+		zm_limit_uncharge(s, size);
+		return -EIO;
+	}
+	*handle = h;
+	*info = slot_info(kind, (uint32_t)size);
+	return 0;
+}
+
+int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
+{
+	struct zm_store_stripe *st;
+	struct zm_slot *slot;
+	uint64_t h, old_h;
+	uint32_t info, old;
+	int rc;
+
+	if (zm_unlikely(!s || !page || index >= s->nr_pages)) {
+		zm_bad_input("zm_store_put: bad argument (index %llu)",
+			     (unsigned long long)index);
+		return -EINVAL;
+	}
+	st = zm_stripe(s);
+	if (s->same_filled && zm_page_same_filled(page, s->page_size, &h)) {
+		info = slot_info(ZM_STORE_SLOT_SAME, 0);
+	} else {
+		rc = store_object(s, st, page, &h, &info);
+		if (rc) {
+			zm_count(st, C_FAILED_WRITES, 1);
+			zm_count(st, C_PUTS, 1);
+			return rc;
+		}
+	}
+	zm_slot_touch(s, index);
+	slot = &s->slots[index];
+	old = zm_slot_lock(slot);
+	old_h = slot_handle(slot);
+	slot_set_handle(slot, h);
+	zm_slot_unlock(slot, info);
+
+	zm_account(s, st, info, 1);
+	zm_slot_release(s, old_h, old);
+	if (zm_unlikely(__atomic_fetch_add(&st->c[C_PUTS], 1, __ATOMIC_RELAXED) %
+			ZM_STORE_SAMPLE_PUTS == 0))
+		zm_sample_used(s);
+	return 0;
+}
+
+/* ---- get ------------------------------------------------------------ */
+
+int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
+{
+	struct zm_store_stripe *st;
+	struct zm_slot *slot;
+	const void *src;
+	uint32_t info;
+	uint64_t h;
+	int rc;
+
+	if (zm_unlikely(!s || !buf || index >= s->nr_pages)) {
+		zm_bad_input("zm_store_get: bad argument (index %llu)",
+			     (unsigned long long)index);
+		return -EINVAL;
+	}
+	st = zm_stripe(s);
+	zm_count(st, C_GETS, 1);
+	slot = &s->slots[index];
+	info = zm_slot_lock(slot);
+	h = slot_handle(slot);
+	switch (slot_kind(info)) {
+	case ZM_STORE_SLOT_EMPTY:
+		zm_slot_unlock(slot, info);
+		memset(buf, 0, s->page_size);
+		return 0;
+	case ZM_STORE_SLOT_SAME:
+		zm_slot_unlock(slot, info);
+		zm_page_fill(buf, s->page_size, h);
+		return 0;
+	case ZM_STORE_SLOT_HUGE:
+		rc = zm_pool_read(s->pool, h, buf, s->page_size) ? -EIO : 0;
+		break;
+	default:
+		src = zm_pool_map(s->pool, h, ZM_MAP_RO);
+		if (zm_unlikely(!src)) {
+			rc = errno == ENOMEM ? -ENOMEM : -EIO;
+			break;
+		}
+		rc = zm_codec_decompress(s->codec, src, slot_len(info), buf, s->page_size);
+		zm_pool_unmap(s->pool, h);
+		if (rc && rc != -ENOMEM)
+			rc = -EIO;
+		break;
+	}
+	zm_slot_unlock(slot, info);
+	if (zm_unlikely(rc))
+		zm_count(st, C_FAILED_READS, 1);
+	return rc;
+}

@@ -1,0 +1,73 @@
+/*
+ * Policy: where a compressed page goes, and the memory limit.
+ *
+ * Placement, from the compressed size z (z > cap when the codec could not
+ * fit the page below the cap it was given, zm_policy_cap()):
+ *
+ *   z > max_zsize                          reject (zcache's zv_max_zsize)
+ *   z > max_mean_zsize and the mean object
+ *   in the pool is above max_mean_zsize    reject (zv_max_mean_zsize)
+ *   z >= huge_size                         raw page in the pool (zram's
+ *                                          huge pages)
+ *   otherwise                              compressed object in the pool
+ *
+ * The cap makes the codec stop early on a page that will not be stored
+ * compressed anyway: just below huge_size, or max_zsize when that is set
+ * (then the exact size matters up to max_zsize).
+ *
+ * The limit.  zram refuses a write once the pool's pages pass mem_limit.
+ * Here the pool gets the limit itself (a backend that takes pages from a
+ * zm_pages refuses pages beyond it, and the store turns its ENOMEM into
+ * -ENOSPC), and the store also charges every object's size against it
+ * before allocating, which bounds the backends that have no pages (malloc)
+ * and refuses a page early when the objects alone would not fit.
+ */
+#include <errno.h>
+
+#include "store/store_internal.h"
+
+size_t zm_policy_cap(const struct zm_store *s)
+{
+	if (s->max_zsize)
+		return s->max_zsize;
+	return s->huge_size - 1;
+}
+
+/* Mean object size in the pool, 0 when empty. */
+static uint64_t mean_zsize(const struct zm_store *s)
+{
+	uint64_t n = zm_counter_sum(s, C_OBJECTS);
+
+	return n ? zm_counter_sum(s, C_COMPR) / n : 0;
+}
+
+enum zm_placement zm_policy_place(struct zm_store *s, size_t zlen)
+{
+	size_t z = zlen ? zlen : s->page_size + 1;
+
+	if (s->max_zsize && z > s->max_zsize)
+		return ZM_PLACE_REJECT_ZSIZE;
+	if (s->max_mean_zsize && z > s->max_mean_zsize &&
+	    mean_zsize(s) > s->max_mean_zsize)
+		return ZM_PLACE_REJECT_MEAN;
+	if (z >= s->huge_size)
+		return ZM_PLACE_HUGE;
+	return ZM_PLACE_POOL;
+}
+
+int zm_limit_charge(struct zm_store *s, size_t size)
+{
+	if (!s->limit_bytes)
+		return 0;
+	if (__atomic_add_fetch(&s->obj_bytes, size, __ATOMIC_RELAXED) > s->limit_bytes) {
+		__atomic_fetch_sub(&s->obj_bytes, size, __ATOMIC_RELAXED);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+void zm_limit_uncharge(struct zm_store *s, size_t size)
+{
+	if (s->limit_bytes)
+		__atomic_fetch_sub(&s->obj_bytes, size, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,43 @@
+/*
+ * Same-filled pages: a page whose 8-byte words are all equal (zero pages
+ * above all; also pages of one repeated pattern such as 0xAB bytes or a
+ * poison word) is kept as that word in its slot, like zram's
+ * "same_pages", and never reaches the codec or the pool.
+ *
+ * Detection reads the first and the last word first: almost every page
+ * that is not same-filled differs there, so the common "no" costs two
+ * loads; a "yes" costs one pass over the page.
+ */
+#include <string.h>
+
+#include "store/store_internal.h"
+
+bool zm_page_same_filled(const void *page, size_t len, uint64_t *word)
+{
+	const uint64_t *w = page;
+	size_t n = len / sizeof(uint64_t);
+	uint64_t v = w[0];
+
+	if (w[n - 1] != v)
+		return false;
+	/* Four words a step (page sizes are powers of two of at least 4 KiB,
+	 * so n is a multiple of 4): a tight compare loop. */
+	for (size_t i = 0; i < n; i += 4)
+		if ((w[i] ^ v) | (w[i + 1] ^ v) | (w[i + 2] ^ v) | (w[i + 3] ^ v))
+			return false;
+	*word = v;
+	return true;
+}
+
+void zm_page_fill(void *page, size_t len, uint64_t word)
+{
+	uint64_t *w = page;
+	size_t n = len / sizeof(uint64_t);
+
+	if (word == (word & 0xFF) * 0x0101010101010101ull) {
+		memset(page, (int)(word & 0xFF), len);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		w[i] = word;
+}

@@ -1,0 +1,262 @@
+/*
+ * Statistics: striped counters, zm_store_stats(), zram's mm_stat line, a
+ * readable table, and the whole-structure checker.
+ *
+ * Every put and every free changes a few counters; a single shared cache
+ * line for them would bounce between CPUs on every page.  So each thread
+ * is given a stripe (round robin, at its first call into any store) and
+ * adds there with relaxed atomics; zm_store_stats() sums the stripes.
+ *
+ * The pool's own figures (memory held, metadata, compaction) come from
+ * zm_pool_stats(), which walks the pool's classes; mem_used_max is a
+ * high-water mark of those samples (see store.h for when they are taken).
+ *
+ * Locks: none of its own; the checker takes each slot lock in turn.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "store/store_internal.h"
+
+static __thread unsigned tls_stripe; /* 1 + the thread's stripe; 0: none yet */
+static unsigned next_stripe;         /* atomic */
+
+struct zm_store_stripe *zm_stripe(struct zm_store *s)
+{
+	unsigned i = tls_stripe;
+
+	if (zm_unlikely(!i)) {
+		i = __atomic_fetch_add(&next_stripe, 1, __ATOMIC_RELAXED) %
+		    ZM_STORE_STRIPES + 1;
+		tls_stripe = i;
+	}
+	return &s->stripe[i - 1];
+}
+
+void zm_account(struct zm_store *s, struct zm_store_stripe *st, uint32_t info, int sign)
+{
+	unsigned kind = slot_kind(info);
+	uint32_t len = slot_len(info);
+
+	if (kind == ZM_STORE_SLOT_EMPTY)
+		return;
+	zm_count(st, C_PAGES, sign);
+	if (kind == ZM_STORE_SLOT_SAME) {
+		zm_count(st, C_SAME, sign);
+		return;
+	}
+	zm_count(st, C_OBJECTS, sign);
+	zm_count(st, C_COMPR, (int64_t)sign * len);
+	__atomic_fetch_add(&st->hist[zm_hist_bucket(s, len)], (uint64_t)(int64_t)sign,
+			   __ATOMIC_RELAXED);
+	if (kind == ZM_STORE_SLOT_HUGE) {
+		zm_count(st, C_HUGE, sign);
+		if (sign > 0)
+			zm_count(st, C_HUGE_SINCE, 1);
+	}
+}
+
+uint64_t zm_counter_sum(const struct zm_store *s, enum zm_store_counter c)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < ZM_STORE_STRIPES; i++)
+		v += __atomic_load_n(&s->stripe[i].c[c], __ATOMIC_RELAXED);
+	return v;
+}
+
+static void raise_max(uint64_t *max, uint64_t v)
+{
+	uint64_t cur = __atomic_load_n(max, __ATOMIC_RELAXED);
+
+	while (v > cur && !__atomic_compare_exchange_n(max, &cur, v, true,
+						       __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+void zm_sample_used(struct zm_store *s)
+{
+	struct zm_pool_stats ps;
+
+	zm_pool_stats(s->pool, &ps);
+	raise_max(&s->used_max, ps.pool_bytes);
+}
+
+void zm_store_stats(struct zm_store *s, struct zm_store_stats *st)
+{
+	struct zm_pool_stats ps;
+
+	memset(st, 0, sizeof(*st));
+	if (!s)
+		return;
+	zm_pool_stats(s->pool, &ps);
+	raise_max(&s->used_max, ps.pool_bytes);
+	raise_max(&s->used_max, ps.pages_max * ps.page_size);
+
+	st->pages_stored = zm_counter_sum(s, C_PAGES);
+	st->orig_data_size = st->pages_stored * s->page_size;
+	st->compr_data_size = zm_counter_sum(s, C_COMPR);
+	st->mem_used_total = ps.pool_bytes;
+	st->mem_limit = s->limit_bytes;
+	st->mem_used_max = __atomic_load_n(&s->used_max, __ATOMIC_RELAXED);
+	st->same_pages = zm_counter_sum(s, C_SAME);
+	st->pages_compacted = ps.pages_compacted;
+	st->huge_pages = zm_counter_sum(s, C_HUGE);
+	st->huge_pages_since = zm_counter_sum(s, C_HUGE_SINCE);
+	st->failed_reads = zm_counter_sum(s, C_FAILED_READS);
+	st->failed_writes = zm_counter_sum(s, C_FAILED_WRITES);
+	st->reject_zsize = zm_counter_sum(s, C_REJECT_ZSIZE);
+	st->reject_mean = zm_counter_sum(s, C_REJECT_MEAN);
+	st->limit_fails = zm_counter_sum(s, C_LIMIT_FAILS);
+	st->puts = zm_counter_sum(s, C_PUTS);
+	st->gets = zm_counter_sum(s, C_GETS);
+	st->discards = zm_counter_sum(s, C_DISCARDS);
+	st->pool_meta_bytes = ps.meta_bytes;
+	st->store_meta_bytes = __atomic_load_n(&s->touched_chunks, __ATOMIC_RELAXED) *
+			       ZM_SLOT_CHUNK * sizeof(struct zm_slot) +
+			       (s->nr_pages / ZM_SLOT_CHUNK + 63) / 64 * 8 + sizeof(*s);
+	st->pool_objects = ps.objects;
+	st->nr_pages = s->nr_pages;
+	st->page_size = s->page_size;
+	for (int i = 0; i < ZM_STORE_STRIPES; i++)
+		for (int b = 0; b < ZM_STORE_HIST_BUCKETS; b++)
+			st->hist[b] += __atomic_load_n(&s->stripe[i].hist[b], __ATOMIC_RELAXED);
+}
+
+void zm_store_print_mm_stat(const struct zm_store_stats *st, FILE *f)
+{
+	/* zram's format: mm_stat_show() in drivers/block/zram, widths of 8 */
+	fprintf(f, "%8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %8" PRIu64
+		" %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %8" PRIu64 "\n",
+		st->orig_data_size, st->compr_data_size, st->mem_used_total,
+		st->mem_limit, st->mem_used_max, st->same_pages,
+		st->pages_compacted, st->huge_pages, st->huge_pages_since);
+}
+
+static double ratio(uint64_t a, uint64_t b)
+{
+	return b ? (double)a / (double)b : 0.0;
+}
+
+void zm_store_print_stats(const struct zm_store_stats *st, FILE *f)
+{
+	uint64_t hmax = 0;
+	size_t step = st->page_size / ZM_STORE_HIST_BUCKETS;
+
+	fprintf(f, "%-24s %14" PRIu64 "  of %" PRIu64 " slots\n", "pages_stored",
+		st->pages_stored, st->nr_pages);
+	fprintf(f, "%-24s %14" PRIu64 "  bytes\n", "orig_data_size", st->orig_data_size);
+	fprintf(f, "%-24s %14" PRIu64 "  bytes (%.2f%% of orig)\n", "compr_data_size",
+		st->compr_data_size, 100 * ratio(st->compr_data_size, st->orig_data_size));
+	fprintf(f, "%-24s %14" PRIu64 "  bytes (%.4f x compr)\n", "mem_used_total",
+		st->mem_used_total, ratio(st->mem_used_total, st->compr_data_size));
+	fprintf(f, "%-24s %14" PRIu64 "  bytes%s\n", "mem_limit", st->mem_limit,
+		st->mem_limit ? "" : " (none)");
+	fprintf(f, "%-24s %14" PRIu64 "  bytes\n", "mem_used_max", st->mem_used_max);
+	fprintf(f, "%-24s %14" PRIu64 "  pages\n", "same_pages", st->same_pages);
+	fprintf(f, "%-24s %14" PRIu64 "  pages\n", "pages_compacted", st->pages_compacted);
+	fprintf(f, "%-24s %14" PRIu64 "  pages (%" PRIu64 " ever)\n", "huge_pages",
+		st->huge_pages, st->huge_pages_since);
+	fprintf(f, "%-24s %14" PRIu64 "  bytes (pool %" PRIu64 " + store %" PRIu64 ")\n",
+		"metadata", st->pool_meta_bytes + st->store_meta_bytes,
+		st->pool_meta_bytes, st->store_meta_bytes);
+	fprintf(f, "%-24s %14" PRIu64 " / %" PRIu64 " / %" PRIu64 "\n",
+		"puts/gets/discards", st->puts, st->gets, st->discards);
+	fprintf(f, "%-24s %14" PRIu64 " / %" PRIu64 "\n", "failed rd/wr",
+		st->failed_reads, st->failed_writes);
+	fprintf(f, "%-24s %14" PRIu64 " / %" PRIu64 " / %" PRIu64 "\n",
+		"rejects size/mean/limit", st->reject_zsize, st->reject_mean,
+		st->limit_fails);
+	for (int b = 0; b < ZM_STORE_HIST_BUCKETS; b++)
+		if (st->hist[b] > hmax)
+			hmax = st->hist[b];
+	if (!hmax)
+		return;
+	fprintf(f, "compressed sizes (pages in the pool):\n");
+	for (int b = 0; b < ZM_STORE_HIST_BUCKETS; b++) {
+		int bar = (int)((st->hist[b] * 50 + hmax - 1) / hmax);
+
+		if (!st->hist[b])
+			continue;
+		fprintf(f, "  %5zu..%-5zu %10" PRIu64 " %.*s\n", b * step + 1, (b + 1) * step,
+			st->hist[b], bar, "##################################################");
+	}
+}
+
+#define FAIL(...)                    \
+	do {                         \
+		zm_log(__VA_ARGS__); \
+		bad = 1;             \
+	} while (0)
+
+int zm_store_check(struct zm_store *s)
+{
+	uint64_t pages = 0, same = 0, huge = 0, objs = 0, compr = 0;
+	uint64_t hist[ZM_STORE_HIST_BUCKETS] = { 0 };
+	int bad = 0;
+
+	if (!s)
+		return -EINVAL;
+	for (uint64_t i = zm_slot_next_touched(s, 0, s->nr_pages); i < s->nr_pages;
+	     i = zm_slot_next_touched(s, i + 1, s->nr_pages)) {
+		struct zm_slot *slot = &s->slots[i];
+		uint32_t info = zm_slot_lock(slot);
+		uint64_t h = slot_handle(slot);
+		unsigned kind = slot_kind(info);
+		uint32_t len = slot_len(info);
+
+		zm_slot_unlock(slot, info);
+		if (kind == ZM_STORE_SLOT_EMPTY) {
+			if (h || len)
+				FAIL("store: slot %" PRIu64 " empty with handle %#" PRIx64
+				     " length %u", i, h, len);
+			continue;
+		}
+		pages++;
+		if (kind == ZM_STORE_SLOT_SAME) {
+			same++;
+			if (len)
+				FAIL("store: same-filled slot %" PRIu64 " has length %u", i, len);
+			continue;
+		}
+		objs++;
+		compr += len;
+		if (!len || len > s->page_size ||
+		    (kind == ZM_STORE_SLOT_HUGE && len != s->page_size) ||
+		    (kind == ZM_STORE_SLOT_POOL && len >= s->huge_size)) {
+			FAIL("store: slot %" PRIu64 " kind %u has length %u", i, kind, len);
+			continue;
+		}
+		hist[zm_hist_bucket(s, len)]++;
+		if (kind == ZM_STORE_SLOT_HUGE)
+			huge++;
+		if (!h || zm_pool_obj_size(s->pool, h) < len)
+			FAIL("store: slot %" PRIu64 " handle %#" PRIx64 " is bad or shorter "
+			     "than %u", i, h, len);
+	}
+	if (pages != zm_counter_sum(s, C_PAGES) || same != zm_counter_sum(s, C_SAME) ||
+	    huge != zm_counter_sum(s, C_HUGE) || objs != zm_counter_sum(s, C_OBJECTS) ||
+	    compr != zm_counter_sum(s, C_COMPR))
+		FAIL("store: slots hold %" PRIu64 " pages (%" PRIu64 " same, %" PRIu64
+		     " huge, %" PRIu64 " objects, %" PRIu64 " bytes); counters say %" PRIu64
+		     " (%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 ")",
+		     pages, same, huge, objs, compr, zm_counter_sum(s, C_PAGES),
+		     zm_counter_sum(s, C_SAME), zm_counter_sum(s, C_HUGE),
+		     zm_counter_sum(s, C_OBJECTS), zm_counter_sum(s, C_COMPR));
+	for (int b = 0; b < ZM_STORE_HIST_BUCKETS; b++) {
+		uint64_t v = 0;
+
+		for (int i = 0; i < ZM_STORE_STRIPES; i++)
+			v += __atomic_load_n(&s->stripe[i].hist[b], __ATOMIC_RELAXED);
+		if (v != hist[b])
+			FAIL("store: histogram bucket %d counts %" PRIu64 ", slots hold %"
+			     PRIu64, b, v, hist[b]);
+	}
+	if (s->limit_bytes && __atomic_load_n(&s->obj_bytes, __ATOMIC_RELAXED) != compr)
+		FAIL("store: %" PRIu64 " bytes charged to the limit, slots hold %" PRIu64,
+		     __atomic_load_n(&s->obj_bytes, __ATOMIC_RELAXED), compr);
+	if (zm_pool_check(s->pool))
+		bad = 1;
+	return bad ? -EUCLEAN : 0;
+}

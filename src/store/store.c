@@ -1,0 +1,177 @@
+/*
+ * The store: create and destroy, accessors, compaction.
+ *
+ * A store owns its codec and its pool; the pool owns its pages, sized from
+ * the store's geometry (arena_bytes() below), and the limit, if any, goes
+ * to the pages layer (see policy.c).
+ *
+ * Locks: none here; see store_internal.h for the layer's lock order.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store/store_internal.h"
+
+/* Default huge_size: 31/32 of a page.  A compressed page is stored raw
+ * only when compression saves less than 1/32 (128 bytes of 4 KiB): there
+ * the pool would spend about a page on it anyway (zsmalloc packs objects
+ * this large about one to a page), so storing it raw costs no memory and
+ * saves the decompression.  zram's threshold (its huge_class_size, about
+ * 3/4 of a page) comes from a zsmalloc whose zspages are at most 4 pages
+ * long; ours are up to 16, so objects up to 31/32 of a page still pack
+ * densely (docs/store.md has the measurement). */
+#define HUGE_SIZE_DEFAULT(ps) ((ps) - (ps) / 32)
+
+/* The pool's default arena (pool.h: 4 GiB of address space). */
+#define POOL_ARENA_DEFAULT ((uint64_t)4 << 30)
+
+static int check_config(const struct zm_store_config *c, size_t ps)
+{
+	if (!c->nr_pages || c->nr_pages > ZM_STORE_MAX_PAGES) {
+		zm_bad_input("zm_store_create: nr_pages %llu is not 1..2^40",
+			     (unsigned long long)c->nr_pages);
+		return -EINVAL;
+	}
+	if (ps < 4096 || ps > 65536 || (ps & (ps - 1))) {
+		zm_bad_input("zm_store_create: page size %zu is not a power of two "
+			     "in 4096..65536", ps);
+		return -EINVAL;
+	}
+	if (c->huge_size > ps) {
+		zm_bad_input("zm_store_create: huge_size %zu above the page size",
+			     c->huge_size);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The pages layer numbers pages with 32 bits. */
+#define PAGES_MAX_PFNS (((uint64_t)1 << 32) - 1)
+
+/* Address space for the pool's pages: what the store could hold (every
+ * page raw), but no more than the limit or the machine's memory could,
+ * plus a quarter for the allocator's partly used pages.  Reserving
+ * costs nothing, but the pages layer sets up records for its whole arena,
+ * so a 1 TiB store on a 16 GiB machine should not reserve 1 TiB. */
+static uint64_t arena_bytes(uint64_t nr_pages, size_t ps, size_t limit)
+{
+	long ram_pages = sysconf(_SC_PHYS_PAGES), sys_ps = sysconf(_SC_PAGESIZE);
+	uint64_t want = nr_pages * ps;
+
+	if (limit && limit < want)
+		want = limit;
+	if (ram_pages > 0 && sys_ps > 0 && (uint64_t)ram_pages * (uint64_t)sys_ps < want)
+		want = (uint64_t)ram_pages * (uint64_t)sys_ps;
+	want += want / 4;
+	if (want > PAGES_MAX_PFNS * ps)
+		want = PAGES_MAX_PFNS * ps;
+	return want > POOL_ARENA_DEFAULT ? want : 0;
+}
+
+/* Free every page, stopping as soon as the counters say none is left, so
+ * that a large, mostly empty store is not walked (nor its untouched slot
+ * array paged in) to the end. */
+static void release_all(struct zm_store *s)
+{
+	uint64_t left = zm_counter_sum(s, C_PAGES);
+
+	for (uint64_t i = zm_slot_next_touched(s, 0, s->nr_pages); left && i < s->nr_pages;
+	     i = zm_slot_next_touched(s, i + 1, s->nr_pages)) {
+		struct zm_slot *slot = &s->slots[i];
+		uint32_t info = slot->info;
+
+		if (slot_kind(info) == ZM_STORE_SLOT_EMPTY)
+			continue;
+		zm_slot_release(s, slot_handle(slot), info);
+		slot_set_handle(slot, 0);
+		slot->info = 0;
+		left--;
+	}
+}
+
+int zm_store_create(const struct zm_store_config *cfg, struct zm_store **out)
+{
+	struct zm_pool_config pc = { 0 };
+	struct zm_store *s;
+	size_t ps;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!cfg)
+		return -EINVAL;
+	ps = cfg->page_size ? cfg->page_size : 4096;
+	rc = check_config(cfg, ps);
+	if (rc)
+		return rc;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->nr_pages = cfg->nr_pages;
+	s->page_size = ps;
+	s->page_shift = (unsigned)__builtin_ctzl(ps);
+	s->same_filled = !cfg->no_same_filled;
+	s->huge_size = cfg->huge_size ? cfg->huge_size : HUGE_SIZE_DEFAULT(ps);
+	s->max_zsize = cfg->max_zsize > ps ? ps : cfg->max_zsize;
+	s->max_mean_zsize = cfg->max_mean_zsize;
+	s->limit_bytes = cfg->limit_bytes;
+
+	rc = zm_codec_create(cfg->codec, cfg->codec_level, &s->codec);
+	if (rc)
+		goto fail;
+	pc.allocator = cfg->allocator;
+	pc.page_size = ps;
+	pc.limit_bytes = cfg->limit_bytes;
+	pc.arena_bytes = arena_bytes(cfg->nr_pages, ps, cfg->limit_bytes);
+	rc = zm_pool_create(&pc, &s->pool);
+	if (rc)
+		goto fail;
+	rc = zm_slots_alloc(s);
+	if (rc)
+		goto fail;
+	*out = s;
+	return 0;
+fail:
+	zm_store_destroy(s);
+	return rc;
+}
+
+void zm_store_destroy(struct zm_store *s)
+{
+	if (!s)
+		return;
+	if (s->slots && s->touched)
+		release_all(s);
+	zm_slots_free(s);
+	zm_pool_destroy(s->pool);
+	zm_codec_destroy(s->codec);
+	free(s);
+}
+
+long zm_store_compact(struct zm_store *s)
+{
+	return s ? zm_pool_compact(s->pool) : -EINVAL;
+}
+
+struct zm_pool *zm_store_pool(struct zm_store *s)
+{
+	return s ? s->pool : NULL;
+}
+
+struct zm_codec *zm_store_codec(struct zm_store *s)
+{
+	return s ? s->codec : NULL;
+}
+
+size_t zm_store_page_size(const struct zm_store *s)
+{
+	return s ? s->page_size : 0;
+}
+
+uint64_t zm_store_nr_pages(const struct zm_store *s)
+{
+	return s ? s->nr_pages : 0;
+}

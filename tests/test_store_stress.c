@@ -1,0 +1,220 @@
+/*
+ * Multi-threaded stress of the store: 4 threads put, get and discard pages
+ * on a few dozen shared slots, so that readers and writers meet on the
+ * same slot all the time.  Every page carries a cookie (writer thread,
+ * slot index, version, kind) in its first word, and the rest of the page
+ * is derived from the cookie; kinds cover the store's paths: compressible,
+ * incompressible (huge), same-filled, and half-compressible.
+ *
+ * Every get must return a complete page that was once put at that index
+ * (the cookie checked against the whole page), or zeros; and, per reader,
+ * versions from one writer never go backwards.  A fifth thread reads the
+ * statistics meanwhile.  At the end the checker must be clean.
+ *
+ *   test_store_stress [--seed N] [--steps N]
+ */
+#include <errno.h>
+#include <pthread.h>
+
+#include "testutil.h"
+#include <zmem/store.h>
+
+#define NT 4
+#define NSLOT 48
+#define PS 4096
+#define WORDS (PS / 8)
+
+static uint64_t g_seed;
+static long g_steps = 50000;
+static struct zm_store *g_store;
+static uint64_t g_published[NT]; /* atomic: highest version each writer began */
+static int g_stop;               /* atomic */
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static uint64_t cookie(unsigned tid, uint64_t idx, uint64_t version, unsigned kind)
+{
+	return ((uint64_t)(tid + 1) << 56) | (idx << 32) | (version << 2) | kind;
+}
+
+/* The page of a cookie.  Word 0 is the cookie itself. */
+static void make_page(uint64_t *w, uint64_t c)
+{
+	w[0] = c;
+	for (size_t i = 1; i < WORDS; i++) {
+		switch (c & 3) {
+		case 0: w[i] = c ^ ((i % 13) * 0x0101010101010101ull); break;
+		case 1: w[i] = mix64(c + i); break;
+		case 2: w[i] = c; break;
+		default: w[i] = i % 4 ? c + (i & 0xF0) : mix64(c ^ i); break;
+		}
+	}
+}
+
+/* 0 if w is zeros or a page made by make_page() for slot idx. */
+static int check_page(const uint64_t *w, uint64_t idx, uint64_t *last_seen)
+{
+	uint64_t c = w[0], want[WORDS];
+	unsigned tid;
+
+	if (c == 0) {
+		for (size_t i = 0; i < WORDS; i++)
+			if (w[i])
+				return -1;
+		return 0;
+	}
+	tid = (unsigned)(c >> 56) - 1;
+	if (tid >= NT || ((c >> 32) & 0xFFFFFF) != idx)
+		return -2;
+	if (((c & 0xFFFFFFFF) >> 2) > __atomic_load_n(&g_published[tid], __ATOMIC_ACQUIRE))
+		return -3;  /* a version its writer never began */
+	if (c < last_seen[tid])
+		return -4;  /* went back in time */
+	last_seen[tid] = c;
+	make_page(want, c);
+	return memcmp(w, want, PS) ? -5 : 0;
+}
+
+struct targ {
+	int id;
+	int failures;
+	long puts, gets, nospc;
+};
+
+static void *worker(void *arg)
+{
+	struct targ *t = arg;
+	static __thread uint64_t page[WORDS], out[WORDS];
+	uint64_t last_seen[NSLOT][NT];
+	uint64_t version = 0;
+	struct rng r;
+
+	memset(last_seen, 0, sizeof(last_seen));
+	rng_seed(&r, g_seed + (uint64_t)t->id * 7919);
+	for (long s = 0; s < g_steps; s++) {
+		unsigned op = (unsigned)rng_below(&r, 100);
+		uint64_t idx = rng_below(&r, NSLOT);
+		int rc;
+
+		if (op < 50) {
+			uint64_t c = cookie((unsigned)t->id, idx, ++version,
+					    (unsigned)rng_below(&r, 4));
+
+			__atomic_store_n(&g_published[t->id], version, __ATOMIC_RELEASE);
+			make_page(page, c);
+			rc = zm_store_put(g_store, idx, page);
+			if (rc == -ENOSPC)
+				t->nospc++;
+			else if (rc)
+				t->failures++;
+			t->puts++;
+		} else if (op < 95) {
+			rc = zm_store_get(g_store, idx, out);
+			if (rc || check_page(out, idx, last_seen[idx])) {
+				if (t->failures++ < 5)
+					printf("thread %d: slot %llu: get %d, check %d, cookie %#llx\n",
+					       t->id, (unsigned long long)idx, rc,
+					       check_page(out, idx, last_seen[idx]),
+					       (unsigned long long)out[0]);
+			}
+			t->gets++;
+		} else {
+			uint64_t n = 1 + rng_below(&r, 4);
+
+			if (idx + n > NSLOT)
+				n = NSLOT - idx;
+			if (zm_store_discard(g_store, idx, n))
+				t->failures++;
+		}
+	}
+	return NULL;
+}
+
+static void *watcher(void *arg)
+{
+	struct zm_store_stats st;
+
+	while (!__atomic_load_n(&g_stop, __ATOMIC_RELAXED)) {
+		zm_store_stats(g_store, &st);
+		if (st.failed_reads)
+			(*(int *)arg)++;
+		zm_store_compact(g_store);
+		usleep(500);
+	}
+	return NULL;
+}
+
+static void run(const char *allocator, size_t limit)
+{
+	struct zm_store_config cfg = { .nr_pages = NSLOT, .allocator = allocator,
+				       .limit_bytes = limit };
+	pthread_t tid[NT], wt;
+	struct targ ta[NT];
+	struct zm_store_stats st;
+	long nputs = 0, ngets = 0, nospc = 0;
+	uint64_t pages = 0;
+	int watch_bad = 0;
+
+	assert_int_equal(zm_store_create(&cfg, &g_store), 0);
+	memset(g_published, 0, sizeof(g_published));
+	g_stop = 0;
+	pthread_create(&wt, NULL, watcher, &watch_bad);
+	for (int i = 0; i < NT; i++) {
+		ta[i] = (struct targ){ .id = i };
+		pthread_create(&tid[i], NULL, worker, &ta[i]);
+	}
+	for (int i = 0; i < NT; i++) {
+		pthread_join(tid[i], NULL);
+		nputs += ta[i].puts, ngets += ta[i].gets, nospc += ta[i].nospc;
+		assert_int_equal(ta[i].failures, 0);
+	}
+	__atomic_store_n(&g_stop, 1, __ATOMIC_RELAXED);
+	pthread_join(wt, NULL);
+	assert_int_equal(watch_bad, 0);
+	assert_int_equal(zm_store_check(g_store), 0);
+	for (uint64_t i = 0; i < NSLOT; i++) {
+		uint64_t out[WORDS], seen[NT] = { 0 };
+		unsigned kind;
+
+		assert_int_equal(zm_store_get(g_store, i, out), 0);
+		assert_int_equal(check_page(out, i, seen), 0);
+		assert_int_equal(zm_store_slot_info(g_store, i, &kind, NULL, NULL), 0);
+		pages += kind != ZM_STORE_SLOT_EMPTY;
+	}
+	zm_store_stats(g_store, &st);
+	assert_int_equal(st.pages_stored, pages);
+	assert_int_equal(st.failed_reads, 0);
+	assert_int_equal(st.failed_writes, (uint64_t)nospc);
+	if (!limit)
+		assert_int_equal(nospc, 0);
+	printf("%s, limit %zu: %ld puts (%ld refused by the limit), %ld gets, %llu pages "
+	       "left, %llu huge, %llu same\n", allocator, limit, nputs, nospc, ngets,
+	       (unsigned long long)pages, (unsigned long long)st.huge_pages,
+	       (unsigned long long)st.same_pages);
+	zm_store_destroy(g_store);
+	g_store = NULL;
+}
+
+static void test_zsmalloc(void **st) { run("zsmalloc", 0); }
+static void test_malloc_backend(void **st) { run("malloc", 0); }
+/* A limit that some puts hit: a refused put must not disturb anything. */
+static void test_zsmalloc_limit(void **st) { run("zsmalloc", 24 * PS); }
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_zsmalloc),
+		cmocka_unit_test(test_malloc_backend),
+		cmocka_unit_test(test_zsmalloc_limit),
+	};
+
+	test_args(argc, argv, &g_seed, &g_steps);
+	return cmocka_run_group_tests_name("store_stress", tests, NULL, NULL);
+}
