@@ -50,6 +50,17 @@ enum zm_map_mode {
 };
 
 /* How zsmalloc reaches an object that straddles two pages. */
+/* Automatic compaction (docs/compaction.md). */
+enum zm_compact_policy {
+	ZM_COMPACT_DEFAULT = 0,
+	ZM_COMPACT_OFF,        /* only when asked: zm_pool_compact/shrink */
+	ZM_COMPACT_WATERMARK,  /* a class whose freeable pages reach
+				  compact_watermark % of its pages */
+	ZM_COMPACT_RATIO,      /* the pool, when used/allocated falls below
+				  compact_ratio %: round robin from the class
+				  last freed, compact_budget zspages a pass */
+};
+
 enum zm_span_method {
 	ZM_SPAN_DEFAULT = 0,
 	ZM_SPAN_COPY,       /* copy the two halves through a per-thread buffer */
@@ -72,6 +83,10 @@ struct zm_pool_config {
 	int class_borrow;            /* how many classes up an object may take a
 					free slot from instead of opening a new
 					page; -1 = never */
+	enum zm_compact_policy compact;  /* background compaction policy */
+	unsigned compact_watermark;  /* percent; 0 = default (40) */
+	unsigned compact_ratio;      /* percent; 0 = default */
+	unsigned compact_budget;     /* zspages per pass; 0 = default */
 };
 
 struct zm_pool_stats {
@@ -90,6 +105,7 @@ struct zm_pool_stats {
 	uint64_t huge_objects;   /* objects in the huge class (one per page) */
 	uint64_t malloc_fail;
 	uint64_t compactions, pages_compacted, objects_moved;
+	uint64_t compact_ns;     /* time spent compacting */
 };
 
 /* One row of the per-class table (the seeds' columns). */
@@ -136,9 +152,20 @@ void zm_pool_unmap(struct zm_pool *pool, zm_handle_t handle);
 /* Size of the slot holding the object (>= the size asked for). */
 size_t zm_pool_obj_size(struct zm_pool *pool, zm_handle_t handle);
 
-/* Move objects to free whole pages.  Returns pages freed, or -EOPNOTSUPP
- * for a backend that cannot compact. */
+/* Move objects to free whole pages: per class, out of the emptiest zspages
+ * into the fullest, each object at most once, mapped objects never.
+ * Returns pages freed, or -EOPNOTSUPP for a backend that cannot compact.
+ * Safe while other threads use the pool; one compactor runs at a time. */
 long zm_pool_compact(struct zm_pool *pool);
+
+/* Compact, classes with the most slack first, until about bytes are freed
+ * (for a caller under memory pressure).  Returns bytes freed or
+ * -EOPNOTSUPP. */
+long zm_pool_shrink(struct zm_pool *pool, size_t bytes);
+
+/* Change the automatic compaction policy at run time (ZM_COMPACT_OFF
+ * switches it off).  0, -EOPNOTSUPP, -EINVAL or -ENOMEM. */
+int zm_pool_set_compaction(struct zm_pool *pool, enum zm_compact_policy policy);
 
 void zm_pool_stats(struct zm_pool *pool, struct zm_pool_stats *st);
 

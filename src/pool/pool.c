@@ -135,6 +135,19 @@ long zm_pool_compact(struct zm_pool *pool)
 	return pool->ops->compact ? pool->ops->compact(pool) : -EOPNOTSUPP;
 }
 
+long zm_pool_shrink(struct zm_pool *pool, size_t bytes)
+{
+	return pool->ops->shrink ? pool->ops->shrink(pool, bytes) : -EOPNOTSUPP;
+}
+
+int zm_pool_set_compaction(struct zm_pool *pool, enum zm_compact_policy policy)
+{
+	if (policy > ZM_COMPACT_RATIO)
+		return -EINVAL;
+	return pool->ops->set_compaction ? pool->ops->set_compaction(pool, policy)
+					 : (policy == ZM_COMPACT_OFF ? 0 : -EOPNOTSUPP);
+}
+
 void zm_pool_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 {
 	memset(st, 0, sizeof(*st));

@@ -33,6 +33,8 @@ struct zm_pool_ops {
 	unsigned (*nr_classes)(struct zm_pool *pool);
 	int (*class_stats)(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stats *cs);
 	int (*check)(struct zm_pool *pool);
+	long (*shrink)(struct zm_pool *pool, size_t bytes);
+	int (*set_compaction)(struct zm_pool *pool, enum zm_compact_policy policy);
 };
 
 struct zm_pool {

@@ -28,7 +28,7 @@ static inline struct zspage *pick(struct zs_class *c)
 /* Take a free object of zs (lock held, zs not full): from the free chain,
  * else from the bump, populating the pages under it.  ZS_NONE when a page
  * could not be had. */
-static unsigned take_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
+unsigned zs_take_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 {
 	unsigned obj = zs->free_head;
 
@@ -105,7 +105,7 @@ static zm_handle_t alloc_in(struct zs_pool *zp, struct zs_class *c, struct zspag
 		zm_unlock(&c->lock);
 		return fail(zp);
 	}
-	obj = take_obj(zp, c, zs);
+	obj = zs_take_obj(zp, c, zs);
 	if (zm_unlikely(obj == ZS_NONE)) {
 		zs_slot_free(zp, c, idx);
 		zm_unlock(&c->lock);
@@ -178,39 +178,31 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 	return alloc_in(zp, c, zs);
 }
 
-/* The live slot value of h, or 0 if h is not a live handle of this pool. */
-static uint64_t live_slot(struct zs_pool *zp, zm_handle_t h)
-{
-	uint64_t idx = h >> 16;
-	uint64_t v;
-
-	if (zm_unlikely(!(h & 1) || idx == 0 ||
-			idx >= ZS_MAX_HANDLES))
-		return 0;
-	v = zs_load_slot(zp, (uint32_t)idx);
-	return (v & ZS_TAG_MASK) == (h & ZS_TAG_MASK) ? v : 0;
-}
-
 int zs_free(struct zm_pool *pool, zm_handle_t h)
 {
 	struct zs_pool *zp = zs_of(pool);
 	uint32_t idx = (uint32_t)(h >> 16);
 	struct zs_class *c;
 	struct zspage *zs;
+	unsigned obj;
 	uint64_t v;
 
 	for (;;) {
-		v = live_slot(zp, h);
-		zs = v ? zs_by_id(zp, zs_slot_id(v)) : NULL;
-		if (zm_unlikely(!zs || zs->magic != ZS_MAGIC)) {
+		/* the hazard keeps zs alive (and unmoved) while we read its
+		 * class and take the lock */
+		zs = zs_lookup(zp, h, &obj, ZM_HAZARD_RW);
+		if (zm_unlikely(!zs)) {
 			zm_bad_input("zsmalloc: free of bad handle %#llx (stale, foreign "
 				     "or already free)", (unsigned long long)h);
 			return -EINVAL;
 		}
 		c = &zp->classes[zs->cls];
 		zm_lock(&c->lock);
-		/* still the same?  (a racing free or a move changes the slot) */
-		if (zm_likely(zs_load_slot(zp, idx) == v))
+		zm_hazard_clear(ZM_HAZARD_RW);
+		/* still there?  (a racing free or a move changes the slot) */
+		v = zs_load_slot(zp, idx);
+		if (zm_likely((v & ZS_TAG_MASK) == (h & ZS_TAG_MASK) &&
+			      zs_slot_id(v) == zs->id && zs_slot_obj(v) == obj))
 			break;
 		zm_unlock(&c->lock);
 	}
@@ -226,6 +218,8 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 		return 0;
 	}
 	zs_group_set(c, zs);
+	if (zp->autoc)
+		zs_auto_note_free(zp, c);
 	zm_unlock(&c->lock);
 	return 0;
 }

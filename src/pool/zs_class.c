@@ -147,8 +147,17 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 		free(zp);
 		return rc;
 	}
+	pthread_mutex_init(&zp->compact_lock, NULL);
 	pool->priv = zp;
-	return 0;
+	rc = zs_auto_start(zp, cfg);
+	if (rc) {
+		pool->priv = NULL;
+		zs_handles_fini(zp);
+		free(zp->idx_to_class);
+		free(zp->classes);
+		free(zp);
+	}
+	return rc;
 }
 
 void zs_destroy(struct zm_pool *pool)
@@ -156,6 +165,7 @@ void zs_destroy(struct zm_pool *pool)
 	struct zs_pool *zp = zs_of(pool);
 	uint64_t leaked = 0;
 
+	zs_auto_stop(zp);
 	for (unsigned i = 0; i < zp->total; i++) {
 		struct zs_class *c = &zp->classes[i];
 
@@ -174,6 +184,8 @@ void zs_destroy(struct zm_pool *pool)
 		zm_log("zsmalloc: pool destroyed with %llu live object(s), leaked",
 		       (unsigned long long)leaked);
 	zs_handles_fini(zp);
+	pthread_mutex_destroy(&zp->compact_lock);
+	free(zp->scratch);
 	free(zp->idx_to_class);
 	free(zp->classes);
 	free(zp);
@@ -196,9 +208,11 @@ const struct zm_pool_ops zm_zsmalloc_ops = {
 	.read = zs_read,
 	.write = zs_write,
 	.obj_size = zs_obj_size,
-	.compact = NULL,
+	.compact = zs_compact,
 	.stats = zs_stats,
 	.nr_classes = zs_nr_classes,
 	.class_stats = zs_class_stats,
 	.check = zs_check,
+	.shrink = zs_shrink,
+	.set_compaction = zs_auto_set,
 };

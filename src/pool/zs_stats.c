@@ -43,6 +43,12 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 		sizeof(*zp);
 	st->meta_bytes = meta;
 	st->malloc_fail = __atomic_load_n(&zp->malloc_fail, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&zp->compact_lock);
+	st->compactions = zp->compactions;
+	st->pages_compacted = zp->pages_compacted;
+	st->objects_moved = zp->objects_moved;
+	st->compact_ns = zp->compact_ns;
+	pthread_mutex_unlock(&zp->compact_lock);
 }
 
 int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stats *cs)

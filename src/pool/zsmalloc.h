@@ -49,6 +49,7 @@
 #ifndef ZM_ZSMALLOC_H
 #define ZM_ZSMALLOC_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -60,6 +61,7 @@
 #define ZS_DEF_SPACING 32     /* measured: docs/zsmalloc.md */
 #define ZS_DEF_MAX_PAGES 32
 #define ZS_DEF_BORROW 0     /* measured: no gain at spacing 32 */
+#define ZS_DEF_POLICY ZM_COMPACT_RATIO /* measured: docs/compaction.md */
 #define ZS_MAX_SHARDS 8   /* class copies, at most; as many as CPUs */
 #define ZS_MAX_PAGES  64
 #define ZS_GROUPS     11      /* fullness: 0 empty, 1..9 partial, 10 full */
@@ -81,7 +83,7 @@ struct zspage {
 	uint8_t group;
 	uint8_t npop;            /* pages populated so far (lazily, see zs_zspage.c) */
 	uint8_t migrating;       /* atomic: a compactor is moving objects out */
-	uint8_t pad;
+	uint8_t pass;            /* compaction: received objects in this pass */
 	uint32_t size;           /* the class's slot size, for the map path */
 	struct zspage *next, *prev;
 	uint32_t data[];         /* pfn of each page, then the handle slot of
@@ -138,6 +140,12 @@ struct zs_pool {
 	uint32_t slots_used __attribute__((aligned(64))); /* atomic: slots handed out */
 	uint32_t ids_used;       /* atomic */
 	uint64_t malloc_fail;    /* atomic */
+	/* compaction (zs_compact.c, zs_auto.c) */
+	pthread_mutex_t compact_lock;     /* one compactor at a time */
+	uint64_t compactions, pages_compacted, objects_moved, compact_ns; /* compact_lock */
+	uint8_t pass;                     /* compact_lock: pass number */
+	char *scratch;                    /* compact_lock: work space */
+	struct zs_auto *autoc;            /* background compactor, or NULL */
 };
 
 static inline struct zs_pool *zs_of(struct zm_pool *pool) { return pool->priv; }
@@ -244,6 +252,32 @@ static inline struct zspage *zs_by_id(struct zs_pool *zp, uint32_t id)
 {
 	return (struct zspage *)__atomic_load_n(&zp->ztab[id], __ATOMIC_ACQUIRE);
 }
+
+/* zs_alloc.c: a free object of zs (lock held, zs not full), from its free
+ * chain or its bump (populating pages); ZS_NONE if no page could be had. */
+unsigned zs_take_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
+
+/* zs_compact.c */
+long zs_compact(struct zm_pool *pool);
+long zs_shrink(struct zm_pool *pool, size_t bytes);
+/* Compact one class shard in at most *budget steps (one zspage packed or
+ * evacuated each; NULL: no bound), taking what it used off *budget;
+ * returns pages freed.  Caller holds zp->compact_lock. */
+long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget);
+/* Pages of slack in c (populated bytes not holding objects). lock held */
+static inline uint64_t zs_slack_pages(const struct zs_pool *zp, const struct zs_class *c)
+{
+	uint64_t have = (uint64_t)c->npages << zp->shift, used = (uint64_t)c->used * c->size;
+
+	return have > used ? (have - used) >> zp->shift : 0;
+}
+
+/* zs_auto.c: automatic compaction */
+int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg);
+void zs_auto_stop(struct zs_pool *zp);
+int zs_auto_set(struct zm_pool *pool, enum zm_compact_policy policy);
+/* From zs_free, class lock held: wake the compactor if c calls for it. */
+void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c);
 
 /* zs_access.c: find the object of a handle and hold hazard `hz` on its
  * zspage (drop it with zm_hazard_clear(hz)); NULL if the handle is bad. */

@@ -1,0 +1,254 @@
+/*
+ * Automatic compaction: a background thread per pool, off the callers'
+ * paths (SEEDS.md §4), with the two triggers the seed discusses.
+ *
+ *   WATERMARK  a class shard whose freeable pages (populated bytes not
+ *              holding objects, in pages) reach `watermark` % of its pages,
+ *              and at least one zspage's worth, is flagged by the free that
+ *              crossed the line; the thread compacts flagged classes.
+ *   RATIO      when the pool's used/allocated bytes fall below `ratio` %,
+ *              the thread runs passes that start at the class last freed,
+ *              walk the classes round robin and stop after `budget` zspages
+ *              evacuated, until the ratio is back above the threshold or a
+ *              pass frees nothing.
+ *
+ * The free path's part is a few arithmetic operations under the class lock
+ * it already holds, and, when it calls for work and the thread is not yet
+ * woken, one atomic exchange and a condition signal.  The thread also
+ * wakes every `period` to look, so no wakeup is ever lost for long.
+ *
+ * Lock order: a->lock is a leaf for the free path (taken after the class
+ * lock, only to signal); the thread takes zp->compact_lock, then class
+ * locks, never a->lock while holding those.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "base/os.h"
+#include "pool/zsmalloc.h"
+
+#define ZS_DEF_WATERMARK 40       /* the seed's patch */
+#define ZS_DEF_RATIO 95           /* measured: docs/compaction.md */
+#define ZS_DEF_BUDGET 64          /* zspages per pass */
+#define ZS_AUTO_PERIOD_MS 50      /* wake to look this often */
+
+struct zs_auto {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop;                /* lock */
+	int kicked;               /* atomic */
+	enum zm_compact_policy policy; /* atomic */
+	unsigned watermark, ratio, budget;
+	unsigned last_freed;      /* atomic: class index last freed from */
+	uint8_t *want;            /* atomic per class entry: watermark crossed */
+	unsigned cursor;          /* round robin position; thread only */
+};
+
+static void kick(struct zs_auto *a)
+{
+	if (!__atomic_exchange_n(&a->kicked, 1, __ATOMIC_ACQ_REL)) {
+		pthread_mutex_lock(&a->lock);
+		pthread_cond_signal(&a->cond);
+		pthread_mutex_unlock(&a->lock);
+	}
+}
+
+void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c)
+{
+	struct zs_auto *a = zp->autoc;
+	enum zm_compact_policy pol = __atomic_load_n(&a->policy, __ATOMIC_RELAXED);
+	uint64_t slack;
+	unsigned i = (unsigned)(c - zp->classes);
+
+	if (pol == ZM_COMPACT_OFF || c->huge)
+		return;
+	slack = zs_slack_pages(zp, c);
+	if (slack < 2)
+		return;  /* nothing worth a wakeup */
+	__atomic_store_n(&a->last_freed, i, __ATOMIC_RELAXED);
+	if (pol == ZM_COMPACT_WATERMARK) {
+		if (slack * 100 < (uint64_t)a->watermark * c->npages)
+			return;
+		__atomic_store_n(&a->want[i], 1, __ATOMIC_RELAXED);
+	}
+	if (!__atomic_load_n(&a->kicked, __ATOMIC_RELAXED))
+		kick(a);
+}
+
+/* used and allocated bytes of the whole pool */
+static void usage(struct zs_pool *zp, uint64_t *used, uint64_t *alloc)
+{
+	*used = *alloc = 0;
+	for (unsigned i = 0; i < zp->total; i++) {
+		struct zs_class *c = &zp->classes[i];
+
+		zm_lock(&c->lock);
+		*used += (uint64_t)c->used * c->size;
+		*alloc += (uint64_t)c->npages << zp->shift;
+		zm_unlock(&c->lock);
+	}
+}
+
+static long account(struct zs_pool *zp, long freed, uint64_t t0)
+{
+	zp->compactions++;
+	zp->pages_compacted += (uint64_t)freed;
+	zp->compact_ns += zm_os_now_ns() - t0;
+	return freed;
+}
+
+static long watermark_pass(struct zs_pool *zp, struct zs_auto *a)
+{
+	uint64_t t0 = zm_os_now_ns();
+	long freed = 0;
+	bool any = false;
+
+	for (unsigned i = 0; i < zp->total; i++) {
+		if (!__atomic_exchange_n(&a->want[i], 0, __ATOMIC_RELAXED))
+			continue;
+		freed += zs_compact_class(zp, &zp->classes[i], NULL);
+		any = true;
+	}
+	return any ? account(zp, freed, t0) : 0;
+}
+
+/* One bounded pass from the class last freed, round robin. */
+static long ratio_pass(struct zs_pool *zp, struct zs_auto *a)
+{
+	uint64_t t0 = zm_os_now_ns();
+	unsigned start = __atomic_load_n(&a->last_freed, __ATOMIC_RELAXED) % zp->total;
+	unsigned budget = a->budget;
+	long freed = 0;
+
+	for (unsigned k = 0; k < zp->total && budget; k++) {
+		struct zs_class *c = &zp->classes[(start + k) % zp->total];
+		uint64_t slack;
+
+		zm_lock(&c->lock);
+		slack = c->huge ? 0 : zs_slack_pages(zp, c);
+		zm_unlock(&c->lock);
+		if (slack < 2)
+			continue;
+		freed += zs_compact_class(zp, c, &budget);
+	}
+	return account(zp, freed, t0);
+}
+
+static bool below_ratio(struct zs_pool *zp, struct zs_auto *a)
+{
+	uint64_t used, alloc;
+
+	usage(zp, &used, &alloc);
+	return alloc && used * 100 < alloc * a->ratio;
+}
+
+static void *auto_main(void *arg)
+{
+	struct zs_pool *zp = arg;
+	struct zs_auto *a = zp->autoc;
+
+	for (;;) {
+		struct timespec ts;
+		enum zm_compact_policy pol;
+
+		pthread_mutex_lock(&a->lock);
+		if (!a->stop && !__atomic_load_n(&a->kicked, __ATOMIC_ACQUIRE)) {
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += ZS_AUTO_PERIOD_MS * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&a->cond, &a->lock, &ts);
+		}
+		if (a->stop) {
+			pthread_mutex_unlock(&a->lock);
+			break;
+		}
+		pthread_mutex_unlock(&a->lock);
+		__atomic_store_n(&a->kicked, 0, __ATOMIC_RELEASE);
+		pol = __atomic_load_n(&a->policy, __ATOMIC_RELAXED);
+		pthread_mutex_lock(&zp->compact_lock);
+		if (pol == ZM_COMPACT_WATERMARK) {
+			watermark_pass(zp, a);
+		} else if (pol == ZM_COMPACT_RATIO) {
+			/* passes until the ratio recovers or nothing moves */
+			while (below_ratio(zp, a) && ratio_pass(zp, a) > 0 &&
+			       !__atomic_load_n(&a->stop, __ATOMIC_RELAXED)) {
+				pthread_mutex_unlock(&zp->compact_lock);
+				sched_yield();
+				pthread_mutex_lock(&zp->compact_lock);
+			}
+		}
+		pthread_mutex_unlock(&zp->compact_lock);
+	}
+	return NULL;
+}
+
+int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg)
+{
+	struct zs_auto *a;
+	enum zm_compact_policy pol = cfg->compact ? cfg->compact : ZS_DEF_POLICY;
+
+	if (pol == ZM_COMPACT_OFF)
+		return 0;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->want = calloc(zp->total, 1);
+	a->policy = pol;
+	a->watermark = cfg->compact_watermark ? cfg->compact_watermark : ZS_DEF_WATERMARK;
+	a->ratio = cfg->compact_ratio ? cfg->compact_ratio : ZS_DEF_RATIO;
+	a->budget = cfg->compact_budget ? cfg->compact_budget : ZS_DEF_BUDGET;
+	if (!a->want || a->watermark > 100 || a->ratio > 100) {
+		int rc = a->want ? -EINVAL : -ENOMEM;
+
+		free(a->want);
+		free(a);
+		return rc;
+	}
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_cond_init(&a->cond, NULL);
+	zp->autoc = a;
+	if (pthread_create(&a->thread, NULL, auto_main, zp)) {
+		zp->autoc = NULL;
+		free(a->want);
+		free(a);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void zs_auto_stop(struct zs_pool *zp)
+{
+	struct zs_auto *a = zp->autoc;
+
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->lock);
+	__atomic_store_n(&a->stop, true, __ATOMIC_RELAXED);
+	pthread_cond_signal(&a->cond);
+	pthread_mutex_unlock(&a->lock);
+	pthread_join(a->thread, NULL);
+	zp->autoc = NULL;
+	pthread_cond_destroy(&a->cond);
+	pthread_mutex_destroy(&a->lock);
+	free(a->want);
+	free(a);
+}
+
+int zs_auto_set(struct zm_pool *pool, enum zm_compact_policy policy)
+{
+	struct zs_pool *zp = zs_of(pool);
+	struct zm_pool_config cfg = { .compact = policy };
+
+	if (policy == ZM_COMPACT_DEFAULT)
+		policy = cfg.compact = ZS_DEF_POLICY;
+	if (zp->autoc) {
+		__atomic_store_n(&zp->autoc->policy, policy, __ATOMIC_RELAXED);
+		return 0;
+	}
+	return zs_auto_start(zp, &cfg);
+}

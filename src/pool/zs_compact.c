@@ -1,0 +1,373 @@
+/*
+ * zsmalloc compaction: move live objects so that a class's objects fill as
+ * few pages as they can, free the emptied zspages and pages, and so give
+ * memory back to the pages layer (and from there, beyond its reserve, to
+ * the OS).
+ *
+ * A pass over a class shard, step by step under the class lock:
+ *
+ *   keepers  The class needs k = ceil(used / objs) zspages; the fullest
+ *            partly used ones, up to k (counting the full ones), are kept.
+ *            A keeper whose objects are scattered over more pages than they
+ *            need is *packed*: its highest objects move down into its
+ *            lowest free slots, and the pages above the last object go
+ *            back (zspages take their pages lazily, so a zspage may hold
+ *            fewer pages than it could).
+ *   sources  Every other partly used zspage, emptiest first, is evacuated:
+ *            its objects move into the keepers (fullest first, at their
+ *            bump), and the emptied zspage is freed.
+ *
+ * Each object moves at most once per pass: keepers are marked with the
+ * pass number and are never sources; objects moved into them are never
+ * moved again.  Before a zspage is touched it is quiesced: marked
+ * migrating, the heavy barrier run (membarrier), and skipped if any
+ * thread's hazard names it -- a mapped object is never moved, and readers
+ * arriving later back off until the move is done, so none sees a torn
+ * object.  The lock is dropped (and the CPU offered) between zspages, so
+ * each step -- one zspage, at most a few thousand objects -- bounds how
+ * long zm_malloc/zm_free of that class wait.
+ *
+ * Lock order: zp->compact_lock (one compactor per pool) -> class lock ->
+ * pages lock.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/os.h"
+#include "pool/zsmalloc.h"
+
+/* Copy an object between two (one- or two-piece) places; tmp holds a
+ * page. */
+static void copy_obj(char *dseg[2], size_t dlen[2], int dn, char *sseg[2], size_t slen[2],
+		     int sn, size_t size, char *tmp)
+{
+	const char *src = sseg[0];
+
+	if (sn == 2) {
+		memcpy(tmp, sseg[0], slen[0]);
+		memcpy(tmp + slen[0], sseg[1], slen[1]);
+		src = tmp;
+	}
+	if (dn == 1) {
+		memcpy(dseg[0], src, size);
+	} else {
+		memcpy(dseg[0], src, dlen[0]);
+		memcpy(dseg[1], src + dlen[0], dlen[1]);
+	}
+}
+
+/* Emptiest partly used zspage that is not a keeper of this pass. */
+static struct zspage *pick_src(struct zs_class *c, uint8_t pass)
+{
+	for (unsigned g = 1; g < ZS_GROUPS - 1; g++)
+		for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
+			if (zs->pass != pass)
+				return zs;
+	return NULL;
+}
+
+/* Fullest partly used zspage other than src, keepers first. */
+static struct zspage *pick_dst(struct zs_class *c, struct zspage *src, uint8_t pass)
+{
+	struct zspage *any = NULL;
+
+	for (unsigned g = ZS_GROUPS - 2; g >= 1; g--)
+		for (struct zspage *zs = c->group[g]; zs; zs = zs->next) {
+			if (zs == src)
+				continue;
+			if (zs->pass == pass)
+				return zs;
+			if (!any)
+				any = zs;
+		}
+	return any;
+}
+
+/* Fullest partly used zspage that is not a keeper yet. */
+static struct zspage *pick_keeper(struct zs_class *c, uint8_t pass)
+{
+	for (unsigned g = ZS_GROUPS - 2; g >= 1; g--)
+		for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
+			if (zs->pass != pass)
+				return zs;
+	return NULL;
+}
+
+static unsigned keepers(struct zs_class *c, uint8_t pass)
+{
+	unsigned n = 0;
+
+	for (unsigned g = 1; g < ZS_GROUPS - 1; g++)
+		for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
+			n += zs->pass == pass;
+	return n;
+}
+
+/* Pages needed to hold objects 0..n-1. */
+static unsigned pages_for_n(const struct zs_pool *zp, const struct zs_class *c, unsigned n)
+{
+	return n ? (unsigned)((((size_t)n) * c->size - 1) >> zp->shift) + 1 : 0;
+}
+
+/* Mark which objects of zs are free (below its bump). */
+static void free_map(struct zs_pool *zp, struct zspage *zs, uint8_t *freemap)
+{
+	memset(freemap, 0, zs->bump);
+	for (unsigned o = zs->free_head; o != ZS_NONE;) {
+		char *seg[2];
+		size_t len[2];
+		uint16_t next;
+
+		freemap[o] = 1;
+		zs_obj_segs(zp, zs, o, seg, len);
+		memcpy(&next, seg[0], sizeof(next));
+		o = next;
+	}
+}
+
+/* Move object `from` of zs to object `to` of dst (a free slot taken). */
+static void move_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs, unsigned from,
+		     struct zspage *dst, unsigned to, char *tmp)
+{
+	char *sseg[2], *dseg[2];
+	size_t slen[2], dlen[2];
+	int sn = zs_obj_segs(zp, zs, from, sseg, slen);
+	int dn = zs_obj_segs(zp, dst, to, dseg, dlen);
+	uint32_t idx = zs_backref(zs, c)[from];
+	uint64_t v = zs_load_slot(zp, idx);
+
+	copy_obj(dseg, dlen, dn, sseg, slen, sn, c->size, tmp);
+	zs_backref(dst, c)[to] = idx;
+	zs_store_slot(zp, idx, zs_slot_live(dst->id, to, v & ZS_TAG_MASK));
+}
+
+/* Pack a quiesced zspage: its highest objects into its lowest free slots,
+ * then give back the pages above the last object.  Returns objects moved;
+ * *pages gets the pages given back. */
+static long pack(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
+		 uint8_t *freemap, char *tmp, long *pages)
+{
+	unsigned lo = 0, hi = zs->bump ? zs->bump - 1u : 0, need;
+	long moved = 0;
+
+	free_map(zp, zs, freemap);
+	for (;;) {
+		while (lo < hi && !freemap[lo])
+			lo++;
+		while (hi > lo && freemap[hi])
+			hi--;
+		if (lo >= hi)
+			break;
+		move_obj(zp, c, zs, hi, zs, lo, tmp);
+		freemap[lo] = 0;
+		freemap[hi] = 1;
+		moved++;
+	}
+	/* now objects 0..inuse-1 are live, nothing else */
+	zs->free_head = ZS_NONE;
+	zs->bump = zs->inuse;
+	need = pages_for_n(zp, c, zs->inuse);
+	*pages = zs->npop - need;
+	for (unsigned i = need; i < zs->npop; i++)
+		zm_pages_free(zp->pages, zs_pfns(zs)[i]);
+	c->npages -= zs->npop - need;
+	zs->npop = (uint8_t)need;
+	return moved;
+}
+
+/* Mark zs migrating and make sure no reader is inside; false (and zs left
+ * alone) if one is. */
+static bool quiesce(struct zspage *zs)
+{
+	__atomic_store_n(&zs->migrating, 1, __ATOMIC_SEQ_CST);
+	zm_heavy_barrier();
+	if (!zm_hazard_find(zs))
+		return true;
+	__atomic_store_n(&zs->migrating, 0, __ATOMIC_RELEASE);
+	return false;
+}
+
+/* Move the live objects of src (quiesced) into the keepers.  Returns
+ * objects moved; stops early if a destination page could not be had (src
+ * then keeps the rest). */
+static long evacuate(struct zs_pool *zp, struct zs_class *c, struct zspage *src, uint8_t pass,
+		     uint8_t *freemap, char *tmp)
+{
+	long moved = 0;
+
+	free_map(zp, src, freemap);
+	for (unsigned o = 0; o < src->bump && src->inuse; o++) {
+		struct zspage *dst;
+		unsigned to;
+
+		if (freemap[o])
+			continue;
+		dst = pick_dst(c, src, pass);
+		if (!dst)
+			break;
+		to = zs_take_obj(zp, c, dst);
+		if (to == ZS_NONE)
+			break;
+		dst->pass = pass;
+		move_obj(zp, c, src, o, dst, to, tmp);
+		zs_group_set(c, dst);
+		/* src's slot o is not chained: src is retired once empty */
+		src->inuse--;
+		moved++;
+	}
+	return moved;
+}
+
+/* Drop the lock between steps, offering the CPU to whoever waits. */
+static void breathe(struct zs_class *c)
+{
+	zm_unlock(&c->lock);
+	sched_yield();
+	zm_lock(&c->lock);
+}
+
+long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
+{
+	uint8_t pass;
+	long freed = 0;
+	unsigned done = 0, limit = budget ? *budget : 0;
+
+	if (c->huge || c->objs < 2)
+		return 0;
+	if (!zp->scratch) {
+		/* a free-object map and a page of copy space, kept */
+		zp->scratch = malloc(ZS_NONE + 1 + zp->page_size);
+		if (!zp->scratch)
+			return 0;
+	}
+	zm_lock(&c->lock);
+	pass = ++zp->pass ? zp->pass : ++zp->pass; /* never 0: new zspages have 0 */
+	uint8_t *freemap = (uint8_t *)zp->scratch;
+	char *tmp = zp->scratch + ZS_NONE + 1;
+
+	/* keepers: the fullest, as many as the objects need; pack them */
+	for (;;) {
+		unsigned full = 0, k;
+		struct zspage *zs;
+		long pages = 0;
+
+		for (struct zspage *f = c->group[ZS_GROUPS - 1]; f; f = f->next)
+			full++;
+		k = (c->used + c->objs - 1) / c->objs;
+		if (keepers(c, pass) + full >= k || (budget && done >= limit))
+			break;
+		zs = pick_keeper(c, pass);
+		if (!zs)
+			break;
+		zs->pass = pass;
+		if (zs->npop <= pages_for_n(zp, c, zs->inuse) || !quiesce(zs))
+			continue;   /* nothing to gain, or someone inside */
+		zp->objects_moved += (uint64_t)pack(zp, c, zs, freemap, tmp, &pages);
+		__atomic_store_n(&zs->migrating, 0, __ATOMIC_RELEASE);
+		freed += pages;
+		done++;
+		breathe(c);
+	}
+	/* sources: the rest, emptiest first, into the keepers */
+	for (;;) {
+		struct zspage *src = pick_src(c, pass);
+		uint64_t free_slots;
+
+		if (!src || (budget && done >= limit))
+			break;
+		free_slots = (uint64_t)c->zspages * c->objs - c->used;
+		/* the others' free slots must hold src's objects */
+		if (free_slots - (c->objs - src->inuse) < src->inuse)
+			break;
+		if (!quiesce(src)) {
+			src->pass = pass;  /* someone has it mapped: leave it */
+			continue;
+		}
+		zp->objects_moved += (uint64_t)evacuate(zp, c, src, pass, freemap, tmp);
+		if (src->inuse == 0) {
+			unsigned np = src->npop;
+
+			zs_group_del(c, src);
+			c->zspages--;
+			zs_zspage_retire(zp, c, src);
+			zm_unlock(&c->lock);
+			zs_zspage_free(zp, c, src);
+			freed += np;
+			done++;
+			sched_yield();
+			zm_lock(&c->lock);
+			continue;
+		}
+		/* could not finish (no page for a destination): src stays */
+		__atomic_store_n(&src->migrating, 0, __ATOMIC_RELEASE);
+		zs_group_set(c, src);
+		break;
+	}
+	zm_unlock(&c->lock);
+	if (budget)
+		*budget = done < limit ? limit - done : 0;
+	return freed;
+}
+
+static long compact_all(struct zs_pool *zp, size_t want_pages)
+{
+	uint64_t t0 = zm_os_now_ns();
+	long freed = 0;
+
+	pthread_mutex_lock(&zp->compact_lock);
+	for (unsigned i = 0; i < zp->total; i++) {
+		freed += zs_compact_class(zp, &zp->classes[i], NULL);
+		if (want_pages && (size_t)freed >= want_pages)
+			break;
+	}
+	zp->compactions++;
+	zp->pages_compacted += (uint64_t)freed;
+	zp->compact_ns += zm_os_now_ns() - t0;
+	pthread_mutex_unlock(&zp->compact_lock);
+	return freed;
+}
+
+long zs_compact(struct zm_pool *pool)
+{
+	return compact_all(zs_of(pool), 0);
+}
+
+long zs_shrink(struct zm_pool *pool, size_t bytes)
+{
+	struct zs_pool *zp = zs_of(pool);
+	size_t want = (bytes + zp->page_size - 1) >> zp->shift;
+	uint64_t t0 = zm_os_now_ns();
+	long freed = 0;
+
+	if (!want)
+		return 0;
+	pthread_mutex_lock(&zp->compact_lock);
+	/* classes with the most slack first: a few passes over the table */
+	for (int round = 0; round < 8 && (size_t)freed < want; round++) {
+		struct zs_class *best = NULL;
+		uint64_t most = 0;
+
+		for (unsigned i = 0; i < zp->total; i++) {
+			struct zs_class *c = &zp->classes[i];
+			uint64_t slack;
+
+			zm_lock(&c->lock);
+			slack = c->huge ? 0 : zs_slack_pages(zp, c);
+			zm_unlock(&c->lock);
+			if (slack > most) {
+				most = slack;
+				best = c;
+			}
+		}
+		if (!best || most < best->pages)
+			break;
+		freed += zs_compact_class(zp, best, NULL);
+	}
+	zp->compactions++;
+	zp->pages_compacted += (uint64_t)freed;
+	zp->compact_ns += zm_os_now_ns() - t0;
+	pthread_mutex_unlock(&zp->compact_lock);
+	return freed << zp->shift;
+}

@@ -1,0 +1,334 @@
+/*
+ * Compaction: contents identical after it, checker clean, memory really
+ * returned (to the pages layer and to the OS), mapped objects left alone,
+ * each automatic trigger firing when it should and not otherwise, and the
+ * background thread stopping cleanly at destruction.
+ */
+#include <errno.h>
+
+#include "pooltest.h"
+
+#define N 20000
+
+struct obj {
+	zm_handle_t h;
+	size_t size;
+	uint64_t cookie;
+};
+
+static struct obj objs[N];
+static uint64_t g_seed;
+
+static struct zm_pool *mk(enum zm_compact_policy pol, unsigned wm, unsigned ratio)
+{
+	struct zm_pool_config c = { .compact = pol, .compact_watermark = wm,
+				    .compact_ratio = ratio, .arena_bytes = 1u << 30 };
+	struct zm_pool *p;
+
+	assert_int_equal(zm_pool_create(&c, &p), 0);
+	return p;
+}
+
+/* fill n objects of realistic sizes; returns bytes */
+static uint64_t fill(struct zm_pool *p, size_t n, struct rng *r)
+{
+	uint8_t buf[4096];
+	uint64_t bytes = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		objs[i].size = pt_size(r, 4096);
+		objs[i].cookie = rng_next(r);
+		objs[i].h = zm_malloc(p, objs[i].size);
+		assert_true(objs[i].h);
+		pt_fill(buf, objs[i].size, objs[i].cookie);
+		assert_int_equal(zm_pool_write(p, objs[i].h, buf, objs[i].size), 0);
+		bytes += objs[i].size;
+	}
+	return bytes;
+}
+
+/* free a random fraction (per mille); returns live bytes left */
+static uint64_t free_some(struct zm_pool *p, size_t n, unsigned permille, struct rng *r)
+{
+	uint64_t live = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (objs[i].h && rng_below(r, 1000) < permille) {
+			assert_int_equal(zm_free(p, objs[i].h), 0);
+			objs[i].h = 0;
+		} else if (objs[i].h) {
+			live += objs[i].size;
+		}
+	}
+	return live;
+}
+
+static void verify_all(struct zm_pool *p, size_t n)
+{
+	uint8_t buf[4096];
+
+	for (size_t i = 0; i < n; i++) {
+		if (!objs[i].h)
+			continue;
+		assert_int_equal(zm_pool_read(p, objs[i].h, buf, objs[i].size), 0);
+		assert_int_equal(pt_check(buf, objs[i].size, objs[i].cookie), 0);
+	}
+}
+
+static void free_all(struct zm_pool *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (objs[i].h) {
+			assert_int_equal(zm_free(p, objs[i].h), 0);
+			objs[i].h = 0;
+		}
+}
+
+static double overhead(struct zm_pool *p, uint64_t live)
+{
+	struct zm_pool_stats st;
+
+	zm_pool_stats(p, &st);
+	return (double)(st.pool_bytes + st.meta_bytes) / (double)live;
+}
+
+static void test_explicit(void **state)
+{
+	struct zm_pool *p = mk(ZM_COMPACT_OFF, 0, 0);
+	struct zm_pool_stats st;
+	struct rng r;
+	uint64_t live;
+	double before, after;
+	long freed;
+
+	rng_seed(&r, g_seed);
+	fill(p, N, &r);
+	live = free_some(p, N, 750, &r);
+	before = overhead(p, live);
+	freed = zm_pool_compact(p);
+	after = overhead(p, live);
+	zm_pool_stats(p, &st);
+	printf("explicit: overhead %.3f -> %.3f, %ld pages freed, %llu objects moved\n",
+	       before, after, freed, (unsigned long long)st.objects_moved);
+	assert_true(freed > 0);
+	assert_true(st.objects_moved > 0);
+	assert_int_equal(st.pages_compacted, (uint64_t)freed);
+	assert_true(before > 2.0);     /* a random 75% freed leaves holes */
+	assert_true(after < 1.10);
+	assert_int_equal(zm_pool_check(p), 0);
+	verify_all(p, N);
+	/* a second pass finds little to do */
+	assert_true(zm_pool_compact(p) <= freed / 10);
+	free_all(p, N);
+	zm_pool_destroy(p);
+}
+
+static void test_rss_falls(void **state)
+{
+	struct zm_pool *p = mk(ZM_COMPACT_OFF, 0, 0);
+	struct rng r;
+	size_t full, after;
+
+	rng_seed(&r, g_seed + 1);
+	fill(p, N, &r);
+	full = test_rss_bytes();
+	free_some(p, N, 750, &r);
+	zm_pool_compact(p);
+	after = test_rss_bytes();
+	printf("rss: %zu MiB full, %zu MiB after freeing 75%% and compacting\n",
+	       full >> 20, after >> 20);
+	/* ~30 MB of objects: most of three quarters of it must be gone */
+	assert_true(after + (12u << 20) < full);
+	verify_all(p, N);
+	free_all(p, N);
+	zm_pool_destroy(p);
+}
+
+static void test_mapped_not_moved(void **state)
+{
+	struct zm_pool *p = mk(ZM_COMPACT_OFF, 0, 0);
+	struct rng r;
+	size_t keep = N;
+	char *m;
+	uint8_t copy[4096];
+
+	rng_seed(&r, g_seed + 2);
+	fill(p, 2000, &r);
+	free_some(p, 2000, 900, &r);
+	for (size_t i = 0; i < 2000; i++)
+		if (objs[i].h) {
+			keep = i;
+			break;
+		}
+	assert_true(keep < 2000);
+	m = zm_pool_map(p, objs[keep].h, ZM_MAP_RO);
+	assert_non_null(m);
+	memcpy(copy, m, objs[keep].size);
+	zm_pool_compact(p);
+	/* still readable where it was, and unchanged */
+	assert_memory_equal(m, copy, objs[keep].size);
+	assert_int_equal(pt_check(m, objs[keep].size, objs[keep].cookie), 0);
+	zm_pool_unmap(p, objs[keep].h);
+	verify_all(p, 2000);
+	assert_int_equal(zm_pool_check(p), 0);
+	free_all(p, 2000);
+	zm_pool_destroy(p);
+}
+
+static double used_ratio(struct zm_pool *p)
+{
+	struct zm_pool_stats st;
+
+	zm_pool_stats(p, &st);
+	return st.pool_bytes ? (double)st.slot_bytes / (double)st.pool_bytes : 1;
+}
+
+/* wait up to ms for the overhead to fall below limit; returns it */
+static double wait_overhead(struct zm_pool *p, uint64_t live, double limit, int ms)
+{
+	double o = overhead(p, live);
+
+	for (int t = 0; t < ms && o >= limit; t += 10) {
+		usleep(10000);
+		o = overhead(p, live);
+	}
+	return o;
+}
+
+/* wait up to ms for compactions to reach at least n */
+static uint64_t wait_compactions(struct zm_pool *p, uint64_t n, int ms)
+{
+	struct zm_pool_stats st;
+
+	for (int t = 0; t < ms; t += 10) {
+		zm_pool_stats(p, &st);
+		if (st.compactions >= n)
+			return st.compactions;
+		usleep(10000);
+	}
+	zm_pool_stats(p, &st);
+	return st.compactions;
+}
+
+static void test_trigger_ratio(void **state)
+{
+	struct zm_pool *p = mk(ZM_COMPACT_RATIO, 0, 90);
+	struct rng r;
+	uint64_t live;
+
+	rng_seed(&r, g_seed + 3);
+	fill(p, N, &r);
+	/* 3% freed: used/allocated stays above 90%: no compaction */
+	free_some(p, N, 30, &r);
+	assert_int_equal(wait_compactions(p, 1, 300), 0);
+	/* 75% freed: it must run, and bring the overhead down in 1 s */
+	live = free_some(p, N, 750, &r);
+	assert_true(wait_compactions(p, 1, 5000) >= 1);
+	/* the time it takes is the benchmark's business; here: it gets where
+	 * the policy promises, used/allocated >= 90% */
+	for (int t = 0; t < 1000 && used_ratio(p) < 0.90; t++)
+		usleep(10000);
+	printf("ratio trigger: used/allocated %.3f, overhead %.3f\n", used_ratio(p),
+	       overhead(p, live));
+	assert_true(used_ratio(p) >= 0.90);
+	verify_all(p, N);
+	free_all(p, N);
+	zm_pool_destroy(p);
+}
+
+static void test_trigger_watermark(void **state)
+{
+	struct zm_pool *p = mk(ZM_COMPACT_WATERMARK, 40, 0);
+	struct rng r;
+	uint64_t live;
+
+	rng_seed(&r, g_seed + 4);
+	fill(p, N, &r);
+	free_some(p, N, 30, &r);            /* ~3% per class: under 40% */
+	assert_int_equal(wait_compactions(p, 1, 300), 0);
+	live = free_some(p, N, 750, &r);   /* crosses 40% in most classes */
+	assert_true(wait_compactions(p, 1, 5000) >= 1);
+	printf("watermark trigger: overhead %.3f\n", wait_overhead(p, live, 1.5, 10000));
+	assert_true(overhead(p, live) < 1.5);
+	verify_all(p, N);
+	free_all(p, N);
+	zm_pool_destroy(p);
+}
+
+static void test_off_and_switch(void **state)
+{
+	struct zm_pool *p = mk(ZM_COMPACT_OFF, 0, 0);
+	struct rng r;
+	uint64_t live;
+
+	rng_seed(&r, g_seed + 5);
+	fill(p, N, &r);
+	live = free_some(p, N, 750, &r);
+	assert_int_equal(wait_compactions(p, 1, 300), 0);
+	assert_int_equal(zm_pool_set_compaction(p, ZM_COMPACT_RATIO), 0);
+	/* the thread looks by itself within its period */
+	assert_true(wait_compactions(p, 1, 5000) >= 1);
+	assert_int_equal(zm_pool_set_compaction(p, ZM_COMPACT_OFF), 0);
+	printf("switched on: overhead %.3f\n", overhead(p, live));
+	verify_all(p, N);
+	free_all(p, N);
+	zm_pool_destroy(p);
+}
+
+static void test_shrink_and_malloc(void **state)
+{
+	struct zm_pool *p = mk(ZM_COMPACT_OFF, 0, 0);
+	struct zm_pool_config mc = { .allocator = "malloc" };
+	struct zm_pool *m;
+	struct rng r;
+	long got;
+
+	rng_seed(&r, g_seed + 6);
+	fill(p, N, &r);
+	free_some(p, N, 750, &r);
+	got = zm_pool_shrink(p, 1 << 20);
+	printf("shrink 1 MiB: %ld bytes freed\n", got);
+	assert_true(got >= 1 << 20);
+	verify_all(p, N);
+	free_all(p, N);
+	zm_pool_destroy(p);
+
+	assert_int_equal(zm_pool_create(&mc, &m), 0);
+	assert_int_equal(zm_pool_compact(m), -EOPNOTSUPP);
+	assert_int_equal(zm_pool_shrink(m, 4096), -EOPNOTSUPP);
+	assert_int_equal(zm_pool_set_compaction(m, ZM_COMPACT_RATIO), -EOPNOTSUPP);
+	assert_int_equal(zm_pool_set_compaction(m, ZM_COMPACT_OFF), 0);
+	zm_pool_destroy(m);
+}
+
+static void test_destroy_while_busy(void **state)
+{
+	for (int k = 0; k < 3; k++) {
+		struct zm_pool *p = mk(ZM_COMPACT_RATIO, 0, 99);
+		struct rng r;
+
+		rng_seed(&r, g_seed + 7 + (uint64_t)k);
+		fill(p, 5000, &r);
+		free_some(p, 5000, 800, &r);
+		/* destroy at once, the thread probably mid-pass */
+		free_all(p, 5000);
+		zm_pool_destroy(p);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_explicit),
+		cmocka_unit_test(test_rss_falls),
+		cmocka_unit_test(test_mapped_not_moved),
+		cmocka_unit_test(test_trigger_ratio),
+		cmocka_unit_test(test_trigger_watermark),
+		cmocka_unit_test(test_off_and_switch),
+		cmocka_unit_test(test_shrink_and_malloc),
+		cmocka_unit_test(test_destroy_while_busy),
+	};
+
+	test_args(argc, argv, &g_seed, NULL);
+	return cmocka_run_group_tests_name("compact", tests, NULL, NULL);
+}

@@ -1,0 +1,148 @@
+/*
+ * Compaction under load: threads malloc, write, read, map (every mode) and
+ * free objects with a cookie-derived pattern, while one thread calls
+ * zm_pool_compact() in a loop and the background compactor runs with an
+ * eager policy.  Every read and map must see the object whole; the checker
+ * must be clean at the end; objects must really have moved.
+ *
+ *   test_compact_stress [--seed N] [--steps N]
+ */
+#include <errno.h>
+#include <pthread.h>
+
+#include "pooltest.h"
+
+#define NT 3
+#define HOLD 400
+
+struct held {
+	zm_handle_t h;
+	size_t size;
+	uint64_t cookie;
+};
+
+static uint64_t g_seed;
+static long g_steps = 150000;
+static struct zm_pool *g_pool;
+static int g_stop;
+
+static int check_obj(const struct held *o, uint8_t *buf, struct rng *r)
+{
+	unsigned how = (unsigned)rng_below(r, 4);
+	uint8_t *m;
+	int bad = 0;
+
+	if (how == 0) {
+		if (zm_pool_read(g_pool, o->h, buf, o->size))
+			return -1;
+		return pt_check(buf, o->size, o->cookie);
+	}
+	m = zm_pool_map(g_pool, o->h, (enum zm_map_mode)how);
+	if (!m)
+		return -1;
+	if (how & ZM_MAP_RO)
+		bad = pt_check(m, o->size, o->cookie);
+	if (how & ZM_MAP_WO)
+		pt_fill(m, o->size, o->cookie);
+	zm_pool_unmap(g_pool, o->h);
+	return bad;
+}
+
+static void *worker(void *arg)
+{
+	long id = (long)arg, errors = 0;
+	struct held hold[HOLD];
+	uint8_t buf[4096];
+	size_t n = 0;
+	uint64_t serial = 0;
+	struct rng r;
+
+	rng_seed(&r, g_seed * 13 + (uint64_t)id);
+	for (long s = 0; s < g_steps; s++) {
+		unsigned op = (unsigned)rng_below(&r, 100);
+
+		/* bursts of frees leave holes for the compactor */
+		if (op < 45 && n < HOLD) {
+			struct held o = { 0, pt_size(&r, 4096), ((uint64_t)id << 48) | ++serial };
+
+			o.h = zm_malloc(g_pool, o.size);
+			if (!o.h) {
+				errors++;
+				continue;
+			}
+			pt_fill(buf, o.size, o.cookie);
+			if (zm_pool_write(g_pool, o.h, buf, o.size))
+				errors++;
+			hold[n++] = o;
+		} else if (op < 75 && n) {
+			if (check_obj(&hold[rng_below(&r, n)], buf, &r))
+				errors++;
+		} else if (n) {
+			size_t i = rng_below(&r, n);
+
+			if (check_obj(&hold[i], buf, &r) || zm_free(g_pool, hold[i].h))
+				errors++;
+			hold[i] = hold[--n];
+		}
+	}
+	while (n) {
+		n--;
+		if (check_obj(&hold[n], buf, &r) || zm_free(g_pool, hold[n].h))
+			errors++;
+	}
+	return (void *)errors;
+}
+
+static void *compactor(void *arg)
+{
+	while (!__atomic_load_n(&g_stop, __ATOMIC_RELAXED))
+		if (zm_pool_compact(g_pool) < 0)
+			(*(long *)arg)++;
+	return NULL;
+}
+
+static void test_stress(void **state)
+{
+	struct zm_pool_config c = { .compact = ZM_COMPACT_RATIO, .compact_ratio = 99,
+				    .arena_bytes = 1u << 30 };
+	struct zm_pool_stats st;
+	pthread_t t[NT], ct;
+	long cerr = 0;
+	void *ret;
+
+	if (*state)
+		c.span = ZM_SPAN_COPY;
+	assert_int_equal(zm_pool_create(&c, &g_pool), 0);
+	g_stop = 0;
+	pthread_create(&ct, NULL, compactor, &cerr);
+	for (long i = 0; i < NT; i++)
+		pthread_create(&t[i], NULL, worker, (void *)i);
+	for (int i = 0; i < NT; i++) {
+		pthread_join(t[i], &ret);
+		assert_int_equal((long)ret, 0);
+	}
+	__atomic_store_n(&g_stop, 1, __ATOMIC_RELAXED);
+	pthread_join(ct, NULL);
+	assert_int_equal(cerr, 0);
+	zm_pool_set_compaction(g_pool, ZM_COMPACT_OFF);
+	assert_int_equal(zm_pool_check(g_pool), 0);
+	zm_pool_stats(g_pool, &st);
+	printf("%llu objects moved, %llu pages compacted in %llu passes\n",
+	       (unsigned long long)st.objects_moved, (unsigned long long)st.pages_compacted,
+	       (unsigned long long)st.compactions);
+	assert_true(st.objects_moved > 0);
+	assert_int_equal(st.objects, 0);
+	assert_int_equal(st.pool_pages, 0);
+	zm_pool_destroy(g_pool);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_prestate(test_stress, NULL),
+		cmocka_unit_test_prestate(test_stress, (void *)1),
+	};
+
+	test_args(argc, argv, &g_seed, &g_steps);
+	return cmocka_run_group_tests_name("compact_stress", tests, NULL, NULL);
+}
