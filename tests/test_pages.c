@@ -219,6 +219,25 @@ static void test_memory_returns(void **st)
 	free(v);
 }
 
+/* Trimming gives back only what exceeds the reserve, even when the free
+ * pages have merged into one large block. */
+static void test_trim_keeps_reserve(void **st)
+{
+	struct zm_pages_config c = { .arena_bytes = 64 << 20, .reserve_pages = 256 };
+	struct zm_pages *p;
+	struct zm_pages_stats s;
+	zm_pfn_t v[1024];
+
+	assert_int_equal(zm_pages_create(&c, &p), 0);
+	assert_int_equal(zm_pages_alloc_bulk(p, 1024, v), 1024);
+	assert_int_equal(zm_pages_free_bulk(p, 1024, v), 0);
+	zm_pages_stats(p, &s);
+	assert_true(s.reserve >= 200 && s.reserve <= 256 + 64);
+	assert_int_equal(s.trimmed_pages, 1024 - s.reserve);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+}
+
 static void test_no_return_when_asked(void **st)
 {
 	struct zm_pages_config c = { .arena_bytes = 64 << 20, .reserve_pages = SIZE_MAX };
@@ -345,6 +364,7 @@ int main(void)
 		cmocka_unit_test(test_exhaust),
 		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_memory_returns),
+		cmocka_unit_test(test_trim_keeps_reserve),
 		cmocka_unit_test(test_no_return_when_asked),
 		cmocka_unit_test(test_stats_and_thread_exit),
 		cmocka_unit_test(test_drain),

@@ -241,6 +241,25 @@ static void test_bad_handles(void **st)
 	}
 }
 
+/* A handle must stay refused however often its slot is reused (the
+ * generation is 21 bits; with 15 bits this came back after 32768). */
+static void test_stale_after_reuse(void **st)
+{
+	struct zm_pool *p = mk(&pt_configs[0], 0);
+	zm_handle_t stale = zm_malloc(p, 100), keep = zm_malloc(p, 100);
+
+	assert_int_equal(zm_free(p, stale), 0);
+	for (int i = 0; i < 70000; i++) {
+		zm_handle_t h = zm_malloc(p, 100);
+
+		assert_true(h && h != stale);
+		assert_int_equal(zm_free(p, h), 0);
+	}
+	assert_int_equal(zm_free(p, stale), -EINVAL);
+	assert_int_equal(zm_free(p, keep), 0);
+	zm_pool_destroy(p);
+}
+
 static void test_stats_and_return(void **st)
 {
 	for (size_t k = 0; k < PT_NCONFIGS; k++) {
@@ -315,6 +334,7 @@ int main(void)
 		cmocka_unit_test(test_huge),
 		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_bad_handles),
+		cmocka_unit_test(test_stale_after_reuse),
 		cmocka_unit_test(test_stats_and_return),
 		cmocka_unit_test(test_shared_pages),
 	};

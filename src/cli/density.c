@@ -11,10 +11,7 @@
  * zsmalloc over a grid of class spacings, zspage sizes and borrow depths,
  * which is how the defaults were chosen (docs/zsmalloc.md).
  */
-#define _XOPEN_SOURCE 700
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,73 +20,7 @@
 #include <zmem/codec.h>
 #include <zmem/pool.h>
 #include "cli/cli.h"
-
-#define PAGE 4096
-
-struct corpus {
-	struct zm_codec *codec;
-	uint32_t *size;
-	size_t n, cap, bytes, target, same, raw, pages;
-};
-
-static struct corpus *g_c;
-
-static int same_filled(const uint64_t *w)
-{
-	for (size_t i = 1; i < PAGE / 8; i++)
-		if (w[i] != w[0])
-			return 0;
-	return 1;
-}
-
-static void add_page(struct corpus *c, const void *page)
-{
-	static char out[PAGE];
-	int r;
-
-	c->pages++;
-	if (same_filled(page)) {
-		c->same++;
-		return;
-	}
-	r = zm_codec_compress(c->codec, page, PAGE, out, PAGE);
-	if (r <= 0) {
-		r = PAGE;  /* incompressible: stored raw */
-		c->raw++;
-	}
-	if (c->n == c->cap) {
-		c->cap = c->cap ? c->cap * 2 : 4096;
-		c->size = realloc(c->size, c->cap * sizeof(*c->size));
-		if (!c->size)
-			exit(1);
-	}
-	c->size[c->n++] = (uint32_t)r;
-	c->bytes += (size_t)r;
-}
-
-static int add_file(const char *path)
-{
-	uint64_t page[PAGE / 8];
-	int fd = open(path, O_RDONLY);
-	ssize_t r;
-
-	if (fd < 0)
-		return -1;
-	while (g_c->bytes < g_c->target && (r = read(fd, page, PAGE)) > 0) {
-		if (r < PAGE)
-			memset((char *)page + r, 0, PAGE - (size_t)r);
-		add_page(g_c, page);
-	}
-	close(fd);
-	return 0;
-}
-
-static int walk_cb(const char *path, const struct stat *st, int type, struct FTW *f)
-{
-	if (type == FTW_F && S_ISREG(st->st_mode) && st->st_size >= PAGE)
-		add_file(path);
-	return g_c->bytes >= g_c->target;
-}
+#include "cli/corpus.h"
 
 struct result {
 	double overhead, pool, meta;
@@ -126,7 +57,8 @@ static int fill(const struct zm_pool_config *cfg, const struct corpus *c, struct
 
 int cmd_density(int argc, char **argv)
 {
-	struct corpus c = { .target = 30u << 20 };
+	struct corpus c = { 0 };
+	size_t target = 30u << 20;
 	const char *corpus[16];
 	int ncorpus = 0, json = 0, sweep = 0, first = 1;
 	struct result r;
@@ -137,7 +69,7 @@ int cmd_density(int argc, char **argv)
 		else if (!strcmp(argv[i], "--sweep"))
 			sweep = 1;
 		else if (!strcmp(argv[i], "--size") && i + 1 < argc)
-			c.target = cli_parse_size(argv[++i]);
+			target = cli_parse_size(argv[++i]);
 		else if (!strcmp(argv[i], "--corpus") && i + 1 < argc && ncorpus < 16)
 			corpus[ncorpus++] = argv[++i];
 		else {
@@ -146,23 +78,9 @@ int cmd_density(int argc, char **argv)
 			return strcmp(argv[i], "--help") ? 2 : 0;
 		}
 	}
-	if (!c.target || zm_codec_create("lz4", 0, &c.codec)) {
-		fprintf(stderr, "density: bad --size or no lz4\n");
+	if (!target || corpus_load(corpus, ncorpus, target, &c) || !c.n) {
+		fprintf(stderr, "density: bad --size, no lz4, or no pages\n");
 		return 2;
-	}
-	g_c = &c;
-	if (!ncorpus) {
-		static const char *const dflt[] = { "/usr/lib", "/usr/bin", "/usr/share" };
-
-		for (int i = 0; i < 3 && c.bytes < c.target; i++)
-			nftw(dflt[i], walk_cb, 32, FTW_PHYS);
-	}
-	for (int i = 0; i < ncorpus && c.bytes < c.target; i++)
-		if (nftw(corpus[i], walk_cb, 32, FTW_PHYS) < 0)
-			fprintf(stderr, "density: cannot read %s\n", corpus[i]);
-	if (!c.n) {
-		fprintf(stderr, "density: no pages\n");
-		return 1;
 	}
 	if (json)
 		printf("{\"objects\": %zu, \"obj_bytes\": %zu, \"same_pages_skipped\": %zu, "
@@ -216,7 +134,6 @@ int cmd_density(int argc, char **argv)
 	}
 	if (json)
 		printf("\n]}\n");
-	zm_codec_destroy(c.codec);
-	free(c.size);
+	corpus_free(&c);
 	return 0;
 }

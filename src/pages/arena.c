@@ -219,7 +219,7 @@ size_t zm_pages_trim_to(struct zm_pages *p, size_t target)
 	}
 	p->trimming = true;
 	while (p->nr_dirty_free > target) {
-		size_t want = p->nr_dirty_free - target, n;
+		size_t want = p->nr_dirty_free - target, n, before = p->nr_dirty_free;
 
 		if (want > ZM_PAGES_CHUNK * 16)
 			want = ZM_PAGES_CHUNK * 16;
@@ -240,8 +240,10 @@ size_t zm_pages_trim_to(struct zm_pages *p, size_t target)
 
 			zm_buddy_give(p, blk[i], order, false);
 			p->nr_isolated -= (size_t)1 << order;
-			total += (size_t)1 << order;
 		}
+		total += before - p->nr_dirty_free;
+		if (p->nr_dirty_free >= before)
+			break;  /* no progress (dirty pages elsewhere): stop */
 	}
 	p->trimmed_pages += total;
 	p->trimming = false;

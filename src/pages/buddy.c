@@ -171,8 +171,9 @@ size_t zm_buddy_take_pages(struct zm_pages *p, size_t n, zm_pfn_t *out, uint8_t 
 	size_t got = 0;
 
 	if (p->nr_out + n > p->limit) {
-		p->limit_failures++;
 		n = p->limit > p->nr_out ? p->limit - p->nr_out : 0;
+		if (!n)
+			p->limit_failures++;  /* refused; a smaller refill is not */
 	}
 	while (got < n) {
 		unsigned k, want = 0;
@@ -237,11 +238,28 @@ size_t zm_buddy_isolate_dirty(struct zm_pages *p, size_t max, zm_pfn_t *out, siz
 	for (int k = ZM_PAGES_MAX_ORDER; k >= 0 && nblk < nout; k--) {
 		while (nblk < nout && p->area[k][1].head != ZM_PFN_NIL) {
 			zm_pfn_t pfn = p->area[k][1].head;
-			uint32_t n = 1u << k;
+			unsigned order = (unsigned)k;
+			uint32_t n;
 
-			if (pages > 0 && pages + n > max)
-				break;
 			list_del(p, pfn);
+			/* a block larger than what is left to give back: keep
+			 * the half with fewer dirty pages on the lists */
+			while (order > 0 && (1u << order) > max - pages) {
+				uint32_t half = 1u << --order, lo = 0, hi = 0;
+
+				for (uint32_t i = 0; i < half; i++) {
+					lo += zm_pg_of(p, pfn + i)->flags & PG_DIRTY;
+					hi += zm_pg_of(p, pfn + half + i)->flags & PG_DIRTY;
+				}
+				if (hi > lo) {
+					list_add(p, pfn, order, lo != 0);
+					pfn += half;
+				} else {
+					list_add(p, pfn + half, order, hi != 0);
+				}
+			}
+			n = 1u << order;
+			zm_pg_of(p, pfn)->order = (uint8_t)order;
 			for (uint32_t i = 0; i < n; i++) {
 				struct zm_pg *pg = zm_pg_of(p, pfn + i);
 
@@ -257,6 +275,8 @@ size_t zm_buddy_isolate_dirty(struct zm_pages *p, size_t max, zm_pfn_t *out, siz
 			pages += n;
 			if (pages >= max)
 				return nblk;
+			if (order < (unsigned)k)
+				break;  /* split: the rest of this order is smaller work */
 		}
 	}
 	return nblk;

@@ -21,6 +21,8 @@ size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 
 		zm_lock(&p->lock);
 		k = zm_buddy_take_pages(p, want, pfns + got, PG_ALLOC);
+		if (k && k < want && p->nr_out >= p->limit)
+			p->limit_failures++;  /* cut short by the limit */
 		if (got == 0)
 			p->bulk_calls++;
 		p->bulk_pages += k;

@@ -25,7 +25,7 @@
 static inline __attribute__((always_inline)) struct zspage *
 lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)
 {
-	uint64_t idx = h >> 16;
+	uint64_t idx = h >> ZS_TAG_BITS;
 
 	if (zm_unlikely(!(h & 1) || idx == 0 ||
 			idx >= ZS_MAX_HANDLES))
@@ -40,7 +40,8 @@ lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)
 		zm_hazard_set(hz, zs);
 		if (zm_likely(zs_load_slot(zp, (uint32_t)idx) == v)) {
 			/* the slot still names zs, so zs is alive */
-			if (zm_likely(!__atomic_load_n(&zs->migrating, __ATOMIC_ACQUIRE))) {
+			if (zm_likely(!__atomic_load_n(&zs->migrating, __ATOMIC_ACQUIRE) &&
+				      zs_load_slot(zp, (uint32_t)idx) == v)) {
 				ZM_ASSERT(zs->magic == ZS_MAGIC);
 				*obj = zs_slot_obj(v);
 				return zs;

@@ -2,8 +2,8 @@
  * zsmalloc malloc and free.
  *
  * malloc: under the class lock, take the fullest partly used zspage (its
- * free chain first, then its never-used tail), else make a new zspage --
- * outside the lock, since it calls the pages layer -- and insert it.  A
+ * free chain first, then its never-used tail), else make a new zspage
+ * (still under the class lock: the pages layer's lock nests inside it).  A
  * handle slot from the class's free list records where the object is.
  *
  * free: find the zspage from the handle, take its class lock, check again
@@ -12,6 +12,7 @@
  * zspage is now empty, give its pages back.
  */
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 
 #include "pool/zsmalloc.h"
@@ -117,7 +118,7 @@ static zm_handle_t alloc_in(struct zs_pool *zp, struct zs_class *c, struct zspag
 	c->used++;
 	zs_group_set(c, zs);
 	zm_unlock(&c->lock);
-	return ((zm_handle_t)idx << 16) | tag;
+	return ((zm_handle_t)idx << ZS_TAG_BITS) | tag;
 }
 
 static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
@@ -181,7 +182,7 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 int zs_free(struct zm_pool *pool, zm_handle_t h)
 {
 	struct zs_pool *zp = zs_of(pool);
-	uint32_t idx = (uint32_t)(h >> 16);
+	uint32_t idx = zs_handle_idx(h);
 	struct zs_class *c;
 	struct zspage *zs;
 	unsigned obj;
@@ -198,6 +199,16 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 		}
 		c = &zp->classes[zs->cls];
 		zm_lock(&c->lock);
+		/* A compactor may have taken zs into its batch while we waited
+		 * for the lock: then leave it alone (it must not be emptied
+		 * and retired under the compactor), keep the hazard so that
+		 * the compactor skips it or finishes, and look again. */
+		if (zm_unlikely(__atomic_load_n(&zs->migrating, __ATOMIC_ACQUIRE))) {
+			zm_unlock(&c->lock);
+			sched_yield();
+			zm_hazard_clear(ZM_HAZARD_RW);
+			continue;
+		}
 		zm_hazard_clear(ZM_HAZARD_RW);
 		/* still there?  (a racing free or a move changes the slot) */
 		v = zs_load_slot(zp, idx);
@@ -218,7 +229,7 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 		return 0;
 	}
 	zs_group_set(c, zs);
-	if (zp->autoc)
+	if (__atomic_load_n(&zp->autoc, __ATOMIC_ACQUIRE))
 		zs_auto_note_free(zp, c);
 	zm_unlock(&c->lock);
 	return 0;

@@ -44,6 +44,10 @@ struct zs_auto {
 	unsigned last_freed;      /* atomic: class index last freed from */
 	uint8_t *want;            /* atomic per class entry: watermark crossed */
 	unsigned cursor;          /* round robin position; thread only */
+	struct auto_arg {
+		struct zs_pool *zp;
+		struct zs_auto *a;
+	} arg;
 };
 
 static void kick(struct zs_auto *a)
@@ -57,7 +61,7 @@ static void kick(struct zs_auto *a)
 
 void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c)
 {
-	struct zs_auto *a = zp->autoc;
+	struct zs_auto *a = __atomic_load_n(&zp->autoc, __ATOMIC_ACQUIRE);
 	enum zm_compact_policy pol = __atomic_load_n(&a->policy, __ATOMIC_RELAXED);
 	uint64_t slack;
 	unsigned i = (unsigned)(c - zp->classes);
@@ -146,8 +150,8 @@ static bool below_ratio(struct zs_pool *zp, struct zs_auto *a)
 
 static void *auto_main(void *arg)
 {
-	struct zs_pool *zp = arg;
-	struct zs_auto *a = zp->autoc;
+	struct zs_pool *zp = ((struct auto_arg *)arg)->zp;
+	struct zs_auto *a = ((struct auto_arg *)arg)->a;
 
 	for (;;) {
 		struct timespec ts;
@@ -211,13 +215,15 @@ int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg)
 	}
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_cond_init(&a->cond, NULL);
-	zp->autoc = a;
-	if (pthread_create(&a->thread, NULL, auto_main, zp)) {
-		zp->autoc = NULL;
+	a->arg.zp = zp;
+	a->arg.a = a;
+	if (pthread_create(&a->thread, NULL, auto_main, &a->arg)) {
 		free(a->want);
 		free(a);
 		return -ENOMEM;
 	}
+	/* visible to the free path only once the thread runs */
+	__atomic_store_n(&zp->autoc, a, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -244,11 +250,16 @@ int zs_auto_set(struct zm_pool *pool, enum zm_compact_policy policy)
 	struct zs_pool *zp = zs_of(pool);
 	struct zm_pool_config cfg = { .compact = policy };
 
+	int rc = 0;
+
 	if (policy == ZM_COMPACT_DEFAULT)
 		policy = cfg.compact = ZS_DEF_POLICY;
-	if (zp->autoc) {
+	/* serialised: two callers must not start two threads */
+	pthread_mutex_lock(&zp->compact_lock);
+	if (zp->autoc)
 		__atomic_store_n(&zp->autoc->policy, policy, __ATOMIC_RELAXED);
-		return 0;
-	}
-	return zs_auto_start(zp, &cfg);
+	else
+		rc = zs_auto_start(zp, &cfg);
+	pthread_mutex_unlock(&zp->compact_lock);
+	return rc;
 }

@@ -58,12 +58,13 @@ static void copy_obj(char *dseg[2], size_t dlen[2], int dn, char *sseg[2], size_
 	}
 }
 
-/* Emptiest partly used zspage that is not a keeper of this pass. */
+/* Emptiest partly used zspage that is not a keeper of this pass, nor
+ * already taken into the batch. */
 static struct zspage *pick_src(struct zs_class *c, uint8_t pass)
 {
 	for (unsigned g = 1; g < ZS_GROUPS - 1; g++)
 		for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
-			if (zs->pass != pass)
+			if (zs->pass != pass && !zs->migrating)
 				return zs;
 	return NULL;
 }
@@ -177,16 +178,9 @@ static long pack(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 	return moved;
 }
 
-/* Mark zs migrating and make sure no reader is inside; false (and zs left
- * alone) if one is. */
-static bool quiesce(struct zspage *zs)
+static void set_migrating(struct zspage *zs, uint8_t v)
 {
-	__atomic_store_n(&zs->migrating, 1, __ATOMIC_SEQ_CST);
-	zm_heavy_barrier();
-	if (!zm_hazard_find(zs))
-		return true;
-	__atomic_store_n(&zs->migrating, 0, __ATOMIC_RELEASE);
-	return false;
+	__atomic_store_n(&zs->migrating, v, v ? __ATOMIC_SEQ_CST : __ATOMIC_RELEASE);
 }
 
 /* Move the live objects of src (quiesced) into the keepers.  Returns
@@ -213,19 +207,74 @@ static long evacuate(struct zs_pool *zp, struct zs_class *c, struct zspage *src,
 		dst->pass = pass;
 		move_obj(zp, c, src, o, dst, to, tmp);
 		zs_group_set(c, dst);
-		/* src's slot o is not chained: src is retired once empty */
+		/* chain the emptied slot, so that src stays valid if we stop
+		 * before it is empty */
+		{
+			char *seg[2];
+			size_t len[2];
+
+			zs_obj_segs(zp, src, o, seg, len);
+			memcpy(seg[0], &src->free_head, sizeof(uint16_t));
+			src->free_head = (uint16_t)o;
+		}
 		src->inuse--;
 		moved++;
 	}
 	return moved;
 }
 
-/* Drop the lock between steps, offering the CPU to whoever waits. */
+/* Drop the lock between steps, so that whoever spins on it gets in. */
 static void breathe(struct zs_class *c)
 {
 	zm_unlock(&c->lock);
-	sched_yield();
 	zm_lock(&c->lock);
+}
+
+/* A batch: zspages quiesced together, with one heavy barrier. */
+#define ZS_BATCH 16
+
+struct step {
+	struct zspage *zs;
+	bool pack;   /* a keeper to pack, else a source to evacuate */
+};
+
+/* Plan a batch under the lock: keepers to pack, then sources.  Marks them
+ * (keepers with the pass, all migrating).  Returns how many. */
+static unsigned plan(struct zs_pool *zp, struct zs_class *c, uint8_t pass,
+		     struct step *b, unsigned room)
+{
+	unsigned nb = 0;
+	uint64_t pending = 0;   /* objects of the sources planned so far */
+
+	while (nb < room) {
+		unsigned full = 0, k;
+		struct zspage *zs;
+
+		for (struct zspage *f = c->group[ZS_GROUPS - 1]; f; f = f->next)
+			full++;
+		k = (c->used + c->objs - 1) / c->objs;
+		if (keepers(c, pass) + full >= k || !(zs = pick_keeper(c, pass)))
+			break;
+		zs->pass = pass;
+		if (zs->npop > pages_for_n(zp, c, zs->inuse))
+			b[nb++] = (struct step){ zs, true };
+	}
+	while (nb < room) {
+		struct zspage *src = pick_src(c, pass);
+		uint64_t free_slots = (uint64_t)c->zspages * c->objs - c->used;
+
+		if (!src)
+			break;
+		/* the free slots outside the sources must hold their objects */
+		if (free_slots - (c->objs - src->inuse) < src->inuse + pending)
+			break;
+		pending += src->inuse;
+		b[nb++] = (struct step){ src, false };
+		set_migrating(src, 1);   /* also keeps pick_src off it */
+	}
+	for (unsigned i = 0; i < nb; i++)
+		set_migrating(b[i].zs, 1);
+	return nb;
 }
 
 long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
@@ -247,63 +296,68 @@ long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
 	uint8_t *freemap = (uint8_t *)zp->scratch;
 	char *tmp = zp->scratch + ZS_NONE + 1;
 
-	/* keepers: the fullest, as many as the objects need; pack them */
 	for (;;) {
-		unsigned full = 0, k;
-		struct zspage *zs;
-		long pages = 0;
+		struct step b[ZS_BATCH];
+		struct zspage *gone[ZS_BATCH];
+		unsigned room = ZS_BATCH, nb, ngone = 0;
 
-		for (struct zspage *f = c->group[ZS_GROUPS - 1]; f; f = f->next)
-			full++;
-		k = (c->used + c->objs - 1) / c->objs;
-		if (keepers(c, pass) + full >= k || (budget && done >= limit))
+		if (budget)
+			room = limit - done < room ? limit - done : room;
+		nb = room ? plan(zp, c, pass, b, room) : 0;
+		if (!nb)
 			break;
-		zs = pick_keeper(c, pass);
-		if (!zs)
-			break;
-		zs->pass = pass;
-		if (zs->npop <= pages_for_n(zp, c, zs->inuse) || !quiesce(zs))
-			continue;   /* nothing to gain, or someone inside */
-		zp->objects_moved += (uint64_t)pack(zp, c, zs, freemap, tmp, &pages);
-		__atomic_store_n(&zs->migrating, 0, __ATOMIC_RELEASE);
-		freed += pages;
-		done++;
-		breathe(c);
-	}
-	/* sources: the rest, emptiest first, into the keepers */
-	for (;;) {
-		struct zspage *src = pick_src(c, pass);
-		uint64_t free_slots;
+		/* one barrier for the batch, without the lock: after it, any
+		 * reader inside one of them has its hazard where we can see
+		 * it, and any later reader sees the mark and backs off */
+		zm_unlock(&c->lock);
+		zm_heavy_barrier();
+		zm_lock(&c->lock);
+		for (unsigned i = 0; i < nb; i++) {
+			struct zspage *zs = b[i].zs;
+			long pages = 0;
 
-		if (!src || (budget && done >= limit))
-			break;
-		free_slots = (uint64_t)c->zspages * c->objs - c->used;
-		/* the others' free slots must hold src's objects */
-		if (free_slots - (c->objs - src->inuse) < src->inuse)
-			break;
-		if (!quiesce(src)) {
-			src->pass = pass;  /* someone has it mapped: leave it */
-			continue;
-		}
-		zp->objects_moved += (uint64_t)evacuate(zp, c, src, pass, freemap, tmp);
-		if (src->inuse == 0) {
-			unsigned np = src->npop;
-
-			zs_group_del(c, src);
-			c->zspages--;
-			zs_zspage_retire(zp, c, src);
-			zm_unlock(&c->lock);
-			zs_zspage_free(zp, c, src);
-			freed += np;
 			done++;
-			sched_yield();
-			zm_lock(&c->lock);
-			continue;
+			if (zm_hazard_find(zs)) {
+				/* someone is inside (a map): leave it alone */
+				set_migrating(zs, 0);
+				zs->pass = pass;
+				continue;
+			}
+			if (b[i].pack) {
+				zp->objects_moved += (uint64_t)pack(zp, c, zs, freemap, tmp, &pages);
+				set_migrating(zs, 0);
+				freed += pages;
+			} else {
+				zp->objects_moved += (uint64_t)evacuate(zp, c, zs, pass,
+									freemap, tmp);
+				if (zs->inuse == 0) {
+					freed += zs->npop;
+					zs_group_del(c, zs);
+					c->zspages--;
+					zs_zspage_retire(zp, c, zs);
+					gone[ngone++] = zs;
+				} else {
+					/* no page for a destination: it stays */
+					set_migrating(zs, 0);
+					zs_group_set(c, zs);
+				}
+			}
+			breathe(c);
 		}
-		/* could not finish (no page for a destination): src stays */
-		__atomic_store_n(&src->migrating, 0, __ATOMIC_RELEASE);
-		zs_group_set(c, src);
-		break;
+		zm_unlock(&c->lock);
+		if (ngone) {
+			/* a reader may still be looking at a record it found
+			 * before its object moved: after a barrier, wait for
+			 * such hazards to go (they do at once: the slots have
+			 * changed) before the record can be reused or freed */
+			zm_heavy_barrier();
+			for (unsigned i = 0; i < ngone; i++) {
+				while (zm_hazard_find(gone[i]))
+					sched_yield();
+				zs_zspage_free(zp, c, gone[i]);
+			}
+		}
+		zm_lock(&c->lock);
 	}
 	zm_unlock(&c->lock);
 	if (budget)

@@ -36,7 +36,7 @@ void zs_handles_fini(struct zs_pool *zp)
 	zm_os_release(zp->ztab, (size_t)ZS_MAX_ZSPAGES * sizeof(uintptr_t));
 }
 
-static inline uint64_t slot_gen(uint64_t v) { return v & 0xFFFE; }
+static inline uint64_t slot_gen(uint64_t v) { return v & ZS_TAG_MASK & ~1ull; }
 
 /* A free slot's value: next free slot, generation, not live. */
 static inline uint64_t slot_free_val(uint32_t next, uint64_t gen)
@@ -49,11 +49,14 @@ uint32_t zs_slot_alloc(struct zs_pool *zp, struct zs_class *c)
 	uint32_t idx;
 
 	if (zm_unlikely(!c->nfree_slots)) {
-		uint32_t first = __atomic_fetch_add(&zp->slots_used, ZS_HANDLE_CHUNK,
-						    __ATOMIC_RELAXED);
+		uint32_t first = __atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED);
 
-		if (first > ZS_MAX_HANDLES - ZS_HANDLE_CHUNK)
-			return 0;
+		do {
+			if (first > ZS_MAX_HANDLES - ZS_HANDLE_CHUNK)
+				return 0;  /* the table is full: never wraps */
+		} while (!__atomic_compare_exchange_n(&zp->slots_used, &first,
+						      first + ZS_HANDLE_CHUNK, true,
+						      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 		for (uint32_t i = 0; i < ZS_HANDLE_CHUNK; i++)
 			zs_store_slot(zp, first + i, slot_free_val(
 				i + 1 < ZS_HANDLE_CHUNK ? first + i + 1 : 0, 0));
@@ -68,7 +71,7 @@ uint32_t zs_slot_alloc(struct zs_pool *zp, struct zs_class *c)
 
 void zs_slot_free(struct zs_pool *zp, struct zs_class *c, uint32_t idx)
 {
-	uint64_t gen = (slot_gen(zs_load_slot(zp, idx)) + 2) & 0xFFFE;
+	uint64_t gen = (slot_gen(zs_load_slot(zp, idx)) + 2) & ZS_TAG_MASK & ~1ull;
 
 	zs_store_slot(zp, idx, slot_free_val(c->nfree_slots ? c->free_slots : 0, gen));
 	c->free_slots = idx;

@@ -163,16 +163,20 @@ void zs_handles_fini(struct zs_pool *zp);
 uint32_t zs_id_alloc(struct zs_pool *zp, struct zs_class *c);
 void zs_id_free(struct zs_pool *zp, struct zs_class *c, uint32_t id);
 
-/* slot encoding: live  zspage id:32 | obj:16 | gen:15 | 1
- *                free  next:32      | 0:16   | gen:15 | 0
- * handle:        slot index:48 | gen:15 | 1  (never 0) */
-#define ZS_TAG_MASK 0xFFFFull
+/* slot encoding: live  zspage id:26 | obj:16 | gen:21 | 1   (bits 63..0)
+ *                free  next:32      | 0          | gen:21 | 0
+ * handle:        slot index:28 | gen:21 | 1  (never 0)
+ * 21 bits of generation: a slot must be reused 2^20 times before a stale
+ * handle to it could pass for live again. */
+#define ZS_TAG_BITS 22
+#define ZS_TAG_MASK ((1ull << ZS_TAG_BITS) - 1)
 static inline uint64_t zs_slot_live(uint32_t id, unsigned obj, uint64_t tag)
 {
-	return ((uint64_t)id << 32) | ((uint64_t)obj << 16) | tag;
+	return ((uint64_t)id << 38) | ((uint64_t)obj << ZS_TAG_BITS) | tag;
 }
-static inline uint32_t zs_slot_id(uint64_t v) { return (uint32_t)(v >> 32); }
-static inline unsigned zs_slot_obj(uint64_t v) { return (unsigned)(v >> 16) & 0xFFFF; }
+static inline uint32_t zs_slot_id(uint64_t v) { return (uint32_t)(v >> 38); }
+static inline unsigned zs_slot_obj(uint64_t v) { return (unsigned)(v >> ZS_TAG_BITS) & 0xFFFF; }
+static inline uint32_t zs_handle_idx(zm_handle_t h) { return (uint32_t)(h >> ZS_TAG_BITS); }
 static inline uint64_t zs_load_slot(struct zs_pool *zp, uint32_t idx)
 {
 	return __atomic_load_n(&zp->slot[idx], __ATOMIC_ACQUIRE);

@@ -1,0 +1,404 @@
+/*
+ * zmem churn: what each allocator does with memory after a random part of
+ * its objects is freed (issue 5; SEEDS.md §4).
+ *
+ * The objects are the lz4-compressed pages of a corpus (as `zmem density`).
+ * Each allocator runs in a child process of its own, so that resident
+ * memory can be compared honestly: fill, free a random fraction, then
+ * measure right after, after 100 ms and after 1 s, with no call from the
+ * user in between.
+ *
+ *   zsmalloc        zmem's pool, automatic compaction on (the default)
+ *   zsmalloc-off    the same, automatic compaction off
+ *   glibc, jemalloc, mimalloc
+ *                   malloc() of the same blobs, the last two through
+ *                   LD_PRELOAD (Debian's libjemalloc2, libmimalloc2.0)
+ *
+ * overhead = (resident memory - resident memory before filling) / live
+ * object bytes, from /proc/self/statm; for zsmalloc also (pool + metadata
+ * bytes) / live bytes from zm_pool_stats (DESIGN.md's figure).
+ *
+ * --foreground adds the seed's throughput table: random malloc/free with
+ * automatic compaction on and off, 1 and N threads, ops/s.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <zmem/pool.h>
+#include "cli/cli.h"
+#include "cli/corpus.h"
+
+#define NALLOC 5
+static const char *const names[NALLOC] = { "zsmalloc", "zsmalloc-off", "glibc",
+					   "jemalloc", "mimalloc" };
+static const char *const preload[NALLOC] = { NULL, NULL, NULL, "libjemalloc.so.2",
+					     "libmimalloc.so.2" };
+
+struct churn_row {
+	char name[32];
+	int ok;
+	double rss_full, rss_free, rss_100, rss_1s;   /* overhead by RSS */
+	double pool_full, pool_free, pool_100, pool_1s; /* by pool stats */
+	double moved, pages, compact_ms, live_mb;
+};
+
+static size_t rss(void)
+{
+	unsigned long size = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%lu %lu", &size, &res) != 2)
+			res = 0;
+		fclose(f);
+	}
+	return res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static uint64_t xs(uint64_t *s)
+{
+	*s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
+	return *s * 0x2545F4914F6CDD1Dull;
+}
+
+/* ---- the child ---------------------------------------------------- */
+
+static double pool_over(struct zm_pool *p, uint64_t live)
+{
+	struct zm_pool_stats st;
+
+	if (!p)
+		return 0;
+	zm_pool_stats(p, &st);
+	return (double)(st.pool_bytes + st.meta_bytes) / (double)live;
+}
+
+int cmd_churn_child(int argc, char **argv)
+{
+	const char *which = argv[1], *path = argv[2];
+	double fraction = atof(argv[3]);
+	uint64_t seed = 42, live = 0, total = 0;
+	struct zm_pool *pool = NULL;
+	struct zm_pool_stats st;
+	uint32_t *size;
+	void **obj;
+	size_t n = 0, base;
+	FILE *f;
+	char buf[4096];
+
+	if (argc < 4)
+		return 2;
+	if (!strcmp(which, "jemalloc") && !dlsym(RTLD_DEFAULT, "mallctl"))
+		return printf("unavailable\n"), 0;
+	if (!strcmp(which, "mimalloc") && !dlsym(RTLD_DEFAULT, "mi_version"))
+		return printf("unavailable\n"), 0;
+	f = fopen(path, "rb");
+	if (!f || fread(&n, sizeof(n), 1, f) != 1)
+		return 1;
+	size = malloc(n * sizeof(*size));
+	obj = calloc(n, sizeof(*obj));
+	if (!size || !obj || fread(size, sizeof(*size), n, f) != n)
+		return 1;
+	fclose(f);
+	memset(buf, 0x5a, sizeof(buf));
+	if (!strncmp(which, "zsmalloc", 8)) {
+		struct zm_pool_config c = { .compact = strcmp(which, "zsmalloc-off") ?
+						ZM_COMPACT_DEFAULT : ZM_COMPACT_OFF };
+
+		if (zm_pool_create(&c, &pool))
+			return 1;
+	}
+	base = rss();
+	for (size_t i = 0; i < n; i++) {
+		if (pool) {
+			zm_handle_t h = zm_malloc(pool, size[i]);
+
+			if (!h || zm_pool_write(pool, h, buf, size[i]))
+				return 1;
+			obj[i] = (void *)(uintptr_t)h;
+		} else {
+			obj[i] = malloc(size[i]);
+			if (!obj[i])
+				return 1;
+			memset(obj[i], 0x5a, size[i]);
+		}
+		total += size[i];
+	}
+	printf("full %.4f %.4f\n", (double)(rss() - base) / (double)total, pool_over(pool, total));
+	for (size_t i = 0; i < n; i++) {
+		if ((double)(xs(&seed) % 1000000) < fraction * 1e6) {
+			if (pool)
+				zm_free(pool, (zm_handle_t)(uintptr_t)obj[i]);
+			else
+				free(obj[i]);
+			obj[i] = NULL;
+		} else {
+			live += size[i];
+		}
+	}
+	printf("free %.4f %.4f\n", (double)(rss() - base) / (double)live, pool_over(pool, live));
+	usleep(100000);
+	printf("100ms %.4f %.4f\n", (double)(rss() - base) / (double)live, pool_over(pool, live));
+	usleep(900000);
+	printf("1s %.4f %.4f\n", (double)(rss() - base) / (double)live, pool_over(pool, live));
+	if (pool) {
+		zm_pool_stats(pool, &st);
+		printf("work %llu %llu %.3f %.3f\n", (unsigned long long)st.objects_moved,
+		       (unsigned long long)st.pages_compacted, st.compact_ns / 1e6,
+		       live / 1048576.0);
+	} else {
+		printf("work 0 0 0 %.3f\n", live / 1048576.0);
+	}
+	fflush(stdout);
+	_exit(0);  /* no frees: the figures are taken */
+}
+
+/* ---- the parent --------------------------------------------------- */
+
+static int run_child(int k, const char *path, double fraction, struct churn_row *r)
+{
+	int fd[2];
+	pid_t pid;
+	char line[256], frac[32];
+	FILE *in;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->name, sizeof(r->name), "%s", names[k]);
+	snprintf(frac, sizeof(frac), "%.4f", fraction);
+	if (pipe(fd))
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		char *args[] = { "zmem", "churn-child", (char *)names[k], (char *)path, frac, NULL };
+
+		dup2(fd[1], 1);
+		close(fd[0]);
+		if (preload[k])
+			setenv("LD_PRELOAD", preload[k], 1);
+		execv("/proc/self/exe", args);
+		_exit(127);
+	}
+	close(fd[1]);
+	in = fdopen(fd[0], "r");
+	while (in && fgets(line, sizeof(line), in)) {
+		double a, b, c, d;
+
+		if (!strncmp(line, "unavailable", 11))
+			break;
+		if (sscanf(line, "full %lf %lf", &a, &b) == 2)
+			r->rss_full = a, r->pool_full = b;
+		else if (sscanf(line, "free %lf %lf", &a, &b) == 2)
+			r->rss_free = a, r->pool_free = b;
+		else if (sscanf(line, "100ms %lf %lf", &a, &b) == 2)
+			r->rss_100 = a, r->pool_100 = b;
+		else if (sscanf(line, "1s %lf %lf", &a, &b) == 2)
+			r->rss_1s = a, r->pool_1s = b;
+		else if (sscanf(line, "work %lf %lf %lf %lf", &a, &b, &c, &d) == 4) {
+			r->moved = a, r->pages = b, r->compact_ms = c, r->live_mb = d;
+			r->ok = 1;
+		}
+	}
+	if (in)
+		fclose(in);
+	waitpid(pid, NULL, 0);
+	return 0;
+}
+
+/* ---- foreground cost ---------------------------------------------- */
+
+struct fg_job {
+	struct zm_pool *pool;
+	const struct corpus *c;
+	uint64_t seed, ops;
+	volatile int *stop;
+};
+
+static void *fg_worker(void *arg)
+{
+	struct fg_job *j = arg;
+	enum { LIVE = 20000 };
+	zm_handle_t *h = calloc(LIVE, sizeof(*h));
+	uint64_t s = j->seed, ops = 0;
+
+	if (!h)
+		return NULL;
+	while (!*j->stop) {
+		size_t i = xs(&s) % LIVE;
+
+		if (h[i])
+			zm_free(j->pool, h[i]);
+		h[i] = zm_malloc(j->pool, j->c->size[xs(&s) % j->c->n]);
+		ops += 2;
+	}
+	for (size_t i = 0; i < LIVE; i++)
+		if (h[i])
+			zm_free(j->pool, h[i]);
+	free(h);
+	j->ops = ops;
+	return NULL;
+}
+
+static double fg_run(const struct corpus *c, enum zm_compact_policy pol, int nt)
+{
+	struct zm_pool_config cfg = { .compact = pol };
+	struct zm_pool *pool;
+	struct fg_job j[16];
+	pthread_t t[16];
+	volatile int stop = 0;
+	uint64_t ops = 0, t0;
+
+	if (zm_pool_create(&cfg, &pool))
+		return 0;
+	t0 = cli_now_ns();
+	for (int i = 0; i < nt; i++) {
+		j[i] = (struct fg_job){ pool, c, 99 + (uint64_t)i, 0, &stop };
+		pthread_create(&t[i], NULL, fg_worker, &j[i]);
+	}
+	usleep(700000);
+	stop = 1;
+	for (int i = 0; i < nt; i++) {
+		pthread_join(t[i], NULL);
+		ops += j[i].ops;
+	}
+	zm_pool_destroy(pool);
+	return (double)ops * 1e9 / (double)(cli_now_ns() - t0);
+}
+
+int cmd_churn(int argc, char **argv)
+{
+	const char *corpus[8];
+	int ncorpus = 0, json = 0, fg = 0, nt = cli_ncpus();
+	double fraction = 0.75;
+	size_t target = 60u << 20;
+	struct corpus c;
+	struct churn_row rows[NALLOC];
+	char path[] = "/tmp/zmem-churn-XXXXXX";
+	FILE *f;
+	int fd;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = 1;
+		else if (!strcmp(argv[i], "--foreground"))
+			fg = 1;
+		else if (!strcmp(argv[i], "--fraction") && i + 1 < argc)
+			fraction = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--size") && i + 1 < argc)
+			target = cli_parse_size(argv[++i]);
+		else if (!strcmp(argv[i], "--corpus") && i + 1 < argc && ncorpus < 8)
+			corpus[ncorpus++] = argv[++i];
+		else {
+			fprintf(stderr, "usage: zmem churn [--fraction 0.75] [--size 60M] "
+					"[--corpus PATH] [--foreground] [--json]\n");
+			return strcmp(argv[i], "--help") ? 2 : 0;
+		}
+	}
+	if (fraction <= 0 || fraction >= 1 || !target || corpus_load(corpus, ncorpus, target, &c)) {
+		fprintf(stderr, "churn: bad --fraction or --size, or no pages\n");
+		return 2;
+	}
+	fd = mkstemp(path);
+	f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+	if (!f || fwrite(&c.n, sizeof(c.n), 1, f) != 1 ||
+	    fwrite(c.size, sizeof(*c.size), c.n, f) != c.n) {
+		fprintf(stderr, "churn: cannot write %s\n", path);
+		return 1;
+	}
+	fclose(f);
+	for (int k = 0; k < NALLOC; k++) {
+		if (!json)
+			fprintf(stderr, "\rchurn: %s...          ", names[k]);
+		run_child(k, path, fraction, &rows[k]);
+	}
+	unlink(path);
+	if (!json)
+		fprintf(stderr, "\r                          \r");
+	if (json) {
+		printf("{\"fraction\": %.3f, \"objects\": %zu, \"obj_bytes\": %zu, \"allocators\": [",
+		       fraction, c.n, c.bytes);
+		for (int k = 0, first = 1; k < NALLOC; k++) {
+			struct churn_row *r = &rows[k];
+
+			if (!r->ok)
+				continue;
+			printf("%s\n {\"allocator\": \"%s\", \"churn\": {\"fraction\": %.3f, "
+			       "\"overhead_after_free\": %.4f, \"overhead_100ms\": %.4f, "
+			       "\"overhead_1s\": %.4f}, \"rss_overhead\": {\"full\": %.4f, "
+			       "\"after_free\": %.4f, \"100ms\": %.4f, \"1s\": %.4f}, "
+			       "\"objects_moved\": %.0f, \"pages_compacted\": %.0f, \"compact_ms\": %.2f}",
+			       first ? "" : ",", r->name, fraction,
+			       r->pool_free ? r->pool_free : r->rss_free,
+			       r->pool_100 ? r->pool_100 : r->rss_100,
+			       r->pool_1s ? r->pool_1s : r->rss_1s, r->rss_full, r->rss_free,
+			       r->rss_100, r->rss_1s, r->moved, r->pages, r->compact_ms);
+			first = 0;
+		}
+		printf("]");
+	} else {
+		printf("zmem churn: %zu objects, %.1f MiB of lz4-compressed pages; a random %.0f%% "
+		       "freed, then nothing.\noverhead = memory / live object bytes: "
+		       "by resident memory (RSS), and for zsmalloc by pool stats\n\n",
+		       c.n, c.bytes / 1048576.0, fraction * 100);
+		printf("%-13s %8s | %8s %8s %8s | %8s %8s %8s | %9s %8s\n", "allocator",
+		       "full", "freed", "100 ms", "1 s", "pool:fr", "100 ms", "1 s",
+		       "moved", "pages");
+		for (int k = 0; k < NALLOC; k++) {
+			struct churn_row *r = &rows[k];
+
+			if (!r->ok) {
+				printf("%-13s (not available)\n", r->name);
+				continue;
+			}
+			printf("%-13s %8.3f | %8.3f %8.3f %8.3f | ", r->name, r->rss_full,
+			       r->rss_free, r->rss_100, r->rss_1s);
+			if (r->pool_free)
+				printf("%8.3f %8.3f %8.3f | %9.0f %8.0f\n", r->pool_free,
+				       r->pool_100, r->pool_1s, r->moved, r->pages);
+			else
+				printf("%8s %8s %8s | %9s %8s\n", "-", "-", "-", "-", "-");
+		}
+		if (rows[0].ok && rows[0].pages)
+			printf("\nzsmalloc: %.0f objects moved for %.0f pages freed (%.2f per page), "
+			       "%.1f ms compacting\n", rows[0].moved, rows[0].pages,
+			       rows[0].moved / rows[0].pages, rows[0].compact_ms);
+	}
+	if (fg) {
+		double on[3], off[3];
+
+		if (json)
+			printf(",\n \"foreground\": [");
+		else
+			printf("\nForeground: random malloc/free of the same sizes, ops/s, "
+			       "automatic compaction on vs off (median of 3)\n%8s %14s %14s %8s\n",
+			       "threads", "on", "off", "on/off");
+		for (int t = 1; t <= nt; t++) {
+			double a, b;
+
+			for (int r = 0; r < 3; r++) {
+				on[r] = fg_run(&c, ZM_COMPACT_DEFAULT, t);
+				off[r] = fg_run(&c, ZM_COMPACT_OFF, t);
+			}
+			a = cli_median(on, 3);
+			b = cli_median(off, 3);
+			if (json)
+				printf("%s{\"threads\": %d, \"ops_on\": %.0f, \"ops_off\": %.0f, "
+				       "\"ratio\": %.4f}", t > 1 ? ", " : "", t, a, b, a / b);
+			else
+				printf("%8d %14.0f %14.0f %8.3f\n", t, a, b, a / b);
+		}
+		if (json)
+			printf("]");
+	}
+	if (json)
+		printf("}\n");
+	corpus_free(&c);
+	return 0;
+}
