@@ -248,8 +248,11 @@ static void test_trigger_watermark(void **state)
 	assert_int_equal(wait_compactions(p, 1, 300), 0);
 	live = free_some(p, N, 750, &r);   /* crosses 40% in most classes */
 	assert_true(wait_compactions(p, 1, 5000) >= 1);
-	printf("watermark trigger: overhead %.3f\n", wait_overhead(p, live, 1.5, 10000));
-	assert_true(overhead(p, live) < 1.5);
+	/* the policy's promise: no class keeps 40% of its pages freeable,
+	 * so the pool is at most 1 / (1 - 0.4) of its objects, plus metadata;
+	 * the frees that follow a class's compaction may stay under the mark */
+	printf("watermark trigger: overhead %.3f\n", wait_overhead(p, live, 1.3, 10000));
+	assert_true(overhead(p, live) < 1.0 / 0.6 + 0.15);
 	verify_all(p, N);
 	free_all(p, N);
 	zm_pool_destroy(p);

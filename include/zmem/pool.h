@@ -57,8 +57,9 @@ enum zm_compact_policy {
 	ZM_COMPACT_WATERMARK,  /* a class whose freeable pages reach
 				  compact_watermark % of its pages */
 	ZM_COMPACT_RATIO,      /* the pool, when used/allocated falls below
-				  compact_ratio %: round robin from the class
-				  last freed, compact_budget zspages a pass */
+				  compact_ratio %, up to compact_target %:
+				  round robin from the class last freed,
+				  compact_budget zspages a pass */
 };
 
 enum zm_span_method {
@@ -85,7 +86,8 @@ struct zm_pool_config {
 					page; -1 = never */
 	enum zm_compact_policy compact;  /* background compaction policy */
 	unsigned compact_watermark;  /* percent; 0 = default (40) */
-	unsigned compact_ratio;      /* percent; 0 = default */
+	unsigned compact_ratio;      /* percent: start below; 0 = default (75) */
+	unsigned compact_target;     /* percent: compact up to; 0 = default (97) */
 	unsigned compact_budget;     /* zspages per pass; 0 = default */
 };
 

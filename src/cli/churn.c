@@ -268,6 +268,14 @@ static double fg_run(const struct corpus *c, enum zm_compact_policy pol, int nt)
 		pthread_join(t[i], NULL);
 		ops += j[i].ops;
 	}
+	if (getenv("ZM_CHURN_DEBUG")) {
+		struct zm_pool_stats st;
+
+		zm_pool_stats(pool, &st);
+		fprintf(stderr, "fg %s %d: %llu compactions, %llu moved\n",
+			pol == ZM_COMPACT_OFF ? "off" : "on", nt,
+			(unsigned long long)st.compactions, (unsigned long long)st.objects_moved);
+	}
 	zm_pool_destroy(pool);
 	return (double)ops * 1e9 / (double)(cli_now_ns() - t0);
 }

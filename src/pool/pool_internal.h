@@ -78,6 +78,7 @@ struct zm_thread {
 	unsigned nmaps;
 	bool registered;
 	unsigned shard;                       /* zsmalloc: preferred class shard */
+	unsigned shard_id;                    /* zsmalloc: this thread's number, 0 = none yet */
 	void *hazard[ZM_HAZARDS];             /* atomic: read by compactors */
 	struct zm_map_slot slot[ZM_POOL_MAX_MAPS];
 	char *buf[ZM_POOL_MAX_MAPS];

@@ -115,7 +115,7 @@ static zm_handle_t alloc_in(struct zs_pool *zp, struct zs_class *c, struct zspag
 	zs_backref(zs, c)[obj] = idx;
 	tag = (zs_load_slot(zp, idx) & ZS_TAG_MASK) | 1;
 	zs_store_slot(zp, idx, zs_slot_live(zs->id, obj, tag));
-	c->used++;
+	zs_count(&c->used, 1);
 	zs_group_set(c, zs);
 	zm_unlock(&c->lock);
 	return ((zm_handle_t)idx << ZS_TAG_BITS) | tag;
@@ -149,9 +149,17 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 
 	c += sh;
 	if (zm_unlikely(!zm_trylock(&c->lock))) {
-		/* someone else allocates here: move to the next shard */
+		/* someone else allocates here: move for good, from shard 0 to
+		 * a shard of this thread's own (its number picks it), from
+		 * there back to 0, so that two colliding threads part instead
+		 * of moving together */
+		static unsigned threads;
+		unsigned n = zp->nshards;
+
+		if (!zm_self.shard_id)
+			zm_self.shard_id = __atomic_add_fetch(&threads, 1, __ATOMIC_RELAXED);
 		c -= sh;
-		sh = (sh + 1) & (zp->nshards - 1);
+		sh = n > 1 && sh == 0 ? 1 + zm_self.shard_id % (n - 1) : 0;
 		zm_self.shard = sh;
 		c += sh;
 		zm_lock(&c->lock);
@@ -219,7 +227,7 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 	}
 	put_obj(zp, c, zs, zs_slot_obj(v));
 	zs_slot_free(zp, c, idx);
-	c->used--;
+	zs_count(&c->used, -1);
 	if (zs->inuse == 0) {
 		zs_group_del(c, zs);
 		c->zspages--;

@@ -9,13 +9,18 @@
  *   RATIO      when the pool's used/allocated bytes fall below `ratio` %,
  *              the thread runs passes that start at the class last freed,
  *              walk the classes round robin and stop after `budget` zspages
- *              evacuated, until the ratio is back above the threshold or a
- *              pass frees nothing.
+ *              packed or evacuated, until the ratio reaches `target` % or a
+ *              pass frees nothing.  The gap between the two (hysteresis) is
+ *              what keeps compaction off the foreground under steady
+ *              random churn, where used/allocated settles near 86% by
+ *              itself (docs/compaction.md), while a mass free (ratio 25%)
+ *              is compacted back to the target at once.
  *
  * The free path's part is a few arithmetic operations under the class lock
- * it already holds, and, when it calls for work and the thread is not yet
- * woken, one atomic exchange and a condition signal.  The thread also
- * wakes every `period` to look, so no wakeup is ever lost for long.
+ * it already holds; under WATERMARK, when a class crosses the line, one
+ * atomic exchange and a condition signal.  Under RATIO the thread looks by
+ * itself every period (50 ms), reading the classes' counters without
+ * their locks.
  *
  * Lock order: a->lock is a leaf for the free path (taken after the class
  * lock, only to signal); the thread takes zp->compact_lock, then class
@@ -29,9 +34,12 @@
 #include "pool/zsmalloc.h"
 
 #define ZS_DEF_WATERMARK 40       /* the seed's patch */
-#define ZS_DEF_RATIO 95           /* measured: docs/compaction.md */
+#define ZS_DEF_RATIO 75           /* start below: measured, docs/compaction.md */
+#define ZS_DEF_TARGET 97          /* compact up to */
 #define ZS_DEF_BUDGET 64          /* zspages per pass */
 #define ZS_AUTO_PERIOD_MS 50      /* wake to look this often */
+#define ZS_AUTO_MIN_SLACK (256u << 10) /* bytes of slack worth compacting */
+#define ZS_AUTO_MIN_CLASS_SLACK 8     /* pages, for a class to call for it */
 
 struct zs_auto {
 	pthread_t thread;
@@ -40,7 +48,7 @@ struct zs_auto {
 	bool stop;                /* lock */
 	int kicked;               /* atomic */
 	enum zm_compact_policy policy; /* atomic */
-	unsigned watermark, ratio, budget;
+	unsigned watermark, ratio, target, budget;
 	unsigned last_freed;      /* atomic: class index last freed from */
 	uint8_t *want;            /* atomic per class entry: watermark crossed */
 	unsigned cursor;          /* round robin position; thread only */
@@ -69,29 +77,35 @@ void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c)
 	if (pol == ZM_COMPACT_OFF || c->huge)
 		return;
 	slack = zs_slack_pages(zp, c);
-	if (slack < 2)
-		return;  /* nothing worth a wakeup */
-	__atomic_store_n(&a->last_freed, i, __ATOMIC_RELAXED);
+	if (slack < c->pages || slack < ZS_AUTO_MIN_CLASS_SLACK)
+		return;  /* not worth a wakeup */
 	if (pol == ZM_COMPACT_WATERMARK) {
-		if (slack * 100 < (uint64_t)a->watermark * c->npages)
+		/* wake the thread when a class crosses the watermark */
+		if (slack * 100 < (uint64_t)a->watermark * c->npages ||
+		    __atomic_load_n(&a->want[i], __ATOMIC_RELAXED))
 			return;
 		__atomic_store_n(&a->want[i], 1, __ATOMIC_RELAXED);
-	}
-	if (!__atomic_load_n(&a->kicked, __ATOMIC_RELAXED))
 		kick(a);
+		return;
+	}
+	/* RATIO: the thread looks every period by itself; only remember
+	 * where memory was freed, for where its next pass starts (a write
+	 * only when it changes, not to bounce a cache line on every free) */
+	if (__atomic_load_n(&a->last_freed, __ATOMIC_RELAXED) != i)
+		__atomic_store_n(&a->last_freed, i, __ATOMIC_RELAXED);
 }
 
-/* used and allocated bytes of the whole pool */
+/* Used and allocated bytes of the whole pool, read without the class
+ * locks (an estimate is enough; taking every lock each period would push
+ * allocating threads to other shards for nothing). */
 static void usage(struct zs_pool *zp, uint64_t *used, uint64_t *alloc)
 {
 	*used = *alloc = 0;
 	for (unsigned i = 0; i < zp->total; i++) {
 		struct zs_class *c = &zp->classes[i];
 
-		zm_lock(&c->lock);
-		*used += (uint64_t)c->used * c->size;
-		*alloc += (uint64_t)c->npages << zp->shift;
-		zm_unlock(&c->lock);
+		*used += (uint64_t)__atomic_load_n(&c->used, __ATOMIC_RELAXED) * c->size;
+		*alloc += (uint64_t)__atomic_load_n(&c->npages, __ATOMIC_RELAXED) << zp->shift;
 	}
 }
 
@@ -140,12 +154,15 @@ static long ratio_pass(struct zs_pool *zp, struct zs_auto *a)
 	return account(zp, freed, t0);
 }
 
-static bool below_ratio(struct zs_pool *zp, struct zs_auto *a)
+/* Is used/allocated below percent, with at least ZS_AUTO_MIN_SLACK of
+ * slack?  (A small pool always looks fragmented: each class keeps a
+ * partly used page.  Below that much slack there is nothing to win.) */
+static bool below(struct zs_pool *zp, unsigned percent)
 {
 	uint64_t used, alloc;
 
 	usage(zp, &used, &alloc);
-	return alloc && used * 100 < alloc * a->ratio;
+	return alloc > used + ZS_AUTO_MIN_SLACK && used * 100 < alloc * percent;
 }
 
 static void *auto_main(void *arg)
@@ -178,13 +195,15 @@ static void *auto_main(void *arg)
 		if (pol == ZM_COMPACT_WATERMARK) {
 			watermark_pass(zp, a);
 		} else if (pol == ZM_COMPACT_RATIO) {
-			/* passes until the ratio recovers or nothing moves */
-			while (below_ratio(zp, a) && ratio_pass(zp, a) > 0 &&
-			       !__atomic_load_n(&a->stop, __ATOMIC_RELAXED)) {
-				pthread_mutex_unlock(&zp->compact_lock);
-				sched_yield();
-				pthread_mutex_lock(&zp->compact_lock);
-			}
+			/* below the threshold: passes until the target is
+			 * reached or nothing moves */
+			if (below(zp, a->ratio))
+				while (below(zp, a->target) && ratio_pass(zp, a) > 0 &&
+				       !__atomic_load_n(&a->stop, __ATOMIC_RELAXED)) {
+					pthread_mutex_unlock(&zp->compact_lock);
+					sched_yield();
+					pthread_mutex_lock(&zp->compact_lock);
+				}
 		}
 		pthread_mutex_unlock(&zp->compact_lock);
 	}
@@ -205,8 +224,11 @@ int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg)
 	a->policy = pol;
 	a->watermark = cfg->compact_watermark ? cfg->compact_watermark : ZS_DEF_WATERMARK;
 	a->ratio = cfg->compact_ratio ? cfg->compact_ratio : ZS_DEF_RATIO;
+	a->target = cfg->compact_target ? cfg->compact_target : ZS_DEF_TARGET;
+	if (a->target < a->ratio)
+		a->target = a->ratio;
 	a->budget = cfg->compact_budget ? cfg->compact_budget : ZS_DEF_BUDGET;
-	if (!a->want || a->watermark > 100 || a->ratio > 100) {
+	if (!a->want || a->watermark > 100 || a->ratio > 100 || a->target > 100) {
 		int rc = a->want ? -EINVAL : -ENOMEM;
 
 		free(a->want);

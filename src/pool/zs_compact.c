@@ -173,7 +173,7 @@ static long pack(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 	*pages = zs->npop - need;
 	for (unsigned i = need; i < zs->npop; i++)
 		zm_pages_free(zp->pages, zs_pfns(zs)[i]);
-	c->npages -= zs->npop - need;
+	zs_count(&c->npages, -(int32_t)(zs->npop - need));
 	zs->npop = (uint8_t)need;
 	return moved;
 }

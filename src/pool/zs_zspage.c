@@ -78,7 +78,7 @@ int zs_populate_slow(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 		else if (zm_pages_alloc(zp->pages, &pfn[zs->npop]))
 			return -ENOMEM;
 		zs->npop++;
-		zp->classes[zs->cls].npages++;
+		zs_count(&zp->classes[zs->cls].npages, 1);
 	}
 	return 0;
 }
@@ -123,14 +123,14 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 	zs->migrating = 0;
 	zs->size = c->size;
 	zs->next = zs->prev = NULL;
-	c->npages += first;
+	zs_count(&c->npages, (int32_t)first);
 	__atomic_store_n(&zp->ztab[zs->id], (uintptr_t)zs, __ATOMIC_RELEASE);
 	return zs;
 }
 
 void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 {
-	c->npages -= zs->npop;
+	zs_count(&c->npages, -(int32_t)zs->npop);
 	zs->magic = 0;
 }
 

@@ -103,12 +103,22 @@ struct zs_class {
 	uint32_t gmul;           /* immutable: 9 * 2^20 / objs, for zs_group_of */
 	struct zspage *spare;    /* lock: a retired record (with its id) to reuse */
 	struct zspage *group[ZS_GROUPS];  /* lock: lists by fullness */
-	uint32_t zspages, used, npages;   /* lock: zspages, objects, pages */
+	uint32_t zspages, used, npages;   /* lock: zspages, objects, pages;
+					     used and npages also read without
+					     it (zs_auto.c), so written with
+					     zs_count() */
 	uint32_t free_slots;              /* lock: handle free list */
 	uint32_t nfree_slots;             /* lock */
 	uint32_t free_ids;                /* lock: zspage id free list */
 	uint32_t nfree_ids;               /* lock */
 } __attribute__((aligned(64)));
+
+/* Add to a counter that is written under the class lock but read without
+ * it: a relaxed atomic store, a plain move on x86. */
+static inline void zs_count(uint32_t *ctr, int32_t d)
+{
+	__atomic_store_n(ctr, *ctr + (uint32_t)d, __ATOMIC_RELAXED);
+}
 
 /* Bytes of one zspage record of class c. */
 static inline size_t zs_record_size(const struct zs_class *c)
