@@ -262,7 +262,7 @@ static double fg_run(const struct corpus *c, enum zm_compact_policy pol, int nt)
 		j[i] = (struct fg_job){ pool, c, 99 + (uint64_t)i, 0, &stop };
 		pthread_create(&t[i], NULL, fg_worker, &j[i]);
 	}
-	usleep(700000);
+	usleep(500000);
 	stop = 1;
 	for (int i = 0; i < nt; i++) {
 		pthread_join(t[i], NULL);
@@ -379,23 +379,23 @@ int cmd_churn(int argc, char **argv)
 			       rows[0].moved / rows[0].pages, rows[0].compact_ms);
 	}
 	if (fg) {
-		double on[3], off[3];
+		double on[5], off[5];
 
 		if (json)
 			printf(",\n \"foreground\": [");
 		else
 			printf("\nForeground: random malloc/free of the same sizes, ops/s, "
-			       "automatic compaction on vs off (median of 3)\n%8s %14s %14s %8s\n",
+			       "automatic compaction on vs off (median of 5 interleaved runs)\n%8s %14s %14s %8s\n",
 			       "threads", "on", "off", "on/off");
 		for (int t = 1; t <= nt; t++) {
 			double a, b;
 
-			for (int r = 0; r < 3; r++) {
+			for (int r = 0; r < 5; r++) {
 				on[r] = fg_run(&c, ZM_COMPACT_DEFAULT, t);
 				off[r] = fg_run(&c, ZM_COMPACT_OFF, t);
 			}
-			a = cli_median(on, 3);
-			b = cli_median(off, 3);
+			a = cli_median(on, 5);
+			b = cli_median(off, 5);
 			if (json)
 				printf("%s{\"threads\": %d, \"ops_on\": %.0f, \"ops_off\": %.0f, "
 				       "\"ratio\": %.4f}", t > 1 ? ", " : "", t, a, b, a / b);
