@@ -58,7 +58,24 @@ struct opts {
 	const char *plot;
 	size_t size, page_size, huge_size;
 	int threads, reps, json, kernel, no_same, verbose;
+	double churn;            /* --churn FRACTION (0: no churn phase) */
 };
+
+/* the churn phase's results (churn.c), by allocator */
+static struct churn_summary churn[8];
+static int nchurn;
+
+/* The churn row for a store row's allocator: the pool's own for zsmalloc
+ * (automatic compaction on, the default), glibc's for malloc. */
+static const struct churn_summary *churn_for(const char *allocator)
+{
+	const char *want = !strcmp(allocator, "malloc") ? "glibc" : allocator;
+
+	for (int i = 0; i < nchurn; i++)
+		if (!strcmp(churn[i].name, want))
+			return &churn[i];
+	return NULL;
+}
 
 /* ---- progress ------------------------------------------------------- */
 
@@ -606,6 +623,13 @@ static void print_json(const struct opts *o, const struct bench_row *rows, size_
 			       "\"get_scaling\": %.3f, \"fill_scaling\": %.3f", r->fill1_MBps,
 			       r->put1_MBps, r->get1_MBps, r->codec_put1_MBps, r->codec_get1_MBps,
 			       r->put_scale, r->get_scale, r->fill_scale);
+		if (churn_for(r->allocator) && !r->kernel) {
+			const struct churn_summary *ch = churn_for(r->allocator);
+
+			printf(", \"churn\": {\"fraction\": %.3f, \"overhead_after_free\": %.4f, "
+			       "\"overhead_100ms\": %.4f, \"overhead_1s\": %.4f}", ch->fraction,
+			       ch->after_free, ch->at_100ms, ch->at_1s);
+		}
 		printf(", \"mm_stat\": [");
 		for (int k = 0; k < 9; k++)
 			printf("%s%llu", k ? ", " : "", (unsigned long long)r->mm_stat[k]);
@@ -614,6 +638,12 @@ static void print_json(const struct opts *o, const struct bench_row *rows, size_
 			printf("%s%llu", k ? ", " : "", (unsigned long long)r->hist[k]);
 		printf("]}");
 	}
+	printf("],\n \"churn\": [");
+	for (int i = 0; i < nchurn; i++)
+		printf("%s{\"allocator\": \"%s\", \"fraction\": %.3f, \"overhead_after_free\": %.4f, "
+		       "\"overhead_100ms\": %.4f, \"overhead_1s\": %.4f, \"rss_overhead_1s\": %.4f}",
+		       i ? ", " : "", churn[i].name, churn[i].fraction, churn[i].after_free,
+		       churn[i].at_100ms, churn[i].at_1s, churn[i].rss_1s);
 	printf("],\n \"kernel_skipped\": ");
 	if (kernel_why && *kernel_why) {
 		putchar('"');
@@ -650,6 +680,9 @@ static void usage(FILE *f)
 		"  --plot FILE.svg    where to write the plot (default zmem-bench.svg)\n"
 		"  --no-plot          do not write one\n"
 		"  --kernel           add the kernel's zram (/dev/zram0, only if unused; root)\n"
+		"  --churn FRACTION   then free that part of a fill of each allocator and show\n"
+		"                     the overhead right after, after 100 ms and after 1 s\n"
+		"                     (as zmem churn: glibc, jemalloc, mimalloc beside zsmalloc)\n"
 		"  --json             one JSON document on stdout instead of the tables\n"
 		"  -v, --verbose      also each store's statistics and class table\n");
 }
@@ -669,6 +702,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		{ "plot", required_argument, 0, 'P' },
 		{ "no-plot", no_argument, 0, 'N' },
 		{ "kernel", no_argument, 0, 'k' },
+		{ "churn", required_argument, 0, 'C' },
 		{ "json", no_argument, 0, 'j' },
 		{ "verbose", no_argument, 0, 'v' },
 		{ "help", no_argument, 0, 'h' },
@@ -683,7 +717,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	o->page_size = 4096;
 	o->threads = 1;
 	o->reps = DEF_REPS;
-	while ((c = getopt_long(argc, argv, "d:a:c:t:s:p:r:SH:P:Nkjvh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:a:c:t:s:p:r:SH:P:NkC:jvh", lo, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			if (o->ndata == BENCH_MAX_DATA) {
@@ -711,6 +745,13 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 'k': o->kernel = 1; break;
 		case 'j': o->json = 1; break;
 		case 'v': o->verbose = 1; break;
+		case 'C':
+			o->churn = atof(optarg);
+			if (o->churn <= 0 || o->churn >= 1) {
+				fprintf(stderr, "bench: --churn takes a fraction in (0, 1)\n");
+				return -1;
+			}
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -835,10 +876,28 @@ int cmd_bench(int argc, char **argv)
 			(double)(cli_now_ns() - t0) / 1e9);
 		bench_data_free(&d);
 	}
+	if (o.churn > 0) {
+		bench_progress("churn: a random %.0f%% freed, per allocator", o.churn * 100);
+		nchurn = churn_summary(o.churn, 60u << 20, NULL, churn, 8);
+		bench_progress_done();
+		if (nchurn < 0) {
+			fprintf(stderr, "bench: churn phase: no corpus\n");
+			nchurn = 0;
+		}
+	}
 	if (o.json)
 		print_json(&o, rows, nrows, kernel_why);
 	else
 		print_table(&o, rows, nrows, kernel_why);
+	if (!o.json && nchurn) {
+		printf("\nChurn: a random %.0f%% of 60 MiB of lz4-compressed pages freed, then "
+		       "nothing\n(overhead = (pool + metadata) / live bytes for zsmalloc, resident "
+		       "memory / live bytes for the mallocs)\n%-13s %10s %10s %10s\n", o.churn * 100,
+		       "allocator", "freed", "100 ms", "1 s");
+		for (int i = 0; i < nchurn; i++)
+			printf("%-13s %10.3f %10.3f %10.3f\n", churn[i].name, churn[i].after_free,
+			       churn[i].at_100ms, churn[i].at_1s);
+	}
 	for (size_t i = 0; i < nrows; i++)
 		if (verbose[i])
 			fputs(verbose[i], stdout);

@@ -212,6 +212,47 @@ static int run_child(int k, const char *path, double fraction, struct churn_row 
 	return 0;
 }
 
+/* For zmem bench --churn: run every allocator on the default corpus (or
+ * `corpus`) and give back one summary each. */
+int churn_summary(double fraction, size_t target, const char *corpus,
+		  struct churn_summary *out, int max)
+{
+	const char *paths[1] = { corpus };
+	char path[] = "/tmp/zmem-churn-XXXXXX";
+	struct corpus c;
+	int fd, n = 0;
+	FILE *f;
+
+	if (corpus_load(paths, corpus ? 1 : 0, target, &c))
+		return -ENOENT;
+	fd = mkstemp(path);
+	f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+	if (!f || fwrite(&c.n, sizeof(c.n), 1, f) != 1 ||
+	    fwrite(c.size, sizeof(*c.size), c.n, f) != c.n) {
+		corpus_free(&c);
+		return -EIO;
+	}
+	fclose(f);
+	for (int k = 0; k < NALLOC && n < max; k++) {
+		struct churn_row r;
+
+		run_child(k, path, fraction, &r);
+		if (!r.ok)
+			continue;
+		out[n] = (struct churn_summary){ .fraction = fraction };
+		snprintf(out[n].name, sizeof(out[n].name), "%s", r.name);
+		/* DESIGN.md's overhead where there is a pool, else resident */
+		out[n].after_free = r.pool_free ? r.pool_free : r.rss_free;
+		out[n].at_100ms = r.pool_100 ? r.pool_100 : r.rss_100;
+		out[n].at_1s = r.pool_1s ? r.pool_1s : r.rss_1s;
+		out[n].rss_1s = r.rss_1s;
+		n++;
+	}
+	unlink(path);
+	corpus_free(&c);
+	return n;
+}
+
 /* ---- foreground cost ---------------------------------------------- */
 
 struct fg_job {

@@ -14,6 +14,16 @@ int cmd_allocbench(int argc, char **argv);
 int cmd_density(int argc, char **argv);
 int cmd_churn(int argc, char **argv);
 int cmd_churn_child(int argc, char **argv);
+
+/* churn.c, for zmem bench --churn */
+struct churn_summary {
+	char name[32];          /* zsmalloc, zsmalloc-off, glibc, jemalloc, mimalloc */
+	double fraction;
+	double after_free, at_100ms, at_1s;  /* (pool + meta) / live, or RSS based */
+	double rss_1s;
+};
+int churn_summary(double fraction, size_t target, const char *corpus,
+		  struct churn_summary *out, int max);
 int cmd_gen(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
 
