@@ -73,7 +73,7 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TSAN_TESTS := $(filter %_stress,$(TESTS))
 
-.PHONY: all lib deps demo check check-debug check-asan check-tsan test-run \
+.PHONY: all lib deps demo check check-debug check-asan check-tsan check-fuzz fuzz test-run \
         install uninstall clean
 all: lib $(BUILD)/zmem $(BUILD)/zmem.pc
 lib: $(BUILD)/libzmem.a $(BUILD)/libzmem.so
@@ -121,7 +121,7 @@ test-run: $(RUN_TESTS)
 
 check: deps
 	@rm -rf build/results && mkdir -p build
-	$(MAKE) check-debug check-asan check-tsan -k; st=$$?; \
+	$(MAKE) check-debug check-asan check-tsan check-fuzz -k; st=$$?; \
 	  sh tests/run.sh --total build/results; st2=$$?; \
 	  [ $$st -eq 0 ] && [ $$st2 -eq 0 ]
 
@@ -134,6 +134,28 @@ check-asan:
 check-tsan:
 	$(MAKE) BUILD=build/tsan ZM_DEBUG=1 OPT=-O1 SAN=thread TEST_WRAP="setarch -R" \
 	    RUN_TESTS='$$(TSAN_TESTS)' RESULTS=$(CURDIR)/build/results test-run
+
+# libFuzzer harnesses (tests/fuzz/*.c), built with clang and its runtime;
+# check-fuzz runs each for FUZZ_SECONDS when clang is there, and says so
+# when it is not.
+FUZZ_SECONDS ?= 30
+FUZZ_SRC := $(wildcard tests/fuzz/*.c)
+fuzz:
+	$(MAKE) BUILD=build/fuzz CC=clang ZM_DEBUG=2 OPT=-O1 WERROR=0 \
+	    SAN=address,undefined,fuzzer-no-link build/fuzz/libzmem.a
+	for f in $(FUZZ_SRC); do \
+	    clang $(CPPFLAGS_ZM) -g -O1 -fsanitize=fuzzer,address,undefined \
+	        -o build/fuzz/$$(basename $$f .c) $$f build/fuzz/libzmem.a $(LDLIBS_ZM) || exit 1; \
+	done
+check-fuzz:
+	@if command -v clang >/dev/null 2>&1; then \
+	    $(MAKE) fuzz && for f in $(FUZZ_SRC); do \
+	        b=build/fuzz/$$(basename $$f .c); echo "== $$b ($(FUZZ_SECONDS) s)"; \
+	        if $$b -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 > $$b.log 2>&1; \
+	        then echo "$$b 1 0" >> $(CURDIR)/build/results; tail -3 $$b.log; \
+	        else echo "$$b 0 1" >> $(CURDIR)/build/results; tail -40 $$b.log; exit 1; fi; \
+	    done; \
+	else echo "check-fuzz: clang not found, fuzzing skipped"; fi
 
 # ---- install ------------------------------------------------------------
 install: all

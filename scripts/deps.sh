@@ -9,6 +9,8 @@ set -eu
 PKGS="gcc make pkg-config libcmocka-dev liblz4-dev libzstd-dev liblzo2-dev util-linux"
 # the peers of the churn benchmark (loaded with LD_PRELOAD, never linked)
 PKGS="$PKGS libjemalloc2 libmimalloc2.0"
+# libFuzzer (make check fuzzes the pool for a bounded time)
+PKGS="$PKGS clang libclang-rt-14-dev"
 PKGS="$PKGS $*"
 
 missing=""
