@@ -112,10 +112,10 @@ struct zm_store_stats {
 				     (pool.h pool_bytes) */
 	uint64_t mem_limit;       /* limit_bytes (0: none) */
 	uint64_t mem_used_max;    /* high-water mark of mem_used_total, as
-				     sampled (every put of a new object
-				     when a limit is set, every
-				     ZM_STORE_SAMPLE_PUTS puts otherwise,
-				     and at each zm_store_stats()) */
+				     sampled every ZM_STORE_SAMPLE_PUTS
+				     puts of a thread stripe and at each
+				     zm_store_stats(), or the pool's own
+				     high-water mark if it keeps one */
 	uint64_t same_pages;      /* pages kept in their slot (count) */
 	uint64_t pages_compacted; /* pages freed by compaction (count) */
 	uint64_t huge_pages;      /* pages stored raw (count) */
@@ -144,8 +144,8 @@ struct zm_store_stats {
 	uint64_t hist[ZM_STORE_HIST_BUCKETS]; /* pages in the pool by size */
 };
 
-/* mem_used_max is sampled every this many puts (per thread stripe) when no
- * limit is set: reading the pool's totals takes each size class's lock. */
+/* mem_used_max is sampled every this many puts (per thread stripe):
+ * reading the pool's totals takes each size class's lock. */
 #define ZM_STORE_SAMPLE_PUTS 1024
 
 struct zm_store;
