@@ -44,6 +44,10 @@ struct zm_pages_config {
 	                         never give memory back */
 	unsigned cache_pages; /* bound on a per-thread cache; 0 = default (64),
 	                         1 = no caching (every call takes the lock) */
+	int prefault;         /* make pages resident when they leave the
+	                         allocator in batches (refills, bulk), one
+	                         madvise per run instead of a page fault per
+	                         page: for callers that write every page */
 };
 
 /* Per-page metadata for the owner of an allocated page: its contents are

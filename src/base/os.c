@@ -38,6 +38,15 @@ int zm_os_decommit(void *addr, size_t bytes)
 	return madvise(addr, bytes, MADV_DONTNEED) == 0 ? 0 : -errno;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+int zm_os_prefault(void *addr, size_t bytes)
+{
+	return madvise(addr, bytes, MADV_POPULATE_WRITE) == 0 ? 0 : -errno;
+}
+
 size_t zm_os_page_size(void)
 {
 	long ps = sysconf(_SC_PAGESIZE);

@@ -19,6 +19,10 @@ void *zm_os_reserve(size_t bytes, size_t align);
 void zm_os_release(void *addr, size_t bytes);
 /* Give the memory of [addr, addr+bytes) back; 0 or -errno. */
 int zm_os_decommit(void *addr, size_t bytes);
+/* Make [addr, addr+bytes) resident now, in one call, instead of one page
+ * fault per page later (MADV_POPULATE_WRITE, Linux 5.14+); 0 or -errno
+ * (-EINVAL where the kernel does not know it: the faults happen later). */
+int zm_os_prefault(void *addr, size_t bytes);
 /* The system's page size. */
 size_t zm_os_page_size(void);
 /* Resident set size of this process in bytes (from /proc/self/statm),

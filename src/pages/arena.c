@@ -56,6 +56,7 @@ int zm_pages_create(const struct zm_pages_config *cfg, struct zm_pages **out)
 	p->limit = c.limit_pages && c.limit_pages < npages ? c.limit_pages : npages;
 	p->reserve = c.reserve_pages ? c.reserve_pages : ZM_DEFAULT_RESERVE;
 	p->cache_cap = c.cache_pages ? c.cache_pages : ZM_DEFAULT_CACHE;
+	p->prefault = c.prefault != 0;
 	p->cache_batch = p->cache_cap / 2;
 	if (p->cache_batch > ZM_PAGES_CHUNK)
 		p->cache_batch = ZM_PAGES_CHUNK;
@@ -203,6 +204,25 @@ int zm_pages_free_order(struct zm_pages *p, zm_pfn_t pfn, unsigned order)
 	if (trim)
 		zm_pages_trim_to(p, p->reserve);
 	return 0;
+}
+
+void zm_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		size_t j = i + 1;
+
+		while (j < n && pfns[j] == pfns[j - 1] + 1)
+			j++;
+		/* descending runs too (a cache pops in reverse) */
+		if (j == i + 1)
+			while (j < n && pfns[j] + 1 == pfns[j - 1])
+				j++;
+		zm_pfn_t lo = pfns[i] < pfns[j - 1] ? pfns[i] : pfns[j - 1];
+
+		if (zm_os_prefault(zm_pages_addr(p, lo), (j - i) << p->page_shift) == -EINVAL)
+			return;   /* not supported here: let the faults happen */
+		i = j;
+	}
 }
 
 /* ---- giving memory back to the OS ----------------------------------- */

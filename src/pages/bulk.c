@@ -27,6 +27,8 @@ size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 			p->bulk_calls++;
 		p->bulk_pages += k;
 		zm_unlock(&p->lock);
+		if (p->prefault)
+			zm_pages_prefault(p, pfns + got, k);
 		got += k;
 		if (k < want)
 			break;

@@ -121,6 +121,7 @@ struct zm_pages {
 	size_t reserve;           /* immutable */
 	unsigned cache_cap;       /* immutable */
 	unsigned cache_batch;     /* immutable */
+	bool prefault;            /* immutable */
 
 	/* lock */
 	struct zm_free_list area[ZM_PAGES_MAX_ORDER + 1][2]; /* [order][dirty] */
@@ -170,6 +171,10 @@ size_t zm_pages_trim_to(struct zm_pages *p, size_t target);
  * If so the caller, after dropping the lock, calls
  * zm_pages_trim_to(p, p->reserve). */
 bool zm_pages_trim_due(const struct zm_pages *p);
+
+/* Prefault the pages in pfns[0..n) (without the lock; the caller owns
+ * them), one madvise per run of adjacent pages. */
+void zm_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n);
 
 /* bad input, counted under the lock by the caller */
 int zm_pages_bad_free(struct zm_pages *p, zm_pfn_t pfn, const char *why);

@@ -174,6 +174,8 @@ static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zm_
 	zm_unlock(&p->lock);
 	if (!got)
 		return -ENOMEM;
+	if (p->prefault)
+		zm_pages_prefault(p, tc ? tc->pfns : pfn, got);
 	if (tc) {
 		tc_set_count(tc, tc->count - 1);
 		*pfn = tc->pfns[tc->count];

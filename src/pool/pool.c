@@ -50,8 +50,10 @@ int zm_pool_create(const struct zm_pool_config *cfg, struct zm_pool **out)
 	pool->ops = ops;
 	pool->pages = c.pages;
 	if (!pool->pages && ops->uses_pages) {
+		/* zsmalloc writes every page it takes: prefault them */
 		struct zm_pages_config pc = { .page_size = c.page_size,
-					      .arena_bytes = c.arena_bytes };
+					      .arena_bytes = c.arena_bytes,
+					      .prefault = 1 };
 
 		pc.limit_pages = c.limit_bytes / (c.page_size ? c.page_size : 4096);
 		if (c.limit_bytes && !pc.limit_pages)
