@@ -105,6 +105,11 @@ int zm_pages_free(struct zm_pages *pages, zm_pfn_t pfn);
  * page adjacent to one they hold. */
 int zm_pages_alloc_at(struct zm_pages *pages, zm_pfn_t pfn);
 
+/* One page: the first of a free block of 2^order pages or more, so that
+ * the pages after it stay free for zm_pages_alloc_at() (any page when no
+ * block is that large).  Takes the lock.  0, -EINVAL or -ENOMEM. */
+int zm_pages_alloc_spread(struct zm_pages *pages, unsigned order, zm_pfn_t *pfn);
+
 /* A run of 2^order contiguous pages (order 0..ZM_PAGES_MAX_ORDER), straight
  * from the buddy allocator.  Returns 0 and sets *pfn to the first page, or
  * -EINVAL (order too large), -ENOMEM. */

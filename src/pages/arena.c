@@ -163,6 +163,23 @@ int zm_pages_alloc_order(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 	return 0;
 }
 
+int zm_pages_alloc_spread(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
+{
+	zm_pfn_t got;
+
+	if (order > ZM_PAGES_MAX_ORDER)
+		return -EINVAL;
+	zm_lock(&p->lock);
+	got = zm_buddy_take_spread(p, order);
+	zm_unlock(&p->lock);
+	if (got == ZM_PFN_NIL)
+		return -ENOMEM;
+	if (p->prefault)
+		zm_pages_prefault(p, &got, 1);
+	*pfn = got;
+	return 0;
+}
+
 int zm_pages_alloc_at(struct zm_pages *p, zm_pfn_t pfn)
 {
 	zm_pfn_t got;
@@ -177,6 +194,8 @@ int zm_pages_alloc_at(struct zm_pages *p, zm_pfn_t pfn)
 	zm_unlock(&p->lock);
 	if (got == ZM_PFN_NIL)
 		return fails ? -ENOMEM : -EBUSY;
+	if (p->prefault)
+		zm_pages_prefault(p, &got, 1);
 	return 0;
 }
 

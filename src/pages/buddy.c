@@ -322,3 +322,21 @@ zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn)
 	zm_note_out(p, 1);
 	return pfn;
 }
+
+zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, unsigned order)
+{
+	unsigned k;
+	zm_pfn_t pfn;
+
+	if (!limit_allows(p, 1))
+		return ZM_PFN_NIL;
+	pfn = find_block(p, order, &k);
+	if (pfn == ZM_PFN_NIL)
+		pfn = find_block(p, 0, &k);   /* nothing that large: any page */
+	if (pfn == ZM_PFN_NIL)
+		return ZM_PFN_NIL;
+	split(p, pfn, k, 0);
+	p->nr_dirty_free -= pages_out(p->pg, pfn, 1, PG_ALLOC, NULL);
+	zm_note_out(p, 1);
+	return pfn;
+}

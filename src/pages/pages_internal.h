@@ -153,6 +153,9 @@ zm_pfn_t zm_buddy_take_block(struct zm_pages *p, unsigned order);
  * how many (stops at the limit or when the arena is empty). */
 size_t zm_buddy_take_pages(struct zm_pages *p, size_t n, zm_pfn_t *out,
 			   uint8_t state);
+/* The first page of a free block of order >= order (the rest stays free,
+ * after it); any page if there is no such block.  ZM_PFN_NIL if none. */
+zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, unsigned order);
 /* Take exactly page pfn if it lies in a free block; ZM_PFN_NIL if not. */
 zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn);
 /* Give back a block whose pages the caller owned; merges with free buddies.

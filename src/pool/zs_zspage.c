@@ -83,6 +83,19 @@ int zs_populate_slow(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 	return 0;
 }
 
+/* Order of the free run to start a zspage in: room for the largest
+ * zspage of the pool, whatever the class.  (With each class asking for
+ * its own size, a small class would start inside the free run left after
+ * a big class's first page, and take the page that zspage needs next.) */
+static unsigned spread_order(const struct zs_pool *zp)
+{
+	unsigned k = 0;
+
+	while ((1u << k) < zp->max_pages && k < ZM_PAGES_MAX_ORDER)
+		k++;
+	return k;
+}
+
 struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 {
 	struct zspage *zs = c->spare;
@@ -104,7 +117,12 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 	}
 	/* one page (the common case) through the per-thread page cache;
 	 * more with the bulk call */
-	if (first == 1)
+	if (first == 1 && zp->span == ZM_SPAN_CONTIG && c->pages > 1)
+		/* a page with free pages after it, for zs_populate to
+		 * extend in place (objects crossing pages stay in place) */
+		got = zm_pages_alloc_spread(zp->pages, spread_order(zp),
+					    zs_pfns(zs)) == 0;
+	else if (first == 1)
 		got = zm_pages_alloc(zp->pages, zs_pfns(zs)) == 0;
 	else
 		got = zm_pages_alloc_bulk(zp->pages, first, zs_pfns(zs));
