@@ -45,6 +45,31 @@ static inline int pt_check(const void *buf, size_t len, uint64_t cookie)
 	return 0;
 }
 
+/* Check an object's pattern through zm_pool_read or a map in a random
+ * mode (rewriting the same pattern when the mode writes); 0 if whole. */
+static inline int pt_check_obj(struct zm_pool *p, zm_handle_t h, size_t size,
+			       uint64_t cookie, uint8_t *buf, struct rng *r)
+{
+	unsigned how = (unsigned)rng_below(r, 4);
+	uint8_t *m;
+	int bad = 0;
+
+	if (how == 0) {
+		if (zm_pool_read(p, h, buf, size))
+			return -1;
+		return pt_check(buf, size, cookie);
+	}
+	m = zm_pool_map(p, h, (enum zm_map_mode)how);
+	if (!m)
+		return -1;
+	if (how & ZM_MAP_RO)
+		bad = pt_check(m, size, cookie);
+	if (how & ZM_MAP_WO)
+		pt_fill(m, size, cookie);
+	zm_pool_unmap(p, h);
+	return bad;
+}
+
 /* The configurations every pool suite runs over. */
 static const struct zm_pool_config pt_configs[] = {
 	{ .allocator = "zsmalloc" },

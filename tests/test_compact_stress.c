@@ -28,24 +28,7 @@ static int g_stop;
 
 static int check_obj(const struct held *o, uint8_t *buf, struct rng *r)
 {
-	unsigned how = (unsigned)rng_below(r, 4);
-	uint8_t *m;
-	int bad = 0;
-
-	if (how == 0) {
-		if (zm_pool_read(g_pool, o->h, buf, o->size))
-			return -1;
-		return pt_check(buf, o->size, o->cookie);
-	}
-	m = zm_pool_map(g_pool, o->h, (enum zm_map_mode)how);
-	if (!m)
-		return -1;
-	if (how & ZM_MAP_RO)
-		bad = pt_check(m, o->size, o->cookie);
-	if (how & ZM_MAP_WO)
-		pt_fill(m, o->size, o->cookie);
-	zm_pool_unmap(g_pool, o->h);
-	return bad;
+	return pt_check_obj(g_pool, o->h, o->size, o->cookie, buf, r);
 }
 
 static void *worker(void *arg)

@@ -32,24 +32,7 @@ static size_t xn;
 
 static int verify(const struct held *o, uint8_t *buf, struct rng *r)
 {
-	enum zm_map_mode mode = (enum zm_map_mode)(1 + rng_below(r, 3));
-	uint8_t *m;
-	int bad = 0;
-
-	if (rng_below(r, 2)) {
-		if (zm_pool_read(g_pool, o->h, buf, o->size))
-			return -1;
-		return pt_check(buf, o->size, o->cookie);
-	}
-	m = zm_pool_map(g_pool, o->h, mode);
-	if (!m)
-		return -1;
-	if (mode & ZM_MAP_RO)
-		bad = pt_check(m, o->size, o->cookie);
-	if (mode & ZM_MAP_WO)
-		pt_fill(m, o->size, o->cookie);  /* rewrite the same contents */
-	zm_pool_unmap(g_pool, o->h);
-	return bad;
+	return pt_check_obj(g_pool, o->h, o->size, o->cookie, buf, r);
 }
 
 static void *worker(void *arg)

@@ -63,7 +63,6 @@ extern const struct zm_pool_ops zm_malloc_ops;
 struct zm_map_slot {
 	zm_handle_t handle;
 	struct zm_pool *pool;
-	void *cookie;      /* backend's (zsmalloc: the zspage) */
 	char *buf;         /* copy method: the thread's buffer handed out */
 	char *seg[2];      /* copy method: where the two halves live */
 	size_t len[2];

@@ -51,7 +51,6 @@ struct zs_auto {
 	unsigned watermark, ratio, target, budget;
 	unsigned last_freed;      /* atomic: class index last freed from */
 	uint8_t *want;            /* atomic per class entry: watermark crossed */
-	unsigned cursor;          /* round robin position; thread only */
 	struct auto_arg {
 		struct zs_pool *zp;
 		struct zs_auto *a;
