@@ -45,28 +45,35 @@ static inline int pt_check(const void *buf, size_t len, uint64_t cookie)
 	return 0;
 }
 
+/* A test's record of one object: its handle, size and pattern cookie. */
+struct pt_obj {
+	zm_handle_t h;
+	size_t size;
+	uint64_t cookie;
+};
+
 /* Check an object's pattern through zm_pool_read or a map in a random
  * mode (rewriting the same pattern when the mode writes); 0 if whole. */
-static inline int pt_check_obj(struct zm_pool *p, zm_handle_t h, size_t size,
-			       uint64_t cookie, uint8_t *buf, struct rng *r)
+static inline int pt_check_obj(struct zm_pool *p, const struct pt_obj *o, uint8_t *buf,
+			       struct rng *r)
 {
 	unsigned how = (unsigned)rng_below(r, 4);
 	uint8_t *m;
 	int bad = 0;
 
 	if (how == 0) {
-		if (zm_pool_read(p, h, buf, size))
+		if (zm_pool_read(p, o->h, buf, o->size))
 			return -1;
-		return pt_check(buf, size, cookie);
+		return pt_check(buf, o->size, o->cookie);
 	}
-	m = zm_pool_map(p, h, (enum zm_map_mode)how);
+	m = zm_pool_map(p, o->h, (enum zm_map_mode)how);
 	if (!m)
 		return -1;
 	if (how & ZM_MAP_RO)
-		bad = pt_check(m, size, cookie);
+		bad = pt_check(m, o->size, o->cookie);
 	if (how & ZM_MAP_WO)
-		pt_fill(m, size, cookie);
-	zm_pool_unmap(p, h);
+		pt_fill(m, o->size, o->cookie);
+	zm_pool_unmap(p, o->h);
 	return bad;
 }
 

@@ -10,13 +10,7 @@
 
 #define N 20000
 
-struct obj {
-	zm_handle_t h;
-	size_t size;
-	uint64_t cookie;
-};
-
-static struct obj objs[N];
+static struct pt_obj objs[N];
 static uint64_t g_seed;
 
 static struct zm_pool *mk(enum zm_compact_policy pol, unsigned wm, unsigned ratio)

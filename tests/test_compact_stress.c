@@ -15,26 +15,15 @@
 #define NT 3
 #define HOLD 400
 
-struct held {
-	zm_handle_t h;
-	size_t size;
-	uint64_t cookie;
-};
-
 static uint64_t g_seed;
 static long g_steps = 150000;
 static struct zm_pool *g_pool;
 static int g_stop;
 
-static int check_obj(const struct held *o, uint8_t *buf, struct rng *r)
-{
-	return pt_check_obj(g_pool, o->h, o->size, o->cookie, buf, r);
-}
-
 static void *worker(void *arg)
 {
 	long id = (long)arg, errors = 0;
-	struct held hold[HOLD];
+	struct pt_obj hold[HOLD];
 	uint8_t buf[4096];
 	size_t n = 0;
 	uint64_t serial = 0;
@@ -46,7 +35,7 @@ static void *worker(void *arg)
 
 		/* bursts of frees leave holes for the compactor */
 		if (op < 45 && n < HOLD) {
-			struct held o = { 0, pt_size(&r, 4096), ((uint64_t)id << 48) | ++serial };
+			struct pt_obj o = { 0, pt_size(&r, 4096), ((uint64_t)id << 48) | ++serial };
 
 			o.h = zm_malloc(g_pool, o.size);
 			if (!o.h) {
@@ -58,19 +47,19 @@ static void *worker(void *arg)
 				errors++;
 			hold[n++] = o;
 		} else if (op < 75 && n) {
-			if (check_obj(&hold[rng_below(&r, n)], buf, &r))
+			if (pt_check_obj(g_pool, &hold[rng_below(&r, n)], buf, &r))
 				errors++;
 		} else if (n) {
 			size_t i = rng_below(&r, n);
 
-			if (check_obj(&hold[i], buf, &r) || zm_free(g_pool, hold[i].h))
+			if (pt_check_obj(g_pool, &hold[i], buf, &r) || zm_free(g_pool, hold[i].h))
 				errors++;
 			hold[i] = hold[--n];
 		}
 	}
 	while (n) {
 		n--;
-		if (check_obj(&hold[n], buf, &r) || zm_free(g_pool, hold[n].h))
+		if (pt_check_obj(g_pool, &hold[n], buf, &r) || zm_free(g_pool, hold[n].h))
 			errors++;
 	}
 	return (void *)errors;

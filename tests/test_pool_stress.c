@@ -15,30 +15,19 @@
 #define NT 4
 #define HOLD 200
 
-struct held {
-	zm_handle_t h;
-	size_t size;
-	uint64_t cookie;
-};
-
 static uint64_t g_seed;
 static long g_steps = 20000;
 static struct zm_pool *g_pool;
 static size_t g_page;
 
 static pthread_mutex_t xlock = PTHREAD_MUTEX_INITIALIZER;
-static struct held xq[512];
+static struct pt_obj xq[512];
 static size_t xn;
-
-static int verify(const struct held *o, uint8_t *buf, struct rng *r)
-{
-	return pt_check_obj(g_pool, o->h, o->size, o->cookie, buf, r);
-}
 
 static void *worker(void *arg)
 {
 	long id = (long)arg, errors = 0;
-	struct held hold[HOLD];
+	struct pt_obj hold[HOLD];
 	uint8_t *buf = malloc(g_page);
 	size_t n = 0;
 	uint64_t serial = 0;
@@ -49,7 +38,7 @@ static void *worker(void *arg)
 		unsigned op = (unsigned)rng_below(&r, 100);
 
 		if (op < 40 && n < HOLD) {
-			struct held o = { 0, pt_size(&r, g_page),
+			struct pt_obj o = { 0, pt_size(&r, g_page),
 					  ((uint64_t)id << 48) | ++serial };
 
 			o.h = zm_malloc(g_pool, o.size);
@@ -64,12 +53,12 @@ static void *worker(void *arg)
 		} else if (op < 70 && n) {
 			size_t i = rng_below(&r, n);
 
-			if (verify(&hold[i], buf, &r))
+			if (pt_check_obj(g_pool, &hold[i], buf, &r))
 				errors++;
 		} else if (op < 90 && n) {
 			size_t i = rng_below(&r, n);
 
-			if (verify(&hold[i], buf, &r) || zm_free(g_pool, hold[i].h))
+			if (pt_check_obj(g_pool, &hold[i], buf, &r) || zm_free(g_pool, hold[i].h))
 				errors++;
 			hold[i] = hold[--n];
 		} else if (op < 95 && n) {
@@ -82,7 +71,7 @@ static void *worker(void *arg)
 			}
 			pthread_mutex_unlock(&xlock);
 		} else {
-			struct held o;
+			struct pt_obj o;
 			int got = 0;
 
 			pthread_mutex_lock(&xlock);
@@ -92,7 +81,7 @@ static void *worker(void *arg)
 			}
 			pthread_mutex_unlock(&xlock);
 			if (got) {
-				if (verify(&o, buf, &r))
+				if (pt_check_obj(g_pool, &o, buf, &r))
 					errors++;
 				hold[n++] = o;
 			}
@@ -100,7 +89,7 @@ static void *worker(void *arg)
 	}
 	while (n) {
 		n--;
-		if (verify(&hold[n], buf, &r) || zm_free(g_pool, hold[n].h))
+		if (pt_check_obj(g_pool, &hold[n], buf, &r) || zm_free(g_pool, hold[n].h))
 			errors++;
 	}
 	free(buf);

@@ -44,24 +44,18 @@ struct job {
 	uint64_t ops, ns, fails, t0, t1;
 };
 
-static uint64_t xs(uint64_t *s)
-{
-	*s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
-	return *s * 0x2545F4914F6CDD1Dull;
-}
-
 /* realistic compressed sizes of 4 KiB pages (see tests/pooltest.h) */
 static size_t rsize(uint64_t *s)
 {
-	unsigned k = (unsigned)(xs(s) % 100);
+	unsigned k = (unsigned)(cli_rand(s) % 100);
 
 	if (k < 25)
-		return 16 + xs(s) % 410;
+		return 16 + cli_rand(s) % 410;
 	if (k < 80)
-		return 410 + xs(s) % 2048;
+		return 410 + cli_rand(s) % 2048;
 	if (k < 95)
-		return 2458 + xs(s) % 1228;
-	return 4096 - xs(s) % 204;
+		return 2458 + cli_rand(s) % 1228;
+	return 4096 - cli_rand(s) % 204;
 }
 
 static void *run(void *arg)
@@ -95,13 +89,13 @@ static void *run(void *arg)
 		break;
 	default:
 		for (size_t i = 0; i < 2 * j->n; i++) {
-			if (live < j->n / 4 || (live < j->n && xs(&s) % 2)) {
+			if (live < j->n / 4 || (live < j->n && cli_rand(&s) % 2)) {
 				if ((j->h[live] = zm_malloc(j->pool, rsize(&s))))
 					live++;
 				else
 					j->fails++;
 			} else {
-				size_t k = xs(&s) % live;
+				size_t k = cli_rand(&s) % live;
 
 				zm_free(j->pool, j->h[k]);
 				j->h[k] = j->h[--live];

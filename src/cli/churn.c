@@ -61,12 +61,6 @@ static size_t rss(void)
 	return res * (size_t)sysconf(_SC_PAGESIZE);
 }
 
-static uint64_t xs(uint64_t *s)
-{
-	*s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
-	return *s * 0x2545F4914F6CDD1Dull;
-}
-
 /* ---- the child ---------------------------------------------------- */
 
 static double pool_over(struct zm_pool *p, uint64_t live)
@@ -132,7 +126,7 @@ int cmd_churn_child(int argc, char **argv)
 	}
 	printf("full %.4f %.4f\n", (double)(rss() - base) / (double)total, pool_over(pool, total));
 	for (size_t i = 0; i < n; i++) {
-		if ((double)(xs(&seed) % 1000000) < fraction * 1e6) {
+		if ((double)(cli_rand(&seed) % 1000000) < fraction * 1e6) {
 			if (pool)
 				zm_free(pool, (zm_handle_t)(uintptr_t)obj[i]);
 			else
@@ -212,6 +206,25 @@ static int run_child(int k, const char *path, double fraction, struct churn_row 
 	return 0;
 }
 
+/* Write the corpus's sizes to a new temporary file for the children;
+ * path is a mkstemp template.  0 or -EIO. */
+static int write_sizes(const struct corpus *c, char *path)
+{
+	int fd = mkstemp(path);
+	FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+	int ok = f && fwrite(&c->n, sizeof(c->n), 1, f) == 1 &&
+		 fwrite(c->size, sizeof(*c->size), c->n, f) == c->n;
+
+	if (f && fclose(f))
+		ok = 0;
+	if (!ok) {
+		if (fd >= 0)
+			unlink(path);
+		return -EIO;
+	}
+	return 0;
+}
+
 /* For zmem bench --churn: run every allocator on the default corpus (or
  * `corpus`) and give back one summary each. */
 int churn_summary(double fraction, size_t target, const char *corpus,
@@ -220,19 +233,14 @@ int churn_summary(double fraction, size_t target, const char *corpus,
 	const char *paths[1] = { corpus };
 	char path[] = "/tmp/zmem-churn-XXXXXX";
 	struct corpus c;
-	int fd, n = 0;
-	FILE *f;
+	int n = 0;
 
 	if (corpus_load(paths, corpus ? 1 : 0, target, &c))
 		return -ENOENT;
-	fd = mkstemp(path);
-	f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-	if (!f || fwrite(&c.n, sizeof(c.n), 1, f) != 1 ||
-	    fwrite(c.size, sizeof(*c.size), c.n, f) != c.n) {
+	if (write_sizes(&c, path)) {
 		corpus_free(&c);
 		return -EIO;
 	}
-	fclose(f);
 	for (int k = 0; k < NALLOC && n < max; k++) {
 		struct churn_row r;
 
@@ -272,11 +280,11 @@ static void *fg_worker(void *arg)
 	if (!h)
 		return NULL;
 	while (!*j->stop) {
-		size_t i = xs(&s) % LIVE;
+		size_t i = cli_rand(&s) % LIVE;
 
 		if (h[i])
 			zm_free(j->pool, h[i]);
-		h[i] = zm_malloc(j->pool, j->c->size[xs(&s) % j->c->n]);
+		h[i] = zm_malloc(j->pool, j->c->size[cli_rand(&s) % j->c->n]);
 		ops += 2;
 	}
 	for (size_t i = 0; i < LIVE; i++)
@@ -330,8 +338,6 @@ int cmd_churn(int argc, char **argv)
 	struct corpus c;
 	struct churn_row rows[NALLOC];
 	char path[] = "/tmp/zmem-churn-XXXXXX";
-	FILE *f;
-	int fd;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json"))
@@ -354,14 +360,11 @@ int cmd_churn(int argc, char **argv)
 		fprintf(stderr, "churn: bad --fraction or --size, or no pages\n");
 		return 2;
 	}
-	fd = mkstemp(path);
-	f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-	if (!f || fwrite(&c.n, sizeof(c.n), 1, f) != 1 ||
-	    fwrite(c.size, sizeof(*c.size), c.n, f) != c.n) {
+	if (write_sizes(&c, path)) {
 		fprintf(stderr, "churn: cannot write %s\n", path);
+		corpus_free(&c);
 		return 1;
 	}
-	fclose(f);
 	for (int k = 0; k < NALLOC; k++) {
 		if (!json)
 			fprintf(stderr, "\rchurn: %s...          ", names[k]);

@@ -27,6 +27,13 @@ int churn_summary(double fraction, size_t target, const char *corpus,
 int cmd_gen(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
 
+/* xorshift64*: the benchmarks' reproducible random numbers */
+static inline uint64_t cli_rand(uint64_t *s)
+{
+	*s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
+	return *s * 0x2545F4914F6CDD1Dull;
+}
+
 /* monotonic nanoseconds */
 uint64_t cli_now_ns(void);
 /* parse "128K", "64M", "1G", "4096" into bytes; 0 on error */
