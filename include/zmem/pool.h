@@ -108,6 +108,9 @@ struct zm_pool_stats {
 	uint64_t malloc_fail;
 	uint64_t compactions, pages_compacted, objects_moved;
 	uint64_t compact_ns;     /* time spent compacting */
+	uint64_t descriptors;    /* out-of-line block descriptors, for the
+				    allocators that have them (xcfmalloc);
+				    0 otherwise */
 };
 
 /* One row of the per-class table (the seeds' columns). */

@@ -1,6 +1,7 @@
 /*
  * libFuzzer harness for the pool layer: the input bytes are a program of
- * operations on a zsmalloc pool (and, by its first byte, a malloc pool),
+ * operations on a pool of the backend its first byte picks from
+ * zm_pool_backends() (so every backend is fuzzed),
  * checked against a model: malloc of a size taken from the bytes, free,
  * write, read-and-compare, map in each mode, compact, bad frees.  Any
  * mismatch or sanitizer report is a finding.
@@ -46,8 +47,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 
 	if (len < 1)
 		return 0;
-	c.allocator = data[0] & 1 ? "malloc" : "zsmalloc";
-	c.span = data[0] & 2 ? ZM_SPAN_COPY : ZM_SPAN_CONTIG;
+	{
+		const char *const *b = zm_pool_backends();
+		size_t nb = 0;
+
+		while (b[nb])
+			nb++;
+		c.allocator = b[(data[0] >> 1) % nb];
+	}
+	c.span = data[0] & 1 ? ZM_SPAN_COPY : ZM_SPAN_CONTIG;
 	if (zm_pool_create(&c, &p))
 		return 0;
 	for (i = 1; i + 2 < len; i += 3) {
