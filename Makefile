@@ -62,7 +62,9 @@ LIB_SRC  := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
 ifneq ($(ZM_WITH_LZO),1)
 LIB_SRC  := $(filter-out src/codec/lzo.c,$(LIB_SRC))
 endif
-CLI_SRC  := $(wildcard src/cli/*.c)
+# The front ends: the zmem command and the NBD server it runs (zmem serve).
+SERVE_SRC := $(wildcard src/serve/*.c)
+CLI_SRC  := $(wildcard src/cli/*.c) $(SERVE_SRC)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 HEADERS  := $(wildcard include/zmem/*.h) $(wildcard src/*/*.h)
@@ -145,7 +147,8 @@ fuzz:
 	    SAN=address,undefined,fuzzer-no-link build/fuzz/libzmem.a
 	for f in $(FUZZ_SRC); do \
 	    clang $(CPPFLAGS_ZM) -g -O1 -fsanitize=fuzzer,address,undefined \
-	        -o build/fuzz/$$(basename $$f .c) $$f build/fuzz/libzmem.a $(LDLIBS_ZM) || exit 1; \
+	        -o build/fuzz/$$(basename $$f .c) $$f $(SERVE_SRC) build/fuzz/libzmem.a \
+	        $(LDLIBS_ZM) || exit 1; \
 	done
 check-fuzz:
 	@if command -v clang >/dev/null 2>&1; then \

@@ -206,7 +206,9 @@ size_t zm_store_page_size(const struct zm_store *store);
 uint64_t zm_store_nr_pages(const struct zm_store *store);
 
 /* What a slot holds, for tests and tools: flags ZM_STORE_SLOT_* and, for a
- * page in the pool, its handle and object length (*handle 0 otherwise).
+ * page in the pool, its handle and object length; for a same-filled page,
+ * the 8-byte word it is filled with in *handle (0 for a zero page); *handle
+ * is 0 for an empty slot.
  * The answer may be stale as soon as it is returned.  0 or -EINVAL. */
 #define ZM_STORE_SLOT_EMPTY 0u
 #define ZM_STORE_SLOT_SAME  1u  /* same-filled; no pool object */

@@ -14,6 +14,8 @@ int cmd_allocbench(int argc, char **argv);
 int cmd_density(int argc, char **argv);
 int cmd_churn(int argc, char **argv);
 int cmd_churn_child(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
 
 /* churn.c, for zmem bench --churn */
 struct churn_summary {

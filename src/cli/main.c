@@ -24,6 +24,10 @@ static const struct {
 	  "the same allocations through every pool backend: ns per op, threads" },
 	{ "gen", cmd_gen,
 	  "write zero, random or English-like text pages at a compression ratio" },
+	{ "serve", cmd_serve,
+	  "a compressed RAM disk over NBD (qemu, nbdcopy, fio, nbdinfo)" },
+	{ "stats", cmd_stats,
+	  "the statistics of a running zmem serve" },
 	{ "capture", cmd_capture,
 	  "copy the private memory of a live process into a file of pages" },
 };

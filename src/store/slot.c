@@ -142,7 +142,7 @@ int zm_store_slot_info(struct zm_store *s, uint64_t index, unsigned *kind,
 	if (kind)
 		*kind = slot_kind(info);
 	if (handle)
-		*handle = slot_kind(info) >= ZM_STORE_SLOT_POOL ? h : 0;
+		*handle = slot_kind(info) == ZM_STORE_SLOT_EMPTY ? 0 : h;
 	if (len)
 		*len = slot_len(info);
 	return 0;

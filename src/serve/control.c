@@ -1,0 +1,230 @@
+/*
+ * The control socket: `zmem stats SOCKET` connects to SOCKET.ctl (a Unix
+ * socket beside the data socket, or --control PATH), sends one line --
+ * "text" or "json" -- and reads the report until the server closes.
+ *
+ * The report: the export (size, codec, allocator), zram's mm_stat line and
+ * fields, the store's statistics with its size histogram, the pool's
+ * per-class table, and the server's counters (connections, requests by
+ * type, bytes, errors).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zmem/codec.h>
+#include "serve/serve.h"
+
+static const char *const counter_names[SC_NR] = {
+	"connections", "connections_open", "handshake_failures", "requests", "reads", "writes",
+	"flushes", "trims", "write_zeroes", "caches", "block_status", "bytes_read",
+	"bytes_written", "errors", "protocol_errors",
+};
+
+static double uptime(const struct zm_server *s)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((double)ts.tv_sec * 1e9 + (double)ts.tv_nsec - (double)s->started_ns) / 1e9;
+}
+
+static void report_json(struct zm_server *s, FILE *f)
+{
+	struct zm_store_stats st;
+	struct zm_pool *pool = zm_store_pool(s->store);
+	unsigned nc = zm_pool_nr_classes(pool);
+	bool first = true;
+
+	zm_store_stats(s->store, &st);
+	fprintf(f, "{\"export\": {\"size\": %llu, \"page_size\": %zu, \"codec\": \"%s\", "
+		   "\"allocator\": \"%s\", \"read_only\": %s, \"threads\": %u, \"uptime_s\": %.3f},\n",
+		(unsigned long long)s->disk.size, st.page_size, s->cfg.codec ? s->cfg.codec : "lz4",
+		zm_pool_backend(pool), s->cfg.read_only ? "true" : "false", s->nworkers, uptime(s));
+	fprintf(f, " \"mm_stat\": {\"orig_data_size\": %llu, \"compr_data_size\": %llu, "
+		   "\"mem_used_total\": %llu, \"mem_limit\": %llu, \"mem_used_max\": %llu, "
+		   "\"same_pages\": %llu, \"pages_compacted\": %llu, \"huge_pages\": %llu, "
+		   "\"huge_pages_since\": %llu},\n",
+		(unsigned long long)st.orig_data_size, (unsigned long long)st.compr_data_size,
+		(unsigned long long)st.mem_used_total, (unsigned long long)st.mem_limit,
+		(unsigned long long)st.mem_used_max, (unsigned long long)st.same_pages,
+		(unsigned long long)st.pages_compacted, (unsigned long long)st.huge_pages,
+		(unsigned long long)st.huge_pages_since);
+	fprintf(f, " \"store\": {\"pages_stored\": %llu, \"puts\": %llu, \"gets\": %llu, "
+		   "\"discards\": %llu, \"failed_reads\": %llu, \"failed_writes\": %llu, "
+		   "\"limit_fails\": %llu, \"pool_objects\": %llu, \"pool_meta_bytes\": %llu, "
+		   "\"store_meta_bytes\": %llu},\n",
+		(unsigned long long)st.pages_stored, (unsigned long long)st.puts,
+		(unsigned long long)st.gets, (unsigned long long)st.discards,
+		(unsigned long long)st.failed_reads, (unsigned long long)st.failed_writes,
+		(unsigned long long)st.limit_fails, (unsigned long long)st.pool_objects,
+		(unsigned long long)st.pool_meta_bytes, (unsigned long long)st.store_meta_bytes);
+	fprintf(f, " \"classes\": [");
+	for (unsigned i = 0; i < nc; i++) {
+		struct zm_pool_class_stats cs;
+
+		if (zm_pool_class_stats(pool, i, &cs) || !cs.obj_allocated)
+			continue;
+		fprintf(f, "%s\n  {\"size\": %u, \"pages_per_zspage\": %u, \"objs_per_zspage\": %u, "
+			   "\"obj_allocated\": %llu, \"obj_used\": %llu, \"pages_used\": %llu, "
+			   "\"freeable\": %llu}",
+			first ? "" : ",", cs.size, cs.pages_per_zspage, cs.objs_per_zspage,
+			(unsigned long long)cs.obj_allocated, (unsigned long long)cs.obj_used,
+			(unsigned long long)cs.pages_used, (unsigned long long)cs.freeable);
+		first = false;
+	}
+	fprintf(f, "],\n \"server\": {");
+	for (int i = 0; i < SC_NR; i++)
+		fprintf(f, "%s\"%s\": %llu", i ? ", " : "", counter_names[i],
+			(unsigned long long)__atomic_load_n(&s->counter[i], __ATOMIC_RELAXED));
+	fprintf(f, "}}\n");
+}
+
+static void report_text(struct zm_server *s, FILE *f)
+{
+	struct zm_store_stats st;
+	struct zm_pool *pool = zm_store_pool(s->store);
+
+	zm_store_stats(s->store, &st);
+	fprintf(f, "export: %llu bytes, %s, %s%s, %u workers, up %.1f s\n",
+		(unsigned long long)s->disk.size, s->cfg.codec ? s->cfg.codec : "lz4",
+		zm_pool_backend(pool), s->cfg.read_only ? ", read-only" : "", s->nworkers,
+		uptime(s));
+	fprintf(f, "mm_stat: ");
+	zm_store_print_mm_stat(&st, f);
+	fprintf(f, "\n");
+	zm_store_print_stats(&st, f);
+	fprintf(f, "\n");
+	zm_pool_print_classes(pool, f);
+	fprintf(f, "\nserver:\n");
+	for (int i = 0; i < SC_NR; i++)
+		fprintf(f, "  %-20s %llu\n", counter_names[i],
+			(unsigned long long)__atomic_load_n(&s->counter[i], __ATOMIC_RELAXED));
+}
+
+void control_report(struct zm_server *s, int fd, bool json)
+{
+	int dfd = dup(fd);
+	FILE *f = dfd >= 0 ? fdopen(dfd, "w") : NULL;
+
+	if (!f) {
+		if (dfd >= 0)
+			close(dfd);
+		return;
+	}
+	if (json)
+		report_json(s, f);
+	else
+		report_text(s, f);
+	fclose(f);
+}
+
+struct control {
+	struct zm_server *s;
+	int fd;
+};
+
+static void *control_thread(void *arg)
+{
+	struct control *ctl = arg;
+
+	for (;;) {
+		int fd = accept4(ctl->fd, NULL, NULL, SOCK_CLOEXEC);
+		char line[16] = "";
+		struct timeval tv = { 2, 0 };
+		ssize_t n;
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			break;  /* shut down */
+		}
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		n = recv(fd, line, sizeof(line) - 1, 0);
+		if (n > 0)
+			control_report(ctl->s, fd, !strncmp(line, "json", 4));
+		close(fd);
+	}
+	free(ctl);
+	return NULL;
+}
+
+int control_start(struct zm_server *s, const char *path, pthread_t *thread, int *out)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct control *ctl;
+	int fd;
+
+	if (strlen(path) >= sizeof(a.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	strcpy(a.sun_path, path);
+	unlink(path);  /* ours: the data socket beside it is bound already */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 8) ||
+	    !(ctl = malloc(sizeof(*ctl)))) {
+		close(fd);
+		return -1;
+	}
+	ctl->s = s;
+	ctl->fd = fd;
+	if (pthread_create(thread, NULL, control_thread, ctl)) {
+		free(ctl);
+		close(fd);
+		return -1;
+	}
+	*out = fd;
+	return 0;
+}
+
+static int connect_unix(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(a.sun_path))
+		return -1;
+	strcpy(a.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+int control_query(const char *path, bool json)
+{
+	char ctl[4200];
+	char buf[65536];
+	int fd;
+	ssize_t n;
+
+	/* the data socket's name, or the control socket's own */
+	snprintf(ctl, sizeof(ctl), "%s.ctl", path);
+	fd = connect_unix(ctl);
+	if (fd < 0 && strlen(path) > 4 && !strcmp(path + strlen(path) - 4, ".ctl"))
+		fd = connect_unix(path);
+	if (fd < 0) {
+		fprintf(stderr, "zmem stats: cannot reach %s (or %s): %s\n", ctl, path,
+			strerror(errno));
+		return 1;
+	}
+	if (send(fd, json ? "json\n" : "text\n", 5, MSG_NOSIGNAL) != 5) {
+		close(fd);
+		return 1;
+	}
+	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
+		fwrite(buf, 1, (size_t)n, stdout);
+	close(fd);
+	return n < 0;
+}

@@ -1,0 +1,179 @@
+/*
+ * Byte ranges on the store.  The store works in whole pages; NBD clients
+ * send any offset and length (qemu and the kernel often 512 bytes).  A
+ * request is cut at page boundaries: whole pages go straight to
+ * zm_store_put/get/discard, the partial pages at its ends are read,
+ * changed and written back under the page's stripe lock.
+ *
+ * Whole-page writes take the stripe lock too: otherwise a read-modify-write
+ * of one sector could write back, over a concurrent whole-page write, the
+ * page's other sectors as they were before it.  Reads take no lock: the
+ * store returns one complete page that some put stored.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "serve/nbd.h"
+#include "serve/serve.h"
+
+int disk_init(struct zm_disk *d, struct zm_store *store, uint64_t size)
+{
+	d->store = store;
+	d->size = size;
+	d->page_size = zm_store_page_size(store);
+	d->page_shift = (unsigned)__builtin_ctzl(d->page_size);
+	for (unsigned i = 0; i < DISK_STRIPES; i++)
+		pthread_mutex_init(&d->stripe[i], NULL);
+	return 0;
+}
+
+void disk_fini(struct zm_disk *d)
+{
+	for (unsigned i = 0; i < DISK_STRIPES; i++)
+		pthread_mutex_destroy(&d->stripe[i]);
+}
+
+static pthread_mutex_t *stripe(struct zm_disk *d, uint64_t page)
+{
+	/* neighbouring pages on different stripes: sequential writers from
+	 * several connections do not queue on one lock */
+	return &d->stripe[page % DISK_STRIPES];
+}
+
+int disk_read(struct zm_disk *d, uint64_t off, uint32_t len, void *buf, void *scratch)
+{
+	uint8_t *out = buf;
+
+	while (len) {
+		uint64_t page = off >> d->page_shift;
+		size_t in = off & (d->page_size - 1);
+		size_t n = d->page_size - in;
+		int rc;
+
+		if (n > len)
+			n = len;
+		if (n == d->page_size) {
+			rc = zm_store_get(d->store, page, out);
+		} else {
+			rc = zm_store_get(d->store, page, scratch);
+			memcpy(out, (uint8_t *)scratch + in, n);
+		}
+		if (rc)
+			return rc;
+		out += n, off += n, len -= (uint32_t)n;
+	}
+	return 0;
+}
+
+int disk_write(struct zm_disk *d, uint64_t off, uint32_t len, const void *buf, void *scratch)
+{
+	const uint8_t *src = buf;
+
+	while (len) {
+		uint64_t page = off >> d->page_shift;
+		size_t in = off & (d->page_size - 1);
+		size_t n = d->page_size - in;
+		pthread_mutex_t *m = stripe(d, page);
+		int rc;
+
+		if (n > len)
+			n = len;
+		pthread_mutex_lock(m);
+		if (n == d->page_size) {
+			rc = zm_store_put(d->store, page, src);
+		} else {
+			rc = zm_store_get(d->store, page, scratch);
+			if (!rc) {
+				memcpy((uint8_t *)scratch + in, src, n);
+				rc = zm_store_put(d->store, page, scratch);
+			}
+		}
+		pthread_mutex_unlock(m);
+		if (rc)
+			return rc;
+		src += n, off += n, len -= (uint32_t)n;
+	}
+	return 0;
+}
+
+/* Does the page read as zeros without being touched? */
+static bool page_is_zero(struct zm_disk *d, uint64_t page)
+{
+	unsigned kind;
+	zm_handle_t word;
+
+	if (zm_store_slot_info(d->store, page, &kind, &word, NULL))
+		return false;
+	return kind == ZM_STORE_SLOT_EMPTY || (kind == ZM_STORE_SLOT_SAME && word == 0);
+}
+
+int disk_zero(struct zm_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch)
+{
+	while (len) {
+		uint64_t page = off >> d->page_shift;
+		size_t in = off & (d->page_size - 1);
+		size_t n = d->page_size - in;
+		pthread_mutex_t *m = stripe(d, page);
+		int rc = 0;
+
+		if (n > len)
+			n = len;
+		pthread_mutex_lock(m);
+		if (n == d->page_size && may_hole) {
+			rc = zm_store_discard(d->store, page, 1);
+		} else if (n == d->page_size) {
+			memset(scratch, 0, d->page_size);
+			rc = zm_store_put(d->store, page, scratch); /* same-filled: no pool memory */
+		} else if (!page_is_zero(d, page)) {
+			rc = zm_store_get(d->store, page, scratch);
+			if (!rc) {
+				memset((uint8_t *)scratch + in, 0, n);
+				rc = zm_store_put(d->store, page, scratch);
+			}
+		}
+		pthread_mutex_unlock(m);
+		if (rc)
+			return rc;
+		off += n, len -= n;
+	}
+	return 0;
+}
+
+static uint32_t page_state(struct zm_disk *d, uint64_t page)
+{
+	unsigned kind;
+	zm_handle_t word;
+
+	if (zm_store_slot_info(d->store, page, &kind, &word, NULL))
+		return 0;
+	if (kind == ZM_STORE_SLOT_EMPTY)
+		return NBD_STATE_HOLE | NBD_STATE_ZERO;
+	if (kind == ZM_STORE_SLOT_SAME && word == 0)
+		return NBD_STATE_ZERO;
+	return 0;
+}
+
+unsigned disk_extents(struct zm_disk *d, uint64_t off, uint32_t len, uint32_t *ext,
+		      unsigned max)
+{
+	unsigned n = 0;
+
+	while (len && n < max) {
+		uint64_t page = off >> d->page_shift;
+		size_t in = off & (d->page_size - 1);
+		uint32_t step = (uint32_t)(d->page_size - in);
+		uint32_t st = page_state(d, page);
+
+		if (step > len)
+			step = len;
+		if (n && ext[2 * (n - 1) + 1] == st) {
+			ext[2 * (n - 1)] += step;
+		} else {
+			ext[2 * n] = step;
+			ext[2 * n + 1] = st;
+			n++;
+		}
+		off += step, len -= step;
+	}
+	return n;
+}

@@ -1,0 +1,225 @@
+/*
+ * zmem serve: a compressed RAM disk over NBD.  The front end of the store
+ * (include/zmem/store.h) for block clients: qemu, nbdcopy, fio, libnbd
+ * programs, the kernel's nbd client.  Uses only the public headers.
+ *
+ *   disk.c       byte ranges on the store: unaligned reads and
+ *                read-modify-write, zeroing, trimming, allocation status
+ *   conn.c       a connection's byte stream (a socket, or a buffer for the
+ *                fuzzer), big-endian packing
+ *   handshake.c  the fixed newstyle option haggling
+ *   transmit.c   requests: parse, check, execute, reply
+ *   server.c     listening sockets, connections, the worker pool, shutdown
+ *   control.c    the control socket that `zmem stats` reads
+ *
+ * Threads: the main thread accepts; each connection has a reader thread
+ * that runs the handshake and reads requests; reads and writes are handed
+ * to a pool of --threads workers (so one connection's requests overlap,
+ * as qemu and fio send them), and replies leave under the connection's
+ * send lock.  The control socket has its own thread.
+ *
+ * Lock order: server.lock (connection list, counters' totals) ->
+ * conn.lock (in-flight count) -> conn.send_lock; a disk stripe lock is
+ * taken alone, one at a time, by whoever executes a request, and inside it
+ * only the store's own slot locks.
+ */
+#ifndef ZM_SERVE_H
+#define ZM_SERVE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <zmem/store.h>
+
+/* ---- disk.c ----------------------------------------------------------- */
+
+/* Partial-page writes read, modify and write back a page; two such writes
+ * to the same page, or one and a whole-page write, must not interleave.
+ * A page's writers take one of DISK_STRIPES mutexes, by page number: 4096
+ * stripes make two unrelated pages collide rarely with 2..64 writers and
+ * cost 160 KiB. */
+#define DISK_STRIPES 4096
+
+struct zm_disk {
+	struct zm_store *store;
+	uint64_t size;            /* bytes exported */
+	size_t page_size;
+	unsigned page_shift;
+	pthread_mutex_t stripe[DISK_STRIPES];
+};
+
+int disk_init(struct zm_disk *d, struct zm_store *store, uint64_t size);
+void disk_fini(struct zm_disk *d);
+/* All return 0 or a negative errno from the store (-ENOSPC for the memory
+ * limit, -EIO, -ENOMEM).  scratch: page_size bytes of the caller's. */
+int disk_read(struct zm_disk *d, uint64_t off, uint32_t len, void *buf, void *scratch);
+int disk_write(struct zm_disk *d, uint64_t off, uint32_t len, const void *buf, void *scratch);
+/* Zero a range; whole pages become holes when may_hole (trim, or
+ * write-zeroes without NO_HOLE), else zero-filled pages (which take no
+ * pool memory either, but read back as allocated). */
+int disk_zero(struct zm_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch);
+
+/* base:allocation extents from off, at most max of them, covering at most
+ * len bytes: lengths and NBD_STATE_* flags into ext[2*i], ext[2*i+1].
+ * Returns how many. */
+unsigned disk_extents(struct zm_disk *d, uint64_t off, uint32_t len, uint32_t *ext,
+		      unsigned max);
+
+/* ---- conn.c --------------------------------------------------------- */
+
+struct zm_server;
+
+/* A connection's transport: a socket, or (fuzzing) callbacks. */
+struct nbd_io {
+	/* read exactly n bytes: 0, or -1 on EOF or error */
+	int (*recv)(void *ctx, void *buf, size_t n);
+	/* write every byte of the vector: 0, or -1 */
+	int (*send)(void *ctx, const struct iovec *iov, int n);
+	void *ctx;
+};
+
+struct nbd_conn {
+	struct zm_server *srv;
+	struct nbd_io io;
+	int fd;                   /* -1 when io is not a socket */
+	unsigned id;
+	/* negotiated */
+	bool structured;          /* NBD_OPT_STRUCTURED_REPLY acknowledged */
+	bool meta_alloc;          /* base:allocation selected */
+	uint16_t tflags;          /* transmission flags sent */
+	/* state */
+	pthread_mutex_t lock;     /* inflight */
+	pthread_cond_t idle;      /* inflight fell */
+	unsigned inflight;
+	size_t inflight_bytes;
+	pthread_mutex_t send_lock;
+	bool dead;                /* a send failed: no more replies (send_lock) */
+	bool finished;            /* the reader has ended (atomic): join it */
+	void *scratch;            /* reader's page buffer (inline requests) */
+	pthread_t thread;
+	struct nbd_conn *next, *prev;  /* server list; server.lock */
+};
+
+int conn_sock_recv(void *ctx, void *buf, size_t n);
+int conn_sock_send(void *ctx, const struct iovec *iov, int n);
+/* discard n bytes of input */
+int conn_skip(struct nbd_conn *c, uint64_t n);
+
+static inline void put_be16(uint8_t *p, uint16_t v) { p[0] = v >> 8; p[1] = (uint8_t)v; }
+static inline void put_be32(uint8_t *p, uint32_t v)
+{
+	put_be16(p, (uint16_t)(v >> 16));
+	put_be16(p + 2, (uint16_t)v);
+}
+static inline void put_be64(uint8_t *p, uint64_t v)
+{
+	put_be32(p, (uint32_t)(v >> 32));
+	put_be32(p + 4, (uint32_t)v);
+}
+static inline uint16_t get_be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static inline uint32_t get_be32(const uint8_t *p)
+{
+	return (uint32_t)get_be16(p) << 16 | get_be16(p + 2);
+}
+static inline uint64_t get_be64(const uint8_t *p)
+{
+	return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
+}
+
+/* ---- handshake.c / transmit.c --------------------------------------- */
+
+/* Most bytes one request may carry or ask for: 32 MiB, the protocol's
+ * customary maximum (advertised in NBD_INFO_BLOCK_SIZE). */
+#define NBD_MAX_PAYLOAD (32u << 20)
+
+/* Returns 0 to go on to transmission, -1 to close the connection. */
+int nbd_handshake(struct nbd_conn *c);
+/* The request loop; returns when the client leaves or breaks the
+ * protocol, after every request it sent has been answered. */
+void nbd_transmit(struct nbd_conn *c);
+
+/* ---- server.c ------------------------------------------------------- */
+
+struct zm_serve_config {
+	uint64_t size;            /* bytes */
+	const char *codec;        /* NULL = lz4 */
+	const char *allocator;    /* NULL = zsmalloc */
+	size_t mem_limit;         /* 0 = none */
+	bool read_only;
+	unsigned threads;         /* workers; 0 = run requests in the reader */
+	const char *socket;       /* Unix socket path */
+	const char *control;      /* control socket path; NULL = socket + ".ctl" */
+	const char *bind;         /* TCP address (with port) */
+	int port;                 /* TCP port; 0 = Unix socket */
+	bool foreground;
+	const char *pidfile;
+	bool verbose;
+};
+
+/* Counters shown by zmem stats; atomics. */
+enum serve_counter {
+	SC_CONNECTIONS,           /* accepted, ever */
+	SC_ACTIVE,                /* open now */
+	SC_HANDSHAKE_FAILS,
+	SC_REQUESTS,
+	SC_READS, SC_WRITES, SC_FLUSHES, SC_TRIMS, SC_ZEROES, SC_CACHES, SC_STATUS,
+	SC_BYTES_READ, SC_BYTES_WRITTEN,
+	SC_ERRORS,                /* requests answered with an error */
+	SC_PROTOCOL_ERRORS,       /* connections dropped for breaking the protocol */
+	SC_NR
+};
+
+struct serve_job;
+
+struct zm_server {
+	struct zm_serve_config cfg;
+	struct zm_store *store;
+	struct zm_disk disk;
+	uint64_t counter[SC_NR];
+	uint64_t started_ns;
+	/* workers */
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;
+	struct serve_job *qhead, *qtail;
+	bool stopping;
+	pthread_t *workers;
+	unsigned nworkers;
+	/* connections */
+	pthread_mutex_t lock;
+	struct nbd_conn *conns;
+	unsigned next_id;
+};
+
+static inline void serve_count(struct zm_server *s, enum serve_counter c, uint64_t n)
+{
+	__atomic_fetch_add(&s->counter[c], n, __ATOMIC_RELAXED);
+}
+
+/* Create the store and disk (no sockets, no threads): for zmem serve and
+ * for the fuzzer.  0 or a negative errno. */
+int server_init(struct zm_server *s, const struct zm_serve_config *cfg);
+void server_fini(struct zm_server *s);
+/* Queue a job for the workers, or run it here when there are none. */
+void server_submit(struct zm_server *s, struct serve_job *job);
+void serve_job_run(struct serve_job *job);
+struct serve_job *serve_job_next(struct serve_job *job);
+void serve_job_set_next(struct serve_job *job, struct serve_job *next);
+/* Free the calling thread's page buffer (at thread exit). */
+void serve_scratch_free(void);
+
+/* zmem serve: parse nothing, run until SIGINT/SIGTERM.  Exit status. */
+int serve_main(const struct zm_serve_config *cfg);
+
+/* ---- control.c ------------------------------------------------------ */
+
+/* Write the statistics report (json or text) to fd. */
+void control_report(struct zm_server *s, int fd, bool json);
+/* The control socket's thread. */
+int control_start(struct zm_server *s, const char *path, pthread_t *thread, int *fd);
+/* zmem stats: connect to path and print the report.  Exit status. */
+int control_query(const char *path, bool json);
+
+#endif

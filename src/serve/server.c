@@ -1,0 +1,501 @@
+/*
+ * zmem serve's process: the store, the listening sockets, a thread per
+ * connection, the worker pool, and an orderly shutdown.
+ *
+ * Listening: a Unix socket (the default), TCP on 127.0.0.1 (or --bind)
+ * when --port is given, or the sockets systemd-style socket activation
+ * hands over (LISTEN_PID is us and LISTEN_FDS >= 1: fds 3, 4, ...), which
+ * is how `nbdinfo -- [ zmem serve ... ]` and `nbdcopy -- [ ... ]` start a
+ * server.  Without --foreground the server detaches once its socket
+ * listens, so that a script may connect as soon as `zmem serve` returns.
+ *
+ * SIGINT or SIGTERM stop it: the listeners close, every connection is shut
+ * down and its thread joined after its jobs finish, the workers leave, the
+ * store is destroyed and the socket files and pidfile are removed -- so a
+ * run under valgrind or ASan ends with nothing leaked.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "serve/serve.h"
+
+/* Most connections at once; more are accepted and closed at once. */
+#define MAX_CONNS 256
+#define MAX_LISTEN 8
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int server_init(struct zm_server *s, const struct zm_serve_config *cfg)
+{
+	struct zm_store_config sc = { 0 };
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	s->cfg = *cfg;
+	if (!cfg->size)
+		return -EINVAL;
+	sc.page_size = 4096;
+	sc.nr_pages = (cfg->size + sc.page_size - 1) / sc.page_size;
+	sc.codec = cfg->codec;
+	sc.allocator = cfg->allocator;
+	sc.limit_bytes = cfg->mem_limit;
+	rc = zm_store_create(&sc, &s->store);
+	if (rc)
+		return rc;
+	disk_init(&s->disk, s->store, cfg->size);
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->qlock, NULL);
+	pthread_cond_init(&s->qcond, NULL);
+	s->started_ns = now_ns();
+	return 0;
+}
+
+void server_fini(struct zm_server *s)
+{
+	disk_fini(&s->disk);
+	zm_store_destroy(s->store);
+	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->qlock);
+	pthread_cond_destroy(&s->qcond);
+	s->store = NULL;
+}
+
+/* ---- the worker pool ------------------------------------------------- */
+
+void server_submit(struct zm_server *s, struct serve_job *job)
+{
+	if (!s->nworkers) {
+		serve_job_run(job);
+		return;
+	}
+	serve_job_set_next(job, NULL);
+	pthread_mutex_lock(&s->qlock);
+	if (s->qtail)
+		serve_job_set_next(s->qtail, job);
+	else
+		s->qhead = job;
+	s->qtail = job;
+	pthread_cond_signal(&s->qcond);
+	pthread_mutex_unlock(&s->qlock);
+}
+
+static void *worker(void *arg)
+{
+	struct zm_server *s = arg;
+
+	pthread_mutex_lock(&s->qlock);
+	for (;;) {
+		struct serve_job *j = s->qhead;
+
+		if (!j) {
+			if (s->stopping)
+				break;
+			pthread_cond_wait(&s->qcond, &s->qlock);
+			continue;
+		}
+		s->qhead = serve_job_next(j);
+		if (!s->qhead)
+			s->qtail = NULL;
+		pthread_mutex_unlock(&s->qlock);
+		serve_job_run(j);
+		pthread_mutex_lock(&s->qlock);
+	}
+	pthread_mutex_unlock(&s->qlock);
+	serve_scratch_free();
+	return NULL;
+}
+
+static int workers_start(struct zm_server *s)
+{
+	if (!s->cfg.threads)
+		return 0;
+	s->workers = calloc(s->cfg.threads, sizeof(pthread_t));
+	if (!s->workers)
+		return -ENOMEM;
+	for (unsigned i = 0; i < s->cfg.threads; i++) {
+		if (pthread_create(&s->workers[i], NULL, worker, s))
+			break;
+		s->nworkers++;
+	}
+	return s->nworkers ? 0 : -EAGAIN;
+}
+
+static void workers_stop(struct zm_server *s)
+{
+	pthread_mutex_lock(&s->qlock);
+	s->stopping = true;
+	pthread_cond_broadcast(&s->qcond);
+	pthread_mutex_unlock(&s->qlock);
+	for (unsigned i = 0; i < s->nworkers; i++)
+		pthread_join(s->workers[i], NULL);
+	free(s->workers);
+	s->workers = NULL;
+	s->nworkers = 0;
+}
+
+/* ---- connections ----------------------------------------------------- */
+
+static void *conn_thread(void *arg)
+{
+	struct nbd_conn *c = arg;
+	struct zm_server *s = c->srv;
+
+	if (nbd_handshake(c) == 0)
+		nbd_transmit(c);
+	else
+		serve_count(s, SC_HANDSHAKE_FAILS, 1);
+	serve_scratch_free();
+	shutdown(c->fd, SHUT_RDWR);
+	if (s->cfg.verbose)
+		fprintf(stderr, "zmem serve: connection %u closed\n", c->id);
+	__atomic_fetch_sub(&s->counter[SC_ACTIVE], 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static void conn_free(struct nbd_conn *c)
+{
+	close(c->fd);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->send_lock);
+	pthread_cond_destroy(&c->idle);
+	free(c);
+}
+
+/* Join connections whose thread has ended (all, when stopping). */
+static void conns_reap(struct zm_server *s, bool all)
+{
+	pthread_mutex_lock(&s->lock);
+	for (struct nbd_conn *c = s->conns, *next; c; c = next) {
+		next = c->next;
+		if (!all && !__atomic_load_n(&c->finished, __ATOMIC_ACQUIRE))
+			continue;
+		if (all)
+			shutdown(c->fd, SHUT_RDWR);
+		pthread_join(c->thread, NULL);
+		if (c->prev)
+			c->prev->next = c->next;
+		else
+			s->conns = c->next;
+		if (c->next)
+			c->next->prev = c->prev;
+		conn_free(c);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void *conn_thread_main(void *arg)
+{
+	struct nbd_conn *c = arg;
+
+	conn_thread(c);
+	__atomic_store_n(&c->finished, true, __ATOMIC_RELEASE);  /* join me */
+	return NULL;
+}
+
+static void conn_accept(struct zm_server *s, int lfd)
+{
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	struct nbd_conn *c;
+
+	if (fd < 0)
+		return;
+	if (__atomic_load_n(&s->counter[SC_ACTIVE], __ATOMIC_RELAXED) >= MAX_CONNS ||
+	    !(c = calloc(1, sizeof(*c)))) {
+		close(fd);
+		return;
+	}
+	c->srv = s;
+	c->fd = fd;
+	c->io = (struct nbd_io){ conn_sock_recv, conn_sock_send, &c->fd };
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->send_lock, NULL);
+	pthread_cond_init(&c->idle, NULL);
+	pthread_mutex_lock(&s->lock);
+	c->id = ++s->next_id;
+	serve_count(s, SC_CONNECTIONS, 1);
+	serve_count(s, SC_ACTIVE, 1);
+	if (pthread_create(&c->thread, NULL, conn_thread_main, c)) {
+		serve_count(s, SC_ACTIVE, (uint64_t)-1);
+		pthread_mutex_unlock(&s->lock);
+		conn_free(c);
+		return;
+	}
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	pthread_mutex_unlock(&s->lock);
+	if (s->cfg.verbose)
+		fprintf(stderr, "zmem serve: connection %u\n", c->id);
+}
+
+/* ---- listening ------------------------------------------------------- */
+
+static int listen_unix(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(a.sun_path)) {
+		fprintf(stderr, "zmem serve: socket path too long: %s\n", path);
+		return -1;
+	}
+	strcpy(a.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a))) {
+		/* a stale socket file: remove it only if nobody answers on it */
+		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct stat st;
+		bool stale = errno == EADDRINUSE && probe >= 0 &&
+			     connect(probe, (struct sockaddr *)&a, sizeof(a)) &&
+			     !stat(path, &st) && S_ISSOCK(st.st_mode);
+
+		if (probe >= 0)
+			close(probe);
+		if (!stale || unlink(path) || bind(fd, (struct sockaddr *)&a, sizeof(a))) {
+			fprintf(stderr, "zmem serve: %s: %s\n", path,
+				errno == EADDRINUSE || !errno ? "in use by a running server"
+							      : strerror(errno));
+			close(fd);
+			return -1;
+		}
+	}
+	if (listen(fd, 64)) {
+		fprintf(stderr, "zmem serve: listen %s: %s\n", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int listen_tcp(const char *bind_addr, int port, int *fds, int max)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+	struct addrinfo *res, *ai;
+	char ps[16];
+	int n = 0, rc;
+
+	snprintf(ps, sizeof(ps), "%d", port);
+	rc = getaddrinfo(bind_addr ? bind_addr : "127.0.0.1", ps, &hints, &res);
+	if (rc) {
+		fprintf(stderr, "zmem serve: %s: %s\n", bind_addr, gai_strerror(rc));
+		return 0;
+	}
+	for (ai = res; ai && n < max; ai = ai->ai_next) {
+		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+		int one = 1;
+
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (ai->ai_family == AF_INET6)
+			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 64)) {
+			fprintf(stderr, "zmem serve: port %d: %s\n", port, strerror(errno));
+			close(fd);
+			continue;
+		}
+		fds[n++] = fd;
+	}
+	freeaddrinfo(res);
+	return n;
+}
+
+/* systemd's protocol: LISTEN_PID = our pid, LISTEN_FDS = count from fd 3 */
+static int listen_activated(int *fds, int max)
+{
+	const char *pid = getenv("LISTEN_PID"), *nfds = getenv("LISTEN_FDS");
+	int n;
+
+	if (!pid || !nfds || strtol(pid, NULL, 10) != getpid())
+		return 0;
+	n = (int)strtol(nfds, NULL, 10);
+	if (n < 1)
+		return 0;
+	if (n > max)
+		n = max;
+	for (int i = 0; i < n; i++) {
+		fds[i] = 3 + i;
+		fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+	}
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	return n;
+}
+
+/* ---- the process ----------------------------------------------------- */
+
+static int detach(int *ready_fd)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid > 0) {  /* the parent waits for the child to say it listens */
+		char c = 1;
+
+		close(p[1]);
+		if (read(p[0], &c, 1) != 1)
+			c = 1;
+		_exit(c);
+	}
+	close(p[0]);
+	setsid();
+	*ready_fd = p[1];
+	return 0;
+}
+
+int serve_main(const struct zm_serve_config *cfg_in)
+{
+	struct zm_serve_config cfg = *cfg_in;
+	struct zm_server *s;
+	int lfd[MAX_LISTEN], nl = 0, ready = -1, sfd, rc, cfd = -1;
+	char sockpath[4096] = "", ctlpath[4096 + 8] = "";
+	pthread_t ctl_thread;
+	sigset_t mask;
+	bool activated;
+
+	nl = listen_activated(lfd, MAX_LISTEN);
+	activated = nl > 0;
+	if (activated) {
+		cfg.foreground = true;
+	} else if (cfg.port) {
+		nl = listen_tcp(cfg.bind, cfg.port, lfd, MAX_LISTEN);
+	} else {
+		if (cfg.socket[0] == '/')
+			snprintf(sockpath, sizeof(sockpath), "%s", cfg.socket);
+		else if (getcwd(sockpath, sizeof(sockpath) - 2))
+			snprintf(sockpath + strlen(sockpath), sizeof(sockpath) - strlen(sockpath),
+				 "/%s", cfg.socket);
+		lfd[0] = listen_unix(sockpath);
+		nl = lfd[0] >= 0;
+	}
+	if (!nl) {
+		fprintf(stderr, "zmem serve: nothing to listen on\n");
+		return 1;
+	}
+	if (cfg.control)
+		snprintf(ctlpath, sizeof(ctlpath), "%s", cfg.control);
+	else if (sockpath[0])
+		snprintf(ctlpath, sizeof(ctlpath), "%s.ctl", sockpath);
+
+	s = malloc(sizeof(*s));
+	if (!s)
+		return 1;
+	rc = server_init(s, &cfg);
+	if (rc) {
+		fprintf(stderr, "zmem serve: cannot create the store: %s\n", strerror(-rc));
+		free(s);
+		return 1;
+	}
+	if (!cfg.foreground && detach(&ready)) {
+		fprintf(stderr, "zmem serve: fork: %s\n", strerror(errno));
+		return 1;
+	}
+	if (cfg.pidfile) {
+		FILE *f = fopen(cfg.pidfile, "w");
+
+		if (f) {
+			fprintf(f, "%d\n", (int)getpid());
+			fclose(f);
+		}
+	}
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);  /* every thread inherits it */
+	signal(SIGPIPE, SIG_IGN);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	if (workers_start(s) || sfd < 0 ||
+	    (ctlpath[0] && control_start(s, ctlpath, &ctl_thread, &cfd))) {
+		fprintf(stderr, "zmem serve: cannot start: %s\n", strerror(errno));
+		if (ready >= 0)
+			(void)!write(ready, "\1", 1);
+		return 1;
+	}
+	if (cfg.verbose || cfg.foreground) {
+		if (sockpath[0])
+			fprintf(stderr, "zmem serve: nbd+unix:///?socket=%s (%llu bytes, %s, %s)\n",
+				sockpath, (unsigned long long)cfg.size, cfg.codec ? cfg.codec : "lz4",
+				cfg.allocator ? cfg.allocator : "zsmalloc");
+		else if (!activated)
+			fprintf(stderr, "zmem serve: nbd://%s:%d/ (%llu bytes)\n",
+				cfg.bind ? cfg.bind : "127.0.0.1", cfg.port,
+				(unsigned long long)cfg.size);
+	}
+	if (ready >= 0) {
+		int devnull = open("/dev/null", O_RDWR);
+
+		if (devnull >= 0) {
+			dup2(devnull, 0);
+			dup2(devnull, 1);
+			close(devnull);
+		}
+		(void)!write(ready, "", 1);
+		close(ready);
+	}
+
+	for (;;) {
+		struct pollfd pf[MAX_LISTEN + 1];
+
+		for (int i = 0; i < nl; i++)
+			pf[i] = (struct pollfd){ .fd = lfd[i], .events = POLLIN };
+		pf[nl] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		if (poll(pf, (nfds_t)nl + 1, 1000) < 0 && errno != EINTR)
+			break;
+		if (pf[nl].revents)
+			break;
+		for (int i = 0; i < nl; i++)
+			if (pf[i].revents & POLLIN)
+				conn_accept(s, lfd[i]);
+		conns_reap(s, false);
+	}
+
+	/* shutdown */
+	for (int i = 0; i < nl; i++)
+		close(lfd[i]);
+	if (sockpath[0])
+		unlink(sockpath);
+	if (cfd >= 0) {
+		shutdown(cfd, SHUT_RDWR);
+		pthread_join(ctl_thread, NULL);
+		close(cfd);
+		unlink(ctlpath);
+	}
+	conns_reap(s, true);
+	workers_stop(s);
+	server_fini(s);
+	free(s);
+	close(sfd);
+	if (cfg.pidfile)
+		unlink(cfg.pidfile);
+	return 0;
+}

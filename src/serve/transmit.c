@@ -1,0 +1,396 @@
+/*
+ * The transmission phase: requests in, replies out.
+ *
+ * The connection's reader thread reads each request header (and a write's
+ * payload), checks it, and either answers an error at once or makes a job.
+ * Reads and writes go to the worker pool, so that the requests a client
+ * keeps in flight are served in parallel; everything else (flush, trim,
+ * zeroes, cache, block status) runs in the reader, after the jobs in
+ * flight for flush.  Replies may leave in any order, as NBD allows; each
+ * leaves whole under the send lock.
+ *
+ * Bad requests and what they get (proto.md "Request types" and "Error
+ * values"):
+ *   wrong request magic                 the connection is dropped (no way
+ *                                       to find the next request)
+ *   unknown command, unknown flags,
+ *   a flag the command does not take,
+ *   length 0, block status without a
+ *   selected context                    EINVAL
+ *   read/cache/status past the end      EINVAL
+ *   write/trim/zeroes past the end      ENOSPC
+ *   any write on a read-only export     EPERM
+ *   more than NBD_MAX_PAYLOAD           EINVAL (a write's payload is read
+ *                                       and thrown away first)
+ *   the store out of memory or at
+ *   its limit                           ENOSPC / ENOMEM, the pages not
+ *                                       written keep their content
+ * After every error the connection carries on.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/nbd.h"
+#include "serve/serve.h"
+
+/* Requests a connection may have in flight, and their payload bytes: a
+ * reader stops reading while either is reached, which bounds a client's
+ * memory (qemu keeps 16 in flight, fio its iodepth). */
+#define MAX_INFLIGHT 64
+#define MAX_INFLIGHT_BYTES (128u << 20)
+
+/* Most extents in one block status reply. */
+#define MAX_EXTENTS 2048
+
+struct serve_job {
+	struct nbd_conn *c;
+	uint16_t flags, type;
+	uint64_t cookie, offset;
+	uint32_t len;
+	uint8_t *data;            /* a write's payload */
+	struct serve_job *next;   /* server queue */
+};
+
+static __thread void *tl_scratch;
+
+static void *scratch(struct nbd_conn *c)
+{
+	if (!tl_scratch)
+		tl_scratch = malloc(c->srv->disk.page_size);
+	return tl_scratch;
+}
+
+struct serve_job *serve_job_next(struct serve_job *j)
+{
+	return j->next;
+}
+
+void serve_job_set_next(struct serve_job *j, struct serve_job *next)
+{
+	j->next = next;
+}
+
+void serve_scratch_free(void)
+{
+	free(tl_scratch);
+	tl_scratch = NULL;
+}
+
+static uint32_t nbd_errno(int rc)
+{
+	switch (rc) {
+	case 0: return 0;
+	case -EPERM: return NBD_EPERM;
+	case -ENOMEM: return NBD_ENOMEM;
+	case -EINVAL: return NBD_EINVAL;
+	case -ENOSPC: return NBD_ENOSPC;
+	case -EOVERFLOW: return NBD_EOVERFLOW;
+	case -ENOTSUP: return NBD_ENOTSUP;
+	default: return NBD_EIO;
+	}
+}
+
+/* ---- replies --------------------------------------------------------- */
+
+static void send_locked(struct nbd_conn *c, struct iovec *v, int n)
+{
+	pthread_mutex_lock(&c->send_lock);
+	if (!c->dead && c->io.send(c->io.ctx, v, n))
+		c->dead = true;
+	pthread_mutex_unlock(&c->send_lock);
+}
+
+static void reply_simple(struct nbd_conn *c, uint64_t cookie, uint32_t err, const void *data,
+			 uint32_t len)
+{
+	uint8_t h[NBD_SIMPLE_REPLY_SIZE];
+	struct iovec v[2] = { { h, sizeof(h) }, { (void *)data, len } };
+
+	put_be32(h, NBD_SIMPLE_REPLY_MAGIC);
+	put_be32(h + 4, err);
+	put_be64(h + 8, cookie);
+	send_locked(c, v, err || !len ? 1 : 2);
+}
+
+static void chunk_header(uint8_t *h, uint16_t flags, uint16_t type, uint64_t cookie, uint32_t len)
+{
+	put_be32(h, NBD_STRUCTURED_REPLY_MAGIC);
+	put_be16(h + 4, flags);
+	put_be16(h + 6, type);
+	put_be64(h + 8, cookie);
+	put_be32(h + 16, len);
+}
+
+static void reply_error_chunk(struct nbd_conn *c, uint64_t cookie, uint32_t err)
+{
+	uint8_t b[NBD_CHUNK_HEADER_SIZE + 6];
+	struct iovec v = { b, sizeof(b) };
+
+	chunk_header(b, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_ERROR, cookie, 6);
+	put_be32(b + NBD_CHUNK_HEADER_SIZE, err);
+	put_be16(b + NBD_CHUNK_HEADER_SIZE + 4, 0);  /* no message */
+	send_locked(c, &v, 1);
+}
+
+/* An error to a request: reads and block status need a structured reply
+ * once structured replies are on; everything else may have a simple one. */
+static void reply_error(struct nbd_conn *c, const struct serve_job *j, uint32_t err)
+{
+	serve_count(c->srv, SC_ERRORS, 1);
+	if (c->structured && (j->type == NBD_CMD_READ || j->type == NBD_CMD_BLOCK_STATUS))
+		reply_error_chunk(c, j->cookie, err);
+	else
+		reply_simple(c, j->cookie, err, NULL, 0);
+}
+
+static void reply_read(struct nbd_conn *c, const struct serve_job *j, const void *data)
+{
+	if (c->structured) {
+		uint8_t h[NBD_CHUNK_HEADER_SIZE + 8];
+		struct iovec v[2] = { { h, sizeof(h) }, { (void *)data, j->len } };
+
+		chunk_header(h, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_OFFSET_DATA, j->cookie,
+			     8 + j->len);
+		put_be64(h + NBD_CHUNK_HEADER_SIZE, j->offset);
+		send_locked(c, v, 2);
+	} else {
+		reply_simple(c, j->cookie, 0, data, j->len);
+	}
+}
+
+static void reply_status(struct nbd_conn *c, const struct serve_job *j)
+{
+	unsigned max = j->flags & NBD_CMD_FLAG_REQ_ONE ? 1 : MAX_EXTENTS;
+	uint32_t *ext = malloc(sizeof(uint32_t) * 2 * max);
+	uint8_t *b;
+	unsigned n;
+
+	if (!ext) {
+		reply_error(c, j, NBD_ENOMEM);
+		return;
+	}
+	n = disk_extents(&c->srv->disk, j->offset, j->len, ext, max);
+	b = malloc(NBD_CHUNK_HEADER_SIZE + 4 + 8 * (size_t)n);
+	if (!b) {
+		free(ext);
+		reply_error(c, j, NBD_ENOMEM);
+		return;
+	}
+	chunk_header(b, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_BLOCK_STATUS, j->cookie, 4 + 8 * n);
+	put_be32(b + NBD_CHUNK_HEADER_SIZE, 1);  /* the id SET_META_CONTEXT gave */
+	for (unsigned i = 0; i < n; i++) {
+		put_be32(b + NBD_CHUNK_HEADER_SIZE + 4 + 8 * i, ext[2 * i]);
+		put_be32(b + NBD_CHUNK_HEADER_SIZE + 8 + 8 * i, ext[2 * i + 1]);
+	}
+	{
+		struct iovec v = { b, NBD_CHUNK_HEADER_SIZE + 4 + 8 * (size_t)n };
+
+		send_locked(c, &v, 1);
+	}
+	free(b);
+	free(ext);
+}
+
+/* ---- execution ------------------------------------------------------- */
+
+static void job_done(struct serve_job *j)
+{
+	struct nbd_conn *c = j->c;
+
+	pthread_mutex_lock(&c->lock);
+	c->inflight--;
+	c->inflight_bytes -= j->data ? j->len : 0;
+	pthread_cond_broadcast(&c->idle);
+	pthread_mutex_unlock(&c->lock);
+	free(j->data);
+	free(j);
+}
+
+void serve_job_run(struct serve_job *j)
+{
+	struct nbd_conn *c = j->c;
+	struct zm_server *s = c->srv;
+	void *page = scratch(c);
+	int rc = 0;
+
+	if (!page) {
+		reply_error(c, j, NBD_ENOMEM);
+		job_done(j);
+		return;
+	}
+	switch (j->type) {
+	case NBD_CMD_READ: {
+		uint8_t *buf = malloc(j->len);
+
+		serve_count(s, SC_READS, 1);
+		rc = buf ? disk_read(&s->disk, j->offset, j->len, buf, page) : -ENOMEM;
+		if (rc) {
+			reply_error(c, j, nbd_errno(rc));
+		} else {
+			serve_count(s, SC_BYTES_READ, j->len);
+			reply_read(c, j, buf);
+		}
+		free(buf);
+		job_done(j);
+		return;
+	}
+	case NBD_CMD_WRITE:
+		serve_count(s, SC_WRITES, 1);
+		rc = disk_write(&s->disk, j->offset, j->len, j->data, page);
+		if (!rc)
+			serve_count(s, SC_BYTES_WRITTEN, j->len);
+		break;
+	case NBD_CMD_TRIM:
+		serve_count(s, SC_TRIMS, 1);
+		rc = disk_zero(&s->disk, j->offset, j->len, true, page);
+		break;
+	case NBD_CMD_WRITE_ZEROES:
+		serve_count(s, SC_ZEROES, 1);
+		rc = disk_zero(&s->disk, j->offset, j->len, !(j->flags & NBD_CMD_FLAG_NO_HOLE), page);
+		break;
+	case NBD_CMD_FLUSH:  /* the store is memory: a replied write is done */
+		serve_count(s, SC_FLUSHES, 1);
+		break;
+	case NBD_CMD_CACHE:  /* everything is in memory already */
+		serve_count(s, SC_CACHES, 1);
+		break;
+	case NBD_CMD_BLOCK_STATUS:
+		serve_count(s, SC_STATUS, 1);
+		reply_status(c, j);
+		job_done(j);
+		return;
+	}
+	if (rc)
+		reply_error(c, j, nbd_errno(rc));
+	else
+		reply_simple(c, j->cookie, 0, NULL, 0);
+	job_done(j);
+}
+
+/* ---- checking -------------------------------------------------------- */
+
+/* 0 if the request may run, else the NBD error to answer. */
+static uint32_t check_request(struct nbd_conn *c, const struct serve_job *j)
+{
+	const struct zm_server *s = c->srv;
+	uint32_t allowed;
+	bool writes = false;
+
+	switch (j->type) {
+	case NBD_CMD_READ:
+		allowed = c->structured ? NBD_CMD_FLAG_DF : 0;
+		break;
+	case NBD_CMD_WRITE:
+	case NBD_CMD_TRIM:
+		allowed = NBD_CMD_FLAG_FUA;
+		writes = true;
+		break;
+	case NBD_CMD_WRITE_ZEROES:
+		allowed = NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE | NBD_CMD_FLAG_FAST_ZERO;
+		writes = true;
+		break;
+	case NBD_CMD_FLUSH:
+		return j->flags ? NBD_EINVAL : 0;
+	case NBD_CMD_CACHE:
+		allowed = 0;
+		break;
+	case NBD_CMD_BLOCK_STATUS:
+		if (!c->meta_alloc)
+			return NBD_EINVAL;
+		allowed = NBD_CMD_FLAG_REQ_ONE;
+		break;
+	default:
+		return NBD_EINVAL;
+	}
+	if (j->flags & ~allowed)
+		return NBD_EINVAL;
+	if (writes && s->cfg.read_only)
+		return NBD_EPERM;
+	if (j->len == 0)
+		return NBD_EINVAL;
+	if ((j->type == NBD_CMD_READ || j->type == NBD_CMD_WRITE) && j->len > NBD_MAX_PAYLOAD)
+		return NBD_EINVAL;
+	if (j->offset > s->disk.size || j->len > s->disk.size - j->offset)
+		return writes ? NBD_ENOSPC : NBD_EINVAL;
+	return 0;
+}
+
+void nbd_transmit(struct nbd_conn *c)
+{
+	struct zm_server *s = c->srv;
+	uint8_t h[NBD_REQUEST_SIZE];
+
+	for (;;) {
+		struct serve_job *j;
+		uint32_t err;
+
+		if (c->io.recv(c->io.ctx, h, sizeof(h)))
+			break;  /* the client left */
+		if (get_be32(h) != NBD_REQUEST_MAGIC) {
+			serve_count(s, SC_PROTOCOL_ERRORS, 1);
+			break;
+		}
+		j = calloc(1, sizeof(*j));
+		if (!j)
+			break;
+		j->c = c;
+		j->flags = get_be16(h + 4);
+		j->type = get_be16(h + 6);
+		j->cookie = get_be64(h + 8);
+		j->offset = get_be64(h + 16);
+		j->len = get_be32(h + 24);
+		if (j->type == NBD_CMD_DISC) {
+			free(j);
+			break;
+		}
+		serve_count(s, SC_REQUESTS, 1);
+		err = check_request(c, j);
+		if (j->type == NBD_CMD_WRITE) {
+			/* the payload follows whatever we think of the request */
+			if (err || j->len > NBD_MAX_PAYLOAD) {
+				if (conn_skip(c, j->len)) {
+					free(j);
+					break;
+				}
+			} else {
+				j->data = malloc(j->len);
+				if (!j->data) {
+					err = NBD_ENOMEM;
+					if (conn_skip(c, j->len)) {
+						free(j);
+						break;
+					}
+				} else if (c->io.recv(c->io.ctx, j->data, j->len)) {
+					free(j->data);
+					free(j);
+					break;
+				}
+			}
+		}
+		if (err) {
+			reply_error(c, j, err);
+			free(j->data);
+			free(j);
+			continue;
+		}
+		pthread_mutex_lock(&c->lock);
+		while (c->inflight && (c->inflight >= MAX_INFLIGHT ||
+				       c->inflight_bytes + (j->data ? j->len : 0) > MAX_INFLIGHT_BYTES))
+			pthread_cond_wait(&c->idle, &c->lock);
+		if (j->type == NBD_CMD_FLUSH)
+			while (c->inflight)
+				pthread_cond_wait(&c->idle, &c->lock);
+		c->inflight++;
+		c->inflight_bytes += j->data ? j->len : 0;
+		pthread_mutex_unlock(&c->lock);
+		if (j->type == NBD_CMD_READ || j->type == NBD_CMD_WRITE)
+			server_submit(s, j);
+		else
+			serve_job_run(j);
+	}
+	pthread_mutex_lock(&c->lock);
+	while (c->inflight)
+		pthread_cond_wait(&c->idle, &c->lock);
+	pthread_mutex_unlock(&c->lock);
+}
