@@ -66,6 +66,7 @@ endif
 SERVE_SRC := $(wildcard src/serve/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c) $(SERVE_SRC)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+SERVE_OBJ := $(SERVE_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 HEADERS  := $(wildcard include/zmem/*.h) $(wildcard src/*/*.h)
 
@@ -98,10 +99,14 @@ $(BUILD)/zmem.pc: zmem.pc.in Makefile
 	    -e 's|@INCDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
 	    -e 's|@REQUIRES_PRIVATE@|$(ZM_CODEC_PKGS)|' $< > $@
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libzmem.a $(wildcard tests/*.h)
+# the server's objects, for the tests that run it in-process
+$(BUILD)/libzmem-serve.a: $(SERVE_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libzmem.a $(BUILD)/libzmem-serve.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ZM) $(CPPFLAGS) $(CFLAGS_ZM) $(CFLAGS) $(LDFLAGS_ZM) $(LDFLAGS) \
-	    -o $@ $< $(BUILD)/libzmem.a -lcmocka $(LDLIBS_ZM)
+	    -o $@ $< $(BUILD)/libzmem-serve.a $(BUILD)/libzmem.a -lcmocka $(LDLIBS_ZM)
 
 # ---- set-up -------------------------------------------------------------
 deps:
