@@ -75,6 +75,11 @@ HEADERS  := $(wildcard include/zmem/*.h) $(wildcard src/*/*.h)
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TSAN_TESTS := $(filter %_stress,$(TESTS))
+# Interop tests: tests/interop/test_*.sh run zmem serve with real clients
+# (qemu-io, qemu-img, nbdcopy, nbdinfo, fio, valgrind), copied beside the
+# build's test binaries with their shared lib.sh as interop.sh.
+INTEROP  := $(patsubst tests/interop/%,$(BUILD)/tests/%,$(wildcard tests/interop/test_*.sh))
+TESTS    += $(INTEROP)
 
 .PHONY: all lib deps demo check check-debug check-asan check-tsan check-fuzz fuzz test-run \
         install uninstall clean
@@ -108,6 +113,13 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libzmem.a $(BUILD)/libzmem-serve.a $(wildca
 	$(CC) $(CPPFLAGS_ZM) $(CPPFLAGS) $(CFLAGS_ZM) $(CFLAGS) $(LDFLAGS_ZM) $(LDFLAGS) \
 	    -o $@ $< $(BUILD)/libzmem-serve.a $(BUILD)/libzmem.a -lcmocka $(LDLIBS_ZM)
 
+$(BUILD)/tests/interop.sh: tests/interop/lib.sh
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+$(BUILD)/tests/%.sh: tests/interop/%.sh $(BUILD)/tests/interop.sh $(BUILD)/zmem
+	cp $< $@ && chmod +x $@
+
 # ---- set-up -------------------------------------------------------------
 deps:
 	@sh scripts/deps.sh
@@ -124,7 +136,7 @@ demo: deps
 RESULTS ?= $(BUILD)/results
 RUN_TESTS ?= $(TESTS)
 test-run: $(RUN_TESTS)
-	@sh tests/run.sh $(RESULTS) $(TEST_WRAP) -- $(RUN_TESTS)
+	@ZMEM=$(abspath $(BUILD)/zmem) ZM_SAN=$(SAN) sh tests/run.sh $(RESULTS) $(TEST_WRAP) -- $(RUN_TESTS)
 
 check: deps
 	@rm -rf build/results && mkdir -p build

@@ -11,6 +11,8 @@ PKGS="gcc make pkg-config libcmocka-dev liblz4-dev libzstd-dev liblzo2-dev util-
 PKGS="$PKGS libjemalloc2 libmimalloc2.0"
 # libFuzzer (make check fuzzes the pool for a bounded time)
 PKGS="$PKGS clang libclang-rt-14-dev"
+# zmem serve's clients in the interop tests, and nbdkit for bench/nbd-vs-nbdkit
+PKGS="$PKGS qemu-utils libnbd-bin python3-libnbd fio valgrind python3 nbdkit"
 PKGS="$PKGS $*"
 
 missing=""

@@ -406,17 +406,27 @@ int serve_main(const struct zm_serve_config *cfg_in)
 	else if (sockpath[0])
 		snprintf(ctlpath, sizeof(ctlpath), "%s.ctl", sockpath);
 
-	s = malloc(sizeof(*s));
-	if (!s)
+	/* fork before any thread exists (the store starts its compactor):
+	 * a child keeps only the thread that forked */
+	if (!cfg.foreground && detach(&ready)) {
+		fprintf(stderr, "zmem serve: fork: %s\n", strerror(errno));
 		return 1;
-	rc = server_init(s, &cfg);
+	}
+	/* every thread from here on inherits the blocked signals; only the
+	 * signalfd below sees them */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	s = malloc(sizeof(*s));
+	rc = s ? server_init(s, &cfg) : -ENOMEM;
 	if (rc) {
 		fprintf(stderr, "zmem serve: cannot create the store: %s\n", strerror(-rc));
 		free(s);
-		return 1;
-	}
-	if (!cfg.foreground && detach(&ready)) {
-		fprintf(stderr, "zmem serve: fork: %s\n", strerror(errno));
+		if (ready >= 0)
+			(void)!write(ready, "\1", 1);
 		return 1;
 	}
 	if (cfg.pidfile) {
@@ -427,12 +437,6 @@ int serve_main(const struct zm_serve_config *cfg_in)
 			fclose(f);
 		}
 	}
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &mask, NULL);  /* every thread inherits it */
-	signal(SIGPIPE, SIG_IGN);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	if (workers_start(s) || sfd < 0 ||
 	    (ctlpath[0] && control_start(s, ctlpath, &ctl_thread, &cfd))) {
