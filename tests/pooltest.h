@@ -77,12 +77,22 @@ static inline int pt_check_obj(struct zm_pool *p, const struct pt_obj *o, uint8_
 	return bad;
 }
 
+/* Backends whose handles carry a generation (tag), so that stale,
+ * double-freed and forged handles are refused; malloc's handles are bare
+ * addresses, checked only by a magic that a freed block may lose. */
+static inline int pt_has_generation(const char *allocator)
+{
+	return !strcmp(allocator, "zsmalloc") || !strcmp(allocator, "xvmalloc");
+}
+
 /* The configurations every pool suite runs over. */
 static const struct zm_pool_config pt_configs[] = {
 	{ .allocator = "zsmalloc" },
 	{ .allocator = "zsmalloc", .span = ZM_SPAN_COPY },
 	{ .allocator = "zsmalloc", .page_size = 16384, .class_spacing = 64, .max_zspage_pages = 2 },
 	{ .allocator = "malloc" },
+	{ .allocator = "xvmalloc" },
+	{ .allocator = "xvmalloc", .page_size = 16384 },
 };
 #define PT_NCONFIGS (sizeof(pt_configs) / sizeof(pt_configs[0]))
 

@@ -9,6 +9,9 @@
  *               straddle two pages; dense and fast; see docs/zsmalloc.md
  *   "malloc"    every object a malloc() block: the baseline a programmer
  *               would reach for; its memory counted as malloc really uses it
+ *   "xvmalloc"  zcache's two-level segregated-fit allocator: objects with
+ *               an 8-byte header inside one page, no compaction; see
+ *               docs/xvmalloc.md
  *
  * Reaching an object: zm_pool_write()/zm_pool_read() copy in and out, or
  * zm_pool_map() gives a pointer until zm_pool_unmap().  Rules for maps:
