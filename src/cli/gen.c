@@ -14,6 +14,7 @@
 
 #include <zmem/codec.h>
 #include <zmem/workload.h>
+#include "cli/bench.h"
 #include "cli/cli.h"
 
 /* Pages generated per write. */
@@ -24,9 +25,11 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: zmem gen --kind zero|random|text --size SIZE -o FILE [options]\n"
-		"  --kind KIND       zero, random (random bytes then zeros) or text\n"
-		"                    (English-like)\n"
+		"usage: zmem gen --kind zero|random|text|memory --size SIZE -o FILE [options]\n"
+		"  --kind KIND       zero, random (random bytes then zeros), text\n"
+		"                    (English-like), or memory: the private memory of a\n"
+		"                    program zmem starts for it (hash tables, strings, ...,\n"
+		"                    as zmem bench's \"memory\" data set), captured\n"
 		"  --ratio R         target compressed/original per page, in (0, 1]\n"
 		"                    (default: text 0.75, random 1)\n"
 		"  --size SIZE       bytes to write: 64M, 1G, ...; a multiple of the page size\n"
@@ -41,7 +44,31 @@ struct gen_opts {
 	struct zm_workload_config cfg;
 	const char *codec, *out;
 	size_t size;
+	int memory;  /* --kind memory */
 };
+
+/* --kind memory: bench's realistic process, captured, written out */
+static int gen_memory(const struct gen_opts *o)
+{
+	struct bench_data d = { 0 };
+	FILE *f;
+	int status = 0;
+
+	if (bench_memory(o->size, o->cfg.page_size, &d))
+		return 1;
+	f = strcmp(o->out, "-") ? fopen(o->out, "wb") : stdout;
+	if (!f || fwrite(d.buf, 1, d.len, f) != d.len) {
+		fprintf(stderr, "gen: %s: %s\n", o->out, strerror(errno));
+		status = 1;
+	}
+	if (f && f != stdout && fclose(f))
+		status = 1;
+	if (!status)
+		fprintf(stderr, "gen: wrote %zu pages of captured process memory to %s (%s)\n",
+			d.len / o->cfg.page_size, o->out, d.note);
+	bench_data_free(&d);
+	return status;
+}
 
 static int parse(int argc, char **argv, struct gen_opts *o)
 {
@@ -65,8 +92,12 @@ static int parse(int argc, char **argv, struct gen_opts *o)
 	while ((c = getopt_long(argc, argv, "k:r:s:c:p:S:o:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'k':
-			if (zm_workload_kind_parse(optarg, &o->cfg.kind)) {
-				fprintf(stderr, "gen: unknown kind '%s' (zero, random, text)\n", optarg);
+			if (!strcmp(optarg, "memory")) {
+				o->memory = 1;
+				o->cfg.kind = ZM_WORKLOAD_ZERO;
+			} else if (zm_workload_kind_parse(optarg, &o->cfg.kind)) {
+				fprintf(stderr, "gen: unknown kind '%s' (zero, random, text, "
+					"memory)\n", optarg);
 				return -1;
 			}
 			kind_set = 1;
@@ -118,6 +149,8 @@ int cmd_gen(int argc, char **argv)
 
 	if (parse(argc, argv, &o))
 		return 2;
+	if (o.memory)
+		return gen_memory(&o);
 	rc = zm_codec_create(o.codec, 0, &codec);
 	if (rc) {
 		const char *const *l = zm_codec_list();
