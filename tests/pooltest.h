@@ -83,8 +83,18 @@ static const struct zm_pool_config pt_configs[] = {
 	{ .allocator = "zsmalloc", .span = ZM_SPAN_COPY },
 	{ .allocator = "zsmalloc", .page_size = 16384, .class_spacing = 64, .max_zspage_pages = 2 },
 	{ .allocator = "malloc" },
+	{ .allocator = "xcfmalloc" },
+	{ .allocator = "xcfmalloc", .page_size = 16384 },
 };
 #define PT_NCONFIGS (sizeof(pt_configs) / sizeof(pt_configs[0]))
+
+/* Does the backend recognise stale, foreign and double-freed handles?
+ * Every one does (pool.h) but "malloc", whose handles are the blocks'
+ * addresses: a freed one may already belong to glibc again. */
+static inline int pt_checks_handles(const struct zm_pool_config *c)
+{
+	return strcmp(c->allocator, "malloc") != 0;
+}
 
 static inline const char *pt_name(const struct zm_pool_config *c)
 {
