@@ -77,14 +77,6 @@ static inline int pt_check_obj(struct zm_pool *p, const struct pt_obj *o, uint8_
 	return bad;
 }
 
-/* Backends whose handles carry a generation (tag), so that stale,
- * double-freed and forged handles are refused; malloc's handles are bare
- * addresses, checked only by a magic that a freed block may lose. */
-static inline int pt_has_generation(const char *allocator)
-{
-	return !strcmp(allocator, "zsmalloc") || !strcmp(allocator, "xvmalloc");
-}
-
 /* The configurations every pool suite runs over. */
 static const struct zm_pool_config pt_configs[] = {
 	{ .allocator = "zsmalloc" },
@@ -93,8 +85,18 @@ static const struct zm_pool_config pt_configs[] = {
 	{ .allocator = "malloc" },
 	{ .allocator = "xvmalloc" },
 	{ .allocator = "xvmalloc", .page_size = 16384 },
+	{ .allocator = "xcfmalloc" },
+	{ .allocator = "xcfmalloc", .page_size = 16384 },
 };
 #define PT_NCONFIGS (sizeof(pt_configs) / sizeof(pt_configs[0]))
+
+/* Does the backend recognise stale, foreign and double-freed handles?
+ * Every one does (pool.h) but "malloc", whose handles are the blocks'
+ * addresses: a freed one may already belong to glibc again. */
+static inline int pt_checks_handles(const struct zm_pool_config *c)
+{
+	return strcmp(c->allocator, "malloc") != 0;
+}
 
 static inline const char *pt_name(const struct zm_pool_config *c)
 {

@@ -219,7 +219,7 @@ static void test_bad_handles(void **st)
 		assert_int_equal(zm_free(p, 0), -EINVAL);
 		assert_int_equal(zm_pool_read(p, h, buf, 200 + 4096), -EINVAL);
 		assert_int_equal(zm_pool_write(p, h, buf, 5000), -EINVAL);
-		if (pt_has_generation(pt_configs[k].allocator)) {
+		if (pt_checks_handles(&pt_configs[k])) {
 			zm_handle_t h2;
 
 			assert_int_equal(zm_free(p, h), 0);
@@ -249,7 +249,7 @@ static void test_stale_after_reuse(void **st)
 		struct zm_pool *p;
 		zm_handle_t stale, keep;
 
-		if (!pt_has_generation(pt_configs[k].allocator))
+		if (!pt_checks_handles(&pt_configs[k]))
 			continue;
 		p = mk(&pt_configs[k], 0);
 		stale = zm_malloc(p, 100), keep = zm_malloc(p, 100);

@@ -12,6 +12,7 @@ static const struct zm_pool_ops *const backends[] = {
 	&zm_zsmalloc_ops,
 	&zm_malloc_ops,
 	&zm_xvmalloc_ops,
+	&zm_xcfmalloc_ops,
 };
 #define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
 

@@ -5,6 +5,7 @@
  *   malloc_be.c   the "malloc" baseline backend
  *   zs_*.c        the "zsmalloc" backend (see zsmalloc.h)
  *   xv_*.c        the "xvmalloc" backend (see xv.h)
+ *   xcf_*.c       the "xcfmalloc" backend (see xcf.h)
  *
  * Backends are a table of operations; fields are only ever added at the
  * end.  An operation left NULL means "not supported" (compact).
@@ -49,6 +50,7 @@ struct zm_pool {
 extern const struct zm_pool_ops zm_zsmalloc_ops;
 extern const struct zm_pool_ops zm_malloc_ops;
 extern const struct zm_pool_ops zm_xvmalloc_ops;
+extern const struct zm_pool_ops zm_xcfmalloc_ops;
 
 /* ---- per-thread state (thread.c) ------------------------------------
  *
