@@ -11,6 +11,7 @@
 static const struct zm_pool_ops *const backends[] = {
 	&zm_zsmalloc_ops,
 	&zm_malloc_ops,
+	&zm_zbud_ops,
 };
 #define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
 

@@ -4,6 +4,7 @@
  *   pool.c        create/destroy by name, dispatch, the printed class table
  *   malloc_be.c   the "malloc" baseline backend
  *   zs_*.c        the "zsmalloc" backend (see zsmalloc.h)
+ *   zbud.c        the "zbud" backend: two objects per page
  *
  * Backends are a table of operations; fields are only ever added at the
  * end.  An operation left NULL means "not supported" (compact).
@@ -47,6 +48,7 @@ struct zm_pool {
 
 extern const struct zm_pool_ops zm_zsmalloc_ops;
 extern const struct zm_pool_ops zm_malloc_ops;
+extern const struct zm_pool_ops zm_zbud_ops;
 
 /* ---- per-thread state (thread.c) ------------------------------------
  *
