@@ -83,8 +83,17 @@ static const struct zm_pool_config pt_configs[] = {
 	{ .allocator = "zsmalloc", .span = ZM_SPAN_COPY },
 	{ .allocator = "zsmalloc", .page_size = 16384, .class_spacing = 64, .max_zspage_pages = 2 },
 	{ .allocator = "malloc" },
+	{ .allocator = "zbud" },
 };
 #define PT_NCONFIGS (sizeof(pt_configs) / sizeof(pt_configs[0]))
+
+/* Does the backend refuse every stale, double-freed or forged handle?
+ * (zsmalloc and zbud keep a generation per slot; malloc's handles are
+ * addresses, refused only until glibc reuses the block.) */
+static inline int pt_strict_handles(const struct zm_pool_config *c)
+{
+	return !strcmp(c->allocator, "zsmalloc") || !strcmp(c->allocator, "zbud");
+}
 
 static inline const char *pt_name(const struct zm_pool_config *c)
 {

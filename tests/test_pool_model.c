@@ -85,7 +85,7 @@ static void run(const struct zm_pool_config *cfg)
 				m[k] ^= 0xa5;
 			}
 			zm_pool_unmap(p, o[i].h);
-		} else if (!strcmp(c.allocator, "zsmalloc")) {  /* bad handles */
+		} else if (pt_strict_handles(cfg)) {     /* bad handles */
 			/* a freed handle (its slot's generation moved on) and a
 			 * live one with a wrong generation are both refused */
 			if (nfreed)

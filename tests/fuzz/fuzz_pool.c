@@ -115,7 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 			zm_pool_compact(p);
 			break;
 		case 6:                              /* a bad handle: refused */
-			if (!strcmp(c.allocator, "zsmalloc") && n)
+			if ((!strcmp(c.allocator, "zsmalloc") || !strcmp(c.allocator, "zbud")) && n)
 				check(zm_free(p, o[arg % n].h ^ 2) < 0);
 			break;
 		default:
