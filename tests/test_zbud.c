@@ -34,7 +34,7 @@ static void env_init(struct env *e, size_t limit_pages)
 	assert_int_equal(zm_pool_create(&c, &e->p), 0);
 	/* one row of the class table per list: as many as chunks a page */
 	e->nchunks = zm_pool_nr_classes(e->p);
-	assert_int_equal(e->nchunks, 64);
+	assert_true(e->nchunks >= 64 && !(e->nchunks & (e->nchunks - 1)));
 	e->chunk = P / e->nchunks;
 }
 
@@ -65,6 +65,12 @@ static void where(struct env *e, zm_handle_t h, zm_pfn_t *pfn, int *first)
 	*first = m == page;
 	if (!*first)  /* a last buddy ends at the end of its page */
 		assert_ptr_equal(m + zm_pool_obj_size(e->p, h), page + P);
+}
+
+/* The slot an object of size bytes takes: whole chunks. */
+static size_t slot(struct env *e, size_t size)
+{
+	return (size + e->chunk - 1) / e->chunk * e->chunk;
 }
 
 static uint64_t pages_of(struct env *e)
@@ -111,14 +117,14 @@ static void test_two_per_page(void **st)
 	where(&e, b, &pb, &fb);
 	assert_int_equal(pa, pb);
 	assert_true(fa && !fb);          /* first from the start, last from the end */
-	assert_int_equal(zm_pool_obj_size(e.p, a), 24 * e.chunk); /* 1500 -> 24 chunks */
+	assert_int_equal(zm_pool_obj_size(e.p, a), slot(&e, 1500));
 	c = put(&e, 1500, 3);            /* a third never joins them */
 	where(&e, c, &pc, &fc);
 	assert_true(pc != pa && fc);
 	assert_int_equal(pages_of(&e), 2);
 	zm_pool_stats(e.p, &s);
 	assert_int_equal(s.objects, 3);
-	assert_int_equal(s.slot_bytes, 3 * 24 * e.chunk);
+	assert_int_equal(s.slot_bytes, 3 * slot(&e, 1500));
 	assert_int_equal(s.pool_bytes, 2 * P);
 	assert_true(s.meta_bytes > 0 && s.meta_bytes < P);
 	assert_int_equal(s.pages_max, 2);
@@ -135,9 +141,10 @@ static void test_two_per_page(void **st)
 	env_fini(&e);
 }
 
-/* Half-used pages with 17, 24 and 30 chunks free (each object too big
- * for the pages before it): each new object goes to the one that fits it
- * most tightly. */
+/* Half-used pages with 17, 24 and 30 64ths of a page free (each object
+ * too big for the pages before it): each new object goes to the one that
+ * fits it most tightly.  Sizes in 64ths (64 bytes), a whole number of
+ * chunks. */
 static void test_best_fit(void **st)
 {
 	struct env e;
@@ -157,10 +164,10 @@ static void test_best_fit(void **st)
 	where(&e, z, &pz, &f);
 	assert_int_equal(pz, pc);
 	assert_false(f);
-	y = put(&e, 20 * 64, 5);         /* 20: b's page (24), not a's (17) or c's */
+	y = put(&e, 20 * 64, 5);         /* 20: b's page (24), not c's (30) */
 	where(&e, y, &py, &f);
 	assert_int_equal(py, pb);
-	x = put(&e, 16 * 64 + 1, 4);     /* 17 chunks: exactly a's page */
+	x = put(&e, 16 * 64 + 1, 4);     /* just over 16: a's page, the tightest */
 	where(&e, x, &px, &f);
 	assert_int_equal(px, pa);
 	assert_int_equal(pages_of(&e), 3);
@@ -234,16 +241,16 @@ static void test_page_sized(void **st)
 	where(&e, small, &psmall, &f);
 	assert_true(psmall != pbig);
 	assert_int_equal(pages_of(&e), 2);
-	a = put(&e, P - 64, 3);            /* 63 chunks: beside small's 1 */
+	a = put(&e, P - e.chunk, 3);       /* all chunks but small's one */
 	where(&e, a, &pa, &f);
 	assert_int_equal(pa, psmall);      /* fills small's page exactly */
 	assert_false(f);
-	b = put(&e, P - 64, 4);            /* 63 chunks, nowhere to go */
+	b = put(&e, P - e.chunk, 4);       /* nowhere to go */
 	where(&e, b, &pb, &f);
 	assert_true(pb != pa && pb != pbig);
 	assert_int_equal(pages_of(&e), 3);
-	expect(&e, big, P, 1), expect(&e, small, 1, 2), expect(&e, a, P - 64, 3);
-	expect(&e, b, P - 64, 4);
+	expect(&e, big, P, 1), expect(&e, small, 1, 2), expect(&e, a, P - e.chunk, 3);
+	expect(&e, b, P - e.chunk, 4);
 	assert_int_equal(zm_free(e.p, big), 0);
 	zm_pool_stats(e.p, &s);
 	assert_int_equal(s.huge_objects, 0);
@@ -258,7 +265,7 @@ static void test_bad_handles(void **st)
 	struct zm_pool_config c = { .allocator = "zbud" };
 	struct zm_pool *other;
 	zm_handle_t h, keep, h2, alien;
-	char buf[64];
+	char buf[256];
 
 	env_init(&e, 0);
 	h = put(&e, 100, 1);
@@ -269,7 +276,7 @@ static void test_bad_handles(void **st)
 	assert_int_equal(zm_free(e.p, ~0ull), -EINVAL);
 	assert_int_equal(zm_free(e.p, h ^ 2), -EINVAL);          /* wrong generation */
 	assert_int_equal(zm_free(e.p, h ^ (1ull << 40)), -EINVAL); /* a page not ours */
-	assert_int_equal(zm_pool_read(e.p, h, buf, 2 * 64 + 1), -EINVAL); /* past the slot */
+	assert_int_equal(zm_pool_read(e.p, h, buf, slot(&e, 100) + 1), -EINVAL); /* past the slot */
 	assert_int_equal(zm_free(e.p, h), 0);
 	assert_int_equal(zm_free(e.p, h), -EINVAL);              /* double */
 	assert_int_equal(zm_pool_read(e.p, h, buf, 1), -EINVAL);
@@ -409,13 +416,13 @@ struct mobj {
 	uint8_t *data;
 };
 
-static size_t model_size(struct rng *r)
+static size_t model_size(struct env *e, struct rng *r)
 {
 	switch (rng_below(r, 8)) {
 	case 0:
 		return P;                                  /* a page alone */
 	case 1:
-		return (1 + rng_below(r, 64)) * 64;        /* exact chunks */
+		return (1 + rng_below(r, e->nchunks)) * e->chunk; /* exact chunks */
 	default:
 		return pt_size(r, P);
 	}
@@ -439,7 +446,7 @@ static void test_model(void **st)
 		unsigned op = (unsigned)rng_below(&r, 100);
 
 		if (op < 45 && n < MAXO) {
-			size_t sz = model_size(&r);
+			size_t sz = model_size(&e, &r);
 			unsigned c = (unsigned)((sz + e.chunk - 1) / e.chunk), best = 0;
 			struct mobj *x = &o[n];
 
