@@ -87,6 +87,7 @@ static const struct zm_pool_config pt_configs[] = {
 	{ .allocator = "xvmalloc", .page_size = 16384 },
 	{ .allocator = "xcfmalloc" },
 	{ .allocator = "xcfmalloc", .page_size = 16384 },
+	{ .allocator = "zbud" },
 };
 #define PT_NCONFIGS (sizeof(pt_configs) / sizeof(pt_configs[0]))
 

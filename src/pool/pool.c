@@ -13,6 +13,7 @@ static const struct zm_pool_ops *const backends[] = {
 	&zm_malloc_ops,
 	&zm_xvmalloc_ops,
 	&zm_xcfmalloc_ops,
+	&zm_zbud_ops,
 };
 #define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
 

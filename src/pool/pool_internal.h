@@ -6,6 +6,7 @@
  *   zs_*.c        the "zsmalloc" backend (see zsmalloc.h)
  *   xv_*.c        the "xvmalloc" backend (see xv.h)
  *   xcf_*.c       the "xcfmalloc" backend (see xcf.h)
+ *   zbud.c        the "zbud" backend: two objects per page
  *
  * Backends are a table of operations; fields are only ever added at the
  * end.  An operation left NULL means "not supported" (compact).
@@ -51,6 +52,7 @@ extern const struct zm_pool_ops zm_zsmalloc_ops;
 extern const struct zm_pool_ops zm_malloc_ops;
 extern const struct zm_pool_ops zm_xvmalloc_ops;
 extern const struct zm_pool_ops zm_xcfmalloc_ops;
+extern const struct zm_pool_ops zm_zbud_ops;
 
 /* ---- per-thread state (thread.c) ------------------------------------
  *
