@@ -12,6 +12,14 @@
  *   "xvmalloc"  zcache's two-level segregated-fit allocator: objects with
  *               an 8-byte header inside one page, no compaction; see
  *               docs/xvmalloc.md
+ *   "xcfmalloc" zcache's scatter-gather allocator: 64-byte blocks, an
+ *               object in at most two blocks in any pages, out-of-line
+ *               descriptors, no compaction; see docs/xcfmalloc.md
+ *   "zbud"      at most two objects per page, one from each end, no
+ *               compaction; see docs/zbud.md
+ *
+ * Backends without compaction answer -EOPNOTSUPP to zm_pool_compact() and
+ * zm_pool_shrink(), and accept only ZM_COMPACT_OFF / DEFAULT.
  *
  * Reaching an object: zm_pool_write()/zm_pool_read() copy in and out, or
  * zm_pool_map() gives a pointer until zm_pool_unmap().  Rules for maps:
