@@ -101,6 +101,9 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libzmem.a $(wildcard tests/*.h)
 	$(CC) $(CPPFLAGS_ZM) $(CPPFLAGS) $(CFLAGS_ZM) $(CFLAGS) $(LDFLAGS_ZM) $(LDFLAGS) \
 	    -o $@ $< $(BUILD)/libzmem.a -lcmocka $(LDLIBS_ZM)
 
+# test_experiments runs the zmem command of the same build.
+$(BUILD)/tests/test_experiments: $(BUILD)/zmem
+
 # ---- set-up -------------------------------------------------------------
 deps:
 	@sh scripts/deps.sh
