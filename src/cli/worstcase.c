@@ -25,8 +25,8 @@
  *                 timed: the churn, not the fill
  *
  * For each cell: ns per operation (an allocation or a free), timed on a
- * second pass over pages the first one left resident, so that the
- * kernel's page faults are not counted, and waste = (pool bytes + metadata) / live bytes at the end of
+ * second pass over the pool the first one filled and emptied, so that
+ * the kernel's page faults are not what is counted, and waste = (pool bytes + metadata) / live bytes at the end of
  * the timed part, then again after zm_pool_compact() where the backend
  * compacts (JSON only).  Growth = the largest size's figure / the
  * smallest's: about 1 when the cost does not depend on the pool's size.
@@ -34,7 +34,7 @@
  * A pool may not take more than 8 times the live size, between 64 MiB and
  * --mem-cap (2 GiB): past that (zbud with tiny objects), the fill stops,
  * the cell is marked "capped" and its figures are those of what was
- * stored.  Each cell gets a fresh pool, destroyed before the next one.
+ * stored.  Each cell gets its own pool, destroyed before the next one.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -233,20 +233,14 @@ static double waste_of(struct zm_pool *p, uint64_t live, struct zm_pool_stats *s
 	return live ? (double)(st->pool_bytes + st->meta_bytes) / (double)live : -1;
 }
 
-/* One pass of s on a fresh pool of backend over pg; the figures into out
+/* One pass of s on pool, emptied again at the end; the figures into out
  * (when not NULL).  0, or -1 after a message. */
-static int one_pass(const struct seq *s, const char *backend, size_t size,
-		    struct zm_pages *pg, struct cell *out)
+static int one_pass(const struct seq *s, struct zm_pool *pool, const char *backend,
+		    size_t size, struct cell *out)
 {
-	struct zm_pool_config pc = { .allocator = backend, .pages = pg };
 	struct zm_pool_stats st;
-	struct ctx c = { .target = size, .rng = SEED };
-	int rc = zm_pool_create(&pc, &c.pool);
+	struct ctx c = { .pool = pool, .target = size, .rng = SEED };
 
-	if (rc) {
-		fprintf(stderr, "worstcase: %s: %s\n", backend, strerror(-rc));
-		return -1;
-	}
 	c.cap = size / s->mean_obj + size / s->mean_obj / 8 + 1024;
 	if (c.cap > size / s->min_obj + 1024)
 		c.cap = size / s->min_obj + 1024;
@@ -254,7 +248,6 @@ static int one_pass(const struct seq *s, const char *backend, size_t size,
 	c.sz = malloc(c.cap * sizeof(*c.sz));
 	if (!c.h || !c.sz) {
 		free(c.h), free(c.sz);
-		zm_pool_destroy(c.pool);
 		fprintf(stderr, "worstcase: out of memory for %zu handles\n", c.cap);
 		return -1;
 	}
@@ -276,21 +269,23 @@ static int one_pass(const struct seq *s, const char *backend, size_t size,
 	for (size_t i = 0; i < c.n; i++)
 		if (c.h[i])
 			zm_free(c.pool, c.h[i]);
-	zm_pool_destroy(c.pool);
 	free(c.h), free(c.sz);
 	return 0;
 }
 
-/* A cell: a warm-up pass, then the timed one on the pages it left
- * resident (zm_pages with an unlimited reserve; glibc not trimming), so
- * that what is timed is the allocator, not the kernel's page faults.
- * Then the memory goes back. */
+/* A cell: a pool; a warm-up pass that fills and empties it, then the
+ * timed pass on the same pool and the pages the first left resident
+ * (zm_pages with an unlimited reserve; glibc not trimming), so that what
+ * is timed is the allocator, not the kernel's page faults, as in
+ * allocbench.  Then the memory goes back. */
 static int run_cell(const struct seq *s, const char *backend, size_t size, size_t mem_cap,
 		    struct cell *out)
 {
 	size_t lim = size * CAP_FACTOR;
 	struct zm_pages_config gc = { .reserve_pages = SIZE_MAX, .prefault = 1 };
+	struct zm_pool_config pc = { .allocator = backend };
 	struct zm_pages *pg;
+	struct zm_pool *pool;
 	int rc;
 
 	lim = lim < CAP_MIN ? CAP_MIN : lim > mem_cap ? mem_cap : lim;
@@ -303,9 +298,16 @@ static int run_cell(const struct seq *s, const char *backend, size_t size, size_
 	}
 	mallopt(M_TRIM_THRESHOLD, INT_MAX);
 	mallopt(M_MMAP_THRESHOLD, 1 << 30);
-	rc = one_pass(s, backend, size, pg, NULL);
-	if (!rc)
-		rc = one_pass(s, backend, size, pg, out);
+	pc.pages = pg;
+	rc = zm_pool_create(&pc, &pool);
+	if (rc) {
+		fprintf(stderr, "worstcase: %s: %s\n", backend, strerror(-rc));
+	} else {
+		rc = one_pass(s, pool, backend, size, NULL);
+		if (!rc)
+			rc = one_pass(s, pool, backend, size, out);
+		zm_pool_destroy(pool);
+	}
 	zm_pages_destroy(pg);
 	mallopt(M_TRIM_THRESHOLD, 128 << 10);
 	malloc_trim(0);
