@@ -120,6 +120,9 @@ $(BUILD)/tests/interop.sh: tests/interop/lib.sh
 $(BUILD)/tests/%.sh: tests/interop/%.sh $(BUILD)/tests/interop.sh $(BUILD)/zmem
 	cp $< $@ && chmod +x $@
 
+# test_experiments runs the zmem command of the same build.
+$(BUILD)/tests/test_experiments: $(BUILD)/zmem
+
 # ---- set-up -------------------------------------------------------------
 deps:
 	@sh scripts/deps.sh

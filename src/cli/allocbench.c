@@ -1,18 +1,29 @@
 /*
  * zmem allocbench: the reviewers' microbenchmark (SEEDS.md §1).  The same
- * sequence of allocations through every pool backend:
+ * sequence of allocations through every pool backend (zm_pool_backends(),
+ * or those named with --allocator):
  *
  *   all-free   allocate N objects of one size, then free them all
- *   one-one    allocate one object and free it, N times
- *   random     a random mix of allocations (realistic sizes) and frees
- *              around a live set, from one seed
+ *   one-one    allocate one object and free it, 10 N times
+ *   random     from one seed, a random mix of allocations and frees around
+ *              a live set of N/4 .. N objects, then free what is left: at
+ *              each size of the sweep, and once more with realistic
+ *              compressed-page sizes ("mixed", size 0 in the JSON)
  *
- * swept over sizes, with 1..N threads each running its own copy of the
- * sequence on the shared pool.  Reports ns per operation (an allocation or
- * a free) per thread, the median of 3 runs, and the throughput scaling.
- * Pages are kept resident between runs -- zm_pages with an unlimited
- * reserve, glibc with trimming and mmap of large blocks off -- so what is
- * timed is the allocators, not the kernel's page faults.
+ * swept over sizes, with 1..T threads each running its own copy of the
+ * sequence on the shared pool.  N is --count (default 200000) or as many
+ * objects as fit in --bytes per thread (default 48 MiB), whichever is
+ * smaller; --count 1000000 gives the seed's "million allocations".
+ * Reports ns per operation (an allocation or a free) per thread, the
+ * median of --reps runs after one warm-up run, the throughput and its
+ * scaling against one thread, and allocations that failed.  Pages are kept
+ * resident between runs -- zm_pages with an unlimited reserve, glibc with
+ * trimming and mmap of large blocks off -- so what is timed is the
+ * allocators, not the kernel's page faults.
+ *
+ * --plot FILE.svg draws, with plot.c: ns per op against size, one line
+ * per backend, a panel per pattern (one thread), and the random mix's
+ * throughput against threads.
  */
 #include <errno.h>
 #include <limits.h>
@@ -25,11 +36,18 @@
 #include <zmem/pages.h>
 #include <zmem/pool.h>
 #include "cli/cli.h"
+#include "cli/plot.h"
 
-#define RUNS 3
+#define MAX_RUNS 15
+#define DEF_RUNS 3
 #define MAXT 16
-#define BYTES_PER_THREAD (48u << 20)
-#define ONE_ONE_OPS 2000000
+#define MAX_SIZES 32
+#define MAX_BACKENDS 16
+#define DEF_BYTES ((size_t)48 << 20)  /* per thread: well past the caches */
+#define DEF_COUNT 200000
+#define ONE_ONE_FACTOR 10             /* one-one does 10 N pairs: it keeps
+					 a single object live, so runs are
+					 short otherwise */
 
 enum pattern { ALL_FREE, ONE_ONE, RANDOM, NPATTERN };
 static const char *const pattern_names[] = { "all-free", "one-one", "random" };
@@ -42,6 +60,24 @@ struct job {
 	pthread_barrier_t *bar;
 	zm_handle_t *h;
 	uint64_t ops, ns, fails, t0, t1;
+};
+
+struct row {
+	const char *backend;
+	enum pattern pat;
+	size_t size;              /* 0: the realistic mix */
+	int threads;
+	double ns, mops, scaling;
+	uint64_t fails;
+};
+
+struct opts {
+	const char *only[MAX_BACKENDS];
+	size_t nonly;
+	size_t sizes[MAX_SIZES], nsizes;
+	size_t count, bytes;
+	int json, quick, maxt, reps;
+	const char *plot;
 };
 
 /* realistic compressed sizes of 4 KiB pages (see tests/pooltest.h) */
@@ -77,7 +113,7 @@ static void *run(void *arg)
 		ops = 2 * j->n;
 		break;
 	case ONE_ONE:
-		for (size_t i = 0; i < j->n; i++) {
+		for (size_t i = 0; i < ONE_ONE_FACTOR * j->n; i++) {
 			zm_handle_t h = zm_malloc(j->pool, j->size);
 
 			if (h)
@@ -85,12 +121,14 @@ static void *run(void *arg)
 			else
 				j->fails++;
 		}
-		ops = 2 * j->n;
+		ops = 2 * ONE_ONE_FACTOR * j->n;
 		break;
 	default:
 		for (size_t i = 0; i < 2 * j->n; i++) {
 			if (live < j->n / 4 || (live < j->n && cli_rand(&s) % 2)) {
-				if ((j->h[live] = zm_malloc(j->pool, rsize(&s))))
+				size_t sz = j->size ? j->size : rsize(&s);
+
+				if ((j->h[live] = zm_malloc(j->pool, sz)))
 					live++;
 				else
 					j->fails++;
@@ -101,9 +139,9 @@ static void *run(void *arg)
 				j->h[k] = j->h[--live];
 			}
 		}
+		ops = 2 * j->n + live;
 		while (live)
 			zm_free(j->pool, j->h[--live]);
-		ops = 2 * j->n;
 		break;
 	}
 	j->t1 = cli_now_ns();
@@ -112,34 +150,44 @@ static void *run(void *arg)
 	return NULL;
 }
 
-/* ns per op per thread, median of RUNS; *mops gets the total Mops/s */
-static double measure(const char *backend, enum pattern pat, size_t size, int nt,
-		      double *mops)
+/* Time one cell: ns per op per thread, median of the runs, into r (with
+ * the total Mops/s and the failed allocations); 0, or -1 after a
+ * message. */
+static int measure(const struct opts *o, struct row *r)
 {
 	struct zm_pages_config pc = { .reserve_pages = SIZE_MAX };
-	struct zm_pool_config c = { .allocator = backend };
+	struct zm_pool_config c = { .allocator = r->backend };
 	struct zm_pages *pg = NULL;
 	struct zm_pool *pool;
-	double per[RUNS], tput[RUNS];
-	size_t n = BYTES_PER_THREAD / (size ? size : 2048);
+	double per[MAX_RUNS], tput[MAX_RUNS];
+	size_t n = o->bytes / (r->size ? r->size : 2048);
 	struct job j[MAXT];
 	pthread_t t[MAXT];
+	int nt = r->threads, rc;
 
-	if (n > 200000)
-		n = 200000;
-	if (zm_pages_create(&pc, &pg))
-		return -1;
-	c.pages = pg;
-	if (zm_pool_create(&c, &pool)) {
+	if (n > o->count)
+		n = o->count;
+	if (n < 4)
+		n = 4;
+	if ((rc = zm_pages_create(&pc, &pg)) != 0 || (c.pages = pg,
+	    (rc = zm_pool_create(&c, &pool)) != 0)) {
+		fprintf(stderr, "allocbench: %s: %s\n", r->backend, strerror(-rc));
 		zm_pages_destroy(pg);
 		return -1;
 	}
 	for (int i = 0; i < nt; i++) {
 		j[i].h = malloc(n * sizeof(zm_handle_t));
-		if (!j[i].h)
+		if (!j[i].h) {
+			fprintf(stderr, "allocbench: out of memory for the handles\n");
+			while (i-- > 0)
+				free(j[i].h);
+			zm_pool_destroy(pool);
+			zm_pages_destroy(pg);
 			return -1;
+		}
 	}
-	for (int r = 0; r <= RUNS; r++) {  /* run 0 warms up */
+	r->fails = 0;
+	for (int run_i = 0; run_i <= o->reps; run_i++) {  /* run 0 warms up */
 		pthread_barrier_t bar;
 		uint64_t t0 = UINT64_MAX, t1 = 0, wall, ops = 0;
 		double sum = 0;
@@ -148,8 +196,8 @@ static double measure(const char *backend, enum pattern pat, size_t size, int nt
 		for (int i = 0; i < nt; i++) {
 			zm_handle_t *h = j[i].h;
 
-			j[i] = (struct job){ pool, pat, size, pat == ONE_ONE ? ONE_ONE_OPS : n,
-					     12345 + (uint64_t)i * 77, &bar, h, 0, 0, 0, 0, 0 };
+			j[i] = (struct job){ pool, r->pat, r->size, n, 12345 + (uint64_t)i * 77,
+					     &bar, h, 0, 0, 0, 0, 0 };
 			pthread_create(&t[i], NULL, run, &j[i]);
 		}
 		pthread_barrier_wait(&bar);
@@ -158,97 +206,305 @@ static double measure(const char *backend, enum pattern pat, size_t size, int nt
 			pthread_join(t[i], NULL);
 			sum += (double)j[i].ns / (double)j[i].ops;
 			ops += j[i].ops;
+			r->fails += j[i].fails;
 			t0 = j[i].t0 < t0 ? j[i].t0 : t0;
 			t1 = j[i].t1 > t1 ? j[i].t1 : t1;
 		}
 		wall = t1 - t0;
 		pthread_barrier_destroy(&bar);
-		if (r > 0) {
-			per[r - 1] = sum / nt;
-			tput[r - 1] = (double)ops * 1e3 / (double)wall;
+		if (run_i > 0) {
+			per[run_i - 1] = sum / nt;
+			tput[run_i - 1] = (double)ops * 1e3 / (double)wall;
 		}
 	}
 	for (int i = 0; i < nt; i++)
 		free(j[i].h);
 	zm_pool_destroy(pool);
 	zm_pages_destroy(pg);
-	*mops = cli_median(tput, RUNS);
-	return cli_median(per, RUNS);
+	r->mops = cli_median(tput, (size_t)o->reps);
+	r->ns = cli_median(per, (size_t)o->reps);
+	return 0;
+}
+
+static void print_row(const struct opts *o, const struct row *r, int first)
+{
+	if (o->json) {
+		printf("%s\n  {\"allocator\": \"%s\", \"pattern\": \"%s\", \"size\": %zu, "
+		       "\"threads\": %d, \"ns_per_op\": %.2f, \"mops\": %.3f, "
+		       "\"scaling\": %.3f, \"failed_allocs\": %llu}", first ? "" : ",",
+		       r->backend, pattern_names[r->pat], r->size, r->threads, r->ns, r->mops,
+		       r->scaling, (unsigned long long)r->fails);
+	} else {
+		char sz[24] = "mixed";
+
+		if (r->size)
+			snprintf(sz, sizeof(sz), "%zu", r->size);
+		printf("%-10s %-9s %6s %7d %10.1f %10.2f %7.2fx %8llu\n", r->backend,
+		       pattern_names[r->pat], sz, r->threads, r->ns, r->mops, r->scaling,
+		       (unsigned long long)r->fails);
+	}
+	fflush(stdout);
+}
+
+/* ---- the plot ------------------------------------------------------- */
+
+static const struct row *find(const struct row *rows, size_t n, const char *b,
+			      enum pattern pat, size_t size, int threads)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(rows[i].backend, b) && rows[i].pat == pat && rows[i].size == size &&
+		    rows[i].threads == threads)
+			return &rows[i];
+	return NULL;
+}
+
+static int plot(const struct opts *o, const struct row *rows, size_t nrows,
+		const char *const *names, size_t nb)
+{
+	enum { PANEL = 250, GAP = 70 };
+	static char xl[MAX_SIZES + 2][24];
+	const char *xlab[MAX_SIZES + 2];
+	double *y = calloc(nb * (MAX_SIZES + 2), sizeof(double));
+	struct plot_series s[MAX_BACKENDS];
+	char title[160];
+	FILE *f;
+	int h = 70 + (NPATTERN + 1) * (PANEL + GAP) + 10;
+
+	if (!y)
+		return -ENOMEM;
+	snprintf(title, sizeof(title), "zmem allocbench: the same sequences through every "
+		 "backend (median of %d run%s)", o->reps, o->reps > 1 ? "s" : "");
+	f = plot_begin(o->plot, h, title);
+	if (!f) {
+		free(y);
+		return -errno;
+	}
+	plot_legend(f, 50, names, nb);
+	for (int pat = 0; pat < NPATTERN; pat++) {
+		/* random: a gap, then the realistic mix, not joined to the sizes */
+		size_t nx = o->nsizes + 2 * (pat == RANDOM);
+
+		for (size_t k = 0; k < nx; k++) {
+			size_t size = k < o->nsizes ? o->sizes[k] : 0;
+
+			if (size)
+				snprintf(xl[k], sizeof(xl[k]), "%zu", size);
+			else
+				snprintf(xl[k], sizeof(xl[k]), "%s", k == nx - 1 ? "mixed" : "");
+			xlab[k] = xl[k];
+			for (size_t b = 0; b < nb; b++) {
+				const struct row *r = k == o->nsizes ? NULL :
+					find(rows, nrows, names[b], (enum pattern)pat, size, 1);
+
+				y[b * (MAX_SIZES + 2) + k] = r ? r->ns : -1;
+			}
+		}
+		for (size_t b = 0; b < nb; b++)
+			s[b] = (struct plot_series){ names[b], y + b * (MAX_SIZES + 2) };
+		snprintf(title, sizeof(title), "%s: ns per operation against object size, "
+			 "1 thread (lower is better)", pattern_names[pat]);
+		plot_panel(f, 70 + GAP / 2.0 + pat * (PANEL + GAP), PANEL, title,
+			   "ns per op (log)", xlab, nx, s, nb, 1);
+	}
+	for (int k = 0; k < o->maxt; k++) {
+		snprintf(xl[k], sizeof(xl[k]), "%d", k + 1);
+		xlab[k] = xl[k];
+		for (size_t b = 0; b < nb; b++) {
+			const struct row *r = find(rows, nrows, names[b], RANDOM, 0, k + 1);
+
+			y[b * (MAX_SIZES + 2) + k] = r ? r->mops : -1;
+		}
+	}
+	for (size_t b = 0; b < nb; b++)
+		s[b] = (struct plot_series){ names[b], y + b * (MAX_SIZES + 2) };
+	plot_panel(f, 70 + GAP / 2.0 + NPATTERN * (PANEL + GAP), PANEL,
+		   "random, mixed sizes: total Mops/s against threads (higher is better)",
+		   "Mops/s", xlab, (size_t)o->maxt, s, nb, 0);
+	free(y);
+	return plot_end(f);
+}
+
+/* ---- options -------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: zmem allocbench [options]\n"
+		"The same allocation sequences through every pool backend: ns per operation.\n\n"
+		"  --allocator NAME   only this backend (repeatable; default: all)\n"
+		"  --sizes LIST       object sizes, comma-separated (default\n"
+		"                     32,128,512,1024,1632,2048,2100,3072,4000)\n"
+		"  --count N          objects per sequence (default %d; 1000000 = the seed's\n"
+		"                     million); one-one does %d N pairs\n"
+		"  --bytes SIZE       at most this many bytes of objects per thread (default 48M)\n"
+		"  --threads N        1..N threads on one pool (default: the CPUs, at least 2)\n"
+		"  --reps N           timed runs after a warm-up; the median is shown (default %d)\n"
+		"  --quick            only size 1024 and the mix\n"
+		"  --json             one JSON document\n"
+		"  --plot FILE.svg    ns per op against size, a line per backend, a panel per\n"
+		"                     pattern; throughput against threads\n",
+		DEF_COUNT, ONE_ONE_FACTOR, DEF_RUNS);
+}
+
+static int parse_sizes(const char *arg, struct opts *o)
+{
+	char buf[256], *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", arg);
+	o->nsizes = 0;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		size_t v = cli_parse_size(t);
+
+		if (!v || v > 65536 || o->nsizes == MAX_SIZES)
+			return -1;
+		o->sizes[o->nsizes++] = v;
+	}
+	return o->nsizes ? 0 : -1;
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+	static const size_t def[] = { 32, 128, 512, 1024, 1632, 2048, 2100, 3072, 4000 };
+
+	memset(o, 0, sizeof(*o));
+	o->maxt = cli_ncpus() < 2 ? 2 : cli_ncpus();
+	o->count = DEF_COUNT;
+	o->bytes = DEF_BYTES;
+	o->reps = DEF_RUNS;
+	memcpy(o->sizes, def, sizeof(def));
+	o->nsizes = sizeof(def) / sizeof(def[0]);
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--json"))
+			o->json = 1;
+		else if (!strcmp(a, "--quick"))
+			o->quick = 1;
+		else if (!strcmp(a, "--help")) {
+			usage(stdout);
+			exit(0);
+		} else if (!v) {
+			usage(stderr);
+			return -1;
+		} else if (!strcmp(a, "--threads"))
+			o->maxt = atoi(v), i++;
+		else if (!strcmp(a, "--reps"))
+			o->reps = atoi(v), i++;
+		else if (!strcmp(a, "--count"))
+			o->count = (size_t)strtoull(v, NULL, 10), i++;
+		else if (!strcmp(a, "--bytes"))
+			o->bytes = cli_parse_size(v), i++;
+		else if (!strcmp(a, "--plot"))
+			o->plot = v, i++;
+		else if (!strcmp(a, "--sizes")) {
+			if (parse_sizes(v, o)) {
+				fprintf(stderr, "allocbench: bad --sizes '%s' (1..65536 each, "
+					"at most %d)\n", v, MAX_SIZES);
+				return -1;
+			}
+			i++;
+		} else if (!strcmp(a, "--allocator") && o->nonly < MAX_BACKENDS)
+			o->only[o->nonly++] = v, i++;
+		else {
+			usage(stderr);
+			return -1;
+		}
+	}
+	if (o->maxt < 1 || o->maxt > MAXT || o->reps < 1 || o->reps > MAX_RUNS ||
+	    !o->count || !o->bytes) {
+		fprintf(stderr, "allocbench: --threads 1..%d, --reps 1..%d, --count and "
+			"--bytes above 0\n", MAXT, MAX_RUNS);
+		return -1;
+	}
+	if (o->quick) {
+		o->sizes[0] = 1024;
+		o->nsizes = 1;
+	}
+	return 0;
 }
 
 int cmd_allocbench(int argc, char **argv)
 {
-	static const size_t sizes[] = { 32, 128, 512, 1024, 1632, 2048, 3072, 4000 };
-	const char *only = NULL;
-	int json = 0, maxt = cli_ncpus() < 2 ? 2 : cli_ncpus(), first = 1, quick = 0;
-	const char *const *backends = zm_pool_backends();
+	const char *const *all = zm_pool_backends();
+	const char *names[MAX_BACKENDS];
+	struct row *rows;
+	size_t nb = 0, nrows = 0, cap;
+	struct opts o;
+	int status = 0;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = 1;
-		else if (!strcmp(argv[i], "--quick"))
-			quick = 1;
-		else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-			maxt = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--allocator") && i + 1 < argc)
-			only = argv[++i];
-		else {
-			fprintf(stderr, "usage: zmem allocbench [--json] [--threads N] "
-					"[--allocator NAME] [--quick]\n");
-			return strcmp(argv[i], "--help") ? 2 : 0;
+	if (parse(argc, argv, &o))
+		return 2;
+	for (size_t i = 0; i < o.nonly; i++) {
+		size_t k;
+
+		for (k = 0; all[k] && strcmp(all[k], o.only[i]); k++)
+			;
+		if (!all[k]) {
+			fprintf(stderr, "allocbench: unknown allocator '%s'\n", o.only[i]);
+			return 2;
 		}
 	}
-	if (maxt < 1 || maxt > MAXT)
-		maxt = 2;
+	for (size_t k = 0; all[k] && nb < MAX_BACKENDS; k++) {
+		int want = !o.nonly;
+
+		for (size_t i = 0; i < o.nonly; i++)
+			want |= !strcmp(all[k], o.only[i]);
+		if (want)
+			names[nb++] = all[k];
+	}
+	cap = nb * NPATTERN * (o.nsizes + 1) * (size_t)o.maxt;
+	rows = calloc(cap, sizeof(*rows));
+	if (!rows)
+		return 1;
 	mallopt(M_TRIM_THRESHOLD, INT_MAX);
 	mallopt(M_MMAP_THRESHOLD, 1 << 30);
-	if (json)
-		printf("[");
+	if (o.json)
+		printf("{\"zmem_allocbench\": 1, \"reps\": %d, \"count\": %zu, \"bytes\": %zu, "
+		       "\"max_threads\": %d,\n \"results\": [", o.reps, o.count, o.bytes, o.maxt);
 	else
-		printf("zmem allocbench: ns per operation (alloc or free) per thread, "
-		       "median of %d runs;\nMops/s is the total throughput, scaling "
-		       "against 1 thread\n\n%-10s %-9s %6s %7s %10s %10s %8s\n", RUNS,
-		       "allocator", "pattern", "size", "threads", "ns/op", "Mops/s",
-		       "scaling");
-	for (const char *const *b = backends; *b; b++) {
-		if (only && strcmp(only, *b))
-			continue;
+		printf("zmem allocbench: ns per operation (alloc or free) per thread, median "
+		       "of %d runs;\nMops/s is the total throughput, scaling against 1 thread; "
+		       "failed = allocations refused\n\n%-10s %-9s %6s %7s %10s %10s %8s %8s\n",
+		       o.reps, "allocator", "pattern", "size", "threads", "ns/op", "Mops/s",
+		       "scaling", "failed");
+	for (size_t b = 0; b < nb; b++)
 		for (int pat = 0; pat < NPATTERN; pat++) {
-			size_t nsz = pat == RANDOM ? 1 : sizeof(sizes) / sizeof(sizes[0]);
+			size_t nsz = o.nsizes + (pat == RANDOM);
 
 			for (size_t si = 0; si < nsz; si++) {
-				size_t size = pat == RANDOM ? 0 : sizes[si];
 				double base = 0;
 
-				if (quick && pat != RANDOM && size != 1024)
-					continue;
-				for (int nt = 1; nt <= maxt; nt++) {
-					double mops, ns = measure(*b, (enum pattern)pat, size, nt, &mops);
+				for (int nt = 1; nt <= o.maxt; nt++) {
+					struct row *r = &rows[nrows];
 
-					if (nt == 1)
-						base = mops;
-					if (json)
-						printf("%s\n {\"allocator\": \"%s\", \"pattern\": \"%s\", "
-						       "\"size\": %zu, \"threads\": %d, \"ns_per_op\": %.2f, "
-						       "\"mops\": %.3f, \"scaling\": %.3f}",
-						       first ? "" : ",", *b, pattern_names[pat], size,
-						       nt, ns, mops, mops / base);
-					else {
-						char sz[24] = "mixed";
-
-						if (size)
-							snprintf(sz, sizeof(sz), "%zu", size);
-						printf("%-10s %-9s %6s %7d %10.1f %10.2f %7.2fx\n",
-						       *b, pattern_names[pat], sz, nt, ns, mops,
-						       mops / base);
+					*r = (struct row){ .backend = names[b], .pat = (enum pattern)pat,
+							   .size = si < o.nsizes ? o.sizes[si] : 0,
+							   .threads = nt };
+					if (measure(&o, r)) {
+						status = 1;
+						continue;
 					}
-					first = 0;
-					fflush(stdout);
+					if (nt == 1)
+						base = r->mops;
+					r->scaling = base > 0 ? r->mops / base : 0;
+					print_row(&o, r, nrows == 0);
+					nrows++;
 				}
 			}
 		}
+	if (o.json)
+		printf("\n]}\n");
+	if (o.plot) {
+		int rc = plot(&o, rows, nrows, names, nb);
+
+		if (rc) {
+			fprintf(stderr, "allocbench: writing %s: %s\n", o.plot, strerror(-rc));
+			status = 1;
+		} else {
+			fprintf(o.json ? stderr : stdout, "%splot: %s\n", o.json ? "allocbench: " :
+				"\n", o.plot);
+		}
 	}
-	if (json)
-		printf("\n]\n");
-	return 0;
+	free(rows);
+	return status;
 }

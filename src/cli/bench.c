@@ -58,6 +58,7 @@ struct opts {
 	const char *plot;
 	size_t size, page_size, huge_size;
 	int threads, reps, json, kernel, no_same, verbose;
+	int seed_table, size_set, codec_set;
 	double churn;            /* --churn FRACTION (0: no churn phase) */
 };
 
@@ -684,7 +685,15 @@ static void usage(FILE *f)
 		"                     the overhead right after, after 100 ms and after 1 s\n"
 		"                     (as zmem churn: glibc, jemalloc, mimalloc beside zsmalloc)\n"
 		"  --json             one JSON document on stdout instead of the tables\n"
-		"  -v, --verbose      also each store's statistics and class table\n");
+		"  -v, --verbose      also each store's statistics and class table\n"
+		"  --seed-table       instead: the xcfmalloc seed's table (SEEDS.md 1): zero\n"
+		"                     pages and text compressing to 75%% (lzo, or lz4 in builds\n"
+		"                     without it), --size of each (default 512M) put one page\n"
+		"                     at a time into a store per allocator, same-filled\n"
+		"                     elision off; pool pages / pages stored beside the seed's\n"
+		"                     figures.  The seed ran in a 256 MB cgroup; that is not\n"
+		"                     emulated (nothing is evicted), only the store is.\n"
+		"                     Honours --allocator, --codec, --size and --json.\n");
 }
 
 static int parse(int argc, char **argv, struct opts *o)
@@ -705,6 +714,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		{ "churn", required_argument, 0, 'C' },
 		{ "json", no_argument, 0, 'j' },
 		{ "verbose", no_argument, 0, 'v' },
+		{ "seed-table", no_argument, 0, 'T' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -733,9 +743,9 @@ static int parse(int argc, char **argv, struct opts *o)
 			}
 			o->alloc[o->nalloc++] = optarg;
 			break;
-		case 'c': o->codec = optarg; break;
+		case 'c': o->codec = optarg; o->codec_set = 1; break;
 		case 't': o->threads = atoi(optarg); break;
-		case 's': o->size = cli_parse_size(optarg); break;
+		case 's': o->size = cli_parse_size(optarg); o->size_set = 1; break;
 		case 'p': o->page_size = cli_parse_size(optarg); break;
 		case 'r': o->reps = atoi(optarg); break;
 		case 'S': o->no_same = 1; break;
@@ -745,6 +755,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 'k': o->kernel = 1; break;
 		case 'j': o->json = 1; break;
 		case 'v': o->verbose = 1; break;
+		case 'T': o->seed_table = 1; break;
 		case 'C':
 			o->churn = atof(optarg);
 			if (o->churn <= 0 || o->churn >= 1) {
@@ -835,6 +846,9 @@ int cmd_bench(int argc, char **argv)
 		return bench_memory_child(cli_parse_size(argv[2]));
 	if (parse(argc, argv, &o) || check_names(&o))
 		return 2;
+	if (o.seed_table)
+		return bench_seed_table(o.size_set ? o.size : BENCH_SEED_SIZE,
+					o.codec_set ? o.codec : NULL, o.alloc, o.nalloc, o.json);
 	if (o.ndata * (o.nalloc + (size_t)o.kernel) > BENCH_MAX_ROWS) {
 		fprintf(stderr, "bench: too many data sets x allocators\n");
 		return 2;

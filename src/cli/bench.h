@@ -1,6 +1,7 @@
 /* zmem bench: what its files share (bench.c drives; bench_data.c makes the
  * data sets; bench_child.c is the spawned workload; bench_kernel.c drives
- * the kernel's zram; bench_svg.c draws the plot). */
+ * the kernel's zram; bench_svg.c draws the plot; bench_seed.c prints the
+ * seed's table). */
 #ifndef ZM_CLI_BENCH_H
 #define ZM_CLI_BENCH_H
 
@@ -66,6 +67,13 @@ int bench_kernel(const struct bench_data *d, size_t page_size, const char *codec
 /* bench_svg.c: write the plot; 0 or -errno. */
 int bench_svg(const char *path, const struct bench_row *rows, size_t nrows,
 	      const char *codec, size_t page_size);
+
+/* bench_seed.c: zmem bench --seed-table, size bytes of each data set
+ * (BENCH_SEED_SIZE unless given), codec NULL = lzo if built, else lz4;
+ * the exit status. */
+#define BENCH_SEED_SIZE ((size_t)512 << 20)
+int bench_seed_table(size_t size, const char *codec, const char *const *alloc,
+		     size_t nalloc, int json);
 
 /* progress on stderr: a line that rewrites itself on a terminal */
 void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

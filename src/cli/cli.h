@@ -12,6 +12,7 @@ int cmd_pagebench(int argc, char **argv);
 int cmd_mapbench(int argc, char **argv);
 int cmd_allocbench(int argc, char **argv);
 int cmd_density(int argc, char **argv);
+int cmd_worstcase(int argc, char **argv);
 int cmd_churn(int argc, char **argv);
 int cmd_churn_child(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

@@ -22,6 +22,8 @@ static const struct {
 	  "how densely each backend holds real lz4-compressed pages" },
 	{ "allocbench", cmd_allocbench,
 	  "the same allocations through every pool backend: ns per op, threads" },
+	{ "worstcase", cmd_worstcase,
+	  "sequences built to hurt each allocator, on every backend, by pool size" },
 	{ "gen", cmd_gen,
 	  "write zero, random or English-like text pages at a compression ratio" },
 	{ "serve", cmd_serve,

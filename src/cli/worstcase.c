@@ -1,0 +1,639 @@
+/*
+ * zmem worstcase: sequences built to hurt each allocator (SEEDS.md §1: "the
+ * worst case ... and whether cost grows with the pool"), every sequence
+ * run on every backend of zm_pool_backends(), at live sizes doubling from
+ * --min-size (4 MiB) to --max-size (512 MiB):
+ *
+ *   3k-empty      many allocations of about 3 KB into an empty pool: an
+ *                 allocator with free lists by size (xcfmalloc) finds
+ *                 them empty and splits whole pages, an object in two
+ *                 blocks over two pages; timed: the allocations
+ *   classes-half  allocations round robin over every size class from 32 to
+ *                 4080 bytes, then every other object of each class freed:
+ *                 a slab allocator (zsmalloc) is left with every zspage of
+ *                 every class half full; timed: allocations and frees;
+ *                 the waste is measured right after the frees
+ *   over-half     sizes just above half a page (2049 .. 2200): an
+ *                 allocator whose objects may not span pages (xvmalloc,
+ *                 zbud) holds one per page; timed: the allocations
+ *   tiny          objects of 16 .. 64 bytes: an allocator that puts at most
+ *                 two objects in a page (zbud) wastes almost all of it;
+ *                 timed: the allocations
+ *   mixed-churn   a fill with sizes uniform in 64 .. 4032, then as many
+ *                 pairs of "free a random object, allocate a new random
+ *                 size": splits, merges and searches in the steady state;
+ *                 timed: the churn, not the fill
+ *
+ * For each cell: ns per operation (an allocation or a free), timed on a
+ * second pass over the pool the first one filled and emptied, so that
+ * the kernel's page faults are not what is counted, and waste = (pool bytes + metadata) / live bytes at the end of
+ * the timed part, then again after zm_pool_compact() where the backend
+ * compacts (JSON only).  Growth = the largest size's figure / the
+ * smallest's: about 1 when the cost does not depend on the pool's size.
+ *
+ * A pool may not take more than 8 times the live size, between 64 MiB and
+ * --mem-cap (2 GiB): past that (zbud with tiny objects), the fill stops,
+ * the cell is marked "capped" and its figures are those of what was
+ * stored.  Each cell gets its own pool, destroyed before the next one.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <malloc.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zmem/pages.h>
+#include <zmem/pool.h>
+#include "cli/cli.h"
+#include "cli/plot.h"
+
+#define MAX_SIZES    24
+#define MAX_BACKENDS 16
+#define CAP_FACTOR   8               /* pool may take 8x the live size ... */
+#define CAP_MIN      ((size_t)64 << 20)  /* ... but at least this */
+#define DEF_MEM_CAP  ((size_t)2 << 30)
+#define DEF_MIN      ((size_t)4 << 20)
+#define DEF_MAX      ((size_t)512 << 20)
+#define SEED         0x5eed2011u
+/* classes-half: a size every 16 bytes from 32 to 4080, the spacing of
+ * zsmalloc's finest classes */
+#define CH_FIRST 32
+#define CH_STEP  16
+#define CH_N     ((4080 - CH_FIRST) / CH_STEP + 1)
+
+/* The state of one cell: a pool, its live objects and the clock. */
+struct ctx {
+	struct zm_pool *pool;
+	size_t target;           /* live bytes to reach */
+	zm_handle_t *h;          /* live objects (0 = freed, classes-half) */
+	uint32_t *sz;
+	size_t n, cap;
+	uint64_t live, rng, ops, fails, t0, t1;
+	bool capped, refused;    /* out of the memory cap; sizes refused */
+};
+
+struct seq {
+	const char *name, *target;
+	size_t min_obj;          /* smallest object: sizes the handle array */
+	size_t mean_obj;
+	void (*run)(struct ctx *c);
+};
+
+struct cell {
+	const char *seq, *backend;
+	size_t size;
+	uint64_t ops, ns, objects, live, fails, pool_bytes, meta_bytes, descriptors;
+	double ns_op, waste, waste_compacted;  /* waste_compacted < 0: cannot */
+	bool capped, refused;
+};
+
+/* ---- objects -------------------------------------------------------- */
+
+/* Allocate one object of size bytes; false when the fill must stop (the
+ * memory cap reached, or the backend refusing most sizes). */
+static bool alloc_one(struct ctx *c, size_t size)
+{
+	zm_handle_t h;
+
+	if (c->n == c->cap) {
+		size_t cap = c->cap * 2 + 1024;
+		zm_handle_t *nh = realloc(c->h, cap * sizeof(*nh));
+		uint32_t *ns = nh ? realloc(c->sz, cap * sizeof(*ns)) : NULL;
+
+		if (nh)
+			c->h = nh;
+		if (!ns) {
+			c->capped = true;
+			return false;
+		}
+		c->sz = ns;
+		c->cap = cap;
+	}
+	c->ops++;
+	h = zm_malloc(c->pool, size);
+	if (!h) {
+		c->fails++;
+		if (errno == ENOMEM || errno == ENOSPC) {
+			c->capped = true;
+			return false;
+		}
+		if (c->fails > 1000 && c->fails * 2 > c->ops) {
+			c->refused = true;
+			return false;
+		}
+		return true;
+	}
+	c->h[c->n] = h;
+	c->sz[c->n++] = (uint32_t)size;
+	c->live += size;
+	return true;
+}
+
+/* Free object i, leaving a hole (0) in its place. */
+static void free_at(struct ctx *c, size_t i)
+{
+	if (!c->h[i])
+		return;
+	zm_free(c->pool, c->h[i]);
+	c->h[i] = 0;
+	c->live -= c->sz[i];
+	c->ops++;
+}
+
+/* Free object i and move the last one into its place. */
+static void free_swap(struct ctx *c, size_t i)
+{
+	zm_free(c->pool, c->h[i]);
+	c->live -= c->sz[i];
+	c->ops++;
+	c->h[i] = c->h[--c->n];
+	c->sz[i] = c->sz[c->n];
+}
+
+static size_t uniform(struct ctx *c, size_t lo, size_t hi)
+{
+	return lo + cli_rand(&c->rng) % (hi - lo + 1);
+}
+
+/* ---- the sequences -------------------------------------------------- */
+
+static void fill_uniform(struct ctx *c, size_t lo, size_t hi)
+{
+	while (c->live < c->target && alloc_one(c, uniform(c, lo, hi)))
+		;
+}
+
+static void seq_3k(struct ctx *c)
+{
+	c->t0 = cli_now_ns();
+	fill_uniform(c, 2900, 3200);
+	c->t1 = cli_now_ns();
+}
+
+static void seq_classes(struct ctx *c)
+{
+	size_t k = 0;
+
+	c->t0 = cli_now_ns();
+	while (c->live < c->target && alloc_one(c, CH_FIRST + CH_STEP * (k++ % CH_N)))
+		;
+	/* the objects of one class are CH_N apart: every other one of each */
+	for (size_t i = 0; i < c->n; i++)
+		if ((i / CH_N) % 2)
+			free_at(c, i);
+	c->t1 = cli_now_ns();
+}
+
+static void seq_over_half(struct ctx *c)
+{
+	c->t0 = cli_now_ns();
+	fill_uniform(c, 2049, 2200);
+	c->t1 = cli_now_ns();
+}
+
+static void seq_tiny(struct ctx *c)
+{
+	c->t0 = cli_now_ns();
+	fill_uniform(c, 16, 64);
+	c->t1 = cli_now_ns();
+}
+
+static void seq_churn(struct ctx *c)
+{
+	size_t pairs;
+
+	fill_uniform(c, 64, 4032);
+	pairs = c->n;
+	c->ops = 0;
+	c->t0 = cli_now_ns();
+	for (size_t i = 0; i < pairs && c->n && !c->capped && !c->refused; i++) {
+		free_swap(c, cli_rand(&c->rng) % c->n);
+		alloc_one(c, uniform(c, 64, 4032));
+	}
+	c->t1 = cli_now_ns();
+}
+
+static const struct seq seqs[] = {
+	{ "3k-empty", "xcfmalloc", 2900, 3050, seq_3k },
+	{ "classes-half", "zsmalloc", CH_FIRST, 2056, seq_classes },
+	{ "over-half", "xvmalloc", 2049, 2124, seq_over_half },
+	{ "tiny", "zbud", 16, 40, seq_tiny },
+	{ "mixed-churn", "all", 64, 2048, seq_churn },
+};
+#define NSEQ (sizeof(seqs) / sizeof(seqs[0]))
+
+/* ---- one cell ------------------------------------------------------- */
+
+static double waste_of(struct zm_pool *p, uint64_t live, struct zm_pool_stats *st)
+{
+	zm_pool_stats(p, st);
+	return live ? (double)(st->pool_bytes + st->meta_bytes) / (double)live : -1;
+}
+
+/* One pass of s on pool, emptied again at the end; the figures into out
+ * (when not NULL).  0, or -1 after a message. */
+static int one_pass(const struct seq *s, struct zm_pool *pool, const char *backend,
+		    size_t size, struct cell *out)
+{
+	struct zm_pool_stats st;
+	struct ctx c = { .pool = pool, .target = size, .rng = SEED };
+
+	c.cap = size / s->mean_obj + size / s->mean_obj / 8 + 1024;
+	if (c.cap > size / s->min_obj + 1024)
+		c.cap = size / s->min_obj + 1024;
+	c.h = malloc(c.cap * sizeof(*c.h));
+	c.sz = malloc(c.cap * sizeof(*c.sz));
+	if (!c.h || !c.sz) {
+		free(c.h), free(c.sz);
+		fprintf(stderr, "worstcase: out of memory for %zu handles\n", c.cap);
+		return -1;
+	}
+	s->run(&c);
+	if (out) {
+		*out = (struct cell){ .seq = s->name, .backend = backend, .size = size,
+				      .ops = c.ops, .ns = c.t1 - c.t0, .live = c.live,
+				      .fails = c.fails, .capped = c.capped,
+				      .refused = c.refused };
+		out->ns_op = c.ops ? (double)out->ns / (double)c.ops : -1;
+		out->waste = waste_of(c.pool, c.live, &st);
+		out->pool_bytes = st.pool_bytes;
+		out->meta_bytes = st.meta_bytes;
+		out->descriptors = st.descriptors;
+		out->objects = st.objects;
+		out->waste_compacted = zm_pool_compact(c.pool) < 0 ? -1 :
+				       waste_of(c.pool, c.live, &st);
+	}
+	for (size_t i = 0; i < c.n; i++)
+		if (c.h[i])
+			zm_free(c.pool, c.h[i]);
+	free(c.h), free(c.sz);
+	return 0;
+}
+
+/* A cell: a pool; a warm-up pass that fills and empties it, then the
+ * timed pass on the same pool and the pages the first left resident
+ * (zm_pages with an unlimited reserve; glibc not trimming), so that what
+ * is timed is the allocator, not the kernel's page faults, as in
+ * allocbench.  Then the memory goes back. */
+static int run_cell(const struct seq *s, const char *backend, size_t size, size_t mem_cap,
+		    struct cell *out)
+{
+	size_t lim = size * CAP_FACTOR;
+	struct zm_pages_config gc = { .reserve_pages = SIZE_MAX, .prefault = 1 };
+	struct zm_pool_config pc = { .allocator = backend };
+	struct zm_pages *pg;
+	struct zm_pool *pool;
+	int rc;
+
+	lim = lim < CAP_MIN ? CAP_MIN : lim > mem_cap ? mem_cap : lim;
+	gc.limit_pages = lim / 4096;
+	gc.arena_bytes = lim > ((size_t)3 << 30) ? lim + lim / 8 : 0;
+	rc = zm_pages_create(&gc, &pg);
+	if (rc) {
+		fprintf(stderr, "worstcase: pages for %s: %s\n", backend, strerror(-rc));
+		return -1;
+	}
+	mallopt(M_TRIM_THRESHOLD, INT_MAX);
+	mallopt(M_MMAP_THRESHOLD, 1 << 30);
+	pc.pages = pg;
+	rc = zm_pool_create(&pc, &pool);
+	if (rc) {
+		fprintf(stderr, "worstcase: %s: %s\n", backend, strerror(-rc));
+	} else {
+		rc = one_pass(s, pool, backend, size, NULL);
+		if (!rc)
+			rc = one_pass(s, pool, backend, size, out);
+		zm_pool_destroy(pool);
+	}
+	zm_pages_destroy(pg);
+	mallopt(M_TRIM_THRESHOLD, 128 << 10);
+	malloc_trim(0);
+	return rc;
+}
+
+/* ---- output --------------------------------------------------------- */
+
+static const struct cell *find(const struct cell *cells, size_t n, const char *seq,
+			       const char *backend, size_t size)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(cells[i].seq, seq) && !strcmp(cells[i].backend, backend) &&
+		    cells[i].size == size)
+			return &cells[i];
+	return NULL;
+}
+
+static bool ran(const struct cell *cells, size_t n, const char *seq)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(cells[i].seq, seq))
+			return true;
+	return false;
+}
+
+/* largest size's figure / smallest's, over the cells that ran; -1 if
+ * fewer than two */
+static double growth(const struct cell *cells, size_t n, const char *seq, const char *b,
+		     const size_t *sizes, size_t ns, int waste)
+{
+	const struct cell *lo = NULL, *hi = NULL;
+
+	for (size_t i = 0; i < ns; i++) {
+		const struct cell *c = find(cells, n, seq, b, sizes[i]);
+
+		if (c && (waste ? c->waste : c->ns_op) > 0) {
+			lo = lo ? lo : c;
+			hi = c;
+		}
+	}
+	if (!lo || lo == hi)
+		return -1;
+	return waste ? hi->waste / lo->waste : hi->ns_op / lo->ns_op;
+}
+
+static void size_label(char *buf, size_t len, size_t size)
+{
+	if (size >= (1u << 30) && size % (1u << 30) == 0)
+		snprintf(buf, len, "%zuG", size >> 30);
+	else if (size >= (1u << 20))
+		snprintf(buf, len, "%zuM", size >> 20);
+	else
+		snprintf(buf, len, "%zuK", size >> 10);
+}
+
+static void print_tables(const struct cell *cells, size_t n, const char *const *names,
+			 size_t nb, const size_t *sizes, size_t ns, size_t mem_cap)
+{
+	char lab[16];
+
+	printf("zmem worstcase: a sequence built to hurt each allocator, run on every backend,\n"
+	       "at live sizes doubling from %zu MiB to %zu MiB; growth = the largest size's\n"
+	       "figure / the smallest's (about 1: no growth with the pool).  A fresh pool per\n"
+	       "cell, capped at %d x the live size (at least %zu MiB, at most %zu MiB):\n"
+	       "c = capped there, r = most sizes refused.\n", sizes[0] >> 20,
+	       sizes[ns - 1] >> 20, CAP_FACTOR, CAP_MIN >> 20, mem_cap >> 20);
+	for (int w = 0; w < 2; w++) {
+		printf("\n%s\n%-13s %-10s %-10s", w ? "waste = (pool bytes + metadata) / live bytes, "
+		       "at the end of the timed part" : "ns per operation (allocation or free)",
+		       "sequence", "hurts", "allocator");
+		for (size_t k = 0; k < ns; k++) {
+			size_label(lab, sizeof(lab), sizes[k]);
+			printf(" %8s", lab);
+		}
+		printf(" %8s\n", "growth");
+		for (size_t q = 0; q < NSEQ; q++)
+			for (size_t b = 0; b < nb && ran(cells, n, seqs[q].name); b++) {
+				double g = growth(cells, n, seqs[q].name, names[b], sizes, ns, w);
+
+				printf("%-13s %-10s %-10s", seqs[q].name, seqs[q].target, names[b]);
+				for (size_t k = 0; k < ns; k++) {
+					const struct cell *c = find(cells, n, seqs[q].name, names[b],
+								    sizes[k]);
+					double v = c ? (w ? c->waste : c->ns_op) : -1;
+
+					if (v < 0)
+						printf(" %8s", "-");
+					else
+						printf(" %7.*f%c", w ? 3 : 1, v, c->capped ? 'c' :
+						       c->refused ? 'r' : ' ');
+				}
+				if (g > 0)
+					printf(" %7.2fx\n", g);
+				else
+					printf(" %8s\n", "-");
+			}
+	}
+}
+
+static void json_num(const char *key, double v, int prec)
+{
+	if (v < 0)
+		printf(", \"%s\": null", key);
+	else
+		printf(", \"%s\": %.*f", key, prec, v);
+}
+
+static void print_json(const struct cell *cells, size_t n, const char *const *names,
+		       size_t nb, const size_t *sizes, size_t ns, size_t mem_cap)
+{
+	printf("{\"zmem_worstcase\": 1, \"mem_cap\": %zu, \"sizes\": [", mem_cap);
+	for (size_t k = 0; k < ns; k++)
+		printf("%s%zu", k ? ", " : "", sizes[k]);
+	printf("],\n \"sequences\": [");
+	for (size_t q = 0; q < NSEQ; q++)
+		printf("%s{\"name\": \"%s\", \"hurts\": \"%s\"}", q ? ", " : "", seqs[q].name,
+		       seqs[q].target);
+	printf("],\n \"results\": [");
+	for (size_t i = 0; i < n; i++) {
+		const struct cell *c = &cells[i];
+
+		printf("%s\n  {\"sequence\": \"%s\", \"allocator\": \"%s\", \"size\": %zu, "
+		       "\"live_bytes\": %llu, \"objects\": %llu, \"ops\": %llu, "
+		       "\"failed_allocs\": %llu, \"pool_bytes\": %llu, \"meta_bytes\": %llu",
+		       i ? "," : "", c->seq, c->backend, c->size, (unsigned long long)c->live,
+		       (unsigned long long)c->objects, (unsigned long long)c->ops,
+		       (unsigned long long)c->fails, (unsigned long long)c->pool_bytes,
+		       (unsigned long long)c->meta_bytes);
+		if (c->descriptors)
+			printf(", \"descriptors\": %llu", (unsigned long long)c->descriptors);
+		else
+			printf(", \"descriptors\": null");
+		json_num("ns_per_op", c->ns_op, 2);
+		json_num("waste", c->waste, 4);
+		json_num("waste_compacted", c->waste_compacted, 4);
+		printf(", \"capped\": %s, \"refused\": %s}", c->capped ? "true" : "false",
+		       c->refused ? "true" : "false");
+	}
+	printf("\n ],\n \"growth\": [");
+	for (size_t q = 0, first = 1; q < NSEQ; q++)
+		for (size_t b = 0; b < nb && ran(cells, n, seqs[q].name); b++, first = 0) {
+			printf("%s\n  {\"sequence\": \"%s\", \"allocator\": \"%s\"", first ? "" : ",",
+			       seqs[q].name, names[b]);
+			json_num("ns_growth", growth(cells, n, seqs[q].name, names[b], sizes, ns, 0), 3);
+			json_num("waste_growth", growth(cells, n, seqs[q].name, names[b], sizes, ns, 1),
+				 3);
+			printf("}");
+		}
+	printf("\n]}\n");
+}
+
+static int plot(const char *path, const struct cell *cells, size_t n,
+		const char *const *names, size_t nb, const size_t *sizes, size_t ns)
+{
+	enum { PANEL = 220, GAP = 60 };
+	static char xl[MAX_SIZES][16];
+	const char *xlab[MAX_SIZES];
+	double y[MAX_BACKENDS][MAX_SIZES];
+	struct plot_series s[MAX_BACKENDS];
+	char title[160];
+	FILE *f = plot_begin(path, 70 + 2 * (int)NSEQ * (PANEL + GAP),
+			     "zmem worstcase: each sequence on every backend, by live size");
+
+	if (!f)
+		return -errno;
+	plot_legend(f, 50, names, nb);
+	for (size_t k = 0; k < ns; k++) {
+		size_label(xl[k], sizeof(xl[k]), sizes[k]);
+		xlab[k] = xl[k];
+	}
+	for (size_t q = 0, row = 0; q < NSEQ; q++)
+		for (int w = 0; w < 2 && ran(cells, n, seqs[q].name); w++, row++) {
+			for (size_t b = 0; b < nb; b++) {
+				for (size_t k = 0; k < ns; k++) {
+					const struct cell *c = find(cells, n, seqs[q].name, names[b],
+								    sizes[k]);
+
+					y[b][k] = c ? (w ? c->waste : c->ns_op) : -1;
+				}
+				s[b] = (struct plot_series){ names[b], y[b] };
+			}
+			snprintf(title, sizeof(title), "%s (hurts %s): %s", seqs[q].name,
+				 seqs[q].target, w ? "waste = (pool + metadata) / live bytes"
+						   : "ns per operation");
+			plot_panel(f, 70 + GAP / 2.0 + (double)row * (PANEL + GAP),
+				   PANEL, title, w ? "waste (log)" : "ns per op (log)", xlab, ns, s,
+				   nb, 1);
+		}
+	return plot_end(f);
+}
+
+/* ---- options -------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: zmem worstcase [options]\n"
+		"Sequences built to hurt each allocator (3k-empty: xcfmalloc, classes-half:\n"
+		"zsmalloc, over-half: xvmalloc, tiny: zbud, mixed-churn: all), each run on every\n"
+		"backend at live sizes doubling from --min-size to --max-size: ns per operation,\n"
+		"waste = (pool + metadata) / live bytes, and their growth with the pool.\n\n"
+		"  --min-size SIZE    smallest live size (default 4M)\n"
+		"  --max-size SIZE    largest live size (default 512M)\n"
+		"  --mem-cap SIZE     most memory one pool may take (default 2G)\n"
+		"  --allocator NAME   only this backend (repeatable; default: all)\n"
+		"  --sequence NAME    only this sequence (repeatable; default: all)\n"
+		"  --json             one JSON document\n"
+		"  --plot FILE.svg    ns per op and waste against live size, a line per\n"
+		"                     backend, two panels per sequence\n");
+}
+
+int cmd_worstcase(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "min-size", required_argument, 0, 'm' },
+		{ "max-size", required_argument, 0, 'M' },
+		{ "mem-cap", required_argument, 0, 'c' },
+		{ "allocator", required_argument, 0, 'a' },
+		{ "sequence", required_argument, 0, 's' },
+		{ "json", no_argument, 0, 'j' },
+		{ "plot", required_argument, 0, 'P' },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	const char *const *all = zm_pool_backends();
+	const char *names[MAX_BACKENDS], *only[MAX_BACKENDS], *oseq[NSEQ], *plot_path = NULL;
+	size_t nonly = 0, noseq = 0, nb = 0, ns = 0, n = 0, sizes[MAX_SIZES];
+	size_t min = DEF_MIN, max = DEF_MAX, mem_cap = DEF_MEM_CAP;
+	struct cell *cells;
+	int json = 0, opt, status = 0;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "jh", lo, NULL)) != -1) {
+		switch (opt) {
+		case 'm': min = cli_parse_size(optarg); break;
+		case 'M': max = cli_parse_size(optarg); break;
+		case 'c': mem_cap = cli_parse_size(optarg); break;
+		case 'a':
+			if (nonly < MAX_BACKENDS)
+				only[nonly++] = optarg;
+			break;
+		case 's':
+			if (noseq < NSEQ)
+				oseq[noseq++] = optarg;
+			break;
+		case 'j': json = 1; break;
+		case 'P': plot_path = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc || !min || !max || min > max || mem_cap < CAP_MIN) {
+		fprintf(stderr, "worstcase: want 0 < --min-size <= --max-size, --mem-cap >= "
+			"%zu MiB, no other arguments\n", CAP_MIN >> 20);
+		return 2;
+	}
+	for (size_t s = min; s <= max && ns < MAX_SIZES; s *= 2)
+		sizes[ns++] = s;
+	for (size_t i = 0; i < nonly; i++) {
+		size_t k;
+
+		for (k = 0; all[k] && strcmp(all[k], only[i]); k++)
+			;
+		if (!all[k]) {
+			fprintf(stderr, "worstcase: unknown allocator '%s'\n", only[i]);
+			return 2;
+		}
+	}
+	for (size_t i = 0; i < noseq; i++) {
+		size_t q;
+
+		for (q = 0; q < NSEQ && strcmp(seqs[q].name, oseq[i]); q++)
+			;
+		if (q == NSEQ) {
+			fprintf(stderr, "worstcase: unknown sequence '%s'\n", oseq[i]);
+			return 2;
+		}
+	}
+	for (size_t k = 0; all[k] && nb < MAX_BACKENDS; k++) {
+		int want = !nonly;
+
+		for (size_t i = 0; i < nonly; i++)
+			want |= !strcmp(all[k], only[i]);
+		if (want)
+			names[nb++] = all[k];
+	}
+	cells = calloc(NSEQ * nb * ns, sizeof(*cells));
+	if (!cells)
+		return 1;
+	for (size_t q = 0; q < NSEQ; q++) {
+		int want = !noseq;
+
+		for (size_t i = 0; i < noseq; i++)
+			want |= !strcmp(seqs[q].name, oseq[i]);
+		if (!want)
+			continue;
+		for (size_t b = 0; b < nb; b++)
+			for (size_t k = 0; k < ns; k++) {
+				uint64_t t0 = cli_now_ns();
+
+				if (run_cell(&seqs[q], names[b], sizes[k], mem_cap, &cells[n])) {
+					status = 1;
+					continue;
+				}
+				fprintf(stderr, "worstcase: %s on %s, %zu MiB: %.1f ns/op, waste %.3f%s "
+					"(%.1f s)\n", seqs[q].name, names[b], sizes[k] >> 20,
+					cells[n].ns_op, cells[n].waste, cells[n].capped ? ", capped" : "",
+					(double)(cli_now_ns() - t0) / 1e9);
+				n++;
+			}
+	}
+	if (json)
+		print_json(cells, n, names, nb, sizes, ns, mem_cap);
+	else
+		print_tables(cells, n, names, nb, sizes, ns, mem_cap);
+	if (plot_path) {
+		int rc = plot(plot_path, cells, n, names, nb, sizes, ns);
+
+		if (rc) {
+			fprintf(stderr, "worstcase: writing %s: %s\n", plot_path, strerror(-rc));
+			status = 1;
+		} else if (!json) {
+			printf("\nplot: %s\n", plot_path);
+		}
+	}
+	free(cells);
+	return status;
+}

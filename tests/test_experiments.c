@@ -1,0 +1,491 @@
+/*
+ * Smoke test of the experiments (issue 6): runs the zmem command that sits
+ * next to this test's directory (or $ZMEM) with tiny sizes --
+ *
+ *   zmem bench --seed-table --size 8M --json
+ *   zmem allocbench --sizes 64,2048 --count 2000 --reps 1 --json --plot F
+ *   zmem worstcase --max-size 8M --json
+ *
+ * -- and checks that each prints well-formed JSON with a row for every
+ * backend of zm_pool_backends() and sane figures.  Nothing here depends
+ * on how fast the machine is: timings are only checked to be positive.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <sys/stat.h>
+
+#include <zmem/pool.h>
+#include "testutil.h"
+
+/* ---- a small JSON reader: the whole grammar, values kept as a tree -- */
+
+enum jt { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
+
+struct jv {
+	enum jt t;
+	double num;              /* J_NUM, J_BOOL (0/1) */
+	char *str;               /* J_STR */
+	struct jv *kid;          /* J_ARR, J_OBJ */
+	char **key;              /* J_OBJ */
+	size_t n;
+};
+
+static void jfree(struct jv *v)
+{
+	for (size_t i = 0; i < v->n; i++) {
+		jfree(&v->kid[i]);
+		if (v->key)
+			free(v->key[i]);
+	}
+	free(v->kid);
+	free(v->key);
+	free(v->str);
+}
+
+static void ws(const char **p)
+{
+	while (**p == ' ' || **p == '\n' || **p == '\r' || **p == '\t')
+		(*p)++;
+}
+
+/* A string, kept as written (escapes and all: the keys and names here
+ * have none). */
+static int jstring(const char **p, char **out)
+{
+	const char *start = ++*p, *s = start;
+	char *o;
+
+	for (; *s != '"'; s++) {
+		if ((unsigned char)*s < 0x20)
+			return -1;
+		if (*s == '\\') {
+			s++;
+			if (*s == 'u') {
+				for (int i = 1; i <= 4; i++)
+					if (!isxdigit((unsigned char)s[i]))
+						return -1;
+				s += 4;
+			} else if (!*s || !strchr("\"\\/bfnrt", *s)) {
+				return -1;
+			}
+		}
+	}
+	o = malloc((size_t)(s - start) + 1);
+	if (!o)
+		return -1;
+	memcpy(o, start, (size_t)(s - start));
+	o[s - start] = 0;
+	*out = o;
+	*p = s + 1;
+	return 0;
+}
+
+static int jvalue(const char **p, struct jv *v, int depth);
+
+static int jpush(struct jv *v, const char **p, char *key, int depth)
+{
+	struct jv *k = realloc(v->kid, (v->n + 1) * sizeof(*k));
+
+	if (!k)
+		return -1;
+	v->kid = k;
+	if (v->t == J_OBJ) {
+		char **kk = realloc(v->key, (v->n + 1) * sizeof(*kk));
+
+		if (!kk)
+			return -1;
+		v->key = kk;
+		v->key[v->n] = key;
+	}
+	memset(&v->kid[v->n], 0, sizeof(*k));
+	v->n++;
+	return jvalue(p, &v->kid[v->n - 1], depth + 1);
+}
+
+static int jvalue(const char **p, struct jv *v, int depth)
+{
+	memset(v, 0, sizeof(*v));
+	ws(p);
+	if (depth > 64)
+		return -1;
+	if (**p == '{' || **p == '[') {
+		char close = **p == '{' ? '}' : ']';
+
+		v->t = **p == '{' ? J_OBJ : J_ARR;
+		(*p)++;
+		ws(p);
+		if (**p == close) {
+			(*p)++;
+			return 0;
+		}
+		for (;;) {
+			char *key = NULL;
+
+			ws(p);
+			if (v->t == J_OBJ) {
+				if (**p != '"' || jstring(p, &key))
+					return -1;
+				ws(p);
+				if (**p != ':') {
+					free(key);
+					return -1;
+				}
+				(*p)++;
+			}
+			if (jpush(v, p, key, depth))
+				return -1;
+			ws(p);
+			if (**p == ',') {
+				(*p)++;
+				continue;
+			}
+			if (**p != close)
+				return -1;
+			(*p)++;
+			return 0;
+		}
+	}
+	if (**p == '"') {
+		v->t = J_STR;
+		return jstring(p, &v->str);
+	}
+	if (!strncmp(*p, "true", 4) || !strncmp(*p, "false", 5)) {
+		v->t = J_BOOL;
+		v->num = **p == 't';
+		*p += **p == 't' ? 4 : 5;
+		return 0;
+	}
+	if (!strncmp(*p, "null", 4)) {
+		*p += 4;
+		return 0;
+	}
+	if (**p == '-' || isdigit((unsigned char)**p)) {
+		const char *s = *p + (**p == '-');
+		char *end;
+
+		if (!isdigit((unsigned char)*s))
+			return -1;
+		v->t = J_NUM;
+		v->num = strtod(*p, &end);
+		for (const char *c = *p; c < end; c++)
+			if (!strchr("0123456789+-.eE", *c))
+				return -1;
+		*p = end;
+		return 0;
+	}
+	return -1;
+}
+
+/* Parse a whole document: 0, or -1 if it is not well-formed JSON. */
+static int jparse(const char *text, struct jv *v)
+{
+	const char *p = text;
+
+	if (jvalue(&p, v, 0))
+		return -1;
+	ws(&p);
+	return *p ? -1 : 0;
+}
+
+static const struct jv *jget(const struct jv *o, const char *key)
+{
+	if (o->t != J_OBJ)
+		return NULL;
+	for (size_t i = 0; i < o->n; i++)
+		if (!strcmp(o->key[i], key))
+			return &o->kid[i];
+	return NULL;
+}
+
+static const char *jstr(const struct jv *o, const char *key)
+{
+	const struct jv *v = jget(o, key);
+
+	return v && v->t == J_STR ? v->str : "";
+}
+
+static double jnum(const struct jv *o, const char *key)
+{
+	const struct jv *v = jget(o, key);
+
+	return v && (v->t == J_NUM || v->t == J_BOOL) ? v->num : NAN;
+}
+
+/* ---- running zmem --------------------------------------------------- */
+
+static char zmem_path[4096];
+static char tmpdir[] = "/tmp/zmem-exp-XXXXXX";
+
+/* Run "zmem ARGS" and return its standard output (caller frees). */
+static char *run_zmem(const char *args)
+{
+	char cmd[8192];
+	size_t len = 0, cap = 1 << 16;
+	char *out = malloc(cap);
+	FILE *f;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "cd %s && '%s' %s 2>/dev/null", tmpdir, zmem_path, args);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	assert_non_null(out);
+	for (size_t got; (got = fread(out + len, 1, cap - len - 1, f)) > 0;) {
+		len += got;
+		if (cap - len < 4096) {
+			cap *= 2;
+			out = realloc(out, cap);
+			assert_non_null(out);
+		}
+	}
+	out[len] = 0;
+	st = pclose(f);
+	if (st != 0)
+		fprintf(stderr, "zmem %s: exit status %d\n", args, st);
+	assert_int_equal(st, 0);
+	return out;
+}
+
+static void parse_or_fail(const char *what, const char *text, struct jv *doc)
+{
+	if (jparse(text, doc)) {
+		fprintf(stderr, "%s: not well-formed JSON:\n%.2000s\n", what, text);
+		fail();
+	}
+	assert_int_equal(doc->t, J_OBJ);
+}
+
+static const struct jv *results(const struct jv *doc)
+{
+	const struct jv *r = jget(doc, "results");
+
+	assert_non_null(r);
+	assert_int_equal(r->t, J_ARR);
+	return r;
+}
+
+/* ---- the tests ------------------------------------------------------ */
+
+static void test_seed_table(void **state)
+{
+	char *out = run_zmem("bench --seed-table --size 8M --json");
+	struct jv doc;
+	const struct jv *r;
+
+	parse_or_fail("seed table", out, &doc);
+	r = results(&doc);
+	for (const char *const *b = zm_pool_backends(); *b; b++) {
+		double eff[2] = { NAN, NAN };
+
+		for (size_t i = 0; i < r->n; i++) {
+			const struct jv *row = &r->kid[i];
+			const char *data = jstr(row, "data");
+			double e = jnum(row, "effective"), em = jnum(row, "effective_with_meta");
+			int text = !strcmp(data, "text:0.75");
+
+			if (strcmp(jstr(row, "allocator"), *b))
+				continue;
+			assert_true(text || !strcmp(data, "zero"));
+			assert_true(jnum(row, "pages") == 2048);
+			assert_true(jnum(row, "pool_pages") > 0);
+			assert_true(jnum(row, "meta_bytes") >= 0);
+			assert_true(jget(row, "descriptors") != NULL);
+			assert_true(jnum(row, "verified") == 1);
+			if (!(e > 0 && e < 1.2 && em >= e * 0.99 && em < 1.3)) {
+				fprintf(stderr, "%s %s: effective %f, with metadata %f\n", *b, data,
+					e, em);
+				fail();
+			}
+			eff[text] = e;
+		}
+		if (isnan(eff[0]) || isnan(eff[1])) {
+			fprintf(stderr, "seed table: no %s row for %s\n",
+				isnan(eff[0]) ? "zero" : "text", *b);
+			fail();
+		}
+		assert_true(eff[0] < eff[1]);
+		/* text compressing to 75%: what is stored is close to that */
+		assert_true(eff[1] > 0.70);
+		if (!strcmp(*b, "zsmalloc"))
+			assert_true(eff[1] < 0.80);
+	}
+	jfree(&doc);
+	free(out);
+}
+
+static void test_allocbench(void **state)
+{
+	static const char *const pats[] = { "all-free", "one-one", "random" };
+	char args[512], svg[256], head[64] = "";
+	char *out, *tail;
+	struct jv doc;
+	const struct jv *r;
+	struct stat sb;
+	FILE *f;
+
+	snprintf(svg, sizeof(svg), "%s/allocbench.svg", tmpdir);
+	snprintf(args, sizeof(args), "allocbench --sizes 64,2048 --count 2000 --bytes 1M "
+		 "--reps 1 --threads 2 --json --plot '%s'", svg);
+	out = run_zmem(args);
+	parse_or_fail("allocbench", out, &doc);
+	r = results(&doc);
+	for (const char *const *b = zm_pool_backends(); *b; b++)
+		for (int p = 0; p < 3; p++)
+			for (int size = 0; size <= 2048; size = size ? size * 32 : 64) {
+				int found = 0;
+
+				if (size == 0 && p != 2)
+					continue;  /* the mix: random only */
+				for (size_t i = 0; i < r->n; i++) {
+					const struct jv *row = &r->kid[i];
+
+					if (strcmp(jstr(row, "allocator"), *b) ||
+					    strcmp(jstr(row, "pattern"), pats[p]) ||
+					    jnum(row, "size") != size)
+						continue;
+					found++;
+					assert_true(jnum(row, "ns_per_op") > 0);
+					assert_true(jnum(row, "threads") >= 1);
+					assert_true(jnum(row, "failed_allocs") == 0);
+				}
+				if (found != 2) {
+					fprintf(stderr, "allocbench: %d rows for %s %s %d (want 2)\n",
+						found, *b, pats[p], size);
+					fail();
+				}
+			}
+	jfree(&doc);
+	free(out);
+	/* the plot: an SVG document */
+	assert_int_equal(stat(svg, &sb), 0);
+	assert_true(sb.st_size > 1000);
+	f = fopen(svg, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(head, sizeof(head), f));
+	fclose(f);
+	assert_true(!strncmp(head, "<?xml", 5));
+	out = malloc((size_t)sb.st_size + 1);
+	assert_non_null(out);
+	f = fopen(svg, "r");
+	assert_int_equal(fread(out, 1, (size_t)sb.st_size, f), (size_t)sb.st_size);
+	fclose(f);
+	out[sb.st_size] = 0;
+	tail = strstr(out, "</svg>");
+	assert_non_null(tail);
+	for (const char *const *b = zm_pool_backends(); *b; b++)
+		assert_non_null(strstr(out, *b));
+	free(out);
+	unlink(svg);
+}
+
+static void test_worstcase(void **state)
+{
+	static const char *const seqs[] = { "3k-empty", "classes-half", "over-half", "tiny",
+					    "mixed-churn" };
+	char *out = run_zmem("worstcase --max-size 8M --json");
+	struct jv doc;
+	const struct jv *r, *g;
+
+	parse_or_fail("worstcase", out, &doc);
+	r = results(&doc);
+	g = jget(&doc, "growth");
+	assert_non_null(g);
+	assert_int_equal(g->t, J_ARR);
+	for (const char *const *b = zm_pool_backends(); *b; b++)
+		for (size_t q = 0; q < sizeof(seqs) / sizeof(seqs[0]); q++) {
+			int found = 0, grown = 0;
+
+			for (size_t i = 0; i < r->n; i++) {
+				const struct jv *row = &r->kid[i];
+				double w = jnum(row, "waste");
+
+				if (strcmp(jstr(row, "allocator"), *b) ||
+				    strcmp(jstr(row, "sequence"), seqs[q]))
+					continue;
+				found++;
+				assert_true(jnum(row, "size") == 4 << 20 ||
+					    jnum(row, "size") == 8 << 20);
+				assert_true(jnum(row, "ns_per_op") > 0);
+				assert_true(jnum(row, "live_bytes") > 0);
+				/* pool + metadata hold at least the live bytes, and
+				 * even the worst fit wastes less than a page per
+				 * 16-byte object */
+				if (!(w >= 0.99 && w < 300)) {
+					fprintf(stderr, "worstcase %s on %s: waste %f\n", seqs[q], *b, w);
+					fail();
+				}
+			}
+			for (size_t i = 0; i < g->n; i++)
+				if (!strcmp(jstr(&g->kid[i], "allocator"), *b) &&
+				    !strcmp(jstr(&g->kid[i], "sequence"), seqs[q]))
+					grown = jnum(&g->kid[i], "ns_growth") > 0;
+			if (found != 2 || !grown) {
+				fprintf(stderr, "worstcase: %d rows for %s on %s (want 2), growth %s\n",
+					found, seqs[q], *b, grown ? "yes" : "missing");
+				fail();
+			}
+		}
+	jfree(&doc);
+	free(out);
+}
+
+static void test_json_reader(void **state)
+{
+	struct jv v;
+
+	assert_int_equal(jparse("{\"a\": [1, -2.5e3, true, null, \"x\\\"y\"], \"b\": {}}", &v), 0);
+	assert_true(jnum(&v, "b") != jnum(&v, "b")); /* an object: NaN */
+	jfree(&v);
+	assert_int_equal(jparse("{\"a\": [1, 2,]}", &v), -1);
+	jfree(&v);
+	assert_int_equal(jparse("{\"a\": 1} x", &v), -1);
+	jfree(&v);
+	assert_int_equal(jparse("[1, 2", &v), -1);
+	jfree(&v);
+	assert_int_equal(jparse("{\"a\" 1}", &v), -1);
+	jfree(&v);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_json_reader),
+		cmocka_unit_test(test_seed_table),
+		cmocka_unit_test(test_allocbench),
+		cmocka_unit_test(test_worstcase),
+	};
+	const char *env = getenv("ZMEM");
+	int rc;
+
+	/* build/X/tests/test_experiments -> build/X/zmem */
+	if (env && *env) {
+		snprintf(zmem_path, sizeof(zmem_path), "%s", env);
+	} else {
+		char self[2048];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		char *slash;
+
+		if (n <= 0)
+			snprintf(self, sizeof(self), "%s", argv[0]);
+		else
+			self[n] = 0;
+		slash = strrchr(self, '/');
+		if (slash)
+			*slash = 0;
+		slash = strrchr(self, '/');
+		if (slash)
+			*slash = 0;
+		snprintf(zmem_path, sizeof(zmem_path), "%s/zmem", slash ? self : "..");
+	}
+	if (access(zmem_path, X_OK)) {
+		fprintf(stderr, "test_experiments: no zmem at %s (set ZMEM)\n", zmem_path);
+		return 1;
+	}
+	if (!mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	rmdir(tmpdir);
+	return rc;
+}
