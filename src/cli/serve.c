@@ -19,6 +19,8 @@ static void serve_usage(FILE *f)
 		"  --size SIZE        size of the disk (4096, 64M, 4G, ...); required\n"
 		"  --codec NAME       lz4 (default), zstd[:LEVEL], lzo, none\n"
 		"  --allocator NAME   pool backend (default zsmalloc)\n"
+		"  --page-size N      the unit compressed: 4096 (default) .. 65536; larger\n"
+		"                     pages compress better, smaller writes cost more\n"
 		"  --mem-limit SIZE   memory the store may hold; writes beyond get ENOSPC\n"
 		"  --read-only        refuse writes (EPERM)\n"
 		"  --threads N        worker threads for reads and writes (default: CPUs;\n"
@@ -42,6 +44,7 @@ int cmd_serve(int argc, char **argv)
 		{ "size", required_argument, NULL, 's' },
 		{ "codec", required_argument, NULL, 'c' },
 		{ "allocator", required_argument, NULL, 'a' },
+		{ "page-size", required_argument, NULL, 'g' },
 		{ "mem-limit", required_argument, NULL, 'm' },
 		{ "read-only", no_argument, NULL, 'r' },
 		{ "threads", required_argument, NULL, 't' },
@@ -70,6 +73,15 @@ int cmd_serve(int argc, char **argv)
 			break;
 		case 'c': cfg.codec = optarg; break;
 		case 'a': cfg.allocator = optarg; break;
+		case 'g':
+			cfg.page_size = cli_parse_size(optarg);
+			if (cfg.page_size < 4096 || cfg.page_size > 65536 ||
+			    (cfg.page_size & (cfg.page_size - 1))) {
+				fprintf(stderr, "zmem serve: --page-size must be a power of two "
+					"in 4096..65536\n");
+				return 2;
+			}
+			break;
 		case 'm':
 			cfg.mem_limit = cli_parse_size(optarg);
 			if (!cfg.mem_limit) {

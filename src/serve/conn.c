@@ -4,6 +4,7 @@
  * never the server.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -73,4 +74,76 @@ int conn_skip(struct nbd_conn *c, uint64_t n)
 		n -= k;
 	}
 	return 0;
+}
+
+void conn_init(struct nbd_conn *c, struct zm_server *srv, struct nbd_io io, int fd)
+{
+	memset(c, 0, sizeof(*c));
+	c->srv = srv;
+	c->io = io;
+	c->fd = fd;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->send_lock, NULL);
+	pthread_mutex_init(&c->buf_lock, NULL);
+	pthread_cond_init(&c->idle, NULL);
+}
+
+void conn_buf_drop(struct nbd_conn *c)
+{
+	pthread_mutex_lock(&c->buf_lock);
+	for (unsigned i = 0; i < c->nbufs; i++)
+		free(c->buf[i]);
+	c->nbufs = 0;
+	c->buf_bytes = 0;
+	pthread_mutex_unlock(&c->buf_lock);
+}
+
+void conn_fini(struct nbd_conn *c)
+{
+	conn_buf_drop(c);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->send_lock);
+	pthread_mutex_destroy(&c->buf_lock);
+	pthread_cond_destroy(&c->idle);
+}
+
+void *conn_buf_get(struct nbd_conn *c, size_t len, size_t *cap)
+{
+	void *p = NULL;
+	unsigned best = CONN_BUFS;
+
+	pthread_mutex_lock(&c->buf_lock);
+	for (unsigned i = 0; i < c->nbufs; i++)  /* the smallest that fits */
+		if (c->buf_cap[i] >= len && (best == CONN_BUFS || c->buf_cap[i] < c->buf_cap[best]))
+			best = i;
+	if (best < CONN_BUFS) {
+		p = c->buf[best];
+		*cap = c->buf_cap[best];
+		c->buf_bytes -= *cap;
+		c->nbufs--;
+		c->buf[best] = c->buf[c->nbufs];
+		c->buf_cap[best] = c->buf_cap[c->nbufs];
+	}
+	pthread_mutex_unlock(&c->buf_lock);
+	if (p)
+		return p;
+	*cap = len < 4096 ? 4096 : len;
+	return malloc(*cap);
+}
+
+void conn_buf_put(struct nbd_conn *c, void *buf, size_t cap)
+{
+	if (!buf)
+		return;
+	if (cap <= CONN_BUF_MAX_ONE) {
+		pthread_mutex_lock(&c->buf_lock);
+		if (c->nbufs < CONN_BUFS && c->buf_bytes + cap <= CONN_BUF_BYTES) {
+			c->buf[c->nbufs] = buf;
+			c->buf_cap[c->nbufs++] = cap;
+			c->buf_bytes += cap;
+			buf = NULL;
+		}
+		pthread_mutex_unlock(&c->buf_lock);
+	}
+	free(buf);
 }

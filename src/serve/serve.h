@@ -70,6 +70,14 @@ unsigned disk_extents(struct zm_disk *d, uint64_t off, uint32_t len, uint32_t *e
 
 /* ---- conn.c --------------------------------------------------------- */
 
+/* Buffers a connection keeps for reuse, and the most bytes they may hold
+ * together: 16 requests of nbdcopy's 256 KiB fit.  Buffers above
+ * CONN_BUF_MAX_ONE are never kept.  The cache goes when the connection
+ * closes. */
+#define CONN_BUFS 16
+#define CONN_BUF_BYTES (4u << 20)
+#define CONN_BUF_MAX_ONE (1u << 20)
+
 struct zm_server;
 
 /* A connection's transport: a socket, or (fuzzing) callbacks. */
@@ -98,10 +106,27 @@ struct nbd_conn {
 	pthread_mutex_t send_lock;
 	bool dead;                /* a send failed: no more replies (send_lock) */
 	bool finished;            /* the reader has ended (atomic): join it */
-	void *scratch;            /* reader's page buffer (inline requests) */
+	/* payload buffers kept for reuse (buf_lock): a fresh malloc of
+	 * 256 KiB is a fresh mmap, and filling it costs a page fault per
+	 * 4 KiB -- most of the server's time under nbdcopy before this */
+	pthread_mutex_t buf_lock;
+	unsigned nbufs;
+	size_t buf_bytes;
+	void *buf[CONN_BUFS];
+	size_t buf_cap[CONN_BUFS];
 	pthread_t thread;
 	struct nbd_conn *next, *prev;  /* server list; server.lock */
 };
+
+/* Set up and tear down a connection's locks and buffer cache. */
+void conn_init(struct nbd_conn *c, struct zm_server *srv, struct nbd_io io, int fd);
+void conn_fini(struct nbd_conn *c);
+/* A buffer of at least len bytes (*cap gets its size), from the cache or
+ * malloc; and back.  NULL when memory ran out. */
+void *conn_buf_get(struct nbd_conn *c, size_t len, size_t *cap);
+void conn_buf_put(struct nbd_conn *c, void *buf, size_t cap);
+/* Free the cached buffers (the connection is done with requests). */
+void conn_buf_drop(struct nbd_conn *c);
 
 int conn_sock_recv(void *ctx, void *buf, size_t n);
 int conn_sock_send(void *ctx, const struct iovec *iov, int n);
@@ -147,6 +172,7 @@ struct zm_serve_config {
 	uint64_t size;            /* bytes */
 	const char *codec;        /* NULL = lz4 */
 	const char *allocator;    /* NULL = zsmalloc */
+	size_t page_size;         /* store page; 0 = 4096 */
 	size_t mem_limit;         /* 0 = none */
 	bool read_only;
 	unsigned threads;         /* workers; 0 = run requests in the reader */

@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -53,7 +54,7 @@ int server_init(struct zm_server *s, const struct zm_serve_config *cfg)
 	s->cfg = *cfg;
 	if (!cfg->size)
 		return -EINVAL;
-	sc.page_size = 4096;
+	sc.page_size = cfg->page_size ? cfg->page_size : 4096;
 	sc.nr_pages = (cfg->size + sc.page_size - 1) / sc.page_size;
 	sc.codec = cfg->codec;
 	sc.allocator = cfg->allocator;
@@ -164,6 +165,7 @@ static void *conn_thread(void *arg)
 	else
 		serve_count(s, SC_HANDSHAKE_FAILS, 1);
 	serve_scratch_free();
+	conn_buf_drop(c);  /* every job is done: give the memory back now */
 	shutdown(c->fd, SHUT_RDWR);
 	if (s->cfg.verbose)
 		fprintf(stderr, "zmem serve: connection %u closed\n", c->id);
@@ -174,9 +176,7 @@ static void *conn_thread(void *arg)
 static void conn_free(struct nbd_conn *c)
 {
 	close(c->fd);
-	pthread_mutex_destroy(&c->lock);
-	pthread_mutex_destroy(&c->send_lock);
-	pthread_cond_destroy(&c->idle);
+	conn_fini(c);
 	free(c);
 }
 
@@ -223,12 +223,8 @@ static void conn_accept(struct zm_server *s, int lfd)
 		close(fd);
 		return;
 	}
-	c->srv = s;
-	c->fd = fd;
-	c->io = (struct nbd_io){ conn_sock_recv, conn_sock_send, &c->fd };
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_mutex_init(&c->send_lock, NULL);
-	pthread_cond_init(&c->idle, NULL);
+	conn_init(c, s, (struct nbd_io){ conn_sock_recv, conn_sock_send, NULL }, fd);
+	c->io.ctx = &c->fd;
 	pthread_mutex_lock(&s->lock);
 	c->id = ++s->next_id;
 	serve_count(s, SC_CONNECTIONS, 1);
@@ -412,6 +408,10 @@ int serve_main(const struct zm_serve_config *cfg_in)
 		fprintf(stderr, "zmem serve: fork: %s\n", strerror(errno));
 		return 1;
 	}
+	/* request buffers above 128 KiB are mmapped and unmapped on free:
+	 * glibc's sliding threshold would otherwise keep a big client's
+	 * buffers in its heaps after the client left */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	/* every thread from here on inherits the blocked signals; only the
 	 * signalfd below sees them */
 	sigemptyset(&mask);

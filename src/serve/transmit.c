@@ -48,7 +48,8 @@ struct serve_job {
 	uint16_t flags, type;
 	uint64_t cookie, offset;
 	uint32_t len;
-	uint8_t *data;            /* a write's payload */
+	uint8_t *data;            /* a write's payload (conn_buf_get) */
+	size_t data_cap;
 	struct serve_job *next;   /* server queue */
 };
 
@@ -203,7 +204,7 @@ static void job_done(struct serve_job *j)
 	c->inflight_bytes -= j->data ? j->len : 0;
 	pthread_cond_broadcast(&c->idle);
 	pthread_mutex_unlock(&c->lock);
-	free(j->data);
+	conn_buf_put(c, j->data, j->data_cap);
 	free(j);
 }
 
@@ -221,7 +222,8 @@ void serve_job_run(struct serve_job *j)
 	}
 	switch (j->type) {
 	case NBD_CMD_READ: {
-		uint8_t *buf = malloc(j->len);
+		size_t cap;
+		uint8_t *buf = conn_buf_get(c, j->len, &cap);
 
 		serve_count(s, SC_READS, 1);
 		rc = buf ? disk_read(&s->disk, j->offset, j->len, buf, page) : -ENOMEM;
@@ -231,7 +233,7 @@ void serve_job_run(struct serve_job *j)
 			serve_count(s, SC_BYTES_READ, j->len);
 			reply_read(c, j, buf);
 		}
-		free(buf);
+		conn_buf_put(c, buf, cap);
 		job_done(j);
 		return;
 	}
@@ -354,7 +356,7 @@ void nbd_transmit(struct nbd_conn *c)
 					break;
 				}
 			} else {
-				j->data = malloc(j->len);
+				j->data = conn_buf_get(c, j->len, &j->data_cap);
 				if (!j->data) {
 					err = NBD_ENOMEM;
 					if (conn_skip(c, j->len)) {
@@ -362,7 +364,7 @@ void nbd_transmit(struct nbd_conn *c)
 						break;
 					}
 				} else if (c->io.recv(c->io.ctx, j->data, j->len)) {
-					free(j->data);
+					conn_buf_put(c, j->data, j->data_cap);
 					free(j);
 					break;
 				}
@@ -370,7 +372,7 @@ void nbd_transmit(struct nbd_conn *c)
 		}
 		if (err) {
 			reply_error(c, j, err);
-			free(j->data);
+			conn_buf_put(c, j->data, j->data_cap);
 			free(j);
 			continue;
 		}

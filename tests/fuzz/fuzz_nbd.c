@@ -73,14 +73,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 			abort();
 		ready = true;
 	}
-	memset(&c, 0, sizeof(c));
 	in = (struct input){ data + 1, len - 1 };
-	c.srv = &s;
-	c.fd = -1;
-	c.io = (struct nbd_io){ in_recv, out_send, &in };
-	pthread_mutex_init(&c.lock, NULL);
-	pthread_mutex_init(&c.send_lock, NULL);
-	pthread_cond_init(&c.idle, NULL);
+	conn_init(&c, &s, (struct nbd_io){ in_recv, out_send, &in }, -1);
 	if (data[0] & 1) {
 		c.structured = data[0] & 2;
 		c.meta_alloc = c.structured && (data[0] & 4);
@@ -90,9 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	}
 	if (zm_store_check(s.store))
 		abort();
-	pthread_mutex_destroy(&c.lock);
-	pthread_mutex_destroy(&c.send_lock);
-	pthread_cond_destroy(&c.idle);
+	conn_fini(&c);
 	if (zm_store_discard(s.store, 0, zm_store_nr_pages(s.store)))
 		abort();
 	{
