@@ -26,7 +26,7 @@ static uint64_t seed;
 /* last generation each writer put in each sector (writer w owns sectors
  * s with s % WRITERS == w, so pages are shared but sectors are not) */
 static uint32_t last_gen[NSECT];
-static volatile int stop_readers;
+static int stop_readers;  /* atomic */
 
 struct cookie {
 	uint32_t magic, writer, sector, gen;
@@ -151,7 +151,7 @@ static void test_concurrent_unaligned_writers(void **state)
 
 	assert_non_null(buf);
 	assert_int_equal(test_server_start(&srv, &cfg, "stress"), 0);
-	stop_readers = 0;
+	__atomic_store_n(&stop_readers, 0, __ATOMIC_RELAXED);
 	assert_int_equal(pthread_create(&rt, NULL, reader, &bad), 0);
 	for (uint32_t w = 0; w < WRITERS; w++) {
 		wa[w] = (struct writer_arg){ .w = w };
@@ -162,7 +162,7 @@ static void test_concurrent_unaligned_writers(void **state)
 		pthread_join(wt[w], NULL);
 		assert_int_equal(wa[w].failures, 0);
 	}
-	stop_readers = 1;
+	__atomic_store_n(&stop_readers, 1, __ATOMIC_RELAXED);
 	pthread_join(rt, NULL);
 	assert_int_equal(bad, 0);
 	/* every sector holds its writer's last cookie */
