@@ -121,6 +121,8 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	while (((size_t)1 << zp->shift) < zp->page_size)
 		zp->shift++;
 	zp->spacing = cfg->class_spacing ? cfg->class_spacing : ZS_DEF_SPACING;
+	if (!cfg->class_spacing && zp->page_size / ZS_DEF_CLASSES > zp->spacing)
+		zp->spacing = (unsigned)(zp->page_size / ZS_DEF_CLASSES);
 	zp->max_pages = cfg->max_zspage_pages ? cfg->max_zspage_pages : ZS_DEF_MAX_PAGES;
 	zp->span = cfg->span ? cfg->span : ZM_SPAN_CONTIG;
 	zp->borrow = cfg->class_borrow < 0 ? 0 :
