@@ -166,15 +166,16 @@ int zm_pages_alloc_order(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 int zm_pages_alloc_spread(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 {
 	zm_pfn_t got;
+	bool dirty = false;
 
 	if (order > ZM_PAGES_MAX_ORDER)
 		return -EINVAL;
 	zm_lock(&p->lock);
-	got = zm_buddy_take_spread(p, order);
+	got = zm_buddy_take_spread(p, order, &dirty);
 	zm_unlock(&p->lock);
 	if (got == ZM_PFN_NIL)
 		return -ENOMEM;
-	if (p->prefault)
+	if (p->prefault && !dirty)
 		zm_pages_prefault(p, &got, 1);
 	*pfn = got;
 	return 0;
@@ -184,17 +185,18 @@ int zm_pages_alloc_at(struct zm_pages *p, zm_pfn_t pfn)
 {
 	zm_pfn_t got;
 	size_t fails;
+	bool dirty = false;
 
 	if (pfn >= p->npages)
 		return -EINVAL;
 	zm_lock(&p->lock);
 	fails = p->limit_failures;
-	got = zm_buddy_take_at(p, pfn);
+	got = zm_buddy_take_at(p, pfn, &dirty);
 	fails = p->limit_failures - fails;
 	zm_unlock(&p->lock);
 	if (got == ZM_PFN_NIL)
 		return fails ? -ENOMEM : -EBUSY;
-	if (p->prefault)
+	if (p->prefault && !dirty)
 		zm_pages_prefault(p, &got, 1);
 	return 0;
 }

@@ -166,9 +166,10 @@ zm_pfn_t zm_buddy_take_block(struct zm_pages *p, unsigned order)
 	return pfn;
 }
 
-size_t zm_buddy_take_pages(struct zm_pages *p, size_t n, zm_pfn_t *out, uint8_t state)
+size_t zm_buddy_take_pages(struct zm_pages *p, size_t n, zm_pfn_t *out, uint8_t state,
+			   size_t *dirty)
 {
-	size_t got = 0;
+	size_t got = 0, d = 0;
 
 	if (p->nr_out + n > p->limit) {
 		n = p->limit > p->nr_out ? p->limit - p->nr_out : 0;
@@ -186,9 +187,11 @@ size_t zm_buddy_take_pages(struct zm_pages *p, size_t n, zm_pfn_t *out, uint8_t 
 		while (want < k && ((size_t)2 << want) <= n - got)
 			want++;
 		split(p, pfn, k, want);
-		p->nr_dirty_free -= pages_out(p->pg, pfn, 1u << want, state, out + got);
+		d += pages_out(p->pg, pfn, 1u << want, state, out + got);
 		got += 1u << want;
 	}
+	p->nr_dirty_free -= d;
+	*dirty = d;
 	zm_note_out(p, got);
 	return got;
 }
@@ -282,7 +285,7 @@ size_t zm_buddy_isolate_dirty(struct zm_pages *p, size_t max, zm_pfn_t *out, siz
 	return nblk;
 }
 
-zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn)
+zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn, bool *dirty)
 {
 	zm_pfn_t head = ZM_PFN_NIL;
 	unsigned k, order = 0;
@@ -304,26 +307,27 @@ zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn)
 	if (!limit_allows(p, 1))
 		return ZM_PFN_NIL;
 	{
-		int dirty = !!(zm_pg_of(p, head)->flags & PG_BLK_DIRTY);
+		int blk = !!(zm_pg_of(p, head)->flags & PG_BLK_DIRTY);
 
 		list_del(p, head);
 		/* halve around pfn, returning the other halves */
 		while (order > 0) {
 			order--;
 			if (pfn >= head + (1u << order)) {
-				list_add(p, head, order, dirty);
+				list_add(p, head, order, blk);
 				head += 1u << order;
 			} else {
-				list_add(p, head + (1u << order), order, dirty);
+				list_add(p, head + (1u << order), order, blk);
 			}
 		}
 	}
-	p->nr_dirty_free -= pages_out(p->pg, pfn, 1, PG_ALLOC, NULL);
+	*dirty = pages_out(p->pg, pfn, 1, PG_ALLOC, NULL) != 0;
+	p->nr_dirty_free -= *dirty;
 	zm_note_out(p, 1);
 	return pfn;
 }
 
-zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, unsigned order)
+zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, unsigned order, bool *dirty)
 {
 	unsigned k;
 	zm_pfn_t pfn;
@@ -336,7 +340,8 @@ zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, unsigned order)
 	if (pfn == ZM_PFN_NIL)
 		return ZM_PFN_NIL;
 	split(p, pfn, k, 0);
-	p->nr_dirty_free -= pages_out(p->pg, pfn, 1, PG_ALLOC, NULL);
+	*dirty = pages_out(p->pg, pfn, 1, PG_ALLOC, NULL) != 0;
+	p->nr_dirty_free -= *dirty;
 	zm_note_out(p, 1);
 	return pfn;
 }

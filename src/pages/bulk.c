@@ -17,17 +17,17 @@ size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 
 	while (got < n) {
 		size_t want = n - got < ZM_PAGES_CHUNK ? n - got : ZM_PAGES_CHUNK;
-		size_t k;
+		size_t k, dirty;
 
 		zm_lock(&p->lock);
-		k = zm_buddy_take_pages(p, want, pfns + got, PG_ALLOC);
+		k = zm_buddy_take_pages(p, want, pfns + got, PG_ALLOC, &dirty);
 		if (k && k < want && p->nr_out >= p->limit)
 			p->limit_failures++;  /* cut short by the limit */
 		if (got == 0)
 			p->bulk_calls++;
 		p->bulk_pages += k;
 		zm_unlock(&p->lock);
-		if (p->prefault)
+		if (p->prefault && dirty < k)
 			zm_pages_prefault(p, pfns + got, k);
 		got += k;
 		if (k < want)

@@ -150,14 +150,17 @@ void zm_buddy_init(struct zm_pages *p);
  * ZM_PFN_NIL when no block is free. */
 zm_pfn_t zm_buddy_take_block(struct zm_pages *p, unsigned order);
 /* Take up to n single pages into out[], marking them with state; returns
- * how many (stops at the limit or when the arena is empty). */
+ * how many (stops at the limit or when the arena is empty).  *dirty: how
+ * many of them were dirty (still resident: no need to prefault). */
 size_t zm_buddy_take_pages(struct zm_pages *p, size_t n, zm_pfn_t *out,
-			   uint8_t state);
+			   uint8_t state, size_t *dirty);
 /* The first page of a free block of order >= order (the rest stays free,
- * after it); any page if there is no such block.  ZM_PFN_NIL if none. */
-zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, unsigned order);
-/* Take exactly page pfn if it lies in a free block; ZM_PFN_NIL if not. */
-zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn);
+ * after it); any page if there is no such block.  ZM_PFN_NIL if none.
+ * *dirty: the page was dirty (still resident). */
+zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, unsigned order, bool *dirty);
+/* Take exactly page pfn if it lies in a free block; ZM_PFN_NIL if not.
+ * *dirty as for take_spread. */
+zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn, bool *dirty);
 /* Give back a block whose pages the caller owned; merges with free buddies.
  * dirty: the caller may have touched it. */
 void zm_buddy_give(struct zm_pages *p, zm_pfn_t pfn, unsigned order, bool dirty);
@@ -176,7 +179,11 @@ size_t zm_pages_trim_to(struct zm_pages *p, size_t target);
 bool zm_pages_trim_due(const struct zm_pages *p);
 
 /* Prefault the pages in pfns[0..n) (without the lock; the caller owns
- * them), one madvise per run of adjacent pages. */
+ * them), one madvise per run of adjacent pages.  Callers skip it when
+ * every page was dirty: a dirty free page is one a caller held before,
+ * so it was prefaulted or written then and is still resident (only
+ * trimming, which makes it clean, gives it back to the OS); asking the
+ * kernel again costs a system call per run for nothing. */
 void zm_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n);
 
 /* bad input, counted under the lock by the caller */

@@ -161,20 +161,20 @@ static inline struct zm_tcache *tc_get(struct zm_pages *p)
 
 static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zm_tcache *tc, zm_pfn_t *pfn)
 {
-	size_t got;
+	size_t got, dirty;
 
 	zm_lock(&p->lock);
 	if (tc) {
-		got = zm_buddy_take_pages(p, p->cache_batch, tc->pfns, PG_CACHED);
+		got = zm_buddy_take_pages(p, p->cache_batch, tc->pfns, PG_CACHED, &dirty);
 		p->refills++;
 		tc_set_count(tc, (unsigned)got);
 	} else {
-		got = zm_buddy_take_pages(p, 1, pfn, PG_ALLOC);
+		got = zm_buddy_take_pages(p, 1, pfn, PG_ALLOC, &dirty);
 	}
 	zm_unlock(&p->lock);
 	if (!got)
 		return -ENOMEM;
-	if (p->prefault)
+	if (p->prefault && dirty < got)
 		zm_pages_prefault(p, tc ? tc->pfns : pfn, got);
 	if (tc) {
 		tc_set_count(tc, tc->count - 1);
