@@ -15,6 +15,7 @@
 #define ZM_POOL_INTERNAL_H
 
 #include <stdbool.h>
+#include <string.h>
 
 #include "base/debug.h"
 #include <zmem/pool.h>
@@ -137,6 +138,38 @@ static inline struct zm_map_slot *zm_map_top(struct zm_pool *pool, zm_handle_t h
 static inline void zm_map_pop(void)
 {
 	zm_self.nmaps--;
+}
+
+/* The copy method, shared by the backends whose objects may lie in two
+ * pieces: record in slot s (from zm_map_push) that buf stands for the
+ * pieces seg[0..1] of len[0..1] bytes, copy them in unless the map is
+ * write-only, and return buf. */
+static inline void *zm_map_copy_in(struct zm_map_slot *s, struct zm_pool *pool, zm_handle_t h,
+				   enum zm_map_mode mode, char *buf, char *const seg[2],
+				   const size_t len[2])
+{
+	s->handle = h;
+	s->pool = pool;
+	s->copied = true;
+	s->buf = buf;
+	s->mode = mode;
+	s->seg[0] = seg[0], s->seg[1] = seg[1];
+	s->len[0] = len[0], s->len[1] = len[1];
+	if (mode & ZM_MAP_RO) {
+		memcpy(buf, seg[0], len[0]);
+		memcpy(buf + len[0], seg[1], len[1]);
+	}
+	return buf;
+}
+
+/* At unmap: a copied map that may have been written goes back to its
+ * pieces. */
+static inline void zm_map_copy_out(const struct zm_map_slot *s)
+{
+	if (s->copied && (s->mode & ZM_MAP_WO)) {
+		memcpy(s->seg[0], s->buf, s->len[0]);
+		memcpy(s->seg[1], s->buf + s->len[0], s->len[1]);
+	}
 }
 
 #endif

@@ -95,18 +95,7 @@ void *xcf_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 	s = zm_map_push(pool->page_size, &buf);
 	if (zm_unlikely(!s))
 		return NULL;
-	s->handle = h;
-	s->pool = pool;
-	s->copied = true;
-	s->buf = buf;
-	s->mode = mode;
-	s->seg[0] = seg[0], s->seg[1] = seg[1];
-	s->len[0] = len[0], s->len[1] = len[1];
-	if (mode & ZM_MAP_RO) {
-		memcpy(buf, seg[0], len[0]);
-		memcpy(buf + len[0], seg[1], len[1]);
-	}
-	return buf;
+	return zm_map_copy_in(s, pool, h, mode, buf, seg, len);
 }
 
 void xcf_unmap(struct zm_pool *pool, zm_handle_t h)
@@ -118,10 +107,7 @@ void xcf_unmap(struct zm_pool *pool, zm_handle_t h)
 			     "last map", (unsigned long long)h);
 		return;
 	}
-	if (s->copied && (s->mode & ZM_MAP_WO)) {
-		memcpy(s->seg[0], s->buf, s->len[0]);
-		memcpy(s->seg[1], s->buf + s->len[0], s->len[1]);
-	}
+	zm_map_copy_out(s);
 	zm_map_pop();
 }
 
