@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli/bench.h"
+#include "cli/plot.h"
 
 #define W        960
 #define MARGIN_L 70
@@ -21,32 +22,6 @@
 #define HIST_H   150
 #define GAP      60
 
-static const char *const colors[] = {
-	"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-};
-#define NCOLORS (sizeof(colors) / sizeof(colors[0]))
-
-static void esc(FILE *f, const char *s)
-{
-	for (; *s; s++) {
-		switch (*s) {
-		case '<': fputs("&lt;", f); break;
-		case '>': fputs("&gt;", f); break;
-		case '&': fputs("&amp;", f); break;
-		case '"': fputs("&quot;", f); break;
-		default: fputc(*s, f);
-		}
-	}
-}
-
-static void text(FILE *f, double x, double y, const char *anchor, int size,
-		 const char *s)
-{
-	fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"%d\">",
-		x, y, anchor, size);
-	esc(f, s);
-	fputs("</text>\n", f);
-}
 
 struct layout {
 	const char *data[BENCH_MAX_DATA];
@@ -86,7 +61,7 @@ static void bars(FILE *f, const struct bench_row *rows, size_t nrows,
 	double bw = gw * 0.8 / (double)L->nalloc;
 	char lab[64];
 
-	text(f, W / 2.0, y0 - 12, "middle", 15, title);
+	plot_text(f, W / 2.0, y0 - 12, "middle", 15, title);
 	fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"none\" "
 		"stroke=\"#999\"/>\n", MARGIN_L, y0, pw, PANEL_H);
 	for (int t = 0; t <= 4; t++) {
@@ -96,12 +71,12 @@ static void bars(FILE *f, const struct bench_row *rows, size_t nrows,
 			snprintf(lab, sizeof(lab), "%.0f%%", v * 100);
 		else
 			snprintf(lab, sizeof(lab), "%.3f", v);
-		text(f, MARGIN_L - 6, y + 4, "end", 11, lab);
+		plot_text(f, MARGIN_L - 6, y + 4, "end", 11, lab);
 		fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
 			MARGIN_L, y, MARGIN_L + pw, y);
 	}
 	for (size_t d = 0; d < L->ndata; d++)
-		text(f, MARGIN_L + gw * ((double)d + 0.5), y0 + PANEL_H + 16, "middle", 12,
+		plot_text(f, MARGIN_L + gw * ((double)d + 0.5), y0 + PANEL_H + 16, "middle", 12,
 		     L->data[d]);
 	for (size_t i = 0; i < nrows; i++) {
 		const struct bench_row *r = &rows[i];
@@ -116,7 +91,7 @@ static void bars(FILE *f, const struct bench_row *rows, size_t nrows,
 			continue;
 		x = MARGIN_L + gw * (double)d + gw * 0.1 + bw * (double)a;
 		if (v < 0) {
-			text(f, x + bw / 2, y0 + PANEL_H - 4, "middle", 10, "n/a");
+			plot_text(f, x + bw / 2, y0 + PANEL_H - 4, "middle", 10, "n/a");
 			continue;
 		}
 		h = (v - lo) / (hi - lo) * PANEL_H;
@@ -126,12 +101,12 @@ static void bars(FILE *f, const struct bench_row *rows, size_t nrows,
 			h = PANEL_H;
 		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
 			"fill=\"%s\"/>\n", x + 1, y0 + PANEL_H - h, bw - 2, h,
-			colors[a % NCOLORS]);
+			plot_color(a));
 		if (percent)
 			snprintf(lab, sizeof(lab), "%.1f%%", v * 100);
 		else
 			snprintf(lab, sizeof(lab), "%.3f", v);
-		text(f, x + bw / 2, y0 + PANEL_H - h - 3, "middle", 10, lab);
+		plot_text(f, x + bw / 2, y0 + PANEL_H - h - 3, "middle", 10, lab);
 	}
 }
 
@@ -141,8 +116,8 @@ static void legend(FILE *f, const struct layout *L, double y)
 		double x = MARGIN_L + 150.0 * (double)a;
 
 		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n",
-			x, y - 10, colors[a % NCOLORS]);
-		text(f, x + 16, y, "start", 12, L->alloc[a]);
+			x, y - 10, plot_color(a));
+		plot_text(f, x + 16, y, "start", 12, L->alloc[a]);
 	}
 }
 
@@ -153,7 +128,7 @@ static void histograms(FILE *f, const struct bench_row *rows, size_t nrows,
 	double pw = W - MARGIN_L - MARGIN_R, cw = pw / (double)L->ndata;
 	char lab[64];
 
-	text(f, W / 2.0, y0 - 12, "middle", 15,
+	plot_text(f, W / 2.0, y0 - 12, "middle", 15,
 	     "Compressed sizes of the pages in the pool (share of pages, 64 buckets)");
 	for (size_t d = 0; d < L->ndata; d++) {
 		const struct bench_row *r = NULL;
@@ -165,10 +140,10 @@ static void histograms(FILE *f, const struct bench_row *rows, size_t nrows,
 				r = &rows[i];
 		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" "
 			"fill=\"none\" stroke=\"#999\"/>\n", x0, y0, w, HIST_H);
-		text(f, x0 + w / 2, y0 + HIST_H + 28, "middle", 12, L->data[d]);
+		plot_text(f, x0 + w / 2, y0 + HIST_H + 28, "middle", 12, L->data[d]);
 		snprintf(lab, sizeof(lab), "%zu", ps);
-		text(f, x0 + w, y0 + HIST_H + 13, "end", 10, lab);
-		text(f, x0, y0 + HIST_H + 13, "start", 10, "0");
+		plot_text(f, x0 + w, y0 + HIST_H + 13, "end", 10, lab);
+		plot_text(f, x0, y0 + HIST_H + 13, "start", 10, "0");
 		if (!r)
 			continue;
 		for (int b = 0; b < ZM_STORE_HIST_BUCKETS; b++) {
@@ -177,7 +152,7 @@ static void histograms(FILE *f, const struct bench_row *rows, size_t nrows,
 				max = r->hist[b];
 		}
 		if (!max) {
-			text(f, x0 + w / 2, y0 + HIST_H / 2.0, "middle", 11,
+			plot_text(f, x0 + w / 2, y0 + HIST_H / 2.0, "middle", 11,
 			     "no pages in the pool");
 			continue;
 		}
@@ -191,7 +166,7 @@ static void histograms(FILE *f, const struct bench_row *rows, size_t nrows,
 				"fill=\"#555\"/>\n", x0 + bw * b, y0 + HIST_H - h, bw, h);
 		}
 		snprintf(lab, sizeof(lab), "max %.1f%%", 100.0 * (double)max / (double)total);
-		text(f, x0 + 4, y0 + 12, "start", 10, lab);
+		plot_text(f, x0 + 4, y0 + 12, "start", 10, lab);
 	}
 }
 
@@ -222,7 +197,7 @@ int bench_svg(const char *path, const struct bench_row *rows, size_t nrows,
 		"viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n"
 		"<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, height, W, height);
 	snprintf(title, sizeof(title), "zmem bench: codec %s, %zu-byte pages", codec, ps);
-	text(f, W / 2.0, 24, "middle", 17, title);
+	plot_text(f, W / 2.0, 24, "middle", 17, title);
 	legend(f, &L, 48);
 	bars(f, rows, nrows, &L, 40 + GAP, 1.0, omax, overhead,
 	     "Overhead: (pool + metadata) / compressed bytes  (1 = none; lower is better)", 0);

@@ -31,7 +31,12 @@ static void esc(FILE *f, const char *s)
 	}
 }
 
-static void text(FILE *f, double x, double y, const char *anchor, int size, const char *s)
+const char *plot_color(size_t i)
+{
+	return colors[i % NCOLORS];
+}
+
+void plot_text(FILE *f, double x, double y, const char *anchor, int size, const char *s)
 {
 	fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"%d\">", x, y,
 		anchor, size);
@@ -49,7 +54,7 @@ FILE *plot_begin(const char *path, int h, const char *title)
 		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
 		"viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n"
 		"<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", PLOT_W, h, PLOT_W, h);
-	text(f, PLOT_W / 2.0, 24, "middle", 17, title);
+	plot_text(f, PLOT_W / 2.0, 24, "middle", 17, title);
 	return f;
 }
 
@@ -66,7 +71,7 @@ void plot_legend(FILE *f, double y, const char *const *names, size_t n)
 
 		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n",
 			x, y - 10, colors[i % NCOLORS]);
-		text(f, x + 16, y, "start", 12, names[i]);
+		plot_text(f, x + 16, y, "start", 12, names[i]);
 	}
 }
 
@@ -107,7 +112,7 @@ void plot_panel(FILE *f, double y0, double h, const char *title, const char *yla
 		lo = 0;
 		hi *= 1.1;
 	}
-	text(f, PLOT_W / 2.0, y0 - 10, "middle", 14, title);
+	plot_text(f, PLOT_W / 2.0, y0 - 10, "middle", 14, title);
 	fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
 		"stroke=\"#999\"/>\n", MARGIN_L, y0, pw, h);
 	fprintf(f, "<text x=\"18\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" "
@@ -119,12 +124,12 @@ void plot_panel(FILE *f, double y0, double h, const char *title, const char *yla
 		double y = y0 + h - h * t / ticks;
 
 		fmt(lab, sizeof(lab), v);
-		text(f, MARGIN_L - 6, y + 4, "end", 11, lab);
+		plot_text(f, MARGIN_L - 6, y + 4, "end", 11, lab);
 		fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
 			MARGIN_L, y, MARGIN_L + pw, y);
 	}
 	for (size_t k = 0; k < nx; k++)
-		text(f, MARGIN_L + step * ((double)k + 0.5), y0 + h + 15, "middle", 11, xlabels[k]);
+		plot_text(f, MARGIN_L + step * ((double)k + 0.5), y0 + h + 15, "middle", 11, xlabels[k]);
 	for (size_t i = 0; i < ns; i++) {
 		const char *c = colors[i % NCOLORS];
 		int open = 0;

@@ -14,6 +14,11 @@ struct plot_series {
 	const double *y;      /* one value per x point; < 0 = no value */
 };
 
+/* Series colour i (cycling), and SVG text at (x, y) with anchor "start",
+ * "middle" or "end", escaped: shared with bench_svg.c. */
+const char *plot_color(size_t i);
+void plot_text(FILE *f, double x, double y, const char *anchor, int size, const char *s);
+
 /* Start a document of height h with a title; NULL and errno on error. */
 FILE *plot_begin(const char *path, int h, const char *title);
 /* Close it: 0 or -errno. */
