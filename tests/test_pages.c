@@ -212,8 +212,8 @@ static void test_memory_returns(void **st)
 	       before >> 20, full >> 20, after >> 20, s.reserve);
 	assert_true(full >= before + bytes * 3 / 4);
 	assert_true(after + bytes * 3 / 4 <= full);
-	assert_true(s.reserve <= ZM_DEFAULT_RESERVE + ZM_TRIM_BATCH);
-	assert_true(s.trimmed_pages >= n - ZM_DEFAULT_RESERVE - ZM_TRIM_BATCH);
+	assert_true(s.reserve <= ZM_DEFAULT_RESERVE_BYTES / 4096 + ZM_TRIM_BATCH);
+	assert_true(s.trimmed_pages >= n - ZM_DEFAULT_RESERVE_BYTES / 4096 - ZM_TRIM_BATCH);
 	assert_int_equal(s.resident_max, n);
 	assert_int_equal(zm_pages_check(p), 0);
 	zm_pages_destroy(p);

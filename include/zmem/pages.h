@@ -40,9 +40,11 @@ struct zm_pages_config {
 	size_t limit_pages;   /* most pages out of the allocator at once
 	                         (in use or in per-thread caches); 0 = the arena */
 	size_t reserve_pages; /* free pages kept resident before the rest go
-	                         back to the OS; 0 = default (256), SIZE_MAX =
+	                         back to the OS; 0 = default (1 MiB: 256 pages
+	                         of 4 KiB, at least 8), SIZE_MAX =
 	                         never give memory back */
-	unsigned cache_pages; /* bound on a per-thread cache; 0 = default (64),
+	unsigned cache_pages; /* bound on a per-thread cache; 0 = default (256 KiB:
+	                         64 pages of 4 KiB, at least 8),
 	                         1 = no caching (every call takes the lock) */
 	int prefault;         /* make pages resident when they leave the
 	                         allocator in batches (refills, bulk), one

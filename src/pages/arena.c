@@ -21,6 +21,13 @@ static unsigned log2_exact(size_t v)
 	return s;
 }
 
+static size_t default_pages(size_t bytes, size_t page_size)
+{
+	size_t n = bytes / page_size;
+
+	return n > ZM_MIN_DEFAULT ? n : ZM_MIN_DEFAULT;
+}
+
 int zm_pages_create(const struct zm_pages_config *cfg, struct zm_pages **out)
 {
 	struct zm_pages_config c = { 0 };
@@ -54,8 +61,9 @@ int zm_pages_create(const struct zm_pages_config *cfg, struct zm_pages **out)
 	p->npages = (uint32_t)npages;
 	p->arena_bytes = npages * c.page_size;
 	p->limit = c.limit_pages && c.limit_pages < npages ? c.limit_pages : npages;
-	p->reserve = c.reserve_pages ? c.reserve_pages : ZM_DEFAULT_RESERVE;
-	p->cache_cap = c.cache_pages ? c.cache_pages : ZM_DEFAULT_CACHE;
+	p->reserve = c.reserve_pages ? c.reserve_pages : default_pages(ZM_DEFAULT_RESERVE_BYTES, c.page_size);
+	p->cache_cap = c.cache_pages ? c.cache_pages
+				     : (unsigned)default_pages(ZM_DEFAULT_CACHE_BYTES, c.page_size);
 	p->prefault = c.prefault != 0;
 	p->cache_batch = p->cache_cap / 2;
 	if (p->cache_batch > ZM_PAGES_CHUNK)

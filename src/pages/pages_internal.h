@@ -41,8 +41,14 @@
 #define ZM_TRIM_BATCH 64
 
 #define ZM_DEFAULT_ARENA   ((size_t)4 << 30)
-#define ZM_DEFAULT_RESERVE 256
-#define ZM_DEFAULT_CACHE   64
+/* The defaults are bytes, turned into pages by the page size: 256 and 64
+ * pages of 4 KiB.  Counted in pages they would keep 8 MiB in reserve and
+ * 2 MiB in each thread's cache at 32 KiB pages (zmem serve --page-size
+ * 32K), which is what made its resident memory exceed nbdkit's by 1 MiB
+ * (docs/serve.md).  At least ZM_MIN_DEFAULT pages either way. */
+#define ZM_DEFAULT_RESERVE_BYTES ((size_t)1 << 20)
+#define ZM_DEFAULT_CACHE_BYTES   ((size_t)256 << 10)
+#define ZM_MIN_DEFAULT           8
 #define ZM_MAX_CACHE       1024
 
 #define ZM_PFN_NIL UINT32_MAX
