@@ -67,7 +67,8 @@ static struct churn_summary churn[8];
 static int nchurn;
 
 /* The churn row for a store row's allocator: the pool's own for zsmalloc
- * (automatic compaction on, the default), glibc's for malloc. */
+ * (automatic compaction on, the default) and the other pool backends,
+ * glibc's for malloc. */
 static const struct churn_summary *churn_for(const char *allocator)
 {
 	const char *want = !strcmp(allocator, "malloc") ? "glibc" : allocator;
@@ -683,7 +684,8 @@ static void usage(FILE *f)
 		"  --kernel           add the kernel's zram (/dev/zram0, only if unused; root)\n"
 		"  --churn FRACTION   then free that part of a fill of each allocator and show\n"
 		"                     the overhead right after, after 100 ms and after 1 s\n"
-		"                     (as zmem churn: glibc, jemalloc, mimalloc beside zsmalloc)\n"
+		"                     (as zmem churn: glibc, jemalloc, mimalloc and the\n"
+		"                     other pool backends beside zsmalloc)\n"
 		"  --json             one JSON document on stdout instead of the tables\n"
 		"  -v, --verbose      also each store's statistics and class table\n"
 		"  --seed-table       instead: the xcfmalloc seed's table (SEEDS.md 1): zero\n"
@@ -905,7 +907,7 @@ int cmd_bench(int argc, char **argv)
 		print_table(&o, rows, nrows, kernel_why);
 	if (!o.json && nchurn) {
 		printf("\nChurn: a random %.0f%% of 60 MiB of lz4-compressed pages freed, then "
-		       "nothing\n(overhead = (pool + metadata) / live bytes for zsmalloc, resident "
+		       "nothing\n(overhead = (pool + metadata) / live bytes for zmem's pools, resident "
 		       "memory / live bytes for the mallocs)\n%-13s %10s %10s %10s\n", o.churn * 100,
 		       "allocator", "freed", "100 ms", "1 s");
 		for (int i = 0; i < nchurn; i++)

@@ -13,9 +13,11 @@
  *   glibc, jemalloc, mimalloc
  *                   malloc() of the same blobs, the last two through
  *                   LD_PRELOAD (Debian's libjemalloc2, libmimalloc2.0)
+ *   xvmalloc, xcfmalloc, zbud
+ *                   zmem's other pool backends (none of them compacts)
  *
  * overhead = (resident memory - resident memory before filling) / live
- * object bytes, from /proc/self/statm; for zsmalloc also (pool + metadata
+ * object bytes, from /proc/self/statm; for zmem's pools also (pool + metadata
  * bytes) / live bytes from zm_pool_stats (DESIGN.md's figure).
  *
  * --foreground adds the seed's throughput table: random malloc/free with
@@ -34,11 +36,12 @@
 #include "cli/cli.h"
 #include "cli/corpus.h"
 
-#define NALLOC 5
+#define NALLOC 8
 static const char *const names[NALLOC] = { "zsmalloc", "zsmalloc-off", "glibc",
-					   "jemalloc", "mimalloc" };
+					   "jemalloc", "mimalloc", "xvmalloc",
+					   "xcfmalloc", "zbud" };
 static const char *const preload[NALLOC] = { NULL, NULL, NULL, "libjemalloc.so.2",
-					     "libmimalloc.so.2" };
+					     "libmimalloc.so.2", NULL, NULL, NULL };
 
 struct churn_row {
 	char name[32];
@@ -107,6 +110,12 @@ int cmd_churn_child(int argc, char **argv)
 
 		if (zm_pool_create(&c, &pool))
 			return 1;
+	} else if (strcmp(which, "glibc") && strcmp(which, "jemalloc") &&
+		   strcmp(which, "mimalloc")) {
+		struct zm_pool_config c = { .allocator = which };
+
+		if (zm_pool_create(&c, &pool))
+			return printf("unavailable\n"), 0;
 	}
 	base = rss();
 	for (size_t i = 0; i < n; i++) {
@@ -397,7 +406,7 @@ int cmd_churn(int argc, char **argv)
 	} else {
 		printf("zmem churn: %zu objects, %.1f MiB of lz4-compressed pages; a random %.0f%% "
 		       "freed, then nothing.\noverhead = memory / live object bytes: "
-		       "by resident memory (RSS), and for zsmalloc by pool stats\n\n",
+		       "by resident memory (RSS), and for zmem's pools by pool stats\n\n",
 		       c.n, c.bytes / 1048576.0, fraction * 100);
 		printf("%-13s %8s | %8s %8s %8s | %8s %8s %8s | %9s %8s\n", "allocator",
 		       "full", "freed", "100 ms", "1 s", "pool:fr", "100 ms", "1 s",

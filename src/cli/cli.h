@@ -20,7 +20,8 @@ int cmd_stats(int argc, char **argv);
 
 /* churn.c, for zmem bench --churn */
 struct churn_summary {
-	char name[32];          /* zsmalloc, zsmalloc-off, glibc, jemalloc, mimalloc */
+	char name[32];          /* zsmalloc, zsmalloc-off, glibc, jemalloc, mimalloc,
+				   xvmalloc, xcfmalloc, zbud */
 	double fraction;
 	double after_free, at_100ms, at_1s;  /* (pool + meta) / live, or RSS based */
 	double rss_1s;
