@@ -6,6 +6,7 @@
 need fio
 fio --enghelp 2>/dev/null | grep -qw nbd || { bad "fio has the nbd engine"; finish; }
 serve_start --size 128M --threads 2 || finish
+cd "$T"  # fio leaves its verify state files in the working directory
 check "fio randwrite 4k, 4 jobs, verify=crc32c" \
     fio --name=rw4k --ioengine=nbd --uri="$URI" --rw=randwrite --bs=4k --iodepth=8 \
         --numjobs=4 --size=16M --offset_increment=16M --verify=crc32c --do_verify=1 \
