@@ -367,6 +367,51 @@ static void test_structured_and_block_status(void **state)
 	good_check();
 }
 
+/* FUA is valid on every command once SEND_FUA is advertised (proto.md);
+ * some clients send it with FLUSH. */
+static void test_fua_everywhere(void **state)
+{
+	struct nc c;
+	uint8_t buf[4096];
+
+	assert_int_equal(nc_connect(&c, path, false), 0);
+	assert_true(c.tflags & NBD_FLAG_SEND_FUA);
+	assert_int_equal(nc_cmd(&c, NBD_CMD_FLUSH, NBD_CMD_FLAG_FUA, 0, 0, NULL), 0);
+	assert_int_equal(nc_cmd(&c, NBD_CMD_CACHE, NBD_CMD_FLAG_FUA, 0, 4096, NULL), 0);
+	assert_int_equal(nc_request(&c, NBD_CMD_READ, NBD_CMD_FLAG_FUA, 5, 0, 4096, NULL, 0), 0);
+	assert_int_equal(nc_simple_reply(&c, 5, buf, 4096), 0);
+	assert_memory_equal(buf, good_pattern, 4096);
+	nc_close(&c);
+}
+
+/* A client that sends large writes and never reads the replies must not
+ * hold up other clients: it may block one worker, not all of them. */
+static void test_stalled_client(void **state)
+{
+	struct nc a, b;
+	struct timeval t = { 2, 0 }, rt = { 20, 0 };
+	uint8_t *buf = calloc(1, 65536);
+	int sent = 0;
+
+	assert_non_null(buf);
+	assert_int_equal(nc_connect(&a, path, false), 0);
+	setsockopt(a.fd, SOL_SOCKET, SO_SNDTIMEO, &t, sizeof(t));
+	for (; sent < 600; sent++)  /* until the server stops taking them */
+		if (nc_request(&a, NBD_CMD_WRITE, 0, (uint64_t)sent, 2u << 20, 65536, buf, 65536))
+			break;
+	assert_true(sent > 10);
+	assert_int_equal(nc_connect(&b, path, false), 0);
+	setsockopt(b.fd, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof(rt));
+	memset(buf, 0x6b, 65536);
+	assert_int_equal(nc_pwrite(&b, buf, 3u << 20, 65536), 0);
+	assert_int_equal(nc_pread(&b, buf, 3u << 20, 4096), 0);
+	assert_int_equal(buf[4095], 0x6b);
+	nc_close(&b);
+	nc_close(&a);
+	free(buf);
+	good_check();
+}
+
 static void test_read_only(void **state)
 {
 	struct test_server ro;
@@ -433,6 +478,8 @@ int main(void)
 		cmocka_unit_test(test_disconnect_mid_request_and_reply),
 		cmocka_unit_test(test_unaligned_io),
 		cmocka_unit_test(test_structured_and_block_status),
+		cmocka_unit_test(test_fua_everywhere),
+		cmocka_unit_test(test_stalled_client),
 		cmocka_unit_test(test_read_only),
 		cmocka_unit_test(test_memory_limit),
 	};

@@ -1,4 +1,5 @@
 /* Small helpers shared by the zmem subcommands. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,12 +19,17 @@ size_t cli_parse_size(const char *s)
 	char *end;
 	unsigned long long v = strtoull(s, &end, 10);
 
+	unsigned shift = 0;
+
 	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
 	default: break;
 	}
+	if (v > (SIZE_MAX >> shift))
+		return 0;  /* would not fit */
+	v <<= shift;
 	if (*end == 'B' || *end == 'b')
 		end++;
 	return *end || end == s ? 0 : (size_t)v;

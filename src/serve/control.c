@@ -142,6 +142,11 @@ static void *control_thread(void *arg)
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				usleep(100000);  /* out of descriptors for now */
+				continue;
+			}
 			break;  /* shut down */
 		}
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -157,22 +162,15 @@ static void *control_thread(void *arg)
 
 int control_start(struct zm_server *s, const char *path, pthread_t *thread, int *out)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	struct control *ctl;
-	int fd;
+	int fd = serve_listen_unix(path);  /* never removes a live socket or a file */
 
-	if (strlen(path) >= sizeof(a.sun_path)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	strcpy(a.sun_path, path);
-	unlink(path);  /* ours: the data socket beside it is bound already */
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 8) ||
-	    !(ctl = malloc(sizeof(*ctl)))) {
+	ctl = malloc(sizeof(*ctl));
+	if (!ctl) {
 		close(fd);
+		unlink(path);
 		return -1;
 	}
 	ctl->s = s;
@@ -180,6 +178,7 @@ int control_start(struct zm_server *s, const char *path, pthread_t *thread, int 
 	if (pthread_create(thread, NULL, control_thread, ctl)) {
 		free(ctl);
 		close(fd);
+		unlink(path);
 		return -1;
 	}
 	*out = fd;

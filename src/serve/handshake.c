@@ -86,11 +86,11 @@ static int info_block_size(struct nbd_conn *c, uint32_t opt)
 
 static int info_string(struct nbd_conn *c, uint32_t opt, uint16_t type, const char *s)
 {
-	uint8_t b[2 + 256];
+	uint8_t b[2 + 4096];
 	size_t n = strlen(s);
 
-	if (n > 256)
-		n = 256;
+	if (n > 4096)
+		n = 4096;
 	put_be16(b, type);
 	memcpy(b + 2, s, n);
 	return reply(c, opt, NBD_REP_INFO, b, (uint32_t)(2 + n));
@@ -116,8 +116,8 @@ static int opt_info_go(struct nbd_conn *c, uint32_t opt, const uint8_t *d, uint3
 	if (info_export(c, opt) || info_block_size(c, opt))
 		return -1;
 	if (want_name) {
-		char name[257];
-		uint32_t k = nlen < 256 ? nlen : 256;
+		char name[4097];  /* names are at most 4096 bytes (proto.md) */
+		uint32_t k = nlen < 4096 ? nlen : 4096;
 
 		memcpy(name, d + 4, k);
 		name[k] = 0;

@@ -103,6 +103,7 @@ struct nbd_conn {
 	pthread_cond_t idle;      /* inflight fell */
 	unsigned inflight;
 	size_t inflight_bytes;
+	unsigned queued;          /* of those, in the worker pool */
 	pthread_mutex_t send_lock;
 	bool dead;                /* a send failed: no more replies (send_lock) */
 	bool finished;            /* the reader has ended (atomic): join it */
@@ -213,6 +214,10 @@ struct zm_server {
 	bool stopping;
 	pthread_t *workers;
 	unsigned nworkers;
+	/* payload bytes in flight over all connections (budget_lock) */
+	pthread_mutex_t budget_lock;
+	pthread_cond_t budget_cond;
+	size_t budget_used;
 	/* connections */
 	pthread_mutex_t lock;
 	struct nbd_conn *conns;
@@ -228,6 +233,19 @@ static inline void serve_count(struct zm_server *s, enum serve_counter c, uint64
  * for the fuzzer.  0 or a negative errno. */
 int server_init(struct zm_server *s, const struct zm_serve_config *cfg);
 void server_fini(struct zm_server *s);
+/* Most payload bytes in flight over all connections: a reader waits
+ * beyond it (one request is always let through).  With 64 MiB a
+ * connection, four clients at their limit fit. */
+#define SERVE_PAYLOAD_BUDGET ((size_t)256 << 20)
+void server_budget_take(struct zm_server *s, size_t bytes);
+void server_budget_put(struct zm_server *s, size_t bytes);
+
+/* A client that does not take a reply for this long is dropped (so that it
+ * cannot hold a worker); one that does not finish the handshake in this
+ * long too (so that idle sockets cannot use up the connections). */
+#define SEND_TIMEOUT_S 30
+#define HANDSHAKE_TIMEOUT_S 30
+
 /* Queue a job for the workers, or run it here when there are none. */
 void server_submit(struct zm_server *s, struct serve_job *job);
 void serve_job_run(struct serve_job *job);
@@ -245,6 +263,9 @@ int serve_main(const struct zm_serve_config *cfg);
 void control_report(struct zm_server *s, int fd, bool json);
 /* The control socket's thread. */
 int control_start(struct zm_server *s, const char *path, pthread_t *thread, int *fd);
+/* A listening Unix socket at path; a stale socket file there (nobody
+ * answers) is replaced, anything else is left alone.  fd or -1. */
+int serve_listen_unix(const char *path);
 /* zmem stats: connect to path and print the report.  Exit status. */
 int control_query(const char *path, bool json);
 

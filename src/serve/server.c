@@ -66,8 +66,31 @@ int server_init(struct zm_server *s, const struct zm_serve_config *cfg)
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->qlock, NULL);
 	pthread_cond_init(&s->qcond, NULL);
+	pthread_mutex_init(&s->budget_lock, NULL);
+	pthread_cond_init(&s->budget_cond, NULL);
 	s->started_ns = now_ns();
 	return 0;
+}
+
+void server_budget_take(struct zm_server *s, size_t bytes)
+{
+	if (!bytes)
+		return;
+	pthread_mutex_lock(&s->budget_lock);
+	while (s->budget_used && s->budget_used + bytes > SERVE_PAYLOAD_BUDGET)
+		pthread_cond_wait(&s->budget_cond, &s->budget_lock);
+	s->budget_used += bytes;
+	pthread_mutex_unlock(&s->budget_lock);
+}
+
+void server_budget_put(struct zm_server *s, size_t bytes)
+{
+	if (!bytes)
+		return;
+	pthread_mutex_lock(&s->budget_lock);
+	s->budget_used -= bytes;
+	pthread_cond_broadcast(&s->budget_cond);
+	pthread_mutex_unlock(&s->budget_lock);
 }
 
 void server_fini(struct zm_server *s)
@@ -77,6 +100,8 @@ void server_fini(struct zm_server *s)
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->qlock);
 	pthread_cond_destroy(&s->qcond);
+	pthread_mutex_destroy(&s->budget_lock);
+	pthread_cond_destroy(&s->budget_cond);
 	s->store = NULL;
 }
 
@@ -160,10 +185,16 @@ static void *conn_thread(void *arg)
 	struct nbd_conn *c = arg;
 	struct zm_server *s = c->srv;
 
-	if (nbd_handshake(c) == 0)
+	struct timeval hs = { HANDSHAKE_TIMEOUT_S, 0 }, none = { 0, 0 };
+
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &hs, sizeof(hs));
+	if (nbd_handshake(c) == 0) {
+		/* an idle client may wait as long as it likes between requests */
+		setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
 		nbd_transmit(c);
-	else
+	} else {
 		serve_count(s, SC_HANDSHAKE_FAILS, 1);
+	}
 	serve_scratch_free();
 	conn_buf_drop(c);  /* every job is done: give the memory back now */
 	shutdown(c->fd, SHUT_RDWR);
@@ -180,16 +211,18 @@ static void conn_free(struct nbd_conn *c)
 	free(c);
 }
 
-/* Join connections whose thread has ended (all, when stopping). */
+/* Join connections whose thread has ended (all, when stopping: every one
+ * is shut down first, so that none waits on another's stuck client). */
 static void conns_reap(struct zm_server *s, bool all)
 {
 	pthread_mutex_lock(&s->lock);
+	if (all)
+		for (struct nbd_conn *c = s->conns; c; c = c->next)
+			shutdown(c->fd, SHUT_RDWR);
 	for (struct nbd_conn *c = s->conns, *next; c; c = next) {
 		next = c->next;
 		if (!all && !__atomic_load_n(&c->finished, __ATOMIC_ACQUIRE))
 			continue;
-		if (all)
-			shutdown(c->fd, SHUT_RDWR);
 		pthread_join(c->thread, NULL);
 		if (c->prev)
 			c->prev->next = c->next;
@@ -216,12 +249,20 @@ static void conn_accept(struct zm_server *s, int lfd)
 	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 	struct nbd_conn *c;
 
-	if (fd < 0)
+	if (fd < 0) {
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+			usleep(100000);  /* out of descriptors: do not spin on poll */
 		return;
+	}
 	if (__atomic_load_n(&s->counter[SC_ACTIVE], __ATOMIC_RELAXED) >= MAX_CONNS ||
 	    !(c = calloc(1, sizeof(*c)))) {
 		close(fd);
 		return;
+	}
+	{
+		struct timeval st = { SEND_TIMEOUT_S, 0 };
+
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &st, sizeof(st));
 	}
 	conn_init(c, s, (struct nbd_io){ conn_sock_recv, conn_sock_send, NULL }, fd);
 	c->io.ctx = &c->fd;
@@ -246,7 +287,7 @@ static void conn_accept(struct zm_server *s, int lfd)
 
 /* ---- listening ------------------------------------------------------- */
 
-static int listen_unix(const char *path)
+int serve_listen_unix(const char *path)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	int fd;
@@ -390,7 +431,7 @@ int serve_main(const struct zm_serve_config *cfg_in)
 		else if (getcwd(sockpath, sizeof(sockpath) - 2))
 			snprintf(sockpath + strlen(sockpath), sizeof(sockpath) - strlen(sockpath),
 				 "/%s", cfg.socket);
-		lfd[0] = listen_unix(sockpath);
+		lfd[0] = serve_listen_unix(sockpath);
 		nl = lfd[0] >= 0;
 	}
 	if (!nl) {
@@ -425,6 +466,8 @@ int serve_main(const struct zm_serve_config *cfg_in)
 	if (rc) {
 		fprintf(stderr, "zmem serve: cannot create the store: %s\n", strerror(-rc));
 		free(s);
+		if (sockpath[0])
+			unlink(sockpath);
 		if (ready >= 0)
 			(void)!write(ready, "\1", 1);
 		return 1;
@@ -440,7 +483,13 @@ int serve_main(const struct zm_serve_config *cfg_in)
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	if (workers_start(s) || sfd < 0 ||
 	    (ctlpath[0] && control_start(s, ctlpath, &ctl_thread, &cfd))) {
-		fprintf(stderr, "zmem serve: cannot start: %s\n", strerror(errno));
+		fprintf(stderr, "zmem serve: cannot start (%s): %s\n",
+			sfd < 0 ? "signalfd" : s->nworkers < s->cfg.threads ? "workers" : ctlpath,
+			strerror(errno));
+		if (sockpath[0])
+			unlink(sockpath);
+		if (cfg.pidfile)
+			unlink(cfg.pidfile);
 		if (ready >= 0)
 			(void)!write(ready, "\1", 1);
 		return 1;
@@ -458,9 +507,11 @@ int serve_main(const struct zm_serve_config *cfg_in)
 	if (ready >= 0) {
 		int devnull = open("/dev/null", O_RDWR);
 
-		if (devnull >= 0) {
+		if (devnull >= 0) {  /* let go of the caller's terminal or pipe */
 			dup2(devnull, 0);
 			dup2(devnull, 1);
+			if (!cfg.verbose)
+				dup2(devnull, 2);
 			close(devnull);
 		}
 		(void)!write(ready, "", 1);

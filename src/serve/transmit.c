@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "serve/nbd.h"
 #include "serve/serve.h"
@@ -38,7 +39,12 @@
  * reader stops reading while either is reached, which bounds a client's
  * memory (qemu keeps 16 in flight, fio its iodepth). */
 #define MAX_INFLIGHT 64
-#define MAX_INFLIGHT_BYTES (128u << 20)
+#define MAX_INFLIGHT_BYTES (64u << 20)
+/* Jobs of one connection in the worker pool at once: one is enough to
+ * overlap receiving a payload with compressing the last, and a client
+ * that stops reading its replies can then hold up one worker, not all
+ * (until the send timeout, server.c, drops it). */
+#define CONN_MAX_QUEUED 1
 
 /* Writes of this many bytes or more go to the workers, so that the reader
  * takes in the next request's payload while they are compressed; every
@@ -59,6 +65,8 @@ struct serve_job {
 	uint32_t len;
 	uint8_t *data;            /* a write's payload (conn_buf_get) */
 	size_t data_cap;
+	size_t charged;           /* payload bytes counted in flight */
+	bool offloaded;           /* runs in the worker pool */
 	struct serve_job *next;   /* server queue */
 };
 
@@ -106,8 +114,13 @@ static uint32_t nbd_errno(int rc)
 static void send_locked(struct nbd_conn *c, struct iovec *v, int n)
 {
 	pthread_mutex_lock(&c->send_lock);
-	if (!c->dead && c->io.send(c->io.ctx, v, n))
+	if (!c->dead && c->io.send(c->io.ctx, v, n)) {
+		/* gone, or not reading for SEND_TIMEOUT: end the connection,
+		 * so that its reader stops too */
 		c->dead = true;
+		if (c->fd >= 0)
+			shutdown(c->fd, SHUT_RDWR);
+	}
 	pthread_mutex_unlock(&c->send_lock);
 }
 
@@ -204,17 +217,43 @@ static void reply_status(struct nbd_conn *c, const struct serve_job *j)
 
 /* ---- execution ------------------------------------------------------- */
 
+/* Return what a job held.  The connection is touched last, under its
+ * lock: once inflight reaches 0 the reader may leave and the connection be
+ * freed, so nothing may follow the unlock. */
 static void job_done(struct serve_job *j)
 {
 	struct nbd_conn *c = j->c;
+	size_t charged = j->charged;
+	bool offloaded = j->offloaded;
 
-	pthread_mutex_lock(&c->lock);
-	c->inflight--;
-	c->inflight_bytes -= j->data ? j->len : 0;
-	pthread_cond_broadcast(&c->idle);
-	pthread_mutex_unlock(&c->lock);
 	conn_buf_put(c, j->data, j->data_cap);
 	free(j);
+	server_budget_put(c->srv, charged);
+	pthread_mutex_lock(&c->lock);
+	c->inflight--;
+	c->inflight_bytes -= charged;
+	c->queued -= offloaded;
+	pthread_cond_broadcast(&c->idle);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Wait for room for one more request of `bytes` payload (see the limits
+ * above), and count it in flight.  A flush waits for every request before
+ * it; a job for the workers, for the connection's previous one there. */
+static void acquire(struct nbd_conn *c, struct serve_job *j, size_t bytes)
+{
+	pthread_mutex_lock(&c->lock);
+	while (c->inflight && (c->inflight >= MAX_INFLIGHT ||
+			       c->inflight_bytes + bytes > MAX_INFLIGHT_BYTES ||
+			       j->type == NBD_CMD_FLUSH ||
+			       (j->offloaded && c->queued >= CONN_MAX_QUEUED)))
+		pthread_cond_wait(&c->idle, &c->lock);
+	c->inflight++;
+	c->inflight_bytes += bytes;
+	c->queued += j->offloaded;
+	pthread_mutex_unlock(&c->lock);
+	j->charged = bytes;
+	server_budget_take(c->srv, bytes);
 }
 
 void serve_job_run(struct serve_job *j)
@@ -302,7 +341,8 @@ static uint32_t check_request(struct nbd_conn *c, const struct serve_job *j)
 		writes = true;
 		break;
 	case NBD_CMD_FLUSH:
-		return j->flags ? NBD_EINVAL : 0;
+		allowed = 0;
+		break;
 	case NBD_CMD_CACHE:
 		allowed = 0;
 		break;
@@ -314,8 +354,14 @@ static uint32_t check_request(struct nbd_conn *c, const struct serve_job *j)
 	default:
 		return NBD_EINVAL;
 	}
+	/* "valid for all commands" once SEND_FUA is advertised (proto.md);
+	 * some clients set it on flush */
+	if (c->tflags & NBD_FLAG_SEND_FUA)
+		allowed |= NBD_CMD_FLAG_FUA;
 	if (j->flags & ~allowed)
 		return NBD_EINVAL;
+	if (j->type == NBD_CMD_FLUSH)
+		return 0;  /* offset and length mean nothing to it */
 	if (writes && s->cfg.read_only)
 		return NBD_EPERM;
 	if (j->len == 0)
@@ -357,45 +403,40 @@ void nbd_transmit(struct nbd_conn *c)
 		}
 		serve_count(s, SC_REQUESTS, 1);
 		err = check_request(c, j);
-		if (j->type == NBD_CMD_WRITE) {
+		if (j->type == NBD_CMD_WRITE && (err || j->len > NBD_MAX_PAYLOAD)) {
 			/* the payload follows whatever we think of the request */
-			if (err || j->len > NBD_MAX_PAYLOAD) {
-				if (conn_skip(c, j->len)) {
-					free(j);
-					break;
-				}
-			} else {
-				j->data = conn_buf_get(c, j->len, &j->data_cap);
-				if (!j->data) {
-					err = NBD_ENOMEM;
-					if (conn_skip(c, j->len)) {
-						free(j);
-						break;
-					}
-				} else if (c->io.recv(c->io.ctx, j->data, j->len)) {
-					conn_buf_put(c, j->data, j->data_cap);
-					free(j);
-					break;
-				}
+			if (conn_skip(c, j->len)) {
+				free(j);
+				break;
 			}
 		}
 		if (err) {
 			reply_error(c, j, err);
-			conn_buf_put(c, j->data, j->data_cap);
 			free(j);
 			continue;
 		}
-		pthread_mutex_lock(&c->lock);
-		while (c->inflight && (c->inflight >= MAX_INFLIGHT ||
-				       c->inflight_bytes + (j->data ? j->len : 0) > MAX_INFLIGHT_BYTES))
-			pthread_cond_wait(&c->idle, &c->lock);
-		if (j->type == NBD_CMD_FLUSH)
-			while (c->inflight)
-				pthread_cond_wait(&c->idle, &c->lock);
-		c->inflight++;
-		c->inflight_bytes += j->data ? j->len : 0;
-		pthread_mutex_unlock(&c->lock);
-		if (j->type == NBD_CMD_WRITE && j->len >= OFFLOAD_MIN)
+		j->offloaded = j->type == NBD_CMD_WRITE && j->len >= OFFLOAD_MIN && s->nworkers;
+		/* room first, then the payload: a client cannot make the server
+		 * hold more than the limits by sending */
+		acquire(c, j, j->type == NBD_CMD_WRITE ? j->len : 0);
+		if (j->type == NBD_CMD_WRITE) {
+			j->data = conn_buf_get(c, j->len, &j->data_cap);
+			if (!j->data) {
+				j->offloaded = false;
+				if (conn_skip(c, j->len)) {
+					job_done(j);
+					break;
+				}
+				reply_error(c, j, NBD_ENOMEM);
+				job_done(j);
+				continue;
+			}
+			if (c->io.recv(c->io.ctx, j->data, j->len)) {
+				job_done(j);
+				break;
+			}
+		}
+		if (j->offloaded)
 			server_submit(s, j);
 		else
 			serve_job_run(j);
