@@ -367,6 +367,43 @@ static void test_structured_and_block_status(void **state)
 	good_check();
 }
 
+/* "base:" is a wildcard for LIST_META_CONTEXT, and selects nothing for
+ * SET_META_CONTEXT; then block status is refused. */
+static void test_meta_context_namespace(void **state)
+{
+	struct nc c;
+	uint8_t q[4 + 4 + 4 + 5], r[64];
+	uint32_t type, len;
+
+	assert_int_equal(nc_open(&c, path, NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES), 0);
+	assert_int_equal(nc_structured(&c, false), 0);
+	put_be32(q, 0);             /* export "" */
+	put_be32(q + 4, 1);         /* one query */
+	put_be32(q + 8, 5);
+	memcpy(q + 12, "base:", 5);
+	assert_int_equal(nc_opt(&c, NBD_OPT_LIST_META_CONTEXT, q, sizeof(q)), 0);
+	assert_int_equal(nc_opt_reply(&c, NBD_OPT_LIST_META_CONTEXT, &type, r, sizeof(r), &len), 0);
+	assert_int_equal(type, NBD_REP_META_CONTEXT);
+	assert_int_equal(len, 4 + 15);
+	assert_memory_equal(r + 4, "base:allocation", 15);
+	assert_int_equal(nc_opt_reply(&c, NBD_OPT_LIST_META_CONTEXT, &type, r, sizeof(r), NULL), 0);
+	assert_int_equal(type, NBD_REP_ACK);
+	assert_int_equal(nc_opt(&c, NBD_OPT_SET_META_CONTEXT, q, sizeof(q)), 0);
+	assert_int_equal(nc_opt_reply(&c, NBD_OPT_SET_META_CONTEXT, &type, r, sizeof(r), NULL), 0);
+	assert_int_equal(type, NBD_REP_ACK);
+	assert_int_equal(nc_go(&c), 0);
+	assert_int_equal(nc_request(&c, NBD_CMD_BLOCK_STATUS, 0, 77, 0, 4096, NULL, 0), 0);
+	{
+		struct nc_chunk ch;
+		uint8_t e[64];
+
+		assert_int_equal(nc_chunk(&c, &ch, e, sizeof(e)), 0);
+		assert_int_equal(ch.type, NBD_REPLY_TYPE_ERROR);
+		assert_int_equal(get_be32(e), NBD_EINVAL);
+	}
+	nc_close(&c);
+}
+
 /* FUA is valid on every command once SEND_FUA is advertised (proto.md);
  * some clients send it with FLUSH. */
 static void test_fua_everywhere(void **state)
@@ -478,6 +515,7 @@ int main(void)
 		cmocka_unit_test(test_disconnect_mid_request_and_reply),
 		cmocka_unit_test(test_unaligned_io),
 		cmocka_unit_test(test_structured_and_block_status),
+		cmocka_unit_test(test_meta_context_namespace),
 		cmocka_unit_test(test_fua_everywhere),
 		cmocka_unit_test(test_stalled_client),
 		cmocka_unit_test(test_read_only),

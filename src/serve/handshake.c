@@ -135,11 +135,13 @@ static int opt_info_go(struct nbd_conn *c, uint32_t opt, const uint8_t *d, uint3
 	return 0;
 }
 
-/* Does the query select base:allocation?  "base:" (the namespace) and
- * "base:allocation" do. */
-static bool query_alloc(const uint8_t *q, uint32_t n)
+/* Does the query select base:allocation?  "base:allocation" does; the
+ * bare namespace "base:" only when listing (a wildcard for LIST, nothing
+ * for SET, as qemu-nbd and nbdkit read the protocol). */
+static bool query_alloc(const uint8_t *q, uint32_t n, bool list)
 {
-	return (n == 5 && !memcmp(q, "base:", 5)) || (n == 15 && !memcmp(q, "base:allocation", 15));
+	return (list && n == 5 && !memcmp(q, "base:", 5)) ||
+	       (n == 15 && !memcmp(q, "base:allocation", 15));
 }
 
 /* NBD_OPT_{LIST,SET}_META_CONTEXT: u32 name length, name, u32 number of
@@ -160,7 +162,7 @@ static int opt_meta(struct nbd_conn *c, uint32_t opt, const uint8_t *d, uint32_t
 
 		if (len - pos < 4 || (ql = get_be32(d + pos)) > len - pos - 4)
 			return reply_err(c, opt, NBD_REP_ERR_INVALID, "malformed query");
-		alloc |= query_alloc(d + pos + 4, ql);
+		alloc |= query_alloc(d + pos + 4, ql, opt == NBD_OPT_LIST_META_CONTEXT);
 		pos += 4 + ql;
 	}
 	if (pos != len)
