@@ -77,6 +77,30 @@ static inline int pt_check_obj(struct zm_pool *p, const struct pt_obj *o, uint8_
 	return bad;
 }
 
+/* A model test's map step: map object h (whose model contents are data,
+ * size bytes) in a random mode; read-only maps must show the model,
+ * write-only maps are filled from it; a writable map then flips one
+ * random byte in both, which later reads must see. */
+static inline void pt_model_map(struct zm_pool *p, zm_handle_t h, uint8_t *data, size_t size,
+				struct rng *r)
+{
+	enum zm_map_mode mode = (enum zm_map_mode)(1 + rng_below(r, 3));
+	uint8_t *m = zm_pool_map(p, h, mode);
+
+	assert_non_null(m);
+	if (mode & ZM_MAP_RO)
+		assert_memory_equal(m, data, size);
+	if (mode == ZM_MAP_WO)
+		memcpy(m, data, size);
+	if (mode & ZM_MAP_WO) {
+		size_t k = rng_below(r, size);
+
+		data[k] ^= 0xa5;
+		m[k] ^= 0xa5;
+	}
+	zm_pool_unmap(p, h);
+}
+
 /* The configurations every pool suite runs over. */
 static const struct zm_pool_config pt_configs[] = {
 	{ .allocator = "zsmalloc" },

@@ -562,21 +562,8 @@ static void model_run(size_t P)
 			assert_int_equal(zm_pool_write(p, o[i].h, o[i].data, len), 0);
 		} else if (op < 86 && n) {            /* map */
 			size_t i = rng_below(&r, n);
-			enum zm_map_mode mode = (enum zm_map_mode)(1 + rng_below(&r, 3));
-			uint8_t *m = zm_pool_map(p, o[i].h, mode);
 
-			assert_non_null(m);
-			if (mode & ZM_MAP_RO)
-				assert_memory_equal(m, o[i].data, o[i].size);
-			if (mode == ZM_MAP_WO)
-				memcpy(m, o[i].data, o[i].size);
-			if (mode & ZM_MAP_WO) {
-				size_t k = rng_below(&r, o[i].size);
-
-				o[i].data[k] ^= 0xa5;
-				m[k] ^= 0xa5;
-			}
-			zm_pool_unmap(p, o[i].h);
+			pt_model_map(p, o[i].h, o[i].data, o[i].size, &r);
 		} else if (op < 94 && n) {            /* layout: <= 2 pieces, big enough */
 			size_t i = rng_below(&r, n);
 			struct piece a = at(p, o[i].h, 0);

@@ -102,28 +102,16 @@ static int mb_free(struct zm_pool *pool, zm_handle_t h)
 
 static void *mb_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 {
-	struct zm_map_slot *s;
-
 	if (!lookup(h, "map")) {
 		errno = EINVAL;
 		return NULL;
 	}
-	s = zm_map_push(0, NULL);
-	if (!s)
-		return NULL;
-	s->handle = h;
-	s->pool = pool;
-	return (void *)(uintptr_t)h;
+	return zm_map_in_place(pool, h, (void *)(uintptr_t)h);
 }
 
 static void mb_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	if (!zm_map_top(pool, h)) {
-		zm_bad_input("malloc pool: unmap of %#llx, which is not the last map",
-			     (unsigned long long)h);
-		return;
-	}
-	zm_map_pop();
+	zm_unmap_in_place(pool, h, "malloc pool");
 }
 
 static int mb_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)

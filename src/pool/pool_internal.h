@@ -140,6 +140,32 @@ static inline void zm_map_pop(void)
 	zm_self.nmaps--;
 }
 
+/* The in-place method: record that the thread maps h by p itself and
+ * return p, or NULL (errno EBUSY) when it holds ZM_POOL_MAX_MAPS maps. */
+static inline void *zm_map_in_place(struct zm_pool *pool, zm_handle_t h, void *p)
+{
+	struct zm_map_slot *s = zm_map_push(0, NULL);
+
+	if (zm_unlikely(!s))
+		return NULL;
+	s->handle = h;
+	s->pool = pool;
+	s->copied = false;
+	return p;
+}
+
+/* Unmap for the backends whose maps are all in place: h must be the
+ * thread's last map (who names the backend in the message). */
+static inline void zm_unmap_in_place(struct zm_pool *pool, zm_handle_t h, const char *who)
+{
+	if (zm_unlikely(!zm_map_top(pool, h))) {
+		zm_bad_input("%s: unmap of %#llx, which is not this thread's last map", who,
+			     (unsigned long long)h);
+		return;
+	}
+	zm_map_pop();
+}
+
 /* The copy method, shared by the backends whose objects may lie in two
  * pieces: record in slot s (from zm_map_push) that buf stands for the
  * pieces seg[0..1] of len[0..1] bytes, copy them in unless the map is

@@ -83,15 +83,8 @@ void *xcf_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 		errno = EINVAL;
 		return NULL;
 	}
-	if (n == 1) {
-		s = zm_map_push(0, NULL);
-		if (zm_unlikely(!s))
-			return NULL;
-		s->handle = h;
-		s->pool = pool;
-		s->copied = false;
-		return seg[0];
-	}
+	if (n == 1)
+		return zm_map_in_place(pool, h, seg[0]);
 	s = zm_map_push(pool->page_size, &buf);
 	if (zm_unlikely(!s))
 		return NULL;

@@ -105,7 +105,6 @@ static char *payload(struct zm_pool *pool, zm_handle_t h, const char *op, size_t
 
 void *xv_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 {
-	struct zm_map_slot *s;
 	size_t size;
 	char *p = payload(pool, h, "map", &size);
 
@@ -113,23 +112,12 @@ void *xv_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 		errno = EINVAL;
 		return NULL;
 	}
-	s = zm_map_push(0, NULL);
-	if (!s)
-		return NULL;
-	s->handle = h;
-	s->pool = pool;
-	s->copied = false;
-	return p;
+	return zm_map_in_place(pool, h, p);
 }
 
 void xv_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	if (zm_unlikely(!zm_map_top(pool, h))) {
-		zm_bad_input("xvmalloc: unmap of %#llx, which is not this thread's last map",
-			     (unsigned long long)h);
-		return;
-	}
-	zm_map_pop();
+	zm_unmap_in_place(pool, h, "xvmalloc");
 }
 
 int xv_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)

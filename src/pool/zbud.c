@@ -356,7 +356,6 @@ static char *locate(struct zbud_pool *zb, zm_handle_t h, size_t *bytes, const ch
 
 static void *zb_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 {
-	struct zm_map_slot *s;
 	size_t bytes;
 	char *p = locate(zb_of(pool), h, &bytes, "map");
 
@@ -364,22 +363,12 @@ static void *zb_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 		errno = EINVAL;
 		return NULL;
 	}
-	s = zm_map_push(0, NULL);
-	if (!s)
-		return NULL;
-	s->handle = h;
-	s->pool = pool;
-	return p;
+	return zm_map_in_place(pool, h, p);
 }
 
 static void zb_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	if (!zm_map_top(pool, h)) {
-		zm_bad_input("zbud pool: unmap of %#llx, which is not the last map",
-			     (unsigned long long)h);
-		return;
-	}
-	zm_map_pop();
+	zm_unmap_in_place(pool, h, "zbud pool");
 }
 
 static int zb_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)
