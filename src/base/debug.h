@@ -25,6 +25,14 @@
 /* printf-style message on stderr, prefixed with "zmem: ". */
 void zm_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The whole-structure checkers: print what is wrong and set the caller's
+ * `bad`, then go on looking. */
+#define ZM_CHECK_FAIL(...)              \
+	do {                            \
+		zm_log(__VA_ARGS__);    \
+		bad = 1;                \
+	} while (0)
+
 /* A message about bad input, printed only when ZM_DEBUG >= 1. */
 #if ZM_DEBUG >= 1
 #define zm_bad_input(...) zm_log(__VA_ARGS__)

@@ -67,11 +67,7 @@ int xcf_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_sta
 	return 0;
 }
 
-#define FAIL(...)                    \
-	do {                         \
-		zm_log(__VA_ARGS__); \
-		bad = 1;             \
-	} while (0)
+#define FAIL ZM_CHECK_FAIL  /* base/debug.h */
 
 enum { SEEN = 1, REF = 2, REF2 = 4 };
 

@@ -36,11 +36,7 @@ void xv_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	zm_unlock(&xp->lock);
 }
 
-#define FAIL(...)                    \
-	do {                         \
-		zm_log(__VA_ARGS__); \
-		bad = 1;             \
-	} while (0)
+#define FAIL ZM_CHECK_FAIL  /* base/debug.h */
 
 struct tally {
 	uint64_t pages, raw, live, blocks, free, slot_bytes;

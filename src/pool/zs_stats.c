@@ -78,11 +78,7 @@ int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stat
 	return 0;
 }
 
-#define FAIL(...)                    \
-	do {                         \
-		zm_log(__VA_ARGS__); \
-		bad = 1;             \
-	} while (0)
+#define FAIL ZM_CHECK_FAIL  /* base/debug.h */
 
 static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 			unsigned g, uint8_t *seen)

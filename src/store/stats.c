@@ -184,11 +184,7 @@ void zm_store_print_stats(const struct zm_store_stats *st, FILE *f)
 	}
 }
 
-#define FAIL(...)                    \
-	do {                         \
-		zm_log(__VA_ARGS__); \
-		bad = 1;             \
-	} while (0)
+#define FAIL ZM_CHECK_FAIL  /* base/debug.h */
 
 int zm_store_check(struct zm_store *s)
 {
