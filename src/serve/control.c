@@ -107,7 +107,8 @@ static void report_text(struct zm_server *s, FILE *f)
 			(unsigned long long)__atomic_load_n(&s->counter[i], __ATOMIC_RELAXED));
 }
 
-void control_report(struct zm_server *s, int fd, bool json)
+/* Write the statistics report (json or text) to fd. */
+static void control_report(struct zm_server *s, int fd, bool json)
 {
 	int dfd = dup(fd);
 	FILE *f = dfd >= 0 ? fdopen(dfd, "w") : NULL;

@@ -199,7 +199,18 @@ enum serve_counter {
 	SC_NR
 };
 
-struct serve_job;
+/* One request, from its header to its reply (transmit.c). */
+struct serve_job {
+	struct nbd_conn *c;
+	uint16_t flags, type;
+	uint64_t cookie, offset;
+	uint32_t len;
+	uint8_t *data;            /* a write's payload (conn_buf_get) */
+	size_t data_cap;
+	size_t charged;           /* payload bytes counted in flight */
+	bool offloaded;           /* runs in the worker pool */
+	struct serve_job *next;   /* server queue */
+};
 
 struct zm_server {
 	struct zm_serve_config cfg;
@@ -249,8 +260,6 @@ void server_budget_put(struct zm_server *s, size_t bytes);
 /* Queue a job for the workers, or run it here when there are none. */
 void server_submit(struct zm_server *s, struct serve_job *job);
 void serve_job_run(struct serve_job *job);
-struct serve_job *serve_job_next(struct serve_job *job);
-void serve_job_set_next(struct serve_job *job, struct serve_job *next);
 /* Free the calling thread's page buffer (at thread exit). */
 void serve_scratch_free(void);
 
@@ -259,8 +268,6 @@ int serve_main(const struct zm_serve_config *cfg);
 
 /* ---- control.c ------------------------------------------------------ */
 
-/* Write the statistics report (json or text) to fd. */
-void control_report(struct zm_server *s, int fd, bool json);
 /* The control socket's thread. */
 int control_start(struct zm_server *s, const char *path, pthread_t *thread, int *fd);
 /* A listening Unix socket at path; a stale socket file there (nobody

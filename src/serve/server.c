@@ -113,10 +113,10 @@ void server_submit(struct zm_server *s, struct serve_job *job)
 		serve_job_run(job);
 		return;
 	}
-	serve_job_set_next(job, NULL);
+	job->next = NULL;
 	pthread_mutex_lock(&s->qlock);
 	if (s->qtail)
-		serve_job_set_next(s->qtail, job);
+		s->qtail->next = job;
 	else
 		s->qhead = job;
 	s->qtail = job;
@@ -138,7 +138,7 @@ static void *worker(void *arg)
 			pthread_cond_wait(&s->qcond, &s->qlock);
 			continue;
 		}
-		s->qhead = serve_job_next(j);
+		s->qhead = j->next;
 		if (!s->qhead)
 			s->qtail = NULL;
 		pthread_mutex_unlock(&s->qlock);

@@ -58,17 +58,6 @@
 /* Most extents in one block status reply. */
 #define MAX_EXTENTS 2048
 
-struct serve_job {
-	struct nbd_conn *c;
-	uint16_t flags, type;
-	uint64_t cookie, offset;
-	uint32_t len;
-	uint8_t *data;            /* a write's payload (conn_buf_get) */
-	size_t data_cap;
-	size_t charged;           /* payload bytes counted in flight */
-	bool offloaded;           /* runs in the worker pool */
-	struct serve_job *next;   /* server queue */
-};
 
 static __thread void *tl_scratch;
 
@@ -77,16 +66,6 @@ static void *scratch(struct nbd_conn *c)
 	if (!tl_scratch)
 		tl_scratch = malloc(c->srv->disk.page_size);
 	return tl_scratch;
-}
-
-struct serve_job *serve_job_next(struct serve_job *j)
-{
-	return j->next;
-}
-
-void serve_job_set_next(struct serve_job *j, struct serve_job *next)
-{
-	j->next = next;
 }
 
 void serve_scratch_free(void)
