@@ -149,11 +149,16 @@ static void test_spanning_and_modes(void **st)
 	}
 }
 
+/* Huge objects (zsmalloc: one page each, no zspage record): counted,
+ * reached in every mode, refused when stale, cheap in metadata, and their
+ * pages go back even when the pool is destroyed with them live. */
 static void test_huge(void **st)
 {
 	struct zm_pool *p = mk(&pt_configs[0], 0);
-	struct zm_pool_stats s;
-	zm_handle_t h = zm_malloc(p, 4096 - 4);
+	struct zm_pool_stats s, s0;
+	enum { N = 100 };
+	zm_handle_t h = zm_malloc(p, 4096 - 4), many[N];
+	uint8_t buf[4096];
 
 	assert_true(h);
 	zm_pool_stats(p, &s);
@@ -163,7 +168,61 @@ static void test_huge(void **st)
 	zm_free(p, h);
 	zm_pool_stats(p, &s);
 	assert_int_equal(s.pool_pages, 0);
+	assert_int_equal(zm_free(p, h), -EINVAL);               /* double */
+	assert_int_equal(zm_pool_read(p, h, buf, 10), -EINVAL);
+	assert_null(zm_pool_map(p, h, ZM_MAP_RO));
+
+	zm_pool_stats(p, &s0);
+	for (int i = 0; i < N; i++) {
+		many[i] = zm_malloc(p, 4065 + (size_t)i % 32);  /* above 4096 - 32 */
+		assert_true(many[i]);
+		pt_fill(buf, 4096, many[i]);
+		if (i % 2) {
+			assert_int_equal(zm_pool_write(p, many[i], buf, 4096), 0);
+		} else {
+			void *m = zm_pool_map(p, many[i], ZM_MAP_WO);
+
+			assert_non_null(m);
+			memcpy(m, buf, 4096);
+			zm_pool_unmap(p, many[i]);
+		}
+	}
+	zm_pool_stats(p, &s);
+	assert_int_equal(s.huge_objects, N);
+	assert_int_equal(s.pool_pages, N);
+	/* the handle slot and the pages layer's record of the page: 20 bytes */
+	assert_true(s.meta_bytes - s0.meta_bytes <= (uint64_t)N * 24);
+	assert_int_equal(zm_pool_check(p), 0);
+	for (int i = 0; i < N; i++) {
+		const uint8_t *m = zm_pool_map(p, many[i], i % 3 ? ZM_MAP_RO : ZM_MAP_RW);
+
+		assert_non_null(m);
+		assert_int_equal(pt_check(m, 4096, many[i]), 0);
+		zm_pool_unmap(p, many[i]);
+		if (i % 2 == 0)
+			assert_int_equal(zm_free(p, many[i]), 0);
+	}
+	assert_int_equal(zm_pool_check(p), 0);
+	for (int i = 1; i < N; i += 2) {
+		assert_int_equal(zm_pool_read(p, many[i], buf, 4096), 0);
+		assert_int_equal(pt_check(buf, 4096, many[i]), 0);
+	}
+	zm_pool_destroy(p);  /* with 50 live: their pages go back too */
+
+	struct zm_pages *pg;
+	struct zm_pages_stats ps;
+	struct zm_pool_config c = pt_configs[0];
+
+	assert_int_equal(zm_pages_create(NULL, &pg), 0);
+	c.pages = pg;
+	assert_int_equal(zm_pool_create(&c, &p), 0);
+	for (int i = 0; i < N; i++)
+		assert_true(zm_malloc(p, 4096));
 	zm_pool_destroy(p);
+	zm_pages_stats(pg, &ps);
+	assert_int_equal(ps.in_use, 0);
+	assert_int_equal(zm_pages_check(pg), 0);
+	zm_pages_destroy(pg);
 }
 
 static void test_limit(void **st)

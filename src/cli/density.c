@@ -23,7 +23,7 @@
 #include "cli/corpus.h"
 
 struct result {
-	double overhead, pool, meta;
+	double overhead, pool, meta, round;
 	uint64_t pool_bytes, meta_bytes, pages;
 };
 
@@ -47,6 +47,9 @@ static int fill(const struct zm_pool_config *cfg, const struct corpus *c, struct
 	r->pages = st.pool_pages;
 	r->pool = (double)st.pool_bytes / (double)c->bytes;
 	r->meta = (double)st.meta_bytes / (double)c->bytes;
+	/* of pool/obj: rounding up to the slot sizes (the rest is slots
+	 * not holding objects: unused page ends, free slots) */
+	r->round = st.slot_bytes ? (double)st.slot_bytes / (double)c->bytes - 1 : 0;
 	r->overhead = r->pool + r->meta;
 	for (size_t i = 0; i < c->n; i++)
 		zm_free(p, h[i]);
@@ -88,10 +91,10 @@ int cmd_density(int argc, char **argv)
 	else
 		printf("zmem density: %zu objects, %.1f MiB of lz4-compressed pages "
 		       "(mean %.0f bytes; %zu same-filled pages skipped, %zu stored raw)\n\n"
-		       "%-9s %7s %6s %6s %10s %10s %9s %9s %9s\n",
+		       "%-9s %7s %6s %6s %10s %10s %9s %9s %9s %9s\n",
 		       c.n, (double)c.bytes / 1048576, (double)c.bytes / (double)c.n,
 		       c.same, c.raw, "allocator", "spacing", "maxpg", "borrow",
-		       "pool MiB", "meta KiB", "pool/obj", "meta/obj", "overhead");
+		       "pool MiB", "meta KiB", "pool/obj", "rounding", "meta/obj", "overhead");
 	for (const char *const *b = zm_pool_backends(); *b; b++) {
 		struct zm_pool_config cfg = { .allocator = *b };
 
@@ -99,13 +102,13 @@ int cmd_density(int argc, char **argv)
 			return 1;
 		if (json)
 			printf("%s\n {\"allocator\": \"%s\", \"pool_bytes\": %llu, \"meta_bytes\": %llu, "
-			       "\"overhead\": %.4f}", first ? "" : ",", *b,
+			       "\"rounding\": %.4f, \"overhead\": %.4f}", first ? "" : ",", *b,
 			       (unsigned long long)r.pool_bytes, (unsigned long long)r.meta_bytes,
-			       r.overhead);
+			       r.round, r.overhead);
 		else
-			printf("%-9s %7s %6s %6s %10.2f %10.1f %9.4f %9.4f %9.4f\n", *b, "dflt",
-			       "dflt", "dflt", r.pool_bytes / 1048576.0, r.meta_bytes / 1024.0,
-			       r.pool, r.meta, r.overhead);
+			printf("%-9s %7s %6s %6s %10.2f %10.1f %9.4f %9.4f %9.4f %9.4f\n", *b,
+			       "dflt", "dflt", "dflt", r.pool_bytes / 1048576.0,
+			       r.meta_bytes / 1024.0, r.pool, r.round, r.meta, r.overhead);
 		first = 0;
 	}
 	if (sweep) {
@@ -126,10 +129,10 @@ int cmd_density(int argc, char **argv)
 						       "\"max_pages\": %u, \"borrow\": %d, \"overhead\": %.4f}",
 						       sp[i], mp[j], bo[k], r.overhead);
 					else
-						printf("%-9s %7u %6u %6d %10.2f %10.1f %9.4f %9.4f %9.4f\n",
+						printf("%-9s %7u %6u %6d %10.2f %10.1f %9.4f %9.4f %9.4f %9.4f\n",
 						       "zsmalloc", sp[i], mp[j], bo[k],
 						       r.pool_bytes / 1048576.0, r.meta_bytes / 1024.0,
-						       r.pool, r.meta, r.overhead);
+						       r.pool, r.round, r.meta, r.overhead);
 				}
 	}
 	if (json)

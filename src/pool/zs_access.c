@@ -36,6 +36,10 @@ lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)
 
 		if (zm_unlikely((v & ZS_TAG_MASK) != (h & ZS_TAG_MASK)))
 			goto bad;
+		if (zm_unlikely(h & ZS_TAG_HUGE)) {  /* never moves: no hazard */
+			*obj = 0;
+			return zs_huge_view(zp, v);
+		}
 		zs = zs_by_id(zp, zs_slot_id(v));
 		zm_hazard_set(hz, zs);
 		if (zm_likely(zs_load_slot(zp, (uint32_t)idx) == v)) {

@@ -164,10 +164,14 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 		c += sh;
 		zm_lock(&c->lock);
 	}
+	if (zm_unlikely(c->huge)) {
+		h = zs_huge_alloc(zp, c);
+		return h ? h : fail(zp);
+	}
 	zs = pick(c);
 	if (zm_likely(zs))
 		return alloc_in(zp, c, zs);
-	if (zp->borrow && !c->huge) {
+	if (zp->borrow) {
 		zm_unlock(&c->lock);
 		h = borrow(zp, c, size);
 		if (h)
@@ -196,6 +200,8 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 	unsigned obj;
 	uint64_t v;
 
+	if (zm_unlikely(h & ZS_TAG_HUGE))
+		return zs_huge_free(zp, h);
 	for (;;) {
 		/* the hazard keeps zs alive (and unmoved) while we read its
 		 * class and take the lock */

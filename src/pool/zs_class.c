@@ -168,6 +168,7 @@ void zs_destroy(struct zm_pool *pool)
 	uint64_t leaked = 0;
 
 	zs_auto_stop(zp);
+	zs_huge_release(zp);
 	for (unsigned i = 0; i < zp->total; i++) {
 		struct zs_class *c = &zp->classes[i];
 

@@ -36,9 +36,7 @@ void zs_handles_fini(struct zs_pool *zp)
 	zm_os_release(zp->ztab, (size_t)ZS_MAX_ZSPAGES * sizeof(uintptr_t));
 }
 
-static inline uint64_t slot_gen(uint64_t v) { return v & ZS_TAG_MASK & ~1ull; }
-
-/* A free slot's value: next free slot, generation, not live. */
+/* A free slot's value: next free slot, generation, not live, not huge. */
 static inline uint64_t slot_free_val(uint32_t next, uint64_t gen)
 {
 	return ((uint64_t)next << 32) | gen;
@@ -71,7 +69,7 @@ uint32_t zs_slot_alloc(struct zs_pool *zp, struct zs_class *c)
 
 void zs_slot_free(struct zs_pool *zp, struct zs_class *c, uint32_t idx)
 {
-	uint64_t gen = (slot_gen(zs_load_slot(zp, idx)) + 2) & ZS_TAG_MASK & ~1ull;
+	uint64_t gen = ((zs_load_slot(zp, idx) & ZS_GEN_MASK) + ZS_GEN_ONE) & ZS_GEN_MASK;
 
 	zs_store_slot(zp, idx, slot_free_val(c->nfree_slots ? c->free_slots : 0, gen));
 	c->free_slots = idx;

@@ -6,7 +6,7 @@
  *   pool_bytes  pages held by zspages
  *   meta_bytes  handle slots handed out (8 bytes each, free ones included),
  *               zspage records (header, pfns, 4-byte back references) and
- *               their table entries, the pages layer's 12-byte record of
+ *               their table entries (none for huge objects, zs_huge.c), the pages layer's 12-byte record of
  *               every page held, and the class table.
  */
 #include <errno.h>
@@ -29,9 +29,10 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 		st->slot_bytes += c->used * c->size;
 		st->zspages += c->zspages;
 		pages += c->npages;
-		meta += ((uint64_t)c->zspages + !!c->spare) * zs_record_size(c);
 		if (c->huge)
-			st->huge_objects += c->used;
+			st->huge_objects += c->used;  /* no records */
+		else
+			meta += ((uint64_t)c->zspages + !!c->spare) * zs_record_size(c);
 		zm_unlock(&c->lock);
 	}
 	st->pool_pages = pages;
@@ -66,6 +67,8 @@ int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stat
 		for (unsigned g = 0; g < ZS_GROUPS; g++)
 			for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
 				cs->fullness[g]++;
+		if (c->huge)  /* each object a full one-page zspage, no record */
+			cs->fullness[ZS_GROUPS - 1] += c->zspages;
 		cs->pages_used += c->npages;
 		cs->obj_allocated += c->zspages * c->objs;
 		cs->obj_used += c->used;
@@ -135,53 +138,78 @@ static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *z
 	return bad;
 }
 
+/* The zspages of class c on its fullness lists, against its counters. */
+static int check_class(struct zs_pool *zp, struct zs_class *c, uint8_t *seen)
+{
+	uint64_t n = 0, used = 0, pages = 0;
+	int bad = 0;
+
+	for (unsigned g = 0; g < ZS_GROUPS; g++) {
+		for (struct zspage *zs = c->group[g]; zs; zs = zs->next) {
+			if (zs->next && zs->next->prev != zs)
+				FAIL("check: class %u group %u: broken links", c->size, g);
+			if (check_zspage(zp, c, zs, g, seen))
+				bad = 1;
+			used += zs->inuse;
+			pages += zs->npop;
+			n++;
+		}
+		if (!!c->group[g] != !!(c->gmask & (1u << g)))
+			FAIL("check: class %u group %u: bitmap says %d", c->size, g,
+			     !!(c->gmask & (1u << g)));
+	}
+	if (n != c->zspages || used != c->used || pages != c->npages)
+		FAIL("check: class %u: %llu zspages/%llu used, counters %llu/%llu",
+		     c->size, (unsigned long long)n, (unsigned long long)used,
+		     (unsigned long long)c->zspages, (unsigned long long)c->used);
+	return bad;
+}
+
+/* The class's free handle slots are free. */
+static int check_free_slots(struct zs_pool *zp, struct zs_class *c)
+{
+	uint32_t s = c->free_slots;
+	int bad = 0;
+
+	for (uint32_t k = 0; k < c->nfree_slots; k++) {
+		uint64_t v = zs_load_slot(zp, s);
+
+		if (v & 1) {
+			FAIL("check: class %u: free handle slot %u is live", c->size, s);
+			break;
+		}
+		s = (uint32_t)(v >> 32);
+	}
+	return bad;
+}
+
 int zs_check(struct zm_pool *pool)
 {
 	struct zs_pool *zp = zs_of(pool);
 	uint8_t *seen = malloc(65536);
+	struct zm_pages_stats ps;
+	uint64_t *pfns;
 	int bad = 0;
 
-	if (!seen)
+	zm_pages_stats(zp->pages, &ps);
+	pfns = calloc(ps.total_pages / 64 + 1, sizeof(*pfns));
+	if (!seen || !pfns) {
+		free(seen);
+		free(pfns);
 		return -ENOMEM;
+	}
 	for (unsigned i = 0; i < zp->total; i++) {
 		struct zs_class *c = &zp->classes[i];
-		uint64_t n = 0, used = 0, pages = 0;
 
 		zm_lock(&c->lock);
-		for (unsigned g = 0; g < ZS_GROUPS; g++) {
-			uint64_t k = 0;
-
-			for (struct zspage *zs = c->group[g]; zs; zs = zs->next) {
-				if (zs->next && zs->next->prev != zs)
-					FAIL("check: class %u group %u: broken links", c->size, g);
-				if (check_zspage(zp, c, zs, g, seen))
-					bad = 1;
-				used += zs->inuse;
-				pages += zs->npop;
-				k++;
-			}
-			n += k;
-			if (!!c->group[g] != !!(c->gmask & (1u << g)))
-				FAIL("check: class %u group %u: bitmap says %d", c->size, g,
-				     !!(c->gmask & (1u << g)));
-		}
-		if (n != c->zspages || used != c->used || pages != c->npages)
-			FAIL("check: class %u: %llu zspages/%llu used, counters %llu/%llu",
-			     c->size, (unsigned long long)n, (unsigned long long)used,
-			     (unsigned long long)c->zspages, (unsigned long long)c->used);
-		/* the class's free handle slots are free */
-		uint32_t s = c->free_slots;
-		for (uint32_t k = 0; k < c->nfree_slots; k++) {
-			uint64_t v = zs_load_slot(zp, s);
-
-			if (v & 1) {
-				FAIL("check: class %u: free handle slot %u is live", c->size, s);
-				break;
-			}
-			s = (uint32_t)(v >> 32);
-		}
+		if (c->huge ? zs_huge_check(zp, c, pfns, ps.total_pages) :
+			      check_class(zp, c, seen))
+			bad = 1;
+		if (check_free_slots(zp, c))
+			bad = 1;
 		zm_unlock(&c->lock);
 	}
 	free(seen);
+	free(pfns);
 	return bad ? -EUCLEAN : 0;
 }

@@ -9,6 +9,8 @@
  *   zs_zspage.c  zspages: a few pages holding objects of one class; object
  *                addressing; fullness groups
  *   zs_alloc.c   zm_malloc / zm_free
+ *   zs_huge.c    the huge class: a page per object, named by the handle
+ *                slot itself, no zspage record
  *   zs_access.c  map / unmap / read / write; handle lookup and pinning
  *   zs_stats.c   statistics, the per-class table, the checker
  *
@@ -180,19 +182,32 @@ void zs_handles_fini(struct zs_pool *zp);
 uint32_t zs_id_alloc(struct zs_pool *zp, struct zs_class *c);
 void zs_id_free(struct zs_pool *zp, struct zs_class *c, uint32_t id);
 
-/* slot encoding: live  zspage id:26 | obj:16 | gen:21 | 1   (bits 63..0)
- *                free  next:32      | 0          | gen:21 | 0
- * handle:        slot index:28 | gen:21 | 1  (never 0)
- * 21 bits of generation: a slot must be reused 2^20 times before a stale
- * handle to it could pass for live again. */
+/* slot encoding (bits 63..0):
+ *   live        zspage id:26 | obj:16 | gen:20 | 0 | 1
+ *   live, huge  pfn:32       | shard:10         | gen:20 | 1 | 1  (zs_huge.c)
+ *   free        next:32      | 0               | gen:20 | 0 | 0
+ * handle:       slot index:28 | gen:20 | huge | 1   (never 0)
+ * The low 22 bits are the tag, which a handle carries and its slot must
+ * match: the generation (a slot must be reused 2^20 times before a stale
+ * handle to it could pass for live again), whether the object is huge,
+ * and whether it is live. */
 #define ZS_TAG_BITS 22
 #define ZS_TAG_MASK ((1ull << ZS_TAG_BITS) - 1)
+#define ZS_TAG_HUGE 2ull
+#define ZS_GEN_ONE  4ull                          /* generation step */
+#define ZS_GEN_MASK (ZS_TAG_MASK & ~(ZS_GEN_ONE - 1))
 static inline uint64_t zs_slot_live(uint32_t id, unsigned obj, uint64_t tag)
 {
 	return ((uint64_t)id << 38) | ((uint64_t)obj << ZS_TAG_BITS) | tag;
 }
 static inline uint32_t zs_slot_id(uint64_t v) { return (uint32_t)(v >> 38); }
 static inline unsigned zs_slot_obj(uint64_t v) { return (unsigned)(v >> ZS_TAG_BITS) & 0xFFFF; }
+static inline uint64_t zs_slot_huge(zm_pfn_t pfn, unsigned shard, uint64_t tag)
+{
+	return ((uint64_t)pfn << 32) | ((uint64_t)shard << ZS_TAG_BITS) | tag;
+}
+static inline zm_pfn_t zs_huge_pfn(uint64_t v) { return (zm_pfn_t)(v >> 32); }
+static inline unsigned zs_huge_shard(uint64_t v) { return (unsigned)(v >> ZS_TAG_BITS) & 0x3FF; }
 static inline uint32_t zs_handle_idx(zm_handle_t h) { return (uint32_t)(h >> ZS_TAG_BITS); }
 static inline uint64_t zs_load_slot(struct zs_pool *zp, uint32_t idx)
 {
@@ -299,6 +314,31 @@ void zs_auto_stop(struct zs_pool *zp);
 int zs_auto_set(struct zm_pool *pool, enum zm_compact_policy policy);
 /* From zs_free, class lock held: wake the compactor if c calls for it. */
 void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c);
+
+/* zs_huge.c: the huge class, one page per object and no record.  alloc
+ * with c's lock held (dropped; 0 on failure), free and release (at
+ * destroy: the pages of every live huge object) without; check with c's
+ * lock held, marking pfns in `seen` (a bitmap of the arena). */
+zm_handle_t zs_huge_alloc(struct zs_pool *zp, struct zs_class *c);
+int zs_huge_free(struct zs_pool *zp, zm_handle_t h);
+void zs_huge_release(struct zs_pool *zp);
+int zs_huge_check(struct zs_pool *zp, struct zs_class *c, uint64_t *seen,
+		  size_t total_pages);
+/* What the access paths see of a huge object: a one-page zspage of the
+ * calling thread, valid until its next lookup. */
+union zs_huge_view {
+	struct zspage zs;
+	char room[sizeof(struct zspage) + sizeof(zm_pfn_t)];
+};
+extern __thread union zs_huge_view zs_hview;
+static inline struct zspage *zs_huge_view(const struct zs_pool *zp, uint64_t v)
+{
+	struct zspage *zs = &zs_hview.zs;
+
+	zs->data[0] = zs_huge_pfn(v);
+	zs->size = (uint32_t)zp->page_size;
+	return zs;
+}
 
 /* zs_access.c: find the object of a handle and hold hazard `hz` on its
  * zspage (drop it with zm_hazard_clear(hz)); NULL if the handle is bad. */
