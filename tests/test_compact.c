@@ -169,6 +169,65 @@ static void test_mapped_not_moved(void **state)
 	zm_pool_destroy(p);
 }
 
+/* The sweep: a class left with less than a page of objects gives its page
+ * back, its objects moving up into free slots of a larger class -- but not
+ * an object that is mapped. */
+static void test_sweep(void **state)
+{
+	struct zm_pool *p = mk(ZM_COMPACT_OFF, 0, 0);
+	struct zm_pool_stats st;
+	zm_handle_t big[5], small[3];
+	uint8_t buf[4096];
+	uint64_t moved;
+	void *m;
+
+	for (int i = 0; i < 5; i++) {       /* 4 to a page: 3 slots free */
+		big[i] = zm_malloc(p, 1000);
+		assert_true(big[i]);
+		pt_fill(buf, 1000, 1000 + (uint64_t)i);
+		assert_int_equal(zm_pool_write(p, big[i], buf, 1000), 0);
+	}
+	for (int i = 0; i < 3; i++) {       /* 2400 bytes in a page of their own */
+		small[i] = zm_malloc(p, 800);
+		assert_true(small[i]);
+		pt_fill(buf, 800, 800 + (uint64_t)i);
+		assert_int_equal(zm_pool_write(p, small[i], buf, 800), 0);
+	}
+	zm_pool_stats(p, &st);
+	assert_int_equal(st.pool_pages, 3);
+	/* a mapped object stays: the page stays */
+	m = zm_pool_map(p, small[1], ZM_MAP_RO);
+	assert_non_null(m);
+	zm_pool_compact(p);
+	assert_int_equal(pt_check(m, 800, 801), 0);
+	zm_pool_unmap(p, small[1]);
+	zm_pool_stats(p, &st);
+	assert_true(st.pool_pages >= 3);
+	moved = st.objects_moved;
+	assert_int_equal(zm_pool_check(p), 0);
+	/* unmapped, they all go up and the page is freed */
+	assert_true(zm_pool_compact(p) >= 1);
+	zm_pool_stats(p, &st);
+	assert_int_equal(st.pool_pages, 2);
+	assert_true(st.objects_moved >= moved + 1);
+	assert_int_equal(zm_pool_check(p), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_true(zm_pool_obj_size(p, small[i]) > 800);
+		assert_int_equal(zm_pool_read(p, small[i], buf, 800), 0);
+		assert_int_equal(pt_check(buf, 800, 800 + (uint64_t)i), 0);
+		assert_int_equal(zm_free(p, small[i]), 0);
+	}
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(zm_pool_read(p, big[i], buf, 1000), 0);
+		assert_int_equal(pt_check(buf, 1000, 1000 + (uint64_t)i), 0);
+		assert_int_equal(zm_free(p, big[i]), 0);
+	}
+	zm_pool_stats(p, &st);
+	assert_int_equal(st.pool_pages, 0);
+	assert_int_equal(zm_pool_check(p), 0);
+	zm_pool_destroy(p);
+}
+
 static double used_ratio(struct zm_pool *p)
 {
 	struct zm_pool_stats st;
@@ -358,6 +417,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_explicit),
 		cmocka_unit_test(test_rss_falls),
 		cmocka_unit_test(test_mapped_not_moved),
+		cmocka_unit_test(test_sweep),
 		cmocka_unit_test(test_trigger_ratio),
 		cmocka_unit_test(test_trigger_watermark),
 		cmocka_unit_test(test_off_and_switch),

@@ -98,7 +98,7 @@ struct zm_pool_config {
 	enum zm_compact_policy compact;  /* background compaction policy */
 	unsigned compact_watermark;  /* percent; 0 = default (40) */
 	unsigned compact_ratio;      /* percent: start below; 0 = default (75) */
-	unsigned compact_target;     /* percent: compact up to; 0 = default (97) */
+	unsigned compact_target;     /* percent: compact up to; 0 = default (99) */
 	unsigned compact_budget;     /* zspages per pass; 0 = default */
 };
 

@@ -152,6 +152,14 @@ int cmd_churn_child(int argc, char **argv)
 	printf("1s %.4f %.4f\n", (double)(rss() - base) / (double)live, pool_over(pool, live));
 	if (pool) {
 		zm_pool_stats(pool, &st);
+		if (getenv("ZM_CHURN_DEBUG")) {
+			fprintf(stderr, "%s at 1 s: pool %.4f (slots %.4f) meta %.4f of live; "
+				"%llu objects\n", which, (double)st.pool_bytes / (double)live,
+				(double)st.slot_bytes / (double)live,
+				(double)st.meta_bytes / (double)live,
+				(unsigned long long)st.objects);
+			zm_pool_print_classes(pool, stderr);
+		}
 		printf("work %llu %llu %.3f %.3f\n", (unsigned long long)st.objects_moved,
 		       (unsigned long long)st.pages_compacted, st.compact_ns / 1e6,
 		       live / 1048576.0);

@@ -67,16 +67,6 @@ static void put_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs, u
 	zs->inuse--;
 }
 
-/* Can zs give an object without taking a new page?  (lock held) */
-static bool fits_in_place(const struct zs_pool *zp, const struct zs_class *c,
-			  const struct zspage *zs)
-{
-	if (zs->free_head != ZS_NONE)
-		return true;
-	return zs->bump < c->objs &&
-	       ((((size_t)zs->bump + 1) * c->size - 1) >> zp->shift) < zs->npop;
-}
-
 /*
  * Borrowing.  When an object's own class has no zspage with room, a slot
  * in one of the next ZS borrow classes up that is free *without taking a
@@ -131,7 +121,7 @@ static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
 		for (int g = ZS_GROUPS - 2; g >= 1; g--) {
 			struct zspage *zs = b->group[g];
 
-			if (zs && fits_in_place(zp, b, zs))
+			if (zs && zs_fits_in_place(zp, b, zs))
 				return alloc_in(zp, b, zs);
 		}
 		zm_unlock(&b->lock);

@@ -35,10 +35,10 @@
 
 #define ZS_DEF_WATERMARK 40       /* the seed's patch */
 #define ZS_DEF_RATIO 75           /* start below: measured, docs/compaction.md */
-#define ZS_DEF_TARGET 97          /* compact up to */
+#define ZS_DEF_TARGET 99          /* compact up to (measured: docs/compaction.md) */
 #define ZS_DEF_BUDGET 64          /* zspages per pass */
 #define ZS_AUTO_PERIOD_MS 50      /* wake to look this often */
-#define ZS_AUTO_MIN_SLACK (256u << 10) /* bytes of slack worth compacting */
+#define ZS_AUTO_MIN_SLACK (64u << 10) /* bytes of slack worth compacting */
 #define ZS_AUTO_MIN_CLASS_SLACK 8     /* pages, for a class to call for it */
 
 struct zs_auto {
@@ -94,17 +94,23 @@ void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c)
 		__atomic_store_n(&a->last_freed, i, __ATOMIC_RELAXED);
 }
 
-/* Used and allocated bytes of the whole pool, read without the class
- * locks (an estimate is enough; taking every lock each period would push
- * allocating threads to other shards for nothing). */
-static void usage(struct zs_pool *zp, uint64_t *used, uint64_t *alloc)
+/* Used and allocated bytes of the whole pool, and the slack compaction
+ * could win: each class's beyond its last page (a class always keeps a
+ * partly used page, which no compaction can give back).  Read without the
+ * class locks (an estimate is enough; taking every lock each period would
+ * push allocating threads to other shards for nothing). */
+static void usage(struct zs_pool *zp, uint64_t *used, uint64_t *alloc, uint64_t *excess)
 {
-	*used = *alloc = 0;
+	*used = *alloc = *excess = 0;
 	for (unsigned i = 0; i < zp->total; i++) {
 		struct zs_class *c = &zp->classes[i];
+		uint64_t u = (uint64_t)__atomic_load_n(&c->used, __ATOMIC_RELAXED) * c->size;
+		uint64_t a = (uint64_t)__atomic_load_n(&c->npages, __ATOMIC_RELAXED) << zp->shift;
 
-		*used += (uint64_t)__atomic_load_n(&c->used, __ATOMIC_RELAXED) * c->size;
-		*alloc += (uint64_t)__atomic_load_n(&c->npages, __ATOMIC_RELAXED) << zp->shift;
+		*used += u;
+		*alloc += a;
+		if (a > u + zp->page_size)
+			*excess += a - u - zp->page_size;
 	}
 }
 
@@ -154,14 +160,16 @@ static long ratio_pass(struct zs_pool *zp, struct zs_auto *a)
 }
 
 /* Is used/allocated below percent, with at least ZS_AUTO_MIN_SLACK of
- * slack?  (A small pool always looks fragmented: each class keeps a
- * partly used page.  Below that much slack there is nothing to win.) */
+ * slack that compaction could win?  (A small pool always looks
+ * fragmented: each class keeps a partly used page.  Counting the slack
+ * beyond those pages lets a pool of a few MB be compacted as tightly as a
+ * large one, and an idle small pool alone.) */
 static bool below(struct zs_pool *zp, unsigned percent)
 {
-	uint64_t used, alloc;
+	uint64_t used, alloc, excess;
 
-	usage(zp, &used, &alloc);
-	return alloc > used + ZS_AUTO_MIN_SLACK && used * 100 < alloc * percent;
+	usage(zp, &used, &alloc, &excess);
+	return excess > ZS_AUTO_MIN_SLACK && used * 100 < alloc * percent;
 }
 
 static void *auto_main(void *arg)
@@ -196,13 +204,17 @@ static void *auto_main(void *arg)
 		} else if (pol == ZM_COMPACT_RATIO) {
 			/* below the threshold: passes until the target is
 			 * reached or nothing moves */
-			if (below(zp, a->ratio))
+			if (below(zp, a->ratio)) {
 				while (below(zp, a->target) && ratio_pass(zp, a) > 0 &&
 				       !__atomic_load_n(&a->stop, __ATOMIC_RELAXED)) {
 					pthread_mutex_unlock(&zp->compact_lock);
 					sched_yield();
 					pthread_mutex_lock(&zp->compact_lock);
 				}
+				/* then the classes left with a few objects */
+				if (!__atomic_load_n(&a->stop, __ATOMIC_RELAXED))
+					account(zp, zs_sweep(zp), zm_os_now_ns());
+			}
 		}
 		pthread_mutex_unlock(&zp->compact_lock);
 	}

@@ -27,8 +27,12 @@
  * each step -- one zspage, at most a few thousand objects -- bounds how
  * long zm_malloc/zm_free of that class wait.
  *
+ * Afterwards, sparse classes (less than a page of objects) are swept:
+ * their objects move up into larger classes (zs_sweep, below).
+ *
  * Lock order: zp->compact_lock (one compactor per pool) -> class lock ->
- * pages lock.
+ * pages lock; the sweep alone holds a second class lock, of a class
+ * higher in the table, inside the first.
  */
 #include <errno.h>
 #include <sched.h>
@@ -365,6 +369,147 @@ long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
 	return freed;
 }
 
+/*
+ * Sweeping sparse classes.  After a mass free, a class may keep a few
+ * objects, less than a page's worth, in a page or more of its own: packing
+ * within the class cannot give that page back, and with ~50 classes in use
+ * such pages are a percent or more of a small pool.  The sweep moves those
+ * objects up into free slots of larger classes -- at most ZS_SWEEP_UP
+ * classes up, and only slots in pages already populated -- for a little
+ * rounding each, and frees the pages.  It holds two class locks at once,
+ * the lower class's, then the higher's: the only place that does, and
+ * always in ascending order of the class table, so no cycle can form.
+ */
+#define ZS_SWEEP_UP 16  /* classes up: at most 16 * spacing bytes of rounding an object */
+
+/* A zspage of class b with a free slot in its populated pages, fullest
+ * first; b's lock held. */
+static struct zspage *room_in(const struct zs_pool *zp, struct zs_class *b)
+{
+	for (unsigned g = ZS_GROUPS - 2; g >= 1; g--)
+		for (struct zspage *zs = b->group[g]; zs; zs = zs->next)
+			if (!zs->migrating && zs_fits_in_place(zp, b, zs))
+				return zs;
+	return NULL;
+}
+
+/* Move object `from` of src (class a, quiesced) into a free slot of some
+ * class above; both locks taken and dropped here but a's.  false if no
+ * class within reach has room. */
+static bool move_up(struct zs_pool *zp, struct zs_class *a, struct zspage *src,
+		    unsigned from, char *tmp)
+{
+	unsigned sh = (unsigned)(a - zp->classes) & (zp->nshards - 1);
+	struct zs_class *first = a - sh + zp->nshards;
+	struct zs_class *end = zp->classes + (zp->nclasses - 1) * zp->nshards; /* huge */
+	struct zs_class *last = first + ZS_SWEEP_UP * zp->nshards;
+
+	for (struct zs_class *b = first; b < end && b < last; b++) {
+		char *sseg[2], *dseg[2];
+		size_t slen[2], dlen[2];
+		struct zspage *dst;
+		uint32_t idx;
+		uint64_t v;
+		unsigned to;
+		int sn, dn;
+
+		zm_lock(&b->lock);
+		dst = room_in(zp, b);
+		if (!dst) {
+			zm_unlock(&b->lock);
+			continue;
+		}
+		to = zs_take_obj(zp, b, dst);  /* in place: takes no page */
+		sn = zs_obj_segs(zp, src, from, sseg, slen);
+		dn = zs_obj_segs(zp, dst, to, dseg, dlen);
+		idx = zs_backref(src, a)[from];
+		v = zs_load_slot(zp, idx);
+		/* the object's a->size bytes into the first a->size of the slot */
+		if (dn == 2 && dlen[0] >= a->size)
+			dn = 1;
+		else if (dn == 2)
+			dlen[1] = a->size - dlen[0];
+		copy_obj(dseg, dlen, dn, sseg, slen, sn, a->size, tmp);
+		zs_backref(dst, b)[to] = idx;
+		zs_store_slot(zp, idx, zs_slot_live(dst->id, to, v & ZS_TAG_MASK));
+		zs_count(&b->used, 1);
+		zs_group_set(b, dst);
+		zm_unlock(&b->lock);
+		return true;
+	}
+	return false;
+}
+
+/* Sweep class shard a if it is sparse; returns pages freed. */
+static long sweep_class(struct zs_pool *zp, struct zs_class *a, uint8_t *freemap, char *tmp)
+{
+	struct zspage *src = NULL;
+	long freed;
+
+	zm_lock(&a->lock);
+	if (a->huge || a->zspages != 1 || (uint64_t)a->used * a->size >= zp->page_size)
+		goto out;
+	for (unsigned g = 1; g < ZS_GROUPS - 1 && !src; g++)
+		src = a->group[g];
+	if (!src)
+		goto out;
+	set_migrating(src, 1);
+	zm_unlock(&a->lock);
+	zm_heavy_barrier();
+	zm_lock(&a->lock);
+	if (zm_hazard_find(src)) {  /* mapped: leave it */
+		set_migrating(src, 0);
+		goto out;
+	}
+	free_map(zp, src, freemap);
+	for (unsigned o = 0; o < src->bump && src->inuse; o++) {
+		char *seg[2];
+		size_t len[2];
+
+		if (freemap[o])
+			continue;
+		if (!move_up(zp, a, src, o, tmp))
+			break;
+		zp->objects_moved++;
+		zs_obj_segs(zp, src, o, seg, len);
+		memcpy(seg[0], &src->free_head, sizeof(uint16_t));
+		src->free_head = (uint16_t)o;
+		src->inuse--;
+		zs_count(&a->used, -1);
+	}
+	if (src->inuse) {
+		set_migrating(src, 0);
+		zs_group_set(a, src);
+		goto out;
+	}
+	freed = src->npop;
+	zs_group_del(a, src);
+	a->zspages--;
+	zs_zspage_retire(zp, a, src);
+	zm_unlock(&a->lock);
+	/* as in zs_compact_class: no reader may still hold the record */
+	zm_heavy_barrier();
+	while (zm_hazard_find(src))
+		sched_yield();
+	zs_zspage_free(zp, a, src);
+	return freed;
+out:
+	zm_unlock(&a->lock);
+	return 0;
+}
+
+long zs_sweep(struct zs_pool *zp)
+{
+	long freed = 0;
+
+	if (!zp->scratch && !(zp->scratch = malloc(ZS_NONE + 1 + zp->page_size)))
+		return 0;
+	for (unsigned i = 0; i < zp->total; i++)
+		freed += sweep_class(zp, &zp->classes[i], (uint8_t *)zp->scratch,
+				     zp->scratch + ZS_NONE + 1);
+	return freed;
+}
+
 static long compact_all(struct zs_pool *zp, size_t want_pages)
 {
 	uint64_t t0 = zm_os_now_ns();
@@ -376,6 +521,8 @@ static long compact_all(struct zs_pool *zp, size_t want_pages)
 		if (want_pages && (size_t)freed >= want_pages)
 			break;
 	}
+	if (!want_pages || (size_t)freed < want_pages)
+		freed += zs_sweep(zp);
 	zp->compactions++;
 	zp->pages_compacted += (uint64_t)freed;
 	zp->compact_ns += zm_os_now_ns() - t0;
@@ -419,6 +566,8 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 			break;
 		freed += zs_compact_class(zp, best, NULL);
 	}
+	if ((size_t)freed < want)
+		freed += zs_sweep(zp);
 	zp->compactions++;
 	zp->pages_compacted += (uint64_t)freed;
 	zp->compact_ns += zm_os_now_ns() - t0;

@@ -293,6 +293,16 @@ static inline struct zspage *zs_by_id(struct zs_pool *zp, uint32_t id)
  * chain or its bump (populating pages); ZS_NONE if no page could be had. */
 unsigned zs_take_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
 
+/* Can zs give an object without taking a new page?  (lock held) */
+static inline bool zs_fits_in_place(const struct zs_pool *zp, const struct zs_class *c,
+				    const struct zspage *zs)
+{
+	if (zs->free_head != ZS_NONE)
+		return true;
+	return zs->bump < c->objs &&
+	       ((((size_t)zs->bump + 1) * c->size - 1) >> zp->shift) < zs->npop;
+}
+
 /* zs_compact.c */
 long zs_compact(struct zm_pool *pool);
 long zs_shrink(struct zm_pool *pool, size_t bytes);
@@ -300,6 +310,10 @@ long zs_shrink(struct zm_pool *pool, size_t bytes);
  * evacuated each; NULL: no bound), taking what it used off *budget;
  * returns pages freed.  Caller holds zp->compact_lock. */
 long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget);
+/* Move the objects of sparse classes (less than a page of objects in a
+ * page or more) up into free slots of larger classes; returns pages
+ * freed.  Caller holds zp->compact_lock. */
+long zs_sweep(struct zs_pool *zp);
 /* Pages of slack in c (populated bytes not holding objects). lock held */
 static inline uint64_t zs_slack_pages(const struct zs_pool *zp, const struct zs_class *c)
 {
