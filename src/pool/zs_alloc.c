@@ -113,10 +113,10 @@ static zm_handle_t alloc_in(struct zs_pool *zp, struct zs_class *c, struct zspag
 
 static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
 {
-	struct zs_class *end = zp->classes + (zp->nclasses - 1) * zp->nshards; /* not huge */
+	/* the classes above in the same shard, not the huge one */
+	struct zs_class *end = c - (c->idx & ((1u << zp->cshift) - 1)) + zp->nclasses - 1;
 
-	for (struct zs_class *b = c + zp->nshards; b < end &&
-	     b <= c + zp->borrow * zp->nshards; b += zp->nshards) {
+	for (struct zs_class *b = c + 1; b < end && b <= c + zp->borrow; b++) {
 		zm_lock(&b->lock);
 		for (int g = ZS_GROUPS - 2; g >= 1; g--) {
 			struct zspage *zs = b->group[g];
@@ -132,12 +132,13 @@ static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
 zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 {
 	struct zs_pool *zp = zs_of(pool);
-	struct zs_class *c = zs_class_for(zp, size);
+	unsigned k = zs_class_for(zp, size);
 	unsigned sh = zm_self.shard & (zp->nshards - 1);
+	struct zs_class *c = zs_shard(zp, sh);
 	struct zspage *zs;
 	zm_handle_t h;
 
-	c += sh;
+	c = (zm_likely(c) ? c : zp->shard[0]) + k;
 	if (zm_unlikely(!zm_trylock(&c->lock))) {
 		/* someone else allocates here: move for good, from shard 0 to
 		 * a shard of this thread's own (its number picks it), from
@@ -148,10 +149,10 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 
 		if (!zm_self.shard_id)
 			zm_self.shard_id = __atomic_add_fetch(&threads, 1, __ATOMIC_RELAXED);
-		c -= sh;
 		sh = n > 1 && sh == 0 ? 1 + zm_self.shard_id % (n - 1) : 0;
 		zm_self.shard = sh;
-		c += sh;
+		c = zs_shard(zp, sh);
+		c = (zm_likely(c) ? c : zp->shard[0]) + k;
 		zm_lock(&c->lock);
 	}
 	if (zm_unlikely(c->huge)) {
@@ -201,7 +202,7 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 				     "or already free)", (unsigned long long)h);
 			return -EINVAL;
 		}
-		c = &zp->classes[zs->cls];
+		c = zs_class_of(zp, zs->cls);
 		zm_lock(&c->lock);
 		/* A compactor may have taken zs into its batch while we waited
 		 * for the lock: then leave it alone (it must not be emptied
@@ -221,10 +222,13 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 			break;
 		zm_unlock(&c->lock);
 	}
-	put_obj(zp, c, zs, zs_slot_obj(v));
 	zs_slot_free(zp, c, idx);
 	zs_count(&c->used, -1);
-	if (zs->inuse == 0) {
+	if (zs->inuse == 1) {
+		/* the last object: the zspage goes, so its free chain does
+		 * not matter, and the object's page is not touched (a page
+		 * never written would fault in just for the link) */
+		zs->inuse = 0;
 		zs_group_del(c, zs);
 		c->zspages--;
 		zs_zspage_retire(zp, c, zs);
@@ -232,6 +236,7 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 		zs_zspage_free(zp, c, zs);
 		return 0;
 	}
+	put_obj(zp, c, zs, zs_slot_obj(v));
 	zs_group_set(c, zs);
 	if (__atomic_load_n(&zp->autoc, __ATOMIC_ACQUIRE))
 		zs_auto_note_free(zp, c);

@@ -71,7 +71,7 @@ void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c)
 	struct zs_auto *a = __atomic_load_n(&zp->autoc, __ATOMIC_ACQUIRE);
 	enum zm_compact_policy pol = __atomic_load_n(&a->policy, __ATOMIC_RELAXED);
 	uint64_t slack;
-	unsigned i = (unsigned)(c - zp->classes);
+	unsigned i = c->idx;
 
 	if (pol == ZM_COMPACT_OFF || c->huge)
 		return;
@@ -102,8 +102,7 @@ void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c)
 static void usage(struct zs_pool *zp, uint64_t *used, uint64_t *alloc, uint64_t *excess)
 {
 	*used = *alloc = *excess = 0;
-	for (unsigned i = 0; i < zp->total; i++) {
-		struct zs_class *c = &zp->classes[i];
+	ZS_FOR_EACH_CLASS(zp, c) {
 		uint64_t u = (uint64_t)__atomic_load_n(&c->used, __ATOMIC_RELAXED) * c->size;
 		uint64_t a = (uint64_t)__atomic_load_n(&c->npages, __ATOMIC_RELAXED) << zp->shift;
 
@@ -131,7 +130,7 @@ static long watermark_pass(struct zs_pool *zp, struct zs_auto *a)
 	for (unsigned i = 0; i < zp->total; i++) {
 		if (!__atomic_exchange_n(&a->want[i], 0, __ATOMIC_RELAXED))
 			continue;
-		freed += zs_compact_class(zp, &zp->classes[i], NULL);
+		freed += zs_compact_class(zp, zs_class_of(zp, i), NULL);
 		any = true;
 	}
 	return any ? account(zp, freed, t0) : 0;
@@ -146,9 +145,11 @@ static long ratio_pass(struct zs_pool *zp, struct zs_auto *a)
 	long freed = 0;
 
 	for (unsigned k = 0; k < zp->total && budget; k++) {
-		struct zs_class *c = &zp->classes[(start + k) % zp->total];
+		struct zs_class *c = zs_class_at(zp, (start + k) % zp->total);
 		uint64_t slack;
 
+		if (!c)
+			continue;
 		zm_lock(&c->lock);
 		slack = c->huge ? 0 : zs_slack_pages(zp, c);
 		zm_unlock(&c->lock);

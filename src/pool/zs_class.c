@@ -17,14 +17,38 @@
 
 #include "pool/zsmalloc.h"
 
-struct zs_class *zs_class_for(struct zs_pool *zp, size_t size)
+unsigned zs_class_for(struct zs_pool *zp, size_t size)
 {
 	size_t i = size <= ZS_MIN_SIZE ? 0 :
 		   (size - ZS_MIN_SIZE + zp->spacing - 1) >> zp->spacing_shift;
 
-	if (i >= zp->nidx)
-		return &zp->classes[(zp->nclasses - 1) * zp->nshards]; /* huge */
-	return &zp->classes[zp->idx_to_class[i] * zp->nshards];
+	return i < zp->nidx ? zp->idx_to_class[i] : zp->nclasses - 1; /* or huge */
+}
+
+struct zs_class *zs_shard_make(struct zs_pool *zp, unsigned sh)
+{
+	struct zs_class *s;
+
+	pthread_mutex_lock(&zp->shard_lock);
+	s = zp->shard[sh];
+	if (!s && (s = aligned_alloc(64, zp->nclasses * sizeof(*s)))) {
+		memset(s, 0, zp->nclasses * sizeof(*s));
+		for (unsigned k = 0; k < zp->nclasses; k++) {
+			struct zs_class *c = &s[k];
+			const struct zs_proto *src = &zp->proto[k];
+
+			c->size = src->size;
+			c->pages = src->pages;
+			c->objs = src->objs;
+			c->huge = src->huge;
+			c->gmul = (uint32_t)(((uint64_t)9 << 20) / c->objs);
+			c->idx = (uint16_t)(sh << zp->cshift | k);
+			zm_lock_init(&c->lock);
+		}
+		__atomic_store_n(&zp->shard[sh], s, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&zp->shard_lock);
+	return s;
 }
 
 static void best_fit(size_t size, size_t page, unsigned max_pages,
@@ -89,23 +113,15 @@ static int build_classes(struct zs_pool *zp)
 	cls[ncls] = (struct zs_class){ .size = (uint32_t)P, .pages = 1, .objs = 1,
 				       .huge = true };
 	zp->nclasses = ncls + 1;
-	zp->total = zp->nclasses * zp->nshards;
-	zp->classes = aligned_alloc(64, zp->total * sizeof(struct zs_class));
-	if (zp->classes) {
-		memset(zp->classes, 0, zp->total * sizeof(struct zs_class));
-		for (unsigned i = 0; i < zp->total; i++) {
-			struct zs_class *c = &zp->classes[i], *src = &cls[i / zp->nshards];
-
-			c->size = src->size;
-			c->pages = src->pages;
-			c->objs = src->objs;
-			c->huge = src->huge;
-			c->gmul = (uint32_t)(((uint64_t)9 << 20) / c->objs);
-			zm_lock_init(&c->lock);
-		}
-	}
+	while ((1u << zp->cshift) < zp->nclasses)
+		zp->cshift++;
+	zp->total = zp->nshards << zp->cshift;
+	zp->proto = calloc(zp->nclasses, sizeof(*zp->proto));
+	for (unsigned k = 0; zp->proto && k < zp->nclasses; k++)
+		zp->proto[k] = (struct zs_proto){ .size = cls[k].size, .pages = cls[k].pages,
+						  .objs = cls[k].objs, .huge = cls[k].huge };
 	free(pg), free(ob), free(cls_of), free(cls);
-	return zp->classes ? 0 : -ENOMEM;
+	return zp->proto ? 0 : -ENOMEM;
 }
 
 int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
@@ -140,12 +156,17 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 		zp->nshards <<= 1;
 	while ((1u << zp->spacing_shift) < zp->spacing)
 		zp->spacing_shift++;
+	pthread_mutex_init(&zp->shard_lock, NULL);
 	rc = build_classes(zp);
+	if (!rc)
+		rc = zs_shard_make(zp, 0) ? 0 : -ENOMEM;
 	if (!rc)
 		rc = zs_handles_init(zp);
 	if (rc) {
+		free(zp->shard[0]);
+		free(zp->proto);
 		free(zp->idx_to_class);
-		free(zp->classes);
+		pthread_mutex_destroy(&zp->shard_lock);
 		free(zp);
 		return rc;
 	}
@@ -155,8 +176,10 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	if (rc) {
 		pool->priv = NULL;
 		zs_handles_fini(zp);
+		free(zp->shard[0]);
+		free(zp->proto);
 		free(zp->idx_to_class);
-		free(zp->classes);
+		pthread_mutex_destroy(&zp->shard_lock);
 		free(zp);
 	}
 	return rc;
@@ -169,9 +192,7 @@ void zs_destroy(struct zm_pool *pool)
 
 	zs_auto_stop(zp);
 	zs_huge_release(zp);
-	for (unsigned i = 0; i < zp->total; i++) {
-		struct zs_class *c = &zp->classes[i];
-
+	ZS_FOR_EACH_CLASS(zp, c) {
 		leaked += c->used;
 		free(c->spare);
 		for (unsigned g = 0; g < ZS_GROUPS; g++)
@@ -189,8 +210,11 @@ void zs_destroy(struct zm_pool *pool)
 	zs_handles_fini(zp);
 	pthread_mutex_destroy(&zp->compact_lock);
 	free(zp->scratch);
+	for (unsigned sh = 0; sh < zp->nshards; sh++)
+		free(zp->shard[sh]);
+	pthread_mutex_destroy(&zp->shard_lock);
+	free(zp->proto);
 	free(zp->idx_to_class);
-	free(zp->classes);
 	free(zp);
 }
 

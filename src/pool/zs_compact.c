@@ -377,8 +377,9 @@ long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
  * objects up into free slots of larger classes -- at most ZS_SWEEP_UP
  * classes up, and only slots in pages already populated -- for a little
  * rounding each, and frees the pages.  It holds two class locks at once,
- * the lower class's, then the higher's: the only place that does, and
- * always in ascending order of the class table, so no cycle can form.
+ * the lower class's, then the higher's: the only place that does.  Only
+ * one compactor runs per pool, and every other path holds one class lock
+ * and never waits for another while holding it, so no cycle can form.
  */
 #define ZS_SWEEP_UP 16  /* classes up: at most 16 * spacing bytes of rounding an object */
 
@@ -399,12 +400,12 @@ static struct zspage *room_in(const struct zs_pool *zp, struct zs_class *b)
 static bool move_up(struct zs_pool *zp, struct zs_class *a, struct zspage *src,
 		    unsigned from, char *tmp)
 {
-	unsigned sh = (unsigned)(a - zp->classes) & (zp->nshards - 1);
-	struct zs_class *first = a - sh + zp->nshards;
-	struct zs_class *end = zp->classes + (zp->nclasses - 1) * zp->nshards; /* huge */
-	struct zs_class *last = first + ZS_SWEEP_UP * zp->nshards;
+	unsigned k = a->idx & ((1u << zp->cshift) - 1);
 
-	for (struct zs_class *b = first; b < end && b < last; b++) {
+	/* the classes above, not the huge one, each shard made */
+	for (unsigned i = 0; i < ZS_SWEEP_UP * zp->nshards; i++) {
+		unsigned up = k + 1 + i / zp->nshards, sh = i % zp->nshards;
+		struct zs_class *b;
 		char *sseg[2], *dseg[2];
 		size_t slen[2], dlen[2];
 		struct zspage *dst;
@@ -413,6 +414,10 @@ static bool move_up(struct zs_pool *zp, struct zs_class *a, struct zspage *src,
 		unsigned to;
 		int sn, dn;
 
+		if (up >= zp->nclasses - 1)
+			break;
+		if (!(b = zs_class_at(zp, (sh << zp->cshift) + up)))
+			continue;
 		zm_lock(&b->lock);
 		dst = room_in(zp, b);
 		if (!dst) {
@@ -504,9 +509,8 @@ long zs_sweep(struct zs_pool *zp)
 
 	if (!zp->scratch && !(zp->scratch = malloc(ZS_NONE + 1 + zp->page_size)))
 		return 0;
-	for (unsigned i = 0; i < zp->total; i++)
-		freed += sweep_class(zp, &zp->classes[i], (uint8_t *)zp->scratch,
-				     zp->scratch + ZS_NONE + 1);
+	ZS_FOR_EACH_CLASS(zp, c)
+		freed += sweep_class(zp, c, (uint8_t *)zp->scratch, zp->scratch + ZS_NONE + 1);
 	return freed;
 }
 
@@ -516,8 +520,8 @@ static long compact_all(struct zs_pool *zp, size_t want_pages)
 	long freed = 0;
 
 	pthread_mutex_lock(&zp->compact_lock);
-	for (unsigned i = 0; i < zp->total; i++) {
-		freed += zs_compact_class(zp, &zp->classes[i], NULL);
+	ZS_FOR_EACH_CLASS(zp, c) {
+		freed += zs_compact_class(zp, c, NULL);
 		if (want_pages && (size_t)freed >= want_pages)
 			break;
 	}
@@ -550,8 +554,7 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 		struct zs_class *best = NULL;
 		uint64_t most = 0;
 
-		for (unsigned i = 0; i < zp->total; i++) {
-			struct zs_class *c = &zp->classes[i];
+		ZS_FOR_EACH_CLASS(zp, c) {
 			uint64_t slack;
 
 			zm_lock(&c->lock);

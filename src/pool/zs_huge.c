@@ -26,14 +26,9 @@
 
 __thread union zs_huge_view zs_hview;
 
-static inline struct zs_class *huge_class(struct zs_pool *zp, unsigned shard)
-{
-	return &zp->classes[(zp->nclasses - 1) * zp->nshards + shard];
-}
-
 zm_handle_t zs_huge_alloc(struct zs_pool *zp, struct zs_class *c)
 {
-	unsigned shard = (unsigned)(c - zp->classes) & (zp->nshards - 1);
+	unsigned shard = c->idx >> zp->cshift;
 	uint32_t idx = zs_slot_alloc(zp, c);
 	uint64_t tag;
 	zm_pfn_t pfn;
@@ -67,9 +62,10 @@ int zs_huge_free(struct zs_pool *zp, zm_handle_t h)
 		goto bad;
 	v = zs_load_slot(zp, idx);
 	if (zm_unlikely((v & ZS_TAG_MASK) != (h & ZS_TAG_MASK) ||
-			zs_huge_shard(v) >= zp->nshards))
+			zs_huge_shard(v) >= zp->nshards ||
+			!__atomic_load_n(&zp->shard[zs_huge_shard(v)], __ATOMIC_ACQUIRE)))
 		goto bad;
-	c = huge_class(zp, zs_huge_shard(v));
+	c = zs_huge_class(zp, zs_huge_shard(v));
 	zm_lock(&c->lock);
 	if (zm_unlikely(zs_load_slot(zp, idx) != v)) {  /* a racing free won */
 		zm_unlock(&c->lock);
@@ -113,7 +109,7 @@ void zs_huge_release(struct zs_pool *zp)
 int zs_huge_check(struct zs_pool *zp, struct zs_class *c, uint64_t *seen,
 		  size_t total_pages)
 {
-	int shard = (int)((unsigned)(c - zp->classes) & (zp->nshards - 1));
+	int shard = (int)(c->idx >> zp->cshift);
 	uint64_t n = 0, v;
 	int bad = 0;
 

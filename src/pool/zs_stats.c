@@ -21,9 +21,10 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	struct zs_pool *zp = zs_of(pool);
 	uint64_t pages = 0, meta = 0;
 
-	for (unsigned i = 0; i < zp->total; i++) {
-		struct zs_class *c = &zp->classes[i];
+	unsigned nclass = 0;
 
+	ZS_FOR_EACH_CLASS(zp, c) {
+		nclass++;
 		zm_lock(&c->lock);
 		st->objects += c->used;
 		st->slot_bytes += c->used * c->size;
@@ -40,7 +41,8 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	meta += (uint64_t)__atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED) * sizeof(uint64_t);
 	meta += pages * sizeof(struct zm_pg);
 	meta += (uint64_t)__atomic_load_n(&zp->ids_used, __ATOMIC_RELAXED) * sizeof(uintptr_t);
-	meta += zp->total * sizeof(struct zs_class) + zp->nidx * sizeof(uint16_t) +
+	meta += nclass * sizeof(struct zs_class) + zp->nclasses * sizeof(struct zs_proto) +
+		zp->nidx * sizeof(uint16_t) +
 		sizeof(*zp);
 	st->meta_bytes = meta;
 	st->malloc_fail = __atomic_load_n(&zp->malloc_fail, __ATOMIC_RELAXED);
@@ -58,8 +60,10 @@ int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stat
 	uint64_t free_objs;
 
 	for (unsigned k = 0; k < zp->nshards; k++) {
-		struct zs_class *c = &zp->classes[idx * zp->nshards + k];
+		struct zs_class *c = zs_class_at(zp, (k << zp->cshift) + idx);
 
+		if (!c)
+			continue;
 		zm_lock(&c->lock);
 		cs->size = c->size;
 		cs->pages_per_zspage = c->pages;
@@ -198,9 +202,7 @@ int zs_check(struct zm_pool *pool)
 		free(pfns);
 		return -ENOMEM;
 	}
-	for (unsigned i = 0; i < zp->total; i++) {
-		struct zs_class *c = &zp->classes[i];
-
+	ZS_FOR_EACH_CLASS(zp, c) {
 		zm_lock(&c->lock);
 		if (c->huge ? zs_huge_check(zp, c, pfns, ps.total_pages) :
 			      check_class(zp, c, seen))

@@ -78,7 +78,7 @@ int zs_populate_slow(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 		else if (zm_pages_alloc(zp->pages, &pfn[zs->npop]))
 			return -ENOMEM;
 		zs->npop++;
-		zs_count(&zp->classes[zs->cls].npages, 1);
+		zs_count(&zs_class_of(zp, zs->cls)->npages, 1);
 	}
 	return 0;
 }
@@ -132,7 +132,7 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 		return NULL;
 	}
 	zs->magic = ZS_MAGIC;
-	zs->cls = (uint16_t)(c - zp->classes);
+	zs->cls = c->idx;
 	zs->inuse = 0;
 	zs->free_head = ZS_NONE;
 	zs->bump = 0;

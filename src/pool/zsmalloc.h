@@ -110,6 +110,7 @@ struct zs_class {
 	bool huge;               /* one object per page; immutable */
 	uint16_t gmask;          /* lock: bit g set when group[g] is not empty */
 	uint32_t gmul;           /* immutable: 9 * 2^20 / objs, for zs_group_of */
+	uint16_t idx;            /* immutable: shard << cshift | class number */
 	struct zspage *spare;    /* lock: a retired record (with its id) to reuse */
 	struct zspage *group[ZS_GROUPS];  /* lock: lists by fullness */
 	uint32_t zspages, used, npages;   /* lock: zspages, objects, pages;
@@ -147,10 +148,21 @@ struct zs_pool {
 	enum zm_span_method span;
 	unsigned nclasses;       /* distinct classes, huge last */
 	unsigned nshards;        /* copies of each class (power of two) */
-	unsigned total;          /* nclasses * nshards entries in classes[] */
+	unsigned cshift;         /* 1 << cshift >= nclasses */
+	unsigned total;          /* nshards << cshift: the class index space */
 	unsigned nidx;           /* entries of idx_to_class */
 	uint16_t *idx_to_class;  /* size index -> class (merged classes) */
-	struct zs_class *classes; /* [class * nshards + shard] */
+	struct zs_proto {        /* the classes' immutable fields */
+		uint32_t size;
+		uint16_t pages, objs;
+		bool huge;
+	} *proto;
+	/* Each shard's classes, made on first use (shard 0 at create): a
+	 * process using one thread never pays for the others' (192 bytes a
+	 * class; 24 KiB a shard at 4 KiB pages).  Atomic; shard_lock
+	 * serialises making them. */
+	struct zs_class *shard[ZS_MAX_SHARDS];
+	pthread_mutex_t shard_lock;
 	uint64_t *slot;          /* handle table; immutable pointer */
 	uintptr_t *ztab;         /* zspage table: id -> record; free entries
 				    chain ids; immutable pointer */
@@ -169,8 +181,42 @@ struct zs_pool {
 
 static inline struct zs_pool *zs_of(struct zm_pool *pool) { return pool->priv; }
 
-/* zs_class.c */
-struct zs_class *zs_class_for(struct zs_pool *zp, size_t size);
+/* zs_class.c: the class number for a size; a shard's classes, made if
+ * they are not yet (NULL if that fails). */
+unsigned zs_class_for(struct zs_pool *zp, size_t size);
+struct zs_class *zs_shard_make(struct zs_pool *zp, unsigned sh);
+static inline struct zs_class *zs_shard(struct zs_pool *zp, unsigned sh)
+{
+	struct zs_class *s = __atomic_load_n(&zp->shard[sh], __ATOMIC_ACQUIRE);
+
+	return zm_likely(s) ? s : zs_shard_make(zp, sh);
+}
+/* The class of index idx (c->idx, zspage->cls), of a shard that exists. */
+static inline struct zs_class *zs_class_of(const struct zs_pool *zp, unsigned idx)
+{
+	return __atomic_load_n(&zp->shard[idx >> zp->cshift], __ATOMIC_ACQUIRE) +
+	       (idx & ((1u << zp->cshift) - 1));
+}
+/* The class of index idx, or NULL if its shard was never made or idx
+ * names no class (0 <= idx < total). */
+static inline struct zs_class *zs_class_at(const struct zs_pool *zp, unsigned idx)
+{
+	struct zs_class *s = __atomic_load_n(&zp->shard[idx >> zp->cshift], __ATOMIC_ACQUIRE);
+	unsigned k = idx & ((1u << zp->cshift) - 1);
+
+	return s && k < zp->nclasses ? s + k : NULL;
+}
+/* The huge class of shard sh (made). */
+static inline struct zs_class *zs_huge_class(const struct zs_pool *zp, unsigned sh)
+{
+	return zs_class_of(zp, (sh << zp->cshift) + zp->nclasses - 1);
+}
+/* Each class of each shard made so far, shard by shard, by size. */
+#define ZS_FOR_EACH_CLASS(zp, c)                                                \
+	for (unsigned sh_ = 0; sh_ < (zp)->nshards; sh_++)                      \
+		for (struct zs_class *c = __atomic_load_n(&(zp)->shard[sh_],     \
+							  __ATOMIC_ACQUIRE),     \
+		     *end_ = c ? c + (zp)->nclasses : NULL; c && c < end_; c++)
 
 /* zs_handle.c; with the class lock held */
 uint32_t zs_slot_alloc(struct zs_pool *zp, struct zs_class *c);
