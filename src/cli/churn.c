@@ -285,6 +285,7 @@ struct fg_job {
 	const struct corpus *c;
 	uint64_t seed, ops;
 	volatile int *stop;
+	pthread_barrier_t *bar;  /* twice: all stopped; then free what is left */
 };
 
 static void *fg_worker(void *arg)
@@ -304,11 +305,16 @@ static void *fg_worker(void *arg)
 		h[i] = zm_malloc(j->pool, j->c->size[cli_rand(&s) % j->c->n]);
 		ops += 2;
 	}
+	j->ops = ops;
+	/* the timed part ends here: the frees below, which a compactor may
+	 * well run beside (they take the pool down to nothing), are not
+	 * the foreground's steady state */
+	pthread_barrier_wait(j->bar);
+	pthread_barrier_wait(j->bar);
 	for (size_t i = 0; i < LIVE; i++)
 		if (h[i])
 			zm_free(j->pool, h[i]);
 	free(h);
-	j->ops = ops;
 	return NULL;
 }
 
@@ -319,21 +325,21 @@ static double fg_run(const struct corpus *c, enum zm_compact_policy pol, int nt)
 	struct fg_job j[16];
 	pthread_t t[16];
 	volatile int stop = 0;
-	uint64_t ops = 0, t0;
+	uint64_t ops = 0, t0, t1;
+	pthread_barrier_t bar;
 
 	if (zm_pool_create(&cfg, &pool))
 		return 0;
+	pthread_barrier_init(&bar, NULL, (unsigned)nt + 1);
 	t0 = cli_now_ns();
 	for (int i = 0; i < nt; i++) {
-		j[i] = (struct fg_job){ pool, c, 99 + (uint64_t)i, 0, &stop };
+		j[i] = (struct fg_job){ pool, c, 99 + (uint64_t)i, 0, &stop, &bar };
 		pthread_create(&t[i], NULL, fg_worker, &j[i]);
 	}
 	usleep(500000);
 	stop = 1;
-	for (int i = 0; i < nt; i++) {
-		pthread_join(t[i], NULL);
-		ops += j[i].ops;
-	}
+	pthread_barrier_wait(&bar);
+	t1 = cli_now_ns();
 	if (getenv("ZM_CHURN_DEBUG")) {
 		struct zm_pool_stats st;
 
@@ -342,8 +348,14 @@ static double fg_run(const struct corpus *c, enum zm_compact_policy pol, int nt)
 			pol == ZM_COMPACT_OFF ? "off" : "on", nt,
 			(unsigned long long)st.compactions, (unsigned long long)st.objects_moved);
 	}
+	pthread_barrier_wait(&bar);
+	for (int i = 0; i < nt; i++) {
+		pthread_join(t[i], NULL);
+		ops += j[i].ops;
+	}
+	pthread_barrier_destroy(&bar);
 	zm_pool_destroy(pool);
-	return (double)ops * 1e9 / (double)(cli_now_ns() - t0);
+	return (double)ops * 1e9 / (double)(t1 - t0);
 }
 
 int cmd_churn(int argc, char **argv)

@@ -238,8 +238,7 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 	}
 	put_obj(zp, c, zs, zs_slot_obj(v));
 	zs_group_set(c, zs);
-	if (__atomic_load_n(&zp->autoc, __ATOMIC_ACQUIRE))
-		zs_auto_note_free(zp, c);
+	zs_auto_freed(zp, c);
 	zm_unlock(&c->lock);
 	return 0;
 }

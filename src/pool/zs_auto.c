@@ -38,6 +38,13 @@
 #define ZS_DEF_TARGET 99          /* compact up to (measured: docs/compaction.md) */
 #define ZS_DEF_BUDGET 64          /* zspages per pass */
 #define ZS_AUTO_PERIOD_MS 50      /* wake to look this often */
+/* After the ratio fell below compact_ratio, and after each episode of
+ * compaction, keep compacting up to the target for this long: a mass free that the thread caught half way
+ * (its first frees crossed the ratio, the rest came after the thread had
+ * reached the target) is finished, not left at 1.09 (measured: zmem churn,
+ * one run in three).  Steady churn never crosses the ratio, so it is never
+ * armed. */
+#define ZS_AUTO_GRACE_MS 1000
 #define ZS_AUTO_MIN_SLACK (64u << 10) /* bytes of slack worth compacting */
 #define ZS_AUTO_MIN_CLASS_SLACK 8     /* pages, for a class to call for it */
 
@@ -49,7 +56,10 @@ struct zs_auto {
 	int kicked;               /* atomic */
 	enum zm_compact_policy policy; /* atomic */
 	unsigned watermark, ratio, target, budget;
-	unsigned last_freed;      /* atomic: class index last freed from */
+	uint64_t armed_until;     /* thread only: RATIO compacts up to the
+				     target until then (ns) */
+	bool fresh;               /* thread only: armed by a crossing, no
+				     episode finished since */
 	uint8_t *want;            /* atomic per class entry: watermark crossed */
 	struct auto_arg {
 		struct zs_pool *zp;
@@ -69,29 +79,20 @@ static void kick(struct zs_auto *a)
 void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c)
 {
 	struct zs_auto *a = __atomic_load_n(&zp->autoc, __ATOMIC_ACQUIRE);
-	enum zm_compact_policy pol = __atomic_load_n(&a->policy, __ATOMIC_RELAXED);
 	uint64_t slack;
 	unsigned i = c->idx;
 
-	if (pol == ZM_COMPACT_OFF || c->huge)
+	if (!a || c->huge)
 		return;
 	slack = zs_slack_pages(zp, c);
 	if (slack < c->pages || slack < ZS_AUTO_MIN_CLASS_SLACK)
 		return;  /* not worth a wakeup */
-	if (pol == ZM_COMPACT_WATERMARK) {
-		/* wake the thread when a class crosses the watermark */
-		if (slack * 100 < (uint64_t)a->watermark * c->npages ||
-		    __atomic_load_n(&a->want[i], __ATOMIC_RELAXED))
-			return;
-		__atomic_store_n(&a->want[i], 1, __ATOMIC_RELAXED);
-		kick(a);
+	/* wake the thread when a class crosses the watermark */
+	if (slack * 100 < (uint64_t)a->watermark * c->npages ||
+	    __atomic_load_n(&a->want[i], __ATOMIC_RELAXED))
 		return;
-	}
-	/* RATIO: the thread looks every period by itself; only remember
-	 * where memory was freed, for where its next pass starts (a write
-	 * only when it changes, not to bounce a cache line on every free) */
-	if (__atomic_load_n(&a->last_freed, __ATOMIC_RELAXED) != i)
-		__atomic_store_n(&a->last_freed, i, __ATOMIC_RELAXED);
+	__atomic_store_n(&a->want[i], 1, __ATOMIC_RELAXED);
+	kick(a);
 }
 
 /* Used and allocated bytes of the whole pool, and the slack compaction
@@ -140,7 +141,7 @@ static long watermark_pass(struct zs_pool *zp, struct zs_auto *a)
 static long ratio_pass(struct zs_pool *zp, struct zs_auto *a)
 {
 	uint64_t t0 = zm_os_now_ns();
-	unsigned start = __atomic_load_n(&a->last_freed, __ATOMIC_RELAXED) % zp->total;
+	unsigned start = __atomic_load_n(&zp->last_freed, __ATOMIC_RELAXED) % zp->total;
 	unsigned budget = a->budget;
 	long freed = 0;
 
@@ -203,9 +204,16 @@ static void *auto_main(void *arg)
 		if (pol == ZM_COMPACT_WATERMARK) {
 			watermark_pass(zp, a);
 		} else if (pol == ZM_COMPACT_RATIO) {
-			/* below the threshold: passes until the target is
-			 * reached or nothing moves */
+			/* below the threshold: armed for ZS_AUTO_GRACE_MS;
+			 * while armed, passes until the target is reached or
+			 * nothing moves, then the sweep */
+			uint64_t now = zm_os_now_ns();
+
 			if (below(zp, a->ratio)) {
+				a->armed_until = now + ZS_AUTO_GRACE_MS * 1000000ull;
+				a->fresh = true;
+			}
+			if (now < a->armed_until && below(zp, a->target)) {
 				while (below(zp, a->target) && ratio_pass(zp, a) > 0 &&
 				       !__atomic_load_n(&a->stop, __ATOMIC_RELAXED)) {
 					pthread_mutex_unlock(&zp->compact_lock);
@@ -213,8 +221,19 @@ static void *auto_main(void *arg)
 					pthread_mutex_lock(&zp->compact_lock);
 				}
 				/* then the classes left with a few objects */
-				if (!__atomic_load_n(&a->stop, __ATOMIC_RELAXED))
-					account(zp, zs_sweep(zp), zm_os_now_ns());
+				if (!__atomic_load_n(&a->stop, __ATOMIC_RELAXED)) {
+					uint64_t t0 = zm_os_now_ns();
+
+					account(zp, zs_sweep(zp), t0);
+				}
+				/* frees that come right after the episode the
+				 * crossing started are finished too (once: steady
+				 * churn after it must not keep it armed) */
+				if (a->fresh) {
+					a->armed_until = zm_os_now_ns() +
+							 ZS_AUTO_GRACE_MS * 1000000ull;
+					a->fresh = false;
+				}
 			}
 		}
 		pthread_mutex_unlock(&zp->compact_lock);
@@ -258,6 +277,7 @@ int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg)
 	}
 	/* visible to the free path only once the thread runs */
 	__atomic_store_n(&zp->autoc, a, __ATOMIC_RELEASE);
+	__atomic_store_n(&zp->auto_pol, (uint8_t)pol, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -267,6 +287,7 @@ void zs_auto_stop(struct zs_pool *zp)
 
 	if (!a)
 		return;
+	__atomic_store_n(&zp->auto_pol, 0, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&a->lock);
 	__atomic_store_n(&a->stop, true, __ATOMIC_RELAXED);
 	pthread_cond_signal(&a->cond);
@@ -290,8 +311,10 @@ int zs_auto_set(struct zm_pool *pool, enum zm_compact_policy policy)
 		policy = cfg.compact = ZS_DEF_POLICY;
 	/* serialised: two callers must not start two threads */
 	pthread_mutex_lock(&zp->compact_lock);
-	if (zp->autoc)
+	if (zp->autoc) {
 		__atomic_store_n(&zp->autoc->policy, policy, __ATOMIC_RELAXED);
+		__atomic_store_n(&zp->auto_pol, (uint8_t)policy, __ATOMIC_RELEASE);
+	}
 	else
 		rc = zs_auto_start(zp, &cfg);
 	pthread_mutex_unlock(&zp->compact_lock);

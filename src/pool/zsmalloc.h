@@ -146,6 +146,8 @@ struct zs_pool {
 	bool merge;              /* merge classes that pack alike */
 	unsigned borrow;         /* classes up an object may borrow a slot from */
 	enum zm_span_method span;
+	uint8_t auto_pol;        /* atomic: the background compactor's policy,
+				    0 without one (what zm_free must do) */
 	unsigned nclasses;       /* distinct classes, huge last */
 	unsigned nshards;        /* copies of each class (power of two) */
 	unsigned cshift;         /* 1 << cshift >= nclasses */
@@ -170,6 +172,8 @@ struct zs_pool {
 	 * above, which every map and free reads. */
 	uint32_t slots_used __attribute__((aligned(64))); /* atomic: slots handed out */
 	uint32_t ids_used;       /* atomic */
+	uint32_t last_freed;     /* atomic: class index last freed from, where
+				    the RATIO compactor starts (zs_auto.c) */
 	uint64_t malloc_fail;    /* atomic */
 	/* compaction (zs_compact.c, zs_auto.c) */
 	pthread_mutex_t compact_lock;     /* one compactor at a time */
@@ -372,8 +376,21 @@ static inline uint64_t zs_slack_pages(const struct zs_pool *zp, const struct zs_
 int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg);
 void zs_auto_stop(struct zs_pool *zp);
 int zs_auto_set(struct zm_pool *pool, enum zm_compact_policy policy);
-/* From zs_free, class lock held: wake the compactor if c calls for it. */
+/* From zs_free, class lock held: what the compactor's policy needs to
+ * know of a free.  RATIO: where the last one was (a store only when it
+ * changes); WATERMARK: wake the thread if c crosses the line. */
 void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c);
+static inline void zs_auto_freed(struct zs_pool *zp, struct zs_class *c)
+{
+	uint8_t pol = __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED);
+
+	if (zm_likely(pol == ZM_COMPACT_RATIO)) {
+		if (__atomic_load_n(&zp->last_freed, __ATOMIC_RELAXED) != c->idx)
+			__atomic_store_n(&zp->last_freed, c->idx, __ATOMIC_RELAXED);
+	} else if (pol == ZM_COMPACT_WATERMARK) {
+		zs_auto_note_free(zp, c);
+	}
+}
 
 /* zs_huge.c: the huge class, one page per object and no record.  alloc
  * with c's lock held (dropped; 0 on failure), free and release (at
