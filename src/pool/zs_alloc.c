@@ -114,9 +114,13 @@ static zm_handle_t alloc_in(struct zs_pool *zp, struct zs_class *c, struct zspag
 static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
 {
 	/* the classes above in the same shard, not the huge one */
-	struct zs_class *end = c - (c->idx & ((1u << zp->cshift) - 1)) + zp->nclasses - 1;
+	unsigned k = c->idx & ((1u << zp->cshift) - 1), sh = c->idx >> zp->cshift;
 
-	for (struct zs_class *b = c + 1; b < end && b <= c + zp->borrow; b++) {
+	for (unsigned up = k + 1; up < zp->nclasses - 1 && up <= k + zp->borrow; up++) {
+		struct zs_class *b = zs_class_at(zp, sh << zp->cshift | up);
+
+		if (!b)
+			continue;  /* never made: nothing to borrow */
 		zm_lock(&b->lock);
 		for (int g = ZS_GROUPS - 2; g >= 1; g--) {
 			struct zspage *zs = b->group[g];
@@ -134,11 +138,12 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 	struct zs_pool *zp = zs_of(pool);
 	unsigned k = zs_class_for(zp, size);
 	unsigned sh = zm_self.shard & (zp->nshards - 1);
-	struct zs_class *c = zs_shard(zp, sh);
+	struct zs_class *c = zs_class_get(zp, sh, k);
 	struct zspage *zs;
 	zm_handle_t h;
 
-	c = (zm_likely(c) ? c : zp->shard[0]) + k;
+	if (zm_unlikely(!c))
+		return fail(zp);
 	if (zm_unlikely(!zm_trylock(&c->lock))) {
 		/* someone else allocates here: move for good, from shard 0 to
 		 * a shard of this thread's own (its number picks it), from
@@ -151,8 +156,9 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 			zm_self.shard_id = __atomic_add_fetch(&threads, 1, __ATOMIC_RELAXED);
 		sh = n > 1 && sh == 0 ? 1 + zm_self.shard_id % (n - 1) : 0;
 		zm_self.shard = sh;
-		c = zs_shard(zp, sh);
-		c = (zm_likely(c) ? c : zp->shard[0]) + k;
+		c = zs_class_get(zp, sh, k);
+		if (zm_unlikely(!c))
+			return fail(zp);
 		zm_lock(&c->lock);
 	}
 	if (zm_unlikely(c->huge)) {

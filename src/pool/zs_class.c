@@ -25,30 +25,40 @@ unsigned zs_class_for(struct zs_pool *zp, size_t size)
 	return i < zp->nidx ? zp->idx_to_class[i] : zp->nclasses - 1; /* or huge */
 }
 
-struct zs_class *zs_shard_make(struct zs_pool *zp, unsigned sh)
+struct zs_class *zs_class_make(struct zs_pool *zp, unsigned sh, unsigned k)
 {
-	struct zs_class *s;
+	struct zs_class **s, *c = NULL;
 
 	pthread_mutex_lock(&zp->shard_lock);
 	s = zp->shard[sh];
-	if (!s && (s = aligned_alloc(64, zp->nclasses * sizeof(*s)))) {
-		memset(s, 0, zp->nclasses * sizeof(*s));
-		for (unsigned k = 0; k < zp->nclasses; k++) {
-			struct zs_class *c = &s[k];
-			const struct zs_proto *src = &zp->proto[k];
-
-			c->size = src->size;
-			c->pages = src->pages;
-			c->objs = src->objs;
-			c->huge = src->huge;
-			c->gmul = (uint32_t)(((uint64_t)9 << 20) / c->objs);
-			c->idx = (uint16_t)(sh << zp->cshift | k);
-			zm_lock_init(&c->lock);
-		}
+	if (!s && (s = calloc(zp->nclasses, sizeof(*s))))
 		__atomic_store_n(&zp->shard[sh], s, __ATOMIC_RELEASE);
+	if (s && !(c = s[k]) && (c = aligned_alloc(64, sizeof(*c)))) {
+		const struct zs_proto *src = &zp->proto[k];
+
+		memset(c, 0, sizeof(*c));
+		c->size = src->size;
+		c->pages = src->pages;
+		c->objs = src->objs;
+		c->huge = src->huge;
+		c->gmul = (uint32_t)(((uint64_t)9 << 20) / c->objs);
+		c->idx = (uint16_t)(sh << zp->cshift | k);
+		zm_lock_init(&c->lock);
+		__atomic_store_n(&s[k], c, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&zp->shard_lock);
-	return s;
+	return c;
+}
+
+static void free_classes(struct zs_pool *zp)
+{
+	for (unsigned sh = 0; sh < zp->nshards; sh++) {
+		if (!zp->shard[sh])
+			continue;
+		for (unsigned k = 0; k < zp->nclasses; k++)
+			free(zp->shard[sh][k]);
+		free(zp->shard[sh]);
+	}
 }
 
 static void best_fit(size_t size, size_t page, unsigned max_pages,
@@ -159,11 +169,9 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	pthread_mutex_init(&zp->shard_lock, NULL);
 	rc = build_classes(zp);
 	if (!rc)
-		rc = zs_shard_make(zp, 0) ? 0 : -ENOMEM;
-	if (!rc)
 		rc = zs_handles_init(zp);
 	if (rc) {
-		free(zp->shard[0]);
+		free_classes(zp);
 		free(zp->proto);
 		free(zp->idx_to_class);
 		pthread_mutex_destroy(&zp->shard_lock);
@@ -176,7 +184,7 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	if (rc) {
 		pool->priv = NULL;
 		zs_handles_fini(zp);
-		free(zp->shard[0]);
+		free_classes(zp);
 		free(zp->proto);
 		free(zp->idx_to_class);
 		pthread_mutex_destroy(&zp->shard_lock);
@@ -210,8 +218,7 @@ void zs_destroy(struct zm_pool *pool)
 	zs_handles_fini(zp);
 	pthread_mutex_destroy(&zp->compact_lock);
 	free(zp->scratch);
-	for (unsigned sh = 0; sh < zp->nshards; sh++)
-		free(zp->shard[sh]);
+	free_classes(zp);
 	pthread_mutex_destroy(&zp->shard_lock);
 	free(zp->proto);
 	free(zp->idx_to_class);

@@ -520,11 +520,9 @@ static long compact_all(struct zs_pool *zp, size_t want_pages)
 	long freed = 0;
 
 	pthread_mutex_lock(&zp->compact_lock);
-	ZS_FOR_EACH_CLASS(zp, c) {
-		freed += zs_compact_class(zp, c, NULL);
-		if (want_pages && (size_t)freed >= want_pages)
-			break;
-	}
+	ZS_FOR_EACH_CLASS(zp, c)
+		if (!want_pages || (size_t)freed < want_pages)
+			freed += zs_compact_class(zp, c, NULL);
 	if (!want_pages || (size_t)freed < want_pages)
 		freed += zs_sweep(zp);
 	zp->compactions++;

@@ -63,9 +63,8 @@ int zs_huge_free(struct zs_pool *zp, zm_handle_t h)
 	v = zs_load_slot(zp, idx);
 	if (zm_unlikely((v & ZS_TAG_MASK) != (h & ZS_TAG_MASK) ||
 			zs_huge_shard(v) >= zp->nshards ||
-			!__atomic_load_n(&zp->shard[zs_huge_shard(v)], __ATOMIC_ACQUIRE)))
+			!(c = zs_huge_class(zp, zs_huge_shard(v)))))
 		goto bad;
-	c = zs_huge_class(zp, zs_huge_shard(v));
 	zm_lock(&c->lock);
 	if (zm_unlikely(zs_load_slot(zp, idx) != v)) {  /* a racing free won */
 		zm_unlock(&c->lock);

@@ -41,6 +41,9 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	meta += (uint64_t)__atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED) * sizeof(uint64_t);
 	meta += pages * sizeof(struct zm_pg);
 	meta += (uint64_t)__atomic_load_n(&zp->ids_used, __ATOMIC_RELAXED) * sizeof(uintptr_t);
+	for (unsigned sh = 0; sh < zp->nshards; sh++)
+		if (__atomic_load_n(&zp->shard[sh], __ATOMIC_ACQUIRE))
+			meta += zp->nclasses * sizeof(struct zs_class *);
 	meta += nclass * sizeof(struct zs_class) + zp->nclasses * sizeof(struct zs_proto) +
 		zp->nidx * sizeof(uint16_t) +
 		sizeof(*zp);
@@ -59,15 +62,17 @@ int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stat
 	struct zs_pool *zp = zs_of(pool);
 	uint64_t free_objs;
 
+	if (idx >= zp->nclasses)
+		return -EINVAL;
+	cs->size = zp->proto[idx].size;
+	cs->pages_per_zspage = zp->proto[idx].pages;
+	cs->objs_per_zspage = zp->proto[idx].objs;
 	for (unsigned k = 0; k < zp->nshards; k++) {
 		struct zs_class *c = zs_class_at(zp, (k << zp->cshift) + idx);
 
 		if (!c)
 			continue;
 		zm_lock(&c->lock);
-		cs->size = c->size;
-		cs->pages_per_zspage = c->pages;
-		cs->objs_per_zspage = c->objs;
 		for (unsigned g = 0; g < ZS_GROUPS; g++)
 			for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
 				cs->fullness[g]++;

@@ -159,11 +159,14 @@ struct zs_pool {
 		uint16_t pages, objs;
 		bool huge;
 	} *proto;
-	/* Each shard's classes, made on first use (shard 0 at create): a
-	 * process using one thread never pays for the others' (192 bytes a
-	 * class; 24 KiB a shard at 4 KiB pages).  Atomic; shard_lock
-	 * serialises making them. */
-	struct zs_class *shard[ZS_MAX_SHARDS];
+	/* Each shard's classes, each made the first time an object of its
+	 * size comes to that shard: a process using one thread never pays
+	 * for the other shards' classes, nor anyone for sizes it never
+	 * allocates (192 bytes a class; 24 KiB a shard at 4 KiB pages if
+	 * all were made).  shard[sh] is an array of nclasses pointers, made
+	 * with the shard's first class.  Atomic; shard_lock serialises
+	 * making them. */
+	struct zs_class **shard[ZS_MAX_SHARDS];
 	pthread_mutex_t shard_lock;
 	uint64_t *slot;          /* handle table; immutable pointer */
 	uintptr_t *ztab;         /* zspage table: id -> record; free entries
@@ -185,42 +188,43 @@ struct zs_pool {
 
 static inline struct zs_pool *zs_of(struct zm_pool *pool) { return pool->priv; }
 
-/* zs_class.c: the class number for a size; a shard's classes, made if
- * they are not yet (NULL if that fails). */
+/* zs_class.c: the class number for a size; class k of shard sh, made if
+ * it is not yet (NULL if that fails). */
 unsigned zs_class_for(struct zs_pool *zp, size_t size);
-struct zs_class *zs_shard_make(struct zs_pool *zp, unsigned sh);
-static inline struct zs_class *zs_shard(struct zs_pool *zp, unsigned sh)
-{
-	struct zs_class *s = __atomic_load_n(&zp->shard[sh], __ATOMIC_ACQUIRE);
-
-	return zm_likely(s) ? s : zs_shard_make(zp, sh);
-}
-/* The class of index idx (c->idx, zspage->cls), of a shard that exists. */
-static inline struct zs_class *zs_class_of(const struct zs_pool *zp, unsigned idx)
-{
-	return __atomic_load_n(&zp->shard[idx >> zp->cshift], __ATOMIC_ACQUIRE) +
-	       (idx & ((1u << zp->cshift) - 1));
-}
-/* The class of index idx, or NULL if its shard was never made or idx
- * names no class (0 <= idx < total). */
+struct zs_class *zs_class_make(struct zs_pool *zp, unsigned sh, unsigned k);
+/* The class of index idx (shard << cshift | class), or NULL if it was
+ * never made or idx names no class (0 <= idx < total). */
 static inline struct zs_class *zs_class_at(const struct zs_pool *zp, unsigned idx)
 {
-	struct zs_class *s = __atomic_load_n(&zp->shard[idx >> zp->cshift], __ATOMIC_ACQUIRE);
+	struct zs_class **s = __atomic_load_n(&zp->shard[idx >> zp->cshift], __ATOMIC_ACQUIRE);
 	unsigned k = idx & ((1u << zp->cshift) - 1);
 
-	return s && k < zp->nclasses ? s + k : NULL;
+	return s && k < zp->nclasses ? __atomic_load_n(&s[k], __ATOMIC_ACQUIRE) : NULL;
 }
-/* The huge class of shard sh (made). */
+/* The class of index idx (c->idx, zspage->cls), which exists. */
+static inline struct zs_class *zs_class_of(const struct zs_pool *zp, unsigned idx)
+{
+	return __atomic_load_n(&zp->shard[idx >> zp->cshift][idx & ((1u << zp->cshift) - 1)],
+			       __ATOMIC_ACQUIRE);
+}
+static inline struct zs_class *zs_class_get(struct zs_pool *zp, unsigned sh, unsigned k)
+{
+	struct zs_class *c = zs_class_at(zp, sh << zp->cshift | k);
+
+	return zm_likely(c) ? c : zs_class_make(zp, sh, k);
+}
+/* The huge class of shard sh, or NULL. */
 static inline struct zs_class *zs_huge_class(const struct zs_pool *zp, unsigned sh)
 {
-	return zs_class_of(zp, (sh << zp->cshift) + zp->nclasses - 1);
+	return zs_class_at(zp, (sh << zp->cshift) + zp->nclasses - 1);
 }
-/* Each class of each shard made so far, shard by shard, by size. */
+/* Each class made so far, shard by shard, by size.  (`break` in the body
+ * leaves only the innermost loop: use a flag.) */
 #define ZS_FOR_EACH_CLASS(zp, c)                                                \
 	for (unsigned sh_ = 0; sh_ < (zp)->nshards; sh_++)                      \
-		for (struct zs_class *c = __atomic_load_n(&(zp)->shard[sh_],     \
-							  __ATOMIC_ACQUIRE),     \
-		     *end_ = c ? c + (zp)->nclasses : NULL; c && c < end_; c++)
+		for (unsigned k_ = 0; k_ < (zp)->nclasses; k_++)                 \
+			for (struct zs_class *c = zs_class_at((zp), sh_ << (zp)->cshift | k_); \
+			     c; c = NULL)
 
 /* zs_handle.c; with the class lock held */
 uint32_t zs_slot_alloc(struct zs_pool *zp, struct zs_class *c);
