@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <zmem/pool.h>
@@ -283,7 +284,7 @@ int churn_summary(double fraction, size_t target, const char *corpus,
 struct fg_job {
 	struct zm_pool *pool;
 	const struct corpus *c;
-	uint64_t seed, ops;
+	uint64_t seed, ops, cpu_ns;  /* cpu_ns: the thread's own CPU time */
 	volatile int *stop;
 	pthread_barrier_t *bar;  /* twice: all stopped; then free what is left */
 };
@@ -295,8 +296,11 @@ static void *fg_worker(void *arg)
 	zm_handle_t *h = calloc(LIVE, sizeof(*h));
 	uint64_t s = j->seed, ops = 0;
 
+	struct timespec c0, c1;
+
 	if (!h)
 		return NULL;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	while (!*j->stop) {
 		size_t i = cli_rand(&s) % LIVE;
 
@@ -305,7 +309,10 @@ static void *fg_worker(void *arg)
 		h[i] = zm_malloc(j->pool, j->c->size[cli_rand(&s) % j->c->n]);
 		ops += 2;
 	}
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
 	j->ops = ops;
+	j->cpu_ns = (uint64_t)(c1.tv_sec - c0.tv_sec) * 1000000000ull +
+		    (uint64_t)c1.tv_nsec - (uint64_t)c0.tv_nsec;
 	/* the timed part ends here: the frees below, which a compactor may
 	 * well run beside (they take the pool down to nothing), are not
 	 * the foreground's steady state */
@@ -318,14 +325,19 @@ static void *fg_worker(void *arg)
 	return NULL;
 }
 
-static double fg_run(const struct corpus *c, enum zm_compact_policy pol, int nt)
+/* Runs the foreground for 0.5 s; returns operations per second of wall
+ * time, and in *per_cpu operations per second of the workers' own CPU
+ * time (user and system: what other load on a shared machine does not
+ * change). */
+static double fg_run(const struct corpus *c, enum zm_compact_policy pol, int nt,
+		     double *per_cpu)
 {
 	struct zm_pool_config cfg = { .compact = pol };
 	struct zm_pool *pool;
 	struct fg_job j[16];
 	pthread_t t[16];
 	volatile int stop = 0;
-	uint64_t ops = 0, t0, t1;
+	uint64_t ops = 0, cpu = 0, t0, t1;
 	pthread_barrier_t bar;
 
 	if (zm_pool_create(&cfg, &pool))
@@ -333,7 +345,8 @@ static double fg_run(const struct corpus *c, enum zm_compact_policy pol, int nt)
 	pthread_barrier_init(&bar, NULL, (unsigned)nt + 1);
 	t0 = cli_now_ns();
 	for (int i = 0; i < nt; i++) {
-		j[i] = (struct fg_job){ pool, c, 99 + (uint64_t)i, 0, &stop, &bar };
+		j[i] = (struct fg_job){ .pool = pool, .c = c, .seed = 99 + (uint64_t)i,
+					.stop = &stop, .bar = &bar };
 		pthread_create(&t[i], NULL, fg_worker, &j[i]);
 	}
 	usleep(500000);
@@ -352,7 +365,9 @@ static double fg_run(const struct corpus *c, enum zm_compact_policy pol, int nt)
 	for (int i = 0; i < nt; i++) {
 		pthread_join(t[i], NULL);
 		ops += j[i].ops;
+		cpu += j[i].cpu_ns;
 	}
+	*per_cpu = cpu ? (double)ops * 1e9 / (double)cpu : 0;
 	pthread_barrier_destroy(&bar);
 	zm_pool_destroy(pool);
 	return (double)ops * 1e9 / (double)(t1 - t0);
@@ -452,33 +467,39 @@ int cmd_churn(int argc, char **argv)
 			       rows[0].moved / rows[0].pages, rows[0].compact_ms);
 	}
 	if (fg) {
-		double on[5], off[5];
+		double on[5], off[5], onc[5], offc[5];
 
 		if (json)
 			printf(",\n \"foreground\": [");
 		else
-			printf("\nForeground: random malloc/free of the same sizes, ops/s, "
-			       "automatic compaction on vs off (median of 5 interleaved runs)\n%8s %14s %14s %8s\n",
-			       "threads", "on", "off", "on/off");
+			printf("\nForeground: random malloc/free of the same sizes, automatic compaction "
+			       "on vs off\n(median of 5 interleaved runs of 0.5 s; ops per second of wall "
+			       "time, and of the workers' own CPU time)\n%8s %12s %12s %8s | %12s %12s %8s\n",
+			       "threads", "on", "off", "on/off", "on/cpu-s", "off/cpu-s", "on/off");
 		for (int t = 1; t <= nt; t++) {
-			double a, b;
+			double a, b, ac, bc;
 
 			/* interleaved, each going first in turn: the first of a
 			 * pair ran measurably slower here */
 			for (int r = 0; r < 5; r++) {
 				if (r % 2)
-					off[r] = fg_run(&c, ZM_COMPACT_OFF, t);
-				on[r] = fg_run(&c, ZM_COMPACT_DEFAULT, t);
+					off[r] = fg_run(&c, ZM_COMPACT_OFF, t, &offc[r]);
+				on[r] = fg_run(&c, ZM_COMPACT_DEFAULT, t, &onc[r]);
 				if (!(r % 2))
-					off[r] = fg_run(&c, ZM_COMPACT_OFF, t);
+					off[r] = fg_run(&c, ZM_COMPACT_OFF, t, &offc[r]);
 			}
 			a = cli_median(on, 5);
 			b = cli_median(off, 5);
+			ac = cli_median(onc, 5);
+			bc = cli_median(offc, 5);
 			if (json)
 				printf("%s{\"threads\": %d, \"ops_on\": %.0f, \"ops_off\": %.0f, "
-				       "\"ratio\": %.4f}", t > 1 ? ", " : "", t, a, b, a / b);
+				       "\"ratio\": %.4f, \"ops_per_cpu_s_on\": %.0f, "
+				       "\"ops_per_cpu_s_off\": %.0f, \"cpu_ratio\": %.4f}",
+				       t > 1 ? ", " : "", t, a, b, a / b, ac, bc, ac / bc);
 			else
-				printf("%8d %14.0f %14.0f %8.3f\n", t, a, b, a / b);
+				printf("%8d %12.0f %12.0f %8.3f | %12.0f %12.0f %8.3f\n", t, a, b, a / b,
+				       ac, bc, ac / bc);
 		}
 		if (json)
 			printf("]");
