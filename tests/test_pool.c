@@ -225,6 +225,27 @@ static void test_huge(void **st)
 	zm_pages_destroy(pg);
 }
 
+/* zsmalloc makes a class the first time a size comes to it: a pool with
+ * a few small objects of one size holds a few hundred bytes of class
+ * table, not every class of every shard (128 x CPUs x 192 bytes). */
+static void test_classes_made_lazily(void **st)
+{
+	struct zm_pool *p = mk(&pt_configs[0], 0);
+	struct zm_pool_stats s;
+	zm_handle_t h[10];
+
+	for (int i = 0; i < 10; i++)
+		assert_true(h[i] = zm_malloc(p, 100));
+	zm_pool_stats(p, &s);
+	printf("10 objects of one size: %llu bytes of metadata\n",
+	       (unsigned long long)s.meta_bytes);
+	assert_true(s.meta_bytes < 8192);
+	assert_int_equal(zm_pool_check(p), 0);
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(zm_free(p, h[i]), 0);
+	zm_pool_destroy(p);
+}
+
 static void test_limit(void **st)
 {
 	for (size_t k = 0; k < PT_NCONFIGS; k++) {
@@ -397,6 +418,7 @@ int main(void)
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_spanning_and_modes),
 		cmocka_unit_test(test_huge),
+		cmocka_unit_test(test_classes_made_lazily),
 		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_bad_handles),
 		cmocka_unit_test(test_stale_after_reuse),
