@@ -46,7 +46,6 @@
  * armed. */
 #define ZS_AUTO_GRACE_MS 1000
 #define ZS_AUTO_MIN_SLACK (64u << 10) /* bytes of slack worth compacting */
-#define ZS_AUTO_MIN_CLASS_SLACK 8     /* pages, for a class to call for it */
 
 struct zs_auto {
 	pthread_t thread;

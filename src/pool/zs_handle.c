@@ -19,14 +19,16 @@ int zs_handles_init(struct zs_pool *zp)
 				 zm_os_page_size());
 	if (!zp->slot)
 		return -ENOMEM;
-	zp->slots_used = 1; /* slot 0 is never used: handle 0 means failure */
+	/* slot 0 is never used (handle 0 means failure); chunks start on a
+	 * cache line: the first is 8..15 */
+	zp->slots_used = ZS_HANDLE_CHUNK;
 	zp->ztab = zm_os_reserve((size_t)ZS_MAX_ZSPAGES * sizeof(uintptr_t),
 				 zm_os_page_size());
 	if (!zp->ztab) {
 		zm_os_release(zp->slot, (size_t)ZS_MAX_HANDLES * sizeof(uint64_t));
 		return -ENOMEM;
 	}
-	zp->ids_used = 1;   /* id 0 means "none" */
+	zp->ids_used = ZS_ID_CHUNK;   /* id 0 means "none"; chunks line up */
 	return 0;
 }
 

@@ -76,10 +76,15 @@
 #define ZS_GROUPS     11      /* fullness: 0 empty, 1..9 partial, 10 full */
 #define ZS_NONE       0xFFFFu /* end of a free chain */
 #define ZS_MAGIC      0x5a53504du /* "ZSPM" */
-#define ZS_HANDLE_CHUNK 8     /* handle slots taken from the table at once */
+#define ZS_HANDLE_CHUNK 8     /* handle slots taken from the table at once:
+				 a cache line, so that classes (and threads)
+				 never write the same line */
+#define ZS_AUTO_MIN_CLASS_SLACK 8 /* pages of slack, for a class to call for
+				     compaction (zs_auto.c) */
 #define ZS_MAX_HANDLES ((uint32_t)1 << 28) /* 2 GiB of address space, lazily used */
 #define ZS_MAX_ZSPAGES ((uint32_t)1 << 26) /* 512 MiB of address space, lazily used */
-#define ZS_ID_CHUNK   4
+#define ZS_ID_CHUNK   4       /* zspage ids taken at once (written only when a
+				 zspage is made: sharing a line is cheap) */
 
 /* A zspage record: 40 bytes + 4 per page + 4 per object. */
 struct zspage {
@@ -389,7 +394,10 @@ static inline void zs_auto_freed(struct zs_pool *zp, struct zs_class *c)
 	uint8_t pol = __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED);
 
 	if (zm_likely(pol == ZM_COMPACT_RATIO)) {
-		if (__atomic_load_n(&zp->last_freed, __ATOMIC_RELAXED) != c->idx)
+		/* only a class worth compacting: a store on every free would
+		 * bounce the line between threads freeing in two classes */
+		if (__atomic_load_n(&zp->last_freed, __ATOMIC_RELAXED) != c->idx &&
+		    zs_slack_pages(zp, c) >= ZS_AUTO_MIN_CLASS_SLACK)
 			__atomic_store_n(&zp->last_freed, c->idx, __ATOMIC_RELAXED);
 	} else if (pol == ZM_COMPACT_WATERMARK) {
 		zs_auto_note_free(zp, c);
