@@ -28,7 +28,7 @@ int zs_handles_init(struct zs_pool *zp)
 		zm_os_release(zp->slot, (size_t)ZS_MAX_HANDLES * sizeof(uint64_t));
 		return -ENOMEM;
 	}
-	zp->ids_used = ZS_ID_CHUNK;   /* id 0 means "none"; chunks line up */
+	zp->ids_used = ZS_ID_CHUNK;   /* id 0 means "none" */
 	return 0;
 }
 
