@@ -348,6 +348,44 @@ static void test_drain(void **st)
 	zm_pages_destroy(p);
 }
 
+/* take_cached: a page this thread freed lately comes back from its cache,
+ * the others keep their order; one freed long ago, or never, does not. */
+static void test_take_cached(void **st)
+{
+	struct zm_pages_config c = { .arena_bytes = 4 << 20, .cache_pages = 32 };
+	struct zm_pages *p;
+	struct zm_pages_stats s;
+	zm_pfn_t v[20], got;
+
+	assert_int_equal(zm_pages_create(&c, &p), 0);
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(zm_pages_alloc(p, &v[i]), 0);
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(zm_pages_free(p, v[i]), 0);
+	/* v[19] was freed last; once v[15] is taken, v[11] is eighth from the
+	 * top and v[10] beyond reach */
+	assert_int_equal(zm_pages_take_cached(p, v[15]), 0);
+	assert_int_equal(zm_pages_take_cached(p, v[15]), -ENOENT);   /* taken */
+	assert_int_equal(zm_pages_take_cached(p, v[10]), -ENOENT);   /* too deep */
+	assert_int_equal(zm_pages_take_cached(p, p ? 1000000 : 0), -ENOENT);
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.in_use, 1);
+	assert_int_equal(zm_pages_check(p), 0);
+	/* the rest come back newest first, v[15] skipped */
+	for (int i = 19; i >= 16; i--) {
+		assert_int_equal(zm_pages_alloc(p, &got), 0);
+		assert_int_equal(got, v[i]);
+	}
+	assert_int_equal(zm_pages_alloc(p, &got), 0);
+	assert_int_equal(got, v[14]);
+	assert_int_equal(zm_pages_free(p, v[15]), 0);
+	assert_int_equal(zm_pages_free(p, got), 0);
+	for (int i = 16; i < 20; i++)
+		assert_int_equal(zm_pages_free(p, v[i]), 0);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+}
+
 static void test_no_cache(void **st)
 {
 	struct zm_pages_config c = { .arena_bytes = 4 << 20, .cache_pages = 1 };
@@ -400,6 +438,7 @@ int main(void)
 		cmocka_unit_test(test_no_return_when_asked),
 		cmocka_unit_test(test_stats_and_thread_exit),
 		cmocka_unit_test(test_drain),
+		cmocka_unit_test(test_take_cached),
 		cmocka_unit_test(test_no_cache),
 		cmocka_unit_test(test_checker_catches),
 	};

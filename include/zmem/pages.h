@@ -107,6 +107,14 @@ int zm_pages_free(struct zm_pages *pages, zm_pfn_t pfn);
  * page adjacent to one they hold. */
 int zm_pages_alloc_at(struct zm_pages *pages, zm_pfn_t pfn);
 
+/* The page pfn itself, if the calling thread freed it lately and its
+ * cache still holds it (one of the ZM_PAGES_TAKE_DEPTH pages freed last):
+ * no lock, and the page is resident.  0, or -ENOENT (the page is left
+ * where it is).  For callers that free a page and may want that very page
+ * back soon, such as zsmalloc reusing a zspage's pages in place. */
+#define ZM_PAGES_TAKE_DEPTH 8
+int zm_pages_take_cached(struct zm_pages *pages, zm_pfn_t pfn);
+
 /* One page: the first of a free block of 2^order pages or more, so that
  * the pages after it stay free for zm_pages_alloc_at() (any page when no
  * block is that large).  Takes the lock.  0, -EINVAL or -ENOMEM. */

@@ -200,6 +200,23 @@ int zm_pages_alloc(struct zm_pages *p, zm_pfn_t *pfn)
 	return alloc_locked(p, tc, pfn);
 }
 
+int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
+{
+	struct zm_tcache *tc = tc_get(p);
+	unsigned n = tc ? tc->count : 0;
+
+	for (unsigned i = n; i > 0 && i + ZM_PAGES_TAKE_DEPTH > n; i--) {
+		if (tc->pfns[i - 1] != pfn)
+			continue;
+		/* keep the order of the rest: the newest stay on top */
+		memmove(&tc->pfns[i - 1], &tc->pfns[i], (n - i) * sizeof(zm_pfn_t));
+		tc_set_count(tc, n - 1);
+		zm_pg_set_state(zm_pg_of(p, pfn), PG_ALLOC);
+		return 0;
+	}
+	return -ENOENT;
+}
+
 int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 {
 	struct zm_tcache *tc;

@@ -73,7 +73,8 @@ int zs_populate_slow(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 		 * objects crossing between them are reached in place */
 		zm_pfn_t next = pfn[zs->npop - 1] + 1;
 
-		if (zp->span == ZM_SPAN_CONTIG && zm_pages_alloc_at(zp->pages, next) == 0)
+		if (zp->span == ZM_SPAN_CONTIG && (zm_pages_take_cached(zp->pages, next) == 0 ||
+						   zm_pages_alloc_at(zp->pages, next) == 0))
 			pfn[zs->npop] = next;
 		else if (zm_pages_alloc(zp->pages, &pfn[zs->npop]))
 			return -ENOMEM;
@@ -115,9 +116,16 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 			return NULL;
 		}
 	}
-	/* one page (the common case) through the per-thread page cache;
-	 * more with the bulk call */
-	if (first == 1 && zp->span == ZM_SPAN_CONTIG && c->pages > 1)
+	/* the first page of the zspage this class retired last, if this
+	 * thread's page cache still has it (its next pages likely too, for
+	 * zs_populate: an object freed and allocated over and over then
+	 * takes no lock of the pages layer); else one page (the common case)
+	 * through the per-thread page cache; more with the bulk call */
+	if (first == 1 && zp->span == ZM_SPAN_CONTIG && c->pages > 1 && c->hint &&
+	    zm_pages_take_cached(zp->pages, c->hint - 1) == 0) {
+		zs_pfns(zs)[0] = c->hint - 1;
+		got = 1;
+	} else if (first == 1 && zp->span == ZM_SPAN_CONTIG && c->pages > 1)
 		/* a page with free pages after it, for zs_populate to
 		 * extend in place (objects crossing pages stay in place) */
 		got = zm_pages_alloc_spread(zp->pages, spread_order(zp),
@@ -156,15 +164,21 @@ void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
  * spare if it has none (takes the class lock), else it is freed. */
 void zs_zspage_free(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 {
-	/* a few pages go back through the per-thread cache, lock-free */
-	if (zs->npop <= 4)
-		for (unsigned i = 0; i < zs->npop; i++)
+	uint32_t hint = 0;
+
+	/* a few pages go back through the per-thread cache, lock-free, the
+	 * first last, so that it is on top for the class's next zspage */
+	if (zs->npop <= 4) {
+		for (unsigned i = zs->npop; i-- > 0;)
 			zm_pages_free(zp->pages, zs_pfns(zs)[i]);
-	else
+		hint = zs->npop ? zs_pfns(zs)[0] + 1 : 0;
+	} else {
 		zm_pages_free_bulk(zp->pages, zs->npop, zs_pfns(zs));
+	}
 	zs->npop = 0;
 	if (c) {
 		zm_lock(&c->lock);
+		c->hint = hint;
 		if (!c->spare) {
 			c->spare = zs;
 			zs = NULL;

@@ -117,6 +117,9 @@ struct zs_class {
 	uint32_t gmul;           /* immutable: 9 * 2^20 / objs, for zs_group_of */
 	uint16_t idx;            /* immutable: shard << cshift | class number */
 	struct zspage *spare;    /* lock: a retired record (with its id) to reuse */
+	uint32_t hint;           /* lock: 1 + the first page of the zspage last
+				    retired here, which may still sit in this
+				    thread's page cache (zs_zspage.c); 0 = none */
 	struct zspage *group[ZS_GROUPS];  /* lock: lists by fullness */
 	uint32_t zspages, used, npages;   /* lock: zspages, objects, pages;
 					     used and npages also read without
