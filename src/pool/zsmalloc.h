@@ -35,6 +35,9 @@
  * Locking.  Lock order (outer first):
  *
  *     class->lock  ->  pages->lock (inside zm_pages calls)
+ *     compact_lock -> class->lock (a sparse class) -> class->lock (a larger
+ *                     class: the sweep in zs_compact.c, the only place that
+ *                     holds two)
  *
  * class->lock protects the class's fullness lists and counters, every
  * field of its zspages except `migrating`, the free chains inside them,
@@ -43,8 +46,10 @@
  * pointer to the zspage, re-reads the slot to be sure the object did not
  * move, and backs off if the zspage is migrating; a compactor marks a
  * zspage migrating, runs the heavy barrier and moves nothing out of it
- * while any thread's hazard names it (pool_internal.h).  No lock is ever
- * held while calling another class's lock.  There is no pool-wide lock on
+ * while any thread's hazard names it (pool_internal.h).  Outside the
+ * sweep, no class lock is held while taking another, so the sweep (one
+ * per pool, under compact_lock) cannot close a cycle.  There is no
+ * pool-wide lock on
  * malloc/free: handle slots come from the class's own free list, refilled
  * in chunks from the table by one atomic add.
  */
