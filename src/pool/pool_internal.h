@@ -154,18 +154,6 @@ static inline void *zm_map_in_place(struct zm_pool *pool, zm_handle_t h, void *p
 	return p;
 }
 
-/* Unmap for the backends whose maps are all in place: h must be the
- * thread's last map (who names the backend in the message). */
-static inline void zm_unmap_in_place(struct zm_pool *pool, zm_handle_t h, const char *who)
-{
-	if (zm_unlikely(!zm_map_top(pool, h))) {
-		zm_bad_input("%s: unmap of %#llx, which is not this thread's last map", who,
-			     (unsigned long long)h);
-		return;
-	}
-	zm_map_pop();
-}
-
 /* The copy method, shared by the backends whose objects may lie in two
  * pieces: record in slot s (from zm_map_push) that buf stands for the
  * pieces seg[0..1] of len[0..1] bytes, copy them in unless the map is
@@ -196,6 +184,23 @@ static inline void zm_map_copy_out(const struct zm_map_slot *s)
 		memcpy(s->seg[0], s->buf, s->len[0]);
 		memcpy(s->seg[1], s->buf + s->len[0], s->len[1]);
 	}
+}
+
+/* Unmap, for every backend: h must be the thread's last map (who names
+ * the backend in the message); a copied map is written back unless it was
+ * read-only.  false (and nothing done) for a bad unmap. */
+static inline bool zm_unmap_slot(struct zm_pool *pool, zm_handle_t h, const char *who)
+{
+	struct zm_map_slot *s = zm_map_top(pool, h);
+
+	if (zm_unlikely(!s)) {
+		zm_bad_input("%s: unmap of %#llx, which is not this thread's last map", who,
+			     (unsigned long long)h);
+		return false;
+	}
+	zm_map_copy_out(s);
+	zm_map_pop();
+	return true;
 }
 
 #endif

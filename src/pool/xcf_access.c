@@ -93,15 +93,7 @@ void *xcf_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 
 void xcf_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	struct zm_map_slot *s = zm_map_top(pool, h);
-
-	if (zm_unlikely(!s)) {
-		zm_bad_input("xcfmalloc: unmap of %#llx, which is not this thread's "
-			     "last map", (unsigned long long)h);
-		return;
-	}
-	zm_map_copy_out(s);
-	zm_map_pop();
+	zm_unmap_slot(pool, h, "xcfmalloc");
 }
 
 /* Copy between buf and the object: into the object if `in`. */

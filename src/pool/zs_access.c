@@ -104,16 +104,8 @@ void *zs_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 
 void zs_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	struct zm_map_slot *s = zm_map_top(pool, h);
-
-	if (zm_unlikely(!s)) {
-		zm_bad_input("zsmalloc: unmap of %#llx, which is not this thread's "
-			     "last map", (unsigned long long)h);
-		return;
-	}
-	zm_map_copy_out(s);
-	zm_map_pop();
-	zm_hazard_clear(zm_self.nmaps);
+	if (zm_unmap_slot(pool, h, "zsmalloc"))
+		zm_hazard_clear(zm_self.nmaps);
 }
 
 /* Copy between buf and the object: to the object if `in`. */
