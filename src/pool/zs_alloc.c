@@ -49,7 +49,7 @@ unsigned zs_take_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 	return obj;
 }
 
-static void put_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs, unsigned obj)
+void zs_put_obj(struct zs_pool *zp, struct zspage *zs, unsigned obj)
 {
 	char *seg[2];
 	size_t len[2];
@@ -118,16 +118,14 @@ static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
 
 	for (unsigned up = k + 1; up < zp->nclasses - 1 && up <= k + zp->borrow; up++) {
 		struct zs_class *b = zs_class_at(zp, sh << zp->cshift | up);
+		struct zspage *zs;
 
 		if (!b)
 			continue;  /* never made: nothing to borrow */
 		zm_lock(&b->lock);
-		for (int g = ZS_GROUPS - 2; g >= 1; g--) {
-			struct zspage *zs = b->group[g];
-
-			if (zs && zs_fits_in_place(zp, b, zs))
-				return alloc_in(zp, b, zs);
-		}
+		zs = zs_room_in(zp, b);
+		if (zs)
+			return alloc_in(zp, b, zs);
 		zm_unlock(&b->lock);
 	}
 	return 0;
@@ -255,7 +253,7 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 		zs_zspage_free(zp, c, zs);
 		return 0;
 	}
-	put_obj(zp, c, zs, zs_slot_obj(v));
+	zs_put_obj(zp, zs, zs_slot_obj(v));
 	zs_group_set(c, zs);
 	zs_auto_freed(zp, c);
 	zm_unlock(&c->lock);

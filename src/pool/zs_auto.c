@@ -38,12 +38,12 @@
 #define ZS_DEF_TARGET 99          /* compact up to (measured: docs/compaction.md) */
 #define ZS_DEF_BUDGET 64          /* zspages per pass */
 #define ZS_AUTO_PERIOD_MS 50      /* wake to look this often */
-/* After the ratio fell below compact_ratio, and after each episode of
- * compaction, keep compacting up to the target for this long: a mass free that the thread caught half way
- * (its first frees crossed the ratio, the rest came after the thread had
- * reached the target) is finished, not left at 1.09 (measured: zmem churn,
- * one run in three).  Steady churn never crosses the ratio, so it is never
- * armed. */
+/* After the ratio fell below compact_ratio, and after the episode of
+ * compaction that crossing started, keep compacting up to the target for
+ * this long: a mass free that the thread caught half way (its first frees
+ * crossed the ratio, the rest came after the thread had reached the
+ * target) is finished, not left at 1.09 (measured: zmem churn, one run in
+ * three).  Steady churn never crosses the ratio, so it is never armed. */
 #define ZS_AUTO_GRACE_MS 1000
 #define ZS_AUTO_MIN_SLACK (64u << 10) /* bytes of slack worth compacting */
 
@@ -53,7 +53,6 @@ struct zs_auto {
 	pthread_cond_t cond;
 	bool stop;                /* lock */
 	int kicked;               /* atomic */
-	enum zm_compact_policy policy; /* atomic */
 	unsigned watermark, ratio, target, budget;
 	uint64_t armed_until;     /* thread only: RATIO compacts up to the
 				     target until then (ns) */
@@ -99,18 +98,24 @@ void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c)
  * partly used page, which no compaction can give back).  Read without the
  * class locks (an estimate is enough; taking every lock each period would
  * push allocating threads to other shards for nothing). */
-static void usage(struct zs_pool *zp, uint64_t *used, uint64_t *alloc, uint64_t *excess)
+struct usage {
+	uint64_t used, alloc, excess;
+};
+
+static struct usage usage(struct zs_pool *zp)
 {
-	*used = *alloc = *excess = 0;
+	struct usage s = { 0, 0, 0 };
+
 	ZS_FOR_EACH_CLASS(zp, c) {
 		uint64_t u = (uint64_t)__atomic_load_n(&c->used, __ATOMIC_RELAXED) * c->size;
 		uint64_t a = (uint64_t)__atomic_load_n(&c->npages, __ATOMIC_RELAXED) << zp->shift;
 
-		*used += u;
-		*alloc += a;
+		s.used += u;
+		s.alloc += a;
 		if (a > u + zp->page_size)
-			*excess += a - u - zp->page_size;
+			s.excess += a - u - zp->page_size;
 	}
+	return s;
 }
 
 static long account(struct zs_pool *zp, long freed, uint64_t t0)
@@ -165,12 +170,9 @@ static long ratio_pass(struct zs_pool *zp, struct zs_auto *a)
  * fragmented: each class keeps a partly used page.  Counting the slack
  * beyond those pages lets a pool of a few MB be compacted as tightly as a
  * large one, and an idle small pool alone.) */
-static bool below(struct zs_pool *zp, unsigned percent)
+static bool below(const struct usage *u, unsigned percent)
 {
-	uint64_t used, alloc, excess;
-
-	usage(zp, &used, &alloc, &excess);
-	return excess > ZS_AUTO_MIN_SLACK && used * 100 < alloc * percent;
+	return u->excess > ZS_AUTO_MIN_SLACK && u->used * 100 < u->alloc * percent;
 }
 
 static void *auto_main(void *arg)
@@ -198,7 +200,7 @@ static void *auto_main(void *arg)
 		}
 		pthread_mutex_unlock(&a->lock);
 		__atomic_store_n(&a->kicked, 0, __ATOMIC_RELEASE);
-		pol = __atomic_load_n(&a->policy, __ATOMIC_RELAXED);
+		pol = __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED);
 		pthread_mutex_lock(&zp->compact_lock);
 		if (pol == ZM_COMPACT_WATERMARK) {
 			watermark_pass(zp, a);
@@ -207,14 +209,16 @@ static void *auto_main(void *arg)
 			 * while armed, passes until the target is reached or
 			 * nothing moves, then the sweep */
 			uint64_t now = zm_os_now_ns();
+			struct usage u = usage(zp);
 
-			if (below(zp, a->ratio)) {
+			if (below(&u, a->ratio)) {
 				a->armed_until = now + ZS_AUTO_GRACE_MS * 1000000ull;
 				a->fresh = true;
 			}
-			if (now < a->armed_until && below(zp, a->target)) {
-				while (below(zp, a->target) && ratio_pass(zp, a) > 0 &&
-				       !__atomic_load_n(&a->stop, __ATOMIC_RELAXED)) {
+			if (now < a->armed_until && below(&u, a->target)) {
+				while (ratio_pass(zp, a) > 0 &&
+				       !__atomic_load_n(&a->stop, __ATOMIC_RELAXED) &&
+				       (u = usage(zp), below(&u, a->target))) {
 					pthread_mutex_unlock(&zp->compact_lock);
 					sched_yield();
 					pthread_mutex_lock(&zp->compact_lock);
@@ -251,7 +255,6 @@ int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg)
 	if (!a)
 		return -ENOMEM;
 	a->want = calloc(zp->total, 1);
-	a->policy = pol;
 	a->watermark = cfg->compact_watermark ? cfg->compact_watermark : ZS_DEF_WATERMARK;
 	a->ratio = cfg->compact_ratio ? cfg->compact_ratio : ZS_DEF_RATIO;
 	a->target = cfg->compact_target ? cfg->compact_target : ZS_DEF_TARGET;
@@ -269,14 +272,17 @@ int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg)
 	pthread_cond_init(&a->cond, NULL);
 	a->arg.zp = zp;
 	a->arg.a = a;
+	/* the policy before the thread, which reads it; the free path may see
+	 * it before autoc (zs_auto_note_free then does nothing) */
+	__atomic_store_n(&zp->auto_pol, (uint8_t)pol, __ATOMIC_RELEASE);
 	if (pthread_create(&a->thread, NULL, auto_main, &a->arg)) {
+		__atomic_store_n(&zp->auto_pol, 0, __ATOMIC_RELEASE);
 		free(a->want);
 		free(a);
 		return -ENOMEM;
 	}
 	/* visible to the free path only once the thread runs */
 	__atomic_store_n(&zp->autoc, a, __ATOMIC_RELEASE);
-	__atomic_store_n(&zp->auto_pol, (uint8_t)pol, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -310,10 +316,8 @@ int zs_auto_set(struct zm_pool *pool, enum zm_compact_policy policy)
 		policy = cfg.compact = ZS_DEF_POLICY;
 	/* serialised: two callers must not start two threads */
 	pthread_mutex_lock(&zp->compact_lock);
-	if (zp->autoc) {
-		__atomic_store_n(&zp->autoc->policy, policy, __ATOMIC_RELAXED);
+	if (zp->autoc)
 		__atomic_store_n(&zp->auto_pol, (uint8_t)policy, __ATOMIC_RELEASE);
-	}
 	else
 		rc = zs_auto_start(zp, &cfg);
 	pthread_mutex_unlock(&zp->compact_lock);

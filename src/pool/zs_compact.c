@@ -31,8 +31,8 @@
  * their objects move up into larger classes (zs_sweep, below).
  *
  * Lock order: zp->compact_lock (one compactor per pool) -> class lock ->
- * pages lock; the sweep alone holds a second class lock, of a class
- * higher in the table, inside the first.
+ * pages lock; the sweep alone holds a second class lock, of a larger
+ * class, inside the first.
  */
 #include <errno.h>
 #include <sched.h>
@@ -132,19 +132,26 @@ static void free_map(struct zs_pool *zp, struct zspage *zs, uint8_t *freemap)
 	}
 }
 
-/* Move object `from` of zs to object `to` of dst (a free slot taken). */
-static void move_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs, unsigned from,
-		     struct zspage *dst, unsigned to, char *tmp)
+/* Move object `from` of zs (class a) to object `to` (a free slot taken)
+ * of dst (class b: a itself, or a larger class when sweeping): its
+ * a->size bytes into the first bytes of the slot, the back reference
+ * along, the handle slot rewritten. */
+static void move_obj(struct zs_pool *zp, struct zs_class *a, struct zspage *zs, unsigned from,
+		     struct zs_class *b, struct zspage *dst, unsigned to, char *tmp)
 {
 	char *sseg[2], *dseg[2];
 	size_t slen[2], dlen[2];
 	int sn = zs_obj_segs(zp, zs, from, sseg, slen);
 	int dn = zs_obj_segs(zp, dst, to, dseg, dlen);
-	uint32_t idx = zs_backref(zs, c)[from];
+	uint32_t idx = zs_backref(zs, a)[from];
 	uint64_t v = zs_load_slot(zp, idx);
 
-	copy_obj(dseg, dlen, dn, sseg, slen, sn, c->size, tmp);
-	zs_backref(dst, c)[to] = idx;
+	if (dn == 2 && dlen[0] >= a->size)
+		dn = 1;
+	else if (dn == 2)
+		dlen[1] = a->size - dlen[0];
+	copy_obj(dseg, dlen, dn, sseg, slen, sn, a->size, tmp);
+	zs_backref(dst, b)[to] = idx;
 	zs_store_slot(zp, idx, zs_slot_live(dst->id, to, v & ZS_TAG_MASK));
 }
 
@@ -165,7 +172,7 @@ static long pack(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 			hi--;
 		if (lo >= hi)
 			break;
-		move_obj(zp, c, zs, hi, zs, lo, tmp);
+		move_obj(zp, c, zs, hi, c, zs, lo, tmp);
 		freemap[lo] = 0;
 		freemap[hi] = 1;
 		moved++;
@@ -209,19 +216,11 @@ static long evacuate(struct zs_pool *zp, struct zs_class *c, struct zspage *src,
 		if (to == ZS_NONE)
 			break;
 		dst->pass = pass;
-		move_obj(zp, c, src, o, dst, to, tmp);
+		move_obj(zp, c, src, o, c, dst, to, tmp);
 		zs_group_set(c, dst);
 		/* chain the emptied slot, so that src stays valid if we stop
 		 * before it is empty */
-		{
-			char *seg[2];
-			size_t len[2];
-
-			zs_obj_segs(zp, src, o, seg, len);
-			memcpy(seg[0], &src->free_head, sizeof(uint16_t));
-			src->free_head = (uint16_t)o;
-		}
-		src->inuse--;
+		zs_put_obj(zp, src, o);
 		moved++;
 	}
 	return moved;
@@ -383,17 +382,6 @@ long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
  */
 #define ZS_SWEEP_UP 16  /* classes up: at most 16 * spacing bytes of rounding an object */
 
-/* A zspage of class b with a free slot in its populated pages, fullest
- * first; b's lock held. */
-static struct zspage *room_in(const struct zs_pool *zp, struct zs_class *b)
-{
-	for (unsigned g = ZS_GROUPS - 2; g >= 1; g--)
-		for (struct zspage *zs = b->group[g]; zs; zs = zs->next)
-			if (!zs->migrating && zs_fits_in_place(zp, b, zs))
-				return zs;
-	return NULL;
-}
-
 /* Move object `from` of src (class a, quiesced) into a free slot of some
  * class above; both locks taken and dropped here but a's.  false if no
  * class within reach has room. */
@@ -406,41 +394,23 @@ static bool move_up(struct zs_pool *zp, struct zs_class *a, struct zspage *src,
 	for (unsigned i = 0; i < ZS_SWEEP_UP * zp->nshards; i++) {
 		unsigned up = k + 1 + i / zp->nshards, sh = i % zp->nshards;
 		struct zs_class *b;
-		char *sseg[2], *dseg[2];
-		size_t slen[2], dlen[2];
 		struct zspage *dst;
-		uint32_t idx;
-		uint64_t v;
-		unsigned to;
-		int sn, dn;
 
 		if (up >= zp->nclasses - 1)
 			break;
 		if (!(b = zs_class_at(zp, (sh << zp->cshift) + up)))
 			continue;
 		zm_lock(&b->lock);
-		dst = room_in(zp, b);
-		if (!dst) {
-			zm_unlock(&b->lock);
-			continue;
+		dst = zs_room_in(zp, b);
+		if (dst) {
+			/* in place: takes no page */
+			move_obj(zp, a, src, from, b, dst, zs_take_obj(zp, b, dst), tmp);
+			zs_count(&b->used, 1);
+			zs_group_set(b, dst);
 		}
-		to = zs_take_obj(zp, b, dst);  /* in place: takes no page */
-		sn = zs_obj_segs(zp, src, from, sseg, slen);
-		dn = zs_obj_segs(zp, dst, to, dseg, dlen);
-		idx = zs_backref(src, a)[from];
-		v = zs_load_slot(zp, idx);
-		/* the object's a->size bytes into the first a->size of the slot */
-		if (dn == 2 && dlen[0] >= a->size)
-			dn = 1;
-		else if (dn == 2)
-			dlen[1] = a->size - dlen[0];
-		copy_obj(dseg, dlen, dn, sseg, slen, sn, a->size, tmp);
-		zs_backref(dst, b)[to] = idx;
-		zs_store_slot(zp, idx, zs_slot_live(dst->id, to, v & ZS_TAG_MASK));
-		zs_count(&b->used, 1);
-		zs_group_set(b, dst);
 		zm_unlock(&b->lock);
-		return true;
+		if (dst)
+			return true;
 	}
 	return false;
 }
@@ -468,18 +438,12 @@ static long sweep_class(struct zs_pool *zp, struct zs_class *a, uint8_t *freemap
 	}
 	free_map(zp, src, freemap);
 	for (unsigned o = 0; o < src->bump && src->inuse; o++) {
-		char *seg[2];
-		size_t len[2];
-
 		if (freemap[o])
 			continue;
 		if (!move_up(zp, a, src, o, tmp))
 			break;
 		zp->objects_moved++;
-		zs_obj_segs(zp, src, o, seg, len);
-		memcpy(seg[0], &src->free_head, sizeof(uint16_t));
-		src->free_head = (uint16_t)o;
-		src->inuse--;
+		zs_put_obj(zp, src, o);
 		zs_count(&a->used, -1);
 	}
 	if (src->inuse) {

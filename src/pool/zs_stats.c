@@ -6,8 +6,9 @@
  *   pool_bytes  pages held by zspages
  *   meta_bytes  handle slots handed out (8 bytes each, free ones included),
  *               zspage records (header, pfns, 4-byte back references) and
- *               their table entries (none for huge objects, zs_huge.c), the pages layer's 12-byte record of
- *               every page held, and the class table.
+ *               their table entries (none for huge objects, zs_huge.c),
+ *               the pages layer's 12-byte record of every page held, and
+ *               the classes made.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -20,7 +21,6 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 {
 	struct zs_pool *zp = zs_of(pool);
 	uint64_t pages = 0, meta = 0;
-
 	unsigned nclass = 0;
 
 	ZS_FOR_EACH_CLASS(zp, c) {

@@ -101,6 +101,8 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 {
 	struct zspage *zs = c->spare;
 	unsigned first = pages_for(zp, c, 0);
+	/* one page to start, grown in place by zs_populate */
+	bool contig = first == 1 && zp->span == ZM_SPAN_CONTIG && c->pages > 1;
 	size_t got;
 
 	if (zs) {
@@ -121,11 +123,10 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 	 * zs_populate: an object freed and allocated over and over then
 	 * takes no lock of the pages layer); else one page (the common case)
 	 * through the per-thread page cache; more with the bulk call */
-	if (first == 1 && zp->span == ZM_SPAN_CONTIG && c->pages > 1 && c->hint &&
-	    zm_pages_take_cached(zp->pages, c->hint - 1) == 0) {
+	if (contig && c->hint && zm_pages_take_cached(zp->pages, c->hint - 1) == 0) {
 		zs_pfns(zs)[0] = c->hint - 1;
 		got = 1;
-	} else if (first == 1 && zp->span == ZM_SPAN_CONTIG && c->pages > 1)
+	} else if (contig)
 		/* a page with free pages after it, for zs_populate to
 		 * extend in place (objects crossing pages stay in place) */
 		got = zm_pages_alloc_spread(zp->pages, spread_order(zp),
@@ -188,6 +189,15 @@ void zs_zspage_free(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 		zm_unlock(&c->lock);
 	}
 	free(zs);
+}
+
+struct zspage *zs_room_in(const struct zs_pool *zp, struct zs_class *c)
+{
+	for (unsigned g = ZS_GROUPS - 2; g >= 1; g--)
+		for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
+			if (!zs->migrating && zs_fits_in_place(zp, c, zs))
+				return zs;
+	return NULL;
 }
 
 void zs_group_del(struct zs_class *c, struct zspage *zs)

@@ -159,8 +159,9 @@ struct zs_pool {
 	bool merge;              /* merge classes that pack alike */
 	unsigned borrow;         /* classes up an object may borrow a slot from */
 	enum zm_span_method span;
-	uint8_t auto_pol;        /* atomic: the background compactor's policy,
-				    0 without one (what zm_free must do) */
+	uint8_t auto_pol;        /* atomic: the background compactor's policy
+				    (zs_auto.c), 0 without one; zm_free reads
+				    it to know what to note */
 	unsigned nclasses;       /* distinct classes, huge last */
 	unsigned nshards;        /* copies of each class (power of two) */
 	unsigned cshift;         /* 1 << cshift >= nclasses */
@@ -357,8 +358,10 @@ static inline struct zspage *zs_by_id(struct zs_pool *zp, uint32_t id)
 }
 
 /* zs_alloc.c: a free object of zs (lock held, zs not full), from its free
- * chain or its bump (populating pages); ZS_NONE if no page could be had. */
+ * chain or its bump (populating pages); ZS_NONE if no page could be had.
+ * put: object obj of zs is free again (chained; poisoned in debug). */
 unsigned zs_take_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
+void zs_put_obj(struct zs_pool *zp, struct zspage *zs, unsigned obj);
 
 /* Can zs give an object without taking a new page?  (lock held) */
 static inline bool zs_fits_in_place(const struct zs_pool *zp, const struct zs_class *c,
@@ -369,6 +372,11 @@ static inline bool zs_fits_in_place(const struct zs_pool *zp, const struct zs_cl
 	return zs->bump < c->objs &&
 	       ((((size_t)zs->bump + 1) * c->size - 1) >> zp->shift) < zs->npop;
 }
+
+/* zs_zspage.c: a zspage of c with a free slot in its pages already
+ * populated, fullest first, not one being migrated; NULL if none.  c's
+ * lock held. */
+struct zspage *zs_room_in(const struct zs_pool *zp, struct zs_class *c);
 
 /* zs_compact.c */
 long zs_compact(struct zm_pool *pool);
