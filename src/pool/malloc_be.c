@@ -91,10 +91,6 @@ static int mb_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 
 static void mb_destroy(struct zm_pool *pool)
 {
-	int64_t n = sum(mb(pool), offsetof(struct mb_shard, objects));
-
-	if (n)
-		zm_log("malloc pool: destroyed with %lld live object(s), leaked", (long long)n);
 	free(pool->priv);
 }
 

@@ -83,8 +83,15 @@ int zm_pool_create(const struct zm_pool_config *cfg, struct zm_pool **out)
 
 void zm_pool_destroy(struct zm_pool *pool)
 {
+	struct zm_pool_stats st = { 0 };
+
 	if (!pool)
 		return;
+	/* one message for every backend: objects still live are leaked */
+	pool->ops->stats(pool, &st);
+	if (st.objects)
+		zm_log("%s pool: destroyed with %llu live object(s), leaked",
+		       pool->ops->name, (unsigned long long)st.objects);
 	pool->ops->destroy(pool);
 	if (pool->own_pages)
 		zm_pages_destroy(pool->pages);

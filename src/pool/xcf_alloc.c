@@ -45,9 +45,6 @@ static void xcf_destroy(struct zm_pool *pool)
 {
 	struct xcf_pool *x = xcf_of(pool);
 
-	if (x->objects)
-		zm_log("xcfmalloc: destroyed with %llu live object(s), leaked",
-		       (unsigned long long)x->objects);
 	xcf_blocks_fini(x);
 	zm_lock_destroy(&x->lock);
 	free(x);

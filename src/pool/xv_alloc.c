@@ -310,9 +310,6 @@ static void xv_destroy(struct zm_pool *pool)
 {
 	struct xv_pool *xp = xv_of(pool);
 
-	if (xp->objects)
-		zm_log("xvmalloc: destroyed with %llu live object(s), leaked",
-		       (unsigned long long)xp->objects);
 	while (xp->first_page != XV_NO_PFN)
 		page_put(xp, xp->first_page);
 	zm_lock_destroy(&xp->lock);

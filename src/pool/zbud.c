@@ -233,9 +233,6 @@ static void zb_destroy(struct zm_pool *pool)
 {
 	struct zbud_pool *zb = zb_of(pool);
 
-	if (zb->objects)
-		zm_log("zbud pool: destroyed with %llu live object(s), leaked",
-		       (unsigned long long)zb->objects);
 	for (unsigned k = 0; k < ZBUD_NCHUNKS; k++) {
 		uint32_t pfn = zb->head[k];
 

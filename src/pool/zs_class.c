@@ -196,12 +196,10 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 void zs_destroy(struct zm_pool *pool)
 {
 	struct zs_pool *zp = zs_of(pool);
-	uint64_t leaked = 0;
 
 	zs_auto_stop(zp);
 	zs_huge_release(zp);
 	ZS_FOR_EACH_CLASS(zp, c) {
-		leaked += c->used;
 		free(c->spare);
 		for (unsigned g = 0; g < ZS_GROUPS; g++)
 			while (c->group[g]) {
@@ -212,9 +210,6 @@ void zs_destroy(struct zm_pool *pool)
 				zs_zspage_free(zp, NULL, zs);
 			}
 	}
-	if (leaked)
-		zm_log("zsmalloc: pool destroyed with %llu live object(s), leaked",
-		       (unsigned long long)leaked);
 	zs_handles_fini(zp);
 	pthread_mutex_destroy(&zp->compact_lock);
 	free(zp->scratch);
