@@ -33,6 +33,19 @@ void disk_fini(struct zm_disk *d)
 		pthread_mutex_destroy(&d->stripe[i]);
 }
 
+/* The page that byte off lies in, where in it, and how many of the len
+ * bytes from off it holds. */
+static inline size_t span(const struct zm_disk *d, uint64_t off, uint64_t len,
+			  uint64_t *page, size_t *in)
+{
+	size_t n;
+
+	*page = off >> d->page_shift;
+	*in = off & (d->page_size - 1);
+	n = d->page_size - *in;
+	return n > len ? (size_t)len : n;
+}
+
 static pthread_mutex_t *stripe(struct zm_disk *d, uint64_t page)
 {
 	/* neighbouring pages on different stripes: sequential writers from
@@ -45,13 +58,10 @@ int disk_read(struct zm_disk *d, uint64_t off, uint32_t len, void *buf, void *sc
 	uint8_t *out = buf;
 
 	while (len) {
-		uint64_t page = off >> d->page_shift;
-		size_t in = off & (d->page_size - 1);
-		size_t n = d->page_size - in;
+		uint64_t page;
+		size_t in, n = span(d, off, len, &page, &in);
 		int rc;
 
-		if (n > len)
-			n = len;
 		if (n == d->page_size) {
 			rc = zm_store_get(d->store, page, out);
 		} else {
@@ -70,14 +80,11 @@ int disk_write(struct zm_disk *d, uint64_t off, uint32_t len, const void *buf, v
 	const uint8_t *src = buf;
 
 	while (len) {
-		uint64_t page = off >> d->page_shift;
-		size_t in = off & (d->page_size - 1);
-		size_t n = d->page_size - in;
+		uint64_t page;
+		size_t in, n = span(d, off, len, &page, &in);
 		pthread_mutex_t *m = stripe(d, page);
 		int rc;
 
-		if (n > len)
-			n = len;
 		pthread_mutex_lock(m);
 		if (n == d->page_size) {
 			rc = zm_store_put(d->store, page, src);
@@ -96,49 +103,8 @@ int disk_write(struct zm_disk *d, uint64_t off, uint32_t len, const void *buf, v
 	return 0;
 }
 
-/* Does the page read as zeros without being touched? */
-static bool page_is_zero(struct zm_disk *d, uint64_t page)
-{
-	unsigned kind;
-	zm_handle_t word;
-
-	if (zm_store_slot_info(d->store, page, &kind, &word, NULL))
-		return false;
-	return kind == ZM_STORE_SLOT_EMPTY || (kind == ZM_STORE_SLOT_SAME && word == 0);
-}
-
-int disk_zero(struct zm_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch)
-{
-	while (len) {
-		uint64_t page = off >> d->page_shift;
-		size_t in = off & (d->page_size - 1);
-		size_t n = d->page_size - in;
-		pthread_mutex_t *m = stripe(d, page);
-		int rc = 0;
-
-		if (n > len)
-			n = len;
-		pthread_mutex_lock(m);
-		if (n == d->page_size && may_hole) {
-			rc = zm_store_discard(d->store, page, 1);
-		} else if (n == d->page_size) {
-			memset(scratch, 0, d->page_size);
-			rc = zm_store_put(d->store, page, scratch); /* same-filled: no pool memory */
-		} else if (!page_is_zero(d, page)) {
-			rc = zm_store_get(d->store, page, scratch);
-			if (!rc) {
-				memset((uint8_t *)scratch + in, 0, n);
-				rc = zm_store_put(d->store, page, scratch);
-			}
-		}
-		pthread_mutex_unlock(m);
-		if (rc)
-			return rc;
-		off += n, len -= n;
-	}
-	return 0;
-}
-
+/* The page's block status: a hole (never written, or discarded) reads as
+ * zeros; a zero-filled page reads as zeros without being one. */
 static uint32_t page_state(struct zm_disk *d, uint64_t page)
 {
 	unsigned kind;
@@ -153,19 +119,46 @@ static uint32_t page_state(struct zm_disk *d, uint64_t page)
 	return 0;
 }
 
+int disk_zero(struct zm_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch)
+{
+	while (len) {
+		uint64_t page;
+		size_t in, n = span(d, off, len, &page, &in);
+		pthread_mutex_t *m = stripe(d, page);
+		int rc = 0;
+
+		pthread_mutex_lock(m);
+		if (n == d->page_size && may_hole) {
+			rc = zm_store_discard(d->store, page, 1);
+		} else if (n == d->page_size) {
+			memset(scratch, 0, d->page_size);
+			rc = zm_store_put(d->store, page, scratch); /* same-filled: no pool memory */
+		} else if (!(page_state(d, page) & NBD_STATE_ZERO)) {
+			rc = zm_store_get(d->store, page, scratch);
+			if (!rc) {
+				memset((uint8_t *)scratch + in, 0, n);
+				rc = zm_store_put(d->store, page, scratch);
+			}
+		}
+		pthread_mutex_unlock(m);
+		if (rc)
+			return rc;
+		off += n, len -= n;
+	}
+	return 0;
+}
+
 unsigned disk_extents(struct zm_disk *d, uint64_t off, uint32_t len, uint32_t *ext,
 		      unsigned max)
 {
 	unsigned n = 0;
 
 	while (len && n < max) {
-		uint64_t page = off >> d->page_shift;
-		size_t in = off & (d->page_size - 1);
-		uint32_t step = (uint32_t)(d->page_size - in);
+		uint64_t page;
+		size_t in;
+		uint32_t step = (uint32_t)span(d, off, len, &page, &in);
 		uint32_t st = page_state(d, page);
 
-		if (step > len)
-			step = len;
 		if (n && ext[2 * (n - 1) + 1] == st) {
 			ext[2 * (n - 1)] += step;
 		} else {
