@@ -386,6 +386,129 @@ static void test_take_cached(void **st)
 	zm_pages_destroy(p);
 }
 
+/* alloc_run: the first page handed out, the rest of the run set aside for
+ * take_cached and for nobody else; runs carved one after the other from
+ * the thread's block; set-aside pages bounded and given back on flush and
+ * at thread exit. */
+static void *thread_sets_aside(void *arg)
+{
+	struct zm_pages *p = arg;
+	zm_pfn_t a;
+
+	assert_int_equal(zm_pages_alloc_run(p, 6, &a), 0);
+	return (void *)(uintptr_t)a;
+}
+
+static void test_alloc_run(void **st)
+{
+	struct zm_pages *p = mk(4096, 16 << 20, 0);
+	struct zm_pages_stats s;
+	zm_pfn_t a, b, x, v[40];
+	pthread_t t;
+	void *ret;
+
+	assert_int_equal(zm_pages_alloc_run(p, 0, &a), -EINVAL);
+	assert_int_equal(zm_pages_alloc_run(p, ZM_PAGES_RUN_MAX + 1, &a), -EINVAL);
+	assert_int_equal(zm_pages_alloc_run(p, 5, &a), 0);
+	/* a single page taken meanwhile is not one of the run's */
+	assert_int_equal(zm_pages_alloc(p, &x), 0);
+	assert_true(x < a || x > a + 4);
+	assert_int_equal(zm_pages_alloc_at(p, a + 1), -EBUSY);  /* set aside */
+	for (zm_pfn_t i = 1; i < 5; i++)
+		assert_int_equal(zm_pages_take_cached(p, a + i), 0);
+	assert_int_equal(zm_pages_take_cached(p, a + 2), -ENOENT);   /* taken */
+	assert_int_equal(zm_pages_take_cached(p, a + 5), -ENOENT);   /* not set aside */
+	/* the next run starts where this one ended, in the same block */
+	assert_int_equal(zm_pages_alloc_run(p, 3, &b), 0);
+	assert_int_equal(b, a + 5);
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.in_use, 7);
+	assert_int_equal(s.in_use + s.cached + s.free, s.total_pages);
+	assert_int_equal(zm_pages_check(p), 0);
+
+	/* many long runs: what is set aside stays bounded, every page is
+	 * accounted for, and the oldest set-aside pages are not lost */
+	for (int i = 0; i < 40; i++)
+		assert_int_equal(zm_pages_alloc_run(p, 32, &v[i]), 0);
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.in_use, 47);
+	/* the stack (64 pages by default), the set-aside pages, the block */
+	assert_true(s.cached <= 64 + ZM_PAGES_AHEAD_MAX + ZM_PAGES_RUN_MAX);
+	assert_int_equal(s.in_use + s.cached + s.free, s.total_pages);
+	assert_int_equal(zm_pages_check(p), 0);
+	assert_int_equal(zm_pages_take_cached(p, v[39] + 31), 0);
+	assert_int_equal(zm_pages_free(p, v[39] + 31), 0);
+	for (int i = 0; i < 40; i++)
+		assert_int_equal(zm_pages_free(p, v[i]), 0);
+	for (zm_pfn_t i = 0; i < 5; i++)
+		assert_int_equal(zm_pages_free(p, a + i), 0);
+	assert_int_equal(zm_pages_free(p, b), 0);
+	assert_int_equal(zm_pages_free(p, x), 0);
+	zm_pages_flush_thread(p);
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.cached, 0);
+	assert_int_equal(s.in_use, 0);
+	assert_int_equal(zm_pages_check(p), 0);
+
+	/* a thread that exits gives back what it set aside */
+	assert_int_equal(pthread_create(&t, NULL, thread_sets_aside, p), 0);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.cached, 0);
+	assert_int_equal(s.in_use, 1);
+	assert_int_equal(zm_pages_alloc_at(p, (zm_pfn_t)(uintptr_t)ret + 1), 0);
+	assert_int_equal(zm_pages_free(p, (zm_pfn_t)(uintptr_t)ret + 1), 0);
+	assert_int_equal(zm_pages_free(p, (zm_pfn_t)(uintptr_t)ret), 0);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+}
+
+/* alloc_run and the limit: near it, nothing is set aside (one page, the
+ * rest left free for alloc_at); at it, what the thread set aside is taken
+ * back, so that every page under the limit can be allocated.  Without a
+ * cache, one page and the rest left free. */
+static void test_alloc_run_limit_and_no_cache(void **st)
+{
+	struct zm_pages_config c = { .arena_bytes = 4 << 20, .cache_pages = 1 };
+	size_t lim = 8 * ZM_PAGES_RUN_MAX + 20, n = 0;
+	struct zm_pages *p = mk(4096, 4 << 20, 10);
+	zm_pfn_t a, x, *v = malloc(lim * sizeof(*v));
+
+	assert_non_null(v);
+	assert_int_equal(zm_pages_alloc_run(p, 8, &a), 0);
+	assert_int_equal(zm_pages_take_cached(p, a + 1), -ENOENT);
+	assert_int_equal(zm_pages_alloc_at(p, a + 1), 0);
+	assert_int_equal(zm_pages_free(p, a + 1), 0);
+	assert_int_equal(zm_pages_free(p, a), 0);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+
+	p = mk(4096, 4 << 20, lim);
+	assert_int_equal(zm_pages_alloc_run(p, ZM_PAGES_RUN_MAX, &a), 0);
+	assert_int_equal(zm_pages_take_cached(p, a + 1), 0);   /* set aside */
+	assert_int_equal(zm_pages_free(p, a + 1), 0);
+	while (zm_pages_alloc(p, &x) == 0)
+		v[n++] = x;
+	assert_int_equal(n, lim - 1);     /* all but the run's first page */
+	assert_int_equal(zm_pages_alloc_run(p, 1, &x), -ENOMEM);
+	assert_int_equal(zm_pages_check(p), 0);
+	while (n)
+		assert_int_equal(zm_pages_free(p, v[--n]), 0);
+	assert_int_equal(zm_pages_free(p, a), 0);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+	free(v);
+
+	assert_int_equal(zm_pages_create(&c, &p), 0);
+	assert_int_equal(zm_pages_alloc_run(p, 4, &a), 0);
+	assert_int_equal(zm_pages_take_cached(p, a + 1), -ENOENT);
+	assert_int_equal(zm_pages_alloc_at(p, a + 1), 0);
+	assert_int_equal(zm_pages_free(p, a + 1), 0);
+	assert_int_equal(zm_pages_free(p, a), 0);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+}
+
 static void test_no_cache(void **st)
 {
 	struct zm_pages_config c = { .arena_bytes = 4 << 20, .cache_pages = 1 };
@@ -439,6 +562,8 @@ int main(void)
 		cmocka_unit_test(test_stats_and_thread_exit),
 		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_take_cached),
+		cmocka_unit_test(test_alloc_run),
+		cmocka_unit_test(test_alloc_run_limit_and_no_cache),
 		cmocka_unit_test(test_no_cache),
 		cmocka_unit_test(test_checker_catches),
 	};

@@ -30,6 +30,8 @@ static struct zm_pages *p;
 static struct alloc allocs[NPAGES];
 static size_t nallocs, owned_pages;
 static uint8_t owned[NPAGES];
+static zm_pfn_t grow_next, grow_end;   /* the run being grown */
+static size_t grown_cached, grown_at;  /* pages it took each way */
 
 static uint64_t cookie(zm_pfn_t pfn) { return 0x5EED000000000000ull ^ (pfn * 2654435761u); }
 
@@ -74,10 +76,38 @@ static void step(struct rng *r)
 	struct zm_pages_stats s;
 	zm_pfn_t v[128], pfn;
 	size_t n, got;
-	unsigned op = (unsigned)rng_below(r, 100);
+	unsigned op = (unsigned)rng_below(r, 110);
 
 	zm_pages_stats(p, &s);
-	if (op < 30) {                                  /* single */
+	if (op >= 100 && (op < 104 || grow_next == grow_end)) {  /* a new run */
+		unsigned len = 1 + (unsigned)rng_below(r, ZM_PAGES_RUN_MAX);
+		int rc = zm_pages_alloc_run(p, len, &pfn);
+
+		if (rc == 0) {
+			take(pfn, 0);
+			grow_next = pfn + 1;
+			grow_end = pfn + len < NPAGES ? pfn + len : NPAGES;
+		} else {
+			assert_int_equal(rc, -ENOMEM);
+		}
+	} else if (op >= 100) {                          /* grow it by one */
+		int rc = zm_pages_take_cached(p, grow_next);
+
+		if (rc == 0) {
+			take(grow_next, 0);
+			grown_cached++;
+		} else {
+			assert_int_equal(rc, -ENOENT);
+			rc = zm_pages_alloc_at(p, grow_next);
+			if (rc == 0) {
+				take(grow_next, 0);
+				grown_at++;
+			}
+			else
+				assert_true(rc == -EBUSY || rc == -ENOMEM);
+		}
+		grow_next++;
+	} else if (op < 30) {                                  /* single */
 		int rc = zm_pages_alloc(p, &pfn);
 
 		if (rc == 0)
@@ -153,6 +183,9 @@ static void test_model(void **st)
 	}
 	verify();
 	zm_pages_destroy(p);
+	printf("runs grown: %zu pages set aside, %zu taken free\n", grown_cached, grown_at);
+	if (g_steps >= 10000)
+		assert_true(grown_cached > 0 && grown_at > 0);
 }
 
 int main(int argc, char **argv)

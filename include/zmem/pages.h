@@ -108,17 +108,28 @@ int zm_pages_free(struct zm_pages *pages, zm_pfn_t pfn);
 int zm_pages_alloc_at(struct zm_pages *pages, zm_pfn_t pfn);
 
 /* The page pfn itself, if the calling thread freed it lately and its
- * cache still holds it (one of the ZM_PAGES_TAKE_DEPTH pages freed last):
+ * cache still holds it (one of the ZM_PAGES_TAKE_DEPTH pages freed last),
+ * or set it aside with zm_pages_alloc_run():
  * no lock, and the page is resident.  0, or -ENOENT (the page is left
  * where it is).  For callers that free a page and may want that very page
  * back soon, such as zsmalloc reusing a zspage's pages in place. */
 #define ZM_PAGES_TAKE_DEPTH 8
 int zm_pages_take_cached(struct zm_pages *pages, zm_pfn_t pfn);
 
-/* One page: the first of a free block of 2^order pages or more, so that
- * the pages after it stay free for zm_pages_alloc_at() (any page when no
- * block is that large).  Takes the lock.  0, -EINVAL or -ENOMEM. */
-int zm_pages_alloc_spread(struct zm_pages *pages, unsigned order, zm_pfn_t *pfn);
+/* The first page of a run of n consecutive pages (1 <= n <=
+ * ZM_PAGES_RUN_MAX); the n - 1 after it are set aside in the calling
+ * thread's cache, where only zm_pages_take_cached() takes them, so that a
+ * caller growing the run one page at a time (zsmalloc's zspages) takes no
+ * lock per page.  Runs are carved from a block of up to ZM_PAGES_RUN_MAX
+ * pages the thread takes at once.  A thread sets aside at most
+ * ZM_PAGES_AHEAD_MAX pages (as many as its cache holds, if fewer); older
+ * ones become ordinary cached pages first, and a run longer than that
+ * has its last pages left in the block.  Pages set aside count as cached.
+ * 0, -EINVAL or -ENOMEM (when no run is free: any single page, nothing
+ * set aside). */
+#define ZM_PAGES_AHEAD_MAX 64
+#define ZM_PAGES_RUN_MAX 32
+int zm_pages_alloc_run(struct zm_pages *pages, unsigned n, zm_pfn_t *pfn);
 
 /* A run of 2^order contiguous pages (order 0..ZM_PAGES_MAX_ORDER), straight
  * from the buddy allocator.  Returns 0 and sets *pfn to the first page, or

@@ -52,9 +52,10 @@ int zm_pages_create(const struct zm_pages_config *cfg, struct zm_pages **out)
 	if (c.cache_pages > ZM_MAX_CACHE)
 		return -EINVAL;
 
-	p = calloc(1, sizeof(*p));
+	p = aligned_alloc(_Alignof(struct zm_pages), sizeof(*p));
 	if (!p)
 		return -ENOMEM;
+	memset(p, 0, sizeof(*p));
 	zm_lock_init(&p->lock);
 	p->page_size = c.page_size;
 	p->page_shift = log2_exact(c.page_size);
@@ -70,6 +71,9 @@ int zm_pages_create(const struct zm_pages_config *cfg, struct zm_pages **out)
 		p->cache_batch = ZM_PAGES_CHUNK;
 	if (p->cache_batch == 0)
 		p->cache_batch = 1;
+	p->ahead_max = p->cache_cap < ZM_PAGES_AHEAD_MAX ? p->cache_cap : ZM_PAGES_AHEAD_MAX;
+	while (p->run_order < ZM_RUN_ORDER && (2u << p->run_order) <= p->cache_cap)
+		p->run_order++;
 
 	/* Align the arena to the largest buddy block, so that every block is
 	 * naturally aligned in memory too (friendly to huge pages). */
@@ -171,24 +175,6 @@ int zm_pages_alloc_order(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 	return 0;
 }
 
-int zm_pages_alloc_spread(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
-{
-	zm_pfn_t got;
-	bool dirty = false;
-
-	if (order > ZM_PAGES_MAX_ORDER)
-		return -EINVAL;
-	zm_lock(&p->lock);
-	got = zm_buddy_take_spread(p, order, &dirty);
-	zm_unlock(&p->lock);
-	if (got == ZM_PFN_NIL)
-		return -ENOMEM;
-	if (p->prefault && !dirty)
-		zm_pages_prefault(p, &got, 1);
-	*pfn = got;
-	return 0;
-}
-
 int zm_pages_alloc_at(struct zm_pages *p, zm_pfn_t pfn)
 {
 	zm_pfn_t got;
@@ -202,6 +188,8 @@ int zm_pages_alloc_at(struct zm_pages *p, zm_pfn_t pfn)
 	got = zm_buddy_take_at(p, pfn, &dirty);
 	fails = p->limit_failures - fails;
 	zm_unlock(&p->lock);
+	if (got == ZM_PFN_NIL && fails && zm_tcache_reclaim(p))
+		return zm_pages_alloc_at(p, pfn);  /* at the limit: once more */
 	if (got == ZM_PFN_NIL)
 		return fails ? -ENOMEM : -EBUSY;
 	if (p->prefault && !dirty)

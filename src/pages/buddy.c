@@ -327,6 +327,36 @@ zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn, bool *dirty)
 	return pfn;
 }
 
+zm_pfn_t zm_buddy_take_run(struct zm_pages *p, unsigned max_order, unsigned min_order,
+			   unsigned *k, size_t *dirty)
+{
+	for (unsigned want = max_order + 1; want-- > min_order;) {
+		unsigned found;
+		zm_pfn_t pfn;
+
+		if (p->nr_out + ((size_t)1 << want) > p->limit)
+			continue;  /* a smaller block may still fit */
+		pfn = find_block(p, want, &found);
+		if (pfn == ZM_PFN_NIL)
+			continue;
+		split(p, pfn, found, want);
+		*dirty = 0;
+		for (uint32_t i = 0; i < 1u << want; i++) {
+			struct zm_pg *g = zm_pg_of(p, pfn + i);
+			uint8_t r = g->flags & PG_DIRTY ? PG_RESIDENT : 0;
+
+			*dirty += r != 0;
+			g->word = zm_pg_word(PG_CACHED);
+			g->flags = r;
+		}
+		p->nr_dirty_free -= *dirty;
+		zm_note_out(p, (size_t)1 << want);
+		*k = want;
+		return pfn;
+	}
+	return ZM_PFN_NIL;
+}
+
 zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, unsigned order, bool *dirty)
 {
 	unsigned k;

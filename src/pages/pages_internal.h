@@ -53,6 +53,16 @@
 
 #define ZM_PFN_NIL UINT32_MAX
 
+/* zm_pages_alloc_run carves runs from blocks of at most 2^ZM_RUN_ORDER
+ * pages: ZM_PAGES_RUN_MAX, zsmalloc's largest zspage by default, 128 KiB
+ * at 4 KiB pages (fewer when the thread cache is smaller: run_order). */
+#define ZM_RUN_ORDER 5
+/* ... and only while the limit leaves room for this many blocks: a pool
+ * limited to a few blocks' worth must not have them held in a thread's
+ * cache (a limit failure also takes them back: zm_tcache_reclaim). */
+#define ZM_RUN_LIMIT_ROOM 8
+_Static_assert(1u << ZM_RUN_ORDER == ZM_PAGES_RUN_MAX, "run block size");
+
 /* Page states.  0 is "tail of a free block" so that a fresh (zero) page
  * array describes free tails without being touched. */
 enum {
@@ -67,6 +77,9 @@ enum {
 /* flags */
 #define PG_DIRTY     1u  /* free page that may still be resident */
 #define PG_BLK_DIRTY 2u  /* on a free-block head: block may hold dirty pages */
+#define PG_RESIDENT  4u  /* a page of a thread's run block or set aside
+			    (tcache.c) that was resident when taken: it
+			    needs no prefault and goes back dirty */
 
 /* Internal per-page record, 12 bytes.  state, order and flags share one
  * word so that the bulk paths set all three with one store. */
@@ -114,7 +127,6 @@ struct zm_free_list {
 };
 
 struct zm_pages {
-	zm_lock_t lock;
 	char *base;               /* arena start; immutable */
 	size_t page_size;         /* immutable */
 	unsigned page_shift;      /* immutable */
@@ -128,8 +140,16 @@ struct zm_pages {
 	unsigned cache_cap;       /* immutable */
 	unsigned cache_batch;     /* immutable */
 	bool prefault;            /* immutable */
+	unsigned ahead_max;       /* immutable: pages a thread sets aside
+				     (tcache.c), min(cache_cap, 64) */
+	unsigned run_order;       /* immutable: its run block, 2^run_order
+				     <= cache_cap, at most 32 pages */
 
-	/* lock */
+	/* The lock on a line of its own, with what it guards: every lock-free
+	 * path (a thread's cache, zm_pages_addr) reads the immutable fields
+	 * above, and a lock taken on their line by one thread cost the others
+	 * a miss on every page they took or gave (2-thread allocbench). */
+	zm_lock_t lock __attribute__((aligned(64)));
 	struct zm_free_list area[ZM_PAGES_MAX_ORDER + 1][2]; /* [order][dirty] */
 	uint32_t nonempty;        /* bit order*2+dirty: that list is not empty */
 	size_t nr_free;           /* pages in free blocks (not isolated) */
@@ -164,6 +184,12 @@ size_t zm_buddy_take_pages(struct zm_pages *p, size_t n, zm_pfn_t *out,
  * after it); any page if there is no such block.  ZM_PFN_NIL if none.
  * *dirty: the page was dirty (still resident). */
 zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, unsigned order, bool *dirty);
+/* A free block of 2^k pages, k from max_order down to min_order, the
+ * largest there is and the limit allows, its pages in state PG_CACHED
+ * (PG_RESIDENT those that were dirty); *k and *dirty (how many) set.
+ * ZM_PFN_NIL if none. */
+zm_pfn_t zm_buddy_take_run(struct zm_pages *p, unsigned max_order, unsigned min_order,
+			   unsigned *k, size_t *dirty);
 /* Take exactly page pfn if it lies in a free block; ZM_PFN_NIL if not.
  * *dirty as for take_spread. */
 zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn, bool *dirty);
@@ -199,5 +225,8 @@ int zm_pages_bad_free(struct zm_pages *p, zm_pfn_t pfn, const char *why);
 void zm_tcache_detach_all(struct zm_pages *p);
 size_t zm_tcache_total(struct zm_pages *p);
 int zm_tcache_check(struct zm_pages *p, size_t *ncached);
+/* Give the calling thread's set-aside pages and run block back (takes the
+ * lock); true if there were any.  For a caller refused by the limit. */
+bool zm_tcache_reclaim(struct zm_pages *p);
 
 #endif

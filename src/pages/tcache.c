@@ -12,6 +12,23 @@
  * recently used first; the common case (one instance) is one load and one
  * compare.
  *
+ * Runs.  zm_pages_alloc_run() hands out the first page of a run of n
+ * consecutive pages and sets the other n - 1 aside in the thread's cache
+ * (`ahead`, oldest first), apart from the stack, so that zm_pages_alloc()
+ * never gives them to someone else: a caller growing a run page by page
+ * (a zspage populating, zs_zspage.c) takes each next page with
+ * zm_pages_take_cached(), without the lock.  Runs are carved from a block
+ * of 2^ZM_RUN_ORDER pages the thread takes whole (`run_next` ..
+ * `run_end`), so that the lock is taken once per block and not once per
+ * run: with two threads making zspages of 3 KiB objects (one every four
+ * objects) the pages layer's lock was most of allocbench's all-free time.
+ * What is left of a block too short for the next run, and set-aside pages
+ * pushed out by newer ones (at most ahead_max), go onto the stack as
+ * ordinary cached pages.  Both sizes follow the cache's (cache_cap, a
+ * byte budget): 32 and 64 pages at 4 KiB, 8 and 8 at 32 KiB, so that a
+ * thread holds at most about three caches' worth of free pages.  All of these pages are in state PG_CACHED
+ * and count as cached.
+ *
  * Lifetime.  A cache is allocated by its thread and registered with its
  * instance (p->caches) under the global zm_tc_lock.  When the thread exits,
  * a pthread key destructor returns every cached page to its instance and
@@ -36,6 +53,10 @@ struct zm_tcache {
 	struct zm_tcache *rnext, *rprev; /* owner's registry; zm_tc_lock */
 	unsigned count;               /* pages held; atomic, owner thread writes */
 	unsigned cap;
+	unsigned nahead;              /* pages set aside; like count */
+	zm_pfn_t run_next, run_end;   /* the block runs are carved from;
+					 run_end - run_next read like count */
+	zm_pfn_t ahead[ZM_PAGES_AHEAD_MAX]; /* set aside, oldest first */
 	zm_pfn_t pfns[];
 };
 
@@ -83,6 +104,66 @@ static void tc_give_back(struct zm_pages *p, struct zm_tcache *tc, unsigned n)
 	tc_set_count(tc, top - n);
 }
 
+static inline void tc_set_nahead(struct zm_tcache *tc, unsigned n)
+{
+	__atomic_store_n(&tc->nahead, n, __ATOMIC_RELAXED);
+}
+
+/* Pages left in the run block (0 while its owner moves it: for stats) */
+static inline unsigned tc_run_left(const struct zm_tcache *tc)
+{
+	zm_pfn_t end = __atomic_load_n(&tc->run_end, __ATOMIC_RELAXED);
+	zm_pfn_t next = __atomic_load_n(&tc->run_next, __ATOMIC_RELAXED);
+
+	return end > next ? end - next : 0;
+}
+
+/* A page of the run block or set aside leaves it: to its caller, who
+ * gets it resident when the pool wants that (prefault), or onto the stack,
+ * whose pages are taken as resident. */
+static void run_page_out(struct zm_pages *p, zm_pfn_t pfn, uint8_t state)
+{
+	struct zm_pg *g = zm_pg_of(p, pfn);
+	bool resident = g->flags & PG_RESIDENT;
+
+	g->flags = 0;
+	zm_pg_set_state(g, state);
+	if (state == PG_ALLOC && p->prefault && !resident)
+		zm_pages_prefault(p, &pfn, 1);
+}
+
+static void run_page_give(struct zm_pages *p, zm_pfn_t pfn)
+{
+	zm_buddy_give(p, pfn, 0, zm_pg_of(p, pfn)->flags & PG_RESIDENT);
+}
+
+/* Give every set-aside page and the rest of the run block back to the
+ * buddy (p->lock held), dirty only if they were resident when taken. */
+static void ahead_give_back(struct zm_pages *p, struct zm_tcache *tc)
+{
+	for (unsigned i = 0; i < tc->nahead; i++)
+		run_page_give(p, tc->ahead[i]);
+	for (zm_pfn_t pfn = tc->run_next; pfn < tc->run_end; pfn++)
+		run_page_give(p, pfn);
+	p->nr_out -= tc->nahead + (tc->run_end - tc->run_next);
+	tc_set_nahead(tc, 0);
+	__atomic_store_n(&tc->run_next, tc->run_end, __ATOMIC_RELAXED);
+}
+
+bool zm_tcache_reclaim(struct zm_pages *p)
+{
+	struct zm_tcache *tc = tls_caches;
+
+	while (tc && tc_owner(tc) != p)
+		tc = tc->tnext;
+	if (!tc || (!tc->nahead && !tc_run_left(tc)))
+		return false;
+	zm_lock(&p->lock);
+	ahead_give_back(p, tc);
+	zm_unlock(&p->lock);
+	return true;
+}
+
 /* Thread exit: return every cached page, free every cache. */
 static void tc_thread_exit(void *unused)
 {
@@ -96,6 +177,7 @@ static void tc_thread_exit(void *unused)
 		if (p) {
 			zm_lock(&p->lock);
 			tc_give_back(p, tc, tc->count);
+			ahead_give_back(p, tc);
 			zm_unlock(&p->lock);
 			registry_unlink(p, tc);
 		}
@@ -172,6 +254,8 @@ static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zm_
 		got = zm_buddy_take_pages(p, 1, pfn, PG_ALLOC, &dirty);
 	}
 	zm_unlock(&p->lock);
+	if (!got && tc && zm_tcache_reclaim(p))
+		return alloc_locked(p, tc, pfn);  /* at the limit: once more */
 	if (!got)
 		return -ENOMEM;
 	if (p->prefault && dirty < got)
@@ -203,8 +287,11 @@ int zm_pages_alloc(struct zm_pages *p, zm_pfn_t *pfn)
 int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 {
 	struct zm_tcache *tc = tc_get(p);
-	unsigned n = tc ? tc->count : 0;
+	unsigned n;
 
+	if (!tc)
+		return -ENOENT;
+	n = tc->count;
 	for (unsigned i = n; i > 0 && i + ZM_PAGES_TAKE_DEPTH > n; i--) {
 		if (tc->pfns[i - 1] != pfn)
 			continue;
@@ -214,7 +301,112 @@ int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 		zm_pg_set_state(zm_pg_of(p, pfn), PG_ALLOC);
 		return 0;
 	}
+	/* set aside by zm_pages_alloc_run: newest first, the likely ones */
+	n = tc->nahead;
+	for (unsigned i = n; i > 0; i--) {
+		if (tc->ahead[i - 1] != pfn)
+			continue;
+		memmove(&tc->ahead[i - 1], &tc->ahead[i], (n - i) * sizeof(zm_pfn_t));
+		tc_set_nahead(tc, n - 1);
+		run_page_out(p, pfn, PG_ALLOC);
+		return 0;
+	}
 	return -ENOENT;
+}
+
+/* Push a cached page onto the stack, draining half of it first if full. */
+static void tc_push(struct zm_pages *p, struct zm_tcache *tc, zm_pfn_t pfn)
+{
+	if (tc->count == tc->cap) {
+		bool trim;
+
+		zm_lock(&p->lock);
+		tc_give_back(p, tc, p->cache_batch);
+		p->drains++;
+		trim = zm_pages_trim_due(p);
+		zm_unlock(&p->lock);
+		if (trim)
+			zm_pages_trim_to(p, p->reserve);
+	}
+	tc->pfns[tc->count] = pfn;
+	tc_set_count(tc, tc->count + 1);
+}
+
+/* Without a cache (caching off, or no memory for one): the first page of
+ * a free block large enough, the rest left free for zm_pages_alloc_at(). */
+static int alloc_run_locked(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
+{
+	zm_pfn_t got;
+	bool dirty = false;
+
+	zm_lock(&p->lock);
+	got = zm_buddy_take_spread(p, order, &dirty);
+	zm_unlock(&p->lock);
+	if (got == ZM_PFN_NIL && zm_tcache_reclaim(p))
+		return alloc_run_locked(p, order, pfn);  /* at the limit: once more */
+	if (got == ZM_PFN_NIL)
+		return -ENOMEM;
+	if (p->prefault && !dirty)
+		zm_pages_prefault(p, &got, 1);
+	*pfn = got;
+	return 0;
+}
+
+int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
+{
+	struct zm_tcache *tc;
+	unsigned order = 0, k, keep;
+
+	if (n == 0 || n > ZM_PAGES_RUN_MAX)
+		return -EINVAL;
+	while ((1u << order) < n)
+		order++;
+	tc = tc_get(p);
+	if (!tc)
+		return alloc_run_locked(p, order, pfn);
+	if (tc->run_end - tc->run_next < n) {
+		zm_pfn_t blk = ZM_PFN_NIL;
+		size_t dirty;
+
+		/* what is left of the block: ordinary cached pages */
+		while (tc->run_next < tc->run_end) {
+			run_page_out(p, tc->run_next, PG_CACHED);
+			tc_push(p, tc, tc->run_next);
+			__atomic_store_n(&tc->run_next, tc->run_next + 1, __ATOMIC_RELAXED);
+		}
+		zm_lock(&p->lock);
+		/* not near the limit: there, pages set aside would be pages
+		 * refused to others */
+		if (p->nr_out + ((size_t)ZM_RUN_LIMIT_ROOM << p->run_order) <= p->limit)
+			blk = zm_buddy_take_run(p, order > p->run_order ? order : p->run_order,
+						order, &k, &dirty);
+		zm_unlock(&p->lock);
+		if (blk == ZM_PFN_NIL)  /* the first page of a free block, or any */
+			return alloc_run_locked(p, order, pfn);
+		__atomic_store_n(&tc->run_end, blk + (1u << k), __ATOMIC_RELAXED);
+		__atomic_store_n(&tc->run_next, blk, __ATOMIC_RELAXED);
+	}
+	*pfn = tc->run_next;
+	run_page_out(p, *pfn, PG_ALLOC);
+	/* set the rest aside (as much as there is room for: the pages after
+	 * that stay in the block), pushing the oldest set-aside pages out
+	 * onto the stack first */
+	keep = n - 1 < p->ahead_max ? n - 1 : p->ahead_max;
+	if (tc->nahead + keep > p->ahead_max) {
+		unsigned out = tc->nahead + keep - p->ahead_max;
+
+		for (unsigned i = 0; i < out; i++) {
+			run_page_out(p, tc->ahead[i], PG_CACHED);
+			tc_push(p, tc, tc->ahead[i]);
+		}
+		memmove(tc->ahead, tc->ahead + out, (tc->nahead - out) * sizeof(zm_pfn_t));
+		tc_set_nahead(tc, tc->nahead - out);
+	}
+	for (unsigned i = 1; i <= keep; i++)
+		tc->ahead[tc->nahead + i - 1] = *pfn + i;
+	tc_set_nahead(tc, tc->nahead + keep);
+	__atomic_store_n(&tc->run_next, tc->run_next + keep + 1, __ATOMIC_RELAXED);
+	return 0;
 }
 
 int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
@@ -262,10 +454,11 @@ void zm_pages_flush_thread(struct zm_pages *p)
 
 	while (tc && tc_owner(tc) != p)
 		tc = tc->tnext;
-	if (!tc || !tc->count)
+	if (!tc || (!tc->count && !tc->nahead && !tc_run_left(tc)))
 		return;
 	zm_lock(&p->lock);
 	tc_give_back(p, tc, tc->count);
+	ahead_give_back(p, tc);
 	trim = zm_pages_trim_due(p);
 	zm_unlock(&p->lock);
 	if (trim)
@@ -284,7 +477,8 @@ void zm_tcache_detach_all(struct zm_pages *p)
 		/* Keep the count for the leak report, then let go. */
 		__atomic_store_n(&tc->owner, NULL, __ATOMIC_RELEASE);
 		zm_lock(&p->lock);
-		p->nr_out -= __atomic_load_n(&tc->count, __ATOMIC_RELAXED);
+		p->nr_out -= __atomic_load_n(&tc->count, __ATOMIC_RELAXED) +
+			     __atomic_load_n(&tc->nahead, __ATOMIC_RELAXED) + tc_run_left(tc);
 		zm_unlock(&p->lock);
 	}
 	pthread_mutex_unlock(&zm_tc_lock);
@@ -296,7 +490,8 @@ size_t zm_tcache_total(struct zm_pages *p)
 
 	pthread_mutex_lock(&zm_tc_lock);
 	for (struct zm_tcache *tc = p->caches; tc; tc = tc->rnext)
-		n += __atomic_load_n(&tc->count, __ATOMIC_RELAXED);
+		n += __atomic_load_n(&tc->count, __ATOMIC_RELAXED) +
+		     __atomic_load_n(&tc->nahead, __ATOMIC_RELAXED) + tc_run_left(tc);
 	pthread_mutex_unlock(&zm_tc_lock);
 	return n;
 }
@@ -324,6 +519,29 @@ int zm_tcache_check(struct zm_pages *p, size_t *ncached)
 			}
 		}
 		*ncached += n;
+		n = __atomic_load_n(&tc->nahead, __ATOMIC_RELAXED);
+		if (n > p->ahead_max) {
+			zm_log("check: thread cache sets aside %u > %u pages", n,
+			       p->ahead_max);
+			bad = 1;
+			n = p->ahead_max;
+		}
+		for (unsigned i = 0; i < n; i++) {
+			zm_pfn_t pfn = tc->ahead[i];
+
+			if (pfn >= p->npages || zm_pg_of(p, pfn)->state != PG_CACHED) {
+				zm_log("check: set-aside pfn %u is not in state cached", pfn);
+				bad = 1;
+			}
+		}
+		*ncached += n;
+		for (zm_pfn_t pfn = tc->run_next; pfn < tc->run_end; pfn++) {
+			if (pfn >= p->npages || zm_pg_of(p, pfn)->state != PG_CACHED) {
+				zm_log("check: run-block pfn %u is not in state cached", pfn);
+				bad = 1;
+			}
+		}
+		*ncached += tc->run_end - tc->run_next;
 	}
 	pthread_mutex_unlock(&zm_tc_lock);
 	return bad ? -EUCLEAN : 0;

@@ -84,19 +84,6 @@ int zs_populate_slow(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 	return 0;
 }
 
-/* Order of the free run to start a zspage in: room for the largest
- * zspage of the pool, whatever the class.  (With each class asking for
- * its own size, a small class would start inside the free run left after
- * a big class's first page, and take the page that zspage needs next.) */
-static unsigned spread_order(const struct zs_pool *zp)
-{
-	unsigned k = 0;
-
-	while ((1u << k) < zp->max_pages && k < ZM_PAGES_MAX_ORDER)
-		k++;
-	return k;
-}
-
 struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 {
 	struct zspage *zs = c->spare;
@@ -127,10 +114,12 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 		zs_pfns(zs)[0] = c->hint - 1;
 		got = 1;
 	} else if (contig)
-		/* a page with free pages after it, for zs_populate to
-		 * extend in place (objects crossing pages stay in place) */
-		got = zm_pages_alloc_spread(zp->pages, spread_order(zp),
-					    zs_pfns(zs)) == 0;
+		/* the first page of a run as long as the zspage, the rest
+		 * set aside in this thread's cache for zs_populate, which
+		 * then takes each next page in place (objects crossing pages
+		 * stay in place) and without the pages layer's lock */
+		got = zm_pages_alloc_run(zp->pages, c->pages < ZM_PAGES_RUN_MAX ? c->pages
+					 : ZM_PAGES_RUN_MAX, zs_pfns(zs)) == 0;
 	else if (first == 1)
 		got = zm_pages_alloc(zp->pages, zs_pfns(zs)) == 0;
 	else

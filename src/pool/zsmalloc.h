@@ -88,8 +88,12 @@
 				     compaction (zs_auto.c) */
 #define ZS_MAX_HANDLES ((uint32_t)1 << 28) /* 2 GiB of address space, lazily used */
 #define ZS_MAX_ZSPAGES ((uint32_t)1 << 26) /* 512 MiB of address space, lazily used */
-#define ZS_ID_CHUNK   4       /* zspage ids taken at once (written only when a
-				 zspage is made: sharing a line is cheap) */
+#define ZS_ID_CHUNK   8       /* zspage ids taken at once: a cache line of
+				 the zspage table, which every lookup reads;
+				 with 4, two threads making zspages fast
+				 (3 KiB objects: one every 4 objects) wrote
+				 each other's lines, and allocbench's
+				 all-free ran 2-4x slower on 2 threads */
 
 /* A zspage record: 40 bytes + 4 per page + 4 per object. */
 struct zspage {
