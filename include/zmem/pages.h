@@ -122,9 +122,10 @@ int zm_pages_take_cached(struct zm_pages *pages, zm_pfn_t pfn);
  * caller growing the run one page at a time (zsmalloc's zspages) takes no
  * lock per page.  Runs are carved from a block of up to ZM_PAGES_RUN_MAX
  * pages the thread takes at once.  A thread sets aside at most
- * ZM_PAGES_AHEAD_MAX pages (as many as its cache holds, if fewer); older
- * ones become ordinary cached pages first, and a run longer than that
- * has its last pages left in the block.  Pages set aside count as cached.
+ * ZM_PAGES_AHEAD_MAX pages (as many as its cache holds, if fewer); the
+ * older ones go back to the free lists first, in place, where
+ * zm_pages_alloc_at() finds them, and a run longer than that has its last
+ * pages left in the block.  Pages set aside count as cached.
  * 0, -EINVAL or -ENOMEM (when no run is free: any single page, nothing
  * set aside). */
 #define ZM_PAGES_AHEAD_MAX 64

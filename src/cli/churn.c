@@ -286,7 +286,7 @@ struct fg_job {
 	const struct corpus *c;
 	uint64_t seed, ops, cpu_ns;  /* cpu_ns: the thread's own CPU time */
 	volatile int *stop;
-	pthread_barrier_t *bar;  /* twice: all stopped; then free what is left */
+	pthread_barrier_t *bar;  /* filled; all stopped; free what is left */
 };
 
 static void *fg_worker(void *arg)
@@ -295,11 +295,20 @@ static void *fg_worker(void *arg)
 	enum { LIVE = 20000 };
 	zm_handle_t *h = calloc(LIVE, sizeof(*h));
 	uint64_t s = j->seed, ops = 0;
-
 	struct timespec c0, c1;
 
-	if (!h)
+	if (!h) {  /* counts no operations; keeps the barriers' count */
+		for (int i = 0; i < 3; i++)
+			pthread_barrier_wait(j->bar);
 		return NULL;
+	}
+	/* fill the live set first: the first touch of the pool's pages (a
+	 * page fault each, 10-20 us on a VM, and serialised between threads)
+	 * is not the steady state either, and took most of the 0.5 s on two
+	 * threads */
+	for (size_t i = 0; i < LIVE; i++)
+		h[i] = zm_malloc(j->pool, j->c->size[cli_rand(&s) % j->c->n]);
+	pthread_barrier_wait(j->bar);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	while (!*j->stop) {
 		size_t i = cli_rand(&s) % LIVE;
@@ -343,12 +352,13 @@ static double fg_run(const struct corpus *c, enum zm_compact_policy pol, int nt,
 	if (zm_pool_create(&cfg, &pool))
 		return 0;
 	pthread_barrier_init(&bar, NULL, (unsigned)nt + 1);
-	t0 = cli_now_ns();
 	for (int i = 0; i < nt; i++) {
 		j[i] = (struct fg_job){ .pool = pool, .c = c, .seed = 99 + (uint64_t)i,
 					.stop = &stop, .bar = &bar };
 		pthread_create(&t[i], NULL, fg_worker, &j[i]);
 	}
+	pthread_barrier_wait(&bar);  /* every live set filled */
+	t0 = cli_now_ns();
 	usleep(500000);
 	stop = 1;
 	pthread_barrier_wait(&bar);

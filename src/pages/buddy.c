@@ -119,7 +119,8 @@ static void split(struct zm_pages *p, zm_pfn_t pfn, unsigned k, unsigned want)
 	zm_pg_of(p, pfn)->flags &= (uint8_t)~PG_BLK_DIRTY;
 }
 
-/* Mark n pages from pfn as leaving the buddy in state st (order 0), write
+/* Mark n pages from pfn as leaving the buddy in state st (order 0; for
+ * PG_CACHED, PG_RESIDENT on those that were dirty), write
  * their pfns to out[] if out is not NULL; returns how many were dirty.
  * Works on locals only: byte stores through pg may alias anything, so
  * touching p->... in this loop would force reloads on every page. */
@@ -131,8 +132,13 @@ static size_t pages_out(struct zm_pg *pgs, zm_pfn_t pfn, uint32_t n, uint8_t st,
 	size_t dirty = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
-		dirty += g[i].flags & PG_DIRTY;
+		uint8_t d = g[i].flags & PG_DIRTY;
+
+		dirty += d;
 		g[i].word = w;
+		/* a page for a thread's cache keeps "resident" (tcache.c) */
+		if (st == PG_CACHED && d)
+			g[i].flags = PG_RESIDENT;
 	}
 	if (out)
 		for (uint32_t i = 0; i < n; i++)
@@ -327,28 +333,42 @@ zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn, bool *dirty)
 	return pfn;
 }
 
+/* Smallest dirty free block of order >= order, removed from its list;
+ * ZM_PFN_NIL if none. */
+static zm_pfn_t find_dirty_block(struct zm_pages *p, unsigned order, unsigned *found)
+{
+	uint32_t mask = (p->nonempty & 0xAAAAAAAAu) >> (order * 2);
+	zm_pfn_t pfn;
+
+	if (!mask)
+		return ZM_PFN_NIL;
+	*found = order + (unsigned)__builtin_ctz(mask) / 2;
+	pfn = p->area[*found][1].head;
+	list_del(p, pfn);
+	zm_pg_of(p, pfn)->flags |= PG_BLK_DIRTY;
+	return pfn;
+}
+
 zm_pfn_t zm_buddy_take_run(struct zm_pages *p, unsigned max_order, unsigned min_order,
 			   unsigned *k, size_t *dirty)
 {
+	/* Resident memory first, even a smaller block: a block cut from
+	 * memory given back to the OS faults in page by page while the
+	 * dirty pages left over are trimmed, and in a steady churn that
+	 * cycle was most of the faults (zspages freed come back as small
+	 * dirty blocks).  Then the largest block there is. */
+	for (int pass = 0; pass < 2; pass++)
 	for (unsigned want = max_order + 1; want-- > min_order;) {
 		unsigned found;
 		zm_pfn_t pfn;
 
 		if (p->nr_out + ((size_t)1 << want) > p->limit)
 			continue;  /* a smaller block may still fit */
-		pfn = find_block(p, want, &found);
+		pfn = pass == 0 ? find_dirty_block(p, want, &found) : find_block(p, want, &found);
 		if (pfn == ZM_PFN_NIL)
 			continue;
 		split(p, pfn, found, want);
-		*dirty = 0;
-		for (uint32_t i = 0; i < 1u << want; i++) {
-			struct zm_pg *g = zm_pg_of(p, pfn + i);
-			uint8_t r = g->flags & PG_DIRTY ? PG_RESIDENT : 0;
-
-			*dirty += r != 0;
-			g->word = zm_pg_word(PG_CACHED);
-			g->flags = r;
-		}
+		*dirty = pages_out(p->pg, pfn, 1u << want, PG_CACHED, NULL);
 		p->nr_dirty_free -= *dirty;
 		zm_note_out(p, (size_t)1 << want);
 		*k = want;

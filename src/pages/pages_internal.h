@@ -77,9 +77,9 @@ enum {
 /* flags */
 #define PG_DIRTY     1u  /* free page that may still be resident */
 #define PG_BLK_DIRTY 2u  /* on a free-block head: block may hold dirty pages */
-#define PG_RESIDENT  4u  /* a page of a thread's run block or set aside
-			    (tcache.c) that was resident when taken: it
-			    needs no prefault and goes back dirty */
+#define PG_RESIDENT  4u  /* a page in a thread's cache (tcache.c) whose
+			    memory is resident: it needs no prefault when
+			    handed out and goes back to the buddy dirty */
 
 /* Internal per-page record, 12 bytes.  state, order and flags share one
  * word so that the bulk paths set all three with one store. */

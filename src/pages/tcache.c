@@ -22,12 +22,18 @@
  * `run_end`), so that the lock is taken once per block and not once per
  * run: with two threads making zspages of 3 KiB objects (one every four
  * objects) the pages layer's lock was most of allocbench's all-free time.
- * What is left of a block too short for the next run, and set-aside pages
- * pushed out by newer ones (at most ahead_max), go onto the stack as
- * ordinary cached pages.  Both sizes follow the cache's (cache_cap, a
- * byte budget): 32 and 64 pages at 4 KiB, 8 and 8 at 32 KiB, so that a
- * thread holds at most about three caches' worth of free pages.  All of these pages are in state PG_CACHED
- * and count as cached.
+ * What is left of a block too short for the next run, and the older half
+ * of the set-aside pages when there are more than ahead_max, go back to
+ * the free lists in place (a zspage that grows later takes its next page
+ * there with zm_pages_alloc_at).  Pushed onto the stack instead, in a
+ * steady churn of many classes they overflowed it, went back in drains
+ * and, resident and over the reserve, were trimmed and faulted in again.
+ * Blocks are cut from resident memory first (zm_buddy_take_run).  Both
+ * sizes follow the cache's (cache_cap, a byte budget): 32 and 64 pages at
+ * 4 KiB, 8 and 8 at 32 KiB.  All of these pages are in state PG_CACHED
+ * and count as cached; PG_RESIDENT tells which are resident (taken from
+ * dirty blocks, or freed by a caller), for prefault and for the dirty
+ * flag they go back with.
  *
  * Lifetime.  A cache is allocated by its thread and registered with its
  * instance (p->caches) under the global zm_tc_lock.  When the thread exits,
@@ -82,6 +88,19 @@ static inline void tc_set_count(struct zm_tcache *tc, unsigned n)
 	__atomic_store_n(&tc->count, n, __ATOMIC_RELAXED);
 }
 
+/* A cached page goes to its caller: resident when the pool wants that
+ * (prefault), if it is not already (PG_RESIDENT). */
+static inline void cached_out(struct zm_pages *p, zm_pfn_t pfn)
+{
+	struct zm_pg *g = zm_pg_of(p, pfn);
+	bool resident = g->flags & PG_RESIDENT;
+
+	g->flags = 0;
+	zm_pg_set_state(g, PG_ALLOC);
+	if (zm_unlikely(!resident) && p->prefault)
+		zm_pages_prefault(p, &pfn, 1);
+}
+
 static void registry_unlink(struct zm_pages *p, struct zm_tcache *tc)
 {
 	if (tc->rprev)
@@ -99,7 +118,7 @@ static void tc_give_back(struct zm_pages *p, struct zm_tcache *tc, unsigned n)
 	unsigned top = tc->count;
 
 	for (unsigned i = top - n; i < top; i++)
-		zm_buddy_give(p, tc->pfns[i], 0, true);
+		zm_buddy_give(p, tc->pfns[i], 0, zm_pg_of(p, tc->pfns[i])->flags & PG_RESIDENT);
 	p->nr_out -= n;
 	tc_set_count(tc, top - n);
 }
@@ -116,20 +135,6 @@ static inline unsigned tc_run_left(const struct zm_tcache *tc)
 	zm_pfn_t next = __atomic_load_n(&tc->run_next, __ATOMIC_RELAXED);
 
 	return end > next ? end - next : 0;
-}
-
-/* A page of the run block or set aside leaves it: to its caller, who
- * gets it resident when the pool wants that (prefault), or onto the stack,
- * whose pages are taken as resident. */
-static void run_page_out(struct zm_pages *p, zm_pfn_t pfn, uint8_t state)
-{
-	struct zm_pg *g = zm_pg_of(p, pfn);
-	bool resident = g->flags & PG_RESIDENT;
-
-	g->flags = 0;
-	zm_pg_set_state(g, state);
-	if (state == PG_ALLOC && p->prefault && !resident)
-		zm_pages_prefault(p, &pfn, 1);
 }
 
 static void run_page_give(struct zm_pages *p, zm_pfn_t pfn)
@@ -258,12 +263,15 @@ static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zm_
 		return alloc_locked(p, tc, pfn);  /* at the limit: once more */
 	if (!got)
 		return -ENOMEM;
-	if (p->prefault && dirty < got)
+	if (p->prefault && dirty < got) {
 		zm_pages_prefault(p, tc ? tc->pfns : pfn, got);
+		for (size_t i = 0; tc && i < got; i++)
+			zm_pg_of(p, tc->pfns[i])->flags = PG_RESIDENT;
+	}
 	if (tc) {
 		tc_set_count(tc, tc->count - 1);
 		*pfn = tc->pfns[tc->count];
-		zm_pg_set_state(zm_pg_of(p, *pfn), PG_ALLOC);
+		cached_out(p, *pfn);
 	}
 	return 0;
 }
@@ -277,7 +285,7 @@ int zm_pages_alloc(struct zm_pages *p, zm_pfn_t *pfn)
 		zm_pfn_t got = tc->pfns[n - 1];
 
 		tc_set_count(tc, n - 1);
-		zm_pg_set_state(zm_pg_of(p, got), PG_ALLOC);
+		cached_out(p, got);
 		*pfn = got;
 		return 0;
 	}
@@ -298,7 +306,7 @@ int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 		/* keep the order of the rest: the newest stay on top */
 		memmove(&tc->pfns[i - 1], &tc->pfns[i], (n - i) * sizeof(zm_pfn_t));
 		tc_set_count(tc, n - 1);
-		zm_pg_set_state(zm_pg_of(p, pfn), PG_ALLOC);
+		cached_out(p, pfn);
 		return 0;
 	}
 	/* set aside by zm_pages_alloc_run: newest first, the likely ones */
@@ -308,28 +316,10 @@ int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 			continue;
 		memmove(&tc->ahead[i - 1], &tc->ahead[i], (n - i) * sizeof(zm_pfn_t));
 		tc_set_nahead(tc, n - 1);
-		run_page_out(p, pfn, PG_ALLOC);
+		cached_out(p, pfn);
 		return 0;
 	}
 	return -ENOENT;
-}
-
-/* Push a cached page onto the stack, draining half of it first if full. */
-static void tc_push(struct zm_pages *p, struct zm_tcache *tc, zm_pfn_t pfn)
-{
-	if (tc->count == tc->cap) {
-		bool trim;
-
-		zm_lock(&p->lock);
-		tc_give_back(p, tc, p->cache_batch);
-		p->drains++;
-		trim = zm_pages_trim_due(p);
-		zm_unlock(&p->lock);
-		if (trim)
-			zm_pages_trim_to(p, p->reserve);
-	}
-	tc->pfns[tc->count] = pfn;
-	tc_set_count(tc, tc->count + 1);
 }
 
 /* Without a cache (caching off, or no memory for one): the first page of
@@ -368,39 +358,55 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 		zm_pfn_t blk = ZM_PFN_NIL;
 		size_t dirty;
 
-		/* what is left of the block: ordinary cached pages */
-		while (tc->run_next < tc->run_end) {
-			run_page_out(p, tc->run_next, PG_CACHED);
-			tc_push(p, tc, tc->run_next);
-			__atomic_store_n(&tc->run_next, tc->run_next + 1, __ATOMIC_RELAXED);
-		}
+		bool trim;
+
 		zm_lock(&p->lock);
+		/* what is left of the block goes back in place, where it
+		 * merges with its neighbours (pushed onto the stack instead,
+		 * in a steady churn it overflowed the stack, went back in
+		 * drains and, resident, over the reserve: trimmed and
+		 * faulted in again, half as many faults more) */
+		for (zm_pfn_t f = tc->run_next; f < tc->run_end; f++)
+			run_page_give(p, f);
+		p->nr_out -= tc->run_end - tc->run_next;
+		__atomic_store_n(&tc->run_next, tc->run_end, __ATOMIC_RELAXED);
 		/* not near the limit: there, pages set aside would be pages
 		 * refused to others */
 		if (p->nr_out + ((size_t)ZM_RUN_LIMIT_ROOM << p->run_order) <= p->limit)
 			blk = zm_buddy_take_run(p, order > p->run_order ? order : p->run_order,
 						order, &k, &dirty);
+		trim = zm_pages_trim_due(p);
 		zm_unlock(&p->lock);
+		if (trim)
+			zm_pages_trim_to(p, p->reserve);
 		if (blk == ZM_PFN_NIL)  /* the first page of a free block, or any */
 			return alloc_run_locked(p, order, pfn);
 		__atomic_store_n(&tc->run_end, blk + (1u << k), __ATOMIC_RELAXED);
 		__atomic_store_n(&tc->run_next, blk, __ATOMIC_RELAXED);
 	}
 	*pfn = tc->run_next;
-	run_page_out(p, *pfn, PG_ALLOC);
+	cached_out(p, *pfn);
 	/* set the rest aside (as much as there is room for: the pages after
-	 * that stay in the block), pushing the oldest set-aside pages out
-	 * onto the stack first */
+	 * that stay in the block); when full, the oldest half goes back to
+	 * the free lists, in place: a zspage that grows later finds its
+	 * next page there with zm_pages_alloc_at */
 	keep = n - 1 < p->ahead_max ? n - 1 : p->ahead_max;
 	if (tc->nahead + keep > p->ahead_max) {
-		unsigned out = tc->nahead + keep - p->ahead_max;
+		unsigned out = tc->nahead + keep - p->ahead_max + p->ahead_max / 2;
+		bool trim;
 
-		for (unsigned i = 0; i < out; i++) {
-			run_page_out(p, tc->ahead[i], PG_CACHED);
-			tc_push(p, tc, tc->ahead[i]);
-		}
+		if (out > tc->nahead)
+			out = tc->nahead;
+		zm_lock(&p->lock);
+		for (unsigned i = 0; i < out; i++)
+			run_page_give(p, tc->ahead[i]);
+		p->nr_out -= out;
+		trim = zm_pages_trim_due(p);
+		zm_unlock(&p->lock);
 		memmove(tc->ahead, tc->ahead + out, (tc->nahead - out) * sizeof(zm_pfn_t));
 		tc_set_nahead(tc, tc->nahead - out);
+		if (trim)
+			zm_pages_trim_to(p, p->reserve);
 	}
 	for (unsigned i = 1; i <= keep; i++)
 		tc->ahead[tc->nahead + i - 1] = *pfn + i;
@@ -423,7 +429,9 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 					 "page heads a run of order > 0" :
 					 "not an allocated page");
 	tc = tc_get(p);
+	/* a caller's page is taken as resident (written) */
 	if (zm_likely(tc && tc->count < tc->cap)) {
+		pg->flags = PG_RESIDENT;
 		zm_pg_set_state(pg, PG_CACHED);
 		tc->pfns[tc->count] = pfn;
 		tc_set_count(tc, tc->count + 1);
@@ -433,6 +441,7 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 	if (tc) {
 		tc_give_back(p, tc, p->cache_batch);
 		p->drains++;
+		pg->flags = PG_RESIDENT;
 		zm_pg_set_state(pg, PG_CACHED);
 		tc->pfns[tc->count] = pfn;
 		tc_set_count(tc, tc->count + 1);

@@ -205,7 +205,7 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 	uint32_t idx = zs_handle_idx(h);
 	struct zs_class *c;
 	struct zspage *zs;
-	unsigned obj;
+	unsigned obj, g;
 	uint64_t v;
 
 	if (zm_unlikely(h & ZS_TAG_HUGE))
@@ -254,8 +254,15 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 		return 0;
 	}
 	zs_put_obj(zp, zs, zs_slot_obj(v));
-	zs_group_set(c, zs);
-	zs_auto_freed(zp, c);
+	g = zs_group_of(c, zs->inuse);
+	if (zm_unlikely(g != zs->group)) {
+		zs_group_move(c, zs, g);
+		/* what the compactor's policy needs to know of frees, told
+		 * when a zspage drops a fullness group (a tenth of its
+		 * objects) rather than on every free: on every free it was
+		 * 2.4% of a malloc/free loop's instructions (callgrind) */
+		zs_auto_freed(zp, c);
+	}
 	zm_unlock(&c->lock);
 	return 0;
 }

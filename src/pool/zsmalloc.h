@@ -405,9 +405,10 @@ static inline uint64_t zs_slack_pages(const struct zs_pool *zp, const struct zs_
 int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg);
 void zs_auto_stop(struct zs_pool *zp);
 int zs_auto_set(struct zm_pool *pool, enum zm_compact_policy policy);
-/* From zs_free, class lock held: what the compactor's policy needs to
- * know of a free.  RATIO: where the last one was (a store only when it
- * changes); WATERMARK: wake the thread if c crosses the line. */
+/* From zs_free, class lock held, when a free moved a zspage of c down a
+ * fullness group: what the compactor's policy needs to know of frees.
+ * RATIO: which class they come from (a store only when it changes);
+ * WATERMARK: wake the thread if c crosses the line. */
 void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c);
 static inline void zs_auto_freed(struct zs_pool *zp, struct zs_class *c)
 {
