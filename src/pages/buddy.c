@@ -106,6 +106,22 @@ static zm_pfn_t find_block(struct zm_pages *p, unsigned order, unsigned *found)
 	return pfn;
 }
 
+/* Smallest dirty free block of order >= order, removed from its list;
+ * ZM_PFN_NIL if none. */
+static zm_pfn_t find_dirty_block(struct zm_pages *p, unsigned order, unsigned *found)
+{
+	uint32_t mask = (p->nonempty & 0xAAAAAAAAu) >> (order * 2);
+	zm_pfn_t pfn;
+
+	if (!mask)
+		return ZM_PFN_NIL;
+	*found = order + (unsigned)__builtin_ctz(mask) / 2;
+	pfn = p->area[*found][1].head;
+	list_del(p, pfn);
+	zm_pg_of(p, pfn)->flags |= PG_BLK_DIRTY;
+	return pfn;
+}
+
 /* Split block [pfn, 2^k) down to order want, returning the upper halves to
  * the lists with the block's dirty hint. */
 static void split(struct zm_pages *p, zm_pfn_t pfn, unsigned k, unsigned want)
@@ -184,7 +200,13 @@ size_t zm_buddy_take_pages(struct zm_pages *p, size_t n, zm_pfn_t *out, uint8_t 
 	}
 	while (got < n) {
 		unsigned k, want = 0;
-		zm_pfn_t pfn = find_block(p, 0, &k);
+		/* resident memory first, from any block: a clean page costs a
+		 * page fault and a page more of the process's memory, while
+		 * the dirty ones wait to be trimmed */
+		zm_pfn_t pfn = find_dirty_block(p, 0, &k);
+
+		if (pfn == ZM_PFN_NIL)
+			pfn = find_block(p, 0, &k);
 
 		if (pfn == ZM_PFN_NIL)
 			break;
@@ -333,38 +355,16 @@ zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn, bool *dirty)
 	return pfn;
 }
 
-/* Smallest dirty free block of order >= order, removed from its list;
- * ZM_PFN_NIL if none. */
-static zm_pfn_t find_dirty_block(struct zm_pages *p, unsigned order, unsigned *found)
-{
-	uint32_t mask = (p->nonempty & 0xAAAAAAAAu) >> (order * 2);
-	zm_pfn_t pfn;
-
-	if (!mask)
-		return ZM_PFN_NIL;
-	*found = order + (unsigned)__builtin_ctz(mask) / 2;
-	pfn = p->area[*found][1].head;
-	list_del(p, pfn);
-	zm_pg_of(p, pfn)->flags |= PG_BLK_DIRTY;
-	return pfn;
-}
-
 zm_pfn_t zm_buddy_take_run(struct zm_pages *p, unsigned max_order, unsigned min_order,
-			   unsigned *k, size_t *dirty)
+			   bool dirty_only, unsigned *k, size_t *dirty)
 {
-	/* Resident memory first, even a smaller block: a block cut from
-	 * memory given back to the OS faults in page by page while the
-	 * dirty pages left over are trimmed, and in a steady churn that
-	 * cycle was most of the faults (zspages freed come back as small
-	 * dirty blocks).  Then the largest block there is. */
-	for (int pass = 0; pass < 2; pass++)
 	for (unsigned want = max_order + 1; want-- > min_order;) {
 		unsigned found;
 		zm_pfn_t pfn;
 
 		if (p->nr_out + ((size_t)1 << want) > p->limit)
 			continue;  /* a smaller block may still fit */
-		pfn = pass == 0 ? find_dirty_block(p, want, &found) : find_block(p, want, &found);
+		pfn = dirty_only ? find_dirty_block(p, want, &found) : find_block(p, want, &found);
 		if (pfn == ZM_PFN_NIL)
 			continue;
 		split(p, pfn, found, want);

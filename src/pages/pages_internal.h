@@ -185,11 +185,11 @@ size_t zm_buddy_take_pages(struct zm_pages *p, size_t n, zm_pfn_t *out,
  * *dirty: the page was dirty (still resident). */
 zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, unsigned order, bool *dirty);
 /* A free block of 2^k pages, k from max_order down to min_order, the
- * largest there is and the limit allows, its pages in state PG_CACHED
- * (PG_RESIDENT those that were dirty); *k and *dirty (how many) set.
- * ZM_PFN_NIL if none. */
+ * largest there is (a dirty one, if dirty_only) and the limit allows, its
+ * pages in state PG_CACHED (PG_RESIDENT those that were dirty); *k and
+ * *dirty (how many) set.  ZM_PFN_NIL if none. */
 zm_pfn_t zm_buddy_take_run(struct zm_pages *p, unsigned max_order, unsigned min_order,
-			   unsigned *k, size_t *dirty);
+			   bool dirty_only, unsigned *k, size_t *dirty);
 /* Take exactly page pfn if it lies in a free block; ZM_PFN_NIL if not.
  * *dirty as for take_spread. */
 zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn, bool *dirty);

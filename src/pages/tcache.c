@@ -357,6 +357,7 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 	if (tc->run_end - tc->run_next < n) {
 		zm_pfn_t blk = ZM_PFN_NIL;
 		size_t dirty;
+		bool one = false;
 
 		bool trim;
 
@@ -372,13 +373,28 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 		__atomic_store_n(&tc->run_next, tc->run_end, __ATOMIC_RELAXED);
 		/* not near the limit: there, pages set aside would be pages
 		 * refused to others */
-		if (p->nr_out + ((size_t)ZM_RUN_LIMIT_ROOM << p->run_order) <= p->limit)
-			blk = zm_buddy_take_run(p, order > p->run_order ? order : p->run_order,
-						order, &k, &dirty);
+		if (p->nr_out + ((size_t)ZM_RUN_LIMIT_ROOM << p->run_order) <= p->limit) {
+			unsigned maxo = order > p->run_order ? order : p->run_order;
+
+			/* resident memory first; when what is resident is
+			 * there but in pieces too small for the run, one of
+			 * its pages (the run given up: its objects that
+			 * straddle pages are reached by copy) rather than
+			 * memory the process never touched: in a steady churn
+			 * the runs cut from untouched memory doubled the
+			 * resident pages in half a second */
+			blk = zm_buddy_take_run(p, maxo, order, true, &k, &dirty);
+			if (blk == ZM_PFN_NIL && p->nr_dirty_free >= n)
+				one = true;
+			else if (blk == ZM_PFN_NIL)
+				blk = zm_buddy_take_run(p, maxo, order, false, &k, &dirty);
+		}
 		trim = zm_pages_trim_due(p);
 		zm_unlock(&p->lock);
 		if (trim)
 			zm_pages_trim_to(p, p->reserve);
+		if (one)  /* through the stack, resident pages first */
+			return zm_pages_alloc(p, pfn);
 		if (blk == ZM_PFN_NIL)  /* the first page of a free block, or any */
 			return alloc_run_locked(p, order, pfn);
 		__atomic_store_n(&tc->run_end, blk + (1u << k), __ATOMIC_RELAXED);
