@@ -141,11 +141,35 @@ static long watermark_pass(struct zs_pool *zp, struct zs_auto *a)
 	return any ? account(zp, freed, t0) : 0;
 }
 
+/* Where a pass starts: of the classes each shard last freed from, the
+ * one with the most slack (counters read without the locks: a hint). */
+static unsigned ratio_start(struct zs_pool *zp)
+{
+	unsigned best = 0;
+	uint64_t most = 0;
+
+	for (unsigned sh = 0; sh < zp->nshards; sh++) {
+		unsigned idx = __atomic_load_n(&zp->hint[sh].idx, __ATOMIC_RELAXED) % zp->total;
+		struct zs_class *c = zs_class_at(zp, idx);
+		uint64_t have, used;
+
+		if (!c || c->huge)
+			continue;
+		have = (uint64_t)__atomic_load_n(&c->npages, __ATOMIC_RELAXED) << zp->shift;
+		used = (uint64_t)__atomic_load_n(&c->used, __ATOMIC_RELAXED) * c->size;
+		if (have > used && have - used > most) {
+			most = have - used;
+			best = idx;
+		}
+	}
+	return best;
+}
+
 /* One bounded pass from the class last freed, round robin. */
 static long ratio_pass(struct zs_pool *zp, struct zs_auto *a)
 {
 	uint64_t t0 = zm_os_now_ns();
-	unsigned start = __atomic_load_n(&zp->last_freed, __ATOMIC_RELAXED) % zp->total;
+	unsigned start = ratio_start(zp);
 	unsigned budget = a->budget;
 	long freed = 0;
 

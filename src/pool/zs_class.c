@@ -136,11 +136,13 @@ static int build_classes(struct zs_pool *zp)
 
 int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 {
-	struct zs_pool *zp = calloc(1, sizeof(*zp));
+	/* its written fields sit on lines of their own: aligned */
+	struct zs_pool *zp = aligned_alloc(_Alignof(struct zs_pool), sizeof(*zp));
 	int rc;
 
 	if (!zp)
 		return -ENOMEM;
+	memset(zp, 0, sizeof(*zp));
 	zp->pages = pool->pages;
 	zp->base = zm_pages_addr(pool->pages, 0);
 	zp->page_size = pool->page_size;

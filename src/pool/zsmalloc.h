@@ -86,6 +86,10 @@
 				 never write the same line */
 #define ZS_AUTO_MIN_CLASS_SLACK 8 /* pages of slack, for a class to call for
 				     compaction (zs_auto.c) */
+#define ZS_AUTO_GROUP 7   /* frees tell the compactor's policy of a class
+			     when they leave a zspage in this fullness
+			     group or below (70% used): fuller ones are not
+			     what it moves objects out of */
 #define ZS_MAX_HANDLES ((uint32_t)1 << 28) /* 2 GiB of address space, lazily used */
 #define ZS_MAX_ZSPAGES ((uint32_t)1 << 26) /* 512 MiB of address space, lazily used */
 #define ZS_ID_CHUNK   8       /* zspage ids taken at once: a cache line of
@@ -193,9 +197,15 @@ struct zs_pool {
 	 * above, which every map and free reads. */
 	uint32_t slots_used __attribute__((aligned(64))); /* atomic: slots handed out */
 	uint32_t ids_used;       /* atomic */
-	uint32_t last_freed;     /* atomic: class index last freed from, where
-				    the RATIO compactor starts (zs_auto.c) */
 	uint64_t malloc_fail;    /* atomic */
+	/* Where the RATIO compactor starts (zs_auto.c): per shard, the class
+	 * of that shard last freed from while it had slack; atomic, each on
+	 * a line of its own.  One word for the pool bounced between two
+	 * threads freeing in different classes: their malloc/free loop ran
+	 * 5% slower with the compactor on, though it never compacted. */
+	struct zs_hint {
+		uint32_t idx;
+	} __attribute__((aligned(64))) hint[ZS_MAX_SHARDS];
 	/* compaction (zs_compact.c, zs_auto.c) */
 	pthread_mutex_t compact_lock;     /* one compactor at a time */
 	uint64_t compactions, pages_compacted, objects_moved, compact_ns; /* compact_lock */
@@ -407,7 +417,8 @@ void zs_auto_stop(struct zs_pool *zp);
 int zs_auto_set(struct zm_pool *pool, enum zm_compact_policy policy);
 /* From zs_free, class lock held, when a free moved a zspage of c down a
  * fullness group: what the compactor's policy needs to know of frees.
- * RATIO: which class they come from (a store only when it changes);
+ * RATIO: which class of its shard they come from (a store only when it
+ * changes);
  * WATERMARK: wake the thread if c crosses the line. */
 void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c);
 static inline void zs_auto_freed(struct zs_pool *zp, struct zs_class *c)
@@ -417,9 +428,11 @@ static inline void zs_auto_freed(struct zs_pool *zp, struct zs_class *c)
 	if (zm_likely(pol == ZM_COMPACT_RATIO)) {
 		/* only a class worth compacting: a store on every free would
 		 * bounce the line between threads freeing in two classes */
-		if (__atomic_load_n(&zp->last_freed, __ATOMIC_RELAXED) != c->idx &&
+		uint32_t *hint = &zp->hint[c->idx >> zp->cshift].idx;
+
+		if (__atomic_load_n(hint, __ATOMIC_RELAXED) != c->idx &&
 		    zs_slack_pages(zp, c) >= ZS_AUTO_MIN_CLASS_SLACK)
-			__atomic_store_n(&zp->last_freed, c->idx, __ATOMIC_RELAXED);
+			__atomic_store_n(hint, c->idx, __ATOMIC_RELAXED);
 	} else if (pol == ZM_COMPACT_WATERMARK) {
 		zs_auto_note_free(zp, c);
 	}
