@@ -411,6 +411,47 @@ static void test_destroy_while_busy(void **state)
 	}
 }
 
+/* The work lower bound: objects starting on the pages with the fewest;
+ * a compaction that frees F pages moves at least the bound for F. */
+static void test_min_moves(void **st)
+{
+	struct zm_pool *p = mk(ZM_COMPACT_OFF, 0, 0);
+	struct zm_pool_config mc = { .allocator = "malloc" };
+	struct zm_pool_stats s0, s1;
+	struct zm_pool *m;
+	zm_handle_t h[40];
+	long freed;
+
+	/* 1000 bytes: the 1024-byte class, four to a one-page zspage */
+	for (int i = 0; i < 40; i++)
+		assert_true((h[i] = zm_malloc(p, 1000)) != 0);
+	assert_int_equal(zm_pool_min_moves(p, 0), 0);
+	assert_int_equal(zm_pool_min_moves(p, 1), 4);
+	/* the first page keeps one object, the second two, the rest four */
+	for (int i = 1; i < 4; i++)
+		assert_int_equal(zm_free(p, h[i]), 0);
+	assert_int_equal(zm_free(p, h[5]), 0);
+	assert_int_equal(zm_free(p, h[6]), 0);
+	assert_int_equal(zm_pool_min_moves(p, 1), 1);
+	assert_int_equal(zm_pool_min_moves(p, 2), 3);
+	assert_int_equal(zm_pool_min_moves(p, 3), 7);
+	assert_int_equal(zm_pool_min_moves(p, 1000), 35);  /* every page */
+	zm_pool_stats(p, &s0);
+	freed = zm_pool_compact(p);
+	zm_pool_stats(p, &s1);
+	assert_int_equal(freed, 1);   /* 35 objects need 9 pages of the 10 */
+	assert_true((long)(s1.objects_moved - s0.objects_moved) >= 1);
+	assert_int_equal(zm_pool_check(p), 0);
+	for (int i = 0; i < 40; i++)
+		if (i == 0 || (i >= 4 && i != 5 && i != 6))
+			assert_int_equal(zm_free(p, h[i]), 0);
+	zm_pool_destroy(p);
+
+	assert_int_equal(zm_pool_create(&mc, &m), 0);
+	assert_int_equal(zm_pool_min_moves(m, 1), -EOPNOTSUPP);
+	zm_pool_destroy(m);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -418,6 +459,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_rss_falls),
 		cmocka_unit_test(test_mapped_not_moved),
 		cmocka_unit_test(test_sweep),
+		cmocka_unit_test(test_min_moves),
 		cmocka_unit_test(test_trigger_ratio),
 		cmocka_unit_test(test_trigger_watermark),
 		cmocka_unit_test(test_off_and_switch),

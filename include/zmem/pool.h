@@ -179,6 +179,15 @@ long zm_pool_compact(struct zm_pool *pool);
  * -EOPNOTSUPP. */
 long zm_pool_shrink(struct zm_pool *pool, size_t bytes);
 
+/* A lower bound on the objects any compaction must move to free `pages`
+ * pages of the pool as it is now: an object must move before the page it
+ * starts on can be freed, so at least the objects starting on the `pages`
+ * pages where the fewest start (where they could go is not asked: a
+ * bound, not a plan; huge objects never move).  Returns that count, or
+ * -EOPNOTSUPP for a backend that cannot compact.  Call while no other
+ * thread uses the pool (compaction off, or idle). */
+long zm_pool_min_moves(struct zm_pool *pool, size_t pages);
+
 /* Change the automatic compaction policy at run time (ZM_COMPACT_OFF
  * switches it off).  0, -EOPNOTSUPP, -EINVAL or -ENOMEM. */
 int zm_pool_set_compaction(struct zm_pool *pool, enum zm_compact_policy policy);

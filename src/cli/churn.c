@@ -50,6 +50,9 @@ struct churn_row {
 	double rss_full, rss_free, rss_100, rss_1s;   /* overhead by RSS */
 	double pool_full, pool_free, pool_100, pool_1s; /* by pool stats */
 	double moved, pages, compact_ms, live_mb;
+	double bound;   /* zsmalloc-off: the fewest objects any compaction
+			   must move to free as many pages as zsmalloc's
+			   compactor did (zm_pool_min_moves); -1 unknown */
 };
 
 static size_t rss(void)
@@ -81,6 +84,8 @@ int cmd_churn_child(int argc, char **argv)
 {
 	const char *which = argv[1], *path = argv[2];
 	double fraction = atof(argv[3]);
+	/* with compaction off: the pages to bound the work for */
+	size_t bound_pages = argc > 4 ? strtoull(argv[4], NULL, 10) : 0;
 	uint64_t seed = 42, live = 0, total = 0;
 	struct zm_pool *pool = NULL;
 	struct zm_pool_stats st;
@@ -135,6 +140,7 @@ int cmd_churn_child(int argc, char **argv)
 		total += size[i];
 	}
 	printf("full %.4f %.4f\n", (double)(rss() - base) / (double)total, pool_over(pool, total));
+	uint64_t tf0 = cli_now_ns();
 	for (size_t i = 0; i < n; i++) {
 		if ((double)(cli_rand(&seed) % 1000000) < fraction * 1e6) {
 			if (pool)
@@ -146,7 +152,11 @@ int cmd_churn_child(int argc, char **argv)
 			live += size[i];
 		}
 	}
+	if (getenv("ZM_CHURN_DEBUG"))
+		fprintf(stderr, "%s: frees took %.1f ms\n", which, (cli_now_ns() - tf0) / 1e6);
 	printf("free %.4f %.4f\n", (double)(rss() - base) / (double)live, pool_over(pool, live));
+	if (pool && bound_pages)  /* the pool as the frees left it: nothing moved */
+		printf("bound %ld\n", zm_pool_min_moves(pool, bound_pages));
 	usleep(100000);
 	printf("100ms %.4f %.4f\n", (double)(rss() - base) / (double)live, pool_over(pool, live));
 	usleep(900000);
@@ -173,14 +183,17 @@ int cmd_churn_child(int argc, char **argv)
 
 /* ---- the parent --------------------------------------------------- */
 
-static int run_child(int k, const char *path, double fraction, struct churn_row *r)
+static int run_child(int k, const char *path, double fraction, size_t bound_pages,
+		     struct churn_row *r)
 {
 	int fd[2];
 	pid_t pid;
-	char line[256], frac[32];
+	char line[256], frac[32], bp[32];
 	FILE *in;
 
 	memset(r, 0, sizeof(*r));
+	r->bound = -1;
+	snprintf(bp, sizeof(bp), "%zu", bound_pages);
 	snprintf(r->name, sizeof(r->name), "%s", names[k]);
 	snprintf(frac, sizeof(frac), "%.4f", fraction);
 	if (pipe(fd))
@@ -189,7 +202,8 @@ static int run_child(int k, const char *path, double fraction, struct churn_row 
 	if (pid < 0)
 		return -1;
 	if (pid == 0) {
-		char *args[] = { "zmem", "churn-child", (char *)names[k], (char *)path, frac, NULL };
+		char *args[] = { "zmem", "churn-child", (char *)names[k], (char *)path, frac, bp,
+				 NULL };
 
 		dup2(fd[1], 1);
 		close(fd[0]);
@@ -213,6 +227,8 @@ static int run_child(int k, const char *path, double fraction, struct churn_row 
 			r->rss_100 = a, r->pool_100 = b;
 		else if (sscanf(line, "1s %lf %lf", &a, &b) == 2)
 			r->rss_1s = a, r->pool_1s = b;
+		else if (sscanf(line, "bound %lf", &a) == 1)
+			r->bound = a;
 		else if (sscanf(line, "work %lf %lf %lf %lf", &a, &b, &c, &d) == 4) {
 			r->moved = a, r->pages = b, r->compact_ms = c, r->live_mb = d;
 			r->ok = 1;
@@ -262,7 +278,7 @@ int churn_summary(double fraction, size_t target, const char *corpus,
 	for (int k = 0; k < NALLOC && n < max; k++) {
 		struct churn_row r;
 
-		run_child(k, path, fraction, &r);
+		run_child(k, path, fraction, 0, &r);
 		if (!r.ok)
 			continue;
 		out[n] = (struct churn_summary){ .fraction = fraction };
@@ -427,7 +443,10 @@ int cmd_churn(int argc, char **argv)
 	for (int k = 0; k < NALLOC; k++) {
 		if (!json)
 			fprintf(stderr, "\rchurn: %s...          ", names[k]);
-		run_child(k, path, fraction, &rows[k]);
+		/* zsmalloc-off follows zsmalloc: bound the work it did */
+		run_child(k, path, fraction,
+			  k > 0 && !strcmp(names[k], "zsmalloc-off") && rows[0].ok ?
+			  (size_t)rows[0].pages : 0, &rows[k]);
 	}
 	unlink(path);
 	if (!json)
@@ -437,19 +456,25 @@ int cmd_churn(int argc, char **argv)
 		       fraction, c.n, c.bytes);
 		for (int k = 0, first = 1; k < NALLOC; k++) {
 			struct churn_row *r = &rows[k];
+			char bnd[64] = "";
 
 			if (!r->ok)
 				continue;
+			/* zsmalloc's row: the work's lower bound, measured in
+			 * zsmalloc-off's pool */
+			if (k == 0 && rows[1].ok && rows[1].bound >= 0)
+				snprintf(bnd, sizeof(bnd), ", \"objects_moved_bound\": %.0f",
+					 rows[1].bound);
 			printf("%s\n {\"allocator\": \"%s\", \"churn\": {\"fraction\": %.3f, "
 			       "\"overhead_after_free\": %.4f, \"overhead_100ms\": %.4f, "
 			       "\"overhead_1s\": %.4f}, \"rss_overhead\": {\"full\": %.4f, "
 			       "\"after_free\": %.4f, \"100ms\": %.4f, \"1s\": %.4f}, "
-			       "\"objects_moved\": %.0f, \"pages_compacted\": %.0f, \"compact_ms\": %.2f}",
+			       "\"objects_moved\": %.0f, \"pages_compacted\": %.0f, \"compact_ms\": %.2f%s}",
 			       first ? "" : ",", r->name, fraction,
 			       r->pool_free ? r->pool_free : r->rss_free,
 			       r->pool_100 ? r->pool_100 : r->rss_100,
 			       r->pool_1s ? r->pool_1s : r->rss_1s, r->rss_full, r->rss_free,
-			       r->rss_100, r->rss_1s, r->moved, r->pages, r->compact_ms);
+			       r->rss_100, r->rss_1s, r->moved, r->pages, r->compact_ms, bnd);
 			first = 0;
 		}
 		printf("]");
@@ -476,10 +501,17 @@ int cmd_churn(int argc, char **argv)
 			else
 				printf("%8s %8s %8s | %9s %8s\n", "-", "-", "-", "-", "-");
 		}
-		if (rows[0].ok && rows[0].pages)
+		if (rows[0].ok && rows[0].pages) {
 			printf("\nzsmalloc: %.0f objects moved for %.0f pages freed (%.2f per page), "
 			       "%.1f ms compacting\n", rows[0].moved, rows[0].pages,
 			       rows[0].moved / rows[0].pages, rows[0].compact_ms);
+			if (rows[1].ok && rows[1].bound >= 0)
+				printf("lower bound: %.0f objects (%.2f per page): those starting on "
+				       "the %.0f pages where the fewest start,\nin the same pool "
+				       "right after the frees (zsmalloc-off); moved / bound = %.2f\n",
+				       rows[1].bound, rows[1].bound / rows[0].pages, rows[0].pages,
+				       rows[1].bound > 0 ? rows[0].moved / rows[1].bound : 0);
+		}
 	}
 	if (fg) {
 		double on[FG_PAIRS], off[FG_PAIRS], onc[FG_PAIRS], offc[FG_PAIRS];

@@ -152,6 +152,11 @@ long zm_pool_shrink(struct zm_pool *pool, size_t bytes)
 	return pool->ops->shrink ? pool->ops->shrink(pool, bytes) : -EOPNOTSUPP;
 }
 
+long zm_pool_min_moves(struct zm_pool *pool, size_t pages)
+{
+	return pool->ops->min_moves ? pool->ops->min_moves(pool, pages) : -EOPNOTSUPP;
+}
+
 int zm_pool_set_compaction(struct zm_pool *pool, enum zm_compact_policy policy)
 {
 	if (policy > ZM_COMPACT_RATIO)

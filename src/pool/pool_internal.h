@@ -38,6 +38,7 @@ struct zm_pool_ops {
 	int (*class_stats)(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stats *cs);
 	int (*check)(struct zm_pool *pool);
 	long (*shrink)(struct zm_pool *pool, size_t bytes);
+	long (*min_moves)(struct zm_pool *pool, size_t pages);
 	int (*set_compaction)(struct zm_pool *pool, enum zm_compact_policy policy);
 };
 

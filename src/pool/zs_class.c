@@ -245,5 +245,6 @@ const struct zm_pool_ops zm_zsmalloc_ops = {
 	.class_stats = zs_class_stats,
 	.check = zs_check,
 	.shrink = zs_shrink,
+	.min_moves = zs_min_moves,
 	.set_compaction = zs_auto_set,
 };

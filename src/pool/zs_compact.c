@@ -539,3 +539,47 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 	pthread_mutex_unlock(&zp->compact_lock);
 	return freed << zp->shift;
 }
+
+/* The work lower bound (zm_pool_min_moves): a histogram of pages by the
+ * number of live objects starting on them, over every populated page of
+ * every class, then the `pages` pages with the fewest. */
+long zs_min_moves(struct zm_pool *pool, size_t pages)
+{
+	struct zs_pool *zp = zs_of(pool);
+	size_t nh = zp->page_size / ZS_MIN_SIZE + 2, left = pages;
+	size_t *hist = calloc(nh, sizeof(*hist));
+	uint8_t *freemap = malloc(ZS_NONE + 1);
+	long moves = 0;
+
+	if (!hist || !freemap) {
+		free(hist);
+		free(freemap);
+		return -ENOMEM;
+	}
+	ZS_FOR_EACH_CLASS(zp, c) {
+		if (c->huge)
+			continue;
+		zm_lock(&c->lock);
+		for (unsigned g = 0; g < ZS_GROUPS; g++)
+			for (struct zspage *zs = c->group[g]; zs; zs = zs->next) {
+				uint32_t starts[ZS_MAX_PAGES] = { 0 };
+
+				free_map(zp, zs, freemap);
+				for (unsigned o = 0; o < zs->bump; o++)
+					if (!freemap[o])
+						starts[((size_t)o * c->size) >> zp->shift]++;
+				for (unsigned p = 0; p < zs->npop; p++)
+					hist[starts[p] < nh ? starts[p] : nh - 1]++;
+			}
+		zm_unlock(&c->lock);
+	}
+	for (size_t k = 0; k < nh && left; k++) {
+		size_t take = hist[k] < left ? hist[k] : left;
+
+		moves += (long)(take * k);
+		left -= take;
+	}
+	free(hist);
+	free(freemap);
+	return moves;
+}

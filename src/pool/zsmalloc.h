@@ -395,6 +395,7 @@ struct zspage *zs_room_in(const struct zs_pool *zp, struct zs_class *c);
 /* zs_compact.c */
 long zs_compact(struct zm_pool *pool);
 long zs_shrink(struct zm_pool *pool, size_t bytes);
+long zs_min_moves(struct zm_pool *pool, size_t pages);
 /* Compact one class shard in at most *budget steps (one zspage packed or
  * evacuated each; NULL: no bound), taking what it used off *budget;
  * returns pages freed.  Caller holds zp->compact_lock. */
