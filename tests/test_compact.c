@@ -311,6 +311,30 @@ static void test_trigger_watermark(void **state)
 	zm_pool_destroy(p);
 }
 
+/* The watermark seen even when no free moves a zspage to another fullness
+ * group: every zspage of the 128-byte class (32 objects, one page) loses
+ * 6 of its 32 objects, 19% freeable, each staying in the same group. */
+static void test_trigger_watermark_same_group(void **state)
+{
+	struct zm_pool *p = mk(ZM_COMPACT_WATERMARK, 15, 0);
+	static zm_handle_t h[3200];
+	struct zm_pool_stats st;
+
+	for (int i = 0; i < 3200; i++)
+		assert_true((h[i] = zm_malloc(p, 128)) != 0);
+	for (int i = 0; i < 3200; i++)
+		if (i % 32 < 6)
+			assert_int_equal(zm_free(p, h[i]), 0);
+	assert_true(wait_compactions(p, 1, 5000) >= 1);
+	zm_pool_set_compaction(p, ZM_COMPACT_OFF);
+	zm_pool_stats(p, &st);
+	assert_true(st.pool_pages < 100);
+	for (int i = 0; i < 3200; i++)
+		if (i % 32 >= 6)
+			assert_int_equal(zm_free(p, h[i]), 0);
+	zm_pool_destroy(p);
+}
+
 static void test_off_and_switch(void **state)
 {
 	struct zm_pool *p = mk(ZM_COMPACT_OFF, 0, 0);
@@ -462,6 +486,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_min_moves),
 		cmocka_unit_test(test_trigger_ratio),
 		cmocka_unit_test(test_trigger_watermark),
+		cmocka_unit_test(test_trigger_watermark_same_group),
 		cmocka_unit_test(test_off_and_switch),
 		cmocka_unit_test(test_shrink_and_malloc),
 		cmocka_unit_test(test_stops_partway),

@@ -417,12 +417,14 @@ static void test_alloc_run(void **st)
 	for (zm_pfn_t i = 1; i < 5; i++)
 		assert_int_equal(zm_pages_take_cached(p, a + i), 0);
 	assert_int_equal(zm_pages_take_cached(p, a + 2), -ENOENT);   /* taken */
-	assert_int_equal(zm_pages_take_cached(p, a + 5), -ENOENT);   /* not set aside */
-	/* the next run starts where this one ended, in the same block */
+	/* not set aside, but the next page of the thread's block */
+	assert_int_equal(zm_pages_take_cached(p, a + 5), 0);
+	assert_int_equal(zm_pages_take_cached(p, a + 7), -ENOENT);
+	/* the next run starts where the block was taken up to */
 	assert_int_equal(zm_pages_alloc_run(p, 3, &b), 0);
-	assert_int_equal(b, a + 5);
+	assert_int_equal(b, a + 6);
 	zm_pages_stats(p, &s);
-	assert_int_equal(s.in_use, 7);
+	assert_int_equal(s.in_use, 8);
 	assert_int_equal(s.in_use + s.cached + s.free, s.total_pages);
 	assert_int_equal(zm_pages_check(p), 0);
 
@@ -431,7 +433,7 @@ static void test_alloc_run(void **st)
 	for (int i = 0; i < 40; i++)
 		assert_int_equal(zm_pages_alloc_run(p, 32, &v[i]), 0);
 	zm_pages_stats(p, &s);
-	assert_int_equal(s.in_use, 47);
+	assert_int_equal(s.in_use, 48);
 	/* the stack (64 pages by default), the set-aside pages, the block */
 	assert_true(s.cached <= 64 + ZM_PAGES_AHEAD_MAX + ZM_PAGES_RUN_MAX);
 	assert_int_equal(s.in_use + s.cached + s.free, s.total_pages);
@@ -440,7 +442,7 @@ static void test_alloc_run(void **st)
 	assert_int_equal(zm_pages_free(p, v[39] + 31), 0);
 	for (int i = 0; i < 40; i++)
 		assert_int_equal(zm_pages_free(p, v[i]), 0);
-	for (zm_pfn_t i = 0; i < 5; i++)
+	for (zm_pfn_t i = 0; i < 6; i++)
 		assert_int_equal(zm_pages_free(p, a + i), 0);
 	assert_int_equal(zm_pages_free(p, b), 0);
 	assert_int_equal(zm_pages_free(p, x), 0);
@@ -503,8 +505,25 @@ static void test_alloc_run_limit_and_no_cache(void **st)
 	assert_int_equal(zm_pages_alloc_run(p, 4, &a), 0);
 	assert_int_equal(zm_pages_take_cached(p, a + 1), -ENOENT);
 	assert_int_equal(zm_pages_alloc_at(p, a + 1), 0);
+	/* a short run does not start on the pages a long one grows into */
+	assert_int_equal(zm_pages_alloc_run(p, 2, &x), 0);
+	assert_true(x < a || x >= a + ZM_PAGES_RUN_MAX);
+	assert_int_equal(zm_pages_free(p, x), 0);
 	assert_int_equal(zm_pages_free(p, a + 1), 0);
 	assert_int_equal(zm_pages_free(p, a), 0);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+
+	/* a run longer than a small cache can set aside grows into the
+	 * thread's run block all the same */
+	c.cache_pages = 4;
+	assert_int_equal(zm_pages_create(&c, &p), 0);
+	assert_int_equal(zm_pages_alloc_run(p, 8, &a), 0);
+	for (zm_pfn_t i = 1; i < 8; i++)
+		assert_int_equal(zm_pages_take_cached(p, a + i), 0);
+	assert_int_equal(zm_pages_check(p), 0);
+	for (zm_pfn_t i = 0; i < 8; i++)
+		assert_int_equal(zm_pages_free(p, a + i), 0);
 	assert_int_equal(zm_pages_check(p), 0);
 	zm_pages_destroy(p);
 }

@@ -43,9 +43,12 @@ struct zm_pages_config {
 	                         back to the OS; 0 = default (1 MiB: 256 pages
 	                         of 4 KiB, at least 8), SIZE_MAX =
 	                         never give memory back */
-	unsigned cache_pages; /* bound on a per-thread cache; 0 = default (256 KiB:
-	                         64 pages of 4 KiB, at least 8),
-	                         1 = no caching (every call takes the lock) */
+	unsigned cache_pages; /* bound on a per-thread cache's stack; 0 = default
+	                         (256 KiB: 64 pages of 4 KiB, at least 8),
+	                         1 = no caching (every call takes the lock).
+	                         A thread that allocates runs holds as many
+	                         set-aside pages again, at most 64, and a
+	                         run block of up to 32 pages */
 	int prefault;         /* make pages resident when they leave the
 	                         allocator in batches (refills, bulk), one
 	                         madvise per run instead of a page fault per
@@ -109,9 +112,9 @@ int zm_pages_alloc_at(struct zm_pages *pages, zm_pfn_t pfn);
 
 /* The page pfn itself, if the calling thread freed it lately and its
  * cache still holds it (one of the ZM_PAGES_TAKE_DEPTH pages freed last),
- * or set it aside with zm_pages_alloc_run():
- * no lock, and the page is resident.  0, or -ENOENT (the page is left
- * where it is).  For callers that free a page and may want that very page
+ * or set it aside with zm_pages_alloc_run(), or it is the next page of
+ * the thread's run block: no lock (and made resident as the prefault
+ * setting asks).  0, or -ENOENT (the page is left where it is).  For callers that free a page and may want that very page
  * back soon, such as zsmalloc reusing a zspage's pages in place. */
 #define ZM_PAGES_TAKE_DEPTH 8
 int zm_pages_take_cached(struct zm_pages *pages, zm_pfn_t pfn);

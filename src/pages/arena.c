@@ -160,6 +160,7 @@ int zm_pages_bad_free(struct zm_pages *p, zm_pfn_t pfn, const char *why)
 int zm_pages_alloc_order(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 {
 	zm_pfn_t got;
+	size_t fails;
 
 	if (order > ZM_PAGES_MAX_ORDER) {
 		zm_bad_input("zm_pages_alloc_order: order %u > %d", order,
@@ -167,8 +168,12 @@ int zm_pages_alloc_order(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 		return -EINVAL;
 	}
 	zm_lock(&p->lock);
+	fails = p->limit_failures;
 	got = zm_buddy_take_block(p, order);
+	fails = p->limit_failures - fails;
 	zm_unlock(&p->lock);
+	if (got == ZM_PFN_NIL && fails && zm_tcache_reclaim(p))
+		return zm_pages_alloc_order(p, order, pfn);  /* at the limit: once more */
 	if (got == ZM_PFN_NIL)
 		return -ENOMEM;
 	*pfn = got;

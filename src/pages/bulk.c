@@ -14,14 +14,17 @@
 size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 {
 	size_t got = 0;
+	bool reclaimed = false;
 
 	while (got < n) {
 		size_t want = n - got < ZM_PAGES_CHUNK ? n - got : ZM_PAGES_CHUNK;
 		size_t k, dirty;
+		bool at_limit;
 
 		zm_lock(&p->lock);
 		k = zm_buddy_take_pages(p, want, pfns + got, PG_ALLOC, &dirty);
-		if (k && k < want && p->nr_out >= p->limit)
+		at_limit = k < want && p->nr_out >= p->limit;
+		if (k && at_limit)
 			p->limit_failures++;  /* cut short by the limit */
 		if (got == 0)
 			p->bulk_calls++;
@@ -30,6 +33,13 @@ size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 		if (p->prefault && dirty < k)
 			zm_pages_prefault(p, pfns + got, k);
 		got += k;
+		if (at_limit && !reclaimed) {
+			/* once more, with this thread's set-aside pages
+			 * given back (if it had any) */
+			reclaimed = true;
+			if (zm_tcache_reclaim(p))
+				continue;
+		}
 		if (k < want)
 			break;
 	}

@@ -53,9 +53,10 @@
 
 #define ZM_PFN_NIL UINT32_MAX
 
-/* zm_pages_alloc_run carves runs from blocks of at most 2^ZM_RUN_ORDER
- * pages: ZM_PAGES_RUN_MAX, zsmalloc's largest zspage by default, 128 KiB
- * at 4 KiB pages (fewer when the thread cache is smaller: run_order). */
+/* zm_pages_alloc_run carves runs from blocks of 2^run_order pages, at
+ * most 2^ZM_RUN_ORDER: ZM_PAGES_RUN_MAX, zsmalloc's largest zspage by
+ * default, 128 KiB at 4 KiB pages (fewer when the thread cache is
+ * smaller; a block is as long as a run that needs more). */
 #define ZM_RUN_ORDER 5
 /* ... and only while the limit leaves room for this many blocks: a pool
  * limited to a few blocks' worth must not have them held in a thread's

@@ -18,10 +18,13 @@
  * never gives them to someone else: a caller growing a run page by page
  * (a zspage populating, zs_zspage.c) takes each next page with
  * zm_pages_take_cached(), without the lock.  Runs are carved from a block
- * of 2^ZM_RUN_ORDER pages the thread takes whole (`run_next` ..
- * `run_end`), so that the lock is taken once per block and not once per
- * run: with two threads making zspages of 3 KiB objects (one every four
- * objects) the pages layer's lock was most of allocbench's all-free time.
+ * the thread takes whole (`run_next` .. `run_end`; 2^run_order pages, or
+ * as many as the run if it is longer), so that the lock is taken once per
+ * block and not once per run: with two threads making zspages of 3 KiB
+ * objects (one every four objects) the pages layer's lock was most of
+ * allocbench's all-free time.  At most ahead_max pages of a run are set
+ * aside; a longer run keeps its next pages in the block, where
+ * zm_pages_take_cached() takes the block's next page too.
  * What is left of a block too short for the next run, and the older half
  * of the set-aside pages when there are more than ahead_max, go back to
  * the free lists in place (a zspage that grows later takes its next page
@@ -29,8 +32,8 @@
  * steady churn of many classes they overflowed it, went back in drains
  * and, resident and over the reserve, were trimmed and faulted in again.
  * Blocks are cut from resident memory first (zm_buddy_take_run).  Both
- * sizes follow the cache's (cache_cap, a byte budget): 32 and 64 pages at
- * 4 KiB, 8 and 8 at 32 KiB.  All of these pages are in state PG_CACHED
+ * sizes follow the cache's (cache_cap, a byte budget): a block of 32 and
+ * 64 set-aside pages at 4 KiB, 8 and 8 at 32 KiB.  All of these pages are in state PG_CACHED
  * and count as cached; PG_RESIDENT tells which are resident (taken from
  * dirty blocks, or freed by a caller), for prefault and for the dirty
  * flag they go back with.
@@ -60,8 +63,9 @@ struct zm_tcache {
 	unsigned count;               /* pages held; atomic, owner thread writes */
 	unsigned cap;
 	unsigned nahead;              /* pages set aside; like count */
-	zm_pfn_t run_next, run_end;   /* the block runs are carved from;
-					 run_end - run_next read like count */
+	zm_pfn_t run_next, run_end;   /* the block runs are carved from */
+	unsigned run_left;            /* run_end - run_next, for other
+					 threads: written like count */
 	zm_pfn_t ahead[ZM_PAGES_AHEAD_MAX]; /* set aside, oldest first */
 	zm_pfn_t pfns[];
 };
@@ -128,13 +132,18 @@ static inline void tc_set_nahead(struct zm_tcache *tc, unsigned n)
 	__atomic_store_n(&tc->nahead, n, __ATOMIC_RELAXED);
 }
 
-/* Pages left in the run block (0 while its owner moves it: for stats) */
+/* Pages left in the run block, as other threads (stats) see it. */
 static inline unsigned tc_run_left(const struct zm_tcache *tc)
 {
-	zm_pfn_t end = __atomic_load_n(&tc->run_end, __ATOMIC_RELAXED);
-	zm_pfn_t next = __atomic_load_n(&tc->run_next, __ATOMIC_RELAXED);
+	return __atomic_load_n(&tc->run_left, __ATOMIC_RELAXED);
+}
 
-	return end > next ? end - next : 0;
+/* The owner moves the run block's start (and end); run_left follows. */
+static inline void tc_set_run(struct zm_tcache *tc, zm_pfn_t next, zm_pfn_t end)
+{
+	tc->run_next = next;
+	tc->run_end = end;
+	__atomic_store_n(&tc->run_left, end - next, __ATOMIC_RELAXED);
 }
 
 static void run_page_give(struct zm_pages *p, zm_pfn_t pfn)
@@ -152,7 +161,7 @@ static void ahead_give_back(struct zm_pages *p, struct zm_tcache *tc)
 		run_page_give(p, pfn);
 	p->nr_out -= tc->nahead + (tc->run_end - tc->run_next);
 	tc_set_nahead(tc, 0);
-	__atomic_store_n(&tc->run_next, tc->run_end, __ATOMIC_RELAXED);
+	tc_set_run(tc, tc->run_end, tc->run_end);
 }
 
 bool zm_tcache_reclaim(struct zm_pages *p)
@@ -309,6 +318,13 @@ int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 		cached_out(p, pfn);
 		return 0;
 	}
+	/* the next page of the run block: a run longer than what could be
+	 * set aside grows into it (zm_pages_alloc_run) */
+	if (pfn == tc->run_next && tc->run_next < tc->run_end) {
+		tc_set_run(tc, pfn + 1, tc->run_end);
+		cached_out(p, pfn);
+		return 0;
+	}
 	/* set aside by zm_pages_alloc_run: newest first, the likely ones */
 	n = tc->nahead;
 	for (unsigned i = n; i > 0; i--) {
@@ -322,8 +338,13 @@ int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 	return -ENOENT;
 }
 
-/* Without a cache (caching off, or no memory for one): the first page of
- * a free block large enough, the rest left free for zm_pages_alloc_at(). */
+/* Without a cache (caching off, or no memory for one), near the limit, or
+ * with no free block large enough: the first page of a free block of
+ * ZM_PAGES_RUN_MAX pages or more (any page if there is none), the rest
+ * left free for zm_pages_alloc_at().  The largest run's size, whatever
+ * this run needs: with each run asking for its own, a short one would
+ * start right after a long one's first page, on the page that one needs
+ * next. */
 static int alloc_run_locked(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 {
 	zm_pfn_t got;
@@ -353,13 +374,14 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 		order++;
 	tc = tc_get(p);
 	if (!tc)
-		return alloc_run_locked(p, order, pfn);
+		return alloc_run_locked(p, ZM_RUN_ORDER, pfn);
+	/* No trimming on this path: zsmalloc calls it with a class lock
+	 * held, and a trim is madvise calls.  Pages it gives back are
+	 * trimmed by the next free that finds the reserve exceeded. */
 	if (tc->run_end - tc->run_next < n) {
 		zm_pfn_t blk = ZM_PFN_NIL;
 		size_t dirty;
 		bool one = false;
-
-		bool trim;
 
 		zm_lock(&p->lock);
 		/* what is left of the block goes back in place, where it
@@ -370,7 +392,7 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 		for (zm_pfn_t f = tc->run_next; f < tc->run_end; f++)
 			run_page_give(p, f);
 		p->nr_out -= tc->run_end - tc->run_next;
-		__atomic_store_n(&tc->run_next, tc->run_end, __ATOMIC_RELAXED);
+		tc_set_run(tc, tc->run_end, tc->run_end);
 		/* not near the limit: there, pages set aside would be pages
 		 * refused to others */
 		if (p->nr_out + ((size_t)ZM_RUN_LIMIT_ROOM << p->run_order) <= p->limit) {
@@ -389,16 +411,12 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 			else if (blk == ZM_PFN_NIL)
 				blk = zm_buddy_take_run(p, maxo, order, false, &k, &dirty);
 		}
-		trim = zm_pages_trim_due(p);
 		zm_unlock(&p->lock);
-		if (trim)
-			zm_pages_trim_to(p, p->reserve);
 		if (one)  /* through the stack, resident pages first */
 			return zm_pages_alloc(p, pfn);
 		if (blk == ZM_PFN_NIL)  /* the first page of a free block, or any */
-			return alloc_run_locked(p, order, pfn);
-		__atomic_store_n(&tc->run_end, blk + (1u << k), __ATOMIC_RELAXED);
-		__atomic_store_n(&tc->run_next, blk, __ATOMIC_RELAXED);
+			return alloc_run_locked(p, ZM_RUN_ORDER, pfn);
+		tc_set_run(tc, blk, blk + (1u << k));
 	}
 	*pfn = tc->run_next;
 	cached_out(p, *pfn);
@@ -409,7 +427,6 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 	keep = n - 1 < p->ahead_max ? n - 1 : p->ahead_max;
 	if (tc->nahead + keep > p->ahead_max) {
 		unsigned out = tc->nahead + keep - p->ahead_max + p->ahead_max / 2;
-		bool trim;
 
 		if (out > tc->nahead)
 			out = tc->nahead;
@@ -417,17 +434,16 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 		for (unsigned i = 0; i < out; i++)
 			run_page_give(p, tc->ahead[i]);
 		p->nr_out -= out;
-		trim = zm_pages_trim_due(p);
 		zm_unlock(&p->lock);
 		memmove(tc->ahead, tc->ahead + out, (tc->nahead - out) * sizeof(zm_pfn_t));
 		tc_set_nahead(tc, tc->nahead - out);
-		if (trim)
-			zm_pages_trim_to(p, p->reserve);
 	}
+	/* the block first, then the set-aside count: a reader of both
+	 * (stats) may miss these pages for a moment, never count them twice */
+	tc_set_run(tc, tc->run_next + keep + 1, tc->run_end);
 	for (unsigned i = 1; i <= keep; i++)
 		tc->ahead[tc->nahead + i - 1] = *pfn + i;
 	tc_set_nahead(tc, tc->nahead + keep);
-	__atomic_store_n(&tc->run_next, tc->run_next + keep + 1, __ATOMIC_RELAXED);
 	return 0;
 }
 

@@ -206,6 +206,7 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 	struct zs_class *c;
 	struct zspage *zs;
 	unsigned obj, g;
+	bool moved;
 	uint64_t v;
 
 	if (zm_unlikely(h & ZS_TAG_HUGE))
@@ -255,16 +256,10 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 	}
 	zs_put_obj(zp, zs, zs_slot_obj(v));
 	g = zs_group_of(c, zs->inuse);
-	if (zm_unlikely(g != zs->group)) {
+	moved = g != zs->group;
+	if (zm_unlikely(moved))
 		zs_group_move(c, zs, g);
-		/* what the compactor's policy needs to know of frees, told
-		 * when a zspage drops a fullness group (a tenth of its
-		 * objects) to 70% used or less rather than on every free:
-		 * on every free it was 2.4% of a malloc/free loop's
-		 * instructions (callgrind), this way 1% */
-		if (g <= ZS_AUTO_GROUP)
-			zs_auto_freed(zp, c);
-	}
+	zs_auto_freed(zp, c, g, moved);
 	zm_unlock(&c->lock);
 	return 0;
 }

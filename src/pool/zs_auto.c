@@ -7,7 +7,9 @@
  *              and at least one zspage's worth, is flagged by the free that
  *              crossed the line; the thread compacts flagged classes.
  *   RATIO      when the pool's used/allocated bytes fall below `ratio` %,
- *              the thread runs passes that start at the class last freed,
+ *              the thread runs passes that start at the class last freed
+ *              (of those each shard noted, the one with the most slack:
+ *              zs_auto_freed in zsmalloc.h),
  *              walk the classes round robin and stop after `budget` zspages
  *              packed or evacuated, until the ratio reaches `target` % or a
  *              pass frees nothing.  The gap between the two (hysteresis) is
@@ -17,7 +19,8 @@
  *              is compacted back to the target at once.
  *
  * The free path's part is a few arithmetic operations under the class lock
- * it already holds; under WATERMARK, when a class crosses the line, one
+ * it already holds (under RATIO only when the free moved a zspage down a
+ * fullness group); under WATERMARK, when a class crosses the line, one
  * atomic exchange and a condition signal.  Under RATIO the thread looks by
  * itself every period (50 ms), reading the classes' counters without
  * their locks.

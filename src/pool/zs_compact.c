@@ -556,6 +556,7 @@ long zs_min_moves(struct zm_pool *pool, size_t pages)
 		free(freemap);
 		return -ENOMEM;
 	}
+	pthread_mutex_lock(&zp->compact_lock);  /* nothing moves meanwhile */
 	ZS_FOR_EACH_CLASS(zp, c) {
 		if (c->huge)
 			continue;
@@ -573,6 +574,7 @@ long zs_min_moves(struct zm_pool *pool, size_t pages)
 			}
 		zm_unlock(&c->lock);
 	}
+	pthread_mutex_unlock(&zp->compact_lock);
 	for (size_t k = 0; k < nh && left; k++) {
 		size_t take = hist[k] < left ? hist[k] : left;
 
