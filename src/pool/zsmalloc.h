@@ -421,7 +421,7 @@ int zs_auto_set(struct zm_pool *pool, enum zm_compact_policy policy);
  * RATIO: the class of its shard to start at, noted only when the free
  * moved the zspage down into group ZS_AUTO_GROUP or below and the class
  * has slack (a store only when it changes: on every free it was 2.4% of
- * a malloc/free loop's instructions, callgrind; this way 0.3%).
+ * a malloc/free loop's instructions, callgrind; this way 0.14%).
  * WATERMARK: on every free, wake the thread if c crosses the line (a
  * free that crosses it need not change a group). */
 void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c);
