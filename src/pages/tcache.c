@@ -537,6 +537,25 @@ size_t zm_tcache_total(struct zm_pages *p)
 	return n;
 }
 
+/* Is pfn a page in state cached?  Else say so, naming where it was held. */
+static int check_cached(struct zm_pages *p, zm_pfn_t pfn, const char *where)
+{
+	if (pfn < p->npages && zm_pg_of(p, pfn)->state == PG_CACHED)
+		return 0;
+	zm_log("check: %s pfn %u is not in state cached", where, pfn);
+	return 1;
+}
+
+/* How many of n held pages to look at: at most max, else say so. */
+static unsigned check_count(unsigned n, unsigned max, const char *what, int *bad)
+{
+	if (n <= max)
+		return n;
+	zm_log("check: thread cache holds %u %s, more than %u", n, what, max);
+	*bad = 1;
+	return max;
+}
+
 int zm_tcache_check(struct zm_pages *p, size_t *ncached)
 {
 	int bad = 0;
@@ -544,44 +563,19 @@ int zm_tcache_check(struct zm_pages *p, size_t *ncached)
 	*ncached = 0;
 	pthread_mutex_lock(&zm_tc_lock);
 	for (struct zm_tcache *tc = p->caches; tc; tc = tc->rnext) {
-		unsigned n = __atomic_load_n(&tc->count, __ATOMIC_RELAXED);
+		unsigned n = check_count(__atomic_load_n(&tc->count, __ATOMIC_RELAXED), tc->cap,
+					 "cached pages", &bad);
 
-		if (n > tc->cap) {
-			zm_log("check: thread cache holds %u > cap %u", n, tc->cap);
-			bad = 1;
-			n = tc->cap;
-		}
-		for (unsigned i = 0; i < n; i++) {
-			zm_pfn_t pfn = tc->pfns[i];
-
-			if (pfn >= p->npages || zm_pg_of(p, pfn)->state != PG_CACHED) {
-				zm_log("check: cached pfn %u is not in state cached", pfn);
-				bad = 1;
-			}
-		}
+		for (unsigned i = 0; i < n; i++)
+			bad |= check_cached(p, tc->pfns[i], "cached");
 		*ncached += n;
-		n = __atomic_load_n(&tc->nahead, __ATOMIC_RELAXED);
-		if (n > p->ahead_max) {
-			zm_log("check: thread cache sets aside %u > %u pages", n,
-			       p->ahead_max);
-			bad = 1;
-			n = p->ahead_max;
-		}
-		for (unsigned i = 0; i < n; i++) {
-			zm_pfn_t pfn = tc->ahead[i];
-
-			if (pfn >= p->npages || zm_pg_of(p, pfn)->state != PG_CACHED) {
-				zm_log("check: set-aside pfn %u is not in state cached", pfn);
-				bad = 1;
-			}
-		}
+		n = check_count(__atomic_load_n(&tc->nahead, __ATOMIC_RELAXED), p->ahead_max,
+				"set-aside pages", &bad);
+		for (unsigned i = 0; i < n; i++)
+			bad |= check_cached(p, tc->ahead[i], "set-aside");
 		*ncached += n;
-		for (zm_pfn_t pfn = tc->run_next; pfn < tc->run_end; pfn++) {
-			if (pfn >= p->npages || zm_pg_of(p, pfn)->state != PG_CACHED) {
-				zm_log("check: run-block pfn %u is not in state cached", pfn);
-				bad = 1;
-			}
-		}
+		for (zm_pfn_t pfn = tc->run_next; pfn < tc->run_end; pfn++)
+			bad |= check_cached(p, pfn, "run-block");
 		*ncached += tc->run_end - tc->run_next;
 	}
 	pthread_mutex_unlock(&zm_tc_lock);
