@@ -116,13 +116,19 @@ static void registry_unlink(struct zm_pages *p, struct zm_tcache *tc)
 	tc->rnext = tc->rprev = NULL;
 }
 
+/* A cached page back to the buddy (p->lock held), dirty if resident. */
+static void cached_give(struct zm_pages *p, zm_pfn_t pfn)
+{
+	zm_buddy_give(p, pfn, 0, zm_pg_of(p, pfn)->flags & PG_RESIDENT);
+}
+
 /* Give `n` pages from the top of the cache back to the buddy. */
 static void tc_give_back(struct zm_pages *p, struct zm_tcache *tc, unsigned n)
 {
 	unsigned top = tc->count;
 
 	for (unsigned i = top - n; i < top; i++)
-		zm_buddy_give(p, tc->pfns[i], 0, zm_pg_of(p, tc->pfns[i])->flags & PG_RESIDENT);
+		cached_give(p, tc->pfns[i]);
 	p->nr_out -= n;
 	tc_set_count(tc, top - n);
 }
@@ -146,22 +152,31 @@ static inline void tc_set_run(struct zm_tcache *tc, zm_pfn_t next, zm_pfn_t end)
 	__atomic_store_n(&tc->run_left, end - next, __ATOMIC_RELAXED);
 }
 
-static void run_page_give(struct zm_pages *p, zm_pfn_t pfn)
+/* The `n` oldest set-aside pages back to the free lists, in place
+ * (p->lock held). */
+static void ahead_give_oldest(struct zm_pages *p, struct zm_tcache *tc, unsigned n)
 {
-	zm_buddy_give(p, pfn, 0, zm_pg_of(p, pfn)->flags & PG_RESIDENT);
+	for (unsigned i = 0; i < n; i++)
+		cached_give(p, tc->ahead[i]);
+	p->nr_out -= n;
+	memmove(tc->ahead, tc->ahead + n, (tc->nahead - n) * sizeof(zm_pfn_t));
+	tc_set_nahead(tc, tc->nahead - n);
 }
 
-/* Give every set-aside page and the rest of the run block back to the
- * buddy (p->lock held), dirty only if they were resident when taken. */
+/* The rest of the run block back to the free lists (p->lock held). */
+static void block_give_back(struct zm_pages *p, struct zm_tcache *tc)
+{
+	for (zm_pfn_t pfn = tc->run_next; pfn < tc->run_end; pfn++)
+		cached_give(p, pfn);
+	p->nr_out -= tc->run_end - tc->run_next;
+	tc_set_run(tc, tc->run_end, tc->run_end);
+}
+
+/* Every set-aside page and the run block back (p->lock held). */
 static void ahead_give_back(struct zm_pages *p, struct zm_tcache *tc)
 {
-	for (unsigned i = 0; i < tc->nahead; i++)
-		run_page_give(p, tc->ahead[i]);
-	for (zm_pfn_t pfn = tc->run_next; pfn < tc->run_end; pfn++)
-		run_page_give(p, pfn);
-	p->nr_out -= tc->nahead + (tc->run_end - tc->run_next);
-	tc_set_nahead(tc, 0);
-	tc_set_run(tc, tc->run_end, tc->run_end);
+	ahead_give_oldest(p, tc, tc->nahead);
+	block_give_back(p, tc);
 }
 
 bool zm_tcache_reclaim(struct zm_pages *p)
@@ -301,41 +316,38 @@ int zm_pages_alloc(struct zm_pages *p, zm_pfn_t *pfn)
 	return alloc_locked(p, tc, pfn);
 }
 
+/* Remove pfn from the newest `depth` of the n entries of a (kept in
+ * order: the newest stay on top); false if it is not there. */
+static bool remove_newest(zm_pfn_t *a, unsigned n, unsigned depth, zm_pfn_t pfn)
+{
+	for (unsigned i = n; i > 0 && i + depth > n; i--) {
+		if (a[i - 1] != pfn)
+			continue;
+		memmove(&a[i - 1], &a[i], (n - i) * sizeof(zm_pfn_t));
+		return true;
+	}
+	return false;
+}
+
 int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 {
 	struct zm_tcache *tc = tc_get(p);
-	unsigned n;
 
 	if (!tc)
 		return -ENOENT;
-	n = tc->count;
-	for (unsigned i = n; i > 0 && i + ZM_PAGES_TAKE_DEPTH > n; i--) {
-		if (tc->pfns[i - 1] != pfn)
-			continue;
-		/* keep the order of the rest: the newest stay on top */
-		memmove(&tc->pfns[i - 1], &tc->pfns[i], (n - i) * sizeof(zm_pfn_t));
-		tc_set_count(tc, n - 1);
-		cached_out(p, pfn);
-		return 0;
-	}
+	if (remove_newest(tc->pfns, tc->count, ZM_PAGES_TAKE_DEPTH, pfn))
+		tc_set_count(tc, tc->count - 1);
 	/* the next page of the run block: a run longer than what could be
 	 * set aside grows into it (zm_pages_alloc_run) */
-	if (pfn == tc->run_next && tc->run_next < tc->run_end) {
+	else if (pfn == tc->run_next && tc->run_next < tc->run_end)
 		tc_set_run(tc, pfn + 1, tc->run_end);
-		cached_out(p, pfn);
-		return 0;
-	}
 	/* set aside by zm_pages_alloc_run: newest first, the likely ones */
-	n = tc->nahead;
-	for (unsigned i = n; i > 0; i--) {
-		if (tc->ahead[i - 1] != pfn)
-			continue;
-		memmove(&tc->ahead[i - 1], &tc->ahead[i], (n - i) * sizeof(zm_pfn_t));
-		tc_set_nahead(tc, n - 1);
-		cached_out(p, pfn);
-		return 0;
-	}
-	return -ENOENT;
+	else if (remove_newest(tc->ahead, tc->nahead, tc->nahead, pfn))
+		tc_set_nahead(tc, tc->nahead - 1);
+	else
+		return -ENOENT;
+	cached_out(p, pfn);
+	return 0;
 }
 
 /* Without a cache (caching off, or no memory for one), near the limit, or
@@ -389,10 +401,7 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 		 * in a steady churn it overflowed the stack, went back in
 		 * drains and, resident, over the reserve: trimmed and
 		 * faulted in again, half as many faults more) */
-		for (zm_pfn_t f = tc->run_next; f < tc->run_end; f++)
-			run_page_give(p, f);
-		p->nr_out -= tc->run_end - tc->run_next;
-		tc_set_run(tc, tc->run_end, tc->run_end);
+		block_give_back(p, tc);
 		/* not near the limit: there, pages set aside would be pages
 		 * refused to others */
 		if (p->nr_out + ((size_t)ZM_RUN_LIMIT_ROOM << p->run_order) <= p->limit) {
@@ -428,15 +437,9 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 	if (tc->nahead + keep > p->ahead_max) {
 		unsigned out = tc->nahead + keep - p->ahead_max + p->ahead_max / 2;
 
-		if (out > tc->nahead)
-			out = tc->nahead;
 		zm_lock(&p->lock);
-		for (unsigned i = 0; i < out; i++)
-			run_page_give(p, tc->ahead[i]);
-		p->nr_out -= out;
+		ahead_give_oldest(p, tc, out < tc->nahead ? out : tc->nahead);
 		zm_unlock(&p->lock);
-		memmove(tc->ahead, tc->ahead + out, (tc->nahead - out) * sizeof(zm_pfn_t));
-		tc_set_nahead(tc, tc->nahead - out);
 	}
 	/* the block first, then the set-aside count: a reader of both
 	 * (stats) may miss these pages for a moment, never count them twice */
