@@ -14,12 +14,6 @@
 
 #include "pages/pages_internal.h"
 
-#define FAIL(...)                     \
-	do {                          \
-		zm_log(__VA_ARGS__);  \
-		bad = 1;              \
-	} while (0)
-
 static int check_lists(struct zm_pages *p, size_t *free_pages, size_t *dirty,
 		       size_t *heads)
 {
@@ -35,36 +29,36 @@ static int check_lists(struct zm_pages *p, size_t *free_pages, size_t *dirty,
 				uint32_t buddy = pfn ^ (1u << k);
 
 				if (pfn >= p->npages || n > p->npages) {
-					FAIL("check: list %u/%d: bad link %u", k, d, pfn);
+					ZM_CHECK_FAIL("check: list %u/%d: bad link %u", k, d, pfn);
 					return 1;
 				}
 				pg = zm_pg_of(p, pfn);
 				if (pg->state != PG_FREE_HEAD || pg->order != k)
-					FAIL("check: pfn %u on list %u is state %u order %u",
+					ZM_CHECK_FAIL("check: pfn %u on list %u is state %u order %u",
 					     pfn, k, pg->state, pg->order);
 				if (pg->prev != prev)
-					FAIL("check: pfn %u: prev %u, expected %u", pfn,
+					ZM_CHECK_FAIL("check: pfn %u: prev %u, expected %u", pfn,
 					     pg->prev, prev);
 				if (!!(pg->flags & PG_BLK_DIRTY) != d)
-					FAIL("check: pfn %u: dirty hint does not match list", pfn);
+					ZM_CHECK_FAIL("check: pfn %u: dirty hint does not match list", pfn);
 				if ((pfn & ((1u << k) - 1)) || pfn + (1u << k) > p->npages)
-					FAIL("check: block %u order %u misaligned or outside",
+					ZM_CHECK_FAIL("check: block %u order %u misaligned or outside",
 					     pfn, k);
 				if (k < ZM_PAGES_MAX_ORDER && buddy < p->npages &&
 				    zm_pg_of(p, buddy)->state == PG_FREE_HEAD &&
 				    zm_pg_of(p, buddy)->order == k)
-					FAIL("check: blocks %u and %u (order %u) not merged",
+					ZM_CHECK_FAIL("check: blocks %u and %u (order %u) not merged",
 					     pfn, buddy, k);
 				for (uint32_t i = 0; i < (1u << k) && pfn + i < p->npages; i++) {
 					struct zm_pg *t = zm_pg_of(p, pfn + i);
 
 					if (i && t->state != PG_FREE_TAIL)
-						FAIL("check: pfn %u inside free block %u is state %u",
+						ZM_CHECK_FAIL("check: pfn %u inside free block %u is state %u",
 						     pfn + i, pfn, t->state);
 					if (t->flags & PG_DIRTY) {
 						(*dirty)++;
 						if (!d)
-							FAIL("check: dirty pfn %u in clean block %u",
+							ZM_CHECK_FAIL("check: dirty pfn %u in clean block %u",
 							     pfn + i, pfn);
 					}
 				}
@@ -75,7 +69,7 @@ static int check_lists(struct zm_pages *p, size_t *free_pages, size_t *dirty,
 				pfn = pg->next;
 			}
 			if (n != l->count)
-				FAIL("check: list %u/%d counts %u, holds %u", k, d,
+				ZM_CHECK_FAIL("check: list %u/%d counts %u, holds %u", k, d,
 				     l->count, n);
 		}
 	}
@@ -100,12 +94,12 @@ static int check_pages(struct zm_pages *p, size_t heads, size_t *out, size_t *ca
 		case PG_ALLOC:
 			if (pg->order > ZM_PAGES_MAX_ORDER ||
 			    pfn + (1u << pg->order) > p->npages) {
-				FAIL("check: run at %u has bad order %u", pfn, pg->order);
+				ZM_CHECK_FAIL("check: run at %u has bad order %u", pfn, pg->order);
 				break;
 			}
 			for (uint32_t i = 1; i < (1u << pg->order); i++)
 				if (zm_pg_of(p, pfn + i)->state != PG_ALLOC_TAIL)
-					FAIL("check: pfn %u in run %u is not a tail",
+					ZM_CHECK_FAIL("check: pfn %u in run %u is not a tail",
 					     pfn + i, pfn);
 			*out += 1u << pg->order;
 			pfn += (1u << pg->order) - 1;
@@ -117,14 +111,14 @@ static int check_pages(struct zm_pages *p, size_t heads, size_t *out, size_t *ca
 			*out += 0;
 			break;
 		default:
-			FAIL("check: pfn %u has state %u", pfn, pg->state);
+			ZM_CHECK_FAIL("check: pfn %u has state %u", pfn, pg->state);
 		}
 		if (pg->state != PG_FREE_HEAD && pg->state != PG_FREE_TAIL &&
 		    (pg->flags & PG_DIRTY))
-			FAIL("check: pfn %u is not free but flagged dirty", pfn);
+			ZM_CHECK_FAIL("check: pfn %u is not free but flagged dirty", pfn);
 	}
 	if (nheads != heads)
-		FAIL("check: %zu free heads in the page array, %zu on lists",
+		ZM_CHECK_FAIL("check: %zu free heads in the page array, %zu on lists",
 		     nheads, heads);
 	return bad;
 }
@@ -139,22 +133,22 @@ int zm_pages_check(struct zm_pages *p)
 	bad |= check_lists(p, &free_pages, &dirty, &heads);
 	bad |= check_pages(p, heads, &out, &cached);
 	if (free_pages != p->nr_free)
-		FAIL("check: %zu pages on free lists, counter says %zu",
+		ZM_CHECK_FAIL("check: %zu pages on free lists, counter says %zu",
 		     free_pages, p->nr_free);
 	if (dirty != p->nr_dirty_free)
-		FAIL("check: %zu dirty free pages, counter says %zu", dirty,
+		ZM_CHECK_FAIL("check: %zu dirty free pages, counter says %zu", dirty,
 		     p->nr_dirty_free);
 	if (cached != tc_cached)
-		FAIL("check: %zu pages in state cached, caches hold %zu", cached,
+		ZM_CHECK_FAIL("check: %zu pages in state cached, caches hold %zu", cached,
 		     tc_cached);
 	if (out + cached != p->nr_out)
-		FAIL("check: %zu pages out (%zu runs + %zu cached), counter says %zu",
+		ZM_CHECK_FAIL("check: %zu pages out (%zu runs + %zu cached), counter says %zu",
 		     out + cached, out, cached, p->nr_out);
 	if (p->nr_free + p->nr_out + p->nr_isolated != p->npages)
-		FAIL("check: free %zu + out %zu + isolated %zu != %u pages",
+		ZM_CHECK_FAIL("check: free %zu + out %zu + isolated %zu != %u pages",
 		     p->nr_free, p->nr_out, p->nr_isolated, p->npages);
 	if (p->nr_out > p->limit)
-		FAIL("check: %zu pages out exceed the limit %zu", p->nr_out, p->limit);
+		ZM_CHECK_FAIL("check: %zu pages out exceed the limit %zu", p->nr_out, p->limit);
 	zm_unlock(&p->lock);
 	return bad ? -EUCLEAN : 0;
 }

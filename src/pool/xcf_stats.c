@@ -67,7 +67,6 @@ int xcf_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_sta
 	return 0;
 }
 
-#define FAIL ZM_CHECK_FAIL  /* base/debug.h */
 
 enum { SEEN = 1, REF = 2, REF2 = 4 };
 
@@ -83,21 +82,21 @@ static int check_page(struct xcf_pool *x, uint32_t pfn, uint8_t *mark, uint64_t 
 		struct xcf_desc *d;
 
 		if (h->sentinel != XCF_SENTINEL || h->desc == 0 || h->desc >= x->top) {
-			FAIL("check: page %u offset %u: bad header (desc %u, sentinel %#x)",
+			ZM_CHECK_FAIL("check: page %u offset %u: bad header (desc %u, sentinel %#x)",
 			     pfn, off, h->desc, h->sentinel);
 			break;
 		}
 		d = xcf_desc(x, h->desc);
 		if (d->pfn != pfn || xcf_off(d) != off || h->prev != prev ||
 		    !(d->off_flags & (XCF_FREE | XCF_USED)) || (mark[h->desc] & SEEN)) {
-			FAIL("check: page %u offset %u: descriptor %u says page %u offset %u "
+			ZM_CHECK_FAIL("check: page %u offset %u: descriptor %u says page %u offset %u "
 			     "flags %#x, header prev %u (want %u)%s", pfn, off, h->desc, d->pfn,
 			     xcf_off(d), d->off_flags, h->prev, prev,
 			     mark[h->desc] & SEEN ? ", seen twice" : "");
 			break;
 		}
 		if (prev_free && (d->off_flags & XCF_FREE))
-			FAIL("check: page %u offset %u: two free neighbours not merged",
+			ZM_CHECK_FAIL("check: page %u offset %u: two free neighbours not merged",
 			     pfn, off);
 		mark[h->desc] |= SEEN;
 		prev_free = d->off_flags & XCF_FREE;
@@ -106,7 +105,7 @@ static int check_page(struct xcf_pool *x, uint32_t pfn, uint8_t *mark, uint64_t 
 		(*blocks)++;
 	}
 	if (!bad && off != x->maxblk)
-		FAIL("check: page %u: blocks end at %u, not %u", pfn, off, x->maxblk);
+		ZM_CHECK_FAIL("check: page %u: blocks end at %u, not %u", pfn, off, x->maxblk);
 	return bad;
 }
 
@@ -123,23 +122,23 @@ static int check_lists(struct xcf_pool *x, uint64_t live)
 			struct xcf_desc *d;
 
 			if (i >= x->top) {
-				FAIL("check: free list %u: entry %u out of range", l, i);
+				ZM_CHECK_FAIL("check: free list %u: entry %u out of range", l, i);
 				break;
 			}
 			d = xcf_desc(x, i);
 			if (!(d->off_flags & XCF_FREE) || d->nblk != l + 1 ||
 			    d->prev != prev || ++n > live)
-				FAIL("check: free list %u: entry %u (flags %#x, %u blocks, "
+				ZM_CHECK_FAIL("check: free list %u: entry %u (flags %#x, %u blocks, "
 				     "prev %u) does not belong", l, i, d->off_flags, d->nblk,
 				     d->prev);
 			prev = i;
 		}
 		if (n != x->nfree[l] || bit != !!x->head[l])
-			FAIL("check: free list %u: %llu entries, counter %llu, bitmap %d",
+			ZM_CHECK_FAIL("check: free list %u: %llu entries, counter %llu, bitmap %d",
 			     l, (unsigned long long)n, (unsigned long long)x->nfree[l], bit);
 	}
 	if (x->nfree[x->maxblk - 1] > (x->objects ? XCF_RESERVE_PAGES : 0))
-		FAIL("check: %llu whole free pages kept with %llu objects",
+		ZM_CHECK_FAIL("check: %llu whole free pages kept with %llu objects",
 		     (unsigned long long)x->nfree[x->maxblk - 1],
 		     (unsigned long long)x->objects);
 	return bad;
@@ -163,7 +162,7 @@ static int check_descs(struct xcf_pool *x, uint8_t *mark, uint64_t *live)
 		(*live)++;
 		if (d->nblk == 0 || xcf_off(d) + d->nblk > x->maxblk ||
 		    (f != XCF_FREE && f != XCF_USED && f != (XCF_USED | XCF_HEAD))) {
-			FAIL("check: descriptor %u: flags %#x offset %u size %u", i, f,
+			ZM_CHECK_FAIL("check: descriptor %u: flags %#x offset %u size %u", i, f,
 			     xcf_off(d), d->nblk);
 			continue;
 		}
@@ -180,7 +179,7 @@ static int check_descs(struct xcf_pool *x, uint8_t *mark, uint64_t *live)
 			span++;
 			if (d->next >= x->top || (mark[d->next] & REF) ||
 			    (xcf_desc(x, d->next)->off_flags & ~XCF_OFF_MASK) != XCF_USED)
-				FAIL("check: object at descriptor %u: bad second block %u", i,
+				ZM_CHECK_FAIL("check: object at descriptor %u: bad second block %u", i,
 				     d->next);
 			else
 				mark[d->next] |= REF;
@@ -190,16 +189,16 @@ static int check_descs(struct xcf_pool *x, uint8_t *mark, uint64_t *live)
 		struct xcf_desc *d = xcf_desc(x, i);
 
 		if ((d->off_flags & ~XCF_OFF_MASK) == XCF_USED && !(mark[i] & REF))
-			FAIL("check: used block %u belongs to no object", i);
+			ZM_CHECK_FAIL("check: used block %u belongs to no object", i);
 	}
 	for (unsigned l = 0; l < x->maxblk; l++)
 		if (used[l] != x->nused[l])
-			FAIL("check: %llu used blocks of %u, counter %llu",
+			ZM_CHECK_FAIL("check: %llu used blocks of %u, counter %llu",
 			     (unsigned long long)used[l], l + 1,
 			     (unsigned long long)x->nused[l]);
 	if (heads != x->objects || span != x->spanning || bytes != x->slot_bytes ||
 	    *live != x->live_desc)
-		FAIL("check: %llu objects (%llu spanning, %llu bytes), %llu descriptors; "
+		ZM_CHECK_FAIL("check: %llu objects (%llu spanning, %llu bytes), %llu descriptors; "
 		     "counters %llu (%llu, %llu), %llu", (unsigned long long)heads,
 		     (unsigned long long)span, (unsigned long long)bytes,
 		     (unsigned long long)*live, (unsigned long long)x->objects,
@@ -215,11 +214,11 @@ static int check_unused(struct xcf_pool *x, uint64_t live)
 	int bad = 0;
 
 	if (live + x->nunused != (uint64_t)x->top - 1)
-		FAIL("check: %llu live + %u unused descriptors != %u handed out",
+		ZM_CHECK_FAIL("check: %llu live + %u unused descriptors != %u handed out",
 		     (unsigned long long)live, x->nunused, x->top - 1);
 	for (uint32_t k = 0; k < x->nunused && !bad; k++) {
 		if (i == 0 || i >= x->top || xcf_desc(x, i)->off_flags) {
-			FAIL("check: unused descriptor chain broken at %u", i);
+			ZM_CHECK_FAIL("check: unused descriptor chain broken at %u", i);
 			break;
 		}
 		i = xcf_desc(x, i)->next;
@@ -257,7 +256,7 @@ int xcf_check(struct zm_pool *pool)
 		}
 	}
 	if (pages != x->npages || blocks != live)
-		FAIL("check: %llu pages holding %llu blocks; counters %llu pages, "
+		ZM_CHECK_FAIL("check: %llu pages holding %llu blocks; counters %llu pages, "
 		     "%llu descriptors", (unsigned long long)pages,
 		     (unsigned long long)blocks, (unsigned long long)x->npages,
 		     (unsigned long long)live);

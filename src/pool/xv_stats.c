@@ -36,7 +36,6 @@ void xv_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	zm_unlock(&xp->lock);
 }
 
-#define FAIL ZM_CHECK_FAIL  /* base/debug.h */
 
 struct tally {
 	uint64_t pages, raw, live, blocks, free, slot_bytes;
@@ -56,30 +55,30 @@ static int check_page(struct xv_pool *xp, zm_pfn_t pfn, struct tally *t)
 		bool is_free = xv_is_free(h);
 
 		if (!xv_magic_ok(h)) {
-			FAIL("xvmalloc check: page %u offset %u: no header (word %#x)", pfn,
+			ZM_CHECK_FAIL("xvmalloc check: page %u offset %u: no header (word %#x)", pfn,
 			     off, h->word);
 			return 1;
 		}
 		if (h->size < XV_MIN_PAYLOAD || h->size % XV_ALIGN ||
 		    xv_end(off, h) > xp->page_size) {
-			FAIL("xvmalloc check: page %u offset %u: bad size %u", pfn, off, h->size);
+			ZM_CHECK_FAIL("xvmalloc check: page %u offset %u: bad size %u", pfn, off, h->size);
 			return 1;
 		}
 		if (h->prev != prev)
-			FAIL("xvmalloc check: page %u offset %u: prev %u, the block before is at %u",
+			ZM_CHECK_FAIL("xvmalloc check: page %u offset %u: prev %u, the block before is at %u",
 			     pfn, off, h->prev, prev);
 		if (!!(h->word & XV_PREV_FREE) != prev_free)
-			FAIL("xvmalloc check: page %u offset %u: prev-free flag %u, the block "
+			ZM_CHECK_FAIL("xvmalloc check: page %u offset %u: prev-free flag %u, the block "
 			     "before is %s", pfn, off, !!(h->word & XV_PREV_FREE),
 			     prev_free ? "free" : "live");
 		if (is_free && prev_free)
-			FAIL("xvmalloc check: page %u offset %u: two free blocks not merged",
+			ZM_CHECK_FAIL("xvmalloc check: page %u offset %u: two free blocks not merged",
 			     pfn, off);
 		if (is_free != (xv_tag(h) == 0))
-			FAIL("xvmalloc check: page %u offset %u: %s block with tag %u", pfn,
+			ZM_CHECK_FAIL("xvmalloc check: page %u offset %u: %s block with tag %u", pfn,
 			     off, is_free ? "free" : "live", xv_tag(h));
 		if (is_free && off == 0 && h->size == xp->page_size - XV_HDR)
-			FAIL("xvmalloc check: page %u is all free but kept", pfn);
+			ZM_CHECK_FAIL("xvmalloc check: page %u is all free but kept", pfn);
 		t->blocks++;
 		if (is_free) {
 			t->free++;
@@ -106,7 +105,7 @@ static int check_lists(struct zm_pool *pool, uint64_t *listed)
 		bool bit = xp->lists.sl_map[i / XV_SL] >> (i % XV_SL) & 1;
 
 		if (bit != (loc != XV_NIL))
-			FAIL("xvmalloc check: list %u: bitmap bit %d, head %#llx", i, bit,
+			ZM_CHECK_FAIL("xvmalloc check: list %u: bitmap bit %d, head %#llx", i, bit,
 			     (unsigned long long)loc);
 		for (; loc != XV_NIL; prev = loc, loc = xv_links_of(xv_hdr_at(xp, loc))->next) {
 			struct zm_page_meta *m = zm_pages_meta(xp->pages, xv_loc_pfn(loc));
@@ -114,23 +113,23 @@ static int check_lists(struct zm_pool *pool, uint64_t *listed)
 
 			if (!m || m->owner != pool || (m->priv[0] & 3) != XV_PAGE_BLOCKS ||
 			    xv_loc_off(loc) % XV_ALIGN || xv_loc_off(loc) >= xp->page_size) {
-				FAIL("xvmalloc check: list %u: %#llx is not in a page of ours", i,
+				ZM_CHECK_FAIL("xvmalloc check: list %u: %#llx is not in a page of ours", i,
 				     (unsigned long long)loc);
 				return 1;
 			}
 			h = xv_hdr_at(xp, loc);
 			if (!xv_magic_ok(h) || !xv_is_free(h) || xv_list_of(h->size) != i) {
-				FAIL("xvmalloc check: list %u: block %#llx (size %u, word %#x) "
+				ZM_CHECK_FAIL("xvmalloc check: list %u: block %#llx (size %u, word %#x) "
 				     "does not belong", i, (unsigned long long)loc, h->size, h->word);
 				return 1;
 			}
 			if (xv_links_of(h)->prev != prev)
-				FAIL("xvmalloc check: list %u: block %#llx links back to %#llx, not "
+				ZM_CHECK_FAIL("xvmalloc check: list %u: block %#llx links back to %#llx, not "
 				     "%#llx", i, (unsigned long long)loc,
 				     (unsigned long long)xv_links_of(h)->prev,
 				     (unsigned long long)prev);
 			if (++*listed > xp->free_blocks) {
-				FAIL("xvmalloc check: more blocks in the lists than the %llu free",
+				ZM_CHECK_FAIL("xvmalloc check: more blocks in the lists than the %llu free",
 				     (unsigned long long)xp->free_blocks);
 				return 1;
 			}
@@ -138,10 +137,10 @@ static int check_lists(struct zm_pool *pool, uint64_t *listed)
 	}
 	for (unsigned f = 0; f < XV_FL; f++)
 		if (!!(xp->lists.fl_map >> f & 1) != !!xp->lists.sl_map[f])
-			FAIL("xvmalloc check: first level %u: bit %u, second level %#x", f,
+			ZM_CHECK_FAIL("xvmalloc check: first level %u: bit %u, second level %#x", f,
 			     xp->lists.fl_map >> f & 1, xp->lists.sl_map[f]);
 	if (xp->lists.fl_map >> XV_FL)
-		FAIL("xvmalloc check: first-level bitmap %#x beyond level %u", xp->lists.fl_map,
+		ZM_CHECK_FAIL("xvmalloc check: first-level bitmap %#x beyond level %u", xp->lists.fl_map,
 		     XV_FL);
 	return bad;
 }
@@ -158,12 +157,12 @@ static int check_locked(struct zm_pool *pool)
 		struct zm_page_meta *m = zm_pages_meta(xp->pages, pfn);
 
 		if (!m || m->owner != pool || (zm_pfn_t)m->priv[1] != prev) {
-			FAIL("xvmalloc check: page %u (after %u) is not ours or badly linked",
+			ZM_CHECK_FAIL("xvmalloc check: page %u (after %u) is not ours or badly linked",
 			     pfn, prev);
 			return -EUCLEAN;
 		}
 		if (++t.pages > xp->pages_held) {
-			FAIL("xvmalloc check: more than %llu pages in the list",
+			ZM_CHECK_FAIL("xvmalloc check: more than %llu pages in the list",
 			     (unsigned long long)xp->pages_held);
 			return -EUCLEAN;
 		}
@@ -172,7 +171,7 @@ static int check_locked(struct zm_pool *pool)
 			uint64_t size = (uint64_t)m->priv[0] >> 32;
 
 			if (!tag || size <= xp->page_size - XV_HDR || size > xp->page_size)
-				FAIL("xvmalloc check: raw page %u: tag %u size %llu", pfn, tag,
+				ZM_CHECK_FAIL("xvmalloc check: raw page %u: tag %u size %llu", pfn, tag,
 				     (unsigned long long)size);
 			t.raw++;
 			t.live++;
@@ -180,7 +179,7 @@ static int check_locked(struct zm_pool *pool)
 		} else if ((m->priv[0] & 3) == XV_PAGE_BLOCKS) {
 			bad |= check_page(xp, pfn, &t);
 		} else {
-			FAIL("xvmalloc check: page %u of unknown kind %#llx", pfn,
+			ZM_CHECK_FAIL("xvmalloc check: page %u of unknown kind %#llx", pfn,
 			     (unsigned long long)m->priv[0]);
 		}
 		prev = pfn;
@@ -190,7 +189,7 @@ static int check_locked(struct zm_pool *pool)
 	if (t.pages != xp->pages_held || t.raw != xp->raw_pages || t.live != xp->objects ||
 	    t.blocks != xp->blocks || t.free != xp->free_blocks ||
 	    t.slot_bytes != xp->slot_bytes || listed != t.free)
-		FAIL("xvmalloc check: found %llu pages (%llu raw), %llu objects, %llu blocks, "
+		ZM_CHECK_FAIL("xvmalloc check: found %llu pages (%llu raw), %llu objects, %llu blocks, "
 		     "%llu free (%llu listed), %llu slot bytes; counters say %llu (%llu), "
 		     "%llu, %llu, %llu, %llu",
 		     (unsigned long long)t.pages, (unsigned long long)t.raw,
@@ -201,7 +200,7 @@ static int check_locked(struct zm_pool *pool)
 		     (unsigned long long)xp->blocks, (unsigned long long)xp->free_blocks,
 		     (unsigned long long)xp->slot_bytes);
 	if (xp->pages_max < xp->pages_held)
-		FAIL("xvmalloc check: pages_max %llu < %llu pages",
+		ZM_CHECK_FAIL("xvmalloc check: pages_max %llu < %llu pages",
 		     (unsigned long long)xp->pages_max, (unsigned long long)xp->pages_held);
 	return bad ? -EUCLEAN : 0;
 }

@@ -205,7 +205,7 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 	uint32_t idx = zs_handle_idx(h);
 	struct zs_class *c;
 	struct zspage *zs;
-	unsigned obj, g;
+	unsigned obj;
 	bool moved;
 	uint64_t v;
 
@@ -254,12 +254,9 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 		zs_zspage_free(zp, c, zs);
 		return 0;
 	}
-	zs_put_obj(zp, zs, zs_slot_obj(v));
-	g = zs_group_of(c, zs->inuse);
-	moved = g != zs->group;
-	if (zm_unlikely(moved))
-		zs_group_move(c, zs, g);
-	zs_auto_freed(zp, c, g, moved);
+	zs_put_obj(zp, zs, obj);
+	moved = zs_group_set(c, zs);
+	zs_auto_freed(zp, c, zs->group, moved);
 	zm_unlock(&c->lock);
 	return 0;
 }

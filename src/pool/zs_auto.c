@@ -83,7 +83,7 @@ void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c)
 	uint64_t slack;
 	unsigned i = c->idx;
 
-	if (!a || c->huge)
+	if (!a)
 		return;
 	slack = zs_slack_pages(zp, c);
 	if (slack < c->pages || slack < ZS_AUTO_MIN_CLASS_SLACK)
@@ -152,11 +152,12 @@ static unsigned ratio_start(struct zs_pool *zp)
 	uint64_t most = 0;
 
 	for (unsigned sh = 0; sh < zp->nshards; sh++) {
-		unsigned idx = __atomic_load_n(&zp->hint[sh].idx, __ATOMIC_RELAXED) % zp->total;
+		/* hints name classes zs_free noted: never huge ones */
+		unsigned idx = __atomic_load_n(&zp->hint[sh].idx, __ATOMIC_RELAXED);
 		struct zs_class *c = zs_class_at(zp, idx);
 		uint64_t have, used;
 
-		if (!c || c->huge)
+		if (!c)
 			continue;
 		have = (uint64_t)__atomic_load_n(&c->npages, __ATOMIC_RELAXED) << zp->shift;
 		used = (uint64_t)__atomic_load_n(&c->used, __ATOMIC_RELAXED) * c->size;

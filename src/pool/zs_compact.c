@@ -110,12 +110,6 @@ static unsigned keepers(struct zs_class *c, uint8_t pass)
 	return n;
 }
 
-/* Pages needed to hold objects 0..n-1. */
-static unsigned pages_for_n(const struct zs_pool *zp, const struct zs_class *c, unsigned n)
-{
-	return n ? (unsigned)((((size_t)n) * c->size - 1) >> zp->shift) + 1 : 0;
-}
-
 /* Mark which objects of zs are free (below its bump). */
 static void free_map(struct zs_pool *zp, struct zspage *zs, uint8_t *freemap)
 {
@@ -180,7 +174,7 @@ static long pack(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 	/* now objects 0..inuse-1 are live, nothing else */
 	zs->free_head = ZS_NONE;
 	zs->bump = zs->inuse;
-	need = pages_for_n(zp, c, zs->inuse);
+	need = zs_pages_for(zp, c, zs->inuse);
 	*pages = zs->npop - need;
 	for (unsigned i = need; i < zs->npop; i++)
 		zm_pages_free(zp->pages, zs_pfns(zs)[i]);
@@ -259,7 +253,7 @@ static unsigned plan(struct zs_pool *zp, struct zs_class *c, uint8_t pass,
 		if (keepers(c, pass) + full >= k || !(zs = pick_keeper(c, pass)))
 			break;
 		zs->pass = pass;
-		if (zs->npop > pages_for_n(zp, c, zs->inuse))
+		if (zs->npop > zs_pages_for(zp, c, zs->inuse))
 			b[nb++] = (struct step){ zs, true };
 	}
 	while (nb < room) {
@@ -421,8 +415,14 @@ static long sweep_class(struct zs_pool *zp, struct zs_class *a, uint8_t *freemap
 	struct zspage *src = NULL;
 	long freed;
 
+	/* most classes are not sparse: tell from the counters published
+	 * for lock-free readers, without taking (and contending) their
+	 * locks on every period; then again under the lock */
+	if (a->huge || (uint64_t)__atomic_load_n(&a->used, __ATOMIC_RELAXED) * a->size >=
+		       zp->page_size)
+		return 0;
 	zm_lock(&a->lock);
-	if (a->huge || a->zspages != 1 || (uint64_t)a->used * a->size >= zp->page_size)
+	if (a->zspages != 1 || (uint64_t)a->used * a->size >= zp->page_size)
 		goto out;
 	for (unsigned g = 1; g < ZS_GROUPS - 1 && !src; g++)
 		src = a->group[g];

@@ -1,7 +1,8 @@
 /*
  * The handle table (and the zspage table beside it, zs_zspage.c): one
  * 8-byte slot per object, holding where the object
- * is (zspage id, object index) and a generation, so that a
+ * is (zspage id and object index; for a huge object its page and shard)
+ * and a generation, so that a
  * stale or double-freed handle is recognised.  The table is reserved once
  * (ZS_MAX_HANDLES slots of address space, touched only as used).  Each
  * class keeps its own list of free slots under its lock and refills it by

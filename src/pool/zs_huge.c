@@ -103,7 +103,6 @@ void zs_huge_release(struct zs_pool *zp)
 		zm_pages_free(zp->pages, zs_huge_pfn(v));
 }
 
-#define FAIL ZM_CHECK_FAIL  /* base/debug.h */
 
 int zs_huge_check(struct zs_pool *zp, struct zs_class *c, uint64_t *seen,
 		  size_t total_pages)
@@ -113,25 +112,25 @@ int zs_huge_check(struct zs_pool *zp, struct zs_class *c, uint64_t *seen,
 	int bad = 0;
 
 	if (c->gmask || c->spare)
-		FAIL("check: huge class shard %d has zspage records", shard);
+		ZM_CHECK_FAIL("check: huge class shard %d has zspage records", shard);
 	if (c->zspages != c->used || c->npages != c->used)
-		FAIL("check: huge class shard %d: %u objects, %u zspages, %u pages",
+		ZM_CHECK_FAIL("check: huge class shard %d: %u objects, %u zspages, %u pages",
 		     shard, c->used, c->zspages, c->npages);
 	FOR_EACH_HUGE(zp, idx, v, shard) {
 		zm_pfn_t pfn = zs_huge_pfn(v);
 
 		n++;
 		if (pfn >= total_pages) {
-			FAIL("check: huge object in slot %u names pfn %u, beyond the "
+			ZM_CHECK_FAIL("check: huge object in slot %u names pfn %u, beyond the "
 			     "arena", idx, pfn);
 		} else if (seen[pfn / 64] & (1ull << (pfn % 64))) {
-			FAIL("check: pfn %u holds two huge objects (slot %u)", pfn, idx);
+			ZM_CHECK_FAIL("check: pfn %u holds two huge objects (slot %u)", pfn, idx);
 		} else {
 			seen[pfn / 64] |= 1ull << (pfn % 64);
 		}
 	}
 	if (n != c->used)
-		FAIL("check: huge class shard %d: %llu live slots, counter %u", shard,
+		ZM_CHECK_FAIL("check: huge class shard %d: %llu live slots, counter %u", shard,
 		     (unsigned long long)n, c->used);
 	return bad;
 }

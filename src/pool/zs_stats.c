@@ -90,7 +90,6 @@ int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stat
 	return 0;
 }
 
-#define FAIL ZM_CHECK_FAIL  /* base/debug.h */
 
 static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 			unsigned g, uint8_t *seen)
@@ -99,20 +98,20 @@ static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *z
 	int bad = 0;
 
 	if (zs->magic != ZS_MAGIC)
-		FAIL("check: zspage %p of class %u has bad magic", (void *)zs, c->size);
+		ZM_CHECK_FAIL("check: zspage %p of class %u has bad magic", (void *)zs, c->size);
 	if (zs->group != g || zs_group_of(c, zs->inuse) != g)
-		FAIL("check: zspage %p in group %u with %u/%u used", (void *)zs, g,
+		ZM_CHECK_FAIL("check: zspage %p in group %u with %u/%u used", (void *)zs, g,
 		     zs->inuse, c->objs);
 	if (zs->inuse == 0)
-		FAIL("check: empty zspage %p kept in class %u", (void *)zs, c->size);
+		ZM_CHECK_FAIL("check: empty zspage %p kept in class %u", (void *)zs, c->size);
 	if (zs->bump > c->objs || zs->inuse > zs->bump)
-		FAIL("check: zspage %p bump %u inuse %u objs %u", (void *)zs, zs->bump,
+		ZM_CHECK_FAIL("check: zspage %p bump %u inuse %u objs %u", (void *)zs, zs->bump,
 		     zs->inuse, c->objs);
 	if (zs_by_id(zp, zs->id) != zs)
-		FAIL("check: zspage %p: its id %u names another record", (void *)zs, zs->id);
+		ZM_CHECK_FAIL("check: zspage %p: its id %u names another record", (void *)zs, zs->id);
 	if (zs->npop > c->pages || (zs->bump && zs->npop !=
 	    (unsigned)((((size_t)zs->bump) * c->size - 1) >> zp->shift) + 1))
-		FAIL("check: zspage %p: %u pages populated for bump %u", (void *)zs,
+		ZM_CHECK_FAIL("check: zspage %p: %u pages populated for bump %u", (void *)zs,
 		     zs->npop, zs->bump);
 	for (unsigned i = 0; i < c->objs; i++)
 		seen[i] = i >= zs->bump;   /* never used: free */
@@ -122,7 +121,7 @@ static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *z
 		uint16_t next;
 
 		if (o >= zs->bump || seen[o]) {
-			FAIL("check: zspage %p free chain bad at object %u", (void *)zs, o);
+			ZM_CHECK_FAIL("check: zspage %p free chain bad at object %u", (void *)zs, o);
 			break;
 		}
 		seen[o] = 1;
@@ -132,7 +131,7 @@ static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *z
 		o = next;
 	}
 	if (nfree + zs->inuse != zs->bump)
-		FAIL("check: zspage %p: %u free in chain + %u used != bump %u",
+		ZM_CHECK_FAIL("check: zspage %p: %u free in chain + %u used != bump %u",
 		     (void *)zs, nfree, zs->inuse, zs->bump);
 	for (unsigned o = 0; o < zs->bump; o++) {
 		uint64_t v;
@@ -141,7 +140,7 @@ static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *z
 			continue;
 		v = zs_load_slot(zp, zs_backref(zs, c)[o]);
 		if (!(v & 1) || zs_slot_id(v) != zs->id || zs_slot_obj(v) != o)
-			FAIL("check: object %u of zspage %p: handle slot %u does not "
+			ZM_CHECK_FAIL("check: object %u of zspage %p: handle slot %u does not "
 			     "point back", o, (void *)zs, zs_backref(zs, c)[o]);
 	}
 	return bad;
@@ -156,7 +155,7 @@ static int check_class(struct zs_pool *zp, struct zs_class *c, uint8_t *seen)
 	for (unsigned g = 0; g < ZS_GROUPS; g++) {
 		for (struct zspage *zs = c->group[g]; zs; zs = zs->next) {
 			if (zs->next && zs->next->prev != zs)
-				FAIL("check: class %u group %u: broken links", c->size, g);
+				ZM_CHECK_FAIL("check: class %u group %u: broken links", c->size, g);
 			if (check_zspage(zp, c, zs, g, seen))
 				bad = 1;
 			used += zs->inuse;
@@ -164,11 +163,11 @@ static int check_class(struct zs_pool *zp, struct zs_class *c, uint8_t *seen)
 			n++;
 		}
 		if (!!c->group[g] != !!(c->gmask & (1u << g)))
-			FAIL("check: class %u group %u: bitmap says %d", c->size, g,
+			ZM_CHECK_FAIL("check: class %u group %u: bitmap says %d", c->size, g,
 			     !!(c->gmask & (1u << g)));
 	}
 	if (n != c->zspages || used != c->used || pages != c->npages)
-		FAIL("check: class %u: %llu zspages/%llu used, counters %llu/%llu",
+		ZM_CHECK_FAIL("check: class %u: %llu zspages/%llu used, counters %llu/%llu",
 		     c->size, (unsigned long long)n, (unsigned long long)used,
 		     (unsigned long long)c->zspages, (unsigned long long)c->used);
 	return bad;
@@ -184,7 +183,7 @@ static int check_free_slots(struct zs_pool *zp, struct zs_class *c)
 		uint64_t v = zs_load_slot(zp, s);
 
 		if (v & 1) {
-			FAIL("check: class %u: free handle slot %u is live", c->size, s);
+			ZM_CHECK_FAIL("check: class %u: free handle slot %u is live", c->size, s);
 			break;
 		}
 		s = (uint32_t)(v >> 32);

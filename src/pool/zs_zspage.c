@@ -2,9 +2,11 @@
  * zspages: the pages of one class, their records, ids, fullness groups and
  * object addressing.
  *
- * Lazy population.  A new zspage takes its first page(s) with the bulk
- * call and the rest one at a time as the bump index reaches them
- * (zs_populate, under the class lock).  Without this, every class keeps a
+ * Lazy population.  A new zspage takes its first page (the first page of
+ * the zspage the class retired last, if the thread's cache still has it;
+ * else the first of a run, zm_pages_alloc_run; the bulk call for classes
+ * whose first object needs several pages) and the rest one at a time as
+ * the bump index reaches them (zs_populate, under the class lock).  Without this, every class keeps a
  * newest zspage that is on average half empty: with ~250 classes and
  * zspages of up to 4 pages that is ~1 MB, several percent of a 30 MB pool
  * (the kernel's 6%).  With it, the waste is at most the unused end of one
@@ -55,17 +57,10 @@ void zs_id_free(struct zs_pool *zp, struct zs_class *c, uint32_t id)
 	c->nfree_ids++;
 }
 
-/* Pages needed to hold objects 0..obj. */
-static inline unsigned pages_for(const struct zs_pool *zp, const struct zs_class *c,
-				 unsigned obj)
-{
-	return (unsigned)((((size_t)obj + 1) * c->size - 1) >> zp->shift) + 1;
-}
-
 int zs_populate_slow(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 		     unsigned obj)
 {
-	unsigned need = pages_for(zp, c, obj);
+	unsigned need = zs_pages_for(zp, c, (size_t)obj + 1);
 	zm_pfn_t *pfn = zs_pfns(zs);
 
 	while (zs->npop < need) {
@@ -79,7 +74,7 @@ int zs_populate_slow(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 		else if (zm_pages_alloc(zp->pages, &pfn[zs->npop]))
 			return -ENOMEM;
 		zs->npop++;
-		zs_count(&zs_class_of(zp, zs->cls)->npages, 1);
+		zs_count(&c->npages, 1);
 	}
 	return 0;
 }
@@ -87,7 +82,7 @@ int zs_populate_slow(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 {
 	struct zspage *zs = c->spare;
-	unsigned first = pages_for(zp, c, 0);
+	unsigned first = zs_pages_for(zp, c, 1);
 	/* one page to start, grown in place by zs_populate */
 	bool contig = first == 1 && zp->span == ZM_SPAN_CONTIG && c->pages > 1;
 	size_t got;
@@ -110,8 +105,8 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 	 * zs_populate: an object freed and allocated over and over then
 	 * takes no lock of the pages layer); else one page (the common case)
 	 * through the per-thread page cache; more with the bulk call */
-	if (contig && c->hint && zm_pages_take_cached(zp->pages, c->hint - 1) == 0) {
-		zs_pfns(zs)[0] = c->hint - 1;
+	if (contig && c->reuse_pfn && zm_pages_take_cached(zp->pages, c->reuse_pfn - 1) == 0) {
+		zs_pfns(zs)[0] = c->reuse_pfn - 1;
 		got = 1;
 	} else if (contig)
 		/* the first page of a run as long as the zspage, the rest
@@ -154,21 +149,21 @@ void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
  * spare if it has none (takes the class lock), else it is freed. */
 void zs_zspage_free(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 {
-	uint32_t hint = 0;
+	uint32_t reuse = 0;
 
 	/* a few pages go back through the per-thread cache, lock-free, the
 	 * first last, so that it is on top for the class's next zspage */
 	if (zs->npop <= 4) {
 		for (unsigned i = zs->npop; i-- > 0;)
 			zm_pages_free(zp->pages, zs_pfns(zs)[i]);
-		hint = zs->npop ? zs_pfns(zs)[0] + 1 : 0;
+		reuse = zs->npop ? zs_pfns(zs)[0] + 1 : 0;
 	} else {
 		zm_pages_free_bulk(zp->pages, zs->npop, zs_pfns(zs));
 	}
 	zs->npop = 0;
 	if (c) {
 		zm_lock(&c->lock);
-		c->hint = hint;
+		c->reuse_pfn = reuse;
 		if (!c->spare) {
 			c->spare = zs;
 			zs = NULL;

@@ -82,8 +82,9 @@
 #define ZS_NONE       0xFFFFu /* end of a free chain */
 #define ZS_MAGIC      0x5a53504du /* "ZSPM" */
 #define ZS_HANDLE_CHUNK 8     /* handle slots taken from the table at once:
-				 a cache line, so that classes (and threads)
-				 never write the same line */
+				 a cache line, so that fresh chunks of two
+				 classes (and threads) never share a line
+				 (freed slots join the freeing class's list) */
 #define ZS_AUTO_MIN_CLASS_SLACK 8 /* pages of slack, for a class to call for
 				     compaction (zs_auto.c) */
 #define ZS_AUTO_GROUP 7   /* RATIO: a free tells the compactor where to start
@@ -130,9 +131,10 @@ struct zs_class {
 	uint32_t gmul;           /* immutable: 9 * 2^20 / objs, for zs_group_of */
 	uint16_t idx;            /* immutable: shard << cshift | class number */
 	struct zspage *spare;    /* lock: a retired record (with its id) to reuse */
-	uint32_t hint;           /* lock: 1 + the first page of the zspage last
-				    retired here, which may still sit in this
-				    thread's page cache (zs_zspage.c); 0 = none */
+	uint32_t reuse_pfn;      /* lock: 1 + the first page of the zspage last
+				    retired here, which may still sit in the
+				    page cache of the thread that freed it (the
+				    compactor's, if it did); 0 = none */
 	struct zspage *group[ZS_GROUPS];  /* lock: lists by fullness */
 	uint32_t zspages, used, npages;   /* lock: zspages, objects, pages;
 					     used and npages also read without
@@ -237,7 +239,8 @@ static inline struct zs_class *zs_class_of(const struct zs_pool *zp, unsigned id
 }
 static inline struct zs_class *zs_class_get(struct zs_pool *zp, unsigned sh, unsigned k)
 {
-	struct zs_class *c = zs_class_at(zp, sh << zp->cshift | k);
+	struct zs_class **s = __atomic_load_n(&zp->shard[sh], __ATOMIC_ACQUIRE);
+	struct zs_class *c = s ? __atomic_load_n(&s[k], __ATOMIC_ACQUIRE) : NULL;
 
 	return zm_likely(c) ? c : zs_class_make(zp, sh, k);
 }
@@ -305,15 +308,20 @@ static inline void zs_store_slot(struct zs_pool *zp, uint32_t idx, uint64_t v)
 struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c);
 void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
 void zs_zspage_free(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
+/* The pages objects 0..n-1 of class c lie on (0 for none). */
+static inline unsigned zs_pages_for(const struct zs_pool *zp, const struct zs_class *c,
+				    size_t n)
+{
+	return n ? (unsigned)((n * c->size - 1) >> zp->shift) + 1 : 0;
+}
 /* Make sure the pages under objects 0..obj are there; 0 or -ENOMEM. */
 int zs_populate_slow(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 		     unsigned obj);
 static inline int zs_populate(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 			      unsigned obj)
 {
-	size_t last = (((size_t)obj + 1) * c->size - 1) >> zp->shift;
-
-	return zm_likely(last < zs->npop) ? 0 : zs_populate_slow(zp, c, zs, obj);
+	return zm_likely(zs_pages_for(zp, c, (size_t)obj + 1) <= zs->npop) ? 0 :
+	       zs_populate_slow(zp, c, zs, obj);
 }
 static inline uint32_t *zs_backref(struct zspage *zs, const struct zs_class *c)
 {
@@ -357,14 +365,17 @@ static inline unsigned zs_group_of(const struct zs_class *c, unsigned inuse)
 	return g < ZS_GROUPS - 1 ? g : ZS_GROUPS - 2;
 }
 
-/* Put zs in the group its use calls for (zs_zspage.c does the moving). */
+/* Put zs in the group its use calls for (zs_zspage.c does the moving);
+ * true if it moved. */
 void zs_group_move(struct zs_class *c, struct zspage *zs, unsigned g);
-static inline void zs_group_set(struct zs_class *c, struct zspage *zs)
+static inline bool zs_group_set(struct zs_class *c, struct zspage *zs)
 {
 	unsigned g = zs_group_of(c, zs->inuse);
 
-	if (zm_unlikely(g != zs->group))
-		zs_group_move(c, zs, g);
+	if (zm_likely(g == zs->group))
+		return false;
+	zs_group_move(c, zs, g);
+	return true;
 }
 static inline struct zspage *zs_by_id(struct zs_pool *zp, uint32_t id)
 {
@@ -383,8 +394,7 @@ static inline bool zs_fits_in_place(const struct zs_pool *zp, const struct zs_cl
 {
 	if (zs->free_head != ZS_NONE)
 		return true;
-	return zs->bump < c->objs &&
-	       ((((size_t)zs->bump + 1) * c->size - 1) >> zp->shift) < zs->npop;
+	return zs->bump < c->objs && zs_pages_for(zp, c, (size_t)zs->bump + 1) <= zs->npop;
 }
 
 /* zs_zspage.c: a zspage of c with a free slot in its pages already

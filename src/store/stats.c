@@ -184,7 +184,6 @@ void zm_store_print_stats(const struct zm_store_stats *st, FILE *f)
 	}
 }
 
-#define FAIL ZM_CHECK_FAIL  /* base/debug.h */
 
 int zm_store_check(struct zm_store *s)
 {
@@ -205,7 +204,7 @@ int zm_store_check(struct zm_store *s)
 		zm_slot_unlock(slot, info);
 		if (kind == ZM_STORE_SLOT_EMPTY) {
 			if (h || len)
-				FAIL("store: slot %" PRIu64 " empty with handle %#" PRIx64
+				ZM_CHECK_FAIL("store: slot %" PRIu64 " empty with handle %#" PRIx64
 				     " length %u", i, h, len);
 			continue;
 		}
@@ -213,7 +212,7 @@ int zm_store_check(struct zm_store *s)
 		if (kind == ZM_STORE_SLOT_SAME) {
 			same++;
 			if (len)
-				FAIL("store: same-filled slot %" PRIu64 " has length %u", i, len);
+				ZM_CHECK_FAIL("store: same-filled slot %" PRIu64 " has length %u", i, len);
 			continue;
 		}
 		objs++;
@@ -221,20 +220,20 @@ int zm_store_check(struct zm_store *s)
 		if (!len || len > s->page_size ||
 		    (kind == ZM_STORE_SLOT_HUGE && len != s->page_size) ||
 		    (kind == ZM_STORE_SLOT_POOL && len >= s->huge_size)) {
-			FAIL("store: slot %" PRIu64 " kind %u has length %u", i, kind, len);
+			ZM_CHECK_FAIL("store: slot %" PRIu64 " kind %u has length %u", i, kind, len);
 			continue;
 		}
 		hist[zm_hist_bucket(s, len)]++;
 		if (kind == ZM_STORE_SLOT_HUGE)
 			huge++;
 		if (!h || zm_pool_obj_size(s->pool, h) < len)
-			FAIL("store: slot %" PRIu64 " handle %#" PRIx64 " is bad or shorter "
+			ZM_CHECK_FAIL("store: slot %" PRIu64 " handle %#" PRIx64 " is bad or shorter "
 			     "than %u", i, h, len);
 	}
 	if (pages != zm_counter_sum(s, C_PAGES) || same != zm_counter_sum(s, C_SAME) ||
 	    huge != zm_counter_sum(s, C_HUGE) || objs != zm_counter_sum(s, C_OBJECTS) ||
 	    compr != zm_counter_sum(s, C_COMPR))
-		FAIL("store: slots hold %" PRIu64 " pages (%" PRIu64 " same, %" PRIu64
+		ZM_CHECK_FAIL("store: slots hold %" PRIu64 " pages (%" PRIu64 " same, %" PRIu64
 		     " huge, %" PRIu64 " objects, %" PRIu64 " bytes); counters say %" PRIu64
 		     " (%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 ")",
 		     pages, same, huge, objs, compr, zm_counter_sum(s, C_PAGES),
@@ -246,11 +245,11 @@ int zm_store_check(struct zm_store *s)
 		for (int i = 0; i < ZM_STORE_STRIPES; i++)
 			v += __atomic_load_n(&s->stripe[i].hist[b], __ATOMIC_RELAXED);
 		if (v != hist[b])
-			FAIL("store: histogram bucket %d counts %" PRIu64 ", slots hold %"
+			ZM_CHECK_FAIL("store: histogram bucket %d counts %" PRIu64 ", slots hold %"
 			     PRIu64, b, v, hist[b]);
 	}
 	if (s->limit_bytes && __atomic_load_n(&s->obj_bytes, __ATOMIC_RELAXED) != compr)
-		FAIL("store: %" PRIu64 " bytes charged to the limit, slots hold %" PRIu64,
+		ZM_CHECK_FAIL("store: %" PRIu64 " bytes charged to the limit, slots hold %" PRIu64,
 		     __atomic_load_n(&s->obj_bytes, __ATOMIC_RELAXED), compr);
 	if (zm_pool_check(s->pool))
 		bad = 1;
