@@ -202,7 +202,7 @@ static void test_sweep(void **state)
 	assert_int_equal(pt_check(m, 800, 801), 0);
 	zm_pool_unmap(p, small[1]);
 	zm_pool_stats(p, &st);
-	assert_true(st.pool_pages >= 3);
+	assert_int_equal(st.pool_pages, 3);   /* nothing to add pages, one kept */
 	moved = st.objects_moved;
 	assert_int_equal(zm_pool_check(p), 0);
 	/* unmapped, they all go up and the page is freed */
@@ -328,7 +328,7 @@ static void test_trigger_watermark_same_group(void **state)
 	assert_true(wait_compactions(p, 1, 5000) >= 1);
 	zm_pool_set_compaction(p, ZM_COMPACT_OFF);
 	zm_pool_stats(p, &st);
-	assert_true(st.pool_pages < 100);
+	assert_true(st.pool_pages <= 95);   /* under the 15% watermark */
 	for (int i = 0; i < 3200; i++)
 		if (i % 32 >= 6)
 			assert_int_equal(zm_free(p, h[i]), 0);

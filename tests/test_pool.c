@@ -174,16 +174,19 @@ static void test_huge(void **st)
 
 	zm_pool_stats(p, &s0);
 	for (int i = 0; i < N; i++) {
-		many[i] = zm_malloc(p, 4065 + (size_t)i % 32);  /* above 4096 - 32 */
+		size_t sz = 4065 + (size_t)i % 32;  /* above 4096 - 32 */
+
+		many[i] = zm_malloc(p, sz);
 		assert_true(many[i]);
-		pt_fill(buf, 4096, many[i]);
+		assert_int_equal(zm_pool_obj_size(p, many[i]), 4096);  /* a page each */
+		pt_fill(buf, sz, many[i]);
 		if (i % 2) {
-			assert_int_equal(zm_pool_write(p, many[i], buf, 4096), 0);
+			assert_int_equal(zm_pool_write(p, many[i], buf, sz), 0);
 		} else {
 			void *m = zm_pool_map(p, many[i], ZM_MAP_WO);
 
 			assert_non_null(m);
-			memcpy(m, buf, 4096);
+			memcpy(m, buf, sz);
 			zm_pool_unmap(p, many[i]);
 		}
 	}
@@ -197,15 +200,15 @@ static void test_huge(void **st)
 		const uint8_t *m = zm_pool_map(p, many[i], i % 3 ? ZM_MAP_RO : ZM_MAP_RW);
 
 		assert_non_null(m);
-		assert_int_equal(pt_check(m, 4096, many[i]), 0);
+		assert_int_equal(pt_check(m, 4065 + (size_t)i % 32, many[i]), 0);
 		zm_pool_unmap(p, many[i]);
 		if (i % 2 == 0)
 			assert_int_equal(zm_free(p, many[i]), 0);
 	}
 	assert_int_equal(zm_pool_check(p), 0);
 	for (int i = 1; i < N; i += 2) {
-		assert_int_equal(zm_pool_read(p, many[i], buf, 4096), 0);
-		assert_int_equal(pt_check(buf, 4096, many[i]), 0);
+		assert_int_equal(zm_pool_read(p, many[i], buf, 4065 + (size_t)i % 32), 0);
+		assert_int_equal(pt_check(buf, 4065 + (size_t)i % 32, many[i]), 0);
 	}
 	zm_pool_destroy(p);  /* with 50 live: their pages go back too */
 

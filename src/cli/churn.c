@@ -38,6 +38,9 @@
 #include "cli/corpus.h"
 
 #define NALLOC 8
+/* zsmalloc with its compactor, and the same pool without: the work's
+ * bound is measured in the second (cmd_churn) */
+enum { ZS_ON = 0, ZS_OFF = 1 };
 static const char *const names[NALLOC] = { "zsmalloc", "zsmalloc-off", "glibc",
 					   "jemalloc", "mimalloc", "xvmalloc",
 					   "xcfmalloc", "zbud" };
@@ -140,7 +143,6 @@ int cmd_churn_child(int argc, char **argv)
 		total += size[i];
 	}
 	printf("full %.4f %.4f\n", (double)(rss() - base) / (double)total, pool_over(pool, total));
-	uint64_t tf0 = cli_now_ns();
 	for (size_t i = 0; i < n; i++) {
 		if ((double)(cli_rand(&seed) % 1000000) < fraction * 1e6) {
 			if (pool)
@@ -152,8 +154,6 @@ int cmd_churn_child(int argc, char **argv)
 			live += size[i];
 		}
 	}
-	if (getenv("ZM_CHURN_DEBUG"))
-		fprintf(stderr, "%s: frees took %.1f ms\n", which, (cli_now_ns() - tf0) / 1e6);
 	printf("free %.4f %.4f\n", (double)(rss() - base) / (double)live, pool_over(pool, live));
 	if (pool && bound_pages)  /* the pool as the frees left it: nothing moved */
 		printf("bound %ld\n", zm_pool_min_moves(pool, bound_pages));
@@ -302,9 +302,12 @@ int churn_summary(double fraction, size_t target, const char *corpus,
  * pairs and medians of each side, one run in a few read 0.70-0.72). */
 #define FG_PAIRS 9
 
+enum { FG_LIVE = 20000 };  /* objects per worker */
+
 struct fg_job {
 	struct zm_pool *pool;
 	const struct corpus *c;
+	zm_handle_t *h;          /* FG_LIVE handles */
 	uint64_t seed, ops, cpu_ns;  /* cpu_ns: the thread's own CPU time */
 	volatile int *stop;
 	pthread_barrier_t *bar;  /* filled; all stopped; free what is left */
@@ -313,26 +316,20 @@ struct fg_job {
 static void *fg_worker(void *arg)
 {
 	struct fg_job *j = arg;
-	enum { LIVE = 20000 };
-	zm_handle_t *h = calloc(LIVE, sizeof(*h));
+	zm_handle_t *h = j->h;
 	uint64_t s = j->seed, ops = 0;
 	struct timespec c0, c1;
 
-	if (!h) {  /* counts no operations; keeps the barriers' count */
-		for (int i = 0; i < 3; i++)
-			pthread_barrier_wait(j->bar);
-		return NULL;
-	}
 	/* fill the live set first: the first touch of the pool's pages (a
 	 * page fault each, 10-20 us on a VM, and serialised between threads)
 	 * is not the steady state either, and took most of the 0.5 s on two
 	 * threads */
-	for (size_t i = 0; i < LIVE; i++)
+	for (size_t i = 0; i < FG_LIVE; i++)
 		h[i] = zm_malloc(j->pool, j->c->size[cli_rand(&s) % j->c->n]);
 	pthread_barrier_wait(j->bar);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	while (!*j->stop) {
-		size_t i = cli_rand(&s) % LIVE;
+		size_t i = cli_rand(&s) % FG_LIVE;
 
 		if (h[i])
 			zm_free(j->pool, h[i]);
@@ -348,50 +345,51 @@ static void *fg_worker(void *arg)
 	 * the foreground's steady state */
 	pthread_barrier_wait(j->bar);
 	pthread_barrier_wait(j->bar);
-	for (size_t i = 0; i < LIVE; i++)
+	for (size_t i = 0; i < FG_LIVE; i++)
 		if (h[i])
 			zm_free(j->pool, h[i]);
-	free(h);
 	return NULL;
 }
 
 /* Runs the foreground for 0.5 s; returns operations per second of wall
  * time, and in *per_cpu operations per second of the workers' own CPU
  * time (user and system: what other load on a shared machine does not
- * change). */
+ * change), in *compactions the compaction passes that ran in those 0.5 s.
+ * 0 (and *per_cpu 0) if the run could not be made. */
 static double fg_run(const struct corpus *c, enum zm_compact_policy pol, int nt,
-		     double *per_cpu)
+		     double *per_cpu, uint64_t *compactions)
 {
 	struct zm_pool_config cfg = { .compact = pol };
 	struct zm_pool *pool;
+	struct zm_pool_stats st0, st1;
 	struct fg_job j[16];
 	pthread_t t[16];
 	volatile int stop = 0;
 	uint64_t ops = 0, cpu = 0, t0, t1;
 	pthread_barrier_t bar;
+	zm_handle_t *h = calloc((size_t)nt * FG_LIVE, sizeof(*h));
 
-	if (zm_pool_create(&cfg, &pool))
+	*per_cpu = 0;
+	*compactions = 0;
+	if (!h || zm_pool_create(&cfg, &pool)) {
+		free(h);
 		return 0;
+	}
 	pthread_barrier_init(&bar, NULL, (unsigned)nt + 1);
 	for (int i = 0; i < nt; i++) {
-		j[i] = (struct fg_job){ .pool = pool, .c = c, .seed = 99 + (uint64_t)i,
-					.stop = &stop, .bar = &bar };
+		j[i] = (struct fg_job){ .pool = pool, .c = c, .h = h + (size_t)i * FG_LIVE,
+					.seed = 99 + (uint64_t)i, .stop = &stop, .bar = &bar };
 		pthread_create(&t[i], NULL, fg_worker, &j[i]);
 	}
 	pthread_barrier_wait(&bar);  /* every live set filled */
+	zm_pool_stats(pool, &st0);
 	t0 = cli_now_ns();
 	usleep(500000);
 	stop = 1;
 	pthread_barrier_wait(&bar);
 	t1 = cli_now_ns();
-	if (getenv("ZM_CHURN_DEBUG")) {
-		struct zm_pool_stats st;
-
-		zm_pool_stats(pool, &st);
-		fprintf(stderr, "fg %s %d: %llu compactions, %llu moved\n",
-			pol == ZM_COMPACT_OFF ? "off" : "on", nt,
-			(unsigned long long)st.compactions, (unsigned long long)st.objects_moved);
-	}
+	zm_pool_stats(pool, &st1);
+	*compactions = st1.compactions - st0.compactions;
 	pthread_barrier_wait(&bar);
 	for (int i = 0; i < nt; i++) {
 		pthread_join(t[i], NULL);
@@ -401,6 +399,7 @@ static double fg_run(const struct corpus *c, enum zm_compact_policy pol, int nt,
 	*per_cpu = cpu ? (double)ops * 1e9 / (double)cpu : 0;
 	pthread_barrier_destroy(&bar);
 	zm_pool_destroy(pool);
+	free(h);
 	return (double)ops * 1e9 / (double)(t1 - t0);
 }
 
@@ -445,8 +444,7 @@ int cmd_churn(int argc, char **argv)
 			fprintf(stderr, "\rchurn: %s...          ", names[k]);
 		/* zsmalloc-off follows zsmalloc: bound the work it did */
 		run_child(k, path, fraction,
-			  k > 0 && !strcmp(names[k], "zsmalloc-off") && rows[0].ok ?
-			  (size_t)rows[0].pages : 0, &rows[k]);
+			  k == ZS_OFF && rows[ZS_ON].ok ? (size_t)rows[ZS_ON].pages : 0, &rows[k]);
 	}
 	unlink(path);
 	if (!json)
@@ -462,9 +460,9 @@ int cmd_churn(int argc, char **argv)
 				continue;
 			/* zsmalloc's row: the work's lower bound, measured in
 			 * zsmalloc-off's pool */
-			if (k == 0 && rows[1].ok && rows[1].bound >= 0)
+			if (k == ZS_ON && rows[ZS_OFF].ok && rows[ZS_OFF].bound >= 0)
 				snprintf(bnd, sizeof(bnd), ", \"objects_moved_bound\": %.0f",
-					 rows[1].bound);
+					 rows[ZS_OFF].bound);
 			printf("%s\n {\"allocator\": \"%s\", \"churn\": {\"fraction\": %.3f, "
 			       "\"overhead_after_free\": %.4f, \"overhead_100ms\": %.4f, "
 			       "\"overhead_1s\": %.4f}, \"rss_overhead\": {\"full\": %.4f, "
@@ -501,16 +499,16 @@ int cmd_churn(int argc, char **argv)
 			else
 				printf("%8s %8s %8s | %9s %8s\n", "-", "-", "-", "-", "-");
 		}
-		if (rows[0].ok && rows[0].pages) {
+		if (rows[ZS_ON].ok && rows[ZS_ON].pages) {
 			printf("\nzsmalloc: %.0f objects moved for %.0f pages freed (%.2f per page), "
-			       "%.1f ms compacting\n", rows[0].moved, rows[0].pages,
-			       rows[0].moved / rows[0].pages, rows[0].compact_ms);
-			if (rows[1].ok && rows[1].bound >= 0)
+			       "%.1f ms compacting\n", rows[ZS_ON].moved, rows[ZS_ON].pages,
+			       rows[ZS_ON].moved / rows[ZS_ON].pages, rows[ZS_ON].compact_ms);
+			if (rows[ZS_OFF].ok && rows[ZS_OFF].bound >= 0)
 				printf("lower bound: %.0f objects (%.2f per page): those starting on "
 				       "the %.0f pages where the fewest start,\nin the same pool "
 				       "right after the frees (zsmalloc-off); moved / bound = %.2f\n",
-				       rows[1].bound, rows[1].bound / rows[0].pages, rows[0].pages,
-				       rows[1].bound > 0 ? rows[0].moved / rows[1].bound : 0);
+				       rows[ZS_OFF].bound, rows[ZS_OFF].bound / rows[ZS_ON].pages, rows[ZS_ON].pages,
+				       rows[ZS_OFF].bound > 0 ? rows[ZS_ON].moved / rows[ZS_OFF].bound : 0);
 		}
 	}
 	if (fg) {
@@ -523,37 +521,56 @@ int cmd_churn(int argc, char **argv)
 			printf("\nForeground: random malloc/free of the same sizes, automatic compaction "
 			       "on vs off\n(%d pairs of runs of 0.5 s back to back, each side first in "
 			       "turn; ops per second of wall time\nand of the workers' own CPU time: "
-			       "medians, and the median of the pairs' ratios)\n"
-			       "%8s %12s %12s %8s | %12s %12s %8s\n", FG_PAIRS,
-			       "threads", "on", "off", "on/off", "on/cpu-s", "off/cpu-s", "on/off");
+			       "medians, and the median of the pairs' ratios; passes: compaction\n"
+			       "passes that ran in the timed 0.5 s of the runs with it on, all pairs)\n"
+			       "%8s %12s %12s %8s | %12s %12s %8s | %7s\n", FG_PAIRS,
+			       "threads", "on", "off", "on/off", "on/cpu-s", "off/cpu-s", "on/off",
+			       "passes");
 		for (int t = 1; t <= nt; t++) {
 			double a, b, ac, bc, r1, r2;
+			uint64_t passes = 0, none;
+			int n = 0;
 
 			/* interleaved, each going first in turn: the first of a
-			 * pair ran measurably slower here */
+			 * pair ran measurably slower here; a pair with a run
+			 * that could not be made is left out */
 			for (int r = 0; r < FG_PAIRS; r++) {
+				double x, y, xc, yc;
+				uint64_t k;
+
 				if (r % 2)
-					off[r] = fg_run(&c, ZM_COMPACT_OFF, t, &offc[r]);
-				on[r] = fg_run(&c, ZM_COMPACT_DEFAULT, t, &onc[r]);
+					y = fg_run(&c, ZM_COMPACT_OFF, t, &yc, &none);
+				x = fg_run(&c, ZM_COMPACT_DEFAULT, t, &xc, &k);
 				if (!(r % 2))
-					off[r] = fg_run(&c, ZM_COMPACT_OFF, t, &offc[r]);
-				rat[r] = off[r] > 0 ? on[r] / off[r] : 0;
-				ratc[r] = offc[r] > 0 ? onc[r] / offc[r] : 0;
+					y = fg_run(&c, ZM_COMPACT_OFF, t, &yc, &none);
+				passes += k;
+				if (x <= 0 || y <= 0 || xc <= 0 || yc <= 0)
+					continue;
+				on[n] = x, off[n] = y, onc[n] = xc, offc[n] = yc;
+				rat[n] = x / y;
+				ratc[n] = xc / yc;
+				n++;
 			}
-			a = cli_median(on, FG_PAIRS);
-			b = cli_median(off, FG_PAIRS);
-			ac = cli_median(onc, FG_PAIRS);
-			bc = cli_median(offc, FG_PAIRS);
-			r1 = cli_median(rat, FG_PAIRS);
-			r2 = cli_median(ratc, FG_PAIRS);
+			if (!n) {
+				fprintf(stderr, "churn: no foreground run could be made\n");
+				break;
+			}
+			a = cli_median(on, (size_t)n);
+			b = cli_median(off, (size_t)n);
+			ac = cli_median(onc, (size_t)n);
+			bc = cli_median(offc, (size_t)n);
+			r1 = cli_median(rat, (size_t)n);
+			r2 = cli_median(ratc, (size_t)n);
 			if (json)
 				printf("%s{\"threads\": %d, \"ops_on\": %.0f, \"ops_off\": %.0f, "
 				       "\"ratio\": %.4f, \"ops_per_cpu_s_on\": %.0f, "
-				       "\"ops_per_cpu_s_off\": %.0f, \"cpu_ratio\": %.4f}",
-				       t > 1 ? ", " : "", t, a, b, r1, ac, bc, r2);
+				       "\"ops_per_cpu_s_off\": %.0f, \"cpu_ratio\": %.4f, "
+				       "\"pairs\": %d, \"compaction_passes\": %llu}",
+				       t > 1 ? ", " : "", t, a, b, r1, ac, bc, r2, n,
+				       (unsigned long long)passes);
 			else
-				printf("%8d %12.0f %12.0f %8.3f | %12.0f %12.0f %8.3f\n", t, a, b, r1,
-				       ac, bc, r2);
+				printf("%8d %12.0f %12.0f %8.3f | %12.0f %12.0f %8.3f | %7llu\n", t, a,
+				       b, r1, ac, bc, r2, (unsigned long long)passes);
 		}
 		if (json)
 			printf("]");

@@ -99,6 +99,7 @@ static zm_handle_t mb_malloc(struct zm_pool *pool, size_t size)
 	struct mb_hdr *hd = malloc(sizeof(*hd) + size);
 	struct mb_pool *m = mb(pool);
 	struct mb_shard *sh;
+	size_t usable;
 
 	if (!hd) {
 		__atomic_fetch_add(&m->fail, 1, __ATOMIC_RELAXED);
@@ -107,11 +108,13 @@ static zm_handle_t mb_malloc(struct zm_pool *pool, size_t size)
 	}
 	hd->magic = MB_MAGIC;
 	hd->size = (uint32_t)size;
+	usable = malloc_usable_size(hd);
 	sh = my_shard(m);
 	__atomic_fetch_add(&sh->objects, 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&sh->slot_bytes, (int64_t)size, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&sh->chunk_bytes,
-			   (int64_t)(malloc_usable_size(hd) + GLIBC_CHUNK_HDR), __ATOMIC_RELAXED);
+	/* the slot: what glibc gave beyond the header, rounding included */
+	__atomic_fetch_add(&sh->slot_bytes, (int64_t)(usable - sizeof(*hd)), __ATOMIC_RELAXED);
+	__atomic_fetch_add(&sh->chunk_bytes, (int64_t)(usable + GLIBC_CHUNK_HDR),
+			   __ATOMIC_RELAXED);
 	if (zm_unlikely(++mb_allocs % MB_PEAK_EVERY == 0)) {
 		uint64_t bytes = (uint64_t)sum(m, offsetof(struct mb_shard, chunk_bytes));
 		uint64_t peak = __atomic_load_n(&m->peak_bytes, __ATOMIC_RELAXED);
@@ -128,15 +131,17 @@ static int mb_free(struct zm_pool *pool, zm_handle_t h)
 {
 	struct mb_hdr *hd = lookup(h, "free");
 	struct mb_shard *sh;
+	size_t usable;
 
 	if (!hd)
 		return -EINVAL;
 	hd->magic = MB_DEAD;
+	usable = malloc_usable_size(hd);
 	sh = my_shard(mb(pool));
 	__atomic_fetch_sub(&sh->objects, 1, __ATOMIC_RELAXED);
-	__atomic_fetch_sub(&sh->slot_bytes, (int64_t)hd->size, __ATOMIC_RELAXED);
-	__atomic_fetch_sub(&sh->chunk_bytes,
-			   (int64_t)(malloc_usable_size(hd) + GLIBC_CHUNK_HDR), __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&sh->slot_bytes, (int64_t)(usable - sizeof(*hd)), __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&sh->chunk_bytes, (int64_t)(usable + GLIBC_CHUNK_HDR),
+			   __ATOMIC_RELAXED);
 	free(hd);
 	return 0;
 }

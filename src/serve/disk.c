@@ -121,6 +121,8 @@ static uint32_t page_state(struct zm_disk *d, uint64_t page)
 
 int disk_zero(struct zm_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch)
 {
+	bool zeroed = false;  /* scratch holds a page of zeros */
+
 	while (len) {
 		uint64_t page;
 		size_t in, n = span(d, off, len, &page, &in);
@@ -131,9 +133,12 @@ int disk_zero(struct zm_disk *d, uint64_t off, uint64_t len, bool may_hole, void
 		if (n == d->page_size && may_hole) {
 			rc = zm_store_discard(d->store, page, 1);
 		} else if (n == d->page_size) {
-			memset(scratch, 0, d->page_size);
+			if (!zeroed)
+				memset(scratch, 0, d->page_size);
+			zeroed = true;
 			rc = zm_store_put(d->store, page, scratch); /* same-filled: no pool memory */
 		} else if (!(page_state(d, page) & NBD_STATE_ZERO)) {
+			zeroed = false;
 			rc = zm_store_get(d->store, page, scratch);
 			if (!rc) {
 				memset((uint8_t *)scratch + in, 0, n);
