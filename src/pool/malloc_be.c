@@ -48,14 +48,11 @@ struct mb_pool {
 	uint64_t peak_bytes;       /* atomic: sampled (see above) */
 };
 
-static unsigned mb_threads;
-static __thread unsigned mb_tid, mb_allocs;
+static __thread unsigned mb_allocs;
 
 static inline struct mb_shard *my_shard(struct mb_pool *m)
 {
-	if (zm_unlikely(!mb_tid))
-		mb_tid = __atomic_add_fetch(&mb_threads, 1, __ATOMIC_RELAXED);
-	return &m->shard[mb_tid % MB_SHARDS];
+	return &m->shard[zm_thread_number() % MB_SHARDS];
 }
 
 static int64_t sum(struct mb_pool *m, size_t off)

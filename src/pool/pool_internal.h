@@ -84,8 +84,9 @@ struct zm_map_slot {
 struct zm_thread {
 	unsigned nmaps;
 	bool registered;
+	unsigned number;                      /* zm_thread_number(); 0 = none yet */
 	unsigned shard;                       /* zsmalloc: preferred class shard */
-	unsigned shard_id;                    /* zsmalloc: this thread's number, 0 = none yet */
+	bool shard_set;                       /* zsmalloc: shard chosen */
 	void *hazard[ZM_HAZARDS];             /* atomic: read by compactors */
 	struct zm_map_slot slot[ZM_POOL_MAX_MAPS];
 	char *buf[ZM_POOL_MAX_MAPS];
@@ -94,6 +95,17 @@ struct zm_thread {
 };
 
 extern __thread struct zm_thread zm_self __attribute__((tls_model("initial-exec")));
+extern unsigned zm_threads_numbered; /* atomic: threads numbered so far */
+
+/* This thread's number, 1, 2, ... in the order threads first ask: spreads
+ * threads over per-thread-group state (zsmalloc's shards, the malloc
+ * backend's counters) so that two threads start apart. */
+static inline unsigned zm_thread_number(void)
+{
+	if (zm_unlikely(!zm_self.number))
+		zm_self.number = __atomic_add_fetch(&zm_threads_numbered, 1, __ATOMIC_RELAXED);
+	return zm_self.number;
+}
 extern bool zm_readers_light;   /* membarrier available: readers need no fence */
 
 void zm_thread_register(void);

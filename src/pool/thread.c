@@ -17,6 +17,7 @@
 #include "pool/pool_internal.h"
 
 __thread struct zm_thread zm_self __attribute__((tls_model("initial-exec")));
+unsigned zm_threads_numbered;
 bool zm_readers_light;
 
 static pthread_mutex_t zm_threads_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -136,13 +136,11 @@ static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
  * 0; two threads allocating side by side part from the start instead of
  * sharing zspages until their locks collide (one-one at 2 threads: 0.33x
  * one thread while they shared, docs/zsmalloc.md). */
-static unsigned zs_threads;
-
 static inline unsigned my_shard(void)
 {
-	if (zm_unlikely(!zm_self.shard_id)) {
-		zm_self.shard_id = __atomic_add_fetch(&zs_threads, 1, __ATOMIC_RELAXED);
-		zm_self.shard = zm_self.shard_id - 1;
+	if (zm_unlikely(!zm_self.shard_set)) {
+		zm_self.shard = zm_thread_number() - 1;
+		zm_self.shard_set = true;
 	}
 	return zm_self.shard;
 }
@@ -165,7 +163,7 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 		 * of moving together */
 		unsigned n = zp->nshards;
 
-		sh = n > 1 && sh == 0 ? 1 + zm_self.shard_id % (n - 1) : 0;
+		sh = n > 1 && sh == 0 ? 1 + zm_thread_number() % (n - 1) : 0;
 		zm_self.shard = sh;
 		c = zs_class_get(zp, sh, k);
 		if (zm_unlikely(!c))
