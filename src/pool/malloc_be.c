@@ -154,7 +154,7 @@ static void *mb_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 
 static void mb_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	zm_unmap_slot(pool, h, "malloc pool");
+	zm_unmap_slot(pool, h);
 }
 
 static int mb_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)

@@ -202,13 +202,13 @@ static inline void zm_map_copy_out(const struct zm_map_slot *s)
 /* Unmap, for every backend: h must be the thread's last map (who names
  * the backend in the message); a copied map is written back unless it was
  * read-only.  false (and nothing done) for a bad unmap. */
-static inline bool zm_unmap_slot(struct zm_pool *pool, zm_handle_t h, const char *who)
+static inline bool zm_unmap_slot(struct zm_pool *pool, zm_handle_t h)
 {
 	struct zm_map_slot *s = zm_map_top(pool, h);
 
 	if (zm_unlikely(!s)) {
-		zm_bad_input("%s: unmap of %#llx, which is not this thread's last map", who,
-			     (unsigned long long)h);
+		zm_bad_input("%s: unmap of %#llx, which is not this thread's last map",
+			     pool->ops->name, (unsigned long long)h);
 		return false;
 	}
 	zm_map_copy_out(s);

@@ -93,7 +93,7 @@ void *xcf_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 
 void xcf_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	zm_unmap_slot(pool, h, "xcfmalloc");
+	zm_unmap_slot(pool, h);
 }
 
 /* Copy between buf and the object: into the object if `in`. */

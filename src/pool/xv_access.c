@@ -117,7 +117,7 @@ void *xv_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 
 void xv_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	zm_unmap_slot(pool, h, "xvmalloc");
+	zm_unmap_slot(pool, h);
 }
 
 int xv_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)

@@ -365,7 +365,7 @@ static void *zb_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 
 static void zb_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	zm_unmap_slot(pool, h, "zbud pool");
+	zm_unmap_slot(pool, h);
 }
 
 static int zb_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)

@@ -104,7 +104,7 @@ void *zs_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 
 void zs_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	if (zm_unmap_slot(pool, h, "zsmalloc"))
+	if (zm_unmap_slot(pool, h))
 		zm_hazard_clear(zm_self.nmaps);
 }
 

@@ -274,6 +274,15 @@ static unsigned plan(struct zs_pool *zp, struct zs_class *c, uint8_t pass,
 	return nb;
 }
 
+/* The compactor's work space (compact_lock held): a free-object map and
+ * a page of copy space, made once and kept.  NULL without memory. */
+static char *scratch(struct zs_pool *zp)
+{
+	if (!zp->scratch)
+		zp->scratch = malloc(ZS_NONE + 1 + zp->page_size);
+	return zp->scratch;
+}
+
 long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
 {
 	uint8_t pass;
@@ -282,12 +291,8 @@ long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
 
 	if (c->huge || c->objs < 2)
 		return 0;
-	if (!zp->scratch) {
-		/* a free-object map and a page of copy space, kept */
-		zp->scratch = malloc(ZS_NONE + 1 + zp->page_size);
-		if (!zp->scratch)
-			return 0;
-	}
+	if (!scratch(zp))
+		return 0;
 	zm_lock(&c->lock);
 	pass = ++zp->pass ? zp->pass : ++zp->pass; /* never 0: new zspages have 0 */
 	uint8_t *freemap = (uint8_t *)zp->scratch;
@@ -471,7 +476,7 @@ long zs_sweep(struct zs_pool *zp)
 {
 	long freed = 0;
 
-	if (!zp->scratch && !(zp->scratch = malloc(ZS_NONE + 1 + zp->page_size)))
+	if (!scratch(zp))
 		return 0;
 	ZS_FOR_EACH_CLASS(zp, c)
 		freed += sweep_class(zp, c, (uint8_t *)zp->scratch, zp->scratch + ZS_NONE + 1);
@@ -548,15 +553,17 @@ long zs_min_moves(struct zm_pool *pool, size_t pages)
 	struct zs_pool *zp = zs_of(pool);
 	size_t nh = zp->page_size / ZS_MIN_SIZE + 2, left = pages;
 	size_t *hist = calloc(nh, sizeof(*hist));
-	uint8_t *freemap = malloc(ZS_NONE + 1);
+	uint8_t *freemap;
 	long moves = 0;
 
-	if (!hist || !freemap) {
+	if (!hist)
+		return -ENOMEM;
+	pthread_mutex_lock(&zp->compact_lock);  /* nothing moves meanwhile */
+	if (!(freemap = (uint8_t *)scratch(zp))) {
+		pthread_mutex_unlock(&zp->compact_lock);
 		free(hist);
-		free(freemap);
 		return -ENOMEM;
 	}
-	pthread_mutex_lock(&zp->compact_lock);  /* nothing moves meanwhile */
 	ZS_FOR_EACH_CLASS(zp, c) {
 		if (c->huge)
 			continue;
@@ -582,6 +589,5 @@ long zs_min_moves(struct zm_pool *pool, size_t pages)
 		left -= take;
 	}
 	free(hist);
-	free(freemap);
 	return moves;
 }
