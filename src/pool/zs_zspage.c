@@ -131,7 +131,10 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 	zs->bump = 0;
 	zs->group = ZS_GROUPS;  /* on no list yet */
 	zs->npop = (uint8_t)first;
-	zs->migrating = 0;
+	/* atomic, as every access to it: lookups read it without the class
+	 * lock (ThreadSanitizer caught this plain store racing one of them
+	 * on a record reused from malloc) */
+	__atomic_store_n(&zs->migrating, 0, __ATOMIC_RELAXED);
 	zs->size = c->size;
 	zs->next = zs->prev = NULL;
 	zs_count(&c->npages, (int32_t)first);
