@@ -414,6 +414,101 @@ static void test_shared_pages(void **st)
 	zm_pages_destroy(pg);
 }
 
+/* Owner words: objects bound to keys of the caller's array are reached
+ * through the keys, survive compaction (which rewrites the words), and
+ * the pool never changes the owner's bits. */
+static void test_owner_words(void **st)
+{
+	enum { N = 600 };
+	for (size_t k = 0; k < PT_NCONFIGS; k++) {
+		struct zm_pool_config c = pt_configs[k];
+		uint64_t *w = calloc(N, sizeof(*w));
+		size_t P = psize(&c);
+		uint8_t *buf = malloc(P);
+		struct zm_pool *p;
+		struct rng r;
+		size_t size[N];
+		zm_handle_t h;
+
+		rng_seed(&r, 11 + k);
+		for (unsigned i = 0; i < N; i++)
+			w[i] = (i * 0x9E3779B9ull << 2) & ZM_POOL_OWNER_MASK;
+		c.words = w;
+		c.nwords = N;
+		c.limit_bytes = 0;
+		c.arena_bytes = 256 << 20;
+		assert_int_equal(zm_pool_create(&c, &p), 0);
+		for (unsigned i = 0; i < N; i++) {
+			size[i] = i % 50 == 0 ? P : pt_size(&r, P);
+			h = zm_malloc(p, size[i]);
+			assert_true(h != 0);
+			pt_fill(buf, size[i], i);
+			assert_int_equal(zm_pool_write(p, h, buf, size[i]), 0);
+			assert_int_equal(zm_pool_bind(p, h, i), 0);
+			assert_true(w[i] & 1);
+		}
+		/* bad input */
+		h = zm_malloc(p, 100);
+		assert_int_equal(zm_pool_bind(p, h, 3), -EINVAL);     /* in use */
+		assert_int_equal(zm_pool_bind(p, h, N), -EINVAL);     /* beyond */
+		assert_int_equal(zm_pool_bind(p, 0, 3), -EINVAL);
+		assert_int_equal(zm_pool_free_key(p, N), -EINVAL);
+		assert_int_equal(zm_pool_key_handle(p, N), 0);
+		assert_int_equal(zm_free(p, h), 0);
+		/* free every other key, compact, and read all back */
+		for (unsigned i = 0; i < N; i += 2) {
+			assert_int_equal(zm_pool_free_key(p, i), 0);
+			assert_int_equal(zm_pool_key_handle(p, i), 0);
+			assert_int_equal(zm_pool_free_key(p, i), -EINVAL);  /* twice */
+		}
+		assert_int_equal(zm_pool_check(p), 0);
+		long moved = zm_pool_compact(p);
+		assert_true(moved >= 0 || moved == -EOPNOTSUPP);
+		if (!strcmp(zm_pool_backend(p), "zsmalloc")) {
+			struct zm_pool_stats ps;
+
+			zm_pool_stats(p, &ps);
+			assert_true(ps.objects_moved > 0);
+		}
+		assert_int_equal(zm_pool_check(p), 0);
+		for (unsigned i = 1; i < N; i += 2) {
+			h = zm_pool_key_handle(p, i);
+			assert_true(h != 0);
+			assert_true(zm_pool_obj_size(p, h) >= size[i]);
+			assert_int_equal(zm_pool_read(p, h, buf, size[i]), 0);
+			assert_int_equal(pt_check(buf, size[i], i), 0);
+		}
+		/* rebinding a freed key works */
+		h = zm_malloc(p, 200);
+		pt_fill(buf, 200, 77);
+		assert_int_equal(zm_pool_write(p, h, buf, 200), 0);
+		assert_int_equal(zm_pool_bind(p, h, 0), 0);
+		assert_int_equal(zm_pool_read(p, zm_pool_key_handle(p, 0), buf, 200), 0);
+		assert_int_equal(pt_check(buf, 200, 77), 0);
+		for (unsigned i = 0; i < N; i++)
+			if (i % 2 || i == 0)
+				assert_int_equal(zm_pool_free_key(p, i), 0);
+		assert_int_equal(zm_pool_check(p), 0);
+		for (unsigned i = 0; i < N; i++) {
+			assert_int_equal(w[i] & ZM_POOL_WORD_MASK, 0);
+			assert_int_equal(w[i], (i * 0x9E3779B9ull << 2) & ZM_POOL_OWNER_MASK);
+		}
+		zm_pool_destroy(p);
+		free(w);
+		free(buf);
+	}
+	/* a pool without owner words refuses keys */
+	{
+		struct zm_pool *p = mk(&pt_configs[0], 0);
+		zm_handle_t h = zm_malloc(p, 100);
+
+		assert_int_equal(zm_pool_bind(p, h, 0), -EINVAL);
+		assert_int_equal(zm_pool_key_handle(p, 0), 0);
+		assert_int_equal(zm_free(p, h), 0);
+		zm_pool_destroy(p);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -427,6 +522,7 @@ int main(void)
 		cmocka_unit_test(test_stale_after_reuse),
 		cmocka_unit_test(test_stats_and_return),
 		cmocka_unit_test(test_shared_pages),
+		cmocka_unit_test(test_owner_words),
 	};
 
 	return cmocka_run_group_tests_name("pool", tests, NULL, NULL);

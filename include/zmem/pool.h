@@ -100,6 +100,10 @@ struct zm_pool_config {
 	unsigned compact_ratio;      /* percent: start below; 0 = default (75) */
 	unsigned compact_target;     /* percent: compact up to; 0 = default (99) */
 	unsigned compact_budget;     /* zspages per pass; 0 = default */
+	/* Owner words (below): the caller's array of nwords 64-bit words,
+	 * one per key; NULL = none.  It must outlive the pool. */
+	uint64_t *words;
+	uint64_t nwords;             /* at most ZM_POOL_MAX_KEYS */
 };
 
 struct zm_pool_stats {
@@ -167,6 +171,48 @@ void zm_pool_unmap(struct zm_pool *pool, zm_handle_t handle);
 
 /* Size of the slot holding the object (>= the size asked for). */
 size_t zm_pool_obj_size(struct zm_pool *pool, zm_handle_t handle);
+
+/*
+ * Owner words: handles the caller keeps.  A caller that keeps a record per
+ * object anyway (the store: one per page) can have the pool keep each
+ * object's location in a 64-bit word of the caller's own array, so that
+ * the object needs no handle slot of the pool's: 8 bytes less per object
+ * with zsmalloc.  The array comes with the config (words, nwords); word
+ * k belongs to key k.
+ *
+ * Of each word the pool owns the bits in ZM_POOL_WORD_MASK and may rewrite
+ * them at any time (its compactor moves objects), always with an atomic
+ * compare-and-swap that leaves the others alone; bit 0 is set while the key
+ * holds an object.  The 20 bits of ZM_POOL_OWNER_MASK are the caller's: the
+ * pool never changes them, and the caller changes them only with atomic
+ * read-modify-write operations (fetch_or/and/xor, compare-and-swap), never
+ * with a plain store, so that neither side loses the other's update.  A
+ * zeroed word is an empty key.
+ *
+ * An object is made with zm_malloc (an ordinary handle), written, and
+ * given to a key with zm_pool_bind; from then on it is reached through
+ * zm_pool_key_handle(pool, key), which stays valid while the key holds it,
+ * and freed with zm_pool_free_key.  Calls for one key must not race each
+ * other (the caller serialises them, e.g. with a lock in its own bits);
+ * different keys are independent.  Backends that cannot use the word for
+ * the location (all but zsmalloc) keep the handle in a table of the
+ * pool's, counted in its meta_bytes, and set only bit 0 of the word.
+ */
+#define ZM_POOL_OWNER_MASK 0x3FFFFCull   /* bits 2..21: the caller's */
+#define ZM_POOL_WORD_MASK  (~ZM_POOL_OWNER_MASK)
+#define ZM_POOL_MAX_KEYS   ((uint64_t)1 << 31)
+
+/* Give the object of handle h to key (which must hold nothing); h is no
+ * longer valid afterwards.  0, or -EINVAL (no owner words, key out of
+ * range or in use, bad handle). */
+int zm_pool_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key);
+
+/* The handle of key's object, for map/unmap/read/write/obj_size; 0 when
+ * the key holds nothing (or is out of range). */
+zm_handle_t zm_pool_key_handle(struct zm_pool *pool, uint64_t key);
+
+/* Free key's object; the key is empty afterwards.  0 or -EINVAL. */
+int zm_pool_free_key(struct zm_pool *pool, uint64_t key);
 
 /* Move objects to free whole pages: per class, out of the emptiest zspages
  * into the fullest, each object at most once, mapped objects never.

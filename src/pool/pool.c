@@ -70,7 +70,12 @@ int zm_pool_create(const struct zm_pool_config *cfg, struct zm_pool **out)
 	}
 	pool->page_size = pool->pages ? zm_pages_page_size(pool->pages)
 				      : (c.page_size ? c.page_size : 4096);
-	rc = ops->create(pool, &c);
+	rc = zm_pool_keys_init(pool, &c);
+	if (!rc) {
+		rc = ops->create(pool, &c);
+		if (rc)
+			zm_pool_keys_fini(pool);
+	}
 	if (rc) {
 		if (pool->own_pages)
 			zm_pages_destroy(pool->pages);
@@ -93,6 +98,7 @@ void zm_pool_destroy(struct zm_pool *pool)
 		zm_log("%s pool: destroyed with %llu live object(s), leaked",
 		       pool->ops->name, (unsigned long long)st.objects);
 	pool->ops->destroy(pool);
+	zm_pool_keys_fini(pool);
 	if (pool->own_pages)
 		zm_pages_destroy(pool->pages);
 	free(pool);
@@ -171,6 +177,7 @@ void zm_pool_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	st->allocator = pool->ops->name;
 	st->page_size = pool->page_size;
 	pool->ops->stats(pool, st);
+	st->meta_bytes += zm_pool_keys_meta(pool);
 }
 
 unsigned zm_pool_nr_classes(struct zm_pool *pool)

@@ -7,6 +7,7 @@
  *   xv_*.c        the "xvmalloc" backend (see xv.h)
  *   xcf_*.c       the "xcfmalloc" backend (see xcf.h)
  *   zbud.c        the "zbud" backend: two objects per page
+ *   keys.c        owner words (pool.h): the calls and the key table
  *
  * Backends are a table of operations; fields are only ever added at the
  * end.  An operation left NULL means "not supported" (compact).
@@ -40,6 +41,12 @@ struct zm_pool_ops {
 	long (*shrink)(struct zm_pool *pool, size_t bytes);
 	long (*min_moves)(struct zm_pool *pool, size_t pages);
 	int (*set_compaction)(struct zm_pool *pool, enum zm_compact_policy policy);
+	/* owner words (pool.h), when the backend keeps locations in them;
+	 * NULL: pool.c keeps the handles in its key table.  Keys are checked
+	 * against nwords before the call. */
+	int (*bind)(struct zm_pool *pool, zm_handle_t h, uint64_t key);
+	zm_handle_t (*key_handle)(struct zm_pool *pool, uint64_t key);
+	int (*free_key)(struct zm_pool *pool, uint64_t key);
 };
 
 struct zm_pool {
@@ -48,7 +55,22 @@ struct zm_pool {
 	struct zm_pages *pages;         /* page source, or NULL */
 	bool own_pages;
 	size_t page_size;               /* immutable */
+	uint64_t *words;                /* owner words (pool.h); immutable */
+	uint64_t nwords;                /* immutable */
+	/* the key table, for backends without bind: key -> handle, reserved
+	 * address space touched where used; keys_touched counts its OS pages
+	 * ever written (bits in keys_map), for meta_bytes */
+	zm_handle_t *keys;
+	size_t keys_bytes;
+	uint64_t *keys_map;
+	size_t keys_map_bytes;
+	uint64_t keys_touched;          /* atomic */
 };
+
+/* keys.c: owner words' key table (for backends without bind) */
+int zm_pool_keys_init(struct zm_pool *pool, const struct zm_pool_config *cfg);
+void zm_pool_keys_fini(struct zm_pool *pool);
+uint64_t zm_pool_keys_meta(const struct zm_pool *pool);
 
 extern const struct zm_pool_ops zm_zsmalloc_ops;
 extern const struct zm_pool_ops zm_malloc_ops;

@@ -25,27 +25,35 @@
 static inline __attribute__((always_inline)) struct zspage *
 lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)
 {
-	uint64_t idx = h >> ZS_TAG_BITS;
+	uint32_t ref = zs_handle_ref(h);
+	uint64_t check = ZS_TAG_MASK;   /* the tag bits the slot must match */
 
-	if (zm_unlikely(!(h & 1) || idx == 0 ||
-			idx >= ZS_MAX_HANDLES))
+	if (zm_unlikely(h & ZS_H_OWNER)) {
+		/* an owner key's handle: only "live" to match (zsmalloc.h) */
+		if (zm_unlikely((h & ZS_TAG_MASK) != 1 ||
+				(h & ~ZS_H_OWNER) >> ZS_TAG_BITS >= zp->nowner))
+			goto bad;
+		check = 1;
+	} else if (zm_unlikely(!(h & 1) || ref == 0 ||
+			       h >> ZS_TAG_BITS >= ZS_MAX_HANDLES)) {
 		goto bad;
+	}
 	for (;;) {
-		uint64_t v = zs_load_slot(zp, (uint32_t)idx);
+		uint64_t v = zs_load_ref(zp, ref);
 		struct zspage *zs;
 
-		if (zm_unlikely((v & ZS_TAG_MASK) != (h & ZS_TAG_MASK)))
+		if (zm_unlikely((v ^ h) & check))
 			goto bad;
-		if (zm_unlikely(h & ZS_TAG_HUGE)) {  /* never moves: no hazard */
+		if (zm_unlikely(v & ZS_TAG_HUGE)) {  /* never moves: no hazard */
 			*obj = 0;
 			return zs_huge_view(zp, v);
 		}
 		zs = zs_by_id(zp, zs_slot_id(v));
 		zm_hazard_set(hz, zs);
-		if (zm_likely(zs_load_slot(zp, (uint32_t)idx) == v)) {
+		if (zm_likely(zs_load_ref(zp, ref) == v)) {
 			/* the slot still names zs, so zs is alive */
 			if (zm_likely(!__atomic_load_n(&zs->migrating, __ATOMIC_ACQUIRE) &&
-				      zs_load_slot(zp, (uint32_t)idx) == v)) {
+				      zs_load_ref(zp, ref) == v)) {
 				ZM_ASSERT(zs->magic == ZS_MAGIC);
 				*obj = zs_slot_obj(v);
 				return zs;

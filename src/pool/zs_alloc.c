@@ -197,27 +197,36 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 	return alloc_in(zp, c, zs);
 }
 
-int zs_free(struct zm_pool *pool, zm_handle_t h)
+/* Whether h names a huge object (an owner key's handle does not say:
+ * its word does, and a live object never changes class). */
+static bool is_huge(struct zs_pool *zp, zm_handle_t h)
 {
-	struct zs_pool *zp = zs_of(pool);
-	uint32_t idx = zs_handle_idx(h);
+	uint64_t key = (h & ~ZS_H_OWNER) >> ZS_TAG_BITS;
+
+	if (!(h & ZS_H_OWNER))
+		return h & ZS_TAG_HUGE;
+	return key < zp->nowner && (zs_load_ref(zp, (uint32_t)key | ZS_REF_OWNER) & 3) == 3;
+}
+
+/* Find the (not huge) object of h and lock its class with the object
+ * pinned: its zspage not being migrated, and its slot, read under the
+ * lock, still naming it.  Returns the class, locked, and sets *zsp and
+ * *obj; NULL for a bad handle. */
+static struct zs_class *lock_obj(struct zs_pool *zp, zm_handle_t h, struct zspage **zsp,
+				 unsigned *obj)
+{
+	uint64_t check = h & ZS_H_OWNER ? 1 : ZS_TAG_MASK;
+	uint32_t ref = zs_handle_ref(h);
 	struct zs_class *c;
 	struct zspage *zs;
-	unsigned obj;
-	bool moved;
 	uint64_t v;
 
-	if (zm_unlikely(h & ZS_TAG_HUGE))
-		return zs_huge_free(zp, h);
 	for (;;) {
 		/* the hazard keeps zs alive (and unmoved) while we read its
 		 * class and take the lock */
-		zs = zs_lookup(zp, h, &obj, ZM_HAZARD_RW);
-		if (zm_unlikely(!zs)) {
-			zm_bad_input("zsmalloc: free of bad handle %#llx (stale, foreign "
-				     "or already free)", (unsigned long long)h);
-			return -EINVAL;
-		}
+		zs = zs_lookup(zp, h, obj, ZM_HAZARD_RW);
+		if (zm_unlikely(!zs))
+			return NULL;
 		c = zs_class_of(zp, zs->cls);
 		zm_lock(&c->lock);
 		/* A compactor may have taken zs into its batch while we waited
@@ -232,13 +241,42 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 		}
 		zm_hazard_clear(ZM_HAZARD_RW);
 		/* still there?  (a racing free or a move changes the slot) */
-		v = zs_load_slot(zp, idx);
-		if (zm_likely((v & ZS_TAG_MASK) == (h & ZS_TAG_MASK) &&
-			      zs_slot_id(v) == zs->id && zs_slot_obj(v) == obj))
-			break;
+		v = zs_load_ref(zp, ref);
+		if (zm_likely(!((v ^ h) & check) && !(v & ZS_TAG_HUGE) &&
+			      zs_slot_id(v) == zs->id && zs_slot_obj(v) == *obj)) {
+			*zsp = zs;
+			return c;
+		}
 		zm_unlock(&c->lock);
 	}
-	zs_slot_free(zp, c, idx);
+}
+
+/* The slot or owner word of a freed object: empty again.  Class lock held. */
+void zs_ref_release(struct zs_pool *zp, struct zs_class *c, uint32_t ref)
+{
+	if (ref & ZS_REF_OWNER)
+		zs_store_ref(zp, ref, 0);
+	else
+		zs_slot_free(zp, c, ref);
+}
+
+int zs_free(struct zm_pool *pool, zm_handle_t h)
+{
+	struct zs_pool *zp = zs_of(pool);
+	struct zs_class *c;
+	struct zspage *zs;
+	unsigned obj;
+	bool moved;
+
+	if (zm_unlikely(is_huge(zp, h)))
+		return zs_huge_free(zp, h);
+	c = lock_obj(zp, h, &zs, &obj);
+	if (zm_unlikely(!c)) {
+		zm_bad_input("zsmalloc: free of bad handle %#llx (stale, foreign "
+			     "or already free)", (unsigned long long)h);
+		return -EINVAL;
+	}
+	zs_ref_release(zp, c, zs_handle_ref(h));
 	zs_count(&c->used, -1);
 	if (zs->inuse == 1) {
 		/* the last object: the zspage goes, so its free chain does
@@ -257,4 +295,58 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 	zs_auto_freed(zp, c, zs->group, moved);
 	zm_unlock(&c->lock);
 	return 0;
+}
+
+/* ---- owner words (pool.h) ------------------------------------------ */
+
+int zs_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key)
+{
+	struct zs_pool *zp = zs_of(pool);
+	uint32_t kref = (uint32_t)key | ZS_REF_OWNER;
+	struct zs_class *c;
+	struct zspage *zs;
+	unsigned obj;
+
+	if (zm_unlikely(h & ZS_H_OWNER)) {
+		zm_bad_input("zsmalloc: bind of %#llx, a key's handle", (unsigned long long)h);
+		return -EINVAL;
+	}
+	if (zm_unlikely(zs_load_ref(zp, kref) & 1)) {
+		zm_bad_input("zsmalloc: bind to key %llu, which holds an object",
+			     (unsigned long long)key);
+		return -EINVAL;
+	}
+	if (h & ZS_TAG_HUGE)
+		return zs_huge_bind(zp, h, kref);
+	c = lock_obj(zp, h, &zs, &obj);
+	if (zm_unlikely(!c)) {
+		zm_bad_input("zsmalloc: bind of bad handle %#llx", (unsigned long long)h);
+		return -EINVAL;
+	}
+	/* the word first, then the back reference: a compactor reads both
+	 * only under this lock */
+	zs_store_ref(zp, kref, zs_slot_live(zs->id, obj, 1));
+	zs_backref(zs, c)[obj] = kref;
+	zs_slot_free(zp, c, zs_handle_idx(h));
+	zm_unlock(&c->lock);
+	return 0;
+}
+
+zm_handle_t zs_key_handle_of(struct zm_pool *pool, uint64_t key)
+{
+	struct zs_pool *zp = zs_of(pool);
+
+	return zs_load_ref(zp, (uint32_t)key | ZS_REF_OWNER) & 1 ? zs_key_handle(key) : 0;
+}
+
+int zs_free_key(struct zm_pool *pool, uint64_t key)
+{
+	zm_handle_t h = zs_key_handle_of(pool, key);
+
+	if (zm_unlikely(!h)) {
+		zm_bad_input("zsmalloc: free of key %llu, which holds nothing",
+			     (unsigned long long)key);
+		return -EINVAL;
+	}
+	return zs_free(pool, h);
 }

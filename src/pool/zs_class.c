@@ -144,6 +144,8 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 		return -ENOMEM;
 	memset(zp, 0, sizeof(*zp));
 	zp->pages = pool->pages;
+	zp->owner = pool->words;
+	zp->nowner = pool->nwords;
 	zp->base = zm_pages_addr(pool->pages, 0);
 	zp->page_size = pool->page_size;
 	while (((size_t)1 << zp->shift) < zp->page_size)
@@ -247,4 +249,7 @@ const struct zm_pool_ops zm_zsmalloc_ops = {
 	.shrink = zs_shrink,
 	.min_moves = zs_min_moves,
 	.set_compaction = zs_auto_set,
+	.bind = zs_bind,
+	.key_handle = zs_key_handle_of,
+	.free_key = zs_free_key,
 };

@@ -129,7 +129,7 @@ static void free_map(struct zs_pool *zp, struct zspage *zs, uint8_t *freemap)
 /* Move object `from` of zs (class a) to object `to` (a free slot taken)
  * of dst (class b: a itself, or a larger class when sweeping): its
  * a->size bytes into the first bytes of the slot, the back reference
- * along, the handle slot rewritten. */
+ * along, the handle slot (or owner word) rewritten. */
 static void move_obj(struct zs_pool *zp, struct zs_class *a, struct zspage *zs, unsigned from,
 		     struct zs_class *b, struct zspage *dst, unsigned to, char *tmp)
 {
@@ -137,16 +137,16 @@ static void move_obj(struct zs_pool *zp, struct zs_class *a, struct zspage *zs, 
 	size_t slen[2], dlen[2];
 	int sn = zs_obj_segs(zp, zs, from, sseg, slen);
 	int dn = zs_obj_segs(zp, dst, to, dseg, dlen);
-	uint32_t idx = zs_backref(zs, a)[from];
-	uint64_t v = zs_load_slot(zp, idx);
+	uint32_t ref = zs_backref(zs, a)[from];
+	uint64_t v = zs_load_ref(zp, ref);
 
 	if (dn == 2 && dlen[0] >= a->size)
 		dn = 1;
 	else if (dn == 2)
 		dlen[1] = a->size - dlen[0];
 	copy_obj(dseg, dlen, dn, sseg, slen, sn, a->size, tmp);
-	zs_backref(dst, b)[to] = idx;
-	zs_store_slot(zp, idx, zs_slot_live(dst->id, to, v & ZS_TAG_MASK));
+	zs_backref(dst, b)[to] = ref;
+	zs_store_ref(zp, ref, zs_slot_live(dst->id, to, v & ZS_TAG_MASK));
 }
 
 /* Pack a quiesced zspage: its highest objects into its lowest free slots,

@@ -51,26 +51,48 @@ zm_handle_t zs_huge_alloc(struct zs_pool *zp, struct zs_class *c)
 	return ((zm_handle_t)idx << ZS_TAG_BITS) | tag;
 }
 
+/* The live huge object of h and its class, locked; NULL for a bad handle.
+ * *v gets the pool's part of its slot or word. */
+static struct zs_class *lock_huge(struct zs_pool *zp, zm_handle_t h, uint64_t *v)
+{
+	uint64_t check = h & ZS_H_OWNER ? 3 : ZS_TAG_MASK;
+	uint32_t ref = zs_handle_ref(h);
+	struct zs_class *c;
+
+	if (h & ZS_H_OWNER) {
+		if (zm_unlikely((h & ZS_TAG_MASK) != 1 ||
+				(h & ~ZS_H_OWNER) >> ZS_TAG_BITS >= zp->nowner))
+			return NULL;
+		h |= ZS_TAG_HUGE;  /* what its word must say */
+	} else if (zm_unlikely(!(h & 1) || ref == 0 || h >> ZS_TAG_BITS >= ZS_MAX_HANDLES)) {
+		return NULL;
+	}
+	*v = zs_load_ref(zp, ref);
+	if (zm_unlikely(((*v ^ h) & check) || !(*v & ZS_TAG_HUGE) ||
+			zs_huge_shard(*v) >= zp->nshards ||
+			!(c = zs_huge_class(zp, zs_huge_shard(*v)))))
+		return NULL;
+	zm_lock(&c->lock);
+	if (zm_unlikely(zs_load_ref(zp, ref) != *v)) {  /* a racing free won */
+		zm_unlock(&c->lock);
+		return NULL;
+	}
+	return c;
+}
+
 int zs_huge_free(struct zs_pool *zp, zm_handle_t h)
 {
-	uint32_t idx = zs_handle_idx(h);
 	struct zs_class *c;
 	zm_pfn_t pfn;
 	uint64_t v;
 
-	if (zm_unlikely(!(h & 1) || idx == 0 || h >> ZS_TAG_BITS >= ZS_MAX_HANDLES))
-		goto bad;
-	v = zs_load_slot(zp, idx);
-	if (zm_unlikely((v & ZS_TAG_MASK) != (h & ZS_TAG_MASK) ||
-			zs_huge_shard(v) >= zp->nshards ||
-			!(c = zs_huge_class(zp, zs_huge_shard(v)))))
-		goto bad;
-	zm_lock(&c->lock);
-	if (zm_unlikely(zs_load_slot(zp, idx) != v)) {  /* a racing free won */
-		zm_unlock(&c->lock);
-		goto bad;
+	c = lock_huge(zp, h, &v);
+	if (zm_unlikely(!c)) {
+		zm_bad_input("zsmalloc: free of bad handle %#llx (stale, foreign or already "
+			     "free)", (unsigned long long)h);
+		return -EINVAL;
 	}
-	zs_slot_free(zp, c, idx);
+	zs_ref_release(zp, c, zs_handle_ref(h));
 	zs_count(&c->used, -1);
 	zs_count(&c->npages, -1);
 	c->zspages--;
@@ -82,27 +104,53 @@ int zs_huge_free(struct zs_pool *zp, zm_handle_t h)
 #endif
 	zm_pages_free(zp->pages, pfn);
 	return 0;
-bad:
-	zm_bad_input("zsmalloc: free of bad handle %#llx (stale, foreign or already free)",
-		     (unsigned long long)h);
-	return -EINVAL;
 }
 
-/* Each live huge slot of shard `shard` (all shards if shard < 0). */
-#define FOR_EACH_HUGE(zp, idx, v, shard)                                       \
-	for (uint32_t idx = 1, n_ = __atomic_load_n(&(zp)->slots_used,            \
-						    __ATOMIC_RELAXED); idx < n_; idx++) \
-		if (((v) = zs_load_slot((zp), idx), ((v) & 3) == 3) &&             \
-		    ((shard) < 0 || zs_huge_shard(v) == (unsigned)(shard)))
+int zs_huge_bind(struct zs_pool *zp, zm_handle_t h, uint32_t kref)
+{
+	struct zs_class *c;
+	uint64_t v;
+
+	c = lock_huge(zp, h, &v);
+	if (zm_unlikely(!c)) {
+		zm_bad_input("zsmalloc: bind of bad handle %#llx", (unsigned long long)h);
+		return -EINVAL;
+	}
+	zs_store_ref(zp, kref, v & ~ZS_GEN_MASK);
+	zs_slot_free(zp, c, zs_handle_idx(h));
+	zm_unlock(&c->lock);
+	return 0;
+}
+
+/* The next live huge object of shard `shard` (any if < 0) at or after
+ * position *pos: handle slots 1.. first, then owner words.  Sets *v and
+ * returns true, advancing *pos past it; false at the end. */
+static bool next_huge(struct zs_pool *zp, uint64_t *pos, int shard, uint64_t *v)
+{
+	uint64_t nslots = __atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED);
+
+	for (; *pos < nslots + zp->nowner; (*pos)++) {
+		uint32_t ref = *pos < nslots ? (uint32_t)*pos
+					     : (uint32_t)(*pos - nslots) | ZS_REF_OWNER;
+
+		if (ref == 0)
+			continue;
+		*v = zs_load_ref(zp, ref);
+		if ((*v & 3) == 3 && (shard < 0 || zs_huge_shard(*v) == (unsigned)shard)) {
+			(*pos)++;
+			return true;
+		}
+	}
+	return false;
+}
 
 void zs_huge_release(struct zs_pool *zp)
 {
-	uint64_t v;
+	uint64_t pos = 0, v;
 
-	FOR_EACH_HUGE(zp, idx, v, -1)
+	while (next_huge(zp, &pos, -1, &v))
 		zm_pages_free(zp->pages, zs_huge_pfn(v));
 }
-
 
 int zs_huge_check(struct zs_pool *zp, struct zs_class *c, uint64_t *seen,
 		  size_t total_pages)
@@ -116,15 +164,16 @@ int zs_huge_check(struct zs_pool *zp, struct zs_class *c, uint64_t *seen,
 	if (c->zspages != c->used || c->npages != c->used)
 		ZM_CHECK_FAIL("check: huge class shard %d: %u objects, %u zspages, %u pages",
 		     shard, c->used, c->zspages, c->npages);
-	FOR_EACH_HUGE(zp, idx, v, shard) {
+	for (uint64_t pos = 0; next_huge(zp, &pos, shard, &v);) {
 		zm_pfn_t pfn = zs_huge_pfn(v);
 
 		n++;
 		if (pfn >= total_pages) {
-			ZM_CHECK_FAIL("check: huge object in slot %u names pfn %u, beyond the "
-			     "arena", idx, pfn);
+			ZM_CHECK_FAIL("check: huge object at %llu names pfn %u, beyond the "
+			     "arena", (unsigned long long)pos - 1, pfn);
 		} else if (seen[pfn / 64] & (1ull << (pfn % 64))) {
-			ZM_CHECK_FAIL("check: pfn %u holds two huge objects (slot %u)", pfn, idx);
+			ZM_CHECK_FAIL("check: pfn %u holds two huge objects (at %llu)", pfn,
+				      (unsigned long long)pos - 1);
 		} else {
 			seen[pfn / 64] |= 1ull << (pfn % 64);
 		}

@@ -138,9 +138,9 @@ static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *z
 
 		if (seen[o])
 			continue;
-		v = zs_load_slot(zp, zs_backref(zs, c)[o]);
+		v = zs_load_ref(zp, zs_backref(zs, c)[o]);
 		if (!(v & 1) || zs_slot_id(v) != zs->id || zs_slot_obj(v) != o)
-			ZM_CHECK_FAIL("check: object %u of zspage %p: handle slot %u does not "
+			ZM_CHECK_FAIL("check: object %u of zspage %p: handle slot %#x does not "
 			     "point back", o, (void *)zs, zs_backref(zs, c)[o]);
 	}
 	return bad;

@@ -193,6 +193,8 @@ struct zs_pool {
 	struct zs_class **shard[ZS_MAX_SHARDS];
 	pthread_mutex_t shard_lock;
 	uint64_t *slot;          /* handle table; immutable pointer */
+	uint64_t *owner;         /* owner words (pool.h), or NULL; immutable */
+	uint64_t nowner;         /* immutable */
 	uintptr_t *ztab;         /* zspage table: id -> record; free entries
 				    chain ids; immutable pointer */
 	/* Written by allocating threads: kept off the read-mostly line
@@ -275,12 +277,25 @@ void zs_id_free(struct zs_pool *zp, struct zs_class *c, uint32_t id);
  * The low 22 bits are the tag, which a handle carries and its slot must
  * match: the generation (a slot must be reused 2^20 times before a stale
  * handle to it could pass for live again), whether the object is huge,
- * and whether it is live. */
+ * and whether it is live.
+ *
+ * Owner words (pool.h) hold the same encodings with the generation's 20
+ * bits left to their owner (ZM_POOL_OWNER_MASK is exactly ZS_GEN_MASK):
+ * read through zs_load_ref, those bits are 0.  An owner key's handle is
+ *   ZS_H_OWNER | key:31 | 0:20 | 0 | 1
+ * and carries no generation nor huge bit: its word says which.
+ *
+ * Back references (the zspage record's, and what zs_load_ref takes) are
+ * a slot index, or an owner key with ZS_REF_OWNER set. */
 #define ZS_TAG_BITS 22
 #define ZS_TAG_MASK ((1ull << ZS_TAG_BITS) - 1)
 #define ZS_TAG_HUGE 2ull
 #define ZS_GEN_ONE  4ull                          /* generation step */
 #define ZS_GEN_MASK (ZS_TAG_MASK & ~(ZS_GEN_ONE - 1))
+#define ZS_H_OWNER  (1ull << 63)
+#define ZS_REF_OWNER (1u << 31)
+_Static_assert(ZS_GEN_MASK == ZM_POOL_OWNER_MASK, "owner bits are the generation's");
+_Static_assert(ZS_MAX_HANDLES <= ZS_REF_OWNER, "a slot index never looks like an owner key");
 static inline uint64_t zs_slot_live(uint32_t id, unsigned obj, uint64_t tag)
 {
 	return ((uint64_t)id << 38) | ((uint64_t)obj << ZS_TAG_BITS) | tag;
@@ -301,6 +316,44 @@ static inline uint64_t zs_load_slot(struct zs_pool *zp, uint32_t idx)
 static inline void zs_store_slot(struct zs_pool *zp, uint32_t idx, uint64_t v)
 {
 	__atomic_store_n(&zp->slot[idx], v, __ATOMIC_RELEASE);
+}
+static inline zm_handle_t zs_key_handle(uint64_t key)
+{
+	return ZS_H_OWNER | key << ZS_TAG_BITS | 1;
+}
+/* The back reference a handle names (validity is the caller's check). */
+static inline uint32_t zs_handle_ref(zm_handle_t h)
+{
+	return h & ZS_H_OWNER ? (uint32_t)(h >> ZS_TAG_BITS) | ZS_REF_OWNER
+			      : zs_handle_idx(h);
+}
+static inline uint64_t *zs_ref_word(struct zs_pool *zp, uint32_t ref)
+{
+	return ref & ZS_REF_OWNER ? &zp->owner[ref & ~ZS_REF_OWNER] : &zp->slot[ref];
+}
+/* The pool's part of the word a back reference names. */
+static inline uint64_t zs_load_ref(struct zs_pool *zp, uint32_t ref)
+{
+	uint64_t v = __atomic_load_n(zs_ref_word(zp, ref), __ATOMIC_ACQUIRE);
+
+	return ref & ZS_REF_OWNER ? v & ~ZM_POOL_OWNER_MASK : v;
+}
+/* Set the pool's part of that word; an owner word's other bits are kept
+ * (its owner changes them with atomics of its own, pool.h). */
+static inline void zs_store_ref(struct zs_pool *zp, uint32_t ref, uint64_t v)
+{
+	uint64_t *w, old;
+
+	if (!(ref & ZS_REF_OWNER)) {
+		zs_store_slot(zp, ref, v);
+		return;
+	}
+	w = zs_ref_word(zp, ref);
+	old = __atomic_load_n(w, __ATOMIC_RELAXED);
+	while (!__atomic_compare_exchange_n(w, &old, (old & ZM_POOL_OWNER_MASK) |
+					    (v & ~ZM_POOL_OWNER_MASK), true,
+					    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
 }
 
 /* zs_zspage.c.  new and retire (gives up the id) with the class lock
@@ -460,6 +513,7 @@ static inline void zs_auto_freed(struct zs_pool *zp, struct zs_class *c, unsigne
  * lock held, marking pfns in `seen` (a bitmap of the arena). */
 zm_handle_t zs_huge_alloc(struct zs_pool *zp, struct zs_class *c);
 int zs_huge_free(struct zs_pool *zp, zm_handle_t h);
+int zs_huge_bind(struct zs_pool *zp, zm_handle_t h, uint32_t kref);
 void zs_huge_release(struct zs_pool *zp);
 int zs_huge_check(struct zs_pool *zp, struct zs_class *c, uint64_t *seen,
 		  size_t total_pages);
@@ -488,6 +542,10 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg);
 void zs_destroy(struct zm_pool *pool);
 zm_handle_t zs_malloc(struct zm_pool *pool, size_t size);
 int zs_free(struct zm_pool *pool, zm_handle_t h);
+void zs_ref_release(struct zs_pool *zp, struct zs_class *c, uint32_t ref);
+int zs_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key);
+zm_handle_t zs_key_handle_of(struct zm_pool *pool, uint64_t key);
+int zs_free_key(struct zm_pool *pool, uint64_t key);
 void *zs_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode);
 void zs_unmap(struct zm_pool *pool, zm_handle_t h);
 int zs_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len);
