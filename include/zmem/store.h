@@ -73,9 +73,9 @@ extern "C" {
  * bucket. */
 #define ZM_STORE_HIST_BUCKETS 64
 
-/* Most pages a store may have: slot indices fit 40 bits (4 PiB of 4 KiB
- * pages), which keeps the slot array's size computable. */
-#define ZM_STORE_MAX_PAGES ((uint64_t)1 << 40)
+/* Most pages a store may have: a slot is the pool's owner word of its
+ * index, and keys fit 31 bits (8 TiB of 4 KiB pages). */
+#define ZM_STORE_MAX_PAGES ((uint64_t)1 << 31) /* the pool's keys (ZM_POOL_MAX_KEYS) */
 
 struct zm_store_config {
 	uint64_t nr_pages;        /* slots (zram's disksize / page_size); > 0 */

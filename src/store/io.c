@@ -4,16 +4,16 @@
  * put:  same-filled?  -> the word goes in the slot
  *       else compress into the thread's buffer (no lock held), place it
  *       (policy.c), charge the limit, zm_malloc + zm_pool_write;
- *       then lock the slot, swap handle and info, unlock;
- *       then free the old object (no lock held) and count.
+ *       then lock the slot, free the old object from the slot's key, bind
+ *       the new one to it (zm_pool_bind), set the info, unlock; count.
  * get:  lock the slot; decompress straight from the pool object (mapped
  *       read-only) into the caller's buffer, or copy a raw page, or fill
  *       the same-filled word; unlock.
  *
  * So a get holds the slot lock across its decompression and a put only
- * across the swap: a put on the same slot waits for the get to finish
- * before it can free the object the get is reading, and a get sees either
- * the old content or the new, never a mix.
+ * across the swap (a free and a bind): a put on the same slot waits for
+ * the get to finish before it can free the object the get is reading, and
+ * a get sees either the old content or the new, never a mix.
  *
  * The per-thread buffer holds one compressed page between compression and
  * zm_pool_write; it is allocated on a thread's first put (grown for a
@@ -124,9 +124,8 @@ static int store_object(struct zm_store *s, struct zm_store_stripe *st,
 int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 {
 	struct zm_store_stripe *st;
-	struct zm_slot *slot;
-	uint64_t h, old_h;
 	uint32_t info, old;
+	uint64_t h, word = 0;
 	int rc;
 
 	if (zm_unlikely(!s || !page || index >= s->nr_pages)) {
@@ -135,7 +134,8 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 		return -EINVAL;
 	}
 	st = zm_stripe(s);
-	if (s->same_filled && zm_page_same_filled(page, s->page_size, &h)) {
+	h = 0;
+	if (s->same_filled && zm_page_same_filled(page, s->page_size, &word)) {
 		info = slot_info(ZM_STORE_SLOT_SAME, 0);
 	} else {
 		rc = store_object(s, st, page, &h, &info);
@@ -146,14 +146,19 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 		}
 	}
 	zm_slot_touch(s, index);
-	slot = &s->slots[index];
-	old = zm_slot_lock(slot);
-	old_h = slot_handle(slot);
-	slot_set_handle(slot, h);
-	zm_slot_unlock(slot, info);
+	old = zm_slot_lock(s, index);
+	zm_slot_empty(s, index, old);
+	if (h) {
+		rc = zm_pool_bind(s->pool, h, index);
+		ZM_ASSERT(rc == 0);
+		(void)rc;
+	} else {
+		info |= zm_slot_set_same(s, index, word) << SLOT_LEN_SHIFT;
+	}
+	zm_slot_unlock(s, index, old, info);
 
 	zm_account(s, st, info, 1);
-	zm_slot_release(s, old_h, old);
+	zm_slot_release(s, old);
 	if (zm_unlikely(__atomic_fetch_add(&st->c[C_PUTS], 1, __ATOMIC_RELAXED) %
 			ZM_STORE_SAMPLE_PUTS == 0))
 		zm_sample_used(s);
@@ -165,7 +170,6 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 {
 	struct zm_store_stripe *st;
-	struct zm_slot *slot;
 	const void *src;
 	uint32_t info;
 	uint64_t h;
@@ -178,22 +182,23 @@ int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 	}
 	st = zm_stripe(s);
 	zm_count(st, C_GETS, 1);
-	slot = &s->slots[index];
-	info = zm_slot_lock(slot);
-	h = slot_handle(slot);
+	info = zm_slot_lock(s, index);
 	switch (slot_kind(info)) {
 	case ZM_STORE_SLOT_EMPTY:
-		zm_slot_unlock(slot, info);
+		zm_slot_unlock(s, index, info, info);
 		memset(buf, 0, s->page_size);
 		return 0;
 	case ZM_STORE_SLOT_SAME:
-		zm_slot_unlock(slot, info);
+		h = zm_slot_same_word(s, index, info);
+		zm_slot_unlock(s, index, info, info);
 		zm_page_fill(buf, s->page_size, h);
 		return 0;
 	case ZM_STORE_SLOT_HUGE:
+		h = zm_slot_handle(s, index);
 		rc = zm_pool_read(s->pool, h, buf, s->page_size) ? -EIO : 0;
 		break;
 	default:
+		h = zm_slot_handle(s, index);
 		src = zm_pool_map(s->pool, h, ZM_MAP_RO);
 		if (zm_unlikely(!src)) {
 			rc = errno == ENOMEM ? -ENOMEM : -EIO;
@@ -205,7 +210,7 @@ int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 			rc = -EIO;
 		break;
 	}
-	zm_slot_unlock(slot, info);
+	zm_slot_unlock(s, index, info, info);
 	if (zm_unlikely(rc))
 		zm_count(st, C_FAILED_READS, 1);
 	return rc;

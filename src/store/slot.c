@@ -6,8 +6,10 @@
  * and costs memory only where touched), so a store as large as a big
  * zram disk costs nothing until pages are written; a bitmap of the
  * chunks ever written lets walks skip the rest without paging it in.
- * 12 bytes a slot: an info word (length, kind, and the slot's lock in its
- * top bit) and the handle or same-filled word; see store_internal.h.
+ * 8 bytes a slot, one word shared with the pool (its owner word): the
+ * object's location and the slot's info (length, kind, lock); see
+ * store_internal.h.  Non-zero fill words of same-filled pages sit in a
+ * second array, reserved and touched the same way.
  *
  * The slot lock is a spin bit.  It is held for a slot swap (a few
  * instructions) or a decompression (a few microseconds at most), and only
@@ -15,7 +17,7 @@
  * for about that long and then yields, like zm_lock.
  *
  * Lock order: see store_internal.h; this file takes slot locks only, one
- * at a time, and calls zm_free after dropping them.
+ * at a time.
  */
 #include <errno.h>
 #include <sched.h>
@@ -37,19 +39,28 @@ int zm_slots_alloc(struct zm_store *s)
 {
 	size_t os_page = zm_os_page_size();
 	uint64_t chunks = (s->nr_pages + ZM_SLOT_CHUNK - 1) / ZM_SLOT_CHUNK;
+	uint64_t same_pages;
 
-	s->slots_bytes = round_up((size_t)s->nr_pages * sizeof(struct zm_slot), os_page);
+	s->slots_bytes = round_up((size_t)s->nr_pages * sizeof(uint64_t), os_page);
 	s->slots = zm_os_reserve(s->slots_bytes, os_page);
+	s->same_val = zm_os_reserve(s->slots_bytes, os_page);
+	same_pages = s->slots_bytes / os_page;
+	s->same_map_bytes = round_up((size_t)(same_pages + 63) / 64 * sizeof(uint64_t), os_page);
+	s->same_map = zm_os_reserve(s->same_map_bytes, os_page);
 	s->touched_bytes = round_up((size_t)(chunks + 63) / 64 * sizeof(uint64_t), os_page);
 	s->touched = zm_os_reserve(s->touched_bytes, os_page);
-	return s->slots && s->touched ? 0 : -ENOMEM;
+	return s->slots && s->same_val && s->same_map && s->touched ? 0 : -ENOMEM;
 }
 
 void zm_slots_free(struct zm_store *s)
 {
 	zm_os_release(s->slots, s->slots_bytes);
+	zm_os_release(s->same_val, s->slots_bytes);
+	zm_os_release(s->same_map, s->same_map_bytes);
 	zm_os_release(s->touched, s->touched_bytes);
 	s->slots = NULL;
+	s->same_val = NULL;
+	s->same_map = NULL;
 	s->touched = NULL;
 }
 
@@ -69,13 +80,14 @@ uint64_t zm_slot_next_touched(const struct zm_store *s, uint64_t i, uint64_t end
 	return end;
 }
 
-void zm_slot_lock_slow(struct zm_slot *slot)
+void zm_slot_lock_slow(uint64_t *w)
 {
+	const uint64_t lock = (uint64_t)SLOT_LOCK << SLOT_INFO_SHIFT;
+
 	for (;;) {
 		for (int i = 0; i < SLOT_SPINS; i++) {
-			if (!(__atomic_load_n(&slot->info, __ATOMIC_RELAXED) & SLOT_LOCK) &&
-			    !(__atomic_fetch_or(&slot->info, SLOT_LOCK, __ATOMIC_ACQUIRE) &
-			      SLOT_LOCK))
+			if (!(__atomic_load_n(w, __ATOMIC_RELAXED) & lock) &&
+			    !(__atomic_fetch_or(w, lock, __ATOMIC_ACQUIRE) & lock))
 				return;
 			__builtin_ia32_pause();
 		}
@@ -83,20 +95,44 @@ void zm_slot_lock_slow(struct zm_slot *slot)
 	}
 }
 
-void zm_slot_release(struct zm_store *s, uint64_t handle, uint32_t info)
+uint32_t zm_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word)
+{
+	uint64_t page, bit, *m;
+
+	if (!word)
+		return 0;
+	page = index * sizeof(uint64_t) / zm_os_page_size();
+	bit = 1ull << (page % 64);
+	m = &s->same_map[page / 64];
+	if (!(__atomic_load_n(m, __ATOMIC_RELAXED) & bit) &&
+	    !(__atomic_fetch_or(m, bit, __ATOMIC_RELAXED) & bit))
+		__atomic_fetch_add(&s->same_touched, 1, __ATOMIC_RELAXED);
+	s->same_val[index] = word;
+	return 1;
+}
+
+uint32_t zm_slot_empty(struct zm_store *s, uint64_t index, uint32_t info)
 {
 	unsigned kind = slot_kind(info);
 	int rc;
 
+	if (kind == ZM_STORE_SLOT_POOL || kind == ZM_STORE_SLOT_HUGE) {
+		rc = zm_pool_free_key(s->pool, index);
+		ZM_ASSERT(rc == 0);
+		(void)rc;
+	}
+	return ZM_STORE_SLOT_EMPTY;
+}
+
+void zm_slot_release(struct zm_store *s, uint32_t info)
+{
+	unsigned kind = slot_kind(info);
+
 	if (kind == ZM_STORE_SLOT_EMPTY)
 		return;
 	zm_account(s, zm_stripe(s), info, -1);
-	if (kind == ZM_STORE_SLOT_SAME)
-		return;
-	rc = zm_free(s->pool, handle);
-	ZM_ASSERT(rc == 0);
-	(void)rc;
-	zm_limit_uncharge(s, slot_len(info));
+	if (kind != ZM_STORE_SLOT_SAME)
+		zm_limit_uncharge(s, slot_len(info));
 }
 
 int zm_store_discard(struct zm_store *s, uint64_t index, uint64_t count)
@@ -108,19 +144,15 @@ int zm_store_discard(struct zm_store *s, uint64_t index, uint64_t count)
 	}
 	for (uint64_t i = zm_slot_next_touched(s, index, index + count); i < index + count;
 	     i = zm_slot_next_touched(s, i + 1, index + count)) {
-		struct zm_slot *slot = &s->slots[i];
 		uint32_t info;
-		uint64_t h;
 
 		/* Unlocked peek: an empty slot stays empty unless a put races
 		 * with this discard, and either order is a correct outcome. */
-		if (!(__atomic_load_n(&slot->info, __ATOMIC_RELAXED) & ~SLOT_LOCK))
+		if (!(word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED)) & ~SLOT_LOCK))
 			continue;
-		info = zm_slot_lock(slot);
-		h = slot_handle(slot);
-		slot_set_handle(slot, 0);
-		zm_slot_unlock(slot, ZM_STORE_SLOT_EMPTY);
-		zm_slot_release(s, h, info);
+		info = zm_slot_lock(s, i);
+		zm_slot_unlock(s, i, info, zm_slot_empty(s, i, info));
+		zm_slot_release(s, info);
 	}
 	zm_count(zm_stripe(s), C_DISCARDS, (int64_t)count);
 	return 0;
@@ -129,21 +161,22 @@ int zm_store_discard(struct zm_store *s, uint64_t index, uint64_t count)
 int zm_store_slot_info(struct zm_store *s, uint64_t index, unsigned *kind,
 		       zm_handle_t *handle, size_t *len)
 {
-	struct zm_slot *slot;
 	uint32_t info;
-	uint64_t h;
+	uint64_t h = 0;
 
 	if (!s || index >= s->nr_pages)
 		return -EINVAL;
-	slot = &s->slots[index];
-	info = zm_slot_lock(slot);
-	h = slot_handle(slot);
-	zm_slot_unlock(slot, info);
+	info = zm_slot_lock(s, index);
+	if (slot_kind(info) == ZM_STORE_SLOT_SAME)
+		h = zm_slot_same_word(s, index, info);
+	else if (slot_kind(info) != ZM_STORE_SLOT_EMPTY)
+		h = zm_slot_handle(s, index);
+	zm_slot_unlock(s, index, info, info);
 	if (kind)
 		*kind = slot_kind(info);
 	if (handle)
-		*handle = slot_kind(info) == ZM_STORE_SLOT_EMPTY ? 0 : h;
+		*handle = h;
 	if (len)
-		*len = slot_len(info);
+		*len = slot_kind(info) == ZM_STORE_SLOT_SAME ? 0 : slot_len(info);
 	return 0;
 }

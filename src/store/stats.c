@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "base/os.h"
 #include "store/store_internal.h"
 
 static __thread unsigned tls_stripe; /* 1 + the thread's stripe; 0: none yet */
@@ -114,7 +115,9 @@ void zm_store_stats(struct zm_store *s, struct zm_store_stats *st)
 	st->discards = zm_counter_sum(s, C_DISCARDS);
 	st->pool_meta_bytes = ps.meta_bytes;
 	st->store_meta_bytes = __atomic_load_n(&s->touched_chunks, __ATOMIC_RELAXED) *
-			       ZM_SLOT_CHUNK * sizeof(struct zm_slot) +
+			       ZM_SLOT_CHUNK * sizeof(uint64_t) +
+			       __atomic_load_n(&s->same_touched, __ATOMIC_RELAXED) *
+			       zm_os_page_size() +
 			       (s->nr_pages / ZM_SLOT_CHUNK + 63) / 64 * 8 + sizeof(*s);
 	st->pool_objects = ps.objects;
 	st->nr_pages = s->nr_pages;
@@ -195,13 +198,12 @@ int zm_store_check(struct zm_store *s)
 		return -EINVAL;
 	for (uint64_t i = zm_slot_next_touched(s, 0, s->nr_pages); i < s->nr_pages;
 	     i = zm_slot_next_touched(s, i + 1, s->nr_pages)) {
-		struct zm_slot *slot = &s->slots[i];
-		uint32_t info = zm_slot_lock(slot);
-		uint64_t h = slot_handle(slot);
+		uint32_t info = zm_slot_lock(s, i);
 		unsigned kind = slot_kind(info);
 		uint32_t len = slot_len(info);
+		uint64_t h = zm_pool_key_handle(s->pool, i);
 
-		zm_slot_unlock(slot, info);
+		zm_slot_unlock(s, i, info, info);
 		if (kind == ZM_STORE_SLOT_EMPTY) {
 			if (h || len)
 				ZM_CHECK_FAIL("store: slot %" PRIu64 " empty with handle %#" PRIx64
@@ -211,8 +213,9 @@ int zm_store_check(struct zm_store *s)
 		pages++;
 		if (kind == ZM_STORE_SLOT_SAME) {
 			same++;
-			if (len)
-				ZM_CHECK_FAIL("store: same-filled slot %" PRIu64 " has length %u", i, len);
+			if (len > 1 || h)
+				ZM_CHECK_FAIL("store: same-filled slot %" PRIu64 " has length %u, "
+					      "handle %#" PRIx64, i, len, h);
 			continue;
 		}
 		objs++;

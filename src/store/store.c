@@ -32,7 +32,7 @@
 static int check_config(const struct zm_store_config *c, size_t ps)
 {
 	if (!c->nr_pages || c->nr_pages > ZM_STORE_MAX_PAGES) {
-		zm_bad_input("zm_store_create: nr_pages %llu is not 1..2^40",
+		zm_bad_input("zm_store_create: nr_pages %llu is not 1..2^31",
 			     (unsigned long long)c->nr_pages);
 		return -EINVAL;
 	}
@@ -83,14 +83,13 @@ static void release_all(struct zm_store *s)
 
 	for (uint64_t i = zm_slot_next_touched(s, 0, s->nr_pages); left && i < s->nr_pages;
 	     i = zm_slot_next_touched(s, i + 1, s->nr_pages)) {
-		struct zm_slot *slot = &s->slots[i];
-		uint32_t info = slot->info;
+		uint32_t info = word_info(s->slots[i]);
 
 		if (slot_kind(info) == ZM_STORE_SLOT_EMPTY)
 			continue;
-		zm_slot_release(s, slot_handle(slot), info);
-		slot_set_handle(slot, 0);
-		slot->info = 0;
+		info = zm_slot_lock(s, i);
+		zm_slot_unlock(s, i, info, zm_slot_empty(s, i, info));
+		zm_slot_release(s, info);
 		left--;
 	}
 }
@@ -130,10 +129,13 @@ int zm_store_create(const struct zm_store_config *cfg, struct zm_store **out)
 	pc.page_size = ps;
 	pc.limit_bytes = cfg->limit_bytes;
 	pc.arena_bytes = arena_bytes(cfg->nr_pages, ps, cfg->limit_bytes);
-	rc = zm_pool_create(&pc, &s->pool);
+	rc = zm_slots_alloc(s);
 	if (rc)
 		goto fail;
-	rc = zm_slots_alloc(s);
+	/* the slots are the pool's owner words (store_internal.h) */
+	pc.words = s->slots;
+	pc.nwords = s->nr_pages;
+	rc = zm_pool_create(&pc, &s->pool);
 	if (rc)
 		goto fail;
 	*out = s;
@@ -147,10 +149,10 @@ void zm_store_destroy(struct zm_store *s)
 {
 	if (!s)
 		return;
-	if (s->slots && s->touched)
+	if (s->pool && s->slots && s->touched)
 		release_all(s);
+	zm_pool_destroy(s->pool);   /* before the words it was given */
 	zm_slots_free(s);
-	zm_pool_destroy(s->pool);
 	zm_codec_destroy(s->codec);
 	free(s);
 }

@@ -14,12 +14,14 @@
  *
  *     slot lock  ->  pool locks (inside zm_pool_map / zm_pool_read)
  *
- * A slot lock is one bit of the slot's info word.  It protects the slot's
- * handle and the rest of its info word; it is held only to read the slot
- * and decompress from the pool (get), or to swap in a new content (put,
- * discard).  zm_malloc and zm_free are never called with a slot lock held,
- * and no thread ever holds two slot locks.  Counters are atomics and need
- * no lock.
+ * A slot lock is one bit of the slot's word.  It protects the slot's
+ * info and which object its key holds; it is held to read the slot and
+ * decompress from the pool (get), or to swap in a new content (put,
+ * discard: the old object is freed and the new one bound to the key under
+ * it).  The pool never calls back into the store, so any pool call may be
+ * made under a slot lock; zm_malloc (and the compression before it) is not,
+ * to keep the lock short.  No thread ever holds two slot locks.  Counters
+ * are atomics and need no lock.
  */
 #ifndef ZM_STORE_INTERNAL_H
 #define ZM_STORE_INTERNAL_H
@@ -33,46 +35,48 @@
 #include <zmem/store.h>
 
 /*
- * A slot: 12 bytes (zram's table entry, handle + flags, takes 16).
+ * A slot: one 64-bit word, shared with the pool as its owner word
+ * (pool.h): where the page's object is, in the pool's bits, and the
+ * slot's own 20 bits (ZM_POOL_OWNER_MASK, bits 2..21), here called its
+ * info and kept shifted down to bit 0:
  *
- *   info    bits  0..16  object length in the pool (1 .. 65536)
- *           bits 24..25  kind: ZM_STORE_SLOT_EMPTY/SAME/POOL/HUGE
- *           bit  31      the slot lock
- *   h[2]    the pool handle (POOL, HUGE), or the repeated 8-byte word
- *           (SAME), as two 32-bit halves so that the array packs without
- *           padding; 0 when empty.  Read and written only under the slot
- *           lock, so it needs no atomicity of its own.
+ *   info    bit   0      the slot lock
+ *           bits  1..2   kind: ZM_STORE_SLOT_EMPTY/SAME/POOL/HUGE
+ *           bits  3..19  POOL, HUGE: object length in the pool (1 .. 65536);
+ *                        SAME: 1 when the fill word is in same_val[], 0
+ *                        for a zero page
  *
- * Every byte counts: the slot array is metadata on every page stored, and
- * on well compressing data (2 KiB a page) 4 bytes a slot is 0.2% of the
- * memory used.
+ * The pool rewrites its bits whenever it moves the object (compaction),
+ * with a compare-and-swap; we change ours only with atomic
+ * read-modify-writes (fetch_or to lock, fetch_xor to unlock and set), so
+ * neither loses the other's update.  The object's handle is
+ * zm_pool_key_handle(pool, index).
+ *
+ * 8 bytes a slot, all-in: zram's table entry (handle + flags) takes 16
+ * and its handle another 8 in zsmalloc; before owner words this was a
+ * 12-byte slot and the pool's 8-byte handle slot.  On process memory
+ * (2 KiB a page compressed) each 4 bytes a page is 0.2% of the memory
+ * used.
  */
-struct zm_slot {
-	uint32_t info;     /* atomic; the rest of it under the slot lock */
-	uint32_t h[2];     /* slot lock */
-};
+#define SLOT_INFO_SHIFT 2
+#define SLOT_LOCK       1u
+#define SLOT_KIND_SHIFT 1
+#define SLOT_KIND_MASK  (3u << SLOT_KIND_SHIFT)
+#define SLOT_LEN_SHIFT  3
+#define SLOT_LEN_MASK   0x1FFFFu
 
-static inline uint64_t slot_handle(const struct zm_slot *slot)
-{
-	return (uint64_t)slot->h[1] << 32 | slot->h[0];
-}
+_Static_assert(((uint64_t)(SLOT_LEN_MASK << SLOT_LEN_SHIFT | SLOT_KIND_MASK | SLOT_LOCK)
+		<< SLOT_INFO_SHIFT) == ZM_POOL_OWNER_MASK, "the info fills the owner bits");
 
-static inline void slot_set_handle(struct zm_slot *slot, uint64_t h)
-{
-	slot->h[0] = (uint32_t)h;
-	slot->h[1] = (uint32_t)(h >> 32);
-}
+/* Non-zero fill words of same-filled pages live beside the slots, in an
+ * array as long, reserved and touched only where such a page is stored;
+ * same_touched counts its OS pages ever written (bits in same_map). */
 
 /* The slot array is reserved address space, touched only where written;
- * a bitmap with one bit per chunk of 256 slots (3 KiB of the array) says
+ * a bitmap with one bit per chunk of 512 slots (4 KiB of the array) says
  * which chunks were ever written, so that walks (discard, destroy,
  * the checker) skip the rest and never page it in. */
-#define ZM_SLOT_CHUNK 256u
-
-#define SLOT_LEN_MASK   0x1FFFFu
-#define SLOT_KIND_SHIFT 24
-#define SLOT_KIND_MASK  (3u << SLOT_KIND_SHIFT)
-#define SLOT_LOCK       (1u << 31)
+#define ZM_SLOT_CHUNK 512u
 
 static inline unsigned slot_kind(uint32_t info)
 {
@@ -81,12 +85,17 @@ static inline unsigned slot_kind(uint32_t info)
 
 static inline uint32_t slot_len(uint32_t info)
 {
-	return info & SLOT_LEN_MASK;
+	return (info >> SLOT_LEN_SHIFT) & SLOT_LEN_MASK;
 }
 
 static inline uint32_t slot_info(unsigned kind, uint32_t len)
 {
-	return (kind << SLOT_KIND_SHIFT) | len;
+	return (kind << SLOT_KIND_SHIFT) | (len << SLOT_LEN_SHIFT);
+}
+
+static inline uint32_t word_info(uint64_t w)
+{
+	return (uint32_t)((w & ZM_POOL_OWNER_MASK) >> SLOT_INFO_SHIFT);
 }
 
 /*
@@ -123,8 +132,11 @@ struct zm_store_stripe {
 
 struct zm_store {
 	/* immutable after create */
-	struct zm_slot *slots;
+	uint64_t *slots;           /* the slot words, also the pool's owner words */
 	size_t slots_bytes;        /* reserved for the slot array */
+	uint64_t *same_val;        /* fill words of same-filled pages (len 1) */
+	uint64_t *same_map;        /* atomic bits: OS pages of same_val written */
+	size_t same_map_bytes;
 	uint64_t *touched;         /* atomic bits: chunks ever written */
 	size_t touched_bytes;      /* reserved for the bitmap */
 	uint64_t nr_pages;
@@ -142,13 +154,14 @@ struct zm_store {
 				      limit (limit_bytes != 0) */
 	uint64_t used_max;         /* sampled high-water mark of pool_bytes */
 	uint64_t touched_chunks;   /* bits set in touched */
+	uint64_t same_touched;     /* bits set in same_map */
 	struct zm_store_stripe stripe[ZM_STORE_STRIPES];
 };
 
 /* slot.c */
 int zm_slots_alloc(struct zm_store *s);
 void zm_slots_free(struct zm_store *s);
-void zm_slot_lock_slow(struct zm_slot *slot);
+void zm_slot_lock_slow(uint64_t *w);
 /* The first index in [i, end) whose chunk was ever written, or end. */
 uint64_t zm_slot_next_touched(const struct zm_store *s, uint64_t i, uint64_t end);
 
@@ -164,28 +177,54 @@ static inline void zm_slot_touch(struct zm_store *s, uint64_t index)
 		__atomic_fetch_add(&s->touched_chunks, 1, __ATOMIC_RELAXED);
 }
 
-/* Lock a slot; returns its info word (without the lock bit). */
-static inline uint32_t zm_slot_lock(struct zm_slot *slot)
+/* Lock slot index; returns its info (without the lock bit). */
+static inline uint32_t zm_slot_lock(struct zm_store *s, uint64_t index)
 {
-	uint32_t old = __atomic_fetch_or(&slot->info, SLOT_LOCK, __ATOMIC_ACQUIRE);
+	uint64_t *w = &s->slots[index];
+	uint64_t old = __atomic_fetch_or(w, (uint64_t)SLOT_LOCK << SLOT_INFO_SHIFT,
+					 __ATOMIC_ACQUIRE);
 
-	if (zm_unlikely(old & SLOT_LOCK)) {
-		zm_slot_lock_slow(slot);
-		old = __atomic_load_n(&slot->info, __ATOMIC_RELAXED) & ~SLOT_LOCK;
+	if (zm_unlikely(word_info(old) & SLOT_LOCK)) {
+		zm_slot_lock_slow(w);
+		old = __atomic_load_n(w, __ATOMIC_RELAXED);
 	}
-	return old;
+	return word_info(old) & ~SLOT_LOCK;
 }
 
-/* Unlock, setting the info word to info (which must not have the lock
- * bit): one release store, since only the holder changes the word. */
-static inline void zm_slot_unlock(struct zm_slot *slot, uint32_t info)
+/* Unlock, changing the info from `held` (what zm_slot_lock returned, the
+ * slot unchanged since) to `info` (without the lock bit): one xor, which
+ * leaves the pool's bits alone. */
+static inline void zm_slot_unlock(struct zm_store *s, uint64_t index, uint32_t held,
+				  uint32_t info)
 {
-	__atomic_store_n(&slot->info, info, __ATOMIC_RELEASE);
+	__atomic_fetch_xor(&s->slots[index],
+			   (uint64_t)((held | SLOT_LOCK) ^ info) << SLOT_INFO_SHIFT,
+			   __ATOMIC_RELEASE);
 }
 
-/* Release what a slot held (its content is already unlinked from it): free
- * the object and adjust the counters.  Called without the slot lock. */
-void zm_slot_release(struct zm_store *s, uint64_t handle, uint32_t info);
+/* The pool handle of a slot holding a POOL or HUGE page. */
+static inline zm_handle_t zm_slot_handle(struct zm_store *s, uint64_t index)
+{
+	return zm_pool_key_handle(s->pool, index);
+}
+
+/* The fill word of a locked SAME slot. */
+static inline uint64_t zm_slot_same_word(const struct zm_store *s, uint64_t index,
+					 uint32_t info)
+{
+	return slot_len(info) ? s->same_val[index] : 0;
+}
+
+/* Empty a locked slot, freeing what it held from the pool; returns the
+ * new info (EMPTY).  The counters are the caller's (zm_slot_release). */
+uint32_t zm_slot_empty(struct zm_store *s, uint64_t index, uint32_t info);
+
+/* Set a locked slot's fill word (a SAME page); returns the info's length
+ * field for it (0 or 1). */
+uint32_t zm_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word);
+
+/* Count out what a slot held (already emptied): counters, the limit. */
+void zm_slot_release(struct zm_store *s, uint32_t info);
 
 /* same.c */
 bool zm_page_same_filled(const void *page, size_t len, uint64_t *word);
