@@ -4,9 +4,11 @@
  *
  * Memory accounting, all-in:
  *   pool_bytes  pages held by zspages
- *   meta_bytes  handle slots handed out (8 bytes each, free ones included),
- *               zspage records (header, pfns, 4-byte back references) and
- *               their table entries (none for huge objects, zs_huge.c),
+ *   meta_bytes  handle slots handed out (8 bytes each, free ones included;
+ *               none for objects bound to owner words, pool.h), zspage
+ *               records (header, pfns, 4-byte back references, as malloc
+ *               rounds them) and their table entries (none for huge
+ *               objects, zs_huge.c),
  *               the pages layer's 12-byte record of every page held, and
  *               the classes made.
  */
@@ -33,7 +35,7 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 		if (c->huge)
 			st->huge_objects += c->used;  /* no records */
 		else
-			meta += ((uint64_t)c->zspages + !!c->spare) * zs_record_size(c);
+			meta += ((uint64_t)c->zspages + !!c->spare) * zs_record_cost(c);
 		zm_unlock(&c->lock);
 	}
 	st->pool_pages = pages;

@@ -159,6 +159,15 @@ static inline size_t zs_record_size(const struct zs_class *c)
 	return sizeof(struct zspage) + ((size_t)c->pages + c->objs) * sizeof(uint32_t);
 }
 
+/* What malloc spends on one: glibc's chunk, the record and an 8-byte
+ * header rounded up to 16 bytes, 32 at least. */
+static inline size_t zs_record_cost(const struct zs_class *c)
+{
+	size_t n = (zs_record_size(c) + 8 + 15) & ~(size_t)15;
+
+	return n < 32 ? 32 : n;
+}
+
 struct zs_pool {
 	struct zm_pages *pages;  /* immutable */
 	char *base;              /* immutable: address of pfn 0 */
