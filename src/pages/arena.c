@@ -83,10 +83,13 @@ int zm_pages_create(const struct zm_pages_config *cfg, struct zm_pages **out)
 	p->meta_bytes = npages * sizeof(struct zm_page_meta);
 	p->pg = zm_os_reserve(p->pg_bytes, zm_os_page_size());
 	p->meta = zm_os_reserve(p->meta_bytes, zm_os_page_size());
-	if (!p->base || !p->pg || !p->meta) {
+	if (!p->base || !p->pg || !p->meta || zm_bitset_alloc(&p->free0[0], (uint32_t)npages) ||
+	    zm_bitset_alloc(&p->free0[1], (uint32_t)npages)) {
 		zm_os_release(p->base, p->arena_bytes);
 		zm_os_release(p->pg, p->pg_bytes);
 		zm_os_release(p->meta, p->meta_bytes);
+		zm_bitset_free(&p->free0[0]);
+		zm_bitset_free(&p->free0[1]);
 		zm_lock_destroy(&p->lock);
 		free(p);
 		return -ENOMEM;
@@ -112,6 +115,8 @@ void zm_pages_destroy(struct zm_pages *p)
 	zm_os_release(p->base, p->arena_bytes);
 	zm_os_release(p->pg, p->pg_bytes);
 	zm_os_release(p->meta, p->meta_bytes);
+	zm_bitset_free(&p->free0[0]);
+	zm_bitset_free(&p->free0[1]);
 	zm_lock_destroy(&p->lock);
 	free(p);
 }

@@ -11,11 +11,113 @@
  * PG_DIRTY flag, so that nr_dirty_free (the resident reserve) is exact;
  * the block flag is a conservative hint for finding them.
  *
- * Every function here runs with p->lock held.
+ * Lists: see struct zm_pg (a link a page; single pages in bitsets).
+ *
+ * Every function here runs with p->lock held, but the bitsets' alloc and
+ * free.
  */
 #include <string.h>
 
+#include "base/os.h"
 #include "pages/pages_internal.h"
+
+/* ---- the sets of free single pages ---------------------------------- */
+
+int zm_bitset_alloc(struct zm_bitset *b, uint32_t nbits)
+{
+	size_t os_page = zm_os_page_size();
+	size_t words = ((size_t)nbits + 63) / 64;
+
+	b->nsum = (uint32_t)((words + 63) / 64);
+	b->w_bytes = (words * sizeof(uint64_t) + os_page - 1) / os_page * os_page;
+	b->sum_bytes = (b->nsum * sizeof(uint64_t) + os_page - 1) / os_page * os_page;
+	b->w = zm_os_reserve(b->w_bytes, os_page);
+	b->sum = zm_os_reserve(b->sum_bytes, os_page);
+	b->lo = 0;
+	if (!b->w || !b->sum) {
+		zm_bitset_free(b);
+		return -1;
+	}
+	return 0;
+}
+
+void zm_bitset_free(struct zm_bitset *b)
+{
+	if (b->w)
+		zm_os_release(b->w, b->w_bytes);
+	if (b->sum)
+		zm_os_release(b->sum, b->sum_bytes);
+	b->w = b->sum = NULL;
+}
+
+static void bitset_add(struct zm_bitset *b, zm_pfn_t pfn)
+{
+	uint32_t i = pfn / 64;
+
+	b->w[i] |= 1ull << (pfn % 64);
+	b->sum[i / 64] |= 1ull << (i % 64);
+	if (i / 64 < b->lo)
+		b->lo = i / 64;
+}
+
+static void bitset_del(struct zm_bitset *b, zm_pfn_t pfn)
+{
+	uint32_t i = pfn / 64;
+
+	b->w[i] &= ~(1ull << (pfn % 64));
+	if (!b->w[i])
+		b->sum[i / 64] &= ~(1ull << (i % 64));
+}
+
+/* The lowest pfn in b: single pages are handed out lowest first, which
+ * packs the pool toward the arena's start. */
+static zm_pfn_t bitset_first(struct zm_bitset *b)
+{
+	for (; b->lo < b->nsum; b->lo++) {
+		uint64_t s = b->sum[b->lo];
+
+		if (s) {
+			uint32_t i = b->lo * 64 + (uint32_t)__builtin_ctzll(s);
+
+			return i * 64 + (uint32_t)__builtin_ctzll(b->w[i]);
+		}
+	}
+	return ZM_PFN_NIL;
+}
+
+zm_pfn_t zm_bitset_next(const struct zm_bitset *b, zm_pfn_t pfn)
+{
+	uint32_t i = (pfn + 1) / 64;
+	uint64_t w;
+
+	if (pfn + 1 == 0 || i / 64 >= b->nsum)
+		return ZM_PFN_NIL;
+	w = b->w[i] & (~0ull << ((pfn + 1) % 64));
+	while (!w) {
+		/* the next non-zero word, by the summary */
+		uint32_t s = (i + 1) / 64;
+		uint64_t m;
+
+		if (s >= b->nsum)
+			return ZM_PFN_NIL;
+		m = b->sum[s] & (~0ull << ((i + 1) % 64));
+		while (!m) {
+			if (++s >= b->nsum)
+				return ZM_PFN_NIL;
+			m = b->sum[s];
+		}
+		i = s * 64 + (uint32_t)__builtin_ctzll(m);
+		w = b->w[i];
+	}
+	return i * 64 + (uint32_t)__builtin_ctzll(w);
+}
+
+/* ---- free lists ------------------------------------------------------ */
+
+zm_pfn_t zm_buddy_first(struct zm_pages *p, unsigned order, int dirty)
+{
+	return order ? p->area[order][dirty].head : bitset_first(&p->free0[dirty]);
+}
 
 static void list_add(struct zm_pages *p, zm_pfn_t pfn, unsigned order, int dirty)
 {
@@ -25,11 +127,15 @@ static void list_add(struct zm_pages *p, zm_pfn_t pfn, unsigned order, int dirty
 	pg->state = PG_FREE_HEAD;
 	pg->order = (uint8_t)order;
 	pg->flags = (uint8_t)((pg->flags & PG_DIRTY) | (dirty ? PG_BLK_DIRTY : 0));
-	pg->prev = ZM_PFN_NIL;
-	pg->next = l->head;
-	if (l->head != ZM_PFN_NIL)
-		zm_pg_of(p, l->head)->prev = pfn;
-	l->head = pfn;
+	if (order == 0) {
+		bitset_add(&p->free0[dirty], pfn);
+	} else {
+		pg->link = l->head;
+		zm_pg_of(p, pfn + 1)->link = ZM_PFN_NIL;
+		if (l->head != ZM_PFN_NIL)
+			zm_pg_of(p, l->head + 1)->link = pfn;
+		l->head = pfn;
+	}
 	l->count++;
 	p->nonempty |= 1u << (order * 2 + dirty);
 }
@@ -41,12 +147,18 @@ static void list_del(struct zm_pages *p, zm_pfn_t pfn)
 	struct zm_free_list *l = &p->area[pg->order][dirty];
 
 	ZM_ASSERT(pg->state == PG_FREE_HEAD && l->count > 0);
-	if (pg->prev != ZM_PFN_NIL)
-		zm_pg_of(p, pg->prev)->next = pg->next;
-	else
-		l->head = pg->next;
-	if (pg->next != ZM_PFN_NIL)
-		zm_pg_of(p, pg->next)->prev = pg->prev;
+	if (pg->order == 0) {
+		bitset_del(&p->free0[dirty], pfn);
+	} else {
+		zm_pfn_t next = pg->link, prev = zm_pg_of(p, pfn + 1)->link;
+
+		if (prev != ZM_PFN_NIL)
+			zm_pg_of(p, prev)->link = next;
+		else
+			l->head = next;
+		if (next != ZM_PFN_NIL)
+			zm_pg_of(p, next + 1)->link = prev;
+	}
 	if (--l->count == 0)
 		p->nonempty &= ~(1u << (pg->order * 2 + dirty));
 	pg->flags &= (uint8_t)~PG_BLK_DIRTY;
@@ -99,7 +211,7 @@ static zm_pfn_t find_block(struct zm_pages *p, unsigned order, unsigned *found)
 	k = order + bit / 2;
 	/* at order k prefer the dirty list (bit 1) if it is non-empty */
 	d = (mask >> (bit & ~1u)) & 2u ? 1 : 0;
-	pfn = p->area[k][d].head;
+	pfn = zm_buddy_first(p, k, (int)d);
 	list_del(p, pfn);
 	zm_pg_of(p, pfn)->flags |= (uint8_t)(d ? PG_BLK_DIRTY : 0);
 	*found = k;
@@ -116,7 +228,7 @@ static zm_pfn_t find_dirty_block(struct zm_pages *p, unsigned order, unsigned *f
 	if (!mask)
 		return ZM_PFN_NIL;
 	*found = order + (unsigned)__builtin_ctz(mask) / 2;
-	pfn = p->area[*found][1].head;
+	pfn = zm_buddy_first(p, *found, 1);
 	list_del(p, pfn);
 	zm_pg_of(p, pfn)->flags |= PG_BLK_DIRTY;
 	return pfn;
@@ -267,8 +379,8 @@ size_t zm_buddy_isolate_dirty(struct zm_pages *p, size_t max, zm_pfn_t *out, siz
 	/* Largest blocks first: fewest madvise calls, and the small dirty
 	 * blocks are the ones allocation reuses first. */
 	for (int k = ZM_PAGES_MAX_ORDER; k >= 0 && nblk < nout; k--) {
-		while (nblk < nout && p->area[k][1].head != ZM_PFN_NIL) {
-			zm_pfn_t pfn = p->area[k][1].head;
+		while (nblk < nout && p->area[k][1].count) {
+			zm_pfn_t pfn = zm_buddy_first(p, (unsigned)k, 1);
 			unsigned order = (unsigned)k;
 			uint32_t n;
 

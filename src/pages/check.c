@@ -24,7 +24,7 @@ static int check_lists(struct zm_pages *p, size_t *free_pages, size_t *dirty,
 			struct zm_free_list *l = &p->area[k][d];
 			uint32_t n = 0, prev = ZM_PFN_NIL;
 
-			for (uint32_t pfn = l->head; pfn != ZM_PFN_NIL;) {
+			for (uint32_t pfn = zm_buddy_first(p, k, d); pfn != ZM_PFN_NIL;) {
 				struct zm_pg *pg;
 				uint32_t buddy = pfn ^ (1u << k);
 
@@ -36,9 +36,9 @@ static int check_lists(struct zm_pages *p, size_t *free_pages, size_t *dirty,
 				if (pg->state != PG_FREE_HEAD || pg->order != k)
 					ZM_CHECK_FAIL("check: pfn %u on list %u is state %u order %u",
 					     pfn, k, pg->state, pg->order);
-				if (pg->prev != prev)
+				if (k && zm_buddy_prev(p, pfn) != prev)
 					ZM_CHECK_FAIL("check: pfn %u: prev %u, expected %u", pfn,
-					     pg->prev, prev);
+					     zm_buddy_prev(p, pfn), prev);
 				if (!!(pg->flags & PG_BLK_DIRTY) != d)
 					ZM_CHECK_FAIL("check: pfn %u: dirty hint does not match list", pfn);
 				if ((pfn & ((1u << k) - 1)) || pfn + (1u << k) > p->npages)
@@ -66,7 +66,7 @@ static int check_lists(struct zm_pages *p, size_t *free_pages, size_t *dirty,
 				(*heads)++;
 				n++;
 				prev = pfn;
-				pfn = pg->next;
+				pfn = k ? zm_buddy_next(p, pfn) : zm_bitset_next(&p->free0[d], pfn);
 			}
 			if (n != l->count)
 				ZM_CHECK_FAIL("check: list %u/%d counts %u, holds %u", k, d,

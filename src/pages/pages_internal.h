@@ -82,10 +82,18 @@ enum {
 			    memory is resident: it needs no prefault when
 			    handed out and goes back to the buddy dirty */
 
-/* Internal per-page record, 12 bytes.  state, order and flags share one
- * word so that the bulk paths set all three with one store. */
+/* Internal per-page record, 8 bytes.  state, order and flags share one
+ * word so that the bulk paths set all three with one store.
+ *
+ * Free lists: the head page of a free block of order >= 1 keeps the next
+ * block's pfn in its link, and the block's second page (a free tail,
+ * whose record is otherwise unused) keeps the previous block's: a doubly
+ * linked list in one word a page.  Free single pages (order 0) have no
+ * second page; they are kept in a bitmap per dirty hint instead
+ * (struct zm_bitset, buddy.c).  Two links in every record made it 12
+ * bytes, 0.1% of the memory a pool of compressed pages uses. */
 struct zm_pg {
-	uint32_t next, prev; /* free list links (heads of free blocks only) */
+	uint32_t link;       /* see above; free block heads and their second pages */
 	union {
 		struct {
 			uint8_t state;
@@ -95,6 +103,16 @@ struct zm_pg {
 		};
 		uint32_t word;
 	};
+};
+
+/* A set of pfns, for the free single pages: a bit a page, and a summary
+ * bit for each non-zero word; lo is a lower bound on the first non-zero
+ * summary word.  Reserved address space, touched where pages are. */
+struct zm_bitset {
+	uint64_t *w, *sum;
+	size_t w_bytes, sum_bytes;
+	uint32_t nsum;       /* summary words */
+	uint32_t lo;
 };
 
 /* A page's state byte is written without the lock by the thread that owns
@@ -151,7 +169,9 @@ struct zm_pages {
 	 * above, and a lock taken on their line by one thread cost the others
 	 * a miss on every page they took or gave (2-thread allocbench). */
 	zm_lock_t lock __attribute__((aligned(64)));
-	struct zm_free_list area[ZM_PAGES_MAX_ORDER + 1][2]; /* [order][dirty] */
+	struct zm_free_list area[ZM_PAGES_MAX_ORDER + 1][2]; /* [order][dirty];
+					 order 0: counts only, the pages are in free0 */
+	struct zm_bitset free0[2];  /* [dirty]: free single pages */
 	uint32_t nonempty;        /* bit order*2+dirty: that list is not empty */
 	size_t nr_free;           /* pages in free blocks (not isolated) */
 	size_t nr_out;            /* pages out of the buddy: callers + caches */
@@ -171,7 +191,23 @@ static inline struct zm_pg *zm_pg_of(const struct zm_pages *p, zm_pfn_t pfn)
 	return &p->pg[pfn];
 }
 
-/* buddy.c; all with p->lock held */
+/* buddy.c; all with p->lock held (but alloc/free of the bitsets) */
+int zm_bitset_alloc(struct zm_bitset *b, uint32_t nbits);
+void zm_bitset_free(struct zm_bitset *b);
+/* The first block on list [order][dirty], ZM_PFN_NIL if it is empty. */
+zm_pfn_t zm_buddy_first(struct zm_pages *p, unsigned order, int dirty);
+/* The block after pfn on its list (order >= 1), ZM_PFN_NIL at the end;
+ * and the one before it. */
+static inline zm_pfn_t zm_buddy_next(const struct zm_pages *p, zm_pfn_t pfn)
+{
+	return p->pg[pfn].link;
+}
+static inline zm_pfn_t zm_buddy_prev(const struct zm_pages *p, zm_pfn_t pfn)
+{
+	return p->pg[pfn + 1].link;
+}
+/* The free single page after pfn (in pfn order) on bitset b, or ZM_PFN_NIL. */
+zm_pfn_t zm_bitset_next(const struct zm_bitset *b, zm_pfn_t pfn);
 void zm_buddy_init(struct zm_pages *p);
 /* Take one block of 2^order pages; marks it PG_ALLOC (+tails).  Returns
  * ZM_PFN_NIL when no block is free. */

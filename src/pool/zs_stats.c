@@ -9,7 +9,8 @@
  *               records (header, pfns, 4-byte back references, as malloc
  *               rounds them) and their table entries (none for huge
  *               objects, zs_huge.c),
- *               the pages layer's 12-byte record of every page held, and
+ *               the pages layer's 8-byte record of every page held (and its
+ *               free-page bitsets, a quarter byte a page), and
  *               the classes made.
  */
 #include <errno.h>
@@ -41,7 +42,7 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	st->pool_pages = pages;
 	st->pool_bytes = pages * zp->page_size;
 	meta += (uint64_t)__atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED) * sizeof(uint64_t);
-	meta += pages * sizeof(struct zm_pg);
+	meta += pages * sizeof(struct zm_pg) + pages / 4;
 	meta += (uint64_t)__atomic_load_n(&zp->ids_used, __ATOMIC_RELAXED) * sizeof(uintptr_t);
 	for (unsigned sh = 0; sh < zp->nshards; sh++)
 		if (__atomic_load_n(&zp->shard[sh], __ATOMIC_ACQUIRE))
