@@ -177,7 +177,7 @@ static long pack(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 	need = zs_pages_for(zp, c, zs->inuse);
 	*pages = zs->npop - need;
 	for (unsigned i = need; i < zs->npop; i++)
-		zm_pages_free(zp->pages, zs_pfns(zs)[i]);
+		zm_pages_free(zp->pages, zs_pfn(zs, i));
 	zs_count(&c->npages, -(int32_t)(zs->npop - need));
 	zs->npop = (uint8_t)need;
 	return moved;

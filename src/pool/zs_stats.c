@@ -6,9 +6,10 @@
  *   pool_bytes  pages held by zspages
  *   meta_bytes  handle slots handed out (8 bytes each, free ones included;
  *               none for objects bound to owner words, pool.h), zspage
- *               records (header, pfns, 4-byte back references, as malloc
- *               rounds them) and their table entries (none for huge
- *               objects, zs_huge.c),
+ *               records (header, first pfn, 4-byte back references, as
+ *               malloc rounds them; the pfn arrays of zspages not in one
+ *               run) and their table entries (none for huge objects,
+ *               zs_huge.c),
  *               the pages layer's 8-byte record of every page held (and its
  *               free-page bitsets, a quarter byte a page), and
  *               the classes made.
@@ -36,7 +37,8 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 		if (c->huge)
 			st->huge_objects += c->used;  /* no records */
 		else
-			meta += ((uint64_t)c->zspages + !!c->spare) * zs_record_cost(c);
+			meta += ((uint64_t)c->zspages + !!c->spare) * zs_malloc_cost(zs_record_size(c)) +
+				(uint64_t)c->nsplit * zs_malloc_cost(c->pages * sizeof(zm_pfn_t));
 		zm_unlock(&c->lock);
 	}
 	st->pool_pages = pages;
@@ -152,7 +154,7 @@ static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *z
 /* The zspages of class c on its fullness lists, against its counters. */
 static int check_class(struct zs_pool *zp, struct zs_class *c, uint8_t *seen)
 {
-	uint64_t n = 0, used = 0, pages = 0;
+	uint64_t n = 0, used = 0, pages = 0, split = 0;
 	int bad = 0;
 
 	for (unsigned g = 0; g < ZS_GROUPS; g++) {
@@ -163,12 +165,16 @@ static int check_class(struct zs_pool *zp, struct zs_class *c, uint8_t *seen)
 				bad = 1;
 			used += zs->inuse;
 			pages += zs->npop;
+			split += zs->pfnx != NULL;
 			n++;
 		}
 		if (!!c->group[g] != !!(c->gmask & (1u << g)))
 			ZM_CHECK_FAIL("check: class %u group %u: bitmap says %d", c->size, g,
 			     !!(c->gmask & (1u << g)));
 	}
+	if (split != c->nsplit)
+		ZM_CHECK_FAIL("check: class %u: %llu zspages with pfn arrays, counter %u",
+			      c->size, (unsigned long long)split, c->nsplit);
 	if (n != c->zspages || used != c->used || pages != c->npages)
 		ZM_CHECK_FAIL("check: class %u: %llu zspages/%llu used, counters %llu/%llu",
 		     c->size, (unsigned long long)n, (unsigned long long)used,

@@ -57,32 +57,67 @@ void zs_id_free(struct zs_pool *zp, struct zs_class *c, uint32_t id)
 	c->nfree_ids++;
 }
 
+/* Page i of zs is pfn: in the run, or (the first time it is not) the
+ * pfns move to an array of their own.  Class lock held. */
+static int set_pfn(struct zs_class *c, struct zspage *zs, unsigned i, zm_pfn_t pfn)
+{
+	zm_pfn_t *x = zs->pfnx;
+
+	if (!x) {
+		if (pfn == zs->data[0] + i)
+			return 0;
+		x = malloc((size_t)c->pages * sizeof(*x));
+		if (!x)
+			return -ENOMEM;
+		for (unsigned k = 0; k < i; k++)
+			x[k] = zs->data[0] + k;
+		x[i] = pfn;
+		/* readers see the same pfns for pages 0..i-1 either way */
+		__atomic_store_n(&zs->pfnx, x, __ATOMIC_RELEASE);
+		c->nsplit++;
+		return 0;
+	}
+	x[i] = pfn;
+	return 0;
+}
+
 int zs_populate_slow(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 		     unsigned obj)
 {
 	unsigned need = zs_pages_for(zp, c, (size_t)obj + 1);
-	zm_pfn_t *pfn = zs_pfns(zs);
 
 	while (zs->npop < need) {
 		/* CONTIG: the page after the last one, if it is free, so that
 		 * objects crossing between them are reached in place */
-		zm_pfn_t next = pfn[zs->npop - 1] + 1;
+		zm_pfn_t next = zs_pfn(zs, zs->npop - 1u) + 1, pfn;
 
 		if (zp->span == ZM_SPAN_CONTIG && (zm_pages_take_cached(zp->pages, next) == 0 ||
 						   zm_pages_alloc_at(zp->pages, next) == 0))
-			pfn[zs->npop] = next;
-		else if (zm_pages_alloc(zp->pages, &pfn[zs->npop]))
+			pfn = next;
+		else if (zm_pages_alloc(zp->pages, &pfn))
 			return -ENOMEM;
+		if (set_pfn(c, zs, zs->npop, pfn)) {
+			zm_pages_free(zp->pages, pfn);
+			return -ENOMEM;
+		}
 		zs->npop++;
 		zs_count(&c->npages, 1);
 	}
 	return 0;
 }
 
+/* The pfns of zs's n pages into out[]. */
+static void get_pfns(const struct zspage *zs, unsigned n, zm_pfn_t *out)
+{
+	for (unsigned i = 0; i < n; i++)
+		out[i] = zs_pfn(zs, i);
+}
+
 struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 {
 	struct zspage *zs = c->spare;
 	unsigned first = zs_pages_for(zp, c, 1);
+	zm_pfn_t pfns[ZS_MAX_PAGES];
 	/* one page to start, grown in place by zs_populate */
 	bool contig = first == 1 && zp->span == ZM_SPAN_CONTIG && c->pages > 1;
 	size_t got;
@@ -94,6 +129,7 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 		zs = malloc(zs_record_size(c));
 		if (!zs)
 			return NULL;
+		zs->pfnx = NULL;
 		zs->id = zs_id_alloc(zp, c);
 		if (!zs->id) {
 			free(zs);
@@ -106,7 +142,7 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 	 * takes no lock of the pages layer); else one page (the common case)
 	 * through the per-thread page cache; more with the bulk call */
 	if (contig && c->reuse_pfn && zm_pages_take_cached(zp->pages, c->reuse_pfn - 1) == 0) {
-		zs_pfns(zs)[0] = c->reuse_pfn - 1;
+		pfns[0] = c->reuse_pfn - 1;
 		got = 1;
 	} else if (contig)
 		/* the first page of a run as long as the zspage, the rest
@@ -114,13 +150,20 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 		 * then takes each next page in place (objects crossing pages
 		 * stay in place) and without the pages layer's lock */
 		got = zm_pages_alloc_run(zp->pages, c->pages < ZM_PAGES_RUN_MAX ? c->pages
-					 : ZM_PAGES_RUN_MAX, zs_pfns(zs)) == 0;
+					 : ZM_PAGES_RUN_MAX, pfns) == 0;
 	else if (first == 1)
-		got = zm_pages_alloc(zp->pages, zs_pfns(zs)) == 0;
+		got = zm_pages_alloc(zp->pages, pfns) == 0;
 	else
-		got = zm_pages_alloc_bulk(zp->pages, first, zs_pfns(zs));
+		got = zm_pages_alloc_bulk(zp->pages, first, pfns);
+	zs->data[0] = pfns[0];
+	for (unsigned i = 1; i < got && got == first; i++)
+		if (set_pfn(c, zs, i, pfns[i]))
+			first = 0;   /* no memory for the pfns: give all back */
 	if (got != first) {  /* short: the limit or the arena ran out */
-		zm_pages_free_bulk(zp->pages, got, zs_pfns(zs));
+		zm_pages_free_bulk(zp->pages, got, pfns);
+		c->nsplit -= zs->pfnx != NULL;
+		free(zs->pfnx);
+		zs->pfnx = NULL;
 		c->spare = zs;
 		return NULL;
 	}
@@ -145,6 +188,7 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 {
 	zs_count(&c->npages, -(int32_t)zs->npop);
+	c->nsplit -= zs->pfnx != NULL;
 	zs->magic = 0;
 }
 
@@ -153,17 +197,21 @@ void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 void zs_zspage_free(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 {
 	uint32_t reuse = 0;
+	zm_pfn_t pfns[ZS_MAX_PAGES];
 
 	/* a few pages go back through the per-thread cache, lock-free, the
 	 * first last, so that it is on top for the class's next zspage */
+	get_pfns(zs, zs->npop, pfns);
 	if (zs->npop <= 4) {
 		for (unsigned i = zs->npop; i-- > 0;)
-			zm_pages_free(zp->pages, zs_pfns(zs)[i]);
-		reuse = zs->npop ? zs_pfns(zs)[0] + 1 : 0;
+			zm_pages_free(zp->pages, pfns[i]);
+		reuse = zs->npop ? pfns[0] + 1 : 0;
 	} else {
-		zm_pages_free_bulk(zp->pages, zs->npop, zs_pfns(zs));
+		zm_pages_free_bulk(zp->pages, zs->npop, pfns);
 	}
 	zs->npop = 0;
+	free(zs->pfnx);   /* retired: no reader is left (zs_zspage_retire) */
+	zs->pfnx = NULL;
 	if (c) {
 		zm_lock(&c->lock);
 		c->reuse_pfn = reuse;

@@ -100,7 +100,12 @@
 				 each other's lines, and allocbench's
 				 all-free ran 2-4x slower on 2 threads */
 
-/* A zspage record: 40 bytes + 4 per page + 4 per object. */
+/* A zspage record: 48 bytes + 4 + 4 per object.  Its pages are usually
+ * one run (zs_zspage.c), first, first + 1, ...: then data[0], the first,
+ * says where they all are.  When a page comes that is not the next one,
+ * the pfns go to an array of their own, pfnx (never freed while the
+ * zspage lives; published with a release store, read with an acquire
+ * load, and the same pfns either way for the pages already there). */
 struct zspage {
 	uint32_t magic;
 	uint32_t id;             /* index in the zspage table */
@@ -114,11 +119,19 @@ struct zspage {
 	uint8_t pass;            /* compaction: received objects in this pass */
 	uint32_t size;           /* the class's slot size, for the map path */
 	struct zspage *next, *prev;
-	uint32_t data[];         /* pfn of each page, then the handle slot of
-				    each object (back references) */
+	zm_pfn_t *pfnx;          /* atomic: the pfns, if not one run; or NULL */
+	uint32_t data[];         /* the first page's pfn, then the handle slot
+				    of each object (back references) */
 };
 
-static inline zm_pfn_t *zs_pfns(struct zspage *zs) { return zs->data; }
+/* Page i of zs (i < npop). */
+static inline zm_pfn_t zs_pfn(const struct zspage *zs, unsigned i)
+{
+	const zm_pfn_t *x = __atomic_load_n(&zs->pfnx, __ATOMIC_ACQUIRE);
+
+	return zm_likely(!x) ? zs->data[0] + i : x[i];
+}
+
 /* One shard of a size class: 192 bytes, three cache lines, aligned so
  * that two classes' locks never share a line. */
 struct zs_class {
@@ -144,6 +157,8 @@ struct zs_class {
 	uint32_t nfree_slots;             /* lock */
 	uint32_t free_ids;                /* lock: zspage id free list */
 	uint32_t nfree_ids;               /* lock */
+	uint32_t nsplit;                  /* lock: zspages with a pfn array
+					     (struct zspage's pfnx) */
 } __attribute__((aligned(64)));
 
 /* Add to a counter that is written under the class lock but read without
@@ -156,15 +171,14 @@ static inline void zs_count(uint32_t *ctr, int32_t d)
 /* Bytes of one zspage record of class c. */
 static inline size_t zs_record_size(const struct zs_class *c)
 {
-	return sizeof(struct zspage) + ((size_t)c->pages + c->objs) * sizeof(uint32_t);
+	return sizeof(struct zspage) + (1 + (size_t)c->objs) * sizeof(uint32_t);
 }
 
-/* What malloc spends on one: glibc's chunk, the record and an 8-byte
+/* What malloc spends on n bytes: glibc's chunk, the bytes and an 8-byte
  * header rounded up to 16 bytes, 32 at least. */
-static inline size_t zs_record_cost(const struct zs_class *c)
+static inline size_t zs_malloc_cost(size_t n)
 {
-	size_t n = (zs_record_size(c) + 8 + 15) & ~(size_t)15;
-
+	n = (n + 8 + 15) & ~(size_t)15;
 	return n < 32 ? 32 : n;
 }
 
@@ -387,7 +401,7 @@ static inline int zs_populate(struct zs_pool *zp, struct zs_class *c, struct zsp
 }
 static inline uint32_t *zs_backref(struct zspage *zs, const struct zs_class *c)
 {
-	return zs->data + c->pages;
+	return zs->data + 1;
 }
 /* The one or two pieces of memory holding object obj; returns how many.
  * An object crossing into the next page is one piece if that page is the
@@ -398,16 +412,18 @@ static inline int zs_obj_segs(const struct zs_pool *zp, const struct zspage *zs,
 	size_t size = zs->size, off = (size_t)obj * size;
 	size_t in = off & (zp->page_size - 1);
 	unsigned pg = (unsigned)(off >> zp->shift);
-	const zm_pfn_t *pfn = zs->data;
+	const zm_pfn_t *x = __atomic_load_n(&zs->pfnx, __ATOMIC_ACQUIRE);
+	zm_pfn_t p0 = zm_likely(!x) ? zs->data[0] + pg : x[pg];
+	zm_pfn_t p1 = zm_likely(!x) ? p0 + 1 : x[pg + 1];
 
-	seg[0] = zp->base + ((size_t)pfn[pg] << zp->shift) + in;
+	seg[0] = zp->base + ((size_t)p0 << zp->shift) + in;
 	if (zm_likely(in + size <= zp->page_size) ||
-	    (zp->span == ZM_SPAN_CONTIG && pfn[pg + 1] == pfn[pg] + 1)) {
+	    (zp->span == ZM_SPAN_CONTIG && p1 == p0 + 1)) {
 		len[0] = size;
 		return 1;
 	}
 	len[0] = zp->page_size - in;
-	seg[1] = zp->base + ((size_t)pfn[pg + 1] << zp->shift);
+	seg[1] = zp->base + ((size_t)p1 << zp->shift);
 	len[1] = size - len[0];
 	return 2;
 }
@@ -538,6 +554,7 @@ static inline struct zspage *zs_huge_view(const struct zs_pool *zp, uint64_t v)
 	struct zspage *zs = &zs_hview.zs;
 
 	zs->data[0] = zs_huge_pfn(v);
+	zs->pfnx = NULL;
 	zs->size = (uint32_t)zp->page_size;
 	return zs;
 }
