@@ -202,9 +202,12 @@ size_t zm_pool_obj_size(struct zm_pool *pool, zm_handle_t handle);
 #define ZM_POOL_WORD_MASK  (~ZM_POOL_OWNER_MASK)
 #define ZM_POOL_MAX_KEYS   ((uint64_t)1 << 31)
 
-/* Give the object of handle h to key (which must hold nothing); h is no
- * longer valid afterwards.  0, or -EINVAL (no owner words, key out of
- * range or in use, bad handle). */
+/* Give the object of handle h to key (which must hold nothing); h must be
+ * a live handle from zm_malloc, not bound before, and is no longer valid
+ * afterwards.  0, or -EINVAL (no owner words, key out of range or in use,
+ * a bad handle: zsmalloc recognises every bad one; the backends keeping a
+ * key table recognise what their zm_pool_obj_size does, the malloc
+ * backend none). */
 int zm_pool_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key);
 
 /* The handle of key's object, for map/unmap/read/write/obj_size; 0 when

@@ -208,7 +208,9 @@ uint64_t zm_store_nr_pages(const struct zm_store *store);
 /* What a slot holds, for tests and tools: flags ZM_STORE_SLOT_* and, for a
  * page in the pool, its handle and object length; for a same-filled page,
  * the 8-byte word it is filled with in *handle (0 for a zero page); *handle
- * is 0 for an empty slot.
+ * is 0 for an empty slot.  A pool page's handle is its slot's key handle
+ * (pool.h, owner words): it names whatever object the slot holds when it
+ * is used, not the one it held when asked.
  * The answer may be stale as soon as it is returned.  0 or -EINVAL. */
 #define ZM_STORE_SLOT_EMPTY 0u
 #define ZM_STORE_SLOT_SAME  1u  /* same-filled; no pool object */

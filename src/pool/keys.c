@@ -96,6 +96,8 @@ int zm_pool_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key)
 	if (pool->ops->bind)
 		return pool->ops->bind(pool, h, key);
 	w = &pool->words[key];
+	if (zm_unlikely(!zm_pool_obj_size(pool, h)))
+		return -EINVAL;     /* a bad handle, for backends that can tell */
 	if (zm_unlikely(__atomic_load_n(w, __ATOMIC_ACQUIRE) & 1)) {
 		zm_bad_input("zm_pool_bind: key %llu holds an object already",
 			     (unsigned long long)key);

@@ -122,22 +122,38 @@ int zs_huge_bind(struct zs_pool *zp, zm_handle_t h, uint32_t kref)
 	return 0;
 }
 
-/* The next live huge object of shard `shard` (any if < 0) at or after
- * position *pos: handle slots 1.. first, then owner words.  Sets *v and
- * returns true, advancing *pos past it; false at the end. */
-static bool next_huge(struct zs_pool *zp, uint64_t *pos, int shard, uint64_t *v)
-{
-	uint64_t nslots = __atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED);
+/* A walk over the live huge objects: handle slots 1.. first, then owner
+ * words.  It stops after `left` objects, the count the classes keep, so
+ * that a store's owner words (as many as its pages, most never written)
+ * are not all read when the last huge object is found early, or at once
+ * when there is none (at destroy, after the store freed its pages).  A
+ * stray live word beyond the count is therefore not seen; the counts are
+ * checked against what the walk finds. */
+struct huge_walk {
+	uint64_t pos, nslots, left;
+};
 
-	for (; *pos < nslots + zp->nowner; (*pos)++) {
-		uint32_t ref = *pos < nslots ? (uint32_t)*pos
-					     : (uint32_t)(*pos - nslots) | ZS_REF_OWNER;
+static void walk_init(struct zs_pool *zp, struct huge_walk *w, uint64_t left)
+{
+	w->pos = 0;
+	w->nslots = __atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED);
+	w->left = left;
+}
+
+/* The next one of shard `shard` (any if < 0): sets *v and returns true;
+ * false at the end. */
+static bool next_huge(struct zs_pool *zp, struct huge_walk *w, int shard, uint64_t *v)
+{
+	for (; w->left && w->pos < w->nslots + zp->nowner; w->pos++) {
+		uint32_t ref = w->pos < w->nslots ? (uint32_t)w->pos
+			       : (uint32_t)(w->pos - w->nslots) | ZS_REF_OWNER;
 
 		if (ref == 0)
 			continue;
 		*v = zs_load_ref(zp, ref);
 		if ((*v & 3) == 3 && (shard < 0 || zs_huge_shard(*v) == (unsigned)shard)) {
-			(*pos)++;
+			w->pos++;
+			w->left--;
 			return true;
 		}
 	}
@@ -146,9 +162,14 @@ static bool next_huge(struct zs_pool *zp, uint64_t *pos, int shard, uint64_t *v)
 
 void zs_huge_release(struct zs_pool *zp)
 {
-	uint64_t pos = 0, v;
+	struct huge_walk w;
+	uint64_t n = 0, v;
 
-	while (next_huge(zp, &pos, -1, &v))
+	ZS_FOR_EACH_CLASS(zp, c)
+		if (c->huge)
+			n += c->used;
+	walk_init(zp, &w, n);
+	while (next_huge(zp, &w, -1, &v))
 		zm_pages_free(zp->pages, zs_huge_pfn(v));
 }
 
@@ -156,6 +177,7 @@ int zs_huge_check(struct zs_pool *zp, struct zs_class *c, uint64_t *seen,
 		  size_t total_pages)
 {
 	int shard = (int)(c->idx >> zp->cshift);
+	struct huge_walk w;
 	uint64_t n = 0, v;
 	int bad = 0;
 
@@ -164,16 +186,17 @@ int zs_huge_check(struct zs_pool *zp, struct zs_class *c, uint64_t *seen,
 	if (c->zspages != c->used || c->npages != c->used)
 		ZM_CHECK_FAIL("check: huge class shard %d: %u objects, %u zspages, %u pages",
 		     shard, c->used, c->zspages, c->npages);
-	for (uint64_t pos = 0; next_huge(zp, &pos, shard, &v);) {
+	walk_init(zp, &w, c->used);
+	while (next_huge(zp, &w, shard, &v)) {
 		zm_pfn_t pfn = zs_huge_pfn(v);
 
 		n++;
 		if (pfn >= total_pages) {
 			ZM_CHECK_FAIL("check: huge object at %llu names pfn %u, beyond the "
-			     "arena", (unsigned long long)pos - 1, pfn);
+			     "arena", (unsigned long long)w.pos - 1, pfn);
 		} else if (seen[pfn / 64] & (1ull << (pfn % 64))) {
 			ZM_CHECK_FAIL("check: pfn %u holds two huge objects (at %llu)", pfn,
-				      (unsigned long long)pos - 1);
+				      (unsigned long long)w.pos - 1);
 		} else {
 			seen[pfn / 64] |= 1ull << (pfn % 64);
 		}
