@@ -413,12 +413,14 @@ static inline int zs_obj_segs(const struct zs_pool *zp, const struct zspage *zs,
 	size_t in = off & (zp->page_size - 1);
 	unsigned pg = (unsigned)(off >> zp->shift);
 	const zm_pfn_t *x = __atomic_load_n(&zs->pfnx, __ATOMIC_ACQUIRE);
-	zm_pfn_t p0 = zm_likely(!x) ? zs->data[0] + pg : x[pg];
-	zm_pfn_t p1 = zm_likely(!x) ? p0 + 1 : x[pg + 1];
+	zm_pfn_t p0 = zm_likely(!x) ? zs->data[0] + pg : x[pg], p1;
 
 	seg[0] = zp->base + ((size_t)p0 << zp->shift) + in;
+	/* one piece if it stays in its page, or crosses into the next page
+	 * in memory (CONTIG); pfnx has no entry beyond the zspage's pages */
 	if (zm_likely(in + size <= zp->page_size) ||
-	    (zp->span == ZM_SPAN_CONTIG && p1 == p0 + 1)) {
+	    (p1 = zm_likely(!x) ? p0 + 1 : x[pg + 1],
+	     zp->span == ZM_SPAN_CONTIG && p1 == p0 + 1)) {
 		len[0] = size;
 		return 1;
 	}
