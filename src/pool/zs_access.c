@@ -22,38 +22,30 @@
 
 #include "pool/zsmalloc.h"
 
+/* The lookup loop, for a slot (key false) or an owner word (key true):
+ * `check` the tag bits the word must match. */
 static inline __attribute__((always_inline)) struct zspage *
-lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)
+lookup_at(struct zs_pool *zp, zm_handle_t h, uint32_t ref, bool key, unsigned *obj,
+	  unsigned hz)
 {
-	uint32_t ref = zs_handle_ref(h);
-	uint64_t check = ZS_TAG_MASK;   /* the tag bits the slot must match */
+	const uint64_t check = key ? 1 : ZS_TAG_MASK;
 
-	if (zm_unlikely(h & ZS_H_OWNER)) {
-		/* an owner key's handle: only "live" to match (zsmalloc.h) */
-		if (zm_unlikely((h & ZS_TAG_MASK) != 1 ||
-				(h & ~ZS_H_OWNER) >> ZS_TAG_BITS >= zp->nowner))
-			goto bad;
-		check = 1;
-	} else if (zm_unlikely(!(h & 1) || ref == 0 ||
-			       h >> ZS_TAG_BITS >= ZS_MAX_HANDLES)) {
-		goto bad;
-	}
 	for (;;) {
-		uint64_t v = zs_load_ref(zp, ref);
+		uint64_t v = key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref);
 		struct zspage *zs;
 
 		if (zm_unlikely((v ^ h) & check))
-			goto bad;
+			return NULL;
 		if (zm_unlikely(v & ZS_TAG_HUGE)) {  /* never moves: no hazard */
 			*obj = 0;
 			return zs_huge_view(zp, v);
 		}
 		zs = zs_by_id(zp, zs_slot_id(v));
 		zm_hazard_set(hz, zs);
-		if (zm_likely(zs_load_ref(zp, ref) == v)) {
+		if (zm_likely((key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref)) == v)) {
 			/* the slot still names zs, so zs is alive */
 			if (zm_likely(!__atomic_load_n(&zs->migrating, __ATOMIC_ACQUIRE) &&
-				      zs_load_ref(zp, ref) == v)) {
+				      (key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref)) == v)) {
 				ZM_ASSERT(zs->magic == ZS_MAGIC);
 				*obj = zs_slot_obj(v);
 				return zs;
@@ -64,10 +56,34 @@ lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)
 		}
 		zm_hazard_clear(hz);
 	}
-bad:
-	zm_bad_input("zsmalloc: bad handle %#llx (stale, foreign or freed)",
-		     (unsigned long long)h);
-	return NULL;
+}
+
+/* An owner key's handle: only "live" to match (zsmalloc.h). */
+static __attribute__((noinline)) struct zspage *
+lookup_key(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)
+{
+	if (zm_unlikely((h & ZS_TAG_MASK) != 1 ||
+			(h & ~ZS_H_OWNER) >> ZS_TAG_BITS >= zp->nowner))
+		return NULL;
+	return lookup_at(zp, h, zs_handle_ref(h), true, obj, hz);
+}
+
+static inline __attribute__((always_inline)) struct zspage *
+lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)
+{
+	uint64_t idx = h >> ZS_TAG_BITS;
+	struct zspage *zs;
+
+	if (zm_unlikely(h & ZS_H_OWNER))
+		zs = lookup_key(zp, h, obj, hz);
+	else if (zm_unlikely(!(h & 1) || idx == 0 || idx >= ZS_MAX_HANDLES))
+		zs = NULL;
+	else
+		zs = lookup_at(zp, h, (uint32_t)idx, false, obj, hz);
+	if (zm_unlikely(!zs))
+		zm_bad_input("zsmalloc: bad handle %#llx (stale, foreign or freed)",
+			     (unsigned long long)h);
+	return zs;
 }
 
 struct zspage *zs_lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)

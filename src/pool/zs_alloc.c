@@ -197,25 +197,14 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 	return alloc_in(zp, c, zs);
 }
 
-/* Whether h names a huge object (an owner key's handle does not say:
- * its word does, and a live object never changes class). */
-static bool is_huge(struct zs_pool *zp, zm_handle_t h)
+/* Find the (not huge) object of h, a slot's handle or (key) an owner
+ * key's, and lock its class with the object pinned: its zspage not being
+ * migrated, and its slot, read under the lock, still naming it.  Returns
+ * the class, locked, and sets *zsp and *obj; NULL for a bad handle. */
+static inline __attribute__((always_inline)) struct zs_class *
+lock_obj(struct zs_pool *zp, zm_handle_t h, bool key, struct zspage **zsp, unsigned *obj)
 {
-	uint64_t key = (h & ~ZS_H_OWNER) >> ZS_TAG_BITS;
-
-	if (!(h & ZS_H_OWNER))
-		return h & ZS_TAG_HUGE;
-	return key < zp->nowner && (zs_load_ref(zp, (uint32_t)key | ZS_REF_OWNER) & 3) == 3;
-}
-
-/* Find the (not huge) object of h and lock its class with the object
- * pinned: its zspage not being migrated, and its slot, read under the
- * lock, still naming it.  Returns the class, locked, and sets *zsp and
- * *obj; NULL for a bad handle. */
-static struct zs_class *lock_obj(struct zs_pool *zp, zm_handle_t h, struct zspage **zsp,
-				 unsigned *obj)
-{
-	uint64_t check = h & ZS_H_OWNER ? 1 : ZS_TAG_MASK;
+	const uint64_t check = key ? 1 : ZS_TAG_MASK;
 	uint32_t ref = zs_handle_ref(h);
 	struct zs_class *c;
 	struct zspage *zs;
@@ -241,7 +230,7 @@ static struct zs_class *lock_obj(struct zs_pool *zp, zm_handle_t h, struct zspag
 		}
 		zm_hazard_clear(ZM_HAZARD_RW);
 		/* still there?  (a racing free or a move changes the slot) */
-		v = zs_load_ref(zp, ref);
+		v = key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref);
 		if (zm_likely(!((v ^ h) & check) && !(v & ZS_TAG_HUGE) &&
 			      zs_slot_id(v) == zs->id && zs_slot_obj(v) == *obj)) {
 			*zsp = zs;
@@ -251,32 +240,25 @@ static struct zs_class *lock_obj(struct zs_pool *zp, zm_handle_t h, struct zspag
 	}
 }
 
-/* The slot or owner word of a freed object: empty again.  Class lock held. */
-void zs_ref_release(struct zs_pool *zp, struct zs_class *c, uint32_t ref)
+/* Free the (not huge) object of h, a slot's handle or (key) a key's. */
+static inline __attribute__((always_inline)) int free_obj(struct zs_pool *zp, zm_handle_t h,
+							  bool key)
 {
-	if (ref & ZS_REF_OWNER)
-		zs_store_ref(zp, ref, 0);
-	else
-		zs_slot_free(zp, c, ref);
-}
-
-int zs_free(struct zm_pool *pool, zm_handle_t h)
-{
-	struct zs_pool *zp = zs_of(pool);
 	struct zs_class *c;
 	struct zspage *zs;
 	unsigned obj;
 	bool moved;
 
-	if (zm_unlikely(is_huge(zp, h)))
-		return zs_huge_free(zp, h);
-	c = lock_obj(zp, h, &zs, &obj);
+	c = lock_obj(zp, h, key, &zs, &obj);
 	if (zm_unlikely(!c)) {
 		zm_bad_input("zsmalloc: free of bad handle %#llx (stale, foreign "
 			     "or already free)", (unsigned long long)h);
 		return -EINVAL;
 	}
-	zs_ref_release(zp, c, zs_handle_ref(h));
+	if (key)
+		zs_store_ref(zp, zs_handle_ref(h), 0);
+	else
+		zs_slot_free(zp, c, zs_handle_idx(h));
 	zs_count(&c->used, -1);
 	if (zs->inuse == 1) {
 		/* the last object: the zspage goes, so its free chain does
@@ -295,6 +277,28 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 	zs_auto_freed(zp, c, zs->group, moved);
 	zm_unlock(&c->lock);
 	return 0;
+}
+
+/* An owner key's object: its word says whether it is huge (a live
+ * object never changes class). */
+static __attribute__((noinline)) int free_key_obj(struct zs_pool *zp, zm_handle_t h)
+{
+	uint64_t key = (h & ~ZS_H_OWNER) >> ZS_TAG_BITS;
+
+	if (key < zp->nowner && (zs_load_ref(zp, (uint32_t)key | ZS_REF_OWNER) & 3) == 3)
+		return zs_huge_free(zp, h);
+	return free_obj(zp, h, true);
+}
+
+int zs_free(struct zm_pool *pool, zm_handle_t h)
+{
+	struct zs_pool *zp = zs_of(pool);
+
+	if (zm_unlikely(h & ZS_H_OWNER))
+		return free_key_obj(zp, h);
+	if (zm_unlikely(h & ZS_TAG_HUGE))
+		return zs_huge_free(zp, h);
+	return free_obj(zp, h, false);
 }
 
 /* ---- owner words (pool.h) ------------------------------------------ */
@@ -318,7 +322,7 @@ int zs_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key)
 	}
 	if (h & ZS_TAG_HUGE)
 		return zs_huge_bind(zp, h, kref);
-	c = lock_obj(zp, h, &zs, &obj);
+	c = lock_obj(zp, h, false, &zs, &obj);
 	if (zm_unlikely(!c)) {
 		zm_bad_input("zsmalloc: bind of bad handle %#llx", (unsigned long long)h);
 		return -EINVAL;

@@ -106,22 +106,26 @@ int zs_populate_slow(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 	return 0;
 }
 
-/* The pfns of zs's n pages into out[]. */
-static void get_pfns(const struct zspage *zs, unsigned n, zm_pfn_t *out)
+/* Give back n pages from first on (a run) with the bulk call. */
+static __attribute__((noinline)) void free_run(struct zs_pool *zp, zm_pfn_t first, unsigned n)
 {
+	zm_pfn_t pfns[ZS_MAX_PAGES];
+
 	for (unsigned i = 0; i < n; i++)
-		out[i] = zs_pfn(zs, i);
+		pfns[i] = first + i;
+	zm_pages_free_bulk(zp->pages, n, pfns);
 }
 
 struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 {
 	struct zspage *zs = c->spare;
-	unsigned first = zs_pages_for(zp, c, 1);
-	zm_pfn_t pfns[ZS_MAX_PAGES];
-	/* one page to start, grown in place by zs_populate */
-	bool contig = first == 1 && zp->span == ZM_SPAN_CONTIG && c->pages > 1;
-	size_t got;
+	/* one page to start, grown in place by zs_populate (a class's
+	 * objects are smaller than a page: object 0 lies in the first) */
+	bool contig = zp->span == ZM_SPAN_CONTIG && c->pages > 1;
+	zm_pfn_t pfn;
+	int rc;
 
+	ZM_ASSERT(zs_pages_for(zp, c, 1) == 1);
 	if (zs) {
 		/* the class's retired record, with its id: no malloc */
 		c->spare = NULL;
@@ -140,47 +144,39 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 	 * thread's page cache still has it (its next pages likely too, for
 	 * zs_populate: an object freed and allocated over and over then
 	 * takes no lock of the pages layer); else one page (the common case)
-	 * through the per-thread page cache; more with the bulk call */
+	 * through the per-thread page cache */
 	if (contig && c->reuse_pfn && zm_pages_take_cached(zp->pages, c->reuse_pfn - 1) == 0) {
-		pfns[0] = c->reuse_pfn - 1;
-		got = 1;
-	} else if (contig)
+		pfn = c->reuse_pfn - 1;
+		rc = 0;
+	} else if (contig) {
 		/* the first page of a run as long as the zspage, the rest
 		 * set aside in this thread's cache for zs_populate, which
 		 * then takes each next page in place (objects crossing pages
 		 * stay in place) and without the pages layer's lock */
-		got = zm_pages_alloc_run(zp->pages, c->pages < ZM_PAGES_RUN_MAX ? c->pages
-					 : ZM_PAGES_RUN_MAX, pfns) == 0;
-	else if (first == 1)
-		got = zm_pages_alloc(zp->pages, pfns) == 0;
-	else
-		got = zm_pages_alloc_bulk(zp->pages, first, pfns);
-	zs->data[0] = pfns[0];
-	for (unsigned i = 1; i < got && got == first; i++)
-		if (set_pfn(c, zs, i, pfns[i]))
-			first = 0;   /* no memory for the pfns: give all back */
-	if (got != first) {  /* short: the limit or the arena ran out */
-		zm_pages_free_bulk(zp->pages, got, pfns);
-		c->nsplit -= zs->pfnx != NULL;
-		free(zs->pfnx);
-		zs->pfnx = NULL;
+		rc = zm_pages_alloc_run(zp->pages, c->pages < ZM_PAGES_RUN_MAX ? c->pages
+					: ZM_PAGES_RUN_MAX, &pfn);
+	} else {
+		rc = zm_pages_alloc(zp->pages, &pfn);
+	}
+	if (rc) {  /* the limit or the arena ran out */
 		c->spare = zs;
 		return NULL;
 	}
+	zs->data[0] = pfn;
 	zs->magic = ZS_MAGIC;
 	zs->cls = c->idx;
 	zs->inuse = 0;
 	zs->free_head = ZS_NONE;
 	zs->bump = 0;
 	zs->group = ZS_GROUPS;  /* on no list yet */
-	zs->npop = (uint8_t)first;
+	zs->npop = 1;
 	/* atomic, as every access to it: lookups read it without the class
 	 * lock (ThreadSanitizer caught this plain store racing one of them
 	 * on a record reused from malloc) */
 	__atomic_store_n(&zs->migrating, 0, __ATOMIC_RELAXED);
 	zs->size = c->size;
 	zs->next = zs->prev = NULL;
-	zs_count(&c->npages, (int32_t)first);
+	zs_count(&c->npages, 1);
 	__atomic_store_n(&zp->ztab[zs->id], (uintptr_t)zs, __ATOMIC_RELEASE);
 	return zs;
 }
@@ -196,22 +192,33 @@ void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
  * spare if it has none (takes the class lock), else it is freed. */
 void zs_zspage_free(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 {
+	zm_pfn_t *x = zs->pfnx, first = zs->data[0];
+	unsigned n = zs->npop;
 	uint32_t reuse = 0;
-	zm_pfn_t pfns[ZS_MAX_PAGES];
 
 	/* a few pages go back through the per-thread cache, lock-free, the
 	 * first last, so that it is on top for the class's next zspage */
-	get_pfns(zs, zs->npop, pfns);
-	if (zs->npop <= 4) {
-		for (unsigned i = zs->npop; i-- > 0;)
-			zm_pages_free(zp->pages, pfns[i]);
-		reuse = zs->npop ? pfns[0] + 1 : 0;
+	if (zm_likely(!x)) {
+		if (n <= 4) {
+			for (unsigned i = n; i-- > 0;)
+				zm_pages_free(zp->pages, first + i);
+			reuse = n ? first + 1 : 0;
+		} else {
+			free_run(zp, first, n);
+		}
 	} else {
-		zm_pages_free_bulk(zp->pages, zs->npop, pfns);
+		if (n <= 4) {
+			for (unsigned i = n; i-- > 0;)
+				zm_pages_free(zp->pages, x[i]);
+			reuse = n ? x[0] + 1 : 0;
+		} else {
+			zm_pages_free_bulk(zp->pages, n, x);
+		}
+		/* retired: no reader is left (zs_zspage_retire) */
+		free(x);
+		zs->pfnx = NULL;
 	}
 	zs->npop = 0;
-	free(zs->pfnx);   /* retired: no reader is left (zs_zspage_retire) */
-	zs->pfnx = NULL;
 	if (c) {
 		zm_lock(&c->lock);
 		c->reuse_pfn = reuse;

@@ -379,6 +379,15 @@ static inline void zs_store_ref(struct zs_pool *zp, uint32_t ref, uint64_t v)
 		;
 }
 
+/* The slot or owner word of a freed object: empty again.  Class lock held. */
+static inline void zs_ref_release(struct zs_pool *zp, struct zs_class *c, uint32_t ref)
+{
+	if (ref & ZS_REF_OWNER)
+		zs_store_ref(zp, ref, 0);
+	else
+		zs_slot_free(zp, c, ref);
+}
+
 /* zs_zspage.c.  new and retire (gives up the id) with the class lock
  * held; free (gives back the pages and the record) after it is dropped. */
 struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c);
@@ -570,7 +579,6 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg);
 void zs_destroy(struct zm_pool *pool);
 zm_handle_t zs_malloc(struct zm_pool *pool, size_t size);
 int zs_free(struct zm_pool *pool, zm_handle_t h);
-void zs_ref_release(struct zs_pool *zp, struct zs_class *c, uint32_t ref);
 int zs_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key);
 zm_handle_t zs_key_handle_of(struct zm_pool *pool, uint64_t key);
 int zs_free_key(struct zm_pool *pool, uint64_t key);
