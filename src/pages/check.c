@@ -3,7 +3,8 @@
  * always compiled, called by tests after every step).
  *
  * It verifies: every free list is a well-formed doubly linked list of
- * block heads of the right order, aligned and inside the arena; no free
+ * block heads of the right order (order 0: the bitsets hold exactly the
+ * free single pages), aligned and inside the arena; no free
  * block has a free buddy of the same order (they would have merged); the
  * pages inside free blocks are free tails; the per-page dirty flags add up
  * to nr_dirty_free; every page is accounted for exactly once: free, in a

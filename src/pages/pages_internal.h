@@ -105,6 +105,10 @@ struct zm_pg {
 	};
 };
 
+/* What the pages layer spends on n pages held, for the pools' meta_bytes:
+ * their records and their share of the free-page bitsets (2 bits a page). */
+#define ZM_PAGES_META_BYTES(n) ((uint64_t)(n) * sizeof(struct zm_pg) + (uint64_t)(n) / 4)
+
 /* A set of pfns, for the free single pages: a bit a page, and a summary
  * bit for each non-zero word; lo is a lower bound on the first non-zero
  * summary word.  Reserved address space, touched where pages are. */

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "pool/xcf.h"
-#include "pages/pages_internal.h" /* sizeof(struct zm_pg) for accounting */
+#include "pages/pages_internal.h" /* ZM_PAGES_META_BYTES for accounting */
 
 void xcf_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 {
@@ -38,7 +38,7 @@ void xcf_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	st->descriptors = x->live_desc;
 	st->malloc_fail = x->malloc_fail;
 	st->meta_bytes = (uint64_t)(x->top - 1) * sizeof(struct xcf_desc) +
-			 x->npages * sizeof(struct zm_pg) + sizeof(*x) +
+			 ZM_PAGES_META_BYTES(x->npages) + sizeof(*x) +
 			 x->maxblk * (sizeof(uint32_t) + 2 * sizeof(uint64_t)) +
 			 x->nwords * sizeof(uint64_t);
 	zm_unlock(&x->lock);

@@ -17,7 +17,7 @@
 #include <errno.h>
 
 #include "pool/xv.h"
-#include "pages/pages_internal.h" /* sizeof(struct zm_pg) for accounting */
+#include "pages/pages_internal.h" /* ZM_PAGES_META_BYTES for accounting */
 
 void xv_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 {
@@ -28,7 +28,7 @@ void xv_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	st->slot_bytes = xp->slot_bytes;
 	st->pool_pages = xp->pages_held;
 	st->pool_bytes = xp->pages_held * xp->page_size - xp->blocks * XV_HDR;
-	st->meta_bytes = xp->blocks * XV_HDR + xp->pages_held * sizeof(struct zm_pg) +
+	st->meta_bytes = xp->blocks * XV_HDR + ZM_PAGES_META_BYTES(xp->pages_held) +
 			 sizeof(*xp);
 	st->pages_max = xp->pages_max;
 	st->huge_objects = xp->raw_pages;

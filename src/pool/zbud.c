@@ -42,7 +42,7 @@
 #include <string.h>
 
 #include "base/lock.h"
-#include "pages/pages_internal.h" /* sizeof(struct zm_pg) for accounting */
+#include "pages/pages_internal.h" /* ZM_PAGES_META_BYTES for accounting */
 #include "pool/pool_internal.h"
 
 /* Chunks per page: 256, 16 bytes at 4 KiB.  The kernel used 64 because
@@ -422,7 +422,8 @@ static void zb_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	st->huge_objects = zb->huge;
 	zm_unlock(&zb->lock);
 	st->pool_bytes = st->pool_pages * zb->page_size;
-	st->meta_bytes = st->pool_pages * (sizeof(struct zm_pg) + sizeof(struct zm_page_meta)) +
+	st->meta_bytes = ZM_PAGES_META_BYTES(st->pool_pages) +
+			st->pool_pages * sizeof(struct zm_page_meta) +
 			 sizeof(*zb);
 	st->malloc_fail = __atomic_load_n(&zb->fail, __ATOMIC_RELAXED);
 }

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "pool/zsmalloc.h"
-#include "pages/pages_internal.h" /* sizeof(struct zm_pg) for accounting */
+#include "pages/pages_internal.h" /* ZM_PAGES_META_BYTES for accounting */
 
 void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 {
@@ -44,7 +44,7 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	st->pool_pages = pages;
 	st->pool_bytes = pages * zp->page_size;
 	meta += (uint64_t)__atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED) * sizeof(uint64_t);
-	meta += pages * sizeof(struct zm_pg) + pages / 4;
+	meta += ZM_PAGES_META_BYTES(pages);
 	meta += (uint64_t)__atomic_load_n(&zp->ids_used, __ATOMIC_RELAXED) * sizeof(uintptr_t);
 	for (unsigned sh = 0; sh < zp->nshards; sh++)
 		if (__atomic_load_n(&zp->shard[sh], __ATOMIC_ACQUIRE))

@@ -4,9 +4,10 @@
  *
  * Lazy population.  A new zspage takes its first page (the first page of
  * the zspage the class retired last, if the thread's cache still has it;
- * else the first of a run, zm_pages_alloc_run; the bulk call for classes
- * whose first object needs several pages) and the rest one at a time as
- * the bump index reaches them (zs_populate, under the class lock).  Without this, every class keeps a
+ * else the first of a run, zm_pages_alloc_run; a class's objects are
+ * smaller than a page, so object 0 always lies in the first page) and the
+ * rest one at a time as the bump index reaches them (zs_populate, under
+ * the class lock).  Without this, every class keeps a
  * newest zspage that is on average half empty: with ~250 classes and
  * zspages of up to 4 pages that is ~1 MB, several percent of a 30 MB pool
  * (the kernel's 6%).  With it, the waste is at most the unused end of one
