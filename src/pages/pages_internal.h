@@ -105,6 +105,11 @@ struct zm_pg {
 	};
 };
 
+/* Page records a cache line holds (and its order). */
+#define ZM_PG_LINE_ORDER 3
+#define ZM_PG_PER_LINE (1u << ZM_PG_LINE_ORDER)
+_Static_assert(sizeof(struct zm_pg) << ZM_PG_LINE_ORDER == 64, "a line of records");
+
 /* What the pages layer spends on n pages held, for the pools' meta_bytes:
  * their records and their share of the free-page bitsets (2 bits a page). */
 #define ZM_PAGES_META_BYTES(n) ((uint64_t)(n) * sizeof(struct zm_pg) + (uint64_t)(n) / 4)

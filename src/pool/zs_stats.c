@@ -37,7 +37,8 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 		if (c->huge)
 			st->huge_objects += c->used;  /* no records */
 		else
-			meta += ((uint64_t)c->zspages + !!c->spare) * zs_malloc_cost(zs_record_size(c)) +
+			meta += ((uint64_t)c->zspages + !!c->spare) *
+				(zs_record_alloc_size(c) + ZS_ALIGNED_ALLOC_COST) +
 				(uint64_t)c->nsplit * zs_malloc_cost(c->pages * sizeof(zm_pfn_t));
 		zm_unlock(&c->lock);
 	}

@@ -131,7 +131,7 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 		/* the class's retired record, with its id: no malloc */
 		c->spare = NULL;
 	} else {
-		zs = malloc(zs_record_size(c));
+		zs = aligned_alloc(64, zs_record_alloc_size(c));
 		if (!zs)
 			return NULL;
 		zs->pfnx = NULL;

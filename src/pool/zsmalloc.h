@@ -174,6 +174,18 @@ static inline size_t zs_record_size(const struct zs_class *c)
 	return sizeof(struct zspage) + (1 + (size_t)c->objs) * sizeof(uint32_t);
 }
 
+/* A record takes whole cache lines of its own: records of two shards'
+ * classes sharing a line made two threads pass it back and forth on every
+ * malloc and free (allocbench's one-one on two threads at 0.7x of one, in
+ * 4 runs of 10, when a record happened to sit beside another thread's). */
+static inline size_t zs_record_alloc_size(const struct zs_class *c)
+{
+	return (zs_record_size(c) + 63) & ~(size_t)63;
+}
+/* glibc's aligned chunk around it: its 8-byte header, rounded to 16 (the
+ * gap before the aligned start goes back to malloc's free lists). */
+#define ZS_ALIGNED_ALLOC_COST 16
+
 /* What malloc spends on n bytes: glibc's chunk, the bytes and an 8-byte
  * header rounded up to 16 bytes, 32 at least. */
 static inline size_t zs_malloc_cost(size_t n)
