@@ -133,7 +133,7 @@ static void free_map(struct zs_pool *zp, struct zspage *zs, uint8_t *freemap)
 static void move_obj(struct zs_pool *zp, struct zs_class *a, struct zspage *zs, unsigned from,
 		     struct zs_class *b, struct zspage *dst, unsigned to, char *tmp)
 {
-	char *sseg[2], *dseg[2];
+	char *sseg[2] = { NULL, NULL }, *dseg[2] = { NULL, NULL };
 	size_t slen[2], dlen[2];
 	int sn = zs_obj_segs(zp, zs, from, sseg, slen);
 	int dn = zs_obj_segs(zp, dst, to, dseg, dlen);

@@ -439,9 +439,12 @@ static inline int zs_obj_segs(const struct zs_pool *zp, const struct zspage *zs,
 	seg[0] = zp->base + ((size_t)p0 << zp->shift) + in;
 	/* one piece if it stays in its page, or crosses into the next page
 	 * in memory (CONTIG); pfnx has no entry beyond the zspage's pages */
-	if (zm_likely(in + size <= zp->page_size) ||
-	    (p1 = zm_likely(!x) ? p0 + 1 : x[pg + 1],
-	     zp->span == ZM_SPAN_CONTIG && p1 == p0 + 1)) {
+	if (zm_likely(in + size <= zp->page_size)) {
+		len[0] = size;
+		return 1;
+	}
+	p1 = zm_likely(!x) ? p0 + 1 : x[pg + 1];
+	if (zp->span == ZM_SPAN_CONTIG && p1 == p0 + 1) {
 		len[0] = size;
 		return 1;
 	}
