@@ -103,8 +103,10 @@ static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *z
 	unsigned nfree = 0;
 	int bad = 0;
 
+#if ZM_DEBUG >= 1
 	if (zs->magic != ZS_MAGIC)
 		ZM_CHECK_FAIL("check: zspage %p of class %u has bad magic", (void *)zs, c->size);
+#endif
 	if (zs->group != g || zs_group_of(c, zs->inuse) != g)
 		ZM_CHECK_FAIL("check: zspage %p in group %u with %u/%u used", (void *)zs, g,
 		     zs->inuse, c->objs);

@@ -65,13 +65,13 @@ static int set_pfn(struct zs_class *c, struct zspage *zs, unsigned i, zm_pfn_t p
 	zm_pfn_t *x = zs->pfnx;
 
 	if (!x) {
-		if (pfn == zs->data[0] + i)
+		if (pfn == zs->first + i)
 			return 0;
 		x = malloc((size_t)c->pages * sizeof(*x));
 		if (!x)
 			return -ENOMEM;
 		for (unsigned k = 0; k < i; k++)
-			x[k] = zs->data[0] + k;
+			x[k] = zs->first + k;
 		x[i] = pfn;
 		/* readers see the same pfns for pages 0..i-1 either way */
 		__atomic_store_n(&zs->pfnx, x, __ATOMIC_RELEASE);
@@ -163,8 +163,8 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 		c->spare = zs;
 		return NULL;
 	}
-	zs->data[0] = pfn;
-	zs->magic = ZS_MAGIC;
+	zs->first = pfn;
+	zs_set_magic(zs, ZS_MAGIC);
 	zs->cls = c->idx;
 	zs->inuse = 0;
 	zs->free_head = ZS_NONE;
@@ -186,14 +186,14 @@ void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 {
 	zs_count(&c->npages, -(int32_t)zs->npop);
 	c->nsplit -= zs->pfnx != NULL;
-	zs->magic = 0;
+	zs_set_magic(zs, 0);
 }
 
 /* Give back the pages of a retired zspage; the record becomes the class's
  * spare if it has none (takes the class lock), else it is freed. */
 void zs_zspage_free(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 {
-	zm_pfn_t *x = zs->pfnx, first = zs->data[0];
+	zm_pfn_t *x = zs->pfnx, first = zs->first;
 	unsigned n = zs->npop;
 	uint32_t reuse = 0;
 

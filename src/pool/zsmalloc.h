@@ -100,14 +100,18 @@
 				 each other's lines, and allocbench's
 				 all-free ran 2-4x slower on 2 threads */
 
-/* A zspage record: 48 bytes + 4 + 4 per object.  Its pages are usually
- * one run (zs_zspage.c), first, first + 1, ...: then data[0], the first,
+/* A zspage record: 48 bytes + 4 per object (56 + 4 per object with
+ * ZM_DEBUG, which adds a magic number); records take whole cache lines
+ * (zs_record_alloc_size), so a zspage of 4 objects fits in one.  Its pages
+ * are usually one run (zs_zspage.c), first, first + 1, ...: then `first`
  * says where they all are.  When a page comes that is not the next one,
  * the pfns go to an array of their own, pfnx (never freed while the
  * zspage lives; published with a release store, read with an acquire
  * load, and the same pfns either way for the pages already there). */
 struct zspage {
-	uint32_t magic;
+#if ZM_DEBUG >= 1
+	uint32_t magic;          /* ZS_MAGIC while live (zs_set_magic) */
+#endif
 	uint32_t id;             /* index in the zspage table */
 	uint16_t cls;
 	uint16_t inuse;
@@ -118,18 +122,28 @@ struct zspage {
 	uint8_t migrating;       /* atomic: a compactor is moving objects out */
 	uint8_t pass;            /* compaction: received objects in this pass */
 	uint32_t size;           /* the class's slot size, for the map path */
+	zm_pfn_t first;          /* the first page (in what would be padding) */
 	struct zspage *next, *prev;
 	zm_pfn_t *pfnx;          /* atomic: the pfns, if not one run; or NULL */
-	uint32_t data[];         /* the first page's pfn, then the handle slot
-				    of each object (back references) */
+	uint32_t data[];         /* the handle slot of each object (back
+				    references) */
 };
+
+static inline void zs_set_magic(struct zspage *zs, uint32_t v)
+{
+#if ZM_DEBUG >= 1
+	zs->magic = v;
+#else
+	(void)zs, (void)v;
+#endif
+}
 
 /* Page i of zs (i < npop). */
 static inline zm_pfn_t zs_pfn(const struct zspage *zs, unsigned i)
 {
 	const zm_pfn_t *x = __atomic_load_n(&zs->pfnx, __ATOMIC_ACQUIRE);
 
-	return zm_likely(!x) ? zs->data[0] + i : x[i];
+	return zm_likely(!x) ? zs->first + i : x[i];
 }
 
 /* One shard of a size class: 192 bytes, three cache lines, aligned so
@@ -171,7 +185,7 @@ static inline void zs_count(uint32_t *ctr, int32_t d)
 /* Bytes of one zspage record of class c. */
 static inline size_t zs_record_size(const struct zs_class *c)
 {
-	return sizeof(struct zspage) + (1 + (size_t)c->objs) * sizeof(uint32_t);
+	return sizeof(struct zspage) + (size_t)c->objs * sizeof(uint32_t);
 }
 
 /* A record takes whole cache lines of its own: records of two shards'
@@ -422,7 +436,7 @@ static inline int zs_populate(struct zs_pool *zp, struct zs_class *c, struct zsp
 }
 static inline uint32_t *zs_backref(struct zspage *zs, const struct zs_class *c)
 {
-	return zs->data + 1;
+	return zs->data;
 }
 /* The one or two pieces of memory holding object obj; returns how many.
  * An object crossing into the next page is one piece if that page is the
@@ -434,7 +448,7 @@ static inline int zs_obj_segs(const struct zs_pool *zp, const struct zspage *zs,
 	size_t in = off & (zp->page_size - 1);
 	unsigned pg = (unsigned)(off >> zp->shift);
 	const zm_pfn_t *x = __atomic_load_n(&zs->pfnx, __ATOMIC_ACQUIRE);
-	zm_pfn_t p0 = zm_likely(!x) ? zs->data[0] + pg : x[pg], p1;
+	zm_pfn_t p0 = zm_likely(!x) ? zs->first + pg : x[pg], p1;
 
 	seg[0] = zp->base + ((size_t)p0 << zp->shift) + in;
 	/* one piece if it stays in its page, or crosses into the next page
@@ -579,7 +593,7 @@ static inline struct zspage *zs_huge_view(const struct zs_pool *zp, uint64_t v)
 {
 	struct zspage *zs = &zs_hview.zs;
 
-	zs->data[0] = zs_huge_pfn(v);
+	zs->first = zs_huge_pfn(v);
 	zs->pfnx = NULL;
 	zs->size = (uint32_t)zp->page_size;
 	return zs;
