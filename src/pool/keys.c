@@ -16,18 +16,10 @@
  */
 #include <errno.h>
 
-#include "base/os.h"
 #include "pool/pool_internal.h"
-
-static size_t round_up(size_t n, size_t to)
-{
-	return (n + to - 1) / to * to;
-}
 
 int zm_pool_keys_init(struct zm_pool *pool, const struct zm_pool_config *cfg)
 {
-	size_t os_page = zm_os_page_size(), pages;
-
 	if (!cfg->words)
 		return cfg->nwords ? -EINVAL : 0;
 	if (!cfg->nwords || cfg->nwords > ZM_POOL_MAX_KEYS) {
@@ -39,43 +31,21 @@ int zm_pool_keys_init(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	pool->nwords = cfg->nwords;
 	if (pool->ops->bind)
 		return 0;
-	pool->keys_bytes = round_up((size_t)cfg->nwords * sizeof(zm_handle_t), os_page);
-	pages = pool->keys_bytes / os_page;
-	pool->keys_map_bytes = round_up((pages + 63) / 64 * sizeof(uint64_t), os_page);
-	pool->keys = zm_os_reserve(pool->keys_bytes, os_page);
-	pool->keys_map = zm_os_reserve(pool->keys_map_bytes, os_page);
-	if (!pool->keys || !pool->keys_map) {
-		zm_pool_keys_fini(pool);
+	if (zm_lazy_init(&pool->key_arr, cfg->nwords, sizeof(zm_handle_t)))
 		return -ENOMEM;
-	}
+	pool->keys = pool->key_arr.base;
 	return 0;
 }
 
 void zm_pool_keys_fini(struct zm_pool *pool)
 {
-	if (pool->keys)
-		zm_os_release(pool->keys, pool->keys_bytes);
-	if (pool->keys_map)
-		zm_os_release(pool->keys_map, pool->keys_map_bytes);
+	zm_lazy_fini(&pool->key_arr);
 	pool->keys = NULL;
-	pool->keys_map = NULL;
 }
 
 uint64_t zm_pool_keys_meta(const struct zm_pool *pool)
 {
-	return __atomic_load_n(&pool->keys_touched, __ATOMIC_RELAXED) * zm_os_page_size();
-}
-
-/* Count the OS page of the key table under key as used (once). */
-static void keys_touch(struct zm_pool *pool, uint64_t key)
-{
-	uint64_t page = key * sizeof(zm_handle_t) / zm_os_page_size();
-	uint64_t bit = 1ull << (page % 64), *w = &pool->keys_map[page / 64];
-
-	if (__atomic_load_n(w, __ATOMIC_RELAXED) & bit)
-		return;
-	if (!(__atomic_fetch_or(w, bit, __ATOMIC_RELAXED) & bit))
-		__atomic_fetch_add(&pool->keys_touched, 1, __ATOMIC_RELAXED);
+	return pool->keys ? zm_lazy_bytes(&pool->key_arr) : 0;
 }
 
 static bool key_ok(struct zm_pool *pool, uint64_t key, const char *fn)
@@ -103,7 +73,7 @@ int zm_pool_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key)
 			     (unsigned long long)key);
 		return -EINVAL;
 	}
-	keys_touch(pool, key);
+	zm_lazy_mark(&pool->key_arr, key);
 	pool->keys[key] = h;
 	__atomic_fetch_or(w, 1, __ATOMIC_RELEASE);
 	return 0;

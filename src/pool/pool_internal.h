@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/debug.h"
+#include "base/lazy.h"
 #include <zmem/pool.h>
 
 struct zm_pool_ops {
@@ -57,14 +58,10 @@ struct zm_pool {
 	size_t page_size;               /* immutable */
 	uint64_t *words;                /* owner words (pool.h); immutable */
 	uint64_t nwords;                /* immutable */
-	/* the key table, for backends without bind: key -> handle, reserved
-	 * address space touched where used; keys_touched counts its OS pages
-	 * ever written (bits in keys_map), for meta_bytes */
-	zm_handle_t *keys;
-	size_t keys_bytes;
-	uint64_t *keys_map;
-	size_t keys_map_bytes;
-	uint64_t keys_touched;          /* atomic */
+	/* the key table, for backends without bind: key -> handle, a lazy
+	 * array (base/lazy.h), counted in meta_bytes */
+	zm_handle_t *keys;              /* key_arr's elements, or NULL */
+	struct zm_lazy key_arr;
 };
 
 /* keys.c: owner words' key table (for backends without bind) */

@@ -24,7 +24,7 @@
 #include "base/debug.h"
 #include "pool/zsmalloc.h"
 
-__thread union zs_huge_view zs_hview;
+__thread struct zspage zs_hview;
 
 zm_handle_t zs_huge_alloc(struct zs_pool *zp, struct zs_class *c)
 {

@@ -584,14 +584,10 @@ int zs_huge_check(struct zs_pool *zp, struct zs_class *c, uint64_t *seen,
 		  size_t total_pages);
 /* What the access paths see of a huge object: a one-page zspage of the
  * calling thread, valid until its next lookup. */
-union zs_huge_view {
-	struct zspage zs;
-	char room[sizeof(struct zspage) + sizeof(zm_pfn_t)];
-};
-extern __thread union zs_huge_view zs_hview;
+extern __thread struct zspage zs_hview;
 static inline struct zspage *zs_huge_view(const struct zs_pool *zp, uint64_t v)
 {
-	struct zspage *zs = &zs_hview.zs;
+	struct zspage *zs = &zs_hview;
 
 	zs->first = zs_huge_pfn(v);
 	zs->pfnx = NULL;

@@ -145,9 +145,9 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 			return rc;
 		}
 	}
-	zm_slot_touch(s, index);
+	zm_lazy_mark(&s->slot_arr, index);
 	old = zm_slot_lock(s, index);
-	zm_slot_empty(s, index, old);
+	zm_slot_free_object(s, index, old);
 	if (h) {
 		rc = zm_pool_bind(s->pool, h, index);
 		ZM_ASSERT(rc == 0);

@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <sched.h>
 
-#include "base/os.h"
 #include "store/store_internal.h"
 
 /* Spins before yielding: ~200 pauses is about one decompression of a
@@ -30,54 +29,22 @@
  * probably preempted. */
 #define SLOT_SPINS 200
 
-static size_t round_up(size_t n, size_t to)
-{
-	return (n + to - 1) / to * to;
-}
-
 int zm_slots_alloc(struct zm_store *s)
 {
-	size_t os_page = zm_os_page_size();
-	uint64_t chunks = (s->nr_pages + ZM_SLOT_CHUNK - 1) / ZM_SLOT_CHUNK;
-	uint64_t same_pages;
-
-	s->slots_bytes = round_up((size_t)s->nr_pages * sizeof(uint64_t), os_page);
-	s->slots = zm_os_reserve(s->slots_bytes, os_page);
-	s->same_val = zm_os_reserve(s->slots_bytes, os_page);
-	same_pages = s->slots_bytes / os_page;
-	s->same_map_bytes = round_up((size_t)(same_pages + 63) / 64 * sizeof(uint64_t), os_page);
-	s->same_map = zm_os_reserve(s->same_map_bytes, os_page);
-	s->touched_bytes = round_up((size_t)(chunks + 63) / 64 * sizeof(uint64_t), os_page);
-	s->touched = zm_os_reserve(s->touched_bytes, os_page);
-	return s->slots && s->same_val && s->same_map && s->touched ? 0 : -ENOMEM;
+	if (zm_lazy_init(&s->slot_arr, s->nr_pages, sizeof(uint64_t)) ||
+	    zm_lazy_init(&s->same_arr, s->nr_pages, sizeof(uint64_t)))
+		return -ENOMEM;
+	s->slots = s->slot_arr.base;
+	s->same_val = s->same_arr.base;
+	return 0;
 }
 
 void zm_slots_free(struct zm_store *s)
 {
-	zm_os_release(s->slots, s->slots_bytes);
-	zm_os_release(s->same_val, s->slots_bytes);
-	zm_os_release(s->same_map, s->same_map_bytes);
-	zm_os_release(s->touched, s->touched_bytes);
+	zm_lazy_fini(&s->slot_arr);
+	zm_lazy_fini(&s->same_arr);
 	s->slots = NULL;
 	s->same_val = NULL;
-	s->same_map = NULL;
-	s->touched = NULL;
-}
-
-uint64_t zm_slot_next_touched(const struct zm_store *s, uint64_t i, uint64_t end)
-{
-	while (i < end) {
-		uint64_t chunk = i / ZM_SLOT_CHUNK;
-		uint64_t w = __atomic_load_n(&s->touched[chunk / 64], __ATOMIC_RELAXED) >>
-			     (chunk % 64);
-
-		if (w & 1)
-			return i;
-		/* the next set bit of this word, or the next word */
-		chunk = w ? chunk + (uint64_t)__builtin_ctzll(w) : (chunk / 64 + 1) * 64;
-		i = chunk * ZM_SLOT_CHUNK;
-	}
-	return end;
 }
 
 void zm_slot_lock_slow(uint64_t *w)
@@ -97,21 +64,14 @@ void zm_slot_lock_slow(uint64_t *w)
 
 uint32_t zm_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word)
 {
-	uint64_t page, bit, *m;
-
 	if (!word)
 		return 0;
-	page = index * sizeof(uint64_t) / zm_os_page_size();
-	bit = 1ull << (page % 64);
-	m = &s->same_map[page / 64];
-	if (!(__atomic_load_n(m, __ATOMIC_RELAXED) & bit) &&
-	    !(__atomic_fetch_or(m, bit, __ATOMIC_RELAXED) & bit))
-		__atomic_fetch_add(&s->same_touched, 1, __ATOMIC_RELAXED);
+	zm_lazy_mark(&s->same_arr, index);
 	s->same_val[index] = word;
 	return 1;
 }
 
-uint32_t zm_slot_empty(struct zm_store *s, uint64_t index, uint32_t info)
+void zm_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info)
 {
 	unsigned kind = slot_kind(info);
 	int rc;
@@ -121,7 +81,15 @@ uint32_t zm_slot_empty(struct zm_store *s, uint64_t index, uint32_t info)
 		ZM_ASSERT(rc == 0);
 		(void)rc;
 	}
-	return ZM_STORE_SLOT_EMPTY;
+}
+
+void zm_slot_clear(struct zm_store *s, uint64_t index)
+{
+	uint32_t info = zm_slot_lock(s, index);
+
+	zm_slot_free_object(s, index, info);
+	zm_slot_unlock(s, index, info, ZM_STORE_SLOT_EMPTY);
+	zm_slot_release(s, info);
 }
 
 void zm_slot_release(struct zm_store *s, uint32_t info)
@@ -144,15 +112,10 @@ int zm_store_discard(struct zm_store *s, uint64_t index, uint64_t count)
 	}
 	for (uint64_t i = zm_slot_next_touched(s, index, index + count); i < index + count;
 	     i = zm_slot_next_touched(s, i + 1, index + count)) {
-		uint32_t info;
-
 		/* Unlocked peek: an empty slot stays empty unless a put races
 		 * with this discard, and either order is a correct outcome. */
-		if (!(word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED)) & ~SLOT_LOCK))
-			continue;
-		info = zm_slot_lock(s, i);
-		zm_slot_unlock(s, i, info, zm_slot_empty(s, i, info));
-		zm_slot_release(s, info);
+		if (word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED)) & ~SLOT_LOCK)
+			zm_slot_clear(s, i);
 	}
 	zm_count(zm_stripe(s), C_DISCARDS, (int64_t)count);
 	return 0;

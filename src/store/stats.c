@@ -17,7 +17,6 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "base/os.h"
 #include "store/store_internal.h"
 
 static __thread unsigned tls_stripe; /* 1 + the thread's stripe; 0: none yet */
@@ -114,11 +113,8 @@ void zm_store_stats(struct zm_store *s, struct zm_store_stats *st)
 	st->gets = zm_counter_sum(s, C_GETS);
 	st->discards = zm_counter_sum(s, C_DISCARDS);
 	st->pool_meta_bytes = ps.meta_bytes;
-	st->store_meta_bytes = __atomic_load_n(&s->touched_chunks, __ATOMIC_RELAXED) *
-			       ZM_SLOT_CHUNK * sizeof(uint64_t) +
-			       __atomic_load_n(&s->same_touched, __ATOMIC_RELAXED) *
-			       zm_os_page_size() +
-			       (s->nr_pages / ZM_SLOT_CHUNK + 63) / 64 * 8 + sizeof(*s);
+	st->store_meta_bytes = zm_lazy_bytes(&s->slot_arr) + zm_lazy_bytes(&s->same_arr) +
+			       sizeof(*s);
 	st->pool_objects = ps.objects;
 	st->nr_pages = s->nr_pages;
 	st->page_size = s->page_size;

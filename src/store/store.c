@@ -83,13 +83,9 @@ static void release_all(struct zm_store *s)
 
 	for (uint64_t i = zm_slot_next_touched(s, 0, s->nr_pages); left && i < s->nr_pages;
 	     i = zm_slot_next_touched(s, i + 1, s->nr_pages)) {
-		uint32_t info = word_info(s->slots[i]);
-
-		if (slot_kind(info) == ZM_STORE_SLOT_EMPTY)
+		if (slot_kind(word_info(s->slots[i])) == ZM_STORE_SLOT_EMPTY)
 			continue;
-		info = zm_slot_lock(s, i);
-		zm_slot_unlock(s, i, info, zm_slot_empty(s, i, info));
-		zm_slot_release(s, info);
+		zm_slot_clear(s, i);
 		left--;
 	}
 }
@@ -149,7 +145,7 @@ void zm_store_destroy(struct zm_store *s)
 {
 	if (!s)
 		return;
-	if (s->pool && s->slots && s->touched)
+	if (s->pool && s->slots)
 		release_all(s);
 	zm_pool_destroy(s->pool);   /* before the words it was given */
 	zm_slots_free(s);

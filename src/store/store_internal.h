@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "base/debug.h"
+#include "base/lazy.h"
 #include <zmem/codec.h>
 #include <zmem/pool.h>
 #include <zmem/store.h>
@@ -68,15 +69,11 @@
 _Static_assert(((uint64_t)(SLOT_LEN_MASK << SLOT_LEN_SHIFT | SLOT_KIND_MASK | SLOT_LOCK)
 		<< SLOT_INFO_SHIFT) == ZM_POOL_OWNER_MASK, "the info fills the owner bits");
 
-/* Non-zero fill words of same-filled pages live beside the slots, in an
- * array as long, reserved and touched only where such a page is stored;
- * same_touched counts its OS pages ever written (bits in same_map). */
-
-/* The slot array is reserved address space, touched only where written;
- * a bitmap with one bit per chunk of 512 slots (4 KiB of the array) says
- * which chunks were ever written, so that walks (discard, destroy,
- * the checker) skip the rest and never page it in. */
-#define ZM_SLOT_CHUNK 512u
+/* The slot array is a lazy array (base/lazy.h): reserved address space,
+ * touched only where written, with a bitmap of its pages ever written so
+ * that walks (discard, destroy, the checker) skip the rest and never page
+ * it in.  Non-zero fill words of same-filled pages live beside the slots,
+ * in a lazy array as long, touched only where such a page is stored. */
 
 static inline unsigned slot_kind(uint32_t info)
 {
@@ -132,13 +129,11 @@ struct zm_store_stripe {
 
 struct zm_store {
 	/* immutable after create */
-	uint64_t *slots;           /* the slot words, also the pool's owner words */
-	size_t slots_bytes;        /* reserved for the slot array */
-	uint64_t *same_val;        /* fill words of same-filled pages (len 1) */
-	uint64_t *same_map;        /* atomic bits: OS pages of same_val written */
-	size_t same_map_bytes;
-	uint64_t *touched;         /* atomic bits: chunks ever written */
-	size_t touched_bytes;      /* reserved for the bitmap */
+	uint64_t *slots;           /* the slot words, also the pool's owner words
+				      (slot_arr's elements) */
+	uint64_t *same_val;        /* fill words of same-filled pages (len 1;
+				      same_arr's elements) */
+	struct zm_lazy slot_arr, same_arr;
 	uint64_t nr_pages;
 	size_t page_size;
 	unsigned page_shift;
@@ -153,8 +148,6 @@ struct zm_store {
 	uint64_t obj_bytes;        /* sum of object sizes, kept only with a
 				      limit (limit_bytes != 0) */
 	uint64_t used_max;         /* sampled high-water mark of pool_bytes */
-	uint64_t touched_chunks;   /* bits set in touched */
-	uint64_t same_touched;     /* bits set in same_map */
 	struct zm_store_stripe stripe[ZM_STORE_STRIPES];
 };
 
@@ -162,19 +155,11 @@ struct zm_store {
 int zm_slots_alloc(struct zm_store *s);
 void zm_slots_free(struct zm_store *s);
 void zm_slot_lock_slow(uint64_t *w);
-/* The first index in [i, end) whose chunk was ever written, or end. */
-uint64_t zm_slot_next_touched(const struct zm_store *s, uint64_t i, uint64_t end);
-
-/* Mark the chunk of index as written (before the slot is). */
-static inline void zm_slot_touch(struct zm_store *s, uint64_t index)
+/* The first index in [i, end) whose slot page was ever written, or end. */
+static inline uint64_t zm_slot_next_touched(const struct zm_store *s, uint64_t i,
+					    uint64_t end)
 {
-	uint64_t chunk = index / ZM_SLOT_CHUNK, bit = 1ull << (chunk % 64);
-	uint64_t *w = &s->touched[chunk / 64];
-
-	if (zm_likely(__atomic_load_n(w, __ATOMIC_RELAXED) & bit))
-		return;
-	if (!(__atomic_fetch_or(w, bit, __ATOMIC_RELAXED) & bit))
-		__atomic_fetch_add(&s->touched_chunks, 1, __ATOMIC_RELAXED);
+	return zm_lazy_next(&s->slot_arr, i, end);
 }
 
 /* Lock slot index; returns its info (without the lock bit). */
@@ -215,9 +200,12 @@ static inline uint64_t zm_slot_same_word(const struct zm_store *s, uint64_t inde
 	return slot_len(info) ? s->same_val[index] : 0;
 }
 
-/* Empty a locked slot, freeing what it held from the pool; returns the
- * new info (EMPTY).  The counters are the caller's (zm_slot_release). */
-uint32_t zm_slot_empty(struct zm_store *s, uint64_t index, uint32_t info);
+/* Free the pool object of a locked slot whose info is `info`, if it has
+ * one (the slot's info is the caller's to change). */
+void zm_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info);
+
+/* Empty slot index (lock, free, unlock, count): discard and destroy. */
+void zm_slot_clear(struct zm_store *s, uint64_t index);
 
 /* Set a locked slot's fill word (a SAME page); returns the info's length
  * field for it (0 or 1). */
