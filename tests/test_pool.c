@@ -324,6 +324,51 @@ static void test_bad_handles(void **st)
 	}
 }
 
+/* zsmalloc in a ZM_DEBUG >= 2 build poisons a freed object, and the
+ * checker names a free object written after it was freed.  The write goes
+ * through a pointer kept from a map: a use after free, as a caller could
+ * make it.  A kept neighbour holds the page. */
+static void test_write_after_free(void **st)
+{
+#if ZM_DEBUG >= 2
+	for (size_t k = 0; k < PT_NCONFIGS; k++) {
+		struct zm_pool *p;
+		zm_handle_t h, keep;
+		unsigned char *m, was;
+
+		if (strcmp(pt_configs[k].allocator, "zsmalloc") != 0)
+			continue;
+		p = mk(&pt_configs[k], 0);
+		keep = zm_malloc(p, 100);
+		h = zm_malloc(p, 100);
+		assert_true(keep && h);
+		m = zm_pool_map(p, h, ZM_MAP_WO);
+		assert_non_null(m);
+		memset(m, 1, 100);
+		zm_pool_unmap(p, h);
+		assert_int_equal(zm_free(p, h), 0);
+		assert_int_equal(m[0], 0x6b);   /* poisoned */
+		assert_int_equal(m[99], 0x6b);
+		assert_int_equal(zm_pool_check(p), 0);
+		was = m[57];
+		m[57] = 0;                      /* the write after free */
+		assert_int_not_equal(zm_pool_check(p), 0);
+		m[57] = was;
+		assert_int_equal(zm_pool_check(p), 0);
+		/* the slot is handed out again, and the checker takes it */
+		h = zm_malloc(p, 100);
+		assert_true(h != 0);
+		assert_int_equal(zm_pool_check(p), 0);
+		assert_int_equal(zm_free(p, h), 0);
+		assert_int_equal(zm_free(p, keep), 0);
+		zm_pool_destroy(p);
+	}
+#else
+	skip();
+#endif
+	(void)st;
+}
+
 /* A handle must stay refused however often its slot is reused (the
  * generation is 21 bits; with 15 bits this came back after 32768). */
 static void test_stale_after_reuse(void **st)
@@ -519,6 +564,7 @@ int main(void)
 		cmocka_unit_test(test_classes_made_lazily),
 		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_bad_handles),
+		cmocka_unit_test(test_write_after_free),
 		cmocka_unit_test(test_stale_after_reuse),
 		cmocka_unit_test(test_stats_and_return),
 		cmocka_unit_test(test_shared_pages),

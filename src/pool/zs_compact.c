@@ -111,19 +111,11 @@ static unsigned keepers(struct zs_class *c, uint8_t pass)
 }
 
 /* Mark which objects of zs are free (below its bump). */
-static void free_map(struct zs_pool *zp, struct zspage *zs, uint8_t *freemap)
+static void free_map(const struct zspage *zs, uint8_t *freemap)
 {
 	memset(freemap, 0, zs->bump);
-	for (unsigned o = zs->free_head; o != ZS_NONE;) {
-		char *seg[2];
-		size_t len[2];
-		uint16_t next;
-
+	for (unsigned o = zs->free_head; o != ZS_NONE; o = zs->data[o])
 		freemap[o] = 1;
-		zs_obj_segs(zp, zs, o, seg, len);
-		memcpy(&next, seg[0], sizeof(next));
-		o = next;
-	}
 }
 
 /* Move object `from` of zs (class a) to object `to` (a free slot taken)
@@ -158,7 +150,7 @@ static long pack(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 	unsigned lo = 0, hi = zs->bump ? zs->bump - 1u : 0, need;
 	long moved = 0;
 
-	free_map(zp, zs, freemap);
+	free_map(zs, freemap);
 	for (;;) {
 		while (lo < hi && !freemap[lo])
 			lo++;
@@ -196,7 +188,7 @@ static long evacuate(struct zs_pool *zp, struct zs_class *c, struct zspage *src,
 {
 	long moved = 0;
 
-	free_map(zp, src, freemap);
+	free_map(src, freemap);
 	for (unsigned o = 0; o < src->bump && src->inuse; o++) {
 		struct zspage *dst;
 		unsigned to;
@@ -441,7 +433,7 @@ static long sweep_class(struct zs_pool *zp, struct zs_class *a, uint8_t *freemap
 		set_migrating(src, 0);
 		goto out;
 	}
-	free_map(zp, src, freemap);
+	free_map(src, freemap);
 	for (unsigned o = 0; o < src->bump && src->inuse; o++) {
 		if (freemap[o])
 			continue;
@@ -572,7 +564,7 @@ long zs_min_moves(struct zm_pool *pool, size_t pages)
 			for (struct zspage *zs = c->group[g]; zs; zs = zs->next) {
 				uint32_t starts[ZS_MAX_PAGES] = { 0 };
 
-				free_map(zp, zs, freemap);
+				free_map(zs, freemap);
 				for (unsigned o = 0; o < zs->bump; o++)
 					if (!freemap[o])
 						starts[((size_t)o * c->size) >> zp->shift]++;

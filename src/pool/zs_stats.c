@@ -97,6 +97,22 @@ int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stat
 }
 
 
+#if ZM_DEBUG >= 2
+/* Do the bytes of free object o of zs still hold zs_put_obj's poison? */
+static bool poisoned(const struct zs_pool *zp, const struct zspage *zs, unsigned o)
+{
+	char *seg[2];
+	size_t len[2];
+	int n = zs_obj_segs(zp, zs, o, seg, len);
+
+	for (int k = 0; k < n; k++)
+		for (size_t b = 0; b < len[k]; b++)
+			if ((unsigned char)seg[k][b] != 0x6b)
+				return false;
+	return true;
+}
+#endif
+
 static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 			unsigned g, uint8_t *seen)
 {
@@ -123,20 +139,18 @@ static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *z
 		     zs->npop, zs->bump);
 	for (unsigned i = 0; i < c->objs; i++)
 		seen[i] = i >= zs->bump;   /* never used: free */
-	for (unsigned o = zs->free_head; o != ZS_NONE && !bad;) {
-		char *seg[2];
-		size_t len[2];
-		uint16_t next;
-
+	for (unsigned o = zs->free_head; o != ZS_NONE && !bad; o = zs_backref(zs, c)[o]) {
 		if (o >= zs->bump || seen[o]) {
 			ZM_CHECK_FAIL("check: zspage %p free chain bad at object %u", (void *)zs, o);
 			break;
 		}
 		seen[o] = 1;
 		nfree++;
-		zs_obj_segs(zp, zs, o, seg, len);
-		memcpy(&next, seg[0], sizeof(next));
-		o = next;
+#if ZM_DEBUG >= 2
+		if (!poisoned(zp, zs, o))
+			ZM_CHECK_FAIL("check: free object %u of zspage %p (class %u) was "
+				      "written after it was freed", o, (void *)zs, c->size);
+#endif
 	}
 	if (nfree + zs->inuse != zs->bump)
 		ZM_CHECK_FAIL("check: zspage %p: %u free in chain + %u used != bump %u",

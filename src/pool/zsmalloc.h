@@ -115,7 +115,8 @@ struct zspage {
 	uint32_t id;             /* index in the zspage table */
 	uint16_t cls;
 	uint16_t inuse;
-	uint16_t free_head;      /* first freed object; chain through objects */
+	uint16_t free_head;      /* first freed object; the chain runs through
+				    the free objects' back references */
 	uint16_t bump;           /* objects from here on were never used */
 	uint8_t group;
 	uint8_t npop;            /* pages populated so far (lazily, see zs_zspage.c) */
@@ -125,8 +126,9 @@ struct zspage {
 	zm_pfn_t first;          /* the first page (in what would be padding) */
 	struct zspage *next, *prev;
 	zm_pfn_t *pfnx;          /* atomic: the pfns, if not one run; or NULL */
-	uint32_t data[];         /* the handle slot of each object (back
-				    references) */
+	uint32_t data[];         /* the handle slot (or owner key) of each
+				    live object, its back reference; of a
+				    free one, the next in the free chain */
 };
 
 static inline void zs_set_magic(struct zspage *zs, uint32_t v)
