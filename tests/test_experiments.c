@@ -3,7 +3,7 @@
  * next to this test's directory (or $ZMEM) with tiny sizes --
  *
  *   zmem bench --seed-table --size 8M --json
- *   zmem allocbench --sizes 64,2048 --count 2000 --reps 1 --json --plot F
+ *   zmem allocbench --sizes 64,2048 --count 2000 --reps 1 --min-ms 0 --json --plot F
  *   zmem worstcase --max-size 8M --json
  *
  * -- and checks that each prints well-formed JSON with a row for every
@@ -325,7 +325,7 @@ static void test_allocbench(void **state)
 
 	snprintf(svg, sizeof(svg), "%s/allocbench.svg", tmpdir);
 	snprintf(args, sizeof(args), "allocbench --sizes 64,2048 --count 2000 --bytes 1M "
-		 "--reps 1 --threads 2 --json --plot '%s'", svg);
+		 "--reps 1 --min-ms 0 --threads 2 --json --plot '%s'", svg);
 	out = run_zmem(args);
 	parse_or_fail("allocbench", out, &doc);
 	r = results(&doc);
@@ -347,6 +347,7 @@ static void test_allocbench(void **state)
 					assert_true(jnum(row, "ns_per_op") > 0);
 					assert_true(jnum(row, "threads") >= 1);
 					assert_true(jnum(row, "failed_allocs") == 0);
+					assert_true(jnum(row, "passes") == 1);  /* --min-ms 0 */
 				}
 				if (found != 2) {
 					fprintf(stderr, "allocbench: %d rows for %s %s %d (want 2)\n",

@@ -16,7 +16,11 @@
  * smaller; --count 1000000 gives the seed's "million allocations".
  * Reports ns per operation (an allocation or a free) per thread, the
  * median of --reps runs after one warm-up run, the throughput and its
- * scaling against one thread, and allocations that failed.  Pages are kept
+ * scaling against one thread, and allocations that failed.  The threads
+ * start together (spinning until all are there), and a timed run repeats
+ * the sequence until it lasts --min-ms (the warm-up run tells how many
+ * passes that takes), so that a run is long beside the scheduler's
+ * latencies.  Pages are kept
  * resident between runs -- zm_pages with an unlimited reserve, glibc with
  * trimming and mmap of large blocks off -- so what is timed is the
  * allocators, not the kernel's page faults.
@@ -45,6 +49,13 @@
 #define MAX_BACKENDS 16
 #define DEF_BYTES ((size_t)48 << 20)  /* per thread: well past the caches */
 #define DEF_COUNT 200000
+#define DEF_MIN_MS 40                 /* a timed run lasts this long at least:
+					 a pass of a sequence took 1-3 ms, too
+					 short beside the scheduler's waking of
+					 a second thread (2-thread runs then
+					 scaled 0.7-1.5x while each thread's
+					 own ns per op matched one thread's) */
+#define MAX_PASSES 10000
 #define ONE_ONE_FACTOR 10             /* one-one does 10 N pairs: it keeps
 					 a single object live, so runs are
 					 short otherwise */
@@ -57,7 +68,8 @@ struct job {
 	enum pattern pat;
 	size_t size, n;
 	uint64_t seed;
-	pthread_barrier_t *bar;
+	int *arrived, nt;          /* the spinning start (run()) */
+	unsigned passes;           /* the sequence this many times in a run */
 	zm_handle_t *h;
 	uint64_t ops, ns, fails, t0, t1;
 };
@@ -69,6 +81,7 @@ struct row {
 	int threads;
 	double ns, mops, scaling;
 	uint64_t fails;
+	unsigned passes;          /* the sequence's passes in a timed run */
 };
 
 struct opts {
@@ -77,6 +90,7 @@ struct opts {
 	size_t sizes[MAX_SIZES], nsizes;
 	size_t count, bytes;
 	int json, quick, maxt, reps;
+	unsigned min_ms;
 	const char *plot;
 };
 
@@ -94,14 +108,12 @@ static size_t rsize(uint64_t *s)
 	return 4096 - cli_rand(s) % 204;
 }
 
-static void *run(void *arg)
+/* One pass of j's sequence; returns the operations done. */
+static uint64_t one_pass(struct job *j, uint64_t *s)
 {
-	struct job *j = arg;
-	uint64_t s = j->seed, t0, ops = 0;
+	uint64_t ops = 0;
 	size_t live = 0;
 
-	pthread_barrier_wait(j->bar);
-	t0 = j->t0 = cli_now_ns();
 	switch (j->pat) {
 	case ALL_FREE:
 		for (size_t i = 0; i < j->n; i++)
@@ -125,15 +137,15 @@ static void *run(void *arg)
 		break;
 	default:
 		for (size_t i = 0; i < 2 * j->n; i++) {
-			if (live < j->n / 4 || (live < j->n && cli_rand(&s) % 2)) {
-				size_t sz = j->size ? j->size : rsize(&s);
+			if (live < j->n / 4 || (live < j->n && cli_rand(s) % 2)) {
+				size_t sz = j->size ? j->size : rsize(s);
 
 				if ((j->h[live] = zm_malloc(j->pool, sz)))
 					live++;
 				else
 					j->fails++;
 			} else {
-				size_t k = cli_rand(&s) % live;
+				size_t k = cli_rand(s) % live;
 
 				zm_free(j->pool, j->h[k]);
 				j->h[k] = j->h[--live];
@@ -144,6 +156,23 @@ static void *run(void *arg)
 			zm_free(j->pool, j->h[--live]);
 		break;
 	}
+	return ops;
+}
+
+static void *run(void *arg)
+{
+	struct job *j = arg;
+	uint64_t s = j->seed, t0, ops = 0;
+
+	/* Start together: every thread spins until all have arrived, so that
+	 * none is still being woken when the others start (waking a sleeping
+	 * vCPU took longer than a short run lasted). */
+	__atomic_add_fetch(j->arrived, 1, __ATOMIC_ACQ_REL);
+	while (__atomic_load_n(j->arrived, __ATOMIC_ACQUIRE) < j->nt)
+		__builtin_ia32_pause();
+	t0 = j->t0 = cli_now_ns();
+	for (unsigned p = 0; p < j->passes; p++)
+		ops += one_pass(j, &s);
 	j->t1 = cli_now_ns();
 	j->ns = j->t1 - t0;
 	j->ops = ops;
@@ -164,6 +193,7 @@ static int measure(const struct opts *o, struct row *r)
 	struct job j[MAXT];
 	pthread_t t[MAXT];
 	int nt = r->threads, rc;
+	unsigned passes = 1;
 
 	if (n > o->count)
 		n = o->count;
@@ -188,19 +218,19 @@ static int measure(const struct opts *o, struct row *r)
 	}
 	r->fails = 0;
 	for (int run_i = 0; run_i <= o->reps; run_i++) {  /* run 0 warms up */
-		pthread_barrier_t bar;
+		int arrived = 0;
 		uint64_t t0 = UINT64_MAX, t1 = 0, wall, ops = 0;
 		double sum = 0;
 
-		pthread_barrier_init(&bar, NULL, (unsigned)nt + 1);
 		for (int i = 0; i < nt; i++) {
 			zm_handle_t *h = j[i].h;
 
-			j[i] = (struct job){ pool, r->pat, r->size, n, 12345 + (uint64_t)i * 77,
-					     &bar, h, 0, 0, 0, 0, 0 };
+			j[i] = (struct job){ .pool = pool, .pat = r->pat, .size = r->size,
+					     .n = n, .seed = 12345 + (uint64_t)i * 77,
+					     .arrived = &arrived, .nt = nt,
+					     .passes = passes, .h = h };
 			pthread_create(&t[i], NULL, run, &j[i]);
 		}
-		pthread_barrier_wait(&bar);
 		/* wall time from the first thread's start to the last one's end */
 		for (int i = 0; i < nt; i++) {
 			pthread_join(t[i], NULL);
@@ -211,7 +241,15 @@ static int measure(const struct opts *o, struct row *r)
 			t1 = j[i].t1 > t1 ? j[i].t1 : t1;
 		}
 		wall = t1 - t0;
-		pthread_barrier_destroy(&bar);
+		if (run_i == 0) {
+			/* the timed runs repeat the sequence to last min_ms */
+			uint64_t want = (uint64_t)o->min_ms * 1000000;
+			uint64_t one = wall / passes + 1;
+
+			passes = want > one ? (unsigned)((want + one - 1) / one) : 1;
+			if (passes > MAX_PASSES)
+				passes = MAX_PASSES;
+		}
 		if (run_i > 0) {
 			per[run_i - 1] = sum / nt;
 			tput[run_i - 1] = (double)ops * 1e3 / (double)wall;
@@ -221,6 +259,7 @@ static int measure(const struct opts *o, struct row *r)
 		free(j[i].h);
 	zm_pool_destroy(pool);
 	zm_pages_destroy(pg);
+	r->passes = passes;
 	r->mops = cli_median(tput, (size_t)o->reps);
 	r->ns = cli_median(per, (size_t)o->reps);
 	return 0;
@@ -231,9 +270,9 @@ static void print_row(const struct opts *o, const struct row *r, int first)
 	if (o->json) {
 		printf("%s\n  {\"allocator\": \"%s\", \"pattern\": \"%s\", \"size\": %zu, "
 		       "\"threads\": %d, \"ns_per_op\": %.2f, \"mops\": %.3f, "
-		       "\"scaling\": %.3f, \"failed_allocs\": %llu}", first ? "" : ",",
-		       r->backend, pattern_names[r->pat], r->size, r->threads, r->ns, r->mops,
-		       r->scaling, (unsigned long long)r->fails);
+		       "\"scaling\": %.3f, \"failed_allocs\": %llu, \"passes\": %u}",
+		       first ? "" : ",", r->backend, pattern_names[r->pat], r->size, r->threads,
+		       r->ns, r->mops, r->scaling, (unsigned long long)r->fails, r->passes);
 	} else {
 		char sz[24] = "mixed";
 
@@ -339,11 +378,13 @@ static void usage(FILE *f)
 		"  --bytes SIZE       at most this many bytes of objects per thread (default 48M)\n"
 		"  --threads N        1..N threads on one pool (default: the CPUs, at least 2)\n"
 		"  --reps N           timed runs after a warm-up; the median is shown (default %d)\n"
+		"  --min-ms N         a timed run repeats the sequence to last N ms at least\n"
+		"                     (default %d; 0: one pass)\n"
 		"  --quick            only size 1024 and the mix\n"
 		"  --json             one JSON document\n"
 		"  --plot FILE.svg    ns per op against size, a line per backend, a panel per\n"
 		"                     pattern; throughput against threads\n",
-		DEF_COUNT, ONE_ONE_FACTOR, DEF_RUNS);
+		DEF_COUNT, ONE_ONE_FACTOR, DEF_RUNS, DEF_MIN_MS);
 }
 
 static int parse_sizes(const char *arg, struct opts *o)
@@ -371,6 +412,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	o->count = DEF_COUNT;
 	o->bytes = DEF_BYTES;
 	o->reps = DEF_RUNS;
+	o->min_ms = DEF_MIN_MS;
 	memcpy(o->sizes, def, sizeof(def));
 	o->nsizes = sizeof(def) / sizeof(def[0]);
 	for (int i = 1; i < argc; i++) {
@@ -390,6 +432,8 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->maxt = atoi(v), i++;
 		else if (!strcmp(a, "--reps"))
 			o->reps = atoi(v), i++;
+		else if (!strcmp(a, "--min-ms"))
+			o->min_ms = (unsigned)strtoul(v, NULL, 10), i++;
 		else if (!strcmp(a, "--count"))
 			o->count = (size_t)strtoull(v, NULL, 10), i++;
 		else if (!strcmp(a, "--bytes"))
@@ -460,7 +504,8 @@ int cmd_allocbench(int argc, char **argv)
 	mallopt(M_MMAP_THRESHOLD, 1 << 30);
 	if (o.json)
 		printf("{\"zmem_allocbench\": 1, \"reps\": %d, \"count\": %zu, \"bytes\": %zu, "
-		       "\"max_threads\": %d,\n \"results\": [", o.reps, o.count, o.bytes, o.maxt);
+		       "\"max_threads\": %d, \"min_ms\": %u,\n \"results\": [", o.reps, o.count,
+		       o.bytes, o.maxt, o.min_ms);
 	else
 		printf("zmem allocbench: ns per operation (alloc or free) per thread, median "
 		       "of %d runs;\nMops/s is the total throughput, scaling against 1 thread; "
