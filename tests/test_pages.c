@@ -556,11 +556,98 @@ static void test_checker_catches(void **st)
 	p->pg[a + 1].state = PG_FREE_TAIL; /* a tail that lost its run */
 	assert_int_equal(zm_pages_check(p), -EUCLEAN);
 	p->pg[a + 1].state = PG_ALLOC_TAIL;
-	p->nr_free++;                       /* a counter off by one */
+	p->zone[0].nr_free++;               /* a counter off by one */
 	assert_int_equal(zm_pages_check(p), -EUCLEAN);
-	p->nr_free--;
+	p->zone[0].nr_free--;
 	assert_int_equal(zm_pages_check(p), 0);
 	zm_pages_free_order(p, a, 2);
+	zm_pages_destroy(p);
+}
+
+/* Zones: how many, a thread's pages from its home zone, spilling into the
+ * next when that is used up, the limit over all of them, blocks that
+ * never cross a zone's end. */
+static zm_pfn_t g_zone_pfn[2];
+static struct zm_pages *g_zp;
+
+static void *zone_thread(void *arg)
+{
+	zm_pfn_t *out = arg;
+
+	assert_int_equal(zm_pages_alloc(g_zp, out), 0);
+	assert_int_equal(zm_pages_free(g_zp, *out), 0);
+	zm_pages_flush_thread(g_zp);
+	return NULL;
+}
+
+static void test_zones(void **st)
+{
+	struct zm_pages_config c = { .arena_bytes = 2048 * 4096, .limit_pages = 1500,
+				     .zones = 2 };
+	static zm_pfn_t pf[2048];
+	struct zm_pages_stats s;
+	struct zm_pages *p;
+	pthread_t t[2];
+	zm_pfn_t a, b, x;
+	size_t n;
+
+	/* defaults: one zone where the arena is small; a power of two, at
+	 * most 8, where it is large */
+	p = mk(4096, 64 << 20, 0);
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.zones, 1);
+	zm_pages_destroy(p);
+	p = mk(4096, (size_t)4 << 30, 0);
+	zm_pages_stats(p, &s);
+	assert_true(s.zones >= 1 && s.zones <= 8 && !(s.zones & (s.zones - 1)));
+	zm_pages_destroy(p);
+	/* asked for: zones of 1024 pages at least, the last shorter */
+	c.zones = 8;
+	c.arena_bytes = 3000 * 4096;
+	assert_int_equal(zm_pages_create(&c, &p), 0);
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.zones, 3);   /* 1024, 1024, 952: not 8 of 375 */
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+
+	c.zones = 2;
+	c.arena_bytes = 2048 * 4096;
+	assert_int_equal(zm_pages_create(&c, &p), 0);
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.zones, 2);
+	/* two threads, two homes: their pages lie in different zones */
+	g_zp = p;
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, zone_thread, &g_zone_pfn[i]);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	assert_true((g_zone_pfn[0] < 1024) != (g_zone_pfn[1] < 1024));
+	/* the limit holds over both zones: bulk spills into the second
+	 * zone and stops at 1500 */
+	n = zm_pages_alloc_bulk(p, 2048, pf);
+	assert_int_equal(n, 1500);
+	assert_int_equal(zm_pages_alloc(p, &x), -ENOMEM);
+	assert_int_equal(zm_pages_check(p), 0);
+	assert_int_equal(zm_pages_free_bulk(p, n, pf), 0);
+	zm_pages_flush_thread(p);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+
+	/* a block of the largest order in each zone, and no third */
+	c.limit_pages = 0;
+	assert_int_equal(zm_pages_create(&c, &p), 0);
+	assert_int_equal(zm_pages_alloc_order(p, 10, &a), 0);
+	assert_int_equal(zm_pages_alloc_order(p, 10, &b), 0);
+	assert_true((a == 0 && b == 1024) || (a == 1024 && b == 0));
+	assert_int_equal(zm_pages_alloc_order(p, 0, &x), -ENOMEM);
+	assert_int_equal(zm_pages_check(p), 0);
+	assert_int_equal(zm_pages_free_order(p, a, 10), 0);
+	assert_int_equal(zm_pages_free_order(p, b, 10), 0);
+	zm_pages_flush_thread(p);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.in_use + s.cached, 0);
+	assert_int_equal(s.free, 2048);
 	zm_pages_destroy(p);
 }
 
@@ -585,6 +672,7 @@ int main(void)
 		cmocka_unit_test(test_alloc_run_limit_and_no_cache),
 		cmocka_unit_test(test_no_cache),
 		cmocka_unit_test(test_checker_catches),
+		cmocka_unit_test(test_zones),
 	};
 
 	return cmocka_run_group_tests_name("pages", tests, NULL, NULL);

@@ -163,14 +163,18 @@ static void step(struct rng *r)
 	}
 }
 
-static void test_model(void **st)
+static void model(unsigned zones)
 {
 	struct zm_pages_config c = { .arena_bytes = NPAGES * 4096, .limit_pages = LIMIT,
-				     .reserve_pages = 64, .cache_pages = 16 };
+				     .reserve_pages = 64, .cache_pages = 16, .zones = zones };
+	struct zm_pages_stats s;
 	struct rng r;
 
 	rng_seed(&r, g_seed);
+	grown_cached = grown_at = 0;
 	assert_int_equal(zm_pages_create(&c, &p), 0);
+	zm_pages_stats(p, &s);
+	assert_int_equal(s.zones, zones);
 	for (long i = 0; i < g_steps; i++) {
 		step(&r);
 		verify();
@@ -188,9 +192,15 @@ static void test_model(void **st)
 		assert_true(grown_cached > 0 && grown_at > 0);
 }
 
+/* One zone; and two of 1024 pages, where the limit (1500) makes the
+ * thread's allocations spill from its home zone into the other. */
+static void test_model(void **st) { model(1); }
+static void test_model_zones(void **st) { model(2); }
+
 int main(int argc, char **argv)
 {
-	const struct CMUnitTest tests[] = { cmocka_unit_test(test_model) };
+	const struct CMUnitTest tests[] = { cmocka_unit_test(test_model),
+					    cmocka_unit_test(test_model_zones) };
 
 	test_args(argc, argv, &g_seed, &g_steps);
 	return cmocka_run_group_tests_name("pages_model", tests, NULL, NULL);

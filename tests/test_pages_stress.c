@@ -144,9 +144,10 @@ static void *trimmer(void *arg)
 	return NULL;
 }
 
-static void run(int nthreads)
+static void run(int nthreads, unsigned zones)
 {
-	struct zm_pages_config c = { .arena_bytes = 32 << 20, .reserve_pages = 128 };
+	struct zm_pages_config c = { .arena_bytes = 32 << 20, .reserve_pages = 128,
+				     .zones = zones };
 	pthread_t tid[MAXT], tt;
 	struct targ ta[MAXT];
 	struct zm_pages_stats s;
@@ -178,9 +179,13 @@ static void run(int nthreads)
 	zm_pages_destroy(p);
 }
 
-static void test_2(void **st) { run(2); }
-static void test_4(void **st) { run(4); }
-static void test_8(void **st) { run(8); }
+/* one zone, and zones of 2048 pages each (the threads' homes differ, and
+ * pages handed between threads go back to zones not their freer's) */
+static void test_2(void **st) { run(2, 1); }
+static void test_4(void **st) { run(4, 1); }
+static void test_8(void **st) { run(8, 1); }
+static void test_2_zones(void **st) { run(2, 2); }
+static void test_8_zones(void **st) { run(8, 4); }
 
 int main(int argc, char **argv)
 {
@@ -188,6 +193,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_2),
 		cmocka_unit_test(test_4),
 		cmocka_unit_test(test_8),
+		cmocka_unit_test(test_2_zones),
+		cmocka_unit_test(test_8_zones),
 	};
 
 	test_args(argc, argv, &g_seed, &g_steps);

@@ -53,6 +53,15 @@ struct zm_pages_config {
 	                         allocator in batches (refills, bulk), one
 	                         madvise per run instead of a page fault per
 	                         page: for callers that write every page */
+	unsigned zones;       /* buddy allocators the arena is cut into, each
+	                         with its own lock; a thread takes pages from
+	                         one (its home) while it has any.  0 = one
+	                         per CPU (a power of two, at most 8) where
+	                         each gets 128 MiB of the arena, else fewer;
+	                         n = up to n (the power of two at or below,
+	                         at most 8), zones of at least
+	                         2^ZM_PAGES_MAX_ORDER pages, equal but the
+	                         last; zm_pages_stats says how many */
 };
 
 /* Per-page metadata for the owner of an allocated page: its contents are
@@ -81,6 +90,7 @@ struct zm_pages_stats {
 	uint64_t limit_failures;  /* allocations refused by the limit */
 	uint64_t trimmed_pages;   /* pages given back to the OS */
 	uint64_t bad_frees;       /* frees refused as bad input */
+	unsigned zones;           /* buddy allocators (zm_pages_config.zones) */
 };
 
 struct zm_pages;

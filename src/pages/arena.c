@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "base/os.h"
 #include "pages/pages_internal.h"
 
@@ -19,6 +21,81 @@ static unsigned log2_exact(size_t v)
 	while (((size_t)1 << s) < v)
 		s++;
 	return s;
+}
+
+/* How many zones, and their size (2^*shift pages): the fewest equal
+ * powers of two that cover the arena, none empty. */
+static unsigned pick_zones(size_t npages, unsigned want, unsigned *shift)
+{
+	unsigned n = 1, min_shift = ZM_PAGES_MAX_ORDER, s;
+
+	if (want == 0) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+		want = cpus > 0 ? (unsigned)cpus : 1;
+		min_shift = ZM_ZONE_MIN_SHIFT;
+	}
+	while (n * 2 <= want && n * 2 <= ZM_MAX_ZONES)
+		n *= 2;
+	for (;; n /= 2) {
+		for (s = 0; ((size_t)n << s) < npages; s++)
+			;
+		if (n == 1 || s >= min_shift)
+			break;
+	}
+	while (n > 1 && ((size_t)(n - 1) << s) >= npages)
+		n--;
+	*shift = s;
+	return n;
+}
+
+static void zones_free(struct zm_pages *p)
+{
+	for (unsigned z = 0; p->zone && z < p->nzones; z++) {
+		zm_bitset_free(&p->zone[z].free0[0]);
+		zm_bitset_free(&p->zone[z].free0[1]);
+		zm_lock_destroy(&p->zone[z].lock);
+	}
+	free(p->zone);
+	p->zone = NULL;
+}
+
+static int zones_init(struct zm_pages *p, unsigned want)
+{
+	unsigned n = pick_zones(p->npages, want, &p->zone_shift);
+
+	p->zone = aligned_alloc(64, n * sizeof(struct zm_zone));
+	if (!p->zone)
+		return -ENOMEM;
+	memset(p->zone, 0, n * sizeof(struct zm_zone));
+	p->nzones = n;
+	for (unsigned i = 0; i < n; i++) {
+		struct zm_zone *z = &p->zone[i];
+		size_t end = (size_t)(i + 1) << p->zone_shift;
+
+		zm_lock_init(&z->lock);
+		z->start = (zm_pfn_t)((size_t)i << p->zone_shift);
+		z->end = (zm_pfn_t)(end < p->npages ? end : p->npages);
+		if (zm_bitset_alloc(&z->free0[0], z->end - z->start) ||
+		    zm_bitset_alloc(&z->free0[1], z->end - z->start)) {
+			zones_free(p);
+			return -ENOMEM;
+		}
+		zm_buddy_init(p, z);
+	}
+	return 0;
+}
+
+void zm_zones_lock(struct zm_pages *p)
+{
+	for (unsigned z = 0; z < p->nzones; z++)
+		zm_lock(&p->zone[z].lock);
+}
+
+void zm_zones_unlock(struct zm_pages *p)
+{
+	for (unsigned z = p->nzones; z-- > 0;)
+		zm_unlock(&p->zone[z].lock);
 }
 
 static size_t default_pages(size_t bytes, size_t page_size)
@@ -56,7 +133,6 @@ int zm_pages_create(const struct zm_pages_config *cfg, struct zm_pages **out)
 	if (!p)
 		return -ENOMEM;
 	memset(p, 0, sizeof(*p));
-	zm_lock_init(&p->lock);
 	p->page_size = c.page_size;
 	p->page_shift = log2_exact(c.page_size);
 	p->npages = (uint32_t)npages;
@@ -83,18 +159,13 @@ int zm_pages_create(const struct zm_pages_config *cfg, struct zm_pages **out)
 	p->meta_bytes = npages * sizeof(struct zm_page_meta);
 	p->pg = zm_os_reserve(p->pg_bytes, zm_os_page_size());
 	p->meta = zm_os_reserve(p->meta_bytes, zm_os_page_size());
-	if (!p->base || !p->pg || !p->meta || zm_bitset_alloc(&p->free0[0], (uint32_t)npages) ||
-	    zm_bitset_alloc(&p->free0[1], (uint32_t)npages)) {
+	if (!p->base || !p->pg || !p->meta || zones_init(p, c.zones)) {
 		zm_os_release(p->base, p->arena_bytes);
 		zm_os_release(p->pg, p->pg_bytes);
 		zm_os_release(p->meta, p->meta_bytes);
-		zm_bitset_free(&p->free0[0]);
-		zm_bitset_free(&p->free0[1]);
-		zm_lock_destroy(&p->lock);
 		free(p);
 		return -ENOMEM;
 	}
-	zm_buddy_init(p);
 	*out = p;
 	return 0;
 }
@@ -107,17 +178,15 @@ void zm_pages_destroy(struct zm_pages *p)
 		return;
 	zm_tcache_detach_all(p);   /* returns nothing: the arena goes away */
 	cached = zm_tcache_total(p);
-	zm_lock(&p->lock);
-	leaked = p->nr_out - cached;
-	zm_unlock(&p->lock);
+	zm_zones_lock(p);
+	leaked = zm_nr_out(p) - cached;
+	zm_zones_unlock(p);
 	if (leaked)
 		zm_log("zm_pages_destroy: %zu page(s) still allocated", leaked);
 	zm_os_release(p->base, p->arena_bytes);
 	zm_os_release(p->pg, p->pg_bytes);
 	zm_os_release(p->meta, p->meta_bytes);
-	zm_bitset_free(&p->free0[0]);
-	zm_bitset_free(&p->free0[1]);
-	zm_lock_destroy(&p->lock);
+	zones_free(p);
 	free(p);
 }
 
@@ -165,19 +234,24 @@ int zm_pages_bad_free(struct zm_pages *p, zm_pfn_t pfn, const char *why)
 int zm_pages_alloc_order(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 {
 	zm_pfn_t got;
-	size_t fails;
 
 	if (order > ZM_PAGES_MAX_ORDER) {
 		zm_bad_input("zm_pages_alloc_order: order %u > %d", order,
 			     ZM_PAGES_MAX_ORDER);
 		return -EINVAL;
 	}
-	zm_lock(&p->lock);
-	fails = p->limit_failures;
-	got = zm_buddy_take_block(p, order);
-	fails = p->limit_failures - fails;
-	zm_unlock(&p->lock);
-	if (got == ZM_PFN_NIL && fails && zm_tcache_reclaim(p))
+	struct zm_zone *z;
+	bool limited = false;
+
+	got = ZM_PFN_NIL;
+	ZM_FOR_EACH_ZONE_FROM(p, zm_home_zone(p), i, z) {
+		zm_lock(&z->lock);
+		got = zm_buddy_take_block(p, z, order, &limited);
+		zm_unlock(&z->lock);
+		if (got != ZM_PFN_NIL || limited)
+			break;
+	}
+	if (got == ZM_PFN_NIL && limited && zm_tcache_reclaim(p))
 		return zm_pages_alloc_order(p, order, pfn);  /* at the limit: once more */
 	if (got == ZM_PFN_NIL)
 		return -ENOMEM;
@@ -188,20 +262,19 @@ int zm_pages_alloc_order(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 int zm_pages_alloc_at(struct zm_pages *p, zm_pfn_t pfn)
 {
 	zm_pfn_t got;
-	size_t fails;
-	bool dirty = false;
+	struct zm_zone *z;
+	bool dirty = false, limited = false;
 
 	if (pfn >= p->npages)
 		return -EINVAL;
-	zm_lock(&p->lock);
-	fails = p->limit_failures;
-	got = zm_buddy_take_at(p, pfn, &dirty);
-	fails = p->limit_failures - fails;
-	zm_unlock(&p->lock);
-	if (got == ZM_PFN_NIL && fails && zm_tcache_reclaim(p))
+	z = zm_zone_of(p, pfn);
+	zm_lock(&z->lock);
+	got = zm_buddy_take_at(p, z, pfn, &dirty, &limited);
+	zm_unlock(&z->lock);
+	if (got == ZM_PFN_NIL && limited && zm_tcache_reclaim(p))
 		return zm_pages_alloc_at(p, pfn);  /* at the limit: once more */
 	if (got == ZM_PFN_NIL)
-		return fails ? -ENOMEM : -EBUSY;
+		return limited ? -ENOMEM : -EBUSY;
 	if (p->prefault && !dirty)
 		zm_pages_prefault(p, &got, 1);
 	return 0;
@@ -210,25 +283,25 @@ int zm_pages_alloc_at(struct zm_pages *p, zm_pfn_t pfn)
 int zm_pages_free_order(struct zm_pages *p, zm_pfn_t pfn, unsigned order)
 {
 	struct zm_pg *pg;
-	bool trim;
+	struct zm_zone *z;
 
 	if (order > ZM_PAGES_MAX_ORDER)
 		return zm_pages_bad_free(p, pfn, "order too large");
 	if (pfn >= p->npages)
 		return zm_pages_bad_free(p, pfn, "pfn out of range");
-	zm_lock(&p->lock);
+	z = zm_zone_of(p, pfn);
+	zm_lock(&z->lock);
 	pg = zm_pg_of(p, pfn);
 	if (pg->state != PG_ALLOC || pg->order != order) {
-		zm_unlock(&p->lock);
+		zm_unlock(&z->lock);
 		return zm_pages_bad_free(p, pfn, pg->state == PG_ALLOC ?
 					 "order does not match the allocation" :
 					 "not the start of an allocated run");
 	}
-	zm_buddy_give(p, pfn, order, true);
-	p->nr_out -= (size_t)1 << order;
-	trim = zm_pages_trim_due(p);
-	zm_unlock(&p->lock);
-	if (trim)
+	zm_buddy_give(p, z, pfn, order, true);
+	zm_out_release(p, (size_t)1 << order);
+	zm_unlock(&z->lock);
+	if (zm_pages_trim_due(p))
 		zm_pages_trim_to(p, p->reserve);
 	return 0;
 }
@@ -254,26 +327,27 @@ void zm_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n)
 
 /* ---- giving memory back to the OS ----------------------------------- */
 
-size_t zm_pages_trim_to(struct zm_pages *p, size_t target)
+/* Trim zone z toward target dirty free pages in all (z's lock held on
+ * entry and exit; dropped while the memory goes back).  Returns pages
+ * given back. */
+static size_t trim_zone(struct zm_pages *p, struct zm_zone *z, size_t target)
 {
 	zm_pfn_t blk[16];
 	size_t total = 0;
 
-	zm_lock(&p->lock);
-	if (p->trimming) {
-		zm_unlock(&p->lock);
+	if (z->trimming)
 		return 0;
-	}
-	p->trimming = true;
-	while (p->nr_dirty_free > target) {
-		size_t want = p->nr_dirty_free - target, n, before = p->nr_dirty_free;
+	z->trimming = true;
+	while (zm_dirty_free(p) > target && z->nr_dirty_free) {
+		size_t all = zm_dirty_free(p), before = z->nr_dirty_free, n;
+		size_t want = all - target;
 
 		if (want > ZM_PAGES_CHUNK * 16)
 			want = ZM_PAGES_CHUNK * 16;
-		n = zm_buddy_isolate_dirty(p, want, blk, 16);
+		n = zm_buddy_isolate_dirty(p, z, want, blk, 16);
 		if (n == 0)
 			break;
-		zm_unlock(&p->lock);
+		zm_unlock(&z->lock);
 		/* Outside the lock: the isolated blocks belong to us. */
 		for (size_t i = 0; i < n; i++) {
 			unsigned order = zm_pg_of(p, blk[i])->order;
@@ -281,27 +355,42 @@ size_t zm_pages_trim_to(struct zm_pages *p, size_t target)
 			zm_os_decommit(zm_pages_addr(p, blk[i]),
 				       p->page_size << order);
 		}
-		zm_lock(&p->lock);
+		zm_lock(&z->lock);
 		for (size_t i = 0; i < n; i++) {
 			unsigned order = zm_pg_of(p, blk[i])->order;
 
-			zm_buddy_give(p, blk[i], order, false);
-			p->nr_isolated -= (size_t)1 << order;
+			zm_buddy_give(p, z, blk[i], order, false);
+			z->nr_isolated -= (size_t)1 << order;
 		}
-		total += before - p->nr_dirty_free;
-		if (p->nr_dirty_free >= before)
+		total += before - z->nr_dirty_free;
+		if (z->nr_dirty_free >= before)
 			break;  /* no progress (dirty pages elsewhere): stop */
 	}
-	p->trimmed_pages += total;
-	p->trimming = false;
-	zm_unlock(&p->lock);
+	z->trimmed_pages += total;
+	z->trimming = false;
+	return total;
+}
+
+size_t zm_pages_trim_to(struct zm_pages *p, size_t target)
+{
+	size_t total = 0;
+
+	/* the calling thread's home zone first: the pages it freed */
+	for (unsigned i = 0, h = zm_home_zone(p); i < p->nzones; i++) {
+		struct zm_zone *z = &p->zone[(h + i) % p->nzones];
+
+		if (zm_dirty_free(p) <= target)
+			break;
+		zm_lock(&z->lock);
+		total += trim_zone(p, z, target);
+		zm_unlock(&z->lock);
+	}
 	return total;
 }
 
 bool zm_pages_trim_due(const struct zm_pages *p)
 {
-	return p->reserve != SIZE_MAX && !p->trimming &&
-	       p->nr_dirty_free > p->reserve + ZM_TRIM_BATCH;
+	return p->reserve != SIZE_MAX && zm_dirty_free(p) > p->reserve + ZM_TRIM_BATCH;
 }
 
 size_t zm_pages_trim(struct zm_pages *p)
@@ -311,25 +400,35 @@ size_t zm_pages_trim(struct zm_pages *p)
 
 void zm_pages_stats(struct zm_pages *p, struct zm_pages_stats *st)
 {
-	size_t cached = zm_tcache_total(p);
+	size_t cached = zm_tcache_total(p), nfree = 0, dirty = 0, out;
 
 	memset(st, 0, sizeof(*st));
-	zm_lock(&p->lock);
+	zm_zones_lock(p);
+	for (unsigned i = 0; i < p->nzones; i++) {
+		struct zm_zone *z = &p->zone[i];
+
+		nfree += z->nr_free + z->nr_isolated;
+		dirty += z->nr_dirty_free;
+		st->bulk_calls += z->bulk_calls;
+		st->bulk_pages += z->bulk_pages;
+		st->refills += z->refills;
+		st->drains += z->drains;
+		st->limit_failures += z->limit_failures;
+		st->trimmed_pages += z->trimmed_pages;
+	}
+	out = zm_nr_out(p);
 	st->page_size = p->page_size;
 	st->total_pages = p->npages;
-	st->cached = cached <= p->nr_out ? cached : p->nr_out;
-	st->in_use = p->nr_out - st->cached;
-	st->free = p->nr_free + p->nr_isolated;
-	st->reserve = p->nr_dirty_free;
-	st->resident = p->nr_out + p->nr_dirty_free;
-	st->resident_max = p->resident_max;
+	st->cached = cached <= out ? cached : out;
+	st->in_use = out - st->cached;
+	st->free = nfree;
+	st->reserve = dirty;
+	st->resident = out + dirty;
+	st->resident_max = __atomic_load_n(&p->resident_max, __ATOMIC_RELAXED);
+	if (st->resident_max < st->resident)
+		st->resident_max = st->resident;
 	st->limit_pages = p->limit;
-	st->bulk_calls = p->bulk_calls;
-	st->bulk_pages = p->bulk_pages;
-	st->refills = p->refills;
-	st->drains = p->drains;
-	st->limit_failures = p->limit_failures;
-	st->trimmed_pages = p->trimmed_pages;
 	st->bad_frees = __atomic_load_n(&p->bad_frees, __ATOMIC_RELAXED);
-	zm_unlock(&p->lock);
+	st->zones = p->nzones;
+	zm_zones_unlock(p);
 }

@@ -13,8 +13,9 @@
  *
  * Lists: see struct zm_pg (a link a page; single pages in bitsets).
  *
- * Every function here runs with p->lock held, but the bitsets' alloc and
- * free.
+ * Every function here works in one zone (pages_internal.h), with its lock
+ * held, but the bitsets' alloc and free.  The bitsets number a zone's
+ * pages from its start.
  */
 #include <string.h>
 
@@ -85,7 +86,7 @@ static zm_pfn_t bitset_first(struct zm_bitset *b)
 	return ZM_PFN_NIL;
 }
 
-zm_pfn_t zm_bitset_next(const struct zm_bitset *b, zm_pfn_t pfn)
+static zm_pfn_t zm_bitset_next(const struct zm_bitset *b, zm_pfn_t pfn)
 {
 	uint32_t i = (pfn + 1) / 64;
 	uint64_t w;
@@ -114,21 +115,34 @@ zm_pfn_t zm_bitset_next(const struct zm_bitset *b, zm_pfn_t pfn)
 
 /* ---- free lists ------------------------------------------------------ */
 
-zm_pfn_t zm_buddy_first(struct zm_pages *p, unsigned order, int dirty)
+zm_pfn_t zm_buddy_first(struct zm_zone *z, unsigned order, int dirty)
 {
-	return order ? p->area[order][dirty].head : bitset_first(&p->free0[dirty]);
+	zm_pfn_t i;
+
+	if (order)
+		return z->area[order][dirty].head;
+	i = bitset_first(&z->free0[dirty]);
+	return i == ZM_PFN_NIL ? ZM_PFN_NIL : z->start + i;
 }
 
-static void list_add(struct zm_pages *p, zm_pfn_t pfn, unsigned order, int dirty)
+zm_pfn_t zm_zone_next_single(const struct zm_zone *z, int d, zm_pfn_t pfn)
 {
-	struct zm_free_list *l = &p->area[order][dirty];
+	zm_pfn_t i = zm_bitset_next(&z->free0[d], pfn - z->start);
+
+	return i == ZM_PFN_NIL ? ZM_PFN_NIL : z->start + i;
+}
+
+static void list_add(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, unsigned order,
+		     int dirty)
+{
+	struct zm_free_list *l = &z->area[order][dirty];
 	struct zm_pg *pg = zm_pg_of(p, pfn);
 
 	pg->state = PG_FREE_HEAD;
 	pg->order = (uint8_t)order;
 	pg->flags = (uint8_t)((pg->flags & PG_DIRTY) | (dirty ? PG_BLK_DIRTY : 0));
 	if (order == 0) {
-		bitset_add(&p->free0[dirty], pfn);
+		bitset_add(&z->free0[dirty], pfn - z->start);
 	} else {
 		pg->link = l->head;
 		zm_pg_of(p, pfn + 1)->link = ZM_PFN_NIL;
@@ -137,18 +151,18 @@ static void list_add(struct zm_pages *p, zm_pfn_t pfn, unsigned order, int dirty
 		l->head = pfn;
 	}
 	l->count++;
-	p->nonempty |= 1u << (order * 2 + dirty);
+	z->nonempty |= 1u << (order * 2 + dirty);
 }
 
-static void list_del(struct zm_pages *p, zm_pfn_t pfn)
+static void list_del(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn)
 {
 	struct zm_pg *pg = zm_pg_of(p, pfn);
 	int dirty = !!(pg->flags & PG_BLK_DIRTY);
-	struct zm_free_list *l = &p->area[pg->order][dirty];
+	struct zm_free_list *l = &z->area[pg->order][dirty];
 
 	ZM_ASSERT(pg->state == PG_FREE_HEAD && l->count > 0);
 	if (pg->order == 0) {
-		bitset_del(&p->free0[dirty], pfn);
+		bitset_del(&z->free0[dirty], pfn - z->start);
 	} else {
 		zm_pfn_t next = pg->link, prev = zm_pg_of(p, pfn + 1)->link;
 
@@ -160,48 +174,82 @@ static void list_del(struct zm_pages *p, zm_pfn_t pfn)
 			zm_pg_of(p, next + 1)->link = prev;
 	}
 	if (--l->count == 0)
-		p->nonempty &= ~(1u << (pg->order * 2 + dirty));
+		z->nonempty &= ~(1u << (pg->order * 2 + dirty));
 	pg->flags &= (uint8_t)~PG_BLK_DIRTY;
 }
 
-void zm_buddy_init(struct zm_pages *p)
+void zm_buddy_init(struct zm_pages *p, struct zm_zone *z)
 {
-	uint32_t pfn = 0;
+	zm_pfn_t pfn = z->start;
 
 	for (unsigned k = 0; k <= ZM_PAGES_MAX_ORDER; k++)
 		for (int d = 0; d < 2; d++)
-			p->area[k][d] = (struct zm_free_list){ ZM_PFN_NIL, 0 };
-	p->nonempty = 0;
+			z->area[k][d] = (struct zm_free_list){ ZM_PFN_NIL, 0 };
+	z->nonempty = 0;
 	/* Largest aligned blocks that fit; the array is zero, so all other
-	 * pages already read as free tails. */
-	while (pfn < p->npages) {
+	 * pages already read as free tails.  Zones start on a boundary of
+	 * the largest order, so no block crosses into the next. */
+	while (pfn < z->end) {
 		unsigned k = ZM_PAGES_MAX_ORDER;
 
-		while ((pfn & ((1u << k) - 1)) || (uint64_t)pfn + (1u << k) > p->npages)
+		while ((pfn & ((1u << k) - 1)) || (uint64_t)pfn + (1u << k) > z->end)
 			k--;
-		list_add(p, pfn, k, 0);
+		list_add(p, z, pfn, k, 0);
 		pfn += 1u << k;
 	}
-	p->nr_free = p->npages;
+	z->nr_free = z->end - z->start;
 }
 
-void zm_note_out(struct zm_pages *p, size_t n)
+void zm_note_out(struct zm_pages *p)
 {
-	size_t resident;
+	size_t resident = zm_nr_out(p) + zm_dirty_free(p);
+	size_t max = __atomic_load_n(&p->resident_max, __ATOMIC_RELAXED);
 
-	p->nr_out += n;
-	p->nr_free -= n;
-	resident = p->nr_out + p->nr_dirty_free;
-	if (resident > p->resident_max)
-		p->resident_max = resident;
+	while (resident > max &&
+	       !__atomic_compare_exchange_n(&p->resident_max, &max, resident, true,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+/* n pages of z left the buddy (counted in nr_out already). */
+static void taken(struct zm_pages *p, struct zm_zone *z, size_t n)
+{
+	z->nr_free -= n;
+	zm_note_out(p);
+}
+
+bool zm_out_reserve(struct zm_pages *p, size_t n)
+{
+	size_t out = zm_nr_out(p);
+
+	do {
+		if (out + n > p->limit)
+			return false;
+	} while (!__atomic_compare_exchange_n(&p->nr_out, &out, out + n, true,
+					      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	return true;
+}
+
+size_t zm_out_reserve_upto(struct zm_pages *p, size_t n)
+{
+	size_t out = zm_nr_out(p), k;
+
+	do {
+		k = out >= p->limit ? 0 : p->limit - out < n ? p->limit - out : n;
+		if (!k)
+			return 0;
+	} while (!__atomic_compare_exchange_n(&p->nr_out, &out, out + k, true,
+					      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	return k;
 }
 
 /* Smallest free block of order >= order, a dirty one first at each order;
  * removed from its list.  ZM_PFN_NIL if none.  The bitmap of non-empty
  * lists makes this one count-trailing-zeros instead of a scan. */
-static zm_pfn_t find_block(struct zm_pages *p, unsigned order, unsigned *found)
+static zm_pfn_t find_block(struct zm_pages *p, struct zm_zone *z, unsigned order,
+			   unsigned *found)
 {
-	uint32_t mask = p->nonempty >> (order * 2);
+	uint32_t mask = z->nonempty >> (order * 2);
 	unsigned bit, k, d;
 	zm_pfn_t pfn;
 
@@ -211,8 +259,8 @@ static zm_pfn_t find_block(struct zm_pages *p, unsigned order, unsigned *found)
 	k = order + bit / 2;
 	/* at order k prefer the dirty list (bit 1) if it is non-empty */
 	d = (mask >> (bit & ~1u)) & 2u ? 1 : 0;
-	pfn = zm_buddy_first(p, k, (int)d);
-	list_del(p, pfn);
+	pfn = zm_buddy_first(z, k, (int)d);
+	list_del(p, z, pfn);
 	zm_pg_of(p, pfn)->flags |= (uint8_t)(d ? PG_BLK_DIRTY : 0);
 	*found = k;
 	return pfn;
@@ -220,29 +268,31 @@ static zm_pfn_t find_block(struct zm_pages *p, unsigned order, unsigned *found)
 
 /* Smallest dirty free block of order >= order, removed from its list;
  * ZM_PFN_NIL if none. */
-static zm_pfn_t find_dirty_block(struct zm_pages *p, unsigned order, unsigned *found)
+static zm_pfn_t find_dirty_block(struct zm_pages *p, struct zm_zone *z, unsigned order,
+				 unsigned *found)
 {
-	uint32_t mask = (p->nonempty & 0xAAAAAAAAu) >> (order * 2);
+	uint32_t mask = (z->nonempty & 0xAAAAAAAAu) >> (order * 2);
 	zm_pfn_t pfn;
 
 	if (!mask)
 		return ZM_PFN_NIL;
 	*found = order + (unsigned)__builtin_ctz(mask) / 2;
-	pfn = zm_buddy_first(p, *found, 1);
-	list_del(p, pfn);
+	pfn = zm_buddy_first(z, *found, 1);
+	list_del(p, z, pfn);
 	zm_pg_of(p, pfn)->flags |= PG_BLK_DIRTY;
 	return pfn;
 }
 
 /* Split block [pfn, 2^k) down to order want, returning the upper halves to
  * the lists with the block's dirty hint. */
-static void split(struct zm_pages *p, zm_pfn_t pfn, unsigned k, unsigned want)
+static void split(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, unsigned k,
+		  unsigned want)
 {
 	int dirty = !!(zm_pg_of(p, pfn)->flags & PG_BLK_DIRTY);
 
 	while (k > want) {
 		k--;
-		list_add(p, pfn + (1u << k), k, dirty);
+		list_add(p, z, pfn + (1u << k), k, dirty);
 	}
 	zm_pg_of(p, pfn)->flags &= (uint8_t)~PG_BLK_DIRTY;
 }
@@ -274,43 +324,42 @@ static size_t pages_out(struct zm_pg *pgs, zm_pfn_t pfn, uint32_t n, uint8_t st,
 	return dirty;
 }
 
-static bool limit_allows(struct zm_pages *p, size_t n)
-{
-	if (p->nr_out + n <= p->limit)
-		return true;
-	p->limit_failures++;
-	return false;
-}
-
-zm_pfn_t zm_buddy_take_block(struct zm_pages *p, unsigned order)
+zm_pfn_t zm_buddy_take_block(struct zm_pages *p, struct zm_zone *z, unsigned order,
+			     bool *limited)
 {
 	unsigned k;
 	zm_pfn_t pfn;
 
-	if (!limit_allows(p, (size_t)1 << order))
+	if (!zm_out_reserve(p, (size_t)1 << order)) {
+		z->limit_failures++;
+		*limited = true;
 		return ZM_PFN_NIL;
-	pfn = find_block(p, order, &k);
-	if (pfn == ZM_PFN_NIL)
+	}
+	pfn = find_block(p, z, order, &k);
+	if (pfn == ZM_PFN_NIL) {
+		zm_out_release(p, (size_t)1 << order);
 		return ZM_PFN_NIL;
-	split(p, pfn, k, order);
-	p->nr_dirty_free -= pages_out(p->pg, pfn, 1u << order, PG_ALLOC_TAIL, NULL);
+	}
+	split(p, z, pfn, k, order);
+	zm_zone_add(&z->nr_dirty_free,
+		    -(long)pages_out(p->pg, pfn, 1u << order, PG_ALLOC_TAIL, NULL));
 	zm_pg_of(p, pfn)->state = PG_ALLOC;
 	zm_pg_of(p, pfn)->order = (uint8_t)order;
-	zm_note_out(p, (size_t)1 << order);
+	taken(p, z, (size_t)1 << order);
 	return pfn;
 }
 
-size_t zm_buddy_take_pages(struct zm_pages *p, size_t n, zm_pfn_t *out, uint8_t state,
-			   size_t *dirty)
+size_t zm_buddy_take_pages(struct zm_pages *p, struct zm_zone *z, size_t n, zm_pfn_t *out,
+			   uint8_t state, size_t *dirty, bool *limited)
 {
-	size_t got = 0, d = 0;
+	size_t got = 0, d = 0, allowed = zm_out_reserve_upto(p, n);
 
-	if (p->nr_out + n > p->limit) {
-		n = p->limit > p->nr_out ? p->limit - p->nr_out : 0;
-		if (!n)
-			p->limit_failures++;  /* refused; a smaller refill is not */
+	if (allowed < n) {
+		*limited = true;
+		if (!allowed)
+			z->limit_failures++;  /* refused; a smaller refill is not */
 	}
-	while (got < n) {
+	while (got < allowed) {
 		/* a whole line of page records while 8 or more pages are
 		 * wanted: the thread that gets them writes their records
 		 * without the lock (tcache.c), and two threads whose pages
@@ -318,40 +367,45 @@ size_t zm_buddy_take_pages(struct zm_pages *p, size_t n, zm_pfn_t *out, uint8_t 
 		 * every page they take or give (allocbench's one-one on two
 		 * threads ran at 0.3-0.7x of one thread when refills were made
 		 * of single pages, lowest first, that alternated between them) */
-		unsigned k, want = 0, line = n - got >= ZM_PG_PER_LINE ? ZM_PG_LINE_ORDER : 0;
+		unsigned k, want = 0,
+			 line = allowed - got >= ZM_PG_PER_LINE ? ZM_PG_LINE_ORDER : 0;
 		/* resident memory first, from any block: a clean page costs a
 		 * page fault and a page more of the process's memory, while
 		 * the dirty ones wait to be trimmed */
-		zm_pfn_t pfn = find_dirty_block(p, line, &k);
+		zm_pfn_t pfn = find_dirty_block(p, z, line, &k);
 
 		if (pfn == ZM_PFN_NIL && line)
-			pfn = find_dirty_block(p, 0, &k);
+			pfn = find_dirty_block(p, z, 0, &k);
 		if (pfn == ZM_PFN_NIL)
-			pfn = find_block(p, line, &k);
+			pfn = find_block(p, z, line, &k);
 		if (pfn == ZM_PFN_NIL && line)
-			pfn = find_block(p, 0, &k);
+			pfn = find_block(p, z, 0, &k);
 
 		if (pfn == ZM_PFN_NIL)
 			break;
 		/* Use the whole block if it fits, else the largest aligned
 		 * part of it that does; the rest goes back to the lists. */
-		while (want < k && ((size_t)2 << want) <= n - got)
+		while (want < k && ((size_t)2 << want) <= allowed - got)
 			want++;
-		split(p, pfn, k, want);
+		split(p, z, pfn, k, want);
 		d += pages_out(p->pg, pfn, 1u << want, state, out + got);
 		got += 1u << want;
 	}
-	p->nr_dirty_free -= d;
+	if (got < allowed)
+		zm_out_release(p, allowed - got);
+	zm_zone_add(&z->nr_dirty_free, -(long)d);
 	*dirty = d;
-	zm_note_out(p, got);
+	taken(p, z, got);
 	return got;
 }
 
-void zm_buddy_give(struct zm_pages *p, zm_pfn_t pfn, unsigned order, bool dirty)
+void zm_buddy_give(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, unsigned order,
+		   bool dirty)
 {
 	uint32_t n = 1u << order;
 	int blk_dirty = dirty;
 
+	ZM_ASSERT(pfn >= z->start && pfn + n <= z->end);
 	for (uint32_t i = 0; i < n; i++) {
 		struct zm_pg *pg = zm_pg_of(p, pfn + i);
 
@@ -360,42 +414,43 @@ void zm_buddy_give(struct zm_pages *p, zm_pfn_t pfn, unsigned order, bool dirty)
 		pg->flags = dirty ? PG_DIRTY : 0;
 	}
 	if (dirty)
-		p->nr_dirty_free += n;
-	p->nr_free += n;
+		zm_zone_add(&z->nr_dirty_free, n);
+	z->nr_free += n;
 
 	while (order < ZM_PAGES_MAX_ORDER) {
 		zm_pfn_t buddy = pfn ^ (1u << order);
 		struct zm_pg *b;
 
-		if (buddy >= p->npages)
+		if (buddy >= z->end || buddy < z->start)
 			break;
 		b = zm_pg_of(p, buddy);
 		if (zm_pg_state(b) != PG_FREE_HEAD || b->order != order)
 			break;
 		blk_dirty |= !!(b->flags & PG_BLK_DIRTY);
-		list_del(p, buddy);
+		list_del(p, z, buddy);
 		b->state = PG_FREE_TAIL;
 		b->order = 0;
 		if (buddy < pfn)
 			pfn = buddy;
 		order++;
 	}
-	list_add(p, pfn, order, blk_dirty);
+	list_add(p, z, pfn, order, blk_dirty);
 }
 
-size_t zm_buddy_isolate_dirty(struct zm_pages *p, size_t max, zm_pfn_t *out, size_t nout)
+size_t zm_buddy_isolate_dirty(struct zm_pages *p, struct zm_zone *z, size_t max,
+			      zm_pfn_t *out, size_t nout)
 {
 	size_t pages = 0, nblk = 0;
 
 	/* Largest blocks first: fewest madvise calls, and the small dirty
 	 * blocks are the ones allocation reuses first. */
 	for (int k = ZM_PAGES_MAX_ORDER; k >= 0 && nblk < nout; k--) {
-		while (nblk < nout && p->area[k][1].count) {
-			zm_pfn_t pfn = zm_buddy_first(p, (unsigned)k, 1);
+		while (nblk < nout && z->area[k][1].count) {
+			zm_pfn_t pfn = zm_buddy_first(z, (unsigned)k, 1);
 			unsigned order = (unsigned)k;
 			uint32_t n;
 
-			list_del(p, pfn);
+			list_del(p, z, pfn);
 			/* a block larger than what is left to give back: keep
 			 * the half with fewer dirty pages on the lists */
 			while (order > 0 && (1u << order) > max - pages) {
@@ -406,10 +461,10 @@ size_t zm_buddy_isolate_dirty(struct zm_pages *p, size_t max, zm_pfn_t *out, siz
 					hi += zm_pg_of(p, pfn + half + i)->flags & PG_DIRTY;
 				}
 				if (hi > lo) {
-					list_add(p, pfn, order, lo != 0);
+					list_add(p, z, pfn, order, lo != 0);
 					pfn += half;
 				} else {
-					list_add(p, pfn + half, order, hi != 0);
+					list_add(p, z, pfn + half, order, hi != 0);
 				}
 			}
 			n = 1u << order;
@@ -419,12 +474,12 @@ size_t zm_buddy_isolate_dirty(struct zm_pages *p, size_t max, zm_pfn_t *out, siz
 
 				if (pg->flags & PG_DIRTY) {
 					pg->flags &= (uint8_t)~PG_DIRTY;
-					p->nr_dirty_free--;
+					zm_zone_add(&z->nr_dirty_free, -1);
 				}
 			}
 			zm_pg_of(p, pfn)->state = PG_ISOLATED;
-			p->nr_free -= n;
-			p->nr_isolated += n;
+			z->nr_free -= n;
+			z->nr_isolated += n;
 			out[nblk++] = pfn;
 			pages += n;
 			if (pages >= max)
@@ -436,7 +491,8 @@ size_t zm_buddy_isolate_dirty(struct zm_pages *p, size_t max, zm_pfn_t *out, siz
 	return nblk;
 }
 
-zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn, bool *dirty)
+zm_pfn_t zm_buddy_take_at(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, bool *dirty,
+			  bool *limited)
 {
 	zm_pfn_t head = ZM_PFN_NIL;
 	unsigned k, order = 0;
@@ -445,7 +501,11 @@ zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn, bool *dirty)
 	 * down to some order k, and its order reaches past pfn */
 	for (k = 0; k <= ZM_PAGES_MAX_ORDER; k++) {
 		zm_pfn_t h = pfn & ~((1u << k) - 1);
-		struct zm_pg *g = zm_pg_of(p, h);
+		struct zm_pg *g;
+
+		if (h < z->start)
+			break;
+		g = zm_pg_of(p, h);
 
 		if (zm_pg_state(g) == PG_FREE_HEAD && h + (1u << g->order) > pfn) {
 			head = h;
@@ -455,66 +515,78 @@ zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn, bool *dirty)
 	}
 	if (head == ZM_PFN_NIL)
 		return ZM_PFN_NIL;
-	if (!limit_allows(p, 1))
+	if (!zm_out_reserve(p, 1)) {
+		z->limit_failures++;
+		*limited = true;
 		return ZM_PFN_NIL;
+	}
 	{
 		int blk = !!(zm_pg_of(p, head)->flags & PG_BLK_DIRTY);
 
-		list_del(p, head);
+		list_del(p, z, head);
 		/* halve around pfn, returning the other halves */
 		while (order > 0) {
 			order--;
 			if (pfn >= head + (1u << order)) {
-				list_add(p, head, order, blk);
+				list_add(p, z, head, order, blk);
 				head += 1u << order;
 			} else {
-				list_add(p, head + (1u << order), order, blk);
+				list_add(p, z, head + (1u << order), order, blk);
 			}
 		}
 	}
 	*dirty = pages_out(p->pg, pfn, 1, PG_ALLOC, NULL) != 0;
-	p->nr_dirty_free -= *dirty;
-	zm_note_out(p, 1);
+	zm_zone_add(&z->nr_dirty_free, -(long)*dirty);
+	taken(p, z, 1);
 	return pfn;
 }
 
-zm_pfn_t zm_buddy_take_run(struct zm_pages *p, unsigned max_order, unsigned min_order,
-			   bool dirty_only, unsigned *k, size_t *dirty)
+zm_pfn_t zm_buddy_take_run(struct zm_pages *p, struct zm_zone *z, unsigned max_order,
+			   unsigned min_order, bool dirty_only, unsigned *k, size_t *dirty)
 {
 	for (unsigned want = max_order + 1; want-- > min_order;) {
 		unsigned found;
 		zm_pfn_t pfn;
 
-		if (p->nr_out + ((size_t)1 << want) > p->limit)
+		if (!zm_out_reserve(p, (size_t)1 << want))
 			continue;  /* a smaller block may still fit */
-		pfn = dirty_only ? find_dirty_block(p, want, &found) : find_block(p, want, &found);
-		if (pfn == ZM_PFN_NIL)
+		pfn = dirty_only ? find_dirty_block(p, z, want, &found) :
+				   find_block(p, z, want, &found);
+		if (pfn == ZM_PFN_NIL) {
+			zm_out_release(p, (size_t)1 << want);
 			continue;
-		split(p, pfn, found, want);
+		}
+		split(p, z, pfn, found, want);
 		*dirty = pages_out(p->pg, pfn, 1u << want, PG_CACHED, NULL);
-		p->nr_dirty_free -= *dirty;
-		zm_note_out(p, (size_t)1 << want);
+		zm_zone_add(&z->nr_dirty_free, -(long)*dirty);
+		taken(p, z, (size_t)1 << want);
 		*k = want;
 		return pfn;
 	}
 	return ZM_PFN_NIL;
 }
 
-zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, unsigned order, bool *dirty)
+zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, struct zm_zone *z, unsigned order,
+			      bool *dirty, bool *limited)
 {
 	unsigned k;
 	zm_pfn_t pfn;
 
-	if (!limit_allows(p, 1))
+	if (!zm_out_reserve(p, 1)) {
+		z->limit_failures++;
+		*limited = true;
 		return ZM_PFN_NIL;
-	pfn = find_block(p, order, &k);
+	}
+	pfn = find_block(p, z, order, &k);
 	if (pfn == ZM_PFN_NIL)
-		pfn = find_block(p, 0, &k);   /* nothing that large: any page */
-	if (pfn == ZM_PFN_NIL)
+		pfn = find_block(p, z, 0, &k);   /* nothing that large: any page */
+	if (pfn == ZM_PFN_NIL) {
+		zm_out_release(p, 1);
 		return ZM_PFN_NIL;
-	split(p, pfn, k, 0);
+	}
+	split(p, z, pfn, k, 0);
 	*dirty = pages_out(p->pg, pfn, 1, PG_ALLOC, NULL) != 0;
-	p->nr_dirty_free -= *dirty;
-	zm_note_out(p, 1);
+	zm_zone_add(&z->nr_dirty_free, -(long)*dirty);
+	taken(p, z, 1);
 	return pfn;
 }

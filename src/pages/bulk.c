@@ -2,8 +2,9 @@
  * Bulk allocation (SEEDS.md §2): many single pages in one call.
  *
  * A separate entry point, so that the single-page fast path carries no
- * trace of it.  It bypasses the per-thread caches and takes the lock once
- * per chunk of ZM_PAGES_CHUNK pages; within a chunk, whole free blocks are
+ * trace of it.  It bypasses the per-thread caches and takes a zone's lock
+ * once per chunk of ZM_PAGES_CHUNK pages (the calling thread's home zone
+ * first); within a chunk, whole free blocks are
  * cut into pages without touching the free lists once per page.
  */
 #include <errno.h>
@@ -14,44 +15,50 @@
 size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 {
 	size_t got = 0;
-	bool reclaimed = false;
+	bool reclaimed = false, first = true;
+	unsigned home = zm_home_zone(p), tried = 0;
 
-	while (got < n) {
+	/* chunk by chunk from the home zone, then from the next ones as each
+	 * runs dry */
+	while (got < n && tried < p->nzones) {
+		struct zm_zone *z = &p->zone[(home + tried) % p->nzones];
 		size_t want = n - got < ZM_PAGES_CHUNK ? n - got : ZM_PAGES_CHUNK;
 		size_t k, dirty;
-		bool at_limit;
+		bool limited = false;
 
-		zm_lock(&p->lock);
-		k = zm_buddy_take_pages(p, want, pfns + got, PG_ALLOC, &dirty);
-		at_limit = k < want && p->nr_out >= p->limit;
-		if (k && at_limit)
-			p->limit_failures++;  /* cut short by the limit */
-		if (got == 0)
-			p->bulk_calls++;
-		p->bulk_pages += k;
-		zm_unlock(&p->lock);
+		zm_lock(&z->lock);
+		k = zm_buddy_take_pages(p, z, want, pfns + got, PG_ALLOC, &dirty, &limited);
+		if (k && limited)
+			z->limit_failures++;  /* cut short by the limit */
+		if (first)
+			z->bulk_calls++;
+		first = false;
+		z->bulk_pages += k;
+		zm_unlock(&z->lock);
 		if (p->prefault && dirty < k)
 			zm_pages_prefault(p, pfns + got, k);
 		got += k;
-		if (at_limit && !reclaimed) {
+		if (limited && !reclaimed) {
 			/* once more, with this thread's set-aside pages
 			 * given back (if it had any) */
 			reclaimed = true;
 			if (zm_tcache_reclaim(p))
 				continue;
 		}
-		if (k < want)
+		if (limited)
 			break;
+		if (k < want)
+			tried++;  /* this zone is empty: the next */
 	}
 	return got;
 }
 
-/* Is pfns[i] a valid single page to free?  (with p->lock held) */
-static bool freeable(struct zm_pages *p, zm_pfn_t pfn)
+/* Is pfns[i] a valid single page of zone z to free?  (z's lock held) */
+static bool freeable(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn)
 {
 	struct zm_pg *pg;
 
-	if (pfn >= p->npages)
+	if (pfn >= p->npages || pfn < z->start || pfn >= z->end)
 		return false;
 	pg = zm_pg_of(p, pfn);
 	return pg->state == PG_ALLOC && pg->order == 0;
@@ -61,8 +68,8 @@ static bool freeable(struct zm_pages *p, zm_pfn_t pfn)
  * pfns[i], as an order: pages that bulk allocation handed out together
  * usually come back together, and one block merges once instead of once
  * per page. */
-static unsigned run_order(struct zm_pages *p, const zm_pfn_t *pfns, size_t i,
-			  size_t end)
+static unsigned run_order(struct zm_pages *p, struct zm_zone *z, const zm_pfn_t *pfns,
+			  size_t i, size_t end)
 {
 	zm_pfn_t pfn = pfns[i];
 	unsigned k = 0;
@@ -70,7 +77,7 @@ static unsigned run_order(struct zm_pages *p, const zm_pfn_t *pfns, size_t i,
 	while (k < ZM_PAGES_MAX_ORDER && !(pfn & ((2u << k) - 1)) &&
 	       i + (2u << k) <= end) {
 		for (uint32_t j = 1u << k; j < (2u << k); j++)
-			if (pfns[i + j] != pfn + j || !freeable(p, pfn + j))
+			if (pfns[i + j] != pfn + j || !freeable(p, z, pfn + j))
 				return k;
 		k++;
 	}
@@ -80,30 +87,40 @@ static unsigned run_order(struct zm_pages *p, const zm_pfn_t *pfns, size_t i,
 int zm_pages_free_bulk(struct zm_pages *p, size_t n, const zm_pfn_t *pfns)
 {
 	int ret = 0;
-	bool trim = false;
 
+	/* a chunk at a time, under the lock of the zone of its first page;
+	 * a page of another zone ends the chunk */
 	for (size_t i = 0; i < n;) {
-		size_t end = n - i < ZM_PAGES_CHUNK ? n : i + ZM_PAGES_CHUNK;
+		size_t end = n - i < ZM_PAGES_CHUNK ? n : i + ZM_PAGES_CHUNK, given = 0;
+		struct zm_zone *z;
 
-		zm_lock(&p->lock);
+		if (pfns[i] >= p->npages) {
+			ret = zm_pages_bad_free(p, pfns[i], "not an allocated single page");
+			i++;
+			continue;
+		}
+		z = zm_zone_of(p, pfns[i]);
+		zm_lock(&z->lock);
 		while (i < end) {
 			zm_pfn_t pfn = pfns[i];
 			unsigned k;
 
-			if (!freeable(p, pfn)) {
+			if (pfn < p->npages && zm_zone_of(p, pfn) != z)
+				break;
+			if (!freeable(p, z, pfn)) {
 				ret = zm_pages_bad_free(p, pfn, "not an allocated single page");
 				i++;
 				continue;
 			}
-			k = run_order(p, pfns, i, end);
-			zm_buddy_give(p, pfn, k, true);
-			p->nr_out -= (size_t)1 << k;
+			k = run_order(p, z, pfns, i, end);
+			zm_buddy_give(p, z, pfn, k, true);
+			given += (size_t)1 << k;
 			i += (size_t)1 << k;
 		}
-		trim = zm_pages_trim_due(p);
-		zm_unlock(&p->lock);
+		zm_out_release(p, given);
+		zm_unlock(&z->lock);
 	}
-	if (trim)
+	if (zm_pages_trim_due(p))
 		zm_pages_trim_to(p, p->reserve);
 	return ret;
 }

@@ -2,9 +2,9 @@
  * The whole-structure checker of the pages layer (ZM_DEBUG level 2 tools;
  * always compiled, called by tests after every step).
  *
- * It verifies: every free list is a well-formed doubly linked list of
- * block heads of the right order (order 0: the bitsets hold exactly the
- * free single pages), aligned and inside the arena; no free
+ * It verifies, zone by zone: every free list is a well-formed doubly
+ * linked list of block heads of the right order (order 0: the bitsets
+ * hold exactly the free single pages), aligned and inside its zone; no free
  * block has a free buddy of the same order (they would have merged); the
  * pages inside free blocks are free tails; the per-page dirty flags add up
  * to nr_dirty_free; every page is accounted for exactly once: free, in a
@@ -15,21 +15,21 @@
 
 #include "pages/pages_internal.h"
 
-static int check_lists(struct zm_pages *p, size_t *free_pages, size_t *dirty,
-		       size_t *heads)
+static int check_lists(struct zm_pages *p, struct zm_zone *z, size_t *free_pages,
+		       size_t *dirty, size_t *heads)
 {
 	int bad = 0;
 
 	for (unsigned k = 0; k <= ZM_PAGES_MAX_ORDER; k++) {
 		for (int d = 0; d < 2; d++) {
-			struct zm_free_list *l = &p->area[k][d];
+			struct zm_free_list *l = &z->area[k][d];
 			uint32_t n = 0, prev = ZM_PFN_NIL;
 
-			for (uint32_t pfn = zm_buddy_first(p, k, d); pfn != ZM_PFN_NIL;) {
+			for (uint32_t pfn = zm_buddy_first(z, k, d); pfn != ZM_PFN_NIL;) {
 				struct zm_pg *pg;
 				uint32_t buddy = pfn ^ (1u << k);
 
-				if (pfn >= p->npages || n > p->npages) {
+				if (pfn < z->start || pfn >= z->end || n > p->npages) {
 					ZM_CHECK_FAIL("check: list %u/%d: bad link %u", k, d, pfn);
 					return 1;
 				}
@@ -42,7 +42,7 @@ static int check_lists(struct zm_pages *p, size_t *free_pages, size_t *dirty,
 					     zm_buddy_prev(p, pfn), prev);
 				if (!!(pg->flags & PG_BLK_DIRTY) != d)
 					ZM_CHECK_FAIL("check: pfn %u: dirty hint does not match list", pfn);
-				if ((pfn & ((1u << k) - 1)) || pfn + (1u << k) > p->npages)
+				if ((pfn & ((1u << k) - 1)) || pfn + (1u << k) > z->end)
 					ZM_CHECK_FAIL("check: block %u order %u misaligned or outside",
 					     pfn, k);
 				if (k < ZM_PAGES_MAX_ORDER && buddy < p->npages &&
@@ -67,7 +67,7 @@ static int check_lists(struct zm_pages *p, size_t *free_pages, size_t *dirty,
 				(*heads)++;
 				n++;
 				prev = pfn;
-				pfn = k ? zm_buddy_next(p, pfn) : zm_bitset_next(&p->free0[d], pfn);
+				pfn = k ? zm_buddy_next(p, pfn) : zm_zone_next_single(z, d, pfn);
 			}
 			if (n != l->count)
 				ZM_CHECK_FAIL("check: list %u/%d counts %u, holds %u", k, d,
@@ -126,30 +126,42 @@ static int check_pages(struct zm_pages *p, size_t heads, size_t *out, size_t *ca
 
 int zm_pages_check(struct zm_pages *p)
 {
-	size_t free_pages = 0, dirty = 0, heads = 0, out, cached, tc_cached;
+	size_t heads = 0, out, cached, tc_cached, nr_free = 0, nr_isolated = 0, nr_out;
 	int bad = 0;
 
 	bad |= zm_tcache_check(p, &tc_cached) != 0;
-	zm_lock(&p->lock);
-	bad |= check_lists(p, &free_pages, &dirty, &heads);
+	zm_zones_lock(p);
+	for (unsigned i = 0; i < p->nzones; i++) {
+		struct zm_zone *z = &p->zone[i];
+		size_t zfree = 0, zdirty = 0;
+
+		if (z->start != (zm_pfn_t)((size_t)i << p->zone_shift) || z->end <= z->start ||
+		    (i + 1 < p->nzones && z->end != z[1].start) ||
+		    (i + 1 == p->nzones && z->end != p->npages))
+			ZM_CHECK_FAIL("check: zone %u covers [%u, %u)", i, z->start, z->end);
+		bad |= check_lists(p, z, &zfree, &zdirty, &heads);
+		if (zfree != z->nr_free)
+			ZM_CHECK_FAIL("check: zone %u: %zu pages on free lists, counter says %zu",
+				      i, zfree, z->nr_free);
+		if (zdirty != z->nr_dirty_free)
+			ZM_CHECK_FAIL("check: zone %u: %zu dirty free pages, counter says %zu",
+				      i, zdirty, z->nr_dirty_free);
+		nr_free += z->nr_free;
+		nr_isolated += z->nr_isolated;
+	}
 	bad |= check_pages(p, heads, &out, &cached);
-	if (free_pages != p->nr_free)
-		ZM_CHECK_FAIL("check: %zu pages on free lists, counter says %zu",
-		     free_pages, p->nr_free);
-	if (dirty != p->nr_dirty_free)
-		ZM_CHECK_FAIL("check: %zu dirty free pages, counter says %zu", dirty,
-		     p->nr_dirty_free);
+	nr_out = zm_nr_out(p);
 	if (cached != tc_cached)
 		ZM_CHECK_FAIL("check: %zu pages in state cached, caches hold %zu", cached,
 		     tc_cached);
-	if (out + cached != p->nr_out)
+	if (out + cached != nr_out)
 		ZM_CHECK_FAIL("check: %zu pages out (%zu runs + %zu cached), counter says %zu",
-		     out + cached, out, cached, p->nr_out);
-	if (p->nr_free + p->nr_out + p->nr_isolated != p->npages)
+		     out + cached, out, cached, nr_out);
+	if (nr_free + nr_out + nr_isolated != p->npages)
 		ZM_CHECK_FAIL("check: free %zu + out %zu + isolated %zu != %u pages",
-		     p->nr_free, p->nr_out, p->nr_isolated, p->npages);
-	if (p->nr_out > p->limit)
-		ZM_CHECK_FAIL("check: %zu pages out exceed the limit %zu", p->nr_out, p->limit);
-	zm_unlock(&p->lock);
+		     nr_free, nr_out, nr_isolated, p->npages);
+	if (nr_out > p->limit)
+		ZM_CHECK_FAIL("check: %zu pages out exceed the limit %zu", nr_out, p->limit);
+	zm_zones_unlock(p);
 	return bad ? -EUCLEAN : 0;
 }

@@ -7,17 +7,31 @@
  *   bulk.c    zm_pages_alloc_bulk / zm_pages_free_bulk
  *   check.c   the whole-structure checker
  *
+ * Zones.  The arena is cut into zones of 2^zone_shift pages (the last may
+ * be shorter), each a buddy allocator of its own with its own lock, free
+ * lists and counters; a block never spans two zones.  A thread's cache
+ * takes its pages from one zone, its home (round robin as caches are
+ * made), and another only when that one has none; a page goes back to the
+ * zone it lies in.  One zone per CPU: two threads on one buddy spent
+ * their time in its lock and passing its lines back and forth
+ * (allocbench's all-free of 3 KiB objects: two threads 1.15x one on
+ * separate pools over one pages instance, 2.0x over two instances).
+ *
  * Lock order (outer first):
  *
- *   zm_tc_lock (global, tcache.c)  ->  pages->lock
+ *   zm_tc_lock (global, tcache.c)  ->  zone[0].lock -> zone[1].lock -> ...
  *
  * zm_tc_lock guards the registry of per-thread caches (which caches exist,
  * which instance owns each); it is taken only when a thread meets an
  * instance for the first time, when a thread exits and when an instance is
- * destroyed.  pages->lock guards the buddy free lists, the counters below
- * marked "lock" and the state of every page that is not held by a caller
- * or by a per-thread cache.  A page in a per-thread cache belongs to that
- * thread alone; a page allocated to a caller belongs to the caller.
+ * destroyed.  A zone's lock guards its free lists, its counters and the
+ * state of every page of the zone that is not held by a caller or by a
+ * per-thread cache.  Every path but stats, check and destroy holds one
+ * zone lock at a time; those take them all, in zone order.  A page in a
+ * per-thread cache belongs to that thread alone; a page allocated to a
+ * caller belongs to the caller.  nr_out (pages out of the buddy) is one
+ * atomic counter for the instance, so the limit holds across zones: a
+ * taker reserves pages in it before it takes them (zm_out_reserve).
  */
 #ifndef ZM_PAGES_INTERNAL_H
 #define ZM_PAGES_INTERNAL_H
@@ -154,6 +168,31 @@ struct zm_free_list {
 	uint32_t count;
 };
 
+/* One zone: a buddy allocator over pfns [start, end). */
+struct zm_zone {
+	zm_lock_t lock;
+	zm_pfn_t start, end;      /* immutable */
+	struct zm_free_list area[ZM_PAGES_MAX_ORDER + 1][2]; /* [order][dirty];
+					 order 0: counts only, the pages are in free0 */
+	struct zm_bitset free0[2];  /* [dirty]: free single pages, bit pfn - start */
+	uint32_t nonempty;        /* bit order*2+dirty: that list is not empty */
+	size_t nr_free;           /* pages in free blocks (not isolated) */
+	size_t nr_dirty_free;     /* free pages flagged PG_DIRTY; written with
+				     zm_zone_add (read without the lock) */
+	size_t nr_isolated;       /* pages being given back to the OS */
+	bool trimming;            /* one trimmer at a time */
+	uint64_t bulk_calls, bulk_pages, refills, drains, limit_failures;
+	uint64_t trimmed_pages;
+} __attribute__((aligned(64)));
+
+/* Zones: at most this many, one per CPU (a power of two) ... */
+#define ZM_MAX_ZONES 8
+/* ... of at least 2^ZM_ZONE_MIN_SHIFT pages by default (128 MiB at 4 KiB:
+ * an arena smaller than two of them has one zone, as before zones were
+ * made); a caller asking for zones (zm_pages_config.zones) gets them down
+ * to blocks of the largest order. */
+#define ZM_ZONE_MIN_SHIFT 15
+
 struct zm_pages {
 	char *base;               /* arena start; immutable */
 	size_t page_size;         /* immutable */
@@ -172,39 +211,81 @@ struct zm_pages {
 				     (tcache.c), min(cache_cap, 64) */
 	unsigned run_order;       /* immutable: its run block, 2^run_order
 				     <= cache_cap, at most 32 pages */
+	unsigned nzones;          /* immutable */
+	unsigned zone_shift;      /* immutable: zone of pfn = pfn >> zone_shift */
+	struct zm_zone *zone;     /* immutable pointer: nzones zones */
+	unsigned next_home;       /* atomic: the next cache's home zone */
 
-	/* The lock on a line of its own, with what it guards: every lock-free
-	 * path (a thread's cache, zm_pages_addr) reads the immutable fields
-	 * above, and a lock taken on their line by one thread cost the others
-	 * a miss on every page they took or gave (2-thread allocbench). */
-	zm_lock_t lock __attribute__((aligned(64)));
-	struct zm_free_list area[ZM_PAGES_MAX_ORDER + 1][2]; /* [order][dirty];
-					 order 0: counts only, the pages are in free0 */
-	struct zm_bitset free0[2];  /* [dirty]: free single pages */
-	uint32_t nonempty;        /* bit order*2+dirty: that list is not empty */
-	size_t nr_free;           /* pages in free blocks (not isolated) */
-	size_t nr_out;            /* pages out of the buddy: callers + caches */
-	size_t nr_dirty_free;     /* free pages flagged PG_DIRTY */
-	size_t nr_isolated;       /* pages being given back to the OS */
-	size_t resident_max;
-	bool trimming;            /* one trimmer at a time */
-	uint64_t bulk_calls, bulk_pages, refills, drains, limit_failures;
-	uint64_t trimmed_pages, bad_frees;
+	/* Written by every zone's takers and givers: on a line of its own,
+	 * away from the immutable fields above that every lock-free path
+	 * reads. */
+	size_t nr_out __attribute__((aligned(64))); /* atomic: pages out of the
+				     buddy (callers + caches) */
+	size_t resident_max;      /* atomic */
+	uint64_t bad_frees;       /* atomic */
 
 	/* zm_tc_lock */
 	struct zm_tcache *caches; /* registry of this instance's caches */
 };
+
+static inline struct zm_zone *zm_zone_of(const struct zm_pages *p, zm_pfn_t pfn)
+{
+	return &p->zone[pfn >> p->zone_shift];
+}
+
+/* A zone counter that other threads read without its lock. */
+static inline void zm_zone_add(size_t *ctr, long d)
+{
+	__atomic_store_n(ctr, *ctr + (size_t)d, __ATOMIC_RELAXED);
+}
+
+/* Free pages flagged dirty, all zones (relaxed: a hint for trimming and
+ * the resident high-water mark; exact when every zone lock is held). */
+static inline size_t zm_dirty_free(const struct zm_pages *p)
+{
+	size_t n = 0;
+
+	for (unsigned z = 0; z < p->nzones; z++)
+		n += __atomic_load_n(&p->zone[z].nr_dirty_free, __ATOMIC_RELAXED);
+	return n;
+}
+
+static inline size_t zm_nr_out(const struct zm_pages *p)
+{
+	return __atomic_load_n(&p->nr_out, __ATOMIC_RELAXED);
+}
+
+/* Count n pages out of the buddy if the limit allows all of them (true),
+ * or up to n of them (returns how many); and give pages back to the
+ * count.  The limit holds across zones: nr_out never passes it. */
+bool zm_out_reserve(struct zm_pages *p, size_t n);
+size_t zm_out_reserve_upto(struct zm_pages *p, size_t n);
+static inline void zm_out_release(struct zm_pages *p, size_t n)
+{
+	__atomic_fetch_sub(&p->nr_out, n, __ATOMIC_RELAXED);
+}
+
+/* Lock every zone, in order (stats, check, destroy), and unlock them. */
+void zm_zones_lock(struct zm_pages *p);
+void zm_zones_unlock(struct zm_pages *p);
+
+/* The zones a taker tries, from home: home, home + 1, ... (mod nzones). */
+#define ZM_FOR_EACH_ZONE_FROM(p, home, i, z)                                  \
+	for (unsigned i = 0; i < (p)->nzones &&                               \
+	     ((z) = &(p)->zone[((home) + i) & ((p)->nzones - 1)], 1); i++)
 
 static inline struct zm_pg *zm_pg_of(const struct zm_pages *p, zm_pfn_t pfn)
 {
 	return &p->pg[pfn];
 }
 
-/* buddy.c; all with p->lock held (but alloc/free of the bitsets) */
+/* buddy.c; all with z->lock held (but alloc/free of the bitsets); each
+ * works in zone z only, on pfns of z.  The takers count what they take in
+ * nr_out (zm_out_reserve), the givers leave that to their callers. */
 int zm_bitset_alloc(struct zm_bitset *b, uint32_t nbits);
 void zm_bitset_free(struct zm_bitset *b);
 /* The first block on list [order][dirty], ZM_PFN_NIL if it is empty. */
-zm_pfn_t zm_buddy_first(struct zm_pages *p, unsigned order, int dirty);
+zm_pfn_t zm_buddy_first(struct zm_zone *z, unsigned order, int dirty);
 /* The block after pfn on its list (order >= 1), ZM_PFN_NIL at the end;
  * and the one before it. */
 static inline zm_pfn_t zm_buddy_next(const struct zm_pages *p, zm_pfn_t pfn)
@@ -215,45 +296,52 @@ static inline zm_pfn_t zm_buddy_prev(const struct zm_pages *p, zm_pfn_t pfn)
 {
 	return p->pg[pfn + 1].link;
 }
-/* The free single page after pfn (in pfn order) on bitset b, or ZM_PFN_NIL. */
-zm_pfn_t zm_bitset_next(const struct zm_bitset *b, zm_pfn_t pfn);
-void zm_buddy_init(struct zm_pages *p);
+/* The free single page after pfn (in pfn order) in zone z's bitset d, or
+ * ZM_PFN_NIL. */
+zm_pfn_t zm_zone_next_single(const struct zm_zone *z, int d, zm_pfn_t pfn);
+void zm_buddy_init(struct zm_pages *p, struct zm_zone *z);
 /* Take one block of 2^order pages; marks it PG_ALLOC (+tails).  Returns
- * ZM_PFN_NIL when no block is free. */
-zm_pfn_t zm_buddy_take_block(struct zm_pages *p, unsigned order);
+ * ZM_PFN_NIL when no block is free (or the limit says no: *limited). */
+zm_pfn_t zm_buddy_take_block(struct zm_pages *p, struct zm_zone *z, unsigned order,
+			     bool *limited);
 /* Take up to n single pages into out[], marking them with state; returns
- * how many (stops at the limit or when the arena is empty).  *dirty: how
- * many of them were dirty (still resident: no need to prefault). */
-size_t zm_buddy_take_pages(struct zm_pages *p, size_t n, zm_pfn_t *out,
-			   uint8_t state, size_t *dirty);
-/* The first page of a free block of order >= order (the rest stays free,
- * after it); any page if there is no such block.  ZM_PFN_NIL if none.
- * *dirty: the page was dirty (still resident). */
-zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, unsigned order, bool *dirty);
+ * how many (stops at the limit or when the zone is empty; *limited when
+ * the limit cut it short).  *dirty: how many of them were dirty (still
+ * resident: no need to prefault). */
+size_t zm_buddy_take_pages(struct zm_pages *p, struct zm_zone *z, size_t n, zm_pfn_t *out,
+			   uint8_t state, size_t *dirty, bool *limited);
 /* A free block of 2^k pages, k from max_order down to min_order, the
  * largest there is (a dirty one, if dirty_only) and the limit allows, its
  * pages in state PG_CACHED (PG_RESIDENT those that were dirty); *k and
  * *dirty (how many) set.  ZM_PFN_NIL if none. */
-zm_pfn_t zm_buddy_take_run(struct zm_pages *p, unsigned max_order, unsigned min_order,
-			   bool dirty_only, unsigned *k, size_t *dirty);
-/* Take exactly page pfn if it lies in a free block; ZM_PFN_NIL if not.
- * *dirty as for take_spread. */
-zm_pfn_t zm_buddy_take_at(struct zm_pages *p, zm_pfn_t pfn, bool *dirty);
+zm_pfn_t zm_buddy_take_run(struct zm_pages *p, struct zm_zone *z, unsigned max_order,
+			   unsigned min_order, bool dirty_only, unsigned *k, size_t *dirty);
+/* The first page of a free block of order >= order (the rest stays free,
+ * after it); any page if there is no such block.  ZM_PFN_NIL if none
+ * (*limited: the limit said no).  *dirty: the page was dirty. */
+zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, struct zm_zone *z, unsigned order,
+			      bool *dirty, bool *limited);
+/* Take exactly page pfn (of zone z) if it lies in a free block; ZM_PFN_NIL
+ * if not (*limited: the limit said no).  *dirty: the page was dirty. */
+zm_pfn_t zm_buddy_take_at(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, bool *dirty,
+			  bool *limited);
 /* Give back a block whose pages the caller owned; merges with free buddies.
- * dirty: the caller may have touched it. */
-void zm_buddy_give(struct zm_pages *p, zm_pfn_t pfn, unsigned order, bool dirty);
+ * dirty: the caller may have touched it.  nr_out is the caller's. */
+void zm_buddy_give(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, unsigned order,
+		   bool dirty);
 /* Remove dirty blocks worth up to max pages for trimming; writes their
  * heads to out[] (up to nout) and returns how many blocks. */
-size_t zm_buddy_isolate_dirty(struct zm_pages *p, size_t max, zm_pfn_t *out,
-			      size_t nout);
-void zm_note_out(struct zm_pages *p, size_t n);
+size_t zm_buddy_isolate_dirty(struct zm_pages *p, struct zm_zone *z, size_t max,
+			      zm_pfn_t *out, size_t nout);
+/* After pages left the buddy: the resident high-water mark. */
+void zm_note_out(struct zm_pages *p);
 
 /* arena.c: give dirty free pages back to the OS until at most target stay
- * resident.  Takes and drops p->lock; call without it. */
+ * resident.  Takes and drops zone locks; call without any. */
 size_t zm_pages_trim_to(struct zm_pages *p, size_t target);
-/* With p->lock held: have the dirty free pages passed the batch threshold?
- * If so the caller, after dropping the lock, calls
- * zm_pages_trim_to(p, p->reserve). */
+/* Have the dirty free pages (all zones) passed the batch threshold?  If
+ * so the caller, without a zone lock, calls zm_pages_trim_to(p,
+ * p->reserve). */
 bool zm_pages_trim_due(const struct zm_pages *p);
 
 /* Prefault the pages in pfns[0..n) (without the lock; the caller owns
@@ -264,15 +352,17 @@ bool zm_pages_trim_due(const struct zm_pages *p);
  * kernel again costs a system call per run for nothing. */
 void zm_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n);
 
-/* bad input, counted under the lock by the caller */
+/* bad input, counted (atomic) and reported */
 int zm_pages_bad_free(struct zm_pages *p, zm_pfn_t pfn, const char *why);
 
 /* tcache.c */
 void zm_tcache_detach_all(struct zm_pages *p);
 size_t zm_tcache_total(struct zm_pages *p);
 int zm_tcache_check(struct zm_pages *p, size_t *ncached);
-/* Give the calling thread's set-aside pages and run block back (takes the
- * lock); true if there were any.  For a caller refused by the limit. */
+/* Give the calling thread's set-aside pages and run block back (takes
+ * zone locks); true if there were any.  For a caller refused by the limit. */
 bool zm_tcache_reclaim(struct zm_pages *p);
+/* The calling thread's home zone in p (zone 0 without a cache). */
+unsigned zm_home_zone(struct zm_pages *p);
 
 #endif

@@ -4,7 +4,8 @@
  * Each thread keeps, per zm_pages instance it uses, a small stack of free
  * pfns.  zm_pages_alloc() pops from it and zm_pages_free() pushes onto it
  * without any lock or atomic read-modify-write.  An empty cache is
- * refilled, and a full one drained, by cache_batch pages under p->lock in
+ * refilled from its home zone (pages_internal.h), and a full one drained
+ * (each page to its own zone), by cache_batch pages under a zone lock in
  * one acquisition; a cache never holds more than cache_cap pages, so the
  * pages a thread may hoard are bounded.
  *
@@ -45,7 +46,7 @@
  * (owner set to NULL) under zm_tc_lock; the owning threads free detached
  * caches the next time they walk their list.
  *
- * Lock order: zm_tc_lock -> p->lock.  `count` and `owner` are read by other
+ * Lock order: zm_tc_lock -> a zone lock (one at a time).  `count` and `owner` are read by other
  * threads (stats, destroy) with relaxed atomics; only the owning thread
  * writes count.
  */
@@ -62,6 +63,7 @@ struct zm_tcache {
 	struct zm_tcache *rnext, *rprev; /* owner's registry; zm_tc_lock */
 	unsigned count;               /* pages held; atomic, owner thread writes */
 	unsigned cap;
+	unsigned home;                /* the zone refills and runs come from */
 	unsigned nahead;              /* pages set aside; like count */
 	zm_pfn_t run_next, run_end;   /* the block runs are carved from */
 	unsigned run_left;            /* run_end - run_next, for other
@@ -122,35 +124,48 @@ static inline bool cached_resident(const struct zm_pages *p, zm_pfn_t pfn)
 	return zm_pg_of(p, pfn)->flags & PG_RESIDENT;
 }
 
-/* Cached pages back to the buddy (p->lock held), dirty if resident: each
- * run of consecutive pfns alike in residency as the fewest aligned blocks
- * that cover it, one zm_buddy_give each.  Page by page, the gives were
+/* Cached pages back to the buddy, each to its zone (taking the zones'
+ * locks, one at a time), dirty if resident: each run of consecutive pfns
+ * alike in residency as the fewest aligned blocks that cover it, one
+ * zm_buddy_give each; and out of nr_out.  Page by page, the gives were
  * most of the time a thread held the lock in allocbench's all-free of
- * 3 KiB objects (12,000 pages a pass through the buddy), and two threads
- * scaled 0.9-1.2x; pages freed together are mostly neighbours (a
- * zspage's run, the rest of a run block). */
-static void cached_give_all(struct zm_pages *p, const zm_pfn_t *pfns, unsigned n)
+ * 3 KiB objects (12,000 pages a pass through the buddy); pages freed
+ * together are mostly neighbours (a zspage's run, the rest of a run
+ * block).  drain: count a drain (in the first zone). */
+static void cached_give_all(struct zm_pages *p, const zm_pfn_t *pfns, unsigned n, bool drain)
 {
 	unsigned i = 0;
 
 	while (i < n) {
-		zm_pfn_t a = pfns[i];
-		bool res = cached_resident(p, a);
-		unsigned len = 1;
+		struct zm_zone *z = zm_zone_of(p, pfns[i]);
+		unsigned from = i;
 
-		while (i + len < n && pfns[i + len] == a + len &&
-		       cached_resident(p, a + len) == res)
-			len++;
-		i += len;
-		while (len) {
-			unsigned k = (unsigned)__builtin_ctz(a | (1u << ZM_PAGES_MAX_ORDER));
+		zm_lock(&z->lock);
+		z->drains += drain;
+		drain = false;
+		while (i < n && zm_zone_of(p, pfns[i]) == z) {
+			zm_pfn_t a = pfns[i];
+			bool res = cached_resident(p, a);
+			unsigned len = 1;
 
-			while ((1u << k) > len)
-				k--;
-			zm_buddy_give(p, a, k, res);
-			a += 1u << k;
-			len -= 1u << k;
+			while (i + len < n && pfns[i + len] == a + len && a + len < z->end &&
+			       cached_resident(p, a + len) == res)
+				len++;
+			i += len;
+			while (len) {
+				unsigned k = (unsigned)__builtin_ctz(a | (1u << ZM_PAGES_MAX_ORDER));
+
+				while ((1u << k) > len)
+					k--;
+				zm_buddy_give(p, z, a, k, res);
+				a += 1u << k;
+				len -= 1u << k;
+			}
 		}
+		/* out of nr_out under the lock: stats, holding every zone's,
+		 * see a page free or out, never both */
+		zm_out_release(p, i - from);
+		zm_unlock(&z->lock);
 	}
 }
 
@@ -168,16 +183,14 @@ static void sort_pfns(zm_pfn_t *pfns, unsigned n)
 	}
 }
 
-/* Give `n` pages from the top of the cache back to the buddy (p->lock
- * held), as blocks where they are neighbours (zm_pages_free sorts the
- * top before it takes the lock; then this sort is one pass). */
-static void tc_give_back(struct zm_pages *p, struct zm_tcache *tc, unsigned n)
+/* Give `n` pages from the top of the cache back to the buddy, sorted:
+ * neighbours go back as blocks, and each zone's pages together. */
+static void tc_give_back(struct zm_pages *p, struct zm_tcache *tc, unsigned n, bool drain)
 {
 	unsigned top = tc->count;
 
 	sort_pfns(tc->pfns + top - n, n);
-	cached_give_all(p, tc->pfns + top - n, n);
-	p->nr_out -= n;
+	cached_give_all(p, tc->pfns + top - n, n, drain);
 	tc_set_count(tc, top - n);
 }
 
@@ -200,17 +213,15 @@ static inline void tc_set_run(struct zm_tcache *tc, zm_pfn_t next, zm_pfn_t end)
 	__atomic_store_n(&tc->run_left, end - next, __ATOMIC_RELAXED);
 }
 
-/* The `n` oldest set-aside pages back to the free lists, in place
- * (p->lock held). */
+/* The `n` oldest set-aside pages back to the free lists, in place. */
 static void ahead_give_oldest(struct zm_pages *p, struct zm_tcache *tc, unsigned n)
 {
-	cached_give_all(p, tc->ahead, n);
-	p->nr_out -= n;
+	cached_give_all(p, tc->ahead, n, false);
 	memmove(tc->ahead, tc->ahead + n, (tc->nahead - n) * sizeof(zm_pfn_t));
 	tc_set_nahead(tc, tc->nahead - n);
 }
 
-/* The rest of the run block back to the free lists (p->lock held). */
+/* The rest of the run block back to the free lists. */
 static void block_give_back(struct zm_pages *p, struct zm_tcache *tc)
 {
 	zm_pfn_t run[ZM_PAGES_RUN_MAX];
@@ -219,15 +230,14 @@ static void block_give_back(struct zm_pages *p, struct zm_tcache *tc)
 	for (zm_pfn_t pfn = tc->run_next; pfn < tc->run_end; pfn++) {
 		run[n++] = pfn;
 		if (n == ZM_PAGES_RUN_MAX || pfn + 1 == tc->run_end) {
-			cached_give_all(p, run, n);
+			cached_give_all(p, run, n, false);
 			n = 0;
 		}
 	}
-	p->nr_out -= tc->run_end - tc->run_next;
 	tc_set_run(tc, tc->run_end, tc->run_end);
 }
 
-/* Every set-aside page and the run block back (p->lock held). */
+/* Every set-aside page and the run block back. */
 static void ahead_give_back(struct zm_pages *p, struct zm_tcache *tc)
 {
 	ahead_give_oldest(p, tc, tc->nahead);
@@ -242,10 +252,17 @@ bool zm_tcache_reclaim(struct zm_pages *p)
 		tc = tc->tnext;
 	if (!tc || (!tc->nahead && !tc_run_left(tc)))
 		return false;
-	zm_lock(&p->lock);
 	ahead_give_back(p, tc);
-	zm_unlock(&p->lock);
 	return true;
+}
+
+unsigned zm_home_zone(struct zm_pages *p)
+{
+	struct zm_tcache *tc = tls_caches;
+
+	while (tc && tc_owner(tc) != p)
+		tc = tc->tnext;
+	return tc ? tc->home : 0;
 }
 
 /* Thread exit: return every cached page, free every cache. */
@@ -259,10 +276,8 @@ static void tc_thread_exit(void *unused)
 
 		next = tc->tnext;
 		if (p) {
-			zm_lock(&p->lock);
-			tc_give_back(p, tc, tc->count);
+			tc_give_back(p, tc, tc->count, false);
 			ahead_give_back(p, tc);
-			zm_unlock(&p->lock);
 			registry_unlink(p, tc);
 		}
 		free(tc);
@@ -302,6 +317,7 @@ static struct zm_tcache *tc_lookup(struct zm_pages *p)
 		return NULL;
 	tc->owner = p;
 	tc->cap = p->cache_cap;
+	tc->home = __atomic_fetch_add(&p->next_home, 1, __ATOMIC_RELAXED) % p->nzones;
 	pthread_mutex_lock(&zm_tc_lock);
 	tc->rnext = p->caches;
 	if (p->caches)
@@ -327,17 +343,25 @@ static inline struct zm_tcache *tc_get(struct zm_pages *p)
 
 static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zm_tcache *tc, zm_pfn_t *pfn)
 {
-	size_t got, dirty;
+	size_t got = 0, dirty = 0;
+	struct zm_zone *z;
+	bool limited = false;
 
-	zm_lock(&p->lock);
-	if (tc) {
-		got = zm_buddy_take_pages(p, p->cache_batch, tc->pfns, PG_CACHED, &dirty);
-		p->refills++;
-		tc_set_count(tc, (unsigned)got);
-	} else {
-		got = zm_buddy_take_pages(p, 1, pfn, PG_ALLOC, &dirty);
+	/* the home zone, else the next that has pages */
+	ZM_FOR_EACH_ZONE_FROM(p, tc ? tc->home : 0, i, z) {
+		zm_lock(&z->lock);
+		if (tc) {
+			got = zm_buddy_take_pages(p, z, p->cache_batch, tc->pfns, PG_CACHED,
+						  &dirty, &limited);
+			z->refills++;
+			tc_set_count(tc, (unsigned)got);
+		} else {
+			got = zm_buddy_take_pages(p, z, 1, pfn, PG_ALLOC, &dirty, &limited);
+		}
+		zm_unlock(&z->lock);
+		if (got || limited)
+			break;
 	}
-	zm_unlock(&p->lock);
 	if (!got && tc && zm_tcache_reclaim(p))
 		return alloc_locked(p, tc, pfn);  /* at the limit: once more */
 	if (!got)
@@ -414,12 +438,17 @@ int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
  * next. */
 static int alloc_run_locked(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 {
-	zm_pfn_t got;
-	bool dirty = false;
+	zm_pfn_t got = ZM_PFN_NIL;
+	struct zm_zone *z;
+	bool dirty = false, limited = false;
 
-	zm_lock(&p->lock);
-	got = zm_buddy_take_spread(p, order, &dirty);
-	zm_unlock(&p->lock);
+	ZM_FOR_EACH_ZONE_FROM(p, zm_home_zone(p), i, z) {
+		zm_lock(&z->lock);
+		got = zm_buddy_take_spread(p, z, order, &dirty, &limited);
+		zm_unlock(&z->lock);
+		if (got != ZM_PFN_NIL || limited)
+			break;
+	}
 	if (got == ZM_PFN_NIL && zm_tcache_reclaim(p))
 		return alloc_run_locked(p, order, pfn);  /* at the limit: once more */
 	if (got == ZM_PFN_NIL)
@@ -450,7 +479,6 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 		size_t dirty;
 		bool one = false;
 
-		zm_lock(&p->lock);
 		/* what is left of the block goes back in place, where it
 		 * merges with its neighbours (pushed onto the stack instead,
 		 * in a steady churn it overflowed the stack, went back in
@@ -459,8 +487,9 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 		block_give_back(p, tc);
 		/* not near the limit: there, pages set aside would be pages
 		 * refused to others */
-		if (p->nr_out + ((size_t)ZM_RUN_LIMIT_ROOM << p->run_order) <= p->limit) {
+		if (zm_nr_out(p) + ((size_t)ZM_RUN_LIMIT_ROOM << p->run_order) <= p->limit) {
 			unsigned maxo = order > p->run_order ? order : p->run_order;
+			struct zm_zone *z;
 
 			/* resident memory first; when what is resident is
 			 * there but in pieces too small for the run, one of
@@ -468,14 +497,22 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 			 * straddle pages are reached by copy) rather than
 			 * memory the process never touched: in a steady churn
 			 * the runs cut from untouched memory doubled the
-			 * resident pages in half a second */
-			blk = zm_buddy_take_run(p, maxo, order, true, &k, &dirty);
-			if (blk == ZM_PFN_NIL && p->nr_dirty_free >= n)
-				one = true;
-			else if (blk == ZM_PFN_NIL)
-				blk = zm_buddy_take_run(p, maxo, order, false, &k, &dirty);
+			 * resident pages in half a second.  The home zone
+			 * first, then the next that has a run or resident
+			 * pages. */
+			ZM_FOR_EACH_ZONE_FROM(p, tc->home, i, z) {
+				zm_lock(&z->lock);
+				blk = zm_buddy_take_run(p, z, maxo, order, true, &k, &dirty);
+				if (blk == ZM_PFN_NIL && z->nr_dirty_free >= n)
+					one = true;
+				else if (blk == ZM_PFN_NIL)
+					blk = zm_buddy_take_run(p, z, maxo, order, false, &k,
+								&dirty);
+				zm_unlock(&z->lock);
+				if (blk != ZM_PFN_NIL || one)
+					break;
+			}
 		}
-		zm_unlock(&p->lock);
 		if (one)  /* through the stack, resident pages first */
 			return zm_pages_alloc(p, pfn);
 		if (blk == ZM_PFN_NIL)  /* the first page of a free block, or any */
@@ -492,9 +529,7 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 	if (tc->nahead + keep > p->ahead_max) {
 		unsigned out = tc->nahead + keep - p->ahead_max + p->ahead_max / 2;
 
-		zm_lock(&p->lock);
 		ahead_give_oldest(p, tc, out < tc->nahead ? out : tc->nahead);
-		zm_unlock(&p->lock);
 	}
 	/* the block first, then the set-aside count: a reader of both
 	 * (stats) may miss these pages for a moment, never count them twice */
@@ -509,7 +544,6 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 {
 	struct zm_tcache *tc;
 	struct zm_pg *pg;
-	bool trim;
 
 	if (zm_unlikely(pfn >= p->npages))
 		return zm_pages_bad_free(p, pfn, "pfn out of range");
@@ -527,23 +561,21 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 		tc_set_count(tc, tc->count + 1);
 		return 0;
 	}
-	if (tc)  /* outside the lock: tc_give_back's sort is then one pass */
-		sort_pfns(tc->pfns + tc->count - p->cache_batch, p->cache_batch);
-	zm_lock(&p->lock);
 	if (tc) {
-		tc_give_back(p, tc, p->cache_batch);
-		p->drains++;
+		tc_give_back(p, tc, p->cache_batch, true);
 		pg->flags = PG_RESIDENT;
 		zm_pg_set_state(pg, PG_CACHED);
 		tc->pfns[tc->count] = pfn;
 		tc_set_count(tc, tc->count + 1);
 	} else {
-		zm_buddy_give(p, pfn, 0, true);
-		p->nr_out--;
+		struct zm_zone *z = zm_zone_of(p, pfn);
+
+		zm_lock(&z->lock);
+		zm_buddy_give(p, z, pfn, 0, true);
+		zm_out_release(p, 1);
+		zm_unlock(&z->lock);
 	}
-	trim = zm_pages_trim_due(p);
-	zm_unlock(&p->lock);
-	if (trim)
+	if (zm_pages_trim_due(p))
 		zm_pages_trim_to(p, p->reserve);
 	return 0;
 }
@@ -551,18 +583,14 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 void zm_pages_flush_thread(struct zm_pages *p)
 {
 	struct zm_tcache *tc = tls_caches;
-	bool trim;
 
 	while (tc && tc_owner(tc) != p)
 		tc = tc->tnext;
 	if (!tc || (!tc->count && !tc->nahead && !tc_run_left(tc)))
 		return;
-	zm_lock(&p->lock);
-	tc_give_back(p, tc, tc->count);
+	tc_give_back(p, tc, tc->count, false);
 	ahead_give_back(p, tc);
-	trim = zm_pages_trim_due(p);
-	zm_unlock(&p->lock);
-	if (trim)
+	if (zm_pages_trim_due(p))
 		zm_pages_trim_to(p, p->reserve);
 }
 
@@ -577,10 +605,8 @@ void zm_tcache_detach_all(struct zm_pages *p)
 		registry_unlink(p, tc);
 		/* Keep the count for the leak report, then let go. */
 		__atomic_store_n(&tc->owner, NULL, __ATOMIC_RELEASE);
-		zm_lock(&p->lock);
-		p->nr_out -= __atomic_load_n(&tc->count, __ATOMIC_RELAXED) +
-			     __atomic_load_n(&tc->nahead, __ATOMIC_RELAXED) + tc_run_left(tc);
-		zm_unlock(&p->lock);
+		zm_out_release(p, __atomic_load_n(&tc->count, __ATOMIC_RELAXED) +
+			       __atomic_load_n(&tc->nahead, __ATOMIC_RELAXED) + tc_run_left(tc));
 	}
 	pthread_mutex_unlock(&zm_tc_lock);
 }
