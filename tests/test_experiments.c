@@ -357,6 +357,19 @@ static void test_allocbench(void **state)
 			}
 	jfree(&doc);
 	free(out);
+	/* each thread its own pool and pages instance: the same rows */
+	out = run_zmem("allocbench --allocator zsmalloc --sizes 64 --count 500 --bytes 64K "
+		       "--reps 1 --min-ms 0 --threads 2 --apart all --json");
+	parse_or_fail("allocbench --apart", out, &doc);
+	assert_string_equal(jstr(&doc, "apart"), "all");
+	r = results(&doc);
+	assert_int_equal(r->n, 2 * 4);  /* 3 patterns and the mix, 1 and 2 threads */
+	for (size_t i = 0; i < r->n; i++) {
+		assert_true(jnum(&r->kid[i], "ns_per_op") > 0);
+		assert_true(jnum(&r->kid[i], "failed_allocs") == 0);
+	}
+	jfree(&doc);
+	free(out);
 	/* the plot: an SVG document */
 	assert_int_equal(stat(svg, &sb), 0);
 	assert_true(sb.st_size > 1000);

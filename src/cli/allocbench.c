@@ -20,7 +20,9 @@
  * start together (spinning until all are there), and a timed run repeats
  * the sequence until it lasts --min-ms (the warm-up run tells how many
  * passes that takes), so that a run is long beside the scheduler's
- * latencies.  Pages are kept
+ * latencies.  --apart gives each thread a pool of its own, over one
+ * pages instance or over one each: the same work without sharing, the
+ * machine's own ceiling for the scaling.  Pages are kept
  * resident between runs -- zm_pages with an unlimited reserve, glibc with
  * trimming and mmap of large blocks off -- so what is timed is the
  * allocators, not the kernel's page faults.
@@ -61,6 +63,7 @@
 					 short otherwise */
 
 enum pattern { ALL_FREE, ONE_ONE, RANDOM, NPATTERN };
+static const char *const apart_names[] = { "none", "pools", "all" };
 static const char *const pattern_names[] = { "all-free", "one-one", "random" };
 
 struct job {
@@ -91,6 +94,7 @@ struct opts {
 	size_t count, bytes;
 	int json, quick, maxt, reps;
 	unsigned min_ms;
+	enum { APART_NONE, APART_POOLS, APART_ALL } apart;
 	const char *plot;
 };
 
@@ -182,37 +186,71 @@ static void *run(void *arg)
 /* Time one cell: ns per op per thread, median of the runs, into r (with
  * the total Mops/s and the failed allocations); 0, or -1 after a
  * message. */
-static int measure(const struct opts *o, struct row *r)
+/* The pools and pages instances of a cell: one of each, shared by the
+ * threads, or (--apart) a pool per thread, over one pages instance or
+ * over one each. */
+struct setup {
+	struct zm_pages *pg[MAXT];
+	struct zm_pool *pool[MAXT];
+	int npg, npool;
+};
+
+static void setup_free(struct setup *su)
+{
+	for (int i = 0; i < su->npool; i++)
+		zm_pool_destroy(su->pool[i]);
+	for (int i = 0; i < su->npg; i++)
+		zm_pages_destroy(su->pg[i]);
+	su->npool = su->npg = 0;
+}
+
+static int setup_make(const struct opts *o, const struct row *r, struct setup *su)
 {
 	struct zm_pages_config pc = { .reserve_pages = SIZE_MAX };
-	struct zm_pool_config c = { .allocator = r->backend };
-	struct zm_pages *pg = NULL;
-	struct zm_pool *pool;
+	int nt = r->threads, rc = 0;
+
+	su->npg = su->npool = 0;
+	for (int i = 0; i < (o->apart == APART_ALL ? nt : 1) && !rc; i++)
+		if ((rc = zm_pages_create(&pc, &su->pg[i])) == 0)
+			su->npg++;
+	for (int i = 0; i < (o->apart != APART_NONE ? nt : 1) && !rc; i++) {
+		struct zm_pool_config c = { .allocator = r->backend,
+					    .pages = su->pg[i < su->npg ? i : 0] };
+
+		if ((rc = zm_pool_create(&c, &su->pool[i])) == 0)
+			su->npool++;
+	}
+	if (rc) {
+		fprintf(stderr, "allocbench: %s: %s\n", r->backend, strerror(-rc));
+		setup_free(su);
+		return -1;
+	}
+	return 0;
+}
+
+static int measure(const struct opts *o, struct row *r)
+{
+	struct setup su;
 	double per[MAX_RUNS], tput[MAX_RUNS];
 	size_t n = o->bytes / (r->size ? r->size : 2048);
 	struct job j[MAXT];
 	pthread_t t[MAXT];
-	int nt = r->threads, rc;
+	int nt = r->threads;
 	unsigned passes = 1;
 
 	if (n > o->count)
 		n = o->count;
 	if (n < 4)
 		n = 4;
-	if ((rc = zm_pages_create(&pc, &pg)) != 0 || (c.pages = pg,
-	    (rc = zm_pool_create(&c, &pool)) != 0)) {
-		fprintf(stderr, "allocbench: %s: %s\n", r->backend, strerror(-rc));
-		zm_pages_destroy(pg);
+	if (setup_make(o, r, &su))
 		return -1;
-	}
 	for (int i = 0; i < nt; i++) {
 		j[i].h = malloc(n * sizeof(zm_handle_t));
 		if (!j[i].h) {
 			fprintf(stderr, "allocbench: out of memory for the handles\n");
 			while (i-- > 0)
 				free(j[i].h);
-			zm_pool_destroy(pool);
-			zm_pages_destroy(pg);
+			setup_free(&su);
 			return -1;
 		}
 	}
@@ -225,7 +263,8 @@ static int measure(const struct opts *o, struct row *r)
 		for (int i = 0; i < nt; i++) {
 			zm_handle_t *h = j[i].h;
 
-			j[i] = (struct job){ .pool = pool, .pat = r->pat, .size = r->size,
+			j[i] = (struct job){ .pool = su.pool[i < su.npool ? i : 0],
+					     .pat = r->pat, .size = r->size,
 					     .n = n, .seed = 12345 + (uint64_t)i * 77,
 					     .arrived = &arrived, .nt = nt,
 					     .passes = passes, .h = h };
@@ -257,8 +296,7 @@ static int measure(const struct opts *o, struct row *r)
 	}
 	for (int i = 0; i < nt; i++)
 		free(j[i].h);
-	zm_pool_destroy(pool);
-	zm_pages_destroy(pg);
+	setup_free(&su);
 	r->passes = passes;
 	r->mops = cli_median(tput, (size_t)o->reps);
 	r->ns = cli_median(per, (size_t)o->reps);
@@ -380,6 +418,8 @@ static void usage(FILE *f)
 		"  --reps N           timed runs after a warm-up; the median is shown (default %d)\n"
 		"  --min-ms N         a timed run repeats the sequence to last N ms at least\n"
 		"                     (default %d; 0: one pass)\n"
+		"  --apart pools|all  each thread its own pool, over one pages instance\n"
+		"                     (pools) or over one each (all): what sharing costs\n"
 		"  --quick            only size 1024 and the mix\n"
 		"  --json             one JSON document\n"
 		"  --plot FILE.svg    ns per op against size, a line per backend, a panel per\n"
@@ -432,7 +472,17 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->maxt = atoi(v), i++;
 		else if (!strcmp(a, "--reps"))
 			o->reps = atoi(v), i++;
-		else if (!strcmp(a, "--min-ms"))
+		else if (!strcmp(a, "--apart")) {
+			if (!strcmp(v, "pools"))
+				o->apart = APART_POOLS;
+			else if (!strcmp(v, "all"))
+				o->apart = APART_ALL;
+			else {
+				fprintf(stderr, "allocbench: --apart pools or all\n");
+				return -1;
+			}
+			i++;
+		} else if (!strcmp(a, "--min-ms"))
 			o->min_ms = (unsigned)strtoul(v, NULL, 10), i++;
 		else if (!strcmp(a, "--count"))
 			o->count = (size_t)strtoull(v, NULL, 10), i++;
@@ -504,13 +554,15 @@ int cmd_allocbench(int argc, char **argv)
 	mallopt(M_MMAP_THRESHOLD, 1 << 30);
 	if (o.json)
 		printf("{\"zmem_allocbench\": 1, \"reps\": %d, \"count\": %zu, \"bytes\": %zu, "
-		       "\"max_threads\": %d, \"min_ms\": %u,\n \"results\": [", o.reps, o.count,
-		       o.bytes, o.maxt, o.min_ms);
+		       "\"max_threads\": %d, \"min_ms\": %u, \"apart\": \"%s\",\n \"results\": [",
+		       o.reps, o.count, o.bytes, o.maxt, o.min_ms, apart_names[o.apart]);
 	else
 		printf("zmem allocbench: ns per operation (alloc or free) per thread, median "
 		       "of %d runs;\nMops/s is the total throughput, scaling against 1 thread; "
-		       "failed = allocations refused\n\n%-10s %-9s %6s %7s %10s %10s %8s %8s\n",
-		       o.reps, "allocator", "pattern", "size", "threads", "ns/op", "Mops/s",
+		       "failed = allocations refused%s\n\n%-10s %-9s %6s %7s %10s %10s %8s %8s\n",
+		       o.reps, o.apart == APART_POOLS ? ";\neach thread its own pool, over one "
+		       "pages instance" : o.apart == APART_ALL ? ";\neach thread its own pool "
+		       "and pages instance" : "", "allocator", "pattern", "size", "threads", "ns/op", "Mops/s",
 		       "scaling", "failed");
 	for (size_t b = 0; b < nb; b++)
 		for (int pat = 0; pat < NPATTERN; pat++) {
