@@ -6,8 +6,9 @@
  * stale or double-freed handle is recognised.  The table is reserved once
  * (ZS_MAX_HANDLES slots of address space, touched only as used).  Each
  * class keeps its own list of free slots under its lock and refills it by
- * ZS_HANDLE_CHUNK slots with one atomic add on slots_used: no pool-wide
- * lock on malloc or free.
+ * ZS_HANDLE_CHUNK slots from its shard's span of the table, which takes
+ * ZS_SPAN slots at a time with one atomic add on slots_used: no pool-wide
+ * lock on malloc or free, and the lines of two shards' slots apart.
  */
 #include <errno.h>
 
@@ -30,6 +31,10 @@ int zs_handles_init(struct zs_pool *zp)
 		return -ENOMEM;
 	}
 	zp->ids_used = ZS_ID_CHUNK;   /* id 0 means "none" */
+	for (unsigned sh = 0; sh < ZS_MAX_SHARDS; sh++) {
+		zm_lock_init(&zp->slot_span[sh].lock);
+		zm_lock_init(&zp->id_span[sh].lock);
+	}
 	return 0;
 }
 
@@ -45,19 +50,53 @@ static inline uint64_t slot_free_val(uint32_t next, uint64_t gen)
 	return ((uint64_t)next << 32) | gen;
 }
 
+uint32_t zs_span_take(struct zs_span *sp, uint32_t *used, uint32_t max, uint32_t chunk)
+{
+	uint32_t first = 0;
+
+	zm_lock(&sp->lock);
+	if (sp->end - sp->next < chunk) {
+		uint32_t at = __atomic_load_n(used, __ATOMIC_RELAXED), want;
+
+		do {
+			if (at > max - chunk)
+				goto out;  /* the table is full: never wraps */
+			/* a whole span, or what the table has left */
+			want = at <= max - ZS_SPAN ? ZS_SPAN : chunk;
+		} while (!__atomic_compare_exchange_n(used, &at, at + want, true,
+						      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+		sp->next = at;
+		sp->end = at + want;
+	}
+	first = sp->next;
+	sp->next += chunk;
+out:
+	zm_unlock(&sp->lock);
+	return first;
+}
+
+uint64_t zs_span_unused(struct zs_pool *zp, struct zs_span *spans)
+{
+	uint64_t n = 0;
+
+	for (unsigned sh = 0; sh < zp->nshards; sh++) {
+		zm_lock(&spans[sh].lock);
+		n += spans[sh].end - spans[sh].next;
+		zm_unlock(&spans[sh].lock);
+	}
+	return n;
+}
+
 uint32_t zs_slot_alloc(struct zs_pool *zp, struct zs_class *c)
 {
 	uint32_t idx;
 
 	if (zm_unlikely(!c->nfree_slots)) {
-		uint32_t first = __atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED);
+		uint32_t first = zs_span_take(&zp->slot_span[c->idx >> zp->cshift],
+					      &zp->slots_used, ZS_MAX_HANDLES, ZS_HANDLE_CHUNK);
 
-		do {
-			if (first > ZS_MAX_HANDLES - ZS_HANDLE_CHUNK)
-				return 0;  /* the table is full: never wraps */
-		} while (!__atomic_compare_exchange_n(&zp->slots_used, &first,
-						      first + ZS_HANDLE_CHUNK, true,
-						      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+		if (!first)
+			return 0;
 		for (uint32_t i = 0; i < ZS_HANDLE_CHUNK; i++)
 			zs_store_slot(zp, first + i, slot_free_val(
 				i + 1 < ZS_HANDLE_CHUNK ? first + i + 1 : 0, 0));

@@ -44,9 +44,13 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	}
 	st->pool_pages = pages;
 	st->pool_bytes = pages * zp->page_size;
-	meta += (uint64_t)__atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED) * sizeof(uint64_t);
+	/* the tables' entries handed to classes (the rest of each shard's
+	 * span is address space never written) */
+	meta += ((uint64_t)__atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED) -
+		 zs_span_unused(zp, zp->slot_span)) * sizeof(uint64_t);
 	meta += ZM_PAGES_META_BYTES(pages);
-	meta += (uint64_t)__atomic_load_n(&zp->ids_used, __ATOMIC_RELAXED) * sizeof(uintptr_t);
+	meta += ((uint64_t)__atomic_load_n(&zp->ids_used, __ATOMIC_RELAXED) -
+		 zs_span_unused(zp, zp->id_span)) * sizeof(uintptr_t);
 	for (unsigned sh = 0; sh < zp->nshards; sh++)
 		if (__atomic_load_n(&zp->shard[sh], __ATOMIC_ACQUIRE))
 			meta += zp->nclasses * sizeof(struct zs_class *);

@@ -32,14 +32,11 @@ uint32_t zs_id_alloc(struct zs_pool *zp, struct zs_class *c)
 	uint32_t id;
 
 	if (zm_unlikely(!c->nfree_ids)) {
-		uint32_t first = __atomic_load_n(&zp->ids_used, __ATOMIC_RELAXED);
+		uint32_t first = zs_span_take(&zp->id_span[c->idx >> zp->cshift],
+					      &zp->ids_used, ZS_MAX_ZSPAGES, ZS_ID_CHUNK);
 
-		do {
-			if (first > ZS_MAX_ZSPAGES - ZS_ID_CHUNK)
-				return 0;
-		} while (!__atomic_compare_exchange_n(&zp->ids_used, &first,
-						      first + ZS_ID_CHUNK, true,
-						      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+		if (!first)
+			return 0;
 		for (uint32_t i = 0; i < ZS_ID_CHUNK; i++)
 			zp->ztab[first + i] = (uintptr_t)(first + i + 1) << 32;
 		c->free_ids = first;
