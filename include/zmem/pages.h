@@ -40,9 +40,9 @@ struct zm_pages_config {
 	size_t limit_pages;   /* most pages out of the allocator at once
 	                         (in use or in per-thread caches); 0 = the arena */
 	size_t reserve_pages; /* free pages kept resident before the rest go
-	                         back to the OS; 0 = default (1 MiB: 256 pages
-	                         of 4 KiB, at least 8), SIZE_MAX =
-	                         never give memory back */
+	                         back to the OS (each zone keeps its share);
+	                         0 = default (1 MiB: 256 pages of 4 KiB, at
+	                         least 8), SIZE_MAX = never give memory back */
 	unsigned cache_pages; /* bound on a per-thread cache's stack; 0 = default
 	                         (256 KiB: 64 pages of 4 KiB, at least 8),
 	                         1 = no caching (every call takes the lock).
@@ -81,7 +81,9 @@ struct zm_pages_stats {
 	size_t cached;        /* held in per-thread caches */
 	size_t reserve;       /* free pages that are still resident */
 	size_t resident;      /* in_use + cached + reserve: what the OS sees */
-	size_t resident_max;  /* high-water mark of resident */
+	size_t resident_max;  /* high-water mark of resident (with several
+	                         zones, their own marks summed: an upper
+	                         bound) */
 	size_t limit_pages;
 	uint64_t bulk_calls;      /* zm_pages_alloc_bulk() calls */
 	uint64_t bulk_pages;      /* pages handed out by them */

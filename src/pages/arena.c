@@ -83,6 +83,7 @@ static int zones_init(struct zm_pages *p, unsigned want)
 		}
 		zm_buddy_init(p, z);
 	}
+	p->zone_reserve = p->reserve == SIZE_MAX ? SIZE_MAX : p->reserve / n;
 	return 0;
 }
 
@@ -138,6 +139,7 @@ int zm_pages_create(const struct zm_pages_config *cfg, struct zm_pages **out)
 	p->npages = (uint32_t)npages;
 	p->arena_bytes = npages * c.page_size;
 	p->limit = c.limit_pages && c.limit_pages < npages ? c.limit_pages : npages;
+	p->limited = p->limit < npages;
 	p->reserve = c.reserve_pages ? c.reserve_pages : default_pages(ZM_DEFAULT_RESERVE_BYTES, c.page_size);
 	p->cache_cap = c.cache_pages ? c.cache_pages
 				     : (unsigned)default_pages(ZM_DEFAULT_CACHE_BYTES, c.page_size);
@@ -176,10 +178,10 @@ void zm_pages_destroy(struct zm_pages *p)
 
 	if (!p)
 		return;
-	zm_tcache_detach_all(p);   /* returns nothing: the arena goes away */
 	cached = zm_tcache_total(p);
+	zm_tcache_detach_all(p);   /* returns nothing: the arena goes away */
 	zm_zones_lock(p);
-	leaked = zm_nr_out(p) - cached;
+	leaked = zm_nr_out_locked(p) - cached;
 	zm_zones_unlock(p);
 	if (leaked)
 		zm_log("zm_pages_destroy: %zu page(s) still allocated", leaked);
@@ -299,10 +301,9 @@ int zm_pages_free_order(struct zm_pages *p, zm_pfn_t pfn, unsigned order)
 					 "not the start of an allocated run");
 	}
 	zm_buddy_give(p, z, pfn, order, true);
-	zm_out_release(p, (size_t)1 << order);
+	zm_zone_returned(p, z, (size_t)1 << order);
 	zm_unlock(&z->lock);
-	if (zm_pages_trim_due(p))
-		zm_pages_trim_to(p, p->reserve);
+	zm_zone_maybe_trim(p, z);
 	return 0;
 }
 
@@ -327,9 +328,9 @@ void zm_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n)
 
 /* ---- giving memory back to the OS ----------------------------------- */
 
-/* Trim zone z toward target dirty free pages in all (z's lock held on
- * entry and exit; dropped while the memory goes back).  Returns pages
- * given back. */
+/* Trim zone z down to target dirty free pages (z's lock held on entry
+ * and exit; dropped while the memory goes back).  Returns pages given
+ * back. */
 static size_t trim_zone(struct zm_pages *p, struct zm_zone *z, size_t target)
 {
 	zm_pfn_t blk[16];
@@ -338,9 +339,8 @@ static size_t trim_zone(struct zm_pages *p, struct zm_zone *z, size_t target)
 	if (z->trimming)
 		return 0;
 	z->trimming = true;
-	while (zm_dirty_free(p) > target && z->nr_dirty_free) {
-		size_t all = zm_dirty_free(p), before = z->nr_dirty_free, n;
-		size_t want = all - target;
+	while (z->nr_dirty_free > target) {
+		size_t before = z->nr_dirty_free, n, want = before - target;
 
 		if (want > ZM_PAGES_CHUNK * 16)
 			want = ZM_PAGES_CHUNK * 16;
@@ -371,36 +371,35 @@ static size_t trim_zone(struct zm_pages *p, struct zm_zone *z, size_t target)
 	return total;
 }
 
-size_t zm_pages_trim_to(struct zm_pages *p, size_t target)
+void zm_zone_maybe_trim(struct zm_pages *p, struct zm_zone *z)
 {
-	size_t total = 0;
-
-	/* the calling thread's home zone first: the pages it freed */
-	for (unsigned i = 0, h = zm_home_zone(p); i < p->nzones; i++) {
-		struct zm_zone *z = &p->zone[(h + i) % p->nzones];
-
-		if (zm_dirty_free(p) <= target)
-			break;
-		zm_lock(&z->lock);
-		total += trim_zone(p, z, target);
-		zm_unlock(&z->lock);
-	}
-	return total;
-}
-
-bool zm_pages_trim_due(const struct zm_pages *p)
-{
-	return p->reserve != SIZE_MAX && zm_dirty_free(p) > p->reserve + ZM_TRIM_BATCH;
+	/* a relaxed read of the zone's own counter: the line its freer just
+	 * had under the lock */
+	if (p->zone_reserve == SIZE_MAX ||
+	    __atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED) <= p->zone_reserve + ZM_TRIM_BATCH)
+		return;
+	zm_lock(&z->lock);
+	trim_zone(p, z, p->zone_reserve);
+	zm_unlock(&z->lock);
 }
 
 size_t zm_pages_trim(struct zm_pages *p)
 {
-	return p->reserve == SIZE_MAX ? 0 : zm_pages_trim_to(p, p->reserve);
+	size_t total = 0;
+
+	if (p->zone_reserve == SIZE_MAX)
+		return 0;
+	for (unsigned i = 0; i < p->nzones; i++) {
+		zm_lock(&p->zone[i].lock);
+		total += trim_zone(p, &p->zone[i], p->zone_reserve);
+		zm_unlock(&p->zone[i].lock);
+	}
+	return total;
 }
 
 void zm_pages_stats(struct zm_pages *p, struct zm_pages_stats *st)
 {
-	size_t cached = zm_tcache_total(p), nfree = 0, dirty = 0, out;
+	size_t cached = zm_tcache_total(p), nfree = 0, dirty = 0, out, rmax = 0;
 
 	memset(st, 0, sizeof(*st));
 	zm_zones_lock(p);
@@ -415,8 +414,9 @@ void zm_pages_stats(struct zm_pages *p, struct zm_pages_stats *st)
 		st->drains += z->drains;
 		st->limit_failures += z->limit_failures;
 		st->trimmed_pages += z->trimmed_pages;
+		rmax += z->resident_max;
 	}
-	out = zm_nr_out(p);
+	out = zm_nr_out_locked(p);
 	st->page_size = p->page_size;
 	st->total_pages = p->npages;
 	st->cached = cached <= out ? cached : out;
@@ -424,9 +424,9 @@ void zm_pages_stats(struct zm_pages *p, struct zm_pages_stats *st)
 	st->free = nfree;
 	st->reserve = dirty;
 	st->resident = out + dirty;
-	st->resident_max = __atomic_load_n(&p->resident_max, __ATOMIC_RELAXED);
-	if (st->resident_max < st->resident)
-		st->resident_max = st->resident;
+	/* the zones' own marks, summed: exact with one zone, an upper bound
+	 * with more (their peaks need not have come at once) */
+	st->resident_max = rmax > st->resident ? rmax : st->resident;
 	st->limit_pages = p->limit;
 	st->bad_frees = __atomic_load_n(&p->bad_frees, __ATOMIC_RELAXED);
 	st->zones = p->nzones;

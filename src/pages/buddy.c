@@ -200,27 +200,26 @@ void zm_buddy_init(struct zm_pages *p, struct zm_zone *z)
 	z->nr_free = z->end - z->start;
 }
 
-void zm_note_out(struct zm_pages *p)
-{
-	size_t resident = zm_nr_out(p) + zm_dirty_free(p);
-	size_t max = __atomic_load_n(&p->resident_max, __ATOMIC_RELAXED);
-
-	while (resident > max &&
-	       !__atomic_compare_exchange_n(&p->resident_max, &max, resident, true,
-					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
-}
-
-/* n pages of z left the buddy (counted in nr_out already). */
+/* n pages of z left the buddy (in nr_out already, if limited). */
 static void taken(struct zm_pages *p, struct zm_zone *z, size_t n)
 {
+	size_t resident;
+
+	(void)p;
 	z->nr_free -= n;
-	zm_note_out(p);
+	z->out += n;
+	resident = z->out + z->nr_dirty_free;
+	if (resident > z->resident_max)
+		z->resident_max = resident;
 }
 
 bool zm_out_reserve(struct zm_pages *p, size_t n)
 {
-	size_t out = zm_nr_out(p);
+	size_t out;
+
+	if (!p->limited)
+		return true;
+	out = __atomic_load_n(&p->nr_out, __ATOMIC_RELAXED);
 
 	do {
 		if (out + n > p->limit)
@@ -232,7 +231,11 @@ bool zm_out_reserve(struct zm_pages *p, size_t n)
 
 size_t zm_out_reserve_upto(struct zm_pages *p, size_t n)
 {
-	size_t out = zm_nr_out(p), k;
+	size_t out, k;
+
+	if (!p->limited)
+		return n;
+	out = __atomic_load_n(&p->nr_out, __ATOMIC_RELAXED);
 
 	do {
 		k = out >= p->limit ? 0 : p->limit - out < n ? p->limit - out : n;
@@ -354,11 +357,8 @@ size_t zm_buddy_take_pages(struct zm_pages *p, struct zm_zone *z, size_t n, zm_p
 {
 	size_t got = 0, d = 0, allowed = zm_out_reserve_upto(p, n);
 
-	if (allowed < n) {
-		*limited = true;
-		if (!allowed)
-			z->limit_failures++;  /* refused; a smaller refill is not */
-	}
+	if (!allowed)
+		z->limit_failures++;  /* refused; a smaller refill is not */
 	while (got < allowed) {
 		/* a whole line of page records while 8 or more pages are
 		 * wanted: the thread that gets them writes their records
@@ -391,6 +391,10 @@ size_t zm_buddy_take_pages(struct zm_pages *p, struct zm_zone *z, size_t n, zm_p
 		d += pages_out(p->pg, pfn, 1u << want, state, out + got);
 		got += 1u << want;
 	}
+	/* cut short by the limit (not by the zone running dry: then the
+	 * caller tries the next zone) */
+	if (allowed < n && got == allowed)
+		*limited = true;
 	if (got < allowed)
 		zm_out_release(p, allowed - got);
 	zm_zone_add(&z->nr_dirty_free, -(long)d);

@@ -117,10 +117,9 @@ int zm_pages_free_bulk(struct zm_pages *p, size_t n, const zm_pfn_t *pfns)
 			given += (size_t)1 << k;
 			i += (size_t)1 << k;
 		}
-		zm_out_release(p, given);
+		zm_zone_returned(p, z, given);
 		zm_unlock(&z->lock);
+		zm_zone_maybe_trim(p, z);
 	}
-	if (zm_pages_trim_due(p))
-		zm_pages_trim_to(p, p->reserve);
 	return ret;
 }

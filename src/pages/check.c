@@ -140,6 +140,9 @@ int zm_pages_check(struct zm_pages *p)
 		    (i + 1 == p->nzones && z->end != p->npages))
 			ZM_CHECK_FAIL("check: zone %u covers [%u, %u)", i, z->start, z->end);
 		bad |= check_lists(p, z, &zfree, &zdirty, &heads);
+		if (z->nr_free + z->out + z->nr_isolated != z->end - z->start)
+			ZM_CHECK_FAIL("check: zone %u: free %zu + out %zu + isolated %zu != %u pages",
+				      i, z->nr_free, z->out, z->nr_isolated, z->end - z->start);
 		if (zfree != z->nr_free)
 			ZM_CHECK_FAIL("check: zone %u: %zu pages on free lists, counter says %zu",
 				      i, zfree, z->nr_free);
@@ -150,7 +153,10 @@ int zm_pages_check(struct zm_pages *p)
 		nr_isolated += z->nr_isolated;
 	}
 	bad |= check_pages(p, heads, &out, &cached);
-	nr_out = zm_nr_out(p);
+	nr_out = zm_nr_out_locked(p);
+	if (p->limited && nr_out != __atomic_load_n(&p->nr_out, __ATOMIC_RELAXED))
+		ZM_CHECK_FAIL("check: zones count %zu pages out, the limit's count %zu", nr_out,
+			      __atomic_load_n(&p->nr_out, __ATOMIC_RELAXED));
 	if (cached != tc_cached)
 		ZM_CHECK_FAIL("check: %zu pages in state cached, caches hold %zu", cached,
 		     tc_cached);

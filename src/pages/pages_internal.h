@@ -29,9 +29,17 @@
  * per-thread cache.  Every path but stats, check and destroy holds one
  * zone lock at a time; those take them all, in zone order.  A page in a
  * per-thread cache belongs to that thread alone; a page allocated to a
- * caller belongs to the caller.  nr_out (pages out of the buddy) is one
- * atomic counter for the instance, so the limit holds across zones: a
- * taker reserves pages in it before it takes them (zm_out_reserve).
+ * caller belongs to the caller.
+ *
+ * Counting.  Each zone counts its own pages out of the buddy (`out`:
+ * callers' and caches'), its resident high-water mark and its share of
+ * the reserve of dirty free pages (reserve / nzones), so that a thread
+ * working in its home zone reads and writes no line of another's.  Only
+ * a limit (limit_pages below the arena) needs a count for the instance:
+ * then nr_out is one atomic counter that a taker reserves its pages in
+ * before it takes them (zm_out_reserve), so the limit holds across zones.
+ * The shared counters cost two threads on separate pools 1.5x where a
+ * pages instance each gave 2.0x (allocbench --apart, docs/pages.md).
  */
 #ifndef ZM_PAGES_INTERNAL_H
 #define ZM_PAGES_INTERNAL_H
@@ -180,6 +188,8 @@ struct zm_zone {
 	size_t nr_dirty_free;     /* free pages flagged PG_DIRTY; written with
 				     zm_zone_add (read without the lock) */
 	size_t nr_isolated;       /* pages being given back to the OS */
+	size_t out;               /* pages of this zone out of the buddy */
+	size_t resident_max;      /* high-water mark of out + nr_dirty_free */
 	bool trimming;            /* one trimmer at a time */
 	uint64_t bulk_calls, bulk_pages, refills, drains, limit_failures;
 	uint64_t trimmed_pages;
@@ -216,12 +226,15 @@ struct zm_pages {
 	struct zm_zone *zone;     /* immutable pointer: nzones zones */
 	unsigned next_home;       /* atomic: the next cache's home zone */
 
-	/* Written by every zone's takers and givers: on a line of its own,
-	 * away from the immutable fields above that every lock-free path
-	 * reads. */
+	bool limited;             /* immutable: limit < npages */
+	size_t zone_reserve;      /* immutable: reserve / nzones (SIZE_MAX:
+				     never trim) */
+
+	/* Written by every zone's takers and givers when there is a limit:
+	 * on a line of its own, away from the immutable fields above that
+	 * every lock-free path reads. */
 	size_t nr_out __attribute__((aligned(64))); /* atomic: pages out of the
-				     buddy (callers + caches) */
-	size_t resident_max;      /* atomic */
+				     buddy (callers + caches), if limited */
 	uint64_t bad_frees;       /* atomic */
 
 	/* zm_tc_lock */
@@ -239,30 +252,34 @@ static inline void zm_zone_add(size_t *ctr, long d)
 	__atomic_store_n(ctr, *ctr + (size_t)d, __ATOMIC_RELAXED);
 }
 
-/* Free pages flagged dirty, all zones (relaxed: a hint for trimming and
- * the resident high-water mark; exact when every zone lock is held). */
-static inline size_t zm_dirty_free(const struct zm_pages *p)
+/* Pages out of the buddy, all zones: with every zone lock held (stats,
+ * check, destroy). */
+static inline size_t zm_nr_out_locked(const struct zm_pages *p)
 {
 	size_t n = 0;
 
 	for (unsigned z = 0; z < p->nzones; z++)
-		n += __atomic_load_n(&p->zone[z].nr_dirty_free, __ATOMIC_RELAXED);
+		n += p->zone[z].out;
 	return n;
 }
 
-static inline size_t zm_nr_out(const struct zm_pages *p)
-{
-	return __atomic_load_n(&p->nr_out, __ATOMIC_RELAXED);
-}
-
-/* Count n pages out of the buddy if the limit allows all of them (true),
- * or up to n of them (returns how many); and give pages back to the
- * count.  The limit holds across zones: nr_out never passes it. */
+/* With a limit: count n pages out of the buddy if the limit allows all of
+ * them (true), or up to n of them (returns how many); and give pages back
+ * to the count.  The limit holds across zones: nr_out never passes it.
+ * Without one, they allow everything and count nothing. */
 bool zm_out_reserve(struct zm_pages *p, size_t n);
 size_t zm_out_reserve_upto(struct zm_pages *p, size_t n);
 static inline void zm_out_release(struct zm_pages *p, size_t n)
 {
-	__atomic_fetch_sub(&p->nr_out, n, __ATOMIC_RELAXED);
+	if (p->limited)
+		__atomic_fetch_sub(&p->nr_out, n, __ATOMIC_RELAXED);
+}
+
+/* n pages of zone z came back from a caller or a cache (z's lock held). */
+static inline void zm_zone_returned(struct zm_pages *p, struct zm_zone *z, size_t n)
+{
+	z->out -= n;
+	zm_out_release(p, n);
 }
 
 /* Lock every zone, in order (stats, check, destroy), and unlock them. */
@@ -306,7 +323,8 @@ zm_pfn_t zm_buddy_take_block(struct zm_pages *p, struct zm_zone *z, unsigned ord
 			     bool *limited);
 /* Take up to n single pages into out[], marking them with state; returns
  * how many (stops at the limit or when the zone is empty; *limited when
- * the limit cut it short).  *dirty: how many of them were dirty (still
+ * the limit cut it short, i.e. it got all the limit allowed, and less
+ * than n).  *dirty: how many of them were dirty (still
  * resident: no need to prefault). */
 size_t zm_buddy_take_pages(struct zm_pages *p, struct zm_zone *z, size_t n, zm_pfn_t *out,
 			   uint8_t state, size_t *dirty, bool *limited);
@@ -333,16 +351,12 @@ void zm_buddy_give(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, unsigned
  * heads to out[] (up to nout) and returns how many blocks. */
 size_t zm_buddy_isolate_dirty(struct zm_pages *p, struct zm_zone *z, size_t max,
 			      zm_pfn_t *out, size_t nout);
-/* After pages left the buddy: the resident high-water mark. */
-void zm_note_out(struct zm_pages *p);
 
-/* arena.c: give dirty free pages back to the OS until at most target stay
- * resident.  Takes and drops zone locks; call without any. */
-size_t zm_pages_trim_to(struct zm_pages *p, size_t target);
-/* Have the dirty free pages (all zones) passed the batch threshold?  If
- * so the caller, without a zone lock, calls zm_pages_trim_to(p,
- * p->reserve). */
-bool zm_pages_trim_due(const struct zm_pages *p);
+/* arena.c: give zone z's dirty free pages beyond its share of the
+ * reserve back to the OS if they passed it by a batch (ZM_TRIM_BATCH).
+ * Takes and drops z's lock; call without any.  Pages freed into a zone
+ * are trimmed by the freer, from that zone. */
+void zm_zone_maybe_trim(struct zm_pages *p, struct zm_zone *z);
 
 /* Prefault the pages in pfns[0..n) (without the lock; the caller owns
  * them), one madvise per run of adjacent pages.  Callers skip it when

@@ -131,8 +131,11 @@ static inline bool cached_resident(const struct zm_pages *p, zm_pfn_t pfn)
  * most of the time a thread held the lock in allocbench's all-free of
  * 3 KiB objects (12,000 pages a pass through the buddy); pages freed
  * together are mostly neighbours (a zspage's run, the rest of a run
- * block).  drain: count a drain (in the first zone). */
-static void cached_give_all(struct zm_pages *p, const zm_pfn_t *pfns, unsigned n, bool drain)
+ * block).  drain: count a drain (in the first zone); trim: then trim the
+ * zones given to, as far as their share of the reserve says (not on the
+ * run path, which zsmalloc takes with a class lock held). */
+static void cached_give_all(struct zm_pages *p, const zm_pfn_t *pfns, unsigned n, bool drain,
+			    bool trim)
 {
 	unsigned i = 0;
 
@@ -162,10 +165,12 @@ static void cached_give_all(struct zm_pages *p, const zm_pfn_t *pfns, unsigned n
 				len -= 1u << k;
 			}
 		}
-		/* out of nr_out under the lock: stats, holding every zone's,
+		/* counted back under the lock: stats, holding every zone's,
 		 * see a page free or out, never both */
-		zm_out_release(p, i - from);
+		zm_zone_returned(p, z, i - from);
 		zm_unlock(&z->lock);
+		if (trim)
+			zm_zone_maybe_trim(p, z);
 	}
 }
 
@@ -190,7 +195,7 @@ static void tc_give_back(struct zm_pages *p, struct zm_tcache *tc, unsigned n, b
 	unsigned top = tc->count;
 
 	sort_pfns(tc->pfns + top - n, n);
-	cached_give_all(p, tc->pfns + top - n, n, drain);
+	cached_give_all(p, tc->pfns + top - n, n, drain, true);
 	tc_set_count(tc, top - n);
 }
 
@@ -216,7 +221,7 @@ static inline void tc_set_run(struct zm_tcache *tc, zm_pfn_t next, zm_pfn_t end)
 /* The `n` oldest set-aside pages back to the free lists, in place. */
 static void ahead_give_oldest(struct zm_pages *p, struct zm_tcache *tc, unsigned n)
 {
-	cached_give_all(p, tc->ahead, n, false);
+	cached_give_all(p, tc->ahead, n, false, false);
 	memmove(tc->ahead, tc->ahead + n, (tc->nahead - n) * sizeof(zm_pfn_t));
 	tc_set_nahead(tc, tc->nahead - n);
 }
@@ -230,7 +235,7 @@ static void block_give_back(struct zm_pages *p, struct zm_tcache *tc)
 	for (zm_pfn_t pfn = tc->run_next; pfn < tc->run_end; pfn++) {
 		run[n++] = pfn;
 		if (n == ZM_PAGES_RUN_MAX || pfn + 1 == tc->run_end) {
-			cached_give_all(p, run, n, false);
+			cached_give_all(p, run, n, false, false);
 			n = 0;
 		}
 	}
@@ -487,7 +492,8 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 		block_give_back(p, tc);
 		/* not near the limit: there, pages set aside would be pages
 		 * refused to others */
-		if (zm_nr_out(p) + ((size_t)ZM_RUN_LIMIT_ROOM << p->run_order) <= p->limit) {
+		if (!p->limited || __atomic_load_n(&p->nr_out, __ATOMIC_RELAXED) +
+		    ((size_t)ZM_RUN_LIMIT_ROOM << p->run_order) <= p->limit) {
 			unsigned maxo = order > p->run_order ? order : p->run_order;
 			struct zm_zone *z;
 
@@ -572,11 +578,10 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 
 		zm_lock(&z->lock);
 		zm_buddy_give(p, z, pfn, 0, true);
-		zm_out_release(p, 1);
+		zm_zone_returned(p, z, 1);
 		zm_unlock(&z->lock);
+		zm_zone_maybe_trim(p, z);
 	}
-	if (zm_pages_trim_due(p))
-		zm_pages_trim_to(p, p->reserve);
 	return 0;
 }
 
@@ -590,8 +595,8 @@ void zm_pages_flush_thread(struct zm_pages *p)
 		return;
 	tc_give_back(p, tc, tc->count, false);
 	ahead_give_back(p, tc);
-	if (zm_pages_trim_due(p))
-		zm_pages_trim_to(p, p->reserve);
+	for (unsigned z = 0; z < p->nzones; z++)
+		zm_zone_maybe_trim(p, &p->zone[z]);
 }
 
 /* ---- for destroy, stats and the checker ----------------------------- */
@@ -605,8 +610,7 @@ void zm_tcache_detach_all(struct zm_pages *p)
 		registry_unlink(p, tc);
 		/* Keep the count for the leak report, then let go. */
 		__atomic_store_n(&tc->owner, NULL, __ATOMIC_RELEASE);
-		zm_out_release(p, __atomic_load_n(&tc->count, __ATOMIC_RELAXED) +
-			       __atomic_load_n(&tc->nahead, __ATOMIC_RELAXED) + tc_run_left(tc));
+		/* its pages stay out: the arena goes away with them */
 	}
 	pthread_mutex_unlock(&zm_tc_lock);
 }
