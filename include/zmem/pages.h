@@ -40,7 +40,8 @@ struct zm_pages_config {
 	size_t limit_pages;   /* most pages out of the allocator at once
 	                         (in use or in per-thread caches); 0 = the arena */
 	size_t reserve_pages; /* free pages kept resident before the rest go
-	                         back to the OS (each zone keeps its share);
+	                         back to the OS (in each zone: up to zones
+	                         times this in all);
 	                         0 = default (1 MiB: 256 pages of 4 KiB, at
 	                         least 8), SIZE_MAX = never give memory back */
 	unsigned cache_pages; /* bound on a per-thread cache's stack; 0 = default

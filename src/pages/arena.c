@@ -83,7 +83,10 @@ static int zones_init(struct zm_pages *p, unsigned want)
 		}
 		zm_buddy_init(p, z);
 	}
-	p->zone_reserve = p->reserve == SIZE_MAX ? SIZE_MAX : p->reserve / n;
+	/* each zone keeps the whole reserve: a share of it made a thread
+	 * working in one zone trim twice as often (bulk alloc and free of
+	 * 64 MiB: 58% more instructions, most in trimming) */
+	p->zone_reserve = p->reserve;
 	return 0;
 }
 

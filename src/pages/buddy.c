@@ -452,7 +452,7 @@ size_t zm_buddy_isolate_dirty(struct zm_pages *p, struct zm_zone *z, size_t max,
 		while (nblk < nout && z->area[k][1].count) {
 			zm_pfn_t pfn = zm_buddy_first(z, (unsigned)k, 1);
 			unsigned order = (unsigned)k;
-			uint32_t n;
+			uint32_t n, cleaned;
 
 			list_del(p, z, pfn);
 			/* a block larger than what is left to give back: keep
@@ -473,14 +473,14 @@ size_t zm_buddy_isolate_dirty(struct zm_pages *p, struct zm_zone *z, size_t max,
 			}
 			n = 1u << order;
 			zm_pg_of(p, pfn)->order = (uint8_t)order;
+			cleaned = 0;
 			for (uint32_t i = 0; i < n; i++) {
 				struct zm_pg *pg = zm_pg_of(p, pfn + i);
 
-				if (pg->flags & PG_DIRTY) {
-					pg->flags &= (uint8_t)~PG_DIRTY;
-					zm_zone_add(&z->nr_dirty_free, -1);
-				}
+				cleaned += pg->flags & PG_DIRTY;
+				pg->flags &= (uint8_t)~PG_DIRTY;
 			}
+			zm_zone_add(&z->nr_dirty_free, -(long)cleaned);
 			zm_pg_of(p, pfn)->state = PG_ISOLATED;
 			z->nr_free -= n;
 			z->nr_isolated += n;

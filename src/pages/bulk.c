@@ -53,12 +53,14 @@ size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 	return got;
 }
 
-/* Is pfns[i] a valid single page of zone z to free?  (z's lock held) */
-static bool freeable(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn)
+/* Is pfns[i] a valid single page to free?  (the lock of its zone held:
+ * the caller checks the zone of the run's first page, and an aligned run
+ * of at most 2^ZM_PAGES_MAX_ORDER pages never crosses into another) */
+static bool freeable(struct zm_pages *p, zm_pfn_t pfn)
 {
 	struct zm_pg *pg;
 
-	if (pfn >= p->npages || pfn < z->start || pfn >= z->end)
+	if (pfn >= p->npages)
 		return false;
 	pg = zm_pg_of(p, pfn);
 	return pg->state == PG_ALLOC && pg->order == 0;
@@ -68,8 +70,7 @@ static bool freeable(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn)
  * pfns[i], as an order: pages that bulk allocation handed out together
  * usually come back together, and one block merges once instead of once
  * per page. */
-static unsigned run_order(struct zm_pages *p, struct zm_zone *z, const zm_pfn_t *pfns,
-			  size_t i, size_t end)
+static unsigned run_order(struct zm_pages *p, const zm_pfn_t *pfns, size_t i, size_t end)
 {
 	zm_pfn_t pfn = pfns[i];
 	unsigned k = 0;
@@ -77,7 +78,7 @@ static unsigned run_order(struct zm_pages *p, struct zm_zone *z, const zm_pfn_t 
 	while (k < ZM_PAGES_MAX_ORDER && !(pfn & ((2u << k) - 1)) &&
 	       i + (2u << k) <= end) {
 		for (uint32_t j = 1u << k; j < (2u << k); j++)
-			if (pfns[i + j] != pfn + j || !freeable(p, z, pfn + j))
+			if (pfns[i + j] != pfn + j || !freeable(p, pfn + j))
 				return k;
 		k++;
 	}
@@ -86,6 +87,7 @@ static unsigned run_order(struct zm_pages *p, struct zm_zone *z, const zm_pfn_t 
 
 int zm_pages_free_bulk(struct zm_pages *p, size_t n, const zm_pfn_t *pfns)
 {
+	uint32_t touched = 0;  /* zones given to: trimmed once, at the end */
 	int ret = 0;
 
 	/* a chunk at a time, under the lock of the zone of its first page;
@@ -107,19 +109,22 @@ int zm_pages_free_bulk(struct zm_pages *p, size_t n, const zm_pfn_t *pfns)
 
 			if (pfn < p->npages && zm_zone_of(p, pfn) != z)
 				break;
-			if (!freeable(p, z, pfn)) {
+			if (!freeable(p, pfn)) {
 				ret = zm_pages_bad_free(p, pfn, "not an allocated single page");
 				i++;
 				continue;
 			}
-			k = run_order(p, z, pfns, i, end);
+			k = run_order(p, pfns, i, end);
 			zm_buddy_give(p, z, pfn, k, true);
 			given += (size_t)1 << k;
 			i += (size_t)1 << k;
 		}
 		zm_zone_returned(p, z, given);
 		zm_unlock(&z->lock);
-		zm_zone_maybe_trim(p, z);
+		touched |= 1u << (z - p->zone);
 	}
+	for (unsigned i = 0; i < p->nzones; i++)
+		if (touched & (1u << i))
+			zm_zone_maybe_trim(p, &p->zone[i]);
 	return ret;
 }

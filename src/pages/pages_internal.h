@@ -32,8 +32,8 @@
  * caller belongs to the caller.
  *
  * Counting.  Each zone counts its own pages out of the buddy (`out`:
- * callers' and caches'), its resident high-water mark and its share of
- * the reserve of dirty free pages (reserve / nzones), so that a thread
+ * callers' and caches'), its resident high-water mark and its dirty free
+ * pages, which it trims down to the reserve by itself, so that a thread
  * working in its home zone reads and writes no line of another's.  Only
  * a limit (limit_pages below the arena) needs a count for the instance:
  * then nr_out is one atomic counter that a taker reserves its pages in
@@ -227,8 +227,8 @@ struct zm_pages {
 	unsigned next_home;       /* atomic: the next cache's home zone */
 
 	bool limited;             /* immutable: limit < npages */
-	size_t zone_reserve;      /* immutable: reserve / nzones (SIZE_MAX:
-				     never trim) */
+	size_t zone_reserve;      /* immutable: dirty free pages a zone keeps
+				     (the reserve; SIZE_MAX: never trim) */
 
 	/* Written by every zone's takers and givers when there is a limit:
 	 * on a line of its own, away from the immutable fields above that
@@ -352,8 +352,8 @@ void zm_buddy_give(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, unsigned
 size_t zm_buddy_isolate_dirty(struct zm_pages *p, struct zm_zone *z, size_t max,
 			      zm_pfn_t *out, size_t nout);
 
-/* arena.c: give zone z's dirty free pages beyond its share of the
- * reserve back to the OS if they passed it by a batch (ZM_TRIM_BATCH).
+/* arena.c: give zone z's dirty free pages beyond the reserve back to the
+ * OS if they passed it by a batch (ZM_TRIM_BATCH).
  * Takes and drops z's lock; call without any.  Pages freed into a zone
  * are trimmed by the freer, from that zone. */
 void zm_zone_maybe_trim(struct zm_pages *p, struct zm_zone *z);
