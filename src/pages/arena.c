@@ -343,11 +343,11 @@ static size_t trim_zone(struct zm_pages *p, struct zm_zone *z, size_t target)
 		return 0;
 	z->trimming = true;
 	while (z->nr_dirty_free > target) {
-		size_t before = z->nr_dirty_free, n, want = before - target;
+		size_t n, cleaned, want = z->nr_dirty_free - target;
 
 		if (want > ZM_PAGES_CHUNK * 16)
 			want = ZM_PAGES_CHUNK * 16;
-		n = zm_buddy_isolate_dirty(p, z, want, blk, 16);
+		n = zm_buddy_isolate_dirty(p, z, want, blk, 16, &cleaned);
 		if (n == 0)
 			break;
 		zm_unlock(&z->lock);
@@ -365,8 +365,10 @@ static size_t trim_zone(struct zm_pages *p, struct zm_zone *z, size_t target)
 			zm_buddy_give(p, z, blk[i], order, false);
 			z->nr_isolated -= (size_t)1 << order;
 		}
-		total += before - z->nr_dirty_free;
-		if (z->nr_dirty_free >= before)
+		/* what this pass cleaned (others may free dirty pages into
+		 * the zone while the lock is dropped) */
+		total += cleaned;
+		if (!cleaned)
 			break;  /* no progress (dirty pages elsewhere): stop */
 	}
 	z->trimmed_pages += total;

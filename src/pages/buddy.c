@@ -333,6 +333,11 @@ zm_pfn_t zm_buddy_take_block(struct zm_pages *p, struct zm_zone *z, unsigned ord
 	unsigned k;
 	zm_pfn_t pfn;
 
+	/* a block first, then the limit: a reservation made for a zone
+	 * that then has nothing is a moment in which another zone's
+	 * taker sees the limit reached */
+	if (!(z->nonempty >> (order * 2)))
+		return ZM_PFN_NIL;
 	if (!zm_out_reserve(p, (size_t)1 << order)) {
 		z->limit_failures++;
 		*limited = true;
@@ -355,8 +360,14 @@ zm_pfn_t zm_buddy_take_block(struct zm_pages *p, struct zm_zone *z, unsigned ord
 size_t zm_buddy_take_pages(struct zm_pages *p, struct zm_zone *z, size_t n, zm_pfn_t *out,
 			   uint8_t state, size_t *dirty, bool *limited)
 {
-	size_t got = 0, d = 0, allowed = zm_out_reserve_upto(p, n);
+	size_t got = 0, d = 0, cap, allowed;
 
+	*dirty = 0;
+	if (!z->nr_free)
+		return 0;  /* dry: the caller tries the next zone */
+	/* no more than the zone has (see zm_buddy_take_block) */
+	cap = n < z->nr_free ? n : z->nr_free;
+	allowed = zm_out_reserve_upto(p, cap);
 	if (!allowed)
 		z->limit_failures++;  /* refused; a smaller refill is not */
 	while (got < allowed) {
@@ -393,7 +404,7 @@ size_t zm_buddy_take_pages(struct zm_pages *p, struct zm_zone *z, size_t n, zm_p
 	}
 	/* cut short by the limit (not by the zone running dry: then the
 	 * caller tries the next zone) */
-	if (allowed < n && got == allowed)
+	if (allowed < cap && got == allowed)
 		*limited = true;
 	if (got < allowed)
 		zm_out_release(p, allowed - got);
@@ -442,10 +453,11 @@ void zm_buddy_give(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, unsigned
 }
 
 size_t zm_buddy_isolate_dirty(struct zm_pages *p, struct zm_zone *z, size_t max,
-			      zm_pfn_t *out, size_t nout)
+			      zm_pfn_t *out, size_t nout, size_t *cleaned_all)
 {
 	size_t pages = 0, nblk = 0;
 
+	*cleaned_all = 0;
 	/* Largest blocks first: fewest madvise calls, and the small dirty
 	 * blocks are the ones allocation reuses first. */
 	for (int k = ZM_PAGES_MAX_ORDER; k >= 0 && nblk < nout; k--) {
@@ -481,6 +493,7 @@ size_t zm_buddy_isolate_dirty(struct zm_pages *p, struct zm_zone *z, size_t max,
 				pg->flags &= (uint8_t)~PG_DIRTY;
 			}
 			zm_zone_add(&z->nr_dirty_free, -(long)cleaned);
+			*cleaned_all += cleaned;
 			zm_pg_of(p, pfn)->state = PG_ISOLATED;
 			z->nr_free -= n;
 			z->nr_isolated += n;
@@ -552,6 +565,10 @@ zm_pfn_t zm_buddy_take_run(struct zm_pages *p, struct zm_zone *z, unsigned max_o
 		unsigned found;
 		zm_pfn_t pfn;
 
+		uint32_t have = dirty_only ? z->nonempty & 0xAAAAAAAAu : z->nonempty;
+
+		if (!(have >> (want * 2)))
+			continue;  /* no block that large here */
 		if (!zm_out_reserve(p, (size_t)1 << want))
 			continue;  /* a smaller block may still fit */
 		pfn = dirty_only ? find_dirty_block(p, z, want, &found) :
@@ -576,6 +593,8 @@ zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, struct zm_zone *z, unsigned or
 	unsigned k;
 	zm_pfn_t pfn;
 
+	if (!z->nr_free)
+		return ZM_PFN_NIL;  /* (see zm_buddy_take_block) */
 	if (!zm_out_reserve(p, 1)) {
 		z->limit_failures++;
 		*limited = true;

@@ -195,7 +195,8 @@ struct zm_zone {
 	uint64_t trimmed_pages;
 } __attribute__((aligned(64)));
 
-/* Zones: at most this many, one per CPU (a power of two) ... */
+/* Zones: at most this many, one per CPU (a power of two, fewer where the
+ * last would be empty) ... */
 #define ZM_MAX_ZONES 8
 /* ... of at least 2^ZM_ZONE_MIN_SHIFT pages by default (128 MiB at 4 KiB:
  * an arena smaller than two of them has one zone, as before zones were
@@ -243,7 +244,8 @@ struct zm_pages {
 
 static inline struct zm_zone *zm_zone_of(const struct zm_pages *p, zm_pfn_t pfn)
 {
-	return &p->zone[pfn >> p->zone_shift];
+	/* 64-bit: one zone over more than 2^31 pages has a shift of 32 */
+	return &p->zone[(uint64_t)pfn >> p->zone_shift];
 }
 
 /* A zone counter that other threads read without its lock. */
@@ -289,7 +291,7 @@ void zm_zones_unlock(struct zm_pages *p);
 /* The zones a taker tries, from home: home, home + 1, ... (mod nzones). */
 #define ZM_FOR_EACH_ZONE_FROM(p, home, i, z)                                  \
 	for (unsigned i = 0; i < (p)->nzones &&                               \
-	     ((z) = &(p)->zone[((home) + i) & ((p)->nzones - 1)], 1); i++)
+	     ((z) = &(p)->zone[((home) + i) % (p)->nzones], 1); i++)
 
 static inline struct zm_pg *zm_pg_of(const struct zm_pages *p, zm_pfn_t pfn)
 {
@@ -348,9 +350,10 @@ zm_pfn_t zm_buddy_take_at(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, b
 void zm_buddy_give(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, unsigned order,
 		   bool dirty);
 /* Remove dirty blocks worth up to max pages for trimming; writes their
- * heads to out[] (up to nout) and returns how many blocks. */
+ * heads to out[] (up to nout) and returns how many blocks; *cleaned: the
+ * dirty pages among them (what trimming gives back). */
 size_t zm_buddy_isolate_dirty(struct zm_pages *p, struct zm_zone *z, size_t max,
-			      zm_pfn_t *out, size_t nout);
+			      zm_pfn_t *out, size_t nout, size_t *cleaned);
 
 /* arena.c: give zone z's dirty free pages beyond the reserve back to the
  * OS if they passed it by a batch (ZM_TRIM_BATCH).

@@ -189,13 +189,16 @@ static void sort_pfns(zm_pfn_t *pfns, unsigned n)
 }
 
 /* Give `n` pages from the top of the cache back to the buddy, sorted:
- * neighbours go back as blocks, and each zone's pages together. */
-static void tc_give_back(struct zm_pages *p, struct zm_tcache *tc, unsigned n, bool drain)
+ * neighbours go back as blocks, and each zone's pages together; trim:
+ * then trim those zones (not under zm_tc_lock: madvise calls there would
+ * stall every thread meeting an instance, exiting or reading stats). */
+static void tc_give_back(struct zm_pages *p, struct zm_tcache *tc, unsigned n, bool drain,
+			 bool trim)
 {
 	unsigned top = tc->count;
 
 	sort_pfns(tc->pfns + top - n, n);
-	cached_give_all(p, tc->pfns + top - n, n, drain, true);
+	cached_give_all(p, tc->pfns + top - n, n, drain, trim);
 	tc_set_count(tc, top - n);
 }
 
@@ -281,7 +284,7 @@ static void tc_thread_exit(void *unused)
 
 		next = tc->tnext;
 		if (p) {
-			tc_give_back(p, tc, tc->count, false);
+			tc_give_back(p, tc, tc->count, false, false);
 			ahead_give_back(p, tc);
 			registry_unlink(p, tc);
 		}
@@ -568,7 +571,7 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 		return 0;
 	}
 	if (tc) {
-		tc_give_back(p, tc, p->cache_batch, true);
+		tc_give_back(p, tc, p->cache_batch, true, true);
 		pg->flags = PG_RESIDENT;
 		zm_pg_set_state(pg, PG_CACHED);
 		tc->pfns[tc->count] = pfn;
@@ -593,7 +596,7 @@ void zm_pages_flush_thread(struct zm_pages *p)
 		tc = tc->tnext;
 	if (!tc || (!tc->count && !tc->nahead && !tc_run_left(tc)))
 		return;
-	tc_give_back(p, tc, tc->count, false);
+	tc_give_back(p, tc, tc->count, false, false);
 	ahead_give_back(p, tc);
 	for (unsigned z = 0; z < p->nzones; z++)
 		zm_zone_maybe_trim(p, &p->zone[z]);
