@@ -60,9 +60,10 @@ struct zm_pages_config {
 	                         per CPU (a power of two, at most 8) where
 	                         each gets 128 MiB of the arena, else fewer;
 	                         n = up to n (the power of two at or below,
-	                         at most 8), zones of at least
-	                         2^ZM_PAGES_MAX_ORDER pages, equal but the
-	                         last; zm_pages_stats says how many */
+	                         at most 8; fewer where zones, equal but the
+	                         last, would have under 2^ZM_PAGES_MAX_ORDER
+	                         pages or the last none);
+	                         zm_pages_stats says how many */
 };
 
 /* Per-page metadata for the owner of an allocated page: its contents are
