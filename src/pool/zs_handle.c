@@ -61,7 +61,8 @@ uint32_t zs_span_take(struct zs_span *sp, uint32_t *used, uint32_t max, uint32_t
 		do {
 			if (at > max - chunk)
 				goto out;  /* the table is full: never wraps */
-			/* a whole span, or what the table has left */
+			/* a whole span, or near the table's end one
+			 * chunk at a time */
 			want = at <= max - ZS_SPAN ? ZS_SPAN : chunk;
 		} while (!__atomic_compare_exchange_n(used, &at, at + want, true,
 						      __ATOMIC_RELAXED, __ATOMIC_RELAXED));

@@ -45,12 +45,19 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	st->pool_pages = pages;
 	st->pool_bytes = pages * zp->page_size;
 	/* the tables' entries handed to classes (the rest of each shard's
-	 * span is address space never written) */
-	meta += ((uint64_t)__atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED) -
-		 zs_span_unused(zp, zp->slot_span)) * sizeof(uint64_t);
+	 * span is address space never written); the spans read first: a
+	 * span that takes more from its table in between then counts in
+	 * full (over by at most a span), never the other way round */
+	{
+		uint64_t slots_unused = zs_span_unused(zp, zp->slot_span);
+		uint64_t ids_unused = zs_span_unused(zp, zp->id_span);
+
+		meta += ((uint64_t)__atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED) -
+			 slots_unused) * sizeof(uint64_t);
+		meta += ((uint64_t)__atomic_load_n(&zp->ids_used, __ATOMIC_RELAXED) -
+			 ids_unused) * sizeof(uintptr_t);
+	}
 	meta += ZM_PAGES_META_BYTES(pages);
-	meta += ((uint64_t)__atomic_load_n(&zp->ids_used, __ATOMIC_RELAXED) -
-		 zs_span_unused(zp, zp->id_span)) * sizeof(uintptr_t);
 	for (unsigned sh = 0; sh < zp->nshards; sh++)
 		if (__atomic_load_n(&zp->shard[sh], __ATOMIC_ACQUIRE))
 			meta += zp->nclasses * sizeof(struct zs_class *);
@@ -143,7 +150,10 @@ static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *z
 		     zs->npop, zs->bump);
 	for (unsigned i = 0; i < c->objs; i++)
 		seen[i] = i >= zs->bump;   /* never used: free */
-	for (unsigned o = zs->free_head; o != ZS_NONE && !bad; o = zs_backref(zs, c)[o]) {
+	/* the whole chain even past a poison failure: stopping there left
+	 * the rest of the free objects looking live, and named their links
+	 * as handle slots that do not point back */
+	for (unsigned o = zs->free_head; o != ZS_NONE; o = zs_backref(zs, c)[o]) {
 		if (o >= zs->bump || seen[o]) {
 			ZM_CHECK_FAIL("check: zspage %p free chain bad at object %u", (void *)zs, o);
 			break;

@@ -20,7 +20,8 @@
  * two pages; such an object is reached by copying its halves through a
  * per-thread buffer, unless (CONTIG method) the two pages happen to be
  * adjacent in memory, which bulk allocation makes the common case.  Free
- * objects are chained through their own first two bytes; objects never
+ * objects are chained through their back references in the zspage
+ * record (a free object has none), never through their memory; objects never
  * used since the zspage was made lie beyond a bump index, and the pages
  * beyond it are not even allocated yet: a zspage takes its pages as the
  * bump reaches them, so a class's newest zspage holds at most one partly
