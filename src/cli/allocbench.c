@@ -183,9 +183,6 @@ static void *run(void *arg)
 	return NULL;
 }
 
-/* Time one cell: ns per op per thread, median of the runs, into r (with
- * the total Mops/s and the failed allocations); 0, or -1 after a
- * message. */
 /* The pools and pages instances of a cell: one of each, shared by the
  * threads, or (--apart) a pool per thread, over one pages instance or
  * over one each. */
@@ -228,6 +225,9 @@ static int setup_make(const struct opts *o, const struct row *r, struct setup *s
 	return 0;
 }
 
+/* Time one cell: ns per op per thread, median of the runs, into r (with
+ * the total Mops/s and the failed allocations); 0, or -1 after a
+ * message. */
 static int measure(const struct opts *o, struct row *r)
 {
 	struct setup su;

@@ -83,10 +83,6 @@ static int zones_init(struct zm_pages *p, unsigned want)
 		}
 		zm_buddy_init(p, z);
 	}
-	/* each zone keeps the whole reserve: a share of it made a thread
-	 * working in one zone trim twice as often (bulk alloc and free of
-	 * 64 MiB: 58% more instructions, most in trimming) */
-	p->zone_reserve = p->reserve;
 	return 0;
 }
 
@@ -380,11 +376,11 @@ void zm_zone_maybe_trim(struct zm_pages *p, struct zm_zone *z)
 {
 	/* a relaxed read of the zone's own counter: the line its freer just
 	 * had under the lock */
-	if (p->zone_reserve == SIZE_MAX ||
-	    __atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED) <= p->zone_reserve + ZM_TRIM_BATCH)
+	if (p->reserve == SIZE_MAX ||
+	    __atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED) <= p->reserve + ZM_TRIM_BATCH)
 		return;
 	zm_lock(&z->lock);
-	trim_zone(p, z, p->zone_reserve);
+	trim_zone(p, z, p->reserve);
 	zm_unlock(&z->lock);
 }
 
@@ -392,11 +388,11 @@ size_t zm_pages_trim(struct zm_pages *p)
 {
 	size_t total = 0;
 
-	if (p->zone_reserve == SIZE_MAX)
+	if (p->reserve == SIZE_MAX)
 		return 0;
 	for (unsigned i = 0; i < p->nzones; i++) {
 		zm_lock(&p->zone[i].lock);
-		total += trim_zone(p, &p->zone[i], p->zone_reserve);
+		total += trim_zone(p, &p->zone[i], p->reserve);
 		zm_unlock(&p->zone[i].lock);
 	}
 	return total;

@@ -86,7 +86,7 @@ static zm_pfn_t bitset_first(struct zm_bitset *b)
 	return ZM_PFN_NIL;
 }
 
-static zm_pfn_t zm_bitset_next(const struct zm_bitset *b, zm_pfn_t pfn)
+static zm_pfn_t bitset_next(const struct zm_bitset *b, zm_pfn_t pfn)
 {
 	uint32_t i = (pfn + 1) / 64;
 	uint64_t w;
@@ -127,7 +127,7 @@ zm_pfn_t zm_buddy_first(struct zm_zone *z, unsigned order, int dirty)
 
 zm_pfn_t zm_zone_next_single(const struct zm_zone *z, int d, zm_pfn_t pfn)
 {
-	zm_pfn_t i = zm_bitset_next(&z->free0[d], pfn - z->start);
+	zm_pfn_t i = bitset_next(&z->free0[d], pfn - z->start);
 
 	return i == ZM_PFN_NIL ? ZM_PFN_NIL : z->start + i;
 }
@@ -201,11 +201,10 @@ void zm_buddy_init(struct zm_pages *p, struct zm_zone *z)
 }
 
 /* n pages of z left the buddy (in nr_out already, if limited). */
-static void taken(struct zm_pages *p, struct zm_zone *z, size_t n)
+static void taken(struct zm_zone *z, size_t n)
 {
 	size_t resident;
 
-	(void)p;
 	z->nr_free -= n;
 	z->out += n;
 	resident = z->out + z->nr_dirty_free;
@@ -353,7 +352,7 @@ zm_pfn_t zm_buddy_take_block(struct zm_pages *p, struct zm_zone *z, unsigned ord
 		    -(long)pages_out(p->pg, pfn, 1u << order, PG_ALLOC_TAIL, NULL));
 	zm_pg_of(p, pfn)->state = PG_ALLOC;
 	zm_pg_of(p, pfn)->order = (uint8_t)order;
-	taken(p, z, (size_t)1 << order);
+	taken(z, (size_t)1 << order);
 	return pfn;
 }
 
@@ -410,7 +409,7 @@ size_t zm_buddy_take_pages(struct zm_pages *p, struct zm_zone *z, size_t n, zm_p
 		zm_out_release(p, allowed - got);
 	zm_zone_add(&z->nr_dirty_free, -(long)d);
 	*dirty = d;
-	taken(p, z, got);
+	taken(z, got);
 	return got;
 }
 
@@ -554,7 +553,7 @@ zm_pfn_t zm_buddy_take_at(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, b
 	}
 	*dirty = pages_out(p->pg, pfn, 1, PG_ALLOC, NULL) != 0;
 	zm_zone_add(&z->nr_dirty_free, -(long)*dirty);
-	taken(p, z, 1);
+	taken(z, 1);
 	return pfn;
 }
 
@@ -580,7 +579,7 @@ zm_pfn_t zm_buddy_take_run(struct zm_pages *p, struct zm_zone *z, unsigned max_o
 		split(p, z, pfn, found, want);
 		*dirty = pages_out(p->pg, pfn, 1u << want, PG_CACHED, NULL);
 		zm_zone_add(&z->nr_dirty_free, -(long)*dirty);
-		taken(p, z, (size_t)1 << want);
+		taken(z, (size_t)1 << want);
 		*k = want;
 		return pfn;
 	}
@@ -610,6 +609,6 @@ zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, struct zm_zone *z, unsigned or
 	split(p, z, pfn, k, 0);
 	*dirty = pages_out(p->pg, pfn, 1, PG_ALLOC, NULL) != 0;
 	zm_zone_add(&z->nr_dirty_free, -(long)*dirty);
-	taken(p, z, 1);
+	taken(z, 1);
 	return pfn;
 }

@@ -214,7 +214,12 @@ struct zm_pages {
 	struct zm_page_meta *meta;/* per-page records for owners */
 	size_t pg_bytes, meta_bytes;
 	size_t limit;             /* immutable */
-	size_t reserve;           /* immutable */
+	size_t reserve;           /* immutable: dirty free pages each zone keeps
+				     (SIZE_MAX: never trim); each zone the
+				     whole reserve: a share of it made a thread
+				     working in one zone trim twice as often
+				     (bulk alloc and free of 64 MiB: 58% more
+				     instructions, most in trimming) */
 	unsigned cache_cap;       /* immutable */
 	unsigned cache_batch;     /* immutable */
 	bool prefault;            /* immutable */
@@ -225,11 +230,7 @@ struct zm_pages {
 	unsigned nzones;          /* immutable */
 	unsigned zone_shift;      /* immutable: zone of pfn = pfn >> zone_shift */
 	struct zm_zone *zone;     /* immutable pointer: nzones zones */
-	unsigned next_home;       /* atomic: the next cache's home zone */
-
 	bool limited;             /* immutable: limit < npages */
-	size_t zone_reserve;      /* immutable: dirty free pages a zone keeps
-				     (the reserve; SIZE_MAX: never trim) */
 
 	/* Written by every zone's takers and givers when there is a limit:
 	 * on a line of its own, away from the immutable fields above that
@@ -237,6 +238,7 @@ struct zm_pages {
 	size_t nr_out __attribute__((aligned(64))); /* atomic: pages out of the
 				     buddy (callers + caches), if limited */
 	uint64_t bad_frees;       /* atomic */
+	unsigned next_home;       /* atomic: the next cache's home zone */
 
 	/* zm_tc_lock */
 	struct zm_tcache *caches; /* registry of this instance's caches */

@@ -124,16 +124,40 @@ static inline bool cached_resident(const struct zm_pages *p, zm_pfn_t pfn)
 	return zm_pg_of(p, pfn)->flags & PG_RESIDENT;
 }
 
+/* Cached pages [a, a + len) of zone z back to its buddy (z's lock held),
+ * dirty if resident: each stretch alike in residency as the fewest
+ * aligned blocks that cover it, one zm_buddy_give each.  Page by page,
+ * the gives were most of the time a thread held the lock in allocbench's
+ * all-free of 3 KiB objects (12,000 pages a pass through the buddy);
+ * pages given back together are mostly neighbours (a zspage's run, the
+ * rest of a run block). */
+static void give_range(struct zm_pages *p, struct zm_zone *z, zm_pfn_t a, unsigned len)
+{
+	while (len) {
+		bool res = cached_resident(p, a);
+		unsigned n = 1;
+
+		while (n < len && cached_resident(p, a + n) == res)
+			n++;
+		len -= n;
+		while (n) {
+			unsigned k = (unsigned)__builtin_ctz(a | (1u << ZM_PAGES_MAX_ORDER));
+
+			while ((1u << k) > n)
+				k--;
+			zm_buddy_give(p, z, a, k, res);
+			a += 1u << k;
+			n -= 1u << k;
+		}
+	}
+}
+
 /* Cached pages back to the buddy, each to its zone (taking the zones'
- * locks, one at a time), dirty if resident: each run of consecutive pfns
- * alike in residency as the fewest aligned blocks that cover it, one
- * zm_buddy_give each; and out of nr_out.  Page by page, the gives were
- * most of the time a thread held the lock in allocbench's all-free of
- * 3 KiB objects (12,000 pages a pass through the buddy); pages freed
- * together are mostly neighbours (a zspage's run, the rest of a run
- * block).  drain: count a drain (in the first zone); trim: then trim the
- * zones given to, as far as their share of the reserve says (not on the
- * run path, which zsmalloc takes with a class lock held). */
+ * locks, one at a time), runs of neighbours through give_range, and
+ * counted back.  drain: count a drain (in the first zone); trim: then
+ * trim the zones given to, as far as the reserve says (not on the run
+ * path, which zsmalloc takes with a class lock held, nor at thread exit,
+ * under zm_tc_lock). */
 static void cached_give_all(struct zm_pages *p, const zm_pfn_t *pfns, unsigned n, bool drain,
 			    bool trim)
 {
@@ -148,22 +172,12 @@ static void cached_give_all(struct zm_pages *p, const zm_pfn_t *pfns, unsigned n
 		drain = false;
 		while (i < n && zm_zone_of(p, pfns[i]) == z) {
 			zm_pfn_t a = pfns[i];
-			bool res = cached_resident(p, a);
 			unsigned len = 1;
 
-			while (i + len < n && pfns[i + len] == a + len && a + len < z->end &&
-			       cached_resident(p, a + len) == res)
+			while (i + len < n && pfns[i + len] == a + len && a + len < z->end)
 				len++;
+			give_range(p, z, a, len);
 			i += len;
-			while (len) {
-				unsigned k = (unsigned)__builtin_ctz(a | (1u << ZM_PAGES_MAX_ORDER));
-
-				while ((1u << k) > len)
-					k--;
-				zm_buddy_give(p, z, a, k, res);
-				a += 1u << k;
-				len -= 1u << k;
-			}
 		}
 		/* counted back under the lock: stats, holding every zone's,
 		 * see a page free or out, never both */
@@ -229,18 +243,19 @@ static void ahead_give_oldest(struct zm_pages *p, struct zm_tcache *tc, unsigned
 	tc_set_nahead(tc, tc->nahead - n);
 }
 
-/* The rest of the run block back to the free lists. */
+/* The rest of the run block back to the free lists (a block lies in
+ * one zone). */
 static void block_give_back(struct zm_pages *p, struct zm_tcache *tc)
 {
-	zm_pfn_t run[ZM_PAGES_RUN_MAX];
-	unsigned n = 0;
+	unsigned n = tc->run_end - tc->run_next;
 
-	for (zm_pfn_t pfn = tc->run_next; pfn < tc->run_end; pfn++) {
-		run[n++] = pfn;
-		if (n == ZM_PAGES_RUN_MAX || pfn + 1 == tc->run_end) {
-			cached_give_all(p, run, n, false, false);
-			n = 0;
-		}
+	if (n) {
+		struct zm_zone *z = zm_zone_of(p, tc->run_next);
+
+		zm_lock(&z->lock);
+		give_range(p, z, tc->run_next, n);
+		zm_zone_returned(p, z, n);
+		zm_unlock(&z->lock);
 	}
 	tc_set_run(tc, tc->run_end, tc->run_end);
 }
@@ -252,12 +267,20 @@ static void ahead_give_back(struct zm_pages *p, struct zm_tcache *tc)
 	block_give_back(p, tc);
 }
 
-bool zm_tcache_reclaim(struct zm_pages *p)
+/* The calling thread's cache for p, if it has one (not made here). */
+static struct zm_tcache *tc_find(struct zm_pages *p)
 {
 	struct zm_tcache *tc = tls_caches;
 
 	while (tc && tc_owner(tc) != p)
 		tc = tc->tnext;
+	return tc;
+}
+
+bool zm_tcache_reclaim(struct zm_pages *p)
+{
+	struct zm_tcache *tc = tc_find(p);
+
 	if (!tc || (!tc->nahead && !tc_run_left(tc)))
 		return false;
 	ahead_give_back(p, tc);
@@ -266,10 +289,8 @@ bool zm_tcache_reclaim(struct zm_pages *p)
 
 unsigned zm_home_zone(struct zm_pages *p)
 {
-	struct zm_tcache *tc = tls_caches;
+	struct zm_tcache *tc = tc_find(p);
 
-	while (tc && tc_owner(tc) != p)
-		tc = tc->tnext;
 	return tc ? tc->home : 0;
 }
 
@@ -361,7 +382,7 @@ static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zm_
 		if (tc) {
 			got = zm_buddy_take_pages(p, z, p->cache_batch, tc->pfns, PG_CACHED,
 						  &dirty, &limited);
-			z->refills++;
+			z->refills += got != 0;  /* a dry zone tried is no refill */
 			tc_set_count(tc, (unsigned)got);
 		} else {
 			got = zm_buddy_take_pages(p, z, 1, pfn, PG_ALLOC, &dirty, &limited);
@@ -590,10 +611,8 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 
 void zm_pages_flush_thread(struct zm_pages *p)
 {
-	struct zm_tcache *tc = tls_caches;
+	struct zm_tcache *tc = tc_find(p);
 
-	while (tc && tc_owner(tc) != p)
-		tc = tc->tnext;
 	if (!tc || (!tc->count && !tc->nahead && !tc_run_left(tc)))
 		return;
 	tc_give_back(p, tc, tc->count, false, false);
