@@ -34,7 +34,7 @@ ifeq ($(WERROR),1)
 WARN   += -Werror
 endif
 CPPFLAGS_ZM := -Iinclude -Isrc -DZM_DEBUG=$(ZM_DEBUG) -D_GNU_SOURCE
-CFLAGS_ZM   := -std=gnu11 $(OPT) -g -fPIC -pthread $(WARN)
+CFLAGS_ZM   := -std=gnu11 $(OPT) -g -fPIC -fvisibility=hidden -pthread $(WARN)
 ifneq ($(SAN),)
 CFLAGS_ZM   += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS_ZM  += -fsanitize=$(SAN)
@@ -80,6 +80,10 @@ TSAN_TESTS := $(filter %_stress,$(TESTS))
 # build's test binaries with their shared lib.sh as interop.sh.
 INTEROP  := $(patsubst tests/interop/%,$(BUILD)/tests/%,$(wildcard tests/interop/test_*.sh))
 TESTS    += $(INTEROP)
+# Library tests: tests/lib/test_*.sh check the built library as users link
+# it (its exported symbols, an install into a prefix).
+LIBTESTS := $(patsubst tests/lib/%,$(BUILD)/tests/%,$(wildcard tests/lib/test_*.sh))
+TESTS    += $(LIBTESTS)
 
 .PHONY: all lib deps demo check check-debug check-asan check-tsan check-fuzz fuzz test-run \
         install uninstall clean
@@ -118,6 +122,10 @@ $(BUILD)/tests/interop.sh: tests/interop/lib.sh
 	cp $< $@
 
 $(BUILD)/tests/%.sh: tests/interop/%.sh $(BUILD)/tests/interop.sh $(BUILD)/zmem
+	cp $< $@ && chmod +x $@
+
+$(BUILD)/tests/%.sh: tests/lib/%.sh $(BUILD)/libzmem.so $(BUILD)/zmem.pc
+	@mkdir -p $(dir $@)
 	cp $< $@ && chmod +x $@
 
 # test_experiments runs the zmem command of the same build.

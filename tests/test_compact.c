@@ -32,7 +32,7 @@ static uint64_t fill(struct zm_pool *p, size_t n, struct rng *r)
 	for (size_t i = 0; i < n; i++) {
 		objs[i].size = pt_size(r, 4096);
 		objs[i].cookie = rng_next(r);
-		objs[i].h = zm_malloc(p, objs[i].size);
+		objs[i].h = zm_pool_alloc(p, objs[i].size);
 		assert_true(objs[i].h);
 		pt_fill(buf, objs[i].size, objs[i].cookie);
 		assert_int_equal(zm_pool_write(p, objs[i].h, buf, objs[i].size), 0);
@@ -48,7 +48,7 @@ static uint64_t free_some(struct zm_pool *p, size_t n, unsigned permille, struct
 
 	for (size_t i = 0; i < n; i++) {
 		if (objs[i].h && rng_below(r, 1000) < permille) {
-			assert_int_equal(zm_free(p, objs[i].h), 0);
+			assert_int_equal(zm_pool_free(p, objs[i].h), 0);
 			objs[i].h = 0;
 		} else if (objs[i].h) {
 			live += objs[i].size;
@@ -73,7 +73,7 @@ static void free_all(struct zm_pool *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (objs[i].h) {
-			assert_int_equal(zm_free(p, objs[i].h), 0);
+			assert_int_equal(zm_pool_free(p, objs[i].h), 0);
 			objs[i].h = 0;
 		}
 }
@@ -182,13 +182,13 @@ static void test_sweep(void **state)
 	void *m;
 
 	for (int i = 0; i < 5; i++) {       /* 4 to a page: 3 slots free */
-		big[i] = zm_malloc(p, 1000);
+		big[i] = zm_pool_alloc(p, 1000);
 		assert_true(big[i]);
 		pt_fill(buf, 1000, 1000 + (uint64_t)i);
 		assert_int_equal(zm_pool_write(p, big[i], buf, 1000), 0);
 	}
 	for (int i = 0; i < 3; i++) {       /* 2400 bytes in a page of their own */
-		small[i] = zm_malloc(p, 800);
+		small[i] = zm_pool_alloc(p, 800);
 		assert_true(small[i]);
 		pt_fill(buf, 800, 800 + (uint64_t)i);
 		assert_int_equal(zm_pool_write(p, small[i], buf, 800), 0);
@@ -215,12 +215,12 @@ static void test_sweep(void **state)
 		assert_true(zm_pool_obj_size(p, small[i]) > 800);
 		assert_int_equal(zm_pool_read(p, small[i], buf, 800), 0);
 		assert_int_equal(pt_check(buf, 800, 800 + (uint64_t)i), 0);
-		assert_int_equal(zm_free(p, small[i]), 0);
+		assert_int_equal(zm_pool_free(p, small[i]), 0);
 	}
 	for (int i = 0; i < 5; i++) {
 		assert_int_equal(zm_pool_read(p, big[i], buf, 1000), 0);
 		assert_int_equal(pt_check(buf, 1000, 1000 + (uint64_t)i), 0);
-		assert_int_equal(zm_free(p, big[i]), 0);
+		assert_int_equal(zm_pool_free(p, big[i]), 0);
 	}
 	zm_pool_stats(p, &st);
 	assert_int_equal(st.pool_pages, 0);
@@ -321,17 +321,17 @@ static void test_trigger_watermark_same_group(void **state)
 	struct zm_pool_stats st;
 
 	for (int i = 0; i < 3200; i++)
-		assert_true((h[i] = zm_malloc(p, 128)) != 0);
+		assert_true((h[i] = zm_pool_alloc(p, 128)) != 0);
 	for (int i = 0; i < 3200; i++)
 		if (i % 32 < 6)
-			assert_int_equal(zm_free(p, h[i]), 0);
+			assert_int_equal(zm_pool_free(p, h[i]), 0);
 	assert_true(wait_compactions(p, 1, 5000) >= 1);
 	zm_pool_set_compaction(p, ZM_COMPACT_OFF);
 	zm_pool_stats(p, &st);
 	assert_true(st.pool_pages <= 95);   /* under the 15% watermark */
 	for (int i = 0; i < 3200; i++)
 		if (i % 32 >= 6)
-			assert_int_equal(zm_free(p, h[i]), 0);
+			assert_int_equal(zm_pool_free(p, h[i]), 0);
 	zm_pool_destroy(p);
 }
 
@@ -397,20 +397,20 @@ static void test_stops_partway(void **state)
 	for (uint8_t buf[4096]; n < N; n++) {
 		objs[n].size = pt_size(&r, 4096);
 		objs[n].cookie = rng_next(&r);
-		if (!(objs[n].h = zm_malloc(p, objs[n].size)))
+		if (!(objs[n].h = zm_pool_alloc(p, objs[n].size)))
 			break;
 		pt_fill(buf, objs[n].size, objs[n].cookie);
 		zm_pool_write(p, objs[n].h, buf, objs[n].size);
 	}
 	free_some(p, n, 600, &r);
 	/* take every page left, so destinations cannot grow */
-	while (nf < 4096 && (filler[nf] = zm_malloc(p, 4096)))
+	while (nf < 4096 && (filler[nf] = zm_pool_alloc(p, 4096)))
 		nf++;
 	zm_pool_compact(p);
 	assert_int_equal(zm_pool_check(p), 0);
 	verify_all(p, n);
 	while (nf)
-		zm_free(p, filler[--nf]);
+		zm_pool_free(p, filler[--nf]);
 	zm_pool_compact(p);
 	assert_int_equal(zm_pool_check(p), 0);
 	verify_all(p, n);
@@ -448,14 +448,14 @@ static void test_min_moves(void **st)
 
 	/* 1000 bytes: the 1024-byte class, four to a one-page zspage */
 	for (int i = 0; i < 40; i++)
-		assert_true((h[i] = zm_malloc(p, 1000)) != 0);
+		assert_true((h[i] = zm_pool_alloc(p, 1000)) != 0);
 	assert_int_equal(zm_pool_min_moves(p, 0), 0);
 	assert_int_equal(zm_pool_min_moves(p, 1), 4);
 	/* the first page keeps one object, the second two, the rest four */
 	for (int i = 1; i < 4; i++)
-		assert_int_equal(zm_free(p, h[i]), 0);
-	assert_int_equal(zm_free(p, h[5]), 0);
-	assert_int_equal(zm_free(p, h[6]), 0);
+		assert_int_equal(zm_pool_free(p, h[i]), 0);
+	assert_int_equal(zm_pool_free(p, h[5]), 0);
+	assert_int_equal(zm_pool_free(p, h[6]), 0);
 	assert_int_equal(zm_pool_min_moves(p, 1), 1);
 	assert_int_equal(zm_pool_min_moves(p, 2), 3);
 	assert_int_equal(zm_pool_min_moves(p, 3), 7);
@@ -468,7 +468,7 @@ static void test_min_moves(void **st)
 	assert_int_equal(zm_pool_check(p), 0);
 	for (int i = 0; i < 40; i++)
 		if (i == 0 || (i >= 4 && i != 5 && i != 6))
-			assert_int_equal(zm_free(p, h[i]), 0);
+			assert_int_equal(zm_pool_free(p, h[i]), 0);
 	zm_pool_destroy(p);
 
 	assert_int_equal(zm_pool_create(&mc, &m), 0);

@@ -37,7 +37,7 @@ static void *worker(void *arg)
 		if (op < 45 && n < HOLD) {
 			struct pt_obj o = { 0, pt_size(&r, 4096), ((uint64_t)id << 48) | ++serial };
 
-			o.h = zm_malloc(g_pool, o.size);
+			o.h = zm_pool_alloc(g_pool, o.size);
 			if (!o.h) {
 				errors++;
 				continue;
@@ -52,14 +52,14 @@ static void *worker(void *arg)
 		} else if (n) {
 			size_t i = rng_below(&r, n);
 
-			if (pt_check_obj(g_pool, &hold[i], buf, &r) || zm_free(g_pool, hold[i].h))
+			if (pt_check_obj(g_pool, &hold[i], buf, &r) || zm_pool_free(g_pool, hold[i].h))
 				errors++;
 			hold[i] = hold[--n];
 		}
 	}
 	while (n) {
 		n--;
-		if (pt_check_obj(g_pool, &hold[n], buf, &r) || zm_free(g_pool, hold[n].h))
+		if (pt_check_obj(g_pool, &hold[n], buf, &r) || zm_pool_free(g_pool, hold[n].h))
 			errors++;
 	}
 	return (void *)errors;

@@ -38,7 +38,7 @@ static int setup(void **state)
 	if (ext && *ext) {
 		path = ext;
 	} else {
-		struct zm_serve_config cfg = { .size = SIZE, .threads = 2 };
+		struct zmi_serve_config cfg = { .size = SIZE, .threads = 2 };
 
 		if (test_server_start(&srv, &cfg, "main"))
 			return -1;
@@ -452,7 +452,7 @@ static void test_stalled_client(void **state)
 static void test_read_only(void **state)
 {
 	struct test_server ro;
-	struct zm_serve_config cfg = { .size = 1u << 20, .read_only = true };
+	struct zmi_serve_config cfg = { .size = 1u << 20, .read_only = true };
 	struct nc c;
 	uint8_t buf[4096] = { 1 };
 
@@ -471,7 +471,7 @@ static void test_read_only(void **state)
 static void test_memory_limit(void **state)
 {
 	struct test_server lim;
-	struct zm_serve_config cfg = { .size = 64u << 20, .mem_limit = 512u << 10, .threads = 1 };
+	struct zmi_serve_config cfg = { .size = 64u << 20, .mem_limit = 512u << 10, .threads = 1 };
 	struct nc c;
 	uint8_t first[4096], buf[4096];
 	uint64_t seed = 99;

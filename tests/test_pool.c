@@ -57,7 +57,7 @@ static void test_sizes(void **st)
 		sizes[n++] = P - 17, sizes[n++] = P - 16, sizes[n++] = P - 15;
 		sizes[n++] = P - 1, sizes[n++] = P;
 		for (size_t i = 0; i < n; i++) {
-			h[i] = zm_malloc(p, sizes[i]);
+			h[i] = zm_pool_alloc(p, sizes[i]);
 			assert_true(h[i] != 0);
 			assert_true(zm_pool_obj_size(p, h[i]) >= sizes[i]);
 			pt_fill(buf, sizes[i], h[i]);
@@ -68,12 +68,12 @@ static void test_sizes(void **st)
 			memset(out, 0, P);
 			assert_int_equal(zm_pool_read(p, h[i], out, sizes[i]), 0);
 			assert_int_equal(pt_check(out, sizes[i], h[i]), 0);
-			assert_int_equal(zm_free(p, h[i]), 0);
+			assert_int_equal(zm_pool_free(p, h[i]), 0);
 		}
 		errno = 0;
-		assert_int_equal(zm_malloc(p, 0), 0);
+		assert_int_equal(zm_pool_alloc(p, 0), 0);
 		assert_int_equal(errno, EINVAL);
-		assert_int_equal(zm_malloc(p, P + 1), 0);
+		assert_int_equal(zm_pool_alloc(p, P + 1), 0);
 		assert_int_equal(errno, EINVAL);
 		assert_int_equal(zm_pool_check(p), 0);
 		zm_pool_destroy(p);
@@ -92,7 +92,7 @@ static void test_spanning_and_modes(void **st)
 		int copied = 0;
 
 		for (int i = 0; i < 10; i++) {
-			h[i] = zm_malloc(p, S);
+			h[i] = zm_pool_alloc(p, S);
 			assert_true(h[i] != 0);
 			pt_fill(buf, S, h[i]);
 			assert_int_equal(zm_pool_write(p, h[i], buf, S), 0);
@@ -142,7 +142,7 @@ static void test_spanning_and_modes(void **st)
 		if (pt_configs[k].span == ZM_SPAN_COPY)
 			assert_true(copied >= 2); /* some objects did straddle */
 		for (int i = 0; i < 10; i++)
-			assert_int_equal(zm_free(p, h[i]), 0);
+			assert_int_equal(zm_pool_free(p, h[i]), 0);
 		assert_int_equal(zm_pool_check(p), 0);
 		zm_pool_destroy(p);
 		free(buf);
@@ -157,7 +157,7 @@ static void test_huge(void **st)
 	struct zm_pool *p = mk(&pt_configs[0], 0);
 	struct zm_pool_stats s, s0;
 	enum { N = 100 };
-	zm_handle_t h = zm_malloc(p, 4096 - 4), many[N];
+	zm_handle_t h = zm_pool_alloc(p, 4096 - 4), many[N];
 	uint8_t buf[4096];
 
 	assert_true(h);
@@ -165,10 +165,10 @@ static void test_huge(void **st)
 	assert_int_equal(s.huge_objects, 1);
 	assert_int_equal(s.pool_pages, 1);
 	assert_int_equal(zm_pool_obj_size(p, h), 4096);
-	zm_free(p, h);
+	zm_pool_free(p, h);
 	zm_pool_stats(p, &s);
 	assert_int_equal(s.pool_pages, 0);
-	assert_int_equal(zm_free(p, h), -EINVAL);               /* double */
+	assert_int_equal(zm_pool_free(p, h), -EINVAL);               /* double */
 	assert_int_equal(zm_pool_read(p, h, buf, 10), -EINVAL);
 	assert_null(zm_pool_map(p, h, ZM_MAP_RO));
 
@@ -176,7 +176,7 @@ static void test_huge(void **st)
 	for (int i = 0; i < N; i++) {
 		size_t sz = 4065 + (size_t)i % 32;  /* above 4096 - 32 */
 
-		many[i] = zm_malloc(p, sz);
+		many[i] = zm_pool_alloc(p, sz);
 		assert_true(many[i]);
 		assert_int_equal(zm_pool_obj_size(p, many[i]), 4096);  /* a page each */
 		pt_fill(buf, sz, many[i]);
@@ -203,7 +203,7 @@ static void test_huge(void **st)
 		assert_int_equal(pt_check(m, 4065 + (size_t)i % 32, many[i]), 0);
 		zm_pool_unmap(p, many[i]);
 		if (i % 2 == 0)
-			assert_int_equal(zm_free(p, many[i]), 0);
+			assert_int_equal(zm_pool_free(p, many[i]), 0);
 	}
 	assert_int_equal(zm_pool_check(p), 0);
 	for (int i = 1; i < N; i += 2) {
@@ -220,7 +220,7 @@ static void test_huge(void **st)
 	c.pages = pg;
 	assert_int_equal(zm_pool_create(&c, &p), 0);
 	for (int i = 0; i < N; i++)
-		assert_true(zm_malloc(p, 4096));
+		assert_true(zm_pool_alloc(p, 4096));
 	zm_pool_destroy(p);
 	zm_pages_stats(pg, &ps);
 	assert_int_equal(ps.in_use, 0);
@@ -238,14 +238,14 @@ static void test_classes_made_lazily(void **st)
 	zm_handle_t h[10];
 
 	for (int i = 0; i < 10; i++)
-		assert_true(h[i] = zm_malloc(p, 100));
+		assert_true(h[i] = zm_pool_alloc(p, 100));
 	zm_pool_stats(p, &s);
 	printf("10 objects of one size: %llu bytes of metadata\n",
 	       (unsigned long long)s.meta_bytes);
 	assert_true(s.meta_bytes < 8192);
 	assert_int_equal(zm_pool_check(p), 0);
 	for (int i = 0; i < 10; i++)
-		assert_int_equal(zm_free(p, h[i]), 0);
+		assert_int_equal(zm_pool_free(p, h[i]), 0);
 	zm_pool_destroy(p);
 }
 
@@ -268,7 +268,7 @@ static void test_limit(void **st)
 		for (;;) {
 			size_t s = pt_size(&r, P);
 
-			h[n] = zm_malloc(p, s);
+			h[n] = zm_pool_alloc(p, s);
 			if (!h[n])
 				break;
 			pt_fill(buf, s, h[n]);
@@ -285,7 +285,7 @@ static void test_limit(void **st)
 
 			assert_int_equal(zm_pool_read(p, h[i], buf, s), 0);
 			assert_int_equal(pt_check(buf, s, h[i]), 0);
-			assert_int_equal(zm_free(p, h[i]), 0);
+			assert_int_equal(zm_pool_free(p, h[i]), 0);
 		}
 		zm_pool_destroy(p);
 		free(buf);
@@ -296,30 +296,30 @@ static void test_bad_handles(void **st)
 {
 	for (size_t k = 0; k < PT_NCONFIGS; k++) {
 		struct zm_pool *p = mk(&pt_configs[k], 0);
-		zm_handle_t h = zm_malloc(p, 100), keep = zm_malloc(p, 100);
+		zm_handle_t h = zm_pool_alloc(p, 100), keep = zm_pool_alloc(p, 100);
 		char buf[200];
 
-		assert_int_equal(zm_free(p, 0), -EINVAL);
+		assert_int_equal(zm_pool_free(p, 0), -EINVAL);
 		assert_int_equal(zm_pool_read(p, h, buf, 200 + 4096), -EINVAL);
 		assert_int_equal(zm_pool_write(p, h, buf, 5000), -EINVAL);
 		if (pt_checks_handles(&pt_configs[k])) {
 			zm_handle_t h2;
 
-			assert_int_equal(zm_free(p, h), 0);
-			assert_int_equal(zm_free(p, h), -EINVAL);     /* double */
+			assert_int_equal(zm_pool_free(p, h), 0);
+			assert_int_equal(zm_pool_free(p, h), -EINVAL);     /* double */
 			assert_int_equal(zm_pool_read(p, h, buf, 10), -EINVAL);
 			assert_null(zm_pool_map(p, h, ZM_MAP_RO));
-			h2 = zm_malloc(p, 100);                       /* reuses the slot */
+			h2 = zm_pool_alloc(p, 100);                       /* reuses the slot */
 			assert_true(h2 != h);
-			assert_int_equal(zm_free(p, h), -EINVAL);     /* stale */
-			assert_int_equal(zm_free(p, 0xdeadbeef00001ull), -EINVAL);
-			assert_int_equal(zm_free(p, 2), -EINVAL);
-			assert_int_equal(zm_free(p, h2), 0);
+			assert_int_equal(zm_pool_free(p, h), -EINVAL);     /* stale */
+			assert_int_equal(zm_pool_free(p, 0xdeadbeef00001ull), -EINVAL);
+			assert_int_equal(zm_pool_free(p, 2), -EINVAL);
+			assert_int_equal(zm_pool_free(p, h2), 0);
 		} else {
-			assert_int_equal(zm_free(p, h), 0);
+			assert_int_equal(zm_pool_free(p, h), 0);
 		}
 		assert_int_equal(zm_pool_check(p), 0);
-		assert_int_equal(zm_free(p, keep), 0);
+		assert_int_equal(zm_pool_free(p, keep), 0);
 		zm_pool_destroy(p);
 	}
 }
@@ -339,14 +339,14 @@ static void test_write_after_free(void **st)
 		if (strcmp(pt_configs[k].allocator, "zsmalloc") != 0)
 			continue;
 		p = mk(&pt_configs[k], 0);
-		keep = zm_malloc(p, 100);
-		h = zm_malloc(p, 100);
+		keep = zm_pool_alloc(p, 100);
+		h = zm_pool_alloc(p, 100);
 		assert_true(keep && h);
 		m = zm_pool_map(p, h, ZM_MAP_WO);
 		assert_non_null(m);
 		memset(m, 1, 100);
 		zm_pool_unmap(p, h);
-		assert_int_equal(zm_free(p, h), 0);
+		assert_int_equal(zm_pool_free(p, h), 0);
 		assert_int_equal(m[0], 0x6b);   /* poisoned */
 		assert_int_equal(m[99], 0x6b);
 		assert_int_equal(zm_pool_check(p), 0);
@@ -356,11 +356,11 @@ static void test_write_after_free(void **st)
 		m[57] = was;
 		assert_int_equal(zm_pool_check(p), 0);
 		/* the slot is handed out again, and the checker takes it */
-		h = zm_malloc(p, 100);
+		h = zm_pool_alloc(p, 100);
 		assert_true(h != 0);
 		assert_int_equal(zm_pool_check(p), 0);
-		assert_int_equal(zm_free(p, h), 0);
-		assert_int_equal(zm_free(p, keep), 0);
+		assert_int_equal(zm_pool_free(p, h), 0);
+		assert_int_equal(zm_pool_free(p, keep), 0);
 		zm_pool_destroy(p);
 	}
 #else
@@ -380,16 +380,16 @@ static void test_stale_after_reuse(void **st)
 		if (!pt_checks_handles(&pt_configs[k]))
 			continue;
 		p = mk(&pt_configs[k], 0);
-		stale = zm_malloc(p, 100), keep = zm_malloc(p, 100);
-		assert_int_equal(zm_free(p, stale), 0);
+		stale = zm_pool_alloc(p, 100), keep = zm_pool_alloc(p, 100);
+		assert_int_equal(zm_pool_free(p, stale), 0);
 		for (int i = 0; i < 70000; i++) {
-			zm_handle_t h = zm_malloc(p, 100);
+			zm_handle_t h = zm_pool_alloc(p, 100);
 
 			assert_true(h && h != stale);
-			assert_int_equal(zm_free(p, h), 0);
+			assert_int_equal(zm_pool_free(p, h), 0);
 		}
-		assert_int_equal(zm_free(p, stale), -EINVAL);
-		assert_int_equal(zm_free(p, keep), 0);
+		assert_int_equal(zm_pool_free(p, stale), -EINVAL);
+		assert_int_equal(zm_pool_free(p, keep), 0);
 		zm_pool_destroy(p);
 	}
 }
@@ -410,7 +410,7 @@ static void test_stats_and_return(void **st)
 		for (int i = 0; i < N; i++) {
 			size_t sz = pt_size(&r, P);
 
-			h[i] = zm_malloc(p, sz);
+			h[i] = zm_pool_alloc(p, sz);
 			assert_true(h[i]);
 			bytes += sz;
 		}
@@ -428,7 +428,7 @@ static void test_stats_and_return(void **st)
 			assert_true(ftell(f) > 200);
 		fclose(f);
 		for (int i = 0; i < N; i++)
-			assert_int_equal(zm_free(p, h[i]), 0);
+			assert_int_equal(zm_pool_free(p, h[i]), 0);
 		zm_pool_stats(p, &s);
 		assert_int_equal(s.objects, 0);
 		assert_int_equal(s.pool_pages, 0);
@@ -448,11 +448,11 @@ static void test_shared_pages(void **st)
 	c.pages = pg;
 	assert_int_equal(zm_pool_create(&c, &a), 0);
 	assert_int_equal(zm_pool_create(&c, &b), 0);
-	x = zm_malloc(a, 500);
-	y = zm_malloc(b, 500);
+	x = zm_pool_alloc(a, 500);
+	y = zm_pool_alloc(b, 500);
 	assert_true(x && y);
-	assert_int_equal(zm_free(a, x), 0);
-	assert_int_equal(zm_free(b, y), 0);
+	assert_int_equal(zm_pool_free(a, x), 0);
+	assert_int_equal(zm_pool_free(b, y), 0);
 	zm_pool_destroy(a);
 	zm_pool_destroy(b);
 	assert_int_equal(zm_pages_check(pg), 0);
@@ -485,7 +485,7 @@ static void test_owner_words(void **st)
 		assert_int_equal(zm_pool_create(&c, &p), 0);
 		for (unsigned i = 0; i < N; i++) {
 			size[i] = i % 50 == 0 ? P : pt_size(&r, P);
-			h = zm_malloc(p, size[i]);
+			h = zm_pool_alloc(p, size[i]);
 			assert_true(h != 0);
 			pt_fill(buf, size[i], i);
 			assert_int_equal(zm_pool_write(p, h, buf, size[i]), 0);
@@ -493,13 +493,13 @@ static void test_owner_words(void **st)
 			assert_true(w[i] & 1);
 		}
 		/* bad input */
-		h = zm_malloc(p, 100);
+		h = zm_pool_alloc(p, 100);
 		assert_int_equal(zm_pool_bind(p, h, 3), -EINVAL);     /* in use */
 		assert_int_equal(zm_pool_bind(p, h, N), -EINVAL);     /* beyond */
 		assert_int_equal(zm_pool_bind(p, 0, 3), -EINVAL);
 		assert_int_equal(zm_pool_free_key(p, N), -EINVAL);
 		assert_int_equal(zm_pool_key_handle(p, N), 0);
-		assert_int_equal(zm_free(p, h), 0);
+		assert_int_equal(zm_pool_free(p, h), 0);
 		/* free every other key, compact, and read all back */
 		for (unsigned i = 0; i < N; i += 2) {
 			assert_int_equal(zm_pool_free_key(p, i), 0);
@@ -524,7 +524,7 @@ static void test_owner_words(void **st)
 			assert_int_equal(pt_check(buf, size[i], i), 0);
 		}
 		/* rebinding a freed key works */
-		h = zm_malloc(p, 200);
+		h = zm_pool_alloc(p, 200);
 		pt_fill(buf, 200, 77);
 		assert_int_equal(zm_pool_write(p, h, buf, 200), 0);
 		assert_int_equal(zm_pool_bind(p, h, 0), 0);
@@ -545,11 +545,11 @@ static void test_owner_words(void **st)
 	/* a pool without owner words refuses keys */
 	{
 		struct zm_pool *p = mk(&pt_configs[0], 0);
-		zm_handle_t h = zm_malloc(p, 100);
+		zm_handle_t h = zm_pool_alloc(p, 100);
 
 		assert_int_equal(zm_pool_bind(p, h, 0), -EINVAL);
 		assert_int_equal(zm_pool_key_handle(p, 0), 0);
-		assert_int_equal(zm_free(p, h), 0);
+		assert_int_equal(zm_pool_free(p, h), 0);
 		zm_pool_destroy(p);
 	}
 }

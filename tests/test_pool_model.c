@@ -42,7 +42,7 @@ static void run(const struct zm_pool_config *cfg)
 
 		if (op < 35 && n < MAXOBJ) {
 			size_t sz = pt_size(&r, P);
-			zm_handle_t h = zm_malloc(p, sz);
+			zm_handle_t h = zm_pool_alloc(p, sz);
 
 			assert_true(h);
 			o[n] = (struct obj){ h, sz, malloc(sz) };
@@ -53,7 +53,7 @@ static void run(const struct zm_pool_config *cfg)
 		} else if (op < 55 && n) {
 			size_t i = rng_below(&r, n);
 
-			assert_int_equal(zm_free(p, o[i].h), 0);
+			assert_int_equal(zm_pool_free(p, o[i].h), 0);
 			freed[nfreed < 64 ? nfreed++ : rng_below(&r, 64)] = o[i].h;
 			free(o[i].data);
 			o[i] = o[--n];
@@ -76,10 +76,10 @@ static void run(const struct zm_pool_config *cfg)
 			/* a freed handle (its slot's generation moved on) and a
 			 * live one with a wrong generation are both refused */
 			if (nfreed)
-				assert_int_equal(zm_free(p, freed[rng_below(&r, nfreed)]),
+				assert_int_equal(zm_pool_free(p, freed[rng_below(&r, nfreed)]),
 						 -EINVAL);
 			if (n)
-				assert_int_equal(zm_free(p, o[rng_below(&r, n)].h ^ 2),
+				assert_int_equal(zm_pool_free(p, o[rng_below(&r, n)].h ^ 2),
 						 -EINVAL);
 		}
 		assert_int_equal(zm_pool_check(p), 0);
@@ -89,7 +89,7 @@ static void run(const struct zm_pool_config *cfg)
 	for (size_t i = 0; i < n; i++) {
 		assert_int_equal(zm_pool_read(p, o[i].h, buf, o[i].size), 0);
 		assert_memory_equal(buf, o[i].data, o[i].size);
-		assert_int_equal(zm_free(p, o[i].h), 0);
+		assert_int_equal(zm_pool_free(p, o[i].h), 0);
 		free(o[i].data);
 	}
 	zm_pool_stats(p, &st);

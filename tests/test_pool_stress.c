@@ -41,7 +41,7 @@ static void *worker(void *arg)
 			struct pt_obj o = { 0, pt_size(&r, g_page),
 					  ((uint64_t)id << 48) | ++serial };
 
-			o.h = zm_malloc(g_pool, o.size);
+			o.h = zm_pool_alloc(g_pool, o.size);
 			if (!o.h) {
 				errors++;
 				continue;
@@ -58,7 +58,7 @@ static void *worker(void *arg)
 		} else if (op < 90 && n) {
 			size_t i = rng_below(&r, n);
 
-			if (pt_check_obj(g_pool, &hold[i], buf, &r) || zm_free(g_pool, hold[i].h))
+			if (pt_check_obj(g_pool, &hold[i], buf, &r) || zm_pool_free(g_pool, hold[i].h))
 				errors++;
 			hold[i] = hold[--n];
 		} else if (op < 95 && n) {
@@ -89,7 +89,7 @@ static void *worker(void *arg)
 	}
 	while (n) {
 		n--;
-		if (pt_check_obj(g_pool, &hold[n], buf, &r) || zm_free(g_pool, hold[n].h))
+		if (pt_check_obj(g_pool, &hold[n], buf, &r) || zm_pool_free(g_pool, hold[n].h))
 			errors++;
 	}
 	free(buf);
@@ -115,7 +115,7 @@ static void test_stress(void **state)
 	}
 	while (xn) {
 		xn--;
-		assert_int_equal(zm_free(g_pool, xq[xn].h), 0);
+		assert_int_equal(zm_pool_free(g_pool, xq[xn].h), 0);
 	}
 	assert_int_equal(zm_pool_check(g_pool), 0);
 	zm_pool_stats(g_pool, &st);

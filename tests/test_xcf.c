@@ -64,7 +64,7 @@ static void expect_at(struct zm_pool *p, zm_handle_t h, unsigned k, unsigned off
 
 static zm_handle_t alloc(struct zm_pool *p, size_t size)
 {
-	zm_handle_t h = zm_malloc(p, size);
+	zm_handle_t h = zm_pool_alloc(p, size);
 	uint8_t buf[65536];
 
 	assert_true(h != 0);
@@ -84,7 +84,7 @@ static void verify(struct zm_pool *p, zm_handle_t h, size_t size)
 
 static void release(struct zm_pool *p, zm_handle_t h)
 {
-	assert_int_equal(zm_free(p, h), 0);
+	assert_int_equal(zm_pool_free(p, h), 0);
 	assert_int_equal(zm_pool_check(p), 0);
 }
 
@@ -374,24 +374,24 @@ static void test_bad_handles(void **st)
 	char buf[8192];
 
 	/* not handles at all */
-	assert_int_equal(zm_free(p, 0), -EINVAL);
-	assert_int_equal(zm_free(p, 2), -EINVAL);
-	assert_int_equal(zm_free(p, h ^ 1), -EINVAL);
-	assert_int_equal(zm_free(p, h ^ 2), -EINVAL);           /* generation */
-	assert_int_equal(zm_free(p, h + (1000ull << 32)), -EINVAL); /* index */
-	assert_int_equal(zm_free(p, ~0ull), -EINVAL);
+	assert_int_equal(zm_pool_free(p, 0), -EINVAL);
+	assert_int_equal(zm_pool_free(p, 2), -EINVAL);
+	assert_int_equal(zm_pool_free(p, h ^ 1), -EINVAL);
+	assert_int_equal(zm_pool_free(p, h ^ 2), -EINVAL);           /* generation */
+	assert_int_equal(zm_pool_free(p, h + (1000ull << 32)), -EINVAL); /* index */
+	assert_int_equal(zm_pool_free(p, ~0ull), -EINVAL);
 	/* descriptors that are not an object's first block */
-	assert_int_equal(zm_free(p, xcf_handle(second.desc, 0)), -EINVAL);
+	assert_int_equal(zm_pool_free(p, xcf_handle(second.desc, 0)), -EINVAL);
 	assert_int_equal(zm_pool_read(p, xcf_handle(second.desc, 0), buf, 1), -EINVAL);
 	/* a descriptor of a free block (the rest of the second page) */
-	assert_int_equal(zm_free(p, xcf_handle(second.desc + 1, 0)), -EINVAL);
+	assert_int_equal(zm_pool_free(p, xcf_handle(second.desc + 1, 0)), -EINVAL);
 	/* too long */
 	assert_int_equal(zm_pool_read(p, h, buf, S(60) + 1), -EINVAL);
 	assert_int_equal(zm_pool_write(p, sp, buf, S(4) + S(7) + 1), -EINVAL);
 	/* freed, twice, and after reuse */
 	gone = alloc(p, 100);
 	release(p, gone);
-	assert_int_equal(zm_free(p, gone), -EINVAL);
+	assert_int_equal(zm_pool_free(p, gone), -EINVAL);
 	assert_int_equal(zm_pool_read(p, gone, buf, 10), -EINVAL);
 	assert_int_equal(zm_pool_write(p, gone, buf, 10), -EINVAL);
 	assert_null(zm_pool_map(p, gone, ZM_MAP_RO));
@@ -400,7 +400,7 @@ static void test_bad_handles(void **st)
 	h2 = alloc(p, 100);                   /* the same descriptor again */
 	assert_int_equal(h2 >> 32, gone >> 32);
 	assert_true(h2 != gone);
-	assert_int_equal(zm_free(p, gone), -EINVAL);
+	assert_int_equal(zm_pool_free(p, gone), -EINVAL);
 	assert_int_equal(zm_pool_check(p), 0);
 	verify(p, h, S(60));
 	verify(p, sp, S(10));
@@ -420,7 +420,7 @@ static void test_enomem_between_pieces(void **st)
 	int n = 0;
 
 	for (;;) {                            /* whole pages until the limit */
-		x = zm_malloc(p, S(64));
+		x = zm_pool_alloc(p, S(64));
 		if (!x)
 			break;
 		assert_true(n < MAXN);
@@ -434,14 +434,14 @@ static void test_enomem_between_pieces(void **st)
 	holes = free_blocks(p, 4);
 	assert_int_equal(holes, 1);
 	s = stats(p);
-	x = zm_malloc(p, S(10));              /* 4-block hole + a page: none */
+	x = zm_pool_alloc(p, S(10));              /* 4-block hole + a page: none */
 	assert_int_equal(x, 0);
 	assert_int_equal(errno, ENOMEM);
 	assert_int_equal(zm_pool_check(p), 0);
 	assert_int_equal(free_blocks(p, 4), holes);
 	assert_int_equal(stats(p).malloc_fail, s.malloc_fail + 1);
 	assert_int_equal(stats(p).descriptors, s.descriptors);
-	x = zm_malloc(p, S(4));               /* a hole still serves */
+	x = zm_pool_alloc(p, S(4));               /* a hole still serves */
 	assert_true(x);
 	release(p, x);
 	while (n)
@@ -537,7 +537,7 @@ static void model_run(size_t P)
 
 			if (sz < 1 || sz > P)
 				sz = P;
-			h = zm_malloc(p, sz);
+			h = zm_pool_alloc(p, sz);
 			assert_true(h);
 			assert_true(zm_pool_obj_size(p, h) >= sz);
 			o[n] = (struct mobj){ h, sz, malloc(sz) };
@@ -550,7 +550,7 @@ static void model_run(size_t P)
 
 			assert_int_equal(zm_pool_read(p, o[i].h, buf, o[i].size), 0);
 			assert_memory_equal(buf, o[i].data, o[i].size);
-			assert_int_equal(zm_free(p, o[i].h), 0);
+			assert_int_equal(zm_pool_free(p, o[i].h), 0);
 			freed[nfreed < 64 ? nfreed++ : rng_below(&r, 64)] = o[i].h;
 			free(o[i].data);
 			o[i] = o[--n];
@@ -584,9 +584,9 @@ static void model_run(size_t P)
 			assert_true(cap >= o[i].size);
 		} else {                              /* bad handles */
 			if (nfreed)
-				assert_int_equal(zm_free(p, freed[rng_below(&r, nfreed)]), -EINVAL);
+				assert_int_equal(zm_pool_free(p, freed[rng_below(&r, nfreed)]), -EINVAL);
 			if (n)
-				assert_int_equal(zm_free(p, o[rng_below(&r, n)].h ^ 2), -EINVAL);
+				assert_int_equal(zm_pool_free(p, o[rng_below(&r, n)].h ^ 2), -EINVAL);
 		}
 		assert_int_equal(zm_pool_check(p), 0);
 		zm_pool_stats(p, &s);
@@ -605,7 +605,7 @@ static void model_run(size_t P)
 	for (size_t i = 0; i < n; i++) {
 		assert_int_equal(zm_pool_read(p, o[i].h, buf, o[i].size), 0);
 		assert_memory_equal(buf, o[i].data, o[i].size);
-		assert_int_equal(zm_free(p, o[i].h), 0);
+		assert_int_equal(zm_pool_free(p, o[i].h), 0);
 		free(o[i].data);
 	}
 	zm_pool_stats(p, &s);

@@ -51,7 +51,7 @@ static uint64_t pages_of(struct zm_pool *p)
 
 static zm_handle_t get(struct zm_pool *p, size_t size)
 {
-	zm_handle_t h = zm_malloc(p, size);
+	zm_handle_t h = zm_pool_alloc(p, size);
 
 	assert_true(h != 0);
 	assert_int_equal(zm_pool_check(p), 0);
@@ -60,7 +60,7 @@ static zm_handle_t get(struct zm_pool *p, size_t size)
 
 static void put(struct zm_pool *p, zm_handle_t h)
 {
-	assert_int_equal(zm_free(p, h), 0);
+	assert_int_equal(zm_pool_free(p, h), 0);
 	assert_int_equal(zm_pool_check(p), 0);
 }
 
@@ -309,15 +309,15 @@ static void test_bad_handles(void **st)
 
 	assert_int_equal(zm_pool_create(&qc, &q), 0);
 	foreign = get(q, 100);
-	assert_int_equal(zm_free(p, 0), -EINVAL);
-	assert_int_equal(zm_free(p, foreign), -EINVAL);          /* another pool's */
-	assert_int_equal(zm_free(p, b ^ 1), -EINVAL);            /* inside a payload */
-	assert_int_equal(zm_free(p, a ^ (1u << XV_H_OFF_BITS)), -EINVAL); /* tag */
-	assert_int_equal(zm_free(p, a & ~((zm_handle_t)XV_TAG_MASK << XV_H_OFF_BITS)),
+	assert_int_equal(zm_pool_free(p, 0), -EINVAL);
+	assert_int_equal(zm_pool_free(p, foreign), -EINVAL);          /* another pool's */
+	assert_int_equal(zm_pool_free(p, b ^ 1), -EINVAL);            /* inside a payload */
+	assert_int_equal(zm_pool_free(p, a ^ (1u << XV_H_OFF_BITS)), -EINVAL); /* tag */
+	assert_int_equal(zm_pool_free(p, a & ~((zm_handle_t)XV_TAG_MASK << XV_H_OFF_BITS)),
 			 -EINVAL);                               /* tag 0 */
-	assert_int_equal(zm_free(p, a | (zm_handle_t)0xFFFFF << 32), -EINVAL); /* pfn */
-	assert_int_equal(zm_free(p, r | 1), -EINVAL);            /* raw page, offset */
-	assert_int_equal(zm_free(p, a & ~(zm_handle_t)XV_H_OFF_MASK), -EINVAL); /* as raw */
+	assert_int_equal(zm_pool_free(p, a | (zm_handle_t)0xFFFFF << 32), -EINVAL); /* pfn */
+	assert_int_equal(zm_pool_free(p, r | 1), -EINVAL);            /* raw page, offset */
+	assert_int_equal(zm_pool_free(p, a & ~(zm_handle_t)XV_H_OFF_MASK), -EINVAL); /* as raw */
 	assert_int_equal(zm_pool_read(p, a, buf, 105), -EINVAL); /* past the slot */
 	assert_int_equal(zm_pool_read(p, a, buf, 104), 0);
 	errno = 0;
@@ -326,16 +326,16 @@ static void test_bad_handles(void **st)
 	zm_pool_unmap(p, a);                                     /* not mapped: ignored */
 	assert_int_equal(zm_pool_obj_size(p, a ^ 1), 0);
 	put(p, a);
-	assert_int_equal(zm_free(p, a), -EINVAL);                /* double */
+	assert_int_equal(zm_pool_free(p, a), -EINVAL);                /* double */
 	assert_int_equal(zm_pool_write(p, a, buf, 10), -EINVAL);
 	h2 = get(p, 100);                                        /* same place, new tag */
 	assert_int_equal(xv_handle_off(h2), xv_handle_off(a));
 	assert_true(h2 != a);
-	assert_int_equal(zm_free(p, a), -EINVAL);                /* stale */
+	assert_int_equal(zm_pool_free(p, a), -EINVAL);                /* stale */
 	put(p, r);
-	assert_int_equal(zm_free(p, r), -EINVAL);                /* stale raw page */
+	assert_int_equal(zm_pool_free(p, r), -EINVAL);                /* stale raw page */
 	put(p, b), put(p, h2);
-	assert_int_equal(zm_free(q, foreign), 0);
+	assert_int_equal(zm_pool_free(q, foreign), 0);
 	zm_pool_destroy(q);
 	done(p, pg);
 }
@@ -371,7 +371,7 @@ static void test_check_finds_damage(void **st)
 	save = *hb;
 	hb->size += 8;                          /* an overrun into B's header */
 	assert_int_equal(zm_pool_check(p), -EUCLEAN);
-	assert_int_equal(zm_free(p, b), -EINVAL);
+	assert_int_equal(zm_pool_free(p, b), -EINVAL);
 	*hb = save;
 	hb->word ^= XV_PREV_FREE;
 	assert_int_equal(zm_pool_check(p), -EUCLEAN);
@@ -408,7 +408,7 @@ static void run_model(size_t P)
 			size_t sz = op & 1 ? 1 + rng_below(&r, P) : pt_size(&r, P);
 			uint8_t *m;
 
-			x->o.h = zm_malloc(p, sz);
+			x->o.h = zm_pool_alloc(p, sz);
 			assert_true(x->o.h);
 			x->o.size = sz;
 			x->o.cookie = rng_next(&r);
@@ -432,8 +432,8 @@ static void run_model(size_t P)
 			assert_int_equal(zm_pool_read(p, o[i].o.h, buf, o[i].o.size), 0);
 			assert_int_equal(pt_check(buf, o[i].o.size, o[i].o.cookie), 0);
 			slot -= zm_pool_obj_size(p, o[i].o.h);
-			assert_int_equal(zm_free(p, o[i].o.h), 0);
-			assert_int_equal(zm_free(p, o[i].o.h), -EINVAL);
+			assert_int_equal(zm_pool_free(p, o[i].o.h), 0);
+			assert_int_equal(zm_pool_free(p, o[i].o.h), -EINVAL);
 			o[i] = o[--n];
 		} else if (n) {
 			size_t i = rng_below(&r, n);
@@ -448,7 +448,7 @@ static void run_model(size_t P)
 		assert_true(s.pool_bytes + s.meta_bytes >= s.pool_pages * P);
 	}
 	while (n--)
-		assert_int_equal(zm_free(p, o[n].o.h), 0);
+		assert_int_equal(zm_pool_free(p, o[n].o.h), 0);
 	zm_pool_stats(p, &s);
 	assert_int_equal(s.pool_pages, 0);
 	free(buf);

@@ -84,7 +84,7 @@ static uint64_t pages_of(struct env *e)
 static zm_handle_t put(struct env *e, size_t size, uint64_t cookie)
 {
 	uint8_t buf[P];
-	zm_handle_t h = zm_malloc(e->p, size);
+	zm_handle_t h = zm_pool_alloc(e->p, size);
 
 	assert_true(h != 0);
 	pt_fill(buf, size, cookie);
@@ -137,7 +137,7 @@ static void test_two_per_page(void **st)
 		zm_pool_unmap(e.p, a);
 	}
 	expect(&e, b, 1500, 2);
-	zm_free(e.p, a), zm_free(e.p, b), zm_free(e.p, c);
+	zm_pool_free(e.p, a), zm_pool_free(e.p, b), zm_pool_free(e.p, c);
 	env_fini(&e);
 }
 
@@ -177,13 +177,13 @@ static void test_best_fit(void **st)
 	assert_int_equal(pages_of(&e), 4);
 	/* freed buddies put pages back on the lists by their free chunks:
 	 * a's page 47 free, c's 30, w's 63 */
-	assert_int_equal(zm_free(e.p, a), 0);
-	assert_int_equal(zm_free(e.p, z), 0);
+	assert_int_equal(zm_pool_free(e.p, a), 0);
+	assert_int_equal(zm_pool_free(e.p, z), 0);
 	z = put(&e, 40 * 64, 8);
 	where(&e, z, &pz, &f);
 	assert_int_equal(pz, pa);        /* 47 is the tightest fit for 40 */
 	assert_true(f);                  /* a's half was the first */
-	assert_int_equal(zm_free(e.p, x), 0);
+	assert_int_equal(zm_pool_free(e.p, x), 0);
 	x = put(&e, 2, 9);               /* a's page 24 free, c's 30, w's 63 */
 	where(&e, x, &px, &f);
 	assert_int_equal(px, pa);
@@ -191,8 +191,8 @@ static void test_best_fit(void **st)
 	assert_int_equal(pages_of(&e), 4);
 	expect(&e, b, 40 * 64 - 5, 2), expect(&e, c, 34 * 64, 3), expect(&e, y, 20 * 64, 5);
 	expect(&e, w, 1, 7), expect(&e, z, 40 * 64, 8), expect(&e, x, 2, 9);
-	zm_free(e.p, b), zm_free(e.p, c), zm_free(e.p, y), zm_free(e.p, w);
-	zm_free(e.p, z), zm_free(e.p, x);
+	zm_pool_free(e.p, b), zm_pool_free(e.p, c), zm_pool_free(e.p, y), zm_pool_free(e.p, w);
+	zm_pool_free(e.p, z), zm_pool_free(e.p, x);
 	assert_int_equal(pages_of(&e), 0);
 	env_fini(&e);
 }
@@ -208,12 +208,12 @@ static void test_page_return(void **st)
 		h[i] = put(&e, 2000, (uint64_t)i);
 	assert_int_equal(pages_of(&e), 50);
 	for (int i = 0; i < 100; i += 2)   /* one buddy of each page */
-		assert_int_equal(zm_free(e.p, h[i]), 0);
+		assert_int_equal(zm_pool_free(e.p, h[i]), 0);
 	assert_int_equal(pages_of(&e), 50);
 	for (int i = 1; i < 100; i += 2)
 		expect(&e, h[i], 2000, (uint64_t)i);
 	for (int i = 1; i < 100; i += 2) {
-		assert_int_equal(zm_free(e.p, h[i]), 0);
+		assert_int_equal(zm_pool_free(e.p, h[i]), 0);
 		assert_int_equal(pages_of(&e), 50 - (i + 1) / 2);
 	}
 	zm_pages_flush_thread(e.pg);
@@ -251,11 +251,11 @@ static void test_page_sized(void **st)
 	assert_int_equal(pages_of(&e), 3);
 	expect(&e, big, P, 1), expect(&e, small, 1, 2), expect(&e, a, P - e.chunk, 3);
 	expect(&e, b, P - e.chunk, 4);
-	assert_int_equal(zm_free(e.p, big), 0);
+	assert_int_equal(zm_pool_free(e.p, big), 0);
 	zm_pool_stats(e.p, &s);
 	assert_int_equal(s.huge_objects, 0);
 	assert_int_equal(s.pool_pages, 2);
-	zm_free(e.p, small), zm_free(e.p, a), zm_free(e.p, b);
+	zm_pool_free(e.p, small), zm_pool_free(e.p, a), zm_pool_free(e.p, b);
 	env_fini(&e);
 }
 
@@ -270,47 +270,47 @@ static void test_bad_handles(void **st)
 	env_init(&e, 0);
 	h = put(&e, 100, 1);
 	keep = put(&e, 100, 2);
-	assert_int_equal(zm_free(e.p, 0), -EINVAL);
-	assert_int_equal(zm_free(e.p, 2), -EINVAL);
-	assert_int_equal(zm_free(e.p, 0xdeadbeef00001ull), -EINVAL);
-	assert_int_equal(zm_free(e.p, ~0ull), -EINVAL);
-	assert_int_equal(zm_free(e.p, h ^ 2), -EINVAL);          /* wrong generation */
-	assert_int_equal(zm_free(e.p, h ^ (1ull << 40)), -EINVAL); /* a page not ours */
+	assert_int_equal(zm_pool_free(e.p, 0), -EINVAL);
+	assert_int_equal(zm_pool_free(e.p, 2), -EINVAL);
+	assert_int_equal(zm_pool_free(e.p, 0xdeadbeef00001ull), -EINVAL);
+	assert_int_equal(zm_pool_free(e.p, ~0ull), -EINVAL);
+	assert_int_equal(zm_pool_free(e.p, h ^ 2), -EINVAL);          /* wrong generation */
+	assert_int_equal(zm_pool_free(e.p, h ^ (1ull << 40)), -EINVAL); /* a page not ours */
 	assert_int_equal(zm_pool_read(e.p, h, buf, slot(&e, 100) + 1), -EINVAL); /* past the slot */
-	assert_int_equal(zm_free(e.p, h), 0);
-	assert_int_equal(zm_free(e.p, h), -EINVAL);              /* double */
+	assert_int_equal(zm_pool_free(e.p, h), 0);
+	assert_int_equal(zm_pool_free(e.p, h), -EINVAL);              /* double */
 	assert_int_equal(zm_pool_read(e.p, h, buf, 1), -EINVAL);
 	assert_int_equal(zm_pool_write(e.p, h, buf, 1), -EINVAL);
 	assert_int_equal(zm_pool_obj_size(e.p, h), 0);
 	errno = 0;
 	assert_null(zm_pool_map(e.p, h, ZM_MAP_RW));
 	assert_int_equal(errno, EINVAL);
-	h2 = zm_malloc(e.p, 100);                                /* the same buddy again */
+	h2 = zm_pool_alloc(e.p, 100);                                /* the same buddy again */
 	assert_true(h2 && h2 != h);
-	assert_int_equal(zm_free(e.p, h), -EINVAL);              /* stale */
-	assert_int_equal(zm_free(e.p, h2), 0);
+	assert_int_equal(zm_pool_free(e.p, h), -EINVAL);              /* stale */
+	assert_int_equal(zm_pool_free(e.p, h2), 0);
 	for (int i = 0; i < 70000; i++) {                        /* generations do not wrap soon */
-		zm_handle_t t = zm_malloc(e.p, 100);
+		zm_handle_t t = zm_pool_alloc(e.p, 100);
 
 		assert_true(t && t != h);
-		assert_int_equal(zm_free(e.p, t), 0);
+		assert_int_equal(zm_pool_free(e.p, t), 0);
 	}
-	assert_int_equal(zm_free(e.p, h), -EINVAL);
+	assert_int_equal(zm_pool_free(e.p, h), -EINVAL);
 	/* a page that went back to the pages layer and came back */
-	assert_int_equal(zm_free(e.p, keep), 0);
+	assert_int_equal(zm_pool_free(e.p, keep), 0);
 	assert_int_equal(pages_of(&e), 0);
 	keep = put(&e, 100, 3);
-	assert_int_equal(zm_free(e.p, h), -EINVAL);
+	assert_int_equal(zm_pool_free(e.p, h), -EINVAL);
 	/* another pool's handle, on the same pages */
 	c.pages = e.pg;
 	assert_int_equal(zm_pool_create(&c, &other), 0);
-	alien = zm_malloc(other, 100);
+	alien = zm_pool_alloc(other, 100);
 	assert_true(alien);
-	assert_int_equal(zm_free(e.p, alien), -EINVAL);
-	assert_int_equal(zm_free(other, keep), -EINVAL);
-	assert_int_equal(zm_free(other, alien), 0);
+	assert_int_equal(zm_pool_free(e.p, alien), -EINVAL);
+	assert_int_equal(zm_pool_free(other, keep), -EINVAL);
+	assert_int_equal(zm_pool_free(other, alien), 0);
 	zm_pool_destroy(other);
-	assert_int_equal(zm_free(e.p, keep), 0);
+	assert_int_equal(zm_pool_free(e.p, keep), 0);
 	env_fini(&e);
 }
 
@@ -331,13 +331,13 @@ static void test_check_finds(void **st)
 	save = *m;
 	m->owner = NULL;
 	assert_int_equal(zm_pool_check(e.p), -EUCLEAN);
-	assert_int_equal(zm_free(e.p, h), -EINVAL);
+	assert_int_equal(zm_pool_free(e.p, h), -EINVAL);
 	*m = save;
 	m->priv[0] ^= 1;                 /* the first buddy's chunks */
 	assert_int_equal(zm_pool_check(e.p), -EUCLEAN);
 	*m = save;
 	assert_int_equal(zm_pool_check(e.p), 0);
-	assert_int_equal(zm_free(e.p, h), 0);
+	assert_int_equal(zm_pool_free(e.p, h), 0);
 	env_fini(&e);
 }
 
@@ -375,7 +375,7 @@ static void test_no_compaction_and_table(void **st)
 	assert_int_equal(pages, s.pool_pages);
 	assert_int_equal(used, s.objects);
 	for (int i = 0; i < 40; i++)
-		assert_int_equal(zm_free(e.p, h[i]), 0);
+		assert_int_equal(zm_pool_free(e.p, h[i]), 0);
 	env_fini(&e);
 }
 
@@ -389,17 +389,17 @@ static void test_limit(void **st)
 	for (int i = 0; i < 8; i++)
 		h[i] = put(&e, 2048, (uint64_t)i);
 	errno = 0;
-	assert_int_equal(zm_malloc(e.p, 2049), 0);
+	assert_int_equal(zm_pool_alloc(e.p, 2049), 0);
 	assert_int_equal(errno, ENOMEM);
 	zm_pool_stats(e.p, &s);
 	assert_int_equal(s.malloc_fail, 1);
 	assert_int_equal(zm_pool_check(e.p), 0);
-	assert_int_equal(zm_free(e.p, h[3]), 0);
+	assert_int_equal(zm_pool_free(e.p, h[3]), 0);
 	h[8] = put(&e, 2048, 8);         /* into the freed half */
 	assert_int_equal(pages_of(&e), 4);
 	for (int i = 0; i < 9; i++)
 		if (i != 3)
-			assert_int_equal(zm_free(e.p, h[i]), 0);
+			assert_int_equal(zm_pool_free(e.p, h[i]), 0);
 	env_fini(&e);
 }
 
@@ -462,7 +462,7 @@ static void test_model(void **st)
 			x->data = malloc(sz);
 			for (size_t k = 0; k < sz; k++)
 				x->data[k] = (uint8_t)rng_next(&r);
-			x->h = zm_malloc(e.p, sz);
+			x->h = zm_pool_alloc(e.p, sz);
 			assert_true(x->h);
 			assert_int_equal(zm_pool_obj_size(e.p, x->h), c * e.chunk);
 			assert_int_equal(zm_pool_write(e.p, x->h, x->data, sz), 0);
@@ -486,7 +486,7 @@ static void test_model(void **st)
 		} else if (op < 75 && n) {
 			size_t i = rng_below(&r, n);
 
-			assert_int_equal(zm_free(e.p, o[i].h), 0);
+			assert_int_equal(zm_pool_free(e.p, o[i].h), 0);
 			used[o[i].pfn][!o[i].first] = 0;
 			if (!used[o[i].pfn][0] && !used[o[i].pfn][1])
 				npages--;
@@ -514,7 +514,7 @@ static void test_model(void **st)
 			for (size_t i = 0; i < n; i++)
 				live |= o[i].h == h;
 			if (!live)   /* never reissued (generations); cheap to be sure */
-				assert_int_equal(zm_free(e.p, h), -EINVAL);
+				assert_int_equal(zm_pool_free(e.p, h), -EINVAL);
 		}
 		assert_int_equal(pages_of(&e), npages);
 		assert_int_equal(zm_pool_check(e.p), 0);
@@ -522,7 +522,7 @@ static void test_model(void **st)
 	for (size_t i = 0; i < n; i++) {
 		assert_int_equal(zm_pool_read(e.p, o[i].h, buf, o[i].size), 0);
 		assert_memory_equal(buf, o[i].data, o[i].size);
-		assert_int_equal(zm_free(e.p, o[i].h), 0);
+		assert_int_equal(zm_pool_free(e.p, o[i].h), 0);
 		free(o[i].data);
 	}
 	assert_int_equal(pages_of(&e), 0);

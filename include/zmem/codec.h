@@ -34,6 +34,8 @@
 
 #include <stddef.h>
 
+#include <zmem/common.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -56,11 +58,11 @@ struct zm_codec;
  * agree.  Returns 0 and sets *out, or -EINVAL (unknown name, bad level,
  * out == NULL), -ENOTSUP (a known codec this build lacks: "lzo" without
  * LZO), -ENOMEM.  *out is NULL on failure. */
-int zm_codec_create(const char *name, int level, struct zm_codec **out);
+ZM_API int zm_codec_create(const char *name, int level, struct zm_codec **out);
 
 /* Free the codec and every thread's workspaces for it.  No other thread
  * may be using it.  Accepts NULL. */
-void zm_codec_destroy(struct zm_codec *codec);
+ZM_API void zm_codec_destroy(struct zm_codec *codec);
 
 /* Compress len bytes (1 .. ZM_CODEC_MAX_LEN) from src into dst, writing at
  * most dst_cap bytes.  Returns the compressed length (> 0), or -ENOSPC when
@@ -72,7 +74,7 @@ void zm_codec_destroy(struct zm_codec *codec);
  * zstd may refuse a result that would fit with fewer than
  * ZM_CODEC_ZSTD_SLACK bytes to spare (libzstd keeps a margin for its block
  * headers). */
-int zm_codec_compress(struct zm_codec *codec, const void *src, size_t len,
+ZM_API int zm_codec_compress(struct zm_codec *codec, const void *src, size_t len,
 		      void *dst, size_t dst_cap);
 
 /* Decompress len bytes from src into dst, which must end up holding
@@ -81,21 +83,21 @@ int zm_codec_compress(struct zm_codec *codec, const void *src, size_t len,
  * other length; -EINVAL (NULL buffer, a length 0 or too long), -ENOMEM.
  * Never reads outside src[0..len) nor writes outside dst[0..dst_len), for
  * any input.  On error the contents of dst are unspecified. */
-int zm_codec_decompress(struct zm_codec *codec, const void *src, size_t len,
+ZM_API int zm_codec_decompress(struct zm_codec *codec, const void *src, size_t len,
 			void *dst, size_t dst_len);
 
 /* Largest compressed length the codec can produce for len input bytes:
  * a dst_cap this large never fails with -ENOSPC.  0 if len is too long. */
-size_t zm_codec_bound(const struct zm_codec *codec, size_t len);
+ZM_API size_t zm_codec_bound(const struct zm_codec *codec, size_t len);
 
 /* The codec's base name ("lz4", "zstd", ...) and its effective level (the
  * default resolved: zstd's default gives 3). */
-const char *zm_codec_name(const struct zm_codec *codec);
-int zm_codec_level(const struct zm_codec *codec);
+ZM_API const char *zm_codec_name(const struct zm_codec *codec);
+ZM_API int zm_codec_level(const struct zm_codec *codec);
 
 /* The names of the codecs this build offers, default first, as a
  * NULL-terminated static array. */
-const char *const *zm_codec_list(void);
+ZM_API const char *const *zm_codec_list(void);
 
 #ifdef __cplusplus
 }

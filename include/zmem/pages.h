@@ -22,6 +22,8 @@
 #define ZMEM_PAGES_H
 
 #include <stddef.h>
+
+#include <zmem/common.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -102,27 +104,27 @@ struct zm_pages;
 /* Create an allocator.  cfg may be NULL for all defaults.  Returns 0 and
  * sets *out, or -EINVAL (bad page size, arena smaller than one page or
  * larger than 2^32 pages), -ENOMEM (the reservation failed). */
-int zm_pages_create(const struct zm_pages_config *cfg, struct zm_pages **out);
+ZM_API int zm_pages_create(const struct zm_pages_config *cfg, struct zm_pages **out);
 
 /* Release the arena.  Pages still allocated are reported on stderr (as a
  * leak) and released with it.  No other thread may use pages afterwards.
  * Accepts NULL. */
-void zm_pages_destroy(struct zm_pages *pages);
+ZM_API void zm_pages_destroy(struct zm_pages *pages);
 
 /* One page, through the calling thread's cache.  Returns 0 and sets *pfn,
  * or -ENOMEM when the arena is exhausted or the limit is reached. */
-int zm_pages_alloc(struct zm_pages *pages, zm_pfn_t *pfn);
+ZM_API int zm_pages_alloc(struct zm_pages *pages, zm_pfn_t *pfn);
 
 /* Free one page from zm_pages_alloc() or zm_pages_alloc_bulk().  Returns 0,
  * or -EINVAL when pfn is out of range, not allocated, part of a larger run
  * or already free (the page is left untouched). */
-int zm_pages_free(struct zm_pages *pages, zm_pfn_t pfn);
+ZM_API int zm_pages_free(struct zm_pages *pages, zm_pfn_t pfn);
 
 /* The page pfn itself, if it is free in the buddy allocator (not in use,
  * not in a per-thread cache).  Returns 0, or -EBUSY if it is not free,
  * -ENOMEM at the limit, -EINVAL if out of range.  For callers that want a
  * page adjacent to one they hold. */
-int zm_pages_alloc_at(struct zm_pages *pages, zm_pfn_t pfn);
+ZM_API int zm_pages_alloc_at(struct zm_pages *pages, zm_pfn_t pfn);
 
 /* The page pfn itself, if the calling thread freed it lately and its
  * cache still holds it (one of the ZM_PAGES_TAKE_DEPTH pages freed last),
@@ -131,7 +133,7 @@ int zm_pages_alloc_at(struct zm_pages *pages, zm_pfn_t pfn);
  * setting asks).  0, or -ENOENT (the page is left where it is).  For callers that free a page and may want that very page
  * back soon, such as zsmalloc reusing a zspage's pages in place. */
 #define ZM_PAGES_TAKE_DEPTH 8
-int zm_pages_take_cached(struct zm_pages *pages, zm_pfn_t pfn);
+ZM_API int zm_pages_take_cached(struct zm_pages *pages, zm_pfn_t pfn);
 
 /* The first page of a run of n consecutive pages (1 <= n <=
  * ZM_PAGES_RUN_MAX); the n - 1 after it are set aside in the calling
@@ -147,53 +149,53 @@ int zm_pages_take_cached(struct zm_pages *pages, zm_pfn_t pfn);
  * set aside). */
 #define ZM_PAGES_AHEAD_MAX 64
 #define ZM_PAGES_RUN_MAX 32
-int zm_pages_alloc_run(struct zm_pages *pages, unsigned n, zm_pfn_t *pfn);
+ZM_API int zm_pages_alloc_run(struct zm_pages *pages, unsigned n, zm_pfn_t *pfn);
 
 /* A run of 2^order contiguous pages (order 0..ZM_PAGES_MAX_ORDER), straight
  * from the buddy allocator.  Returns 0 and sets *pfn to the first page, or
  * -EINVAL (order too large), -ENOMEM. */
-int zm_pages_alloc_order(struct zm_pages *pages, unsigned order, zm_pfn_t *pfn);
+ZM_API int zm_pages_alloc_order(struct zm_pages *pages, unsigned order, zm_pfn_t *pfn);
 
 /* Free a run from zm_pages_alloc_order(); order must be the one it was
  * allocated with.  Returns 0 or -EINVAL. */
-int zm_pages_free_order(struct zm_pages *pages, zm_pfn_t pfn, unsigned order);
+ZM_API int zm_pages_free_order(struct zm_pages *pages, zm_pfn_t pfn, unsigned order);
 
 /* Up to n single pages into pfns[], bypassing the per-thread cache; the
  * lock is taken once per chunk of at most 64 pages.  Returns how many pages
  * it got: fewer than n only when the arena or the limit ran out. */
-size_t zm_pages_alloc_bulk(struct zm_pages *pages, size_t n, zm_pfn_t *pfns);
+ZM_API size_t zm_pages_alloc_bulk(struct zm_pages *pages, size_t n, zm_pfn_t *pfns);
 
 /* Free n single pages.  Bad entries are skipped (and counted as bad
  * frees); returns 0, or -EINVAL if any entry was bad. */
-int zm_pages_free_bulk(struct zm_pages *pages, size_t n, const zm_pfn_t *pfns);
+ZM_API int zm_pages_free_bulk(struct zm_pages *pages, size_t n, const zm_pfn_t *pfns);
 
 /* pfn <-> address, O(1).  zm_pages_pfn() of an address outside the arena
  * returns UINT32_MAX.  The arena is linear: zm_pages_addr(p, pfn) is
  * zm_pages_addr(p, 0) + pfn * page_size, so callers may cache the base. */
-void *zm_pages_addr(const struct zm_pages *pages, zm_pfn_t pfn);
-zm_pfn_t zm_pages_pfn(const struct zm_pages *pages, const void *addr);
+ZM_API void *zm_pages_addr(const struct zm_pages *pages, zm_pfn_t pfn);
+ZM_API zm_pfn_t zm_pages_pfn(const struct zm_pages *pages, const void *addr);
 
 /* The metadata record of a page (any pfn in range; NULL otherwise). */
-struct zm_page_meta *zm_pages_meta(const struct zm_pages *pages, zm_pfn_t pfn);
+ZM_API struct zm_page_meta *zm_pages_meta(const struct zm_pages *pages, zm_pfn_t pfn);
 
-size_t zm_pages_page_size(const struct zm_pages *pages);
+ZM_API size_t zm_pages_page_size(const struct zm_pages *pages);
 
 /* Return the calling thread's cached pages to the allocator. */
-void zm_pages_flush_thread(struct zm_pages *pages);
+ZM_API void zm_pages_flush_thread(struct zm_pages *pages);
 
 /* Give every free page beyond the reserve back to the OS now (normally this
  * happens by itself, in batches, when pages are freed).  Returns how many
  * pages were given back. */
-size_t zm_pages_trim(struct zm_pages *pages);
+ZM_API size_t zm_pages_trim(struct zm_pages *pages);
 
 /* Fill *st with a consistent snapshot. */
-void zm_pages_stats(struct zm_pages *pages, struct zm_pages_stats *st);
+ZM_API void zm_pages_stats(struct zm_pages *pages, struct zm_pages_stats *st);
 
 /* Whole-structure checker: walks every free list and every page and checks
  * links, orders, alignment, buddy merging, counters and page states.
  * Returns 0, or -EUCLEAN after printing what is wrong.  Call it while no
  * other thread uses the allocator (per-thread caches are read unlocked). */
-int zm_pages_check(struct zm_pages *pages);
+ZM_API int zm_pages_check(struct zm_pages *pages);
 
 #ifdef __cplusplus
 }

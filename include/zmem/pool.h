@@ -31,7 +31,7 @@
  *     destroy the pool; every other call is allowed;
  *   - a mapped object does not move: compaction skips it.
  *
- * Errors follow zmem.h.  zm_malloc() returns 0 on failure and sets errno
+ * Errors follow zmem.h.  zm_pool_alloc() returns 0 on failure and sets errno
  * (ENOMEM: the pages ran out or hit their limit; EINVAL: size 0 or larger
  * than a page).  A stale, foreign or double-freed handle is refused with
  * -EINVAL and, in ZM_DEBUG builds, a message naming the handle.
@@ -44,6 +44,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <zmem/common.h>
 #include <zmem/pages.h>
 
 #ifdef __cplusplus
@@ -145,32 +146,32 @@ struct zm_pool;
 
 /* Create a pool.  Returns 0 and sets *out; -EINVAL for an unknown backend
  * or bad tuning, -ENOMEM. */
-int zm_pool_create(const struct zm_pool_config *cfg, struct zm_pool **out);
+ZM_API int zm_pool_create(const struct zm_pool_config *cfg, struct zm_pool **out);
 
 /* Destroy; live objects are reported (as leaks) and released.  Accepts NULL. */
-void zm_pool_destroy(struct zm_pool *pool);
+ZM_API void zm_pool_destroy(struct zm_pool *pool);
 
 /* Allocate an object of size bytes (1 .. page size).  Returns a handle, or
  * 0 with errno set (ENOMEM, EINVAL).  The contents are undefined. */
-zm_handle_t zm_malloc(struct zm_pool *pool, size_t size);
+ZM_API zm_handle_t zm_pool_alloc(struct zm_pool *pool, size_t size);
 
 /* Free an object.  Returns 0, or -EINVAL for a bad handle (0, stale,
  * foreign, already free). */
-int zm_free(struct zm_pool *pool, zm_handle_t handle);
+ZM_API int zm_pool_free(struct zm_pool *pool, zm_handle_t handle);
 
 /* Copy len bytes (len <= the size allocated) into / out of the object,
  * straight to and from its page(s).  0 or -EINVAL. */
-int zm_pool_write(struct zm_pool *pool, zm_handle_t handle, const void *buf, size_t len);
-int zm_pool_read(struct zm_pool *pool, zm_handle_t handle, void *buf, size_t len);
+ZM_API int zm_pool_write(struct zm_pool *pool, zm_handle_t handle, const void *buf, size_t len);
+ZM_API int zm_pool_read(struct zm_pool *pool, zm_handle_t handle, void *buf, size_t len);
 
 /* A pointer to the object, valid until zm_pool_unmap(); see the rules
  * above.  NULL for a bad handle or when the thread holds
  * ZM_POOL_MAX_MAPS maps already (errno EINVAL / EBUSY). */
-void *zm_pool_map(struct zm_pool *pool, zm_handle_t handle, enum zm_map_mode mode);
-void zm_pool_unmap(struct zm_pool *pool, zm_handle_t handle);
+ZM_API void *zm_pool_map(struct zm_pool *pool, zm_handle_t handle, enum zm_map_mode mode);
+ZM_API void zm_pool_unmap(struct zm_pool *pool, zm_handle_t handle);
 
 /* Size of the slot holding the object (>= the size asked for). */
-size_t zm_pool_obj_size(struct zm_pool *pool, zm_handle_t handle);
+ZM_API size_t zm_pool_obj_size(struct zm_pool *pool, zm_handle_t handle);
 
 /*
  * Owner words: handles the caller keeps.  A caller that keeps a record per
@@ -189,7 +190,7 @@ size_t zm_pool_obj_size(struct zm_pool *pool, zm_handle_t handle);
  * with a plain store, so that neither side loses the other's update.  A
  * zeroed word is an empty key.
  *
- * An object is made with zm_malloc (an ordinary handle), written, and
+ * An object is made with zm_pool_alloc (an ordinary handle), written, and
  * given to a key with zm_pool_bind; from then on it is reached through
  * zm_pool_key_handle(pool, key), which stays valid while the key holds it,
  * and freed with zm_pool_free_key.  Calls for one key must not race each
@@ -203,30 +204,30 @@ size_t zm_pool_obj_size(struct zm_pool *pool, zm_handle_t handle);
 #define ZM_POOL_MAX_KEYS   ((uint64_t)1 << 31)
 
 /* Give the object of handle h to key (which must hold nothing); h must be
- * a live handle from zm_malloc, not bound before, and is no longer valid
+ * a live handle from zm_pool_alloc, not bound before, and is no longer valid
  * afterwards.  0, or -EINVAL (no owner words, key out of range or in use,
  * a bad handle: zsmalloc recognises every bad one; the backends keeping a
  * key table recognise what their zm_pool_obj_size does, the malloc
  * backend none). */
-int zm_pool_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key);
+ZM_API int zm_pool_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key);
 
 /* The handle of key's object, for map/unmap/read/write/obj_size; 0 when
  * the key holds nothing (or is out of range). */
-zm_handle_t zm_pool_key_handle(struct zm_pool *pool, uint64_t key);
+ZM_API zm_handle_t zm_pool_key_handle(struct zm_pool *pool, uint64_t key);
 
 /* Free key's object; the key is empty afterwards.  0 or -EINVAL. */
-int zm_pool_free_key(struct zm_pool *pool, uint64_t key);
+ZM_API int zm_pool_free_key(struct zm_pool *pool, uint64_t key);
 
 /* Move objects to free whole pages: per class, out of the emptiest zspages
  * into the fullest, each object at most once, mapped objects never.
  * Returns pages freed, or -EOPNOTSUPP for a backend that cannot compact.
  * Safe while other threads use the pool; one compactor runs at a time. */
-long zm_pool_compact(struct zm_pool *pool);
+ZM_API long zm_pool_compact(struct zm_pool *pool);
 
 /* Compact, classes with the most slack first, until about bytes are freed
  * (for a caller under memory pressure).  Returns bytes freed or
  * -EOPNOTSUPP. */
-long zm_pool_shrink(struct zm_pool *pool, size_t bytes);
+ZM_API long zm_pool_shrink(struct zm_pool *pool, size_t bytes);
 
 /* A lower bound on the objects any compaction must move to free `pages`
  * pages of the pool as it is now: an object must move before the page it
@@ -235,29 +236,29 @@ long zm_pool_shrink(struct zm_pool *pool, size_t bytes);
  * bound, not a plan; huge objects never move).  Returns that count, or
  * -EOPNOTSUPP for a backend that cannot compact.  Call while no other
  * thread uses the pool (compaction off, or idle). */
-long zm_pool_min_moves(struct zm_pool *pool, size_t pages);
+ZM_API long zm_pool_min_moves(struct zm_pool *pool, size_t pages);
 
 /* Change the automatic compaction policy at run time (ZM_COMPACT_OFF
  * switches it off).  0, -EOPNOTSUPP, -EINVAL or -ENOMEM. */
-int zm_pool_set_compaction(struct zm_pool *pool, enum zm_compact_policy policy);
+ZM_API int zm_pool_set_compaction(struct zm_pool *pool, enum zm_compact_policy policy);
 
-void zm_pool_stats(struct zm_pool *pool, struct zm_pool_stats *st);
+ZM_API void zm_pool_stats(struct zm_pool *pool, struct zm_pool_stats *st);
 
 /* Number of size classes (0 for backends without them) and one row. */
-unsigned zm_pool_nr_classes(struct zm_pool *pool);
-int zm_pool_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stats *cs);
+ZM_API unsigned zm_pool_nr_classes(struct zm_pool *pool);
+ZM_API int zm_pool_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stats *cs);
 
 /* Print the per-class table (classes in use only) to f. */
-void zm_pool_print_classes(struct zm_pool *pool, FILE *f);
+ZM_API void zm_pool_print_classes(struct zm_pool *pool, FILE *f);
 
 /* Whole-structure checker: every class, zspage, free chain and handle.
  * 0, or -EUCLEAN after printing what is wrong.  Call while no other thread
  * uses the pool. */
-int zm_pool_check(struct zm_pool *pool);
+ZM_API int zm_pool_check(struct zm_pool *pool);
 
 /* Backend names, NULL-terminated. */
-const char *const *zm_pool_backends(void);
-const char *zm_pool_backend(const struct zm_pool *pool);
+ZM_API const char *const *zm_pool_backends(void);
+ZM_API const char *zm_pool_backend(const struct zm_pool *pool);
 
 #ifdef __cplusplus
 }

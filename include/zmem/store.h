@@ -155,10 +155,10 @@ struct zm_store;
  * ZM_STORE_MAX_PAGES, bad page size, huge_size above page_size, unknown
  * codec or allocator), -ENOTSUP (a codec this build lacks), -ENOMEM.
  * *out is NULL on failure. */
-int zm_store_create(const struct zm_store_config *cfg, struct zm_store **out);
+ZM_API int zm_store_create(const struct zm_store_config *cfg, struct zm_store **out);
 
 /* Free every page and the store.  Accepts NULL. */
-void zm_store_destroy(struct zm_store *store);
+ZM_API void zm_store_destroy(struct zm_store *store);
 
 /* Store one page (page_size bytes) at index, replacing what was there.
  * Returns 0, or:
@@ -169,41 +169,41 @@ void zm_store_destroy(struct zm_store *store);
  *            could not be had
  *   -EIO     the codec failed
  * On failure the slot keeps its previous content. */
-int zm_store_put(struct zm_store *store, uint64_t index, const void *page);
+ZM_API int zm_store_put(struct zm_store *store, uint64_t index, const void *page);
 
 /* Copy the page at index into buf (page_size bytes).  Returns 0 (zeros
  * for an empty slot), -EINVAL (NULL argument, index >= nr_pages), -EIO
  * (the compressed data is corrupt; buf's contents are then unspecified),
  * -ENOMEM. */
-int zm_store_get(struct zm_store *store, uint64_t index, void *buf);
+ZM_API int zm_store_get(struct zm_store *store, uint64_t index, void *buf);
 
 /* Empty count slots from index on (zram's discard / trim); their memory
  * goes back to the pool.  Returns 0, or -EINVAL if the range goes beyond
  * nr_pages (nothing is discarded then). */
-int zm_store_discard(struct zm_store *store, uint64_t index, uint64_t count);
+ZM_API int zm_store_discard(struct zm_store *store, uint64_t index, uint64_t count);
 
 /* Compact the pool (pool.h zm_pool_compact).  Returns pages freed, or
  * -EOPNOTSUPP for a backend that cannot compact. */
-long zm_store_compact(struct zm_store *store);
+ZM_API long zm_store_compact(struct zm_store *store);
 
 /* Fill *st.  Counters are read without stopping writers: each is exact,
  * their sum over a moment of concurrent puts may be slightly off. */
-void zm_store_stats(struct zm_store *store, struct zm_store_stats *st);
+ZM_API void zm_store_stats(struct zm_store *store, struct zm_store_stats *st);
 
 /* Print the stats as zram's mm_stat: one line of nine numbers, in zram's
  * order (orig_data_size compr_data_size mem_used_total mem_limit
  * mem_used_max same_pages pages_compacted huge_pages huge_pages_since). */
-void zm_store_print_mm_stat(const struct zm_store_stats *st, FILE *f);
+ZM_API void zm_store_print_mm_stat(const struct zm_store_stats *st, FILE *f);
 
 /* Print the stats as a readable table, with the histogram. */
-void zm_store_print_stats(const struct zm_store_stats *st, FILE *f);
+ZM_API void zm_store_print_stats(const struct zm_store_stats *st, FILE *f);
 
 /* The store's pool (for its statistics and class table), codec, and
  * geometry.  The pool and codec belong to the store. */
-struct zm_pool *zm_store_pool(struct zm_store *store);
-struct zm_codec *zm_store_codec(struct zm_store *store);
-size_t zm_store_page_size(const struct zm_store *store);
-uint64_t zm_store_nr_pages(const struct zm_store *store);
+ZM_API struct zm_pool *zm_store_pool(struct zm_store *store);
+ZM_API struct zm_codec *zm_store_codec(struct zm_store *store);
+ZM_API size_t zm_store_page_size(const struct zm_store *store);
+ZM_API uint64_t zm_store_nr_pages(const struct zm_store *store);
 
 /* What a slot holds, for tests and tools: flags ZM_STORE_SLOT_* and, for a
  * page in the pool, its handle and object length; for a same-filled page,
@@ -216,14 +216,14 @@ uint64_t zm_store_nr_pages(const struct zm_store *store);
 #define ZM_STORE_SLOT_SAME  1u  /* same-filled; no pool object */
 #define ZM_STORE_SLOT_POOL  2u  /* compressed object in the pool */
 #define ZM_STORE_SLOT_HUGE  3u  /* raw page in the pool */
-int zm_store_slot_info(struct zm_store *store, uint64_t index, unsigned *kind,
+ZM_API int zm_store_slot_info(struct zm_store *store, uint64_t index, unsigned *kind,
 		       zm_handle_t *handle, size_t *len);
 
 /* Whole-structure checker: walks every slot and checks it against the
  * counters (pages, same, huge, compressed bytes, histogram) and the pool
  * (zm_pool_check).  0, or -EUCLEAN after printing what is wrong.  Call it
  * while no other thread uses the store. */
-int zm_store_check(struct zm_store *store);
+ZM_API int zm_store_check(struct zm_store *store);
 
 #ifdef __cplusplus
 }

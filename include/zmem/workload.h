@@ -39,6 +39,8 @@
 #define ZMEM_WORKLOAD_H
 
 #include <stddef.h>
+
+#include <zmem/common.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -82,30 +84,30 @@ struct zm_workload_stats {
 struct zm_workload;
 
 /* Parse "zero", "random" or "text".  0, or -EINVAL. */
-int zm_workload_kind_parse(const char *name, enum zm_workload_kind *kind);
+ZM_API int zm_workload_kind_parse(const char *name, enum zm_workload_kind *kind);
 /* The name of a kind, or NULL. */
-const char *zm_workload_kind_name(enum zm_workload_kind kind);
+ZM_API const char *zm_workload_kind_name(enum zm_workload_kind kind);
 
 /* Create a generator of an endless stream of pages.  Returns 0 and sets
  * *out, or -EINVAL (bad kind, ratio or page size, out == NULL), -ENOMEM,
  * or the error of creating the default codec. */
-int zm_workload_create(const struct zm_workload_config *cfg, struct zm_workload **out);
+ZM_API int zm_workload_create(const struct zm_workload_config *cfg, struct zm_workload **out);
 
 /* Accepts NULL. */
-void zm_workload_destroy(struct zm_workload *w);
+ZM_API void zm_workload_destroy(struct zm_workload *w);
 
 /* Write the next len / page_size pages of the stream into buf.  The
  * stream does not depend on how it is cut into calls.  Returns 0, -EINVAL
  * (len not a multiple of the page size, buf NULL), or the codec's error. */
-int zm_workload_next(struct zm_workload *w, void *buf, size_t len);
+ZM_API int zm_workload_next(struct zm_workload *w, void *buf, size_t len);
 
 /* Totals over every page generated so far. */
-void zm_workload_stats(const struct zm_workload *w, struct zm_workload_stats *st);
+ZM_API void zm_workload_stats(const struct zm_workload *w, struct zm_workload_stats *st);
 
 /* One call: create a generator, fill buf (len a multiple of page_size),
  * report its stats into *st (may be NULL), destroy it.  codec may be NULL
  * (lz4).  Returns as zm_workload_create() and zm_workload_next(). */
-int zm_workload_fill(enum zm_workload_kind kind, double ratio,
+ZM_API int zm_workload_fill(enum zm_workload_kind kind, double ratio,
 		     struct zm_codec *codec, uint64_t seed, void *buf,
 		     size_t len, size_t page_size, struct zm_workload_stats *st);
 
@@ -139,12 +141,12 @@ typedef int (*zm_capture_fn)(void *arg, const void *page, size_t page_size);
  * Returns 0, -ESRCH (no such process), -EPERM (no right to read its
  * memory), -EINVAL, -ENOMEM, another negative errno from reading /proc, or
  * fn's non-zero return. */
-int zm_workload_capture(pid_t pid, size_t max_bytes, zm_capture_fn fn,
+ZM_API int zm_workload_capture(pid_t pid, size_t max_bytes, zm_capture_fn fn,
 			void *arg, struct zm_capture_stats *st);
 
 /* The same into one malloc'ed buffer: *buf (caller frees with free()) gets
  * *len bytes, a whole number of pages.  On error *buf is NULL. */
-int zm_workload_capture_mem(pid_t pid, size_t max_bytes, void **buf,
+ZM_API int zm_workload_capture_mem(pid_t pid, size_t max_bytes, void **buf,
 			    size_t *len, struct zm_capture_stats *st);
 
 #ifdef __cplusplus

@@ -33,10 +33,7 @@
 #ifndef ZMEM_ZMEM_H
 #define ZMEM_ZMEM_H
 
-#define ZMEM_VERSION_MAJOR 0
-#define ZMEM_VERSION_MINOR 1
-#define ZMEM_VERSION_PATCH 0
-
+#include <zmem/common.h>
 #include <zmem/pages.h>
 #include <zmem/codec.h>
 #include <zmem/workload.h>

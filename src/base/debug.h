@@ -19,32 +19,37 @@
 #define ZM_DEBUG 0
 #endif
 
-#define zm_likely(x)   __builtin_expect(!!(x), 1)
-#define zm_unlikely(x) __builtin_expect(!!(x), 0)
+#define zmi_likely(x)   __builtin_expect(!!(x), 1)
+#define zmi_unlikely(x) __builtin_expect(!!(x), 0)
 
-/* printf-style message on stderr, prefixed with "zmem: ". */
-void zm_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#include <zmem/common.h>
+
+/* A printf-style message to the log sink (zm_set_log; stderr by default). */
+void zmi_log_at(enum zm_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+#define zmi_log(...) zmi_log_at(ZM_LOG_WARNING, __VA_ARGS__)
+#define zmi_log_error(...) zmi_log_at(ZM_LOG_ERROR, __VA_ARGS__)
 
 /* The whole-structure checkers: print what is wrong and set the caller's
  * `bad`, then go on looking. */
 #define ZM_CHECK_FAIL(...)              \
 	do {                            \
-		zm_log(__VA_ARGS__);    \
+		zmi_log_error(__VA_ARGS__); \
 		bad = 1;                \
 	} while (0)
 
 /* A message about bad input, printed only when ZM_DEBUG >= 1. */
 #if ZM_DEBUG >= 1
-#define zm_bad_input(...) zm_log(__VA_ARGS__)
+#define zmi_bad_input(...) zmi_log(__VA_ARGS__)
 #else
-#define zm_bad_input(...) ((void)0)
+#define zmi_bad_input(...) ((void)0)
 #endif
 
 #if ZM_DEBUG >= 1
 #define ZM_ASSERT(c)                                                        \
 	do {                                                                \
-		if (zm_unlikely(!(c))) {                                    \
-			zm_log("assertion failed: %s (%s:%d)", #c,          \
+		if (zmi_unlikely(!(c))) {                                    \
+			zmi_log("assertion failed: %s (%s:%d)", #c,          \
 			       __FILE__, __LINE__);                         \
 			abort();                                            \
 		}                                                           \

@@ -9,34 +9,34 @@ static size_t round_up(size_t n, size_t to)
 	return (n + to - 1) / to * to;
 }
 
-int zm_lazy_init(struct zm_lazy *a, uint64_t n, size_t elem)
+int zmi_lazy_init(struct zmi_lazy *a, uint64_t n, size_t elem)
 {
-	size_t os_page = zm_os_page_size();
+	size_t os_page = zmi_os_page_size();
 	uint64_t pages;
 
-	*a = (struct zm_lazy){ 0 };
+	*a = (struct zmi_lazy){ 0 };
 	a->page_shift = (unsigned)(__builtin_ctzl(os_page) - __builtin_ctzl(elem));
 	a->bytes = round_up((size_t)n * elem, os_page);
 	pages = a->bytes / os_page;
 	a->map_bytes = round_up((size_t)(pages + 63) / 64 * sizeof(uint64_t), os_page);
-	a->base = zm_os_reserve(a->bytes, os_page);
-	a->map = zm_os_reserve(a->map_bytes, os_page);
+	a->base = zmi_os_reserve(a->bytes, os_page);
+	a->map = zmi_os_reserve(a->map_bytes, os_page);
 	if (!a->base || !a->map) {
-		zm_lazy_fini(a);
+		zmi_lazy_fini(a);
 		return -ENOMEM;
 	}
 	return 0;
 }
 
-void zm_lazy_fini(struct zm_lazy *a)
+void zmi_lazy_fini(struct zmi_lazy *a)
 {
-	zm_os_release(a->base, a->bytes);
-	zm_os_release(a->map, a->map_bytes);
+	zmi_os_release(a->base, a->bytes);
+	zmi_os_release(a->map, a->map_bytes);
 	a->base = NULL;
 	a->map = NULL;
 }
 
-uint64_t zm_lazy_next(const struct zm_lazy *a, uint64_t i, uint64_t end)
+uint64_t zmi_lazy_next(const struct zmi_lazy *a, uint64_t i, uint64_t end)
 {
 	while (i < end) {
 		uint64_t page = i >> a->page_shift;
@@ -51,11 +51,11 @@ uint64_t zm_lazy_next(const struct zm_lazy *a, uint64_t i, uint64_t end)
 	return end;
 }
 
-uint64_t zm_lazy_bytes(const struct zm_lazy *a)
+uint64_t zmi_lazy_bytes(const struct zmi_lazy *a)
 {
 	/* the bitmap: as much of it as the array can have marked */
-	size_t words = ((a->bytes / zm_os_page_size()) + 63) / 64;
+	size_t words = ((a->bytes / zmi_os_page_size()) + 63) / 64;
 
-	return __atomic_load_n(&a->pages, __ATOMIC_RELAXED) * zm_os_page_size() +
+	return __atomic_load_n(&a->pages, __ATOMIC_RELAXED) * zmi_os_page_size() +
 	       words * sizeof(uint64_t);
 }

@@ -3,9 +3,9 @@
  * in reserved address space that costs memory only where written, with a
  * bitmap of its OS pages ever written and their count.
  *
- * Writers call zm_lazy_mark(a, i) before writing element i (atomic, once
- * per OS page: a load when already marked); zm_lazy_bytes() is the memory
- * the array costs; zm_lazy_next() lets walks (discard, destroy, checkers)
+ * Writers call zmi_lazy_mark(a, i) before writing element i (atomic, once
+ * per OS page: a load when already marked); zmi_lazy_bytes() is the memory
+ * the array costs; zmi_lazy_next() lets walks (discard, destroy, checkers)
  * skip the pages never written without paging them in.  Three tables use
  * it: the store's slots and same-filled words, the pool's key table.
  */
@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct zm_lazy {
+struct zmi_lazy {
 	void *base;             /* the elements; immutable */
 	size_t bytes;           /* reserved for them; immutable */
 	uint64_t *map;          /* atomic bits: OS pages written */
@@ -26,14 +26,14 @@ struct zm_lazy {
 
 /* Reserve n elements of elem bytes (a power of two, at most a page).
  * 0 or -ENOMEM (nothing reserved then). */
-int zm_lazy_init(struct zm_lazy *a, uint64_t n, size_t elem);
+int zmi_lazy_init(struct zmi_lazy *a, uint64_t n, size_t elem);
 /* Release; a zeroed struct (never initialised) is fine. */
-void zm_lazy_fini(struct zm_lazy *a);
+void zmi_lazy_fini(struct zmi_lazy *a);
 /* The first index in [i, end) on a written page, or end. */
-uint64_t zm_lazy_next(const struct zm_lazy *a, uint64_t i, uint64_t end);
+uint64_t zmi_lazy_next(const struct zmi_lazy *a, uint64_t i, uint64_t end);
 
 /* Mark the page of element i written (before writing it). */
-static inline void zm_lazy_mark(struct zm_lazy *a, uint64_t i)
+static inline void zmi_lazy_mark(struct zmi_lazy *a, uint64_t i)
 {
 	uint64_t page = i >> a->page_shift, bit = 1ull << (page % 64);
 	uint64_t *w = &a->map[page / 64];
@@ -45,6 +45,6 @@ static inline void zm_lazy_mark(struct zm_lazy *a, uint64_t i)
 }
 
 /* Memory the array costs: its written pages and its bitmap's. */
-uint64_t zm_lazy_bytes(const struct zm_lazy *a);
+uint64_t zmi_lazy_bytes(const struct zmi_lazy *a);
 
 #endif

@@ -1,4 +1,4 @@
-/* The contended path of zm_lock: spin politely, then yield. */
+/* The contended path of zmi_lock: spin politely, then yield. */
 #include <sched.h>
 
 #include "base/lock.h"
@@ -9,7 +9,7 @@
  * probably preempted and spinning only burns its CPU. */
 #define ZM_SPINS 100
 
-void zm_lock_slow(zm_lock_t *l)
+void zmi_lock_slow(zmi_lock_t *l)
 {
 	for (;;) {
 		for (int i = 0; i < ZM_SPINS; i++) {

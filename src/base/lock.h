@@ -1,5 +1,5 @@
 /*
- * zm_lock: the lock of the library's short critical sections.
+ * zmi_lock: the lock of the library's short critical sections.
  *
  * Every section it guards is bounded (a chunk of at most 64 pages, one
  * object's bookkeeping), so a spinlock beats a futex-based mutex: lock +
@@ -15,38 +15,38 @@
 
 #ifdef ZM_LOCK_PTHREAD
 #include <pthread.h>
-typedef pthread_mutex_t zm_lock_t;
+typedef pthread_mutex_t zmi_lock_t;
 #define ZM_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
-static inline void zm_lock_init(zm_lock_t *l) { pthread_mutex_init(l, NULL); }
-static inline void zm_lock(zm_lock_t *l) { pthread_mutex_lock(l); }
-static inline void zm_unlock(zm_lock_t *l) { pthread_mutex_unlock(l); }
-static inline int zm_trylock(zm_lock_t *l) { return pthread_mutex_trylock(l) == 0; }
-static inline void zm_lock_destroy(zm_lock_t *l) { pthread_mutex_destroy(l); }
+static inline void zmi_lock_init(zmi_lock_t *l) { pthread_mutex_init(l, NULL); }
+static inline void zmi_lock(zmi_lock_t *l) { pthread_mutex_lock(l); }
+static inline void zmi_unlock(zmi_lock_t *l) { pthread_mutex_unlock(l); }
+static inline int zmi_trylock(zmi_lock_t *l) { return pthread_mutex_trylock(l) == 0; }
+static inline void zmi_lock_destroy(zmi_lock_t *l) { pthread_mutex_destroy(l); }
 #else
 typedef struct {
 	int held;
-} zm_lock_t;
+} zmi_lock_t;
 #define ZM_LOCK_INIT { 0 }
 
-void zm_lock_slow(zm_lock_t *l);
+void zmi_lock_slow(zmi_lock_t *l);
 
-static inline void zm_lock_init(zm_lock_t *l) { l->held = 0; }
-static inline void zm_lock_destroy(zm_lock_t *l) { (void)l; }
+static inline void zmi_lock_init(zmi_lock_t *l) { l->held = 0; }
+static inline void zmi_lock_destroy(zmi_lock_t *l) { (void)l; }
 
-static inline void zm_lock(zm_lock_t *l)
+static inline void zmi_lock(zmi_lock_t *l)
 {
 	if (__builtin_expect(!__atomic_exchange_n(&l->held, 1, __ATOMIC_ACQUIRE), 1))
 		return;
-	zm_lock_slow(l);
+	zmi_lock_slow(l);
 }
 
-static inline int zm_trylock(zm_lock_t *l)
+static inline int zmi_trylock(zmi_lock_t *l)
 {
 	return !__atomic_load_n(&l->held, __ATOMIC_RELAXED) &&
 	       !__atomic_exchange_n(&l->held, 1, __ATOMIC_ACQUIRE);
 }
 
-static inline void zm_unlock(zm_lock_t *l)
+static inline void zmi_unlock(zmi_lock_t *l)
 {
 	__atomic_store_n(&l->held, 0, __ATOMIC_RELEASE);
 }

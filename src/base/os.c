@@ -7,7 +7,7 @@
 
 #include "base/os.h"
 
-void *zm_os_reserve(size_t bytes, size_t align)
+void *zmi_os_reserve(size_t bytes, size_t align)
 {
 	size_t span = bytes + align;
 	char *p, *start;
@@ -27,13 +27,13 @@ void *zm_os_reserve(size_t bytes, size_t align)
 	return start;
 }
 
-void zm_os_release(void *addr, size_t bytes)
+void zmi_os_release(void *addr, size_t bytes)
 {
 	if (addr)
 		munmap(addr, bytes);
 }
 
-int zm_os_decommit(void *addr, size_t bytes)
+int zmi_os_decommit(void *addr, size_t bytes)
 {
 	return madvise(addr, bytes, MADV_DONTNEED) == 0 ? 0 : -errno;
 }
@@ -42,19 +42,19 @@ int zm_os_decommit(void *addr, size_t bytes)
 #define MADV_POPULATE_WRITE 23
 #endif
 
-int zm_os_prefault(void *addr, size_t bytes)
+int zmi_os_prefault(void *addr, size_t bytes)
 {
 	return madvise(addr, bytes, MADV_POPULATE_WRITE) == 0 ? 0 : -errno;
 }
 
-size_t zm_os_page_size(void)
+size_t zmi_os_page_size(void)
 {
 	long ps = sysconf(_SC_PAGESIZE);
 
 	return ps > 0 ? (size_t)ps : 4096;
 }
 
-size_t zm_os_rss_bytes(void)
+size_t zmi_os_rss_bytes(void)
 {
 	unsigned long size = 0, resident = 0;
 	FILE *f = fopen("/proc/self/statm", "r");
@@ -64,10 +64,10 @@ size_t zm_os_rss_bytes(void)
 	if (fscanf(f, "%lu %lu", &size, &resident) != 2)
 		resident = 0;
 	fclose(f);
-	return resident * zm_os_page_size();
+	return resident * zmi_os_page_size();
 }
 
-uint64_t zm_os_now_ns(void)
+uint64_t zmi_os_now_ns(void)
 {
 	struct timespec ts;
 

@@ -15,20 +15,20 @@
 
 /* Reserve bytes of address space aligned to align (a power of two, at
  * least the system page size).  NULL on failure. */
-void *zm_os_reserve(size_t bytes, size_t align);
-void zm_os_release(void *addr, size_t bytes);
+void *zmi_os_reserve(size_t bytes, size_t align);
+void zmi_os_release(void *addr, size_t bytes);
 /* Give the memory of [addr, addr+bytes) back; 0 or -errno. */
-int zm_os_decommit(void *addr, size_t bytes);
+int zmi_os_decommit(void *addr, size_t bytes);
 /* Make [addr, addr+bytes) resident now, in one call, instead of one page
  * fault per page later (MADV_POPULATE_WRITE, Linux 5.14+); 0 or -errno
  * (-EINVAL where the kernel does not know it: the faults happen later). */
-int zm_os_prefault(void *addr, size_t bytes);
+int zmi_os_prefault(void *addr, size_t bytes);
 /* The system's page size. */
-size_t zm_os_page_size(void);
+size_t zmi_os_page_size(void);
 /* Resident set size of this process in bytes (from /proc/self/statm),
  * or 0 if unknown. */
-size_t zm_os_rss_bytes(void);
+size_t zmi_os_rss_bytes(void);
 /* Monotonic time in nanoseconds. */
-uint64_t zm_os_now_ns(void);
+uint64_t zmi_os_now_ns(void);
 
 #endif

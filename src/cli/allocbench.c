@@ -121,19 +121,19 @@ static uint64_t one_pass(struct job *j, uint64_t *s)
 	switch (j->pat) {
 	case ALL_FREE:
 		for (size_t i = 0; i < j->n; i++)
-			if (!(j->h[i] = zm_malloc(j->pool, j->size)))
+			if (!(j->h[i] = zm_pool_alloc(j->pool, j->size)))
 				j->fails++;
 		for (size_t i = 0; i < j->n; i++)
 			if (j->h[i])
-				zm_free(j->pool, j->h[i]);
+				zm_pool_free(j->pool, j->h[i]);
 		ops = 2 * j->n;
 		break;
 	case ONE_ONE:
 		for (size_t i = 0; i < ONE_ONE_FACTOR * j->n; i++) {
-			zm_handle_t h = zm_malloc(j->pool, j->size);
+			zm_handle_t h = zm_pool_alloc(j->pool, j->size);
 
 			if (h)
-				zm_free(j->pool, h);
+				zm_pool_free(j->pool, h);
 			else
 				j->fails++;
 		}
@@ -144,20 +144,20 @@ static uint64_t one_pass(struct job *j, uint64_t *s)
 			if (live < j->n / 4 || (live < j->n && cli_rand(s) % 2)) {
 				size_t sz = j->size ? j->size : rsize(s);
 
-				if ((j->h[live] = zm_malloc(j->pool, sz)))
+				if ((j->h[live] = zm_pool_alloc(j->pool, sz)))
 					live++;
 				else
 					j->fails++;
 			} else {
 				size_t k = cli_rand(s) % live;
 
-				zm_free(j->pool, j->h[k]);
+				zm_pool_free(j->pool, j->h[k]);
 				j->h[k] = j->h[--live];
 			}
 		}
 		ops = 2 * j->n + live;
 		while (live)
-			zm_free(j->pool, j->h[--live]);
+			zm_pool_free(j->pool, j->h[--live]);
 		break;
 	}
 	return ops;

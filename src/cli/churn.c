@@ -129,7 +129,7 @@ int cmd_churn_child(int argc, char **argv)
 	base = rss();
 	for (size_t i = 0; i < n; i++) {
 		if (pool) {
-			zm_handle_t h = zm_malloc(pool, size[i]);
+			zm_handle_t h = zm_pool_alloc(pool, size[i]);
 
 			if (!h || zm_pool_write(pool, h, buf, size[i]))
 				return 1;
@@ -146,7 +146,7 @@ int cmd_churn_child(int argc, char **argv)
 	for (size_t i = 0; i < n; i++) {
 		if ((double)(cli_rand(&seed) % 1000000) < fraction * 1e6) {
 			if (pool)
-				zm_free(pool, (zm_handle_t)(uintptr_t)obj[i]);
+				zm_pool_free(pool, (zm_handle_t)(uintptr_t)obj[i]);
 			else
 				free(obj[i]);
 			obj[i] = NULL;
@@ -325,15 +325,15 @@ static void *fg_worker(void *arg)
 	 * is not the steady state either, and took most of the 0.5 s on two
 	 * threads */
 	for (size_t i = 0; i < FG_LIVE; i++)
-		h[i] = zm_malloc(j->pool, j->c->size[cli_rand(&s) % j->c->n]);
+		h[i] = zm_pool_alloc(j->pool, j->c->size[cli_rand(&s) % j->c->n]);
 	pthread_barrier_wait(j->bar);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	while (!*j->stop) {
 		size_t i = cli_rand(&s) % FG_LIVE;
 
 		if (h[i])
-			zm_free(j->pool, h[i]);
-		h[i] = zm_malloc(j->pool, j->c->size[cli_rand(&s) % j->c->n]);
+			zm_pool_free(j->pool, h[i]);
+		h[i] = zm_pool_alloc(j->pool, j->c->size[cli_rand(&s) % j->c->n]);
 		ops += 2;
 	}
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
@@ -347,7 +347,7 @@ static void *fg_worker(void *arg)
 	pthread_barrier_wait(j->bar);
 	for (size_t i = 0; i < FG_LIVE; i++)
 		if (h[i])
-			zm_free(j->pool, h[i]);
+			zm_pool_free(j->pool, h[i]);
 	return NULL;
 }
 

@@ -39,7 +39,7 @@ static int fill(const struct zm_pool_config *cfg, const struct corpus *c, struct
 		return -1;
 	}
 	for (size_t i = 0; i < c->n; i++)
-		if (!(h[i] = zm_malloc(p, c->size[i])))
+		if (!(h[i] = zm_pool_alloc(p, c->size[i])))
 			return -1;
 	zm_pool_stats(p, &st);
 	r->pool_bytes = st.pool_bytes;
@@ -52,7 +52,7 @@ static int fill(const struct zm_pool_config *cfg, const struct corpus *c, struct
 	r->round = st.slot_bytes ? (double)st.slot_bytes / (double)c->bytes - 1 : 0;
 	r->overhead = r->pool + r->meta;
 	for (size_t i = 0; i < c->n; i++)
-		zm_free(p, h[i]);
+		zm_pool_free(p, h[i]);
 	zm_pool_destroy(p);
 	free(h);
 	return 0;

@@ -72,7 +72,7 @@ static int find_objects(struct zm_pool *pool, struct zm_pages *pg, int span,
 	int got = 0, nother = 0;
 
 	for (int tries = 0; tries < 64 && got < n; tries++) {
-		zm_handle_t h = zm_malloc(pool, OBJ_SIZE);
+		zm_handle_t h = zm_pool_alloc(pool, OBJ_SIZE);
 		char *m;
 		int spans;
 
@@ -90,7 +90,7 @@ static int find_objects(struct zm_pool *pool, struct zm_pages *pg, int span,
 			other[nother++] = h;
 	}
 	while (nother)
-		zm_free(pool, other[--nother]);
+		zm_pool_free(pool, other[--nother]);
 	return got == n ? 0 : -ENOENT;
 }
 
@@ -175,7 +175,7 @@ int cmd_mapbench(int argc, char **argv)
 						       cli_median(ns, RUNS), cli_median(cyc, RUNS));
 					first = 0;
 					for (int i = 0; i < nt; i++)
-						zm_free(pool, h[i]);
+						zm_pool_free(pool, h[i]);
 					zm_pool_destroy(pool);
 					zm_pages_destroy(pg);
 				}

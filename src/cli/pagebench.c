@@ -150,7 +150,7 @@ static double peer_pair_ns(enum peer k, size_t ps)
 	return cli_median(runs, OUTER);
 }
 
-static double zm_pair_ns(struct zm_pages *p)
+static double zmi_pair_ns(struct zm_pages *p)
 {
 	const size_t iters = 10000000;
 	double runs[OUTER];
@@ -310,7 +310,7 @@ int cmd_pagebench(int argc, char **argv)
 	}
 	if (!o.json)
 		fprintf(stderr, "\n");
-	pair = zm_pair_ns(p);
+	pair = zmi_pair_ns(p);
 	for (int k = 0; k < NPEER; k++)
 		peer_pair[k] = peer_pair_ns((enum peer)k, o.page_size);
 	for (int n = 1; n <= o.threads; n++)

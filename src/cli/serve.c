@@ -58,7 +58,7 @@ int cmd_serve(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	struct zm_serve_config cfg = { .threads = (unsigned)cli_ncpus() };
+	struct zmi_serve_config cfg = { .threads = (unsigned)cli_ncpus() };
 	char defsock[256];
 	int o;
 

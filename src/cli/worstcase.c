@@ -132,7 +132,7 @@ static bool alloc_one(struct ctx *c, size_t size)
 		c->cap = cap;
 	}
 	c->ops++;
-	h = zm_malloc(c->pool, size);
+	h = zm_pool_alloc(c->pool, size);
 	if (!h) {
 		c->fails++;
 		if (errno == ENOMEM || errno == ENOSPC) {
@@ -156,7 +156,7 @@ static void free_at(struct ctx *c, size_t i)
 {
 	if (!c->h[i])
 		return;
-	zm_free(c->pool, c->h[i]);
+	zm_pool_free(c->pool, c->h[i]);
 	c->h[i] = 0;
 	c->live -= c->sz[i];
 	c->ops++;
@@ -165,7 +165,7 @@ static void free_at(struct ctx *c, size_t i)
 /* Free object i and move the last one into its place. */
 static void free_swap(struct ctx *c, size_t i)
 {
-	zm_free(c->pool, c->h[i]);
+	zm_pool_free(c->pool, c->h[i]);
 	c->live -= c->sz[i];
 	c->ops++;
 	c->h[i] = c->h[--c->n];
@@ -309,7 +309,7 @@ static int one_pass(const struct seq *s, struct zm_pool *pool, const char *backe
 	}
 	for (size_t i = 0; i < c.n; i++)
 		if (c.h[i])
-			zm_free(c.pool, c.h[i]);
+			zm_pool_free(c.pool, c.h[i]);
 	free(c.h), free(c.sz);
 	return 0;
 }

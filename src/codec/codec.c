@@ -11,13 +11,13 @@
 #include "codec/codec_internal.h"
 
 /* Every backend of this build; the first is the default. */
-static const struct zm_codec_ops *const backends[] = {
-	&zm_codec_lz4_ops,
-	&zm_codec_zstd_ops,
+static const struct zmi_codec_ops *const backends[] = {
+	&zmi_codec_lz4_ops,
+	&zmi_codec_zstd_ops,
 #ifdef ZM_HAVE_LZO
-	&zm_codec_lzo_ops,
+	&zmi_codec_lzo_ops,
 #endif
-	&zm_codec_none_ops,
+	&zmi_codec_none_ops,
 };
 #define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
 
@@ -65,7 +65,7 @@ static int parse_name(const char *name, char *base, int *level)
 	return 0;
 }
 
-static const struct zm_codec_ops *find(const char *base)
+static const struct zmi_codec_ops *find(const char *base)
 {
 	for (size_t i = 0; i < NBACKENDS; i++)
 		if (!strcmp(base, backends[i]->name))
@@ -76,7 +76,7 @@ static const struct zm_codec_ops *find(const char *base)
 int zm_codec_create(const char *name, int level, struct zm_codec **out)
 {
 	char base[ZM_CODEC_NAME_MAX];
-	const struct zm_codec_ops *ops;
+	const struct zmi_codec_ops *ops;
 	struct zm_codec *c;
 	int name_level, eff, rc;
 
@@ -86,11 +86,11 @@ int zm_codec_create(const char *name, int level, struct zm_codec **out)
 	if (!name || !*name)
 		name = backends[0]->name;
 	if (parse_name(name, base, &name_level)) {
-		zm_bad_input("codec: bad name '%.40s'", name);
+		zmi_bad_input("codec: bad name '%.40s'", name);
 		return -EINVAL;
 	}
 	if (name_level && level && name_level != level) {
-		zm_bad_input("codec: level %d given, name says '%s'", level, name);
+		zmi_bad_input("codec: level %d given, name says '%s'", level, name);
 		return -EINVAL;
 	}
 	if (name_level)
@@ -100,14 +100,14 @@ int zm_codec_create(const char *name, int level, struct zm_codec **out)
 		for (size_t i = 0; missing[i]; i++)
 			if (!strcmp(base, missing[i]))
 				return -ENOTSUP;
-		zm_bad_input("codec: unknown codec '%s'", base);
+		zmi_bad_input("codec: unknown codec '%s'", base);
 		return -EINVAL;
 	}
 	if (ops->setup && (rc = ops->setup()) != 0)
 		return rc;
 	rc = ops->level(level, &eff);
 	if (rc) {
-		zm_bad_input("codec: %s does not take level %d", ops->name, level);
+		zmi_bad_input("codec: %s does not take level %d", ops->name, level);
 		return rc;
 	}
 	c = calloc(1, sizeof(*c));
@@ -123,7 +123,7 @@ void zm_codec_destroy(struct zm_codec *c)
 {
 	if (!c)
 		return;
-	zm_codec_ws_detach_all(c);
+	zmi_codec_ws_detach_all(c);
 	free(c);
 }
 
@@ -135,15 +135,15 @@ static inline bool bad_len(size_t len)
 int zm_codec_compress(struct zm_codec *c, const void *src, size_t len,
 		      void *dst, size_t dst_cap)
 {
-	struct zm_codec_ws *ws = NULL;
+	struct zmi_codec_ws *ws = NULL;
 
-	if (zm_unlikely(!c || !src || !dst || bad_len(len)))
+	if (zmi_unlikely(!c || !src || !dst || bad_len(len)))
 		return -EINVAL;
-	if (zm_unlikely(dst_cap == 0))
+	if (zmi_unlikely(dst_cap == 0))
 		return -ENOSPC;
 	if (dst_cap > ZM_CODEC_MAX_LEN)
 		dst_cap = ZM_CODEC_MAX_LEN;
-	if (c->ops->needs_ws && !(ws = zm_codec_ws_get(c)))
+	if (c->ops->needs_ws && !(ws = zmi_codec_ws_get(c)))
 		return -ENOMEM;
 	return c->ops->compress(c, ws, src, len, dst, dst_cap);
 }
@@ -151,11 +151,11 @@ int zm_codec_compress(struct zm_codec *c, const void *src, size_t len,
 int zm_codec_decompress(struct zm_codec *c, const void *src, size_t len,
 			void *dst, size_t dst_len)
 {
-	struct zm_codec_ws *ws = NULL;
+	struct zmi_codec_ws *ws = NULL;
 
-	if (zm_unlikely(!c || !src || !dst || bad_len(len) || bad_len(dst_len)))
+	if (zmi_unlikely(!c || !src || !dst || bad_len(len) || bad_len(dst_len)))
 		return -EINVAL;
-	if (c->ops->needs_ws && !(ws = zm_codec_ws_get(c)))
+	if (c->ops->needs_ws && !(ws = zmi_codec_ws_get(c)))
 		return -ENOMEM;
 	return c->ops->decompress(c, ws, src, len, dst, dst_len);
 }

@@ -24,7 +24,7 @@ static int lz4_level(int requested, int *eff)
 	return 0;
 }
 
-static int lz4_compress(const struct zm_codec *c, struct zm_codec_ws *ws,
+static int lz4_compress(const struct zm_codec *c, struct zmi_codec_ws *ws,
 			const void *src, size_t len, void *dst, size_t cap)
 {
 	int n = LZ4_compress_fast(src, dst, (int)len, (int)cap, c->level);
@@ -32,7 +32,7 @@ static int lz4_compress(const struct zm_codec *c, struct zm_codec_ws *ws,
 	return n > 0 ? n : -ENOSPC;
 }
 
-static int lz4_decompress(const struct zm_codec *c, struct zm_codec_ws *ws,
+static int lz4_decompress(const struct zm_codec *c, struct zmi_codec_ws *ws,
 			  const void *src, size_t len, void *dst, size_t dst_len)
 {
 	int n = LZ4_decompress_safe(src, dst, (int)len, (int)dst_len);
@@ -45,11 +45,11 @@ static size_t lz4_bound(size_t len)
 	return (size_t)LZ4_compressBound((int)len);
 }
 
-static void lz4_ws_free(struct zm_codec_ws *ws)
+static void lz4_ws_free(struct zmi_codec_ws *ws)
 {
 }
 
-const struct zm_codec_ops zm_codec_lz4_ops = {
+const struct zmi_codec_ops zmi_codec_lz4_ops = {
 	.name = "lz4",
 	.level = lz4_level,
 	.needs_ws = false,

@@ -45,18 +45,18 @@ static int lzo_level(int requested, int *eff)
 	return requested == 0 || requested == 1 ? 0 : -EINVAL;
 }
 
-static int lzo_compress(const struct zm_codec *c, struct zm_codec_ws *ws,
+static int lzo_compress(const struct zm_codec *c, struct zmi_codec_ws *ws,
 			const void *src, size_t len, void *dst, size_t cap)
 {
 	size_t bound = LZO_BOUND(len);
 	unsigned char *out = dst;
 	lzo_uint n = 0;
 
-	if (zm_unlikely(!ws->ctx[LZ_WRKMEM]) &&
+	if (zmi_unlikely(!ws->ctx[LZ_WRKMEM]) &&
 	    !(ws->ctx[LZ_WRKMEM] = malloc(LZO1X_1_MEM_COMPRESS)))
 		return -ENOMEM;
 	if (cap < bound) {
-		if (zm_codec_ws_buf(ws, bound))
+		if (zmi_codec_ws_buf(ws, bound))
 			return -ENOMEM;
 		out = ws->buf;
 	}
@@ -69,7 +69,7 @@ static int lzo_compress(const struct zm_codec *c, struct zm_codec_ws *ws,
 	return (int)n;
 }
 
-static int lzo_decompress(const struct zm_codec *c, struct zm_codec_ws *ws,
+static int lzo_decompress(const struct zm_codec *c, struct zmi_codec_ws *ws,
 			  const void *src, size_t len, void *dst, size_t dst_len)
 {
 	lzo_uint n = dst_len;
@@ -83,13 +83,13 @@ static size_t lzo_bound(size_t len)
 	return LZO_BOUND(len);
 }
 
-static void lzo_ws_free(struct zm_codec_ws *ws)
+static void lzo_ws_free(struct zmi_codec_ws *ws)
 {
 	free(ws->ctx[LZ_WRKMEM]);
 	ws->ctx[LZ_WRKMEM] = NULL;
 }
 
-const struct zm_codec_ops zm_codec_lzo_ops = {
+const struct zmi_codec_ops zmi_codec_lzo_ops = {
 	.name = "lzo",
 	.level = lzo_level,
 	.needs_ws = true,

@@ -13,7 +13,7 @@ static int none_level(int requested, int *eff)
 	return requested ? -EINVAL : 0;
 }
 
-static int none_compress(const struct zm_codec *c, struct zm_codec_ws *ws,
+static int none_compress(const struct zm_codec *c, struct zmi_codec_ws *ws,
 			 const void *src, size_t len, void *dst, size_t cap)
 {
 	if (len > cap)
@@ -22,7 +22,7 @@ static int none_compress(const struct zm_codec *c, struct zm_codec_ws *ws,
 	return (int)len;
 }
 
-static int none_decompress(const struct zm_codec *c, struct zm_codec_ws *ws,
+static int none_decompress(const struct zm_codec *c, struct zmi_codec_ws *ws,
 			   const void *src, size_t len, void *dst, size_t dst_len)
 {
 	if (len != dst_len)
@@ -36,11 +36,11 @@ static size_t none_bound(size_t len)
 	return len;
 }
 
-static void none_ws_free(struct zm_codec_ws *ws)
+static void none_ws_free(struct zmi_codec_ws *ws)
 {
 }
 
-const struct zm_codec_ops zm_codec_none_ops = {
+const struct zmi_codec_ops zmi_codec_none_ops = {
 	.name = "none",
 	.level = none_level,
 	.needs_ws = false,

@@ -9,14 +9,14 @@
  * and one compare.
  *
  * Lifetime, as for the per-thread page caches.  A workspace is allocated
- * by its thread and registered with its codec (c->wss) under zm_ws_lock.
+ * by its thread and registered with its codec (c->wss) under zmi_ws_lock.
  * When the thread exits, a pthread key destructor frees all of its
  * workspaces.  When a codec is destroyed, its workspaces' contents are
- * freed and the workspaces detached (owner set to NULL) under zm_ws_lock;
+ * freed and the workspaces detached (owner set to NULL) under zmi_ws_lock;
  * the emptied shells (a few words each) are freed by their threads the
  * next time they walk their list, or when they exit.
  *
- * Lock order: zm_ws_lock only.  `owner` is written under zm_ws_lock and
+ * Lock order: zmi_ws_lock only.  `owner` is written under zmi_ws_lock and
  * read by the owning thread without it (acquire/release atomics); the rest
  * of a workspace is touched only by its thread, or by destroy once no
  * thread uses the codec.
@@ -27,25 +27,25 @@
 
 #include "codec/codec_internal.h"
 
-static pthread_mutex_t zm_ws_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_key_t zm_ws_key;
-static pthread_once_t zm_ws_once = PTHREAD_ONCE_INIT;
-static __thread struct zm_codec_ws *tls_wss;
+static pthread_mutex_t zmi_ws_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t zmi_ws_key;
+static pthread_once_t zmi_ws_once = PTHREAD_ONCE_INIT;
+static __thread struct zmi_codec_ws *tls_wss;
 
 static void ws_thread_exit(void *unused);
 
 static void ws_key_init(void)
 {
-	pthread_key_create(&zm_ws_key, ws_thread_exit);
+	pthread_key_create(&zmi_ws_key, ws_thread_exit);
 }
 
-static inline struct zm_codec *ws_owner(struct zm_codec_ws *ws)
+static inline struct zm_codec *ws_owner(struct zmi_codec_ws *ws)
 {
 	return __atomic_load_n(&ws->owner, __ATOMIC_ACQUIRE);
 }
 
-/* Unlink from the codec's registry and free the contents (zm_ws_lock). */
-static void ws_release(struct zm_codec *c, struct zm_codec_ws *ws)
+/* Unlink from the codec's registry and free the contents (zmi_ws_lock). */
+static void ws_release(struct zm_codec *c, struct zmi_codec_ws *ws)
 {
 	if (ws->rprev)
 		ws->rprev->rnext = ws->rnext;
@@ -62,9 +62,9 @@ static void ws_release(struct zm_codec *c, struct zm_codec_ws *ws)
 
 static void ws_thread_exit(void *unused)
 {
-	struct zm_codec_ws *ws = tls_wss, *next;
+	struct zmi_codec_ws *ws = tls_wss, *next;
 
-	pthread_mutex_lock(&zm_ws_lock);
+	pthread_mutex_lock(&zmi_ws_lock);
 	for (; ws; ws = next) {
 		struct zm_codec *c = ws_owner(ws);
 
@@ -74,14 +74,14 @@ static void ws_thread_exit(void *unused)
 		free(ws);
 	}
 	tls_wss = NULL;
-	pthread_mutex_unlock(&zm_ws_lock);
+	pthread_mutex_unlock(&zmi_ws_lock);
 }
 
 /* Slow path: walk the list, freeing detached shells, moving the match to
  * the front, or creating a workspace. */
-static struct zm_codec_ws *ws_lookup(struct zm_codec *c)
+static struct zmi_codec_ws *ws_lookup(struct zm_codec *c)
 {
-	struct zm_codec_ws **link = &tls_wss, *ws;
+	struct zmi_codec_ws **link = &tls_wss, *ws;
 
 	while ((ws = *link) != NULL) {
 		struct zm_codec *o = ws_owner(ws);
@@ -99,50 +99,50 @@ static struct zm_codec_ws *ws_lookup(struct zm_codec *c)
 		}
 		link = &ws->tnext;
 	}
-	pthread_once(&zm_ws_once, ws_key_init);
+	pthread_once(&zmi_ws_once, ws_key_init);
 	ws = calloc(1, sizeof(*ws));
 	if (!ws)
 		return NULL;
 	ws->owner = c;
-	pthread_mutex_lock(&zm_ws_lock);
+	pthread_mutex_lock(&zmi_ws_lock);
 	ws->rnext = c->wss;
 	if (c->wss)
 		c->wss->rprev = ws;
 	c->wss = ws;
-	pthread_mutex_unlock(&zm_ws_lock);
+	pthread_mutex_unlock(&zmi_ws_lock);
 	ws->tnext = tls_wss;
 	tls_wss = ws;
-	pthread_setspecific(zm_ws_key, ws); /* any non-NULL value arms exit */
+	pthread_setspecific(zmi_ws_key, ws); /* any non-NULL value arms exit */
 	return ws;
 }
 
-struct zm_codec_ws *zm_codec_ws_get(struct zm_codec *c)
+struct zmi_codec_ws *zmi_codec_ws_get(struct zm_codec *c)
 {
-	struct zm_codec_ws *ws = tls_wss;
+	struct zmi_codec_ws *ws = tls_wss;
 
-	if (zm_likely(ws && ws_owner(ws) == c))
+	if (zmi_likely(ws && ws_owner(ws) == c))
 		return ws;
 	return ws_lookup(c);
 }
 
-void zm_codec_ws_detach_all(struct zm_codec *c)
+void zmi_codec_ws_detach_all(struct zm_codec *c)
 {
-	pthread_mutex_lock(&zm_ws_lock);
+	pthread_mutex_lock(&zmi_ws_lock);
 	while (c->wss) {
-		struct zm_codec_ws *ws = c->wss;
+		struct zmi_codec_ws *ws = c->wss;
 
 		ws_release(c, ws);
 		/* Last touch: from here the owning thread may free the shell. */
 		__atomic_store_n(&ws->owner, NULL, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&zm_ws_lock);
+	pthread_mutex_unlock(&zmi_ws_lock);
 }
 
-int zm_codec_ws_buf(struct zm_codec_ws *ws, size_t cap)
+int zmi_codec_ws_buf(struct zmi_codec_ws *ws, size_t cap)
 {
 	void *b;
 
-	if (zm_likely(ws->buf_cap >= cap))
+	if (zmi_likely(ws->buf_cap >= cap))
 		return 0;
 	b = malloc(cap);
 	if (!b)

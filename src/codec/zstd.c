@@ -41,23 +41,23 @@ static int zstd_errno(size_t r)
 	}
 }
 
-static int zstd_compress(const struct zm_codec *c, struct zm_codec_ws *ws,
+static int zstd_compress(const struct zm_codec *c, struct zmi_codec_ws *ws,
 			 const void *src, size_t len, void *dst, size_t cap)
 {
 	size_t r;
 
-	if (zm_unlikely(!ws->ctx[ZS_CCTX]) && !(ws->ctx[ZS_CCTX] = ZSTD_createCCtx()))
+	if (zmi_unlikely(!ws->ctx[ZS_CCTX]) && !(ws->ctx[ZS_CCTX] = ZSTD_createCCtx()))
 		return -ENOMEM;
 	r = ZSTD_compressCCtx(ws->ctx[ZS_CCTX], dst, cap, src, len, c->level);
 	return ZSTD_isError(r) ? zstd_errno(r) : (int)r;
 }
 
-static int zstd_decompress(const struct zm_codec *c, struct zm_codec_ws *ws,
+static int zstd_decompress(const struct zm_codec *c, struct zmi_codec_ws *ws,
 			   const void *src, size_t len, void *dst, size_t dst_len)
 {
 	size_t r;
 
-	if (zm_unlikely(!ws->ctx[ZS_DCTX]) && !(ws->ctx[ZS_DCTX] = ZSTD_createDCtx()))
+	if (zmi_unlikely(!ws->ctx[ZS_DCTX]) && !(ws->ctx[ZS_DCTX] = ZSTD_createDCtx()))
 		return -ENOMEM;
 	r = ZSTD_decompressDCtx(ws->ctx[ZS_DCTX], dst, dst_len, src, len);
 	if (ZSTD_isError(r))
@@ -71,14 +71,14 @@ static size_t zstd_bound(size_t len)
 	return ZSTD_compressBound(len);
 }
 
-static void zstd_ws_free(struct zm_codec_ws *ws)
+static void zstd_ws_free(struct zmi_codec_ws *ws)
 {
 	ZSTD_freeCCtx(ws->ctx[ZS_CCTX]);
 	ZSTD_freeDCtx(ws->ctx[ZS_DCTX]);
 	ws->ctx[ZS_CCTX] = ws->ctx[ZS_DCTX] = NULL;
 }
 
-const struct zm_codec_ops zm_codec_zstd_ops = {
+const struct zmi_codec_ops zmi_codec_zstd_ops = {
 	.name = "zstd",
 	.level = zstd_level,
 	.needs_ws = true,

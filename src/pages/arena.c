@@ -52,9 +52,9 @@ static unsigned pick_zones(size_t npages, unsigned want, unsigned *shift)
 static void zones_free(struct zm_pages *p)
 {
 	for (unsigned z = 0; p->zone && z < p->nzones; z++) {
-		zm_bitset_free(&p->zone[z].free0[0]);
-		zm_bitset_free(&p->zone[z].free0[1]);
-		zm_lock_destroy(&p->zone[z].lock);
+		zmi_bitset_free(&p->zone[z].free0[0]);
+		zmi_bitset_free(&p->zone[z].free0[1]);
+		zmi_lock_destroy(&p->zone[z].lock);
 	}
 	free(p->zone);
 	p->zone = NULL;
@@ -64,38 +64,38 @@ static int zones_init(struct zm_pages *p, unsigned want)
 {
 	unsigned n = pick_zones(p->npages, want, &p->zone_shift);
 
-	p->zone = aligned_alloc(64, n * sizeof(struct zm_zone));
+	p->zone = aligned_alloc(64, n * sizeof(struct zmi_zone));
 	if (!p->zone)
 		return -ENOMEM;
-	memset(p->zone, 0, n * sizeof(struct zm_zone));
+	memset(p->zone, 0, n * sizeof(struct zmi_zone));
 	p->nzones = n;
 	for (unsigned i = 0; i < n; i++) {
-		struct zm_zone *z = &p->zone[i];
+		struct zmi_zone *z = &p->zone[i];
 		size_t end = (size_t)(i + 1) << p->zone_shift;
 
-		zm_lock_init(&z->lock);
+		zmi_lock_init(&z->lock);
 		z->start = (zm_pfn_t)((size_t)i << p->zone_shift);
 		z->end = (zm_pfn_t)(end < p->npages ? end : p->npages);
-		if (zm_bitset_alloc(&z->free0[0], z->end - z->start) ||
-		    zm_bitset_alloc(&z->free0[1], z->end - z->start)) {
+		if (zmi_bitset_alloc(&z->free0[0], z->end - z->start) ||
+		    zmi_bitset_alloc(&z->free0[1], z->end - z->start)) {
 			zones_free(p);
 			return -ENOMEM;
 		}
-		zm_buddy_init(p, z);
+		zmi_buddy_init(p, z);
 	}
 	return 0;
 }
 
-void zm_zones_lock(struct zm_pages *p)
+void zmi_zones_lock(struct zm_pages *p)
 {
 	for (unsigned z = 0; z < p->nzones; z++)
-		zm_lock(&p->zone[z].lock);
+		zmi_lock(&p->zone[z].lock);
 }
 
-void zm_zones_unlock(struct zm_pages *p)
+void zmi_zones_unlock(struct zm_pages *p)
 {
 	for (unsigned z = p->nzones; z-- > 0;)
-		zm_unlock(&p->zone[z].lock);
+		zmi_unlock(&p->zone[z].lock);
 }
 
 static size_t default_pages(size_t bytes, size_t page_size)
@@ -121,7 +121,7 @@ int zm_pages_create(const struct zm_pages_config *cfg, struct zm_pages **out)
 	if (!c.arena_bytes)
 		c.arena_bytes = ZM_DEFAULT_ARENA;
 	if (c.page_size < 4096 || c.page_size > 65536 ||
-	    (c.page_size & (c.page_size - 1)) || c.page_size < zm_os_page_size())
+	    (c.page_size & (c.page_size - 1)) || c.page_size < zmi_os_page_size())
 		return -EINVAL;
 	npages = c.arena_bytes / c.page_size;
 	if (npages == 0 || npages >= ZM_PFN_NIL)
@@ -155,15 +155,15 @@ int zm_pages_create(const struct zm_pages_config *cfg, struct zm_pages **out)
 	/* Align the arena to the largest buddy block, so that every block is
 	 * naturally aligned in memory too (friendly to huge pages). */
 	align = c.page_size << ZM_PAGES_MAX_ORDER;
-	p->base = zm_os_reserve(p->arena_bytes, align);
-	p->pg_bytes = npages * sizeof(struct zm_pg);
+	p->base = zmi_os_reserve(p->arena_bytes, align);
+	p->pg_bytes = npages * sizeof(struct zmi_pg);
 	p->meta_bytes = npages * sizeof(struct zm_page_meta);
-	p->pg = zm_os_reserve(p->pg_bytes, zm_os_page_size());
-	p->meta = zm_os_reserve(p->meta_bytes, zm_os_page_size());
+	p->pg = zmi_os_reserve(p->pg_bytes, zmi_os_page_size());
+	p->meta = zmi_os_reserve(p->meta_bytes, zmi_os_page_size());
 	if (!p->base || !p->pg || !p->meta || zones_init(p, c.zones)) {
-		zm_os_release(p->base, p->arena_bytes);
-		zm_os_release(p->pg, p->pg_bytes);
-		zm_os_release(p->meta, p->meta_bytes);
+		zmi_os_release(p->base, p->arena_bytes);
+		zmi_os_release(p->pg, p->pg_bytes);
+		zmi_os_release(p->meta, p->meta_bytes);
 		free(p);
 		return -ENOMEM;
 	}
@@ -177,16 +177,16 @@ void zm_pages_destroy(struct zm_pages *p)
 
 	if (!p)
 		return;
-	cached = zm_tcache_total(p);
-	zm_tcache_detach_all(p);   /* returns nothing: the arena goes away */
-	zm_zones_lock(p);
-	leaked = zm_nr_out_locked(p) - cached;
-	zm_zones_unlock(p);
+	cached = zmi_tcache_total(p);
+	zmi_tcache_detach_all(p);   /* returns nothing: the arena goes away */
+	zmi_zones_lock(p);
+	leaked = zmi_nr_out_locked(p) - cached;
+	zmi_zones_unlock(p);
 	if (leaked)
-		zm_log("zm_pages_destroy: %zu page(s) still allocated", leaked);
-	zm_os_release(p->base, p->arena_bytes);
-	zm_os_release(p->pg, p->pg_bytes);
-	zm_os_release(p->meta, p->meta_bytes);
+		zmi_log("zm_pages_destroy: %zu page(s) still allocated, released with it", leaked);
+	zmi_os_release(p->base, p->arena_bytes);
+	zmi_os_release(p->pg, p->pg_bytes);
+	zmi_os_release(p->meta, p->meta_bytes);
 	zones_free(p);
 	free(p);
 }
@@ -215,19 +215,19 @@ size_t zm_pages_page_size(const struct zm_pages *p)
 	return p->page_size;
 }
 
-int zm_pages_bad_free(struct zm_pages *p, zm_pfn_t pfn, const char *why)
+int zmi_pages_bad_free(struct zm_pages *p, zm_pfn_t pfn, const char *why)
 {
 	static const char *const names[] = { "free", "free", "allocated",
 		"part of a run", "free (in a thread cache)", "free (being trimmed)" };
 	const char *st = "out of range";
 
 	if (pfn < p->npages) {
-		uint8_t s = zm_pg_state(zm_pg_of(p, pfn));
+		uint8_t s = zmi_pg_state(zmi_pg_of(p, pfn));
 
 		st = s < sizeof(names) / sizeof(names[0]) ? names[s] : "corrupt";
 	}
 	__atomic_fetch_add(&p->bad_frees, 1, __ATOMIC_RELAXED);
-	zm_bad_input("zm_pages: bad free of pfn %u: %s (page is %s)", pfn, why, st);
+	zmi_bad_input("zm_pages: bad free of pfn %u: %s (page is %s)", pfn, why, st);
 	(void)st;
 	return -EINVAL;
 }
@@ -237,22 +237,22 @@ int zm_pages_alloc_order(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 	zm_pfn_t got;
 
 	if (order > ZM_PAGES_MAX_ORDER) {
-		zm_bad_input("zm_pages_alloc_order: order %u > %d", order,
+		zmi_bad_input("zm_pages_alloc_order: order %u > %d", order,
 			     ZM_PAGES_MAX_ORDER);
 		return -EINVAL;
 	}
-	struct zm_zone *z;
+	struct zmi_zone *z;
 	bool limited = false;
 
 	got = ZM_PFN_NIL;
-	ZM_FOR_EACH_ZONE_FROM(p, zm_home_zone(p), i, z) {
-		zm_lock(&z->lock);
-		got = zm_buddy_take_block(p, z, order, &limited);
-		zm_unlock(&z->lock);
+	ZM_FOR_EACH_ZONE_FROM(p, zmi_home_zone(p), i, z) {
+		zmi_lock(&z->lock);
+		got = zmi_buddy_take_block(p, z, order, &limited);
+		zmi_unlock(&z->lock);
 		if (got != ZM_PFN_NIL || limited)
 			break;
 	}
-	if (got == ZM_PFN_NIL && limited && zm_tcache_reclaim(p))
+	if (got == ZM_PFN_NIL && limited && zmi_tcache_reclaim(p))
 		return zm_pages_alloc_order(p, order, pfn);  /* at the limit: once more */
 	if (got == ZM_PFN_NIL)
 		return -ENOMEM;
@@ -263,50 +263,50 @@ int zm_pages_alloc_order(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 int zm_pages_alloc_at(struct zm_pages *p, zm_pfn_t pfn)
 {
 	zm_pfn_t got;
-	struct zm_zone *z;
+	struct zmi_zone *z;
 	bool dirty = false, limited = false;
 
 	if (pfn >= p->npages)
 		return -EINVAL;
-	z = zm_zone_of(p, pfn);
-	zm_lock(&z->lock);
-	got = zm_buddy_take_at(p, z, pfn, &dirty, &limited);
-	zm_unlock(&z->lock);
-	if (got == ZM_PFN_NIL && limited && zm_tcache_reclaim(p))
+	z = zmi_zone_of(p, pfn);
+	zmi_lock(&z->lock);
+	got = zmi_buddy_take_at(p, z, pfn, &dirty, &limited);
+	zmi_unlock(&z->lock);
+	if (got == ZM_PFN_NIL && limited && zmi_tcache_reclaim(p))
 		return zm_pages_alloc_at(p, pfn);  /* at the limit: once more */
 	if (got == ZM_PFN_NIL)
 		return limited ? -ENOMEM : -EBUSY;
 	if (p->prefault && !dirty)
-		zm_pages_prefault(p, &got, 1);
+		zmi_pages_prefault(p, &got, 1);
 	return 0;
 }
 
 int zm_pages_free_order(struct zm_pages *p, zm_pfn_t pfn, unsigned order)
 {
-	struct zm_pg *pg;
-	struct zm_zone *z;
+	struct zmi_pg *pg;
+	struct zmi_zone *z;
 
 	if (order > ZM_PAGES_MAX_ORDER)
-		return zm_pages_bad_free(p, pfn, "order too large");
+		return zmi_pages_bad_free(p, pfn, "order too large");
 	if (pfn >= p->npages)
-		return zm_pages_bad_free(p, pfn, "pfn out of range");
-	z = zm_zone_of(p, pfn);
-	zm_lock(&z->lock);
-	pg = zm_pg_of(p, pfn);
+		return zmi_pages_bad_free(p, pfn, "pfn out of range");
+	z = zmi_zone_of(p, pfn);
+	zmi_lock(&z->lock);
+	pg = zmi_pg_of(p, pfn);
 	if (pg->state != PG_ALLOC || pg->order != order) {
-		zm_unlock(&z->lock);
-		return zm_pages_bad_free(p, pfn, pg->state == PG_ALLOC ?
+		zmi_unlock(&z->lock);
+		return zmi_pages_bad_free(p, pfn, pg->state == PG_ALLOC ?
 					 "order does not match the allocation" :
 					 "not the start of an allocated run");
 	}
-	zm_buddy_give(p, z, pfn, order, true);
-	zm_zone_returned(p, z, (size_t)1 << order);
-	zm_unlock(&z->lock);
-	zm_zone_maybe_trim(p, z);
+	zmi_buddy_give(p, z, pfn, order, true);
+	zmi_zone_returned(p, z, (size_t)1 << order);
+	zmi_unlock(&z->lock);
+	zmi_zone_maybe_trim(p, z);
 	return 0;
 }
 
-void zm_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n)
+void zmi_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n)
 {
 	for (size_t i = 0; i < n;) {
 		size_t j = i + 1;
@@ -319,7 +319,7 @@ void zm_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n)
 				j++;
 		zm_pfn_t lo = pfns[i] < pfns[j - 1] ? pfns[i] : pfns[j - 1];
 
-		if (zm_os_prefault(zm_pages_addr(p, lo), (j - i) << p->page_shift) == -EINVAL)
+		if (zmi_os_prefault(zm_pages_addr(p, lo), (j - i) << p->page_shift) == -EINVAL)
 			return;   /* not supported here: let the faults happen */
 		i = j;
 	}
@@ -330,7 +330,7 @@ void zm_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n)
 /* Trim zone z down to target dirty free pages (z's lock held on entry
  * and exit; dropped while the memory goes back).  Returns pages given
  * back. */
-static size_t trim_zone(struct zm_pages *p, struct zm_zone *z, size_t target)
+static size_t trim_zone(struct zm_pages *p, struct zmi_zone *z, size_t target)
 {
 	zm_pfn_t blk[16];
 	size_t total = 0;
@@ -343,22 +343,22 @@ static size_t trim_zone(struct zm_pages *p, struct zm_zone *z, size_t target)
 
 		if (want > ZM_PAGES_CHUNK * 16)
 			want = ZM_PAGES_CHUNK * 16;
-		n = zm_buddy_isolate_dirty(p, z, want, blk, 16, &cleaned);
+		n = zmi_buddy_isolate_dirty(p, z, want, blk, 16, &cleaned);
 		if (n == 0)
 			break;
-		zm_unlock(&z->lock);
+		zmi_unlock(&z->lock);
 		/* Outside the lock: the isolated blocks belong to us. */
 		for (size_t i = 0; i < n; i++) {
-			unsigned order = zm_pg_of(p, blk[i])->order;
+			unsigned order = zmi_pg_of(p, blk[i])->order;
 
-			zm_os_decommit(zm_pages_addr(p, blk[i]),
+			zmi_os_decommit(zm_pages_addr(p, blk[i]),
 				       p->page_size << order);
 		}
-		zm_lock(&z->lock);
+		zmi_lock(&z->lock);
 		for (size_t i = 0; i < n; i++) {
-			unsigned order = zm_pg_of(p, blk[i])->order;
+			unsigned order = zmi_pg_of(p, blk[i])->order;
 
-			zm_buddy_give(p, z, blk[i], order, false);
+			zmi_buddy_give(p, z, blk[i], order, false);
 			z->nr_isolated -= (size_t)1 << order;
 		}
 		/* what this pass cleaned (others may free dirty pages into
@@ -372,16 +372,16 @@ static size_t trim_zone(struct zm_pages *p, struct zm_zone *z, size_t target)
 	return total;
 }
 
-void zm_zone_maybe_trim(struct zm_pages *p, struct zm_zone *z)
+void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z)
 {
 	/* a relaxed read of the zone's own counter: the line its freer just
 	 * had under the lock */
 	if (p->reserve == SIZE_MAX ||
 	    __atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED) <= p->reserve + ZM_TRIM_BATCH)
 		return;
-	zm_lock(&z->lock);
+	zmi_lock(&z->lock);
 	trim_zone(p, z, p->reserve);
-	zm_unlock(&z->lock);
+	zmi_unlock(&z->lock);
 }
 
 size_t zm_pages_trim(struct zm_pages *p)
@@ -391,21 +391,21 @@ size_t zm_pages_trim(struct zm_pages *p)
 	if (p->reserve == SIZE_MAX)
 		return 0;
 	for (unsigned i = 0; i < p->nzones; i++) {
-		zm_lock(&p->zone[i].lock);
+		zmi_lock(&p->zone[i].lock);
 		total += trim_zone(p, &p->zone[i], p->reserve);
-		zm_unlock(&p->zone[i].lock);
+		zmi_unlock(&p->zone[i].lock);
 	}
 	return total;
 }
 
 void zm_pages_stats(struct zm_pages *p, struct zm_pages_stats *st)
 {
-	size_t cached = zm_tcache_total(p), nfree = 0, dirty = 0, out, rmax = 0;
+	size_t cached = zmi_tcache_total(p), nfree = 0, dirty = 0, out, rmax = 0;
 
 	memset(st, 0, sizeof(*st));
-	zm_zones_lock(p);
+	zmi_zones_lock(p);
 	for (unsigned i = 0; i < p->nzones; i++) {
-		struct zm_zone *z = &p->zone[i];
+		struct zmi_zone *z = &p->zone[i];
 
 		nfree += z->nr_free + z->nr_isolated;
 		dirty += z->nr_dirty_free;
@@ -417,7 +417,7 @@ void zm_pages_stats(struct zm_pages *p, struct zm_pages_stats *st)
 		st->trimmed_pages += z->trimmed_pages;
 		rmax += z->resident_max;
 	}
-	out = zm_nr_out_locked(p);
+	out = zmi_nr_out_locked(p);
 	st->page_size = p->page_size;
 	st->total_pages = p->npages;
 	st->cached = cached <= out ? cached : out;
@@ -431,5 +431,5 @@ void zm_pages_stats(struct zm_pages *p, struct zm_pages_stats *st)
 	st->limit_pages = p->limit;
 	st->bad_frees = __atomic_load_n(&p->bad_frees, __ATOMIC_RELAXED);
 	st->zones = p->nzones;
-	zm_zones_unlock(p);
+	zmi_zones_unlock(p);
 }

@@ -11,7 +11,7 @@
  * PG_DIRTY flag, so that nr_dirty_free (the resident reserve) is exact;
  * the block flag is a conservative hint for finding them.
  *
- * Lists: see struct zm_pg (a link a page; single pages in bitsets).
+ * Lists: see struct zmi_pg (a link a page; single pages in bitsets).
  *
  * Every function here works in one zone (pages_internal.h), with its lock
  * held, but the bitsets' alloc and free.  The bitsets number a zone's
@@ -24,34 +24,34 @@
 
 /* ---- the sets of free single pages ---------------------------------- */
 
-int zm_bitset_alloc(struct zm_bitset *b, uint32_t nbits)
+int zmi_bitset_alloc(struct zmi_bitset *b, uint32_t nbits)
 {
-	size_t os_page = zm_os_page_size();
+	size_t os_page = zmi_os_page_size();
 	size_t words = ((size_t)nbits + 63) / 64;
 
 	b->nsum = (uint32_t)((words + 63) / 64);
 	b->w_bytes = (words * sizeof(uint64_t) + os_page - 1) / os_page * os_page;
 	b->sum_bytes = (b->nsum * sizeof(uint64_t) + os_page - 1) / os_page * os_page;
-	b->w = zm_os_reserve(b->w_bytes, os_page);
-	b->sum = zm_os_reserve(b->sum_bytes, os_page);
+	b->w = zmi_os_reserve(b->w_bytes, os_page);
+	b->sum = zmi_os_reserve(b->sum_bytes, os_page);
 	b->lo = 0;
 	if (!b->w || !b->sum) {
-		zm_bitset_free(b);
+		zmi_bitset_free(b);
 		return -1;
 	}
 	return 0;
 }
 
-void zm_bitset_free(struct zm_bitset *b)
+void zmi_bitset_free(struct zmi_bitset *b)
 {
 	if (b->w)
-		zm_os_release(b->w, b->w_bytes);
+		zmi_os_release(b->w, b->w_bytes);
 	if (b->sum)
-		zm_os_release(b->sum, b->sum_bytes);
+		zmi_os_release(b->sum, b->sum_bytes);
 	b->w = b->sum = NULL;
 }
 
-static void bitset_add(struct zm_bitset *b, zm_pfn_t pfn)
+static void bitset_add(struct zmi_bitset *b, zm_pfn_t pfn)
 {
 	uint32_t i = pfn / 64;
 
@@ -61,7 +61,7 @@ static void bitset_add(struct zm_bitset *b, zm_pfn_t pfn)
 		b->lo = i / 64;
 }
 
-static void bitset_del(struct zm_bitset *b, zm_pfn_t pfn)
+static void bitset_del(struct zmi_bitset *b, zm_pfn_t pfn)
 {
 	uint32_t i = pfn / 64;
 
@@ -72,7 +72,7 @@ static void bitset_del(struct zm_bitset *b, zm_pfn_t pfn)
 
 /* The lowest pfn in b: single pages are handed out lowest first, which
  * packs the pool toward the arena's start. */
-static zm_pfn_t bitset_first(struct zm_bitset *b)
+static zm_pfn_t bitset_first(struct zmi_bitset *b)
 {
 	for (; b->lo < b->nsum; b->lo++) {
 		uint64_t s = b->sum[b->lo];
@@ -86,7 +86,7 @@ static zm_pfn_t bitset_first(struct zm_bitset *b)
 	return ZM_PFN_NIL;
 }
 
-static zm_pfn_t bitset_next(const struct zm_bitset *b, zm_pfn_t pfn)
+static zm_pfn_t bitset_next(const struct zmi_bitset *b, zm_pfn_t pfn)
 {
 	uint32_t i = (pfn + 1) / 64;
 	uint64_t w;
@@ -115,7 +115,7 @@ static zm_pfn_t bitset_next(const struct zm_bitset *b, zm_pfn_t pfn)
 
 /* ---- free lists ------------------------------------------------------ */
 
-zm_pfn_t zm_buddy_first(struct zm_zone *z, unsigned order, int dirty)
+zm_pfn_t zmi_buddy_first(struct zmi_zone *z, unsigned order, int dirty)
 {
 	zm_pfn_t i;
 
@@ -125,18 +125,18 @@ zm_pfn_t zm_buddy_first(struct zm_zone *z, unsigned order, int dirty)
 	return i == ZM_PFN_NIL ? ZM_PFN_NIL : z->start + i;
 }
 
-zm_pfn_t zm_zone_next_single(const struct zm_zone *z, int d, zm_pfn_t pfn)
+zm_pfn_t zmi_zone_next_single(const struct zmi_zone *z, int d, zm_pfn_t pfn)
 {
 	zm_pfn_t i = bitset_next(&z->free0[d], pfn - z->start);
 
 	return i == ZM_PFN_NIL ? ZM_PFN_NIL : z->start + i;
 }
 
-static void list_add(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, unsigned order,
+static void list_add(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsigned order,
 		     int dirty)
 {
-	struct zm_free_list *l = &z->area[order][dirty];
-	struct zm_pg *pg = zm_pg_of(p, pfn);
+	struct zmi_free_list *l = &z->area[order][dirty];
+	struct zmi_pg *pg = zmi_pg_of(p, pfn);
 
 	pg->state = PG_FREE_HEAD;
 	pg->order = (uint8_t)order;
@@ -145,46 +145,46 @@ static void list_add(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, unsign
 		bitset_add(&z->free0[dirty], pfn - z->start);
 	} else {
 		pg->link = l->head;
-		zm_pg_of(p, pfn + 1)->link = ZM_PFN_NIL;
+		zmi_pg_of(p, pfn + 1)->link = ZM_PFN_NIL;
 		if (l->head != ZM_PFN_NIL)
-			zm_pg_of(p, l->head + 1)->link = pfn;
+			zmi_pg_of(p, l->head + 1)->link = pfn;
 		l->head = pfn;
 	}
 	l->count++;
 	z->nonempty |= 1u << (order * 2 + dirty);
 }
 
-static void list_del(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn)
+static void list_del(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn)
 {
-	struct zm_pg *pg = zm_pg_of(p, pfn);
+	struct zmi_pg *pg = zmi_pg_of(p, pfn);
 	int dirty = !!(pg->flags & PG_BLK_DIRTY);
-	struct zm_free_list *l = &z->area[pg->order][dirty];
+	struct zmi_free_list *l = &z->area[pg->order][dirty];
 
 	ZM_ASSERT(pg->state == PG_FREE_HEAD && l->count > 0);
 	if (pg->order == 0) {
 		bitset_del(&z->free0[dirty], pfn - z->start);
 	} else {
-		zm_pfn_t next = pg->link, prev = zm_pg_of(p, pfn + 1)->link;
+		zm_pfn_t next = pg->link, prev = zmi_pg_of(p, pfn + 1)->link;
 
 		if (prev != ZM_PFN_NIL)
-			zm_pg_of(p, prev)->link = next;
+			zmi_pg_of(p, prev)->link = next;
 		else
 			l->head = next;
 		if (next != ZM_PFN_NIL)
-			zm_pg_of(p, next + 1)->link = prev;
+			zmi_pg_of(p, next + 1)->link = prev;
 	}
 	if (--l->count == 0)
 		z->nonempty &= ~(1u << (pg->order * 2 + dirty));
 	pg->flags &= (uint8_t)~PG_BLK_DIRTY;
 }
 
-void zm_buddy_init(struct zm_pages *p, struct zm_zone *z)
+void zmi_buddy_init(struct zm_pages *p, struct zmi_zone *z)
 {
 	zm_pfn_t pfn = z->start;
 
 	for (unsigned k = 0; k <= ZM_PAGES_MAX_ORDER; k++)
 		for (int d = 0; d < 2; d++)
-			z->area[k][d] = (struct zm_free_list){ ZM_PFN_NIL, 0 };
+			z->area[k][d] = (struct zmi_free_list){ ZM_PFN_NIL, 0 };
 	z->nonempty = 0;
 	/* Largest aligned blocks that fit; the array is zero, so all other
 	 * pages already read as free tails.  Zones start on a boundary of
@@ -201,7 +201,7 @@ void zm_buddy_init(struct zm_pages *p, struct zm_zone *z)
 }
 
 /* n pages of z left the buddy (in nr_out already, if limited). */
-static void taken(struct zm_zone *z, size_t n)
+static void taken(struct zmi_zone *z, size_t n)
 {
 	size_t resident;
 
@@ -212,7 +212,7 @@ static void taken(struct zm_zone *z, size_t n)
 		z->resident_max = resident;
 }
 
-bool zm_out_reserve(struct zm_pages *p, size_t n)
+bool zmi_out_reserve(struct zm_pages *p, size_t n)
 {
 	size_t out;
 
@@ -228,7 +228,7 @@ bool zm_out_reserve(struct zm_pages *p, size_t n)
 	return true;
 }
 
-size_t zm_out_reserve_upto(struct zm_pages *p, size_t n)
+size_t zmi_out_reserve_upto(struct zm_pages *p, size_t n)
 {
 	size_t out, k;
 
@@ -248,7 +248,7 @@ size_t zm_out_reserve_upto(struct zm_pages *p, size_t n)
 /* Smallest free block of order >= order, a dirty one first at each order;
  * removed from its list.  ZM_PFN_NIL if none.  The bitmap of non-empty
  * lists makes this one count-trailing-zeros instead of a scan. */
-static zm_pfn_t find_block(struct zm_pages *p, struct zm_zone *z, unsigned order,
+static zm_pfn_t find_block(struct zm_pages *p, struct zmi_zone *z, unsigned order,
 			   unsigned *found)
 {
 	uint32_t mask = z->nonempty >> (order * 2);
@@ -261,16 +261,16 @@ static zm_pfn_t find_block(struct zm_pages *p, struct zm_zone *z, unsigned order
 	k = order + bit / 2;
 	/* at order k prefer the dirty list (bit 1) if it is non-empty */
 	d = (mask >> (bit & ~1u)) & 2u ? 1 : 0;
-	pfn = zm_buddy_first(z, k, (int)d);
+	pfn = zmi_buddy_first(z, k, (int)d);
 	list_del(p, z, pfn);
-	zm_pg_of(p, pfn)->flags |= (uint8_t)(d ? PG_BLK_DIRTY : 0);
+	zmi_pg_of(p, pfn)->flags |= (uint8_t)(d ? PG_BLK_DIRTY : 0);
 	*found = k;
 	return pfn;
 }
 
 /* Smallest dirty free block of order >= order, removed from its list;
  * ZM_PFN_NIL if none. */
-static zm_pfn_t find_dirty_block(struct zm_pages *p, struct zm_zone *z, unsigned order,
+static zm_pfn_t find_dirty_block(struct zm_pages *p, struct zmi_zone *z, unsigned order,
 				 unsigned *found)
 {
 	uint32_t mask = (z->nonempty & 0xAAAAAAAAu) >> (order * 2);
@@ -279,24 +279,24 @@ static zm_pfn_t find_dirty_block(struct zm_pages *p, struct zm_zone *z, unsigned
 	if (!mask)
 		return ZM_PFN_NIL;
 	*found = order + (unsigned)__builtin_ctz(mask) / 2;
-	pfn = zm_buddy_first(z, *found, 1);
+	pfn = zmi_buddy_first(z, *found, 1);
 	list_del(p, z, pfn);
-	zm_pg_of(p, pfn)->flags |= PG_BLK_DIRTY;
+	zmi_pg_of(p, pfn)->flags |= PG_BLK_DIRTY;
 	return pfn;
 }
 
 /* Split block [pfn, 2^k) down to order want, returning the upper halves to
  * the lists with the block's dirty hint. */
-static void split(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, unsigned k,
+static void split(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsigned k,
 		  unsigned want)
 {
-	int dirty = !!(zm_pg_of(p, pfn)->flags & PG_BLK_DIRTY);
+	int dirty = !!(zmi_pg_of(p, pfn)->flags & PG_BLK_DIRTY);
 
 	while (k > want) {
 		k--;
 		list_add(p, z, pfn + (1u << k), k, dirty);
 	}
-	zm_pg_of(p, pfn)->flags &= (uint8_t)~PG_BLK_DIRTY;
+	zmi_pg_of(p, pfn)->flags &= (uint8_t)~PG_BLK_DIRTY;
 }
 
 /* Mark n pages from pfn as leaving the buddy in state st (order 0; for
@@ -304,11 +304,11 @@ static void split(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, unsigned 
  * their pfns to out[] if out is not NULL; returns how many were dirty.
  * Works on locals only: byte stores through pg may alias anything, so
  * touching p->... in this loop would force reloads on every page. */
-static size_t pages_out(struct zm_pg *pgs, zm_pfn_t pfn, uint32_t n, uint8_t st,
+static size_t pages_out(struct zmi_pg *pgs, zm_pfn_t pfn, uint32_t n, uint8_t st,
 			zm_pfn_t *out)
 {
-	const uint32_t w = zm_pg_word(st);
-	struct zm_pg *g = &pgs[pfn];
+	const uint32_t w = zmi_pg_word(st);
+	struct zmi_pg *g = &pgs[pfn];
 	size_t dirty = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
@@ -326,7 +326,7 @@ static size_t pages_out(struct zm_pg *pgs, zm_pfn_t pfn, uint32_t n, uint8_t st,
 	return dirty;
 }
 
-zm_pfn_t zm_buddy_take_block(struct zm_pages *p, struct zm_zone *z, unsigned order,
+zm_pfn_t zmi_buddy_take_block(struct zm_pages *p, struct zmi_zone *z, unsigned order,
 			     bool *limited)
 {
 	unsigned k;
@@ -337,26 +337,26 @@ zm_pfn_t zm_buddy_take_block(struct zm_pages *p, struct zm_zone *z, unsigned ord
 	 * taker sees the limit reached */
 	if (!(z->nonempty >> (order * 2)))
 		return ZM_PFN_NIL;
-	if (!zm_out_reserve(p, (size_t)1 << order)) {
+	if (!zmi_out_reserve(p, (size_t)1 << order)) {
 		z->limit_failures++;
 		*limited = true;
 		return ZM_PFN_NIL;
 	}
 	pfn = find_block(p, z, order, &k);
 	if (pfn == ZM_PFN_NIL) {
-		zm_out_release(p, (size_t)1 << order);
+		zmi_out_release(p, (size_t)1 << order);
 		return ZM_PFN_NIL;
 	}
 	split(p, z, pfn, k, order);
-	zm_zone_add(&z->nr_dirty_free,
+	zmi_zone_add(&z->nr_dirty_free,
 		    -(long)pages_out(p->pg, pfn, 1u << order, PG_ALLOC_TAIL, NULL));
-	zm_pg_of(p, pfn)->state = PG_ALLOC;
-	zm_pg_of(p, pfn)->order = (uint8_t)order;
+	zmi_pg_of(p, pfn)->state = PG_ALLOC;
+	zmi_pg_of(p, pfn)->order = (uint8_t)order;
 	taken(z, (size_t)1 << order);
 	return pfn;
 }
 
-size_t zm_buddy_take_pages(struct zm_pages *p, struct zm_zone *z, size_t n, zm_pfn_t *out,
+size_t zmi_buddy_take_pages(struct zm_pages *p, struct zmi_zone *z, size_t n, zm_pfn_t *out,
 			   uint8_t state, size_t *dirty, bool *limited)
 {
 	size_t got = 0, d = 0, cap, allowed;
@@ -364,9 +364,9 @@ size_t zm_buddy_take_pages(struct zm_pages *p, struct zm_zone *z, size_t n, zm_p
 	*dirty = 0;
 	if (!z->nr_free)
 		return 0;  /* dry: the caller tries the next zone */
-	/* no more than the zone has (see zm_buddy_take_block) */
+	/* no more than the zone has (see zmi_buddy_take_block) */
 	cap = n < z->nr_free ? n : z->nr_free;
-	allowed = zm_out_reserve_upto(p, cap);
+	allowed = zmi_out_reserve_upto(p, cap);
 	if (!allowed)
 		z->limit_failures++;  /* refused; a smaller refill is not */
 	while (got < allowed) {
@@ -406,14 +406,14 @@ size_t zm_buddy_take_pages(struct zm_pages *p, struct zm_zone *z, size_t n, zm_p
 	if (allowed < cap && got == allowed)
 		*limited = true;
 	if (got < allowed)
-		zm_out_release(p, allowed - got);
-	zm_zone_add(&z->nr_dirty_free, -(long)d);
+		zmi_out_release(p, allowed - got);
+	zmi_zone_add(&z->nr_dirty_free, -(long)d);
 	*dirty = d;
 	taken(z, got);
 	return got;
 }
 
-void zm_buddy_give(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, unsigned order,
+void zmi_buddy_give(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsigned order,
 		   bool dirty)
 {
 	uint32_t n = 1u << order;
@@ -421,24 +421,24 @@ void zm_buddy_give(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, unsigned
 
 	ZM_ASSERT(pfn >= z->start && pfn + n <= z->end);
 	for (uint32_t i = 0; i < n; i++) {
-		struct zm_pg *pg = zm_pg_of(p, pfn + i);
+		struct zmi_pg *pg = zmi_pg_of(p, pfn + i);
 
 		pg->state = PG_FREE_TAIL;
 		pg->order = 0;
 		pg->flags = dirty ? PG_DIRTY : 0;
 	}
 	if (dirty)
-		zm_zone_add(&z->nr_dirty_free, n);
+		zmi_zone_add(&z->nr_dirty_free, n);
 	z->nr_free += n;
 
 	while (order < ZM_PAGES_MAX_ORDER) {
 		zm_pfn_t buddy = pfn ^ (1u << order);
-		struct zm_pg *b;
+		struct zmi_pg *b;
 
 		if (buddy >= z->end || buddy < z->start)
 			break;
-		b = zm_pg_of(p, buddy);
-		if (zm_pg_state(b) != PG_FREE_HEAD || b->order != order)
+		b = zmi_pg_of(p, buddy);
+		if (zmi_pg_state(b) != PG_FREE_HEAD || b->order != order)
 			break;
 		blk_dirty |= !!(b->flags & PG_BLK_DIRTY);
 		list_del(p, z, buddy);
@@ -451,7 +451,7 @@ void zm_buddy_give(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, unsigned
 	list_add(p, z, pfn, order, blk_dirty);
 }
 
-size_t zm_buddy_isolate_dirty(struct zm_pages *p, struct zm_zone *z, size_t max,
+size_t zmi_buddy_isolate_dirty(struct zm_pages *p, struct zmi_zone *z, size_t max,
 			      zm_pfn_t *out, size_t nout, size_t *cleaned_all)
 {
 	size_t pages = 0, nblk = 0;
@@ -461,7 +461,7 @@ size_t zm_buddy_isolate_dirty(struct zm_pages *p, struct zm_zone *z, size_t max,
 	 * blocks are the ones allocation reuses first. */
 	for (int k = ZM_PAGES_MAX_ORDER; k >= 0 && nblk < nout; k--) {
 		while (nblk < nout && z->area[k][1].count) {
-			zm_pfn_t pfn = zm_buddy_first(z, (unsigned)k, 1);
+			zm_pfn_t pfn = zmi_buddy_first(z, (unsigned)k, 1);
 			unsigned order = (unsigned)k;
 			uint32_t n, cleaned;
 
@@ -472,8 +472,8 @@ size_t zm_buddy_isolate_dirty(struct zm_pages *p, struct zm_zone *z, size_t max,
 				uint32_t half = 1u << --order, lo = 0, hi = 0;
 
 				for (uint32_t i = 0; i < half; i++) {
-					lo += zm_pg_of(p, pfn + i)->flags & PG_DIRTY;
-					hi += zm_pg_of(p, pfn + half + i)->flags & PG_DIRTY;
+					lo += zmi_pg_of(p, pfn + i)->flags & PG_DIRTY;
+					hi += zmi_pg_of(p, pfn + half + i)->flags & PG_DIRTY;
 				}
 				if (hi > lo) {
 					list_add(p, z, pfn, order, lo != 0);
@@ -483,17 +483,17 @@ size_t zm_buddy_isolate_dirty(struct zm_pages *p, struct zm_zone *z, size_t max,
 				}
 			}
 			n = 1u << order;
-			zm_pg_of(p, pfn)->order = (uint8_t)order;
+			zmi_pg_of(p, pfn)->order = (uint8_t)order;
 			cleaned = 0;
 			for (uint32_t i = 0; i < n; i++) {
-				struct zm_pg *pg = zm_pg_of(p, pfn + i);
+				struct zmi_pg *pg = zmi_pg_of(p, pfn + i);
 
 				cleaned += pg->flags & PG_DIRTY;
 				pg->flags &= (uint8_t)~PG_DIRTY;
 			}
-			zm_zone_add(&z->nr_dirty_free, -(long)cleaned);
+			zmi_zone_add(&z->nr_dirty_free, -(long)cleaned);
 			*cleaned_all += cleaned;
-			zm_pg_of(p, pfn)->state = PG_ISOLATED;
+			zmi_pg_of(p, pfn)->state = PG_ISOLATED;
 			z->nr_free -= n;
 			z->nr_isolated += n;
 			out[nblk++] = pfn;
@@ -507,7 +507,7 @@ size_t zm_buddy_isolate_dirty(struct zm_pages *p, struct zm_zone *z, size_t max,
 	return nblk;
 }
 
-zm_pfn_t zm_buddy_take_at(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, bool *dirty,
+zm_pfn_t zmi_buddy_take_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, bool *dirty,
 			  bool *limited)
 {
 	zm_pfn_t head = ZM_PFN_NIL;
@@ -517,13 +517,13 @@ zm_pfn_t zm_buddy_take_at(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, b
 	 * down to some order k, and its order reaches past pfn */
 	for (k = 0; k <= ZM_PAGES_MAX_ORDER; k++) {
 		zm_pfn_t h = pfn & ~((1u << k) - 1);
-		struct zm_pg *g;
+		struct zmi_pg *g;
 
 		if (h < z->start)
 			break;
-		g = zm_pg_of(p, h);
+		g = zmi_pg_of(p, h);
 
-		if (zm_pg_state(g) == PG_FREE_HEAD && h + (1u << g->order) > pfn) {
+		if (zmi_pg_state(g) == PG_FREE_HEAD && h + (1u << g->order) > pfn) {
 			head = h;
 			order = g->order;
 			break;
@@ -531,13 +531,13 @@ zm_pfn_t zm_buddy_take_at(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, b
 	}
 	if (head == ZM_PFN_NIL)
 		return ZM_PFN_NIL;
-	if (!zm_out_reserve(p, 1)) {
+	if (!zmi_out_reserve(p, 1)) {
 		z->limit_failures++;
 		*limited = true;
 		return ZM_PFN_NIL;
 	}
 	{
-		int blk = !!(zm_pg_of(p, head)->flags & PG_BLK_DIRTY);
+		int blk = !!(zmi_pg_of(p, head)->flags & PG_BLK_DIRTY);
 
 		list_del(p, z, head);
 		/* halve around pfn, returning the other halves */
@@ -552,12 +552,12 @@ zm_pfn_t zm_buddy_take_at(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, b
 		}
 	}
 	*dirty = pages_out(p->pg, pfn, 1, PG_ALLOC, NULL) != 0;
-	zm_zone_add(&z->nr_dirty_free, -(long)*dirty);
+	zmi_zone_add(&z->nr_dirty_free, -(long)*dirty);
 	taken(z, 1);
 	return pfn;
 }
 
-zm_pfn_t zm_buddy_take_run(struct zm_pages *p, struct zm_zone *z, unsigned max_order,
+zm_pfn_t zmi_buddy_take_run(struct zm_pages *p, struct zmi_zone *z, unsigned max_order,
 			   unsigned min_order, bool dirty_only, unsigned *k, size_t *dirty)
 {
 	for (unsigned want = max_order + 1; want-- > min_order;) {
@@ -568,17 +568,17 @@ zm_pfn_t zm_buddy_take_run(struct zm_pages *p, struct zm_zone *z, unsigned max_o
 
 		if (!(have >> (want * 2)))
 			continue;  /* no block that large here */
-		if (!zm_out_reserve(p, (size_t)1 << want))
+		if (!zmi_out_reserve(p, (size_t)1 << want))
 			continue;  /* a smaller block may still fit */
 		pfn = dirty_only ? find_dirty_block(p, z, want, &found) :
 				   find_block(p, z, want, &found);
 		if (pfn == ZM_PFN_NIL) {
-			zm_out_release(p, (size_t)1 << want);
+			zmi_out_release(p, (size_t)1 << want);
 			continue;
 		}
 		split(p, z, pfn, found, want);
 		*dirty = pages_out(p->pg, pfn, 1u << want, PG_CACHED, NULL);
-		zm_zone_add(&z->nr_dirty_free, -(long)*dirty);
+		zmi_zone_add(&z->nr_dirty_free, -(long)*dirty);
 		taken(z, (size_t)1 << want);
 		*k = want;
 		return pfn;
@@ -586,15 +586,15 @@ zm_pfn_t zm_buddy_take_run(struct zm_pages *p, struct zm_zone *z, unsigned max_o
 	return ZM_PFN_NIL;
 }
 
-zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, struct zm_zone *z, unsigned order,
+zm_pfn_t zmi_buddy_take_spread(struct zm_pages *p, struct zmi_zone *z, unsigned order,
 			      bool *dirty, bool *limited)
 {
 	unsigned k;
 	zm_pfn_t pfn;
 
 	if (!z->nr_free)
-		return ZM_PFN_NIL;  /* (see zm_buddy_take_block) */
-	if (!zm_out_reserve(p, 1)) {
+		return ZM_PFN_NIL;  /* (see zmi_buddy_take_block) */
+	if (!zmi_out_reserve(p, 1)) {
 		z->limit_failures++;
 		*limited = true;
 		return ZM_PFN_NIL;
@@ -603,12 +603,12 @@ zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, struct zm_zone *z, unsigned or
 	if (pfn == ZM_PFN_NIL)
 		pfn = find_block(p, z, 0, &k);   /* nothing that large: any page */
 	if (pfn == ZM_PFN_NIL) {
-		zm_out_release(p, 1);
+		zmi_out_release(p, 1);
 		return ZM_PFN_NIL;
 	}
 	split(p, z, pfn, k, 0);
 	*dirty = pages_out(p->pg, pfn, 1, PG_ALLOC, NULL) != 0;
-	zm_zone_add(&z->nr_dirty_free, -(long)*dirty);
+	zmi_zone_add(&z->nr_dirty_free, -(long)*dirty);
 	taken(z, 1);
 	return pfn;
 }

@@ -16,33 +16,33 @@ size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 {
 	size_t got = 0;
 	bool reclaimed = false, first = true;
-	unsigned home = zm_home_zone(p), tried = 0;
+	unsigned home = zmi_home_zone(p), tried = 0;
 
 	/* chunk by chunk from the home zone, then from the next ones as each
 	 * runs dry */
 	while (got < n && tried < p->nzones) {
-		struct zm_zone *z = &p->zone[(home + tried) % p->nzones];
+		struct zmi_zone *z = &p->zone[(home + tried) % p->nzones];
 		size_t want = n - got < ZM_PAGES_CHUNK ? n - got : ZM_PAGES_CHUNK;
 		size_t k, dirty;
 		bool limited = false;
 
-		zm_lock(&z->lock);
-		k = zm_buddy_take_pages(p, z, want, pfns + got, PG_ALLOC, &dirty, &limited);
+		zmi_lock(&z->lock);
+		k = zmi_buddy_take_pages(p, z, want, pfns + got, PG_ALLOC, &dirty, &limited);
 		if (k && limited)
 			z->limit_failures++;  /* cut short by the limit */
 		if (first)
 			z->bulk_calls++;
 		first = false;
 		z->bulk_pages += k;
-		zm_unlock(&z->lock);
+		zmi_unlock(&z->lock);
 		if (p->prefault && dirty < k)
-			zm_pages_prefault(p, pfns + got, k);
+			zmi_pages_prefault(p, pfns + got, k);
 		got += k;
 		if (limited && !reclaimed) {
 			/* once more, with this thread's set-aside pages
 			 * given back (if it had any) */
 			reclaimed = true;
-			if (zm_tcache_reclaim(p))
+			if (zmi_tcache_reclaim(p))
 				continue;
 		}
 		if (limited)
@@ -58,11 +58,11 @@ size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
  * of at most 2^ZM_PAGES_MAX_ORDER pages never crosses into another) */
 static bool freeable(struct zm_pages *p, zm_pfn_t pfn)
 {
-	struct zm_pg *pg;
+	struct zmi_pg *pg;
 
 	if (pfn >= p->npages)
 		return false;
-	pg = zm_pg_of(p, pfn);
+	pg = zmi_pg_of(p, pfn);
 	return pg->state == PG_ALLOC && pg->order == 0;
 }
 
@@ -94,37 +94,37 @@ int zm_pages_free_bulk(struct zm_pages *p, size_t n, const zm_pfn_t *pfns)
 	 * a page of another zone ends the chunk */
 	for (size_t i = 0; i < n;) {
 		size_t end = n - i < ZM_PAGES_CHUNK ? n : i + ZM_PAGES_CHUNK, given = 0;
-		struct zm_zone *z;
+		struct zmi_zone *z;
 
 		if (pfns[i] >= p->npages) {
-			ret = zm_pages_bad_free(p, pfns[i], "not an allocated single page");
+			ret = zmi_pages_bad_free(p, pfns[i], "not an allocated single page");
 			i++;
 			continue;
 		}
-		z = zm_zone_of(p, pfns[i]);
-		zm_lock(&z->lock);
+		z = zmi_zone_of(p, pfns[i]);
+		zmi_lock(&z->lock);
 		while (i < end) {
 			zm_pfn_t pfn = pfns[i];
 			unsigned k;
 
-			if (pfn < p->npages && zm_zone_of(p, pfn) != z)
+			if (pfn < p->npages && zmi_zone_of(p, pfn) != z)
 				break;
 			if (!freeable(p, pfn)) {
-				ret = zm_pages_bad_free(p, pfn, "not an allocated single page");
+				ret = zmi_pages_bad_free(p, pfn, "not an allocated single page");
 				i++;
 				continue;
 			}
 			k = run_order(p, pfns, i, end);
-			zm_buddy_give(p, z, pfn, k, true);
+			zmi_buddy_give(p, z, pfn, k, true);
 			given += (size_t)1 << k;
 			i += (size_t)1 << k;
 		}
-		zm_zone_returned(p, z, given);
-		zm_unlock(&z->lock);
+		zmi_zone_returned(p, z, given);
+		zmi_unlock(&z->lock);
 		touched |= 1u << (z - p->zone);
 	}
 	for (unsigned i = 0; i < p->nzones; i++)
 		if (touched & (1u << i))
-			zm_zone_maybe_trim(p, &p->zone[i]);
+			zmi_zone_maybe_trim(p, &p->zone[i]);
 	return ret;
 }

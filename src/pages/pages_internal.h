@@ -19,9 +19,9 @@
  *
  * Lock order (outer first):
  *
- *   zm_tc_lock (global, tcache.c)  ->  zone[0].lock -> zone[1].lock -> ...
+ *   zmi_tc_lock (global, tcache.c)  ->  zone[0].lock -> zone[1].lock -> ...
  *
- * zm_tc_lock guards the registry of per-thread caches (which caches exist,
+ * zmi_tc_lock guards the registry of per-thread caches (which caches exist,
  * which instance owns each); it is taken only when a thread meets an
  * instance for the first time, when a thread exits and when an instance is
  * destroyed.  A zone's lock guards its free lists, its counters and the
@@ -37,7 +37,7 @@
  * working in its home zone reads and writes no line of another's.  Only
  * a limit (limit_pages below the arena) needs a count for the instance:
  * then nr_out is one atomic counter that a taker reserves its pages in
- * before it takes them (zm_out_reserve), so the limit holds across zones.
+ * before it takes them (zmi_out_reserve), so the limit holds across zones.
  * The shared counters cost two threads on separate pools 1.5x where a
  * pages instance each gave 2.0x (allocbench --apart, docs/pages.md).
  */
@@ -82,7 +82,7 @@
 #define ZM_RUN_ORDER 5
 /* ... and only while the limit leaves room for this many blocks: a pool
  * limited to a few blocks' worth must not have them held in a thread's
- * cache (a limit failure also takes them back: zm_tcache_reclaim). */
+ * cache (a limit failure also takes them back: zmi_tcache_reclaim). */
 #define ZM_RUN_LIMIT_ROOM 8
 _Static_assert(1u << ZM_RUN_ORDER == ZM_PAGES_RUN_MAX, "run block size");
 
@@ -112,9 +112,9 @@ enum {
  * whose record is otherwise unused) keeps the previous block's: a doubly
  * linked list in one word a page.  Free single pages (order 0) have no
  * second page; they are kept in a bitmap per dirty hint instead
- * (struct zm_bitset, buddy.c).  Two links in every record made it 12
+ * (struct zmi_bitset, buddy.c).  Two links in every record made it 12
  * bytes, 0.1% of the memory a pool of compressed pages uses. */
-struct zm_pg {
+struct zmi_pg {
 	uint32_t link;       /* see above; free block heads and their second pages */
 	union {
 		struct {
@@ -130,16 +130,16 @@ struct zm_pg {
 /* Page records a cache line holds (and its order). */
 #define ZM_PG_LINE_ORDER 3
 #define ZM_PG_PER_LINE (1u << ZM_PG_LINE_ORDER)
-_Static_assert(sizeof(struct zm_pg) << ZM_PG_LINE_ORDER == 64, "a line of records");
+_Static_assert(sizeof(struct zmi_pg) << ZM_PG_LINE_ORDER == 64, "a line of records");
 
 /* What the pages layer spends on n pages held, for the pools' meta_bytes:
  * their records and their share of the free-page bitsets (2 bits a page). */
-#define ZM_PAGES_META_BYTES(n) ((uint64_t)(n) * sizeof(struct zm_pg) + (uint64_t)(n) / 4)
+#define ZM_PAGES_META_BYTES(n) ((uint64_t)(n) * sizeof(struct zmi_pg) + (uint64_t)(n) / 4)
 
 /* A set of pfns, for the free single pages: a bit a page, and a summary
  * bit for each non-zero word; lo is a lower bound on the first non-zero
  * summary word.  Reserved address space, touched where pages are. */
-struct zm_bitset {
+struct zmi_bitset {
 	uint64_t *w, *sum;
 	size_t w_bytes, sum_bytes;
 	uint32_t nsum;       /* summary words */
@@ -151,42 +151,42 @@ struct zm_bitset {
  * buddy, under the lock, may read it to see whether a neighbour is free.
  * Neither value it may see then is PG_FREE_HEAD, so the answer is right
  * either way; relaxed atomics make that race defined (plain moves on x86). */
-static inline uint8_t zm_pg_state(const struct zm_pg *pg)
+static inline uint8_t zmi_pg_state(const struct zmi_pg *pg)
 {
 	return __atomic_load_n(&pg->state, __ATOMIC_RELAXED);
 }
 
-static inline void zm_pg_set_state(struct zm_pg *pg, uint8_t st)
+static inline void zmi_pg_set_state(struct zmi_pg *pg, uint8_t st)
 {
 	__atomic_store_n(&pg->state, st, __ATOMIC_RELAXED);
 }
 
 /* The word of a page in state st, order 0, no flags. */
-static inline uint32_t zm_pg_word(uint8_t st)
+static inline uint32_t zmi_pg_word(uint8_t st)
 {
-	struct zm_pg g = { .state = st };
+	struct zmi_pg g = { .state = st };
 
 	return g.word;
 }
 
-struct zm_tcache;
+struct zmi_tcache;
 
-struct zm_free_list {
+struct zmi_free_list {
 	uint32_t head;
 	uint32_t count;
 };
 
 /* One zone: a buddy allocator over pfns [start, end). */
-struct zm_zone {
-	zm_lock_t lock;
+struct zmi_zone {
+	zmi_lock_t lock;
 	zm_pfn_t start, end;      /* immutable */
-	struct zm_free_list area[ZM_PAGES_MAX_ORDER + 1][2]; /* [order][dirty];
+	struct zmi_free_list area[ZM_PAGES_MAX_ORDER + 1][2]; /* [order][dirty];
 					 order 0: counts only, the pages are in free0 */
-	struct zm_bitset free0[2];  /* [dirty]: free single pages, bit pfn - start */
+	struct zmi_bitset free0[2];  /* [dirty]: free single pages, bit pfn - start */
 	uint32_t nonempty;        /* bit order*2+dirty: that list is not empty */
 	size_t nr_free;           /* pages in free blocks (not isolated) */
 	size_t nr_dirty_free;     /* free pages flagged PG_DIRTY; written with
-				     zm_zone_add (read without the lock) */
+				     zmi_zone_add (read without the lock) */
 	size_t nr_isolated;       /* pages being given back to the OS */
 	size_t out;               /* pages of this zone out of the buddy */
 	size_t resident_max;      /* high-water mark of out + nr_dirty_free */
@@ -210,7 +210,7 @@ struct zm_pages {
 	unsigned page_shift;      /* immutable */
 	uint32_t npages;          /* immutable */
 	size_t arena_bytes;       /* immutable */
-	struct zm_pg *pg;         /* per-page internal records */
+	struct zmi_pg *pg;         /* per-page internal records */
 	struct zm_page_meta *meta;/* per-page records for owners */
 	size_t pg_bytes, meta_bytes;
 	size_t limit;             /* immutable */
@@ -229,7 +229,7 @@ struct zm_pages {
 				     <= cache_cap, at most 32 pages */
 	unsigned nzones;          /* immutable */
 	unsigned zone_shift;      /* immutable: zone of pfn = pfn >> zone_shift */
-	struct zm_zone *zone;     /* immutable pointer: nzones zones */
+	struct zmi_zone *zone;     /* immutable pointer: nzones zones */
 	bool limited;             /* immutable: limit < npages */
 
 	/* Written by every zone's takers and givers when there is a limit:
@@ -240,25 +240,25 @@ struct zm_pages {
 	uint64_t bad_frees;       /* atomic */
 	unsigned next_home;       /* atomic: the next cache's home zone */
 
-	/* zm_tc_lock */
-	struct zm_tcache *caches; /* registry of this instance's caches */
+	/* zmi_tc_lock */
+	struct zmi_tcache *caches; /* registry of this instance's caches */
 };
 
-static inline struct zm_zone *zm_zone_of(const struct zm_pages *p, zm_pfn_t pfn)
+static inline struct zmi_zone *zmi_zone_of(const struct zm_pages *p, zm_pfn_t pfn)
 {
 	/* 64-bit: one zone over more than 2^31 pages has a shift of 32 */
 	return &p->zone[(uint64_t)pfn >> p->zone_shift];
 }
 
 /* A zone counter that other threads read without its lock. */
-static inline void zm_zone_add(size_t *ctr, long d)
+static inline void zmi_zone_add(size_t *ctr, long d)
 {
 	__atomic_store_n(ctr, *ctr + (size_t)d, __ATOMIC_RELAXED);
 }
 
 /* Pages out of the buddy, all zones: with every zone lock held (stats,
  * check, destroy). */
-static inline size_t zm_nr_out_locked(const struct zm_pages *p)
+static inline size_t zmi_nr_out_locked(const struct zm_pages *p)
 {
 	size_t n = 0;
 
@@ -271,97 +271,97 @@ static inline size_t zm_nr_out_locked(const struct zm_pages *p)
  * them (true), or up to n of them (returns how many); and give pages back
  * to the count.  The limit holds across zones: nr_out never passes it.
  * Without one, they allow everything and count nothing. */
-bool zm_out_reserve(struct zm_pages *p, size_t n);
-size_t zm_out_reserve_upto(struct zm_pages *p, size_t n);
-static inline void zm_out_release(struct zm_pages *p, size_t n)
+bool zmi_out_reserve(struct zm_pages *p, size_t n);
+size_t zmi_out_reserve_upto(struct zm_pages *p, size_t n);
+static inline void zmi_out_release(struct zm_pages *p, size_t n)
 {
 	if (p->limited)
 		__atomic_fetch_sub(&p->nr_out, n, __ATOMIC_RELAXED);
 }
 
 /* n pages of zone z came back from a caller or a cache (z's lock held). */
-static inline void zm_zone_returned(struct zm_pages *p, struct zm_zone *z, size_t n)
+static inline void zmi_zone_returned(struct zm_pages *p, struct zmi_zone *z, size_t n)
 {
 	z->out -= n;
-	zm_out_release(p, n);
+	zmi_out_release(p, n);
 }
 
 /* Lock every zone, in order (stats, check, destroy), and unlock them. */
-void zm_zones_lock(struct zm_pages *p);
-void zm_zones_unlock(struct zm_pages *p);
+void zmi_zones_lock(struct zm_pages *p);
+void zmi_zones_unlock(struct zm_pages *p);
 
 /* The zones a taker tries, from home: home, home + 1, ... (mod nzones). */
 #define ZM_FOR_EACH_ZONE_FROM(p, home, i, z)                                  \
 	for (unsigned i = 0; i < (p)->nzones &&                               \
 	     ((z) = &(p)->zone[((home) + i) % (p)->nzones], 1); i++)
 
-static inline struct zm_pg *zm_pg_of(const struct zm_pages *p, zm_pfn_t pfn)
+static inline struct zmi_pg *zmi_pg_of(const struct zm_pages *p, zm_pfn_t pfn)
 {
 	return &p->pg[pfn];
 }
 
 /* buddy.c; all with z->lock held (but alloc/free of the bitsets); each
  * works in zone z only, on pfns of z.  The takers count what they take in
- * nr_out (zm_out_reserve), the givers leave that to their callers. */
-int zm_bitset_alloc(struct zm_bitset *b, uint32_t nbits);
-void zm_bitset_free(struct zm_bitset *b);
+ * nr_out (zmi_out_reserve), the givers leave that to their callers. */
+int zmi_bitset_alloc(struct zmi_bitset *b, uint32_t nbits);
+void zmi_bitset_free(struct zmi_bitset *b);
 /* The first block on list [order][dirty], ZM_PFN_NIL if it is empty. */
-zm_pfn_t zm_buddy_first(struct zm_zone *z, unsigned order, int dirty);
+zm_pfn_t zmi_buddy_first(struct zmi_zone *z, unsigned order, int dirty);
 /* The block after pfn on its list (order >= 1), ZM_PFN_NIL at the end;
  * and the one before it. */
-static inline zm_pfn_t zm_buddy_next(const struct zm_pages *p, zm_pfn_t pfn)
+static inline zm_pfn_t zmi_buddy_next(const struct zm_pages *p, zm_pfn_t pfn)
 {
 	return p->pg[pfn].link;
 }
-static inline zm_pfn_t zm_buddy_prev(const struct zm_pages *p, zm_pfn_t pfn)
+static inline zm_pfn_t zmi_buddy_prev(const struct zm_pages *p, zm_pfn_t pfn)
 {
 	return p->pg[pfn + 1].link;
 }
 /* The free single page after pfn (in pfn order) in zone z's bitset d, or
  * ZM_PFN_NIL. */
-zm_pfn_t zm_zone_next_single(const struct zm_zone *z, int d, zm_pfn_t pfn);
-void zm_buddy_init(struct zm_pages *p, struct zm_zone *z);
+zm_pfn_t zmi_zone_next_single(const struct zmi_zone *z, int d, zm_pfn_t pfn);
+void zmi_buddy_init(struct zm_pages *p, struct zmi_zone *z);
 /* Take one block of 2^order pages; marks it PG_ALLOC (+tails).  Returns
  * ZM_PFN_NIL when no block is free (or the limit says no: *limited). */
-zm_pfn_t zm_buddy_take_block(struct zm_pages *p, struct zm_zone *z, unsigned order,
+zm_pfn_t zmi_buddy_take_block(struct zm_pages *p, struct zmi_zone *z, unsigned order,
 			     bool *limited);
 /* Take up to n single pages into out[], marking them with state; returns
  * how many (stops at the limit or when the zone is empty; *limited when
  * the limit cut it short, i.e. it got all the limit allowed, and less
  * than n).  *dirty: how many of them were dirty (still
  * resident: no need to prefault). */
-size_t zm_buddy_take_pages(struct zm_pages *p, struct zm_zone *z, size_t n, zm_pfn_t *out,
+size_t zmi_buddy_take_pages(struct zm_pages *p, struct zmi_zone *z, size_t n, zm_pfn_t *out,
 			   uint8_t state, size_t *dirty, bool *limited);
 /* A free block of 2^k pages, k from max_order down to min_order, the
  * largest there is (a dirty one, if dirty_only) and the limit allows, its
  * pages in state PG_CACHED (PG_RESIDENT those that were dirty); *k and
  * *dirty (how many) set.  ZM_PFN_NIL if none. */
-zm_pfn_t zm_buddy_take_run(struct zm_pages *p, struct zm_zone *z, unsigned max_order,
+zm_pfn_t zmi_buddy_take_run(struct zm_pages *p, struct zmi_zone *z, unsigned max_order,
 			   unsigned min_order, bool dirty_only, unsigned *k, size_t *dirty);
 /* The first page of a free block of order >= order (the rest stays free,
  * after it); any page if there is no such block.  ZM_PFN_NIL if none
  * (*limited: the limit said no).  *dirty: the page was dirty. */
-zm_pfn_t zm_buddy_take_spread(struct zm_pages *p, struct zm_zone *z, unsigned order,
+zm_pfn_t zmi_buddy_take_spread(struct zm_pages *p, struct zmi_zone *z, unsigned order,
 			      bool *dirty, bool *limited);
 /* Take exactly page pfn (of zone z) if it lies in a free block; ZM_PFN_NIL
  * if not (*limited: the limit said no).  *dirty: the page was dirty. */
-zm_pfn_t zm_buddy_take_at(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, bool *dirty,
+zm_pfn_t zmi_buddy_take_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, bool *dirty,
 			  bool *limited);
 /* Give back a block whose pages the caller owned; merges with free buddies.
  * dirty: the caller may have touched it.  nr_out is the caller's. */
-void zm_buddy_give(struct zm_pages *p, struct zm_zone *z, zm_pfn_t pfn, unsigned order,
+void zmi_buddy_give(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsigned order,
 		   bool dirty);
 /* Remove dirty blocks worth up to max pages for trimming; writes their
  * heads to out[] (up to nout) and returns how many blocks; *cleaned: the
  * dirty pages among them (what trimming gives back). */
-size_t zm_buddy_isolate_dirty(struct zm_pages *p, struct zm_zone *z, size_t max,
+size_t zmi_buddy_isolate_dirty(struct zm_pages *p, struct zmi_zone *z, size_t max,
 			      zm_pfn_t *out, size_t nout, size_t *cleaned);
 
 /* arena.c: give zone z's dirty free pages beyond the reserve back to the
  * OS if they passed it by a batch (ZM_TRIM_BATCH).
  * Takes and drops z's lock; call without any.  Pages freed into a zone
  * are trimmed by the freer, from that zone. */
-void zm_zone_maybe_trim(struct zm_pages *p, struct zm_zone *z);
+void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z);
 
 /* Prefault the pages in pfns[0..n) (without the lock; the caller owns
  * them), one madvise per run of adjacent pages.  Callers skip it when
@@ -369,19 +369,19 @@ void zm_zone_maybe_trim(struct zm_pages *p, struct zm_zone *z);
  * so it was prefaulted or written then and is still resident (only
  * trimming, which makes it clean, gives it back to the OS); asking the
  * kernel again costs a system call per run for nothing. */
-void zm_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n);
+void zmi_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n);
 
 /* bad input, counted (atomic) and reported */
-int zm_pages_bad_free(struct zm_pages *p, zm_pfn_t pfn, const char *why);
+int zmi_pages_bad_free(struct zm_pages *p, zm_pfn_t pfn, const char *why);
 
 /* tcache.c */
-void zm_tcache_detach_all(struct zm_pages *p);
-size_t zm_tcache_total(struct zm_pages *p);
-int zm_tcache_check(struct zm_pages *p, size_t *ncached);
+void zmi_tcache_detach_all(struct zm_pages *p);
+size_t zmi_tcache_total(struct zm_pages *p);
+int zmi_tcache_check(struct zm_pages *p, size_t *ncached);
 /* Give the calling thread's set-aside pages and run block back (takes
  * zone locks); true if there were any.  For a caller refused by the limit. */
-bool zm_tcache_reclaim(struct zm_pages *p);
+bool zmi_tcache_reclaim(struct zm_pages *p);
 /* The calling thread's home zone in p (zone 0 without a cache). */
-unsigned zm_home_zone(struct zm_pages *p);
+unsigned zmi_home_zone(struct zm_pages *p);
 
 #endif

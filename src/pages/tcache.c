@@ -32,7 +32,7 @@
  * there with zm_pages_alloc_at).  Pushed onto the stack instead, in a
  * steady churn of many classes they overflowed it, went back in drains
  * and, resident and over the reserve, were trimmed and faulted in again.
- * Blocks are cut from resident memory first (zm_buddy_take_run).  Both
+ * Blocks are cut from resident memory first (zmi_buddy_take_run).  Both
  * sizes follow the cache's (cache_cap, a byte budget): a block of 32 and
  * 64 set-aside pages at 4 KiB, 8 and 8 at 32 KiB.  All of these pages are in state PG_CACHED
  * and count as cached; PG_RESIDENT tells which are resident (taken from
@@ -40,13 +40,13 @@
  * flag they go back with.
  *
  * Lifetime.  A cache is allocated by its thread and registered with its
- * instance (p->caches) under the global zm_tc_lock.  When the thread exits,
+ * instance (p->caches) under the global zmi_tc_lock.  When the thread exits,
  * a pthread key destructor returns every cached page to its instance and
  * frees the caches.  When an instance is destroyed, its caches are detached
- * (owner set to NULL) under zm_tc_lock; the owning threads free detached
+ * (owner set to NULL) under zmi_tc_lock; the owning threads free detached
  * caches the next time they walk their list.
  *
- * Lock order: zm_tc_lock -> a zone lock (one at a time).  `count` and `owner` are read by other
+ * Lock order: zmi_tc_lock -> a zone lock (one at a time).  `count` and `owner` are read by other
  * threads (stats, destroy) with relaxed atomics; only the owning thread
  * writes count.
  */
@@ -57,10 +57,10 @@
 
 #include "pages/pages_internal.h"
 
-struct zm_tcache {
+struct zmi_tcache {
 	struct zm_pages *owner;       /* NULL once detached; atomic */
-	struct zm_tcache *tnext;      /* the thread's list; owner thread only */
-	struct zm_tcache *rnext, *rprev; /* owner's registry; zm_tc_lock */
+	struct zmi_tcache *tnext;      /* the thread's list; owner thread only */
+	struct zmi_tcache *rnext, *rprev; /* owner's registry; zmi_tc_lock */
 	unsigned count;               /* pages held; atomic, owner thread writes */
 	unsigned cap;
 	unsigned home;                /* the zone refills and runs come from */
@@ -72,24 +72,24 @@ struct zm_tcache {
 	zm_pfn_t pfns[];
 };
 
-static pthread_mutex_t zm_tc_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_key_t zm_tc_key;
-static pthread_once_t zm_tc_once = PTHREAD_ONCE_INIT;
-static __thread struct zm_tcache *tls_caches __attribute__((tls_model("initial-exec")));
+static pthread_mutex_t zmi_tc_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t zmi_tc_key;
+static pthread_once_t zmi_tc_once = PTHREAD_ONCE_INIT;
+static __thread struct zmi_tcache *tls_caches __attribute__((tls_model("initial-exec")));
 
 static void tc_thread_exit(void *unused);
 
 static void tc_key_init(void)
 {
-	pthread_key_create(&zm_tc_key, tc_thread_exit);
+	pthread_key_create(&zmi_tc_key, tc_thread_exit);
 }
 
-static inline struct zm_pages *tc_owner(struct zm_tcache *tc)
+static inline struct zm_pages *tc_owner(struct zmi_tcache *tc)
 {
 	return __atomic_load_n(&tc->owner, __ATOMIC_ACQUIRE);
 }
 
-static inline void tc_set_count(struct zm_tcache *tc, unsigned n)
+static inline void tc_set_count(struct zmi_tcache *tc, unsigned n)
 {
 	__atomic_store_n(&tc->count, n, __ATOMIC_RELAXED);
 }
@@ -98,16 +98,16 @@ static inline void tc_set_count(struct zm_tcache *tc, unsigned n)
  * (prefault), if it is not already (PG_RESIDENT). */
 static inline void cached_out(struct zm_pages *p, zm_pfn_t pfn)
 {
-	struct zm_pg *g = zm_pg_of(p, pfn);
+	struct zmi_pg *g = zmi_pg_of(p, pfn);
 	bool resident = g->flags & PG_RESIDENT;
 
 	g->flags = 0;
-	zm_pg_set_state(g, PG_ALLOC);
-	if (zm_unlikely(!resident) && p->prefault)
-		zm_pages_prefault(p, &pfn, 1);
+	zmi_pg_set_state(g, PG_ALLOC);
+	if (zmi_unlikely(!resident) && p->prefault)
+		zmi_pages_prefault(p, &pfn, 1);
 }
 
-static void registry_unlink(struct zm_pages *p, struct zm_tcache *tc)
+static void registry_unlink(struct zm_pages *p, struct zmi_tcache *tc)
 {
 	if (tc->rprev)
 		tc->rprev->rnext = tc->rnext;
@@ -121,17 +121,17 @@ static void registry_unlink(struct zm_pages *p, struct zm_tcache *tc)
 /* Is cached page pfn resident (it goes back to the buddy dirty)? */
 static inline bool cached_resident(const struct zm_pages *p, zm_pfn_t pfn)
 {
-	return zm_pg_of(p, pfn)->flags & PG_RESIDENT;
+	return zmi_pg_of(p, pfn)->flags & PG_RESIDENT;
 }
 
 /* Cached pages [a, a + len) of zone z back to its buddy (z's lock held),
  * dirty if resident: each stretch alike in residency as the fewest
- * aligned blocks that cover it, one zm_buddy_give each.  Page by page,
+ * aligned blocks that cover it, one zmi_buddy_give each.  Page by page,
  * the gives were most of the time a thread held the lock in allocbench's
  * all-free of 3 KiB objects (12,000 pages a pass through the buddy);
  * pages given back together are mostly neighbours (a zspage's run, the
  * rest of a run block). */
-static void give_range(struct zm_pages *p, struct zm_zone *z, zm_pfn_t a, unsigned len)
+static void give_range(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t a, unsigned len)
 {
 	while (len) {
 		bool res = cached_resident(p, a);
@@ -145,7 +145,7 @@ static void give_range(struct zm_pages *p, struct zm_zone *z, zm_pfn_t a, unsign
 
 			while ((1u << k) > n)
 				k--;
-			zm_buddy_give(p, z, a, k, res);
+			zmi_buddy_give(p, z, a, k, res);
 			a += 1u << k;
 			n -= 1u << k;
 		}
@@ -157,20 +157,20 @@ static void give_range(struct zm_pages *p, struct zm_zone *z, zm_pfn_t a, unsign
  * counted back.  drain: count a drain (in the first zone); trim: then
  * trim the zones given to, as far as the reserve says (not on the run
  * path, which zsmalloc takes with a class lock held, nor at thread exit,
- * under zm_tc_lock). */
+ * under zmi_tc_lock). */
 static void cached_give_all(struct zm_pages *p, const zm_pfn_t *pfns, unsigned n, bool drain,
 			    bool trim)
 {
 	unsigned i = 0;
 
 	while (i < n) {
-		struct zm_zone *z = zm_zone_of(p, pfns[i]);
+		struct zmi_zone *z = zmi_zone_of(p, pfns[i]);
 		unsigned from = i;
 
-		zm_lock(&z->lock);
+		zmi_lock(&z->lock);
 		z->drains += drain;
 		drain = false;
-		while (i < n && zm_zone_of(p, pfns[i]) == z) {
+		while (i < n && zmi_zone_of(p, pfns[i]) == z) {
 			zm_pfn_t a = pfns[i];
 			unsigned len = 1;
 
@@ -181,10 +181,10 @@ static void cached_give_all(struct zm_pages *p, const zm_pfn_t *pfns, unsigned n
 		}
 		/* counted back under the lock: stats, holding every zone's,
 		 * see a page free or out, never both */
-		zm_zone_returned(p, z, i - from);
-		zm_unlock(&z->lock);
+		zmi_zone_returned(p, z, i - from);
+		zmi_unlock(&z->lock);
 		if (trim)
-			zm_zone_maybe_trim(p, z);
+			zmi_zone_maybe_trim(p, z);
 	}
 }
 
@@ -204,9 +204,9 @@ static void sort_pfns(zm_pfn_t *pfns, unsigned n)
 
 /* Give `n` pages from the top of the cache back to the buddy, sorted:
  * neighbours go back as blocks, and each zone's pages together; trim:
- * then trim those zones (not under zm_tc_lock: madvise calls there would
+ * then trim those zones (not under zmi_tc_lock: madvise calls there would
  * stall every thread meeting an instance, exiting or reading stats). */
-static void tc_give_back(struct zm_pages *p, struct zm_tcache *tc, unsigned n, bool drain,
+static void tc_give_back(struct zm_pages *p, struct zmi_tcache *tc, unsigned n, bool drain,
 			 bool trim)
 {
 	unsigned top = tc->count;
@@ -216,19 +216,19 @@ static void tc_give_back(struct zm_pages *p, struct zm_tcache *tc, unsigned n, b
 	tc_set_count(tc, top - n);
 }
 
-static inline void tc_set_nahead(struct zm_tcache *tc, unsigned n)
+static inline void tc_set_nahead(struct zmi_tcache *tc, unsigned n)
 {
 	__atomic_store_n(&tc->nahead, n, __ATOMIC_RELAXED);
 }
 
 /* Pages left in the run block, as other threads (stats) see it. */
-static inline unsigned tc_run_left(const struct zm_tcache *tc)
+static inline unsigned tc_run_left(const struct zmi_tcache *tc)
 {
 	return __atomic_load_n(&tc->run_left, __ATOMIC_RELAXED);
 }
 
 /* The owner moves the run block's start (and end); run_left follows. */
-static inline void tc_set_run(struct zm_tcache *tc, zm_pfn_t next, zm_pfn_t end)
+static inline void tc_set_run(struct zmi_tcache *tc, zm_pfn_t next, zm_pfn_t end)
 {
 	tc->run_next = next;
 	tc->run_end = end;
@@ -236,7 +236,7 @@ static inline void tc_set_run(struct zm_tcache *tc, zm_pfn_t next, zm_pfn_t end)
 }
 
 /* The `n` oldest set-aside pages back to the free lists, in place. */
-static void ahead_give_oldest(struct zm_pages *p, struct zm_tcache *tc, unsigned n)
+static void ahead_give_oldest(struct zm_pages *p, struct zmi_tcache *tc, unsigned n)
 {
 	cached_give_all(p, tc->ahead, n, false, false);
 	memmove(tc->ahead, tc->ahead + n, (tc->nahead - n) * sizeof(zm_pfn_t));
@@ -245,41 +245,41 @@ static void ahead_give_oldest(struct zm_pages *p, struct zm_tcache *tc, unsigned
 
 /* The rest of the run block back to the free lists (a block lies in
  * one zone). */
-static void block_give_back(struct zm_pages *p, struct zm_tcache *tc)
+static void block_give_back(struct zm_pages *p, struct zmi_tcache *tc)
 {
 	unsigned n = tc->run_end - tc->run_next;
 
 	if (n) {
-		struct zm_zone *z = zm_zone_of(p, tc->run_next);
+		struct zmi_zone *z = zmi_zone_of(p, tc->run_next);
 
-		zm_lock(&z->lock);
+		zmi_lock(&z->lock);
 		give_range(p, z, tc->run_next, n);
-		zm_zone_returned(p, z, n);
-		zm_unlock(&z->lock);
+		zmi_zone_returned(p, z, n);
+		zmi_unlock(&z->lock);
 	}
 	tc_set_run(tc, tc->run_end, tc->run_end);
 }
 
 /* Every set-aside page and the run block back. */
-static void ahead_give_back(struct zm_pages *p, struct zm_tcache *tc)
+static void ahead_give_back(struct zm_pages *p, struct zmi_tcache *tc)
 {
 	ahead_give_oldest(p, tc, tc->nahead);
 	block_give_back(p, tc);
 }
 
 /* The calling thread's cache for p, if it has one (not made here). */
-static struct zm_tcache *tc_find(struct zm_pages *p)
+static struct zmi_tcache *tc_find(struct zm_pages *p)
 {
-	struct zm_tcache *tc = tls_caches;
+	struct zmi_tcache *tc = tls_caches;
 
 	while (tc && tc_owner(tc) != p)
 		tc = tc->tnext;
 	return tc;
 }
 
-bool zm_tcache_reclaim(struct zm_pages *p)
+bool zmi_tcache_reclaim(struct zm_pages *p)
 {
-	struct zm_tcache *tc = tc_find(p);
+	struct zmi_tcache *tc = tc_find(p);
 
 	if (!tc || (!tc->nahead && !tc_run_left(tc)))
 		return false;
@@ -287,9 +287,9 @@ bool zm_tcache_reclaim(struct zm_pages *p)
 	return true;
 }
 
-unsigned zm_home_zone(struct zm_pages *p)
+unsigned zmi_home_zone(struct zm_pages *p)
 {
-	struct zm_tcache *tc = tc_find(p);
+	struct zmi_tcache *tc = tc_find(p);
 
 	return tc ? tc->home : 0;
 }
@@ -297,9 +297,9 @@ unsigned zm_home_zone(struct zm_pages *p)
 /* Thread exit: return every cached page, free every cache. */
 static void tc_thread_exit(void *unused)
 {
-	struct zm_tcache *tc = tls_caches, *next;
+	struct zmi_tcache *tc = tls_caches, *next;
 
-	pthread_mutex_lock(&zm_tc_lock);
+	pthread_mutex_lock(&zmi_tc_lock);
 	for (; tc; tc = next) {
 		struct zm_pages *p = tc_owner(tc);
 
@@ -312,15 +312,15 @@ static void tc_thread_exit(void *unused)
 		free(tc);
 	}
 	tls_caches = NULL;
-	pthread_mutex_unlock(&zm_tc_lock);
+	pthread_mutex_unlock(&zmi_tc_lock);
 }
 
 /* Slow lookup: walk the thread's list, dropping detached caches, moving
  * the match to the front, or creating a cache.  NULL if caching is off or
  * memory is short (the caller then takes the locked path). */
-static struct zm_tcache *tc_lookup(struct zm_pages *p)
+static struct zmi_tcache *tc_lookup(struct zm_pages *p)
 {
-	struct zm_tcache **link = &tls_caches, *tc;
+	struct zmi_tcache **link = &tls_caches, *tc;
 
 	if (p->cache_cap <= 1)
 		return NULL;
@@ -340,65 +340,65 @@ static struct zm_tcache *tc_lookup(struct zm_pages *p)
 		}
 		link = &tc->tnext;
 	}
-	pthread_once(&zm_tc_once, tc_key_init);
+	pthread_once(&zmi_tc_once, tc_key_init);
 	tc = calloc(1, sizeof(*tc) + p->cache_cap * sizeof(zm_pfn_t));
 	if (!tc)
 		return NULL;
 	tc->owner = p;
 	tc->cap = p->cache_cap;
 	tc->home = __atomic_fetch_add(&p->next_home, 1, __ATOMIC_RELAXED) % p->nzones;
-	pthread_mutex_lock(&zm_tc_lock);
+	pthread_mutex_lock(&zmi_tc_lock);
 	tc->rnext = p->caches;
 	if (p->caches)
 		p->caches->rprev = tc;
 	p->caches = tc;
-	pthread_mutex_unlock(&zm_tc_lock);
+	pthread_mutex_unlock(&zmi_tc_lock);
 	tc->tnext = tls_caches;
 	tls_caches = tc;
-	pthread_setspecific(zm_tc_key, tc);  /* any non-NULL value arms exit */
+	pthread_setspecific(zmi_tc_key, tc);  /* any non-NULL value arms exit */
 	return tc;
 }
 
-static inline struct zm_tcache *tc_get(struct zm_pages *p)
+static inline struct zmi_tcache *tc_get(struct zm_pages *p)
 {
-	struct zm_tcache *tc = tls_caches;
+	struct zmi_tcache *tc = tls_caches;
 
-	if (zm_likely(tc && tc_owner(tc) == p))
+	if (zmi_likely(tc && tc_owner(tc) == p))
 		return tc;
 	return tc_lookup(p);
 }
 
 /* ---- the locked path, used when a cache is empty/full or absent ------ */
 
-static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zm_tcache *tc, zm_pfn_t *pfn)
+static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zmi_tcache *tc, zm_pfn_t *pfn)
 {
 	size_t got = 0, dirty = 0;
-	struct zm_zone *z;
+	struct zmi_zone *z;
 	bool limited = false;
 
 	/* the home zone, else the next that has pages */
 	ZM_FOR_EACH_ZONE_FROM(p, tc ? tc->home : 0, i, z) {
-		zm_lock(&z->lock);
+		zmi_lock(&z->lock);
 		if (tc) {
-			got = zm_buddy_take_pages(p, z, p->cache_batch, tc->pfns, PG_CACHED,
+			got = zmi_buddy_take_pages(p, z, p->cache_batch, tc->pfns, PG_CACHED,
 						  &dirty, &limited);
 			z->refills += got != 0;  /* a dry zone tried is no refill */
 			tc_set_count(tc, (unsigned)got);
 		} else {
-			got = zm_buddy_take_pages(p, z, 1, pfn, PG_ALLOC, &dirty, &limited);
+			got = zmi_buddy_take_pages(p, z, 1, pfn, PG_ALLOC, &dirty, &limited);
 		}
-		zm_unlock(&z->lock);
+		zmi_unlock(&z->lock);
 		if (got || limited)
 			break;
 	}
-	if (!got && tc && zm_tcache_reclaim(p))
+	if (!got && tc && zmi_tcache_reclaim(p))
 		return alloc_locked(p, tc, pfn);  /* at the limit: once more */
 	if (!got)
 		return -ENOMEM;
 	if (p->prefault && dirty < got) {
-		zm_pages_prefault(p, tc ? tc->pfns : pfn, got);
+		zmi_pages_prefault(p, tc ? tc->pfns : pfn, got);
 		for (size_t i = 0; tc && i < got; i++)
-			zm_pg_of(p, tc->pfns[i])->flags = PG_RESIDENT;
+			zmi_pg_of(p, tc->pfns[i])->flags = PG_RESIDENT;
 	}
 	if (tc) {
 		tc_set_count(tc, tc->count - 1);
@@ -410,10 +410,10 @@ static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zm_
 
 int zm_pages_alloc(struct zm_pages *p, zm_pfn_t *pfn)
 {
-	struct zm_tcache *tc = tc_get(p);
+	struct zmi_tcache *tc = tc_get(p);
 	unsigned n;
 
-	if (zm_likely(tc && (n = tc->count) != 0)) {
+	if (zmi_likely(tc && (n = tc->count) != 0)) {
 		zm_pfn_t got = tc->pfns[n - 1];
 
 		tc_set_count(tc, n - 1);
@@ -439,7 +439,7 @@ static bool remove_newest(zm_pfn_t *a, unsigned n, unsigned depth, zm_pfn_t pfn)
 
 int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 {
-	struct zm_tcache *tc = tc_get(p);
+	struct zmi_tcache *tc = tc_get(p);
 
 	if (!tc)
 		return -ENOENT;
@@ -468,29 +468,29 @@ int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 static int alloc_run_locked(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 {
 	zm_pfn_t got = ZM_PFN_NIL;
-	struct zm_zone *z;
+	struct zmi_zone *z;
 	bool dirty = false, limited = false;
 
-	ZM_FOR_EACH_ZONE_FROM(p, zm_home_zone(p), i, z) {
-		zm_lock(&z->lock);
-		got = zm_buddy_take_spread(p, z, order, &dirty, &limited);
-		zm_unlock(&z->lock);
+	ZM_FOR_EACH_ZONE_FROM(p, zmi_home_zone(p), i, z) {
+		zmi_lock(&z->lock);
+		got = zmi_buddy_take_spread(p, z, order, &dirty, &limited);
+		zmi_unlock(&z->lock);
 		if (got != ZM_PFN_NIL || limited)
 			break;
 	}
-	if (got == ZM_PFN_NIL && zm_tcache_reclaim(p))
+	if (got == ZM_PFN_NIL && zmi_tcache_reclaim(p))
 		return alloc_run_locked(p, order, pfn);  /* at the limit: once more */
 	if (got == ZM_PFN_NIL)
 		return -ENOMEM;
 	if (p->prefault && !dirty)
-		zm_pages_prefault(p, &got, 1);
+		zmi_pages_prefault(p, &got, 1);
 	*pfn = got;
 	return 0;
 }
 
 int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 {
-	struct zm_tcache *tc;
+	struct zmi_tcache *tc;
 	unsigned order = 0, k, keep;
 
 	if (n == 0 || n > ZM_PAGES_RUN_MAX)
@@ -519,7 +519,7 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 		if (!p->limited || __atomic_load_n(&p->nr_out, __ATOMIC_RELAXED) +
 		    ((size_t)ZM_RUN_LIMIT_ROOM << p->run_order) <= p->limit) {
 			unsigned maxo = order > p->run_order ? order : p->run_order;
-			struct zm_zone *z;
+			struct zmi_zone *z;
 
 			/* resident memory first; when what is resident is
 			 * there but in pieces too small for the run, one of
@@ -531,14 +531,14 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 			 * first, then the next that has a run or resident
 			 * pages. */
 			ZM_FOR_EACH_ZONE_FROM(p, tc->home, i, z) {
-				zm_lock(&z->lock);
-				blk = zm_buddy_take_run(p, z, maxo, order, true, &k, &dirty);
+				zmi_lock(&z->lock);
+				blk = zmi_buddy_take_run(p, z, maxo, order, true, &k, &dirty);
 				if (blk == ZM_PFN_NIL && z->nr_dirty_free >= n)
 					one = true;
 				else if (blk == ZM_PFN_NIL)
-					blk = zm_buddy_take_run(p, z, maxo, order, false, &k,
+					blk = zmi_buddy_take_run(p, z, maxo, order, false, &k,
 								&dirty);
-				zm_unlock(&z->lock);
+				zmi_unlock(&z->lock);
 				if (blk != ZM_PFN_NIL || one)
 					break;
 			}
@@ -572,21 +572,21 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 
 int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 {
-	struct zm_tcache *tc;
-	struct zm_pg *pg;
+	struct zmi_tcache *tc;
+	struct zmi_pg *pg;
 
-	if (zm_unlikely(pfn >= p->npages))
-		return zm_pages_bad_free(p, pfn, "pfn out of range");
-	pg = zm_pg_of(p, pfn);
-	if (zm_unlikely(zm_pg_state(pg) != PG_ALLOC || pg->order != 0))
-		return zm_pages_bad_free(p, pfn, zm_pg_state(pg) == PG_ALLOC ?
+	if (zmi_unlikely(pfn >= p->npages))
+		return zmi_pages_bad_free(p, pfn, "pfn out of range");
+	pg = zmi_pg_of(p, pfn);
+	if (zmi_unlikely(zmi_pg_state(pg) != PG_ALLOC || pg->order != 0))
+		return zmi_pages_bad_free(p, pfn, zmi_pg_state(pg) == PG_ALLOC ?
 					 "page heads a run of order > 0" :
 					 "not an allocated page");
 	tc = tc_get(p);
 	/* a caller's page is taken as resident (written) */
-	if (zm_likely(tc && tc->count < tc->cap)) {
+	if (zmi_likely(tc && tc->count < tc->cap)) {
 		pg->flags = PG_RESIDENT;
-		zm_pg_set_state(pg, PG_CACHED);
+		zmi_pg_set_state(pg, PG_CACHED);
 		tc->pfns[tc->count] = pfn;
 		tc_set_count(tc, tc->count + 1);
 		return 0;
@@ -594,67 +594,67 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 	if (tc) {
 		tc_give_back(p, tc, p->cache_batch, true, true);
 		pg->flags = PG_RESIDENT;
-		zm_pg_set_state(pg, PG_CACHED);
+		zmi_pg_set_state(pg, PG_CACHED);
 		tc->pfns[tc->count] = pfn;
 		tc_set_count(tc, tc->count + 1);
 	} else {
-		struct zm_zone *z = zm_zone_of(p, pfn);
+		struct zmi_zone *z = zmi_zone_of(p, pfn);
 
-		zm_lock(&z->lock);
-		zm_buddy_give(p, z, pfn, 0, true);
-		zm_zone_returned(p, z, 1);
-		zm_unlock(&z->lock);
-		zm_zone_maybe_trim(p, z);
+		zmi_lock(&z->lock);
+		zmi_buddy_give(p, z, pfn, 0, true);
+		zmi_zone_returned(p, z, 1);
+		zmi_unlock(&z->lock);
+		zmi_zone_maybe_trim(p, z);
 	}
 	return 0;
 }
 
 void zm_pages_flush_thread(struct zm_pages *p)
 {
-	struct zm_tcache *tc = tc_find(p);
+	struct zmi_tcache *tc = tc_find(p);
 
 	if (!tc || (!tc->count && !tc->nahead && !tc_run_left(tc)))
 		return;
 	tc_give_back(p, tc, tc->count, false, false);
 	ahead_give_back(p, tc);
 	for (unsigned z = 0; z < p->nzones; z++)
-		zm_zone_maybe_trim(p, &p->zone[z]);
+		zmi_zone_maybe_trim(p, &p->zone[z]);
 }
 
 /* ---- for destroy, stats and the checker ----------------------------- */
 
-void zm_tcache_detach_all(struct zm_pages *p)
+void zmi_tcache_detach_all(struct zm_pages *p)
 {
-	pthread_mutex_lock(&zm_tc_lock);
+	pthread_mutex_lock(&zmi_tc_lock);
 	while (p->caches) {
-		struct zm_tcache *tc = p->caches;
+		struct zmi_tcache *tc = p->caches;
 
 		registry_unlink(p, tc);
 		/* Keep the count for the leak report, then let go. */
 		__atomic_store_n(&tc->owner, NULL, __ATOMIC_RELEASE);
 		/* its pages stay out: the arena goes away with them */
 	}
-	pthread_mutex_unlock(&zm_tc_lock);
+	pthread_mutex_unlock(&zmi_tc_lock);
 }
 
-size_t zm_tcache_total(struct zm_pages *p)
+size_t zmi_tcache_total(struct zm_pages *p)
 {
 	size_t n = 0;
 
-	pthread_mutex_lock(&zm_tc_lock);
-	for (struct zm_tcache *tc = p->caches; tc; tc = tc->rnext)
+	pthread_mutex_lock(&zmi_tc_lock);
+	for (struct zmi_tcache *tc = p->caches; tc; tc = tc->rnext)
 		n += __atomic_load_n(&tc->count, __ATOMIC_RELAXED) +
 		     __atomic_load_n(&tc->nahead, __ATOMIC_RELAXED) + tc_run_left(tc);
-	pthread_mutex_unlock(&zm_tc_lock);
+	pthread_mutex_unlock(&zmi_tc_lock);
 	return n;
 }
 
 /* Is pfn a page in state cached?  Else say so, naming where it was held. */
 static int check_cached(struct zm_pages *p, zm_pfn_t pfn, const char *where)
 {
-	if (pfn < p->npages && zm_pg_of(p, pfn)->state == PG_CACHED)
+	if (pfn < p->npages && zmi_pg_of(p, pfn)->state == PG_CACHED)
 		return 0;
-	zm_log("check: %s pfn %u is not in state cached", where, pfn);
+	zmi_log_error("check: %s pfn %u is not in state cached", where, pfn);
 	return 1;
 }
 
@@ -663,18 +663,18 @@ static unsigned check_count(unsigned n, unsigned max, const char *what, int *bad
 {
 	if (n <= max)
 		return n;
-	zm_log("check: thread cache holds %u %s, more than %u", n, what, max);
+	zmi_log_error("check: thread cache holds %u %s, more than %u", n, what, max);
 	*bad = 1;
 	return max;
 }
 
-int zm_tcache_check(struct zm_pages *p, size_t *ncached)
+int zmi_tcache_check(struct zm_pages *p, size_t *ncached)
 {
 	int bad = 0;
 
 	*ncached = 0;
-	pthread_mutex_lock(&zm_tc_lock);
-	for (struct zm_tcache *tc = p->caches; tc; tc = tc->rnext) {
+	pthread_mutex_lock(&zmi_tc_lock);
+	for (struct zmi_tcache *tc = p->caches; tc; tc = tc->rnext) {
 		unsigned n = check_count(__atomic_load_n(&tc->count, __ATOMIC_RELAXED), tc->cap,
 					 "cached pages", &bad);
 
@@ -690,6 +690,6 @@ int zm_tcache_check(struct zm_pages *p, size_t *ncached)
 			bad |= check_cached(p, pfn, "run-block");
 		*ncached += tc->run_end - tc->run_next;
 	}
-	pthread_mutex_unlock(&zm_tc_lock);
+	pthread_mutex_unlock(&zmi_tc_lock);
 	return bad ? -EUCLEAN : 0;
 }

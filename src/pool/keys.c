@@ -18,12 +18,12 @@
 
 #include "pool/pool_internal.h"
 
-int zm_pool_keys_init(struct zm_pool *pool, const struct zm_pool_config *cfg)
+int zmi_pool_keys_init(struct zm_pool *pool, const struct zm_pool_config *cfg)
 {
 	if (!cfg->words)
 		return cfg->nwords ? -EINVAL : 0;
 	if (!cfg->nwords || cfg->nwords > ZM_POOL_MAX_KEYS) {
-		zm_bad_input("zm_pool_create: %llu owner words is not 1..2^31",
+		zmi_bad_input("zm_pool_create: %llu owner words is not 1..2^31",
 			     (unsigned long long)cfg->nwords);
 		return -EINVAL;
 	}
@@ -31,28 +31,28 @@ int zm_pool_keys_init(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	pool->nwords = cfg->nwords;
 	if (pool->ops->bind)
 		return 0;
-	if (zm_lazy_init(&pool->key_arr, cfg->nwords, sizeof(zm_handle_t)))
+	if (zmi_lazy_init(&pool->key_arr, cfg->nwords, sizeof(zm_handle_t)))
 		return -ENOMEM;
 	pool->keys = pool->key_arr.base;
 	return 0;
 }
 
-void zm_pool_keys_fini(struct zm_pool *pool)
+void zmi_pool_keys_fini(struct zm_pool *pool)
 {
-	zm_lazy_fini(&pool->key_arr);
+	zmi_lazy_fini(&pool->key_arr);
 	pool->keys = NULL;
 }
 
-uint64_t zm_pool_keys_meta(const struct zm_pool *pool)
+uint64_t zmi_pool_keys_meta(const struct zm_pool *pool)
 {
-	return pool->keys ? zm_lazy_bytes(&pool->key_arr) : 0;
+	return pool->keys ? zmi_lazy_bytes(&pool->key_arr) : 0;
 }
 
 static bool key_ok(struct zm_pool *pool, uint64_t key, const char *fn)
 {
-	if (zm_likely(pool->words && key < pool->nwords))
+	if (zmi_likely(pool->words && key < pool->nwords))
 		return true;
-	zm_bad_input("%s: key %llu without owner words or beyond them (%llu)", fn,
+	zmi_bad_input("%s: key %llu without owner words or beyond them (%llu)", fn,
 		     (unsigned long long)key, (unsigned long long)pool->nwords);
 	return false;
 }
@@ -61,19 +61,19 @@ int zm_pool_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key)
 {
 	uint64_t *w;
 
-	if (zm_unlikely(!key_ok(pool, key, "zm_pool_bind") || !h))
+	if (zmi_unlikely(!key_ok(pool, key, "zm_pool_bind") || !h))
 		return -EINVAL;
 	if (pool->ops->bind)
 		return pool->ops->bind(pool, h, key);
 	w = &pool->words[key];
-	if (zm_unlikely(!zm_pool_obj_size(pool, h)))
+	if (zmi_unlikely(!zm_pool_obj_size(pool, h)))
 		return -EINVAL;     /* a bad handle, for backends that can tell */
-	if (zm_unlikely(__atomic_load_n(w, __ATOMIC_ACQUIRE) & 1)) {
-		zm_bad_input("zm_pool_bind: key %llu holds an object already",
+	if (zmi_unlikely(__atomic_load_n(w, __ATOMIC_ACQUIRE) & 1)) {
+		zmi_bad_input("zm_pool_bind: key %llu holds an object already",
 			     (unsigned long long)key);
 		return -EINVAL;
 	}
-	zm_lazy_mark(&pool->key_arr, key);
+	zmi_lazy_mark(&pool->key_arr, key);
 	pool->keys[key] = h;
 	__atomic_fetch_or(w, 1, __ATOMIC_RELEASE);
 	return 0;
@@ -81,7 +81,7 @@ int zm_pool_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key)
 
 zm_handle_t zm_pool_key_handle(struct zm_pool *pool, uint64_t key)
 {
-	if (zm_unlikely(!pool->words || key >= pool->nwords))
+	if (zmi_unlikely(!pool->words || key >= pool->nwords))
 		return 0;
 	if (pool->ops->key_handle)
 		return pool->ops->key_handle(pool, key);
@@ -92,17 +92,17 @@ int zm_pool_free_key(struct zm_pool *pool, uint64_t key)
 {
 	zm_handle_t h;
 
-	if (zm_unlikely(!key_ok(pool, key, "zm_pool_free_key")))
+	if (zmi_unlikely(!key_ok(pool, key, "zm_pool_free_key")))
 		return -EINVAL;
 	if (pool->ops->free_key)
 		return pool->ops->free_key(pool, key);
 	h = zm_pool_key_handle(pool, key);
-	if (zm_unlikely(!h)) {
-		zm_bad_input("zm_pool_free_key: key %llu holds nothing",
+	if (zmi_unlikely(!h)) {
+		zmi_bad_input("zm_pool_free_key: key %llu holds nothing",
 			     (unsigned long long)key);
 		return -EINVAL;
 	}
 	pool->keys[key] = 0;
 	__atomic_fetch_and(&pool->words[key], ~1ull, __ATOMIC_RELEASE);
-	return zm_free(pool, h);
+	return zm_pool_free(pool, h);
 }

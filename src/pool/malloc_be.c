@@ -52,7 +52,7 @@ static __thread unsigned mb_allocs;
 
 static inline struct mb_shard *my_shard(struct mb_pool *m)
 {
-	return &m->shard[zm_thread_number() % MB_SHARDS];
+	return &m->shard[zmi_thread_number() % MB_SHARDS];
 }
 
 static int64_t sum(struct mb_pool *m, size_t off)
@@ -70,8 +70,8 @@ static struct mb_hdr *lookup(zm_handle_t h, const char *op)
 {
 	struct mb_hdr *hd = (struct mb_hdr *)(uintptr_t)h;
 
-	if (zm_unlikely(!h || (h & 7) || hd[-1].magic != MB_MAGIC)) {
-		zm_bad_input("malloc pool: %s of bad handle %#llx", op, (unsigned long long)h);
+	if (zmi_unlikely(!h || (h & 7) || hd[-1].magic != MB_MAGIC)) {
+		zmi_bad_input("malloc pool: %s of bad handle %#llx", op, (unsigned long long)h);
 		return NULL;
 	}
 	return hd - 1;
@@ -112,7 +112,7 @@ static zm_handle_t mb_malloc(struct zm_pool *pool, size_t size)
 	__atomic_fetch_add(&sh->slot_bytes, (int64_t)(usable - sizeof(*hd)), __ATOMIC_RELAXED);
 	__atomic_fetch_add(&sh->chunk_bytes, (int64_t)(usable + GLIBC_CHUNK_HDR),
 			   __ATOMIC_RELAXED);
-	if (zm_unlikely(++mb_allocs % MB_PEAK_EVERY == 0)) {
+	if (zmi_unlikely(++mb_allocs % MB_PEAK_EVERY == 0)) {
 		uint64_t bytes = (uint64_t)sum(m, offsetof(struct mb_shard, chunk_bytes));
 		uint64_t peak = __atomic_load_n(&m->peak_bytes, __ATOMIC_RELAXED);
 
@@ -149,12 +149,12 @@ static void *mb_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 		errno = EINVAL;
 		return NULL;
 	}
-	return zm_map_in_place(pool, h, (void *)(uintptr_t)h);
+	return zmi_map_in_place(pool, h, (void *)(uintptr_t)h);
 }
 
 static void mb_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	zm_unmap_slot(pool, h);
+	zmi_unmap_slot(pool, h);
 }
 
 static int mb_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)
@@ -204,7 +204,7 @@ static void mb_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	st->malloc_fail = __atomic_load_n(&m->fail, __ATOMIC_RELAXED);
 }
 
-const struct zm_pool_ops zm_malloc_ops = {
+const struct zmi_pool_ops zmi_malloc_ops = {
 	.name = "malloc",
 	.uses_pages = false,
 	.create = mb_create,

@@ -8,12 +8,12 @@
 
 #include "pool/pool_internal.h"
 
-static const struct zm_pool_ops *const backends[] = {
-	&zm_zsmalloc_ops,
-	&zm_malloc_ops,
-	&zm_xvmalloc_ops,
-	&zm_xcfmalloc_ops,
-	&zm_zbud_ops,
+static const struct zmi_pool_ops *const backends[] = {
+	&zmi_zsmalloc_ops,
+	&zmi_malloc_ops,
+	&zmi_xvmalloc_ops,
+	&zmi_xcfmalloc_ops,
+	&zmi_zbud_ops,
 };
 #define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
 
@@ -29,7 +29,7 @@ const char *const *zm_pool_backends(void)
 int zm_pool_create(const struct zm_pool_config *cfg, struct zm_pool **out)
 {
 	struct zm_pool_config c = { 0 };
-	const struct zm_pool_ops *ops = NULL;
+	const struct zmi_pool_ops *ops = NULL;
 	struct zm_pool *pool;
 	int rc;
 
@@ -44,7 +44,7 @@ int zm_pool_create(const struct zm_pool_config *cfg, struct zm_pool **out)
 		if (!strcmp(c.allocator, backends[i]->name))
 			ops = backends[i];
 	if (!ops) {
-		zm_bad_input("zm_pool_create: unknown allocator '%s'", c.allocator);
+		zmi_bad_input("zm_pool_create: unknown allocator '%s'", c.allocator);
 		return -EINVAL;
 	}
 	pool = calloc(1, sizeof(*pool));
@@ -70,11 +70,11 @@ int zm_pool_create(const struct zm_pool_config *cfg, struct zm_pool **out)
 	}
 	pool->page_size = pool->pages ? zm_pages_page_size(pool->pages)
 				      : (c.page_size ? c.page_size : 4096);
-	rc = zm_pool_keys_init(pool, &c);
+	rc = zmi_pool_keys_init(pool, &c);
 	if (!rc) {
 		rc = ops->create(pool, &c);
 		if (rc)
-			zm_pool_keys_fini(pool);
+			zmi_pool_keys_fini(pool);
 	}
 	if (rc) {
 		if (pool->own_pages)
@@ -95,26 +95,26 @@ void zm_pool_destroy(struct zm_pool *pool)
 	/* one message for every backend: objects still live are leaked */
 	pool->ops->stats(pool, &st);
 	if (st.objects)
-		zm_log("%s pool: destroyed with %llu live object(s), leaked",
+		zmi_log("%s pool: destroyed with %llu live object(s), released with it",
 		       pool->ops->name, (unsigned long long)st.objects);
 	pool->ops->destroy(pool);
-	zm_pool_keys_fini(pool);
+	zmi_pool_keys_fini(pool);
 	if (pool->own_pages)
 		zm_pages_destroy(pool->pages);
 	free(pool);
 }
 
-zm_handle_t zm_malloc(struct zm_pool *pool, size_t size)
+zm_handle_t zm_pool_alloc(struct zm_pool *pool, size_t size)
 {
-	if (zm_unlikely(size == 0 || size > pool->page_size)) {
-		zm_bad_input("zm_malloc: size %zu is not 1..%zu", size, pool->page_size);
+	if (zmi_unlikely(size == 0 || size > pool->page_size)) {
+		zmi_bad_input("zm_pool_alloc: size %zu is not 1..%zu", size, pool->page_size);
 		errno = EINVAL;
 		return 0;
 	}
 	return pool->ops->malloc(pool, size);
 }
 
-int zm_free(struct zm_pool *pool, zm_handle_t h)
+int zm_pool_free(struct zm_pool *pool, zm_handle_t h)
 {
 	return pool->ops->free(pool, h);
 }
@@ -131,7 +131,7 @@ int zm_pool_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)
 
 void *zm_pool_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 {
-	if (zm_unlikely(mode < ZM_MAP_RO || mode > ZM_MAP_RW)) {
+	if (zmi_unlikely(mode < ZM_MAP_RO || mode > ZM_MAP_RW)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -177,7 +177,7 @@ void zm_pool_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	st->allocator = pool->ops->name;
 	st->page_size = pool->page_size;
 	pool->ops->stats(pool, st);
-	st->meta_bytes += zm_pool_keys_meta(pool);
+	st->meta_bytes += zmi_pool_keys_meta(pool);
 }
 
 unsigned zm_pool_nr_classes(struct zm_pool *pool)

@@ -73,7 +73,7 @@ struct xcf_desc {
 #define XCF_GEN_MASK 0x7FFFFFFFu
 
 struct xcf_pool {
-	zm_lock_t lock;
+	zmi_lock_t lock;
 	/* immutable after create */
 	struct zm_pages *pages;
 	char *base;               /* address of pfn 0 */

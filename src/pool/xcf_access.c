@@ -28,16 +28,16 @@ struct xcf_desc *xcf_lookup(struct xcf_pool *x, zm_handle_t h, const char *op)
 	uint64_t idx = h >> 32;
 	struct xcf_desc *d;
 
-	if (zm_unlikely(!(h & 1) || idx == 0 || idx >= x->top))
+	if (zmi_unlikely(!(h & 1) || idx == 0 || idx >= x->top))
 		goto bad;
 	d = xcf_desc(x, (uint32_t)idx);
-	if (zm_unlikely((d->off_flags & (XCF_USED | XCF_HEAD)) != (XCF_USED | XCF_HEAD) ||
+	if (zmi_unlikely((d->off_flags & (XCF_USED | XCF_HEAD)) != (XCF_USED | XCF_HEAD) ||
 			d->gen != ((h >> 1) & XCF_GEN_MASK)))
 		goto bad;
 	ZM_ASSERT(xcf_hdr(x, d)->desc == idx && xcf_hdr(x, d)->sentinel == XCF_SENTINEL);
 	return d;
 bad:
-	zm_bad_input("xcfmalloc: %s of bad handle %#llx (stale, foreign or freed)", op,
+	zmi_bad_input("xcfmalloc: %s of bad handle %#llx (stale, foreign or freed)", op,
 		     (unsigned long long)h);
 	return NULL;
 }
@@ -50,10 +50,10 @@ static int segs(struct zm_pool *pool, zm_handle_t h, const char *op, char *seg[2
 	struct xcf_desc *d;
 	int n = 1;
 
-	zm_lock(&x->lock);
+	zmi_lock(&x->lock);
 	d = xcf_lookup(x, h, op);
-	if (zm_unlikely(!d)) {
-		zm_unlock(&x->lock);
+	if (zmi_unlikely(!d)) {
+		zmi_unlock(&x->lock);
 		return 0;
 	}
 	seg[0] = xcf_addr(x, d->pfn, xcf_off(d)) + XCF_HDR;
@@ -68,32 +68,32 @@ static int segs(struct zm_pool *pool, zm_handle_t h, const char *op, char *seg[2
 			len[1] = x->page_size - len[0];
 		n = 2;
 	}
-	zm_unlock(&x->lock);
+	zmi_unlock(&x->lock);
 	return n;
 }
 
 void *xcf_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 {
-	struct zm_map_slot *s;
+	struct zmi_map_slot *s;
 	char *seg[2], *buf;
 	size_t len[2];
 	int n = segs(pool, h, "map", seg, len);
 
-	if (zm_unlikely(!n)) {
+	if (zmi_unlikely(!n)) {
 		errno = EINVAL;
 		return NULL;
 	}
 	if (n == 1)
-		return zm_map_in_place(pool, h, seg[0]);
-	s = zm_map_push(pool->page_size, &buf);
-	if (zm_unlikely(!s))
+		return zmi_map_in_place(pool, h, seg[0]);
+	s = zmi_map_push(pool->page_size, &buf);
+	if (zmi_unlikely(!s))
 		return NULL;
-	return zm_map_copy_in(s, pool, h, mode, buf, seg, len);
+	return zmi_map_copy_in(s, pool, h, mode, buf, seg, len);
 }
 
 void xcf_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	zm_unmap_slot(pool, h);
+	zmi_unmap_slot(pool, h);
 }
 
 /* Copy between buf and the object: into the object if `in`. */
@@ -104,7 +104,7 @@ static int copy(struct zm_pool *pool, zm_handle_t h, char *buf, size_t len, bool
 	size_t l[2], first;
 	int n = segs(pool, h, op, seg, l);
 
-	if (zm_unlikely(!n || len > l[0] + l[1]))
+	if (zmi_unlikely(!n || len > l[0] + l[1]))
 		return -EINVAL;
 	first = len < l[0] ? len : l[0];
 	if (in)
@@ -146,7 +146,7 @@ int xcf_piece(struct zm_pool *pool, zm_handle_t h, unsigned piece, uint32_t *pfn
 	uint32_t i;
 	int rc = -EINVAL;
 
-	zm_lock(&x->lock);
+	zmi_lock(&x->lock);
 	d = xcf_lookup(x, h, "piece");
 	if (d && piece <= 1) {
 		i = piece ? d->next : (uint32_t)(h >> 32);
@@ -159,6 +159,6 @@ int xcf_piece(struct zm_pool *pool, zm_handle_t h, unsigned piece, uint32_t *pfn
 			rc = 0;
 		}
 	}
-	zm_unlock(&x->lock);
+	zmi_unlock(&x->lock);
 	return rc;
 }

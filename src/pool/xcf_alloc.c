@@ -28,7 +28,7 @@ static int xcf_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 
 	if (!x)
 		return -ENOMEM;
-	zm_lock_init(&x->lock);
+	zmi_lock_init(&x->lock);
 	x->pages = pool->pages;
 	x->page_size = pool->page_size;
 	x->base = zm_pages_addr(pool->pages, 0);
@@ -46,14 +46,14 @@ static void xcf_destroy(struct zm_pool *pool)
 	struct xcf_pool *x = xcf_of(pool);
 
 	xcf_blocks_fini(x);
-	zm_lock_destroy(&x->lock);
+	zmi_lock_destroy(&x->lock);
 	free(x);
 }
 
 static zm_handle_t fail(struct xcf_pool *x)
 {
 	x->malloc_fail++;
-	zm_unlock(&x->lock);
+	zmi_unlock(&x->lock);
 	errno = ENOMEM;
 	return 0;
 }
@@ -65,11 +65,11 @@ static zm_handle_t xcf_malloc(struct zm_pool *pool, size_t size)
 	struct xcf_desc *d;
 	uint32_t a, b = 0;
 
-	zm_lock(&x->lock);
-	if (zm_unlikely(x->nunused + (x->cap - x->top) < XCF_DESC_PER_MALLOC))
+	zmi_lock(&x->lock);
+	if (zmi_unlikely(x->nunused + (x->cap - x->top) < XCF_DESC_PER_MALLOC))
 		return fail(x);
 	a = xcf_pick(x, need, false);
-	if (zm_unlikely(!a))
+	if (zmi_unlikely(!a))
 		return fail(x);
 	d = xcf_desc(x, a);
 	if (d->nblk >= need) {
@@ -79,7 +79,7 @@ static zm_handle_t xcf_malloc(struct zm_pool *pool, size_t size)
 
 		xcf_use(x, a);
 		b = xcf_pick(x, xcf_blocks_for(rest), true);
-		if (zm_unlikely(!b)) {
+		if (zmi_unlikely(!b)) {
 			xcf_free_block(x, a);
 			xcf_trim(x);
 			return fail(x);
@@ -93,7 +93,7 @@ static zm_handle_t xcf_malloc(struct zm_pool *pool, size_t size)
 	d->next = b;
 	x->objects++;
 	x->slot_bytes += (uint64_t)d->nblk << XCF_BLOCK_SHIFT;
-	zm_unlock(&x->lock);
+	zmi_unlock(&x->lock);
 	return xcf_handle(a, d->gen);
 }
 
@@ -103,10 +103,10 @@ static int xcf_free(struct zm_pool *pool, zm_handle_t h)
 	struct xcf_desc *d;
 	uint32_t a, b;
 
-	zm_lock(&x->lock);
+	zmi_lock(&x->lock);
 	d = xcf_lookup(x, h, "free");
 	if (!d) {
-		zm_unlock(&x->lock);
+		zmi_unlock(&x->lock);
 		return -EINVAL;
 	}
 	a = (uint32_t)(h >> 32);
@@ -122,7 +122,7 @@ static int xcf_free(struct zm_pool *pool, zm_handle_t h)
 		xcf_free_block(x, b);
 	}
 	xcf_trim(x);
-	zm_unlock(&x->lock);
+	zmi_unlock(&x->lock);
 	return 0;
 }
 
@@ -133,7 +133,7 @@ static int xcf_set_compaction(struct zm_pool *pool, enum zm_compact_policy polic
 	return policy == ZM_COMPACT_OFF || policy == ZM_COMPACT_DEFAULT ? 0 : -EOPNOTSUPP;
 }
 
-const struct zm_pool_ops zm_xcfmalloc_ops = {
+const struct zmi_pool_ops zmi_xcfmalloc_ops = {
 	.name = "xcfmalloc",
 	.uses_pages = true,
 	.create = xcf_create,

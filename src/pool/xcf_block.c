@@ -44,7 +44,7 @@ int xcf_blocks_init(struct xcf_pool *x)
 	want = (uint64_t)ps.total_pages * x->maxblk + 1;
 	x->cap = want < XCF_MAX_DESC ? (uint32_t)want : XCF_MAX_DESC;
 	bytes = (size_t)x->cap * sizeof(struct xcf_desc);
-	x->desc = zm_os_reserve(bytes, zm_os_page_size());
+	x->desc = zmi_os_reserve(bytes, zmi_os_page_size());
 	if (!x->desc) {
 		free(mem);
 		return -ENOMEM;
@@ -61,7 +61,7 @@ void xcf_blocks_fini(struct xcf_pool *x)
 		if ((d->off_flags & (XCF_FREE | XCF_USED)) && xcf_off(d) == 0)
 			zm_pages_free(x->pages, d->pfn);
 	}
-	zm_os_release(x->desc, (size_t)x->cap * sizeof(struct xcf_desc));
+	zmi_os_release(x->desc, (size_t)x->cap * sizeof(struct xcf_desc));
 	free(x->nfree);
 }
 

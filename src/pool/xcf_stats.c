@@ -29,7 +29,7 @@ void xcf_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 {
 	struct xcf_pool *x = xcf_of(pool);
 
-	zm_lock(&x->lock);
+	zmi_lock(&x->lock);
 	st->objects = x->objects;
 	st->slot_bytes = x->slot_bytes;
 	st->pool_pages = x->npages;
@@ -41,7 +41,7 @@ void xcf_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 			 ZM_PAGES_META_BYTES(x->npages) + sizeof(*x) +
 			 x->maxblk * (sizeof(uint32_t) + 2 * sizeof(uint64_t)) +
 			 x->nwords * sizeof(uint64_t);
-	zm_unlock(&x->lock);
+	zmi_unlock(&x->lock);
 }
 
 unsigned xcf_nr_classes(struct zm_pool *pool)
@@ -54,7 +54,7 @@ int xcf_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_sta
 	struct xcf_pool *x = xcf_of(pool);
 	uint64_t blocks;
 
-	zm_lock(&x->lock);
+	zmi_lock(&x->lock);
 	cs->size = (idx + 1) << XCF_BLOCK_SHIFT;
 	cs->pages_per_zspage = 1;
 	cs->objs_per_zspage = x->maxblk / (idx + 1);
@@ -63,7 +63,7 @@ int xcf_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_sta
 	blocks = cs->obj_allocated * (idx + 1);
 	cs->pages_used = (blocks + x->maxblk - 1) / x->maxblk;
 	cs->freeable = idx == x->maxblk - 1 ? x->nfree[idx] : 0;
-	zm_unlock(&x->lock);
+	zmi_unlock(&x->lock);
 	return 0;
 }
 
@@ -233,16 +233,16 @@ int xcf_check(struct zm_pool *pool)
 	uint8_t *mark;
 	int bad = 0, rc;
 
-	zm_lock(&x->lock);
+	zmi_lock(&x->lock);
 	mark = calloc(x->top, 1);
 	if (!mark) {
-		zm_unlock(&x->lock);
+		zmi_unlock(&x->lock);
 		return -ENOMEM;
 	}
 	rc = check_descs(x, mark, &live);
 	if (rc < 0) {
 		free(mark);
-		zm_unlock(&x->lock);
+		zmi_unlock(&x->lock);
 		return rc;
 	}
 	bad |= rc;
@@ -263,6 +263,6 @@ int xcf_check(struct zm_pool *pool)
 	bad |= check_lists(x, live);
 	bad |= check_unused(x, live);
 	free(mark);
-	zm_unlock(&x->lock);
+	zmi_unlock(&x->lock);
 	return bad ? -EUCLEAN : 0;
 }

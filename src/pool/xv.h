@@ -108,7 +108,7 @@ struct xv_lists {
 #define XV_NO_PFN       UINT32_MAX
 
 struct xv_pool {
-	zm_lock_t lock;
+	zmi_lock_t lock;
 	struct zm_pages *pages;      /* immutable */
 	char *base;                  /* immutable: address of pfn 0 */
 	uint32_t page_size;          /* immutable */

@@ -54,27 +54,27 @@ struct zm_page_meta *xv_lookup(struct zm_pool *pool, zm_handle_t h, const char *
 	unsigned off = xv_handle_off(h);
 	struct zm_page_meta *m;
 
-	if (zm_unlikely(!tag))
+	if (zmi_unlikely(!tag))
 		goto bad;
 	m = zm_pages_meta(xp->pages, pfn);
-	if (zm_unlikely(!m || m->owner != pool))
+	if (zmi_unlikely(!m || m->owner != pool))
 		goto bad;
 	if (off == 0) {
-		if (zm_unlikely((m->priv[0] & 3) != XV_PAGE_RAW ||
+		if (zmi_unlikely((m->priv[0] & 3) != XV_PAGE_RAW ||
 				((m->priv[0] >> 8) & XV_TAG_MASK) != tag))
 			goto bad;
 		*raw = true;
 		*loc = xv_loc(pfn, 0);
 		return m;
 	}
-	if (zm_unlikely((m->priv[0] & 3) != XV_PAGE_BLOCKS || off >= xp->page_size ||
+	if (zmi_unlikely((m->priv[0] & 3) != XV_PAGE_BLOCKS || off >= xp->page_size ||
 			!block_ok(xp, xv_page(xp, pfn), off - XV_HDR, tag)))
 		goto bad;
 	*raw = false;
 	*loc = xv_loc(pfn, off - XV_HDR);
 	return m;
 bad:
-	zm_bad_input("xvmalloc: %s of bad handle %#llx (stale, foreign or freed)", op,
+	zmi_bad_input("xvmalloc: %s of bad handle %#llx (stale, foreign or freed)", op,
 		     (unsigned long long)h);
 	return NULL;
 }
@@ -87,7 +87,7 @@ static char *payload(struct zm_pool *pool, zm_handle_t h, const char *op, size_t
 	uint64_t loc;
 	bool raw;
 
-	zm_lock(&xp->lock);
+	zmi_lock(&xp->lock);
 	if (xv_lookup(pool, h, op, &loc, &raw)) {
 		if (raw) {
 			p = xv_page(xp, xv_loc_pfn(loc));
@@ -99,7 +99,7 @@ static char *payload(struct zm_pool *pool, zm_handle_t h, const char *op, size_t
 			*size = hd->size;
 		}
 	}
-	zm_unlock(&xp->lock);
+	zmi_unlock(&xp->lock);
 	return p;
 }
 
@@ -112,12 +112,12 @@ void *xv_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 		errno = EINVAL;
 		return NULL;
 	}
-	return zm_map_in_place(pool, h, p);
+	return zmi_map_in_place(pool, h, p);
 }
 
 void xv_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	zm_unmap_slot(pool, h);
+	zmi_unmap_slot(pool, h);
 }
 
 int xv_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)

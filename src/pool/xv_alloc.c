@@ -183,7 +183,7 @@ static zm_handle_t xv_malloc(struct zm_pool *pool, size_t size)
 	zm_handle_t h = 0;
 	uint64_t loc;
 
-	zm_lock(&xp->lock);
+	zmi_lock(&xp->lock);
 	if (size > xp->page_size - XV_HDR) {
 		h = malloc_raw(pool, size);
 		goto out;
@@ -202,7 +202,7 @@ static zm_handle_t xv_malloc(struct zm_pool *pool, size_t size)
 out:
 	if (!h)
 		xp->malloc_fail++;
-	zm_unlock(&xp->lock);
+	zmi_unlock(&xp->lock);
 	if (!h)
 		errno = ENOMEM;
 	return h;
@@ -266,7 +266,7 @@ static int xv_free(struct zm_pool *pool, zm_handle_t h)
 	bool raw;
 	int rc = 0;
 
-	zm_lock(&xp->lock);
+	zmi_lock(&xp->lock);
 	if (!xv_lookup(pool, h, "free", &loc, &raw)) {
 		rc = -EINVAL;
 	} else if (raw) {
@@ -277,7 +277,7 @@ static int xv_free(struct zm_pool *pool, zm_handle_t h)
 	} else {
 		release(xp, loc);
 	}
-	zm_unlock(&xp->lock);
+	zmi_unlock(&xp->lock);
 	return rc;
 }
 
@@ -288,13 +288,13 @@ static int xv_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	struct xv_pool *xp;
 
 	if (pool->page_size - XV_HDR > UINT16_MAX || pool->page_size < 4096) {
-		zm_bad_input("xvmalloc: page size %zu is not 4096..65536", pool->page_size);
+		zmi_bad_input("xvmalloc: page size %zu is not 4096..65536", pool->page_size);
 		return -EINVAL;
 	}
 	xp = calloc(1, sizeof(*xp));
 	if (!xp)
 		return -ENOMEM;
-	zm_lock_init(&xp->lock);
+	zmi_lock_init(&xp->lock);
 	xp->pages = pool->pages;
 	xp->base = zm_pages_addr(pool->pages, 0);
 	xp->page_size = (uint32_t)pool->page_size;
@@ -312,7 +312,7 @@ static void xv_destroy(struct zm_pool *pool)
 
 	while (xp->first_page != XV_NO_PFN)
 		page_put(xp, xp->first_page);
-	zm_lock_destroy(&xp->lock);
+	zmi_lock_destroy(&xp->lock);
 	free(xp);
 }
 
@@ -322,7 +322,7 @@ static int xv_set_compaction(struct zm_pool *pool, enum zm_compact_policy policy
 	return policy == ZM_COMPACT_OFF || policy == ZM_COMPACT_DEFAULT ? 0 : -EOPNOTSUPP;
 }
 
-const struct zm_pool_ops zm_xvmalloc_ops = {
+const struct zmi_pool_ops zmi_xvmalloc_ops = {
 	.name = "xvmalloc",
 	.uses_pages = true,
 	.create = xv_create,

@@ -23,7 +23,7 @@ void xv_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 {
 	struct xv_pool *xp = xv_of(pool);
 
-	zm_lock(&xp->lock);
+	zmi_lock(&xp->lock);
 	st->objects = xp->objects;
 	st->slot_bytes = xp->slot_bytes;
 	st->pool_pages = xp->pages_held;
@@ -33,7 +33,7 @@ void xv_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	st->pages_max = xp->pages_max;
 	st->huge_objects = xp->raw_pages;
 	st->malloc_fail = xp->malloc_fail;
-	zm_unlock(&xp->lock);
+	zmi_unlock(&xp->lock);
 }
 
 
@@ -210,8 +210,8 @@ int xv_check(struct zm_pool *pool)
 	struct xv_pool *xp = xv_of(pool);
 	int rc;
 
-	zm_lock(&xp->lock);
+	zmi_lock(&xp->lock);
 	rc = check_locked(pool);
-	zm_unlock(&xp->lock);
+	zmi_unlock(&xp->lock);
 	return rc;
 }

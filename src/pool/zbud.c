@@ -79,7 +79,7 @@ _Static_assert(sizeof(struct zbud_rec) <= sizeof(((struct zm_page_meta *)0)->pri
 _Static_assert(ZBUD_CHUNK_ORDER >= 1 && ZBUD_CHUNK_ORDER <= 8, "1..8");
 
 struct zbud_pool {
-	zm_lock_t lock;
+	zmi_lock_t lock;
 	struct zm_pages *pages;           /* immutable */
 	char *base;                       /* immutable: address of pfn 0 */
 	size_t page_size;                 /* immutable */
@@ -182,18 +182,18 @@ static bool lookup(struct zbud_pool *zb, zm_handle_t h, struct zbud_obj *o, cons
 
 	o->pfn = (zm_pfn_t)(h >> 32);
 	o->side = (unsigned)(h & 1);
-	if (zm_unlikely(((h >> 24) & 0xff) != ZBUD_TAG))
+	if (zmi_unlikely(((h >> 24) & 0xff) != ZBUD_TAG))
 		goto bad;
 	m = zm_pages_meta(zb->pages, o->pfn);
-	if (zm_unlikely(!m || m->owner != zb))
+	if (zmi_unlikely(!m || m->owner != zb))
 		goto bad;
 	o->r = rec_of(m);
 	b = o->r->bud[o->side];
-	if (zm_unlikely(!bud_chunks(b) || bud_gen(b) != ((h >> 1) & ZBUD_GEN_MASK)))
+	if (zmi_unlikely(!bud_chunks(b) || bud_gen(b) != ((h >> 1) & ZBUD_GEN_MASK)))
 		goto bad;
 	return true;
 bad:
-	zm_bad_input("zbud pool: %s of bad handle %#llx", op, (unsigned long long)h);
+	zmi_bad_input("zbud pool: %s of bad handle %#llx", op, (unsigned long long)h);
 	return false;
 }
 
@@ -217,7 +217,7 @@ static int zb_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 
 	if (!zb)
 		return -ENOMEM;
-	zm_lock_init(&zb->lock);
+	zmi_lock_init(&zb->lock);
 	zb->pages = pool->pages;
 	zb->base = zm_pages_addr(pool->pages, 0);
 	zb->page_size = pool->page_size;
@@ -245,7 +245,7 @@ static void zb_destroy(struct zm_pool *pool)
 			pfn = next;
 		}
 	}
-	zm_lock_destroy(&zb->lock);
+	zmi_lock_destroy(&zb->lock);
 	free(zb);
 }
 
@@ -260,7 +260,7 @@ static zm_handle_t zb_malloc(struct zm_pool *pool, size_t size)
 	unsigned k, side;
 	uint32_t gen;
 
-	zm_lock(&zb->lock);
+	zmi_lock(&zb->lock);
 	k = c < ZBUD_NCHUNKS ? find_fit(zb, c) : 0;
 	if (k) {
 		pfn = zb->head[k];
@@ -272,14 +272,14 @@ static zm_handle_t zb_malloc(struct zm_pool *pool, size_t size)
 
 		/* a new page, taken without the lock; a half-used page that
 		 * appears meanwhile is simply not used this time */
-		zm_unlock(&zb->lock);
+		zmi_unlock(&zb->lock);
 		if (zm_pages_alloc(zb->pages, &pfn)) {
 			__atomic_fetch_add(&zb->fail, 1, __ATOMIC_RELAXED);
 			errno = ENOMEM;
 			return 0;
 		}
 		m = zm_pages_meta(zb->pages, pfn);
-		zm_lock(&zb->lock);
+		zmi_lock(&zb->lock);
 		/* keep the generations the record holds (ours from the page's
 		 * last time in this pool, or anything): stale handles stay
 		 * stale */
@@ -297,7 +297,7 @@ static zm_handle_t zb_malloc(struct zm_pool *pool, size_t size)
 	zb->objects++;
 	zb->chunks += c;
 	zb->huge += c == ZBUD_NCHUNKS;
-	zm_unlock(&zb->lock);
+	zmi_unlock(&zb->lock);
 	return handle_make(pfn, gen, side);
 }
 
@@ -308,9 +308,9 @@ static int zb_free(struct zm_pool *pool, zm_handle_t h)
 	bool release = false;
 	unsigned c;
 
-	zm_lock(&zb->lock);
+	zmi_lock(&zb->lock);
 	if (!lookup(zb, h, &o, "free")) {
-		zm_unlock(&zb->lock);
+		zmi_unlock(&zb->lock);
 		return -EINVAL;
 	}
 	c = bud_chunks(o.r->bud[o.side]);
@@ -328,7 +328,7 @@ static int zb_free(struct zm_pool *pool, zm_handle_t h)
 	zb->objects--;
 	zb->chunks -= c;
 	zb->huge -= c == ZBUD_NCHUNKS;
-	zm_unlock(&zb->lock);
+	zmi_unlock(&zb->lock);
 	if (release)
 		zm_pages_free(zb->pages, o.pfn);
 	return 0;
@@ -342,12 +342,12 @@ static char *locate(struct zbud_pool *zb, zm_handle_t h, size_t *bytes, const ch
 	struct zbud_obj o;
 	char *p = NULL;
 
-	zm_lock(&zb->lock);
+	zmi_lock(&zb->lock);
 	if (lookup(zb, h, &o, op)) {
 		p = obj_addr(zb, &o);
 		*bytes = obj_bytes(zb, &o);
 	}
-	zm_unlock(&zb->lock);
+	zmi_unlock(&zb->lock);
 	return p;
 }
 
@@ -360,12 +360,12 @@ static void *zb_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 		errno = EINVAL;
 		return NULL;
 	}
-	return zm_map_in_place(pool, h, p);
+	return zmi_map_in_place(pool, h, p);
 }
 
 static void zb_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	zm_unmap_slot(pool, h);
+	zmi_unmap_slot(pool, h);
 }
 
 static int zb_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)
@@ -414,13 +414,13 @@ static void zb_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 {
 	struct zbud_pool *zb = zb_of(pool);
 
-	zm_lock(&zb->lock);
+	zmi_lock(&zb->lock);
 	st->objects = zb->objects;
 	st->slot_bytes = zb->chunks << zb->chunk_shift;
 	st->pool_pages = zb->npages;
 	st->pages_max = zb->pages_max;
 	st->huge_objects = zb->huge;
-	zm_unlock(&zb->lock);
+	zmi_unlock(&zb->lock);
 	st->pool_bytes = st->pool_pages * zb->page_size;
 	st->meta_bytes = ZM_PAGES_META_BYTES(st->pool_pages) +
 			st->pool_pages * sizeof(struct zm_page_meta) +
@@ -452,7 +452,7 @@ static int zb_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_cla
 	cs->size = idx << zb->chunk_shift;
 	cs->pages_per_zspage = 1;
 	cs->objs_per_zspage = 2;
-	zm_lock(&zb->lock);
+	zmi_lock(&zb->lock);
 	for (uint32_t pfn = zb->head[idx]; pfn != ZBUD_NIL; pfn = rec(zb, pfn)->next) {
 		struct zbud_rec *r = rec(zb, pfn);
 		unsigned a = bud_chunks(r->bud[FIRST]), b = bud_chunks(r->bud[LAST]);
@@ -461,7 +461,7 @@ static int zb_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_cla
 		cs->pages_used++;
 		cs->obj_used += (a != 0) + (b != 0);
 	}
-	zm_unlock(&zb->lock);
+	zmi_unlock(&zb->lock);
 	cs->obj_allocated = 2 * cs->pages_used;
 	cs->freeable = 0;
 	return 0;
@@ -469,7 +469,7 @@ static int zb_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_cla
 
 #define BAD(...)                                        \
 	do {                                            \
-		zm_log("zbud check: " __VA_ARGS__);     \
+		zmi_log_error("zbud check: " __VA_ARGS__);     \
 		bad++;                                  \
 	} while (0)
 
@@ -521,7 +521,7 @@ static int zb_check(struct zm_pool *pool)
 	uint64_t tot[4] = { 0 }; /* pages, objects, chunks, huge */
 	unsigned bad = 0;
 
-	zm_lock(&zb->lock);
+	zmi_lock(&zb->lock);
 	for (unsigned k = 0; k < ZBUD_NCHUNKS; k++) {
 		bool set = zb->nonempty[k / 64] >> (k % 64) & 1;
 
@@ -547,11 +547,11 @@ static int zb_check(struct zm_pool *pool)
 	if (zb->npages > zb->pages_max)
 		BAD("%llu pages, above the high-water mark %llu",
 		    (unsigned long long)zb->npages, (unsigned long long)zb->pages_max);
-	zm_unlock(&zb->lock);
+	zmi_unlock(&zb->lock);
 	return bad ? -EUCLEAN : 0;
 }
 
-const struct zm_pool_ops zm_zbud_ops = {
+const struct zmi_pool_ops zmi_zbud_ops = {
 	.name = "zbud",
 	.uses_pages = true,
 	.create = zb_create,

@@ -34,27 +34,27 @@ lookup_at(struct zs_pool *zp, zm_handle_t h, uint32_t ref, bool key, unsigned *o
 		uint64_t v = key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref);
 		struct zspage *zs;
 
-		if (zm_unlikely((v ^ h) & check))
+		if (zmi_unlikely((v ^ h) & check))
 			return NULL;
-		if (zm_unlikely(v & ZS_TAG_HUGE)) {  /* never moves: no hazard */
+		if (zmi_unlikely(v & ZS_TAG_HUGE)) {  /* never moves: no hazard */
 			*obj = 0;
 			return zs_huge_view(zp, v);
 		}
 		zs = zs_by_id(zp, zs_slot_id(v));
-		zm_hazard_set(hz, zs);
-		if (zm_likely((key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref)) == v)) {
+		zmi_hazard_set(hz, zs);
+		if (zmi_likely((key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref)) == v)) {
 			/* the slot still names zs, so zs is alive */
-			if (zm_likely(!__atomic_load_n(&zs->migrating, __ATOMIC_ACQUIRE) &&
+			if (zmi_likely(!__atomic_load_n(&zs->migrating, __ATOMIC_ACQUIRE) &&
 				      (key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref)) == v)) {
 				ZM_ASSERT(zs->magic == ZS_MAGIC);
 				*obj = zs_slot_obj(v);
 				return zs;
 			}
-			zm_hazard_clear(hz);
+			zmi_hazard_clear(hz);
 			sched_yield();
 			continue;
 		}
-		zm_hazard_clear(hz);
+		zmi_hazard_clear(hz);
 	}
 }
 
@@ -62,7 +62,7 @@ lookup_at(struct zs_pool *zp, zm_handle_t h, uint32_t ref, bool key, unsigned *o
 static __attribute__((noinline)) struct zspage *
 lookup_key(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)
 {
-	if (zm_unlikely((h & ZS_TAG_MASK) != 1 ||
+	if (zmi_unlikely((h & ZS_TAG_MASK) != 1 ||
 			(h & ~ZS_H_OWNER) >> ZS_TAG_BITS >= zp->nowner))
 		return NULL;
 	return lookup_at(zp, h, zs_handle_ref(h), true, obj, hz);
@@ -74,14 +74,14 @@ lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)
 	uint64_t idx = h >> ZS_TAG_BITS;
 	struct zspage *zs;
 
-	if (zm_unlikely(h & ZS_H_OWNER))
+	if (zmi_unlikely(h & ZS_H_OWNER))
 		zs = lookup_key(zp, h, obj, hz);
-	else if (zm_unlikely(!(h & 1) || idx == 0 || idx >= ZS_MAX_HANDLES))
+	else if (zmi_unlikely(!(h & 1) || idx == 0 || idx >= ZS_MAX_HANDLES))
 		zs = NULL;
 	else
 		zs = lookup_at(zp, h, (uint32_t)idx, false, obj, hz);
-	if (zm_unlikely(!zs))
-		zm_bad_input("zsmalloc: bad handle %#llx (stale, foreign or freed)",
+	if (zmi_unlikely(!zs))
+		zmi_bad_input("zsmalloc: bad handle %#llx (stale, foreign or freed)",
 			     (unsigned long long)h);
 	return zs;
 }
@@ -94,42 +94,42 @@ struct zspage *zs_lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsig
 void *zs_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 {
 	struct zs_pool *zp = zs_of(pool);
-	unsigned hz = zm_self.nmaps, obj;
-	struct zm_map_slot *s;
+	unsigned hz = zmi_self.nmaps, obj;
+	struct zmi_map_slot *s;
 	struct zspage *zs;
 	char *seg[2], *buf;
 	size_t len[2];
 
-	if (zm_unlikely(hz >= ZM_POOL_MAX_MAPS)) {
+	if (zmi_unlikely(hz >= ZM_POOL_MAX_MAPS)) {
 		errno = EBUSY;
 		return NULL;
 	}
 	zs = lookup(zp, h, &obj, hz);
-	if (zm_unlikely(!zs)) {
+	if (zmi_unlikely(!zs)) {
 		errno = EINVAL;
 		return NULL;
 	}
-	if (zm_likely(zs_obj_segs(zp, zs, obj, seg, len) == 1)) {
+	if (zmi_likely(zs_obj_segs(zp, zs, obj, seg, len) == 1)) {
 		/* in place: no buffer, so the push cannot fail */
-		s = &zm_self.slot[hz];
-		zm_self.nmaps = hz + 1;
+		s = &zmi_self.slot[hz];
+		zmi_self.nmaps = hz + 1;
 		s->handle = h;
 		s->pool = pool;
 		s->copied = false;
 		return seg[0];
 	}
-	s = zm_map_push(zp->page_size, &buf);
-	if (zm_unlikely(!s)) {
-		zm_hazard_clear(hz);
+	s = zmi_map_push(zp->page_size, &buf);
+	if (zmi_unlikely(!s)) {
+		zmi_hazard_clear(hz);
 		return NULL;
 	}
-	return zm_map_copy_in(s, pool, h, mode, buf, seg, len);
+	return zmi_map_copy_in(s, pool, h, mode, buf, seg, len);
 }
 
 void zs_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	if (zm_unmap_slot(pool, h))
-		zm_hazard_clear(zm_self.nmaps);
+	if (zmi_unmap_slot(pool, h))
+		zmi_hazard_clear(zmi_self.nmaps);
 }
 
 /* Copy between buf and the object: to the object if `in`. */
@@ -143,10 +143,10 @@ static int copy(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len, bool
 	int n;
 
 	zs = lookup(zp, h, &obj, ZM_HAZARD_RW);
-	if (zm_unlikely(!zs))
+	if (zmi_unlikely(!zs))
 		return -EINVAL;
-	if (zm_unlikely(len > zs->size)) {
-		zm_hazard_clear(ZM_HAZARD_RW);
+	if (zmi_unlikely(len > zs->size)) {
+		zmi_hazard_clear(ZM_HAZARD_RW);
 		return -EINVAL;
 	}
 	n = zs_obj_segs(zp, zs, obj, seg, l);
@@ -162,7 +162,7 @@ static int copy(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len, bool
 		else
 			memcpy((char *)buf + l[0], seg[1], len - l[0]);
 	}
-	zm_hazard_clear(ZM_HAZARD_RW);
+	zmi_hazard_clear(ZM_HAZARD_RW);
 	return 0;
 }
 
@@ -187,6 +187,6 @@ size_t zs_obj_size(struct zm_pool *pool, zm_handle_t h)
 	if (!zs)
 		return 0;
 	n = zs->size;
-	zm_hazard_clear(ZM_HAZARD_RW);
+	zmi_hazard_clear(ZM_HAZARD_RW);
 	return n;
 }

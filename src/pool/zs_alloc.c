@@ -38,7 +38,7 @@ unsigned zs_take_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 		zs->free_head = (uint16_t)zs_backref(zs, c)[obj];
 	} else {
 		obj = zs->bump;
-		if (zm_unlikely(zs_populate(zp, c, zs, obj)))
+		if (zmi_unlikely(zs_populate(zp, c, zs, obj)))
 			return ZS_NONE;
 		zs->bump++;
 	}
@@ -91,14 +91,14 @@ static zm_handle_t alloc_in(struct zs_pool *zp, struct zs_class *c, struct zspag
 	uint64_t tag;
 
 	idx = zs_slot_alloc(zp, c);
-	if (zm_unlikely(!idx)) {
-		zm_unlock(&c->lock);
+	if (zmi_unlikely(!idx)) {
+		zmi_unlock(&c->lock);
 		return fail(zp);
 	}
 	obj = zs_take_obj(zp, c, zs);
-	if (zm_unlikely(obj == ZS_NONE)) {
+	if (zmi_unlikely(obj == ZS_NONE)) {
 		zs_slot_free(zp, c, idx);
-		zm_unlock(&c->lock);
+		zmi_unlock(&c->lock);
 		return fail(zp);
 	}
 	zs_backref(zs, c)[obj] = idx;
@@ -106,7 +106,7 @@ static zm_handle_t alloc_in(struct zs_pool *zp, struct zs_class *c, struct zspag
 	zs_store_slot(zp, idx, zs_slot_live(zs->id, obj, tag));
 	zs_count(&c->used, 1);
 	zs_group_set(c, zs);
-	zm_unlock(&c->lock);
+	zmi_unlock(&c->lock);
 	return ((zm_handle_t)idx << ZS_TAG_BITS) | tag;
 }
 
@@ -121,11 +121,11 @@ static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
 
 		if (!b)
 			continue;  /* never made: nothing to borrow */
-		zm_lock(&b->lock);
+		zmi_lock(&b->lock);
 		zs = zs_room_in(zp, b);
 		if (zs)
 			return alloc_in(zp, b, zs);
-		zm_unlock(&b->lock);
+		zmi_unlock(&b->lock);
 	}
 	return 0;
 }
@@ -137,11 +137,11 @@ static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
  * one thread while they shared, docs/zsmalloc.md). */
 static inline unsigned my_shard(void)
 {
-	if (zm_unlikely(!zm_self.shard_set)) {
-		zm_self.shard = zm_thread_number() - 1;
-		zm_self.shard_set = true;
+	if (zmi_unlikely(!zmi_self.shard_set)) {
+		zmi_self.shard = zmi_thread_number() - 1;
+		zmi_self.shard_set = true;
 	}
-	return zm_self.shard;
+	return zmi_self.shard;
 }
 
 zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
@@ -153,42 +153,42 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 	struct zspage *zs;
 	zm_handle_t h;
 
-	if (zm_unlikely(!c))
+	if (zmi_unlikely(!c))
 		return fail(zp);
-	if (zm_unlikely(!zm_trylock(&c->lock))) {
+	if (zmi_unlikely(!zmi_trylock(&c->lock))) {
 		/* someone else allocates here: move for good, from shard 0 to
 		 * a shard of this thread's own (its number picks it), from
 		 * there back to 0, so that two colliding threads part instead
 		 * of moving together */
 		unsigned n = zp->nshards;
 
-		sh = n > 1 && sh == 0 ? 1 + zm_thread_number() % (n - 1) : 0;
-		zm_self.shard = sh;
+		sh = n > 1 && sh == 0 ? 1 + zmi_thread_number() % (n - 1) : 0;
+		zmi_self.shard = sh;
 		c = zs_class_get(zp, sh, k);
-		if (zm_unlikely(!c))
+		if (zmi_unlikely(!c))
 			return fail(zp);
-		zm_lock(&c->lock);
+		zmi_lock(&c->lock);
 	}
-	if (zm_unlikely(c->huge)) {
+	if (zmi_unlikely(c->huge)) {
 		h = zs_huge_alloc(zp, c);
 		return h ? h : fail(zp);
 	}
 	zs = pick(c);
-	if (zm_likely(zs))
+	if (zmi_likely(zs))
 		return alloc_in(zp, c, zs);
 	if (zp->borrow) {
-		zm_unlock(&c->lock);
+		zmi_unlock(&c->lock);
 		h = borrow(zp, c, size);
 		if (h)
 			return h;
-		zm_lock(&c->lock);
+		zmi_lock(&c->lock);
 		zs = pick(c);
 		if (zs)
 			return alloc_in(zp, c, zs);
 	}
 	zs = zs_zspage_new(zp, c);
 	if (!zs) {
-		zm_unlock(&c->lock);
+		zmi_unlock(&c->lock);
 		return fail(zp);
 	}
 	zs_group_set(c, zs);
@@ -213,29 +213,29 @@ lock_obj(struct zs_pool *zp, zm_handle_t h, bool key, struct zspage **zsp, unsig
 		/* the hazard keeps zs alive (and unmoved) while we read its
 		 * class and take the lock */
 		zs = zs_lookup(zp, h, obj, ZM_HAZARD_RW);
-		if (zm_unlikely(!zs))
+		if (zmi_unlikely(!zs))
 			return NULL;
 		c = zs_class_of(zp, zs->cls);
-		zm_lock(&c->lock);
+		zmi_lock(&c->lock);
 		/* A compactor may have taken zs into its batch while we waited
 		 * for the lock: then leave it alone (it must not be emptied
 		 * and retired under the compactor), keep the hazard so that
 		 * the compactor skips it or finishes, and look again. */
-		if (zm_unlikely(__atomic_load_n(&zs->migrating, __ATOMIC_ACQUIRE))) {
-			zm_unlock(&c->lock);
+		if (zmi_unlikely(__atomic_load_n(&zs->migrating, __ATOMIC_ACQUIRE))) {
+			zmi_unlock(&c->lock);
 			sched_yield();
-			zm_hazard_clear(ZM_HAZARD_RW);
+			zmi_hazard_clear(ZM_HAZARD_RW);
 			continue;
 		}
-		zm_hazard_clear(ZM_HAZARD_RW);
+		zmi_hazard_clear(ZM_HAZARD_RW);
 		/* still there?  (a racing free or a move changes the slot) */
 		v = key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref);
-		if (zm_likely(!((v ^ h) & check) && !(v & ZS_TAG_HUGE) &&
+		if (zmi_likely(!((v ^ h) & check) && !(v & ZS_TAG_HUGE) &&
 			      zs_slot_id(v) == zs->id && zs_slot_obj(v) == *obj)) {
 			*zsp = zs;
 			return c;
 		}
-		zm_unlock(&c->lock);
+		zmi_unlock(&c->lock);
 	}
 }
 
@@ -249,8 +249,8 @@ static inline __attribute__((always_inline)) int free_obj(struct zs_pool *zp, zm
 	bool moved;
 
 	c = lock_obj(zp, h, key, &zs, &obj);
-	if (zm_unlikely(!c)) {
-		zm_bad_input("zsmalloc: free of bad handle %#llx (stale, foreign "
+	if (zmi_unlikely(!c)) {
+		zmi_bad_input("zsmalloc: free of bad handle %#llx (stale, foreign "
 			     "or already free)", (unsigned long long)h);
 		return -EINVAL;
 	}
@@ -267,14 +267,14 @@ static inline __attribute__((always_inline)) int free_obj(struct zs_pool *zp, zm
 		zs_group_del(c, zs);
 		c->zspages--;
 		zs_zspage_retire(zp, c, zs);
-		zm_unlock(&c->lock);
+		zmi_unlock(&c->lock);
 		zs_zspage_free(zp, c, zs);
 		return 0;
 	}
 	zs_put_obj(zp, zs, obj);
 	moved = zs_group_set(c, zs);
 	zs_auto_freed(zp, c, zs->group, moved);
-	zm_unlock(&c->lock);
+	zmi_unlock(&c->lock);
 	return 0;
 }
 
@@ -293,9 +293,9 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 {
 	struct zs_pool *zp = zs_of(pool);
 
-	if (zm_unlikely(h & ZS_H_OWNER))
+	if (zmi_unlikely(h & ZS_H_OWNER))
 		return free_key_obj(zp, h);
-	if (zm_unlikely(h & ZS_TAG_HUGE))
+	if (zmi_unlikely(h & ZS_TAG_HUGE))
 		return zs_huge_free(zp, h);
 	return free_obj(zp, h, false);
 }
@@ -310,20 +310,20 @@ int zs_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key)
 	struct zspage *zs;
 	unsigned obj;
 
-	if (zm_unlikely(h & ZS_H_OWNER)) {
-		zm_bad_input("zsmalloc: bind of %#llx, a key's handle", (unsigned long long)h);
+	if (zmi_unlikely(h & ZS_H_OWNER)) {
+		zmi_bad_input("zsmalloc: bind of %#llx, a key's handle", (unsigned long long)h);
 		return -EINVAL;
 	}
-	if (zm_unlikely(zs_load_ref(zp, kref) & 1)) {
-		zm_bad_input("zsmalloc: bind to key %llu, which holds an object",
+	if (zmi_unlikely(zs_load_ref(zp, kref) & 1)) {
+		zmi_bad_input("zsmalloc: bind to key %llu, which holds an object",
 			     (unsigned long long)key);
 		return -EINVAL;
 	}
 	if (h & ZS_TAG_HUGE)
 		return zs_huge_bind(zp, h, kref);
 	c = lock_obj(zp, h, false, &zs, &obj);
-	if (zm_unlikely(!c)) {
-		zm_bad_input("zsmalloc: bind of bad handle %#llx", (unsigned long long)h);
+	if (zmi_unlikely(!c)) {
+		zmi_bad_input("zsmalloc: bind of bad handle %#llx", (unsigned long long)h);
 		return -EINVAL;
 	}
 	/* the word first, then the back reference: a compactor reads both
@@ -331,7 +331,7 @@ int zs_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key)
 	zs_store_ref(zp, kref, zs_slot_live(zs->id, obj, 1));
 	zs_backref(zs, c)[obj] = kref;
 	zs_slot_free(zp, c, zs_handle_idx(h));
-	zm_unlock(&c->lock);
+	zmi_unlock(&c->lock);
 	return 0;
 }
 
@@ -346,8 +346,8 @@ int zs_free_key(struct zm_pool *pool, uint64_t key)
 {
 	zm_handle_t h = zs_key_handle_of(pool, key);
 
-	if (zm_unlikely(!h)) {
-		zm_bad_input("zsmalloc: free of key %llu, which holds nothing",
+	if (zmi_unlikely(!h)) {
+		zmi_bad_input("zsmalloc: free of key %llu, which holds nothing",
 			     (unsigned long long)key);
 		return -EINVAL;
 	}

@@ -125,13 +125,13 @@ static long account(struct zs_pool *zp, long freed, uint64_t t0)
 {
 	zp->compactions++;
 	zp->pages_compacted += (uint64_t)freed;
-	zp->compact_ns += zm_os_now_ns() - t0;
+	zp->compact_ns += zmi_os_now_ns() - t0;
 	return freed;
 }
 
 static long watermark_pass(struct zs_pool *zp, struct zs_auto *a)
 {
-	uint64_t t0 = zm_os_now_ns();
+	uint64_t t0 = zmi_os_now_ns();
 	long freed = 0;
 	bool any = false;
 
@@ -172,7 +172,7 @@ static unsigned ratio_start(struct zs_pool *zp)
 /* One bounded pass from the class last freed, round robin. */
 static long ratio_pass(struct zs_pool *zp, struct zs_auto *a)
 {
-	uint64_t t0 = zm_os_now_ns();
+	uint64_t t0 = zmi_os_now_ns();
 	unsigned start = ratio_start(zp);
 	unsigned budget = a->budget;
 	long freed = 0;
@@ -183,9 +183,9 @@ static long ratio_pass(struct zs_pool *zp, struct zs_auto *a)
 
 		if (!c)
 			continue;
-		zm_lock(&c->lock);
+		zmi_lock(&c->lock);
 		slack = c->huge ? 0 : zs_slack_pages(zp, c);
-		zm_unlock(&c->lock);
+		zmi_unlock(&c->lock);
 		if (slack < 2)
 			continue;
 		freed += zs_compact_class(zp, c, &budget);
@@ -236,7 +236,7 @@ static void *auto_main(void *arg)
 			/* below the threshold: armed for ZS_AUTO_GRACE_MS;
 			 * while armed, passes until the target is reached or
 			 * nothing moves, then the sweep */
-			uint64_t now = zm_os_now_ns();
+			uint64_t now = zmi_os_now_ns();
 			struct usage u = usage(zp);
 
 			if (below(&u, a->ratio)) {
@@ -253,7 +253,7 @@ static void *auto_main(void *arg)
 				}
 				/* then the classes left with a few objects */
 				if (!__atomic_load_n(&a->stop, __ATOMIC_RELAXED)) {
-					uint64_t t0 = zm_os_now_ns();
+					uint64_t t0 = zmi_os_now_ns();
 
 					account(zp, zs_sweep(zp), t0);
 				}
@@ -261,7 +261,7 @@ static void *auto_main(void *arg)
 				 * crossing started are finished too (once: steady
 				 * churn after it must not keep it armed) */
 				if (a->fresh) {
-					a->armed_until = zm_os_now_ns() +
+					a->armed_until = zmi_os_now_ns() +
 							 ZS_AUTO_GRACE_MS * 1000000ull;
 					a->fresh = false;
 				}

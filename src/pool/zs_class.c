@@ -43,7 +43,7 @@ struct zs_class *zs_class_make(struct zs_pool *zp, unsigned sh, unsigned k)
 		c->huge = src->huge;
 		c->gmul = (uint32_t)(((uint64_t)9 << 20) / c->objs);
 		c->idx = (uint16_t)(sh << zp->cshift | k);
-		zm_lock_init(&c->lock);
+		zmi_lock_init(&c->lock);
 		__atomic_store_n(&s[k], c, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&zp->shard_lock);
@@ -160,7 +160,7 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	if (zp->spacing < 8 || (zp->spacing & (zp->spacing - 1)) ||
 	    zp->spacing > zp->page_size / 8 || zp->borrow > 64 ||
 	    zp->max_pages > ZS_MAX_PAGES || zp->span > ZM_SPAN_CONTIG) {
-		zm_bad_input("zsmalloc: bad tuning (spacing %u, max pages %u)",
+		zmi_bad_input("zsmalloc: bad tuning (spacing %u, max pages %u)",
 			     zp->spacing, zp->max_pages);
 		free(zp);
 		return -EINVAL;
@@ -229,7 +229,7 @@ unsigned zs_nr_classes(struct zm_pool *pool)
 	return zs_of(pool)->nclasses;
 }
 
-const struct zm_pool_ops zm_zsmalloc_ops = {
+const struct zmi_pool_ops zmi_zsmalloc_ops = {
 	.name = "zsmalloc",
 	.uses_pages = true,
 	.create = zs_create,

@@ -25,7 +25,7 @@
  * arriving later back off until the move is done, so none sees a torn
  * object.  The lock is dropped (and the CPU offered) between zspages, so
  * each step -- one zspage, at most a few thousand objects -- bounds how
- * long zm_malloc/zm_free of that class wait.
+ * long zm_pool_alloc/zm_pool_free of that class wait.
  *
  * Afterwards, sparse classes (less than a page of objects) are swept:
  * their objects move up into larger classes (zs_sweep, below).
@@ -215,8 +215,8 @@ static long evacuate(struct zs_pool *zp, struct zs_class *c, struct zspage *src,
 /* Drop the lock between steps, so that whoever spins on it gets in. */
 static void breathe(struct zs_class *c)
 {
-	zm_unlock(&c->lock);
-	zm_lock(&c->lock);
+	zmi_unlock(&c->lock);
+	zmi_lock(&c->lock);
 }
 
 /* A batch: zspages quiesced together, with one heavy barrier. */
@@ -285,7 +285,7 @@ long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
 		return 0;
 	if (!scratch(zp))
 		return 0;
-	zm_lock(&c->lock);
+	zmi_lock(&c->lock);
 	pass = ++zp->pass ? zp->pass : ++zp->pass; /* never 0: new zspages have 0 */
 	uint8_t *freemap = (uint8_t *)zp->scratch;
 	char *tmp = zp->scratch + ZS_NONE + 1;
@@ -303,15 +303,15 @@ long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
 		/* one barrier for the batch, without the lock: after it, any
 		 * reader inside one of them has its hazard where we can see
 		 * it, and any later reader sees the mark and backs off */
-		zm_unlock(&c->lock);
-		zm_heavy_barrier();
-		zm_lock(&c->lock);
+		zmi_unlock(&c->lock);
+		zmi_heavy_barrier();
+		zmi_lock(&c->lock);
 		for (unsigned i = 0; i < nb; i++) {
 			struct zspage *zs = b[i].zs;
 			long pages = 0;
 
 			done++;
-			if (zm_hazard_find(zs)) {
+			if (zmi_hazard_find(zs)) {
 				/* someone is inside (a map): leave it alone */
 				set_migrating(zs, 0);
 				zs->pass = pass;
@@ -338,22 +338,22 @@ long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
 			}
 			breathe(c);
 		}
-		zm_unlock(&c->lock);
+		zmi_unlock(&c->lock);
 		if (ngone) {
 			/* a reader may still be looking at a record it found
 			 * before its object moved: after a barrier, wait for
 			 * such hazards to go (they do at once: the slots have
 			 * changed) before the record can be reused or freed */
-			zm_heavy_barrier();
+			zmi_heavy_barrier();
 			for (unsigned i = 0; i < ngone; i++) {
-				while (zm_hazard_find(gone[i]))
+				while (zmi_hazard_find(gone[i]))
 					sched_yield();
 				zs_zspage_free(zp, c, gone[i]);
 			}
 		}
-		zm_lock(&c->lock);
+		zmi_lock(&c->lock);
 	}
-	zm_unlock(&c->lock);
+	zmi_unlock(&c->lock);
 	if (budget)
 		*budget = done < limit ? limit - done : 0;
 	return freed;
@@ -391,7 +391,7 @@ static bool move_up(struct zs_pool *zp, struct zs_class *a, struct zspage *src,
 			break;
 		if (!(b = zs_class_at(zp, (sh << zp->cshift) + up)))
 			continue;
-		zm_lock(&b->lock);
+		zmi_lock(&b->lock);
 		dst = zs_room_in(zp, b);
 		if (dst) {
 			/* in place: takes no page */
@@ -399,7 +399,7 @@ static bool move_up(struct zs_pool *zp, struct zs_class *a, struct zspage *src,
 			zs_count(&b->used, 1);
 			zs_group_set(b, dst);
 		}
-		zm_unlock(&b->lock);
+		zmi_unlock(&b->lock);
 		if (dst)
 			return true;
 	}
@@ -418,7 +418,7 @@ static long sweep_class(struct zs_pool *zp, struct zs_class *a, uint8_t *freemap
 	if (a->huge || (uint64_t)__atomic_load_n(&a->used, __ATOMIC_RELAXED) * a->size >=
 		       zp->page_size)
 		return 0;
-	zm_lock(&a->lock);
+	zmi_lock(&a->lock);
 	if (a->zspages != 1 || (uint64_t)a->used * a->size >= zp->page_size)
 		goto out;
 	for (unsigned g = 1; g < ZS_GROUPS - 1 && !src; g++)
@@ -426,10 +426,10 @@ static long sweep_class(struct zs_pool *zp, struct zs_class *a, uint8_t *freemap
 	if (!src)
 		goto out;
 	set_migrating(src, 1);
-	zm_unlock(&a->lock);
-	zm_heavy_barrier();
-	zm_lock(&a->lock);
-	if (zm_hazard_find(src)) {  /* mapped: leave it */
+	zmi_unlock(&a->lock);
+	zmi_heavy_barrier();
+	zmi_lock(&a->lock);
+	if (zmi_hazard_find(src)) {  /* mapped: leave it */
 		set_migrating(src, 0);
 		goto out;
 	}
@@ -452,15 +452,15 @@ static long sweep_class(struct zs_pool *zp, struct zs_class *a, uint8_t *freemap
 	zs_group_del(a, src);
 	a->zspages--;
 	zs_zspage_retire(zp, a, src);
-	zm_unlock(&a->lock);
+	zmi_unlock(&a->lock);
 	/* as in zs_compact_class: no reader may still hold the record */
-	zm_heavy_barrier();
-	while (zm_hazard_find(src))
+	zmi_heavy_barrier();
+	while (zmi_hazard_find(src))
 		sched_yield();
 	zs_zspage_free(zp, a, src);
 	return freed;
 out:
-	zm_unlock(&a->lock);
+	zmi_unlock(&a->lock);
 	return 0;
 }
 
@@ -477,7 +477,7 @@ long zs_sweep(struct zs_pool *zp)
 
 static long compact_all(struct zs_pool *zp, size_t want_pages)
 {
-	uint64_t t0 = zm_os_now_ns();
+	uint64_t t0 = zmi_os_now_ns();
 	long freed = 0;
 
 	pthread_mutex_lock(&zp->compact_lock);
@@ -488,7 +488,7 @@ static long compact_all(struct zs_pool *zp, size_t want_pages)
 		freed += zs_sweep(zp);
 	zp->compactions++;
 	zp->pages_compacted += (uint64_t)freed;
-	zp->compact_ns += zm_os_now_ns() - t0;
+	zp->compact_ns += zmi_os_now_ns() - t0;
 	pthread_mutex_unlock(&zp->compact_lock);
 	return freed;
 }
@@ -502,7 +502,7 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 {
 	struct zs_pool *zp = zs_of(pool);
 	size_t want = (bytes + zp->page_size - 1) >> zp->shift;
-	uint64_t t0 = zm_os_now_ns();
+	uint64_t t0 = zmi_os_now_ns();
 	long freed = 0;
 
 	if (!want)
@@ -516,9 +516,9 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 		ZS_FOR_EACH_CLASS(zp, c) {
 			uint64_t slack;
 
-			zm_lock(&c->lock);
+			zmi_lock(&c->lock);
 			slack = c->huge ? 0 : zs_slack_pages(zp, c);
-			zm_unlock(&c->lock);
+			zmi_unlock(&c->lock);
 			if (slack > most) {
 				most = slack;
 				best = c;
@@ -532,7 +532,7 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 		freed += zs_sweep(zp);
 	zp->compactions++;
 	zp->pages_compacted += (uint64_t)freed;
-	zp->compact_ns += zm_os_now_ns() - t0;
+	zp->compact_ns += zmi_os_now_ns() - t0;
 	pthread_mutex_unlock(&zp->compact_lock);
 	return freed << zp->shift;
 }
@@ -559,7 +559,7 @@ long zs_min_moves(struct zm_pool *pool, size_t pages)
 	ZS_FOR_EACH_CLASS(zp, c) {
 		if (c->huge)
 			continue;
-		zm_lock(&c->lock);
+		zmi_lock(&c->lock);
 		for (unsigned g = 0; g < ZS_GROUPS; g++)
 			for (struct zspage *zs = c->group[g]; zs; zs = zs->next) {
 				uint32_t starts[ZS_MAX_PAGES] = { 0 };
@@ -571,7 +571,7 @@ long zs_min_moves(struct zm_pool *pool, size_t pages)
 				for (unsigned p = 0; p < zs->npop; p++)
 					hist[starts[p] < nh ? starts[p] : nh - 1]++;
 			}
-		zm_unlock(&c->lock);
+		zmi_unlock(&c->lock);
 	}
 	pthread_mutex_unlock(&zp->compact_lock);
 	for (size_t k = 0; k < nh && left; k++) {

@@ -17,31 +17,31 @@
 
 int zs_handles_init(struct zs_pool *zp)
 {
-	zp->slot = zm_os_reserve((size_t)ZS_MAX_HANDLES * sizeof(uint64_t),
-				 zm_os_page_size());
+	zp->slot = zmi_os_reserve((size_t)ZS_MAX_HANDLES * sizeof(uint64_t),
+				 zmi_os_page_size());
 	if (!zp->slot)
 		return -ENOMEM;
 	/* slot 0 is never used (handle 0 means failure); chunks start on a
 	 * cache line: the first is 8..15 */
 	zp->slots_used = ZS_HANDLE_CHUNK;
-	zp->ztab = zm_os_reserve((size_t)ZS_MAX_ZSPAGES * sizeof(uintptr_t),
-				 zm_os_page_size());
+	zp->ztab = zmi_os_reserve((size_t)ZS_MAX_ZSPAGES * sizeof(uintptr_t),
+				 zmi_os_page_size());
 	if (!zp->ztab) {
-		zm_os_release(zp->slot, (size_t)ZS_MAX_HANDLES * sizeof(uint64_t));
+		zmi_os_release(zp->slot, (size_t)ZS_MAX_HANDLES * sizeof(uint64_t));
 		return -ENOMEM;
 	}
 	zp->ids_used = ZS_ID_CHUNK;   /* id 0 means "none" */
 	for (unsigned sh = 0; sh < ZS_MAX_SHARDS; sh++) {
-		zm_lock_init(&zp->slot_span[sh].lock);
-		zm_lock_init(&zp->id_span[sh].lock);
+		zmi_lock_init(&zp->slot_span[sh].lock);
+		zmi_lock_init(&zp->id_span[sh].lock);
 	}
 	return 0;
 }
 
 void zs_handles_fini(struct zs_pool *zp)
 {
-	zm_os_release(zp->slot, (size_t)ZS_MAX_HANDLES * sizeof(uint64_t));
-	zm_os_release(zp->ztab, (size_t)ZS_MAX_ZSPAGES * sizeof(uintptr_t));
+	zmi_os_release(zp->slot, (size_t)ZS_MAX_HANDLES * sizeof(uint64_t));
+	zmi_os_release(zp->ztab, (size_t)ZS_MAX_ZSPAGES * sizeof(uintptr_t));
 }
 
 /* A free slot's value: next free slot, generation, not live, not huge. */
@@ -54,7 +54,7 @@ uint32_t zs_span_take(struct zs_span *sp, uint32_t *used, uint32_t max, uint32_t
 {
 	uint32_t first = 0;
 
-	zm_lock(&sp->lock);
+	zmi_lock(&sp->lock);
 	if (sp->end - sp->next < chunk) {
 		uint32_t at = __atomic_load_n(used, __ATOMIC_RELAXED), want;
 
@@ -72,7 +72,7 @@ uint32_t zs_span_take(struct zs_span *sp, uint32_t *used, uint32_t max, uint32_t
 	first = sp->next;
 	sp->next += chunk;
 out:
-	zm_unlock(&sp->lock);
+	zmi_unlock(&sp->lock);
 	return first;
 }
 
@@ -81,9 +81,9 @@ uint64_t zs_span_unused(struct zs_pool *zp, struct zs_span *spans)
 	uint64_t n = 0;
 
 	for (unsigned sh = 0; sh < zp->nshards; sh++) {
-		zm_lock(&spans[sh].lock);
+		zmi_lock(&spans[sh].lock);
 		n += spans[sh].end - spans[sh].next;
-		zm_unlock(&spans[sh].lock);
+		zmi_unlock(&spans[sh].lock);
 	}
 	return n;
 }
@@ -92,7 +92,7 @@ uint32_t zs_slot_alloc(struct zs_pool *zp, struct zs_class *c)
 {
 	uint32_t idx;
 
-	if (zm_unlikely(!c->nfree_slots)) {
+	if (zmi_unlikely(!c->nfree_slots)) {
 		uint32_t first = zs_span_take(&zp->slot_span[c->idx >> zp->cshift],
 					      &zp->slots_used, ZS_MAX_HANDLES, ZS_HANDLE_CHUNK);
 

@@ -33,13 +33,13 @@ zm_handle_t zs_huge_alloc(struct zs_pool *zp, struct zs_class *c)
 	uint64_t tag;
 	zm_pfn_t pfn;
 
-	if (zm_unlikely(!idx)) {
-		zm_unlock(&c->lock);
+	if (zmi_unlikely(!idx)) {
+		zmi_unlock(&c->lock);
 		return 0;
 	}
-	if (zm_unlikely(zm_pages_alloc(zp->pages, &pfn))) {
+	if (zmi_unlikely(zm_pages_alloc(zp->pages, &pfn))) {
 		zs_slot_free(zp, c, idx);
-		zm_unlock(&c->lock);
+		zmi_unlock(&c->lock);
 		return 0;
 	}
 	tag = (zs_load_slot(zp, idx) & ZS_GEN_MASK) | ZS_TAG_HUGE | 1;
@@ -47,7 +47,7 @@ zm_handle_t zs_huge_alloc(struct zs_pool *zp, struct zs_class *c)
 	zs_count(&c->used, 1);
 	zs_count(&c->npages, 1);
 	c->zspages++;
-	zm_unlock(&c->lock);
+	zmi_unlock(&c->lock);
 	return ((zm_handle_t)idx << ZS_TAG_BITS) | tag;
 }
 
@@ -60,21 +60,21 @@ static struct zs_class *lock_huge(struct zs_pool *zp, zm_handle_t h, uint64_t *v
 	struct zs_class *c;
 
 	if (h & ZS_H_OWNER) {
-		if (zm_unlikely((h & ZS_TAG_MASK) != 1 ||
+		if (zmi_unlikely((h & ZS_TAG_MASK) != 1 ||
 				(h & ~ZS_H_OWNER) >> ZS_TAG_BITS >= zp->nowner))
 			return NULL;
 		h |= ZS_TAG_HUGE;  /* what its word must say */
-	} else if (zm_unlikely(!(h & 1) || ref == 0 || h >> ZS_TAG_BITS >= ZS_MAX_HANDLES)) {
+	} else if (zmi_unlikely(!(h & 1) || ref == 0 || h >> ZS_TAG_BITS >= ZS_MAX_HANDLES)) {
 		return NULL;
 	}
 	*v = zs_load_ref(zp, ref);
-	if (zm_unlikely(((*v ^ h) & check) || !(*v & ZS_TAG_HUGE) ||
+	if (zmi_unlikely(((*v ^ h) & check) || !(*v & ZS_TAG_HUGE) ||
 			zs_huge_shard(*v) >= zp->nshards ||
 			!(c = zs_huge_class(zp, zs_huge_shard(*v)))))
 		return NULL;
-	zm_lock(&c->lock);
-	if (zm_unlikely(zs_load_ref(zp, ref) != *v)) {  /* a racing free won */
-		zm_unlock(&c->lock);
+	zmi_lock(&c->lock);
+	if (zmi_unlikely(zs_load_ref(zp, ref) != *v)) {  /* a racing free won */
+		zmi_unlock(&c->lock);
 		return NULL;
 	}
 	return c;
@@ -87,8 +87,8 @@ int zs_huge_free(struct zs_pool *zp, zm_handle_t h)
 	uint64_t v;
 
 	c = lock_huge(zp, h, &v);
-	if (zm_unlikely(!c)) {
-		zm_bad_input("zsmalloc: free of bad handle %#llx (stale, foreign or already "
+	if (zmi_unlikely(!c)) {
+		zmi_bad_input("zsmalloc: free of bad handle %#llx (stale, foreign or already "
 			     "free)", (unsigned long long)h);
 		return -EINVAL;
 	}
@@ -96,7 +96,7 @@ int zs_huge_free(struct zs_pool *zp, zm_handle_t h)
 	zs_count(&c->used, -1);
 	zs_count(&c->npages, -1);
 	c->zspages--;
-	zm_unlock(&c->lock);
+	zmi_unlock(&c->lock);
 	pfn = zs_huge_pfn(v);
 #if ZM_DEBUG >= 2
 	/* poison: a use after free reads 0x6b */
@@ -112,13 +112,13 @@ int zs_huge_bind(struct zs_pool *zp, zm_handle_t h, uint32_t kref)
 	uint64_t v;
 
 	c = lock_huge(zp, h, &v);
-	if (zm_unlikely(!c)) {
-		zm_bad_input("zsmalloc: bind of bad handle %#llx", (unsigned long long)h);
+	if (zmi_unlikely(!c)) {
+		zmi_bad_input("zsmalloc: bind of bad handle %#llx", (unsigned long long)h);
 		return -EINVAL;
 	}
 	zs_store_ref(zp, kref, v & ~ZS_GEN_MASK);
 	zs_slot_free(zp, c, zs_handle_idx(h));
-	zm_unlock(&c->lock);
+	zmi_unlock(&c->lock);
 	return 0;
 }
 

@@ -29,7 +29,7 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 
 	ZS_FOR_EACH_CLASS(zp, c) {
 		nclass++;
-		zm_lock(&c->lock);
+		zmi_lock(&c->lock);
 		st->objects += c->used;
 		st->slot_bytes += c->used * c->size;
 		st->zspages += c->zspages;
@@ -40,7 +40,7 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 			meta += ((uint64_t)c->zspages + !!c->spare) *
 				(zs_record_alloc_size(c) + ZS_ALIGNED_ALLOC_COST) +
 				(uint64_t)c->nsplit * zs_malloc_cost(c->pages * sizeof(zm_pfn_t));
-		zm_unlock(&c->lock);
+		zmi_unlock(&c->lock);
 	}
 	st->pool_pages = pages;
 	st->pool_bytes = pages * zp->page_size;
@@ -89,7 +89,7 @@ int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stat
 
 		if (!c)
 			continue;
-		zm_lock(&c->lock);
+		zmi_lock(&c->lock);
 		for (unsigned g = 0; g < ZS_GROUPS; g++)
 			for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
 				cs->fullness[g]++;
@@ -98,7 +98,7 @@ int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stat
 		cs->pages_used += c->npages;
 		cs->obj_allocated += c->zspages * c->objs;
 		cs->obj_used += c->used;
-		zm_unlock(&c->lock);
+		zmi_unlock(&c->lock);
 	}
 	free_objs = cs->obj_allocated - cs->obj_used;
 	/* zspages that compaction could empty: the free slots hold that many */
@@ -247,13 +247,13 @@ int zs_check(struct zm_pool *pool)
 		return -ENOMEM;
 	}
 	ZS_FOR_EACH_CLASS(zp, c) {
-		zm_lock(&c->lock);
+		zmi_lock(&c->lock);
 		if (c->huge ? zs_huge_check(zp, c, pfns, ps.total_pages) :
 			      check_class(zp, c, seen))
 			bad = 1;
 		if (check_free_slots(zp, c))
 			bad = 1;
-		zm_unlock(&c->lock);
+		zmi_unlock(&c->lock);
 	}
 	free(seen);
 	free(pfns);

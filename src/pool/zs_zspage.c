@@ -31,7 +31,7 @@ uint32_t zs_id_alloc(struct zs_pool *zp, struct zs_class *c)
 {
 	uint32_t id;
 
-	if (zm_unlikely(!c->nfree_ids)) {
+	if (zmi_unlikely(!c->nfree_ids)) {
 		uint32_t first = zs_span_take(&zp->id_span[c->idx >> zp->cshift],
 					      &zp->ids_used, ZS_MAX_ZSPAGES, ZS_ID_CHUNK);
 
@@ -196,7 +196,7 @@ void zs_zspage_free(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 
 	/* a few pages go back through the per-thread cache, lock-free, the
 	 * first last, so that it is on top for the class's next zspage */
-	if (zm_likely(!x)) {
+	if (zmi_likely(!x)) {
 		if (n <= 4) {
 			for (unsigned i = n; i-- > 0;)
 				zm_pages_free(zp->pages, first + i);
@@ -218,7 +218,7 @@ void zs_zspage_free(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 	}
 	zs->npop = 0;
 	if (c) {
-		zm_lock(&c->lock);
+		zmi_lock(&c->lock);
 		c->reuse_pfn = reuse;
 		if (!c->spare) {
 			c->spare = zs;
@@ -226,7 +226,7 @@ void zs_zspage_free(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 		} else {
 			zs_id_free(zp, c, zs->id);
 		}
-		zm_unlock(&c->lock);
+		zmi_unlock(&c->lock);
 	}
 	free(zs);
 }

@@ -8,7 +8,7 @@
  *                indirection, so that objects can move)
  *   zs_zspage.c  zspages: a few pages holding objects of one class; object
  *                addressing; fullness groups
- *   zs_alloc.c   zm_malloc / zm_free
+ *   zs_alloc.c   zm_pool_alloc / zm_pool_free
  *   zs_huge.c    the huge class: a page per object, named by the handle
  *                slot itself, no zspage record
  *   zs_access.c  map / unmap / read / write; handle lookup and pinning
@@ -158,13 +158,13 @@ static inline zm_pfn_t zs_pfn(const struct zspage *zs, unsigned i)
 {
 	const zm_pfn_t *x = __atomic_load_n(&zs->pfnx, __ATOMIC_ACQUIRE);
 
-	return zm_likely(!x) ? zs->first + i : x[i];
+	return zmi_likely(!x) ? zs->first + i : x[i];
 }
 
 /* One shard of a size class: 192 bytes, three cache lines, aligned so
  * that two classes' locks never share a line. */
 struct zs_class {
-	zm_lock_t lock;
+	zmi_lock_t lock;
 	uint32_t size;           /* slot size; immutable */
 	uint16_t pages;          /* per zspage; immutable */
 	uint16_t objs;           /* per zspage; immutable */
@@ -234,7 +234,7 @@ struct zs_pool {
 	unsigned borrow;         /* classes up an object may borrow a slot from */
 	enum zm_span_method span;
 	uint8_t auto_pol;        /* atomic: the background compactor's policy
-				    (zs_auto.c), 0 without one; zm_free reads
+				    (zs_auto.c), 0 without one; zm_pool_free reads
 				    it to know what to note */
 	unsigned nclasses;       /* distinct classes, huge last */
 	unsigned nshards;        /* copies of each class (power of two) */
@@ -269,7 +269,7 @@ struct zs_pool {
 	/* Each shard's current span of the handle table and of the zspage
 	 * table (ZS_SPAN), each on a line of its own. */
 	struct zs_span {
-		zm_lock_t lock;
+		zmi_lock_t lock;
 		uint32_t next, end;  /* lock: the span's part not yet handed out */
 	} __attribute__((aligned(64))) slot_span[ZS_MAX_SHARDS], id_span[ZS_MAX_SHARDS];
 	/* Where the RATIO compactor starts (zs_auto.c): per shard, the class
@@ -314,7 +314,7 @@ static inline struct zs_class *zs_class_get(struct zs_pool *zp, unsigned sh, uns
 	struct zs_class **s = __atomic_load_n(&zp->shard[sh], __ATOMIC_ACQUIRE);
 	struct zs_class *c = s ? __atomic_load_n(&s[k], __ATOMIC_ACQUIRE) : NULL;
 
-	return zm_likely(c) ? c : zs_class_make(zp, sh, k);
+	return zmi_likely(c) ? c : zs_class_make(zp, sh, k);
 }
 /* The huge class of shard sh, or NULL. */
 static inline struct zs_class *zs_huge_class(const struct zs_pool *zp, unsigned sh)
@@ -459,7 +459,7 @@ int zs_populate_slow(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 static inline int zs_populate(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 			      unsigned obj)
 {
-	return zm_likely(zs_pages_for(zp, c, (size_t)obj + 1) <= zs->npop) ? 0 :
+	return zmi_likely(zs_pages_for(zp, c, (size_t)obj + 1) <= zs->npop) ? 0 :
 	       zs_populate_slow(zp, c, zs, obj);
 }
 static inline uint32_t *zs_backref(struct zspage *zs, const struct zs_class *c)
@@ -476,16 +476,16 @@ static inline int zs_obj_segs(const struct zs_pool *zp, const struct zspage *zs,
 	size_t in = off & (zp->page_size - 1);
 	unsigned pg = (unsigned)(off >> zp->shift);
 	const zm_pfn_t *x = __atomic_load_n(&zs->pfnx, __ATOMIC_ACQUIRE);
-	zm_pfn_t p0 = zm_likely(!x) ? zs->first + pg : x[pg], p1;
+	zm_pfn_t p0 = zmi_likely(!x) ? zs->first + pg : x[pg], p1;
 
 	seg[0] = zp->base + ((size_t)p0 << zp->shift) + in;
 	/* one piece if it stays in its page, or crosses into the next page
 	 * in memory (CONTIG); pfnx has no entry beyond the zspage's pages */
-	if (zm_likely(in + size <= zp->page_size)) {
+	if (zmi_likely(in + size <= zp->page_size)) {
 		len[0] = size;
 		return 1;
 	}
-	p1 = zm_likely(!x) ? p0 + 1 : x[pg + 1];
+	p1 = zmi_likely(!x) ? p0 + 1 : x[pg + 1];
 	if (zp->span == ZM_SPAN_CONTIG && p1 == p0 + 1) {
 		len[0] = size;
 		return 1;
@@ -518,7 +518,7 @@ static inline bool zs_group_set(struct zs_class *c, struct zspage *zs)
 {
 	unsigned g = zs_group_of(c, zs->inuse);
 
-	if (zm_likely(g == zs->group))
+	if (zmi_likely(g == zs->group))
 		return false;
 	zs_group_move(c, zs, g);
 	return true;
@@ -586,10 +586,10 @@ static inline void zs_auto_freed(struct zs_pool *zp, struct zs_class *c, unsigne
 {
 	uint8_t pol = __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED);
 
-	if (zm_likely(pol == ZM_COMPACT_RATIO)) {
+	if (zmi_likely(pol == ZM_COMPACT_RATIO)) {
 		uint32_t *hint;
 
-		if (zm_likely(!moved || g > ZS_AUTO_GROUP))
+		if (zmi_likely(!moved || g > ZS_AUTO_GROUP))
 			return;
 		hint = &zp->hint[c->idx >> zp->cshift].idx;
 		if (__atomic_load_n(hint, __ATOMIC_RELAXED) != c->idx &&
@@ -624,7 +624,7 @@ static inline struct zspage *zs_huge_view(const struct zs_pool *zp, uint64_t v)
 }
 
 /* zs_access.c: find the object of a handle and hold hazard `hz` on its
- * zspage (drop it with zm_hazard_clear(hz)); NULL if the handle is bad. */
+ * zspage (drop it with zmi_hazard_clear(hz)); NULL if the handle is bad. */
 struct zspage *zs_lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz);
 
 /* the backend operations, by file */

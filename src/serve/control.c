@@ -26,7 +26,7 @@ static const char *const counter_names[SC_NR] = {
 	"bytes_written", "errors", "protocol_errors",
 };
 
-static double uptime(const struct zm_server *s)
+static double uptime(const struct zmi_server *s)
 {
 	struct timespec ts;
 
@@ -34,7 +34,7 @@ static double uptime(const struct zm_server *s)
 	return ((double)ts.tv_sec * 1e9 + (double)ts.tv_nsec - (double)s->started_ns) / 1e9;
 }
 
-static void report_json(struct zm_server *s, FILE *f)
+static void report_json(struct zmi_server *s, FILE *f)
 {
 	struct zm_store_stats st;
 	struct zm_pool *pool = zm_store_pool(s->store);
@@ -85,7 +85,7 @@ static void report_json(struct zm_server *s, FILE *f)
 	fprintf(f, "}}\n");
 }
 
-static void report_text(struct zm_server *s, FILE *f)
+static void report_text(struct zmi_server *s, FILE *f)
 {
 	struct zm_store_stats st;
 	struct zm_pool *pool = zm_store_pool(s->store);
@@ -108,7 +108,7 @@ static void report_text(struct zm_server *s, FILE *f)
 }
 
 /* Write the statistics report (json or text) to fd. */
-static void control_report(struct zm_server *s, int fd, bool json)
+static void control_report(struct zmi_server *s, int fd, bool json)
 {
 	int dfd = dup(fd);
 	FILE *f = dfd >= 0 ? fdopen(dfd, "w") : NULL;
@@ -126,7 +126,7 @@ static void control_report(struct zm_server *s, int fd, bool json)
 }
 
 struct control {
-	struct zm_server *s;
+	struct zmi_server *s;
 	int fd;
 };
 
@@ -161,7 +161,7 @@ static void *control_thread(void *arg)
 	return NULL;
 }
 
-int control_start(struct zm_server *s, const char *path, pthread_t *thread, int *out)
+int control_start(struct zmi_server *s, const char *path, pthread_t *thread, int *out)
 {
 	struct control *ctl;
 	int fd = serve_listen_unix(path);  /* never removes a live socket or a file */

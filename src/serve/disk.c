@@ -16,7 +16,7 @@
 #include "serve/nbd.h"
 #include "serve/serve.h"
 
-int disk_init(struct zm_disk *d, struct zm_store *store, uint64_t size)
+int disk_init(struct zmi_disk *d, struct zm_store *store, uint64_t size)
 {
 	d->store = store;
 	d->size = size;
@@ -27,7 +27,7 @@ int disk_init(struct zm_disk *d, struct zm_store *store, uint64_t size)
 	return 0;
 }
 
-void disk_fini(struct zm_disk *d)
+void disk_fini(struct zmi_disk *d)
 {
 	for (unsigned i = 0; i < DISK_STRIPES; i++)
 		pthread_mutex_destroy(&d->stripe[i]);
@@ -35,7 +35,7 @@ void disk_fini(struct zm_disk *d)
 
 /* The page that byte off lies in, where in it, and how many of the len
  * bytes from off it holds. */
-static inline size_t span(const struct zm_disk *d, uint64_t off, uint64_t len,
+static inline size_t span(const struct zmi_disk *d, uint64_t off, uint64_t len,
 			  uint64_t *page, size_t *in)
 {
 	size_t n;
@@ -46,14 +46,14 @@ static inline size_t span(const struct zm_disk *d, uint64_t off, uint64_t len,
 	return n > len ? (size_t)len : n;
 }
 
-static pthread_mutex_t *stripe(struct zm_disk *d, uint64_t page)
+static pthread_mutex_t *stripe(struct zmi_disk *d, uint64_t page)
 {
 	/* neighbouring pages on different stripes: sequential writers from
 	 * several connections do not queue on one lock */
 	return &d->stripe[page % DISK_STRIPES];
 }
 
-int disk_read(struct zm_disk *d, uint64_t off, uint32_t len, void *buf, void *scratch)
+int disk_read(struct zmi_disk *d, uint64_t off, uint32_t len, void *buf, void *scratch)
 {
 	uint8_t *out = buf;
 
@@ -75,7 +75,7 @@ int disk_read(struct zm_disk *d, uint64_t off, uint32_t len, void *buf, void *sc
 	return 0;
 }
 
-int disk_write(struct zm_disk *d, uint64_t off, uint32_t len, const void *buf, void *scratch)
+int disk_write(struct zmi_disk *d, uint64_t off, uint32_t len, const void *buf, void *scratch)
 {
 	const uint8_t *src = buf;
 
@@ -105,7 +105,7 @@ int disk_write(struct zm_disk *d, uint64_t off, uint32_t len, const void *buf, v
 
 /* The page's block status: a hole (never written, or discarded) reads as
  * zeros; a zero-filled page reads as zeros without being one. */
-static uint32_t page_state(struct zm_disk *d, uint64_t page)
+static uint32_t page_state(struct zmi_disk *d, uint64_t page)
 {
 	unsigned kind;
 	zm_handle_t word;
@@ -119,7 +119,7 @@ static uint32_t page_state(struct zm_disk *d, uint64_t page)
 	return 0;
 }
 
-int disk_zero(struct zm_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch)
+int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch)
 {
 	bool zeroed = false;  /* scratch holds a page of zeros */
 
@@ -153,7 +153,7 @@ int disk_zero(struct zm_disk *d, uint64_t off, uint64_t len, bool may_hole, void
 	return 0;
 }
 
-unsigned disk_extents(struct zm_disk *d, uint64_t off, uint32_t len, uint32_t *ext,
+unsigned disk_extents(struct zmi_disk *d, uint64_t off, uint32_t len, uint32_t *ext,
 		      unsigned max)
 {
 	unsigned n = 0;

@@ -43,7 +43,7 @@
  * cost 160 KiB. */
 #define DISK_STRIPES 4096
 
-struct zm_disk {
+struct zmi_disk {
 	struct zm_store *store;
 	uint64_t size;            /* bytes exported */
 	size_t page_size;
@@ -51,21 +51,21 @@ struct zm_disk {
 	pthread_mutex_t stripe[DISK_STRIPES];
 };
 
-int disk_init(struct zm_disk *d, struct zm_store *store, uint64_t size);
-void disk_fini(struct zm_disk *d);
+int disk_init(struct zmi_disk *d, struct zm_store *store, uint64_t size);
+void disk_fini(struct zmi_disk *d);
 /* All return 0 or a negative errno from the store (-ENOSPC for the memory
  * limit, -EIO, -ENOMEM).  scratch: page_size bytes of the caller's. */
-int disk_read(struct zm_disk *d, uint64_t off, uint32_t len, void *buf, void *scratch);
-int disk_write(struct zm_disk *d, uint64_t off, uint32_t len, const void *buf, void *scratch);
+int disk_read(struct zmi_disk *d, uint64_t off, uint32_t len, void *buf, void *scratch);
+int disk_write(struct zmi_disk *d, uint64_t off, uint32_t len, const void *buf, void *scratch);
 /* Zero a range; whole pages become holes when may_hole (trim, or
  * write-zeroes without NO_HOLE), else zero-filled pages (which take no
  * pool memory either, but read back as allocated). */
-int disk_zero(struct zm_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch);
+int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch);
 
 /* base:allocation extents from off, at most max of them, covering at most
  * len bytes: lengths and NBD_STATE_* flags into ext[2*i], ext[2*i+1].
  * Returns how many. */
-unsigned disk_extents(struct zm_disk *d, uint64_t off, uint32_t len, uint32_t *ext,
+unsigned disk_extents(struct zmi_disk *d, uint64_t off, uint32_t len, uint32_t *ext,
 		      unsigned max);
 
 /* ---- conn.c --------------------------------------------------------- */
@@ -78,7 +78,7 @@ unsigned disk_extents(struct zm_disk *d, uint64_t off, uint32_t len, uint32_t *e
 #define CONN_BUF_BYTES (4u << 20)
 #define CONN_BUF_MAX_ONE (1u << 20)
 
-struct zm_server;
+struct zmi_server;
 
 /* A connection's transport: a socket, or (fuzzing) callbacks. */
 struct nbd_io {
@@ -90,7 +90,7 @@ struct nbd_io {
 };
 
 struct nbd_conn {
-	struct zm_server *srv;
+	struct zmi_server *srv;
 	struct nbd_io io;
 	int fd;                   /* -1 when io is not a socket */
 	unsigned id;
@@ -120,7 +120,7 @@ struct nbd_conn {
 };
 
 /* Set up and tear down a connection's locks and buffer cache. */
-void conn_init(struct nbd_conn *c, struct zm_server *srv, struct nbd_io io, int fd);
+void conn_init(struct nbd_conn *c, struct zmi_server *srv, struct nbd_io io, int fd);
 void conn_fini(struct nbd_conn *c);
 /* A buffer of at least len bytes (*cap gets its size), from the cache or
  * malloc; and back.  NULL when memory ran out. */
@@ -169,7 +169,7 @@ void nbd_transmit(struct nbd_conn *c);
 
 /* ---- server.c ------------------------------------------------------- */
 
-struct zm_serve_config {
+struct zmi_serve_config {
 	uint64_t size;            /* bytes */
 	const char *codec;        /* NULL = lz4 */
 	const char *allocator;    /* NULL = zsmalloc */
@@ -212,10 +212,10 @@ struct serve_job {
 	struct serve_job *next;   /* server queue */
 };
 
-struct zm_server {
-	struct zm_serve_config cfg;
+struct zmi_server {
+	struct zmi_serve_config cfg;
 	struct zm_store *store;
-	struct zm_disk disk;
+	struct zmi_disk disk;
 	uint64_t counter[SC_NR];
 	uint64_t started_ns;
 	/* workers */
@@ -235,21 +235,21 @@ struct zm_server {
 	unsigned next_id;
 };
 
-static inline void serve_count(struct zm_server *s, enum serve_counter c, uint64_t n)
+static inline void serve_count(struct zmi_server *s, enum serve_counter c, uint64_t n)
 {
 	__atomic_fetch_add(&s->counter[c], n, __ATOMIC_RELAXED);
 }
 
 /* Create the store and disk (no sockets, no threads): for zmem serve and
  * for the fuzzer.  0 or a negative errno. */
-int server_init(struct zm_server *s, const struct zm_serve_config *cfg);
-void server_fini(struct zm_server *s);
+int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg);
+void server_fini(struct zmi_server *s);
 /* Most payload bytes in flight over all connections: a reader waits
  * beyond it (one request is always let through).  With 64 MiB a
  * connection, four clients at their limit fit. */
 #define SERVE_PAYLOAD_BUDGET ((size_t)256 << 20)
-void server_budget_take(struct zm_server *s, size_t bytes);
-void server_budget_put(struct zm_server *s, size_t bytes);
+void server_budget_take(struct zmi_server *s, size_t bytes);
+void server_budget_put(struct zmi_server *s, size_t bytes);
 
 /* A client that does not take a reply for this long is dropped (so that it
  * cannot hold a worker); one that does not finish the handshake in this
@@ -258,18 +258,18 @@ void server_budget_put(struct zm_server *s, size_t bytes);
 #define HANDSHAKE_TIMEOUT_S 30
 
 /* Queue a job for the workers, or run it here when there are none. */
-void server_submit(struct zm_server *s, struct serve_job *job);
+void server_submit(struct zmi_server *s, struct serve_job *job);
 void serve_job_run(struct serve_job *job);
 /* Free the calling thread's page buffer (at thread exit). */
 void serve_scratch_free(void);
 
 /* zmem serve: parse nothing, run until SIGINT/SIGTERM.  Exit status. */
-int serve_main(const struct zm_serve_config *cfg);
+int serve_main(const struct zmi_serve_config *cfg);
 
 /* ---- control.c ------------------------------------------------------ */
 
 /* The control socket's thread. */
-int control_start(struct zm_server *s, const char *path, pthread_t *thread, int *fd);
+int control_start(struct zmi_server *s, const char *path, pthread_t *thread, int *fd);
 /* A listening Unix socket at path; a stale socket file there (nobody
  * answers) is replaced, anything else is left alone.  fd or -1. */
 int serve_listen_unix(const char *path);

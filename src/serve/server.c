@@ -45,7 +45,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int server_init(struct zm_server *s, const struct zm_serve_config *cfg)
+int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg)
 {
 	struct zm_store_config sc = { 0 };
 	int rc;
@@ -72,7 +72,7 @@ int server_init(struct zm_server *s, const struct zm_serve_config *cfg)
 	return 0;
 }
 
-void server_budget_take(struct zm_server *s, size_t bytes)
+void server_budget_take(struct zmi_server *s, size_t bytes)
 {
 	if (!bytes)
 		return;
@@ -83,7 +83,7 @@ void server_budget_take(struct zm_server *s, size_t bytes)
 	pthread_mutex_unlock(&s->budget_lock);
 }
 
-void server_budget_put(struct zm_server *s, size_t bytes)
+void server_budget_put(struct zmi_server *s, size_t bytes)
 {
 	if (!bytes)
 		return;
@@ -93,7 +93,7 @@ void server_budget_put(struct zm_server *s, size_t bytes)
 	pthread_mutex_unlock(&s->budget_lock);
 }
 
-void server_fini(struct zm_server *s)
+void server_fini(struct zmi_server *s)
 {
 	disk_fini(&s->disk);
 	zm_store_destroy(s->store);
@@ -107,7 +107,7 @@ void server_fini(struct zm_server *s)
 
 /* ---- the worker pool ------------------------------------------------- */
 
-void server_submit(struct zm_server *s, struct serve_job *job)
+void server_submit(struct zmi_server *s, struct serve_job *job)
 {
 	if (!s->nworkers) {
 		serve_job_run(job);
@@ -126,7 +126,7 @@ void server_submit(struct zm_server *s, struct serve_job *job)
 
 static void *worker(void *arg)
 {
-	struct zm_server *s = arg;
+	struct zmi_server *s = arg;
 
 	pthread_mutex_lock(&s->qlock);
 	for (;;) {
@@ -150,7 +150,7 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static int workers_start(struct zm_server *s)
+static int workers_start(struct zmi_server *s)
 {
 	if (!s->cfg.threads)
 		return 0;
@@ -165,7 +165,7 @@ static int workers_start(struct zm_server *s)
 	return s->nworkers ? 0 : -EAGAIN;
 }
 
-static void workers_stop(struct zm_server *s)
+static void workers_stop(struct zmi_server *s)
 {
 	pthread_mutex_lock(&s->qlock);
 	s->stopping = true;
@@ -183,7 +183,7 @@ static void workers_stop(struct zm_server *s)
 static void *conn_thread(void *arg)
 {
 	struct nbd_conn *c = arg;
-	struct zm_server *s = c->srv;
+	struct zmi_server *s = c->srv;
 
 	struct timeval hs = { HANDSHAKE_TIMEOUT_S, 0 }, none = { 0, 0 };
 
@@ -213,7 +213,7 @@ static void conn_free(struct nbd_conn *c)
 
 /* Join connections whose thread has ended (all, when stopping: every one
  * is shut down first, so that none waits on another's stuck client). */
-static void conns_reap(struct zm_server *s, bool all)
+static void conns_reap(struct zmi_server *s, bool all)
 {
 	pthread_mutex_lock(&s->lock);
 	if (all)
@@ -244,7 +244,7 @@ static void *conn_thread_main(void *arg)
 	return NULL;
 }
 
-static void conn_accept(struct zm_server *s, int lfd)
+static void conn_accept(struct zmi_server *s, int lfd)
 {
 	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 	struct nbd_conn *c;
@@ -409,10 +409,10 @@ static int detach(int *ready_fd)
 	return 0;
 }
 
-int serve_main(const struct zm_serve_config *cfg_in)
+int serve_main(const struct zmi_serve_config *cfg_in)
 {
-	struct zm_serve_config cfg = *cfg_in;
-	struct zm_server *s;
+	struct zmi_serve_config cfg = *cfg_in;
+	struct zmi_server *s;
 	int lfd[MAX_LISTEN], nl = 0, ready = -1, sfd, rc, cfd = -1;
 	char sockpath[4096] = "", ctlpath[4096 + 8] = "";
 	pthread_t ctl_thread;

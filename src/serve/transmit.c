@@ -238,7 +238,7 @@ static void acquire(struct nbd_conn *c, struct serve_job *j, size_t bytes)
 void serve_job_run(struct serve_job *j)
 {
 	struct nbd_conn *c = j->c;
-	struct zm_server *s = c->srv;
+	struct zmi_server *s = c->srv;
 	void *page = scratch(c);
 	int rc = 0;
 
@@ -302,7 +302,7 @@ void serve_job_run(struct serve_job *j)
 /* 0 if the request may run, else the NBD error to answer. */
 static uint32_t check_request(struct nbd_conn *c, const struct serve_job *j)
 {
-	const struct zm_server *s = c->srv;
+	const struct zmi_server *s = c->srv;
 	uint32_t allowed;
 	bool writes = false;
 
@@ -354,7 +354,7 @@ static uint32_t check_request(struct nbd_conn *c, const struct serve_job *j)
 
 void nbd_transmit(struct nbd_conn *c)
 {
-	struct zm_server *s = c->srv;
+	struct zmi_server *s = c->srv;
 	uint8_t h[NBD_REQUEST_SIZE];
 
 	for (;;) {

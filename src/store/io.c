@@ -3,7 +3,7 @@
  *
  * put:  same-filled?  -> the word goes in the slot
  *       else compress into the thread's buffer (no lock held), place it
- *       (policy.c), charge the limit, zm_malloc + zm_pool_write;
+ *       (policy.c), charge the limit, zm_pool_alloc + zm_pool_write;
  *       then lock the slot, free the old object from the slot's key, bind
  *       the new one to it (zm_pool_bind), set the info, unlock; count.
  * get:  lock the slot; decompress straight from the pool object (mapped
@@ -51,7 +51,7 @@ static char *thread_buf(size_t size)
 {
 	char *b;
 
-	if (zm_likely(tls_cap >= size))
+	if (zmi_likely(tls_cap >= size))
 		return tls_buf;
 	b = realloc(tls_buf, size);
 	if (!b)
@@ -67,7 +67,7 @@ static char *thread_buf(size_t size)
 
 /* Compress page and store it in the pool: sets *handle and *info, or
  * returns a negative errno (counted here when it is a policy's). */
-static int store_object(struct zm_store *s, struct zm_store_stripe *st,
+static int store_object(struct zm_store *s, struct zmi_store_stripe *st,
 			const void *page, uint64_t *handle, uint32_t *info)
 {
 	char *buf = thread_buf(s->page_size);
@@ -77,19 +77,19 @@ static int store_object(struct zm_store *s, struct zm_store_stripe *st,
 	zm_handle_t h;
 	int n;
 
-	if (zm_unlikely(!buf))
+	if (zmi_unlikely(!buf))
 		return -ENOMEM;
-	n = zm_codec_compress(s->codec, page, s->page_size, buf, zm_policy_cap(s));
+	n = zm_codec_compress(s->codec, page, s->page_size, buf, zmi_policy_cap(s));
 	if (n > 0)
 		zlen = (size_t)n;
 	else if (n != -ENOSPC)
 		return n == -ENOMEM ? -ENOMEM : -EIO;
-	switch (zm_policy_place(s, zlen)) {
+	switch (zmi_policy_place(s, zlen)) {
 	case ZM_PLACE_REJECT_ZSIZE:
-		zm_count(st, C_REJECT_ZSIZE, 1);
+		zmi_count(st, C_REJECT_ZSIZE, 1);
 		return -E2BIG;
 	case ZM_PLACE_REJECT_MEAN:
-		zm_count(st, C_REJECT_MEAN, 1);
+		zmi_count(st, C_REJECT_MEAN, 1);
 		return -E2BIG;
 	case ZM_PLACE_HUGE:
 		src = page, size = s->page_size, kind = ZM_STORE_SLOT_HUGE;
@@ -98,22 +98,22 @@ static int store_object(struct zm_store *s, struct zm_store_stripe *st,
 		src = buf, size = zlen, kind = ZM_STORE_SLOT_POOL;
 		break;
 	}
-	if (zm_limit_charge(s, size)) {
-		zm_count(st, C_LIMIT_FAILS, 1);
+	if (zmi_limit_charge(s, size)) {
+		zmi_count(st, C_LIMIT_FAILS, 1);
 		return -ENOSPC;
 	}
-	h = zm_malloc(s->pool, size);
-	if (zm_unlikely(!h)) {
-		zm_limit_uncharge(s, size);
+	h = zm_pool_alloc(s->pool, size);
+	if (zmi_unlikely(!h)) {
+		zmi_limit_uncharge(s, size);
 		if (s->limit_bytes) {
-			zm_count(st, C_LIMIT_FAILS, 1);
+			zmi_count(st, C_LIMIT_FAILS, 1);
 			return -ENOSPC;
 		}
 		return -ENOMEM;
 	}
-	if (zm_unlikely(zm_pool_write(s->pool, h, src, size))) {
-		zm_free(s->pool, h);
-		zm_limit_uncharge(s, size);
+	if (zmi_unlikely(zm_pool_write(s->pool, h, src, size))) {
+		zm_pool_free(s->pool, h);
+		zmi_limit_uncharge(s, size);
 		return -EIO;
 	}
 	*handle = h;
@@ -123,45 +123,45 @@ static int store_object(struct zm_store *s, struct zm_store_stripe *st,
 
 int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 {
-	struct zm_store_stripe *st;
+	struct zmi_store_stripe *st;
 	uint32_t info, old;
 	uint64_t h, word = 0;
 	int rc;
 
-	if (zm_unlikely(!s || !page || index >= s->nr_pages)) {
-		zm_bad_input("zm_store_put: bad argument (index %llu)",
+	if (zmi_unlikely(!s || !page || index >= s->nr_pages)) {
+		zmi_bad_input("zm_store_put: bad argument (index %llu)",
 			     (unsigned long long)index);
 		return -EINVAL;
 	}
-	st = zm_stripe(s);
+	st = zmi_stripe(s);
 	h = 0;
-	if (s->same_filled && zm_page_same_filled(page, s->page_size, &word)) {
+	if (s->same_filled && zmi_page_same_filled(page, s->page_size, &word)) {
 		info = slot_info(ZM_STORE_SLOT_SAME, 0);
 	} else {
 		rc = store_object(s, st, page, &h, &info);
 		if (rc) {
-			zm_count(st, C_FAILED_WRITES, 1);
-			zm_count(st, C_PUTS, 1);
+			zmi_count(st, C_FAILED_WRITES, 1);
+			zmi_count(st, C_PUTS, 1);
 			return rc;
 		}
 	}
-	zm_lazy_mark(&s->slot_arr, index);
-	old = zm_slot_lock(s, index);
-	zm_slot_free_object(s, index, old);
+	zmi_lazy_mark(&s->slot_arr, index);
+	old = zmi_slot_lock(s, index);
+	zmi_slot_free_object(s, index, old);
 	if (h) {
 		rc = zm_pool_bind(s->pool, h, index);
 		ZM_ASSERT(rc == 0);
 		(void)rc;
 	} else {
-		info |= zm_slot_set_same(s, index, word) << SLOT_LEN_SHIFT;
+		info |= zmi_slot_set_same(s, index, word) << SLOT_LEN_SHIFT;
 	}
-	zm_slot_unlock(s, index, old, info);
+	zmi_slot_unlock(s, index, old, info);
 
-	zm_account(s, st, info, 1);
-	zm_slot_release(s, old);
-	if (zm_unlikely(__atomic_fetch_add(&st->c[C_PUTS], 1, __ATOMIC_RELAXED) %
+	zmi_account(s, st, info, 1);
+	zmi_slot_release(s, old);
+	if (zmi_unlikely(__atomic_fetch_add(&st->c[C_PUTS], 1, __ATOMIC_RELAXED) %
 			ZM_STORE_SAMPLE_PUTS == 0))
-		zm_sample_used(s);
+		zmi_sample_used(s);
 	return 0;
 }
 
@@ -169,38 +169,38 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 
 int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 {
-	struct zm_store_stripe *st;
+	struct zmi_store_stripe *st;
 	const void *src;
 	uint32_t info;
 	uint64_t h;
 	int rc;
 
-	if (zm_unlikely(!s || !buf || index >= s->nr_pages)) {
-		zm_bad_input("zm_store_get: bad argument (index %llu)",
+	if (zmi_unlikely(!s || !buf || index >= s->nr_pages)) {
+		zmi_bad_input("zm_store_get: bad argument (index %llu)",
 			     (unsigned long long)index);
 		return -EINVAL;
 	}
-	st = zm_stripe(s);
-	zm_count(st, C_GETS, 1);
-	info = zm_slot_lock(s, index);
+	st = zmi_stripe(s);
+	zmi_count(st, C_GETS, 1);
+	info = zmi_slot_lock(s, index);
 	switch (slot_kind(info)) {
 	case ZM_STORE_SLOT_EMPTY:
-		zm_slot_unlock(s, index, info, info);
+		zmi_slot_unlock(s, index, info, info);
 		memset(buf, 0, s->page_size);
 		return 0;
 	case ZM_STORE_SLOT_SAME:
-		h = zm_slot_same_word(s, index, info);
-		zm_slot_unlock(s, index, info, info);
-		zm_page_fill(buf, s->page_size, h);
+		h = zmi_slot_same_word(s, index, info);
+		zmi_slot_unlock(s, index, info, info);
+		zmi_page_fill(buf, s->page_size, h);
 		return 0;
 	case ZM_STORE_SLOT_HUGE:
-		h = zm_slot_handle(s, index);
+		h = zmi_slot_handle(s, index);
 		rc = zm_pool_read(s->pool, h, buf, s->page_size) ? -EIO : 0;
 		break;
 	default:
-		h = zm_slot_handle(s, index);
+		h = zmi_slot_handle(s, index);
 		src = zm_pool_map(s->pool, h, ZM_MAP_RO);
-		if (zm_unlikely(!src)) {
+		if (zmi_unlikely(!src)) {
 			rc = errno == ENOMEM ? -ENOMEM : -EIO;
 			break;
 		}
@@ -210,8 +210,8 @@ int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 			rc = -EIO;
 		break;
 	}
-	zm_slot_unlock(s, index, info, info);
-	if (zm_unlikely(rc))
-		zm_count(st, C_FAILED_READS, 1);
+	zmi_slot_unlock(s, index, info, info);
+	if (zmi_unlikely(rc))
+		zmi_count(st, C_FAILED_READS, 1);
 	return rc;
 }

@@ -2,7 +2,7 @@
  * Policy: where a compressed page goes, and the memory limit.
  *
  * Placement, from the compressed size z (z > cap when the codec could not
- * fit the page below the cap it was given, zm_policy_cap()):
+ * fit the page below the cap it was given, zmi_policy_cap()):
  *
  *   z > max_zsize                          reject (zcache's zv_max_zsize)
  *   z > max_mean_zsize and the mean object
@@ -26,7 +26,7 @@
 
 #include "store/store_internal.h"
 
-size_t zm_policy_cap(const struct zm_store *s)
+size_t zmi_policy_cap(const struct zm_store *s)
 {
 	if (s->max_zsize)
 		return s->max_zsize;
@@ -36,12 +36,12 @@ size_t zm_policy_cap(const struct zm_store *s)
 /* Mean object size in the pool, 0 when empty. */
 static uint64_t mean_zsize(const struct zm_store *s)
 {
-	uint64_t n = zm_counter_sum(s, C_OBJECTS);
+	uint64_t n = zmi_counter_sum(s, C_OBJECTS);
 
-	return n ? zm_counter_sum(s, C_COMPR) / n : 0;
+	return n ? zmi_counter_sum(s, C_COMPR) / n : 0;
 }
 
-enum zm_placement zm_policy_place(struct zm_store *s, size_t zlen)
+enum zmi_placement zmi_policy_place(struct zm_store *s, size_t zlen)
 {
 	size_t z = zlen ? zlen : s->page_size + 1;
 
@@ -55,7 +55,7 @@ enum zm_placement zm_policy_place(struct zm_store *s, size_t zlen)
 	return ZM_PLACE_POOL;
 }
 
-int zm_limit_charge(struct zm_store *s, size_t size)
+int zmi_limit_charge(struct zm_store *s, size_t size)
 {
 	if (!s->limit_bytes)
 		return 0;
@@ -66,7 +66,7 @@ int zm_limit_charge(struct zm_store *s, size_t size)
 	return 0;
 }
 
-void zm_limit_uncharge(struct zm_store *s, size_t size)
+void zmi_limit_uncharge(struct zm_store *s, size_t size)
 {
 	if (s->limit_bytes)
 		__atomic_fetch_sub(&s->obj_bytes, size, __ATOMIC_RELAXED);

@@ -2,7 +2,7 @@
  * Slots: the array indexed by page number, the per-slot lock, and emptying
  * slots (release, discard).
  *
- * The array is reserved as address space (zm_os_reserve: it reads as zero
+ * The array is reserved as address space (zmi_os_reserve: it reads as zero
  * and costs memory only where touched), so a store as large as a big
  * zram disk costs nothing until pages are written; a bitmap of the
  * chunks ever written lets walks skip the rest without paging it in.
@@ -14,7 +14,7 @@
  * The slot lock is a spin bit.  It is held for a slot swap (a few
  * instructions) or a decompression (a few microseconds at most), and only
  * threads on the same slot ever wait for it, so waiting spins with a pause
- * for about that long and then yields, like zm_lock.
+ * for about that long and then yields, like zmi_lock.
  *
  * Lock order: see store_internal.h; this file takes slot locks only, one
  * at a time.
@@ -29,25 +29,25 @@
  * probably preempted. */
 #define SLOT_SPINS 200
 
-int zm_slots_alloc(struct zm_store *s)
+int zmi_slots_alloc(struct zm_store *s)
 {
-	if (zm_lazy_init(&s->slot_arr, s->nr_pages, sizeof(uint64_t)) ||
-	    zm_lazy_init(&s->same_arr, s->nr_pages, sizeof(uint64_t)))
+	if (zmi_lazy_init(&s->slot_arr, s->nr_pages, sizeof(uint64_t)) ||
+	    zmi_lazy_init(&s->same_arr, s->nr_pages, sizeof(uint64_t)))
 		return -ENOMEM;
 	s->slots = s->slot_arr.base;
 	s->same_val = s->same_arr.base;
 	return 0;
 }
 
-void zm_slots_free(struct zm_store *s)
+void zmi_slots_free(struct zm_store *s)
 {
-	zm_lazy_fini(&s->slot_arr);
-	zm_lazy_fini(&s->same_arr);
+	zmi_lazy_fini(&s->slot_arr);
+	zmi_lazy_fini(&s->same_arr);
 	s->slots = NULL;
 	s->same_val = NULL;
 }
 
-void zm_slot_lock_slow(uint64_t *w)
+void zmi_slot_lock_slow(uint64_t *w)
 {
 	const uint64_t lock = (uint64_t)SLOT_LOCK << SLOT_INFO_SHIFT;
 
@@ -62,16 +62,16 @@ void zm_slot_lock_slow(uint64_t *w)
 	}
 }
 
-uint32_t zm_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word)
+uint32_t zmi_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word)
 {
 	if (!word)
 		return 0;
-	zm_lazy_mark(&s->same_arr, index);
+	zmi_lazy_mark(&s->same_arr, index);
 	s->same_val[index] = word;
 	return 1;
 }
 
-void zm_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info)
+void zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info)
 {
 	unsigned kind = slot_kind(info);
 	int rc;
@@ -83,41 +83,41 @@ void zm_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info)
 	}
 }
 
-void zm_slot_clear(struct zm_store *s, uint64_t index)
+void zmi_slot_clear(struct zm_store *s, uint64_t index)
 {
-	uint32_t info = zm_slot_lock(s, index);
+	uint32_t info = zmi_slot_lock(s, index);
 
-	zm_slot_free_object(s, index, info);
-	zm_slot_unlock(s, index, info, ZM_STORE_SLOT_EMPTY);
-	zm_slot_release(s, info);
+	zmi_slot_free_object(s, index, info);
+	zmi_slot_unlock(s, index, info, ZM_STORE_SLOT_EMPTY);
+	zmi_slot_release(s, info);
 }
 
-void zm_slot_release(struct zm_store *s, uint32_t info)
+void zmi_slot_release(struct zm_store *s, uint32_t info)
 {
 	unsigned kind = slot_kind(info);
 
 	if (kind == ZM_STORE_SLOT_EMPTY)
 		return;
-	zm_account(s, zm_stripe(s), info, -1);
+	zmi_account(s, zmi_stripe(s), info, -1);
 	if (kind != ZM_STORE_SLOT_SAME)
-		zm_limit_uncharge(s, slot_len(info));
+		zmi_limit_uncharge(s, slot_len(info));
 }
 
 int zm_store_discard(struct zm_store *s, uint64_t index, uint64_t count)
 {
 	if (!s || index > s->nr_pages || count > s->nr_pages - index) {
-		zm_bad_input("zm_store_discard: range %llu+%llu beyond the store",
+		zmi_bad_input("zm_store_discard: range %llu+%llu beyond the store",
 			     (unsigned long long)index, (unsigned long long)count);
 		return -EINVAL;
 	}
-	for (uint64_t i = zm_slot_next_touched(s, index, index + count); i < index + count;
-	     i = zm_slot_next_touched(s, i + 1, index + count)) {
+	for (uint64_t i = zmi_slot_next_touched(s, index, index + count); i < index + count;
+	     i = zmi_slot_next_touched(s, i + 1, index + count)) {
 		/* Unlocked peek: an empty slot stays empty unless a put races
 		 * with this discard, and either order is a correct outcome. */
 		if (word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED)) & ~SLOT_LOCK)
-			zm_slot_clear(s, i);
+			zmi_slot_clear(s, i);
 	}
-	zm_count(zm_stripe(s), C_DISCARDS, (int64_t)count);
+	zmi_count(zmi_stripe(s), C_DISCARDS, (int64_t)count);
 	return 0;
 }
 
@@ -129,12 +129,12 @@ int zm_store_slot_info(struct zm_store *s, uint64_t index, unsigned *kind,
 
 	if (!s || index >= s->nr_pages)
 		return -EINVAL;
-	info = zm_slot_lock(s, index);
+	info = zmi_slot_lock(s, index);
 	if (slot_kind(info) == ZM_STORE_SLOT_SAME)
-		h = zm_slot_same_word(s, index, info);
+		h = zmi_slot_same_word(s, index, info);
 	else if (slot_kind(info) != ZM_STORE_SLOT_EMPTY)
-		h = zm_slot_handle(s, index);
-	zm_slot_unlock(s, index, info, info);
+		h = zmi_slot_handle(s, index);
+	zmi_slot_unlock(s, index, info, info);
 	if (kind)
 		*kind = slot_kind(info);
 	if (handle)

@@ -22,11 +22,11 @@
 static __thread unsigned tls_stripe; /* 1 + the thread's stripe; 0: none yet */
 static unsigned next_stripe;         /* atomic */
 
-struct zm_store_stripe *zm_stripe(struct zm_store *s)
+struct zmi_store_stripe *zmi_stripe(struct zm_store *s)
 {
 	unsigned i = tls_stripe;
 
-	if (zm_unlikely(!i)) {
+	if (zmi_unlikely(!i)) {
 		i = __atomic_fetch_add(&next_stripe, 1, __ATOMIC_RELAXED) %
 		    ZM_STORE_STRIPES + 1;
 		tls_stripe = i;
@@ -34,30 +34,30 @@ struct zm_store_stripe *zm_stripe(struct zm_store *s)
 	return &s->stripe[i - 1];
 }
 
-void zm_account(struct zm_store *s, struct zm_store_stripe *st, uint32_t info, int sign)
+void zmi_account(struct zm_store *s, struct zmi_store_stripe *st, uint32_t info, int sign)
 {
 	unsigned kind = slot_kind(info);
 	uint32_t len = slot_len(info);
 
 	if (kind == ZM_STORE_SLOT_EMPTY)
 		return;
-	zm_count(st, C_PAGES, sign);
+	zmi_count(st, C_PAGES, sign);
 	if (kind == ZM_STORE_SLOT_SAME) {
-		zm_count(st, C_SAME, sign);
+		zmi_count(st, C_SAME, sign);
 		return;
 	}
-	zm_count(st, C_OBJECTS, sign);
-	zm_count(st, C_COMPR, (int64_t)sign * len);
-	__atomic_fetch_add(&st->hist[zm_hist_bucket(s, len)], (uint64_t)(int64_t)sign,
+	zmi_count(st, C_OBJECTS, sign);
+	zmi_count(st, C_COMPR, (int64_t)sign * len);
+	__atomic_fetch_add(&st->hist[zmi_hist_bucket(s, len)], (uint64_t)(int64_t)sign,
 			   __ATOMIC_RELAXED);
 	if (kind == ZM_STORE_SLOT_HUGE) {
-		zm_count(st, C_HUGE, sign);
+		zmi_count(st, C_HUGE, sign);
 		if (sign > 0)
-			zm_count(st, C_HUGE_SINCE, 1);
+			zmi_count(st, C_HUGE_SINCE, 1);
 	}
 }
 
-uint64_t zm_counter_sum(const struct zm_store *s, enum zm_store_counter c)
+uint64_t zmi_counter_sum(const struct zm_store *s, enum zmi_store_counter c)
 {
 	uint64_t v = 0;
 
@@ -75,7 +75,7 @@ static void raise_max(uint64_t *max, uint64_t v)
 		;
 }
 
-void zm_sample_used(struct zm_store *s)
+void zmi_sample_used(struct zm_store *s)
 {
 	struct zm_pool_stats ps;
 
@@ -94,26 +94,26 @@ void zm_store_stats(struct zm_store *s, struct zm_store_stats *st)
 	raise_max(&s->used_max, ps.pool_bytes);
 	raise_max(&s->used_max, ps.pages_max * ps.page_size);
 
-	st->pages_stored = zm_counter_sum(s, C_PAGES);
+	st->pages_stored = zmi_counter_sum(s, C_PAGES);
 	st->orig_data_size = st->pages_stored * s->page_size;
-	st->compr_data_size = zm_counter_sum(s, C_COMPR);
+	st->compr_data_size = zmi_counter_sum(s, C_COMPR);
 	st->mem_used_total = ps.pool_bytes;
 	st->mem_limit = s->limit_bytes;
 	st->mem_used_max = __atomic_load_n(&s->used_max, __ATOMIC_RELAXED);
-	st->same_pages = zm_counter_sum(s, C_SAME);
+	st->same_pages = zmi_counter_sum(s, C_SAME);
 	st->pages_compacted = ps.pages_compacted;
-	st->huge_pages = zm_counter_sum(s, C_HUGE);
-	st->huge_pages_since = zm_counter_sum(s, C_HUGE_SINCE);
-	st->failed_reads = zm_counter_sum(s, C_FAILED_READS);
-	st->failed_writes = zm_counter_sum(s, C_FAILED_WRITES);
-	st->reject_zsize = zm_counter_sum(s, C_REJECT_ZSIZE);
-	st->reject_mean = zm_counter_sum(s, C_REJECT_MEAN);
-	st->limit_fails = zm_counter_sum(s, C_LIMIT_FAILS);
-	st->puts = zm_counter_sum(s, C_PUTS);
-	st->gets = zm_counter_sum(s, C_GETS);
-	st->discards = zm_counter_sum(s, C_DISCARDS);
+	st->huge_pages = zmi_counter_sum(s, C_HUGE);
+	st->huge_pages_since = zmi_counter_sum(s, C_HUGE_SINCE);
+	st->failed_reads = zmi_counter_sum(s, C_FAILED_READS);
+	st->failed_writes = zmi_counter_sum(s, C_FAILED_WRITES);
+	st->reject_zsize = zmi_counter_sum(s, C_REJECT_ZSIZE);
+	st->reject_mean = zmi_counter_sum(s, C_REJECT_MEAN);
+	st->limit_fails = zmi_counter_sum(s, C_LIMIT_FAILS);
+	st->puts = zmi_counter_sum(s, C_PUTS);
+	st->gets = zmi_counter_sum(s, C_GETS);
+	st->discards = zmi_counter_sum(s, C_DISCARDS);
 	st->pool_meta_bytes = ps.meta_bytes;
-	st->store_meta_bytes = zm_lazy_bytes(&s->slot_arr) + zm_lazy_bytes(&s->same_arr) +
+	st->store_meta_bytes = zmi_lazy_bytes(&s->slot_arr) + zmi_lazy_bytes(&s->same_arr) +
 			       sizeof(*s);
 	st->pool_objects = ps.objects;
 	st->nr_pages = s->nr_pages;
@@ -192,14 +192,14 @@ int zm_store_check(struct zm_store *s)
 
 	if (!s)
 		return -EINVAL;
-	for (uint64_t i = zm_slot_next_touched(s, 0, s->nr_pages); i < s->nr_pages;
-	     i = zm_slot_next_touched(s, i + 1, s->nr_pages)) {
-		uint32_t info = zm_slot_lock(s, i);
+	for (uint64_t i = zmi_slot_next_touched(s, 0, s->nr_pages); i < s->nr_pages;
+	     i = zmi_slot_next_touched(s, i + 1, s->nr_pages)) {
+		uint32_t info = zmi_slot_lock(s, i);
 		unsigned kind = slot_kind(info);
 		uint32_t len = slot_len(info);
 		uint64_t h = zm_pool_key_handle(s->pool, i);
 
-		zm_slot_unlock(s, i, info, info);
+		zmi_slot_unlock(s, i, info, info);
 		if (kind == ZM_STORE_SLOT_EMPTY) {
 			if (h || len)
 				ZM_CHECK_FAIL("store: slot %" PRIu64 " empty with handle %#" PRIx64
@@ -222,22 +222,22 @@ int zm_store_check(struct zm_store *s)
 			ZM_CHECK_FAIL("store: slot %" PRIu64 " kind %u has length %u", i, kind, len);
 			continue;
 		}
-		hist[zm_hist_bucket(s, len)]++;
+		hist[zmi_hist_bucket(s, len)]++;
 		if (kind == ZM_STORE_SLOT_HUGE)
 			huge++;
 		if (!h || zm_pool_obj_size(s->pool, h) < len)
 			ZM_CHECK_FAIL("store: slot %" PRIu64 " handle %#" PRIx64 " is bad or shorter "
 			     "than %u", i, h, len);
 	}
-	if (pages != zm_counter_sum(s, C_PAGES) || same != zm_counter_sum(s, C_SAME) ||
-	    huge != zm_counter_sum(s, C_HUGE) || objs != zm_counter_sum(s, C_OBJECTS) ||
-	    compr != zm_counter_sum(s, C_COMPR))
+	if (pages != zmi_counter_sum(s, C_PAGES) || same != zmi_counter_sum(s, C_SAME) ||
+	    huge != zmi_counter_sum(s, C_HUGE) || objs != zmi_counter_sum(s, C_OBJECTS) ||
+	    compr != zmi_counter_sum(s, C_COMPR))
 		ZM_CHECK_FAIL("store: slots hold %" PRIu64 " pages (%" PRIu64 " same, %" PRIu64
 		     " huge, %" PRIu64 " objects, %" PRIu64 " bytes); counters say %" PRIu64
 		     " (%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 ")",
-		     pages, same, huge, objs, compr, zm_counter_sum(s, C_PAGES),
-		     zm_counter_sum(s, C_SAME), zm_counter_sum(s, C_HUGE),
-		     zm_counter_sum(s, C_OBJECTS), zm_counter_sum(s, C_COMPR));
+		     pages, same, huge, objs, compr, zmi_counter_sum(s, C_PAGES),
+		     zmi_counter_sum(s, C_SAME), zmi_counter_sum(s, C_HUGE),
+		     zmi_counter_sum(s, C_OBJECTS), zmi_counter_sum(s, C_COMPR));
 	for (int b = 0; b < ZM_STORE_HIST_BUCKETS; b++) {
 		uint64_t v = 0;
 

@@ -32,17 +32,17 @@
 static int check_config(const struct zm_store_config *c, size_t ps)
 {
 	if (!c->nr_pages || c->nr_pages > ZM_STORE_MAX_PAGES) {
-		zm_bad_input("zm_store_create: nr_pages %llu is not 1..2^31",
+		zmi_bad_input("zm_store_create: nr_pages %llu is not 1..2^31",
 			     (unsigned long long)c->nr_pages);
 		return -EINVAL;
 	}
 	if (ps < 4096 || ps > 65536 || (ps & (ps - 1))) {
-		zm_bad_input("zm_store_create: page size %zu is not a power of two "
+		zmi_bad_input("zm_store_create: page size %zu is not a power of two "
 			     "in 4096..65536", ps);
 		return -EINVAL;
 	}
 	if (c->huge_size > ps) {
-		zm_bad_input("zm_store_create: huge_size %zu above the page size",
+		zmi_bad_input("zm_store_create: huge_size %zu above the page size",
 			     c->huge_size);
 		return -EINVAL;
 	}
@@ -79,13 +79,13 @@ static uint64_t arena_bytes(uint64_t nr_pages, size_t ps, size_t limit)
  * array paged in) to the end. */
 static void release_all(struct zm_store *s)
 {
-	uint64_t left = zm_counter_sum(s, C_PAGES);
+	uint64_t left = zmi_counter_sum(s, C_PAGES);
 
-	for (uint64_t i = zm_slot_next_touched(s, 0, s->nr_pages); left && i < s->nr_pages;
-	     i = zm_slot_next_touched(s, i + 1, s->nr_pages)) {
+	for (uint64_t i = zmi_slot_next_touched(s, 0, s->nr_pages); left && i < s->nr_pages;
+	     i = zmi_slot_next_touched(s, i + 1, s->nr_pages)) {
 		if (slot_kind(word_info(s->slots[i])) == ZM_STORE_SLOT_EMPTY)
 			continue;
-		zm_slot_clear(s, i);
+		zmi_slot_clear(s, i);
 		left--;
 	}
 }
@@ -125,7 +125,7 @@ int zm_store_create(const struct zm_store_config *cfg, struct zm_store **out)
 	pc.page_size = ps;
 	pc.limit_bytes = cfg->limit_bytes;
 	pc.arena_bytes = arena_bytes(cfg->nr_pages, ps, cfg->limit_bytes);
-	rc = zm_slots_alloc(s);
+	rc = zmi_slots_alloc(s);
 	if (rc)
 		goto fail;
 	/* the slots are the pool's owner words (store_internal.h) */
@@ -148,7 +148,7 @@ void zm_store_destroy(struct zm_store *s)
 	if (s->pool && s->slots)
 		release_all(s);
 	zm_pool_destroy(s->pool);   /* before the words it was given */
-	zm_slots_free(s);
+	zmi_slots_free(s);
 	zm_codec_destroy(s->codec);
 	free(s);
 }

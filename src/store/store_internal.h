@@ -19,7 +19,7 @@
  * decompress from the pool (get), or to swap in a new content (put,
  * discard: the old object is freed and the new one bound to the key under
  * it).  The pool never calls back into the store, so any pool call may be
- * made under a slot lock; zm_malloc (and the compression before it) is not,
+ * made under a slot lock; zm_pool_alloc (and the compression before it) is not,
  * to keep the lock short.  No thread ever holds two slot locks.  Counters
  * are atomics and need no lock.
  */
@@ -104,7 +104,7 @@ static inline uint32_t word_info(uint64_t w)
  */
 #define ZM_STORE_STRIPES 16
 
-enum zm_store_counter {
+enum zmi_store_counter {
 	C_PAGES,        /* slots holding a page */
 	C_COMPR,        /* bytes of objects in the pool */
 	C_OBJECTS,      /* objects in the pool */
@@ -122,7 +122,7 @@ enum zm_store_counter {
 	C_NR
 };
 
-struct zm_store_stripe {
+struct zmi_store_stripe {
 	uint64_t c[C_NR];                       /* atomic */
 	uint64_t hist[ZM_STORE_HIST_BUCKETS];   /* atomic */
 } __attribute__((aligned(64)));
@@ -133,7 +133,7 @@ struct zm_store {
 				      (slot_arr's elements) */
 	uint64_t *same_val;        /* fill words of same-filled pages (len 1;
 				      same_arr's elements) */
-	struct zm_lazy slot_arr, same_arr;
+	struct zmi_lazy slot_arr, same_arr;
 	uint64_t nr_pages;
 	size_t page_size;
 	unsigned page_shift;
@@ -148,38 +148,38 @@ struct zm_store {
 	uint64_t obj_bytes;        /* sum of object sizes, kept only with a
 				      limit (limit_bytes != 0) */
 	uint64_t used_max;         /* sampled high-water mark of pool_bytes */
-	struct zm_store_stripe stripe[ZM_STORE_STRIPES];
+	struct zmi_store_stripe stripe[ZM_STORE_STRIPES];
 };
 
 /* slot.c */
-int zm_slots_alloc(struct zm_store *s);
-void zm_slots_free(struct zm_store *s);
-void zm_slot_lock_slow(uint64_t *w);
+int zmi_slots_alloc(struct zm_store *s);
+void zmi_slots_free(struct zm_store *s);
+void zmi_slot_lock_slow(uint64_t *w);
 /* The first index in [i, end) whose slot page was ever written, or end. */
-static inline uint64_t zm_slot_next_touched(const struct zm_store *s, uint64_t i,
+static inline uint64_t zmi_slot_next_touched(const struct zm_store *s, uint64_t i,
 					    uint64_t end)
 {
-	return zm_lazy_next(&s->slot_arr, i, end);
+	return zmi_lazy_next(&s->slot_arr, i, end);
 }
 
 /* Lock slot index; returns its info (without the lock bit). */
-static inline uint32_t zm_slot_lock(struct zm_store *s, uint64_t index)
+static inline uint32_t zmi_slot_lock(struct zm_store *s, uint64_t index)
 {
 	uint64_t *w = &s->slots[index];
 	uint64_t old = __atomic_fetch_or(w, (uint64_t)SLOT_LOCK << SLOT_INFO_SHIFT,
 					 __ATOMIC_ACQUIRE);
 
-	if (zm_unlikely(word_info(old) & SLOT_LOCK)) {
-		zm_slot_lock_slow(w);
+	if (zmi_unlikely(word_info(old) & SLOT_LOCK)) {
+		zmi_slot_lock_slow(w);
 		old = __atomic_load_n(w, __ATOMIC_RELAXED);
 	}
 	return word_info(old) & ~SLOT_LOCK;
 }
 
-/* Unlock, changing the info from `held` (what zm_slot_lock returned, the
+/* Unlock, changing the info from `held` (what zmi_slot_lock returned, the
  * slot unchanged since) to `info` (without the lock bit): one xor, which
  * leaves the pool's bits alone. */
-static inline void zm_slot_unlock(struct zm_store *s, uint64_t index, uint32_t held,
+static inline void zmi_slot_unlock(struct zm_store *s, uint64_t index, uint32_t held,
 				  uint32_t info)
 {
 	__atomic_fetch_xor(&s->slots[index],
@@ -188,13 +188,13 @@ static inline void zm_slot_unlock(struct zm_store *s, uint64_t index, uint32_t h
 }
 
 /* The pool handle of a slot holding a POOL or HUGE page. */
-static inline zm_handle_t zm_slot_handle(struct zm_store *s, uint64_t index)
+static inline zm_handle_t zmi_slot_handle(struct zm_store *s, uint64_t index)
 {
 	return zm_pool_key_handle(s->pool, index);
 }
 
 /* The fill word of a locked SAME slot. */
-static inline uint64_t zm_slot_same_word(const struct zm_store *s, uint64_t index,
+static inline uint64_t zmi_slot_same_word(const struct zm_store *s, uint64_t index,
 					 uint32_t info)
 {
 	return slot_len(info) ? s->same_val[index] : 0;
@@ -202,50 +202,50 @@ static inline uint64_t zm_slot_same_word(const struct zm_store *s, uint64_t inde
 
 /* Free the pool object of a locked slot whose info is `info`, if it has
  * one (the slot's info is the caller's to change). */
-void zm_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info);
+void zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info);
 
 /* Empty slot index (lock, free, unlock, count): discard and destroy. */
-void zm_slot_clear(struct zm_store *s, uint64_t index);
+void zmi_slot_clear(struct zm_store *s, uint64_t index);
 
 /* Set a locked slot's fill word (a SAME page); returns the info's length
  * field for it (0 or 1). */
-uint32_t zm_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word);
+uint32_t zmi_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word);
 
 /* Count out what a slot held (already emptied): counters, the limit. */
-void zm_slot_release(struct zm_store *s, uint32_t info);
+void zmi_slot_release(struct zm_store *s, uint32_t info);
 
 /* same.c */
-bool zm_page_same_filled(const void *page, size_t len, uint64_t *word);
-void zm_page_fill(void *page, size_t len, uint64_t word);
+bool zmi_page_same_filled(const void *page, size_t len, uint64_t *word);
+void zmi_page_fill(void *page, size_t len, uint64_t word);
 
 /* policy.c: what to do with a page compressed to zlen bytes (0 when it did
- * not fit below the cap given to the codec, zm_policy_cap()) */
-enum zm_placement { ZM_PLACE_POOL, ZM_PLACE_HUGE, ZM_PLACE_REJECT_ZSIZE,
+ * not fit below the cap given to the codec, zmi_policy_cap()) */
+enum zmi_placement { ZM_PLACE_POOL, ZM_PLACE_HUGE, ZM_PLACE_REJECT_ZSIZE,
 		    ZM_PLACE_REJECT_MEAN };
-size_t zm_policy_cap(const struct zm_store *s);
-enum zm_placement zm_policy_place(struct zm_store *s, size_t zlen);
+size_t zmi_policy_cap(const struct zm_store *s);
+enum zmi_placement zmi_policy_place(struct zm_store *s, size_t zlen);
 /* Reserve size bytes against the limit; 0 or -ENOSPC. */
-int zm_limit_charge(struct zm_store *s, size_t size);
-void zm_limit_uncharge(struct zm_store *s, size_t size);
+int zmi_limit_charge(struct zm_store *s, size_t size);
+void zmi_limit_uncharge(struct zm_store *s, size_t size);
 
 /* stats.c */
-struct zm_store_stripe *zm_stripe(struct zm_store *s);
+struct zmi_store_stripe *zmi_stripe(struct zm_store *s);
 
-static inline void zm_count(struct zm_store_stripe *st, enum zm_store_counter c,
+static inline void zmi_count(struct zmi_store_stripe *st, enum zmi_store_counter c,
 			    int64_t v)
 {
 	__atomic_fetch_add(&st->c[c], (uint64_t)v, __ATOMIC_RELAXED);
 }
 
-static inline unsigned zm_hist_bucket(const struct zm_store *s, uint32_t len)
+static inline unsigned zmi_hist_bucket(const struct zm_store *s, uint32_t len)
 {
 	return (unsigned)(((uint64_t)(len - 1) * ZM_STORE_HIST_BUCKETS) >> s->page_shift);
 }
 
 /* Account a content entering (sign 1) or leaving (-1) a slot. */
-void zm_account(struct zm_store *s, struct zm_store_stripe *st, uint32_t info, int sign);
-uint64_t zm_counter_sum(const struct zm_store *s, enum zm_store_counter c);
+void zmi_account(struct zm_store *s, struct zmi_store_stripe *st, uint32_t info, int sign);
+uint64_t zmi_counter_sum(const struct zm_store *s, enum zmi_store_counter c);
 /* Sample the pool's memory into used_max. */
-void zm_sample_used(struct zm_store *s);
+void zmi_sample_used(struct zm_store *s);
 
 #endif

@@ -249,7 +249,7 @@ int zm_workload_capture(pid_t pid, size_t max_bytes, zm_capture_fn fn,
 	if (pid <= 0 || !fn)
 		return -EINVAL;
 	c.st = st;
-	c.ps = zm_os_page_size();
+	c.ps = zmi_os_page_size();
 	c.max_pages = max_bytes ? max_bytes / c.ps : SIZE_MAX;
 	st->page_size = c.ps;
 	if (kill(pid, 0) && errno == ESRCH)

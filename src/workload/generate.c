@@ -140,7 +140,7 @@ void zm_workload_destroy(struct zm_workload *w)
 static void gen_page(struct zm_workload *w, uint64_t seed, double k, unsigned char *p)
 {
 	size_t ps = w->page_size, nrand, i = 0;
-	struct zm_wl_rng r;
+	struct zmi_wl_rng r;
 
 	switch (w->kind) {
 	case ZM_WORKLOAD_ZERO:
@@ -150,18 +150,18 @@ static void gen_page(struct zm_workload *w, uint64_t seed, double k, unsigned ch
 		nrand = (size_t)(k * (double)ps + 0.5);
 		if (nrand > ps)
 			nrand = ps;
-		zm_wl_rng_seed(&r, seed);
+		zmi_wl_rng_seed(&r, seed);
 		for (; i + 8 <= nrand; i += 8) {
-			uint64_t x = zm_wl_next(&r);
+			uint64_t x = zmi_wl_next(&r);
 
 			memcpy(p + i, &x, 8);
 		}
 		for (; i < nrand; i++)
-			p[i] = (unsigned char)zm_wl_next(&r);
+			p[i] = (unsigned char)zmi_wl_next(&r);
 		memset(p + nrand, 0, ps - nrand);
 		break;
 	case ZM_WORKLOAD_TEXT:
-		zm_text_page(seed, k, (char *)p, ps);
+		zmi_text_page(seed, k, (char *)p, ps);
 		break;
 	}
 }
@@ -250,7 +250,7 @@ int zm_workload_next(struct zm_workload *w, void *buf, size_t len)
 		return -EINVAL;
 	for (size_t off = 0; off < len; off += w->page_size) {
 		uint64_t i = w->st.pages;
-		uint64_t seed = zm_wl_mix(w->seed ^ zm_wl_mix(i * 4 + (unsigned)w->kind));
+		uint64_t seed = zmi_wl_mix(w->seed ^ zmi_wl_mix(i * 4 + (unsigned)w->kind));
 		double carry = w->ratio * (double)i - w->sum_ratio, r = 0;
 		double target;
 		int rc;

@@ -19,7 +19,7 @@
 #include <zmem/workload.h>
 
 /* splitmix64: seeds streams from (seed, page, stream) without correlation */
-static inline uint64_t zm_wl_mix(uint64_t x)
+static inline uint64_t zmi_wl_mix(uint64_t x)
 {
 	x += 0x9E3779B97F4A7C15ull;
 	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -28,16 +28,16 @@ static inline uint64_t zm_wl_mix(uint64_t x)
 }
 
 /* xorshift64*: one stream of random numbers */
-struct zm_wl_rng {
+struct zmi_wl_rng {
 	uint64_t s;
 };
 
-static inline void zm_wl_rng_seed(struct zm_wl_rng *r, uint64_t seed)
+static inline void zmi_wl_rng_seed(struct zmi_wl_rng *r, uint64_t seed)
 {
-	r->s = zm_wl_mix(seed) | 1;
+	r->s = zmi_wl_mix(seed) | 1;
 }
 
-static inline uint64_t zm_wl_next(struct zm_wl_rng *r)
+static inline uint64_t zmi_wl_next(struct zmi_wl_rng *r)
 {
 	r->s ^= r->s >> 12;
 	r->s ^= r->s << 25;
@@ -46,15 +46,15 @@ static inline uint64_t zm_wl_next(struct zm_wl_rng *r)
 }
 
 /* uniform in [0, n), by multiplication (no division) */
-static inline uint32_t zm_wl_below(struct zm_wl_rng *r, uint32_t n)
+static inline uint32_t zmi_wl_below(struct zmi_wl_rng *r, uint32_t n)
 {
-	return (uint32_t)((zm_wl_next(r) >> 32) * n >> 32);
+	return (uint32_t)((zmi_wl_next(r) >> 32) * n >> 32);
 }
 
 /* uniform in [0, 1) */
-static inline double zm_wl_unit(struct zm_wl_rng *r)
+static inline double zmi_wl_unit(struct zmi_wl_rng *r)
 {
-	return (double)(zm_wl_next(r) >> 11) * (1.0 / 9007199254740992.0);
+	return (double)(zmi_wl_next(r) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /* The text mix knob, from most to least compressible:
@@ -66,9 +66,9 @@ static inline double zm_wl_unit(struct zm_wl_rng *r)
 
 /* Fill buf[0..len) with text for this mix; the same seed and knob give the
  * same bytes, and nearby knobs give mostly the same words. */
-void zm_text_page(uint64_t seed, double knob, char *buf, size_t len);
+void zmi_text_page(uint64_t seed, double knob, char *buf, size_t len);
 
 /* The vocabulary: a word drawn with probability ~ 1/(rank + 2.7). */
-const char *zm_vocab_word(struct zm_wl_rng *r, size_t *len);
+const char *zmi_vocab_word(struct zmi_wl_rng *r, size_t *len);
 
 #endif

@@ -39,7 +39,7 @@ static void release(struct zm_pool *p, const struct obj *o)
 	if (o->key >= 0)
 		check(zm_pool_free_key(p, (uint64_t)o->key) == 0);
 	else
-		check(zm_free(p, o->h) == 0);
+		check(zm_pool_free(p, o->h) == 0);
 }
 
 static void verify(struct zm_pool *p, const struct obj *o, uint8_t *buf)
@@ -86,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 
 			if (n == MAXO)
 				break;
-			h = zm_malloc(p, size);
+			h = zm_pool_alloc(p, size);
 			if (!h)
 				break;               /* the limit */
 			o[n] = (struct obj){ h, size, (uint8_t)arg, -1 };
@@ -150,7 +150,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		}
 		case 6:                              /* a bad handle: refused */
 			if (strcmp(c.allocator, "malloc") && n)  /* malloc cannot tell */
-				check(zm_free(p, o[arg % n].h ^ 2) < 0);
+				check(zm_pool_free(p, o[arg % n].h ^ 2) < 0);
 			break;
 		default:
 			check(zm_pool_check(p) == 0);
