@@ -1,13 +1,14 @@
 /*
- * Automatic compaction: a background thread per pool, off the callers'
- * paths (SEEDS.md §4), with the two triggers the seed discusses.
+ * Automatic compaction: run by the process's background worker
+ * (base/worker.c), off the callers' paths, one work item per pool that
+ * has a policy, with the two triggers the seed discusses.
  *
  *   WATERMARK  a class shard whose freeable pages (populated bytes not
  *              holding objects, in pages) reach `watermark` % of its pages,
  *              and at least one zspage's worth, is flagged by the free that
- *              crossed the line; the thread compacts flagged classes.
+ *              crossed the line; the worker compacts flagged classes.
  *   RATIO      when the pool's used/allocated bytes fall below `ratio` %,
- *              the thread runs passes that start at the class last freed
+ *              the worker runs passes that start at the class last freed
  *              (of those each shard noted, the one with the most slack:
  *              zs_auto_freed in zsmalloc.h),
  *              walk the classes round robin and stop after `budget` zspages
@@ -21,19 +22,23 @@
  * The free path's part is a few arithmetic operations under the class lock
  * it already holds (under RATIO only when the free moved a zspage down a
  * fullness group); under WATERMARK, when a class crosses the line, one
- * atomic exchange and a condition signal.  Under RATIO the thread looks by
- * itself every period (50 ms), reading the classes' counters without
+ * atomic exchange and, when it changed, a condition signal
+ * (zmi_worker_kick).  Under RATIO the worker calls the pool's item by
+ * itself every period (50 ms), which reads the classes' counters without
  * their locks.
  *
- * Lock order: a->lock is a leaf for the free path (taken after the class
- * lock, only to signal); the thread takes zp->compact_lock, then class
- * locks, never a->lock while holding those.
+ * Lock order: a->set_lock -> the worker's lock (zmi_worker_add/del, which
+ * waits for the item's running callback: set_lock is never taken by the
+ * callback, and compact_lock is not held there); the callback takes
+ * zp->compact_lock, then class locks; the free path takes the worker's
+ * lock (a leaf) under a class lock, only to signal.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "base/os.h"
+#include "base/worker.h"
 #include "pool/zsmalloc.h"
 
 #define ZS_DEF_WATERMARK 40       /* the seed's patch */
@@ -51,31 +56,16 @@
 #define ZS_AUTO_MIN_SLACK (64u << 10) /* bytes of slack worth compacting */
 
 struct zs_auto {
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool stop;                /* lock */
-	int kicked;               /* atomic */
+	struct zmi_work work;     /* the pool's item with the worker */
+	pthread_mutex_t set_lock; /* registering and unregistering it */
+	struct zs_pool *zp;       /* immutable */
 	unsigned watermark, ratio, target, budget;
-	uint64_t armed_until;     /* thread only: RATIO compacts up to the
+	uint64_t armed_until;     /* callback only: RATIO compacts up to the
 				     target until then (ns) */
-	bool fresh;               /* thread only: armed by a crossing, no
+	bool fresh;               /* callback only: armed by a crossing, no
 				     episode finished since */
 	uint8_t *want;            /* atomic per class entry: watermark crossed */
-	struct auto_arg {
-		struct zs_pool *zp;
-		struct zs_auto *a;
-	} arg;
 };
-
-static void kick(struct zs_auto *a)
-{
-	if (!__atomic_exchange_n(&a->kicked, 1, __ATOMIC_ACQ_REL)) {
-		pthread_mutex_lock(&a->lock);
-		pthread_cond_signal(&a->cond);
-		pthread_mutex_unlock(&a->lock);
-	}
-}
 
 void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c)
 {
@@ -88,12 +78,12 @@ void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c)
 	slack = zs_slack_pages(zp, c);
 	if (slack < c->pages || slack < ZS_AUTO_MIN_CLASS_SLACK)
 		return;  /* not worth a wakeup */
-	/* wake the thread when a class crosses the watermark */
+	/* wake the worker when a class crosses the watermark */
 	if (slack * 100 < (uint64_t)a->watermark * c->npages ||
 	    __atomic_load_n(&a->want[i], __ATOMIC_RELAXED))
 		return;
 	__atomic_store_n(&a->want[i], 1, __ATOMIC_RELAXED);
-	kick(a);
+	zmi_worker_kick(&a->work);
 }
 
 /* Used and allocated bytes of the whole pool, and the slack compaction
@@ -203,73 +193,51 @@ static bool below(const struct usage *u, unsigned percent)
 	return u->excess > ZS_AUTO_MIN_SLACK && u->used * 100 < u->alloc * percent;
 }
 
-static void *auto_main(void *arg)
+/* The pool's work item: called by the worker every ZS_AUTO_PERIOD_MS
+ * and when kicked; one call at a time. */
+static void auto_run(void *arg)
 {
-	struct zs_pool *zp = ((struct auto_arg *)arg)->zp;
-	struct zs_auto *a = ((struct auto_arg *)arg)->a;
+	struct zs_auto *a = arg;
+	struct zs_pool *zp = a->zp;
+	enum zm_compact_policy pol = __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED);
 
-	for (;;) {
-		struct timespec ts;
-		enum zm_compact_policy pol;
+	pthread_mutex_lock(&zp->compact_lock);
+	if (pol == ZM_COMPACT_WATERMARK) {
+		watermark_pass(zp, a);
+	} else if (pol == ZM_COMPACT_RATIO) {
+		/* below the threshold: armed for ZS_AUTO_GRACE_MS; while
+		 * armed, passes until the target is reached or nothing
+		 * moves, then the sweep */
+		uint64_t now = zmi_os_now_ns();
+		struct usage u = usage(zp);
 
-		pthread_mutex_lock(&a->lock);
-		if (!a->stop && !__atomic_load_n(&a->kicked, __ATOMIC_ACQUIRE)) {
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += ZS_AUTO_PERIOD_MS * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&a->cond, &a->lock, &ts);
+		if (below(&u, a->ratio)) {
+			a->armed_until = now + ZS_AUTO_GRACE_MS * 1000000ull;
+			a->fresh = true;
 		}
-		if (a->stop) {
-			pthread_mutex_unlock(&a->lock);
-			break;
-		}
-		pthread_mutex_unlock(&a->lock);
-		__atomic_store_n(&a->kicked, 0, __ATOMIC_RELEASE);
-		pol = __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED);
-		pthread_mutex_lock(&zp->compact_lock);
-		if (pol == ZM_COMPACT_WATERMARK) {
-			watermark_pass(zp, a);
-		} else if (pol == ZM_COMPACT_RATIO) {
-			/* below the threshold: armed for ZS_AUTO_GRACE_MS;
-			 * while armed, passes until the target is reached or
-			 * nothing moves, then the sweep */
-			uint64_t now = zmi_os_now_ns();
-			struct usage u = usage(zp);
-
-			if (below(&u, a->ratio)) {
-				a->armed_until = now + ZS_AUTO_GRACE_MS * 1000000ull;
-				a->fresh = true;
+		if (now < a->armed_until && below(&u, a->target)) {
+			while (ratio_pass(zp, a) > 0 && !zmi_worker_stopping(&a->work) &&
+			       (u = usage(zp), below(&u, a->target))) {
+				pthread_mutex_unlock(&zp->compact_lock);
+				sched_yield();
+				pthread_mutex_lock(&zp->compact_lock);
 			}
-			if (now < a->armed_until && below(&u, a->target)) {
-				while (ratio_pass(zp, a) > 0 &&
-				       !__atomic_load_n(&a->stop, __ATOMIC_RELAXED) &&
-				       (u = usage(zp), below(&u, a->target))) {
-					pthread_mutex_unlock(&zp->compact_lock);
-					sched_yield();
-					pthread_mutex_lock(&zp->compact_lock);
-				}
-				/* then the classes left with a few objects */
-				if (!__atomic_load_n(&a->stop, __ATOMIC_RELAXED)) {
-					uint64_t t0 = zmi_os_now_ns();
+			/* then the classes left with a few objects */
+			if (!zmi_worker_stopping(&a->work)) {
+				uint64_t t0 = zmi_os_now_ns();
 
-					account(zp, zs_sweep(zp), t0);
-				}
-				/* frees that come right after the episode the
-				 * crossing started are finished too (once: steady
-				 * churn after it must not keep it armed) */
-				if (a->fresh) {
-					a->armed_until = zmi_os_now_ns() +
-							 ZS_AUTO_GRACE_MS * 1000000ull;
-					a->fresh = false;
-				}
+				account(zp, zs_sweep(zp), t0);
+			}
+			/* frees that come right after the episode the crossing
+			 * started are finished too (once: steady churn after
+			 * it must not keep it armed) */
+			if (a->fresh) {
+				a->armed_until = zmi_os_now_ns() + ZS_AUTO_GRACE_MS * 1000000ull;
+				a->fresh = false;
 			}
 		}
-		pthread_mutex_unlock(&zp->compact_lock);
 	}
-	return NULL;
+	pthread_mutex_unlock(&zp->compact_lock);
 }
 
 int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg)
@@ -296,21 +264,25 @@ int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg)
 		free(a);
 		return rc;
 	}
-	pthread_mutex_init(&a->lock, NULL);
-	pthread_cond_init(&a->cond, NULL);
-	a->arg.zp = zp;
-	a->arg.a = a;
-	/* the policy before the thread, which reads it; the free path may see
-	 * it before autoc (zs_auto_note_free then does nothing) */
+	pthread_mutex_init(&a->set_lock, NULL);
+	a->zp = zp;
+	a->work.fn = auto_run;
+	a->work.arg = a;
+	a->work.period_ms = ZS_AUTO_PERIOD_MS;
+	/* the policy before the item, whose callback reads it; the free path
+	 * may see it before autoc (zs_auto_note_free then does nothing) */
 	__atomic_store_n(&zp->auto_pol, (uint8_t)pol, __ATOMIC_RELEASE);
-	if (pthread_create(&a->thread, NULL, auto_main, &a->arg)) {
+	/* visible to the free path before the worker may call the item: a
+	 * kick before then is seen on the item's first call */
+	__atomic_store_n(&zp->autoc, a, __ATOMIC_RELEASE);
+	if (zmi_worker_add(&a->work)) {
 		__atomic_store_n(&zp->auto_pol, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&zp->autoc, NULL, __ATOMIC_RELEASE);
+		pthread_mutex_destroy(&a->set_lock);
 		free(a->want);
 		free(a);
 		return -ENOMEM;
 	}
-	/* visible to the free path only once the thread runs */
-	__atomic_store_n(&zp->autoc, a, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -321,14 +293,11 @@ void zs_auto_stop(struct zs_pool *zp)
 	if (!a)
 		return;
 	__atomic_store_n(&zp->auto_pol, 0, __ATOMIC_RELEASE);
-	pthread_mutex_lock(&a->lock);
-	__atomic_store_n(&a->stop, true, __ATOMIC_RELAXED);
-	pthread_cond_signal(&a->cond);
-	pthread_mutex_unlock(&a->lock);
-	pthread_join(a->thread, NULL);
+	/* waits for a running call of the item (never for a thread: a
+	 * child after fork has none) */
+	zmi_worker_del(&a->work);
 	zp->autoc = NULL;
-	pthread_cond_destroy(&a->cond);
-	pthread_mutex_destroy(&a->lock);
+	pthread_mutex_destroy(&a->set_lock);
 	free(a->want);
 	free(a);
 }
@@ -338,16 +307,28 @@ int zs_auto_set(struct zm_pool *pool, enum zm_compact_policy policy)
 	struct zs_pool *zp = zs_of(pool);
 	struct zm_pool_config cfg = { .compact = policy };
 
+	struct zs_auto *a;
 	int rc = 0;
 
 	if (policy == ZM_COMPACT_DEFAULT)
 		policy = cfg.compact = ZS_DEF_POLICY;
-	/* serialised: two callers must not start two threads */
+	/* serialised: two callers must not make two items */
 	pthread_mutex_lock(&zp->compact_lock);
-	if (zp->autoc)
-		__atomic_store_n(&zp->auto_pol, (uint8_t)policy, __ATOMIC_RELEASE);
-	else
+	a = zp->autoc;
+	if (!a)
 		rc = zs_auto_start(zp, &cfg);
 	pthread_mutex_unlock(&zp->compact_lock);
+	if (!a)
+		return rc;
+	/* OFF takes the pool's item off the worker (waiting for a running
+	 * call, which takes compact_lock: not held here); another policy
+	 * puts it back */
+	pthread_mutex_lock(&a->set_lock);
+	__atomic_store_n(&zp->auto_pol, (uint8_t)policy, __ATOMIC_RELEASE);
+	if (policy == ZM_COMPACT_OFF)
+		zmi_worker_del(&a->work);
+	else
+		rc = zmi_worker_add(&a->work);
+	pthread_mutex_unlock(&a->set_lock);
 	return rc;
 }

@@ -63,6 +63,7 @@
 #include <stdint.h>
 
 #include "base/lock.h"
+#include "base/worker.h"
 #include "pool/pool_internal.h"
 
 #define ZS_MIN_SIZE   32      /* smallest slot: one cache line half; smaller
@@ -593,8 +594,11 @@ static inline void zs_auto_freed(struct zs_pool *zp, struct zs_class *c, unsigne
 			return;
 		hint = &zp->hint[c->idx >> zp->cshift].idx;
 		if (__atomic_load_n(hint, __ATOMIC_RELAXED) != c->idx &&
-		    zs_slack_pages(zp, c) >= ZS_AUTO_MIN_CLASS_SLACK)
+		    zs_slack_pages(zp, c) >= ZS_AUTO_MIN_CLASS_SLACK) {
 			__atomic_store_n(hint, c->idx, __ATOMIC_RELAXED);
+			/* a child after fork has no worker thread yet */
+			zmi_worker_ensure();
+		}
 	} else if (pol == ZM_COMPACT_WATERMARK) {
 		zs_auto_note_free(zp, c);
 	}
