@@ -6,21 +6,32 @@
 # directory, so they never mix objects.
 #
 #   make            build/libzmem.a, build/libzmem.so, build/zmem, build/zmem.pc
+#                   (and build/libzmem-install.a, the static library installed)
 #   make demo       install missing packages, build, run the main job
 #   make check      install missing packages, run every test in every build
-#   make install    honours PREFIX and DESTDIR
+#   make install    honours PREFIX and DESTDIR; LIBDIR, INCDIR, BINDIR and
+#                   MANDIR follow PREFIX unless given
 
 PREFIX   ?= /usr/local
 LIBDIR   ?= $(PREFIX)/lib
 INCDIR   ?= $(PREFIX)/include
 BINDIR   ?= $(PREFIX)/bin
+MANDIR   ?= $(PREFIX)/share/man
 DESTDIR  ?=
 BUILD    ?= build
 CC       ?= cc
 OPT      ?= -O2
 ZM_DEBUG ?= 0
 SAN      ?=
-VERSION  := 0.1.0
+# The version is the headers' (include/zmem/common.h), never written here.
+# SOVERSION is the ABI's: it goes up by one whenever a release breaks
+# programs linked against the previous one (0.2 broke 0.1's: 0 -> 1), and
+# only then.
+ZM_VER_PART = $(shell sed -n 's/^\#define ZMEM_VERSION_$(1)  *\([0-9][0-9]*\).*/\1/p' include/zmem/common.h)
+VERSION  := $(call ZM_VER_PART,MAJOR).$(call ZM_VER_PART,MINOR).$(call ZM_VER_PART,PATCH)
+SOVERSION := 1
+LD       ?= ld
+OBJCOPY  ?= objcopy
 
 # -Werror in CI (CI=true is set there) or when asked for.
 ifeq ($(CI),true)
@@ -55,6 +66,15 @@ endif
 CPPFLAGS_ZM += $(shell pkg-config --cflags $(ZM_CODEC_PKGS) 2>/dev/null)
 LDLIBS_ZM   += $(shell pkg-config --libs $(ZM_CODEC_PKGS) 2>/dev/null || \
                  echo -llz4 -lzstd $(if $(filter lzo2,$(ZM_CODEC_PKGS)),-llzo2))
+# What zmem.pc asks of a program that links libzmem statically.  Users'
+# `pkg-config --cflags zmem` must name zmem's headers and nothing else, and
+# pkg-config hands every Requires.private package's cflags on: so only the
+# codecs whose .pc has no cflags (liblz4, libzstd) are required there, and
+# the others (lzo2: -I/usr/include/lzo) go into Libs.private as their libs.
+ZM_PC_REQUIRES := $(foreach p,$(ZM_CODEC_PKGS),$(if $(strip $(shell \
+                    pkg-config --cflags $(p) 2>/dev/null)),,$(p)))
+ZM_PC_LIBS     := -pthread -lm $(foreach p,$(filter-out $(ZM_PC_REQUIRES),$(ZM_CODEC_PKGS)),\
+                    $(shell pkg-config --libs $(p) 2>/dev/null))
 
 # Every layer is a folder; every .c in it belongs to the library.
 LAYERS   := base pages pool codec workload store
@@ -86,9 +106,9 @@ LIBTESTS := $(patsubst tests/lib/%,$(BUILD)/tests/%,$(wildcard tests/lib/test_*.
 TESTS    += $(LIBTESTS)
 
 .PHONY: all lib deps demo check check-debug check-asan check-tsan check-fuzz fuzz test-run \
-        install uninstall clean
+        install uninstall clean FORCE
 all: lib $(BUILD)/zmem $(BUILD)/zmem.pc
-lib: $(BUILD)/libzmem.a $(BUILD)/libzmem.so
+lib: $(BUILD)/libzmem.a $(BUILD)/libzmem.so $(BUILD)/libzmem-install.a
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -97,16 +117,37 @@ $(BUILD)/%.o: %.c $(HEADERS)
 $(BUILD)/libzmem.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
+# The static library that is installed: every object linked into one
+# relocatable object whose hidden symbols are then made local, so that a
+# program linking libzmem statically sees the calls the headers declare
+# (ZM_API) and nothing else, as with the shared library.  The tests and
+# the zmem command link the plain archive above: they call internals.
+$(BUILD)/libzmem-install.a: $(LIB_OBJ)
+	$(LD) -r -o $(BUILD)/libzmem-install.o $^
+	$(OBJCOPY) --localize-hidden $(BUILD)/libzmem-install.o
+	rm -f $@ && ar rcs $@ $(BUILD)/libzmem-install.o
+
 $(BUILD)/libzmem.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libzmem.so.0 $(LDFLAGS_ZM) $(LDFLAGS) -o $@ $^ $(LDLIBS_ZM)
+	$(CC) -shared -Wl,-soname,libzmem.so.$(SOVERSION) $(LDFLAGS_ZM) $(LDFLAGS) -o $@ $^ $(LDLIBS_ZM)
 
 $(BUILD)/zmem: $(CLI_OBJ) $(BUILD)/libzmem.a
 	$(CC) $(LDFLAGS_ZM) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libzmem.a $(LDLIBS_ZM)
 
-$(BUILD)/zmem.pc: zmem.pc.in Makefile
+# zmem.pc names the directories of the make that writes it, so it is
+# written again whenever they change, whatever was built before: zmem.pc.vars
+# holds the values it was made from and is rewritten only when they differ
+# (`make; make install PREFIX=/opt/zmem` installs a zmem.pc naming /opt/zmem).
+ZM_PC_VARS := prefix=$(PREFIX) libdir=$(LIBDIR) includedir=$(INCDIR) \
+              version=$(VERSION) requires=$(strip $(ZM_PC_REQUIRES)) libs=$(strip $(ZM_PC_LIBS))
+$(BUILD)/zmem.pc.vars: FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '$(ZM_PC_VARS)' | cmp -s - $@ || printf '%s\n' '$(ZM_PC_VARS)' > $@
+
+$(BUILD)/zmem.pc: zmem.pc.in $(BUILD)/zmem.pc.vars Makefile
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 	    -e 's|@INCDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
-	    -e 's|@REQUIRES_PRIVATE@|$(ZM_CODEC_PKGS)|' $< > $@
+	    -e 's|@REQUIRES_PRIVATE@|$(strip $(ZM_PC_REQUIRES))|' \
+	    -e 's|@LIBS_PRIVATE@|$(strip $(ZM_PC_LIBS))|' $< > $@
 
 # the server's objects, for the tests that run it in-process
 $(BUILD)/libzmem-serve.a: $(SERVE_OBJ)
@@ -189,19 +230,26 @@ check-fuzz:
 	else echo "check-fuzz: clang not found, fuzzing skipped"; fi
 
 # ---- install ------------------------------------------------------------
+# libzmem.so.VERSION is the file, libzmem.so.SOVERSION (the soname, what
+# programs look for at run time) and libzmem.so (what -lzmem finds) link to
+# it.  The static library installed is libzmem-install.a (public symbols
+# only), under the usual name.
 install: all
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/zmem $(DESTDIR)$(BINDIR)
-	install -m 644 $(BUILD)/libzmem.a $(DESTDIR)$(LIBDIR)/
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/zmem $(DESTDIR)$(BINDIR) \
+	    $(DESTDIR)$(MANDIR)/man3
+	install -m 644 $(BUILD)/libzmem-install.a $(DESTDIR)$(LIBDIR)/libzmem.a
 	install -m 755 $(BUILD)/libzmem.so $(DESTDIR)$(LIBDIR)/libzmem.so.$(VERSION)
-	ln -sf libzmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libzmem.so.0
-	ln -sf libzmem.so.0 $(DESTDIR)$(LIBDIR)/libzmem.so
+	ln -sf libzmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libzmem.so.$(SOVERSION)
+	ln -sf libzmem.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libzmem.so
 	install -m 644 include/zmem/*.h $(DESTDIR)$(INCDIR)/zmem/
 	install -m 644 $(BUILD)/zmem.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
 	install -m 755 $(BUILD)/zmem $(DESTDIR)$(BINDIR)/
+	install -m 644 docs/libzmem.3 $(DESTDIR)$(MANDIR)/man3/
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libzmem.a $(DESTDIR)$(LIBDIR)/libzmem.so* \
-	      $(DESTDIR)$(LIBDIR)/pkgconfig/zmem.pc $(DESTDIR)$(BINDIR)/zmem
+	      $(DESTDIR)$(LIBDIR)/pkgconfig/zmem.pc $(DESTDIR)$(BINDIR)/zmem \
+	      $(DESTDIR)$(MANDIR)/man3/libzmem.3
 	rm -rf $(DESTDIR)$(INCDIR)/zmem
 
 clean:
