@@ -118,11 +118,6 @@ static const struct zm_pool_config pt_configs[] = {
 /* Does the backend recognise stale, foreign and double-freed handles?
  * Every one does (pool.h) but "malloc", whose handles are the blocks'
  * addresses: a freed one may already belong to glibc again. */
-static inline int pt_checks_handles(const struct zm_pool_config *c)
-{
-	return strcmp(c->allocator, "malloc") != 0;
-}
-
 static inline const char *pt_name(const struct zm_pool_config *c)
 {
 	static char names[PT_NCONFIGS][64];

@@ -302,22 +302,18 @@ static void test_bad_handles(void **st)
 		assert_int_equal(zm_pool_free(p, 0), -EINVAL);
 		assert_int_equal(zm_pool_read(p, h, buf, 200 + 4096), -EINVAL);
 		assert_int_equal(zm_pool_write(p, h, buf, 5000), -EINVAL);
-		if (pt_checks_handles(&pt_configs[k])) {
-			zm_handle_t h2;
+		zm_handle_t h2;
 
-			assert_int_equal(zm_pool_free(p, h), 0);
-			assert_int_equal(zm_pool_free(p, h), -EINVAL);     /* double */
-			assert_int_equal(zm_pool_read(p, h, buf, 10), -EINVAL);
-			assert_null(zm_pool_map(p, h, ZM_MAP_RO));
-			h2 = zm_pool_alloc(p, 100);                       /* reuses the slot */
-			assert_true(h2 != h);
-			assert_int_equal(zm_pool_free(p, h), -EINVAL);     /* stale */
-			assert_int_equal(zm_pool_free(p, 0xdeadbeef00001ull), -EINVAL);
-			assert_int_equal(zm_pool_free(p, 2), -EINVAL);
-			assert_int_equal(zm_pool_free(p, h2), 0);
-		} else {
-			assert_int_equal(zm_pool_free(p, h), 0);
-		}
+		assert_int_equal(zm_pool_free(p, h), 0);
+		assert_int_equal(zm_pool_free(p, h), -EINVAL);     /* double */
+		assert_int_equal(zm_pool_read(p, h, buf, 10), -EINVAL);
+		assert_null(zm_pool_map(p, h, ZM_MAP_RO));
+		h2 = zm_pool_alloc(p, 100);                       /* reuses the slot */
+		assert_true(h2 != h);
+		assert_int_equal(zm_pool_free(p, h), -EINVAL);     /* stale */
+		assert_int_equal(zm_pool_free(p, 0xdeadbeef00001ull), -EINVAL);
+		assert_int_equal(zm_pool_free(p, 2), -EINVAL);
+		assert_int_equal(zm_pool_free(p, h2), 0);
 		assert_int_equal(zm_pool_check(p), 0);
 		assert_int_equal(zm_pool_free(p, keep), 0);
 		zm_pool_destroy(p);
@@ -377,8 +373,6 @@ static void test_stale_after_reuse(void **st)
 		struct zm_pool *p;
 		zm_handle_t stale, keep;
 
-		if (!pt_checks_handles(&pt_configs[k]))
-			continue;
 		p = mk(&pt_configs[k], 0);
 		stale = zm_pool_alloc(p, 100), keep = zm_pool_alloc(p, 100);
 		assert_int_equal(zm_pool_free(p, stale), 0);

@@ -72,7 +72,7 @@ static void run(const struct zm_pool_config *cfg)
 			size_t i = rng_below(&r, n);
 
 			pt_model_map(p, o[i].h, o[i].data, o[i].size, &r);
-		} else if (pt_checks_handles(&c)) {     /* bad handles */
+		} else {                                /* bad handles */
 			/* a freed handle (its slot's generation moved on) and a
 			 * live one with a wrong generation are both refused */
 			if (nfreed)

@@ -398,7 +398,7 @@ static void test_bad_handles(void **st)
 	assert_int_equal(errno, EINVAL);
 	assert_int_equal(zm_pool_obj_size(p, gone), 0);
 	h2 = alloc(p, 100);                   /* the same descriptor again */
-	assert_int_equal(h2 >> 32, gone >> 32);
+	assert_int_equal(h2 >> XCF_H_IDX_SHIFT, gone >> XCF_H_IDX_SHIFT);
 	assert_true(h2 != gone);
 	assert_int_equal(zm_pool_free(p, gone), -EINVAL);
 	assert_int_equal(zm_pool_check(p), 0);

@@ -54,6 +54,9 @@ extern "C" {
 typedef uint64_t zm_handle_t;
 
 #define ZM_POOL_MAX_MAPS 2
+/* Pools live at once in one process: each has an id that its handles
+ * carry, so that a handle of another pool is always refused. */
+#define ZM_POOL_MAX_POOLS 4095
 
 enum zm_map_mode {
 	ZM_MAP_RO = 1, /* read only: nothing is copied back on unmap */
@@ -144,9 +147,14 @@ struct zm_pool_class_stats {
 
 struct zm_pool;
 
-/* Create a pool.  Returns 0 and sets *out; -EINVAL for an unknown backend
- * or bad tuning, -ENOMEM. */
-ZM_API int zm_pool_create(const struct zm_pool_config *cfg, struct zm_pool **out);
+/* Create a pool.  Returns 0 and sets *out; -EINVAL for an unknown backend,
+ * bad tuning or a NULL out, -E2BIG for a config with fields this library
+ * does not know set (zmem.h: structures), -EMFILE when ZM_POOL_MAX_POOLS
+ * pools are live already, -ENOMEM.  cfg NULL means all defaults. */
+ZM_API int zm_pool_create_sized(const struct zm_pool_config *cfg, size_t cfg_size,
+				struct zm_pool **out);
+#define zm_pool_create(cfg, out) \
+	zm_pool_create_sized((cfg), sizeof(struct zm_pool_config), (out))
 
 /* Destroy; live objects are reported (as leaks) and released.  Accepts NULL. */
 ZM_API void zm_pool_destroy(struct zm_pool *pool);
@@ -201,7 +209,7 @@ ZM_API size_t zm_pool_obj_size(struct zm_pool *pool, zm_handle_t handle);
  */
 #define ZM_POOL_OWNER_MASK 0x3FFFFCull   /* bits 2..21: the caller's */
 #define ZM_POOL_WORD_MASK  (~ZM_POOL_OWNER_MASK)
-#define ZM_POOL_MAX_KEYS   ((uint64_t)1 << 31)
+#define ZM_POOL_MAX_KEYS   ((uint64_t)1 << 29)
 
 /* Give the object of handle h to key (which must hold nothing); h must be
  * a live handle from zm_pool_alloc, not bound before, and is no longer valid
@@ -242,11 +250,17 @@ ZM_API long zm_pool_min_moves(struct zm_pool *pool, size_t pages);
  * switches it off).  0, -EOPNOTSUPP, -EINVAL or -ENOMEM. */
 ZM_API int zm_pool_set_compaction(struct zm_pool *pool, enum zm_compact_policy policy);
 
-ZM_API void zm_pool_stats(struct zm_pool *pool, struct zm_pool_stats *st);
+/* Fill *st.  0, or -EINVAL (NULL pool or st). */
+ZM_API int zm_pool_stats_sized(struct zm_pool *pool, struct zm_pool_stats *st, size_t st_size);
+#define zm_pool_stats(pool, st) \
+	zm_pool_stats_sized((pool), (st), sizeof(struct zm_pool_stats))
 
 /* Number of size classes (0 for backends without them) and one row. */
 ZM_API unsigned zm_pool_nr_classes(struct zm_pool *pool);
-ZM_API int zm_pool_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stats *cs);
+ZM_API int zm_pool_class_stats_sized(struct zm_pool *pool, unsigned idx,
+				     struct zm_pool_class_stats *cs, size_t cs_size);
+#define zm_pool_class_stats(pool, idx, cs) \
+	zm_pool_class_stats_sized((pool), (idx), (cs), sizeof(struct zm_pool_class_stats))
 
 /* Print the per-class table (classes in use only) to f. */
 ZM_API void zm_pool_print_classes(struct zm_pool *pool, FILE *f);

@@ -75,7 +75,7 @@ extern "C" {
 
 /* Most pages a store may have: a slot is the pool's owner word of its
  * index, and keys fit 31 bits (8 TiB of 4 KiB pages). */
-#define ZM_STORE_MAX_PAGES ((uint64_t)1 << 31) /* the pool's keys (ZM_POOL_MAX_KEYS) */
+#define ZM_STORE_MAX_PAGES ((uint64_t)1 << 29) /* the pool's keys (ZM_POOL_MAX_KEYS) */
 
 struct zm_store_config {
 	uint64_t nr_pages;        /* slots (zram's disksize / page_size); > 0 */

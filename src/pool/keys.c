@@ -23,7 +23,7 @@ int zmi_pool_keys_init(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	if (!cfg->words)
 		return cfg->nwords ? -EINVAL : 0;
 	if (!cfg->nwords || cfg->nwords > ZM_POOL_MAX_KEYS) {
-		zmi_bad_input("zm_pool_create: %llu owner words is not 1..2^31",
+		zmi_bad_input("zm_pool_create: %llu owner words is not 1..2^29",
 			     (unsigned long long)cfg->nwords);
 		return -EINVAL;
 	}
@@ -50,6 +50,8 @@ uint64_t zmi_pool_keys_meta(const struct zm_pool *pool)
 
 static bool key_ok(struct zm_pool *pool, uint64_t key, const char *fn)
 {
+	if (zmi_unlikely(!pool))
+		return false;
 	if (zmi_likely(pool->words && key < pool->nwords))
 		return true;
 	zmi_bad_input("%s: key %llu without owner words or beyond them (%llu)", fn,
@@ -59,12 +61,14 @@ static bool key_ok(struct zm_pool *pool, uint64_t key, const char *fn)
 
 int zm_pool_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key)
 {
+	zm_handle_t raw;
 	uint64_t *w;
 
-	if (zmi_unlikely(!key_ok(pool, key, "zm_pool_bind") || !h))
+	if (zmi_unlikely(!key_ok(pool, key, "zm_pool_bind") ||
+			 !zmi_pool_own(pool, h, &raw, "zm_pool_bind") || !raw))
 		return -EINVAL;
 	if (pool->ops->bind)
-		return pool->ops->bind(pool, h, key);
+		return pool->ops->bind(pool, raw, key);
 	w = &pool->words[key];
 	if (zmi_unlikely(!zm_pool_obj_size(pool, h)))
 		return -EINVAL;     /* a bad handle, for backends that can tell */
@@ -81,10 +85,10 @@ int zm_pool_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key)
 
 zm_handle_t zm_pool_key_handle(struct zm_pool *pool, uint64_t key)
 {
-	if (zmi_unlikely(!pool->words || key >= pool->nwords))
+	if (zmi_unlikely(!pool || !pool->words || key >= pool->nwords))
 		return 0;
 	if (pool->ops->key_handle)
-		return pool->ops->key_handle(pool, key);
+		return zmi_pool_handle(pool, pool->ops->key_handle(pool, key));
 	return __atomic_load_n(&pool->words[key], __ATOMIC_ACQUIRE) & 1 ? pool->keys[key] : 0;
 }
 

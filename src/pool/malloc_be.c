@@ -11,8 +11,24 @@
  *     not visible here; the churn benchmark measures them from the process
  *     resident size instead.
  *
- * Handles are the block's address.  Freed blocks get their magic changed,
- * so a double free is caught as long as glibc has not reused the block.
+ * Handles are not addresses: they index a table of the pool's, whose
+ * entries hold the block's address and a generation, as the other
+ * backends' handles do, so a garbage, stale or double-freed handle is
+ * refused without touching memory it does not name, even after glibc
+ * hands the block out again.  An entry is one 64-bit word, changed with
+ * compare-and-swap so that two racing frees of one handle free it once:
+ *
+ *   live   address / 16 << 21 | generation:20   (glibc's blocks are
+ *                                                16-aligned, userspace
+ *                                                addresses below 2^47)
+ *   free   next free index << 21 | 1 << 20 | generation:20
+ *   handle index:28 << 21 | generation:20 << 1 | 1
+ *
+ * Free entries are kept on MB_SHARDS lists under small locks (a thread's
+ * number picks its list; a free pushes onto the freeing thread's list);
+ * an empty list takes the next never-used entry.  The table is reserved
+ * address space (MB_MAX_OBJECTS entries), touched only as far as used,
+ * and counted in meta_bytes.
  *
  * The counters are kept per thread group (MB_SHARDS lines, a thread's
  * number picks one) and summed by stats: three atomic adds on one shared
@@ -26,11 +42,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/lock.h"
+#include "base/os.h"
 #include "pool/pool_internal.h"
 
 #define MB_MAGIC 0x7a6d4d42u /* "zmMB" */
-#define MB_DEAD  0x64656164u
 #define GLIBC_CHUNK_HDR 8
+#define MB_MAX_OBJECTS (1u << 28)  /* table entries: 2 GiB of address space */
+#define MB_GEN_MASK 0xFFFFFull      /* a slot freed 2^20 times before a
+				       stale handle to it could match */
+#define MB_FREE_BIT (1ull << 20)    /* in a free entry */
+#define MB_ADDR_SHIFT 21            /* address / 16 above the generation */
+#define MB_NIL 0u                   /* entry 0 is never used: no handle is 0 */
+_Static_assert(((uint64_t)MB_MAX_OBJECTS << 21) <= ZMI_HANDLE_LIMIT, "handles below the pool id");
 
 struct mb_hdr {
 	uint32_t magic;
@@ -46,6 +70,12 @@ struct mb_pool {
 	} __attribute__((aligned(64))) shard[MB_SHARDS];
 	uint64_t fail;             /* atomic */
 	uint64_t peak_bytes;       /* atomic: sampled (see above) */
+	uint64_t *ent;             /* the table; immutable pointer */
+	uint32_t top;              /* atomic: entries ever used, 1.. */
+	struct mb_list {
+		zmi_lock_t lock;
+		uint32_t head;     /* lock: first free entry, or MB_NIL */
+	} __attribute__((aligned(64))) list[MB_SHARDS];
 };
 
 static __thread unsigned mb_allocs;
@@ -66,29 +96,105 @@ static int64_t sum(struct mb_pool *m, size_t off)
 
 static inline struct mb_pool *mb(struct zm_pool *pool) { return pool->priv; }
 
-static struct mb_hdr *lookup(zm_handle_t h, const char *op)
+static inline uint32_t h_idx(zm_handle_t h) { return (uint32_t)(h >> 21); }
+static inline struct mb_hdr *ent_addr(uint64_t e)
 {
-	struct mb_hdr *hd = (struct mb_hdr *)(uintptr_t)h;
+	return (struct mb_hdr *)(uintptr_t)(e >> MB_ADDR_SHIFT << 4);
+}
+static inline uint64_t h_gen(zm_handle_t h) { return (h >> 1) & MB_GEN_MASK; }
+static inline bool ent_live(uint64_t e) { return e && !(e & MB_FREE_BIT); }
 
-	if (zmi_unlikely(!h || (h & 7) || hd[-1].magic != MB_MAGIC)) {
-		zmi_bad_input("malloc pool: %s of bad handle %#llx", op, (unsigned long long)h);
+/* The entry word of a live handle h (the block's address in it), or 0. */
+static inline uint64_t entry_of(struct mb_pool *m, zm_handle_t h)
+{
+	uint32_t i = h_idx(h);
+	uint64_t e;
+
+	if (zmi_unlikely(!(h & 1) || i == MB_NIL ||
+			 i >= __atomic_load_n(&m->top, __ATOMIC_ACQUIRE)))
+		return 0;
+	e = __atomic_load_n(&m->ent[i], __ATOMIC_ACQUIRE);
+	if (zmi_unlikely(!ent_live(e) || (e & MB_GEN_MASK) != h_gen(h)))
+		return 0;
+	return e;
+}
+
+static struct mb_hdr *lookup(struct zm_pool *pool, zm_handle_t h, const char *op)
+{
+	uint64_t e = entry_of(pool->priv, h);
+
+	if (zmi_unlikely(!e)) {
+		zmi_bad_input("malloc pool: %s of bad handle %#llx (stale, freed or garbage)", op,
+			      (unsigned long long)h);
 		return NULL;
 	}
-	return hd - 1;
+	return ent_addr(e);
+}
+
+/* A free entry for a new object, or MB_NIL when the table is full. */
+static uint32_t entry_take(struct mb_pool *m)
+{
+	struct mb_list *l = &m->list[zmi_thread_number() % MB_SHARDS];
+	uint32_t i;
+
+	zmi_lock(&l->lock);
+	i = l->head;
+	if (i != MB_NIL)
+		l->head = (uint32_t)(m->ent[i] >> MB_ADDR_SHIFT);
+	zmi_unlock(&l->lock);
+	if (i != MB_NIL)
+		return i;
+	i = __atomic_load_n(&m->top, __ATOMIC_RELAXED);
+	do {
+		if (i >= MB_MAX_OBJECTS)
+			return MB_NIL;
+	} while (!__atomic_compare_exchange_n(&m->top, &i, i + 1, true, __ATOMIC_ACQ_REL,
+					      __ATOMIC_RELAXED));
+	return i;
+}
+
+/* Put entry i, whose word is now free, on this thread's list. */
+static void entry_give(struct mb_pool *m, uint32_t i, uint64_t gen)
+{
+	struct mb_list *l = &m->list[zmi_thread_number() % MB_SHARDS];
+
+	zmi_lock(&l->lock);
+	__atomic_store_n(&m->ent[i], (uint64_t)l->head << MB_ADDR_SHIFT | MB_FREE_BIT | gen,
+			 __ATOMIC_RELEASE);
+	l->head = i;
+	zmi_unlock(&l->lock);
 }
 
 static int mb_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 {
-	pool->priv = aligned_alloc(64, sizeof(struct mb_pool));
-	if (!pool->priv)
+	struct mb_pool *m = aligned_alloc(64, sizeof(struct mb_pool));
+
+	if (!m)
 		return -ENOMEM;
-	memset(pool->priv, 0, sizeof(struct mb_pool));
+	memset(m, 0, sizeof(*m));
+	m->ent = zmi_os_reserve((size_t)MB_MAX_OBJECTS * sizeof(uint64_t), zmi_os_page_size());
+	if (!m->ent) {
+		free(m);
+		return -ENOMEM;
+	}
+	m->top = 1;
+	for (unsigned i = 0; i < MB_SHARDS; i++)
+		zmi_lock_init(&m->list[i].lock);
+	pool->priv = m;
 	return 0;
 }
 
 static void mb_destroy(struct zm_pool *pool)
 {
-	free(pool->priv);
+	struct mb_pool *m = mb(pool);
+	uint32_t top = __atomic_load_n(&m->top, __ATOMIC_ACQUIRE);
+
+	/* objects still live go with the pool */
+	for (uint32_t i = 1; i < top; i++)
+		if (ent_live(m->ent[i]))
+			free(ent_addr(m->ent[i]));
+	zmi_os_release(m->ent, (size_t)MB_MAX_OBJECTS * sizeof(uint64_t));
+	free(m);
 }
 
 static zm_handle_t mb_malloc(struct zm_pool *pool, size_t size)
@@ -97,12 +203,21 @@ static zm_handle_t mb_malloc(struct zm_pool *pool, size_t size)
 	struct mb_pool *m = mb(pool);
 	struct mb_shard *sh;
 	size_t usable;
+	uint64_t gen;
+	uint32_t i;
 
-	if (!hd) {
+	/* an address the entry cannot hold is refused like a failed malloc */
+	i = hd && ((uintptr_t)hd & 15) == 0 && (uint64_t)(uintptr_t)hd < (1ull << 47)
+		    ? entry_take(m) : MB_NIL;
+	if (i == MB_NIL) {
+		free(hd);
 		__atomic_fetch_add(&m->fail, 1, __ATOMIC_RELAXED);
 		errno = ENOMEM;
 		return 0;
 	}
+	gen = m->ent[i] & MB_GEN_MASK;   /* a never-used entry: 0 */
+	__atomic_store_n(&m->ent[i], (uint64_t)(uintptr_t)hd >> 4 << MB_ADDR_SHIFT | gen,
+			 __ATOMIC_RELEASE);
 	hd->magic = MB_MAGIC;
 	hd->size = (uint32_t)size;
 	usable = malloc_usable_size(hd);
@@ -121,18 +236,27 @@ static zm_handle_t mb_malloc(struct zm_pool *pool, size_t size)
 						    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 			;
 	}
-	return (zm_handle_t)(uintptr_t)(hd + 1);
+	return (zm_handle_t)i << 21 | gen << 1 | 1;
 }
 
 static int mb_free(struct zm_pool *pool, zm_handle_t h)
 {
-	struct mb_hdr *hd = lookup(h, "free");
+	struct mb_pool *m = mb(pool);
+	uint64_t e = entry_of(m, h), gen = (e + 1) & MB_GEN_MASK;
+	struct mb_hdr *hd = ent_addr(e);
 	struct mb_shard *sh;
 	size_t usable;
 
-	if (!hd)
+	/* the entry leaves "live" once, whoever else frees h at the same time */
+	if (zmi_unlikely(!e || !__atomic_compare_exchange_n(&m->ent[h_idx(h)], &e,
+							    MB_FREE_BIT | gen, false,
+							    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))) {
+		zmi_bad_input("malloc pool: free of bad handle %#llx (stale, freed or garbage)",
+			      (unsigned long long)h);
 		return -EINVAL;
-	hd->magic = MB_DEAD;
+	}
+	ZM_ASSERT(hd->magic == MB_MAGIC);
+	entry_give(m, h_idx(h), gen);
 	usable = malloc_usable_size(hd);
 	sh = my_shard(mb(pool));
 	__atomic_fetch_sub(&sh->objects, 1, __ATOMIC_RELAXED);
@@ -145,11 +269,13 @@ static int mb_free(struct zm_pool *pool, zm_handle_t h)
 
 static void *mb_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 {
-	if (!lookup(h, "map")) {
+	struct mb_hdr *hd = lookup(pool, h, "map");
+
+	if (!hd) {
 		errno = EINVAL;
 		return NULL;
 	}
-	return zmi_map_in_place(pool, h, (void *)(uintptr_t)h);
+	return zmi_map_in_place(pool, h, hd + 1);
 }
 
 static void mb_unmap(struct zm_pool *pool, zm_handle_t h)
@@ -159,7 +285,7 @@ static void mb_unmap(struct zm_pool *pool, zm_handle_t h)
 
 static int mb_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)
 {
-	struct mb_hdr *hd = lookup(h, "read");
+	struct mb_hdr *hd = lookup(pool, h, "read");
 
 	if (!hd || len > hd->size)
 		return -EINVAL;
@@ -169,7 +295,7 @@ static int mb_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)
 
 static int mb_write(struct zm_pool *pool, zm_handle_t h, const void *buf, size_t len)
 {
-	struct mb_hdr *hd = lookup(h, "write");
+	struct mb_hdr *hd = lookup(pool, h, "write");
 
 	if (!hd || len > hd->size)
 		return -EINVAL;
@@ -179,7 +305,7 @@ static int mb_write(struct zm_pool *pool, zm_handle_t h, const void *buf, size_t
 
 static size_t mb_obj_size(struct zm_pool *pool, zm_handle_t h)
 {
-	struct mb_hdr *hd = lookup(h, "size");
+	struct mb_hdr *hd = lookup(pool, h, "size");
 
 	return hd ? hd->size : 0;
 }
@@ -196,7 +322,8 @@ static void mb_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 	st->objects = n;
 	st->slot_bytes = (uint64_t)sum(m, offsetof(struct mb_shard, slot_bytes));
-	st->meta_bytes = n * sizeof(struct mb_hdr) + sizeof(*m);
+	st->meta_bytes = n * sizeof(struct mb_hdr) + sizeof(*m) +
+			 __atomic_load_n(&m->top, __ATOMIC_RELAXED) * sizeof(uint64_t);
 	st->pool_bytes = chunks - n * sizeof(struct mb_hdr);
 	st->pool_pages = (st->pool_bytes + pool->page_size - 1) / pool->page_size;
 	st->pages_max = (__atomic_load_n(&m->peak_bytes, __ATOMIC_RELAXED) +

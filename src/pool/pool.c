@@ -3,9 +3,11 @@
  * operations, and the printed per-class table.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/abi.h"
 #include "pool/pool_internal.h"
 
 static const struct zmi_pool_ops *const backends[] = {
@@ -26,64 +28,137 @@ const char *const *zm_pool_backends(void)
 	return names;
 }
 
-int zm_pool_create(const struct zm_pool_config *cfg, struct zm_pool **out)
+/* ---- pool ids ---------------------------------------------------------
+ * Each live pool has an id in 1..ZM_POOL_MAX_POOLS, carried by its
+ * handles.  Ids are handed out round robin, so a destroyed pool's id is
+ * reused as late as possible.  ids_lock is a leaf lock. */
+static pthread_mutex_t ids_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t ids_used[ZMI_POOL_IDS / 64];   /* ids_lock; bit 0 reserved */
+static unsigned ids_next = 1;                  /* ids_lock */
+
+static unsigned id_take(void)
 {
-	struct zm_pool_config c = { 0 };
-	const struct zmi_pool_ops *ops = NULL;
+	unsigned id = 0;
+
+	pthread_mutex_lock(&ids_lock);
+	for (unsigned n = 0; n < ZMI_POOL_IDS - 1 && !id; n++) {
+		unsigned i = ids_next;
+
+		ids_next = ids_next % (ZMI_POOL_IDS - 1) + 1;
+		if (!(ids_used[i / 64] & (1ull << (i % 64)))) {
+			ids_used[i / 64] |= 1ull << (i % 64);
+			id = i;
+		}
+	}
+	pthread_mutex_unlock(&ids_lock);
+	return id;
+}
+
+static void id_give(unsigned id)
+{
+	pthread_mutex_lock(&ids_lock);
+	ids_used[id / 64] &= ~(1ull << (id % 64));
+	pthread_mutex_unlock(&ids_lock);
+}
+
+/* The backend's own handle of h, or false (and a message) when h does not
+ * carry this pool's id. */
+static inline bool own(const struct zm_pool *pool, zm_handle_t h, zm_handle_t *raw,
+		       const char *op)
+{
+	if (zmi_likely((h & ~(ZMI_HANDLE_LIMIT - 1)) == pool->id_bits)) {
+		*raw = h & (ZMI_HANDLE_LIMIT - 1);
+		return true;
+	}
+	zmi_bad_input("%s: handle %#llx is not of this %s pool (id %llu)", op,
+		      (unsigned long long)h, pool->ops->name,
+		      (unsigned long long)(pool->id_bits >> ZMI_POOL_ID_SHIFT));
+	return false;
+}
+
+zm_handle_t zmi_pool_handle(const struct zm_pool *pool, zm_handle_t raw)
+{
+	ZM_ASSERT(raw < ZMI_HANDLE_LIMIT);
+	return raw ? raw | pool->id_bits : 0;
+}
+
+bool zmi_pool_own(const struct zm_pool *pool, zm_handle_t h, zm_handle_t *raw, const char *op)
+{
+	return own(pool, h, raw, op);
+}
+
+/* ---- create and destroy ------------------------------------------------ */
+
+static const struct zmi_pool_ops *backend_of(const char *name)
+{
+	for (size_t i = 0; i < NBACKENDS; i++)
+		if (!strcmp(name, backends[i]->name))
+			return backends[i];
+	zmi_bad_input("zm_pool_create: unknown allocator '%s'", name);
+	return NULL;
+}
+
+static int own_pages(struct zm_pool *pool, const struct zm_pool_config *c)
+{
+	/* zsmalloc writes every page it takes: prefault them */
+	struct zm_pages_config pc = { .page_size = c->page_size,
+				      .arena_bytes = c->arena_bytes,
+				      .prefault = 1 };
+
+	pc.limit_pages = c->limit_bytes / (c->page_size ? c->page_size : 4096);
+	if (c->limit_bytes && !pc.limit_pages)
+		pc.limit_pages = 1;
+	pool->own_pages = true;
+	return zm_pages_create(&pc, &pool->pages);
+}
+
+int zm_pool_create_sized(const struct zm_pool_config *cfg, size_t cfg_size,
+			 struct zm_pool **out)
+{
+	struct zm_pool_config c;
 	struct zm_pool *pool;
 	int rc;
 
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (cfg)
-		c = *cfg;
-	if (!c.allocator)
-		c.allocator = "zsmalloc";
-	for (size_t i = 0; i < NBACKENDS; i++)
-		if (!strcmp(c.allocator, backends[i]->name))
-			ops = backends[i];
-	if (!ops) {
-		zmi_bad_input("zm_pool_create: unknown allocator '%s'", c.allocator);
-		return -EINVAL;
-	}
+	rc = zmi_struct_in(&c, sizeof(c), cfg, cfg_size, ZMI_POOL_CONFIG_MIN);
+	if (rc)
+		return rc;
 	pool = calloc(1, sizeof(*pool));
 	if (!pool)
 		return -ENOMEM;
-	pool->ops = ops;
+	pool->ops = backend_of(c.allocator ? c.allocator : "zsmalloc");
+	pool->id = id_take();
+	pool->id_bits = (uint64_t)pool->id << ZMI_POOL_ID_SHIFT;
 	pool->pages = c.pages;
-	if (!pool->pages && ops->uses_pages) {
-		/* zsmalloc writes every page it takes: prefault them */
-		struct zm_pages_config pc = { .page_size = c.page_size,
-					      .arena_bytes = c.arena_bytes,
-					      .prefault = 1 };
-
-		pc.limit_pages = c.limit_bytes / (c.page_size ? c.page_size : 4096);
-		if (c.limit_bytes && !pc.limit_pages)
-			pc.limit_pages = 1;
-		rc = zm_pages_create(&pc, &pool->pages);
-		if (rc) {
-			free(pool);
-			return rc;
-		}
-		pool->own_pages = true;
-	}
+	if (!pool->ops)
+		rc = -EINVAL;
+	else if (!pool->id)
+		rc = -EMFILE;
+	else if (!pool->pages && pool->ops->uses_pages)
+		rc = own_pages(pool, &c);
+	if (rc)
+		goto fail;
 	pool->page_size = pool->pages ? zm_pages_page_size(pool->pages)
 				      : (c.page_size ? c.page_size : 4096);
 	rc = zmi_pool_keys_init(pool, &c);
-	if (!rc) {
-		rc = ops->create(pool, &c);
-		if (rc)
-			zmi_pool_keys_fini(pool);
-	}
+	if (rc)
+		goto fail;
+	rc = pool->ops->create(pool, &c);
 	if (rc) {
-		if (pool->own_pages)
-			zm_pages_destroy(pool->pages);
-		free(pool);
-		return rc;
+		zmi_pool_keys_fini(pool);
+		goto fail;
 	}
 	*out = pool;
 	return 0;
+fail:
+	if (pool->own_pages)
+		zm_pages_destroy(pool->pages);
+	if (pool->id)
+		id_give(pool->id);
+	free(pool);
+	return rc;
 }
 
 void zm_pool_destroy(struct zm_pool *pool)
@@ -92,105 +167,150 @@ void zm_pool_destroy(struct zm_pool *pool)
 
 	if (!pool)
 		return;
-	/* one message for every backend: objects still live are leaked */
 	pool->ops->stats(pool, &st);
 	if (st.objects)
 		zmi_log("%s pool: destroyed with %llu live object(s), released with it",
-		       pool->ops->name, (unsigned long long)st.objects);
+			pool->ops->name, (unsigned long long)st.objects);
 	pool->ops->destroy(pool);
 	zmi_pool_keys_fini(pool);
 	if (pool->own_pages)
 		zm_pages_destroy(pool->pages);
+	id_give(pool->id);
 	free(pool);
 }
 
+/* ---- objects ----------------------------------------------------------- */
+
 zm_handle_t zm_pool_alloc(struct zm_pool *pool, size_t size)
 {
-	if (zmi_unlikely(size == 0 || size > pool->page_size)) {
-		zmi_bad_input("zm_pool_alloc: size %zu is not 1..%zu", size, pool->page_size);
+	zm_handle_t raw;
+
+	if (zmi_unlikely(!pool || size == 0 || size > pool->page_size)) {
+		zmi_bad_input("zm_pool_alloc: no pool, or size %zu is not 1..page size", size);
 		errno = EINVAL;
 		return 0;
 	}
-	return pool->ops->malloc(pool, size);
+	raw = pool->ops->malloc(pool, size);
+	return zmi_pool_handle(pool, raw);
 }
 
 int zm_pool_free(struct zm_pool *pool, zm_handle_t h)
 {
-	return pool->ops->free(pool, h);
+	zm_handle_t raw;
+
+	if (zmi_unlikely(!pool || !own(pool, h, &raw, "zm_pool_free")))
+		return -EINVAL;
+	return pool->ops->free(pool, raw);
 }
 
 int zm_pool_write(struct zm_pool *pool, zm_handle_t h, const void *buf, size_t len)
 {
-	return pool->ops->write(pool, h, buf, len);
+	zm_handle_t raw;
+
+	if (zmi_unlikely(!pool || !buf || !own(pool, h, &raw, "zm_pool_write")))
+		return -EINVAL;
+	return pool->ops->write(pool, raw, buf, len);
 }
 
 int zm_pool_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)
 {
-	return pool->ops->read(pool, h, buf, len);
+	zm_handle_t raw;
+
+	if (zmi_unlikely(!pool || !buf || !own(pool, h, &raw, "zm_pool_read")))
+		return -EINVAL;
+	return pool->ops->read(pool, raw, buf, len);
 }
 
 void *zm_pool_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 {
-	if (zmi_unlikely(mode < ZM_MAP_RO || mode > ZM_MAP_RW)) {
+	zm_handle_t raw;
+
+	if (zmi_unlikely(!pool || mode < ZM_MAP_RO || mode > ZM_MAP_RW ||
+			 !own(pool, h, &raw, "zm_pool_map"))) {
 		errno = EINVAL;
 		return NULL;
 	}
-	return pool->ops->map(pool, h, mode);
+	return pool->ops->map(pool, raw, mode);
 }
 
 void zm_pool_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	pool->ops->unmap(pool, h);
+	zm_handle_t raw;
+
+	if (zmi_likely(pool && own(pool, h, &raw, "zm_pool_unmap")))
+		pool->ops->unmap(pool, raw);
 }
 
 size_t zm_pool_obj_size(struct zm_pool *pool, zm_handle_t h)
 {
-	return pool->ops->obj_size(pool, h);
+	zm_handle_t raw;
+
+	if (zmi_unlikely(!pool || !own(pool, h, &raw, "zm_pool_obj_size")))
+		return 0;
+	return pool->ops->obj_size(pool, raw);
 }
+
+/* ---- the whole pool ---------------------------------------------------- */
 
 long zm_pool_compact(struct zm_pool *pool)
 {
+	if (!pool)
+		return -EINVAL;
 	return pool->ops->compact ? pool->ops->compact(pool) : -EOPNOTSUPP;
 }
 
 long zm_pool_shrink(struct zm_pool *pool, size_t bytes)
 {
+	if (!pool)
+		return -EINVAL;
 	return pool->ops->shrink ? pool->ops->shrink(pool, bytes) : -EOPNOTSUPP;
 }
 
 long zm_pool_min_moves(struct zm_pool *pool, size_t pages)
 {
+	if (!pool)
+		return -EINVAL;
 	return pool->ops->min_moves ? pool->ops->min_moves(pool, pages) : -EOPNOTSUPP;
 }
 
 int zm_pool_set_compaction(struct zm_pool *pool, enum zm_compact_policy policy)
 {
-	if (policy > ZM_COMPACT_RATIO)
+	if (!pool || policy > ZM_COMPACT_RATIO)
 		return -EINVAL;
 	return pool->ops->set_compaction ? pool->ops->set_compaction(pool, policy)
 					 : (policy == ZM_COMPACT_OFF ? 0 : -EOPNOTSUPP);
 }
 
-void zm_pool_stats(struct zm_pool *pool, struct zm_pool_stats *st)
+int zm_pool_stats_sized(struct zm_pool *pool, struct zm_pool_stats *out, size_t size)
 {
-	memset(st, 0, sizeof(*st));
-	st->allocator = pool->ops->name;
-	st->page_size = pool->page_size;
-	pool->ops->stats(pool, st);
-	st->meta_bytes += zmi_pool_keys_meta(pool);
+	struct zm_pool_stats st = { 0 };
+
+	if (!pool)
+		return -EINVAL;
+	st.allocator = pool->ops->name;
+	st.page_size = pool->page_size;
+	pool->ops->stats(pool, &st);
+	st.meta_bytes += zmi_pool_keys_meta(pool);
+	return zmi_struct_out(out, size, ZMI_POOL_STATS_MIN, &st, sizeof(st));
 }
 
 unsigned zm_pool_nr_classes(struct zm_pool *pool)
 {
-	return pool->ops->nr_classes ? pool->ops->nr_classes(pool) : 0;
+	return pool && pool->ops->nr_classes ? pool->ops->nr_classes(pool) : 0;
 }
 
-int zm_pool_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stats *cs)
+int zm_pool_class_stats_sized(struct zm_pool *pool, unsigned idx,
+			      struct zm_pool_class_stats *out, size_t size)
 {
-	memset(cs, 0, sizeof(*cs));
-	if (!pool->ops->class_stats || idx >= zm_pool_nr_classes(pool))
+	struct zm_pool_class_stats cs = { 0 };
+	int rc;
+
+	if (!pool || !out || !pool->ops->class_stats || idx >= zm_pool_nr_classes(pool))
 		return -EINVAL;
-	return pool->ops->class_stats(pool, idx, cs);
+	rc = pool->ops->class_stats(pool, idx, &cs);
+	if (rc)
+		return rc;
+	return zmi_struct_out(out, size, ZMI_POOL_CLASS_STATS_MIN, &cs, sizeof(cs));
 }
 
 void zm_pool_print_classes(struct zm_pool *pool, FILE *f)
@@ -198,6 +318,8 @@ void zm_pool_print_classes(struct zm_pool *pool, FILE *f)
 	unsigned n = zm_pool_nr_classes(pool);
 	struct zm_pool_class_stats cs;
 
+	if (!pool || !f)
+		return;
 	fprintf(f, "%5s %5s %6s %6s %6s %6s %6s %6s %10s %10s %10s %5s %8s\n",
 		"class", "size", "0%", "1-30%", "31-60", "61-90", "91-99", "100%",
 		"obj_alloc", "obj_used", "pages", "ppz", "freeable");
@@ -224,11 +346,13 @@ void zm_pool_print_classes(struct zm_pool *pool, FILE *f)
 
 int zm_pool_check(struct zm_pool *pool)
 {
+	if (!pool)
+		return -EINVAL;
 	return pool->ops->check ? pool->ops->check(pool) : 0;
 }
 
 const char *zm_pool_backend(const struct zm_pool *pool)
 {
-	return pool->ops->name;
+	return pool ? pool->ops->name : NULL;
 }
 

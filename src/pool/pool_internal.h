@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "base/abi.h"
 #include "base/debug.h"
 #include "base/lazy.h"
 #include <zmem/pool.h>
@@ -50,8 +51,24 @@ struct zmi_pool_ops {
 	int (*free_key)(struct zm_pool *pool, uint64_t key);
 };
 
+/*
+ * Handles name their pool.  A backend's handles stay below
+ * ZMI_HANDLE_LIMIT (each backend asserts so); pool.c puts the pool's id,
+ * unique among the live pools of the process, in the bits above, checks
+ * it on every call and gives the backend its own handle back.  So a
+ * handle of another live pool is refused whatever its backend would make
+ * of it; a stale handle of this pool is the backend's to refuse (each
+ * keeps a generation per slot).
+ */
+#define ZMI_POOL_ID_SHIFT 52
+#define ZMI_HANDLE_LIMIT  (1ull << ZMI_POOL_ID_SHIFT)
+#define ZMI_POOL_IDS      (1u << (64 - ZMI_POOL_ID_SHIFT))  /* id 0 unused */
+_Static_assert(ZMI_POOL_IDS - 1 == ZM_POOL_MAX_POOLS, "ids for every live pool");
+
 struct zm_pool {
 	const struct zmi_pool_ops *ops;  /* immutable */
+	unsigned id;                    /* immutable: 1..ZM_POOL_MAX_POOLS */
+	uint64_t id_bits;               /* immutable: id << ZMI_POOL_ID_SHIFT */
 	void *priv;                     /* the backend's state */
 	struct zm_pages *pages;         /* page source, or NULL */
 	bool own_pages;
@@ -63,6 +80,18 @@ struct zm_pool {
 	zm_handle_t *keys;              /* key_arr's elements, or NULL */
 	struct zmi_lazy key_arr;
 };
+
+/* The public handle of a backend's own handle (0 stays 0). */
+zm_handle_t zmi_pool_handle(const struct zm_pool *pool, zm_handle_t raw);
+/* The backend's own handle of a public one: false, with a message in
+ * ZM_DEBUG builds, for a handle without this pool's id. */
+bool zmi_pool_own(const struct zm_pool *pool, zm_handle_t h, zm_handle_t *raw, const char *op);
+
+/* The published layouts' ends (base/abi.h): never change these when a
+ * field is added; a struct as small as these is still accepted. */
+#define ZMI_POOL_CONFIG_MIN zmi_size_upto(struct zm_pool_config, nwords)
+#define ZMI_POOL_STATS_MIN zmi_size_upto(struct zm_pool_stats, descriptors)
+#define ZMI_POOL_CLASS_STATS_MIN zmi_size_upto(struct zm_pool_class_stats, freeable)
 
 /* keys.c: owner words' key table (for backends without bind) */
 int zmi_pool_keys_init(struct zm_pool *pool, const struct zm_pool_config *cfg);

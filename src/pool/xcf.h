@@ -60,7 +60,7 @@ struct xcf_desc {
 			        block: its second block (0: none); unused
 			        entry: next unused entry */
 	uint32_t prev;       /* free block: previous in its list (0: head) */
-	uint32_t gen;        /* generation, 31 bits: bumped when an object
+	uint32_t gen;        /* generation, 19 bits: bumped when an object
 			        whose first block this was is freed */
 	uint16_t off_flags;  /* offset in blocks (XCF_OFF_MASK) + flags */
 	uint16_t nblk;       /* size in blocks */
@@ -70,7 +70,9 @@ struct xcf_desc {
 #define XCF_FREE     0x0800u  /* on a free list */
 #define XCF_USED     0x1000u  /* holds (part of) an object */
 #define XCF_HEAD     0x2000u  /* an object's first block: handles name it */
-#define XCF_GEN_MASK 0x7FFFFFFFu
+#define XCF_GEN_MASK 0x7FFFFu    /* 19 bits: all a handle has room for */
+#define XCF_H_IDX_SHIFT 20       /* below the pool's id (pool_internal.h) */
+_Static_assert(XCF_H_IDX_SHIFT + 32 <= ZMI_POOL_ID_SHIFT, "indexes below the pool's id");
 
 struct xcf_pool {
 	zmi_lock_t lock;
@@ -134,7 +136,7 @@ static inline unsigned xcf_blocks_for(size_t bytes)
 
 static inline zm_handle_t xcf_handle(uint32_t idx, uint32_t gen)
 {
-	return ((uint64_t)idx << 32) | ((uint64_t)(gen & XCF_GEN_MASK) << 1) | 1;
+	return ((uint64_t)idx << XCF_H_IDX_SHIFT) | ((uint64_t)(gen & XCF_GEN_MASK) << 1) | 1;
 }
 
 /* ---- xcf_block.c (all under the lock) ---- */

@@ -1,7 +1,7 @@
 /*
  * Reaching xcfmalloc objects: handle lookup, read/write, map/unmap.
  *
- * A handle is (descriptor index << 32) | (generation << 1) | 1.  Lookup
+ * A handle is (descriptor index << 20) | (generation << 1) | 1.  Lookup
  * checks, under the pool lock, that the index was handed out, that the
  * descriptor is an object's first block and that the generations agree:
  * a stale, foreign or double-freed handle is refused (-EINVAL, and a
@@ -25,7 +25,7 @@
 
 struct xcf_desc *xcf_lookup(struct xcf_pool *x, zm_handle_t h, const char *op)
 {
-	uint64_t idx = h >> 32;
+	uint64_t idx = h >> XCF_H_IDX_SHIFT;
 	struct xcf_desc *d;
 
 	if (zmi_unlikely(!(h & 1) || idx == 0 || idx >= x->top))
@@ -146,10 +146,11 @@ int xcf_piece(struct zm_pool *pool, zm_handle_t h, unsigned piece, uint32_t *pfn
 	uint32_t i;
 	int rc = -EINVAL;
 
+	h &= ZMI_HANDLE_LIMIT - 1;   /* tests pass the public handle */
 	zmi_lock(&x->lock);
 	d = xcf_lookup(x, h, "piece");
 	if (d && piece <= 1) {
-		i = piece ? d->next : (uint32_t)(h >> 32);
+		i = piece ? d->next : (uint32_t)(h >> XCF_H_IDX_SHIFT);
 		if (i) {
 			d = xcf_desc(x, i);
 			*pfn = d->pfn;

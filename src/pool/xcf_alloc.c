@@ -109,7 +109,7 @@ static int xcf_free(struct zm_pool *pool, zm_handle_t h)
 		zmi_unlock(&x->lock);
 		return -EINVAL;
 	}
-	a = (uint32_t)(h >> 32);
+	a = (uint32_t)(h >> XCF_H_IDX_SHIFT);
 	b = d->next;
 	d->gen = (d->gen + 1) & XCF_GEN_MASK;
 	d->off_flags &= (uint16_t)~XCF_HEAD;

@@ -60,7 +60,7 @@ struct xv_hdr {
 #define XV_FREE         1u
 #define XV_PREV_FREE    2u
 #define XV_TAG_SHIFT    2
-#define XV_TAG_BITS     19
+#define XV_TAG_BITS     17  /* what a handle has room for (below) */
 #define XV_TAG_MASK     ((1u << XV_TAG_BITS) - 1)
 #define XV_MAGIC_SHIFT  21
 #define XV_MAGIC        0x5A7u  /* 11 bits */
@@ -171,15 +171,19 @@ static inline unsigned xv_end(unsigned off, const struct xv_hdr *h)
 	return off + XV_HDR + h->size;
 }
 
-/* Handles: pfn << 32 | tag << 13 | payload offset / 8, or for a raw page
- * pfn << 32 | tag << 13 (offset field 0: no block payload starts at 0).
- * The tag is never 0, so no handle is 0. */
+/* Handles: pfn << 26 | tag << 13 | payload offset / 8, or for a raw page
+ * pfn << 26 | tag << 13 (offset field 0: no block payload starts at 0).
+ * The tag is never 0, so no handle is 0.  A handle stays below the pool
+ * id's bits (pool_internal.h), so pfns are below 2^XV_H_PFN_BITS: the
+ * pool refuses a larger page arena. */
 #define XV_H_OFF_BITS   13
 #define XV_H_OFF_MASK   ((1u << XV_H_OFF_BITS) - 1)
+#define XV_H_PFN_SHIFT  (XV_H_OFF_BITS + XV_TAG_BITS)
+#define XV_H_PFN_BITS   (ZMI_POOL_ID_SHIFT - XV_H_PFN_SHIFT)
 
 static inline zm_handle_t xv_handle(zm_pfn_t pfn, unsigned tag, unsigned payload_off)
 {
-	return (zm_handle_t)pfn << 32 | (zm_handle_t)tag << XV_H_OFF_BITS |
+	return (zm_handle_t)pfn << XV_H_PFN_SHIFT | (zm_handle_t)tag << XV_H_OFF_BITS |
 	       (payload_off >> XV_ALIGN_SHIFT);
 }
 
@@ -216,7 +220,10 @@ void xv_stats(struct zm_pool *pool, struct zm_pool_stats *st);
 int xv_check(struct zm_pool *pool);
 
 /* A handle's page and payload offset (0 for a raw page), for tests. */
-static inline zm_pfn_t xv_handle_pfn(zm_handle_t h) { return (zm_pfn_t)(h >> 32); }
+static inline zm_pfn_t xv_handle_pfn(zm_handle_t h)
+{
+	return (zm_pfn_t)((h >> XV_H_PFN_SHIFT) & ((1u << XV_H_PFN_BITS) - 1));
+}
 static inline unsigned xv_handle_off(zm_handle_t h)
 {
 	return (unsigned)(h & XV_H_OFF_MASK) << XV_ALIGN_SHIFT;

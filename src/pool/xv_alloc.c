@@ -291,6 +291,16 @@ static int xv_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 		zmi_bad_input("xvmalloc: page size %zu is not 4096..65536", pool->page_size);
 		return -EINVAL;
 	}
+	{
+		struct zm_pages_stats ps;
+
+		zm_pages_stats(pool->pages, &ps);
+		if (ps.total_pages > (1ull << XV_H_PFN_BITS)) {
+			zmi_bad_input("xvmalloc: %zu pages is more than handles can name (2^%d)",
+				      ps.total_pages, XV_H_PFN_BITS);
+			return -EINVAL;
+		}
+	}
 	xp = calloc(1, sizeof(*xp));
 	if (!xp)
 		return -ENOMEM;

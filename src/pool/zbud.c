@@ -21,12 +21,13 @@
  * start of the page instead; out of line, every chunk of the page holds
  * data and a page-sized object fits (docs/zbud.md measures the difference).
  *
- * Handles: pfn (bits 32..63), a tag (bits 24..31, never 0, so no handle is
- * 0), the buddy's generation (bits 1..23) and the side (bit 0).  A
+ * Handles: pfn (bits 20..51, below the pool's id: pool_internal.h), bit 19
+ * set (so no handle is 0), the buddy's generation (bits 1..18) and the
+ * side (bit 0).  A
  * buddy's generation moves on each time it is freed, and stays with the
  * page record while the page is back in the pages layer, so a stale or
  * double-freed handle is refused; a foreign one fails the tag, the pfn
- * range or the owner check.
+ * range or the owner check (and the pool's id, checked by pool.c).
  *
  * Locking: one lock, zb->lock, protects the lists, the bitmap, the
  * counters and the records of the pool's pages.  Lock order:
@@ -60,10 +61,12 @@
 #define ZBUD_NIL UINT32_MAX        /* end of a list */
 #define ZBUD_CHUNK_BITS 9          /* chunks of a buddy, 0..256; 0 = free */
 #define ZBUD_CHUNK_MASK ((1u << ZBUD_CHUNK_BITS) - 1)
-#define ZBUD_GEN_BITS 23           /* 8M frees of one buddy before a stale
-				      handle could match again */
+#define ZBUD_GEN_BITS 18           /* 256K frees of one buddy before a
+				      stale handle could match again */
 #define ZBUD_GEN_MASK ((1u << ZBUD_GEN_BITS) - 1)
-#define ZBUD_TAG 0x5bu             /* bits 24..31 of every handle */
+#define ZBUD_H_SET (1ull << 19)    /* set in every handle */
+#define ZBUD_H_PFN_SHIFT 20
+_Static_assert(ZBUD_H_PFN_SHIFT + 32 <= ZMI_POOL_ID_SHIFT, "pfns below the pool's id");
 #define ZBUD_POISON 0x6b           /* freed buddies, ZM_DEBUG builds */
 
 enum { FIRST = 0, LAST = 1 };
@@ -120,7 +123,7 @@ static inline unsigned list_of(const struct zbud_rec *r)
 
 static inline zm_handle_t handle_make(zm_pfn_t pfn, uint32_t gen, unsigned side)
 {
-	return (zm_handle_t)pfn << 32 | (zm_handle_t)ZBUD_TAG << 24 |
+	return (zm_handle_t)pfn << ZBUD_H_PFN_SHIFT | ZBUD_H_SET |
 	       (zm_handle_t)(gen & ZBUD_GEN_MASK) << 1 | side;
 }
 
@@ -180,9 +183,9 @@ static bool lookup(struct zbud_pool *zb, zm_handle_t h, struct zbud_obj *o, cons
 	struct zm_page_meta *m;
 	uint32_t b;
 
-	o->pfn = (zm_pfn_t)(h >> 32);
+	o->pfn = (zm_pfn_t)(h >> ZBUD_H_PFN_SHIFT);
 	o->side = (unsigned)(h & 1);
-	if (zmi_unlikely(((h >> 24) & 0xff) != ZBUD_TAG))
+	if (zmi_unlikely(!(h & ZBUD_H_SET) || h >= ZMI_HANDLE_LIMIT))
 		goto bad;
 	m = zm_pages_meta(zb->pages, o->pfn);
 	if (zmi_unlikely(!m || m->owner != zb))

@@ -360,7 +360,7 @@ void zs_id_free(struct zs_pool *zp, struct zs_class *c, uint32_t id);
  * Owner words (pool.h) hold the same encodings with the generation's 20
  * bits left to their owner (ZM_POOL_OWNER_MASK is exactly ZS_GEN_MASK):
  * read through zs_load_ref, those bits are 0.  An owner key's handle is
- *   ZS_H_OWNER | key:31 | 0:20 | 0 | 1
+ *   ZS_H_OWNER | key:29 | 0:20 | 0 | 1
  * and carries no generation nor huge bit: its word says which.
  *
  * Back references (the zspage record's, and what zs_load_ref takes) are
@@ -370,10 +370,13 @@ void zs_id_free(struct zs_pool *zp, struct zs_class *c, uint32_t id);
 #define ZS_TAG_HUGE 2ull
 #define ZS_GEN_ONE  4ull                          /* generation step */
 #define ZS_GEN_MASK (ZS_TAG_MASK & ~(ZS_GEN_ONE - 1))
-#define ZS_H_OWNER  (1ull << 63)
+#define ZS_H_OWNER  (1ull << 51)   /* below the pool's id (pool_internal.h) */
 #define ZS_REF_OWNER (1u << 31)
 _Static_assert(ZS_GEN_MASK == ZM_POOL_OWNER_MASK, "owner bits are the generation's");
 _Static_assert(ZS_MAX_HANDLES <= ZS_REF_OWNER, "a slot index never looks like an owner key");
+_Static_assert(((uint64_t)ZS_MAX_HANDLES << ZS_TAG_BITS) <= ZS_H_OWNER &&
+	       (ZM_POOL_MAX_KEYS << ZS_TAG_BITS) <= ZS_H_OWNER &&
+	       ZS_H_OWNER < ZMI_HANDLE_LIMIT, "handles leave the pool's id bits free");
 static inline uint64_t zs_slot_live(uint32_t id, unsigned obj, uint64_t tag)
 {
 	return ((uint64_t)id << 38) | ((uint64_t)obj << ZS_TAG_BITS) | tag;
@@ -402,7 +405,7 @@ static inline zm_handle_t zs_key_handle(uint64_t key)
 /* The back reference a handle names (validity is the caller's check). */
 static inline uint32_t zs_handle_ref(zm_handle_t h)
 {
-	return h & ZS_H_OWNER ? (uint32_t)(h >> ZS_TAG_BITS) | ZS_REF_OWNER
+	return h & ZS_H_OWNER ? (uint32_t)((h & ~ZS_H_OWNER) >> ZS_TAG_BITS) | ZS_REF_OWNER
 			      : zs_handle_idx(h);
 }
 static inline uint64_t *zs_ref_word(struct zs_pool *zp, uint32_t ref)

@@ -32,7 +32,7 @@
 static int check_config(const struct zm_store_config *c, size_t ps)
 {
 	if (!c->nr_pages || c->nr_pages > ZM_STORE_MAX_PAGES) {
-		zmi_bad_input("zm_store_create: nr_pages %llu is not 1..2^31",
+		zmi_bad_input("zm_store_create: nr_pages %llu is not 1..2^29",
 			     (unsigned long long)c->nr_pages);
 		return -EINVAL;
 	}
