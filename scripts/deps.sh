@@ -13,6 +13,8 @@ PKGS="$PKGS libjemalloc2 libmimalloc2.0"
 PKGS="$PKGS clang libclang-rt-14-dev"
 # zmem serve's clients in the interop tests, and nbdkit for bench/nbd-vs-nbdkit
 PKGS="$PKGS qemu-utils libnbd-bin python3-libnbd fio valgrind python3 nbdkit"
+# the install test renders the man page (man-db brings groff-base)
+PKGS="$PKGS man-db"
 PKGS="$PKGS $*"
 
 missing=""

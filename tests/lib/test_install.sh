@@ -1,0 +1,146 @@
+#!/bin/sh
+# make install as users run it: a plain build, then an install into a
+# prefix of its own (DESTDIR unset) must give a zmem.pc naming that prefix,
+# cflags naming zmem's headers only, a shared library under its soname, a
+# static library exporting the public calls only, and the man page; the
+# README's example, taken from README.md so that the two cannot drift,
+# must build and run against both libraries through pkg-config, and the
+# man page's EXAMPLE must be the same program.  A DESTDIR install lands
+# under DESTDIR; uninstall leaves nothing.  Prints cmocka's summary lines
+# for tests/run.sh.
+#
+# shellcheck disable=SC2016,SC2046,SC2086,SC2317
+# (sh -c scripts take their arguments as $1..; pkg-config's words and $CC
+# are split on purpose; run() and the like are called through check)
+#
+# It builds the tree's release configuration in a directory of its own
+# under /tmp (never the build directory it was copied into, whose
+# configuration may be a debug or sanitizer one), and removes it after.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$here
+while [ ! -d "$top/include/zmem" ] && [ "$top" != / ]; do top=$(dirname "$top"); done
+T=$(mktemp -d /tmp/zmem-install.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0
+fail=0
+ok()  { pass=$((pass + 1)); echo "[       OK ] $1"; }
+bad() { fail=$((fail + 1)); echo "[  FAIL    ] $1"; }
+check() { name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+finish() {
+    echo "[==========] $((pass + fail)) test(s) run."
+    echo "[  PASSED  ] $pass test(s)."
+    [ "$fail" -eq 0 ] || { echo "[  FAILED  ] $fail test(s)."; exit 1; }
+    exit 0
+}
+
+# make check runs this from a make whose MAKEFLAGS carry its configuration
+# (BUILD, ZM_DEBUG, SAN, ...); the builds here are plain ones.
+unset MAKEFLAGS MFLAGS MAKEOVERRIDES MAKELEVEL
+CC=${CC:-cc}
+B=$T/build
+P=$T/prefix
+M="make -s -C $top BUILD=$B"
+jobs=$(nproc 2>/dev/null || echo 2)
+ver=$(for p in MAJOR MINOR PATCH; do
+        sed -n "s/^#define ZMEM_VERSION_$p  *\([0-9]*\).*/\1/p" "$top/include/zmem/common.h"
+      done | paste -sd. -)
+
+# a plain make, then the install: the prefix reaches zmem.pc all the same
+if $M -j"$jobs" > "$T/log" 2>&1; then ok "make"; else bad "make"; cat "$T/log"; finish; fi
+if $M PREFIX="$P" install > "$T/log" 2>&1; then ok "make install PREFIX=TMP"
+else bad "make install PREFIX=TMP"; cat "$T/log"; finish; fi
+
+L=$P/lib
+missing=""
+for f in lib/libzmem.a "lib/libzmem.so.$ver" lib/libzmem.so.1 lib/libzmem.so \
+         lib/pkgconfig/zmem.pc include/zmem/zmem.h include/zmem/common.h bin/zmem \
+         share/man/man3/libzmem.3; do
+    [ -e "$P/$f" ] || missing="$missing $f"
+done
+if [ -z "$missing" ]; then ok "installed files"; else bad "installed files, missing:$missing"; fi
+check "libzmem.so -> libzmem.so.1 -> libzmem.so.$ver" \
+    test "$(readlink "$L/libzmem.so")" = libzmem.so.1 -a \
+         "$(readlink "$L/libzmem.so.1")" = "libzmem.so.$ver"
+soname=$(readelf -d "$L/libzmem.so.$ver" | sed -n 's/.*(SONAME).*\[\(.*\)\].*/\1/p')
+check "soname libzmem.so.1" test "$soname" = libzmem.so.1
+[ "$soname" = libzmem.so.1 ] || echo "soname: $soname"
+
+export PKG_CONFIG_PATH="$L/pkgconfig"
+check "zmem.pc names the prefix" \
+    test "$(pkg-config --variable=prefix zmem)" = "$P" -a \
+         "$(pkg-config --variable=libdir zmem)" = "$L"
+check "zmem.pc version $ver" test "$(pkg-config --modversion zmem)" = "$ver"
+cflags=$(pkg-config --cflags zmem | sed 's/ *$//')
+check "cflags are zmem's headers only" test "$cflags" = "-I$P/include"
+[ "$cflags" = "-I$P/include" ] || echo "cflags: $cflags"
+static_libs=$(pkg-config --static --libs zmem)
+check "static libs: -pthread -lm and the codecs" \
+    sh -c 'for w in -lzmem -pthread -lm -llz4 -lzstd; do
+               case " $1 " in *" $w "*) ;; *) echo "static libs: $1"; exit 1 ;; esac
+           done' - "$static_libs"
+
+# the installed static library defines no global symbol but the public ones
+nm -g --defined-only "$L/libzmem.a" 2>/dev/null | awk 'NF == 3 { print $3 }' > "$T/syms"
+other=$(grep -v '^zm_' "$T/syms")
+if [ -s "$T/syms" ] && [ -z "$other" ]; then ok "libzmem.a: $(wc -l < "$T/syms") globals, all zm_"
+else bad "libzmem.a: globals outside zm_:"; echo "$other" | head -20; fi
+
+# the README's example, against the shared library and then the static one
+awk '/^## Using the library/ { u = 1 } u && /^```c$/ { c = 1; next }
+     c && /^```$/ { exit } c' "$top/README.md" > "$T/example.c"
+run() { out=$("$@" 2>&1); [ "$out" = "zmem $ver: ok" ] || { echo "$out"; return 1; }; }
+check "README example found" grep -q 'int main' "$T/example.c"
+check "shared: cc \$(pkg-config --cflags --libs zmem)" \
+    $CC -Wall -Wextra -Werror -o "$T/ex" "$T/example.c" $(pkg-config --cflags --libs zmem)
+check "shared: runs with LD_LIBRARY_PATH" run env LD_LIBRARY_PATH="$L" "$T/ex"
+check "shared: needs libzmem.so.1" sh -c 'readelf -d "$1" | grep -q "NEEDED.*\[libzmem.so.1\]"' - "$T/ex"
+check "shared with rpath: builds" $CC -o "$T/ex-rpath" "$T/example.c" \
+    $(pkg-config --cflags --libs zmem) -Wl,-rpath,"$L"
+check "shared with rpath: runs" run "$T/ex-rpath"
+check "static: cc -static \$(pkg-config --static --cflags --libs zmem)" \
+    $CC -static -o "$T/ex-static" "$T/example.c" $(pkg-config --static --cflags --libs zmem)
+check "static: runs" run "$T/ex-static"
+check "static: no shared library needed" \
+    sh -c 'test -x "$1" && ! readelf -d "$1" | grep -q NEEDED' - "$T/ex-static"
+
+# the man page: where man looks under the prefix, and rendered without warnings
+check "man -M PREFIX/share/man finds libzmem(3)" \
+    test "$(man -M "$P/share/man" -w 3 libzmem 2>/dev/null)" = "$P/share/man/man3/libzmem.3"
+man3=$P/share/man/man3/libzmem.3
+warn=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l "$man3" 2>&1 >/dev/null)
+check "man -l renders libzmem.3 without warnings" test -z "$warn"
+[ -z "$warn" ] || echo "$warn" | head -20
+check "man page: NAME and every section" sh -c '
+    LC_ALL=C.UTF-8 MANWIDTH=80 man -l "$1" 2>/dev/null > "$2"
+    for s in NAME SYNOPSIS DESCRIPTION "RETURN VALUE" ERRORS "THREADS AND FORK" \
+             ENVIRONMENT EXAMPLE VERSIONS "SEE ALSO"; do
+        grep -qx "$s" "$2" || { echo "no $s"; exit 1; }; done' - "$man3" "$T/man.txt"
+check "man page: version $ver as the headers'" grep -q "^\.TH LIBZMEM 3 .*\"zmem $ver\"" "$man3"
+# its EXAMPLE is the README's, indented by four spaces for a tab
+sed -n '/^\.SH EXAMPLE/,/^\.fi/p' "$man3" | sed '1,/^\.nf/d; /^\.fi/d' |
+    sed 's/\\e/\\/g; s/\\-/-/g; s/\\(aq/'"'"'/g' > "$T/man-example.c"
+check "man page: EXAMPLE is the README's" \
+    sh -c 'sed "s/\t/    /g" "$1" | cmp -s - "$2"' - "$T/example.c" "$T/man-example.c"
+
+# a plain make afterwards writes the default prefix back
+$M > "$T/log" 2>&1
+check "a later plain make: build's zmem.pc names /usr/local" \
+    grep -qx 'prefix=/usr/local' "$B/zmem.pc"
+
+# DESTDIR: everything under it, zmem.pc naming the prefix without it
+D=$T/stage
+P2=$T/prefix2
+if $M PREFIX="$P2" DESTDIR="$D" install > "$T/log" 2>&1; then ok "make install DESTDIR"
+else bad "make install DESTDIR"; cat "$T/log"; fi
+check "DESTDIR: files under DESTDIR only" \
+    test -e "$D$P2/lib/libzmem.so.1" -a -e "$D$P2/share/man/man3/libzmem.3" -a ! -e "$P2"
+check "DESTDIR: zmem.pc names the prefix" grep -qx "prefix=$P2" "$D$P2/lib/pkgconfig/zmem.pc"
+
+# uninstall takes it all away again
+$M PREFIX="$P" uninstall > "$T/log" 2>&1
+left=$(find "$P" ! -type d)
+check "make uninstall leaves no file" test -z "$left"
+[ -z "$left" ] || echo "$left"
+
+finish
