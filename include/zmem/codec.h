@@ -20,7 +20,7 @@
  * (make ZM_WITH_LZO=1, or the default ZM_WITH_LZO=auto when liblzo2 is
  * installed) links GPL code, and the combined library and programs are
  * subject to the GPL.  Build with ZM_WITH_LZO=0 for a library without it;
- * zm_codec_create("lzo", ...) then fails with -ENOTSUP, and "lzo" is
+ * zm_codec_create("lzo", ...) then fails with -EOPNOTSUPP, and "lzo" is
  * missing from zm_codec_list().
  *
  * Errors follow zmem.h: 0 (or a length) on success, a negative errno on
@@ -56,7 +56,7 @@ struct zm_codec;
  * ":LEVEL"); NULL or "" means the default, "lz4".  level 0 means the
  * codec's default; a level given both in the name and as an argument must
  * agree.  Returns 0 and sets *out, or -EINVAL (unknown name, bad level,
- * out == NULL), -ENOTSUP (a known codec this build lacks: "lzo" without
+ * out == NULL), -EOPNOTSUPP (a known codec this build lacks: "lzo" without
  * LZO), -ENOMEM.  *out is NULL on failure. */
 ZM_API int zm_codec_create(const char *name, int level, struct zm_codec **out);
 

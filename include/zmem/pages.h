@@ -104,7 +104,10 @@ struct zm_pages;
 /* Create an allocator.  cfg may be NULL for all defaults.  Returns 0 and
  * sets *out, or -EINVAL (bad page size, arena smaller than one page or
  * larger than 2^32 pages), -ENOMEM (the reservation failed). */
-ZM_API int zm_pages_create(const struct zm_pages_config *cfg, struct zm_pages **out);
+ZM_API int zm_pages_create_sized(const struct zm_pages_config *cfg, size_t cfg_size,
+				 struct zm_pages **out);
+#define zm_pages_create(cfg, out) \
+	zm_pages_create_sized((cfg), sizeof(struct zm_pages_config), (out))
 
 /* Release the arena.  Pages still allocated are reported on stderr (as a
  * leak) and released with it.  No other thread may use pages afterwards.
@@ -188,8 +191,10 @@ ZM_API void zm_pages_flush_thread(struct zm_pages *pages);
  * pages were given back. */
 ZM_API size_t zm_pages_trim(struct zm_pages *pages);
 
-/* Fill *st with a consistent snapshot. */
-ZM_API void zm_pages_stats(struct zm_pages *pages, struct zm_pages_stats *st);
+/* Fill *st with a consistent snapshot.  0, or -EINVAL (NULL pages or st). */
+ZM_API int zm_pages_stats_sized(struct zm_pages *pages, struct zm_pages_stats *st, size_t st_size);
+#define zm_pages_stats(pages, st) \
+	zm_pages_stats_sized((pages), (st), sizeof(struct zm_pages_stats))
 
 /* Whole-structure checker: walks every free list and every page and checks
  * links, orders, alignment, buddy merging, counters and page states.

@@ -135,9 +135,10 @@ struct zm_store_stats {
 	uint64_t pages_stored;    /* slots holding a page (count) */
 	uint64_t puts, gets, discards; /* calls; discards count pages */
 	uint64_t pool_meta_bytes; /* the pool's metadata (pool.h meta_bytes) */
-	uint64_t store_meta_bytes;/* the store's own: the written part of
-				     the slot array (12 bytes a slot, by
-				     chunks of 256), its bitmap, counters */
+	uint64_t store_meta_bytes;/* the store's own: the written pages of
+				     the slot array (8 bytes a slot) and of
+				     the same-filled words, and the store's
+				     struct with its counters */
 	uint64_t pool_objects;    /* objects in the pool */
 	uint64_t nr_pages;
 	size_t page_size;
@@ -153,9 +154,13 @@ struct zm_store;
 /* Create a store: its codec and its pool (with its own pages).  Returns 0
  * and sets *out, or -EINVAL (cfg or out NULL, nr_pages 0 or above
  * ZM_STORE_MAX_PAGES, bad page size, huge_size above page_size, unknown
- * codec or allocator), -ENOTSUP (a codec this build lacks), -ENOMEM.
+ * codec or allocator), -EOPNOTSUPP (a codec this build lacks), -E2BIG
+ * (a config with fields this library does not know set), -ENOMEM.
  * *out is NULL on failure. */
-ZM_API int zm_store_create(const struct zm_store_config *cfg, struct zm_store **out);
+ZM_API int zm_store_create_sized(const struct zm_store_config *cfg, size_t cfg_size,
+				 struct zm_store **out);
+#define zm_store_create(cfg, out) \
+	zm_store_create_sized((cfg), sizeof(struct zm_store_config), (out))
 
 /* Free every page and the store.  Accepts NULL. */
 ZM_API void zm_store_destroy(struct zm_store *store);
@@ -188,15 +193,21 @@ ZM_API long zm_store_compact(struct zm_store *store);
 
 /* Fill *st.  Counters are read without stopping writers: each is exact,
  * their sum over a moment of concurrent puts may be slightly off. */
-ZM_API void zm_store_stats(struct zm_store *store, struct zm_store_stats *st);
+ZM_API int zm_store_stats_sized(struct zm_store *store, struct zm_store_stats *st, size_t st_size);
+#define zm_store_stats(store, st) \
+	zm_store_stats_sized((store), (st), sizeof(struct zm_store_stats))
 
 /* Print the stats as zram's mm_stat: one line of nine numbers, in zram's
  * order (orig_data_size compr_data_size mem_used_total mem_limit
  * mem_used_max same_pages pages_compacted huge_pages huge_pages_since). */
-ZM_API void zm_store_print_mm_stat(const struct zm_store_stats *st, FILE *f);
+ZM_API void zm_store_print_mm_stat_sized(const struct zm_store_stats *st, size_t st_size, FILE *f);
+#define zm_store_print_mm_stat(st, f) \
+	zm_store_print_mm_stat_sized((st), sizeof(struct zm_store_stats), (f))
 
 /* Print the stats as a readable table, with the histogram. */
-ZM_API void zm_store_print_stats(const struct zm_store_stats *st, FILE *f);
+ZM_API void zm_store_print_stats_sized(const struct zm_store_stats *st, size_t st_size, FILE *f);
+#define zm_store_print_stats(st, f) \
+	zm_store_print_stats_sized((st), sizeof(struct zm_store_stats), (f))
 
 /* The store's pool (for its statistics and class table), codec, and
  * geometry.  The pool and codec belong to the store. */

@@ -811,7 +811,7 @@ static int check_names(const struct opts *o)
 		const char *const *l = zm_codec_list();
 
 		fprintf(stderr, "bench: codec '%s': %s (available:", o->codec,
-			rc == -ENOTSUP ? "not in this build" : "unknown name or level");
+			rc == -EOPNOTSUPP ? "not in this build" : "unknown name or level");
 		for (size_t i = 0; l[i]; i++)
 			fprintf(stderr, " %s", l[i]);
 		fprintf(stderr, ")\n");

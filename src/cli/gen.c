@@ -156,7 +156,7 @@ int cmd_gen(int argc, char **argv)
 		const char *const *l = zm_codec_list();
 
 		fprintf(stderr, "gen: codec '%s': %s (available:", o.codec ? o.codec : "lz4",
-			rc == -ENOTSUP ? "not in this build" :
+			rc == -EOPNOTSUPP ? "not in this build" :
 			rc == -EINVAL ? "unknown name or level" : strerror(-rc));
 		for (size_t i = 0; l[i]; i++)
 			fprintf(stderr, " %s", l[i]);

@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "base/abi.h"
 #include "base/os.h"
 #include "pages/pages_internal.h"
 
@@ -105,17 +106,21 @@ static size_t default_pages(size_t bytes, size_t page_size)
 	return n > ZM_MIN_DEFAULT ? n : ZM_MIN_DEFAULT;
 }
 
-int zm_pages_create(const struct zm_pages_config *cfg, struct zm_pages **out)
+int zm_pages_create_sized(const struct zm_pages_config *cfg, size_t cfg_size,
+			  struct zm_pages **out)
 {
-	struct zm_pages_config c = { 0 };
+	struct zm_pages_config c;
 	struct zm_pages *p;
 	size_t npages, align;
+	int rc;
 
-	if (cfg)
-		c = *cfg;
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
+	rc = zmi_struct_in(&c, sizeof(c), cfg, cfg_size,
+			   zmi_size_upto(struct zm_pages_config, zones));
+	if (rc)
+		return rc;
 	if (!c.page_size)
 		c.page_size = 4096;
 	if (!c.arena_bytes)
@@ -193,12 +198,17 @@ void zm_pages_destroy(struct zm_pages *p)
 
 void *zm_pages_addr(const struct zm_pages *p, zm_pfn_t pfn)
 {
+	if (!p)
+		return NULL;
 	return p->base + ((size_t)pfn << p->page_shift);
 }
 
 zm_pfn_t zm_pages_pfn(const struct zm_pages *p, const void *addr)
 {
 	const char *a = addr;
+
+	if (!p || !addr)
+		return ZM_PFN_NIL;
 
 	if (a < p->base || a >= p->base + p->arena_bytes)
 		return ZM_PFN_NIL;
@@ -207,11 +217,15 @@ zm_pfn_t zm_pages_pfn(const struct zm_pages *p, const void *addr)
 
 struct zm_page_meta *zm_pages_meta(const struct zm_pages *p, zm_pfn_t pfn)
 {
+	if (!p)
+		return NULL;
 	return pfn < p->npages ? &p->meta[pfn] : NULL;
 }
 
 size_t zm_pages_page_size(const struct zm_pages *p)
 {
+	if (!p)
+		return 0;
 	return p->page_size;
 }
 
@@ -235,6 +249,9 @@ int zmi_pages_bad_free(struct zm_pages *p, zm_pfn_t pfn, const char *why)
 int zm_pages_alloc_order(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 {
 	zm_pfn_t got;
+
+	if (!p || !pfn)
+		return -EINVAL;
 
 	if (order > ZM_PAGES_MAX_ORDER) {
 		zmi_bad_input("zm_pages_alloc_order: order %u > %d", order,
@@ -266,6 +283,9 @@ int zm_pages_alloc_at(struct zm_pages *p, zm_pfn_t pfn)
 	struct zmi_zone *z;
 	bool dirty = false, limited = false;
 
+	if (!p)
+		return -EINVAL;
+
 	if (pfn >= p->npages)
 		return -EINVAL;
 	z = zmi_zone_of(p, pfn);
@@ -285,6 +305,9 @@ int zm_pages_free_order(struct zm_pages *p, zm_pfn_t pfn, unsigned order)
 {
 	struct zmi_pg *pg;
 	struct zmi_zone *z;
+
+	if (!p)
+		return -EINVAL;
 
 	if (order > ZM_PAGES_MAX_ORDER)
 		return zmi_pages_bad_free(p, pfn, "order too large");
@@ -388,6 +411,9 @@ size_t zm_pages_trim(struct zm_pages *p)
 {
 	size_t total = 0;
 
+	if (!p)
+		return 0;
+
 	if (p->reserve == SIZE_MAX)
 		return 0;
 	for (unsigned i = 0; i < p->nzones; i++) {
@@ -398,7 +424,20 @@ size_t zm_pages_trim(struct zm_pages *p)
 	return total;
 }
 
-void zm_pages_stats(struct zm_pages *p, struct zm_pages_stats *st)
+static void fill_stats(struct zm_pages *p, struct zm_pages_stats *st);
+
+int zm_pages_stats_sized(struct zm_pages *p, struct zm_pages_stats *out, size_t size)
+{
+	struct zm_pages_stats st;
+
+	if (!p)
+		return -EINVAL;
+	fill_stats(p, &st);
+	return zmi_struct_out(out, size, zmi_size_upto(struct zm_pages_stats, zones), &st,
+			      sizeof(st));
+}
+
+static void fill_stats(struct zm_pages *p, struct zm_pages_stats *st)
 {
 	size_t cached = zmi_tcache_total(p), nfree = 0, dirty = 0, out, rmax = 0;
 

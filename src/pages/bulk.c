@@ -18,6 +18,9 @@ size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 	bool reclaimed = false, first = true;
 	unsigned home = zmi_home_zone(p), tried = 0;
 
+	if (!p || (n && !pfns))
+		return 0;
+
 	/* chunk by chunk from the home zone, then from the next ones as each
 	 * runs dry */
 	while (got < n && tried < p->nzones) {
@@ -89,6 +92,9 @@ int zm_pages_free_bulk(struct zm_pages *p, size_t n, const zm_pfn_t *pfns)
 {
 	uint32_t touched = 0;  /* zones given to: trimmed once, at the end */
 	int ret = 0;
+
+	if (!p || (n && !pfns))
+		return -EINVAL;
 
 	/* a chunk at a time, under the lock of the zone of its first page;
 	 * a page of another zone ends the chunk */

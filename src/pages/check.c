@@ -129,6 +129,9 @@ int zm_pages_check(struct zm_pages *p)
 	size_t heads = 0, out, cached, tc_cached, nr_free = 0, nr_isolated = 0, nr_out;
 	int bad = 0;
 
+	if (!p)
+		return -EINVAL;
+
 	bad |= zmi_tcache_check(p, &tc_cached) != 0;
 	zmi_zones_lock(p);
 	for (unsigned i = 0; i < p->nzones; i++) {

@@ -83,7 +83,7 @@ static uint32_t nbd_errno(int rc)
 	case -EINVAL: return NBD_EINVAL;
 	case -ENOSPC: return NBD_ENOSPC;
 	case -EOVERFLOW: return NBD_EOVERFLOW;
-	case -ENOTSUP: return NBD_ENOTSUP;
+	case -EOPNOTSUPP: return NBD_ENOTSUP;
 	default: return NBD_EIO;
 	}
 }

@@ -128,6 +128,9 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 	uint64_t h, word = 0;
 	int rc;
 
+	if (zmi_unlikely(!s || !page))
+		return -EINVAL;
+
 	if (zmi_unlikely(!s || !page || index >= s->nr_pages)) {
 		zmi_bad_input("zm_store_put: bad argument (index %llu)",
 			     (unsigned long long)index);
@@ -174,6 +177,9 @@ int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 	uint32_t info;
 	uint64_t h;
 	int rc;
+
+	if (zmi_unlikely(!s || !buf))
+		return -EINVAL;
 
 	if (zmi_unlikely(!s || !buf || index >= s->nr_pages)) {
 		zmi_bad_input("zm_store_get: bad argument (index %llu)",

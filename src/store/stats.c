@@ -83,13 +83,23 @@ void zmi_sample_used(struct zm_store *s)
 	raise_max(&s->used_max, ps.pool_bytes);
 }
 
-void zm_store_stats(struct zm_store *s, struct zm_store_stats *st)
+static void fill_stats(struct zm_store *s, struct zm_store_stats *st);
+
+int zm_store_stats_sized(struct zm_store *s, struct zm_store_stats *out, size_t size)
+{
+	struct zm_store_stats st;
+
+	if (!s)
+		return -EINVAL;
+	fill_stats(s, &st);
+	return zmi_struct_out(out, size, ZMI_STORE_STATS_MIN, &st, sizeof(st));
+}
+
+static void fill_stats(struct zm_store *s, struct zm_store_stats *st)
 {
 	struct zm_pool_stats ps;
 
 	memset(st, 0, sizeof(*st));
-	if (!s)
-		return;
 	zm_pool_stats(s->pool, &ps);
 	raise_max(&s->used_max, ps.pool_bytes);
 	raise_max(&s->used_max, ps.pages_max * ps.page_size);
@@ -123,8 +133,24 @@ void zm_store_stats(struct zm_store *s, struct zm_store_stats *st)
 			st->hist[b] += __atomic_load_n(&s->stripe[i].hist[b], __ATOMIC_RELAXED);
 }
 
-void zm_store_print_mm_stat(const struct zm_store_stats *st, FILE *f)
+/* The caller's stats, as this library's struct: fields it lacks read 0.
+ * false for a NULL or too small struct, or no stream. */
+static bool stats_in(struct zm_store_stats *st, const struct zm_store_stats *in, size_t size,
+		     FILE *f)
 {
+	if (!in || !f || size < ZMI_STORE_STATS_MIN)
+		return false;
+	memset(st, 0, sizeof(*st));
+	memcpy(st, in, size < sizeof(*st) ? size : sizeof(*st));
+	return true;
+}
+
+void zm_store_print_mm_stat_sized(const struct zm_store_stats *in, size_t size, FILE *f)
+{
+	struct zm_store_stats copy, *st = &copy;
+
+	if (!stats_in(st, in, size, f))
+		return;
 	/* zram's format: mm_stat_show() in drivers/block/zram, widths of 8 */
 	fprintf(f, "%8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %8" PRIu64
 		" %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %8" PRIu64 "\n",
@@ -138,10 +164,15 @@ static double ratio(uint64_t a, uint64_t b)
 	return b ? (double)a / (double)b : 0.0;
 }
 
-void zm_store_print_stats(const struct zm_store_stats *st, FILE *f)
+void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FILE *f)
 {
+	struct zm_store_stats copy, *st = &copy;
 	uint64_t hmax = 0;
-	size_t step = st->page_size / ZM_STORE_HIST_BUCKETS;
+	size_t step;
+
+	if (!stats_in(st, in, size, f))
+		return;
+	step = st->page_size / ZM_STORE_HIST_BUCKETS;
 
 	fprintf(f, "%-24s %14" PRIu64 "  of %" PRIu64 " slots\n", "pages_stored",
 		st->pages_stored, st->nr_pages);
@@ -189,6 +220,9 @@ int zm_store_check(struct zm_store *s)
 	uint64_t pages = 0, same = 0, huge = 0, objs = 0, compr = 0;
 	uint64_t hist[ZM_STORE_HIST_BUCKETS] = { 0 };
 	int bad = 0;
+
+	if (!s)
+		return -EINVAL;
 
 	if (!s)
 		return -EINVAL;

@@ -90,9 +90,11 @@ static void release_all(struct zm_store *s)
 	}
 }
 
-int zm_store_create(const struct zm_store_config *cfg, struct zm_store **out)
+int zm_store_create_sized(const struct zm_store_config *ucfg, size_t cfg_size,
+			  struct zm_store **out)
 {
 	struct zm_pool_config pc = { 0 };
+	struct zm_store_config cfg_copy, *cfg = &cfg_copy;
 	struct zm_store *s;
 	size_t ps;
 	int rc;
@@ -100,8 +102,11 @@ int zm_store_create(const struct zm_store_config *cfg, struct zm_store **out)
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (!cfg)
+	if (!ucfg)
 		return -EINVAL;
+	rc = zmi_struct_in(cfg, sizeof(*cfg), ucfg, cfg_size, ZMI_STORE_CONFIG_MIN);
+	if (rc)
+		return rc;
 	ps = cfg->page_size ? cfg->page_size : 4096;
 	rc = check_config(cfg, ps);
 	if (rc)
@@ -155,25 +160,35 @@ void zm_store_destroy(struct zm_store *s)
 
 long zm_store_compact(struct zm_store *s)
 {
+	if (!s)
+		return -EINVAL;
 	return s ? zm_pool_compact(s->pool) : -EINVAL;
 }
 
 struct zm_pool *zm_store_pool(struct zm_store *s)
 {
+	if (!s)
+		return NULL;
 	return s ? s->pool : NULL;
 }
 
 struct zm_codec *zm_store_codec(struct zm_store *s)
 {
+	if (!s)
+		return NULL;
 	return s ? s->codec : NULL;
 }
 
 size_t zm_store_page_size(const struct zm_store *s)
 {
+	if (!s)
+		return 0;
 	return s ? s->page_size : 0;
 }
 
 uint64_t zm_store_nr_pages(const struct zm_store *s)
 {
+	if (!s)
+		return 0;
 	return s ? s->nr_pages : 0;
 }

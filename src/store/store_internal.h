@@ -29,11 +29,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/abi.h"
 #include "base/debug.h"
 #include "base/lazy.h"
 #include <zmem/codec.h>
 #include <zmem/pool.h>
 #include <zmem/store.h>
+
+/* The published layouts' ends (base/abi.h): never change these when a
+ * field is added; a struct as small as these is still accepted. */
+#define ZMI_STORE_CONFIG_MIN zmi_size_upto(struct zm_store_config, max_mean_zsize)
+#define ZMI_STORE_STATS_MIN zmi_size_upto(struct zm_store_stats, hist)
 
 /*
  * A slot: one 64-bit word, shared with the pool as its owner word

@@ -67,6 +67,8 @@ static const char *const kind_names[] = {
 
 int zm_workload_kind_parse(const char *name, enum zm_workload_kind *kind)
 {
+	if (!name || !kind)
+		return -EINVAL;
 	for (size_t i = 0; name && i < sizeof(kind_names) / sizeof(kind_names[0]); i++)
 		if (!strcmp(name, kind_names[i])) {
 			*kind = (enum zm_workload_kind)i;
@@ -245,6 +247,9 @@ static int tune_page(struct zm_workload *w, uint64_t seed, double target,
 int zm_workload_next(struct zm_workload *w, void *buf, size_t len)
 {
 	unsigned char *p = buf;
+
+	if (!w || !buf)
+		return -EINVAL;
 
 	if (!w || (!buf && len) || len % w->page_size)
 		return -EINVAL;
