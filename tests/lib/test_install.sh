@@ -34,9 +34,13 @@ finish() {
     exit 0
 }
 
-# make check runs this from a make whose MAKEFLAGS carry its configuration
-# (BUILD, ZM_DEBUG, SAN, ...); the builds here are plain ones.
-unset MAKEFLAGS MFLAGS MAKEOVERRIDES MAKELEVEL
+# make check runs this from a make whose configuration (BUILD, ZM_DEBUG,
+# SAN, ...) reaches it in MAKEFLAGS and, as variables given on make's
+# command line are exported, in the environment: the builds here are plain
+# ones, into directories of their own.  CC, CFLAGS, ZM_WITH_LZO and WERROR
+# are the user's and stay.
+unset MAKEFLAGS MFLAGS MAKEOVERRIDES MAKELEVEL BUILD SAN ZM_DEBUG OPT \
+      PREFIX LIBDIR INCDIR BINDIR MANDIR DESTDIR RESULTS RUN_TESTS TEST_WRAP
 CC=${CC:-cc}
 B=$T/build
 P=$T/prefix
