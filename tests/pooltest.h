@@ -115,9 +115,7 @@ static const struct zm_pool_config pt_configs[] = {
 };
 #define PT_NCONFIGS (sizeof(pt_configs) / sizeof(pt_configs[0]))
 
-/* Does the backend recognise stale, foreign and double-freed handles?
- * Every one does (pool.h) but "malloc", whose handles are the blocks'
- * addresses: a freed one may already belong to glibc again. */
+/* A configuration's name for messages. */
 static inline const char *pt_name(const struct zm_pool_config *c)
 {
 	static char names[PT_NCONFIGS][64];
