@@ -6,6 +6,7 @@
  * safely; the version and the log sink.  Seeded: --seed N replays the
  * garbage handles.
  */
+#define ZMEM_ADVANCED  /* tests reach the advanced tier too */
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>

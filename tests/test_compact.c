@@ -4,6 +4,7 @@
  * each automatic trigger firing when it should and not otherwise, and the
  * background thread stopping cleanly at destruction.
  */
+#define ZMEM_ADVANCED  /* tests reach the advanced tier too */
 #include <errno.h>
 
 #include "pooltest.h"

@@ -1,5 +1,6 @@
 /* Unit tests of the pages layer: every public call, bad input, the limit,
  * and memory really going back to the OS. */
+#define ZMEM_ADVANCED  /* tests reach the advanced tier too */
 #include <errno.h>
 #include <pthread.h>
 #include <sys/mman.h>

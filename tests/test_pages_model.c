@@ -10,6 +10,7 @@
  *
  *   test_pages_model [--seed N] [--steps N]
  */
+#define ZMEM_ADVANCED  /* tests reach the advanced tier too */
 #include <errno.h>
 
 #include "testutil.h"

@@ -1,4 +1,5 @@
 /* Unit tests of the pool interface, over every backend configuration. */
+#define ZMEM_ADVANCED  /* tests reach the advanced tier too */
 #include <errno.h>
 
 #include "pooltest.h"

@@ -123,6 +123,9 @@ ZM_API int zm_pages_alloc(struct zm_pages *pages, zm_pfn_t *pfn);
  * or already free (the page is left untouched). */
 ZM_API int zm_pages_free(struct zm_pages *pages, zm_pfn_t pfn);
 
+#ifdef ZMEM_ADVANCED
+/* ---- advanced: particular pages and runs (the pool backends' calls) ---- */
+
 /* The page pfn itself, if it is free in the buddy allocator (not in use,
  * not in a per-thread cache).  Returns 0, or -EBUSY if it is not free,
  * -ENOMEM at the limit, -EINVAL if out of range.  For callers that want a
@@ -153,6 +156,7 @@ ZM_API int zm_pages_take_cached(struct zm_pages *pages, zm_pfn_t pfn);
 #define ZM_PAGES_AHEAD_MAX 64
 #define ZM_PAGES_RUN_MAX 32
 ZM_API int zm_pages_alloc_run(struct zm_pages *pages, unsigned n, zm_pfn_t *pfn);
+#endif /* ZMEM_ADVANCED */
 
 /* A run of 2^order contiguous pages (order 0..ZM_PAGES_MAX_ORDER), straight
  * from the buddy allocator.  Returns 0 and sets *pfn to the first page, or

@@ -35,7 +35,9 @@
  * (ENOMEM: the pages ran out or hit their limit; EINVAL: size 0 or larger
  * than a page).  A stale, foreign or double-freed handle is refused with
  * -EINVAL and, in ZM_DEBUG builds, a message naming the handle.
- * All functions are thread-safe.
+ * Every call may be made from any thread at any time, except the two that
+ * say they want the pool to themselves: zm_pool_check() and
+ * zm_pool_min_moves().
  */
 #ifndef ZMEM_POOL_H
 #define ZMEM_POOL_H
@@ -181,6 +183,9 @@ ZM_API void zm_pool_unmap(struct zm_pool *pool, zm_handle_t handle);
 /* Size of the slot holding the object (>= the size asked for). */
 ZM_API size_t zm_pool_obj_size(struct zm_pool *pool, zm_handle_t handle);
 
+#ifdef ZMEM_ADVANCED
+/* ---- advanced: owner words ---- */
+
 /*
  * Owner words: handles the caller keeps.  A caller that keeps a record per
  * object anyway (the store: one per page) can have the pool keep each
@@ -225,6 +230,7 @@ ZM_API zm_handle_t zm_pool_key_handle(struct zm_pool *pool, uint64_t key);
 
 /* Free key's object; the key is empty afterwards.  0 or -EINVAL. */
 ZM_API int zm_pool_free_key(struct zm_pool *pool, uint64_t key);
+#endif /* ZMEM_ADVANCED */
 
 /* Move objects to free whole pages: per class, out of the emptiest zspages
  * into the fullest, each object at most once, mapped objects never.
@@ -237,6 +243,9 @@ ZM_API long zm_pool_compact(struct zm_pool *pool);
  * -EOPNOTSUPP. */
 ZM_API long zm_pool_shrink(struct zm_pool *pool, size_t bytes);
 
+#ifdef ZMEM_ADVANCED
+/* ---- advanced: a bound for benchmarks ---- */
+
 /* A lower bound on the objects any compaction must move to free `pages`
  * pages of the pool as it is now: an object must move before the page it
  * starts on can be freed, so at least the objects starting on the `pages`
@@ -245,6 +254,7 @@ ZM_API long zm_pool_shrink(struct zm_pool *pool, size_t bytes);
  * -EOPNOTSUPP for a backend that cannot compact.  Call while no other
  * thread uses the pool (compaction off, or idle). */
 ZM_API long zm_pool_min_moves(struct zm_pool *pool, size_t pages);
+#endif /* ZMEM_ADVANCED */
 
 /* Change the automatic compaction policy at run time (ZM_COMPACT_OFF
  * switches it off).  0, -EOPNOTSUPP, -EINVAL or -ENOMEM. */

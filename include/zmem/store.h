@@ -8,7 +8,7 @@
  *
  *   - same-filled (every 8-byte word equal; zero pages are the common
  *     case): the word is kept in the slot itself and takes no pool memory.
- *     same_filled = false in the configuration turns this off, so that
+ *     no_same_filled = true in the configuration turns this off, so that
  *     allocators can be compared on every page, as the seeds did;
  *   - compressed to zsize bytes:
  *       zsize > max_zsize (if set)            rejected, -E2BIG

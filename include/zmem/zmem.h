@@ -13,22 +13,63 @@
  *                        pages at a chosen compression ratio, and the
  *                        memory of a live process
  *   pool.h    zm_pool    allocators for compressed objects (zsmalloc,
- *                        malloc), handles instead of pointers
+ *                        xvmalloc, xcfmalloc, zbud, malloc), handles
+ *                        instead of pointers
  *   store.h   zm_store   the compressed page store (zram's core): slots,
  *                        same-filled pages, policy, limit, statistics
  *
- * Conventions that hold for every function in every header:
+ * common.h holds the version, the export marker and the log sink.
  *
- *   - Functions that can fail return 0 on success or a negative errno
- *     (-ENOMEM, -ENOSPC, -EINVAL, ...).  Functions returning a count return
- *     how many items they handled.  Nothing in the library calls abort() or
- *     exit() because of bad input or lack of memory.
- *   - Objects come in create/destroy pairs; destroy accepts NULL.
- *   - Bad input (a page that was not allocated, a double free, an index
- *     out of range) gets an error return; builds with ZM_DEBUG >= 1 also
- *     print a message naming the offending object on stderr.
- *   - Thread safety is stated per function; unless said otherwise every
- *     function may be called from any thread at any time.
+ * Conventions that hold for every call in every header:
+ *
+ *   Names.  zm_<layer>_<verb>: zm_pool_alloc, zm_store_put, ...;
+ *   constants ZM_<LAYER>_*.  Objects come in create/destroy pairs;
+ *   destroy accepts NULL.
+ *
+ *   Returns.  A call that can fail returns 0 on success or a negative
+ *   errno; a call that counts (compact, shrink, trim, bulk allocation)
+ *   returns the count, or a negative errno where its type is signed.  The
+ *   calls that return a handle or a pointer (zm_pool_alloc, zm_pool_map,
+ *   zm_pool_key_handle, the getters) return 0/NULL on failure, with errno
+ *   set where the header says so; size getters return 0.  Nothing in the
+ *   library calls abort() or exit() because of bad input or lack of
+ *   memory.  One errno per meaning:
+ *     EINVAL      bad input: a NULL object or buffer, a handle of another
+ *                 pool, stale, freed or garbage, a size or index out of
+ *                 range, a config or stats struct too small
+ *     ENOMEM      out of memory, or the pages' or pool's limit reached
+ *     ENOSPC      the store's memory limit; output that does not fit
+ *     EOPNOTSUPP  not done by this backend, or not in this build
+ *     EBUSY       the thread holds ZM_POOL_MAX_MAPS maps already
+ *     EMFILE      ZM_POOL_MAX_POOLS pools live already
+ *     E2BIG       a config with fields set that this library does not know
+ *     EIO         corrupt compressed data
+ *     EUCLEAN     a checker found a broken structure (and says what)
+ *
+ *   NULL.  Every call that takes an object (pages, pool, codec, store,
+ *   workload) or a buffer refuses NULL as bad input: -EINVAL, or the
+ *   failure value above for calls that return a handle, pointer or size;
+ *   void calls do nothing.  A NULL config means the defaults (the store
+ *   needs one: its size).  tests/test_api.c gives NULL to every call.
+ *
+ *   Bad input gets the error return; builds with ZM_DEBUG >= 1 also say
+ *   which object was bad through the log sink (common.h).
+ *
+ *   Structures the caller allocates (configs, stats) can grow: the calls
+ *   that take them are macros passing sizeof to a *_sized entry point.
+ *   A struct smaller than the first published layout is refused
+ *   (-EINVAL); one larger than the library knows is accepted when its
+ *   unknown fields are 0 (else -E2BIG); stats are written as far as both
+ *   know, the caller's unknown fields zeroed.  Fields are only ever added
+ *   at the end.
+ *
+ *   Tiers.  Calls that tie a caller to the internals (owner words, page
+ *   runs and particular pages, the compaction bound) are declared only
+ *   when ZMEM_ADVANCED is defined before the headers; they may change
+ *   between minor versions.
+ *
+ *   Threads.  Thread safety is stated per call; unless said otherwise
+ *   every call may be made from any thread at any time.
  */
 #ifndef ZMEM_ZMEM_H
 #define ZMEM_ZMEM_H

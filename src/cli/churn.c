@@ -23,6 +23,7 @@
  * --foreground adds the seed's throughput table: random malloc/free with
  * automatic compaction on and off, 1 and N threads, ops/s.
  */
+#define ZMEM_ADVANCED  /* the advanced tier of the headers */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>

@@ -44,6 +44,7 @@
 #ifndef ZM_PAGES_INTERNAL_H
 #define ZM_PAGES_INTERNAL_H
 
+#define ZMEM_ADVANCED  /* the advanced tier of the headers */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>

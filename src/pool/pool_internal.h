@@ -15,6 +15,7 @@
 #ifndef ZM_POOL_INTERNAL_H
 #define ZM_POOL_INTERNAL_H
 
+#define ZMEM_ADVANCED  /* the advanced tier of the headers */
 #include <stdbool.h>
 #include <string.h>
 

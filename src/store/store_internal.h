@@ -26,6 +26,7 @@
 #ifndef ZM_STORE_INTERNAL_H
 #define ZM_STORE_INTERNAL_H
 
+#define ZMEM_ADVANCED  /* the advanced tier of the headers */
 #include <stdbool.h>
 #include <stdint.h>
 

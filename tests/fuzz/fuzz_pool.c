@@ -10,6 +10,7 @@
  *   make fuzz            build build/fuzz/fuzz_pool (clang)
  *   build/fuzz/fuzz_pool -max_total_time=60
  */
+#define ZMEM_ADVANCED  /* tests reach the advanced tier too */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
