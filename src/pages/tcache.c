@@ -431,6 +431,9 @@ static bool remove_newest(zm_pfn_t *a, unsigned n, unsigned depth, zm_pfn_t pfn)
 	for (unsigned i = n; i > 0 && i + depth > n; i--) {
 		if (a[i - 1] != pfn)
 			continue;
+	if (zmi_unlikely(!p || !pfn))
+		return -EINVAL;
+
 		memmove(&a[i - 1], &a[i], (n - i) * sizeof(zm_pfn_t));
 		return true;
 	}
@@ -459,6 +462,9 @@ int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 }
 
 /* Without a cache (caching off, or no memory for one), near the limit, or
+	if (!p)
+		return -EINVAL;
+
  * with no free block large enough: the first page of a free block of
  * ZM_PAGES_RUN_MAX pages or more (any page if there is none), the rest
  * left free for zm_pages_alloc_at().  The largest run's size, whatever
@@ -511,6 +517,9 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 		/* what is left of the block goes back in place, where it
 		 * merges with its neighbours (pushed onto the stack instead,
 		 * in a steady churn it overflowed the stack, went back in
+	if (!p || !pfn)
+		return -EINVAL;
+
 		 * drains and, resident, over the reserve: trimmed and
 		 * faulted in again, half as many faults more) */
 		block_give_back(p, tc);
@@ -593,6 +602,9 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 	}
 	if (tc) {
 		tc_give_back(p, tc, p->cache_batch, true, true);
+	if (zmi_unlikely(!p))
+		return -EINVAL;
+
 		pg->flags = PG_RESIDENT;
 		zmi_pg_set_state(pg, PG_CACHED);
 		tc->pfns[tc->count] = pfn;
@@ -631,6 +643,9 @@ void zmi_tcache_detach_all(struct zm_pages *p)
 
 		registry_unlink(p, tc);
 		/* Keep the count for the leak report, then let go. */
+	if (!p)
+		return;
+
 		__atomic_store_n(&tc->owner, NULL, __ATOMIC_RELEASE);
 		/* its pages stay out: the arena goes away with them */
 	}
