@@ -256,7 +256,12 @@ static uint8_t page[4096];
 	X("zm_workload_create(out NULL)", zm_workload_create(NULL, NULL) == -EINVAL) \
 	X("zm_workload_destroy(NULL)", (zm_workload_destroy(NULL), 1)) \
 	X("zm_workload_next(NULL)", zm_workload_next(NULL, page, 4096) == -EINVAL) \
-	X("zm_workload_kind_parse(NULL)", zm_workload_kind_parse(NULL, NULL) == -EINVAL)
+	X("zm_workload_kind_parse(NULL)", zm_workload_kind_parse(NULL, NULL) == -EINVAL) \
+	X("zm_workload_stats(NULL)", \
+	  zm_workload_stats(NULL, &(struct zm_workload_stats){ 0 }) == -EINVAL) \
+	X("zm_workload_capture(fn NULL)", zm_workload_capture(1, 0, NULL, NULL, NULL) == -EINVAL) \
+	X("zm_workload_capture_mem(buf NULL)", \
+	  zm_workload_capture_mem(1, 0, NULL, NULL, NULL) == -EINVAL)
 
 static const char *const null_calls[] = {
 #define NAME(call, ok) call,

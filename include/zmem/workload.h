@@ -91,7 +91,10 @@ ZM_API const char *zm_workload_kind_name(enum zm_workload_kind kind);
 /* Create a generator of an endless stream of pages.  Returns 0 and sets
  * *out, or -EINVAL (bad kind, ratio or page size, out == NULL), -ENOMEM,
  * or the error of creating the default codec. */
-ZM_API int zm_workload_create(const struct zm_workload_config *cfg, struct zm_workload **out);
+ZM_API int zm_workload_create_sized(const struct zm_workload_config *cfg, size_t cfg_size,
+				    struct zm_workload **out);
+#define zm_workload_create(cfg, out) \
+	zm_workload_create_sized((cfg), sizeof(struct zm_workload_config), (out))
 
 /* Accepts NULL. */
 ZM_API void zm_workload_destroy(struct zm_workload *w);
@@ -101,15 +104,21 @@ ZM_API void zm_workload_destroy(struct zm_workload *w);
  * (len not a multiple of the page size, buf NULL), or the codec's error. */
 ZM_API int zm_workload_next(struct zm_workload *w, void *buf, size_t len);
 
-/* Totals over every page generated so far. */
-ZM_API void zm_workload_stats(const struct zm_workload *w, struct zm_workload_stats *st);
+/* Totals over every page generated so far.  0, or -EINVAL (NULL w or st). */
+ZM_API int zm_workload_stats_sized(const struct zm_workload *w, struct zm_workload_stats *st,
+				   size_t st_size);
+#define zm_workload_stats(w, st) \
+	zm_workload_stats_sized((w), (st), sizeof(struct zm_workload_stats))
 
 /* One call: create a generator, fill buf (len a multiple of page_size),
  * report its stats into *st (may be NULL), destroy it.  codec may be NULL
  * (lz4).  Returns as zm_workload_create() and zm_workload_next(). */
-ZM_API int zm_workload_fill(enum zm_workload_kind kind, double ratio,
-		     struct zm_codec *codec, uint64_t seed, void *buf,
-		     size_t len, size_t page_size, struct zm_workload_stats *st);
+ZM_API int zm_workload_fill_sized(enum zm_workload_kind kind, double ratio,
+				  struct zm_codec *codec, uint64_t seed, void *buf, size_t len,
+				  size_t page_size, struct zm_workload_stats *st, size_t st_size);
+#define zm_workload_fill(kind, ratio, codec, seed, buf, len, page_size, st) \
+	zm_workload_fill_sized((kind), (ratio), (codec), (seed), (buf), (len), (page_size), \
+			       (st), sizeof(struct zm_workload_stats))
 
 /* ---- capture -------------------------------------------------------- */
 
@@ -141,13 +150,19 @@ typedef int (*zm_capture_fn)(void *arg, const void *page, size_t page_size);
  * Returns 0, -ESRCH (no such process), -EPERM (no right to read its
  * memory), -EINVAL, -ENOMEM, another negative errno from reading /proc, or
  * fn's non-zero return. */
-ZM_API int zm_workload_capture(pid_t pid, size_t max_bytes, zm_capture_fn fn,
-			void *arg, struct zm_capture_stats *st);
+ZM_API int zm_workload_capture_sized(pid_t pid, size_t max_bytes, zm_capture_fn fn, void *arg,
+				     struct zm_capture_stats *st, size_t st_size);
+#define zm_workload_capture(pid, max_bytes, fn, arg, st) \
+	zm_workload_capture_sized((pid), (max_bytes), (fn), (arg), (st), \
+				  sizeof(struct zm_capture_stats))
 
 /* The same into one malloc'ed buffer: *buf (caller frees with free()) gets
  * *len bytes, a whole number of pages.  On error *buf is NULL. */
-ZM_API int zm_workload_capture_mem(pid_t pid, size_t max_bytes, void **buf,
-			    size_t *len, struct zm_capture_stats *st);
+ZM_API int zm_workload_capture_mem_sized(pid_t pid, size_t max_bytes, void **buf, size_t *len,
+					 struct zm_capture_stats *st, size_t st_size);
+#define zm_workload_capture_mem(pid, max_bytes, buf, len, st) \
+	zm_workload_capture_mem_sized((pid), (max_bytes), (buf), (len), (st), \
+				      sizeof(struct zm_capture_stats))
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "base/abi.h"
 #include "base/os.h"
 #include "workload/workload_internal.h"
 
@@ -232,10 +233,30 @@ static int capture_region(struct capture *c, const struct region *r)
 	return 0;
 }
 
-int zm_workload_capture(pid_t pid, size_t max_bytes, zm_capture_fn fn,
-			void *arg, struct zm_capture_stats *st)
+/* The published layout's end (base/abi.h): never changes. */
+#define CAPTURE_STATS_MIN zmi_size_upto(struct zm_capture_stats, limited)
+
+static int capture(pid_t pid, size_t max_bytes, zm_capture_fn fn, void *arg,
+		   struct zm_capture_stats *st);
+
+int zm_workload_capture_sized(pid_t pid, size_t max_bytes, zm_capture_fn fn, void *arg,
+			      struct zm_capture_stats *out, size_t size)
 {
-	struct zm_capture_stats local;
+	struct zm_capture_stats st;
+	int rc;
+
+	if (out && size < CAPTURE_STATS_MIN)
+		return -EINVAL;
+	memset(&st, 0, sizeof(st));
+	rc = capture(pid, max_bytes, fn, arg, &st);
+	if (out)
+		zmi_struct_out(out, size, CAPTURE_STATS_MIN, &st, sizeof(st));
+	return rc;
+}
+
+static int capture(pid_t pid, size_t max_bytes, zm_capture_fn fn, void *arg,
+		   struct zm_capture_stats *st)
+{
 	struct capture c = { .pid = pid, .fn = fn, .arg = arg,
 			     .pagemap_fd = -1, .mem_fd = -1 };
 	struct region *regions = NULL;
@@ -243,9 +264,6 @@ int zm_workload_capture(pid_t pid, size_t max_bytes, zm_capture_fn fn,
 	char path[64];
 	int rc;
 
-	if (!st)
-		st = &local;
-	memset(st, 0, sizeof(*st));
 	if (pid <= 0 || !fn)
 		return -EINVAL;
 	c.st = st;
@@ -300,8 +318,8 @@ static int append(void *arg, const void *page, size_t ps)
 	return 0;
 }
 
-int zm_workload_capture_mem(pid_t pid, size_t max_bytes, void **buf,
-			    size_t *len, struct zm_capture_stats *st)
+int zm_workload_capture_mem_sized(pid_t pid, size_t max_bytes, void **buf, size_t *len,
+				  struct zm_capture_stats *st, size_t st_size)
 {
 	struct membuf m = { 0 };
 	int rc;
@@ -310,7 +328,7 @@ int zm_workload_capture_mem(pid_t pid, size_t max_bytes, void **buf,
 		return -EINVAL;
 	*buf = NULL;
 	*len = 0;
-	rc = zm_workload_capture(pid, max_bytes, append, &m, st);
+	rc = zm_workload_capture_sized(pid, max_bytes, append, &m, st, st_size);
 	if (rc) {
 		free(m.p);
 		return rc;

@@ -23,7 +23,11 @@
 #include <string.h>
 
 #include <zmem/codec.h>
+#include "base/abi.h"
 #include "workload/workload_internal.h"
+
+/* the published layout's end (base/abi.h): never changes */
+#define WL_STATS_MIN zmi_size_upto(struct zm_workload_stats, compress_calls)
 
 /* A page within one percent of its target is accepted: finer than that,
  * one sentence more or less repeated (about 80 bytes, 2% of a 4 KiB page)
@@ -83,8 +87,10 @@ const char *zm_workload_kind_name(enum zm_workload_kind kind)
 	       kind_names[kind] : NULL;
 }
 
-int zm_workload_create(const struct zm_workload_config *cfg, struct zm_workload **out)
+int zm_workload_create_sized(const struct zm_workload_config *ucfg, size_t cfg_size,
+			     struct zm_workload **out)
 {
+	struct zm_workload_config cfg_copy, *cfg = &cfg_copy;
 	struct zm_workload *w;
 	size_t ps;
 	int rc;
@@ -92,7 +98,13 @@ int zm_workload_create(const struct zm_workload_config *cfg, struct zm_workload 
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (!cfg || !zm_workload_kind_name(cfg->kind))
+	if (!ucfg)
+		return -EINVAL;
+	rc = zmi_struct_in(cfg, sizeof(*cfg), ucfg, cfg_size,
+			   zmi_size_upto(struct zm_workload_config, page_size));
+	if (rc)
+		return rc;
+	if (!zm_workload_kind_name(cfg->kind))
 		return -EINVAL;
 	ps = cfg->page_size ? cfg->page_size : DEFAULT_PAGE;
 	if (ps < ZM_WORKLOAD_MIN_PAGE || ps > ZM_WORKLOAD_MAX_PAGE || ps % 64)
@@ -274,19 +286,21 @@ int zm_workload_next(struct zm_workload *w, void *buf, size_t len)
 	return 0;
 }
 
-void zm_workload_stats(const struct zm_workload *w, struct zm_workload_stats *st)
+int zm_workload_stats_sized(const struct zm_workload *w, struct zm_workload_stats *out,
+			    size_t size)
 {
-	if (!w) {
-		memset(st, 0, sizeof(*st));
-		return;
-	}
-	*st = w->st;
-	st->ratio = st->orig_bytes ? (double)st->compr_bytes / (double)st->orig_bytes : 0;
+	struct zm_workload_stats st;
+
+	if (!w)
+		return -EINVAL;
+	st = w->st;
+	st.ratio = st.orig_bytes ? (double)st.compr_bytes / (double)st.orig_bytes : 0;
+	return zmi_struct_out(out, size, WL_STATS_MIN, &st, sizeof(st));
 }
 
-int zm_workload_fill(enum zm_workload_kind kind, double ratio,
-		     struct zm_codec *codec, uint64_t seed, void *buf,
-		     size_t len, size_t page_size, struct zm_workload_stats *st)
+int zm_workload_fill_sized(enum zm_workload_kind kind, double ratio,
+			   struct zm_codec *codec, uint64_t seed, void *buf, size_t len,
+			   size_t page_size, struct zm_workload_stats *st, size_t st_size)
 {
 	struct zm_workload_config cfg = {
 		.kind = kind, .ratio = ratio, .codec = codec, .seed = seed,
@@ -298,8 +312,8 @@ int zm_workload_fill(enum zm_workload_kind kind, double ratio,
 	if (rc)
 		return rc;
 	rc = zm_workload_next(w, buf, len);
-	if (st)
-		zm_workload_stats(w, st);
+	if (st && !rc)
+		rc = zm_workload_stats_sized(w, st, st_size);
 	zm_workload_destroy(w);
 	return rc;
 }
