@@ -33,11 +33,18 @@ extern "C" {
 /* A page frame number: index of a page in the arena. */
 typedef uint32_t zm_pfn_t;
 
+/* Page sizes the pages layer, the pools on it and the store accept: a
+ * power of two in this range. */
+#define ZM_PAGE_SIZE_MIN     4096u
+#define ZM_PAGE_SIZE_MAX     65536u
+#define ZM_PAGE_SIZE_DEFAULT 4096u
+
 /* Largest order of zm_pages_alloc_order(): runs of up to 2^10 pages. */
 #define ZM_PAGES_MAX_ORDER 10
 
 struct zm_pages_config {
-	size_t page_size;     /* power of two, 4096..65536; 0 = 4096 */
+	size_t page_size;     /* power of two, ZM_PAGE_SIZE_MIN..MAX;
+				 0 = ZM_PAGE_SIZE_DEFAULT */
 	size_t arena_bytes;   /* virtual space to reserve; 0 = 4 GiB */
 	size_t limit_pages;   /* most pages out of the allocator at once
 	                         (in use or in per-thread caches); 0 = the arena */

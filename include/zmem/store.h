@@ -79,7 +79,8 @@ extern "C" {
 
 struct zm_store_config {
 	uint64_t nr_pages;        /* slots (zram's disksize / page_size); > 0 */
-	size_t page_size;         /* a power of two, 4096 .. 65536; 0 = 4096 */
+	size_t page_size;         /* a power of two, ZM_PAGE_SIZE_MIN ..
+				     ZM_PAGE_SIZE_MAX; 0 = 4096 */
 	const char *codec;        /* codec name (codec.h), may carry ":LEVEL";
 				     NULL = "lz4" */
 	int codec_level;          /* 0 = the codec's default */

@@ -47,10 +47,23 @@
  *     EUCLEAN     a checker found a broken structure (and says what)
  *
  *   NULL.  Every call that takes an object (pages, pool, codec, store,
- *   workload) or a buffer refuses NULL as bad input: -EINVAL, or the
- *   failure value above for calls that return a handle, pointer or size;
- *   void calls do nothing.  A NULL config means the defaults (the store
- *   needs one: its size).  tests/test_api.c gives NULL to every call.
+ *   workload) or a buffer refuses NULL as bad input; what it returns then:
+ *
+ *     calls returning int or long        -EINVAL
+ *     zm_pool_alloc, zm_pool_map         0 / NULL, errno EINVAL
+ *     zm_pool_key_handle                 0
+ *     getters of an object or a name     NULL  (zm_pages_addr, _meta,
+ *                                        zm_store_pool, _codec,
+ *                                        zm_pool_backend, zm_codec_name)
+ *     sizes and counts                   0     (zm_pages_page_size, _trim,
+ *                                        _alloc_bulk, zm_pool_obj_size,
+ *                                        _nr_classes, zm_codec_bound,
+ *                                        zm_store_page_size, _nr_pages)
+ *     zm_pages_pfn                       UINT32_MAX
+ *     destroy, unmap, flush, print       nothing
+ *
+ *   A NULL config means the defaults (the store and a workload need one:
+ *   their size, their kind).  tests/test_api.c gives NULL to every call.
  *
  *   Bad input gets the error return; builds with ZM_DEBUG >= 1 also say
  *   which object was bad through the log sink (common.h).

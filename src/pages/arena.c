@@ -122,10 +122,10 @@ int zm_pages_create_sized(const struct zm_pages_config *cfg, size_t cfg_size,
 	if (rc)
 		return rc;
 	if (!c.page_size)
-		c.page_size = 4096;
+		c.page_size = ZM_PAGE_SIZE_DEFAULT;
 	if (!c.arena_bytes)
 		c.arena_bytes = ZM_DEFAULT_ARENA;
-	if (c.page_size < 4096 || c.page_size > 65536 ||
+	if (c.page_size < ZM_PAGE_SIZE_MIN || c.page_size > ZM_PAGE_SIZE_MAX ||
 	    (c.page_size & (c.page_size - 1)) || c.page_size < zmi_os_page_size())
 		return -EINVAL;
 	npages = c.arena_bytes / c.page_size;

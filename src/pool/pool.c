@@ -105,7 +105,7 @@ static int own_pages(struct zm_pool *pool, const struct zm_pool_config *c)
 				      .arena_bytes = c->arena_bytes,
 				      .prefault = 1 };
 
-	pc.limit_pages = c->limit_bytes / (c->page_size ? c->page_size : 4096);
+	pc.limit_pages = c->limit_bytes / (c->page_size ? c->page_size : ZM_PAGE_SIZE_DEFAULT);
 	if (c->limit_bytes && !pc.limit_pages)
 		pc.limit_pages = 1;
 	pool->own_pages = true;
@@ -141,7 +141,7 @@ int zm_pool_create_sized(const struct zm_pool_config *cfg, size_t cfg_size,
 	if (rc)
 		goto fail;
 	pool->page_size = pool->pages ? zm_pages_page_size(pool->pages)
-				      : (c.page_size ? c.page_size : 4096);
+				      : (c.page_size ? c.page_size : ZM_PAGE_SIZE_DEFAULT);
 	rc = zmi_pool_keys_init(pool, &c);
 	if (rc)
 		goto fail;

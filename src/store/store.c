@@ -36,7 +36,7 @@ static int check_config(const struct zm_store_config *c, size_t ps)
 			     (unsigned long long)c->nr_pages);
 		return -EINVAL;
 	}
-	if (ps < 4096 || ps > 65536 || (ps & (ps - 1))) {
+	if (ps < ZM_PAGE_SIZE_MIN || ps > ZM_PAGE_SIZE_MAX || (ps & (ps - 1))) {
 		zmi_bad_input("zm_store_create: page size %zu is not a power of two "
 			     "in 4096..65536", ps);
 		return -EINVAL;
@@ -107,7 +107,7 @@ int zm_store_create_sized(const struct zm_store_config *ucfg, size_t cfg_size,
 	rc = zmi_struct_in(cfg, sizeof(*cfg), ucfg, cfg_size, ZMI_STORE_CONFIG_MIN);
 	if (rc)
 		return rc;
-	ps = cfg->page_size ? cfg->page_size : 4096;
+	ps = cfg->page_size ? cfg->page_size : ZM_PAGE_SIZE_DEFAULT;
 	rc = check_config(cfg, ps);
 	if (rc)
 		return rc;
