@@ -20,6 +20,16 @@
  * child finds no callback half done and none of the locks callbacks take
  * held by the worker thread, which does not exist in the child.
  *
+ * Fork: one pthread_atfork handler for the whole library, here, so that
+ * the order is fixed: the worker's prepare first (it waits for the
+ * running callback, which may take the other layers' registry locks:
+ * thread.c's, for hazards), then the hooks of the other layers in the
+ * order they came (zmi_fork_hook: each takes its registry lock), all
+ * with wk.lock held; parent and child in the reverse order.  Separate
+ * pthread_atfork registrations run in the reverse of the order they were
+ * made, which depends on which layer a program met first, and a registry
+ * lock taken before the worker's wait deadlocked against the callback.
+ *
  * wk.lock guards the item list, each item's registered/running/due,
  * wk.alive and wk.forking.  The thread is detached: nothing ever joins
  * it, so nothing in a child waits for the parent's thread.
@@ -41,6 +51,12 @@ static struct {
 	bool alive;                /* a thread runs (or is starting) */
 	bool forking;              /* prepare handler: start no callback */
 	pthread_once_t once;
+	/* the other layers' fork handlers (zmi_fork_hook), called after the
+	 * worker's own prepare, before its parent and child */
+	struct zmi_fork_hook {
+		void (*prepare)(void), (*parent)(void), (*child)(void);
+	} hook[ZMI_FORK_HOOKS];
+	unsigned nhooks;
 } wk = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.once = PTHREAD_ONCE_INIT,
@@ -58,6 +74,8 @@ static void cond_init(pthread_cond_t *c)
 
 static void atfork_prepare(void)
 {
+	unsigned n;
+
 	pthread_mutex_lock(&wk.lock);
 	__atomic_store_n(&wk.forking, true, __ATOMIC_RELAXED);
 	for (;;) {
@@ -69,10 +87,15 @@ static void atfork_prepare(void)
 			break;
 		pthread_cond_wait(&wk.done, &wk.lock);
 	}
+	n = __atomic_load_n(&wk.nhooks, __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < n; i++)
+		wk.hook[i].prepare();
 }
 
 static void atfork_parent(void)
 {
+	for (unsigned i = wk.nhooks; i-- > 0;)
+		wk.hook[i].parent();
 	__atomic_store_n(&wk.forking, false, __ATOMIC_RELAXED);
 	pthread_cond_signal(&wk.wake);
 	pthread_mutex_unlock(&wk.lock);
@@ -83,6 +106,8 @@ static void atfork_parent(void)
  * waiters of the parent: made afresh. */
 static void atfork_child(void)
 {
+	for (unsigned i = wk.nhooks; i-- > 0;)
+		wk.hook[i].child();
 	__atomic_store_n(&wk.forking, false, __ATOMIC_RELAXED);
 	__atomic_store_n(&wk.alive, false, __ATOMIC_RELAXED);
 	cond_init(&wk.wake);
@@ -95,6 +120,17 @@ static void once_init(void)
 	cond_init(&wk.wake);
 	cond_init(&wk.done);
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+void zmi_fork_hook(void (*prepare)(void), void (*parent)(void), void (*child)(void))
+{
+	pthread_once(&wk.once, once_init);
+	pthread_mutex_lock(&wk.lock);
+	if (wk.nhooks < ZMI_FORK_HOOKS) {
+		wk.hook[wk.nhooks] = (struct zmi_fork_hook){ prepare, parent, child };
+		__atomic_store_n(&wk.nhooks, wk.nhooks + 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&wk.lock);
 }
 
 static void list_del(struct zmi_work *w)

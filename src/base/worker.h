@@ -56,6 +56,11 @@ void zmi_worker_ensure(void);
 /* For a callback: should it return now (its item is being unregistered,
  * or the process is forking)? */
 bool zmi_worker_stopping(const struct zmi_work *w);
+/* The library's fork handlers: the worker's own (above), then each
+ * layer's registry lock, in a fixed order (worker.c).  Call once per
+ * layer (from its pthread_once); at most ZMI_FORK_HOOKS of them. */
+#define ZMI_FORK_HOOKS 8
+void zmi_fork_hook(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 /* Threads the worker runs now (0 or 1; for tests and statistics). */
 unsigned zmi_worker_threads(void);
 

@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "base/worker.h"
 #include "codec/codec_internal.h"
 
 static pthread_mutex_t zmi_ws_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -34,9 +35,23 @@ static __thread struct zmi_codec_ws *tls_wss;
 
 static void ws_thread_exit(void *unused);
 
+/* fork: zmi_ws_lock is held across it.  The child keeps the forking
+ * thread's workspaces; the other threads' stay registered with their
+ * codecs, which free them when destroyed; nothing waits for them. */
+static void ws_fork_prepare(void)
+{
+	pthread_mutex_lock(&zmi_ws_lock);
+}
+
+static void ws_fork_release(void)
+{
+	pthread_mutex_unlock(&zmi_ws_lock);
+}
+
 static void ws_key_init(void)
 {
 	pthread_key_create(&zmi_ws_key, ws_thread_exit);
+	zmi_fork_hook(ws_fork_prepare, ws_fork_release, ws_fork_release);
 }
 
 static inline struct zm_codec *ws_owner(struct zmi_codec_ws *ws)

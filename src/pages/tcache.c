@@ -55,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/worker.h"
 #include "pages/pages_internal.h"
 
 struct zmi_tcache {
@@ -79,9 +80,26 @@ static __thread struct zmi_tcache *tls_caches __attribute__((tls_model("initial-
 
 static void tc_thread_exit(void *unused);
 
+/* fork: zmi_tc_lock is held across it, so the child finds the registry
+ * whole.  The child keeps the forking thread's caches; the other threads'
+ * stay registered with their instances, their pages counted as cached
+ * (stats, destroy's leak report), and nothing ever waits for them: an
+ * instance's destroy detaches them, and they are never freed (their
+ * threads do not exist in the child; a few hundred bytes each). */
+static void tc_fork_prepare(void)
+{
+	pthread_mutex_lock(&zmi_tc_lock);
+}
+
+static void tc_fork_release(void)
+{
+	pthread_mutex_unlock(&zmi_tc_lock);
+}
+
 static void tc_key_init(void)
 {
 	pthread_key_create(&zmi_tc_key, tc_thread_exit);
+	zmi_fork_hook(tc_fork_prepare, tc_fork_release, tc_fork_release);
 }
 
 static inline struct zm_pages *tc_owner(struct zmi_tcache *tc)

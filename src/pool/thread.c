@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/worker.h"
 #include "pool/pool_internal.h"
 
 __thread struct zmi_thread zmi_self __attribute__((tls_model("initial-exec")));
@@ -50,9 +51,41 @@ static void thread_exit(void *unused)
 	t->registered = false;
 }
 
+/* fork: zmi_threads_lock is held across it.  In the child only the
+ * forking thread exists: the registry keeps its record alone, so that
+ * hazards the other threads had published (they never unpublish them
+ * there) keep no zspage from being compacted.  The expedited membarrier
+ * is registered again: the child is a new process to the kernel, and its
+ * readers, fence-free, count on it once it makes threads of its own. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&zmi_threads_lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&zmi_threads_lock);
+}
+
+static void fork_child(void)
+{
+	struct zmi_thread *t = &zmi_self;
+
+	zmi_threads = NULL;
+	if (t->registered) {
+		t->prev = t->next = NULL;
+		zmi_threads = t;
+	}
+	if (zmi_readers_light &&
+	    membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) != 0)
+		zmi_readers_light = false;
+	pthread_mutex_unlock(&zmi_threads_lock);
+}
+
 static void once_init(void)
 {
 	pthread_key_create(&zmi_thread_key, thread_exit);
+	zmi_fork_hook(fork_prepare, fork_parent, fork_child);
 	/* Readers go fence-free only if the expedited private membarrier
 	 * can be registered; otherwise every reader fences. */
 	zmi_readers_light = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;

@@ -595,13 +595,12 @@ static inline void zs_auto_freed(struct zs_pool *zp, struct zs_class *c, unsigne
 
 		if (zmi_likely(!moved || g > ZS_AUTO_GROUP))
 			return;
+		/* a child after fork has no worker thread until it is needed */
+		zmi_worker_ensure();
 		hint = &zp->hint[c->idx >> zp->cshift].idx;
 		if (__atomic_load_n(hint, __ATOMIC_RELAXED) != c->idx &&
-		    zs_slack_pages(zp, c) >= ZS_AUTO_MIN_CLASS_SLACK) {
+		    zs_slack_pages(zp, c) >= ZS_AUTO_MIN_CLASS_SLACK)
 			__atomic_store_n(hint, c->idx, __ATOMIC_RELAXED);
-			/* a child after fork has no worker thread yet */
-			zmi_worker_ensure();
-		}
 	} else if (pol == ZM_COMPACT_WATERMARK) {
 		zs_auto_note_free(zp, c);
 	}
