@@ -180,24 +180,41 @@ static void list_del(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn)
 
 void zmi_buddy_init(struct zm_pages *p, struct zmi_zone *z)
 {
-	zm_pfn_t pfn = z->start;
-
 	for (unsigned k = 0; k <= ZM_PAGES_MAX_ORDER; k++)
 		for (int d = 0; d < 2; d++)
 			z->area[k][d] = (struct zmi_free_list){ ZM_PFN_NIL, 0 };
 	z->nonempty = 0;
-	/* Largest aligned blocks that fit; the array is zero, so all other
-	 * pages already read as free tails.  Zones start on a boundary of
-	 * the largest order, so no block crosses into the next. */
-	while (pfn < z->end) {
-		unsigned k = ZM_PAGES_MAX_ORDER;
-
-		while ((pfn & ((1u << k) - 1)) || (uint64_t)pfn + (1u << k) > z->end)
-			k--;
-		list_add(p, z, pfn, k, 0);
-		pfn += 1u << k;
-	}
+	/* every page free, none on a list yet: zone_grow puts them there */
+	z->grow = z->start;
 	z->nr_free = z->end - z->start;
+}
+
+/* Put the next block beyond the frontier on the clean lists: the largest
+ * aligned one that fits (the largest order but at the zone's end).  Its
+ * head's record is the first written in that block: the records of an
+ * arena the process never used are never touched (a record line per
+ * block; writing them all at create cost 4 MiB of a 4 GiB arena).  Zones
+ * start on a boundary of the largest order, and the frontier moves by the
+ * same blocks the lists would have held from the start, so a block below
+ * it never has its buddy above it.  false when nothing is left. */
+static bool zone_grow(struct zm_pages *p, struct zmi_zone *z)
+{
+	zm_pfn_t pfn = z->grow;
+	unsigned k = ZM_PAGES_MAX_ORDER;
+
+	if (pfn >= z->end)
+		return false;
+	while ((pfn & ((1u << k) - 1)) || (uint64_t)pfn + (1u << k) > z->end)
+		k--;
+	list_add(p, z, pfn, k, 0);
+	z->grow = pfn + (1u << k);
+	return true;
+}
+
+/* Could a block of order >= order be found (on the lists, or grown)? */
+static inline bool have_block(const struct zmi_zone *z, unsigned order)
+{
+	return (z->nonempty >> (order * 2)) || z->grow < z->end;
 }
 
 /* n pages of z left the buddy (in nr_out already, if limited). */
@@ -255,8 +272,12 @@ static zm_pfn_t find_block(struct zm_pages *p, struct zmi_zone *z, unsigned orde
 	unsigned bit, k, d;
 	zm_pfn_t pfn;
 
-	if (!mask)
-		return ZM_PFN_NIL;
+	/* none that large on the lists: from beyond the frontier */
+	while (!mask) {
+		if (!zone_grow(p, z))
+			return ZM_PFN_NIL;
+		mask = z->nonempty >> (order * 2);
+	}
 	bit = (unsigned)__builtin_ctz(mask);
 	k = order + bit / 2;
 	/* at order k prefer the dirty list (bit 1) if it is non-empty */
@@ -335,7 +356,7 @@ zm_pfn_t zmi_buddy_take_block(struct zm_pages *p, struct zmi_zone *z, unsigned o
 	/* a block first, then the limit: a reservation made for a zone
 	 * that then has nothing is a moment in which another zone's
 	 * taker sees the limit reached */
-	if (!(z->nonempty >> (order * 2)))
+	if (!have_block(z, order))
 		return ZM_PFN_NIL;
 	if (!zmi_out_reserve(p, (size_t)1 << order)) {
 		z->limit_failures++;
@@ -513,6 +534,9 @@ zm_pfn_t zmi_buddy_take_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn,
 	zm_pfn_t head = ZM_PFN_NIL;
 	unsigned k, order = 0;
 
+	/* a page beyond the frontier: its block onto the lists first */
+	while (pfn >= z->grow && zone_grow(p, z))
+		;
 	/* the free block containing pfn, if any: its head is pfn rounded
 	 * down to some order k, and its order reaches past pfn */
 	for (k = 0; k <= ZM_PAGES_MAX_ORDER; k++) {
@@ -566,7 +590,7 @@ zm_pfn_t zmi_buddy_take_run(struct zm_pages *p, struct zmi_zone *z, unsigned max
 
 		uint32_t have = dirty_only ? z->nonempty & 0xAAAAAAAAu : z->nonempty;
 
-		if (!(have >> (want * 2)))
+		if (!(have >> (want * 2)) && (dirty_only || z->grow >= z->end))
 			continue;  /* no block that large here */
 		if (!zmi_out_reserve(p, (size_t)1 << want))
 			continue;  /* a smaller block may still fit */

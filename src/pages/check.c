@@ -74,6 +74,12 @@ static int check_lists(struct zm_pages *p, struct zmi_zone *z, size_t *free_page
 				     l->count, n);
 		}
 	}
+	/* beyond the frontier: free, on no list */
+	if (z->grow < z->start || z->grow > z->end)
+		ZM_CHECK_FAIL("check: zone [%u, %u) has its frontier at %u", z->start, z->end,
+			      z->grow);
+	else
+		*free_pages += z->end - z->grow;
 	return bad;
 }
 

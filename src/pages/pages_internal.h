@@ -72,6 +72,13 @@
 #define ZM_DEFAULT_RESERVE_BYTES ((size_t)1 << 20)
 #define ZM_DEFAULT_CACHE_BYTES   ((size_t)256 << 10)
 #define ZM_MIN_DEFAULT           8
+/* A refill of a thread's cache from clean memory is made resident in one
+ * call (prefault) only once its zone has held this much; before, each
+ * page is made resident when it is handed out.  A pool holding a few
+ * objects would otherwise keep a whole refill resident (32 pages, 128
+ * KiB, for one object of 100 bytes: 1000 such pools, 128 MiB); beyond it
+ * the batch saves a system call a page. */
+#define ZM_PREFAULT_BATCH_BYTES  ((size_t)1 << 20)
 #define ZM_MAX_CACHE       1024
 
 #define ZM_PFN_NIL UINT32_MAX
@@ -185,6 +192,10 @@ struct zmi_zone {
 					 order 0: counts only, the pages are in free0 */
 	struct zmi_bitset free0[2];  /* [dirty]: free single pages, bit pfn - start */
 	uint32_t nonempty;        /* bit order*2+dirty: that list is not empty */
+	zm_pfn_t grow;            /* the frontier: pages [grow, end) are free,
+				     clean, on no list, their records never
+				     written (zero); blocks go to the lists
+				     from here as they are needed (buddy.c) */
 	size_t nr_free;           /* pages in free blocks (not isolated) */
 	size_t nr_dirty_free;     /* free pages flagged PG_DIRTY; written with
 				     zmi_zone_add (read without the lock) */

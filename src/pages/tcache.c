@@ -392,12 +392,13 @@ static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zmi
 {
 	size_t got = 0, dirty = 0;
 	struct zmi_zone *z;
-	bool limited = false;
+	bool limited = false, batch = true;
 
 	/* the home zone, else the next that has pages */
 	ZM_FOR_EACH_ZONE_FROM(p, tc ? tc->home : 0, i, z) {
 		zmi_lock(&z->lock);
 		if (tc) {
+			batch = z->resident_max >= (ZM_PREFAULT_BATCH_BYTES >> p->page_shift);
 			got = zmi_buddy_take_pages(p, z, p->cache_batch, tc->pfns, PG_CACHED,
 						  &dirty, &limited);
 			z->refills += got != 0;  /* a dry zone tried is no refill */
@@ -413,7 +414,9 @@ static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zmi
 		return alloc_locked(p, tc, pfn);  /* at the limit: once more */
 	if (!got)
 		return -ENOMEM;
-	if (p->prefault && dirty < got) {
+	/* a small zone's refill: each page made resident when handed out
+	 * (cached_out), not the whole batch now */
+	if (p->prefault && dirty < got && batch) {
 		zmi_pages_prefault(p, tc ? tc->pfns : pfn, got);
 		for (size_t i = 0; tc && i < got; i++)
 			zmi_pg_of(p, tc->pfns[i])->flags = PG_RESIDENT;
