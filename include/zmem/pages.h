@@ -110,7 +110,14 @@ struct zm_pages;
 
 /* Create an allocator.  cfg may be NULL for all defaults.  Returns 0 and
  * sets *out, or -EINVAL (bad page size, arena smaller than one page or
- * larger than 2^32 pages), -ENOMEM (the reservation failed). */
+ * larger than 2^32 pages), -ENOMEM (the reservation failed).
+ *
+ * Cost: reserves address space only: the arena (arena_bytes, 4 GiB by
+ * default), its per-page records (8 bytes a page, 8 MiB for 4 GiB) and
+ * owners' records (24 bytes a page) and the free-page bitsets.  Records
+ * are written as pages are first used, so an empty instance is 0-4 KiB
+ * resident (at most 64 KiB; the zones' structures are a few hundred
+ * bytes of heap).  Threads: none. */
 ZM_API int zm_pages_create_sized(const struct zm_pages_config *cfg, size_t cfg_size,
 				 struct zm_pages **out);
 #define zm_pages_create(cfg, out) \

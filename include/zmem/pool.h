@@ -152,7 +152,23 @@ struct zm_pool;
 /* Create a pool.  Returns 0 and sets *out; -EINVAL for an unknown backend,
  * bad tuning or a NULL out, -E2BIG for a config with fields this library
  * does not know set (zmem.h: structures), -EMFILE when ZM_POOL_MAX_POOLS
- * pools are live already, -ENOMEM.  cfg NULL means all defaults. */
+ * pools are live already, -ENOMEM.  cfg NULL means all defaults.
+ *
+ * Cost: address space is reserved, not used: the pages' arena
+ * (arena_bytes, 4 GiB by default) and its per-page records (32 bytes a
+ * page), and for zsmalloc a handle table (2 GiB) and a zspage table (512
+ * MiB); memory is used only where written.  An empty default pool is
+ * about 10 KiB resident (at most 64 KiB); one holding a 100-byte object
+ * about 28 KiB (a page, a line of records, a page of each table, a
+ * thread's page cache).  Threads: none of its own; automatic compaction
+ * runs on the process's one background worker, started with the first
+ * pool that compacts by itself and ended when the last one goes.
+ *
+ * fork: a child may use, compact and destroy every pool it inherited
+ * that no other thread of the parent was inside at the moment of fork
+ * (a call in progress in another thread may have held a lock of that
+ * pool, which nothing in the child will release: leave such a pool
+ * alone).  Automatic compaction resumes in the child on its own. */
 ZM_API int zm_pool_create_sized(const struct zm_pool_config *cfg, size_t cfg_size,
 				struct zm_pool **out);
 #define zm_pool_create(cfg, out) \

@@ -157,7 +157,15 @@ struct zm_store;
  * ZM_STORE_MAX_PAGES, bad page size, huge_size above page_size, unknown
  * codec or allocator), -EOPNOTSUPP (a codec this build lacks), -E2BIG
  * (a config with fields this library does not know set), -ENOMEM.
- * *out is NULL on failure. */
+ * *out is NULL on failure.
+ *
+ * Cost: reserves address space only: the slot array (8 bytes a page, 8
+ * MiB for 2^20 pages) and the same-filled words, and its pool's arena
+ * (what the store could hold raw, capped by the limit and the machine's
+ * memory, plus a quarter: 5 GiB for 2^20 pages of 4 KiB on a machine with
+ * 4 GiB or more) with its records.  An empty store of 2^20 pages is 4-20
+ * KiB resident (at most 64 KiB).  Threads: none of its own (its pool's
+ * compaction runs on the process's one worker; pool.h). */
 ZM_API int zm_store_create_sized(const struct zm_store_config *cfg, size_t cfg_size,
 				 struct zm_store **out);
 #define zm_store_create(cfg, out) \

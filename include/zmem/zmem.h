@@ -83,6 +83,20 @@
  *
  *   Threads.  Thread safety is stated per call; unless said otherwise
  *   every call may be made from any thread at any time.
+ *
+ *   Threads and fork.  The library starts at most one thread of its own
+ *   per process: the background worker that runs every pool's automatic
+ *   compaction, started when the first such pool is made and ending when
+ *   the last is destroyed or switched off.  fork() is safe: the library's
+ *   fork handlers wait for a compaction in progress and hold its
+ *   registries' locks across the fork, so a child may use, compact and
+ *   destroy every pages instance, pool, store and codec it inherited that
+ *   no other thread of the parent was calling at the moment of fork; the
+ *   worker starts again in the child when needed, and nothing in the
+ *   child waits for a thread of the parent.  An object another thread was
+ *   inside at the fork may have been left with that thread's lock held:
+ *   the child must leave it alone (not even destroy it).  Pages held in
+ *   the other threads' caches stay counted as cached in the child.
  */
 #ifndef ZMEM_ZMEM_H
 #define ZMEM_ZMEM_H
