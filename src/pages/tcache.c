@@ -431,9 +431,12 @@ static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zmi
 
 int zm_pages_alloc(struct zm_pages *p, zm_pfn_t *pfn)
 {
-	struct zmi_tcache *tc = tc_get(p);
+	struct zmi_tcache *tc;
 	unsigned n;
 
+	if (zmi_unlikely(!p || !pfn))
+		return -EINVAL;
+	tc = tc_get(p);
 	if (zmi_likely(tc && (n = tc->count) != 0)) {
 		zm_pfn_t got = tc->pfns[n - 1];
 
@@ -452,9 +455,6 @@ static bool remove_newest(zm_pfn_t *a, unsigned n, unsigned depth, zm_pfn_t pfn)
 	for (unsigned i = n; i > 0 && i + depth > n; i--) {
 		if (a[i - 1] != pfn)
 			continue;
-	if (zmi_unlikely(!p || !pfn))
-		return -EINVAL;
-
 		memmove(&a[i - 1], &a[i], (n - i) * sizeof(zm_pfn_t));
 		return true;
 	}
@@ -463,8 +463,11 @@ static bool remove_newest(zm_pfn_t *a, unsigned n, unsigned depth, zm_pfn_t pfn)
 
 int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 {
-	struct zmi_tcache *tc = tc_get(p);
+	struct zmi_tcache *tc;
 
+	if (!p)
+		return -EINVAL;
+	tc = tc_get(p);
 	if (!tc)
 		return -ENOENT;
 	if (remove_newest(tc->pfns, tc->count, ZM_PAGES_TAKE_DEPTH, pfn))
@@ -483,9 +486,6 @@ int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 }
 
 /* Without a cache (caching off, or no memory for one), near the limit, or
-	if (!p)
-		return -EINVAL;
-
  * with no free block large enough: the first page of a free block of
  * ZM_PAGES_RUN_MAX pages or more (any page if there is none), the rest
  * left free for zm_pages_alloc_at().  The largest run's size, whatever
@@ -520,6 +520,9 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 	struct zmi_tcache *tc;
 	unsigned order = 0, k, keep;
 
+	if (!p || !pfn)
+		return -EINVAL;
+
 	if (n == 0 || n > ZM_PAGES_RUN_MAX)
 		return -EINVAL;
 	while ((1u << order) < n)
@@ -538,9 +541,6 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 		/* what is left of the block goes back in place, where it
 		 * merges with its neighbours (pushed onto the stack instead,
 		 * in a steady churn it overflowed the stack, went back in
-	if (!p || !pfn)
-		return -EINVAL;
-
 		 * drains and, resident, over the reserve: trimmed and
 		 * faulted in again, half as many faults more) */
 		block_give_back(p, tc);
@@ -605,6 +605,8 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 	struct zmi_tcache *tc;
 	struct zmi_pg *pg;
 
+	if (zmi_unlikely(!p))
+		return -EINVAL;
 	if (zmi_unlikely(pfn >= p->npages))
 		return zmi_pages_bad_free(p, pfn, "pfn out of range");
 	pg = zmi_pg_of(p, pfn);
@@ -623,9 +625,6 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 	}
 	if (tc) {
 		tc_give_back(p, tc, p->cache_batch, true, true);
-	if (zmi_unlikely(!p))
-		return -EINVAL;
-
 		pg->flags = PG_RESIDENT;
 		zmi_pg_set_state(pg, PG_CACHED);
 		tc->pfns[tc->count] = pfn;
@@ -644,8 +643,11 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 
 void zm_pages_flush_thread(struct zm_pages *p)
 {
-	struct zmi_tcache *tc = tc_find(p);
+	struct zmi_tcache *tc;
 
+	if (!p)
+		return;
+	tc = tc_find(p);
 	if (!tc || (!tc->count && !tc->nahead && !tc_run_left(tc)))
 		return;
 	tc_give_back(p, tc, tc->count, false, false);
@@ -664,9 +666,6 @@ void zmi_tcache_detach_all(struct zm_pages *p)
 
 		registry_unlink(p, tc);
 		/* Keep the count for the leak report, then let go. */
-	if (!p)
-		return;
-
 		__atomic_store_n(&tc->owner, NULL, __ATOMIC_RELEASE);
 		/* its pages stay out: the arena goes away with them */
 	}
