@@ -1,5 +1,5 @@
 /*
- * Smoke test of the experiments (issue 6): runs the zmem command that sits
+ * Smoke test of the experiments: runs the zmem command that sits
  * next to this test's directory (or $ZMEM) with tiny sizes --
  *
  *   zmem bench --seed-table --size 8M --json

@@ -1,5 +1,5 @@
 /*
- * Tests of the xcfmalloc backend's own rules (SEEDS.md §1, docs/xcfmalloc.md):
+ * Tests of the xcfmalloc backend's own rules (background §1, docs/xcfmalloc.md):
  * the block-choice order, split of the last block only, objects spanning
  * two pages, merging on free, the 32-page reserve, descriptor counting,
  * bad handles, running out of pages half-way through an object, and a

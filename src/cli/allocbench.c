@@ -1,5 +1,5 @@
 /*
- * zmem allocbench: the reviewers' microbenchmark (SEEDS.md §1).  The same
+ * zmem allocbench: the reviewers' microbenchmark (background §1).  The same
  * sequence of allocations through every pool backend (zm_pool_backends(),
  * or those named with --allocator):
  *

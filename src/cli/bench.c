@@ -1,6 +1,6 @@
 /*
  * zmem bench: the main job.  The same pages through every allocator, side
- * by side, the way the seeds' reviewers asked for (SEEDS.md §1).
+ * by side, the way the seeds' reviewers asked for (background §1).
  *
  * For each data set (bench_data.c) and each run (--reps, default 3):
  *
@@ -688,7 +688,7 @@ static void usage(FILE *f)
 		"                     other pool backends beside zsmalloc)\n"
 		"  --json             one JSON document on stdout instead of the tables\n"
 		"  -v, --verbose      also each store's statistics and class table\n"
-		"  --seed-table       instead: the xcfmalloc seed's table (SEEDS.md 1): zero\n"
+		"  --seed-table       instead: the xcfmalloc seed's table (background §1): zero\n"
 		"                     pages and text compressing to 75%% (lzo, or lz4 in builds\n"
 		"                     without it), --size of each (default 512M) put one page\n"
 		"                     at a time into a store per allocator, same-filled\n"

@@ -1,5 +1,5 @@
 /*
- * zmem bench --seed-table: the table of the xcfmalloc seed (SEEDS.md §1),
+ * zmem bench --seed-table: the table of the xcfmalloc seed (background §1),
  * for every pool backend.
  *
  * The seed wrote 512 MB one page at a time, frontswap capturing every
@@ -148,7 +148,7 @@ static int one(const char *allocator, const char *codec, const uint8_t *buf, int
 static void print_table(const struct seed_row *rows, size_t n, const char *codec,
 			size_t size, const struct zm_workload_stats *ws)
 {
-	printf("zmem bench --seed-table: the xcfmalloc seed's table (SEEDS.md 1)\n"
+	printf("zmem bench --seed-table: the xcfmalloc seed's table (background §1)\n"
 	       "%zu MiB written one %d-byte page at a time into a store per allocator, codec %s,\n"
 	       "same-filled elision off; text: generated, %s ratio %.4f (target %.2f).\n"
 	       "Not emulated: the seed's 256 MB cgroup (the kernel swapping into zcache while\n"

@@ -1,6 +1,6 @@
 /*
  * zmem churn: what each allocator does with memory after a random part of
- * its objects is freed (issue 5; SEEDS.md §4).
+ * its objects is freed (background §4).
  *
  * The objects are the lz4-compressed pages of a corpus (as `zmem density`).
  * Each allocator runs in a child process of its own, so that resident

@@ -1,5 +1,5 @@
 /*
- * zmem pagebench: the page allocator against the seed's table (SEEDS.md §2).
+ * zmem pagebench: the page allocator against the seed's table (background §2).
  *
  * 1. For total sizes 128 KiB .. --max-size, the time to allocate the whole
  *    size in batches of 1..128 pages; batch 1 is the single-page loop

@@ -1,5 +1,5 @@
 /*
- * zmem worstcase: sequences built to hurt each allocator (SEEDS.md §1: "the
+ * zmem worstcase: sequences built to hurt each allocator (background §1: "the
  * worst case ... and whether cost grows with the pool"), every sequence
  * run on every backend of zm_pool_backends(), at live sizes doubling from
  * --min-size (4 MiB) to --max-size (512 MiB):

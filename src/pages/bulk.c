@@ -1,5 +1,5 @@
 /*
- * Bulk allocation (SEEDS.md §2): many single pages in one call.
+ * Bulk allocation (background §2): many single pages in one call.
  *
  * A separate entry point, so that the single-page fast path carries no
  * trace of it.  It bypasses the per-thread caches and takes a zone's lock

@@ -1,6 +1,6 @@
 /*
  * xcfmalloc: the scatter-gather allocator zcache used for compressed pages
- * (SEEDS.md §1), as a pool backend.  What its files share.
+ * (background §1), as a pool backend.  What its files share.
  *
  *   xcf_block.c   descriptors, free lists, pages, split and merge
  *   xcf_alloc.c   create/destroy, malloc/free, the ops table

@@ -11,7 +11,7 @@
  * so the copy itself runs unlocked.
  *
  * An object in one block is mapped in place.  An object in two blocks is
- * copied through the thread's map buffer (SEEDS.md §1: the seed only
+ * copied through the thread's map buffer (background §1: the seed only
  * copied; §3's modes): in on map unless write-only, back on unmap unless
  * read-only.
  *

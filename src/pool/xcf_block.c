@@ -1,6 +1,6 @@
 /*
  * xcfmalloc blocks: the descriptor table, the free lists, pages, and the
- * three moves of the design (SEEDS.md §1): pick a block for a piece,
+ * three moves of the design (background §1): pick a block for a piece,
  * split the last block of an object, merge a freed block with its free
  * neighbours.  Everything here runs under xcf_pool.lock.
  *

@@ -1,6 +1,6 @@
 /*
  * xvmalloc: the TLSF-style allocator zcache stored persistent pages with
- * before xcfmalloc (SEEDS.md §1), kept as a backend so that the seeds'
+ * before xcfmalloc (background §1), kept as a backend so that the seeds'
  * comparison can be rerun.  See docs/xvmalloc.md.
  *
  *   xv_list.c    size -> free list (two levels), the two-level bitmaps,

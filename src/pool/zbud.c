@@ -1,5 +1,5 @@
 /*
- * zbud ("compression buddies", SEEDS.md §1): at most two objects per page.
+ * zbud ("compression buddies", background §1): at most two objects per page.
  *
  * The simplest allocator for compressed pages, and the most predictable:
  * a page holds one object growing from its start (the "first" buddy) and

@@ -13,7 +13,7 @@
  * An object inside one page, or in a zspage whose pages are contiguous,
  * is reached in place.  An object that straddles two pages is copied
  * through the thread's map buffer: in on map unless write-only, back on
- * unmap unless read-only (SEEDS.md §3).  read/write copy straight between
+ * unmap unless read-only (background §3).  read/write copy straight between
  * the caller's buffer and the page(s).
  */
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * zsmalloc: the dense allocator for compressed objects (SEEDS.md §1, §3).
+ * zsmalloc: the dense allocator for compressed objects (background §1, §3).
  *
  *   zs_class.c   size classes: which slot size, how many pages per zspage;
  *                pool create/destroy
