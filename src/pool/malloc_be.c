@@ -134,14 +134,24 @@ static struct mb_hdr *lookup(struct zm_pool *pool, zm_handle_t h, const char *op
 /* A free entry for a new object, or MB_NIL when the table is full. */
 static uint32_t entry_take(struct mb_pool *m)
 {
-	struct mb_list *l = &m->list[zmi_thread_number() % MB_SHARDS];
-	uint32_t i;
+	unsigned home = zmi_thread_number() % MB_SHARDS;
+	uint32_t i = MB_NIL;
 
-	zmi_lock(&l->lock);
-	i = l->head;
-	if (i != MB_NIL)
-		l->head = (uint32_t)(m->ent[i] >> MB_ADDR_SHIFT);
-	zmi_unlock(&l->lock);
+	/* this thread's list first, then the others': an entry freed by
+	 * another thread (one allocates, another frees) must be found again,
+	 * or the table grows without bound */
+	for (unsigned k = 0; k < MB_SHARDS && i == MB_NIL; k++) {
+		struct mb_list *l = &m->list[(home + k) % MB_SHARDS];
+
+		if (k && __atomic_load_n(&l->head, __ATOMIC_RELAXED) == MB_NIL)
+			continue;
+		zmi_lock(&l->lock);
+		i = l->head;
+		if (i != MB_NIL)   /* atomic: peeked at without the lock above */
+			__atomic_store_n(&l->head, (uint32_t)(m->ent[i] >> MB_ADDR_SHIFT),
+					 __ATOMIC_RELAXED);
+		zmi_unlock(&l->lock);
+	}
 	if (i != MB_NIL)
 		return i;
 	i = __atomic_load_n(&m->top, __ATOMIC_RELAXED);
@@ -161,7 +171,7 @@ static void entry_give(struct mb_pool *m, uint32_t i, uint64_t gen)
 	zmi_lock(&l->lock);
 	__atomic_store_n(&m->ent[i], (uint64_t)l->head << MB_ADDR_SHIFT | MB_FREE_BIT | gen,
 			 __ATOMIC_RELEASE);
-	l->head = i;
+	__atomic_store_n(&l->head, i, __ATOMIC_RELAXED);
 	zmi_unlock(&l->lock);
 }
 
