@@ -8,6 +8,7 @@
  */
 #define ZMEM_ADVANCED  /* tests reach the advanced tier too */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -181,6 +182,41 @@ static void test_garbage(void **st)
 			assert_int_equal(zm_pool_free(p, o[k].h), 0);
 		zm_pool_destroy(p);
 	}
+}
+
+/* Handles freed on another thread are handed out again: the malloc
+ * backend's table must not grow when one thread allocates and another
+ * frees. */
+struct cross { struct zm_pool *p; zm_handle_t *h; size_t n; };
+
+static void *free_all(void *arg)
+{
+	struct cross *c = arg;
+
+	for (size_t i = 0; i < c->n; i++)
+		assert_int_equal(zm_pool_free(c->p, c->h[i]), 0);
+	return NULL;
+}
+
+static void test_cross_thread_reuse(void **st)
+{
+	struct zm_pool_config cfg = { .allocator = "malloc" };
+	struct cross c = { mk(&cfg), calloc(20000, sizeof(zm_handle_t)), 20000 };
+	struct zm_pool_stats s1, s2;
+
+	for (int round = 0; round < 5; round++) {
+		pthread_t t;
+
+		for (size_t i = 0; i < c.n; i++)
+			assert_true(c.h[i] = zm_pool_alloc(c.p, 64));
+		assert_int_equal(pthread_create(&t, NULL, free_all, &c), 0);
+		pthread_join(t, NULL);
+		zm_pool_stats(c.p, round == 0 ? &s1 : &s2);
+	}
+	assert_int_equal(s2.objects, 0);
+	assert_true(s2.meta_bytes <= s1.meta_bytes);
+	zm_pool_destroy(c.p);
+	free(c.h);
 }
 
 /* ---- NULL, one table for every public call ---------------------------- */
@@ -397,6 +433,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_foreign_after_destroy),
 		cmocka_unit_test(test_stale_and_reused),
 		cmocka_unit_test(test_garbage),
+		cmocka_unit_test(test_cross_thread_reuse),
 		cmocka_unit_test(test_null_everywhere),
 		cmocka_unit_test(test_null_buffers),
 		cmocka_unit_test(test_sized_structs),
