@@ -174,7 +174,8 @@ ZM_API int zm_pool_create_sized(const struct zm_pool_config *cfg, size_t cfg_siz
 #define zm_pool_create(cfg, out) \
 	zm_pool_create_sized((cfg), sizeof(struct zm_pool_config), (out))
 
-/* Destroy; live objects are reported (as leaks) and released.  Accepts NULL. */
+/* Destroy; live objects are released with the pool (and said so in the
+ * log).  Accepts NULL. */
 ZM_API void zm_pool_destroy(struct zm_pool *pool);
 
 /* Allocate an object of size bytes (1 .. page size).  Returns a handle, or

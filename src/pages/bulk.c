@@ -16,10 +16,11 @@ size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 {
 	size_t got = 0;
 	bool reclaimed = false, first = true;
-	unsigned home = zmi_home_zone(p), tried = 0;
+	unsigned home, tried = 0;
 
 	if (!p || (n && !pfns))
 		return 0;
+	home = zmi_home_zone(p);
 
 	/* chunk by chunk from the home zone, then from the next ones as each
 	 * runs dry */
