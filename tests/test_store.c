@@ -455,6 +455,59 @@ static void test_discard(void **st)
 	free(text);
 }
 
+/* zm_store_next_used against a reference model: random puts (data, zero
+ * and same-filled pages) and discards over a store whose slots span many
+ * OS pages, then random ranges asked of both. */
+static void test_next_used(void **st)
+{
+	enum { N = 1u << 16 };  /* 128 OS pages of slots */
+	uint8_t *text = text_pages(1, 0.3, 17), zero[PS] = { 0 };
+	bool *used = calloc(N, sizeof(bool));
+	struct zm_store_config cfg = { 0 };
+	struct zm_store *s = mk(&cfg, N);
+	uint64_t seed = 0x5eed5eedull, next;
+	struct rng r;
+
+	assert_non_null(used);
+	rng_seed(&r, seed);
+	printf("next_used: seed %llu\n", (unsigned long long)seed);
+	assert_int_equal(zm_store_next_used(s, 0, N, &next), 0);
+	assert_int_equal(next, N);  /* empty: nothing anywhere */
+	assert_int_equal(zm_store_next_used(s, 0, 1ull << 40, &next), 0);
+	assert_int_equal(next, N);  /* end is capped */
+	assert_int_equal(zm_store_next_used(s, 0, N, NULL), -EINVAL);
+	for (int round = 0; round < 40; round++) {
+		for (int k = 0; k < 50; k++) {  /* clustered puts, like a disk's */
+			uint64_t at = rng_below(&r, N), n = 1 + rng_below(&r, 8);
+
+			for (uint64_t i = at; i < at + n && i < N; i++) {
+				assert_int_equal(zm_store_put(s, i, i % 3 ? text : zero), 0);
+				used[i] = true;
+			}
+		}
+		for (int k = 0; k < 10; k++) {
+			uint64_t at = rng_below(&r, N), n = rng_below(&r, 4096);
+
+			n = at + n > N ? N - at : n;
+			assert_int_equal(zm_store_discard(s, at, n), 0);
+			memset(used + at, 0, n);
+		}
+		for (int q = 0; q < 200; q++) {
+			uint64_t from = rng_below(&r, N), end = from + rng_below(&r, N), want = from;
+
+			end = end > N ? N : end;
+			while (want < end && !used[want])
+				want++;
+			assert_int_equal(zm_store_next_used(s, from, end, &next), 0);
+			assert_int_equal(next, want < end ? want : end);
+		}
+	}
+	assert_int_equal(zm_store_check(s), 0);
+	zm_store_destroy(s);
+	free(used);
+	free(text);
+}
+
 /* Damage a slot's compressed object in the pool. */
 static void corrupt(struct zm_store *s, uint64_t idx, int how, struct rng *r)
 {
@@ -639,6 +692,7 @@ int main(void)
 		cmocka_unit_test(test_policy),
 		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_discard),
+		cmocka_unit_test(test_next_used),
 		cmocka_unit_test(test_corrupt),
 		cmocka_unit_test(test_stats),
 		cmocka_unit_test(test_page_sizes),

@@ -239,6 +239,17 @@ ZM_API uint64_t zm_store_nr_pages(const struct zm_store *store);
 ZM_API int zm_store_slot_info(struct zm_store *store, uint64_t index, unsigned *kind,
 		       zm_handle_t *handle, size_t *len);
 
+/* Where pages are stored: *next gets the first index in [from, end)
+ * whose slot holds a page (any kind but ZM_STORE_SLOT_EMPTY), or end if
+ * none does; end is capped at nr_pages.  For reporting allocation (NBD
+ * block status) and copying only what is stored.  Stretches never
+ * written cost nothing to skip, so a sparse store of any size answers in
+ * microseconds; written ones cost a load a slot.  Takes no lock; the
+ * answer may be stale as soon as it is returned.  0 or -EINVAL (store or
+ * next NULL). */
+ZM_API int zm_store_next_used(struct zm_store *store, uint64_t from, uint64_t end,
+			      uint64_t *next);
+
 /* Whole-structure checker: walks every slot and checks it against the
  * counters (pages, same, huge, compressed bytes, histogram) and the pool
  * (zm_pool_check).  0, or -EUCLEAN after printing what is wrong.  Call it
