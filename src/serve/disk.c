@@ -153,25 +153,43 @@ int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, voi
 	return 0;
 }
 
+/* Where the status of the page at off stops being what it is, at most
+ * end: holes run to the next stored page (found without reading the
+ * stretches never written, zm_store_next_used), a stored page is its own
+ * extent and is merged with its neighbours by the caller. */
+static uint64_t extent_end(struct zmi_disk *d, uint64_t off, uint64_t end, uint32_t st)
+{
+	uint64_t page = off >> d->page_shift, stop = (page + 1) << d->page_shift;
+
+	if (st & NBD_STATE_HOLE) {
+		uint64_t last = (end + d->page_size - 1) >> d->page_shift, used;
+
+		if (!zm_store_next_used(d->store, page + 1, last, &used))
+			stop = used << d->page_shift;
+	}
+	return stop < end ? stop : end;
+}
+
 unsigned disk_extents(struct zmi_disk *d, uint64_t off, uint32_t len, uint32_t *ext,
 		      unsigned max)
 {
+	const uint64_t end = off + len;
 	unsigned n = 0;
 
-	while (len && n < max) {
-		uint64_t page;
-		size_t in;
-		uint32_t step = (uint32_t)span(d, off, len, &page, &in);
-		uint32_t st = page_state(d, page);
+	while (off < end) {
+		uint32_t st = page_state(d, off >> d->page_shift);
+		uint64_t stop = extent_end(d, off, end, st);
 
 		if (n && ext[2 * (n - 1) + 1] == st) {
-			ext[2 * (n - 1)] += step;
-		} else {
-			ext[2 * n] = step;
+			ext[2 * (n - 1)] += (uint32_t)(stop - off);
+		} else if (n < max) {
+			ext[2 * n] = (uint32_t)(stop - off);
 			ext[2 * n + 1] = st;
 			n++;
+		} else {
+			break;  /* a new status, and no room for it */
 		}
-		off += step, len -= step;
+		off = stop;
 	}
 	return n;
 }

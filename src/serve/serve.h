@@ -64,7 +64,10 @@ int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, voi
 
 /* base:allocation extents from off, at most max of them, covering at most
  * len bytes: lengths and NBD_STATE_* flags into ext[2*i], ext[2*i+1].
- * Returns how many. */
+ * Each extent runs as far as its status does (so with max 1, NBD's
+ * REQ_ONE, the one extent still covers the whole run), and stretches
+ * never written are skipped without a look at their pages: a sparse 1 TiB
+ * disk answers in microseconds.  Returns how many (at least 1). */
 unsigned disk_extents(struct zmi_disk *d, uint64_t off, uint32_t len, uint32_t *ext,
 		      unsigned max);
 

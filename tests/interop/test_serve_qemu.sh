@@ -62,4 +62,35 @@ check "qemu-img compare sees a change" sh -c \
     "qemu-io -f raw '$URI' -c 'write -P 1 5M 512' > /dev/null &&
      ! qemu-img compare -q -f raw -F raw '$T/text.img' '$URI'"
 serve_stop
+
+# qemu walks block status extent by extent (REQ_ONE): on a sparse 2 GiB
+# export with two written stretches, map must list exactly them, and
+# promptly: a page-by-page walk took 20 s, the budget is a tenth of that
+# (a regression guard, not a speed test)
+serve_start --size 2G || finish
+qemu-io -f raw "$URI" -c 'write -P 0x61 1M 64k' -c 'write -P 0x62 1G 4k' > /dev/null 2>&1
+map_sparse() {
+    t0=$(date +%s%N)
+    qemu-img map -f raw --output=json "$URI" > "$T/map" || return 1
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    echo "qemu-img map: $ms ms"; cat "$T/map"
+    python3 - "$T/map" << 'PY' || return 1
+import json, sys
+m = json.load(open(sys.argv[1]))
+data = [(e["start"], e["length"]) for e in m if e["data"]]
+assert data == [(1 << 20, 65536), (1 << 30, 4096)], data
+assert sum(e["length"] for e in m) == 2 << 30
+PY
+    [ "$ms" -lt 2000 ]
+}
+check "qemu-img map of a sparse 2 GiB export: two extents, in under 2 s" map_sparse
+convert_sparse() {
+    timeout 60 qemu-img convert -f raw -O raw "$URI" "$T/out.img" &&
+    [ "$(du -k "$T/out.img" | cut -f1)" -lt 1024 ] &&
+    qemu-io -f raw "$T/out.img" -c 'read -P 0x61 1M 64k' -c 'read -P 0x62 1G 4k' \
+        -c 'read -P 0 0 1M' > "$T/qio" 2>&1 && ! grep -qi "fail" "$T/qio"
+}
+check "qemu-img convert out of it keeps the holes" convert_sparse
+rm -f "$T/out.img"
+serve_stop
 finish
