@@ -308,6 +308,51 @@ static inline int nc_chunk(struct nc *c, struct nc_chunk *ch, void *buf, uint32_
 	return nc_recv(c, buf, ch->len);
 }
 
+/* A structured read reply: data chunks (any number, any order, each
+ * within the request) until the one flagged DONE, or an error chunk.  The
+ * NBD error, or -1 for a broken reply or data that does not cover the
+ * request exactly. */
+static inline int nc_read_chunks(struct nc *c, uint64_t ck, void *buf, uint64_t off,
+				 uint32_t len)
+{
+	uint64_t got = 0;
+	int err = 0;
+
+	for (;;) {
+		uint8_t h[NBD_CHUNK_HEADER_SIZE], e[64];
+		uint32_t n;
+		uint16_t flags, type;
+
+		if (nc_recv(c, h, sizeof(h)) || get_be32(h) != NBD_STRUCTURED_REPLY_MAGIC ||
+		    get_be64(h + 8) != ck)
+			return -1;
+		flags = get_be16(h + 4);
+		type = get_be16(h + 6);
+		n = get_be32(h + 16);
+		if (type == NBD_REPLY_TYPE_ERROR) {
+			if (n > sizeof(e) || n < 6 || nc_recv(c, e, n))
+				return -1;
+			err = (int)get_be32(e);
+		} else if (type == NBD_REPLY_TYPE_OFFSET_DATA) {
+			uint8_t o[8];
+			uint64_t at;
+
+			if (n < 8 || nc_recv(c, o, 8))
+				return -1;
+			at = get_be64(o);
+			if (at < off || at - off + (n - 8) > len ||
+			    nc_recv(c, (uint8_t *)buf + (at - off), n - 8))
+				return -1;
+			got += n - 8;
+		} else {
+			return -1;
+		}
+		if (flags & NBD_REPLY_FLAG_DONE)
+			break;
+	}
+	return err ? err : got == len ? 0 : -1;
+}
+
 /* Read/write helpers for either reply style: the NBD error or -1. */
 static inline int nc_pread(struct nc *c, void *buf, uint64_t off, uint32_t len)
 {
@@ -318,25 +363,7 @@ static inline int nc_pread(struct nc *c, void *buf, uint64_t off, uint32_t len)
 		return -1;
 	if (!c->structured)
 		return nc_simple_reply(c, ck, buf, len);
-	{
-		uint8_t h[NBD_CHUNK_HEADER_SIZE + 8], e[64];
-		uint32_t n;
-
-		if (nc_recv(c, h, sizeof(h) - 8) || get_be32(h) != NBD_STRUCTURED_REPLY_MAGIC ||
-		    get_be64(h + 8) != ck)
-			return -1;
-		n = get_be32(h + 16);
-		if (get_be16(h + 6) == NBD_REPLY_TYPE_ERROR) {
-			if (n > sizeof(e) || n < 6 || nc_recv(c, e, n))
-				return -1;
-			return (int)get_be32(e);
-		}
-		if (get_be16(h + 6) != NBD_REPLY_TYPE_OFFSET_DATA || n != len + 8 ||
-		    !(get_be16(h + 4) & NBD_REPLY_FLAG_DONE) || nc_recv(c, h, 8) ||
-		    get_be64(h) != off || nc_recv(c, buf, len))
-			return -1;
-		return 0;
-	}
+	return nc_read_chunks(c, ck, buf, off, len);
 }
 
 static inline int nc_cmd(struct nc *c, uint16_t type, uint16_t flags, uint64_t off,

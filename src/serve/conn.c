@@ -2,28 +2,92 @@
  * A connection's byte stream over a socket.  Sends never raise SIGPIPE
  * (MSG_NOSIGNAL): a client that leaves mid-reply costs its connection,
  * never the server.
+ *
+ * Time limits are deadlines on the whole exchange, not on each system
+ * call, so a client trickling a byte at a time cannot stretch them: a
+ * reply must leave within the time limit (or by tx_deadline_ns, for a
+ * reply sent in pieces), the handshake must end by rx_deadline_ns, and a
+ * request's payload may pause at most rx_idle_s.  Without a limit a read
+ * is one plain blocking recv, as before limits existed.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "serve/serve.h"
 
+uint64_t serve_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Wait until fd is ready for events, or deadline (0: never) passes:
+ * 0, or -1 on a timeout or error. */
+static int wait_ready(int fd, short events, uint64_t deadline)
+{
+	for (;;) {
+		struct pollfd pf = { .fd = fd, .events = events };
+		int ms = -1, r;
+
+		if (deadline) {
+			uint64_t now = serve_now_ns();
+
+			if (now >= deadline)
+				return -1;
+			ms = (int)((deadline - now + 999999) / 1000000);
+		}
+		r = poll(&pf, 1, ms);
+		if (r > 0)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+/* The earlier of the connection's receive deadline and its idle limit
+ * from now; 0 for none. */
+static uint64_t rx_deadline(const struct nbd_conn *c)
+{
+	uint64_t d = c->rx_deadline_ns;
+
+	if (c->rx_idle_s) {
+		uint64_t idle = serve_now_ns() + (uint64_t)c->rx_idle_s * 1000000000ull;
+
+		d = d && d < idle ? d : idle;
+	}
+	return d;
+}
+
 int conn_sock_recv(void *ctx, void *buf, size_t n)
 {
-	int fd = *(int *)ctx;
+	struct nbd_conn *c = ctx;
+	bool timed = c->rx_deadline_ns || c->rx_idle_s;
 	uint8_t *p = buf;
 
 	while (n) {
-		ssize_t r = recv(fd, p, n, 0);
+		/* without a limit a plain blocking read; with one, read what
+		 * is there and wait for the rest no longer than the limit */
+		ssize_t r = recv(c->fd, p, n, timed ? MSG_DONTWAIT : 0);
 
 		if (r == 0)
 			return -1;
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
+			if (timed && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+				if (wait_ready(c->fd, POLLIN, rx_deadline(c))) {
+					c->timed_out = true;
+					return -1;
+				}
+				continue;
+			}
 			return -1;
 		}
 		p += r, n -= (size_t)r;
@@ -33,7 +97,8 @@ int conn_sock_recv(void *ctx, void *buf, size_t n)
 
 int conn_sock_send(void *ctx, const struct iovec *iov, int n)
 {
-	int fd = *(int *)ctx;
+	struct nbd_conn *c = ctx;
+	uint64_t deadline = c->tx_deadline_ns ? c->tx_deadline_ns : serve_deadline(c->srv);
 	struct iovec v[8];
 	struct msghdr mh = { 0 };
 
@@ -43,11 +108,20 @@ int conn_sock_send(void *ctx, const struct iovec *iov, int n)
 	mh.msg_iov = v;
 	mh.msg_iovlen = (size_t)n;
 	while (mh.msg_iovlen) {
-		ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				/* the whole reply within the time limit, however
+				 * the client trickles it out */
+				if (wait_ready(c->fd, POLLOUT, deadline)) {
+					c->timed_out = true;
+					return -1;
+				}
+				continue;
+			}
 			return -1;
 		}
 		while (mh.msg_iovlen && (size_t)w >= mh.msg_iov->iov_len) {

@@ -23,7 +23,7 @@
 static const char *const counter_names[SC_NR] = {
 	"connections", "connections_open", "handshake_failures", "requests", "reads", "writes",
 	"flushes", "trims", "write_zeroes", "caches", "block_status", "bytes_read",
-	"bytes_written", "errors", "protocol_errors",
+	"bytes_written", "errors", "protocol_errors", "timeouts", "streamed",
 };
 
 static double uptime(const struct zmi_server *s)

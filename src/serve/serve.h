@@ -19,9 +19,10 @@
  * send lock.  The control socket has its own thread.
  *
  * Lock order: server.lock (connection list, counters' totals) ->
- * conn.lock (in-flight count) -> conn.send_lock; a disk stripe lock is
- * taken alone, one at a time, by whoever executes a request, and inside it
- * only the store's own slot locks.
+ * conn.lock (in-flight count) -> server.budget_lock; conn.send_lock is
+ * taken alone, and inside it only a read's disk access (a reply sent in
+ * pieces); a disk stripe lock is taken alone, one at a time, by whoever
+ * executes a request, and inside it only the store's own slot locks.
  */
 #ifndef ZM_SERVE_H
 #define ZM_SERVE_H
@@ -101,11 +102,19 @@ struct nbd_conn {
 	bool structured;          /* NBD_OPT_STRUCTURED_REPLY acknowledged */
 	bool meta_alloc;          /* base:allocation selected */
 	uint16_t tflags;          /* transmission flags sent */
+	/* time limits (conn.c): set by the reader thread, read by its recv;
+	 * tx_deadline_ns under send_lock */
+	uint64_t rx_deadline_ns;  /* the handshake must end by then; 0: none */
+	unsigned rx_idle_s;       /* a payload may pause this long; 0: forever */
+	uint64_t tx_deadline_ns;  /* a reply sent in pieces ends by then; 0:
+				     each send gets the time limit */
+	bool timed_out;           /* a limit ended the connection */
 	/* state */
 	pthread_mutex_t lock;     /* inflight */
 	pthread_cond_t idle;      /* inflight fell */
 	unsigned inflight;
 	size_t inflight_bytes;
+	size_t budget_held;       /* of the server's budget (budget_lock) */
 	unsigned queued;          /* of those, in the worker pool */
 	pthread_mutex_t send_lock;
 	bool dead;                /* a send failed: no more replies (send_lock) */
@@ -132,8 +141,10 @@ void conn_buf_put(struct nbd_conn *c, void *buf, size_t cap);
 /* Free the cached buffers (the connection is done with requests). */
 void conn_buf_drop(struct nbd_conn *c);
 
+/* A socket's transport; ctx is the connection (its fd and time limits). */
 int conn_sock_recv(void *ctx, void *buf, size_t n);
 int conn_sock_send(void *ctx, const struct iovec *iov, int n);
+uint64_t serve_now_ns(void);
 /* discard n bytes of input */
 int conn_skip(struct nbd_conn *c, uint64_t n);
 
@@ -187,6 +198,7 @@ struct zmi_serve_config {
 	bool foreground;
 	const char *pidfile;
 	bool verbose;
+	unsigned timeout_s;       /* the time limit; 0 = SERVE_TIMEOUT_S */
 };
 
 /* Counters shown by zmem stats; atomics. */
@@ -199,6 +211,9 @@ enum serve_counter {
 	SC_BYTES_READ, SC_BYTES_WRITTEN,
 	SC_ERRORS,                /* requests answered with an error */
 	SC_PROTOCOL_ERRORS,       /* connections dropped for breaking the protocol */
+	SC_TIMEOUTS,              /* connections dropped by a time limit */
+	SC_STREAMED,              /* writes and reads done in pieces, outside the
+				     budget (it was taken, or the request large) */
 	SC_NR
 };
 
@@ -216,7 +231,7 @@ struct serve_job {
 };
 
 struct zmi_server {
-	struct zmi_serve_config cfg;
+	struct zmi_serve_config cfg;   /* timeout_s filled in */
 	struct zm_store *store;
 	struct zmi_disk disk;
 	uint64_t counter[SC_NR];
@@ -228,15 +243,20 @@ struct zmi_server {
 	bool stopping;
 	pthread_t *workers;
 	unsigned nworkers;
-	/* payload bytes in flight over all connections (budget_lock) */
+	/* payload and reply bytes held over all connections (budget_lock) */
 	pthread_mutex_t budget_lock;
-	pthread_cond_t budget_cond;
 	size_t budget_used;
 	/* connections */
 	pthread_mutex_t lock;
 	struct nbd_conn *conns;
 	unsigned next_id;
 };
+
+/* The time limit from now, as a deadline for conn.c. */
+static inline uint64_t serve_deadline(const struct zmi_server *s)
+{
+	return serve_now_ns() + (uint64_t)s->cfg.timeout_s * 1000000000ull;
+}
 
 static inline void serve_count(struct zmi_server *s, enum serve_counter c, uint64_t n)
 {
@@ -247,18 +267,28 @@ static inline void serve_count(struct zmi_server *s, enum serve_counter c, uint6
  * for the fuzzer.  0 or a negative errno. */
 int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg);
 void server_fini(struct zmi_server *s);
-/* Most payload bytes in flight over all connections: a reader waits
- * beyond it (one request is always let through).  With 64 MiB a
- * connection, four clients at their limit fit. */
+/* Most bytes of request payloads and read replies held over all
+ * connections.  A connection may hold at most a fair share of it, the
+ * budget over the connections open (and never more than its own limit,
+ * transmit.c); a request that finds no room does not wait for it but is
+ * done in pieces through one page-sized buffer outside the budget, so no
+ * client holding its share, stalled or not, can stop another's progress.
+ * Memory for payloads is thus at most the budget plus a page a
+ * connection.  With 64 MiB a connection, four clients at their limit
+ * fit. */
 #define SERVE_PAYLOAD_BUDGET ((size_t)256 << 20)
-void server_budget_take(struct zmi_server *s, size_t bytes);
-void server_budget_put(struct zmi_server *s, size_t bytes);
+/* Take bytes for connection c if they fit the budget and c's share:
+ * true, and c->budget_held grows; false, and nothing is taken. */
+bool server_budget_try(struct zmi_server *s, struct nbd_conn *c, size_t bytes);
+void server_budget_put(struct zmi_server *s, struct nbd_conn *c, size_t bytes);
 
-/* A client that does not take a reply for this long is dropped (so that it
- * cannot hold a worker); one that does not finish the handshake in this
- * long too (so that idle sockets cannot use up the connections). */
-#define SEND_TIMEOUT_S 30
-#define HANDSHAKE_TIMEOUT_S 30
+/* The time limit (--timeout, cfg.timeout_s): a client that does not take
+ * a whole reply within it is dropped (so that it cannot hold a worker or
+ * a buffer); one that does not finish the handshake within it, from its
+ * first byte to its last, too (so that idle sockets cannot use up the
+ * connections); one whose request payload stops arriving for that long
+ * too.  Between requests a client may be idle as long as it likes. */
+#define SERVE_TIMEOUT_S 30
 
 /* Queue a job for the workers, or run it here when there are none. */
 void server_submit(struct zmi_server *s, struct serve_job *job);

@@ -9,15 +9,21 @@
  * server.  Without --foreground the server detaches once its socket
  * listens, so that a script may connect as soon as `zmem serve` returns.
  *
- * SIGINT or SIGTERM stop it: the listeners close, every connection is shut
- * down and its thread joined after its jobs finish, the workers leave, the
- * store is destroyed and the socket files and pidfile are removed -- so a
- * run under valgrind or ASan ends with nothing leaked.
+ * SIGINT, SIGTERM and SIGHUP stop it, the same way.  First it lets go of
+ * its names -- the socket files are removed before their sockets close
+ * and the pidfile if it is still the one this server wrote -- so that a
+ * server started on the same paths meanwhile keeps them.  Then every
+ * connection stops reading requests and gets the replies to those it
+ * sent (for up to DRAIN_S seconds; a client not taking them is then cut
+ * off), the workers leave and the store is destroyed, so a run under
+ * valgrind or ASan ends with nothing leaked.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -36,14 +42,9 @@
 /* Most connections at once; more are accepted and closed at once. */
 #define MAX_CONNS 256
 #define MAX_LISTEN 8
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+/* At shutdown, how long connections get to answer the requests they
+ * have in flight. */
+#define DRAIN_S 5
 
 int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg)
 {
@@ -52,6 +53,8 @@ int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg)
 
 	memset(s, 0, sizeof(*s));
 	s->cfg = *cfg;
+	if (!s->cfg.timeout_s)
+		s->cfg.timeout_s = SERVE_TIMEOUT_S;
 	if (!cfg->size)
 		return -EINVAL;
 	sc.page_size = cfg->page_size ? cfg->page_size : 4096;
@@ -67,29 +70,36 @@ int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg)
 	pthread_mutex_init(&s->qlock, NULL);
 	pthread_cond_init(&s->qcond, NULL);
 	pthread_mutex_init(&s->budget_lock, NULL);
-	pthread_cond_init(&s->budget_cond, NULL);
-	s->started_ns = now_ns();
+	s->started_ns = serve_now_ns();
 	return 0;
 }
 
-void server_budget_take(struct zmi_server *s, size_t bytes)
+bool server_budget_try(struct zmi_server *s, struct nbd_conn *c, size_t bytes)
 {
-	if (!bytes)
-		return;
+	size_t open = __atomic_load_n(&s->counter[SC_ACTIVE], __ATOMIC_RELAXED);
+	size_t share = SERVE_PAYLOAD_BUDGET / (open ? open : 1);
+	bool ok;
+
 	pthread_mutex_lock(&s->budget_lock);
-	while (s->budget_used && s->budget_used + bytes > SERVE_PAYLOAD_BUDGET)
-		pthread_cond_wait(&s->budget_cond, &s->budget_lock);
-	s->budget_used += bytes;
+	/* within the budget and the share; a connection holding nothing may
+	 * always take one request while nobody else holds anything */
+	ok = (s->budget_used + bytes <= SERVE_PAYLOAD_BUDGET && c->budget_held + bytes <= share) ||
+	     !s->budget_used;
+	if (ok) {
+		s->budget_used += bytes;
+		c->budget_held += bytes;
+	}
 	pthread_mutex_unlock(&s->budget_lock);
+	return ok;
 }
 
-void server_budget_put(struct zmi_server *s, size_t bytes)
+void server_budget_put(struct zmi_server *s, struct nbd_conn *c, size_t bytes)
 {
 	if (!bytes)
 		return;
 	pthread_mutex_lock(&s->budget_lock);
 	s->budget_used -= bytes;
-	pthread_cond_broadcast(&s->budget_cond);
+	c->budget_held -= bytes;
 	pthread_mutex_unlock(&s->budget_lock);
 }
 
@@ -101,7 +111,6 @@ void server_fini(struct zmi_server *s)
 	pthread_mutex_destroy(&s->qlock);
 	pthread_cond_destroy(&s->qcond);
 	pthread_mutex_destroy(&s->budget_lock);
-	pthread_cond_destroy(&s->budget_cond);
 	s->store = NULL;
 }
 
@@ -185,16 +194,16 @@ static void *conn_thread(void *arg)
 	struct nbd_conn *c = arg;
 	struct zmi_server *s = c->srv;
 
-	struct timeval hs = { HANDSHAKE_TIMEOUT_S, 0 }, none = { 0, 0 };
-
-	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &hs, sizeof(hs));
+	/* the whole handshake within the time limit, however it trickles */
+	c->rx_deadline_ns = serve_deadline(s);
 	if (nbd_handshake(c) == 0) {
-		/* an idle client may wait as long as it likes between requests */
-		setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+		c->rx_deadline_ns = 0;
 		nbd_transmit(c);
 	} else {
 		serve_count(s, SC_HANDSHAKE_FAILS, 1);
 	}
+	if (c->timed_out)
+		serve_count(s, SC_TIMEOUTS, 1);
 	serve_scratch_free();
 	conn_buf_drop(c);  /* every job is done: give the memory back now */
 	shutdown(c->fd, SHUT_RDWR);
@@ -235,6 +244,29 @@ static void conns_reap(struct zmi_server *s, bool all)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* Stop reading requests on every connection and wait, up to DRAIN_S,
+ * for each to answer what it has in flight and end; then end the rest. */
+static void conns_drain(struct zmi_server *s)
+{
+	uint64_t deadline = serve_now_ns() + DRAIN_S * 1000000000ull;
+	bool left = true;
+
+	pthread_mutex_lock(&s->lock);
+	for (struct nbd_conn *c = s->conns; c; c = c->next)
+		shutdown(c->fd, SHUT_RD);  /* the reader sees EOF; replies still go */
+	pthread_mutex_unlock(&s->lock);
+	while (left && serve_now_ns() < deadline) {
+		left = false;
+		pthread_mutex_lock(&s->lock);
+		for (struct nbd_conn *c = s->conns; c; c = c->next)
+			left |= !__atomic_load_n(&c->finished, __ATOMIC_ACQUIRE);
+		pthread_mutex_unlock(&s->lock);
+		if (left)
+			usleep(10000);
+	}
+	conns_reap(s, true);
+}
+
 static void *conn_thread_main(void *arg)
 {
 	struct nbd_conn *c = arg;
@@ -260,12 +292,15 @@ static void conn_accept(struct zmi_server *s, int lfd)
 		return;
 	}
 	{
-		struct timeval st = { SEND_TIMEOUT_S, 0 };
+		/* TCP: replies leave at once, not when the last one is acked
+		 * (Nagle held small replies back for a delayed ack); on a Unix
+		 * socket this fails and means nothing */
+		int one = 1;
 
-		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &st, sizeof(st));
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
 	conn_init(c, s, (struct nbd_io){ conn_sock_recv, conn_sock_send, NULL }, fd);
-	c->io.ctx = &c->fd;
+	c->io.ctx = c;
 	pthread_mutex_lock(&s->lock);
 	c->id = ++s->next_id;
 	serve_count(s, SC_CONNECTIONS, 1);
@@ -302,18 +337,20 @@ int serve_listen_unix(const char *path)
 		return -1;
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a))) {
 		/* a stale socket file: remove it only if nobody answers on it */
-		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int err = errno, probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		struct stat st;
-		bool stale = errno == EADDRINUSE && probe >= 0 &&
-			     connect(probe, (struct sockaddr *)&a, sizeof(a)) &&
-			     !stat(path, &st) && S_ISSOCK(st.st_mode);
+		bool in_use = err == EADDRINUSE;
+		bool sock = !stat(path, &st) && S_ISSOCK(st.st_mode);
+		bool stale = in_use && sock && probe >= 0 &&
+			     connect(probe, (struct sockaddr *)&a, sizeof(a));
 
 		if (probe >= 0)
 			close(probe);
 		if (!stale || unlink(path) || bind(fd, (struct sockaddr *)&a, sizeof(a))) {
 			fprintf(stderr, "zmem serve: %s: %s\n", path,
-				errno == EADDRINUSE || !errno ? "in use by a running server"
-							      : strerror(errno));
+				in_use && !sock ? "exists and is not a socket (not replaced)"
+				: in_use ? "in use by a running server"
+				: strerror(err));
 			close(fd);
 			return -1;
 		}
@@ -409,6 +446,40 @@ static int detach(int *ready_fd)
 	return 0;
 }
 
+/* Write our pid to path through a new file renamed over it (a reader
+ * never sees it half written), and remember the file's inode. */
+static int pidfile_write(const char *path, ino_t *ino)
+{
+	char tmp[4200];
+	struct stat st;
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+	f = fopen(tmp, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "%d\n", (int)getpid());
+	if (fclose(f) || stat(tmp, &st) || rename(tmp, path)) {
+		int e = errno;
+
+		unlink(tmp);
+		errno = e;
+		return -1;
+	}
+	*ino = st.st_ino;
+	return 0;
+}
+
+/* Remove the pidfile if it is still the one we wrote: a server started
+ * on the same paths since has written its own, which stays. */
+static void pidfile_remove(const char *path, ino_t ino)
+{
+	struct stat st;
+
+	if (ino && !stat(path, &st) && st.st_ino == ino)
+		unlink(path);
+}
+
 int serve_main(const struct zmi_serve_config *cfg_in)
 {
 	struct zmi_serve_config cfg = *cfg_in;
@@ -418,6 +489,7 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 	pthread_t ctl_thread;
 	sigset_t mask;
 	bool activated;
+	ino_t pid_ino = 0;
 
 	nl = listen_activated(lfd, MAX_LISTEN);
 	activated = nl > 0;
@@ -434,10 +506,8 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 		lfd[0] = serve_listen_unix(sockpath);
 		nl = lfd[0] >= 0;
 	}
-	if (!nl) {
-		fprintf(stderr, "zmem serve: nothing to listen on\n");
-		return 1;
-	}
+	if (!nl)
+		return 1;  /* the listeners said why */
 	if (cfg.control)
 		snprintf(ctlpath, sizeof(ctlpath), "%s", cfg.control);
 	else if (sockpath[0])
@@ -472,13 +542,16 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 			(void)!write(ready, "\1", 1);
 		return 1;
 	}
-	if (cfg.pidfile) {
-		FILE *f = fopen(cfg.pidfile, "w");
-
-		if (f) {
-			fprintf(f, "%d\n", (int)getpid());
-			fclose(f);
-		}
+	if (cfg.pidfile && pidfile_write(cfg.pidfile, &pid_ino)) {
+		fprintf(stderr, "zmem serve: cannot write the pidfile %s: %s\n", cfg.pidfile,
+			strerror(errno));
+		server_fini(s);
+		free(s);
+		if (sockpath[0])
+			unlink(sockpath);
+		if (ready >= 0)
+			(void)!write(ready, "\1", 1);
+		return 1;
 	}
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	if (workers_start(s) || sfd < 0 ||
@@ -489,7 +562,7 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 		if (sockpath[0])
 			unlink(sockpath);
 		if (cfg.pidfile)
-			unlink(cfg.pidfile);
+			pidfile_remove(cfg.pidfile, pid_ino);
 		if (ready >= 0)
 			(void)!write(ready, "\1", 1);
 		return 1;
@@ -534,23 +607,24 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 		conns_reap(s, false);
 	}
 
-	/* shutdown */
-	for (int i = 0; i < nl; i++)
-		close(lfd[i]);
+	/* shutdown: the names first, each file removed before its socket
+	 * closes, so that a new server binding the path meanwhile keeps it */
+	if (cfg.pidfile)
+		pidfile_remove(cfg.pidfile, pid_ino);
 	if (sockpath[0])
 		unlink(sockpath);
+	for (int i = 0; i < nl; i++)
+		close(lfd[i]);
 	if (cfd >= 0) {
+		unlink(ctlpath);
 		shutdown(cfd, SHUT_RDWR);
 		pthread_join(ctl_thread, NULL);
 		close(cfd);
-		unlink(ctlpath);
 	}
-	conns_reap(s, true);
+	conns_drain(s);
 	workers_stop(s);
 	server_fini(s);
 	free(s);
 	close(sfd);
-	if (cfg.pidfile)
-		unlink(cfg.pidfile);
 	return 0;
 }

@@ -6,8 +6,15 @@
  * Large writes go to the worker pool (OFFLOAD_MIN below), so that the
  * reader receives the next payload while they are compressed; everything
  * else runs in the reader itself (flush after the jobs in flight).
- * Several connections are served side by side by their readers.  Replies may leave in any order, as NBD allows; each
- * leaves whole under the send lock.
+ * Several connections are served side by side by their readers.  Replies
+ * may leave in any order, as NBD allows; each leaves whole under the send
+ * lock.
+ *
+ * Memory: a write's payload and a read's reply buffer are taken from the
+ * server's budget (server.c) before the payload is read or the reply
+ * built; a request that finds no room is not held up but done in pieces
+ * through one page-sized buffer (stream_write, reply_read), so a client
+ * that stalls holding its share cannot stall anyone else.
  *
  * Bad requests and what they get (proto.md "Request types" and "Error
  * values"):
@@ -58,6 +65,11 @@
 /* Most extents in one block status reply. */
 #define MAX_EXTENTS 2048
 
+/* A read reply is built and sent this many bytes at a time: a read
+ * holds at most this much of the budget, however long it is (nbdcopy's
+ * requests, 256 KiB, leave in one piece). */
+#define READ_PIECE (256u << 10)
+
 
 static __thread void *tl_scratch;
 
@@ -94,8 +106,8 @@ static void send_locked(struct nbd_conn *c, struct iovec *v, int n)
 {
 	pthread_mutex_lock(&c->send_lock);
 	if (!c->dead && c->io.send(c->io.ctx, v, n)) {
-		/* gone, or not reading for SEND_TIMEOUT: end the connection,
-		 * so that its reader stops too */
+		/* gone, or not reading within the time limit: end the
+		 * connection, so that its reader stops too */
 		c->dead = true;
 		if (c->fd >= 0)
 			shutdown(c->fd, SHUT_RDWR);
@@ -146,19 +158,71 @@ static void reply_error(struct nbd_conn *c, const struct serve_job *j, uint32_t 
 		reply_simple(c, j->cookie, err, NULL, 0);
 }
 
-static void reply_read(struct nbd_conn *c, const struct serve_job *j, const void *data)
+/* Send a read reply of j->len bytes from off, reading the disk a piece
+ * of `piece` bytes at a time into buf.  The reply leaves under the send
+ * lock, whole, within one time limit.  Structured: a data chunk a piece,
+ * and an error chunk if a later piece fails.  Simple: the header goes
+ * with the first piece, so only a failure after it (corrupt data further
+ * on) has no way to be told and ends the connection.  0, or the error of
+ * the first piece (nothing sent then: the caller answers it). */
+static int reply_read(struct nbd_conn *c, const struct serve_job *j, uint8_t *buf,
+		      size_t piece, void *page)
 {
-	if (c->structured) {
-		uint8_t h[NBD_CHUNK_HEADER_SIZE + 8];
-		struct iovec v[2] = { { h, sizeof(h) }, { (void *)data, j->len } };
+	struct zmi_disk *d = &c->srv->disk;
+	uint32_t done = 0, n = j->len < piece ? j->len : (uint32_t)piece;
+	int rc = disk_read(d, j->offset, n, buf, page);
 
-		chunk_header(h, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_OFFSET_DATA, j->cookie,
-			     8 + j->len);
-		put_be64(h + NBD_CHUNK_HEADER_SIZE, j->offset);
-		send_locked(c, v, 2);
-	} else {
-		reply_simple(c, j->cookie, 0, data, j->len);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&c->send_lock);
+	c->tx_deadline_ns = serve_deadline(c->srv);
+	for (;;) {
+		uint8_t h[NBD_CHUNK_HEADER_SIZE + 8];
+		struct iovec v[2] = { { h, sizeof(h) }, { buf, n } };
+		bool last = done + n == j->len;
+
+		if (c->structured) {
+			chunk_header(h, last ? NBD_REPLY_FLAG_DONE : 0, NBD_REPLY_TYPE_OFFSET_DATA,
+				     j->cookie, 8 + n);
+			put_be64(h + NBD_CHUNK_HEADER_SIZE, j->offset + done);
+		} else if (!done) {
+			put_be32(h, NBD_SIMPLE_REPLY_MAGIC);
+			put_be32(h + 4, 0);
+			put_be64(h + 8, j->cookie);
+			v[0].iov_len = NBD_SIMPLE_REPLY_SIZE;
+		}
+		if (c->dead || c->io.send(c->io.ctx, c->structured || !done ? v : v + 1,
+					  c->structured || !done ? 2 : 1)) {
+			c->dead = true;
+			break;
+		}
+		done += n;
+		if (last)
+			break;
+		n = j->len - done < piece ? j->len - done : (uint32_t)piece;
+		rc = disk_read(d, j->offset + done, n, buf, page);
+		if (rc) {
+			serve_count(c->srv, SC_ERRORS, 1);
+			if (c->structured) {
+				uint8_t e[NBD_CHUNK_HEADER_SIZE + 6];
+				struct iovec ev = { e, sizeof(e) };
+
+				chunk_header(e, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_ERROR, j->cookie, 6);
+				put_be32(e + NBD_CHUNK_HEADER_SIZE, nbd_errno(rc));
+				put_be16(e + NBD_CHUNK_HEADER_SIZE + 4, 0);
+				if (c->io.send(c->io.ctx, &ev, 1))
+					c->dead = true;
+			} else {
+				c->dead = true;  /* half a simple reply: nothing else to do */
+			}
+			break;
+		}
 	}
+	c->tx_deadline_ns = 0;
+	if (c->dead && c->fd >= 0)
+		shutdown(c->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&c->send_lock);
+	return 0;
 }
 
 static void reply_status(struct nbd_conn *c, const struct serve_job *j)
@@ -207,7 +271,7 @@ static void job_done(struct serve_job *j)
 
 	conn_buf_put(c, j->data, j->data_cap);
 	free(j);
-	server_budget_put(c->srv, charged);
+	server_budget_put(c->srv, c, charged);
 	pthread_mutex_lock(&c->lock);
 	c->inflight--;
 	c->inflight_bytes -= charged;
@@ -216,9 +280,13 @@ static void job_done(struct serve_job *j)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Wait for room for one more request of `bytes` payload (see the limits
- * above), and count it in flight.  A flush waits for every request before
- * it; a job for the workers, for the connection's previous one there. */
+/* Wait for room for one more request in the connection's limits (see
+ * above), count it in flight, and take `bytes` of the budget for it if
+ * they fit there and in the connection's share (j->charged says; a write
+ * without them is received in pieces, a read is sent in pages, and
+ * neither goes to the workers).  A flush waits for every request before
+ * it; a job for the workers, for the connection's previous one there.
+ * Nothing here waits on another connection. */
 static void acquire(struct nbd_conn *c, struct serve_job *j, size_t bytes)
 {
 	pthread_mutex_lock(&c->lock);
@@ -227,12 +295,58 @@ static void acquire(struct nbd_conn *c, struct serve_job *j, size_t bytes)
 			       j->type == NBD_CMD_FLUSH ||
 			       (j->offloaded && c->queued >= CONN_MAX_QUEUED)))
 		pthread_cond_wait(&c->idle, &c->lock);
+	j->charged = bytes && server_budget_try(c->srv, c, bytes) ? bytes : 0;
+	if (bytes && !j->charged) {
+		j->offloaded = false;
+		serve_count(c->srv, SC_STREAMED, 1);
+	}
 	c->inflight++;
-	c->inflight_bytes += bytes;
+	c->inflight_bytes += j->charged;
 	c->queued += j->offloaded;
 	pthread_mutex_unlock(&c->lock);
-	j->charged = bytes;
-	server_budget_take(c->srv, bytes);
+}
+
+/* A write that found no room in the budget: receive its payload a page at
+ * a time into the connection's small buffer and write each piece as it
+ * arrives (pieces after the first start on page boundaries, so none is
+ * read-modify-written twice).  After a failed piece the rest is still
+ * read, then the error answered.  0, or -1 when the client is gone. */
+static int stream_write(struct nbd_conn *c, struct serve_job *j)
+{
+	struct zmi_disk *d = &c->srv->disk;
+	size_t cap;
+	uint8_t *buf = conn_buf_get(c, d->page_size, &cap);
+	void *page = scratch(c);
+	uint64_t off = j->offset;
+	uint32_t left = j->len;
+	int rc = buf && page ? 0 : -ENOMEM;
+
+	while (left) {
+		uint32_t n = (uint32_t)(d->page_size - (off & (d->page_size - 1)));
+
+		n = n < left ? n : left;
+		if (!buf) {
+			if (conn_skip(c, left))
+				return -1;
+			break;
+		}
+		if (c->io.recv(c->io.ctx, buf, n)) {
+			conn_buf_put(c, buf, cap);
+			return -1;
+		}
+		if (!rc)
+			rc = disk_write(d, off, n, buf, page);
+		off += n, left -= n;
+	}
+	conn_buf_put(c, buf, cap);
+	serve_count(c->srv, SC_WRITES, 1);
+	if (rc) {
+		reply_error(c, j, nbd_errno(rc));
+	} else {
+		serve_count(c->srv, SC_BYTES_WRITTEN, j->len);
+		reply_simple(c, j->cookie, 0, NULL, 0);
+	}
+	return 0;
 }
 
 void serve_job_run(struct serve_job *j)
@@ -249,17 +363,16 @@ void serve_job_run(struct serve_job *j)
 	}
 	switch (j->type) {
 	case NBD_CMD_READ: {
-		size_t cap;
-		uint8_t *buf = conn_buf_get(c, j->len, &cap);
+		/* a piece as large as the budget gave, else a page */
+		size_t piece = j->charged ? j->charged : s->disk.page_size, cap;
+		uint8_t *buf = conn_buf_get(c, piece, &cap);
 
 		serve_count(s, SC_READS, 1);
-		rc = buf ? disk_read(&s->disk, j->offset, j->len, buf, page) : -ENOMEM;
-		if (rc) {
+		rc = buf ? reply_read(c, j, buf, piece, page) : -ENOMEM;
+		if (rc)
 			reply_error(c, j, nbd_errno(rc));
-		} else {
+		else
 			serve_count(s, SC_BYTES_READ, j->len);
-			reply_read(c, j, buf);
-		}
 		conn_buf_put(c, buf, cap);
 		job_done(j);
 		return;
@@ -361,6 +474,7 @@ void nbd_transmit(struct nbd_conn *c)
 		struct serve_job *j;
 		uint32_t err;
 
+		c->rx_idle_s = 0;  /* idle between requests as long as it likes */
 		if (c->io.recv(c->io.ctx, h, sizeof(h)))
 			break;  /* the client left */
 		if (get_be32(h) != NBD_REQUEST_MAGIC) {
@@ -381,6 +495,8 @@ void nbd_transmit(struct nbd_conn *c)
 			break;
 		}
 		serve_count(s, SC_REQUESTS, 1);
+		if (j->type == NBD_CMD_WRITE)  /* a payload that stops arriving ends it */
+			c->rx_idle_s = s->cfg.timeout_s;
 		err = check_request(c, j);
 		if (j->type == NBD_CMD_WRITE && (err || j->len > NBD_MAX_PAYLOAD)) {
 			/* the payload follows whatever we think of the request */
@@ -397,7 +513,17 @@ void nbd_transmit(struct nbd_conn *c)
 		j->offloaded = j->type == NBD_CMD_WRITE && j->len >= OFFLOAD_MIN && s->nworkers;
 		/* room first, then the payload: a client cannot make the server
 		 * hold more than the limits by sending */
-		acquire(c, j, j->type == NBD_CMD_WRITE ? j->len : 0);
+		acquire(c, j, j->type == NBD_CMD_WRITE ? j->len
+			      : j->type == NBD_CMD_READ ? (j->len < READ_PIECE ? j->len : READ_PIECE)
+			      : 0);
+		if (j->type == NBD_CMD_WRITE && !j->charged) {
+			int r = stream_write(c, j);
+
+			job_done(j);
+			if (r)
+				break;
+			continue;
+		}
 		if (j->type == NBD_CMD_WRITE) {
 			j->data = conn_buf_get(c, j->len, &j->data_cap);
 			if (!j->data) {

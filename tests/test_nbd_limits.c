@@ -1,0 +1,334 @@
+/*
+ * zmem serve against clients that hold on to what the server gives them:
+ * a handshake trickled a byte at a time, writers that stop halfway
+ * through their payloads, readers that never take their replies.  Each
+ * must be cut off by the time limit while everyone else carries on, and
+ * the memory they pin must stay within the budget.  Also: requests in
+ * flight at SIGTERM get their replies, and TCP connections send without
+ * Nagle's delay.
+ *
+ * The servers run in this process with a short time limit
+ * (zmi_serve_config.timeout_s), so the limits are seen in seconds.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <dirent.h>
+
+#include "nbdclient.h"
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static size_t rss_bytes(void)
+{
+	unsigned long size = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu %lu", &size, &res) != 2)
+		res = 0;
+	fclose(f);
+	return res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A server counter, from the control socket's JSON report. */
+static long long counter(const struct test_server *t, const char *name)
+{
+	char ctl[160], key[64], *buf = malloc(1 << 20), *p;
+	size_t got = 0;
+	ssize_t n;
+	long long v = -1;
+	int fd;
+
+	snprintf(ctl, sizeof(ctl), "%s.ctl", t->path);
+	fd = nc_connect_path(ctl);
+	if (fd < 0 || !buf || send(fd, "json\n", 5, MSG_NOSIGNAL) != 5) {
+		if (fd >= 0)
+			close(fd);
+		free(buf);
+		return -1;
+	}
+	while (got < (1u << 20) - 1 && (n = recv(fd, buf + got, (1u << 20) - 1 - got, 0)) > 0)
+		got += (size_t)n;
+	buf[got] = 0;
+	close(fd);
+	snprintf(key, sizeof(key), "\"%s\": ", name);
+	p = strstr(buf, key);
+	if (p)
+		v = strtoll(p + strlen(key), NULL, 10);
+	free(buf);
+	return v;
+}
+
+/* Wait up to ms for counter name to reach at least want. */
+static bool counter_reaches(const struct test_server *t, const char *name, long long want,
+			    unsigned ms)
+{
+	uint64_t end = mono_ms() + ms;
+
+	do {
+		if (counter(t, name) >= want)
+			return true;
+		usleep(50000);
+	} while (mono_ms() < end);
+	return false;
+}
+
+/* The handshake's limit is on the whole handshake: a client that sends
+ * one byte every 300 ms is dropped after the limit, not kept forever
+ * by a per-read timeout it keeps resetting. */
+static void test_trickled_handshake(void **state)
+{
+	struct test_server t;
+	struct zmi_serve_config cfg = { .size = 1u << 20, .threads = 1, .timeout_s = 2 };
+	uint8_t greeting[18], opt[16];
+	uint64_t t0;
+	int fd, i;
+	bool closed = false;
+
+	assert_int_equal(test_server_start(&t, &cfg, "trickle"), 0);
+	fd = nc_connect_path(t.path);
+	assert_true(fd >= 0);
+	t0 = mono_ms();
+	{
+		struct nc c = { .fd = fd };
+
+		assert_int_equal(nc_recv(&c, greeting, sizeof(greeting)), 0);
+	}
+	put_be32(opt, NBD_FLAG_C_FIXED_NEWSTYLE);
+	put_be64(opt + 4, NBD_IHAVEOPT);  /* then an option header, forever */
+	for (i = 0; i < 40 && !closed; i++) {
+		uint8_t b;
+
+		if (send(fd, opt + (i % 12), 1, MSG_NOSIGNAL) != 1)
+			closed = true;
+		usleep(300000);
+		closed = closed || recv(fd, &b, 1, MSG_DONTWAIT) == 0;
+	}
+	t0 = mono_ms() - t0;
+	printf("trickling client dropped after %.1f s (limit 2 s)\n", (double)t0 / 1000);
+	assert_true(closed);
+	assert_true(t0 >= 1900 && t0 < 8000);
+	assert_true(counter_reaches(&t, "timeouts", 1, 2000));
+	close(fd);
+	assert_int_equal(test_server_stop(&t), 0);
+}
+
+/* Eight clients each start a 32 MiB write, send one byte of it and stop:
+ * between them they hold the whole payload budget.  A ninth client's
+ * writes and reads must still go through at once (done in pieces,
+ * outside the budget), and the eight are dropped by the payload's time
+ * limit. */
+static void test_stalled_writers(void **state)
+{
+	enum { STALLED = 8 };
+	struct test_server t;
+	struct zmi_serve_config cfg = { .size = 64u << 20, .threads = 2, .timeout_s = 10 };
+	struct nc bad[STALLED], good;
+	struct timeval rt = { 20, 0 };
+	uint8_t *buf = malloc(1u << 20), *back = malloc(1u << 20);
+	uint64_t t0;
+
+	assert_non_null(buf);
+	assert_non_null(back);
+	assert_int_equal(test_server_start(&t, &cfg, "stall"), 0);
+	for (int i = 0; i < STALLED; i++) {
+		assert_int_equal(nc_connect(&bad[i], t.path, false), 0);
+		assert_int_equal(nc_request(&bad[i], NBD_CMD_WRITE, 0, 1, 0, NBD_MAX_PAYLOAD, "x", 1),
+				 0);
+	}
+	usleep(200000);  /* let their readers take the budget */
+	assert_int_equal(nc_connect(&good, t.path, true), 0);
+	setsockopt(good.fd, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof(rt));
+	for (unsigned i = 0; i < (1u << 20); i++)
+		buf[i] = (uint8_t)(i * 31 + (i >> 12));
+	t0 = mono_ms();
+	assert_int_equal(nc_pwrite(&good, buf, 12345, 1u << 20), 0);
+	assert_int_equal(nc_pread(&good, back, 12345, 1u << 20), 0);
+	assert_memory_equal(buf, back, 1u << 20);
+	t0 = mono_ms() - t0;
+	printf("healthy client beside %d stalled writers: 1 MiB written and read in %llu ms\n",
+	       STALLED, (unsigned long long)t0);
+	/* well before the stalled ones' payloads time out */
+	assert_true(t0 < 8000);
+	assert_true(counter(&t, "streamed") >= 1);
+	/* then the limit drops them */
+	assert_true(counter_reaches(&t, "timeouts", STALLED, 25000));
+	for (int i = 0; i < STALLED; i++) {
+		assert_true(nc_closed(&bad[i]));
+		nc_close(&bad[i]);
+	}
+	nc_close(&good);
+	assert_int_equal(test_server_stop(&t), 0);
+	free(buf);
+	free(back);
+}
+
+/* Clients that ask for 32 MiB reads and never read the replies: each
+ * holds one piece of a reply (256 KiB), not the whole of it, and is
+ * dropped when the reply has not left within the time limit, however the
+ * socket drains. */
+static void test_unread_replies(void **state)
+{
+	enum { READERS = 16, ASKS = 4 };
+	struct test_server t;
+	struct zmi_serve_config cfg = { .size = 256u << 20, .threads = 2, .timeout_s = 3 };
+	struct nc r[READERS];
+	size_t before, after;
+	uint64_t t0;
+
+	assert_int_equal(test_server_start(&t, &cfg, "unread"), 0);
+	before = rss_bytes();
+	t0 = mono_ms();
+	for (int i = 0; i < READERS; i++) {
+		assert_int_equal(nc_connect(&r[i], t.path, i % 2), 0);
+		for (int k = 0; k < ASKS; k++)
+			assert_int_equal(nc_request(&r[i], NBD_CMD_READ, 0, (uint64_t)k,
+						    (uint64_t)k * NBD_MAX_PAYLOAD, NBD_MAX_PAYLOAD,
+						    NULL, 0), 0);
+	}
+	usleep(1000000);
+	after = rss_bytes();
+	printf("%d clients asking %d x 32 MiB each, reading nothing: +%.1f MiB resident\n",
+	       READERS, ASKS, (double)(after - before) / 1048576);
+	/* a whole reply each would be 512 MiB and more */
+	assert_true(after < before + (64u << 20));
+	assert_true(counter_reaches(&t, "timeouts", READERS, 15000));
+	t0 = mono_ms() - t0;
+	printf("all dropped %.1f s after asking (limit 3 s)\n", (double)t0 / 1000);
+	for (int i = 0; i < READERS; i++)
+		nc_close(&r[i]);
+	assert_int_equal(test_server_stop(&t), 0);
+}
+
+/* Requests in flight when the server is told to stop get their replies
+ * before it closes: slow writes (zstd at its strongest level) from eight
+ * connections, SIGTERM while they are compressed, then every reply. */
+static void test_sigterm_answers_requests(void **state)
+{
+	enum { CLIENTS = 8, LEN = 1u << 20 };
+	struct test_server t;
+	struct zmi_serve_config cfg = { .size = 64u << 20, .threads = 2, .codec = "zstd:19" };
+	struct nc c[CLIENTS];
+	uint8_t *buf = malloc(LEN);
+	uint64_t x = 12345;
+	int answered = 0;
+
+	assert_non_null(buf);
+	for (unsigned i = 0; i < LEN; i++) {  /* text-like: slow for zstd -19 */
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		buf[i] = (uint8_t)("etaoin shrdlu cmfwyp"[x % 20]);
+	}
+	assert_int_equal(test_server_start(&t, &cfg, "term"), 0);
+	for (int i = 0; i < CLIENTS; i++) {
+		assert_int_equal(nc_connect(&c[i], t.path, false), 0);
+		assert_int_equal(nc_request(&c[i], NBD_CMD_WRITE, 0, 77, (uint64_t)i * LEN, LEN, buf,
+					    LEN), 0);
+	}
+	usleep(100000);  /* every payload received; the writes are compressing */
+	pthread_kill(t.thread, SIGTERM);
+	for (int i = 0; i < CLIENTS; i++) {
+		struct timeval rt = { 30, 0 };
+
+		setsockopt(c[i].fd, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof(rt));
+		answered += nc_simple_reply(&c[i], 77, NULL, 0) == 0;
+		assert_true(nc_closed(&c[i]));  /* and then the server closes */
+		nc_close(&c[i]);
+	}
+	assert_int_equal(answered, CLIENTS);
+	pthread_join(t.thread, NULL);
+	assert_int_equal(t.status, 0);
+	free(buf);
+}
+
+/* The accepted socket of a TCP client, found among our own descriptors
+ * (the server runs in this process): local port `port`, connected. */
+static int accepted_fd(int port, int client)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int found = -1;
+
+	while (d && (e = readdir(d)) && found < 0) {
+		int fd = atoi(e->d_name);
+		struct sockaddr_in a, p;
+		socklen_t al = sizeof(a), pl = sizeof(p);
+
+		if (fd == client || getsockname(fd, (struct sockaddr *)&a, &al) ||
+		    a.sin_family != AF_INET || ntohs(a.sin_port) != port ||
+		    getpeername(fd, (struct sockaddr *)&p, &pl))
+			continue;
+		found = fd;
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* TCP: replies are small and many; the server turns Nagle off so they do
+ * not wait for the client's delayed acknowledgements. */
+static void test_tcp_nodelay(void **state)
+{
+	struct test_server t = { 0 };
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+	int probe = socket(AF_INET, SOCK_STREAM, 0), fd = -1, on = 0, srv_fd = -1;
+	socklen_t ol = sizeof(on);
+	char ctl[128];
+
+	/* a free port: bind to 0, read it back, let it go */
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(probe, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(probe, (struct sockaddr *)&a, &al), 0);
+	close(probe);
+	snprintf(ctl, sizeof(ctl), "/tmp/zmem-test-%d-tcp.ctl", (int)getpid());
+	t.cfg = (struct zmi_serve_config){ .size = 1u << 20, .threads = 1, .port = ntohs(a.sin_port),
+					   .control = ctl, .foreground = true };
+	assert_int_equal(pthread_create(&t.thread, NULL, test_server_main, &t), 0);
+	for (int i = 0; i < 1000 && fd < 0; i++) {
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+			close(fd);
+			fd = -1;
+			usleep(10000);
+		}
+	}
+	assert_true(fd >= 0);
+	for (int i = 0; i < 500 && srv_fd < 0; i++) {  /* until it is accepted */
+		srv_fd = accepted_fd(ntohs(a.sin_port), fd);
+		if (srv_fd < 0)
+			usleep(10000);
+	}
+	assert_true(srv_fd >= 0);
+	assert_int_equal(getsockopt(srv_fd, IPPROTO_TCP, TCP_NODELAY, &on, &ol), 0);
+	assert_int_equal(on, 1);
+	close(fd);
+	pthread_kill(t.thread, SIGTERM);
+	pthread_join(t.thread, NULL);
+	assert_int_equal(t.status, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_trickled_handshake),
+		cmocka_unit_test(test_stalled_writers),
+		cmocka_unit_test(test_unread_replies),
+		cmocka_unit_test(test_sigterm_answers_requests),
+		cmocka_unit_test(test_tcp_nodelay),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
