@@ -289,6 +289,8 @@ static uint8_t page[4096];
 	X("zm_store_page_size(NULL)", zm_store_page_size(NULL) == 0) \
 	X("zm_store_nr_pages(NULL)", zm_store_nr_pages(NULL) == 0) \
 	X("zm_store_check(NULL)", zm_store_check(NULL) == -EINVAL) \
+	X("zm_store_set_limit(NULL)", zm_store_set_limit(NULL, 0) == -EINVAL) \
+	X("zm_store_reset_max(NULL)", zm_store_reset_max(NULL) == -EINVAL) \
 	X("zm_store_next_used(NULL)", zm_store_next_used(NULL, 0, 1, &(uint64_t){ 0 }) == -EINVAL) \
 	X("zm_workload_create(out NULL)", zm_workload_create(NULL, NULL) == -EINVAL) \
 	X("zm_workload_destroy(NULL)", (zm_workload_destroy(NULL), 1)) \

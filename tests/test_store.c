@@ -415,6 +415,57 @@ static void test_limit(void **st)
 	free(rnd), free(text);
 }
 
+/* The limit changed at run time (zram's mem_limit), and mem_used_max
+ * started over (zram's reset). */
+static void test_limit_runtime(void **st)
+{
+	enum { N = 256 };
+	uint8_t *text = text_pages(N, 0.5, 21);
+	struct zm_store_config cfg = { 0 };
+	struct zm_store *s = mk(&cfg, N);
+	struct zm_store_stats ss;
+	size_t n = 0, limit;
+	int rc;
+
+	for (; n < 64; n++)
+		assert_int_equal(zm_store_put(s, n, text + n * PS), 0);
+	zm_store_stats(s, &ss);
+	assert_int_equal(ss.mem_limit, 0);
+	limit = ss.compr_data_size + 8 * PS;
+	assert_int_equal(zm_store_set_limit(s, limit), 0);
+	while ((rc = zm_store_put(s, n, text + n * PS)) == 0)
+		assert_true(++n < N);
+	assert_int_equal(rc, -ENOSPC);
+	zm_store_stats(s, &ss);
+	assert_int_equal(ss.mem_limit, limit);
+	assert_true(ss.compr_data_size <= limit);
+	assert_true(n > 64 && n < 64 + 24);  /* 8 pages of room, half-size pages */
+	assert_int_equal(zm_store_set_limit(s, 0), 0);  /* no limit: room again */
+	assert_int_equal(zm_store_put(s, n, text + n * PS), 0);
+	assert_int_equal(zm_store_check(s), 0);
+	/* mem_used_max starts over from what is used now */
+	assert_int_equal(zm_store_discard(s, 0, N), 0);
+	assert_int_equal(zm_store_compact(s) >= 0, 1);
+	zm_store_stats(s, &ss);
+	assert_true(ss.mem_used_max > ss.mem_used_total);
+	assert_int_equal(zm_store_reset_max(s), 0);
+	zm_store_stats(s, &ss);
+	assert_int_equal(ss.mem_used_max, ss.mem_used_total);
+	zm_store_destroy(s);
+
+	/* created with a limit: lowered or raised back to it, not beyond */
+	cfg.limit_bytes = 32 * PS;
+	s = mk(&cfg, N);
+	assert_int_equal(zm_store_set_limit(s, 64 * PS), -EINVAL);
+	assert_int_equal(zm_store_set_limit(s, 0), -EINVAL);
+	assert_int_equal(zm_store_set_limit(s, 16 * PS), 0);
+	assert_int_equal(zm_store_set_limit(s, 32 * PS), 0);
+	zm_store_stats(s, &ss);
+	assert_int_equal(ss.mem_limit, 32 * PS);
+	zm_store_destroy(s);
+	free(text);
+}
+
 static void test_discard(void **st)
 {
 	enum { N = 64 };
@@ -691,6 +742,7 @@ int main(void)
 		cmocka_unit_test(test_huge),
 		cmocka_unit_test(test_policy),
 		cmocka_unit_test(test_limit),
+		cmocka_unit_test(test_limit_runtime),
 		cmocka_unit_test(test_discard),
 		cmocka_unit_test(test_next_used),
 		cmocka_unit_test(test_corrupt),

@@ -200,6 +200,18 @@ ZM_API int zm_store_discard(struct zm_store *store, uint64_t index, uint64_t cou
  * -EOPNOTSUPP for a backend that cannot compact. */
 ZM_API long zm_store_compact(struct zm_store *store);
 
+/* Change the memory limit at run time, as zram's mem_limit: 0 removes
+ * it.  Puts from then on are refused (-ENOSPC) while the objects stored
+ * would pass it; pages stored already stay.  A store created with a limit
+ * sized its arena by it and its pool's pages stay bounded by it, so it
+ * may only be lowered, or raised back up to it, there.  0, or -EINVAL
+ * (store NULL; with a limit at create, 0 or more than that). */
+ZM_API int zm_store_set_limit(struct zm_store *store, size_t bytes);
+
+/* Start mem_used_max over from the memory used now (zram's mem_used_max
+ * reset).  0 or -EINVAL. */
+ZM_API int zm_store_reset_max(struct zm_store *store);
+
 /* Fill *st.  Counters are read without stopping writers: each is exact,
  * their sum over a moment of concurrent puts may be slightly off. */
 ZM_API int zm_store_stats_sized(struct zm_store *store, struct zm_store_stats *st, size_t st_size);

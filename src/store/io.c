@@ -98,14 +98,13 @@ static int store_object(struct zm_store *s, struct zmi_store_stripe *st,
 		src = buf, size = zlen, kind = ZM_STORE_SLOT_POOL;
 		break;
 	}
-	if (zmi_limit_charge(s, size)) {
+	if (zmi_limit_check(s, size)) {
 		zmi_count(st, C_LIMIT_FAILS, 1);
 		return -ENOSPC;
 	}
 	h = zm_pool_alloc(s->pool, size);
 	if (zmi_unlikely(!h)) {
-		zmi_limit_uncharge(s, size);
-		if (s->limit_bytes) {
+		if (__atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED)) {
 			zmi_count(st, C_LIMIT_FAILS, 1);
 			return -ENOSPC;
 		}
@@ -113,7 +112,6 @@ static int store_object(struct zm_store *s, struct zmi_store_stripe *st,
 	}
 	if (zmi_unlikely(zm_pool_write(s->pool, h, src, size))) {
 		zm_pool_free(s->pool, h);
-		zmi_limit_uncharge(s, size);
 		return -EIO;
 	}
 	*handle = h;

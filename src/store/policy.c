@@ -18,9 +18,14 @@
  * The limit.  zram refuses a write once the pool's pages pass mem_limit.
  * Here the pool gets the limit itself (a backend that takes pages from a
  * zm_pages refuses pages beyond it, and the store turns its ENOMEM into
- * -ENOSPC), and the store also charges every object's size against it
+ * -ENOSPC), and the store also checks the objects' sizes against it
  * before allocating, which bounds the backends that have no pages (malloc)
- * and refuses a page early when the objects alone would not fit.
+ * and refuses a page early when the objects alone would not fit.  The
+ * check reads the compressed-bytes counter, which a put raises once its
+ * object is in: puts racing on other threads may pass it by a page each,
+ * as zram's check (made after the allocation) may.  It can change at run
+ * time (zm_store_set_limit), below the limit the store was created with,
+ * which sized its arena and bounds its pool's pages.
  */
 #include <errno.h>
 
@@ -55,19 +60,11 @@ enum zmi_placement zmi_policy_place(struct zm_store *s, size_t zlen)
 	return ZM_PLACE_POOL;
 }
 
-int zmi_limit_charge(struct zm_store *s, size_t size)
+int zmi_limit_check(struct zm_store *s, size_t size)
 {
-	if (!s->limit_bytes)
-		return 0;
-	if (__atomic_add_fetch(&s->obj_bytes, size, __ATOMIC_RELAXED) > s->limit_bytes) {
-		__atomic_fetch_sub(&s->obj_bytes, size, __ATOMIC_RELAXED);
-		return -ENOSPC;
-	}
-	return 0;
-}
+	uint64_t limit = __atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED);
 
-void zmi_limit_uncharge(struct zm_store *s, size_t size)
-{
-	if (s->limit_bytes)
-		__atomic_fetch_sub(&s->obj_bytes, size, __ATOMIC_RELAXED);
+	if (!limit)
+		return 0;
+	return zmi_counter_sum(s, C_COMPR) + size > limit ? -ENOSPC : 0;
 }

@@ -94,13 +94,8 @@ void zmi_slot_clear(struct zm_store *s, uint64_t index)
 
 void zmi_slot_release(struct zm_store *s, uint32_t info)
 {
-	unsigned kind = slot_kind(info);
-
-	if (kind == ZM_STORE_SLOT_EMPTY)
-		return;
-	zmi_account(s, zmi_stripe(s), info, -1);
-	if (kind != ZM_STORE_SLOT_SAME)
-		zmi_limit_uncharge(s, slot_len(info));
+	if (slot_kind(info) != ZM_STORE_SLOT_EMPTY)
+		zmi_account(s, zmi_stripe(s), info, -1);
 }
 
 int zm_store_discard(struct zm_store *s, uint64_t index, uint64_t count)

@@ -121,7 +121,7 @@ int zm_store_create_sized(const struct zm_store_config *ucfg, size_t cfg_size,
 	s->huge_size = cfg->huge_size ? cfg->huge_size : HUGE_SIZE_DEFAULT(ps);
 	s->max_zsize = cfg->max_zsize > ps ? ps : cfg->max_zsize;
 	s->max_mean_zsize = cfg->max_mean_zsize;
-	s->limit_bytes = cfg->limit_bytes;
+	s->limit_bytes = s->limit_max = cfg->limit_bytes;
 
 	rc = zm_codec_create(cfg->codec, cfg->codec_level, &s->codec);
 	if (rc)
@@ -163,6 +163,27 @@ long zm_store_compact(struct zm_store *s)
 	if (!s)
 		return -EINVAL;
 	return s ? zm_pool_compact(s->pool) : -EINVAL;
+}
+
+int zm_store_set_limit(struct zm_store *s, size_t bytes)
+{
+	if (!s || (s->limit_max && (!bytes || bytes > s->limit_max))) {
+		zmi_bad_input("zm_store_set_limit: no store, or a limit beyond the one at create");
+		return -EINVAL;
+	}
+	__atomic_store_n(&s->limit_bytes, bytes, __ATOMIC_RELAXED);
+	return 0;
+}
+
+int zm_store_reset_max(struct zm_store *s)
+{
+	struct zm_pool_stats ps;
+
+	if (!s)
+		return -EINVAL;
+	zm_pool_stats(s->pool, &ps);
+	__atomic_store_n(&s->used_max, ps.pool_bytes, __ATOMIC_RELAXED);
+	return 0;
 }
 
 struct zm_pool *zm_store_pool(struct zm_store *s)

@@ -150,10 +150,10 @@ struct zm_store {
 	size_t huge_size;
 	size_t max_zsize;
 	size_t max_mean_zsize;
-	size_t limit_bytes;
+	size_t limit_max;          /* the limit at create (0: none): the most
+				      zm_store_set_limit may set */
+	size_t limit_bytes;        /* atomic: the limit now; 0 = none */
 	/* atomics */
-	uint64_t obj_bytes;        /* sum of object sizes, kept only with a
-				      limit (limit_bytes != 0) */
 	uint64_t used_max;         /* sampled high-water mark of pool_bytes */
 	struct zmi_store_stripe stripe[ZM_STORE_STRIPES];
 };
@@ -218,7 +218,7 @@ void zmi_slot_clear(struct zm_store *s, uint64_t index);
  * field for it (0 or 1). */
 uint32_t zmi_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word);
 
-/* Count out what a slot held (already emptied): counters, the limit. */
+/* Count out what a slot held (already emptied). */
 void zmi_slot_release(struct zm_store *s, uint32_t info);
 
 /* same.c */
@@ -231,9 +231,8 @@ enum zmi_placement { ZM_PLACE_POOL, ZM_PLACE_HUGE, ZM_PLACE_REJECT_ZSIZE,
 		    ZM_PLACE_REJECT_MEAN };
 size_t zmi_policy_cap(const struct zm_store *s);
 enum zmi_placement zmi_policy_place(struct zm_store *s, size_t zlen);
-/* Reserve size bytes against the limit; 0 or -ENOSPC. */
-int zmi_limit_charge(struct zm_store *s, size_t size);
-void zmi_limit_uncharge(struct zm_store *s, size_t size);
+/* Would an object of size bytes fit the limit?  0 or -ENOSPC. */
+int zmi_limit_check(struct zm_store *s, size_t size);
 
 /* stats.c */
 struct zmi_store_stripe *zmi_stripe(struct zm_store *s);
