@@ -1,4 +1,5 @@
 /* Small helpers shared by the zmem subcommands. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -17,14 +18,20 @@ uint64_t cli_now_ns(void)
 size_t cli_parse_size(const char *s)
 {
 	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-
+	unsigned long long v;
 	unsigned shift = 0;
 
+	if (*s < '0' || *s > '9')
+		return 0;  /* strtoull would take "-1" as 2^64 - 1 */
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return 0;
 	switch (*end) {
 	case 'k': case 'K': shift = 10; end++; break;
 	case 'm': case 'M': shift = 20; end++; break;
 	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
 	default: break;
 	}
 	if (v > (SIZE_MAX >> shift))
