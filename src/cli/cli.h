@@ -17,6 +17,9 @@ int cmd_churn(int argc, char **argv);
 int cmd_churn_child(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
+int cmd_ctl(int argc, char **argv);
+int cmd_stop(int argc, char **argv);
+int cmd_list(int argc, char **argv);
 
 /* churn.c, for zmem bench --churn */
 struct churn_summary {
@@ -40,7 +43,8 @@ static inline uint64_t cli_rand(uint64_t *s)
 
 /* monotonic nanoseconds */
 uint64_t cli_now_ns(void);
-/* parse "128K", "64M", "1G", "4096" into bytes; 0 on error */
+/* parse "128K", "64M", "1G", "2T", "4096" (units of 1024) into bytes; 0 on
+ * error: no digits first (a sign), junk after, or too large */
 size_t cli_parse_size(const char *s);
 /* median of n values (sorts v) */
 double cli_median(double *v, size_t n);

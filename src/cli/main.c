@@ -30,6 +30,10 @@ static const struct {
 	  "a compressed RAM disk over NBD (qemu, nbdcopy, fio, nbdinfo)" },
 	{ "stats", cmd_stats,
 	  "the statistics of a running zmem serve" },
+	{ "ctl", cmd_ctl,
+	  "drive a running zmem serve: compact, mem-limit, reset-max, stop" },
+	{ "stop", cmd_stop, "stop a running zmem serve" },
+	{ "list", cmd_list, "the running zmem serve processes, like zramctl" },
 	{ "capture", cmd_capture,
 	  "copy the private memory of a live process into a file of pages" },
 };

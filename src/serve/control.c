@@ -1,7 +1,20 @@
 /*
- * The control socket: `zmem stats SOCKET` connects to SOCKET.ctl (a Unix
- * socket beside the data socket, or --control PATH), sends one line --
- * "text" or "json" -- and reads the report until the server closes.
+ * The control socket: `zmem stats`, `zmem ctl` and `zmem list` connect
+ * to SOCKET.ctl (a Unix socket beside the data socket, or --control
+ * PATH), send one line and read the answer until the server closes.
+ * zram's sysfs in a socket:
+ *
+ *   text, json        the statistics report (below)
+ *   info              one line of JSON: the URI, pid, size, codec and
+ *                     what is stored (zmem list)
+ *   compact           compact the pool now (zram's compact)
+ *   mem-limit BYTES   change the memory limit, 0 for none (mem_limit)
+ *   reset-max         start mem_used_max over (zram's reset)
+ *   stop              stop the server, as SIGTERM does
+ *
+ * Verbs answer one line: "ok: ..." or "error: ...".  An unknown verb gets
+ * an error naming the known ones.  Sizes arrive as plain bytes: the
+ * client parses units.
  *
  * The report: the export (size, codec, allocator), zram's mm_stat line and
  * fields, the store's statistics with its size histogram, the pool's
@@ -107,8 +120,83 @@ static void report_text(struct zmi_server *s, FILE *f)
 			(unsigned long long)__atomic_load_n(&s->counter[i], __ATOMIC_RELAXED));
 }
 
-/* Write the statistics report (json or text) to fd. */
-static void control_report(struct zmi_server *s, int fd, bool json)
+/* One line of JSON for zmem list. */
+static void report_info(struct zmi_server *s, FILE *f)
+{
+	struct zm_store_stats st;
+
+	zm_store_stats(s->store, &st);
+	fprintf(f, "{\"uri\": \"%s\", \"pid\": %d, \"size\": %llu, \"page_size\": %zu, "
+		   "\"codec\": \"%s\", \"allocator\": \"%s\", \"orig_data_size\": %llu, "
+		   "\"compr_data_size\": %llu, \"mem_used_total\": %llu, \"mem_limit\": %llu}\n",
+		s->uri, (int)getpid(), (unsigned long long)s->disk.size, st.page_size,
+		s->cfg.codec ? s->cfg.codec : "lz4", zm_pool_backend(zm_store_pool(s->store)),
+		(unsigned long long)st.orig_data_size, (unsigned long long)st.compr_data_size,
+		(unsigned long long)st.mem_used_total, (unsigned long long)st.mem_limit);
+}
+
+/* A plain decimal number of bytes, nothing else: 0 and *v, or -1. */
+static int parse_bytes(const char *a, uint64_t *v)
+{
+	char *end;
+
+	if (!a || *a < '0' || *a > '9')
+		return -1;
+	errno = 0;
+	*v = strtoull(a, &end, 10);
+	return errno || (*end && *end != '\n') ? -1 : 0;
+}
+
+static const char KNOWN[] = "text, json, info, compact, mem-limit BYTES, reset-max, stop";
+
+/* Carry out one request line; the answer goes to f. */
+static void control_do(struct zmi_server *s, char *line, FILE *f)
+{
+	char *arg = strchr(line, ' ');
+	uint64_t v;
+	int rc;
+
+	line[strcspn(line, "\r\n")] = 0;
+	if (arg)
+		*arg++ = 0;
+	if (!strcmp(line, "text") || !strcmp(line, "stats")) {
+		report_text(s, f);
+	} else if (!strcmp(line, "json")) {
+		report_json(s, f);
+	} else if (!strcmp(line, "info")) {
+		report_info(s, f);
+	} else if (!strcmp(line, "compact")) {
+		long n = zm_store_compact(s->store);
+
+		if (n < 0)
+			fprintf(f, "error: compact: %s\n", strerror((int)-n));
+		else
+			fprintf(f, "ok: compacted, %ld pages freed\n", n);
+	} else if (!strcmp(line, "mem-limit")) {
+		if (parse_bytes(arg, &v))
+			fprintf(f, "error: mem-limit takes a number of bytes (0: no limit)\n");
+		else if ((rc = zm_store_set_limit(s->store, (size_t)v)))
+			fprintf(f, "error: mem-limit %llu: %s\n", (unsigned long long)v,
+				s->cfg.mem_limit ? "the server was started with --mem-limit, "
+				"which it may lower or restore but not exceed or remove"
+				: strerror(-rc));
+		else
+			fprintf(f, "ok: mem-limit %llu\n", (unsigned long long)v);
+	} else if (!strcmp(line, "reset-max")) {
+		rc = zm_store_reset_max(s->store);
+		fprintf(f, rc ? "error: reset-max\n" : "ok: mem_used_max reset\n");
+	} else if (!strcmp(line, "stop")) {
+		if (s->stop_fd >= 0 && write(s->stop_fd, "", 1) == 1)
+			fprintf(f, "ok: stopping\n");
+		else
+			fprintf(f, "error: cannot stop\n");
+	} else {
+		fprintf(f, "error: unknown command '%.40s'; known: %s\n", line, KNOWN);
+	}
+}
+
+/* Answer a request line on fd. */
+static void control_answer(struct zmi_server *s, int fd, char *line)
 {
 	int dfd = dup(fd);
 	FILE *f = dfd >= 0 ? fdopen(dfd, "w") : NULL;
@@ -118,10 +206,7 @@ static void control_report(struct zmi_server *s, int fd, bool json)
 			close(dfd);
 		return;
 	}
-	if (json)
-		report_json(s, f);
-	else
-		report_text(s, f);
+	control_do(s, line, f);
 	fclose(f);
 }
 
@@ -136,7 +221,7 @@ static void *control_thread(void *arg)
 
 	for (;;) {
 		int fd = accept4(ctl->fd, NULL, NULL, SOCK_CLOEXEC);
-		char line[16] = "";
+		char line[128] = "";
 		struct timeval tv = { 2, 0 };
 		ssize_t n;
 
@@ -154,7 +239,7 @@ static void *control_thread(void *arg)
 		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 		n = recv(fd, line, sizeof(line) - 1, 0);
 		if (n > 0)
-			control_report(ctl->s, fd, !strncmp(line, "json", 4));
+			control_answer(ctl->s, fd, line);
 		close(fd);
 	}
 	free(ctl);
@@ -202,10 +287,26 @@ static int connect_unix(const char *path)
 	return fd;
 }
 
-int control_query(const char *path, bool json)
+int control_probe(const char *path)
 {
 	char ctl[4200];
-	char buf[65536];
+	int fd;
+
+	snprintf(ctl, sizeof(ctl), "%s.ctl", path);
+	fd = connect_unix(ctl);
+	if (fd < 0)
+		fd = connect_unix(path);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+int control_send(const char *path, const char *line, FILE *out)
+{
+	char ctl[4200], buf[65536], req[256];
+	size_t len, got = 0;
+	bool err = false;
 	int fd;
 	ssize_t n;
 
@@ -215,16 +316,24 @@ int control_query(const char *path, bool json)
 	if (fd < 0 && strlen(path) > 4 && !strcmp(path + strlen(path) - 4, ".ctl"))
 		fd = connect_unix(path);
 	if (fd < 0) {
-		fprintf(stderr, "zmem stats: cannot reach %s (or %s): %s\n", ctl, path,
+		fprintf(stderr, "zmem: no server answers at %s (nor at %s): %s\n", path, ctl,
 			strerror(errno));
 		return 1;
 	}
-	if (send(fd, json ? "json\n" : "text\n", 5, MSG_NOSIGNAL) != 5) {
+	/* one send: the server answers the first read and closes */
+	snprintf(req, sizeof(req), "%s\n", line);
+	len = strlen(req);
+	if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len) {
+		fprintf(stderr, "zmem: %s: %s\n", path, strerror(errno));
 		close(fd);
 		return 1;
 	}
-	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
-		fwrite(buf, 1, (size_t)n, stdout);
+	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+		if (!got && n >= 6 && !strncmp(buf, "error:", 6))
+			err = true;
+		got += (size_t)n;
+		fwrite(buf, 1, (size_t)n, err ? stderr : out);
+	}
 	close(fd);
-	return n < 0;
+	return n < 0 || err || !got;
 }

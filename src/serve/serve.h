@@ -10,7 +10,10 @@
  *   handshake.c  the fixed newstyle option haggling
  *   transmit.c   requests: parse, check, execute, reply
  *   server.c     listening sockets, connections, the worker pool, shutdown
- *   control.c    the control socket that `zmem stats` reads
+ *   process.c    default paths, detaching, the pidfile, the registry of
+ *                running servers, a captive command (--run)
+ *   control.c    the control socket: statistics (zmem stats, list) and
+ *                run-time verbs (zmem ctl)
  *
  * Threads: the main thread accepts; each connection has a reader thread
  * that runs the handshake and reads requests; reads and writes are handed
@@ -31,6 +34,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <signal.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include <zmem/store.h>
@@ -199,6 +205,9 @@ struct zmi_serve_config {
 	const char *pidfile;
 	bool verbose;
 	unsigned timeout_s;       /* the time limit; 0 = SERVE_TIMEOUT_S */
+	bool print_uri;           /* print the URI on stdout once listening */
+	const char *run;          /* captive: serve until this command exits */
+	bool exit_with_parent;    /* stop when the parent process exits */
 };
 
 /* Counters shown by zmem stats; atomics. */
@@ -250,6 +259,9 @@ struct zmi_server {
 	pthread_mutex_t lock;
 	struct nbd_conn *conns;
 	unsigned next_id;
+	/* what zmem list and ctl show; set before the control thread starts */
+	char uri[4200];
+	int stop_fd;              /* written to stop the server (ctl stop); -1 */
 };
 
 /* The time limit from now, as a deadline for conn.c. */
@@ -299,6 +311,30 @@ void serve_scratch_free(void);
 /* zmem serve: parse nothing, run until SIGINT/SIGTERM.  Exit status. */
 int serve_main(const struct zmi_serve_config *cfg);
 
+/* ---- process.c ------------------------------------------------------ */
+
+/* A default path: $XDG_RUNTIME_DIR/zmem SUFFIX, else /tmp/zmem-UID SUFFIX
+ * (".sock", ".d", "-tcp-PORT.ctl"). */
+void serve_default_path(char *buf, size_t n, const char *suffix);
+/* Fork; the parent exits when the child calls serve_ready (status 0,
+ * printing the announcement on its stdout) or serve_not_ready (1).  In
+ * the child: 0 and *ready_fd; -1 if fork failed. */
+int serve_detach(int *ready_fd);
+void serve_ready(int ready_fd, const char *announce);
+void serve_not_ready(int ready_fd);
+/* Write our pid to path (atomically) and remember its inode; remove it
+ * only if it is still that file.  0 or -1 (errno). */
+int serve_pidfile_write(const char *path, ino_t *ino);
+void serve_pidfile_remove(const char *path, ino_t ino);
+/* Add this server to the registry (entry gets the file's path) and take
+ * it out.  0 or -1. */
+int serve_register(const char *uri, const char *ctl, char *entry, size_t n);
+void serve_unregister(const char *entry);
+/* Run cmd with sh -c, $uri, $nbd and $socket or $port set, the signals in
+ * blocked unblocked.  The child's pid, or -1. */
+pid_t serve_run_captive(const char *cmd, const char *uri, const char *sock, int port,
+			const sigset_t *blocked);
+
 /* ---- control.c ------------------------------------------------------ */
 
 /* The control socket's thread. */
@@ -306,7 +342,12 @@ int control_start(struct zmi_server *s, const char *path, pthread_t *thread, int
 /* A listening Unix socket at path; a stale socket file there (nobody
  * answers) is replaced, anything else is left alone.  fd or -1. */
 int serve_listen_unix(const char *path);
-/* zmem stats: connect to path and print the report.  Exit status. */
-int control_query(const char *path, bool json);
+/* The client side: send one line to the control socket at path (or, for
+ * a data socket's path, path.ctl) and copy the answer to out.  Exit
+ * status: 0, 1 when the server answered an error or could not be
+ * reached (said on stderr). */
+int control_send(const char *path, const char *line, FILE *out);
+/* Does a control socket answer at path (or path.ctl)?  0 if one does. */
+int control_probe(const char *path);
 
 #endif

@@ -30,10 +30,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +55,7 @@ int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg)
 
 	memset(s, 0, sizeof(*s));
 	s->cfg = *cfg;
+	s->stop_fd = -1;
 	if (!s->cfg.timeout_s)
 		s->cfg.timeout_s = SERVE_TIMEOUT_S;
 	if (!cfg->size)
@@ -422,102 +425,127 @@ static int listen_activated(int *fds, int max)
 
 /* ---- the process ----------------------------------------------------- */
 
-static int detach(int *ready_fd)
+/* The URI clients use, the control socket's path (a default for a Unix
+ * socket, SOCKET.ctl, and for TCP), and what a detaching server prints. */
+static void names(const struct zmi_serve_config *cfg, const char *sockpath, bool activated,
+		  char *uri, size_t un, char *ctl, size_t cn)
 {
-	int p[2];
-	pid_t pid;
+	const char *host = cfg->bind ? cfg->bind : "127.0.0.1";
+	bool v6 = strchr(host, ':') != NULL;
 
-	if (pipe(p))
-		return -1;
-	pid = fork();
-	if (pid < 0)
-		return -1;
-	if (pid > 0) {  /* the parent waits for the child to say it listens */
-		char c = 1;
+	if (sockpath[0])
+		snprintf(uri, un, "nbd+unix:///?socket=%s", sockpath);
+	else if (!activated)
+		snprintf(uri, un, "nbd://%s%s%s:%d/", v6 ? "[" : "", host, v6 ? "]" : "", cfg->port);
+	else
+		snprintf(uri, un, "(socket activation)");
+	if (cfg->control) {
+		snprintf(ctl, cn, "%s", cfg->control);
+	} else if (sockpath[0]) {
+		snprintf(ctl, cn, "%s.ctl", sockpath);
+	} else if (!activated) {
+		char suffix[32];
 
-		close(p[1]);
-		if (read(p[0], &c, 1) != 1)
-			c = 1;
-		_exit(c);
+		snprintf(suffix, sizeof(suffix), "-tcp-%d.ctl", cfg->port);
+		serve_default_path(ctl, cn, suffix);
+	} else {
+		ctl[0] = 0;
 	}
-	close(p[0]);
-	setsid();
-	*ready_fd = p[1];
-	return 0;
 }
 
-/* Write our pid to path through a new file renamed over it (a reader
- * never sees it half written), and remember the file's inode. */
-static int pidfile_write(const char *path, ino_t *ino)
+static int listen_all(struct zmi_serve_config *cfg, int *lfd, char *sockpath, size_t n,
+		      bool *activated)
 {
-	char tmp[4200];
-	struct stat st;
-	FILE *f;
+	int nl = listen_activated(lfd, MAX_LISTEN);
 
-	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
-	f = fopen(tmp, "w");
-	if (!f)
-		return -1;
-	fprintf(f, "%d\n", (int)getpid());
-	if (fclose(f) || stat(tmp, &st) || rename(tmp, path)) {
-		int e = errno;
-
-		unlink(tmp);
-		errno = e;
-		return -1;
-	}
-	*ino = st.st_ino;
-	return 0;
+	*activated = nl > 0;
+	if (*activated)
+		return nl;
+	if (cfg->port)
+		return listen_tcp(cfg->bind, cfg->port, lfd, MAX_LISTEN);
+	if (cfg->socket[0] == '/')
+		snprintf(sockpath, n, "%s", cfg->socket);
+	else if (getcwd(sockpath, n - 2))
+		snprintf(sockpath + strlen(sockpath), n - strlen(sockpath), "/%s", cfg->socket);
+	lfd[0] = serve_listen_unix(sockpath);
+	return lfd[0] >= 0;
 }
 
-/* Remove the pidfile if it is still the one we wrote: a server started
- * on the same paths since has written its own, which stays. */
-static void pidfile_remove(const char *path, ino_t ino)
+/* Serve until a signal, `zmem ctl stop`, the captive command's end or
+ * the parent's.  The exit status: the captive command's, else 0. */
+static int serve_loop(struct zmi_server *s, int *lfd, int nl, int sfd, int stop_rd,
+		      pid_t captive)
 {
-	struct stat st;
+	int status = 0;
 
-	if (ino && !stat(path, &st) && st.st_ino == ino)
-		unlink(path);
+	for (;;) {
+		struct pollfd pf[MAX_LISTEN + 2];
+		bool stop = false;
+
+		for (int i = 0; i < nl; i++)
+			pf[i] = (struct pollfd){ .fd = lfd[i], .events = POLLIN };
+		pf[nl] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		pf[nl + 1] = (struct pollfd){ .fd = stop_rd, .events = POLLIN };
+		if (poll(pf, (nfds_t)nl + 2, 1000) < 0 && errno != EINTR)
+			break;
+		if (pf[nl].revents) {
+			struct signalfd_siginfo si;
+
+			if (read(sfd, &si, sizeof(si)) == sizeof(si) && si.ssi_signo == SIGCHLD) {
+				int st;
+
+				/* only the captive command's end stops us */
+				if (captive > 0 && waitpid(captive, &st, WNOHANG) == captive) {
+					status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+					stop = true;
+				}
+			} else {
+				stop = true;
+			}
+		}
+		if (stop || pf[nl + 1].revents)
+			break;
+		for (int i = 0; i < nl; i++)
+			if (pf[i].revents & POLLIN)
+				conn_accept(s, lfd[i]);
+		conns_reap(s, false);
+	}
+	return status;
 }
 
 int serve_main(const struct zmi_serve_config *cfg_in)
 {
 	struct zmi_serve_config cfg = *cfg_in;
 	struct zmi_server *s;
-	int lfd[MAX_LISTEN], nl = 0, ready = -1, sfd, rc, cfd = -1;
-	char sockpath[4096] = "", ctlpath[4096 + 8] = "";
+	int lfd[MAX_LISTEN], nl, ready = -1, sfd = -1, rc, cfd = -1, stop[2] = { -1, -1 };
+	int status = 1;
+	char sockpath[4096] = "", ctlpath[4200], uri[4200], entry[4200] = "";
+	char announce[8600];
 	pthread_t ctl_thread;
 	sigset_t mask;
 	bool activated;
 	ino_t pid_ino = 0;
+	pid_t captive = 0;
 
-	nl = listen_activated(lfd, MAX_LISTEN);
-	activated = nl > 0;
-	if (activated) {
-		cfg.foreground = true;
-	} else if (cfg.port) {
-		nl = listen_tcp(cfg.bind, cfg.port, lfd, MAX_LISTEN);
-	} else {
-		if (cfg.socket[0] == '/')
-			snprintf(sockpath, sizeof(sockpath), "%s", cfg.socket);
-		else if (getcwd(sockpath, sizeof(sockpath) - 2))
-			snprintf(sockpath + strlen(sockpath), sizeof(sockpath) - strlen(sockpath),
-				 "/%s", cfg.socket);
-		lfd[0] = serve_listen_unix(sockpath);
-		nl = lfd[0] >= 0;
-	}
+	if (cfg.run || cfg.exit_with_parent)
+		cfg.foreground = true;  /* tied to a process: never detach */
+	nl = listen_all(&cfg, lfd, sockpath, sizeof(sockpath), &activated);
 	if (!nl)
 		return 1;  /* the listeners said why */
-	if (cfg.control)
-		snprintf(ctlpath, sizeof(ctlpath), "%s", cfg.control);
-	else if (sockpath[0])
-		snprintf(ctlpath, sizeof(ctlpath), "%s.ctl", sockpath);
+	if (activated)
+		cfg.foreground = true;
+	names(&cfg, sockpath, activated, uri, sizeof(uri), ctlpath, sizeof(ctlpath));
 
 	/* fork before any thread exists (the store starts its compactor):
 	 * a child keeps only the thread that forked */
-	if (!cfg.foreground && detach(&ready)) {
+	if (!cfg.foreground && serve_detach(&ready)) {
 		fprintf(stderr, "zmem serve: fork: %s\n", strerror(errno));
 		return 1;
+	}
+	if (cfg.exit_with_parent) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() == 1)  /* the parent left before the line above */
+			return 0;
 	}
 	/* request buffers above 128 KiB are mmapped and unmapped on free:
 	 * glibc's sliding threshold would otherwise keep a big client's
@@ -529,6 +557,8 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGHUP);
+	if (cfg.run)
+		sigaddset(&mask, SIGCHLD);
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	s = malloc(sizeof(*s));
@@ -536,48 +566,42 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 	if (rc) {
 		fprintf(stderr, "zmem serve: cannot create the store: %s\n", strerror(-rc));
 		free(s);
-		if (sockpath[0])
-			unlink(sockpath);
-		if (ready >= 0)
-			(void)!write(ready, "\1", 1);
-		return 1;
+		s = NULL;
+		goto out_names;
 	}
-	if (cfg.pidfile && pidfile_write(cfg.pidfile, &pid_ino)) {
+	snprintf(s->uri, sizeof(s->uri), "%s", uri);
+	if (cfg.pidfile && serve_pidfile_write(cfg.pidfile, &pid_ino)) {
 		fprintf(stderr, "zmem serve: cannot write the pidfile %s: %s\n", cfg.pidfile,
 			strerror(errno));
-		server_fini(s);
-		free(s);
-		if (sockpath[0])
-			unlink(sockpath);
-		if (ready >= 0)
-			(void)!write(ready, "\1", 1);
-		return 1;
+		goto out_store;
 	}
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-	if (workers_start(s) || sfd < 0 ||
-	    (ctlpath[0] && control_start(s, ctlpath, &ctl_thread, &cfd))) {
-		fprintf(stderr, "zmem serve: cannot start (%s): %s\n",
-			sfd < 0 ? "signalfd" : s->nworkers < s->cfg.threads ? "workers" : ctlpath,
-			strerror(errno));
-		if (sockpath[0])
-			unlink(sockpath);
-		if (cfg.pidfile)
-			pidfile_remove(cfg.pidfile, pid_ino);
-		if (ready >= 0)
-			(void)!write(ready, "\1", 1);
-		return 1;
+	if (sfd < 0 || pipe2(stop, O_CLOEXEC)) {
+		fprintf(stderr, "zmem serve: cannot start: %s\n", strerror(errno));
+		goto out_store;
 	}
-	if (cfg.verbose || cfg.foreground) {
-		if (sockpath[0])
-			fprintf(stderr, "zmem serve: nbd+unix:///?socket=%s (%llu bytes, %s, %s)\n",
-				sockpath, (unsigned long long)cfg.size, cfg.codec ? cfg.codec : "lz4",
-				cfg.allocator ? cfg.allocator : "zsmalloc");
-		else if (!activated)
-			fprintf(stderr, "zmem serve: nbd://%s:%d/ (%llu bytes)\n",
-				cfg.bind ? cfg.bind : "127.0.0.1", cfg.port,
-				(unsigned long long)cfg.size);
+	s->stop_fd = stop[1];
+	if (workers_start(s)) {
+		fprintf(stderr, "zmem serve: cannot start its workers: %s\n", strerror(errno));
+		goto out_workers;
+	}
+	if (ctlpath[0] && control_start(s, ctlpath, &ctl_thread, &cfd))
+		goto out_workers;  /* it said why */
+	if (!activated)
+		serve_register(uri, ctlpath, entry, sizeof(entry));
+	if (cfg.verbose || (cfg.foreground && !cfg.run))
+		fprintf(stderr, "zmem serve: %s (%llu bytes, %s, %s)%s%s\n", uri,
+			(unsigned long long)cfg.size, cfg.codec ? cfg.codec : "lz4",
+			cfg.allocator ? cfg.allocator : "zsmalloc", ctlpath[0] ? ", control " : "",
+			ctlpath);
+	if (ready < 0 && cfg.print_uri) {
+		printf("%s\n", uri);
+		fflush(stdout);
 	}
 	if (ready >= 0) {
+		/* the caller prints the URI, then what to stop it by */
+		snprintf(announce, sizeof(announce), "%s\npid %d, control %s\n", uri,
+			 (int)getpid(), ctlpath[0] ? ctlpath : "none");
 		int devnull = open("/dev/null", O_RDWR);
 
 		if (devnull >= 0) {  /* let go of the caller's terminal or pipe */
@@ -587,34 +611,30 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 				dup2(devnull, 2);
 			close(devnull);
 		}
-		(void)!write(ready, "", 1);
-		close(ready);
+		serve_ready(ready, announce);
+		ready = -1;
 	}
-
-	for (;;) {
-		struct pollfd pf[MAX_LISTEN + 1];
-
-		for (int i = 0; i < nl; i++)
-			pf[i] = (struct pollfd){ .fd = lfd[i], .events = POLLIN };
-		pf[nl] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-		if (poll(pf, (nfds_t)nl + 1, 1000) < 0 && errno != EINTR)
-			break;
-		if (pf[nl].revents)
-			break;
-		for (int i = 0; i < nl; i++)
-			if (pf[i].revents & POLLIN)
-				conn_accept(s, lfd[i]);
-		conns_reap(s, false);
+	if (cfg.run) {
+		captive = serve_run_captive(cfg.run, uri, sockpath[0] ? sockpath : NULL, cfg.port,
+					    &mask);
+		if (captive < 0)
+			fprintf(stderr, "zmem serve: cannot run '%s': %s\n", cfg.run,
+				strerror(errno));
 	}
+	status = captive < 0 ? 1 : serve_loop(s, lfd, nl, sfd, stop[0], captive);
 
 	/* shutdown: the names first, each file removed before its socket
 	 * closes, so that a new server binding the path meanwhile keeps it */
+	serve_unregister(entry);
 	if (cfg.pidfile)
-		pidfile_remove(cfg.pidfile, pid_ino);
+		serve_pidfile_remove(cfg.pidfile, pid_ino);
+	pid_ino = 0;
 	if (sockpath[0])
 		unlink(sockpath);
+	sockpath[0] = 0;
 	for (int i = 0; i < nl; i++)
 		close(lfd[i]);
+	nl = 0;
 	if (cfd >= 0) {
 		unlink(ctlpath);
 		shutdown(cfd, SHUT_RDWR);
@@ -622,9 +642,25 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 		close(cfd);
 	}
 	conns_drain(s);
+	if (captive > 0)  /* still running if a signal stopped us */
+		waitpid(captive, NULL, WNOHANG);
+out_workers:
 	workers_stop(s);
+out_store:
 	server_fini(s);
 	free(s);
-	close(sfd);
-	return 0;
+out_names:
+	if (cfg.pidfile)
+		serve_pidfile_remove(cfg.pidfile, pid_ino);
+	if (sockpath[0])
+		unlink(sockpath);
+	for (int i = 0; i < nl; i++)
+		close(lfd[i]);
+	if (sfd >= 0)
+		close(sfd);
+	for (int i = 0; i < 2; i++)
+		if (stop[i] >= 0)
+			close(stop[i]);
+	serve_not_ready(ready);
+	return status;
 }

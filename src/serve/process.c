@@ -1,0 +1,202 @@
+/*
+ * The server as a process among others: where its files go by default,
+ * detaching from the caller, the pidfile, the registry that `zmem list`
+ * reads, and the command a captive server (--run) serves.
+ *
+ * Default paths live in $XDG_RUNTIME_DIR when it is set (zmem.sock,
+ * zmem-tcp-PORT.ctl, zmem.d/), else in /tmp with the user's id in their
+ * names (zmem-UID.sock, ...), so that two users never collide.  The
+ * registry is a folder with one file per running server, named by its
+ * pid, holding its URI and its control socket's path; a server adds its
+ * file once it listens and removes it first thing when it stops, and
+ * readers skip files whose pid is gone (a server killed with SIGKILL).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "serve/serve.h"
+
+void serve_default_path(char *buf, size_t n, const char *suffix)
+{
+	const char *rt = getenv("XDG_RUNTIME_DIR");
+
+	if (rt && *rt)
+		snprintf(buf, n, "%s/zmem%s", rt, suffix);
+	else
+		snprintf(buf, n, "/tmp/zmem-%u%s", (unsigned)getuid(), suffix);
+}
+
+/* ---- detaching ------------------------------------------------------- */
+
+/* The parent waits for the child's word: a status byte (0: listening),
+ * then what to print on stdout (the URI and pid), then end of file. */
+int serve_detach(int *ready_fd)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid > 0) {
+		char c = 1, out[8192];
+		ssize_t n;
+
+		close(p[1]);
+		if (read(p[0], &c, 1) != 1)
+			c = 1;
+		while (!c && (n = read(p[0], out, sizeof(out))) > 0)
+			if (fwrite(out, 1, (size_t)n, stdout) != (size_t)n)
+				break;
+		fflush(stdout);
+		_exit(c);
+	}
+	close(p[0]);
+	setsid();
+	*ready_fd = p[1];
+	return 0;
+}
+
+void serve_ready(int fd, const char *announce)
+{
+	if (fd < 0)
+		return;
+	(void)!write(fd, "", 1);
+	(void)!write(fd, announce, strlen(announce));
+	close(fd);
+}
+
+void serve_not_ready(int fd)
+{
+	if (fd < 0)
+		return;
+	(void)!write(fd, "\1", 1);
+	close(fd);
+}
+
+/* ---- the pidfile ------------------------------------------------------ */
+
+int serve_pidfile_write(const char *path, ino_t *ino)
+{
+	char tmp[4200];
+	struct stat st;
+	FILE *f;
+
+	/* through a new file renamed over the old: a reader never sees it
+	 * half written, and its inode is ours alone */
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+	f = fopen(tmp, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "%d\n", (int)getpid());
+	if (fclose(f) || stat(tmp, &st) || rename(tmp, path)) {
+		int e = errno;
+
+		unlink(tmp);
+		errno = e;
+		return -1;
+	}
+	*ino = st.st_ino;
+	return 0;
+}
+
+void serve_pidfile_remove(const char *path, ino_t ino)
+{
+	struct stat st;
+
+	if (ino && !stat(path, &st) && st.st_ino == ino)
+		unlink(path);
+}
+
+/* ---- the registry ---------------------------------------------------- */
+
+int serve_register(const char *uri, const char *ctl, char *entry, size_t n)
+{
+	char dir[4096];
+	FILE *f;
+
+	serve_default_path(dir, sizeof(dir), ".d");
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		return -1;
+	snprintf(entry, n, "%s/%d", dir, (int)getpid());
+	f = fopen(entry, "w");
+	if (!f) {
+		entry[0] = 0;
+		return -1;
+	}
+	fprintf(f, "%s\n%s\n", uri, ctl);
+	if (fclose(f)) {
+		unlink(entry);
+		entry[0] = 0;
+		return -1;
+	}
+	return 0;
+}
+
+void serve_unregister(const char *entry)
+{
+	if (entry[0])
+		unlink(entry);
+}
+
+/* ---- a captive command ----------------------------------------------- */
+
+/* Does env entry e set one of the variables a captive command gets? */
+static int ours(const char *e)
+{
+	static const char *const names[] = { "uri=", "nbd=", "socket=", "port=" };
+
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strncmp(e, names[i], strlen(names[i])))
+			return 1;
+	return 0;
+}
+
+pid_t serve_run_captive(const char *cmd, const char *uri, const char *sock, int port,
+			const sigset_t *blocked)
+{
+	extern char **environ;
+	char v_uri[4200], v_nbd[4200], v_sock[4200], v_port[32], **envp;
+	size_t n = 0, k = 0;
+	pid_t pid;
+
+	/* the environment is built before fork: the child of a threaded
+	 * process may only make async-signal-safe calls until it execs */
+	snprintf(v_uri, sizeof(v_uri), "uri=%s", uri);
+	if (sock) {
+		snprintf(v_nbd, sizeof(v_nbd), "nbd=nbd:unix:%s", sock);
+		snprintf(v_sock, sizeof(v_sock), "socket=%s", sock);
+	} else {
+		snprintf(v_nbd, sizeof(v_nbd), "nbd=nbd:localhost:%d", port);
+		snprintf(v_port, sizeof(v_port), "port=%d", port);
+	}
+	while (environ[n])
+		n++;
+	envp = calloc(n + 4, sizeof(char *));
+	if (!envp)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (!ours(environ[i]))
+			envp[k++] = environ[i];
+	envp[k++] = v_uri;
+	envp[k++] = v_nbd;
+	envp[k++] = sock ? v_sock : v_port;
+	pid = fork();
+	if (pid == 0) {  /* the caller's signals back, then a shell */
+		sigprocmask(SIG_UNBLOCK, blocked, NULL);
+		signal(SIGPIPE, SIG_DFL);
+		execle("/bin/sh", "sh", "-c", cmd, (char *)NULL, envp);
+		_exit(127);
+	}
+	free(envp);
+	return pid;
+}

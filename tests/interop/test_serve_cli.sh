@@ -1,0 +1,123 @@
+#!/bin/sh
+# zmem serve as a user runs it: detached (URI and pid printed), captive
+# (--run), tied to its parent; driven at run time by zmem ctl, stop, list
+# and stats, by socket path, by default socket and by TCP port; bad
+# options refused with their own messages; a quick restart on the same
+# paths keeping the new server's pidfile.
+. "$(dirname "$0")/interop.sh"
+need nbdinfo nbdcopy
+# the default paths (socket, registry) inside this test's folder
+export XDG_RUNTIME_DIR=$T/run
+mkdir -p "$XDG_RUNTIME_DIR"
+DEF=$XDG_RUNTIME_DIR/zmem.sock
+
+# a port nobody listens on, for the TCP cases
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+detached() {
+    "$ZMEM" serve --size 64M > "$T/serve.out" || return 1
+    cat "$T/serve.out"
+    head -1 "$T/serve.out" | grep -qx "nbd+unix:///?socket=$DEF" &&
+    sed -n 2p "$T/serve.out" | grep -q "^pid [0-9]*, control $DEF.ctl$" &&
+    pid=$(sed -n 2p "$T/serve.out" | sed 's/^pid \([0-9]*\),.*/\1/') && kill -0 "$pid" &&
+    [ "$(nbdinfo --size "nbd+unix:///?socket=$DEF")" = 67108864 ]
+}
+check "detached: URI and pid on stdout, serving" detached
+
+drive() {
+    head -c 8M /dev/urandom > "$T/rnd" && nbdcopy "$T/rnd" "nbd+unix:///?socket=$DEF" &&
+    "$ZMEM" ctl compact | grep -q '^ok: compacted' &&
+    "$ZMEM" ctl mem-limit 4M | grep -qx 'ok: mem-limit 4194304' &&
+    "$ZMEM" stats --json | grep -q '"mem_limit": 4194304' &&
+    ! nbdcopy "$T/rnd" "nbd+unix:///?socket=$DEF" 2> /dev/null &&    # over the limit now
+    "$ZMEM" ctl "$DEF" mem-limit none | grep -qx 'ok: mem-limit 0' &&
+    nbdcopy "$T/rnd" "nbd+unix:///?socket=$DEF" &&
+    "$ZMEM" ctl reset-max | grep -q '^ok' &&
+    "$ZMEM" ctl info | grep -q '"orig_data_size": 8388608'
+}
+check "ctl: compact, mem-limit (refusing writes, then lifted), reset-max" drive
+
+unknown_verb() {
+    ! "$ZMEM" ctl frobnicate 2> "$T/err" && grep -q "unknown command 'frobnicate'" "$T/err" &&
+    grep -q "mem-limit" "$T/err" &&
+    ! "$ZMEM" ctl mem-limit -5M 2> "$T/err" && grep -q "takes a size" "$T/err"
+}
+check "ctl: an unknown verb and a bad size refused, naming the choices" unknown_verb
+
+list_servers() {
+    "$ZMEM" serve --size 1G --port "$PORT" --codec zstd > /dev/null &&
+    "$ZMEM" list > "$T/list" && cat "$T/list" &&
+    grep -q "^nbd+unix:///?socket=$DEF .* 64M lz4 .* 8.0M " "$T/list" &&
+    grep -q "^nbd://127.0.0.1:$PORT/ .* 1.0G zstd " "$T/list" &&
+    "$ZMEM" stats "127.0.0.1:$PORT" | grep -q '^export: 1073741824 bytes, zstd'
+}
+check "list shows both servers; stats HOST:PORT finds the TCP one" list_servers
+
+stop_both() {
+    "$ZMEM" stop | grep -q '^ok' && "$ZMEM" stop "$PORT" | grep -q '^ok' &&
+    [ ! -e "$DEF" ] && [ ! -e "$DEF.ctl" ] &&
+    [ "$("$ZMEM" list | wc -l)" -eq 1 ] &&
+    ! "$ZMEM" stats 2> /dev/null
+}
+check "stop: both gone, sockets removed, list empty" stop_both
+
+captive() {
+    "$ZMEM" serve --size 32M --run 'nbdinfo --size "$uri" > "'"$T/size"'"; [ -S "$socket" ] && exit 7'
+    st=$?
+    [ $st -eq 7 ] && [ "$(cat "$T/size")" = 33554432 ] && [ ! -e "$DEF" ]
+}
+check "--run: serves the command, exits with its status" captive
+
+with_parent() {
+    sh -c "'$ZMEM' serve --size 32M --exit-with-parent --socket '$T/p.sock' & sleep 1" &&
+    i=0; while [ -e "$T/p.sock" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    [ ! -e "$T/p.sock" ]
+}
+check "--exit-with-parent: gone when the parent is" with_parent
+
+print_uri() {
+    "$ZMEM" serve -f --print-uri --size 32M --socket "$T/u.sock" > "$T/uri" 2> /dev/null &
+    p=$!
+    i=0; while [ ! -s "$T/uri" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    kill -TERM $p; wait $p
+    [ "$(cat "$T/uri")" = "nbd+unix:///?socket=$T/u.sock" ]
+}
+check "--print-uri in the foreground" print_uri
+
+# bad options: each says what is wrong with which option; exit status 2
+refused() {  # expected-message, args...
+    msg=$1; shift
+    "$ZMEM" serve "$@" > /dev/null 2> "$T/err"; st=$?
+    [ $st -eq 2 ] || [ $st -eq 1 ] || return 1
+    grep -q -- "$msg" "$T/err" || { cat "$T/err"; return 1; }
+}
+touch "$T/regular"
+check "--size -1 refused" refused "takes a size" --size -1
+check "--size beyond the largest disk refused" refused "larger than the largest disk" --size 3T
+check "a bad --codec lists the codecs" refused "choices: lz4, zstd" --size 1G --codec brotli
+check "a bad --allocator lists the backends" refused "choices: zsmalloc" --size 1G --allocator slab
+check "a --socket that is a regular file refused" refused "not a socket" --size 1G --socket "$T/regular"
+check "a --control that is a regular file refused" refused "not a socket" --size 1G \
+    --socket "$T/c.sock" --control "$T/regular"
+check "a --pidfile in a missing folder refused" refused "cannot write the pidfile" \
+    --size 1G --socket "$T/d.sock" --pidfile "$T/nowhere/pid"
+
+# a quick restart on the same paths: the old server stops while holding
+# data; the new one starts at once and keeps its pidfile and sockets
+restart() {
+    "$ZMEM" serve --size 256M --socket "$T/r.sock" --pidfile "$T/r.pid" > /dev/null &&
+    old=$(cat "$T/r.pid") &&
+    head -c 200M /dev/urandom > "$T/big" && nbdcopy "$T/big" "nbd+unix:///?socket=$T/r.sock" &&
+    kill -TERM "$old" &&
+    i=0; while [ -e "$T/r.sock" ] && [ $i -lt 200 ]; do sleep 0.01; i=$((i + 1)); done
+    "$ZMEM" serve --size 64M --socket "$T/r.sock" --pidfile "$T/r.pid" > /dev/null || return 1
+    i=0; while kill -0 "$old" 2> /dev/null && [ $i -lt 500 ]; do sleep 0.01; i=$((i + 1)); done
+    new=$(cat "$T/r.pid")
+    echo "old $old, new $new"
+    [ "$new" != "$old" ] && kill -0 "$new" && [ -S "$T/r.sock" ] && [ -S "$T/r.sock.ctl" ] &&
+    [ "$(nbdinfo --size "nbd+unix:///?socket=$T/r.sock")" = 67108864 ] &&
+    "$ZMEM" stop "$T/r.sock" > /dev/null && [ ! -e "$T/r.pid" ]
+}
+check "restart on the same paths keeps the new pidfile and sockets" restart
+rm -f "$T/big" "$T/rnd"
+finish
