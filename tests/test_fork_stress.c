@@ -7,7 +7,8 @@
  * thread at first), and destroys everything; an alarm turns a hang into
  * a failure.  The parent checks the child's exit status and its own pools.
  * Also: fork while another thread allocates and frees in a pool of its
- * own; and fork while the worker is compacting.
+ * own; fork while the worker is compacting; and the worker's stop of an
+ * item that is kicked again while it stops.
  *
  *   test_fork_stress [--seed N]
  */
@@ -19,6 +20,7 @@
 
 #include <zmem/store.h>
 
+#include "base/worker.h"
 #include "pooltest.h"
 
 #define NOBJ 3000
@@ -353,12 +355,55 @@ static void test_fork_while_compacting(void **state)
 	free(f);
 }
 
+/*
+ * The worker's stop (base/worker.h): zmi_worker_del() of an item whose
+ * callback is running returns once that call is over, even when the item
+ * is kicked again before the call returns (a free crossing the watermark
+ * while its pool is switched off or destroyed).  The item's first call
+ * waits for the stop and kicks the item; so does every later call, up to
+ * STOP_KICKS of them.  A worker that called a stopping item again would
+ * make the stop wait for all of those calls (and, with a kick in every
+ * call, for ever).  Waits are bounded: a broken stop fails, not hangs.
+ */
+#define STOP_KICKS 100
+
+struct stopper {
+	struct zmi_work work;
+	int calls;           /* atomic */
+};
+
+static void stopper_run(void *arg)
+{
+	struct stopper *s = arg;
+	int n = __atomic_add_fetch(&s->calls, 1, __ATOMIC_ACQ_REL);
+
+	for (int ms = 0; n == 1 && !zmi_worker_stopping(&s->work) && ms < 10000; ms++)
+		usleep(1000);
+	if (n < STOP_KICKS)
+		zmi_worker_kick(&s->work);
+}
+
+static void test_stop_while_kicked(void **state)
+{
+	struct stopper s = { .work = { .fn = stopper_run, .arg = &s } };
+
+	assert_int_equal(zmi_worker_add(&s.work), 0);
+	zmi_worker_kick(&s.work);
+	for (int ms = 0; !__atomic_load_n(&s.calls, __ATOMIC_ACQUIRE) && ms < 10000; ms++)
+		usleep(1000);
+	assert_int_equal(__atomic_load_n(&s.calls, __ATOMIC_ACQUIRE), 1);
+	zmi_worker_del(&s.work);
+	/* the call that was running, and none after the stop */
+	assert_int_equal(__atomic_load_n(&s.calls, __ATOMIC_ACQUIRE), 1);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fork_every_backend),
 		cmocka_unit_test(test_fork_while_busy),
 		cmocka_unit_test(test_fork_while_compacting),
+		cmocka_unit_test(test_stop_while_kicked),
 	};
 
 	for (int i = 1; i + 1 < argc; i++)

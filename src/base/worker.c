@@ -158,13 +158,21 @@ static void list_add_tail(struct zmi_work *w)
 }
 
 /* The item to call now (kicked or due), or NULL and *wait_until the
- * earliest due time (UINT64_MAX: none).  wk.lock held. */
+ * earliest due time (UINT64_MAX: none).  wk.lock held.
+ *
+ * An item being unregistered (stop set) is never picked, and its due time
+ * does not wake the thread.  zmi_worker_del() must wait for the call that
+ * runs when it sets stop, and for nothing more: the thread keeps wk.lock
+ * from the end of a call through the next pick(), so a stopping item
+ * kicked during its call would be called again before the waiter could
+ * look, and one kicked in every call would keep the stop waiting for
+ * ever. */
 static struct zmi_work *pick(uint64_t now, uint64_t *wait_until)
 {
 	uint64_t next = UINT64_MAX;
 
 	for (struct zmi_work *w = wk.head; w; w = w->next) {
-		if (w->running)
+		if (w->running || __atomic_load_n(&w->stop, __ATOMIC_RELAXED))
 			continue;
 		if (__atomic_load_n(&w->kicked, __ATOMIC_ACQUIRE) ||
 		    (w->period_ms && w->due <= now))

@@ -36,7 +36,8 @@ struct zmi_work {
 	unsigned period_ms;        /* 0: only when kicked */
 	/* the worker's */
 	int kicked;                /* atomic */
-	int stop;                  /* atomic: zmi_worker_del is waiting */
+	int stop;                  /* atomic: zmi_worker_del is waiting (the
+				      worker calls the item no more) */
 	bool registered;           /* worker lock */
 	bool running;              /* worker lock: fn is being called */
 	uint64_t due;              /* worker lock: next periodic call (ns) */
