@@ -66,7 +66,6 @@ enum zm_map_mode {
 	ZM_MAP_RW = 3,
 };
 
-/* How zsmalloc reaches an object that straddles two pages. */
 /* Automatic compaction (docs/compaction.md). */
 enum zm_compact_policy {
 	ZM_COMPACT_DEFAULT = 0,
@@ -79,6 +78,7 @@ enum zm_compact_policy {
 				  compact_budget zspages a pass */
 };
 
+/* How zsmalloc reaches an object that straddles two pages. */
 enum zm_span_method {
 	ZM_SPAN_DEFAULT = 0,
 	ZM_SPAN_COPY,       /* copy the two halves through a per-thread buffer */
@@ -157,7 +157,8 @@ struct zm_pool;
  * Cost: address space is reserved, not used: the pages' arena
  * (arena_bytes, 4 GiB by default) and its per-page records (32 bytes a
  * page), and for zsmalloc a handle table (2 GiB) and a zspage table (512
- * MiB); memory is used only where written.  An empty default pool is
+ * MiB); the malloc backend has no arena, only its handle table (2 GiB);
+ * memory is used only where written.  An empty default pool is
  * about 10 KiB resident (at most 64 KiB); one holding a 100-byte object
  * about 28 KiB (a page, a line of records, a page of each table, a
  * thread's page cache).  Threads: none of its own; automatic compaction
@@ -192,8 +193,9 @@ ZM_API int zm_pool_write(struct zm_pool *pool, zm_handle_t handle, const void *b
 ZM_API int zm_pool_read(struct zm_pool *pool, zm_handle_t handle, void *buf, size_t len);
 
 /* A pointer to the object, valid until zm_pool_unmap(); see the rules
- * above.  NULL for a bad handle or when the thread holds
- * ZM_POOL_MAX_MAPS maps already (errno EINVAL / EBUSY). */
+ * above.  NULL for a bad handle or mode (errno EINVAL), when the thread
+ * holds ZM_POOL_MAX_MAPS maps already (EBUSY), or when an object in two
+ * pieces finds no memory for the thread's copy of it (ENOMEM). */
 ZM_API void *zm_pool_map(struct zm_pool *pool, zm_handle_t handle, enum zm_map_mode mode);
 ZM_API void zm_pool_unmap(struct zm_pool *pool, zm_handle_t handle);
 
@@ -235,10 +237,14 @@ ZM_API size_t zm_pool_obj_size(struct zm_pool *pool, zm_handle_t handle);
 
 /* Give the object of handle h to key (which must hold nothing); h must be
  * a live handle from zm_pool_alloc, not bound before, and is no longer valid
- * afterwards.  0, or -EINVAL (no owner words, key out of range or in use,
- * a bad handle: zsmalloc recognises every bad one; the backends keeping a
- * key table recognise what their zm_pool_obj_size does, the malloc
- * backend none). */
+ * afterwards.  0, or -EINVAL: no owner words, key out of range or in use,
+ * or a bad handle.  Every backend refuses the bad handles its other calls
+ * do: one of another pool (every handle carries its pool's id), and a
+ * stale, freed or garbage one (each backend checks a generation or tag
+ * kept with the slot; the malloc backend's handles index a table of
+ * entries with generations, not blocks).  Only zsmalloc refuses a handle
+ * bound before (binding frees its handle slot); the other backends, which
+ * keep a key table, bind it again, and two keys then name one object. */
 ZM_API int zm_pool_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key);
 
 /* The handle of key's object, for map/unmap/read/write/obj_size; 0 when
