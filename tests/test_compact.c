@@ -379,6 +379,7 @@ static void test_shrink_and_malloc(void **state)
 	assert_int_equal(zm_pool_shrink(m, 4096), -EOPNOTSUPP);
 	assert_int_equal(zm_pool_set_compaction(m, ZM_COMPACT_RATIO), -EOPNOTSUPP);
 	assert_int_equal(zm_pool_set_compaction(m, ZM_COMPACT_OFF), 0);
+	assert_int_equal(zm_pool_set_compaction(m, ZM_COMPACT_DEFAULT), 0);
 	zm_pool_destroy(m);
 }
 

@@ -277,8 +277,10 @@ int zm_pool_set_compaction(struct zm_pool *pool, enum zm_compact_policy policy)
 {
 	if (!pool || policy > ZM_COMPACT_RATIO)
 		return -EINVAL;
-	return pool->ops->set_compaction ? pool->ops->set_compaction(pool, policy)
-					 : (policy == ZM_COMPACT_OFF ? 0 : -EOPNOTSUPP);
+	if (pool->ops->set_compaction)
+		return pool->ops->set_compaction(pool, policy);
+	/* no compaction (pool.h): off, or the default, is what there is */
+	return policy == ZM_COMPACT_OFF || policy == ZM_COMPACT_DEFAULT ? 0 : -EOPNOTSUPP;
 }
 
 int zm_pool_stats_sized(struct zm_pool *pool, struct zm_pool_stats *out, size_t size)
