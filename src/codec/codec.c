@@ -137,9 +137,6 @@ int zm_codec_compress(struct zm_codec *c, const void *src, size_t len,
 {
 	struct zmi_codec_ws *ws = NULL;
 
-	if (!c || !src || !dst)
-		return -EINVAL;
-
 	if (zmi_unlikely(!c || !src || !dst || bad_len(len)))
 		return -EINVAL;
 	if (zmi_unlikely(dst_cap == 0))
@@ -156,9 +153,6 @@ int zm_codec_decompress(struct zm_codec *c, const void *src, size_t len,
 {
 	struct zmi_codec_ws *ws = NULL;
 
-	if (!c || !src || !dst)
-		return -EINVAL;
-
 	if (zmi_unlikely(!c || !src || !dst || bad_len(len) || bad_len(dst_len)))
 		return -EINVAL;
 	if (c->ops->needs_ws && !(ws = zmi_codec_ws_get(c)))
@@ -168,8 +162,6 @@ int zm_codec_decompress(struct zm_codec *c, const void *src, size_t len,
 
 size_t zm_codec_bound(const struct zm_codec *c, size_t len)
 {
-	if (!c)
-		return 0;
 	if (!c || len > ZM_CODEC_MAX_LEN)
 		return 0;
 	return c->ops->bound(len);
@@ -177,14 +169,10 @@ size_t zm_codec_bound(const struct zm_codec *c, size_t len)
 
 const char *zm_codec_name(const struct zm_codec *c)
 {
-	if (!c)
-		return NULL;
 	return c ? c->ops->name : NULL;
 }
 
 int zm_codec_level(const struct zm_codec *c)
 {
-	if (!c)
-		return -EINVAL;
-	return c ? c->level : 0;
+	return c ? c->level : -EINVAL;
 }

@@ -126,11 +126,8 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 	uint64_t h, word = 0;
 	int rc;
 
-	if (zmi_unlikely(!s || !page))
-		return -EINVAL;
-
 	if (zmi_unlikely(!s || !page || index >= s->nr_pages)) {
-		zmi_bad_input("zm_store_put: bad argument (index %llu)",
+		zmi_bad_input("zm_store_put: no store or page, or index %llu beyond it",
 			     (unsigned long long)index);
 		return -EINVAL;
 	}
@@ -176,11 +173,8 @@ int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 	uint64_t h;
 	int rc;
 
-	if (zmi_unlikely(!s || !buf))
-		return -EINVAL;
-
 	if (zmi_unlikely(!s || !buf || index >= s->nr_pages)) {
-		zmi_bad_input("zm_store_get: bad argument (index %llu)",
+		zmi_bad_input("zm_store_get: no store or buffer, or index %llu beyond it",
 			     (unsigned long long)index);
 		return -EINVAL;
 	}

@@ -100,10 +100,8 @@ void zmi_slot_release(struct zm_store *s, uint32_t info)
 
 int zm_store_discard(struct zm_store *s, uint64_t index, uint64_t count)
 {
-	if (!s)
-		return -EINVAL;
 	if (!s || index > s->nr_pages || count > s->nr_pages - index) {
-		zmi_bad_input("zm_store_discard: range %llu+%llu beyond the store",
+		zmi_bad_input("zm_store_discard: no store, or range %llu+%llu beyond it",
 			     (unsigned long long)index, (unsigned long long)count);
 		return -EINVAL;
 	}
@@ -123,9 +121,6 @@ int zm_store_slot_info(struct zm_store *s, uint64_t index, unsigned *kind,
 {
 	uint32_t info;
 	uint64_t h = 0;
-
-	if (!s)
-		return -EINVAL;
 
 	if (!s || index >= s->nr_pages)
 		return -EINVAL;

@@ -223,9 +223,6 @@ int zm_store_check(struct zm_store *s)
 
 	if (!s)
 		return -EINVAL;
-
-	if (!s)
-		return -EINVAL;
 	for (uint64_t i = zmi_slot_next_touched(s, 0, s->nr_pages); i < s->nr_pages;
 	     i = zmi_slot_next_touched(s, i + 1, s->nr_pages)) {
 		uint32_t info = zmi_slot_lock(s, i);

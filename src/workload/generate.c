@@ -73,7 +73,7 @@ int zm_workload_kind_parse(const char *name, enum zm_workload_kind *kind)
 {
 	if (!name || !kind)
 		return -EINVAL;
-	for (size_t i = 0; name && i < sizeof(kind_names) / sizeof(kind_names[0]); i++)
+	for (size_t i = 0; i < sizeof(kind_names) / sizeof(kind_names[0]); i++)
 		if (!strcmp(name, kind_names[i])) {
 			*kind = (enum zm_workload_kind)i;
 			return 0;
@@ -260,10 +260,7 @@ int zm_workload_next(struct zm_workload *w, void *buf, size_t len)
 {
 	unsigned char *p = buf;
 
-	if (!w || !buf)
-		return -EINVAL;
-
-	if (!w || (!buf && len) || len % w->page_size)
+	if (!w || !buf || len % w->page_size)
 		return -EINVAL;
 	for (size_t off = 0; off < len; off += w->page_size) {
 		uint64_t i = w->st.pages;
