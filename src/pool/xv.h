@@ -43,7 +43,7 @@ _Static_assert(sizeof(uintptr_t) >= 8, "page records pack 64-bit fields");
 
 /* Block header, in the page before each block's payload: 8 bytes, so
  * that payloads stay 8-byte aligned.  word: bit 0 this block free, bit 1
- * the block before it free, bits 2..20 the tag of a live block (0 when
+ * the block before it free, bits 2..18 the tag of a live block (0 when
  * free), bits 21..31 a magic that every header carries. */
 struct xv_hdr {
 	uint16_t size;   /* payload bytes, a multiple of XV_ALIGN */
@@ -101,7 +101,7 @@ struct xv_lists {
 /* What the pool keeps in each of its pages' zm_page_meta:
  *   owner    the struct zm_pool (foreign handles are refused by it)
  *   priv[0]  kind (XV_PAGE_*) in bits 0..1; a raw page also keeps its
- *            object's tag in bits 8..26 and size in bits 32..
+ *            object's tag in bits 8..24 and size in bits 32..
  *   priv[1]  the pool's list of pages: next pfn << 32 | prev pfn */
 #define XV_PAGE_BLOCKS  1u      /* cut into blocks with in-page headers */
 #define XV_PAGE_RAW     2u      /* one object, header out of line */
@@ -171,8 +171,8 @@ static inline unsigned xv_end(unsigned off, const struct xv_hdr *h)
 	return off + XV_HDR + h->size;
 }
 
-/* Handles: pfn << 26 | tag << 13 | payload offset / 8, or for a raw page
- * pfn << 26 | tag << 13 (offset field 0: no block payload starts at 0).
+/* Handles: pfn << 30 | tag << 13 | payload offset / 8, or for a raw page
+ * pfn << 30 | tag << 13 (offset field 0: no block payload starts at 0).
  * The tag is never 0, so no handle is 0.  A handle stays below the pool
  * id's bits (pool_internal.h), so pfns are below 2^XV_H_PFN_BITS: the
  * pool refuses a larger page arena. */

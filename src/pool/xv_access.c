@@ -1,8 +1,8 @@
 /*
  * xvmalloc handles and access to objects: lookup, map/unmap, read/write.
  *
- * A handle is pfn << 32 | tag << 13 | payload offset / 8 (xv.h); the tag,
- * 19 bits, comes from a pool counter at each malloc and lives in the
+ * A handle is pfn << 30 | tag << 13 | payload offset / 8 (xv.h); the tag,
+ * 17 bits, comes from a pool counter at each malloc and lives in the
  * block's header (or, for a raw page, in the page's record) until free.
  * Lookup refuses a handle unless: its page is in range and owned by this
  * pool; the header before the payload carries the magic, is live and
@@ -10,7 +10,7 @@
  * agree (the next header points back at it and does not think it free,
  * the previous block ends where it starts).  A stale handle therefore
  * passes only if its offset again heads a live block whose tag came
- * around again (2^19 - 1 mallocs later) -- or if object data happens to
+ * around again (2^17 - 1 mallocs later) -- or if object data happens to
  * forge a header, its tag and a consistent neighbour.
  *
  * Objects never move and never span pages, so map returns a pointer into
