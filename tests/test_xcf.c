@@ -366,25 +366,46 @@ static void test_descriptors(void **st)
 	zm_pool_destroy(p);
 }
 
+/* Handles as the pool hands them out (pool_internal.h): the pool's id
+ * from bit ZMI_POOL_ID_SHIFT up, the backend's own handle below it. */
+static zm_handle_t id_of(zm_handle_t h) { return h & ~(ZMI_HANDLE_LIMIT - 1); }
+static zm_handle_t raw_of(zm_handle_t h) { return h & (ZMI_HANDLE_LIMIT - 1); }
+
+/* The handle p would give descriptor idx, with the generation it has now:
+ * only what the descriptor is tells it from a live object's. */
+static zm_handle_t desc_handle(struct zm_pool *p, zm_handle_t id, uint32_t idx)
+{
+	return id | xcf_handle(idx, xcf_desc(xcf_of(p), idx)->gen);
+}
+
 static void test_bad_handles(void **st)
 {
-	struct zm_pool *p = mk(0, 0);
-	zm_handle_t h = alloc(p, S(60)), sp = alloc(p, S(10)), gone, h2;
+	struct zm_pool *p = mk(0, 0), *q = mk(0, 0);
+	zm_handle_t h = alloc(p, S(60)), sp = alloc(p, S(10)), qh = alloc(q, 100), gone, h2;
+	zm_handle_t id = id_of(h);
 	struct piece second = at(p, sp, 1);
 	char buf[8192];
 
+	/* the two pools' first objects have the same backend handle: only
+	 * the pool id tells them apart */
+	assert_int_equal(raw_of(qh), raw_of(h));
+	assert_true(id_of(qh) != id);
 	/* not handles at all */
 	assert_int_equal(zm_pool_free(p, 0), -EINVAL);
-	assert_int_equal(zm_pool_free(p, 2), -EINVAL);
-	assert_int_equal(zm_pool_free(p, h ^ 1), -EINVAL);
-	assert_int_equal(zm_pool_free(p, h ^ 2), -EINVAL);           /* generation */
-	assert_int_equal(zm_pool_free(p, h + (1000ull << 32)), -EINVAL); /* index */
+	assert_int_equal(zm_pool_free(p, raw_of(h)), -EINVAL);          /* no pool id */
 	assert_int_equal(zm_pool_free(p, ~0ull), -EINVAL);
+	/* another pool's: its own handle, and this pool's with its id */
+	assert_int_equal(zm_pool_free(p, qh), -EINVAL);
+	assert_int_equal(zm_pool_free(p, id_of(qh) | raw_of(h)), -EINVAL);
+	/* this pool's id, a bad backend handle */
+	assert_int_equal(zm_pool_free(p, h ^ 1), -EINVAL);              /* bit 0 clear */
+	assert_int_equal(zm_pool_free(p, h ^ 2), -EINVAL);              /* generation */
+	assert_int_equal(zm_pool_free(p, id | xcf_handle(UINT32_MAX, 0)), -EINVAL); /* index */
 	/* descriptors that are not an object's first block */
-	assert_int_equal(zm_pool_free(p, xcf_handle(second.desc, 0)), -EINVAL);
-	assert_int_equal(zm_pool_read(p, xcf_handle(second.desc, 0), buf, 1), -EINVAL);
+	assert_int_equal(zm_pool_free(p, desc_handle(p, id, second.desc)), -EINVAL);
+	assert_int_equal(zm_pool_read(p, desc_handle(p, id, second.desc), buf, 1), -EINVAL);
 	/* a descriptor of a free block (the rest of the second page) */
-	assert_int_equal(zm_pool_free(p, xcf_handle(second.desc + 1, 0)), -EINVAL);
+	assert_int_equal(zm_pool_free(p, desc_handle(p, id, second.desc + 1)), -EINVAL);
 	/* too long */
 	assert_int_equal(zm_pool_read(p, h, buf, S(60) + 1), -EINVAL);
 	assert_int_equal(zm_pool_write(p, sp, buf, S(4) + S(7) + 1), -EINVAL);
@@ -398,15 +419,17 @@ static void test_bad_handles(void **st)
 	assert_int_equal(errno, EINVAL);
 	assert_int_equal(zm_pool_obj_size(p, gone), 0);
 	h2 = alloc(p, 100);                   /* the same descriptor again */
-	assert_int_equal(h2 >> XCF_H_IDX_SHIFT, gone >> XCF_H_IDX_SHIFT);
+	assert_int_equal(raw_of(h2) >> XCF_H_IDX_SHIFT, raw_of(gone) >> XCF_H_IDX_SHIFT);
 	assert_true(h2 != gone);
-	assert_int_equal(zm_pool_free(p, gone), -EINVAL);
+	assert_int_equal(zm_pool_free(p, gone), -EINVAL);               /* stale */
 	assert_int_equal(zm_pool_check(p), 0);
 	verify(p, h, S(60));
 	verify(p, sp, S(10));
 	verify(p, h2, 100);
-	release(p, h), release(p, sp), release(p, h2);
+	verify(q, qh, 100);
+	release(p, h), release(p, sp), release(p, h2), release(q, qh);
 	zm_pool_destroy(p);
+	zm_pool_destroy(q);
 }
 
 /* Out of pages between the two pieces: the first is given back. */

@@ -299,25 +299,62 @@ static void test_near_page(void **st)
 
 /* ---- bad handles ---- */
 
+/* Handles as the pool hands them out (pool_internal.h): the pool's id
+ * from bit ZMI_POOL_ID_SHIFT up, the backend's own handle (xv.h) below. */
+static zm_handle_t id_of(zm_handle_t h) { return h & ~(ZMI_HANDLE_LIMIT - 1); }
+static zm_handle_t raw_of(zm_handle_t h) { return h & (ZMI_HANDLE_LIMIT - 1); }
+
+static size_t arena_pages(struct zm_pages *pg)
+{
+	struct zm_pages_stats ps;
+
+	assert_int_equal(zm_pages_stats(pg, &ps), 0);
+	return ps.total_pages;
+}
+
 static void test_bad_handles(void **st)
 {
 	struct zm_pages *pg;
 	struct zm_pool *p = mk(&pg, PS), *q;
 	struct zm_pool_config qc = { .allocator = "xvmalloc", .pages = pg };
 	zm_handle_t a = get(p, 100), b = get(p, 100), r = get(p, PS), foreign, h2;
+	zm_handle_t id = id_of(a);
+	zm_handle_t pfn_all = (zm_handle_t)((1u << XV_H_PFN_BITS) - 1) << XV_H_PFN_SHIFT;
+	zm_handle_t tag_top = (zm_handle_t)1 << (XV_H_OFF_BITS + XV_TAG_BITS - 1);
+	struct xv_hdr forged;
 	char buf[PS];
 
 	assert_int_equal(zm_pool_create(&qc, &q), 0);
 	foreign = get(q, 100);
+	/* q's first object is where p's is in another page, with the same
+	 * tag: only the page (and the pool id) tell them apart */
+	assert_int_equal(raw_of(foreign) & ((1ull << XV_H_PFN_SHIFT) - 1),
+			 raw_of(a) & ((1ull << XV_H_PFN_SHIFT) - 1));
+	assert_true(xv_handle_pfn(foreign) != xv_handle_pfn(a));
+	/* a page no pool of this arena has */
+	assert_true(xv_handle_pfn(pfn_all) >= arena_pages(pg));
+	/* not handles at all */
 	assert_int_equal(zm_pool_free(p, 0), -EINVAL);
-	assert_int_equal(zm_pool_free(p, foreign), -EINVAL);          /* another pool's */
+	assert_int_equal(zm_pool_free(p, raw_of(a)), -EINVAL);        /* no pool id */
+	/* another pool's: its own handle, this pool's with its id, and its
+	 * own with this pool's id (a page of q's) */
+	assert_int_equal(zm_pool_free(p, foreign), -EINVAL);
+	assert_int_equal(zm_pool_free(p, id_of(foreign) | raw_of(a)), -EINVAL);
+	assert_int_equal(zm_pool_free(p, id | raw_of(foreign)), -EINVAL);
+	/* this pool's id, a bad backend handle */
+	assert_int_equal(zm_pool_free(p, a | pfn_all), -EINVAL);      /* wild page */
 	assert_int_equal(zm_pool_free(p, b ^ 1), -EINVAL);            /* inside a payload */
-	assert_int_equal(zm_pool_free(p, a ^ (1u << XV_H_OFF_BITS)), -EINVAL); /* tag */
+	assert_int_equal(zm_pool_free(p, a ^ tag_top), -EINVAL);      /* tag */
 	assert_int_equal(zm_pool_free(p, a & ~((zm_handle_t)XV_TAG_MASK << XV_H_OFF_BITS)),
 			 -EINVAL);                               /* tag 0 */
-	assert_int_equal(zm_pool_free(p, a | (zm_handle_t)0xFFFFF << 32), -EINVAL); /* pfn */
-	assert_int_equal(zm_pool_free(p, r | 1), -EINVAL);            /* raw page, offset */
+	assert_int_equal(zm_pool_free(p, r ^ tag_top), -EINVAL);      /* raw page, tag */
 	assert_int_equal(zm_pool_free(p, a & ~(zm_handle_t)XV_H_OFF_MASK), -EINVAL); /* as raw */
+	/* a raw page named as a block, its data a perfect block header */
+	forged.size = PS - XV_HDR;
+	forged.prev = XV_NO_PREV;
+	forged.word = xv_word(0, (unsigned)(r >> XV_H_OFF_BITS) & XV_TAG_MASK);
+	assert_int_equal(zm_pool_write(p, r, &forged, sizeof(forged)), 0);
+	assert_int_equal(zm_pool_free(p, r | 1), -EINVAL);
 	assert_int_equal(zm_pool_read(p, a, buf, 105), -EINVAL); /* past the slot */
 	assert_int_equal(zm_pool_read(p, a, buf, 104), 0);
 	errno = 0;
@@ -335,6 +372,7 @@ static void test_bad_handles(void **st)
 	put(p, r);
 	assert_int_equal(zm_pool_free(p, r), -EINVAL);                /* stale raw page */
 	put(p, b), put(p, h2);
+	assert_int_equal(zm_pool_check(q), 0);
 	assert_int_equal(zm_pool_free(q, foreign), 0);
 	zm_pool_destroy(q);
 	done(p, pg);
