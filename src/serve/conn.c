@@ -83,7 +83,7 @@ int conn_sock_recv(void *ctx, void *buf, size_t n)
 				continue;
 			if (timed && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 				if (wait_ready(c->fd, POLLIN, rx_deadline(c))) {
-					c->timed_out = true;
+					__atomic_store_n(&c->timed_out, true, __ATOMIC_RELAXED);
 					return -1;
 				}
 				continue;
@@ -117,7 +117,7 @@ int conn_sock_send(void *ctx, const struct iovec *iov, int n)
 				/* the whole reply within the time limit, however
 				 * the client trickles it out */
 				if (wait_ready(c->fd, POLLOUT, deadline)) {
-					c->timed_out = true;
+					__atomic_store_n(&c->timed_out, true, __ATOMIC_RELAXED);
 					return -1;
 				}
 				continue;

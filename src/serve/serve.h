@@ -114,7 +114,8 @@ struct nbd_conn {
 	unsigned rx_idle_s;       /* a payload may pause this long; 0: forever */
 	uint64_t tx_deadline_ns;  /* a reply sent in pieces ends by then; 0:
 				     each send gets the time limit */
-	bool timed_out;           /* a limit ended the connection */
+	bool timed_out;           /* a limit ended the connection (atomic: the
+				     reader and a worker may both set it) */
 	/* state */
 	pthread_mutex_t lock;     /* inflight */
 	pthread_cond_t idle;      /* inflight fell */

@@ -205,7 +205,7 @@ static void *conn_thread(void *arg)
 	} else {
 		serve_count(s, SC_HANDSHAKE_FAILS, 1);
 	}
-	if (c->timed_out)
+	if (__atomic_load_n(&c->timed_out, __ATOMIC_RELAXED))
 		serve_count(s, SC_TIMEOUTS, 1);
 	serve_scratch_free();
 	conn_buf_drop(c);  /* every job is done: give the memory back now */
