@@ -166,7 +166,8 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 		return -EINVAL;
 	}
 	zp->nshards = 1;
-	while (zp->nshards < ZS_MAX_SHARDS && zp->nshards < (unsigned)sysconf(_SC_NPROCESSORS_ONLN))
+	while (zp->page_size < ZS_SHARD_PAGE_MAX && zp->nshards < ZS_MAX_SHARDS &&
+	       zp->nshards < (unsigned)sysconf(_SC_NPROCESSORS_ONLN))
 		zp->nshards <<= 1;
 	while ((1u << zp->spacing_shift) < zp->spacing)
 		zp->spacing_shift++;

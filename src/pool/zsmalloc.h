@@ -80,6 +80,10 @@
 #define ZS_DEF_BORROW 0     /* measured: no gain at spacing 32 */
 #define ZS_DEF_POLICY ZM_COMPACT_RATIO /* measured: docs/compaction.md */
 #define ZS_MAX_SHARDS 8   /* class copies, at most; as many as CPUs */
+/* Pages this large or larger get one copy of each class: objects are few
+ * and large there, so each copy's partly used zspage costs more memory
+ * than its lock saves in time (docs/results/2026-12-01-nbd-vs-nbdkit.md) */
+#define ZS_SHARD_PAGE_MAX 16384
 #define ZS_MAX_PAGES  64
 #define ZS_GROUPS     11      /* fullness: 0 empty, 1..9 partial, 10 full */
 #define ZS_NONE       0xFFFFu /* end of a free chain */
