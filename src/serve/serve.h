@@ -190,6 +190,10 @@ void nbd_transmit(struct nbd_conn *c);
 
 /* ---- server.c ------------------------------------------------------- */
 
+/* zmem serve's page size with zstd unless --page-size says otherwise;
+ * 4096 with the other codecs.  Chosen by bench/nbd-vs-nbdkit. */
+#define SERVE_ZSTD_PAGE_SIZE 32768
+
 struct zmi_serve_config {
 	uint64_t size;            /* bytes */
 	const char *codec;        /* NULL = lz4 */

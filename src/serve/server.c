@@ -590,8 +590,9 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 	if (!activated)
 		serve_register(uri, ctlpath, entry, sizeof(entry));
 	if (cfg.verbose || (cfg.foreground && !cfg.run))
-		fprintf(stderr, "zmem serve: %s (%llu bytes, %s, %s)%s%s\n", uri,
-			(unsigned long long)cfg.size, cfg.codec ? cfg.codec : "lz4",
+		fprintf(stderr, "zmem serve: %s (%llu bytes, %zu-byte pages, %s, %s)%s%s\n", uri,
+			(unsigned long long)cfg.size, zm_store_page_size(s->store),
+			cfg.codec ? cfg.codec : "lz4",
 			cfg.allocator ? cfg.allocator : "zsmalloc", ctlpath[0] ? ", control " : "",
 			ctlpath);
 	if (ready < 0 && cfg.print_uri) {
