@@ -10,16 +10,13 @@
  * The servers run in this process with a short time limit
  * (zmi_serve_config.timeout_s), so the limits are seen in seconds.
  */
-#include <stdarg.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <cmocka.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <dirent.h>
 
 #include "nbdclient.h"
+#include "testutil.h"
 
 static uint64_t mono_ms(void)
 {
@@ -27,19 +24,6 @@ static uint64_t mono_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static size_t rss_bytes(void)
-{
-	unsigned long size = 0, res = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (!f)
-		return 0;
-	if (fscanf(f, "%lu %lu", &size, &res) != 2)
-		res = 0;
-	fclose(f);
-	return res * (size_t)sysconf(_SC_PAGESIZE);
 }
 
 /* A server counter, from the control socket's JSON report. */
@@ -189,7 +173,7 @@ static void test_unread_replies(void **state)
 	uint64_t t0;
 
 	assert_int_equal(test_server_start(&t, &cfg, "unread"), 0);
-	before = rss_bytes();
+	before = test_rss_bytes();
 	t0 = mono_ms();
 	for (int i = 0; i < READERS; i++) {
 		assert_int_equal(nc_connect(&r[i], t.path, i % 2), 0);
@@ -199,7 +183,7 @@ static void test_unread_replies(void **state)
 						    NULL, 0), 0);
 	}
 	usleep(1000000);
-	after = rss_bytes();
+	after = test_rss_bytes();
 	printf("%d clients asking %d x 32 MiB each, reading nothing: +%.1f MiB resident\n",
 	       READERS, ASKS, (double)(after - before) / 1048576);
 	/* a whole reply each would be 512 MiB and more */
