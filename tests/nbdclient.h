@@ -337,7 +337,7 @@ static inline int nc_read_chunks(struct nc *c, uint64_t ck, void *buf, uint64_t 
 			uint8_t o[8];
 			uint64_t at;
 
-			if (n < 8 || nc_recv(c, o, 8))
+			if (n <= 8 || nc_recv(c, o, 8))  /* no empty data chunks */
 				return -1;
 			at = get_be64(o);
 			if (at < off || at - off + (n - 8) > len ||

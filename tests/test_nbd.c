@@ -456,6 +456,48 @@ static void test_block_status_runs(void **state)
 	free(buf);
 }
 
+/* Reads longer than a piece leave as several data chunks; with DF (do not
+ * fragment) a read leaves in one chunk or gets EOVERFLOW, and up to 64 KiB
+ * it must leave whole. */
+static void test_read_pieces_and_df(void **state)
+{
+	enum { LEN = 1u << 20 };
+	struct nc c;
+	struct nc_chunk ch;
+	uint8_t *buf = malloc(LEN + 64), *back = malloc(LEN);
+	uint64_t base = 5u << 20;
+
+	assert_non_null(buf);
+	assert_non_null(back);
+	assert_int_equal(nc_connect(&c, path, true), 0);
+	for (unsigned i = 0; i < LEN; i++)
+		buf[i] = (uint8_t)(i / 4096 + i * 13);
+	assert_int_equal(nc_pwrite(&c, buf, base, LEN), 0);
+	/* plain: several chunks, together the data (nc_read_chunks checks) */
+	assert_int_equal(nc_pread(&c, back, base, LEN), 0);
+	assert_memory_equal(back, buf, LEN);
+	/* DF, 64 KiB: one chunk, flagged done */
+	assert_int_equal(nc_request(&c, NBD_CMD_READ, NBD_CMD_FLAG_DF, 61, base + 100, 65536, NULL,
+				    0), 0);
+	assert_int_equal(nc_chunk(&c, &ch, back, LEN), 0);
+	assert_int_equal(ch.type, NBD_REPLY_TYPE_OFFSET_DATA);
+	assert_true(ch.flags & NBD_REPLY_FLAG_DONE);
+	assert_int_equal(ch.len, 8 + 65536);
+	assert_int_equal(get_be64(back), base + 100);
+	assert_memory_equal(back + 8, buf + 100, 65536);
+	/* DF, 1 MiB: EOVERFLOW, and the connection goes on */
+	assert_int_equal(nc_request(&c, NBD_CMD_READ, NBD_CMD_FLAG_DF, 62, base, LEN, NULL, 0), 0);
+	assert_int_equal(nc_chunk(&c, &ch, back, LEN), 0);
+	assert_int_equal(ch.type, NBD_REPLY_TYPE_ERROR);
+	assert_int_equal(get_be32(back), NBD_EOVERFLOW);
+	assert_int_equal(nc_pread(&c, back, base, 4096), 0);
+	assert_memory_equal(back, buf, 4096);
+	nc_close(&c);
+	free(buf);
+	free(back);
+	good_check();
+}
+
 /* "base:" is a wildcard for LIST_META_CONTEXT, and selects nothing for
  * SET_META_CONTEXT; then block status is refused. */
 static void test_meta_context_namespace(void **state)
@@ -605,6 +647,7 @@ int main(void)
 		cmocka_unit_test(test_unaligned_io),
 		cmocka_unit_test(test_structured_and_block_status),
 		cmocka_unit_test(test_block_status_runs),
+		cmocka_unit_test(test_read_pieces_and_df),
 		cmocka_unit_test(test_meta_context_namespace),
 		cmocka_unit_test(test_fua_everywhere),
 		cmocka_unit_test(test_stalled_client),

@@ -69,6 +69,10 @@
  * holds at most this much of the budget, however long it is (nbdcopy's
  * requests, 256 KiB, leave in one piece). */
 #define READ_PIECE (256u << 10)
+/* A read with DF (do not fragment) leaves in one chunk; one longer than
+ * the piece the budget gives it gets EOVERFLOW, except up to this
+ * length, which the protocol requires a server to send whole. */
+#define DF_MIN (64u << 10)
 
 
 static __thread void *tl_scratch;
@@ -363,11 +367,21 @@ void serve_job_run(struct serve_job *j)
 	}
 	switch (j->type) {
 	case NBD_CMD_READ: {
-		/* a piece as large as the budget gave, else a page */
+		/* a piece as large as the budget gave, else a page; with DF
+		 * one piece, which the protocol asks up to DF_MIN at least */
 		size_t piece = j->charged ? j->charged : s->disk.page_size, cap;
-		uint8_t *buf = conn_buf_get(c, piece, &cap);
+		uint8_t *buf;
 
 		serve_count(s, SC_READS, 1);
+		if ((j->flags & NBD_CMD_FLAG_DF) && j->len > piece) {
+			if (j->len > DF_MIN) {
+				reply_error(c, j, NBD_EOVERFLOW);
+				job_done(j);
+				return;
+			}
+			piece = j->len;  /* outside the budget, like a page */
+		}
+		buf = conn_buf_get(c, piece, &cap);
 		rc = buf ? reply_read(c, j, buf, piece, page) : -ENOMEM;
 		if (rc)
 			reply_error(c, j, nbd_errno(rc));
@@ -527,7 +541,7 @@ void nbd_transmit(struct nbd_conn *c)
 		if (j->type == NBD_CMD_WRITE) {
 			j->data = conn_buf_get(c, j->len, &j->data_cap);
 			if (!j->data) {
-				j->offloaded = false;
+				/* (offloaded stays: job_done counts it out) */
 				if (conn_skip(c, j->len)) {
 					job_done(j);
 					break;
