@@ -254,6 +254,8 @@ struct zmi_server {
 	pthread_mutex_t qlock;
 	pthread_cond_t qcond;
 	struct serve_job *qhead, *qtail;
+	unsigned qlen;            /* jobs queued (qlock) */
+	unsigned idle;            /* workers waiting for a job (qlock) */
 	bool stopping;
 	pthread_t *workers;
 	unsigned nworkers;
@@ -290,9 +292,9 @@ void server_fini(struct zmi_server *s);
  * transmit.c); a request that finds no room does not wait for it but is
  * done in pieces through one page-sized buffer outside the budget, so no
  * client holding its share, stalled or not, can stop another's progress.
- * Memory for payloads is thus at most the budget plus a page a
- * connection.  With 64 MiB a connection, four clients at their limit
- * fit. */
+ * Memory for requests is thus at most the budget plus, a connection, a
+ * page (or a DF read of up to 64 KiB) and its buffer cache (CONN_BUF_BYTES).
+ * With 64 MiB a connection, four clients at their limit fit. */
 #define SERVE_PAYLOAD_BUDGET ((size_t)256 << 20)
 /* Take bytes for connection c if they fit the budget and c's share:
  * true, and c->budget_held grows; false, and nothing is taken. */
@@ -307,7 +309,9 @@ void server_budget_put(struct zmi_server *s, struct nbd_conn *c, size_t bytes);
  * too.  Between requests a client may be idle as long as it likes. */
 #define SERVE_TIMEOUT_S 30
 
-/* Queue a job for the workers, or run it here when there are none. */
+/* Queue a job for a worker that is free, or run it here when none is:
+ * a worker may be held by a client that does not take its reply (for up
+ * to the time limit), and no other client's write waits for that. */
 void server_submit(struct zmi_server *s, struct serve_job *job);
 void serve_job_run(struct serve_job *job);
 /* Free the calling thread's page buffer (at thread exit). */
@@ -331,6 +335,9 @@ void serve_not_ready(int ready_fd);
  * only if it is still that file.  0 or -1 (errno). */
 int serve_pidfile_write(const char *path, ino_t *ino);
 void serve_pidfile_remove(const char *path, ino_t ino);
+/* The registry's folder into dir, made if create: 0, or -1 (errno) when
+ * it is not a folder of the user's own that only they may write. */
+int serve_registry_dir(char *dir, size_t n, bool create);
 /* Add this server to the registry (entry gets the file's path) and take
  * it out.  0 or -1. */
 int serve_register(const char *uri, const char *ctl, char *entry, size_t n);

@@ -121,12 +121,14 @@ void server_fini(struct zmi_server *s)
 
 void server_submit(struct zmi_server *s, struct serve_job *job)
 {
-	if (!s->nworkers) {
+	job->next = NULL;
+	pthread_mutex_lock(&s->qlock);
+	if (s->idle <= s->qlen) {  /* every worker busy: run it here */
+		pthread_mutex_unlock(&s->qlock);
 		serve_job_run(job);
 		return;
 	}
-	job->next = NULL;
-	pthread_mutex_lock(&s->qlock);
+	s->qlen++;
 	if (s->qtail)
 		s->qtail->next = job;
 	else
@@ -147,9 +149,12 @@ static void *worker(void *arg)
 		if (!j) {
 			if (s->stopping)
 				break;
+			s->idle++;
 			pthread_cond_wait(&s->qcond, &s->qlock);
+			s->idle--;
 			continue;
 		}
+		s->qlen--;
 		s->qhead = j->next;
 		if (!s->qhead)
 			s->qtail = NULL;
