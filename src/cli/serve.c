@@ -433,8 +433,7 @@ int cmd_list(int argc, char **argv)
 			"disk size, codec, data stored, compressed, memory used, ratio.\n");
 		return strcmp(argv[1], "--help") ? 2 : 0;
 	}
-	serve_default_path(dir, sizeof(dir), ".d");
-	d = opendir(dir);
+	d = serve_registry_dir(dir, sizeof(dir), false) ? NULL : opendir(dir);
 	printf("%-40s %7s %7s %-8s %-9s %7s %7s %7s %6s\n", "URI", "PID", "DISKSIZE", "CODEC",
 	       "ALLOC", "DATA", "COMPR", "TOTAL", "RATIO");
 	while (d && (e = readdir(d))) {
@@ -461,8 +460,7 @@ int cmd_list(int argc, char **argv)
 		fclose(f);
 		uri[strcspn(uri, "\n")] = 0;
 		ctl[strcspn(ctl, "\n")] = 0;
-		mem = fmemopen(info, sizeof(info) - 1, "w");
-		if (!ctl[0] || !mem)
+		if (!ctl[0] || !(mem = fmemopen(info, sizeof(info) - 1, "w")))
 			continue;
 		if (control_send(ctl, "info", mem)) {
 			fclose(mem);

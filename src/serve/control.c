@@ -313,7 +313,7 @@ int control_send(const char *path, const char *line, FILE *out)
 	/* the data socket's name, or the control socket's own */
 	snprintf(ctl, sizeof(ctl), "%s.ctl", path);
 	fd = connect_unix(ctl);
-	if (fd < 0 && strlen(path) > 4 && !strcmp(path + strlen(path) - 4, ".ctl"))
+	if (fd < 0)  /* a control socket named by --control */
 		fd = connect_unix(path);
 	if (fd < 0) {
 		fprintf(stderr, "zmem: no server answers at %s (nor at %s): %s\n", path, ctl,
@@ -329,6 +329,12 @@ int control_send(const char *path, const char *line, FILE *out)
 		return 1;
 	}
 	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+		if (!got && n >= 8 && !memcmp(buf, "NBDMAGIC", 8)) {
+			fprintf(stderr, "zmem: %s is a server's NBD socket, and %s is not its "
+				"control socket (see its --control)\n", path, ctl);
+			close(fd);
+			return 1;
+		}
 		if (!got && n >= 6 && !strncmp(buf, "error:", 6))
 			err = true;
 		got += (size_t)n;

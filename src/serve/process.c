@@ -10,6 +10,9 @@
  * pid, holding its URI and its control socket's path; a server adds its
  * file once it listens and removes it first thing when it stops, and
  * readers skip files whose pid is gone (a server killed with SIGKILL).
+ * The folder must be the user's own, writable by no one else, and files
+ * are created without following links: in /tmp another user could
+ * otherwise make the server write, or zmem list remove, files of theirs.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -85,6 +88,23 @@ void serve_not_ready(int fd)
 
 /* ---- the pidfile ------------------------------------------------------ */
 
+/* A file created anew, for us: never through a link another user
+ * planted, never an existing file of someone else's. */
+static FILE *create_new(const char *path, mode_t mode)
+{
+	int fd;
+
+	unlink(path);
+	FILE *f;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	f = fd < 0 ? NULL : fdopen(fd, "w");
+	if (!f && fd >= 0)
+		close(fd);
+	return f;
+}
+
+
 int serve_pidfile_write(const char *path, ino_t *ino)
 {
 	char tmp[4200];
@@ -94,7 +114,7 @@ int serve_pidfile_write(const char *path, ino_t *ino)
 	/* through a new file renamed over the old: a reader never sees it
 	 * half written, and its inode is ours alone */
 	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
-	f = fopen(tmp, "w");
+	f = create_new(tmp, 0644);
 	if (!f)
 		return -1;
 	fprintf(f, "%d\n", (int)getpid());
@@ -119,16 +139,33 @@ void serve_pidfile_remove(const char *path, ino_t ino)
 
 /* ---- the registry ---------------------------------------------------- */
 
+int serve_registry_dir(char *dir, size_t n, bool create)
+{
+	struct stat st;
+
+	serve_default_path(dir, n, ".d");
+	if (create && mkdir(dir, 0700) && errno != EEXIST)
+		return -1;
+	/* in /tmp another user could have made it first, or a link to one
+	 * of ours: only a folder of our own that no one else may write */
+	if (lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+	    (st.st_mode & 077)) {
+		errno = EPERM;
+		return -1;
+	}
+	return 0;
+}
+
 int serve_register(const char *uri, const char *ctl, char *entry, size_t n)
 {
 	char dir[4096];
 	FILE *f;
 
-	serve_default_path(dir, sizeof(dir), ".d");
-	if (mkdir(dir, 0700) && errno != EEXIST)
+	entry[0] = 0;
+	if (serve_registry_dir(dir, sizeof(dir), true))
 		return -1;
 	snprintf(entry, n, "%s/%d", dir, (int)getpid());
-	f = fopen(entry, "w");
+	f = create_new(entry, 0600);
 	if (!f) {
 		entry[0] = 0;
 		return -1;
