@@ -90,12 +90,17 @@ static void test_trickled_handshake(void **state)
 
 		assert_int_equal(nc_recv(&c, greeting, sizeof(greeting)), 0);
 	}
+	/* client flags, then an INFO option with 1000 bytes of data, all a
+	 * byte every 300 ms: each read finishes well within the limit */
 	put_be32(opt, NBD_FLAG_C_FIXED_NEWSTYLE);
-	put_be64(opt + 4, NBD_IHAVEOPT);  /* then an option header, forever */
+	assert_int_equal(send(fd, opt, 4, MSG_NOSIGNAL), 4);
+	put_be64(opt, NBD_IHAVEOPT);
+	put_be32(opt + 8, NBD_OPT_INFO);
+	put_be32(opt + 12, 1000);
 	for (i = 0; i < 40 && !closed; i++) {
-		uint8_t b;
+		uint8_t b, z = 0;
 
-		if (send(fd, opt + (i % 12), 1, MSG_NOSIGNAL) != 1)
+		if (send(fd, i < 16 ? opt + i : &z, 1, MSG_NOSIGNAL) != 1)
 			closed = true;
 		usleep(300000);
 		closed = closed || recv(fd, &b, 1, MSG_DONTWAIT) == 0;
@@ -103,7 +108,7 @@ static void test_trickled_handshake(void **state)
 	t0 = mono_ms() - t0;
 	printf("trickling client dropped after %.1f s (limit 2 s)\n", (double)t0 / 1000);
 	assert_true(closed);
-	assert_true(t0 >= 1900 && t0 < 8000);
+	assert_true(t0 >= 1900 && t0 < 4000);
 	assert_true(counter_reaches(&t, "timeouts", 1, 2000));
 	close(fd);
 	assert_int_equal(test_server_stop(&t), 0);
@@ -168,7 +173,7 @@ static void test_unread_replies(void **state)
 	enum { READERS = 16, ASKS = 4 };
 	struct test_server t;
 	struct zmi_serve_config cfg = { .size = 256u << 20, .threads = 2, .timeout_s = 3 };
-	struct nc r[READERS];
+	struct nc r[READERS], slow;
 	size_t before, after;
 	uint64_t t0;
 
@@ -182,17 +187,35 @@ static void test_unread_replies(void **state)
 						    (uint64_t)k * NBD_MAX_PAYLOAD, NBD_MAX_PAYLOAD,
 						    NULL, 0), 0);
 	}
-	usleep(1000000);
+	/* and one that takes its reply a byte every 100 ms: the limit is on
+	 * the whole reply, so this one goes at the limit too */
+	assert_int_equal(nc_connect(&slow, t.path, false), 0);
+	assert_int_equal(nc_request(&slow, NBD_CMD_READ, 0, 9, 0, NBD_MAX_PAYLOAD, NULL, 0), 0);
+	for (int k = 0; k < 10; k++) {
+		uint8_t b;
+
+		usleep(100000);
+		(void)!recv(slow.fd, &b, 1, MSG_DONTWAIT);
+	}
 	after = test_rss_bytes();
 	printf("%d clients asking %d x 32 MiB each, reading nothing: +%.1f MiB resident\n",
 	       READERS, ASKS, (double)(after - before) / 1048576);
 	/* a whole reply each would be 512 MiB and more */
 	assert_true(after < before + (64u << 20));
-	assert_true(counter_reaches(&t, "timeouts", READERS, 15000));
+	for (int k = 0; k < 40 && counter(&t, "timeouts") < READERS + 1; k++) {
+		uint8_t b;
+
+		usleep(100000);
+		(void)!recv(slow.fd, &b, 1, MSG_DONTWAIT);
+	}
+	assert_true(counter_reaches(&t, "timeouts", READERS + 1, 15000));
 	t0 = mono_ms() - t0;
-	printf("all dropped %.1f s after asking (limit 3 s)\n", (double)t0 / 1000);
+	printf("all dropped %.1f s after asking (limit 3 s), the slow reader too\n",
+	       (double)t0 / 1000);
+	assert_true(t0 < 6000);
 	for (int i = 0; i < READERS; i++)
 		nc_close(&r[i]);
+	nc_close(&slow);
 	assert_int_equal(test_server_stop(&t), 0);
 }
 
@@ -221,6 +244,8 @@ static void test_sigterm_answers_requests(void **state)
 					    LEN), 0);
 	}
 	usleep(100000);  /* every payload received; the writes are compressing */
+	/* still compressing when told to stop, or the test proves nothing */
+	assert_true(counter(&t, "bytes_written") < (long long)CLIENTS * LEN);
 	pthread_kill(t.thread, SIGTERM);
 	for (int i = 0; i < CLIENTS; i++) {
 		struct timeval rt = { 30, 0 };
