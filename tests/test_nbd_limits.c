@@ -164,6 +164,49 @@ static void test_stalled_writers(void **state)
 	free(back);
 }
 
+/* Two clients each send a slow write (zstd -19, 1 MiB), which goes to a
+ * worker, then a 32 MiB read, and take nothing: the read's reply fills
+ * the socket holding the connection's send lock, and the worker waits on
+ * it to reply to the write, up to the time limit.  Both workers are held
+ * so; a third client's large write must not wait for them. */
+static void test_held_workers(void **state)
+{
+	enum { LEN = 1u << 20 };
+	struct test_server t;
+	struct zmi_serve_config cfg = { .size = 64u << 20, .threads = 2, .timeout_s = 10,
+					.codec = "zstd:19" };
+	struct nc bad[2], good;
+	uint8_t *buf = malloc(LEN);
+	uint64_t x = 99, t0;
+
+	assert_non_null(buf);
+	for (unsigned i = 0; i < LEN; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		buf[i] = (uint8_t)("etaoin shrdlu cmfwyp"[x % 20]);
+	}
+	assert_int_equal(test_server_start(&t, &cfg, "held"), 0);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(nc_connect(&bad[i], t.path, false), 0);
+		assert_int_equal(nc_request(&bad[i], NBD_CMD_WRITE, 0, 1, (uint64_t)i * LEN, LEN, buf,
+					    LEN), 0);
+		assert_int_equal(nc_request(&bad[i], NBD_CMD_READ, 0, 2, 32u << 20, NBD_MAX_PAYLOAD,
+					    NULL, 0), 0);
+	}
+	usleep(1500000);  /* the slow writes done, their workers waiting */
+	assert_int_equal(nc_connect(&good, t.path, false), 0);
+	t0 = mono_ms();
+	assert_int_equal(nc_pwrite(&good, buf, 8u << 20, LEN), 0);
+	t0 = mono_ms() - t0;
+	printf("a 1 MiB write beside 2 clients holding the workers: %llu ms (limit 10 s)\n",
+	       (unsigned long long)t0);
+	assert_true(t0 < 6000);
+	nc_close(&good);
+	for (int i = 0; i < 2; i++)
+		nc_close(&bad[i]);
+	assert_int_equal(test_server_stop(&t), 0);
+	free(buf);
+}
+
 /* Clients that ask for 32 MiB reads and never read the replies: each
  * holds one piece of a reply (256 KiB), not the whole of it, and is
  * dropped when the reply has not left within the time limit, however the
@@ -333,6 +376,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_trickled_handshake),
 		cmocka_unit_test(test_stalled_writers),
+		cmocka_unit_test(test_held_workers),
 		cmocka_unit_test(test_unread_replies),
 		cmocka_unit_test(test_sigterm_answers_requests),
 		cmocka_unit_test(test_tcp_nodelay),

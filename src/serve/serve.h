@@ -256,6 +256,9 @@ struct zmi_server {
 	struct serve_job *qhead, *qtail;
 	unsigned qlen;            /* jobs queued (qlock) */
 	unsigned idle;            /* workers waiting for a job (qlock) */
+	uint64_t *send_since;     /* per worker: when its reply's send began,
+				     0 when not in one (atomic) */
+	unsigned worker_ids;      /* handed to workers as they start (atomic) */
 	bool stopping;
 	pthread_t *workers;
 	unsigned nworkers;
@@ -309,10 +312,18 @@ void server_budget_put(struct zmi_server *s, struct nbd_conn *c, size_t bytes);
  * too.  Between requests a client may be idle as long as it likes. */
 #define SERVE_TIMEOUT_S 30
 
-/* Queue a job for a worker that is free, or run it here when none is:
- * a worker may be held by a client that does not take its reply (for up
- * to the time limit), and no other client's write waits for that. */
+/* Queue a job for the workers, or run it here when there are none, or
+ * when some are held in a send (a client that does not take its reply
+ * holds its worker up to the time limit) and the others have a job queued
+ * each already: no client's write waits for a worker another client
+ * holds. */
 void server_submit(struct zmi_server *s, struct serve_job *job);
+/* A worker in a send this long is taken to be held by its client. */
+#define SEND_STUCK_NS 2000000ull
+/* Around a reply's send: marks the calling worker as sending (nothing
+ * for other threads). */
+void serve_send_begin(void);
+void serve_send_end(void);
 void serve_job_run(struct serve_job *job);
 /* Free the calling thread's page buffer (at thread exit). */
 void serve_scratch_free(void);

@@ -119,11 +119,47 @@ void server_fini(struct zmi_server *s)
 
 /* ---- the worker pool ------------------------------------------------- */
 
+/* A worker's reply can wait on its client for up to the time limit.  The
+ * time each worker's send began (0: not sending), so that a job is not
+ * queued behind workers that a client holds. */
+static __thread uint64_t *tl_send_since;
+
+void serve_send_begin(void)
+{
+	if (tl_send_since)
+		__atomic_store_n(tl_send_since, serve_now_ns(), __ATOMIC_RELAXED);
+}
+
+void serve_send_end(void)
+{
+	if (tl_send_since)
+		__atomic_store_n(tl_send_since, 0, __ATOMIC_RELAXED);
+}
+
+/* Workers in a send for longer than SEND_STUCK_NS. */
+static unsigned workers_stuck(struct zmi_server *s)
+{
+	uint64_t now = 0;
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < s->nworkers; i++) {
+		uint64_t t = __atomic_load_n(&s->send_since[i], __ATOMIC_RELAXED);
+
+		if (t && !now)
+			now = serve_now_ns();
+		n += t && now - t > SEND_STUCK_NS;
+	}
+	return n;
+}
+
 void server_submit(struct zmi_server *s, struct serve_job *job)
 {
+	unsigned stuck = workers_stuck(s);
+
 	job->next = NULL;
 	pthread_mutex_lock(&s->qlock);
-	if (s->idle <= s->qlen) {  /* every worker busy: run it here */
+	if (!s->nworkers || (stuck && s->qlen >= s->nworkers - stuck)) {
+		/* no worker, or the free ones have work enough: run it here */
 		pthread_mutex_unlock(&s->qlock);
 		serve_job_run(job);
 		return;
@@ -142,6 +178,7 @@ static void *worker(void *arg)
 {
 	struct zmi_server *s = arg;
 
+	tl_send_since = &s->send_since[__atomic_fetch_add(&s->worker_ids, 1, __ATOMIC_RELAXED)];
 	pthread_mutex_lock(&s->qlock);
 	for (;;) {
 		struct serve_job *j = s->qhead;
@@ -172,7 +209,8 @@ static int workers_start(struct zmi_server *s)
 	if (!s->cfg.threads)
 		return 0;
 	s->workers = calloc(s->cfg.threads, sizeof(pthread_t));
-	if (!s->workers)
+	s->send_since = calloc(s->cfg.threads, sizeof(uint64_t));
+	if (!s->workers || !s->send_since)
 		return -ENOMEM;
 	for (unsigned i = 0; i < s->cfg.threads; i++) {
 		if (pthread_create(&s->workers[i], NULL, worker, s))
@@ -191,7 +229,9 @@ static void workers_stop(struct zmi_server *s)
 	for (unsigned i = 0; i < s->nworkers; i++)
 		pthread_join(s->workers[i], NULL);
 	free(s->workers);
+	free(s->send_since);
 	s->workers = NULL;
+	s->send_since = NULL;
 	s->nworkers = 0;
 }
 

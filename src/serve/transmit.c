@@ -108,6 +108,7 @@ static uint32_t nbd_errno(int rc)
 
 static void send_locked(struct nbd_conn *c, struct iovec *v, int n)
 {
+	serve_send_begin();
 	pthread_mutex_lock(&c->send_lock);
 	if (!c->dead && c->io.send(c->io.ctx, v, n)) {
 		/* gone, or not reading within the time limit: end the
@@ -117,6 +118,7 @@ static void send_locked(struct nbd_conn *c, struct iovec *v, int n)
 			shutdown(c->fd, SHUT_RDWR);
 	}
 	pthread_mutex_unlock(&c->send_lock);
+	serve_send_end();
 }
 
 static void reply_simple(struct nbd_conn *c, uint64_t cookie, uint32_t err, const void *data,
