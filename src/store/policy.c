@@ -64,7 +64,13 @@ int zmi_limit_check(struct zm_store *s, size_t size)
 {
 	uint64_t limit = __atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED);
 
+	int64_t used;
+
 	if (!limit)
 		return 0;
-	return zmi_counter_sum(s, C_COMPR) + size > limit ? -ENOSPC : 0;
+	/* the stripes are read one by one, not as a snapshot: an object
+	 * counted out on one stripe before it is seen counted in on another
+	 * can make the sum "negative" for a moment */
+	used = (int64_t)zmi_counter_sum(s, C_COMPR);
+	return (uint64_t)(used > 0 ? used : 0) + size > limit ? -ENOSPC : 0;
 }
