@@ -476,6 +476,8 @@ static void test_read_pieces_and_df(void **state)
 	/* plain: several chunks, together the data (nc_read_chunks checks) */
 	assert_int_equal(nc_pread(&c, back, base, LEN), 0);
 	assert_memory_equal(back, buf, LEN);
+	assert_int_equal(nc_pread(&c, back, base + 100, LEN - 300), 0);  /* unaligned */
+	assert_memory_equal(back, buf + 100, LEN - 300);
 	/* DF, 64 KiB: one chunk, flagged done */
 	assert_int_equal(nc_request(&c, NBD_CMD_READ, NBD_CMD_FLAG_DF, 61, base + 100, 65536, NULL,
 				    0), 0);

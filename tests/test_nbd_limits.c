@@ -114,6 +114,39 @@ static void test_trickled_handshake(void **state)
 	assert_int_equal(test_server_stop(&t), 0);
 }
 
+/* A request header begun and not finished holds a reader and one of the
+ * connections: it must come whole within the limit, though a client may
+ * be idle between requests as long as it likes. */
+static void test_partial_header(void **state)
+{
+	struct test_server t;
+	struct zmi_serve_config cfg = { .size = 1u << 20, .threads = 1, .timeout_s = 2 };
+	struct nc idle, part;
+	uint8_t h[NBD_REQUEST_SIZE] = { 0 };
+	uint64_t t0;
+
+	assert_int_equal(test_server_start(&t, &cfg, "part"), 0);
+	assert_int_equal(nc_connect(&idle, t.path, false), 0);
+	assert_int_equal(nc_connect(&part, t.path, false), 0);
+	put_be32(h, NBD_REQUEST_MAGIC);
+	t0 = mono_ms();
+	assert_int_equal(nc_send(&part, h, 10), 0);
+	assert_true(nc_closed(&part));  /* waits up to 5 s */
+	t0 = mono_ms() - t0;
+	printf("a header stopped after 10 bytes: dropped after %.1f s (limit 2 s)\n",
+	       (double)t0 / 1000);
+	assert_true(t0 >= 1900 && t0 < 4000);
+	/* the idle one, silent all along, is still served */
+	{
+		uint8_t b[512];
+
+		assert_int_equal(nc_pread(&idle, b, 0, sizeof(b)), 0);
+	}
+	nc_close(&part);
+	nc_close(&idle);
+	assert_int_equal(test_server_stop(&t), 0);
+}
+
 /* Eight clients each start a 32 MiB write, send one byte of it and stop:
  * between them they hold the whole payload budget.  A ninth client's
  * writes and reads must still go through at once (done in pieces,
@@ -375,6 +408,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_trickled_handshake),
+		cmocka_unit_test(test_partial_header),
 		cmocka_unit_test(test_stalled_writers),
 		cmocka_unit_test(test_held_workers),
 		cmocka_unit_test(test_unread_replies),

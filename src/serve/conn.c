@@ -7,8 +7,9 @@
  * call, so a client trickling a byte at a time cannot stretch them: a
  * reply must leave within the time limit (or by tx_deadline_ns, for a
  * reply sent in pieces), the handshake must end by rx_deadline_ns, and a
- * request's payload may pause at most rx_idle_s.  Without a limit a read
- * is one plain blocking recv, as before limits existed.
+ * request's payload may pause at most rx_idle_s, and a request header
+ * once begun at most rx_rest_idle_s.  Without a limit a read is one
+ * plain blocking recv, as before limits existed.
  */
 #include <errno.h>
 #include <poll.h>
@@ -41,7 +42,9 @@ static int wait_ready(int fd, short events, uint64_t deadline)
 
 			if (now >= deadline)
 				return -1;
-			ms = (int)((deadline - now + 999999) / 1000000);
+			uint64_t left = (deadline - now + 999999) / 1000000;
+
+			ms = left > 1000000000 ? 1000000000 : (int)left;
 		}
 		r = poll(&pf, 1, ms);
 		if (r > 0)
@@ -53,12 +56,12 @@ static int wait_ready(int fd, short events, uint64_t deadline)
 
 /* The earlier of the connection's receive deadline and its idle limit
  * from now; 0 for none. */
-static uint64_t rx_deadline(const struct nbd_conn *c)
+static uint64_t rx_deadline(const struct nbd_conn *c, unsigned idle_s)
 {
 	uint64_t d = c->rx_deadline_ns;
 
-	if (c->rx_idle_s) {
-		uint64_t idle = serve_now_ns() + (uint64_t)c->rx_idle_s * 1000000000ull;
+	if (idle_s) {
+		uint64_t idle = serve_now_ns() + (uint64_t)idle_s * 1000000000ull;
 
 		d = d && d < idle ? d : idle;
 	}
@@ -68,10 +71,16 @@ static uint64_t rx_deadline(const struct nbd_conn *c)
 int conn_sock_recv(void *ctx, void *buf, size_t n)
 {
 	struct nbd_conn *c = ctx;
-	bool timed = c->rx_deadline_ns || c->rx_idle_s;
+	unsigned idle_s = c->rx_idle_s;
+	bool timed = c->rx_deadline_ns || idle_s;
 	uint8_t *p = buf;
 
 	while (n) {
+		if (p != buf && !idle_s && c->rx_rest_idle_s) {
+			/* the first bytes came: the rest may not pause longer */
+			idle_s = c->rx_rest_idle_s;
+			timed = true;
+		}
 		/* without a limit a plain blocking read; with one, read what
 		 * is there and wait for the rest no longer than the limit */
 		ssize_t r = recv(c->fd, p, n, timed ? MSG_DONTWAIT : 0);
@@ -82,7 +91,7 @@ int conn_sock_recv(void *ctx, void *buf, size_t n)
 			if (errno == EINTR)
 				continue;
 			if (timed && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-				if (wait_ready(c->fd, POLLIN, rx_deadline(c))) {
+				if (wait_ready(c->fd, POLLIN, rx_deadline(c, idle_s))) {
 					__atomic_store_n(&c->timed_out, true, __ATOMIC_RELAXED);
 					return -1;
 				}

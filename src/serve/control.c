@@ -120,16 +120,34 @@ static void report_text(struct zmi_server *s, FILE *f)
 			(unsigned long long)__atomic_load_n(&s->counter[i], __ATOMIC_RELAXED));
 }
 
+/* A JSON string: quotes, backslashes and control characters escaped (a
+ * socket path may hold any of them). */
+static void json_str(FILE *f, const char *str)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)str; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
 /* One line of JSON for zmem list. */
 static void report_info(struct zmi_server *s, FILE *f)
 {
 	struct zm_store_stats st;
 
 	zm_store_stats(s->store, &st);
-	fprintf(f, "{\"uri\": \"%s\", \"pid\": %d, \"size\": %llu, \"page_size\": %zu, "
+	fputs("{\"uri\": ", f);
+	json_str(f, s->uri);
+	fprintf(f, ", \"pid\": %d, \"size\": %llu, \"page_size\": %zu, "
 		   "\"codec\": \"%s\", \"allocator\": \"%s\", \"orig_data_size\": %llu, "
 		   "\"compr_data_size\": %llu, \"mem_used_total\": %llu, \"mem_limit\": %llu}\n",
-		s->uri, (int)getpid(), (unsigned long long)s->disk.size, st.page_size,
+		(int)getpid(), (unsigned long long)s->disk.size, st.page_size,
 		s->cfg.codec ? s->cfg.codec : "lz4", zm_pool_backend(zm_store_pool(s->store)),
 		(unsigned long long)st.orig_data_size, (unsigned long long)st.compr_data_size,
 		(unsigned long long)st.mem_used_total, (unsigned long long)st.mem_limit);

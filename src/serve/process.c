@@ -198,11 +198,12 @@ static int ours(const char *e)
 	return 0;
 }
 
-pid_t serve_run_captive(const char *cmd, const char *uri, const char *sock, int port,
-			const sigset_t *blocked)
+pid_t serve_run_captive(const char *cmd, const char *uri, const char *sock, const char *host,
+			int port, const sigset_t *blocked)
 {
 	extern char **environ;
 	char v_uri[4200], v_nbd[4200], v_sock[4200], v_port[32], **envp;
+	bool v6 = !sock && strchr(host, ':');
 	size_t n = 0, k = 0;
 	pid_t pid;
 
@@ -213,7 +214,8 @@ pid_t serve_run_captive(const char *cmd, const char *uri, const char *sock, int 
 		snprintf(v_nbd, sizeof(v_nbd), "nbd=nbd:unix:%s", sock);
 		snprintf(v_sock, sizeof(v_sock), "socket=%s", sock);
 	} else {
-		snprintf(v_nbd, sizeof(v_nbd), "nbd=nbd:localhost:%d", port);
+		snprintf(v_nbd, sizeof(v_nbd), "nbd=nbd:%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "",
+			 port);
 		snprintf(v_port, sizeof(v_port), "port=%d", port);
 	}
 	while (environ[n])

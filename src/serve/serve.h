@@ -112,6 +112,8 @@ struct nbd_conn {
 	 * tx_deadline_ns under send_lock */
 	uint64_t rx_deadline_ns;  /* the handshake must end by then; 0: none */
 	unsigned rx_idle_s;       /* a payload may pause this long; 0: forever */
+	unsigned rx_rest_idle_s;  /* once a read has begun, the rest may pause
+				     this long (a request header); 0: forever */
 	uint64_t tx_deadline_ns;  /* a reply sent in pieces ends by then; 0:
 				     each send gets the time limit */
 	bool timed_out;           /* a limit ended the connection (atomic: the
@@ -267,6 +269,7 @@ struct zmi_server {
 	size_t budget_used;
 	/* connections */
 	pthread_mutex_t lock;
+	bool stopping_conns;      /* readers take no new request (atomic) */
 	struct nbd_conn *conns;
 	unsigned next_id;
 	/* what zmem list and ctl show; set before the control thread starts */
@@ -353,10 +356,11 @@ int serve_registry_dir(char *dir, size_t n, bool create);
  * it out.  0 or -1. */
 int serve_register(const char *uri, const char *ctl, char *entry, size_t n);
 void serve_unregister(const char *entry);
-/* Run cmd with sh -c, $uri, $nbd and $socket or $port set, the signals in
- * blocked unblocked.  The child's pid, or -1. */
-pid_t serve_run_captive(const char *cmd, const char *uri, const char *sock, int port,
-			const sigset_t *blocked);
+/* Run cmd with sh -c, $uri, $nbd (qemu's nbd:unix:SOCK or nbd:HOST:PORT)
+ * and $socket or $port set, the signals in blocked unblocked.  The
+ * child's pid, or -1. */
+pid_t serve_run_captive(const char *cmd, const char *uri, const char *sock, const char *host,
+			int port, const sigset_t *blocked);
 
 /* ---- control.c ------------------------------------------------------ */
 

@@ -299,6 +299,7 @@ static void conns_drain(struct zmi_server *s)
 	uint64_t deadline = serve_now_ns() + DRAIN_S * 1000000000ull;
 	bool left = true;
 
+	__atomic_store_n(&s->stopping_conns, true, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&s->lock);
 	for (struct nbd_conn *c = s->conns; c; c = c->next)
 		shutdown(c->fd, SHUT_RD);  /* the reader sees EOF; replies still go */
@@ -585,12 +586,15 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 	 * a child keeps only the thread that forked */
 	if (!cfg.foreground && serve_detach(&ready)) {
 		fprintf(stderr, "zmem serve: fork: %s\n", strerror(errno));
-		return 1;
+		goto out_names;
 	}
 	if (cfg.exit_with_parent) {
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (getppid() == 1)  /* the parent left before the line above */
-			return 0;
+		if (getppid() == 1) {  /* the parent left before the line above */
+			s = NULL;
+			status = 0;
+			goto out_names;
+		}
 	}
 	/* request buffers above 128 KiB are mmapped and unmapped on free:
 	 * glibc's sliding threshold would otherwise keep a big client's
@@ -661,8 +665,8 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 		ready = -1;
 	}
 	if (cfg.run) {
-		captive = serve_run_captive(cfg.run, uri, sockpath[0] ? sockpath : NULL, cfg.port,
-					    &mask);
+		captive = serve_run_captive(cfg.run, uri, sockpath[0] ? sockpath : NULL,
+					    cfg.bind ? cfg.bind : "localhost", cfg.port, &mask);
 		if (captive < 0)
 			fprintf(stderr, "zmem serve: cannot run '%s': %s\n", cfg.run,
 				strerror(errno));

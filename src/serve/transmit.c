@@ -176,7 +176,14 @@ static int reply_read(struct nbd_conn *c, const struct serve_job *j, uint8_t *bu
 {
 	struct zmi_disk *d = &c->srv->disk;
 	uint32_t done = 0, n = j->len < piece ? j->len : (uint32_t)piece;
-	int rc = disk_read(d, j->offset, n, buf, page);
+	size_t mis = j->offset & (d->page_size - 1);
+	int rc;
+
+	/* in pieces (never with DF, which has one): the first ends on a page
+	 * boundary, so that no page is decompressed for two pieces */
+	if (n < j->len && mis && !(j->flags & NBD_CMD_FLAG_DF))
+		n = (uint32_t)(piece - mis);
+	rc = disk_read(d, j->offset, n, buf, page);
 
 	if (rc)
 		return rc;
@@ -490,9 +497,14 @@ void nbd_transmit(struct nbd_conn *c)
 		struct serve_job *j;
 		uint32_t err;
 
-		c->rx_idle_s = 0;  /* idle between requests as long as it likes */
-		if (c->io.recv(c->io.ctx, h, sizeof(h)))
-			break;  /* the client left */
+		/* idle between requests as long as it likes, but a header once
+		 * begun comes whole within the limit */
+		c->rx_idle_s = 0;
+		c->rx_rest_idle_s = s->cfg.timeout_s;
+		if (__atomic_load_n(&s->stopping_conns, __ATOMIC_RELAXED) ||
+		    c->io.recv(c->io.ctx, h, sizeof(h)))
+			break;  /* the client left, or the server stops */
+		c->rx_rest_idle_s = 0;
 		if (get_be32(h) != NBD_REQUEST_MAGIC) {
 			serve_count(s, SC_PROTOCOL_ERRORS, 1);
 			break;
