@@ -147,6 +147,36 @@ static void test_partial_header(void **state)
 	assert_int_equal(test_server_stop(&t), 0);
 }
 
+/* A payload trickled a byte every 400 ms never pauses for the limit, but
+ * it is not in by the deadline: dropped, though each pause is short. */
+static void test_trickled_payload(void **state)
+{
+	struct test_server t;
+	struct zmi_serve_config cfg = { .size = 4u << 20, .threads = 1, .timeout_s = 2 };
+	struct nc c;
+	uint64_t t0;
+	bool closed = false;
+
+	assert_int_equal(test_server_start(&t, &cfg, "drip"), 0);
+	assert_int_equal(nc_connect(&c, t.path, false), 0);
+	t0 = mono_ms();
+	assert_int_equal(nc_request(&c, NBD_CMD_WRITE, 0, 3, 0, 1u << 20, "z", 1), 0);
+	for (int i = 0; i < 40 && !closed; i++) {
+		uint8_t b;
+
+		usleep(400000);
+		closed = send(c.fd, "z", 1, MSG_NOSIGNAL) != 1 ||
+			 recv(c.fd, &b, 1, MSG_DONTWAIT) == 0;
+	}
+	t0 = mono_ms() - t0;
+	printf("a payload trickled a byte every 400 ms: dropped after %.1f s (limit 2 s)\n",
+	       (double)t0 / 1000);
+	assert_true(closed);
+	assert_true(t0 >= 1900 && t0 < 4000);
+	nc_close(&c);
+	assert_int_equal(test_server_stop(&t), 0);
+}
+
 /* Eight clients each start a 32 MiB write, send one byte of it and stop:
  * between them they hold the whole payload budget.  A ninth client's
  * writes and reads must still go through at once (done in pieces,
@@ -409,6 +439,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_trickled_handshake),
 		cmocka_unit_test(test_partial_header),
+		cmocka_unit_test(test_trickled_payload),
 		cmocka_unit_test(test_stalled_writers),
 		cmocka_unit_test(test_held_workers),
 		cmocka_unit_test(test_unread_replies),

@@ -6,10 +6,12 @@
  * Time limits are deadlines on the whole exchange, not on each system
  * call, so a client trickling a byte at a time cannot stretch them: a
  * reply must leave within the time limit (or by tx_deadline_ns, for a
- * reply sent in pieces), the handshake must end by rx_deadline_ns, and a
- * request's payload may pause at most rx_idle_s, and a request header
- * once begun at most rx_rest_idle_s.  Without a limit a read is one
- * plain blocking recv, as before limits existed.
+ * reply sent in pieces), the handshake and a write's payload must be in
+ * by rx_deadline_ns; a payload may also pause at most rx_idle_s, and a
+ * request header once begun at most rx_rest_idle_s.  Each deadline moves
+ * a second later for every SERVE_MIN_RATE bytes that get through, so
+ * that a slow but steady link is not cut off mid-transfer.  Without a
+ * limit a read is one plain blocking recv, as before limits existed.
  */
 #include <errno.h>
 #include <poll.h>
@@ -52,6 +54,12 @@ static int wait_ready(int fd, short events, uint64_t deadline)
 		if (r < 0 && errno != EINTR)
 			return -1;
 	}
+}
+
+/* How much later a deadline moves for n bytes that got through. */
+static inline uint64_t credit(size_t n)
+{
+	return (uint64_t)n * 1000000000ull / SERVE_MIN_RATE;
 }
 
 /* The earlier of the connection's receive deadline and its idle limit
@@ -99,6 +107,8 @@ int conn_sock_recv(void *ctx, void *buf, size_t n)
 			}
 			return -1;
 		}
+		if (c->rx_deadline_ns)
+			c->rx_deadline_ns += credit((size_t)r);
 		p += r, n -= (size_t)r;
 	}
 	return 0;
@@ -133,6 +143,9 @@ int conn_sock_send(void *ctx, const struct iovec *iov, int n)
 			}
 			return -1;
 		}
+		deadline += credit((size_t)w);
+		if (c->tx_deadline_ns)
+			c->tx_deadline_ns = deadline;
 		while (mh.msg_iovlen && (size_t)w >= mh.msg_iov->iov_len) {
 			w -= (ssize_t)mh.msg_iov->iov_len;
 			mh.msg_iov++, mh.msg_iovlen--;

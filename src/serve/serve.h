@@ -110,7 +110,8 @@ struct nbd_conn {
 	uint16_t tflags;          /* transmission flags sent */
 	/* time limits (conn.c): set by the reader thread, read by its recv;
 	 * tx_deadline_ns under send_lock */
-	uint64_t rx_deadline_ns;  /* the handshake must end by then; 0: none */
+	uint64_t rx_deadline_ns;  /* the handshake, or a payload, must be in by
+				     then; 0: none */
 	unsigned rx_idle_s;       /* a payload may pause this long; 0: forever */
 	unsigned rx_rest_idle_s;  /* once a read has begun, the rest may pause
 				     this long (a request header); 0: forever */
@@ -282,6 +283,12 @@ static inline uint64_t serve_deadline(const struct zmi_server *s)
 {
 	return serve_now_ns() + (uint64_t)s->cfg.timeout_s * 1000000000ull;
 }
+
+/* A deadline moves a second later for every SERVE_MIN_RATE bytes that
+ * do get through (conn.c): a slow but steady link finishes a 32 MiB
+ * transfer, while a trickle cannot hold one open much past the limit,
+ * nor a client that takes nothing at all. */
+#define SERVE_MIN_RATE (1u << 20)
 
 static inline void serve_count(struct zmi_server *s, enum serve_counter c, uint64_t n)
 {

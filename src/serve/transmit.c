@@ -500,6 +500,7 @@ void nbd_transmit(struct nbd_conn *c)
 		/* idle between requests as long as it likes, but a header once
 		 * begun comes whole within the limit */
 		c->rx_idle_s = 0;
+		c->rx_deadline_ns = 0;
 		c->rx_rest_idle_s = s->cfg.timeout_s;
 		if (__atomic_load_n(&s->stopping_conns, __ATOMIC_RELAXED) ||
 		    c->io.recv(c->io.ctx, h, sizeof(h)))
@@ -523,8 +524,12 @@ void nbd_transmit(struct nbd_conn *c)
 			break;
 		}
 		serve_count(s, SC_REQUESTS, 1);
-		if (j->type == NBD_CMD_WRITE)  /* a payload that stops arriving ends it */
+		if (j->type == NBD_CMD_WRITE) {
+			/* a payload that stops arriving ends it, and so does one
+			 * trickling in slower than the limit allows */
 			c->rx_idle_s = s->cfg.timeout_s;
+			c->rx_deadline_ns = serve_deadline(s);
+		}
 		err = check_request(c, j);
 		if (j->type == NBD_CMD_WRITE && (err || j->len > NBD_MAX_PAYLOAD)) {
 			/* the payload follows whatever we think of the request */
