@@ -305,15 +305,22 @@ static int connect_unix(const char *path)
 	return fd;
 }
 
+/* The control socket of what the user named: a data socket's path.ctl,
+ * or path itself (a --control of any name).  ctl gets path.ctl. */
+static int connect_control(const char *path, char *ctl, size_t n)
+{
+	int fd;
+
+	snprintf(ctl, n, "%s.ctl", path);
+	fd = connect_unix(ctl);
+	return fd >= 0 ? fd : connect_unix(path);
+}
+
 int control_probe(const char *path)
 {
 	char ctl[4200];
-	int fd;
+	int fd = connect_control(path, ctl, sizeof(ctl));
 
-	snprintf(ctl, sizeof(ctl), "%s.ctl", path);
-	fd = connect_unix(ctl);
-	if (fd < 0)
-		fd = connect_unix(path);
 	if (fd < 0)
 		return -1;
 	close(fd);
@@ -328,11 +335,7 @@ int control_send(const char *path, const char *line, FILE *out)
 	int fd;
 	ssize_t n;
 
-	/* the data socket's name, or the control socket's own */
-	snprintf(ctl, sizeof(ctl), "%s.ctl", path);
-	fd = connect_unix(ctl);
-	if (fd < 0)  /* a control socket named by --control */
-		fd = connect_unix(path);
+	fd = connect_control(path, ctl, sizeof(ctl));
 	if (fd < 0) {
 		fprintf(stderr, "zmem: no server answers at %s (nor at %s): %s\n", path, ctl,
 			strerror(errno));

@@ -229,8 +229,8 @@ enum serve_counter {
 	SC_ERRORS,                /* requests answered with an error */
 	SC_PROTOCOL_ERRORS,       /* connections dropped for breaking the protocol */
 	SC_TIMEOUTS,              /* connections dropped by a time limit */
-	SC_STREAMED,              /* writes and reads done in pieces, outside the
-				     budget (it was taken, or the request large) */
+	SC_STREAMED,              /* writes and reads that found no room in the
+				     budget: done a page at a time outside it */
 	SC_NR
 };
 

@@ -121,15 +121,20 @@ static void send_locked(struct nbd_conn *c, struct iovec *v, int n)
 	serve_send_end();
 }
 
+static void simple_header(uint8_t *h, uint32_t err, uint64_t cookie)
+{
+	put_be32(h, NBD_SIMPLE_REPLY_MAGIC);
+	put_be32(h + 4, err);
+	put_be64(h + 8, cookie);
+}
+
 static void reply_simple(struct nbd_conn *c, uint64_t cookie, uint32_t err, const void *data,
 			 uint32_t len)
 {
 	uint8_t h[NBD_SIMPLE_REPLY_SIZE];
 	struct iovec v[2] = { { h, sizeof(h) }, { (void *)data, len } };
 
-	put_be32(h, NBD_SIMPLE_REPLY_MAGIC);
-	put_be32(h + 4, err);
-	put_be64(h + 8, cookie);
+	simple_header(h, err, cookie);
 	send_locked(c, v, err || !len ? 1 : 2);
 }
 
@@ -199,9 +204,7 @@ static int reply_read(struct nbd_conn *c, const struct serve_job *j, uint8_t *bu
 				     j->cookie, 8 + n);
 			put_be64(h + NBD_CHUNK_HEADER_SIZE, j->offset + done);
 		} else if (!done) {
-			put_be32(h, NBD_SIMPLE_REPLY_MAGIC);
-			put_be32(h + 4, 0);
-			put_be64(h + 8, j->cookie);
+			simple_header(h, 0, j->cookie);
 			v[0].iov_len = NBD_SIMPLE_REPLY_SIZE;
 		}
 		if (c->dead || c->io.send(c->io.ctx, c->structured || !done ? v : v + 1,
