@@ -22,7 +22,9 @@
  *     zv_max_mean_zsize; by default both are off and incompressible pages
  *     are stored raw, like zram.)
  *   - the memory limit: a put that would take the store beyond
- *     limit_bytes fails with -ENOSPC.
+ *     limit_bytes fails with -ENOSPC, unless the store has a backing
+ *     file: then idle pages (any, if none is idle) are written back to make room, and -ENOSPC comes only when
+ *     the file is full or the writeback limit is spent (zswap's way).
  *
  * A put that fails, for any reason, leaves the slot as it was: a get
  * returns the previous content (or zeros if there was none).  The new
@@ -101,7 +103,34 @@ struct zm_store_config {
 				     this while the mean compressed size of
 				     the pages in the pool is above it;
 				     0 = off */
+
+	/* Cold data (docs/tiering.md): all off by default. */
+	const char *recompress_codec; /* secondary codec (name[:LEVEL]) for
+				     zm_store_recompress; NULL = none */
+	int recompress_level;     /* 0 = the codec's default */
+	const char *backing_path; /* backing file for zm_store_writeback,
+				     created if missing, its old content
+				     dropped; NULL = none (see backing_fd) */
+	int backing_fd;           /* > 0: an open (O_RDWR) file to use instead
+				     of backing_path; the store does not close
+				     it.  0 = none */
+	uint64_t writeback_limit; /* pages that may ever be written to the
+				     backing file (zram's writeback_limit);
+				     0 = no limit */
+	unsigned idle_after_ms;   /* automatic tiering: pages not accessed for
+				     this long are recompressed with
+				     recompress_codec by the process's
+				     worker; 0 = only when asked */
+	unsigned recompress_rate; /* automatic recompression's bound, pages a
+				     second; 0 = ZM_STORE_RECOMPRESS_RATE */
+	bool backing_readback;    /* a get of a written-back page brings it
+				     back into memory when the limit allows
+				     (the file's copy is dropped) */
 };
+
+/* Default bound of automatic recompression: pages a second (with zstd:3
+ * on 4 KiB pages, about a fifth of a core). */
+#define ZM_STORE_RECOMPRESS_RATE 8192u
 
 struct zm_store_stats {
 	/* zram's mm_stat, in its order (bytes unless said otherwise) */
@@ -144,6 +173,29 @@ struct zm_store_stats {
 	uint64_t nr_pages;
 	size_t page_size;
 	uint64_t hist[ZM_STORE_HIST_BUCKETS]; /* pages in the pool by size */
+
+	/* cold data: recompression */
+	uint64_t recompressed_pages; /* pages ever re-encoded smaller with the
+					secondary codec (count) */
+	uint64_t recompress_saved;   /* bytes those re-encodings saved */
+	uint64_t recompress_tried;   /* pages ever tried (count) */
+	uint64_t secondary_pages;    /* pages in the pool encoded with the
+					secondary codec now (count) */
+	uint64_t incompressible_pages; /* huge pages the secondary codec could
+					not shrink either (count, now) */
+	/* zram's bd_stat, in pages */
+	uint64_t bd_count;           /* pages on the backing file now */
+	uint64_t bd_reads;           /* pages ever read from it */
+	uint64_t bd_writes;          /* pages ever written to it */
+	/* more */
+	uint64_t bd_bytes;           /* bytes the pages on file take there */
+	uint64_t writeback_failures; /* pages a write error or a full file
+					kept in memory (count) */
+	uint64_t writeback_left;     /* pages writeback_limit still allows
+					(UINT64_MAX: no limit; 0 without a
+					backing file) */
+	uint64_t idle_pages;         /* pages found idle at the last
+					zm_store_mark_idle (count) */
 };
 
 /* mem_used_max is sampled every this many puts (per thread stripe):
@@ -155,7 +207,8 @@ struct zm_store;
 /* Create a store: its codec and its pool (with its own pages).  Returns 0
  * and sets *out, or -EINVAL (cfg or out NULL, nr_pages 0 or above
  * ZM_STORE_MAX_PAGES, bad page size, huge_size above page_size, unknown
- * codec or allocator), -EOPNOTSUPP (a codec this build lacks), -E2BIG
+ * codec or allocator), -EOPNOTSUPP (a codec this build lacks), an errno
+ * from opening or sizing the backing file, -E2BIG
  * (a config with fields this library does not know set), -ENOMEM.
  * *out is NULL on failure.
  *
@@ -187,8 +240,8 @@ ZM_API int zm_store_put(struct zm_store *store, uint64_t index, const void *page
 
 /* Copy the page at index into buf (page_size bytes).  Returns 0 (zeros
  * for an empty slot), -EINVAL (NULL argument, index >= nr_pages), -EIO
- * (the compressed data is corrupt; buf's contents are then unspecified),
- * -ENOMEM. */
+ * (the compressed data is corrupt, or reading it from the backing file
+ * failed; buf's contents are then unspecified), -ENOMEM. */
 ZM_API int zm_store_get(struct zm_store *store, uint64_t index, void *buf);
 
 /* Empty count slots from index on (zram's discard / trim); their memory
@@ -237,6 +290,50 @@ ZM_API struct zm_codec *zm_store_codec(struct zm_store *store);
 ZM_API size_t zm_store_page_size(const struct zm_store *store);
 ZM_API uint64_t zm_store_nr_pages(const struct zm_store *store);
 
+/* ---- cold data (docs/tiering.md) ----
+ *
+ * Idle tracking, zram's: zm_store_mark_idle() marks pages idle and any
+ * access (put, get) of a page clears its mark.  The mark is one bit of
+ * the slot, so the hot paths pay nothing for it; the age of an idle page
+ * is known to the resolution of the marks (each mark also records, in a
+ * byte beside the slot, at which mark a page was first found idle).
+ *
+ * Which pages a recompression or writeback takes, ZM_STORE_PICK_* or'ed
+ * together, all of which a page must match (0: every page in the pool);
+ * zram's words: idle, huge, huge_idle, incompressible. */
+#define ZM_STORE_PICK_IDLE           1u /* marked idle, not accessed since */
+#define ZM_STORE_PICK_HUGE           2u /* stored raw */
+#define ZM_STORE_PICK_INCOMPRESSIBLE 4u /* huge, and the secondary codec
+					   could not shrink it */
+
+/* Mark idle every page in the pool that was not accessed for at least
+ * min_age_ms milliseconds, as far as the marks before this one tell;
+ * 0 marks every page (zram's `echo all > idle`).  Pages a later access
+ * clears are not idle.  Returns the number of pages idle now, or -EINVAL. */
+ZM_API long zm_store_mark_idle(struct zm_store *store, unsigned min_age_ms);
+
+/* Re-encode up to max_pages pages matching which (0: any) with the
+ * secondary codec, keeping each result only if it is smaller; a huge page
+ * that stays huge is marked incompressible and not tried again.  No slot
+ * lock is held while compressing: a page accessed meanwhile keeps its
+ * new content.  Returns the pages re-encoded, or -EINVAL, -EOPNOTSUPP (no
+ * recompress_codec). */
+ZM_API long zm_store_recompress(struct zm_store *store, unsigned which, uint64_t max_pages);
+
+/* Write up to max_pages pages matching which (0: any) back to the backing
+ * file, freeing their memory; a get reads them from there.  Pages go to
+ * the file as they are in the pool (compressed), at their index's offset.
+ * A page whose write fails (the file full, an I/O error) stays in memory
+ * and is counted in writeback_failures.  Returns the pages written, or
+ * -EINVAL, -EOPNOTSUPP (no backing file), -EDQUOT (writeback_limit spent,
+ * nothing written), -ENOSPC / -EIO (the first write failed). */
+ZM_API long zm_store_writeback(struct zm_store *store, unsigned which, uint64_t max_pages);
+
+/* Write back the page at index (zram's page_index=).  0, or -EINVAL,
+ * -EOPNOTSUPP, -EDQUOT, -ENOSPC, -EIO as above, -ENOENT (the page is not
+ * in the pool: empty, same-filled or on file already). */
+ZM_API int zm_store_writeback_page(struct zm_store *store, uint64_t index);
+
 /* What a slot holds, for tests and tools: flags ZM_STORE_SLOT_* and, for a
  * page in the pool, its handle and object length; for a same-filled page,
  * the 8-byte word it is filled with in *handle (0 for a zero page); *handle
@@ -248,6 +345,8 @@ ZM_API uint64_t zm_store_nr_pages(const struct zm_store *store);
 #define ZM_STORE_SLOT_SAME  1u  /* same-filled; no pool object */
 #define ZM_STORE_SLOT_POOL  2u  /* compressed object in the pool */
 #define ZM_STORE_SLOT_HUGE  3u  /* raw page in the pool */
+#define ZM_STORE_SLOT_FILE  4u  /* written back; *handle is 0, *len its
+				   bytes on the file */
 ZM_API int zm_store_slot_info(struct zm_store *store, uint64_t index, unsigned *kind,
 		       zm_handle_t *handle, size_t *len);
 

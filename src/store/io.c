@@ -7,8 +7,13 @@
  *       then lock the slot, free the old object from the slot's key, bind
  *       the new one to it (zm_pool_bind), set the info, unlock; count.
  * get:  lock the slot; decompress straight from the pool object (mapped
- *       read-only) into the caller's buffer, or copy a raw page, or fill
- *       the same-filled word; unlock.
+ *       read-only) into the caller's buffer with the codec that encoded
+ *       it, or copy a raw page, or fill the same-filled word, or read the
+ *       page from the backing file (writeback.c); unlock, clearing the
+ *       idle bit.
+ *
+ * At the memory limit, a put on a store with a backing file writes other
+ * pages back to make room (writeback.c) instead of failing.
  *
  * So a get holds the slot lock across its decompression and a put only
  * across the swap (a free and a bind): a put on the same slot waits for
@@ -47,7 +52,7 @@ static void buf_key_init(void)
 	pthread_key_create(&buf_key, buf_thread_exit);
 }
 
-static char *thread_buf(size_t size)
+char *zmi_thread_buf(size_t size)
 {
 	char *b;
 
@@ -65,12 +70,17 @@ static char *thread_buf(size_t size)
 
 /* ---- put ------------------------------------------------------------ */
 
+/* Reclaims a put may ask for before it gives up: each writes back a
+ * batch (writeback.c) and compacts; more than a few means other threads
+ * take the room as fast as it is made. */
+#define RECLAIM_TRIES 8
+
 /* Compress page and store it in the pool: sets *handle and *info, or
  * returns a negative errno (counted here when it is a policy's). */
 static int store_object(struct zm_store *s, struct zmi_store_stripe *st,
 			const void *page, uint64_t *handle, uint32_t *info)
 {
-	char *buf = thread_buf(s->page_size);
+	char *buf = zmi_thread_buf(s->page_size);
 	const void *src;
 	size_t zlen = 0, size;
 	unsigned kind;
@@ -98,31 +108,39 @@ static int store_object(struct zm_store *s, struct zmi_store_stripe *st,
 		src = buf, size = zlen, kind = ZM_STORE_SLOT_POOL;
 		break;
 	}
-	if (zmi_limit_check(s, size)) {
-		zmi_count(st, C_LIMIT_FAILS, 1);
-		return -ENOSPC;
-	}
-	h = zm_pool_alloc(s->pool, size);
-	if (zmi_unlikely(!h)) {
-		if (__atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED)) {
+	/* At the limit, a store with a backing file writes pages back to
+	 * make room (writeback.c) and tries again; the buffer is the
+	 * thread's, which a reclaim does not touch. */
+	for (int tries = 0;; tries++) {
+		bool pool_full = false;
+
+		if (!zmi_limit_check(s, size)) {
+			h = zm_pool_alloc(s->pool, size);
+			if (zmi_likely(h))
+				break;
+			if (!__atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED))
+				return -ENOMEM;
+			pool_full = true;
+		}
+		if (s->bfd < 0 || tries == RECLAIM_TRIES || zmi_reclaim(s, size, pool_full)) {
 			zmi_count(st, C_LIMIT_FAILS, 1);
 			return -ENOSPC;
 		}
-		return -ENOMEM;
 	}
 	if (zmi_unlikely(zm_pool_write(s->pool, h, src, size))) {
 		zm_pool_free(s->pool, h);
 		return -EIO;
 	}
 	*handle = h;
-	*info = slot_info(kind, (uint32_t)size);
+	*info = kind == ZM_STORE_SLOT_HUGE ? slot_info_sub(SUB_HUGE, false)
+					   : slot_info_pool((uint32_t)size, false);
 	return 0;
 }
 
 int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 {
 	struct zmi_store_stripe *st;
-	uint32_t info, old;
+	uint32_t info, old, old_len;
 	uint64_t h, word = 0;
 	int rc;
 
@@ -134,7 +152,7 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 	st = zmi_stripe(s);
 	h = 0;
 	if (s->same_filled && zmi_page_same_filled(page, s->page_size, &word)) {
-		info = slot_info(ZM_STORE_SLOT_SAME, 0);
+		info = slot_info_sub(SUB_SAME, false);
 	} else {
 		rc = store_object(s, st, page, &h, &info);
 		if (rc) {
@@ -145,18 +163,19 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 	}
 	zmi_lazy_mark(&s->slot_arr, index);
 	old = zmi_slot_lock(s, index);
+	old_len = zmi_slot_len(s, index, old);
 	zmi_slot_free_object(s, index, old);
 	if (h) {
 		rc = zm_pool_bind(s->pool, h, index);
 		ZM_ASSERT(rc == 0);
 		(void)rc;
-	} else {
-		info |= zmi_slot_set_same(s, index, word) << SLOT_LEN_SHIFT;
+	} else if (zmi_slot_set_same(s, index, word)) {
+		info |= SLOT_FLAG;
 	}
 	zmi_slot_unlock(s, index, old, info);
 
-	zmi_account(s, st, info, 1);
-	zmi_slot_release(s, old);
+	zmi_account(s, st, info, zmi_slot_len(s, index, info), 1);
+	zmi_slot_release(s, old, old_len);
 	if (zmi_unlikely(__atomic_fetch_add(&st->c[C_PUTS], 1, __ATOMIC_RELAXED) %
 			ZM_STORE_SAMPLE_PUTS == 0))
 		zmi_sample_used(s);
@@ -169,7 +188,7 @@ int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 {
 	struct zmi_store_stripe *st;
 	const void *src;
-	uint32_t info;
+	uint32_t info, held;
 	uint64_t h;
 	int rc;
 
@@ -181,6 +200,7 @@ int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 	st = zmi_stripe(s);
 	zmi_count(st, C_GETS, 1);
 	info = zmi_slot_lock(s, index);
+	held = info;
 	switch (slot_kind(info)) {
 	case ZM_STORE_SLOT_EMPTY:
 		zmi_slot_unlock(s, index, info, info);
@@ -195,6 +215,9 @@ int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 		h = zmi_slot_handle(s, index);
 		rc = zm_pool_read(s->pool, h, buf, s->page_size) ? -EIO : 0;
 		break;
+	case ZM_STORE_SLOT_FILE:
+		rc = zmi_file_get(s, st, index, &info, buf);
+		break;
 	default:
 		h = zmi_slot_handle(s, index);
 		src = zm_pool_map(s->pool, h, ZM_MAP_RO);
@@ -202,13 +225,15 @@ int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 			rc = errno == ENOMEM ? -ENOMEM : -EIO;
 			break;
 		}
-		rc = zm_codec_decompress(s->codec, src, slot_len(info), buf, s->page_size);
+		rc = zm_codec_decompress(zmi_slot_codec(s, info), src, slot_pool_len(info), buf,
+					 s->page_size);
 		zm_pool_unmap(s->pool, h);
 		if (rc && rc != -ENOMEM)
 			rc = -EIO;
 		break;
 	}
-	zmi_slot_unlock(s, index, info, info);
+	/* an access: the page is not idle any more */
+	zmi_slot_unlock(s, index, held, info & ~SLOT_IDLE);
 	if (zmi_unlikely(rc))
 		zmi_count(st, C_FAILED_READS, 1);
 	return rc;

@@ -7,9 +7,10 @@
  * zram disk costs nothing until pages are written; a bitmap of the
  * chunks ever written lets walks skip the rest without paging it in.
  * 8 bytes a slot, one word shared with the pool (its owner word): the
- * object's location and the slot's info (length, kind, lock); see
- * store_internal.h.  Non-zero fill words of same-filled pages sit in a
- * second array, reserved and touched the same way.
+ * object's location and the slot's info (length, kind, idle bit, lock);
+ * see store_internal.h.  Non-zero fill words of same-filled pages, and
+ * where a written-back page is, sit in a second array, reserved and
+ * touched the same way.
  *
  * The slot lock is a spin bit.  It is held for a slot swap (a few
  * instructions) or a decompression (a few microseconds at most), and only
@@ -21,6 +22,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <string.h>
 
 #include "store/store_internal.h"
 
@@ -62,13 +64,27 @@ void zmi_slot_lock_slow(uint64_t *w)
 	}
 }
 
-uint32_t zmi_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word)
+bool zmi_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word)
 {
 	if (!word)
-		return 0;
+		return false;
 	zmi_lazy_mark(&s->same_arr, index);
 	s->same_val[index] = word;
-	return 1;
+	return true;
+}
+
+uint32_t zmi_slot_len(const struct zm_store *s, uint64_t index, uint32_t info)
+{
+	if (info & SLOT_POOL)
+		return slot_pool_len(info);
+	switch ((info & SLOT_SUB_MASK) >> SLOT_SUB_SHIFT) {
+	case SUB_HUGE:
+		return (uint32_t)s->page_size;
+	case SUB_FILE:
+		return (uint32_t)(s->same_val[index] & FILE_LEN_MASK);
+	default:
+		return 0;
+	}
 }
 
 void zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info)
@@ -80,22 +96,46 @@ void zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info)
 		rc = zm_pool_free_key(s->pool, index);
 		ZM_ASSERT(rc == 0);
 		(void)rc;
+	} else if (kind == ZM_STORE_SLOT_FILE && !s->destroying) {
+		/* under the slot lock: a writeback of this index, which
+		 * would write the same range, cannot start until it is
+		 * released (writeback.c) */
+		zmi_backing_punch(s, index);
 	}
+}
+
+bool zmi_slot_unchanged(struct zm_store *s, uint64_t index, uint32_t now, uint32_t info,
+			const void *copy, uint32_t len)
+{
+	zm_handle_t h;
+	const void *p;
+	bool same;
+
+	if ((now & ~SLOT_IDLE) != (info & ~SLOT_IDLE) || !slot_in_pool(now))
+		return false;
+	h = zmi_slot_handle(s, index);
+	p = zm_pool_map(s->pool, h, ZM_MAP_RO);
+	if (!p)
+		return false;
+	same = !memcmp(p, copy, len);
+	zm_pool_unmap(s->pool, h);
+	return same;
 }
 
 void zmi_slot_clear(struct zm_store *s, uint64_t index)
 {
 	uint32_t info = zmi_slot_lock(s, index);
+	uint32_t len = zmi_slot_len(s, index, info);
 
 	zmi_slot_free_object(s, index, info);
 	zmi_slot_unlock(s, index, info, ZM_STORE_SLOT_EMPTY);
-	zmi_slot_release(s, info);
+	zmi_slot_release(s, info, len);
 }
 
-void zmi_slot_release(struct zm_store *s, uint32_t info)
+void zmi_slot_release(struct zm_store *s, uint32_t info, uint32_t len)
 {
-	if (slot_kind(info) != ZM_STORE_SLOT_EMPTY)
-		zmi_account(s, zmi_stripe(s), info, -1);
+	if (info)
+		zmi_account(s, zmi_stripe(s), info, len, -1);
 }
 
 int zm_store_discard(struct zm_store *s, uint64_t index, uint64_t count)
@@ -119,7 +159,7 @@ int zm_store_discard(struct zm_store *s, uint64_t index, uint64_t count)
 int zm_store_slot_info(struct zm_store *s, uint64_t index, unsigned *kind,
 		       zm_handle_t *handle, size_t *len)
 {
-	uint32_t info;
+	uint32_t info, n;
 	uint64_t h = 0;
 
 	if (!s || index >= s->nr_pages)
@@ -127,14 +167,15 @@ int zm_store_slot_info(struct zm_store *s, uint64_t index, unsigned *kind,
 	info = zmi_slot_lock(s, index);
 	if (slot_kind(info) == ZM_STORE_SLOT_SAME)
 		h = zmi_slot_same_word(s, index, info);
-	else if (slot_kind(info) != ZM_STORE_SLOT_EMPTY)
+	else if (slot_in_pool(info))
 		h = zmi_slot_handle(s, index);
+	n = zmi_slot_len(s, index, info);
 	zmi_slot_unlock(s, index, info, info);
 	if (kind)
 		*kind = slot_kind(info);
 	if (handle)
 		*handle = h;
 	if (len)
-		*len = slot_kind(info) == ZM_STORE_SLOT_SAME ? 0 : slot_len(info);
+		*len = n;
 	return 0;
 }

@@ -34,16 +34,21 @@ struct zmi_store_stripe *zmi_stripe(struct zm_store *s)
 	return &s->stripe[i - 1];
 }
 
-void zmi_account(struct zm_store *s, struct zmi_store_stripe *st, uint32_t info, int sign)
+void zmi_account(struct zm_store *s, struct zmi_store_stripe *st, uint32_t info, uint32_t len,
+		 int sign)
 {
 	unsigned kind = slot_kind(info);
-	uint32_t len = slot_len(info);
 
 	if (kind == ZM_STORE_SLOT_EMPTY)
 		return;
 	zmi_count(st, C_PAGES, sign);
 	if (kind == ZM_STORE_SLOT_SAME) {
 		zmi_count(st, C_SAME, sign);
+		return;
+	}
+	if (kind == ZM_STORE_SLOT_FILE) {
+		zmi_count(st, C_FILE, sign);
+		zmi_count(st, C_FILE_BYTES, (int64_t)sign * len);
 		return;
 	}
 	zmi_count(st, C_OBJECTS, sign);
@@ -54,6 +59,10 @@ void zmi_account(struct zm_store *s, struct zmi_store_stripe *st, uint32_t info,
 		zmi_count(st, C_HUGE, sign);
 		if (sign > 0)
 			zmi_count(st, C_HUGE_SINCE, 1);
+		if (info & SLOT_FLAG)
+			zmi_count(st, C_INCOMPRESSIBLE, sign);
+	} else if (info & SLOT_SEC) {
+		zmi_count(st, C_SECONDARY, sign);
 	}
 }
 
@@ -125,7 +134,20 @@ static void fill_stats(struct zm_store *s, struct zm_store_stats *st)
 	st->pool_meta_bytes = ps.meta_bytes;
 	st->store_meta_bytes = zmi_lazy_bytes(&s->slot_arr) + zmi_lazy_bytes(&s->same_arr) +
 			       sizeof(*s);
+	st->store_meta_bytes += zmi_lazy_bytes(&s->age_arr);
 	st->pool_objects = ps.objects;
+	st->recompressed_pages = zmi_counter_sum(s, C_RECOMP);
+	st->recompress_saved = zmi_counter_sum(s, C_RECOMP_SAVED);
+	st->recompress_tried = zmi_counter_sum(s, C_RECOMP_TRIED);
+	st->secondary_pages = zmi_counter_sum(s, C_SECONDARY);
+	st->incompressible_pages = zmi_counter_sum(s, C_INCOMPRESSIBLE);
+	st->bd_count = zmi_counter_sum(s, C_FILE);
+	st->bd_bytes = zmi_counter_sum(s, C_FILE_BYTES);
+	st->bd_reads = zmi_counter_sum(s, C_BD_READS);
+	st->bd_writes = zmi_counter_sum(s, C_BD_WRITES);
+	st->writeback_failures = zmi_counter_sum(s, C_WB_FAILS);
+	st->writeback_left = s->bfd < 0 ? 0 : __atomic_load_n(&s->wb_left, __ATOMIC_RELAXED);
+	st->idle_pages = __atomic_load_n(&s->idle_count, __ATOMIC_RELAXED);
 	st->nr_pages = s->nr_pages;
 	st->page_size = s->page_size;
 	for (int i = 0; i < ZM_STORE_STRIPES; i++)
@@ -198,6 +220,17 @@ void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FI
 	fprintf(f, "%-24s %14" PRIu64 " / %" PRIu64 " / %" PRIu64 "\n",
 		"rejects size/mean/limit", st->reject_zsize, st->reject_mean,
 		st->limit_fails);
+	if (st->recompress_tried || st->secondary_pages)
+		fprintf(f, "%-24s %14" PRIu64 "  pages (%" PRIu64 " tried, %" PRIu64
+			" bytes saved; %" PRIu64 " in the pool now, %" PRIu64
+			" incompressible)\n", "recompressed", st->recompressed_pages,
+			st->recompress_tried, st->recompress_saved, st->secondary_pages,
+			st->incompressible_pages);
+	if (st->bd_count || st->bd_writes || st->writeback_failures)
+		fprintf(f, "%-24s %14" PRIu64 " %" PRIu64 " %" PRIu64 "  pages on file, read, "
+			"written (%" PRIu64 " bytes on file, %" PRIu64 " failures)\n", "bd_stat",
+			st->bd_count, st->bd_reads, st->bd_writes, st->bd_bytes,
+			st->writeback_failures);
 	for (int b = 0; b < ZM_STORE_HIST_BUCKETS; b++)
 		if (st->hist[b] > hmax)
 			hmax = st->hist[b];
@@ -217,7 +250,8 @@ void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FI
 
 int zm_store_check(struct zm_store *s)
 {
-	uint64_t pages = 0, same = 0, huge = 0, objs = 0, compr = 0;
+	uint64_t pages = 0, same = 0, huge = 0, objs = 0, compr = 0, sec = 0, incomp = 0;
+	uint64_t files = 0, file_bytes = 0;
 	uint64_t hist[ZM_STORE_HIST_BUCKETS] = { 0 };
 	int bad = 0;
 
@@ -227,39 +261,64 @@ int zm_store_check(struct zm_store *s)
 	     i = zmi_slot_next_touched(s, i + 1, s->nr_pages)) {
 		uint32_t info = zmi_slot_lock(s, i);
 		unsigned kind = slot_kind(info);
-		uint32_t len = slot_len(info);
+		uint32_t len = zmi_slot_len(s, i, info);
+		uint64_t rec = kind == ZM_STORE_SLOT_FILE ? s->same_val[i] : 0;
 		uint64_t h = zm_pool_key_handle(s->pool, i);
 
 		zmi_slot_unlock(s, i, info, info);
 		if (kind == ZM_STORE_SLOT_EMPTY) {
-			if (h || len)
+			if (h || info)
 				ZM_CHECK_FAIL("store: slot %" PRIu64 " empty with handle %#" PRIx64
-				     " length %u", i, h, len);
+				     " info %#x", i, h, info);
 			continue;
 		}
 		pages++;
+		if (kind == ZM_STORE_SLOT_SAME || kind == ZM_STORE_SLOT_FILE) {
+			if (h || (info & SLOT_IDLE))
+				ZM_CHECK_FAIL("store: slot %" PRIu64 " of kind %u has handle %#"
+					      PRIx64 " info %#x", i, kind, h, info);
+		}
 		if (kind == ZM_STORE_SLOT_SAME) {
 			same++;
-			if (len > 1 || h)
-				ZM_CHECK_FAIL("store: same-filled slot %" PRIu64 " has length %u, "
-					      "handle %#" PRIx64, i, len, h);
+			continue;
+		}
+		if (kind == ZM_STORE_SLOT_FILE) {
+			files++;
+			file_bytes += len;
+			if (!len || len > s->page_size || ((rec & FILE_RAW) && len != s->page_size) ||
+			    ((rec & FILE_SEC) && !s->codec2) || s->bfd < 0)
+				ZM_CHECK_FAIL("store: slot %" PRIu64 " on file has record %#" PRIx64,
+					      i, rec);
 			continue;
 		}
 		objs++;
 		compr += len;
 		if (!len || len > s->page_size ||
-		    (kind == ZM_STORE_SLOT_HUGE && len != s->page_size) ||
-		    (kind == ZM_STORE_SLOT_POOL && len >= s->huge_size)) {
-			ZM_CHECK_FAIL("store: slot %" PRIu64 " kind %u has length %u", i, kind, len);
+		    (kind == ZM_STORE_SLOT_POOL && len >= s->huge_size) ||
+		    ((info & SLOT_SEC) && kind == ZM_STORE_SLOT_POOL && !s->codec2)) {
+			ZM_CHECK_FAIL("store: slot %" PRIu64 " kind %u info %#x has length %u", i,
+				      kind, info, len);
 			continue;
 		}
 		hist[zmi_hist_bucket(s, len)]++;
-		if (kind == ZM_STORE_SLOT_HUGE)
+		if (kind == ZM_STORE_SLOT_HUGE) {
 			huge++;
+			incomp += !!(info & SLOT_FLAG);
+		} else {
+			sec += !!(info & SLOT_SEC);
+		}
 		if (!h || zm_pool_obj_size(s->pool, h) < len)
 			ZM_CHECK_FAIL("store: slot %" PRIu64 " handle %#" PRIx64 " is bad or shorter "
 			     "than %u", i, h, len);
 	}
+	if (sec != zmi_counter_sum(s, C_SECONDARY) ||
+	    incomp != zmi_counter_sum(s, C_INCOMPRESSIBLE) ||
+	    files != zmi_counter_sum(s, C_FILE) || file_bytes != zmi_counter_sum(s, C_FILE_BYTES))
+		ZM_CHECK_FAIL("store: slots hold %" PRIu64 " secondary, %" PRIu64 " incompressible, %"
+			      PRIu64 " on file (%" PRIu64 " bytes); counters say %" PRIu64 ", %"
+			      PRIu64 ", %" PRIu64 " (%" PRIu64 ")", sec, incomp, files, file_bytes,
+			      zmi_counter_sum(s, C_SECONDARY), zmi_counter_sum(s, C_INCOMPRESSIBLE),
+			      zmi_counter_sum(s, C_FILE), zmi_counter_sum(s, C_FILE_BYTES));
 	if (pages != zmi_counter_sum(s, C_PAGES) || same != zmi_counter_sum(s, C_SAME) ||
 	    huge != zmi_counter_sum(s, C_HUGE) || objs != zmi_counter_sum(s, C_OBJECTS) ||
 	    compr != zmi_counter_sum(s, C_COMPR))

@@ -8,6 +8,7 @@
  * Locks: none here; see store_internal.h for the layer's lock order.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,6 +40,11 @@ static int check_config(const struct zm_store_config *c, size_t ps)
 	if (ps < ZM_PAGE_SIZE_MIN || ps > ZM_PAGE_SIZE_MAX || (ps & (ps - 1))) {
 		zmi_bad_input("zm_store_create: page size %zu is not a power of two "
 			     "in 4096..65536", ps);
+		return -EINVAL;
+	}
+	if ((c->writeback_limit || c->backing_readback) && !c->backing_path && c->backing_fd <= 0) {
+		zmi_bad_input("zm_store_create: writeback_limit or backing_readback without a "
+			      "backing file");
 		return -EINVAL;
 	}
 	if (c->huge_size > ps) {
@@ -122,8 +128,16 @@ int zm_store_create_sized(const struct zm_store_config *ucfg, size_t cfg_size,
 	s->max_zsize = cfg->max_zsize > ps ? ps : cfg->max_zsize;
 	s->max_mean_zsize = cfg->max_mean_zsize;
 	s->limit_bytes = s->limit_max = cfg->limit_bytes;
+	s->readback = cfg->backing_readback;
+	s->bfd = -1;
+	pthread_mutex_init(&s->mark_lock, NULL);
+	pthread_mutex_init(&s->wb_lock, NULL);
+	pthread_mutex_init(&s->recomp_lock, NULL);
 
 	rc = zm_codec_create(cfg->codec, cfg->codec_level, &s->codec);
+	if (rc)
+		goto fail;
+	rc = zmi_recomp_init(s, cfg->recompress_codec, cfg->recompress_level);
 	if (rc)
 		goto fail;
 	pc.allocator = cfg->allocator;
@@ -139,6 +153,21 @@ int zm_store_create_sized(const struct zm_store_config *ucfg, size_t cfg_size,
 	rc = zm_pool_create(&pc, &s->pool);
 	if (rc)
 		goto fail;
+	rc = zmi_idle_init(s);
+	if (rc)
+		goto fail;
+	rc = zmi_backing_open(s, cfg->backing_path, cfg->backing_fd, cfg->writeback_limit);
+	if (rc)
+		goto fail;
+	if (cfg->idle_after_ms && !s->codec2 && s->bfd < 0) {
+		zmi_bad_input("zm_store_create: idle_after_ms without a recompress_codec or "
+			      "backing file has nothing to do");
+		rc = -EINVAL;
+		goto fail;
+	}
+	rc = zmi_tier_start(s, cfg->idle_after_ms, cfg->recompress_rate);
+	if (rc)
+		goto fail;
 	*out = s;
 	return 0;
 fail:
@@ -150,11 +179,19 @@ void zm_store_destroy(struct zm_store *s)
 {
 	if (!s)
 		return;
+	zmi_tier_stop(s);           /* first: it walks the slots */
+	s->destroying = true;       /* the file is emptied whole below */
 	if (s->pool && s->slots)
 		release_all(s);
 	zm_pool_destroy(s->pool);   /* before the words it was given */
 	zmi_slots_free(s);
+	zmi_idle_fini(s);
+	zmi_backing_close(s);
+	zmi_recomp_fini(s);
 	zm_codec_destroy(s->codec);
+	pthread_mutex_destroy(&s->mark_lock);
+	pthread_mutex_destroy(&s->wb_lock);
+	pthread_mutex_destroy(&s->recomp_lock);
 	free(s);
 }
 

@@ -9,10 +9,17 @@
  *             the memory limit
  *   stats.c   counters (striped per thread), zm_store_stats, the printed
  *             mm_stat and table, the checker
+ *   scan.c    finding the stored pages (zm_store_next_used)
+ *   idle.c    idle tracking: the marks and pages' ages
+ *   recompress.c  re-encoding pages with the secondary codec
+ *   backing.c the backing file's I/O
+ *   writeback.c   pages to and from the backing file; reclaim at the limit
+ *   tier.c    automatic tiering on the process's worker
  *
  * Lock order (outer first):
  *
- *     slot lock  ->  pool locks (inside zm_pool_map / zm_pool_read)
+ *     wb_lock -> mark_lock -> slot lock -> pool locks (inside zm_pool_*)
+ *     recomp_lock -> slot lock
  *
  * A slot lock is one bit of the slot's word.  It protects the slot's
  * info and which object its key holds; it is held to read the slot and
@@ -27,6 +34,7 @@
 #define ZM_STORE_INTERNAL_H
 
 #define ZMEM_ADVANCED  /* the advanced tier of the headers */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -48,17 +56,29 @@
  * slot's own 20 bits (ZM_POOL_OWNER_MASK, bits 2..21), here called its
  * info and kept shifted down to bit 0:
  *
- *   info    bit   0      the slot lock
- *           bits  1..2   kind: ZM_STORE_SLOT_EMPTY/SAME/POOL/HUGE
- *           bits  3..19  POOL, HUGE: object length in the pool (1 .. 65536);
- *                        SAME: 1 when the fill word is in same_val[], 0
- *                        for a zero page
+ *   bit  0       the slot lock
+ *   bit  1       idle: marked by zm_store_mark_idle, cleared by any access
+ *   bit  2       POOL: a compressed object in the pool; then
+ *     bit  3       encoded with the secondary codec (recompressed)
+ *     bits 4..19   the object's length, 1 .. 65535 (a compressed page is
+ *                  shorter than huge_size <= page_size <= 65536)
+ *   bit  2 clear: bits 3..4 say what else the slot holds:
+ *     0 EMPTY      nothing (the whole info is 0)
+ *     1 SAME       same-filled; bit 5 set when the fill word is in
+ *                  same_val[] (clear: a zero page)
+ *     2 HUGE       a raw page in the pool; bit 5: incompressible (the
+ *                  secondary codec could not shrink it either)
+ *     3 FILE       written back; same_val[] holds where and how (FILE_*)
  *
  * The pool rewrites its bits whenever it moves the object (compaction),
  * with a compare-and-swap; we change ours only with atomic
  * read-modify-writes (fetch_or to lock, fetch_xor to unlock and set), so
  * neither loses the other's update.  The object's handle is
- * zm_pool_key_handle(pool, index).
+ * zm_pool_key_handle(pool, index).  A FILE slot has no object: its pool
+ * bits are those of an empty key.
+ *
+ * The idle bit costs the hot paths nothing: a put writes a new info
+ * without it, a get clears it in the xor that unlocks.
  *
  * 8 bytes a slot, all-in: zram's table entry (handle + flags) takes 16
  * and its handle another 8 in zsmalloc; before owner words this was a
@@ -68,13 +88,27 @@
  */
 #define SLOT_INFO_SHIFT 2
 #define SLOT_LOCK       1u
-#define SLOT_KIND_SHIFT 1
-#define SLOT_KIND_MASK  (3u << SLOT_KIND_SHIFT)
-#define SLOT_LEN_SHIFT  3
-#define SLOT_LEN_MASK   0x1FFFFu
+#define SLOT_IDLE       (1u << 1)
+#define SLOT_POOL       (1u << 2)
+#define SLOT_SEC        (1u << 3)   /* POOL: the secondary codec's */
+#define SLOT_LEN_SHIFT  4
+#define SLOT_LEN_MASK   0xFFFFu
+#define SLOT_SUB_SHIFT  3
+#define SLOT_SUB_MASK   (3u << SLOT_SUB_SHIFT)
+#define SLOT_FLAG       (1u << 5)   /* SAME: word in same_val; HUGE: incompressible */
 
-_Static_assert(((uint64_t)(SLOT_LEN_MASK << SLOT_LEN_SHIFT | SLOT_KIND_MASK | SLOT_LOCK)
-		<< SLOT_INFO_SHIFT) == ZM_POOL_OWNER_MASK, "the info fills the owner bits");
+enum { SUB_EMPTY, SUB_SAME, SUB_HUGE, SUB_FILE };
+
+_Static_assert(((uint64_t)(SLOT_LEN_MASK << SLOT_LEN_SHIFT | SLOT_SEC | SLOT_POOL | SLOT_IDLE |
+			   SLOT_LOCK) << SLOT_INFO_SHIFT) == ZM_POOL_OWNER_MASK,
+	       "the info fills the owner bits");
+
+/* A FILE slot's same_val[] word: the page is at index * page_size in the
+ * backing file, FILE_LEN bytes of it, compressed (with the secondary
+ * codec if FILE_SEC) or raw (FILE_RAW, page_size bytes). */
+#define FILE_LEN_MASK   0x1FFFFull
+#define FILE_SEC        (1ull << 17)
+#define FILE_RAW        (1ull << 18)
 
 /* The slot array is a lazy array (base/lazy.h): reserved address space,
  * touched only where written, with a bitmap of its pages ever written so
@@ -82,19 +116,38 @@ _Static_assert(((uint64_t)(SLOT_LEN_MASK << SLOT_LEN_SHIFT | SLOT_KIND_MASK | SL
  * it in.  Non-zero fill words of same-filled pages live beside the slots,
  * in a lazy array as long, touched only where such a page is stored. */
 
+/* The public kind (ZM_STORE_SLOT_*) of an info. */
 static inline unsigned slot_kind(uint32_t info)
 {
-	return (info & SLOT_KIND_MASK) >> SLOT_KIND_SHIFT;
+	static const unsigned sub_kind[4] = { ZM_STORE_SLOT_EMPTY, ZM_STORE_SLOT_SAME,
+					      ZM_STORE_SLOT_HUGE, ZM_STORE_SLOT_FILE };
+
+	if (info & SLOT_POOL)
+		return ZM_STORE_SLOT_POOL;
+	return sub_kind[(info & SLOT_SUB_MASK) >> SLOT_SUB_SHIFT];
 }
 
-static inline uint32_t slot_len(uint32_t info)
+/* The length of a POOL slot's object. */
+static inline uint32_t slot_pool_len(uint32_t info)
 {
 	return (info >> SLOT_LEN_SHIFT) & SLOT_LEN_MASK;
 }
 
-static inline uint32_t slot_info(unsigned kind, uint32_t len)
+static inline uint32_t slot_info_pool(uint32_t len, bool secondary)
 {
-	return (kind << SLOT_KIND_SHIFT) | (len << SLOT_LEN_SHIFT);
+	return SLOT_POOL | (secondary ? SLOT_SEC : 0) | (len << SLOT_LEN_SHIFT);
+}
+
+static inline uint32_t slot_info_sub(unsigned sub, bool flag)
+{
+	return ((uint32_t)sub << SLOT_SUB_SHIFT) | (flag ? SLOT_FLAG : 0);
+}
+
+/* Does the slot hold an object in the pool (POOL or HUGE)? */
+static inline bool slot_in_pool(uint32_t info)
+{
+	return (info & SLOT_POOL) ||
+	       (info & SLOT_SUB_MASK) == ((uint32_t)SUB_HUGE << SLOT_SUB_SHIFT);
 }
 
 static inline uint32_t word_info(uint64_t w)
@@ -126,6 +179,16 @@ enum zmi_store_counter {
 	C_PUTS,
 	C_GETS,
 	C_DISCARDS,
+	C_SECONDARY,    /* POOL pages of the secondary codec */
+	C_INCOMPRESSIBLE,
+	C_RECOMP,       /* pages re-encoded smaller, ever */
+	C_RECOMP_SAVED, /* bytes that saved */
+	C_RECOMP_TRIED,
+	C_FILE,         /* pages on the backing file (bd_count) */
+	C_FILE_BYTES,
+	C_BD_READS,
+	C_BD_WRITES,
+	C_WB_FAILS,
 	C_NR
 };
 
@@ -156,6 +219,35 @@ struct zm_store {
 	/* atomics */
 	uint64_t used_max;         /* sampled high-water mark of pool_bytes */
 	struct zmi_store_stripe stripe[ZM_STORE_STRIPES];
+
+	/* cold data (idle.c, recompress.c, backing.c, writeback.c, tier.c) */
+	struct zm_codec *codec2;   /* the secondary codec; NULL = none */
+	uint8_t *age;              /* per slot: the mark that first found an
+				      idle page idle (age_arr's elements;
+				      valid while the slot's idle bit is set,
+				      written under its lock) */
+	struct zmi_lazy age_arr;
+	pthread_mutex_t mark_lock; /* one mark at a time */
+	unsigned epoch;            /* atomic: the last mark's number (mod 256) */
+	uint64_t mark_ns[256];     /* atomics: when mark e was made */
+	uint64_t idle_cutoff_ns;   /* atomic: PICK_IDLE takes pages idle since
+				      a mark made at or before this */
+	uint64_t idle_count;       /* atomic: pages idle at the last mark */
+
+	int bfd;                   /* backing file; -1 = none */
+	bool bfd_own;              /* opened by the store (closed at destroy) */
+	bool readback;
+	bool destroying;           /* destroy: leave the file's holes be */
+	uint64_t wb_left;          /* atomic: pages writeback_limit allows;
+				      UINT64_MAX = no limit */
+	pthread_mutex_t wb_lock;   /* one writeback at a time: wb_hand, wb_buf */
+	uint64_t wb_hand;          /* the reclaim's clock hand */
+	char *wb_buf;              /* page_size bytes */
+
+	pthread_mutex_t recomp_lock; /* one recompression at a time: rc_buf */
+	char *rc_buf;              /* 3 * page_size: object, page, result */
+
+	struct zmi_tier *tier;     /* automatic tiering; NULL = off */
 };
 
 /* slot.c */
@@ -204,22 +296,41 @@ static inline zm_handle_t zmi_slot_handle(struct zm_store *s, uint64_t index)
 static inline uint64_t zmi_slot_same_word(const struct zm_store *s, uint64_t index,
 					 uint32_t info)
 {
-	return slot_len(info) ? s->same_val[index] : 0;
+	return (info & SLOT_FLAG) ? s->same_val[index] : 0;
 }
 
-/* Free the pool object of a locked slot whose info is `info`, if it has
- * one (the slot's info is the caller's to change). */
+/* The codec that encoded a POOL slot's object. */
+static inline struct zm_codec *zmi_slot_codec(const struct zm_store *s, uint32_t info)
+{
+	return (info & SLOT_SEC) ? s->codec2 : s->codec;
+}
+
+/* The bytes a locked slot's content takes where it is: its object's
+ * length (page_size when raw), its length on file, 0 for EMPTY/SAME. */
+uint32_t zmi_slot_len(const struct zm_store *s, uint64_t index, uint32_t info);
+
+/* Free the pool object or the file space of a locked slot whose info is
+ * `info`, if it has one (the slot's info is the caller's to change). */
 void zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info);
+
+/* Does locked slot index, whose info is now `now`, still hold the object
+ * that was copied out as (info, copy, len) when it was locked before?
+ * The same info but for the idle bit, and the same bytes: a put of an
+ * object as long in between is told apart by them.  For the work that
+ * drops the slot lock while it compresses or writes (recompress.c,
+ * writeback.c). */
+bool zmi_slot_unchanged(struct zm_store *s, uint64_t index, uint32_t now, uint32_t info,
+			const void *copy, uint32_t len);
 
 /* Empty slot index (lock, free, unlock, count): discard and destroy. */
 void zmi_slot_clear(struct zm_store *s, uint64_t index);
 
-/* Set a locked slot's fill word (a SAME page); returns the info's length
- * field for it (0 or 1). */
-uint32_t zmi_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word);
+/* Set a locked slot's fill word (a SAME page); returns whether it went
+ * into same_val[] (the info's SLOT_FLAG). */
+bool zmi_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word);
 
-/* Count out what a slot held (already emptied). */
-void zmi_slot_release(struct zm_store *s, uint32_t info);
+/* Count out what a slot held (already emptied): info and zmi_slot_len. */
+void zmi_slot_release(struct zm_store *s, uint32_t info, uint32_t len);
 
 /* same.c */
 bool zmi_page_same_filled(const void *page, size_t len, uint64_t *word);
@@ -248,10 +359,61 @@ static inline unsigned zmi_hist_bucket(const struct zm_store *s, uint32_t len)
 	return (unsigned)(((uint64_t)(len - 1) * ZM_STORE_HIST_BUCKETS) >> s->page_shift);
 }
 
-/* Account a content entering (sign 1) or leaving (-1) a slot. */
-void zmi_account(struct zm_store *s, struct zmi_store_stripe *st, uint32_t info, int sign);
+/* Account a content (info, zmi_slot_len) entering (sign 1) or leaving
+ * (-1) a slot. */
+void zmi_account(struct zm_store *s, struct zmi_store_stripe *st, uint32_t info, uint32_t len,
+		 int sign);
 uint64_t zmi_counter_sum(const struct zm_store *s, enum zmi_store_counter c);
 /* Sample the pool's memory into used_max. */
 void zmi_sample_used(struct zm_store *s);
+
+/* io.c: the per-thread buffer of at least size bytes, or NULL */
+char *zmi_thread_buf(size_t size);
+
+/* idle.c */
+int zmi_idle_init(struct zm_store *s);
+void zmi_idle_fini(struct zm_store *s);
+/* A mark: every page in the pool gets its idle bit (and, if it had none,
+ * this mark's number as its age).  Returns the mark's time (ns). */
+uint64_t zmi_idle_sweep(struct zm_store *s);
+/* Is locked slot index (info) one that `which` (ZM_STORE_PICK_*) takes,
+ * idle meaning idle since a mark made at or before cutoff_ns? */
+bool zmi_pick(const struct zm_store *s, uint64_t index, uint32_t info, unsigned which,
+	      uint64_t cutoff_ns);
+
+/* recompress.c */
+int zmi_recomp_init(struct zm_store *s, const char *codec, int level);
+void zmi_recomp_fini(struct zm_store *s);
+/* Recompress pages from *cursor on (wrapping at nr_pages, at most one
+ * round), up to max_pages re-encoded or max_visit slots looked at;
+ * advances *cursor.  Returns pages re-encoded. */
+long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
+			uint64_t max_pages, uint64_t max_visit, uint64_t *cursor);
+
+/* backing.c: the backing file.  Each I/O is one page's, at its index's
+ * offset; each returns 0 or a negative errno. */
+int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limit);
+void zmi_backing_close(struct zm_store *s);
+int zmi_backing_write(struct zm_store *s, uint64_t index, const void *buf, size_t len);
+int zmi_backing_read(struct zm_store *s, uint64_t index, void *buf, size_t len);
+void zmi_backing_punch(struct zm_store *s, uint64_t index);
+/* Test seam: when set, each backing-file I/O first calls it with the
+ * operation ('r' read, 'w' write, 'p' punch a hole) and the page index;
+ * a negative errno it returns is that I/O's result (nothing is done). */
+extern int (*zmi_backing_fault)(int op, uint64_t index);
+
+/* writeback.c */
+/* Read locked FILE slot index into buf; may bring it back into the pool
+ * (readback), then sets *info to the slot's new info.  0, -EIO, -ENOMEM. */
+int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+		 uint32_t *info, void *buf);
+/* A put found no room for size bytes (pool_full: the pool refused the
+ * allocation): write pages back until it may have.  0 (try again) or
+ * -ENOSPC (no backing file, or it is full or its limit spent). */
+int zmi_reclaim(struct zm_store *s, size_t size, bool pool_full);
+
+/* tier.c: automatic tiering on the process's worker */
+int zmi_tier_start(struct zm_store *s, unsigned idle_after_ms, unsigned rate);
+void zmi_tier_stop(struct zm_store *s);
 
 #endif

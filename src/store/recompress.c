@@ -1,0 +1,170 @@
+/*
+ * Recompression: pages re-encoded with the store's secondary codec (a
+ * stronger one: zstd where the primary is lz4), kept only when that makes
+ * them smaller, as zram's recompress does.
+ *
+ * One page, never holding its slot lock while compressing:
+ *
+ *   1. lock; if the page is one `which` takes, copy its object out;
+ *      unlock (the slot unchanged);
+ *   2. decompress the copy (a raw page needs none), compress it with the
+ *      secondary codec into at most one byte less than it has now (or
+ *      below huge_size, for a raw page); if it does not fit, the page
+ *      stays as it is (a raw page is marked incompressible so that it is
+ *      not tried again);
+ *   3. allocate and write the new object;
+ *   4. lock; if the slot still holds what was copied (the same info but
+ *      for the idle bit, and the same bytes: a put of the same length in
+ *      between is told apart by them), swap the new object in and free
+ *      the old; else free the new one.  Unlock.
+ *
+ * The bytes compared are a few hundred to a few thousand, against the
+ * tens of microseconds a zstd compression of a page takes.  A page keeps
+ * its idle bit and age through a recompression: it was not accessed.
+ * Gets decode a page with the codec its slot names (SLOT_SEC).
+ *
+ * Locks: recomp_lock (one recompression at a time, for rc_buf) -> slot
+ * locks, one at a time -> pool.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store_internal.h"
+
+int zmi_recomp_init(struct zm_store *s, const char *codec, int level)
+{
+	int rc;
+
+	if (!codec)
+		return 0;
+	rc = zm_codec_create(codec, level, &s->codec2);
+	if (rc)
+		return rc;
+	s->rc_buf = malloc(3 * s->page_size);
+	return s->rc_buf ? 0 : -ENOMEM;
+}
+
+void zmi_recomp_fini(struct zm_store *s)
+{
+	zm_codec_destroy(s->codec2);
+	s->codec2 = NULL;
+	free(s->rc_buf);
+	s->rc_buf = NULL;
+}
+
+/* Recompress slot index if `which` takes it: 1 if re-encoded, 0 if not. */
+static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+			  unsigned which, uint64_t cutoff_ns)
+{
+	char *obj = s->rc_buf, *page = obj + s->page_size, *out = page + s->page_size;
+	uint32_t info, now, len;
+	size_t cap;
+	bool huge;
+	zm_handle_t h;
+	int n, rc;
+
+	info = zmi_slot_lock(s, index);
+	if (!zmi_pick(s, index, info, which, cutoff_ns) || (info & SLOT_SEC) ||
+	    (!(info & SLOT_POOL) && (info & SLOT_FLAG))) {
+		zmi_slot_unlock(s, index, info, info);
+		return 0;
+	}
+	huge = !(info & SLOT_POOL);
+	len = zmi_slot_len(s, index, info);
+	rc = zm_pool_read(s->pool, zmi_slot_handle(s, index), obj, len);
+	zmi_slot_unlock(s, index, info, info);
+	if (rc)
+		return 0;
+	zmi_count(st, C_RECOMP_TRIED, 1);
+
+	if (huge)
+		page = obj;
+	else if (zm_codec_decompress(s->codec, obj, len, page, s->page_size))
+		return 0;  /* corrupt: a get will say so */
+	cap = huge ? s->huge_size - 1 : len - 1;
+	if (s->max_zsize && cap > s->max_zsize)
+		cap = s->max_zsize;
+	n = cap ? zm_codec_compress(s->codec2, page, s->page_size, out, cap) : -ENOSPC;
+	if (n <= 0) {
+		if (huge && n == -ENOSPC) {
+			/* mark it, so that it is not tried again */
+			now = zmi_slot_lock(s, index);
+			if (zmi_slot_unchanged(s, index, now, info, obj, len) && !(now & SLOT_FLAG)) {
+				zmi_slot_unlock(s, index, now, now | SLOT_FLAG);
+				zmi_count(st, C_INCOMPRESSIBLE, 1);
+			} else {
+				zmi_slot_unlock(s, index, now, now);
+			}
+		}
+		return 0;
+	}
+	h = zm_pool_alloc(s->pool, (size_t)n);
+	if (!h)
+		return 0;
+	if (zm_pool_write(s->pool, h, out, (size_t)n)) {
+		zm_pool_free(s->pool, h);
+		return 0;
+	}
+	now = zmi_slot_lock(s, index);
+	if (!zmi_slot_unchanged(s, index, now, info, obj, len)) {
+		zmi_slot_unlock(s, index, now, now);
+		zm_pool_free(s->pool, h);
+		return 0;
+	}
+	zmi_slot_free_object(s, index, now);
+	rc = zm_pool_bind(s->pool, h, index);
+	ZM_ASSERT(rc == 0);
+	(void)rc;
+	info = slot_info_pool((uint32_t)n, true) | (now & SLOT_IDLE);
+	zmi_slot_unlock(s, index, now, info);
+	zmi_account(s, st, now, len, -1);
+	zmi_account(s, st, info, (uint32_t)n, 1);
+	zmi_count(st, C_RECOMP, 1);
+	zmi_count(st, C_RECOMP_SAVED, (int64_t)(len - (uint32_t)n));
+	return 1;
+}
+
+long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
+			uint64_t max_pages, uint64_t max_visit, uint64_t *cursor)
+{
+	struct zmi_store_stripe *st = zmi_stripe(s);
+	uint64_t i = *cursor < s->nr_pages ? *cursor : 0, visited = 0;
+	long done = 0;
+
+	pthread_mutex_lock(&s->recomp_lock);
+	while (visited < s->nr_pages && visited < max_visit && (uint64_t)done < max_pages) {
+		uint64_t next = zmi_slot_next_touched(s, i, s->nr_pages);
+
+		if (next >= s->nr_pages) {
+			/* the rest was never written: wrap */
+			visited += s->nr_pages - i;
+			i = 0;
+			continue;
+		}
+		visited += next - i + 1;
+		i = next;
+		if (slot_in_pool(word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED))))
+			done += recompress_one(s, st, i, which, cutoff_ns);
+		if (++i == s->nr_pages)
+			i = 0;
+	}
+	*cursor = i;
+	pthread_mutex_unlock(&s->recomp_lock);
+	return done;
+}
+
+long zm_store_recompress(struct zm_store *s, unsigned which, uint64_t max_pages)
+{
+	uint64_t cursor = 0;
+
+	if (!s || (which & ~(ZM_STORE_PICK_IDLE | ZM_STORE_PICK_HUGE |
+			     ZM_STORE_PICK_INCOMPRESSIBLE))) {
+		zmi_bad_input("zm_store_recompress: no store, or unknown bits in which %#x", which);
+		return -EINVAL;
+	}
+	if (!s->codec2)
+		return -EOPNOTSUPP;
+	return zmi_recompress_run(s, which, __atomic_load_n(&s->idle_cutoff_ns, __ATOMIC_RELAXED),
+				  max_pages, UINT64_MAX, &cursor);
+}

@@ -1,0 +1,304 @@
+/*
+ * Writeback: pages leave the pool for the backing file (backing.c), by
+ * request (zm_store_writeback, zram's writeback) or when a put finds the
+ * memory limit reached (zmi_reclaim, zswap's way), and come back through
+ * gets.
+ *
+ * One page, never holding its slot lock across the write:
+ *
+ *   1. lock; if the page is one `which` takes, copy its object (as it is
+ *      in the pool: compressed, or raw) into wb_buf; unlock;
+ *   2. write the copy at the page's offset in the file; on failure (the
+ *      file full, an I/O error) the page stays in the pool, counted in
+ *      writeback_failures, and the range is punched back to a hole;
+ *   3. lock; if the slot still holds what was copied (zmi_slot_unchanged),
+ *      free the object, record the page as on file (its length, codec,
+ *      raw or not, in same_val[]), unlock; else unlock and punch the range
+ *      (the page changed meanwhile: it stays, as it now is, in the pool).
+ *
+ * Only a writeback makes a slot FILE, and one runs at a time (wb_lock), so
+ * no two writes of one index's range ever race; a FILE slot's range is
+ * punched under that slot's lock when it stops being FILE (put, discard,
+ * readback), which a later writeback of the index waits for.
+ *
+ * Reclaim.  A put that finds no room (the compressed bytes or the pool's
+ * pages at the limit) calls zmi_reclaim, which writes back, from a clock
+ * hand going round the slots:
+ *
+ *   a. idle pages (marked by zm_store_mark_idle or a mark of the
+ *      automatic tiering, not accessed since);
+ *   b. if a whole round found too few: a mark of every page (idle.c),
+ *      then the pages that mark found idle; those accessed while it ran
+ *      are spared;
+ *   c. then any page;
+ *
+ * until the objects are RECLAIM_SLACK below the limit (a batch, so that
+ * the next puts find room without reclaiming each), then compacts the
+ * pool if its pages were what was full.  -ENOSPC only when the file is
+ * full, its limit is spent, or nothing is left to write back.
+ *
+ * Locks: wb_lock -> (mark_lock, in b) -> slot locks, one at a time ->
+ * pool.  A put calls zmi_reclaim holding no lock.
+ */
+#include <errno.h>
+
+#include "store/store_internal.h"
+
+/* Reclaim frees this share of the limit beyond what the put needs: 1/32,
+ * so that a stream of puts at the limit reclaims once in dozens. */
+#define RECLAIM_SLACK(limit) ((limit) / 32)
+/* Pages written back between two looks at the room made. */
+#define RECLAIM_BATCH 64
+
+/* Write back slot index if `which` takes it (cutoff_ns as zmi_pick's).
+ * 1 written, 0 not taken (or changed meanwhile), or a negative errno:
+ * the write failed (counted) or the limit is spent (-EDQUOT).  wb_lock
+ * held. */
+static int writeback_one(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+			 unsigned which, uint64_t cutoff_ns)
+{
+	char *buf = s->wb_buf;
+	uint32_t info, now, len;
+	uint64_t rec, left;
+	int rc;
+
+	info = zmi_slot_lock(s, index);
+	if (!zmi_pick(s, index, info, which, cutoff_ns)) {
+		zmi_slot_unlock(s, index, info, info);
+		return 0;
+	}
+	left = __atomic_load_n(&s->wb_left, __ATOMIC_RELAXED);
+	if (!left) {
+		zmi_slot_unlock(s, index, info, info);
+		return -EDQUOT;
+	}
+	len = zmi_slot_len(s, index, info);
+	rc = zm_pool_read(s->pool, zmi_slot_handle(s, index), buf, len);
+	zmi_slot_unlock(s, index, info, info);
+	if (rc)
+		return 0;
+
+	rc = zmi_backing_write(s, index, buf, len);
+	if (rc) {
+		zmi_count(st, C_WB_FAILS, 1);
+		zmi_backing_punch(s, index);
+		return rc;
+	}
+
+	now = zmi_slot_lock(s, index);
+	if (!zmi_slot_unchanged(s, index, now, info, buf, len) ||
+	    ((which & ZM_STORE_PICK_IDLE) && !(now & SLOT_IDLE))) {
+		zmi_slot_unlock(s, index, now, now);
+		zmi_backing_punch(s, index);
+		return 0;
+	}
+	rec = len;
+	if (!(now & SLOT_POOL))
+		rec |= FILE_RAW;
+	else if (now & SLOT_SEC)
+		rec |= FILE_SEC;
+	zmi_slot_free_object(s, index, now);
+	zmi_lazy_mark(&s->same_arr, index);
+	s->same_val[index] = rec;
+	info = slot_info_sub(SUB_FILE, false);
+	zmi_slot_unlock(s, index, now, info);
+	zmi_account(s, st, now, len, -1);
+	zmi_account(s, st, info, len, 1);
+	zmi_count(st, C_BD_WRITES, 1);
+	if (left != UINT64_MAX)
+		__atomic_store_n(&s->wb_left, left - 1, __ATOMIC_RELAXED);
+	return 1;
+}
+
+/* Write back from *hand on, pages `which` takes, until max_pages are
+ * written or a whole round was looked at.  Returns the pages written, or
+ * the first error when none was; *hand moves on. */
+static long writeback_round(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
+			    uint64_t max_pages, uint64_t *hand)
+{
+	struct zmi_store_stripe *st = zmi_stripe(s);
+	uint64_t i = *hand < s->nr_pages ? *hand : 0, visited = 0;
+	long done = 0;
+	int rc = 0;
+
+	while (visited < s->nr_pages && (uint64_t)done < max_pages) {
+		uint64_t next = zmi_slot_next_touched(s, i, s->nr_pages);
+
+		if (next >= s->nr_pages) {
+			visited += s->nr_pages - i;
+			i = 0;
+			continue;
+		}
+		visited += next - i + 1;
+		i = next;
+		if (slot_in_pool(word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED)))) {
+			rc = writeback_one(s, st, i, which, cutoff_ns);
+			if (rc < 0)
+				break;
+			done += rc;
+		}
+		if (++i == s->nr_pages)
+			i = 0;
+	}
+	*hand = i;
+	return done ? done : rc;
+}
+
+static int check_wb(struct zm_store *s, const char *what)
+{
+	if (!s) {
+		zmi_bad_input("%s: no store", what);
+		return -EINVAL;
+	}
+	return s->bfd < 0 ? -EOPNOTSUPP : 0;
+}
+
+long zm_store_writeback(struct zm_store *s, unsigned which, uint64_t max_pages)
+{
+	uint64_t hand = 0;
+	long rc = check_wb(s, "zm_store_writeback");
+
+	if (rc)
+		return rc;
+	if (which & ~(ZM_STORE_PICK_IDLE | ZM_STORE_PICK_HUGE | ZM_STORE_PICK_INCOMPRESSIBLE)) {
+		zmi_bad_input("zm_store_writeback: unknown bits in which %#x", which);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&s->wb_lock);
+	rc = writeback_round(s, which, __atomic_load_n(&s->idle_cutoff_ns, __ATOMIC_RELAXED),
+			     max_pages, &hand);
+	pthread_mutex_unlock(&s->wb_lock);
+	return rc;
+}
+
+int zm_store_writeback_page(struct zm_store *s, uint64_t index)
+{
+	int rc = check_wb(s, "zm_store_writeback_page");
+
+	if (rc)
+		return rc;
+	if (index >= s->nr_pages) {
+		zmi_bad_input("zm_store_writeback_page: index %llu beyond the store",
+			      (unsigned long long)index);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&s->wb_lock);
+	/* a put racing with the copy makes it miss; the new content is as
+	 * good a page to write back */
+	for (int tries = 0; tries < 3 && rc == 0; tries++) {
+		if (!slot_in_pool(word_info(__atomic_load_n(&s->slots[index], __ATOMIC_RELAXED))))
+			break;
+		rc = writeback_one(s, zmi_stripe(s), index, 0, 0);
+	}
+	pthread_mutex_unlock(&s->wb_lock);
+	return rc == 1 ? 0 : rc < 0 ? rc : -ENOENT;
+}
+
+/* ---- reclaim -------------------------------------------------------- */
+
+/* Are the objects RECLAIM_SLACK below the limit with size bytes more? */
+static bool has_room(struct zm_store *s, size_t size)
+{
+	uint64_t limit = __atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED);
+
+	return !limit || !zmi_limit_check(s, size + RECLAIM_SLACK(limit));
+}
+
+int zmi_reclaim(struct zm_store *s, size_t size, bool pool_full)
+{
+	uint64_t limit = __atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED);
+	uint64_t before = zmi_counter_sum(s, C_COMPR);
+	size_t want = size;
+	long wrote = 0;
+
+	if (s->bfd < 0 || !limit)
+		return -ENOSPC;
+	/* the pool's pages were full while the objects were not: free a
+	 * batch's worth of objects whatever the counter says, then compact */
+	if (pool_full)
+		want = size + RECLAIM_SLACK(limit) > limit ? size : size + RECLAIM_SLACK(limit);
+	pthread_mutex_lock(&s->wb_lock);
+	if (!pool_full && has_room(s, size))
+		goto out;  /* another put's reclaim made the room */
+	for (int step = 0; step < 3; step++) {
+		unsigned which = step < 2 ? ZM_STORE_PICK_IDLE : 0;
+		long rc;
+
+		if (step == 1)
+			zmi_idle_sweep(s);
+		for (;;) {
+			/* pool_full: count what this reclaim freed (other
+			 * puts may have added meanwhile) */
+			if (pool_full ? (int64_t)(before - zmi_counter_sum(s, C_COMPR)) >=
+						(int64_t)want
+				      : has_room(s, size))
+				goto out;
+			rc = writeback_round(s, which, UINT64_MAX, RECLAIM_BATCH, &s->wb_hand);
+			if (rc < 0) {
+				/* the file is full or failing, or its limit spent */
+				pthread_mutex_unlock(&s->wb_lock);
+				return -ENOSPC;
+			}
+			if (rc == 0)
+				break;  /* a whole round found none: next step */
+			wrote += rc;
+		}
+	}
+	if (!wrote) {
+		pthread_mutex_unlock(&s->wb_lock);
+		return -ENOSPC;  /* nothing left in the pool to write back */
+	}
+out:
+	pthread_mutex_unlock(&s->wb_lock);
+	if (pool_full)
+		zm_pool_shrink(s->pool, want);
+	return 0;
+}
+
+/* ---- reading a page on file ----------------------------------------- */
+
+int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+		 uint32_t *info, void *buf)
+{
+	uint64_t rec = s->same_val[index];
+	uint32_t len = (uint32_t)(rec & FILE_LEN_MASK), ninfo;
+	char *src = buf;
+	zm_handle_t h;
+	int rc;
+
+	if (!(rec & FILE_RAW)) {
+		src = zmi_thread_buf(s->page_size);
+		if (!src)
+			return -ENOMEM;
+	}
+	rc = zmi_backing_read(s, index, src, len);
+	if (rc)
+		return -EIO;
+	if (!(rec & FILE_RAW)) {
+		rc = zm_codec_decompress((rec & FILE_SEC) ? s->codec2 : s->codec, src, len, buf,
+					 s->page_size);
+		if (rc)
+			return rc == -ENOMEM ? -ENOMEM : -EIO;
+	}
+	zmi_count(st, C_BD_READS, 1);
+	if (!s->readback || zmi_limit_check(s, len))
+		return 0;
+	/* back into the pool, as it was there */
+	h = zm_pool_alloc(s->pool, len);
+	if (!h)
+		return 0;
+	if (zm_pool_write(s->pool, h, src, len)) {
+		zm_pool_free(s->pool, h);
+		return 0;
+	}
+	rc = zm_pool_bind(s->pool, h, index);
+	ZM_ASSERT(rc == 0);
+	(void)rc;
+	zmi_backing_punch(s, index);
+	ninfo = (rec & FILE_RAW) ? slot_info_sub(SUB_HUGE, false)
+				 : slot_info_pool(len, rec & FILE_SEC);
+	zmi_account(s, st, *info, len, -1);
+	zmi_account(s, st, ninfo, len, 1);
+	*info = ninfo;
+	return 0;
+}
