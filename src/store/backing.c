@@ -1,30 +1,38 @@
 /*
- * The backing file: where written-back pages go (zram's backing_dev).
+ * The backing file: where written-back pages go (zram's backing_dev), and
+ * where in it.
  *
- * Layout: page i, if on file, is at offset i * page_size, as it was in
- * the pool: its compressed bytes (FILE_LEN of them) or, for a raw page,
- * all page_size.  So where a page is needs no record beyond the slot's
- * (store_internal.h), no allocator runs on the file, and freeing a page's
- * space is one hole punched over its range.  The file is sparse: as long
- * as the store's disk, taking blocks only where pages are.
+ * Pages go to the file as they are in the pool: compressed (or raw, for a
+ * huge page), not decompressed to whole pages as zram writes them.  A page
+ * written back costs its compressed bytes in writes, no decompression to
+ * write it and no compression to bring it back into the pool.  Where:
  *
- * Compressed, not whole pages like zram: a page written back costs its
- * compressed bytes in writes (a third to a half of a page on process
- * memory, which is what writeback_limit rations: flash wear), no
- * decompression to write it, and no compression to bring it back into
- * the pool; with pages larger than the file system's blocks it also takes
- * fewer blocks.  What it gives up is O_DIRECT (lengths are not block
- * multiples), so written-back pages pass through the page cache, which
- * the kernel reclaims and writes out as it does any file's.  Packing
- * pages densely in the file instead would save blocks with 4 KiB pages
- * too, at the price of an allocator and a compactor for the file.
- * docs/tiering.md has the measurements.
+ *   - 4 KiB pages (the file system's block): packed.  Pages are laid end
+ *     to end in the block being filled, never across blocks; when the
+ *     next does not fit, a new block is taken (a freed one, else the next
+ *     never used).  Each block counts the pages in it (plus one while it
+ *     is the block being filled); the last page out punches it to a hole
+ *     and puts it on the free list.  On process memory that is 3 to 5
+ *     pages a block instead of one: the file takes that much less disk,
+ *     and the kernel writes that much less to it.  A block holds at least
+ *     one page while it is not free, so the file never needs more blocks
+ *     than the store has pages (plus the one being filled).
+ *   - larger pages: at the page's index, offset index * page_size, its
+ *     compressed bytes rounded up to blocks (a 32 KiB page compressed to
+ *     a third takes 3 blocks of 8); no allocation at all, and freeing is
+ *     one hole punched over the range.
+ *
+ * What either gives up is O_DIRECT (lengths are not block multiples): the
+ * pages pass through the page cache, which the kernel writes out and
+ * reclaims as it does any file's.  docs/tiering.md has the measurements.
  *
  * Errors are the system calls': ENOSPC, EDQUOT and EFBIG for a file that
  * cannot grow, EIO.  A short write is retried; a short read (the file
  * truncated under the store) is -EIO.
  *
- * Locks: none; the callers serialise the I/O of one page (writeback.c).
+ * Locks: space->lock, a leaf, for the packed layout's counts and free
+ * list; it is taken under a slot lock (a put freeing a page on file) or
+ * under wb_lock (allocating: one writeback at a time).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +45,20 @@
 
 int (*zmi_backing_fault)(int op, uint64_t index);
 
+/* The file system's block, the packed layout's unit. */
+#define BLOCK 4096u
+
+struct zmi_file_space {
+	pthread_mutex_t lock;
+	uint16_t *refs;          /* per block: pages in it (+1: the block being
+				    filled); refs_arr's elements */
+	struct zmi_lazy refs_arr;
+	uint64_t *free;          /* punched blocks, a stack */
+	uint64_t nfree, free_cap;
+	uint64_t next;           /* blocks from here on were never used */
+	uint64_t cur, cur_used;  /* the block being filled; UINT64_MAX: none */
+};
+
 static int fault(int op, uint64_t index)
 {
 	int (*f)(int, uint64_t) = __atomic_load_n(&zmi_backing_fault, __ATOMIC_RELAXED);
@@ -44,15 +66,110 @@ static int fault(int op, uint64_t index)
 	return f ? f(op, index) : 0;
 }
 
+static bool packed(const struct zm_store *s)
+{
+	return s->page_size == BLOCK;
+}
+
+static void punch(struct zm_store *s, uint64_t index, uint64_t off, uint64_t len)
+{
+	/* a file system that cannot punch keeps the blocks: they are
+	 * written over when used again */
+	if (fault('p', index))
+		return;
+	(void)fallocate(s->bfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+			(off_t)len);
+}
+
+/* Drop a reference to block b (space->lock held); the last punches it. */
+static void block_put(struct zm_store *s, uint64_t index, uint64_t b)
+{
+	struct zmi_file_space *sp = s->space;
+
+	ZM_ASSERT(sp->refs[b] > 0);
+	if (--sp->refs[b])
+		return;
+	punch(s, index, b * BLOCK, BLOCK);
+	if (sp->nfree == sp->free_cap) {
+		uint64_t cap = sp->free_cap ? sp->free_cap * 2 : 1024;
+		uint64_t *f = realloc(sp->free, cap * sizeof(*f));
+
+		if (!f)
+			return;  /* lost to reuse: the file keeps a hole */
+		sp->free = f;
+		sp->free_cap = cap;
+	}
+	sp->free[sp->nfree++] = b;
+}
+
+/* A block to fill, with one reference (space->lock held). */
+static uint64_t block_get(struct zm_store *s)
+{
+	struct zmi_file_space *sp = s->space;
+	uint64_t b = sp->nfree ? sp->free[--sp->nfree] : sp->next++;
+
+	zmi_lazy_mark(&sp->refs_arr, b);
+	sp->refs[b] = 1;
+	return b;
+}
+
+int zmi_backing_alloc(struct zm_store *s, uint64_t index, size_t len, uint64_t *off)
+{
+	struct zmi_file_space *sp = s->space;
+
+	if (!packed(s)) {
+		*off = index * s->page_size;
+		return 0;
+	}
+	pthread_mutex_lock(&sp->lock);
+	if (sp->cur == UINT64_MAX || sp->cur_used + len > BLOCK) {
+		if (sp->cur != UINT64_MAX)
+			block_put(s, index, sp->cur);  /* its filling is over */
+		sp->cur = block_get(s);
+		sp->cur_used = 0;
+	}
+	*off = sp->cur * BLOCK + sp->cur_used;
+	sp->cur_used += len;
+	sp->refs[sp->cur]++;
+	pthread_mutex_unlock(&sp->lock);
+	return 0;
+}
+
+void zmi_backing_free(struct zm_store *s, uint64_t index, uint64_t off, size_t len)
+{
+	struct zmi_file_space *sp = s->space;
+
+	if (!packed(s)) {
+		punch(s, index, off, s->page_size);
+		return;
+	}
+	pthread_mutex_lock(&sp->lock);
+	block_put(s, index, off / BLOCK);
+	pthread_mutex_unlock(&sp->lock);
+}
+
 int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limit)
 {
-	uint64_t size = s->nr_pages * s->page_size;
+	/* packed: as many blocks as pages, and the one being filled */
+	uint64_t size = (s->nr_pages + 1) * s->page_size;
+	struct zmi_file_space *sp;
 	struct stat sb;
 
-	s->bfd = -1;
 	s->wb_left = limit ? limit : UINT64_MAX;
 	if (!path && fd <= 0)
 		return 0;
+	sp = calloc(1, sizeof(*sp));
+	if (!sp)
+		return -ENOMEM;
+	pthread_mutex_init(&sp->lock, NULL);
+	sp->cur = UINT64_MAX;
+	s->space = sp;
+	if (packed(s) && zmi_lazy_init(&sp->refs_arr, s->nr_pages + 1, sizeof(uint16_t)))
+		return -ENOMEM;
+	sp->refs = sp->refs_arr.base;
+	s->wb_buf = malloc(s->page_size);
+	if (!s->wb_buf)
+		return -ENOMEM;
 	if (path) {
 		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 		if (fd < 0) {
@@ -62,9 +179,6 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 		s->bfd_own = true;
 	}
 	s->bfd = fd;
-	s->wb_buf = malloc(s->page_size);
-	if (!s->wb_buf)
-		return -ENOMEM;
 	if (fstat(fd, &sb))
 		return -errno;
 	if (S_ISREG(sb.st_mode)) {
@@ -100,14 +214,21 @@ void zmi_backing_close(struct zm_store *s)
 		if (s->bfd_own)
 			close(s->bfd);
 	}
+	if (s->space) {
+		zmi_lazy_fini(&s->space->refs_arr);
+		free(s->space->free);
+		pthread_mutex_destroy(&s->space->lock);
+		free(s->space);
+		s->space = NULL;
+	}
 	free(s->wb_buf);
 	s->wb_buf = NULL;
 	s->bfd = -1;
 }
 
-int zmi_backing_write(struct zm_store *s, uint64_t index, const void *buf, size_t len)
+int zmi_backing_write(struct zm_store *s, uint64_t index, uint64_t off, const void *buf,
+		      size_t len)
 {
-	off_t off = (off_t)(index * s->page_size);
 	size_t done = 0;
 	int rc = fault('w', index);
 
@@ -115,7 +236,7 @@ int zmi_backing_write(struct zm_store *s, uint64_t index, const void *buf, size_
 		return rc;
 	while (done < len) {
 		ssize_t n = pwrite(s->bfd, (const char *)buf + done, len - done,
-				   off + (off_t)done);
+				   (off_t)(off + done));
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -126,16 +247,15 @@ int zmi_backing_write(struct zm_store *s, uint64_t index, const void *buf, size_
 	return 0;
 }
 
-int zmi_backing_read(struct zm_store *s, uint64_t index, void *buf, size_t len)
+int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf, size_t len)
 {
-	off_t off = (off_t)(index * s->page_size);
 	size_t done = 0;
 	int rc = fault('r', index);
 
 	if (rc)
 		return rc;
 	while (done < len) {
-		ssize_t n = pread(s->bfd, (char *)buf + done, len - done, off + (off_t)done);
+		ssize_t n = pread(s->bfd, (char *)buf + done, len - done, (off_t)(off + done));
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -144,14 +264,4 @@ int zmi_backing_read(struct zm_store *s, uint64_t index, void *buf, size_t len)
 		done += (size_t)n;
 	}
 	return 0;
-}
-
-void zmi_backing_punch(struct zm_store *s, uint64_t index)
-{
-	/* a file system that cannot punch keeps the blocks: the next page
-	 * written back at this index reuses them */
-	if (fault('p', index))
-		return;
-	(void)fallocate(s->bfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			(off_t)(index * s->page_size), (off_t)s->page_size);
 }

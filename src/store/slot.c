@@ -97,10 +97,9 @@ void zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info)
 		ZM_ASSERT(rc == 0);
 		(void)rc;
 	} else if (kind == ZM_STORE_SLOT_FILE && !s->destroying) {
-		/* under the slot lock: a writeback of this index, which
-		 * would write the same range, cannot start until it is
-		 * released (writeback.c) */
-		zmi_backing_punch(s, index);
+		uint64_t rec = s->same_val[index];
+
+		zmi_backing_free(s, index, file_off(rec), rec & FILE_LEN_MASK);
 	}
 }
 

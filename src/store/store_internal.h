@@ -103,12 +103,18 @@ _Static_assert(((uint64_t)(SLOT_LEN_MASK << SLOT_LEN_SHIFT | SLOT_SEC | SLOT_POO
 			   SLOT_LOCK) << SLOT_INFO_SHIFT) == ZM_POOL_OWNER_MASK,
 	       "the info fills the owner bits");
 
-/* A FILE slot's same_val[] word: the page is at index * page_size in the
- * backing file, FILE_LEN bytes of it, compressed (with the secondary
- * codec if FILE_SEC) or raw (FILE_RAW, page_size bytes). */
+/* A FILE slot's same_val[] word: the page is FILE_LEN bytes at offset
+ * FILE_OFF in the backing file (backing.c), compressed (with the
+ * secondary codec if FILE_SEC) or raw (FILE_RAW, page_size bytes). */
 #define FILE_LEN_MASK   0x1FFFFull
 #define FILE_SEC        (1ull << 17)
 #define FILE_RAW        (1ull << 18)
+#define FILE_OFF_SHIFT  19          /* 45 bits: 32 TiB */
+
+static inline uint64_t file_off(uint64_t rec)
+{
+	return rec >> FILE_OFF_SHIFT;
+}
 
 /* The slot array is a lazy array (base/lazy.h): reserved address space,
  * touched only where written, with a bitmap of its pages ever written so
@@ -235,6 +241,7 @@ struct zm_store {
 	uint64_t idle_count;       /* atomic: pages idle at the last mark */
 
 	int bfd;                   /* backing file; -1 = none */
+	struct zmi_file_space *space; /* where pages go in it (backing.c) */
 	bool bfd_own;              /* opened by the store (closed at destroy) */
 	bool readback;
 	bool destroying;           /* destroy: leave the file's holes be */
@@ -390,13 +397,19 @@ void zmi_recomp_fini(struct zm_store *s);
 long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 			uint64_t max_pages, uint64_t max_visit, uint64_t *cursor);
 
-/* backing.c: the backing file.  Each I/O is one page's, at its index's
- * offset; each returns 0 or a negative errno. */
+/* backing.c: the backing file.  Each I/O is one page's (index, for the
+ * seam below) at offset off; each returns 0 or a negative errno. */
 int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limit);
 void zmi_backing_close(struct zm_store *s);
-int zmi_backing_write(struct zm_store *s, uint64_t index, const void *buf, size_t len);
-int zmi_backing_read(struct zm_store *s, uint64_t index, void *buf, size_t len);
-void zmi_backing_punch(struct zm_store *s, uint64_t index);
+/* Room for len bytes of page index: its offset in *off.  wb_lock held.
+ * 0 or -ENOSPC. */
+int zmi_backing_alloc(struct zm_store *s, uint64_t index, size_t len, uint64_t *off);
+/* Give back what zmi_backing_alloc gave (punching the blocks no page
+ * uses any more).  Any thread, under the page's slot lock or wb_lock. */
+void zmi_backing_free(struct zm_store *s, uint64_t index, uint64_t off, size_t len);
+int zmi_backing_write(struct zm_store *s, uint64_t index, uint64_t off, const void *buf,
+		      size_t len);
+int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf, size_t len);
 /* Test seam: when set, each backing-file I/O first calls it with the
  * operation ('r' read, 'w' write, 'p' punch a hole) and the page index;
  * a negative errno it returns is that I/O's result (nothing is done). */

@@ -59,7 +59,7 @@ static int writeback_one(struct zm_store *s, struct zmi_store_stripe *st, uint64
 {
 	char *buf = s->wb_buf;
 	uint32_t info, now, len;
-	uint64_t rec, left;
+	uint64_t rec, left, off = UINT64_MAX;
 	int rc;
 
 	info = zmi_slot_lock(s, index);
@@ -78,10 +78,13 @@ static int writeback_one(struct zm_store *s, struct zmi_store_stripe *st, uint64
 	if (rc)
 		return 0;
 
-	rc = zmi_backing_write(s, index, buf, len);
+	rc = zmi_backing_alloc(s, index, len, &off);
+	if (!rc)
+		rc = zmi_backing_write(s, index, off, buf, len);
 	if (rc) {
 		zmi_count(st, C_WB_FAILS, 1);
-		zmi_backing_punch(s, index);
+		if (off != UINT64_MAX)  /* the write failed, not the room */
+			zmi_backing_free(s, index, off, len);
 		return rc;
 	}
 
@@ -89,10 +92,10 @@ static int writeback_one(struct zm_store *s, struct zmi_store_stripe *st, uint64
 	if (!zmi_slot_unchanged(s, index, now, info, buf, len) ||
 	    ((which & ZM_STORE_PICK_IDLE) && !(now & SLOT_IDLE))) {
 		zmi_slot_unlock(s, index, now, now);
-		zmi_backing_punch(s, index);
+		zmi_backing_free(s, index, off, len);
 		return 0;
 	}
-	rec = len;
+	rec = len | off << FILE_OFF_SHIFT;
 	if (!(now & SLOT_POOL))
 		rec |= FILE_RAW;
 	else if (now & SLOT_SEC)
@@ -271,7 +274,7 @@ int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index
 		if (!src)
 			return -ENOMEM;
 	}
-	rc = zmi_backing_read(s, index, src, len);
+	rc = zmi_backing_read(s, index, file_off(rec), src, len);
 	if (rc)
 		return -EIO;
 	if (!(rec & FILE_RAW)) {
@@ -294,7 +297,7 @@ int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index
 	rc = zm_pool_bind(s->pool, h, index);
 	ZM_ASSERT(rc == 0);
 	(void)rc;
-	zmi_backing_punch(s, index);
+	zmi_backing_free(s, index, file_off(rec), len);
 	ninfo = (rec & FILE_RAW) ? slot_info_sub(SUB_HUGE, false)
 				 : slot_info_pool(len, rec & FILE_SEC);
 	zmi_account(s, st, *info, len, -1);
