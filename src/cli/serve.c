@@ -5,6 +5,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,7 +30,8 @@ static void serve_usage(FILE *f)
 		"  --page-size N      the unit compressed, 4096 .. 65536 (default 4096, and\n"
 		"                     32768 with zstd); larger pages compress better and\n"
 		"                     stream faster, small random writes cost more\n"
-		"  --mem-limit SIZE   memory the store may hold; writes beyond get ENOSPC\n"
+		"  --mem-limit SIZE   memory the store may hold; writes beyond get ENOSPC (with\n"
+		"                     --backing: pages go to the file to make room)\n"
 		"  --read-only        refuse writes (EPERM)\n"
 		"  --threads N        worker threads for reads and writes, 0..256 (default:\n"
 		"                     CPUs; 0 = each connection's own thread does its requests)\n"
@@ -48,7 +50,22 @@ static void serve_usage(FILE *f)
 		"                     $uri, $nbd and $socket (or $port) set; its exit status\n"
 		"  --exit-with-parent stop when the process that started zmem serve exits\n"
 		"  --pidfile FILE     write the server's pid there\n"
-		"  -v, --verbose      log connections to stderr\n\n"
+		"  -v, --verbose      log connections to stderr\n"
+		"cold data (zram's writeback and recompression; zmem ctl idle, writeback,\n"
+		"recompress drive them by hand):\n"
+		"  --backing FILE     backing file for pages written back (created if missing;\n"
+		"                     what it held is lost); without --mem-limit only zmem ctl\n"
+		"                     writeback fills it\n"
+		"  --writeback-limit SIZE  most data ever written to the backing file (zram's\n"
+		"                     writeback_limit, counted in pages); then ENOSPC\n"
+		"  --recompress CODEC[:LEVEL]  the secondary codec for idle or huge pages\n"
+		"                     (zstd, zstd:19, ...)\n"
+		"  --idle-after DURATION  automatic tiering: pages not read or written for\n"
+		"                     this long are recompressed (--recompress) and are the first\n"
+		"                     written back at the memory limit (--backing); 500ms, 30s,\n"
+		"                     10m, 1h (a bare number is seconds)\n"
+		"  --readback         a read of a page on the file brings it back into memory\n"
+		"                     while the memory limit allows\n\n"
 		"SIGINT, SIGTERM and SIGHUP stop it: requests in flight are answered first.\n"
 		"Socket activation (LISTEN_FDS/LISTEN_PID) is used when present, as in\n"
 		"  nbdinfo -- [ zmem serve --size 1G ]\n"
@@ -80,7 +97,7 @@ static void list_names(const char *const *names)
 
 /* The codec and allocator are tried here, so that a bad name is told
  * with the choices, before the server forks or listens. */
-static int check_codec(const char *name)
+static int check_codec(const char *opt, const char *name)
 {
 	struct zm_codec *c;
 	int rc = zm_codec_create(name, 0, &c);
@@ -90,9 +107,9 @@ static int check_codec(const char *name)
 		return 0;
 	}
 	if (rc == -EOPNOTSUPP)
-		fprintf(stderr, "zmem serve: --codec %s: not in this build; choices: ", name);
+		fprintf(stderr, "zmem serve: %s %s: not in this build; choices: ", opt, name);
 	else
-		fprintf(stderr, "zmem serve: --codec %s: unknown codec or bad level; choices: ",
+		fprintf(stderr, "zmem serve: %s %s: unknown codec or bad level; choices: ", opt,
 			name);
 	list_names(zm_codec_list());
 	fprintf(stderr, "  (a level follows a colon, as the codec takes it: zstd:3, zstd:19)\n");
@@ -122,9 +139,91 @@ static int check_size(const char *opt, const char *a, size_t *v)
 	return 0;
 }
 
+/* A duration into milliseconds: a number with ms, s, m or h after it,
+ * seconds without; more than 0 and less than 49 days (it must fit the
+ * store's unsigned milliseconds). */
+static int check_duration(const char *opt, const char *a, unsigned *ms)
+{
+	static const struct { const char *suffix; double ms; } units[] = {
+		{ "", 1000 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
+	};
+	char *end = NULL;
+	double v;
+
+	errno = 0;
+	v = (a[0] >= '0' && a[0] <= '9') || a[0] == '.' ? strtod(a, &end) : -1;
+	for (size_t i = 0; !errno && v >= 0 && i < sizeof(units) / sizeof(units[0]); i++) {
+		double t = v * units[i].ms;
+
+		if (strcmp(end, units[i].suffix))
+			continue;
+		if (t >= 1 && t < (double)UINT32_MAX) {
+			*ms = (unsigned)t;
+			return 0;
+		}
+		break;
+	}
+	fprintf(stderr, "zmem serve: %s takes a duration such as 500ms, 30s, 10m or 1h (a bare "
+		"number is seconds), at least 1ms and under 49 days, not '%s'\n", opt, a);
+	return 2;
+}
+
+/* The backing file must be one we may read and write (or create) now:
+ * told here, before the server forks, with the path.  A file made to
+ * find out is removed again; the store makes its own. */
+static int check_backing(const char *path)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	bool made = false;
+
+	if (fd < 0 && errno == ENOENT) {
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		made = fd >= 0;
+	}
+	if (fd < 0) {
+		fprintf(stderr, "zmem serve: --backing %s: cannot open it for reading and "
+			"writing: %s\n", path, strerror(errno));
+		return 2;
+	}
+	close(fd);
+	if (made)
+		unlink(path);
+	return 0;
+}
+
+/* The cold-data options that need another: each alone would do nothing,
+ * which a zram user would not expect to pass in silence.  --idle-after
+ * needs something to do with idle pages: recompress them, or (with a
+ * memory limit) write them back first.  --writeback-limit becomes pages
+ * of the disk's page size, as zram counts it. */
+static int check_tiering(struct zmi_serve_config *cfg, size_t wb_limit, size_t page)
+{
+	const char *alone = !cfg->backing && wb_limit ? "--writeback-limit"
+			    : !cfg->backing && cfg->readback ? "--readback" : NULL;
+
+	if (alone) {
+		fprintf(stderr, "zmem serve: %s needs --backing FILE\n", alone);
+		return 2;
+	}
+	if (cfg->idle_after_ms && !cfg->recompress && !cfg->backing) {
+		fprintf(stderr, "zmem serve: --idle-after needs --recompress CODEC (idle pages "
+			"are recompressed) or --backing FILE (idle pages are written back "
+			"first)\n");
+		return 2;
+	}
+	if (wb_limit && wb_limit < page) {
+		fprintf(stderr, "zmem serve: --writeback-limit %zu is less than a page (%zu "
+			"bytes)\n", wb_limit, page);
+		return 2;
+	}
+	cfg->writeback_limit = wb_limit / page;
+	return 0;
+}
+
 int cmd_serve(int argc, char **argv)
 {
-	enum { O_PRINT_URI = 256, O_RUN, O_EXIT_WITH_PARENT, O_TIMEOUT };
+	enum { O_PRINT_URI = 256, O_RUN, O_EXIT_WITH_PARENT, O_TIMEOUT, O_BACKING,
+	       O_WB_LIMIT, O_RECOMPRESS, O_IDLE_AFTER, O_READBACK };
 	static const struct option opts[] = {
 		{ "size", required_argument, NULL, 's' },
 		{ "codec", required_argument, NULL, 'c' },
@@ -144,12 +243,17 @@ int cmd_serve(int argc, char **argv)
 		{ "exit-with-parent", no_argument, NULL, O_EXIT_WITH_PARENT },
 		{ "pidfile", required_argument, NULL, 'P' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "backing", required_argument, NULL, O_BACKING },
+		{ "writeback-limit", required_argument, NULL, O_WB_LIMIT },
+		{ "recompress", required_argument, NULL, O_RECOMPRESS },
+		{ "idle-after", required_argument, NULL, O_IDLE_AFTER },
+		{ "readback", no_argument, NULL, O_READBACK },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	struct zmi_serve_config cfg = { .threads = (unsigned)cli_ncpus() };
 	char defsock[4096];
-	size_t size = 0, page;
+	size_t size = 0, page, wb_limit = 0;
 	long n;
 	int o, rc = 0;
 
@@ -157,7 +261,7 @@ int cmd_serve(int argc, char **argv)
 	while (!rc && (o = getopt_long(argc, argv, ":fvh", opts, NULL)) != -1) {
 		switch (o) {
 		case 's': rc = check_size("--size", optarg, &size); break;
-		case 'c': cfg.codec = optarg; rc = check_codec(optarg); break;
+		case 'c': cfg.codec = optarg; rc = check_codec("--codec", optarg); break;
 		case 'a': cfg.allocator = optarg; rc = check_allocator(optarg); break;
 		case 'g':
 			rc = check_size("--page-size", optarg, &page);
@@ -191,6 +295,16 @@ int cmd_serve(int argc, char **argv)
 		case O_EXIT_WITH_PARENT: cfg.exit_with_parent = true; break;
 		case 'P': cfg.pidfile = optarg; break;
 		case 'v': cfg.verbose = true; break;
+		case O_BACKING: cfg.backing = optarg; rc = check_backing(optarg); break;
+		case O_WB_LIMIT: rc = check_size("--writeback-limit", optarg, &wb_limit); break;
+		case O_RECOMPRESS:
+			cfg.recompress = optarg;
+			rc = check_codec("--recompress", optarg);
+			break;
+		case O_IDLE_AFTER:
+			rc = check_duration("--idle-after", optarg, &cfg.idle_after_ms);
+			break;
+		case O_READBACK: cfg.readback = true; break;
 		case 'h': serve_usage(stdout); return 0;
 		case ':':
 			fprintf(stderr, "zmem serve: %s needs a value (zmem serve --help)\n",
@@ -228,6 +342,9 @@ int cmd_serve(int argc, char **argv)
 		return 2;
 	}
 	cfg.size = size;
+	rc = check_tiering(&cfg, wb_limit, page);
+	if (rc)
+		return rc;
 	if (cfg.bind && !cfg.port) {
 		fprintf(stderr, "zmem serve: --bind needs --port\n");
 		return 2;

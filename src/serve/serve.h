@@ -216,6 +216,13 @@ struct zmi_serve_config {
 	bool print_uri;           /* print the URI on stdout once listening */
 	const char *run;          /* captive: serve until this command exits */
 	bool exit_with_parent;    /* stop when the parent process exits */
+	/* cold data (the store's config of the same names) */
+	const char *backing;      /* backing file for writeback; NULL = none */
+	uint64_t writeback_limit; /* pages that may go to it; 0 = no limit */
+	const char *recompress;   /* secondary codec, name[:LEVEL]; NULL = none */
+	unsigned idle_after_ms;   /* automatic tiering after this idle time;
+				     0 = only when asked (zmem ctl) */
+	bool readback;            /* a read of a page on file brings it back */
 };
 
 /* Counters shown by zmem stats; atomics. */

@@ -65,6 +65,11 @@ int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg)
 	sc.codec = cfg->codec;
 	sc.allocator = cfg->allocator;
 	sc.limit_bytes = cfg->mem_limit;
+	sc.backing_path = cfg->backing;
+	sc.writeback_limit = cfg->writeback_limit;
+	sc.recompress_codec = cfg->recompress;
+	sc.idle_after_ms = cfg->idle_after_ms;
+	sc.backing_readback = cfg->readback;
 	rc = zm_store_create(&sc, &s->store);
 	if (rc)
 		return rc;
@@ -613,7 +618,12 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 	s = malloc(sizeof(*s));
 	rc = s ? server_init(s, &cfg) : -ENOMEM;
 	if (rc) {
-		fprintf(stderr, "zmem serve: cannot create the store: %s\n", strerror(-rc));
+		if (cfg.backing)
+			fprintf(stderr, "zmem serve: cannot create the store with the backing "
+				"file %s: %s\n", cfg.backing, strerror(-rc));
+		else
+			fprintf(stderr, "zmem serve: cannot create the store: %s\n",
+				strerror(-rc));
 		free(s);
 		s = NULL;
 		goto out_names;
