@@ -399,7 +399,8 @@ int cmd_stats(int argc, char **argv)
 			printf("%s"
 			       "The statistics of a running zmem serve, through its control socket\n"
 			       "(SOCKET.ctl; for a TCP server, the one its port names): zram's\n"
-			       "mm_stat, the store, the per-class table, connections, requests\n"
+			       "mm_stat and bd_stat, the store, the cold data (recompression,\n"
+			       "the backing file), the per-class table, connections, requests\n"
 			       "and errors.  Without an argument, the default socket's server.\n",
 			       usage);
 			return 0;

@@ -16,8 +16,9 @@
  * an error naming the known ones.  Sizes arrive as plain bytes: the
  * client parses units.
  *
- * The report: the export (size, codec, allocator), zram's mm_stat line and
- * fields, the store's statistics with its size histogram, the pool's
+ * The report: the export (size, codec, allocator), zram's mm_stat and
+ * bd_stat lines and fields, the store's statistics with its size
+ * histogram, the cold data (recompression, the backing file), the pool's
  * per-class table, and the server's counters (connections, requests by
  * type, bytes, errors).
  */
@@ -47,6 +48,63 @@ static double uptime(const struct zmi_server *s)
 	return ((double)ts.tv_sec * 1e9 + (double)ts.tv_nsec - (double)s->started_ns) / 1e9;
 }
 
+/* A JSON string: quotes, backslashes and control characters escaped (a
+ * socket path may hold any of them). */
+static void json_str(FILE *f, const char *str)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)str; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+/* A count that may be "none": JSON's null. */
+static void json_limit(FILE *f, uint64_t v)
+{
+	if (v == UINT64_MAX)
+		fputs("null", f);
+	else
+		fprintf(f, "%llu", (unsigned long long)v);
+}
+
+/* zram's bd_stat (pages) and the rest of the cold data. */
+static void report_json_tiering(struct zmi_server *s, const struct zm_store_stats *st,
+				FILE *f)
+{
+	fprintf(f, " \"bd_stat\": {\"bd_count\": %llu, \"bd_reads\": %llu, "
+		   "\"bd_writes\": %llu},\n",
+		(unsigned long long)st->bd_count, (unsigned long long)st->bd_reads,
+		(unsigned long long)st->bd_writes);
+	fputs(" \"tiering\": {\"backing\": ", f);
+	if (s->cfg.backing)
+		json_str(f, s->cfg.backing);
+	else
+		fputs("null", f);
+	fputs(", \"recompress_codec\": ", f);
+	if (s->cfg.recompress)
+		json_str(f, s->cfg.recompress);
+	else
+		fputs("null", f);
+	fprintf(f, ", \"idle_after_ms\": %u, \"recompressed_pages\": %llu, "
+		   "\"recompress_saved\": %llu, \"recompress_tried\": %llu, "
+		   "\"secondary_pages\": %llu, \"incompressible_pages\": %llu, "
+		   "\"idle_pages\": %llu, \"bd_bytes\": %llu, \"writeback_failures\": %llu, "
+		   "\"writeback_left\": ",
+		s->cfg.idle_after_ms, (unsigned long long)st->recompressed_pages,
+		(unsigned long long)st->recompress_saved, (unsigned long long)st->recompress_tried,
+		(unsigned long long)st->secondary_pages,
+		(unsigned long long)st->incompressible_pages, (unsigned long long)st->idle_pages,
+		(unsigned long long)st->bd_bytes, (unsigned long long)st->writeback_failures);
+	json_limit(f, st->writeback_left);
+	fputs("},\n", f);
+}
+
 static void report_json(struct zmi_server *s, FILE *f)
 {
 	struct zm_store_stats st;
@@ -68,6 +126,7 @@ static void report_json(struct zmi_server *s, FILE *f)
 		(unsigned long long)st.mem_used_max, (unsigned long long)st.same_pages,
 		(unsigned long long)st.pages_compacted, (unsigned long long)st.huge_pages,
 		(unsigned long long)st.huge_pages_since);
+	report_json_tiering(s, &st, f);
 	fprintf(f, " \"store\": {\"pages_stored\": %llu, \"puts\": %llu, \"gets\": %llu, "
 		   "\"discards\": %llu, \"failed_reads\": %llu, \"failed_writes\": %llu, "
 		   "\"limit_fails\": %llu, \"pool_objects\": %llu, \"pool_meta_bytes\": %llu, "
@@ -98,6 +157,26 @@ static void report_json(struct zmi_server *s, FILE *f)
 	fprintf(f, "}}\n");
 }
 
+/* What the server tiers to; the store's table above has the counts. */
+static void report_text_tiering(struct zmi_server *s, const struct zm_store_stats *st,
+				FILE *f)
+{
+	char left[32] = "no limit";
+
+	if (!s->cfg.backing && !s->cfg.recompress)
+		return;
+	if (st->writeback_left != UINT64_MAX)
+		snprintf(left, sizeof(left), "%llu pages", (unsigned long long)st->writeback_left);
+	fprintf(f, "cold data: backing %s (writeback left: %s), recompress %s, ",
+		s->cfg.backing ? s->cfg.backing : "none", s->cfg.backing ? left : "none",
+		s->cfg.recompress ? s->cfg.recompress : "none");
+	if (s->cfg.idle_after_ms)
+		fprintf(f, "idle after %u ms", s->cfg.idle_after_ms);
+	else
+		fprintf(f, "idle only when asked");
+	fprintf(f, "; %llu pages idle at the last mark\n\n", (unsigned long long)st->idle_pages);
+}
+
 static void report_text(struct zmi_server *s, FILE *f)
 {
 	struct zm_store_stats st;
@@ -110,30 +189,18 @@ static void report_text(struct zmi_server *s, FILE *f)
 		uptime(s));
 	fprintf(f, "mm_stat: ");
 	zm_store_print_mm_stat(&st, f);
+	/* zram's format: bd_stat_show(), pages, widths of 8 */
+	fprintf(f, "bd_stat: %8llu %8llu %8llu\n", (unsigned long long)st.bd_count,
+		(unsigned long long)st.bd_reads, (unsigned long long)st.bd_writes);
 	fprintf(f, "\n");
 	zm_store_print_stats(&st, f);
 	fprintf(f, "\n");
+	report_text_tiering(s, &st, f);
 	zm_pool_print_classes(pool, f);
 	fprintf(f, "\nserver:\n");
 	for (int i = 0; i < SC_NR; i++)
 		fprintf(f, "  %-20s %llu\n", counter_names[i],
 			(unsigned long long)__atomic_load_n(&s->counter[i], __ATOMIC_RELAXED));
-}
-
-/* A JSON string: quotes, backslashes and control characters escaped (a
- * socket path may hold any of them). */
-static void json_str(FILE *f, const char *str)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)str; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
 }
 
 /* One line of JSON for zmem list. */
