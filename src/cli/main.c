@@ -31,7 +31,7 @@ static const struct {
 	{ "stats", cmd_stats,
 	  "the statistics of a running zmem serve" },
 	{ "ctl", cmd_ctl,
-	  "drive a running zmem serve: compact, mem-limit, reset-max, stop" },
+	  "drive a running zmem serve: compact, mem-limit, idle, writeback, ..." },
 	{ "stop", cmd_stop, "stop a running zmem serve" },
 	{ "list", cmd_list, "the running zmem serve processes, like zramctl" },
 	{ "capture", cmd_capture,

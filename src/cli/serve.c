@@ -415,11 +415,21 @@ int cmd_stats(int argc, char **argv)
 }
 
 static const char ctl_usage[] =
-	"usage: zmem ctl [SOCKET | HOST:PORT] VERB [ARG]\n"
+	"usage: zmem ctl [SOCKET | HOST:PORT] VERB [ARG...]\n"
 	"Drive a running zmem serve, as zram's sysfs files do:\n"
 	"  compact          compact the pool now\n"
 	"  mem-limit SIZE   change the memory limit (64M, 1G, ...; 0 or none: no limit)\n"
 	"  reset-max        start mem_used_max over from the memory used now\n"
+	"  idle all|SECONDS mark idle the pages not read or written for SECONDS (all:\n"
+	"                   every page); answers how many are idle\n"
+	"  writeback TYPE [MAX_PAGES]\n"
+	"                   write pages back to the --backing file, at most MAX_PAGES;\n"
+	"                   TYPE: idle, huge, huge_idle, incompressible or all\n"
+	"  writeback page INDEX\n"
+	"                   write back one page (INDEX counts pages of the disk's page size)\n"
+	"  recompress [TYPE] [MAX_PAGES]\n"
+	"                   recompress with the --recompress codec; TYPE: idle, huge,\n"
+	"                   huge_idle or all (the default)\n"
 	"  stop             stop the server (requests in flight are answered)\n"
 	"  info             one line of JSON: URI, pid, size, codec, what is stored\n"
 	"Without SOCKET, the default socket's server.\n";
@@ -427,7 +437,8 @@ static const char ctl_usage[] =
 static bool is_verb(const char *a)
 {
 	static const char *const verbs[] = { "compact", "mem-limit", "reset-max", "stop",
-					     "info", "stats", "json", "text", NULL };
+					     "info", "stats", "json", "text", "idle",
+					     "writeback", "recompress", NULL };
 
 	for (int i = 0; verbs[i]; i++)
 		if (!strcmp(a, verbs[i]))
@@ -435,9 +446,16 @@ static bool is_verb(const char *a)
 	return false;
 }
 
+/* The cold-data verbs take up to two words, checked by the server. */
+static bool takes_words(const char *verb)
+{
+	return !strcmp(verb, "idle") || !strcmp(verb, "writeback") ||
+	       !strcmp(verb, "recompress");
+}
+
 int cmd_ctl(int argc, char **argv)
 {
-	const char *where = NULL, *verb, *arg;
+	const char *where = NULL, *verb, *arg, *arg2;
 	char buf[4200], line[128];
 	int i = 1;
 
@@ -453,6 +471,7 @@ int cmd_ctl(int argc, char **argv)
 	}
 	verb = argv[i++];
 	arg = i < argc ? argv[i++] : NULL;
+	arg2 = i < argc && takes_words(verb) ? argv[i++] : NULL;
 	if (i < argc) {
 		fprintf(stderr, "zmem ctl: unexpected '%s'\n%s", argv[i], ctl_usage);
 		return 2;
@@ -466,6 +485,14 @@ int cmd_ctl(int argc, char **argv)
 			return 2;
 		}
 		snprintf(line, sizeof(line), "mem-limit %zu", v);
+	} else if (takes_words(verb)) {
+		if ((arg && (strlen(arg) > 40 || strpbrk(arg, " \t\r\n"))) ||
+		    (arg2 && (strlen(arg2) > 40 || strpbrk(arg2, " \t\r\n")))) {
+			fprintf(stderr, "zmem ctl: %s: bad argument\n%s", verb, ctl_usage);
+			return 2;
+		}
+		snprintf(line, sizeof(line), "%s%s%s%s%s", verb, arg ? " " : "", arg ? arg : "",
+			 arg2 ? " " : "", arg2 ? arg2 : "");
 	} else if (arg) {
 		fprintf(stderr, "zmem ctl: %s takes no argument\n", verb);
 		return 2;

@@ -10,6 +10,18 @@
  *   compact           compact the pool now (zram's compact)
  *   mem-limit BYTES   change the memory limit, 0 for none (mem_limit)
  *   reset-max         start mem_used_max over (zram's reset)
+ *   idle all|SECONDS  mark idle the pages not accessed for SECONDS, or
+ *                     all of them (zram's idle); answers how many are
+ *   writeback TYPE [MAX_PAGES]
+ *                     write pages back to the backing file (zram's
+ *                     writeback); TYPE is zram's: idle, huge, huge_idle,
+ *                     incompressible, or all
+ *   writeback page INDEX
+ *                     one page (zram's page_index=)
+ *   recompress [TYPE] [MAX_PAGES]
+ *                     re-encode with the secondary codec (zram's
+ *                     recompress type= max_pages=); TYPE idle, huge,
+ *                     huge_idle or all (the default)
  *   stop              stop the server, as SIGTERM does
  *
  * Verbs answer one line: "ok: ..." or "error: ...".  An unknown verb gets
@@ -220,8 +232,8 @@ static void report_info(struct zmi_server *s, FILE *f)
 		(unsigned long long)st.mem_used_total, (unsigned long long)st.mem_limit);
 }
 
-/* A plain decimal number of bytes, nothing else: 0 and *v, or -1. */
-static int parse_bytes(const char *a, uint64_t *v)
+/* A plain decimal number, nothing else: 0 and *v, or -1. */
+static int parse_u64(const char *a, uint64_t *v)
 {
 	char *end;
 
@@ -232,7 +244,146 @@ static int parse_bytes(const char *a, uint64_t *v)
 	return errno || (*end && *end != '\n') ? -1 : 0;
 }
 
-static const char KNOWN[] = "text, json, info, compact, mem-limit BYTES, reset-max, stop";
+static const char KNOWN[] = "text, json, info, compact, mem-limit BYTES, reset-max, "
+			    "idle all|SECONDS, writeback TYPE [MAX_PAGES], writeback page INDEX, "
+			    "recompress [TYPE] [MAX_PAGES], stop";
+
+/* zram's words for the pages a writeback or recompression takes. */
+static const struct {
+	const char *name;
+	unsigned which;
+} picks[] = {
+	{ "idle", ZM_STORE_PICK_IDLE },
+	{ "huge", ZM_STORE_PICK_HUGE },
+	{ "huge_idle", ZM_STORE_PICK_HUGE | ZM_STORE_PICK_IDLE },
+	{ "incompressible", ZM_STORE_PICK_INCOMPRESSIBLE },
+	{ "all", 0 },
+};
+
+/* Split a verb's argument at its first space: arg becomes the first
+ * word, the rest (or NULL) is returned. */
+static char *next_word(char *arg)
+{
+	char *sp = arg ? strchr(arg, ' ') : NULL;
+
+	if (sp)
+		*sp++ = 0;
+	return sp;
+}
+
+/* TYPE (NULL: all) and MAX_PAGES (NULL: no bound) of writeback and
+ * recompress: 0, or -1 after the error line. */
+static int parse_pick(const char *verb, const char *type, const char *max, bool incompr,
+		      unsigned *which, uint64_t *n, FILE *f)
+{
+	size_t i;
+
+	for (i = 0; type && i < sizeof(picks) / sizeof(picks[0]); i++)
+		if (!strcmp(type, picks[i].name) && (incompr || picks[i].which !=
+						     ZM_STORE_PICK_INCOMPRESSIBLE))
+			break;
+	if (type && i == sizeof(picks) / sizeof(picks[0])) {
+		fprintf(f, "error: %s: type idle, huge, huge_idle%s or all, not '%.40s'\n", verb,
+			incompr ? ", incompressible" : "", type);
+		return -1;
+	}
+	*which = type ? picks[i].which : 0;
+	*n = UINT64_MAX;
+	if (max && (parse_u64(max, n) || !*n)) {
+		fprintf(f, "error: %s: MAX_PAGES is a number of pages, at least 1, not '%.40s'\n",
+			verb, max);
+		return -1;
+	}
+	return 0;
+}
+
+/* Why a writeback or recompression did nothing, for the error line. */
+static const char *tier_error(const char *verb, long rc)
+{
+	switch (rc) {
+	case -EOPNOTSUPP:
+		return !strcmp(verb, "writeback")
+		       ? "no backing file (the server was started without --backing)"
+		       : "no secondary codec (the server was started without --recompress)";
+	case -EDQUOT: return "the writeback limit is spent (--writeback-limit)";
+	case -ENOSPC: return "the backing file is full";
+	default: return strerror((int)-rc);
+	}
+}
+
+/* idle all|SECONDS: zram's idle. */
+static void do_idle(struct zmi_server *s, char *arg, FILE *f)
+{
+	uint64_t sec = 0;
+	long n;
+
+	if (!arg || next_word(arg) || (strcmp(arg, "all") && (parse_u64(arg, &sec) ||
+							     sec > UINT32_MAX / 1000))) {
+		fprintf(f, "error: idle takes all or a number of seconds (at most %u)\n",
+			UINT32_MAX / 1000);
+		return;
+	}
+	n = zm_store_mark_idle(s->store, (unsigned)sec * 1000);
+	if (n < 0)
+		fprintf(f, "error: idle: %s\n", strerror((int)-n));
+	else
+		fprintf(f, "ok: %ld pages idle\n", n);
+}
+
+/* writeback page INDEX: zram's page_index=. */
+static void do_writeback_page(struct zmi_server *s, const char *index, FILE *f)
+{
+	uint64_t i, nr = zm_store_nr_pages(s->store);
+	int rc;
+
+	if (!index || parse_u64(index, &i) || i >= nr) {
+		fprintf(f, "error: writeback page takes a page index in 0..%llu (pages of %zu "
+			"bytes), not '%.40s'\n", (unsigned long long)nr - 1,
+			zm_store_page_size(s->store), index ? index : "");
+		return;
+	}
+	rc = zm_store_writeback_page(s->store, i);
+	if (rc == -ENOENT)
+		fprintf(f, "error: writeback page %llu: not in memory (empty, same-filled or on "
+			"the file already)\n", (unsigned long long)i);
+	else if (rc)
+		fprintf(f, "error: writeback page %llu: %s\n", (unsigned long long)i,
+			tier_error("writeback", rc));
+	else
+		fprintf(f, "ok: page %llu written back\n", (unsigned long long)i);
+}
+
+/* writeback TYPE [MAX_PAGES] | page INDEX; recompress [TYPE] [MAX_PAGES] */
+static void do_tier(struct zmi_server *s, const char *verb, char *arg, FILE *f)
+{
+	bool wb = !strcmp(verb, "writeback");
+	char *rest = next_word(arg), *extra = next_word(rest);
+	unsigned which;
+	uint64_t max;
+	long n;
+
+	if (wb && arg && !strcmp(arg, "page") && !extra) {
+		do_writeback_page(s, rest, f);
+		return;
+	}
+	if (wb && !arg) {
+		fprintf(f, "error: writeback takes a type: idle, huge, huge_idle, incompressible, "
+			"all, or page INDEX\n");
+		return;
+	}
+	if (extra) {
+		fprintf(f, "error: %s: unexpected '%.40s'\n", verb, extra);
+		return;
+	}
+	if (parse_pick(verb, arg, rest, wb, &which, &max, f))
+		return;
+	n = wb ? zm_store_writeback(s->store, which, max)
+	       : zm_store_recompress(s->store, which, max);
+	if (n < 0)
+		fprintf(f, "error: %s: %s\n", verb, tier_error(verb, n));
+	else
+		fprintf(f, "ok: %ld pages %s\n", n, wb ? "written back" : "recompressed");
+}
 
 /* Carry out one request line; the answer goes to f. */
 static void control_do(struct zmi_server *s, char *line, FILE *f)
@@ -258,7 +409,7 @@ static void control_do(struct zmi_server *s, char *line, FILE *f)
 		else
 			fprintf(f, "ok: compacted, %ld pages freed\n", n);
 	} else if (!strcmp(line, "mem-limit")) {
-		if (parse_bytes(arg, &v))
+		if (parse_u64(arg, &v))
 			fprintf(f, "error: mem-limit takes a number of bytes (0: no limit)\n");
 		else if ((rc = zm_store_set_limit(s->store, (size_t)v)))
 			fprintf(f, "error: mem-limit %llu: %s\n", (unsigned long long)v,
@@ -270,6 +421,10 @@ static void control_do(struct zmi_server *s, char *line, FILE *f)
 	} else if (!strcmp(line, "reset-max")) {
 		rc = zm_store_reset_max(s->store);
 		fprintf(f, rc ? "error: reset-max\n" : "ok: mem_used_max reset\n");
+	} else if (!strcmp(line, "idle")) {
+		do_idle(s, arg, f);
+	} else if (!strcmp(line, "writeback") || !strcmp(line, "recompress")) {
+		do_tier(s, line, arg, f);
 	} else if (!strcmp(line, "stop")) {
 		if (s->stop_fd >= 0 && write(s->stop_fd, "", 1) == 1)
 			fprintf(f, "ok: stopping\n");
