@@ -1,6 +1,7 @@
 #!/bin/sh
 # zmem serve as a user runs it: detached (URI and pid printed), captive
-# (--run), tied to its parent; driven at run time by zmem ctl, stop, list
+# (--run), tied to its parent; driven at run time by zmem ctl (the
+# cold-data verbs too, on a server with nothing to tier to), stop, list
 # and stats, by socket path, by default socket and by TCP port; bad
 # options refused with their own messages; a quick restart on the same
 # paths keeping the new server's pidfile.
@@ -43,6 +44,21 @@ unknown_verb() {
     ! "$ZMEM" ctl mem-limit -5M 2> "$T/err" && grep -q "takes a size" "$T/err"
 }
 check "ctl: an unknown verb and a bad size refused, naming the choices" unknown_verb
+
+# the cold-data verbs on a server with neither --backing nor --recompress
+tier_verbs() {
+    "$ZMEM" ctl idle all | grep -Eqx 'ok: [0-9]+ pages idle' &&
+    "$ZMEM" ctl idle 60 | grep -Eqx 'ok: [0-9]+ pages idle' &&
+    ! "$ZMEM" ctl writeback idle 2> "$T/err" && grep -q "no backing file" "$T/err" &&
+    ! "$ZMEM" ctl writeback page 0 2> "$T/err" && grep -q "no backing file" "$T/err" &&
+    ! "$ZMEM" ctl recompress 2> "$T/err" && grep -q "no secondary codec" "$T/err" &&
+    ! "$ZMEM" ctl writeback 2> "$T/err" && grep -q "takes a type" "$T/err" &&
+    ! "$ZMEM" ctl recompress incompressible 2> "$T/err" && grep -q "type idle" "$T/err" &&
+    "$ZMEM" ctl frobnicate 2>&1 | grep -q "writeback TYPE" &&
+    "$ZMEM" stats --json | grep -q '"bd_stat": {"bd_count": 0, "bd_reads": 0, "bd_writes": 0}' &&
+    "$ZMEM" stats | grep -Eqx 'bd_stat: +0 +0 +0'
+}
+check "ctl: idle works, writeback and recompress say what is missing" tier_verbs
 
 list_servers() {
     "$ZMEM" serve --size 1G --port "$PORT" --codec zstd > /dev/null &&
@@ -101,6 +117,26 @@ check "a --control that is a regular file refused" refused "not a socket" --size
     --socket "$T/c.sock" --control "$T/regular"
 check "a --pidfile in a missing folder refused" refused "cannot write the pidfile" \
     --size 1G --socket "$T/d.sock" --pidfile "$T/nowhere/pid"
+# cold data: durations, sizes, the backing file, and options that need another
+check "--idle-after 5x refused" refused "--idle-after takes a duration" \
+    --size 1G --recompress zstd --idle-after 5x
+check "--idle-after 0 refused" refused "--idle-after takes a duration" \
+    --size 1G --recompress zstd --idle-after 0
+check "--idle-after with nothing to do refused" refused "--idle-after needs --recompress" \
+    --size 1G --idle-after 10m
+check "--writeback-limit junk refused" refused "--writeback-limit takes a size" \
+    --size 1G --backing "$T/z.img" --writeback-limit junk
+check "--writeback-limit below a page refused" refused "less than a page" \
+    --size 1G --backing "$T/z.img" --writeback-limit 100
+check "--writeback-limit without --backing refused" refused "needs --backing" \
+    --size 1G --writeback-limit 64M
+check "--readback without --backing refused" refused "needs --backing" --size 1G --readback
+check "--backing in a missing folder refused" refused "--backing $T/nowhere/z.img: cannot open" \
+    --size 1G --backing "$T/nowhere/z.img"
+check "--backing a folder refused" refused "--backing $T: cannot open" --size 1G --backing "$T"
+check "... and no backing file left behind by the refusals" test ! -e "$T/z.img"
+check "a bad --recompress lists the codecs" refused "--recompress brotli: unknown codec" \
+    --size 1G --recompress brotli
 
 # a quick restart on the same paths: the old server stops while holding
 # data; the new one starts at once and keeps its pidfile and sockets
