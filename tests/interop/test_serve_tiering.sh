@@ -2,7 +2,8 @@
 # zmem serve with a backing file and a secondary codec: a disk holding 4x
 # its memory limit written with nbdcopy and read back byte for byte, the
 # overflow on the file (bd_stat); then zram's verbs by hand (idle,
-# recompress, writeback, writeback page) and the data still intact.  Last
+# recompress, writeback, writeback page) and the data still intact; then
+# the same on its own (--idle-after) and read back (--readback).  Last
 # the file's own end: with --writeback-limit (and, as root, a tiny tmpfs)
 # writes beyond memory + file get ENOSPC and every write acknowledged
 # before reads back.
@@ -91,6 +92,26 @@ check "ctl: a bad type, count or index is refused by name" sh -c "
     ! '$ZMEM' ctl '$SOCK' idle soon 2> '$T/err' && grep -q 'number of seconds' '$T/err'"
 check "stats: still no failed write or writeback" json \
     "s['failed_writes'] == 0 and t['writeback_failures'] == 0 and s['failed_reads'] == 0"
+serve_stop
+
+# automatic tiering: idle pages recompressed by the server itself; reads
+# of pages on the file bring them back while the memory limit allows
+serve_start --size 256M --mem-limit 16M --backing "$T/w.img" --recompress zstd \
+    --idle-after 300ms --readback || finish
+check "--idle-after: nbdcopy in" nbdcopy "$T/corpus" "$URI"
+recompressed() {
+    i=0
+    while [ $i -lt 100 ]; do
+        json "t['recompressed_pages'] > 1000" > /dev/null && return 0
+        sleep 0.1; i=$((i + 1))
+    done
+    json "t['recompressed_pages'] > 1000"
+}
+check "--idle-after: idle pages recompressed within 10 s, unasked" recompressed
+check "--readback: read back byte-identical" same_bytes "$SIZE" "$T/corpus"
+check "--readback: pages read from the file, some of them back in memory" json \
+    "b['bd_reads'] > 0 and b['bd_count'] < b['bd_writes'] and s['failed_reads'] == 0 \
+     and m['mem_used_total'] <= 16 << 20 and t['idle_after_ms'] == 300"
 serve_stop
 
 # fill: write the corpus in 2 MiB chunks at their offsets until a
