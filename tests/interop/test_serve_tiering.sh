@@ -92,6 +92,13 @@ check "ctl: a bad type, count or index is refused by name" sh -c "
     ! '$ZMEM' ctl '$SOCK' idle soon 2> '$T/err' && grep -q 'number of seconds' '$T/err'"
 check "stats: still no failed write or writeback" json \
     "s['failed_writes'] == 0 and t['writeback_failures'] == 0 and s['failed_reads'] == 0"
+# a second server on the same file would empty it under this one
+second() {
+    ! "$ZMEM" serve --size 64M --socket "$T/2.sock" --backing "$T/z.img" 2> "$T/err" &&
+    grep -q "in use by another server" "$T/err" && [ ! -e "$T/2.sock" ]
+}
+check "a second server on the same backing file is refused" second
+check "... and the first one's data is intact" same_bytes "$SIZE" "$T/corpus"
 serve_stop
 
 # automatic tiering: idle pages recompressed by the server itself; reads
