@@ -194,8 +194,10 @@ struct zm_store_stats {
 	uint64_t writeback_left;     /* pages writeback_limit still allows
 					(UINT64_MAX: no limit; 0 without a
 					backing file) */
-	uint64_t idle_pages;         /* pages found idle at the last
-					zm_store_mark_idle (count) */
+	uint64_t idle_pages;         /* pages idle at the last mark: for as long
+					as zm_store_mark_idle asked, or the
+					automatic tiering's idle_after_ms
+					(count) */
 };
 
 /* mem_used_max is sampled every this many puts (per thread stripe):
@@ -207,8 +209,9 @@ struct zm_store;
 /* Create a store: its codec and its pool (with its own pages).  Returns 0
  * and sets *out, or -EINVAL (cfg or out NULL, nr_pages 0 or above
  * ZM_STORE_MAX_PAGES, bad page size, huge_size above page_size, unknown
- * codec or allocator), -EOPNOTSUPP (a codec this build lacks), an errno
- * from opening or sizing the backing file, -E2BIG
+ * codec or allocator), -EOPNOTSUPP (a codec this build lacks), -EBUSY
+ * (another store holds the backing file: each takes an exclusive flock
+ * on it), an errno from opening or sizing it, -E2BIG
  * (a config with fields this library does not know set), -ENOMEM.
  * *out is NULL on failure.
  *

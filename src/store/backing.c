@@ -38,6 +38,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -179,6 +180,13 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 		s->bfd_own = true;
 	}
 	s->bfd = fd;
+	/* two stores on one file would empty and overwrite each other's
+	 * pages: the first holds it (an fd the caller locked already, on
+	 * the same open file, passes) */
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		zmi_bad_input("zm_store_create: the backing file is in use by another store");
+		return errno == EWOULDBLOCK ? -EBUSY : -errno;
+	}
 	if (fstat(fd, &sb))
 		return -errno;
 	if (S_ISREG(sb.st_mode)) {

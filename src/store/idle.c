@@ -56,14 +56,17 @@ void zmi_idle_fini(struct zm_store *s)
 	s->age = NULL;
 }
 
-uint64_t zmi_idle_sweep(struct zm_store *s)
+uint64_t zmi_idle_sweep(struct zm_store *s, unsigned min_age_ms, uint64_t *idle)
 {
-	uint64_t now;
+	uint64_t now, cutoff, n = 0;
 	uint8_t e;
 
 	pthread_mutex_lock(&s->mark_lock);
 	e = (uint8_t)(__atomic_load_n(&s->epoch, __ATOMIC_RELAXED) + 1);
 	now = now_ns();
+	cutoff = now - (uint64_t)min_age_ms * 1000000ull;
+	if (cutoff > now)
+		cutoff = 0;
 	__atomic_store_n(&s->mark_ns[e], now, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->epoch, e, __ATOMIC_RELEASE);
 	for (uint64_t i = zmi_slot_next_touched(s, 0, s->nr_pages); i < s->nr_pages;
@@ -88,10 +91,14 @@ uint64_t zmi_idle_sweep(struct zm_store *s)
 			 * oldest left */
 			s->age[i] = (uint8_t)(e + 1);
 		}
+		n += zmi_pick(s, i, info | SLOT_IDLE, ZM_STORE_PICK_IDLE, cutoff);
 		zmi_slot_unlock(s, i, info, info | SLOT_IDLE);
 	}
+	__atomic_store_n(&s->idle_count, n, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&s->mark_lock);
-	return now;
+	if (idle)
+		*idle = n;
+	return cutoff;
 }
 
 bool zmi_pick(const struct zm_store *s, uint64_t index, uint32_t info, unsigned which,
@@ -113,29 +120,13 @@ bool zmi_pick(const struct zm_store *s, uint64_t index, uint32_t info, unsigned 
 
 long zm_store_mark_idle(struct zm_store *s, unsigned min_age_ms)
 {
-	uint64_t now, cutoff;
-	long n = 0;
+	uint64_t n;
 
 	if (!s) {
 		zmi_bad_input("zm_store_mark_idle: no store");
 		return -EINVAL;
 	}
-	now = zmi_idle_sweep(s);
-	cutoff = now - (uint64_t)min_age_ms * 1000000ull;
-	if (cutoff > now)
-		cutoff = 0;
-	__atomic_store_n(&s->idle_cutoff_ns, cutoff, __ATOMIC_RELAXED);
-	/* count what PICK_IDLE takes now */
-	for (uint64_t i = zmi_slot_next_touched(s, 0, s->nr_pages); i < s->nr_pages;
-	     i = zmi_slot_next_touched(s, i + 1, s->nr_pages)) {
-		uint32_t info;
-
-		if (!slot_in_pool(word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED))))
-			continue;
-		info = zmi_slot_lock(s, i);
-		n += zmi_pick(s, i, info, ZM_STORE_PICK_IDLE, cutoff);
-		zmi_slot_unlock(s, i, info, info);
-	}
-	__atomic_store_n(&s->idle_count, (uint64_t)n, __ATOMIC_RELAXED);
-	return n;
+	__atomic_store_n(&s->idle_cutoff_ns, zmi_idle_sweep(s, min_age_ms, &n),
+			 __ATOMIC_RELAXED);
+	return (long)n;
 }

@@ -381,8 +381,10 @@ char *zmi_thread_buf(size_t size);
 int zmi_idle_init(struct zm_store *s);
 void zmi_idle_fini(struct zm_store *s);
 /* A mark: every page in the pool gets its idle bit (and, if it had none,
- * this mark's number as its age).  Returns the mark's time (ns). */
-uint64_t zmi_idle_sweep(struct zm_store *s);
+ * this mark's number as its age).  Sets idle_count and *idle (if not
+ * NULL) to the pages idle for min_age_ms or more, and returns the cutoff
+ * that takes them (zmi_pick's cutoff_ns: now - min_age_ms). */
+uint64_t zmi_idle_sweep(struct zm_store *s, unsigned min_age_ms, uint64_t *idle);
 /* Is locked slot index (info) one that `which` (ZM_STORE_PICK_*) takes,
  * idle meaning idle since a mark made at or before cutoff_ns? */
 bool zmi_pick(const struct zm_store *s, uint64_t index, uint32_t info, unsigned which,

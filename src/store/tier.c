@@ -61,8 +61,9 @@ static void tier_tick(void *arg)
 	uint64_t now = now_ns(), budget;
 
 	if (now - t->last_mark_ns >= t->mark_every_ns) {
-		t->last_mark_ns = zmi_idle_sweep(s);
-		now = t->last_mark_ns;
+		/* idle_pages then counts what this item recompresses */
+		zmi_idle_sweep(s, (unsigned)(t->idle_after_ns / 1000000ull), NULL);
+		t->last_mark_ns = now;
 	}
 	if (!s->codec2 || zmi_worker_stopping(&t->work))
 		return;

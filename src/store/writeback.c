@@ -228,7 +228,7 @@ int zmi_reclaim(struct zm_store *s, size_t size, bool pool_full)
 		long rc;
 
 		if (step == 1)
-			zmi_idle_sweep(s);
+			zmi_idle_sweep(s, 0, NULL);
 		for (;;) {
 			/* pool_full: count what this reclaim freed (other
 			 * puts may have added meanwhile) */
