@@ -23,14 +23,25 @@
  * its idle bit and age through a recompression: it was not accessed.
  * Gets decode a page with the codec its slot names (SLOT_SEC).
  *
+ * A full pool (the memory limit) has no room for the new objects, which
+ * go to other size classes than the old: a run then compacts once, or
+ * with a backing file writes a batch back (writeback.c), and stops if
+ * there is still none.  A run that saved a megabyte or more compacts
+ * after itself.
+ *
  * Locks: recomp_lock (one recompression at a time, for rc_buf) -> slot
- * locks, one at a time -> pool.
+ * locks, one at a time -> pool; recomp_lock -> wb_lock (making room).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "store/store_internal.h"
+
+/* Bytes worth compacting for: a run that saved this much compacts after
+ * it, and a full pool is compacted by this much to make room (a few
+ * zspages). */
+#define RECOMP_ROOM ((size_t)1 << 20)
 
 int zmi_recomp_init(struct zm_store *s, const char *codec, int level)
 {
@@ -53,7 +64,9 @@ void zmi_recomp_fini(struct zm_store *s)
 	s->rc_buf = NULL;
 }
 
-/* Recompress slot index if `which` takes it: 1 if re-encoded, 0 if not. */
+/* Recompress slot index if `which` takes it: the bytes it saved (> 0) if
+ * re-encoded, 0 if not, -ENOSPC if the pool had no room for the new
+ * object. */
 static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
 			  unsigned which, uint64_t cutoff_ns)
 {
@@ -101,7 +114,7 @@ static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint6
 	}
 	h = zm_pool_alloc(s->pool, (size_t)n);
 	if (!h)
-		return 0;
+		return -ENOSPC;  /* the pool is full: the caller makes room */
 	if (zm_pool_write(s->pool, h, out, (size_t)n)) {
 		zm_pool_free(s->pool, h);
 		return 0;
@@ -122,19 +135,30 @@ static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint6
 	zmi_account(s, st, info, (uint32_t)n, 1);
 	zmi_count(st, C_RECOMP, 1);
 	zmi_count(st, C_RECOMP_SAVED, (int64_t)(len - (uint32_t)n));
-	return 1;
+	return (int)(len - (uint32_t)n);
+}
+
+/* Make room in a full pool for recompressed objects: compact, and with a
+ * backing file write a batch back.  0 if there may be room now. */
+static int make_room(struct zm_store *s, size_t size)
+{
+	if (s->bfd >= 0 && __atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED))
+		return zmi_reclaim(s, size, true);
+	return zm_pool_shrink(s->pool, RECOMP_ROOM) > 0 ? 0 : -ENOSPC;
 }
 
 long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 			uint64_t max_pages, uint64_t max_visit, uint64_t *cursor)
 {
 	struct zmi_store_stripe *st = zmi_stripe(s);
-	uint64_t i = *cursor < s->nr_pages ? *cursor : 0, visited = 0;
+	uint64_t i = *cursor < s->nr_pages ? *cursor : 0, visited = 0, saved = 0;
+	bool made_room = false;
 	long done = 0;
 
 	pthread_mutex_lock(&s->recomp_lock);
 	while (visited < s->nr_pages && visited < max_visit && (uint64_t)done < max_pages) {
 		uint64_t next = zmi_slot_next_touched(s, i, s->nr_pages);
+		int rc = 0;
 
 		if (next >= s->nr_pages) {
 			/* the rest was never written: wrap */
@@ -145,12 +169,30 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 		visited += next - i + 1;
 		i = next;
 		if (slot_in_pool(word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED))))
-			done += recompress_one(s, st, i, which, cutoff_ns);
+			rc = recompress_one(s, st, i, which, cutoff_ns);
+		if (rc == -ENOSPC) {
+			/* a full pool: make room once a run and try this page
+			 * again; if there is still none, stop rather than
+			 * compress pages that cannot be kept */
+			if (made_room || make_room(s, s->page_size))
+				break;
+			made_room = true;
+			continue;
+		}
+		if (rc > 0) {
+			done++;
+			saved += (uint64_t)rc;
+		}
 		if (++i == s->nr_pages)
 			i = 0;
 	}
 	*cursor = i;
 	pthread_mutex_unlock(&s->recomp_lock);
+	/* the objects left behind are holes in their zspages: give the pages
+	 * back now rather than when the pool's own policy next looks (its
+	 * ratio may not fall that far: the smaller objects went elsewhere) */
+	if (saved >= RECOMP_ROOM)
+		zm_pool_shrink(s->pool, saved);
 	return done;
 }
 
