@@ -59,19 +59,6 @@ struct churn_row {
 			   compactor did (zm_pool_min_moves); -1 unknown */
 };
 
-static size_t rss(void)
-{
-	unsigned long size = 0, res = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (f) {
-		if (fscanf(f, "%lu %lu", &size, &res) != 2)
-			res = 0;
-		fclose(f);
-	}
-	return res * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /* ---- the child ---------------------------------------------------- */
 
 static double pool_over(struct zm_pool *p, uint64_t live)
@@ -127,7 +114,7 @@ int cmd_churn_child(int argc, char **argv)
 		if (zm_pool_create(&c, &pool))
 			return printf("unavailable\n"), 0;
 	}
-	base = rss();
+	base = cli_rss_bytes();
 	for (size_t i = 0; i < n; i++) {
 		if (pool) {
 			zm_handle_t h = zm_pool_alloc(pool, size[i]);
@@ -143,7 +130,7 @@ int cmd_churn_child(int argc, char **argv)
 		}
 		total += size[i];
 	}
-	printf("full %.4f %.4f\n", (double)(rss() - base) / (double)total, pool_over(pool, total));
+	printf("full %.4f %.4f\n", (double)(cli_rss_bytes() - base) / (double)total, pool_over(pool, total));
 	for (size_t i = 0; i < n; i++) {
 		if ((double)(cli_rand(&seed) % 1000000) < fraction * 1e6) {
 			if (pool)
@@ -155,13 +142,13 @@ int cmd_churn_child(int argc, char **argv)
 			live += size[i];
 		}
 	}
-	printf("free %.4f %.4f\n", (double)(rss() - base) / (double)live, pool_over(pool, live));
+	printf("free %.4f %.4f\n", (double)(cli_rss_bytes() - base) / (double)live, pool_over(pool, live));
 	if (pool && bound_pages)  /* the pool as the frees left it: nothing moved */
 		printf("bound %ld\n", zm_pool_min_moves(pool, bound_pages));
 	usleep(100000);
-	printf("100ms %.4f %.4f\n", (double)(rss() - base) / (double)live, pool_over(pool, live));
+	printf("100ms %.4f %.4f\n", (double)(cli_rss_bytes() - base) / (double)live, pool_over(pool, live));
 	usleep(900000);
-	printf("1s %.4f %.4f\n", (double)(rss() - base) / (double)live, pool_over(pool, live));
+	printf("1s %.4f %.4f\n", (double)(cli_rss_bytes() - base) / (double)live, pool_over(pool, live));
 	if (pool) {
 		zm_pool_stats(pool, &st);
 		if (getenv("ZM_CHURN_DEBUG")) {

@@ -49,5 +49,7 @@ size_t cli_parse_size(const char *s);
 /* median of n values (sorts v) */
 double cli_median(double *v, size_t n);
 int cli_ncpus(void);
+/* the process's resident memory in bytes (/proc/self/statm); 0 if unknown */
+size_t cli_rss_bytes(void);
 
 #endif

@@ -1,6 +1,7 @@
 /* Small helpers shared by the zmem subcommands. */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,4 +63,17 @@ int cli_ncpus(void)
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 
 	return n > 0 ? (int)n : 1;
+}
+
+size_t cli_rss_bytes(void)
+{
+	unsigned long size = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%lu %lu", &size, &res) != 2)
+			res = 0;
+		fclose(f);
+	}
+	return res * (size_t)sysconf(_SC_PAGESIZE);
 }
