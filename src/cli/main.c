@@ -24,6 +24,8 @@ static const struct {
 	  "the same allocations through every pool backend: ns per op, threads" },
 	{ "worstcase", cmd_worstcase,
 	  "sequences built to hurt each allocator, on every backend, by pool size" },
+	{ "tierbench", cmd_tierbench,
+	  "cold data against a memory limit: recompression, writeback, a hot set" },
 	{ "gen", cmd_gen,
 	  "write zero, random or English-like text pages at a compression ratio" },
 	{ "serve", cmd_serve,

@@ -1,0 +1,936 @@
+/*
+ * zmem tierbench: cold data tiering against a memory limit.  The same
+ * data set, four times larger than the limit, and the same access trace
+ * go through a fresh store per mode, side by side in one run:
+ *
+ *   none        the limit, no tiering: writes beyond it fail (-ENOSPC)
+ *   recompress  the limit, a secondary codec (zstd:3) for idle pages,
+ *               automatic idle recompression (idle_after_ms) on
+ *   writeback   the limit and a backing file: puts beyond the limit
+ *               write idle (or any) pages back to the file
+ *   both        recompression and writeback together
+ *   lz4-only    no limit, no tiering, the primary codec: the reference
+ *               for speed
+ *   zstd-only   no limit, no tiering, the secondary codec as the only
+ *               one: the reference for memory
+ *
+ * The trace: every index of the store is one page of the data set; a
+ * seeded shuffle picks the hot set (--hot 80/20: 80% of the accesses go
+ * to 20% of the pages, the rest spread over the others).  An access reads
+ * the page, or (--rewrite, 30% by default) puts a random page of the data
+ * set there, so that content changes.  The trace is drawn once, before
+ * any mode runs, and every mode replays it: the same seed gives the same
+ * trace in every mode and every run.
+ *
+ * Each mode, in this order:
+ *
+ *   1. fill: put every page into the empty store (failed puts count);
+ *   2. zm_store_mark_idle(store, 0): every page idle (zram's `echo all >
+ *      idle`);
+ *   3. warm-up: the first WARMUP_PCT% of the trace; the pages it touches
+ *      lose their idle mark, so what stays idle is the cold data;
+ *   4. the tiering step, timed per page: recompress modes re-encode the
+ *      idle pages (zm_store_recompress, PICK_IDLE); writeback writes
+ *      every idle page back (PICK_IDLE); both re-encodes the idle pages
+ *      and then writes back those still stored raw (PICK_IDLE |
+ *      PICK_HUGE), zram's recompress-then-writeback order.  Pages beyond
+ *      the limit went to the file during the fill already (automatic);
+ *   5. the measured trace: the rest of the trace, each access timed; the
+ *      speeds and the get latency come from this part only;
+ *   6. statistics, a census of the slots (zm_store_slot_info), resident
+ *      memory, then every page read back and compared with its last
+ *      successful write (a failed put leaves the old content, as the
+ *      store promises).  Reads in the trace are compared too.
+ *
+ * Automatic recompression (idle_after_ms) runs on the process's worker
+ * beside steps 3-5; its pages count in recompressed_pages with the
+ * explicit ones.
+ *
+ * Then, in the same run, a bare pwrite() loop of the mean bytes of a
+ * written-back page to a scratch file in --dir (the same offsets a page's
+ * index gives, as many pages as step 4 wrote): the floor a writeback is
+ * measured against.
+ *
+ * Output: a table (or --json), the figures the tiering targets are about,
+ * and --plot FILE.svg (memory and throughput by mode, plot.c).  The exit
+ * status is 1 if any page read back wrong, never because of speed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <zmem/codec.h>
+#include <zmem/store.h>
+#include "cli/bench.h"
+#include "cli/cli.h"
+#include "cli/plot.h"
+
+#define DEF_LIMIT ((size_t)64 << 20) /* data 256 MiB asked for: all six modes
+					in well under a minute on 2 cores */
+#define DATA_PER_LIMIT 4   /* the data set is this many times the limit */
+#define DEF_OPS_PER_PAGE 4 /* trace length: accesses per page of data */
+#define DEF_HOT_ACCESS 80  /* --hot 80/20 */
+#define DEF_HOT_PAGES 20
+#define DEF_REWRITE 30     /* percent of accesses that put */
+#define DEF_IDLE_AFTER 1000 /* ms: longer than the fill, shorter than the
+			       trace */
+#define DEF_SEED 20261201  /* any constant: the same trace in every run */
+#define WARMUP_PCT 25      /* part of the trace before the tiering step */
+#define NO_SRC UINT32_MAX  /* an access that reads; a slot never written */
+#define MB 1e6
+#define MIB 1048576.0
+
+enum mode { M_NONE, M_RECOMPRESS, M_WRITEBACK, M_BOTH, M_LZ4, M_ZSTD, NMODES };
+
+static const char *const mode_names[NMODES] = {
+	"none", "recompress", "writeback", "both", "lz4-only", "zstd-only",
+};
+
+static bool has_limit(enum mode m)
+{
+	return m <= M_BOTH;
+}
+
+static bool has_recompress(enum mode m)
+{
+	return m == M_RECOMPRESS || m == M_BOTH;
+}
+
+static bool has_backing(enum mode m)
+{
+	return m == M_WRITEBACK || m == M_BOTH;
+}
+
+/* One access: a get of idx, or a put of data page src at idx. */
+struct access {
+	uint32_t idx, src;
+};
+
+struct opts {
+	const char *data, *codec, *recompress, *dir, *plot;
+	size_t size, limit, page_size;
+	uint64_t ops, seed;
+	unsigned hot_access, hot_pages, rewrite, idle_after;
+	bool modes[NMODES];
+	int json, readback;
+};
+
+/* One mode's results. */
+struct row {
+	bool ran;
+	uint64_t ops, hot_ops;        /* the measured trace */
+	double MBps, hot_MBps, fill_MBps;
+	double get_p99_us;
+	uint64_t failed_fill, failed_trace, errors, mismatches;
+	uint64_t pool_bytes, pool_max, compr_bytes, rss_bytes;
+	uint64_t in_memory, in_pool, on_file; /* the slot census */
+	uint64_t bd_count, bd_bytes, bd_writes, bd_reads, writeback_failures;
+	uint64_t recompressed, secondary;
+	uint64_t step_recompressed, step_written; /* by the tiering step */
+	double recompress_ns, writeback_ns;       /* per page of the step */
+};
+
+/* ---- the trace ------------------------------------------------------ */
+
+/* Draw o->ops accesses over n pages (see the top of the file); *hot gets
+ * the hot set as a bitmap of n bytes.  NULL on lack of memory. */
+static struct access *make_trace(const struct opts *o, uint32_t n, uint8_t **hot)
+{
+	struct access *t = malloc(o->ops * sizeof(*t));
+	uint32_t *perm = malloc((size_t)n * sizeof(*perm));
+	uint32_t nhot = (uint32_t)((uint64_t)n * o->hot_pages / 100);
+	uint64_t s = o->seed ? o->seed : 1;
+
+	*hot = calloc(n, 1);
+	if (!t || !perm || !*hot) {
+		free(t), free(perm), free(*hot);
+		return NULL;
+	}
+	if (!nhot)
+		nhot = 1;
+	for (uint32_t i = 0; i < n; i++)
+		perm[i] = i;
+	for (uint32_t i = n - 1; i > 0; i--) {
+		uint32_t j = (uint32_t)(cli_rand(&s) % (i + 1)), x = perm[i];
+
+		perm[i] = perm[j], perm[j] = x;
+	}
+	for (uint32_t i = 0; i < nhot; i++)
+		(*hot)[perm[i]] = 1;
+	for (uint64_t k = 0; k < o->ops; k++) {
+		bool h = nhot == n || cli_rand(&s) % 100 < o->hot_access;
+		uint32_t idx = h ? perm[cli_rand(&s) % nhot] :
+				   perm[nhot + cli_rand(&s) % (n - nhot)];
+
+		t[k].idx = idx;
+		t[k].src = cli_rand(&s) % 100 < o->rewrite ? (uint32_t)(cli_rand(&s) % n) : NO_SRC;
+	}
+	free(perm);
+	return t;
+}
+
+/* ---- one mode ------------------------------------------------------- */
+
+struct run {
+	const struct opts *o;
+	const struct bench_data *d;
+	struct zm_store *store;
+	uint32_t *ref;         /* index -> data page last written, NO_SRC */
+	uint8_t *buf, *zero;
+	size_t ps;
+	struct row *row;
+};
+
+/* Does buf hold what the slot at idx was last given? */
+static bool page_ok(const struct run *r, uint64_t idx, const uint8_t *buf)
+{
+	const uint8_t *want = r->ref[idx] == NO_SRC ? r->zero : r->d->buf + (size_t)r->ref[idx] * r->ps;
+
+	return !memcmp(buf, want, r->ps);
+}
+
+static void note_error(struct run *r, const char *what, uint64_t idx, int rc)
+{
+	if (!r->row->errors++)
+		fprintf(stderr, "tierbench: %s of page %llu: %s\n", what,
+			(unsigned long long)idx, strerror(-rc));
+}
+
+/* A put; the reference follows it only if it took. */
+static void do_put(struct run *r, uint64_t idx, uint32_t src, uint64_t *failed)
+{
+	int rc = zm_store_put(r->store, idx, r->d->buf + (size_t)src * r->ps);
+
+	if (!rc)
+		r->ref[idx] = src;
+	else if (rc == -ENOSPC)
+		(*failed)++;
+	else
+		note_error(r, "put", idx, rc);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Replay accesses [from, to).  Timed if lat is not NULL: each access
+ * (not the comparison of what a get returned), the hot pages' accesses
+ * apart, and each get's latency into lat (ns, as many as gets). */
+static void replay(struct run *r, const struct access *t, uint64_t from, uint64_t to,
+		   const uint8_t *hot, uint32_t *lat, uint64_t *nlat)
+{
+	uint64_t all_ns = 0, hot_ns = 0;
+	struct row *w = r->row;
+
+	for (uint64_t k = from; k < to; k++) {
+		uint64_t a = lat ? cli_now_ns() : 0, ns;
+		int rc = 0;
+
+		if (t[k].src != NO_SRC)
+			do_put(r, t[k].idx, t[k].src, &w->failed_trace);
+		else
+			rc = zm_store_get(r->store, t[k].idx, r->buf);
+		ns = lat ? cli_now_ns() - a : 0;
+		if (t[k].src == NO_SRC) {
+			if (rc)
+				note_error(r, "get", t[k].idx, rc);
+			else if (!page_ok(r, t[k].idx, r->buf))
+				w->mismatches++;
+			if (lat)
+				lat[(*nlat)++] = ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
+		}
+		all_ns += ns;
+		if (lat && hot[t[k].idx])
+			hot_ns += ns, w->hot_ops++;
+	}
+	if (!lat)
+		return;
+	w->ops = to - from;
+	w->MBps = all_ns ? (double)w->ops * (double)r->ps / ((double)all_ns / 1e9) / MB : 0;
+	w->hot_MBps = hot_ns ? (double)w->hot_ops * (double)r->ps / ((double)hot_ns / 1e9) / MB : 0;
+}
+
+/* Step 4: re-encode or write back the idle pages, timed per page. */
+static void tier_step(struct run *r, enum mode m)
+{
+	struct row *w = r->row;
+	uint64_t t0;
+	long n;
+
+	if (has_recompress(m)) {
+		t0 = cli_now_ns();
+		n = zm_store_recompress(r->store, ZM_STORE_PICK_IDLE, UINT64_MAX);
+		if (n < 0)
+			note_error(r, "recompress", 0, (int)n);
+		w->step_recompressed = n > 0 ? (uint64_t)n : 0;
+		w->recompress_ns = n > 0 ? (double)(cli_now_ns() - t0) / (double)n : 0;
+	}
+	if (has_backing(m)) {
+		unsigned which = m == M_BOTH ? ZM_STORE_PICK_IDLE | ZM_STORE_PICK_HUGE :
+					       ZM_STORE_PICK_IDLE;
+
+		t0 = cli_now_ns();
+		n = zm_store_writeback(r->store, which, UINT64_MAX);
+		/* -EDQUOT, -ENOSPC: the file or the writeback limit is full,
+		 * which the counters show; anything else is an error */
+		if (n < 0 && n != -EDQUOT && n != -ENOSPC)
+			note_error(r, "writeback", 0, (int)n);
+		w->step_written = n > 0 ? (uint64_t)n : 0;
+		w->writeback_ns = n > 0 ? (double)(cli_now_ns() - t0) / (double)n : 0;
+	}
+}
+
+/* Step 6: the counters, the census, and every page read back. */
+static void finish(struct run *r, size_t rss0)
+{
+	struct row *w = r->row;
+	struct zm_store_stats st;
+	uint64_t n = zm_store_nr_pages(r->store);
+	size_t rss;
+
+	zm_store_stats(r->store, &st);
+	rss = cli_rss_bytes();
+	w->rss_bytes = rss > rss0 ? rss - rss0 : 0;
+	w->pool_bytes = st.mem_used_total;
+	w->pool_max = st.mem_used_max;
+	w->compr_bytes = st.compr_data_size;
+	w->bd_count = st.bd_count;
+	w->bd_bytes = st.bd_bytes;
+	w->bd_writes = st.bd_writes;
+	w->bd_reads = st.bd_reads;
+	w->writeback_failures = st.writeback_failures;
+	w->recompressed = st.recompressed_pages;
+	w->secondary = st.secondary_pages;
+	for (uint64_t i = 0; i < n; i++) {
+		unsigned kind;
+		zm_handle_t h;
+		size_t len;
+
+		if (zm_store_slot_info(r->store, i, &kind, &h, &len))
+			continue;
+		w->in_memory += kind == ZM_STORE_SLOT_SAME || kind == ZM_STORE_SLOT_POOL ||
+				kind == ZM_STORE_SLOT_HUGE;
+		w->in_pool += kind == ZM_STORE_SLOT_POOL || kind == ZM_STORE_SLOT_HUGE;
+		w->on_file += kind == ZM_STORE_SLOT_FILE;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		int rc = zm_store_get(r->store, i, r->buf);
+
+		if (rc) {
+			note_error(r, "get", i, rc);
+			w->mismatches++;
+		} else if (!page_ok(r, i, r->buf)) {
+			if (!w->mismatches)
+				fprintf(stderr, "tierbench: page %llu reads back wrong\n",
+					(unsigned long long)i);
+			w->mismatches++;
+		}
+	}
+}
+
+/* A backing file in dir, already unlinked: it goes when the store is done
+ * with it, however the run ends.  The descriptor, or -1 after a message. */
+static int scratch_file(const char *dir)
+{
+	char path[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/zmem-tierbench-XXXXXX", dir);
+	fd = mkstemp(path);
+	if (fd < 0) {
+		fprintf(stderr, "tierbench: creating a file in %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	unlink(path);
+	if (fd == 0) {  /* backing_fd 0 means none */
+		int fd2 = dup(fd);
+
+		close(fd);
+		fd = fd2;
+	}
+	return fd;
+}
+
+static int run_mode(const struct opts *o, const struct bench_data *d, const struct access *t,
+		    const uint8_t *hot, enum mode m, uint32_t *lat, struct row *w)
+{
+	uint32_t n = (uint32_t)(d->len / o->page_size);
+	struct zm_store_config cfg = {
+		.nr_pages = n, .page_size = o->page_size,
+		.codec = m == M_ZSTD ? o->recompress : o->codec,
+		.limit_bytes = has_limit(m) ? o->limit : 0,
+		.recompress_codec = has_recompress(m) ? o->recompress : NULL,
+		.idle_after_ms = has_recompress(m) ? o->idle_after : 0,
+		.backing_readback = o->readback,
+	};
+	struct run r = { .o = o, .d = d, .ps = o->page_size, .row = w };
+	uint64_t warm = o->ops * WARMUP_PCT / 100, nlat = 0, t0;
+	uint32_t p99;
+	size_t rss0;
+	int fd = -1, rc;
+
+	memset(w, 0, sizeof(*w));
+	r.ref = malloc((size_t)n * sizeof(*r.ref));
+	r.buf = malloc(r.ps);
+	r.zero = calloc(1, r.ps);
+	if (!r.ref || !r.buf || !r.zero) {
+		fprintf(stderr, "tierbench: out of memory\n");
+		goto fail;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		r.ref[i] = NO_SRC;
+	if (has_backing(m)) {
+		fd = scratch_file(o->dir);
+		if (fd < 0)
+			goto fail;
+		cfg.backing_fd = fd;
+	}
+	rss0 = cli_rss_bytes();
+	rc = zm_store_create(&cfg, &r.store);
+	if (rc) {
+		fprintf(stderr, "tierbench: %s: creating the store: %s\n", mode_names[m],
+			strerror(-rc));
+		goto fail;
+	}
+	bench_progress("tierbench: %s: fill", mode_names[m]);
+	t0 = cli_now_ns();
+	for (uint32_t i = 0; i < n; i++)
+		do_put(&r, i, i, &w->failed_fill);
+	w->fill_MBps = (double)d->len / ((double)(cli_now_ns() - t0) / 1e9) / MB;
+	zm_store_mark_idle(r.store, 0);
+	bench_progress("tierbench: %s: warm-up", mode_names[m]);
+	replay(&r, t, 0, warm, hot, NULL, NULL);
+	bench_progress("tierbench: %s: tiering", mode_names[m]);
+	tier_step(&r, m);
+	bench_progress("tierbench: %s: trace", mode_names[m]);
+	replay(&r, t, warm, o->ops, hot, lat, &nlat);
+	if (nlat) {
+		qsort(lat, nlat, sizeof(*lat), cmp_u32);
+		p99 = lat[(nlat - 1) * 99 / 100];
+		w->get_p99_us = p99 / 1e3;
+	}
+	bench_progress("tierbench: %s: verify", mode_names[m]);
+	finish(&r, rss0);
+	bench_progress_done();
+	zm_store_destroy(r.store);
+	if (fd >= 0)
+		close(fd);
+	free(r.ref), free(r.buf), free(r.zero);
+	w->ran = true;
+	return 0;
+fail:
+	bench_progress_done();
+	if (fd >= 0)
+		close(fd);
+	free(r.ref), free(r.buf), free(r.zero);
+	return -1;
+}
+
+/* ---- the floor of a writeback: a bare pwrite loop ------------------- */
+
+/* ns per pwrite() of len bytes, for count pages at the offsets of every
+ * stride-th index, into a fresh file in dir the size of the store's; -1
+ * if it could not be made. */
+static double pwrite_ns(const char *dir, size_t len, size_t ps, uint64_t count, uint64_t n)
+{
+	uint64_t stride = count && n / count ? n / count : 1, t0, ns;
+	uint8_t *b = malloc(len ? len : 1);
+	int fd = scratch_file(dir);
+
+	if (fd < 0 || !b || ftruncate(fd, (off_t)(n * ps))) {
+		if (fd >= 0)
+			close(fd);
+		free(b);
+		return -1;
+	}
+	for (size_t i = 0; i < len; i++)  /* not same-filled, like a page */
+		b[i] = (uint8_t)(i * 131 + 7);
+	t0 = cli_now_ns();
+	for (uint64_t i = 0; i < count; i++)
+		if (pwrite(fd, b, len, (off_t)((i * stride % n) * ps)) != (ssize_t)len) {
+			close(fd);
+			free(b);
+			return -1;
+		}
+	ns = cli_now_ns() - t0;
+	close(fd);
+	free(b);
+	return count ? (double)ns / (double)count : -1;
+}
+
+/* ---- output --------------------------------------------------------- */
+
+static double ratio(double a, double b)
+{
+	return b > 0 ? a / b : -1;
+}
+
+struct summary {
+	/* both: the limit held, nothing failed, nothing wrong */
+	bool both;
+	uint64_t both_failed, both_max, both_mismatches;
+	/* recompress against the references */
+	double mem_vs_zstd, page_vs_zstd, mem_vs_lz4, hot_vs_lz4;
+	/* writeback against pwrite */
+	double wb_ns, pw_ns, wb_bytes;
+	uint64_t wb_pages;
+	const char *wb_mode;
+};
+
+static double per_page(const struct row *w)
+{
+	return w->in_pool ? (double)w->pool_bytes / (double)w->in_pool : -1;
+}
+
+static void summarize(const struct opts *o, const struct row *rows, uint64_t n,
+		      struct summary *s)
+{
+	const struct row *b = &rows[M_BOTH], *rc = &rows[M_RECOMPRESS];
+	const struct row *l4 = &rows[M_LZ4], *zs = &rows[M_ZSTD], *wb = NULL;
+
+	memset(s, 0, sizeof(*s));
+	s->mem_vs_zstd = s->page_vs_zstd = s->mem_vs_lz4 = s->hot_vs_lz4 = -1;
+	s->wb_ns = s->pw_ns = -1;
+	s->both = b->ran;
+	s->both_failed = b->failed_fill + b->failed_trace;
+	s->both_max = b->pool_max > b->pool_bytes ? b->pool_max : b->pool_bytes;
+	s->both_mismatches = b->mismatches;
+	if (rc->ran && zs->ran) {
+		s->mem_vs_zstd = ratio((double)rc->pool_bytes, (double)zs->pool_bytes);
+		s->page_vs_zstd = ratio(per_page(rc), per_page(zs));
+	}
+	if (rc->ran && l4->ran) {
+		s->mem_vs_lz4 = ratio((double)rc->pool_bytes, (double)l4->pool_bytes);
+		s->hot_vs_lz4 = ratio(rc->hot_MBps, l4->hot_MBps);
+	}
+	if (rows[M_WRITEBACK].ran && rows[M_WRITEBACK].step_written)
+		wb = &rows[M_WRITEBACK], s->wb_mode = "writeback";
+	else if (b->ran && b->step_written)
+		wb = b, s->wb_mode = "both";
+	if (!wb)
+		return;
+	s->wb_ns = wb->writeback_ns;
+	s->wb_pages = wb->step_written;
+	/* the mean bytes of a page on the file; the primary codec's mean
+	 * object if the store does not tell */
+	if (wb->bd_count && wb->bd_bytes)
+		s->wb_bytes = (double)wb->bd_bytes / (double)wb->bd_count;
+	else if (l4->ran && l4->in_pool)
+		s->wb_bytes = (double)l4->compr_bytes / (double)l4->in_pool;
+	else
+		s->wb_bytes = (double)o->page_size / 2;
+	s->pw_ns = pwrite_ns(o->dir, (size_t)(s->wb_bytes + 0.5), o->page_size, s->wb_pages, n);
+}
+
+static void print_table(const struct opts *o, const struct bench_data *d,
+			const struct row *rows, uint64_t n, const struct summary *s)
+{
+	printf("zmem tierbench: %s, %llu pages of %zu bytes (%.0f MiB), limit %.0f MiB; codec %s, "
+	       "secondary %s;\n%llu accesses, %u%% to %u%% of the pages, %u%% rewrites, seed %llu "
+	       "(measured: the last %d%%)\n\n", d->name, (unsigned long long)n, o->page_size,
+	       (double)d->len / MIB, (double)o->limit / MIB, o->codec, o->recompress,
+	       (unsigned long long)o->ops, o->hot_access, o->hot_pages, o->rewrite,
+	       (unsigned long long)o->seed, 100 - WARMUP_PCT);
+	printf("%-10s %7s %7s %7s %8s %9s %9s %8s %8s %8s %8s %8s %8s\n", "mode", "ops", "MBps",
+	       "hotMBps", "failed", "pool_MiB", "rss_MiB", "in_mem", "on_file", "bd_wr", "bd_rd",
+	       "recomp", "getp99us");
+	for (int m = 0; m < NMODES; m++) {
+		const struct row *w = &rows[m];
+
+		if (!w->ran)
+			continue;
+		printf("%-10s %7llu %7.0f %7.0f %8llu %9.1f %9.1f %8llu %8llu %8llu %8llu %8llu "
+		       "%8.1f\n", mode_names[m], (unsigned long long)w->ops, w->MBps, w->hot_MBps,
+		       (unsigned long long)(w->failed_fill + w->failed_trace),
+		       w->pool_bytes / MIB, w->rss_bytes / MIB, (unsigned long long)w->in_memory,
+		       (unsigned long long)w->on_file, (unsigned long long)w->bd_writes,
+		       (unsigned long long)w->bd_reads, (unsigned long long)w->recompressed,
+		       w->get_p99_us);
+	}
+	printf("\nfailed = puts refused (fill + trace); hotMBps = the hot pages' accesses "
+	       "alone;\nin_mem / on_file = the slots' census at the end (same-filled pages are "
+	       "in memory);\nrss = resident memory the store added; recomp = pages re-encoded "
+	       "with the secondary codec.\n\nTiering step (per page):");
+	for (int m = 0; m < NMODES; m++) {
+		const struct row *w = &rows[m];
+
+		if (w->step_recompressed)
+			printf("  %s: %llu recompressed, %.0f ns", mode_names[m],
+			       (unsigned long long)w->step_recompressed, w->recompress_ns);
+		if (w->step_written)
+			printf("  %s: %llu written back, %.0f ns", mode_names[m],
+			       (unsigned long long)w->step_written, w->writeback_ns);
+	}
+	printf("\n\nTargets (figures only):\n");
+	if (s->both)
+		printf("  both: %llu failed writes (target 0); pool at most %.1f MiB of a %.1f MiB "
+		       "limit; %llu pages read back wrong\n", (unsigned long long)s->both_failed,
+		       s->both_max / MIB, o->limit / MIB, (unsigned long long)s->both_mismatches);
+	if (s->mem_vs_zstd >= 0 || s->hot_vs_lz4 >= 0)
+		printf("  recompress: pool %.3fx zstd-only's (%.3fx per page in the pool; target "
+		       "<= 1.10), %.3fx lz4-only's;\n              hot-page throughput %.3fx "
+		       "lz4-only's (target >= 0.90)\n", s->mem_vs_zstd, s->page_vs_zstd,
+		       s->mem_vs_lz4, s->hot_vs_lz4);
+	if (s->wb_ns >= 0)
+		printf("  writeback (%s): %.0f ns per page over %llu pages; a bare pwrite of %.0f "
+		       "bytes %.0f ns: %.2fx\n", s->wb_mode, s->wb_ns, (unsigned long long)s->wb_pages,
+		       s->wb_bytes, s->pw_ns, ratio(s->wb_ns, s->pw_ns));
+}
+
+static void json_num(const char *key, double v)
+{
+	if (v >= 0)
+		printf(", \"%s\": %.4f", key, v);
+	else
+		printf(", \"%s\": null", key);
+}
+
+static void print_json(const struct opts *o, const struct bench_data *d,
+		       const struct row *rows, uint64_t n, const struct summary *s)
+{
+	printf("{\"zmem_tierbench\": 1, \"data\": \"");
+	for (const char *c = d->name; *c; c++)
+		printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+	printf("\", \"pages\": %llu, \"page_size\": %zu, \"limit_bytes\": %zu, \"codec\": \"%s\", "
+	       "\"recompress_codec\": \"%s\", \"ops\": %llu, \"hot_access_pct\": %u, "
+	       "\"hot_pages_pct\": %u, \"rewrite_pct\": %u, \"seed\": %llu, \"idle_after_ms\": %u,"
+	       "\n \"results\": [", (unsigned long long)n, o->page_size, o->limit, o->codec,
+	       o->recompress, (unsigned long long)o->ops, o->hot_access, o->hot_pages, o->rewrite,
+	       (unsigned long long)o->seed, o->idle_after);
+	for (int m = 0, first = 1; m < NMODES; m++) {
+		const struct row *w = &rows[m];
+
+		if (!w->ran)
+			continue;
+		printf("%s\n  {\"mode\": \"%s\", \"ops\": %llu, \"MBps\": %.1f, \"hot_MBps\": %.1f, "
+		       "\"fill_MBps\": %.1f, \"failed_writes\": %llu, \"failed_fill\": %llu, "
+		       "\"pool_bytes\": %llu, \"pool_max_bytes\": %llu, \"compr_bytes\": %llu, "
+		       "\"rss_bytes\": %llu, \"pages_in_memory\": %llu, \"pages_in_pool\": %llu, "
+		       "\"pages_on_file\": %llu, \"bd_count\": %llu, \"bd_bytes\": %llu, "
+		       "\"bd_writes\": %llu, \"bd_reads\": %llu, \"writeback_failures\": %llu, "
+		       "\"recompressed_pages\": %llu, \"secondary_pages\": %llu, "
+		       "\"step_recompressed\": %llu, \"step_written\": %llu, \"get_p99_us\": %.2f, "
+		       "\"errors\": %llu, \"mismatches\": %llu, \"verified\": %s",
+		       first ? "" : ",", mode_names[m], (unsigned long long)w->ops, w->MBps,
+		       w->hot_MBps, w->fill_MBps,
+		       (unsigned long long)(w->failed_fill + w->failed_trace),
+		       (unsigned long long)w->failed_fill, (unsigned long long)w->pool_bytes,
+		       (unsigned long long)w->pool_max, (unsigned long long)w->compr_bytes,
+		       (unsigned long long)w->rss_bytes, (unsigned long long)w->in_memory,
+		       (unsigned long long)w->in_pool, (unsigned long long)w->on_file,
+		       (unsigned long long)w->bd_count, (unsigned long long)w->bd_bytes,
+		       (unsigned long long)w->bd_writes, (unsigned long long)w->bd_reads,
+		       (unsigned long long)w->writeback_failures, (unsigned long long)w->recompressed,
+		       (unsigned long long)w->secondary, (unsigned long long)w->step_recompressed,
+		       (unsigned long long)w->step_written, w->get_p99_us,
+		       (unsigned long long)w->errors, (unsigned long long)w->mismatches,
+		       w->mismatches || w->errors ? "false" : "true");
+		json_num("recompress_ns_per_page", w->step_recompressed ? w->recompress_ns : -1);
+		json_num("writeback_ns_per_page", w->step_written ? w->writeback_ns : -1);
+		printf("}");
+		first = 0;
+	}
+	printf("],\n \"targets\": {");
+	if (s->both)
+		printf("\"both_failed_writes\": %llu, \"both_pool_max_bytes\": %llu, "
+		       "\"both_mismatches\": %llu, ", (unsigned long long)s->both_failed,
+		       (unsigned long long)s->both_max, (unsigned long long)s->both_mismatches);
+	printf("\"limit_bytes\": %zu", o->limit);
+	json_num("recompress_pool_vs_zstd", s->mem_vs_zstd);
+	json_num("recompress_per_page_vs_zstd", s->page_vs_zstd);
+	json_num("recompress_pool_vs_lz4", s->mem_vs_lz4);
+	json_num("recompress_hot_MBps_vs_lz4", s->hot_vs_lz4);
+	json_num("writeback_ns_per_page", s->wb_ns);
+	json_num("pwrite_ns_per_page", s->pw_ns);
+	json_num("pwrite_bytes", s->wb_ns >= 0 ? s->wb_bytes : -1);
+	json_num("writeback_vs_pwrite", s->wb_ns >= 0 ? ratio(s->wb_ns, s->pw_ns) : -1);
+	printf("}}\n");
+}
+
+/* Memory and throughput by mode: two panels over the modes that ran.
+ * The series share one legend, so each panel passes the other's series as
+ * empty ones (a value < 0 draws nothing) to keep their colours apart. */
+static int write_plot(const char *path, const struct opts *o, const struct bench_data *d,
+		      const struct row *rows)
+{
+	static const char *const names[] = { "pool MiB", "pool max MiB", "RSS MiB",
+					     "MB/s", "hot MB/s", "fill MB/s" };
+	double y[6][NMODES], none[NMODES];
+	const char *x[NMODES];
+	struct plot_series s[6];
+	size_t nx = 0;
+	char title[256];
+	FILE *f;
+
+	for (int m = 0; m < NMODES; m++) {
+		const struct row *w = &rows[m];
+
+		if (!w->ran)
+			continue;
+		x[nx] = mode_names[m];
+		none[nx] = -1;
+		y[0][nx] = w->pool_bytes / MIB;
+		y[1][nx] = w->pool_max / MIB;
+		y[2][nx] = w->rss_bytes / MIB;
+		y[3][nx] = w->MBps;
+		y[4][nx] = w->hot_MBps;
+		y[5][nx] = w->fill_MBps;
+		nx++;
+	}
+	snprintf(title, sizeof(title), "zmem tierbench: %s, %.0f MiB, limit %.0f MiB, %s / %s",
+		 d->name, (double)d->len / MIB, (double)o->limit / MIB, o->codec, o->recompress);
+	f = plot_begin(path, 70 + 2 * (300 + 60), title);
+	if (!f)
+		return -errno;
+	plot_legend(f, 50, names, 6);
+	for (int i = 0; i < 6; i++)
+		s[i] = (struct plot_series){ names[i], i < 3 ? y[i] : none };
+	plot_panel(f, 100, 300, "memory by mode", "MiB", x, nx, s, 6, 0);
+	for (int i = 0; i < 6; i++)
+		s[i] = (struct plot_series){ names[i], i >= 3 ? y[i] : none };
+	plot_panel(f, 100 + 360, 300, "throughput by mode (the measured trace)", "MB/s", x, nx,
+		   s, 6, 0);
+	return plot_end(f);
+}
+
+/* ---- options -------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: zmem tierbench [options]\n"
+		"Cold data tiering against a memory limit: the same data, four times the limit,\n"
+		"and the same trace with a hot set through a store per mode, verified.\n\n"
+		"  --data SPEC        the data set, as zmem bench takes it (default: memory)\n"
+		"  --size SIZE        bytes of data asked for (default 4 x --mem-limit, or 256M)\n"
+		"  --mem-limit SIZE   the tiered modes' limit (default: a quarter of the data)\n"
+		"  --modes LIST       of none,recompress,writeback,both,lz4-only,zstd-only\n"
+		"                     (default: all)\n"
+		"  --codec NAME       the primary codec (default lz4)\n"
+		"  --recompress NAME  the secondary codec, and zstd-only's (default zstd:3)\n"
+		"  --idle-after MS    automatic recompression of pages idle this long\n"
+		"                     (default %d; 0: only the explicit step)\n"
+		"  --hot A/P          A%% of the accesses go to P%% of the pages (default 80/20)\n"
+		"  --rewrite PCT      accesses that put a page instead of reading (default 30)\n"
+		"  --ops N            accesses (default 4 per page of data)\n"
+		"  --seed S           the trace's seed (default %d; printed)\n"
+		"  --readback         a get of a written-back page brings it back to memory\n"
+		"  --dir DIR          where the backing files go (default $TMPDIR or /var/tmp);\n"
+		"                     they are removed\n"
+		"  --page-size N      4096 (default) .. 65536\n"
+		"  --plot FILE.svg    memory and throughput by mode\n"
+		"  --json             one JSON document on stdout instead of the tables\n",
+		DEF_IDLE_AFTER, DEF_SEED);
+}
+
+static int parse_modes(const char *s, bool *on)
+{
+	char buf[256], *save, *tok;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	memset(on, 0, sizeof(bool) * NMODES);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		int m;
+
+		for (m = 0; m < NMODES && strcmp(tok, mode_names[m]); m++)
+			;
+		if (m == NMODES) {
+			fprintf(stderr, "tierbench: unknown mode '%s' (none, recompress, writeback, "
+				"both, lz4-only, zstd-only)\n", tok);
+			return -1;
+		}
+		on[m] = true;
+	}
+	return 0;
+}
+
+static int parse_uint(const char *s, unsigned long long *v)
+{
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	return errno || *end ? -1 : 0;
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = {
+		{ "data", required_argument, 0, 'd' },
+		{ "size", required_argument, 0, 's' },
+		{ "mem-limit", required_argument, 0, 'l' },
+		{ "modes", required_argument, 0, 'm' },
+		{ "codec", required_argument, 0, 'c' },
+		{ "recompress", required_argument, 0, 'R' },
+		{ "idle-after", required_argument, 0, 'i' },
+		{ "hot", required_argument, 0, 'H' },
+		{ "rewrite", required_argument, 0, 'w' },
+		{ "ops", required_argument, 0, 'o' },
+		{ "seed", required_argument, 0, 'S' },
+		{ "readback", no_argument, 0, 'b' },
+		{ "dir", required_argument, 0, 'D' },
+		{ "page-size", required_argument, 0, 'p' },
+		{ "plot", required_argument, 0, 'P' },
+		{ "json", no_argument, 0, 'j' },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	unsigned long long v;
+	const char *tmp = getenv("TMPDIR");
+	int c, bad = 0;
+
+	memset(o, 0, sizeof(*o));
+	o->data = "memory";
+	o->codec = "lz4";
+	o->recompress = "zstd:3";
+	o->dir = tmp && *tmp ? tmp : "/var/tmp";
+	o->page_size = 4096;
+	o->hot_access = DEF_HOT_ACCESS;
+	o->hot_pages = DEF_HOT_PAGES;
+	o->rewrite = DEF_REWRITE;
+	o->idle_after = DEF_IDLE_AFTER;
+	o->seed = DEF_SEED;
+	for (int m = 0; m < NMODES; m++)
+		o->modes[m] = true;
+	while ((c = getopt_long(argc, argv, "d:s:l:m:c:R:i:H:w:o:S:bD:p:P:jh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'd': o->data = optarg; break;
+		case 's': bad |= !(o->size = cli_parse_size(optarg)); break;
+		case 'l': bad |= !(o->limit = cli_parse_size(optarg)); break;
+		case 'm': if (parse_modes(optarg, o->modes)) return -1; break;
+		case 'c': o->codec = optarg; break;
+		case 'R': o->recompress = optarg; break;
+		case 'i':
+			bad |= parse_uint(optarg, &v) || v > UINT32_MAX;
+			o->idle_after = (unsigned)v;
+			break;
+		case 'H':
+			if (sscanf(optarg, "%u/%u", &o->hot_access, &o->hot_pages) != 2 ||
+			    o->hot_access > 100 || !o->hot_pages || o->hot_pages > 100) {
+				fprintf(stderr, "tierbench: --hot wants A/P, percentages, P > 0\n");
+				return -1;
+			}
+			break;
+		case 'w':
+			bad |= parse_uint(optarg, &v) || v > 100;
+			o->rewrite = (unsigned)v;
+			break;
+		case 'o': bad |= parse_uint(optarg, &v) || !v; o->ops = v; break;
+		case 'S': bad |= parse_uint(optarg, &v); o->seed = v; break;
+		case 'b': o->readback = 1; break;
+		case 'D': o->dir = optarg; break;
+		case 'p': o->page_size = cli_parse_size(optarg); break;
+		case 'P': o->plot = optarg; break;
+		case 'j': o->json = 1; break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); return -1;
+		}
+	}
+	if (bad || optind < argc) {
+		fprintf(stderr, "tierbench: bad option value or argument (see --help)\n");
+		return -1;
+	}
+	if (o->page_size < 4096 || o->page_size > 65536 || (o->page_size & (o->page_size - 1))) {
+		fprintf(stderr, "tierbench: --page-size must be a power of two in 4096..65536\n");
+		return -1;
+	}
+	if (!o->size)
+		o->size = (o->limit ? o->limit : DEF_LIMIT) * DATA_PER_LIMIT;
+	if (o->size / o->page_size < 2 || o->size / o->page_size >= UINT32_MAX) {
+		fprintf(stderr, "tierbench: --size must be 2 pages .. 2^32 pages\n");
+		return -1;
+	}
+	return 0;
+}
+
+static int check_codec(const char *name)
+{
+	struct zm_codec *c;
+	int rc = zm_codec_create(name, 0, &c);
+
+	if (rc) {
+		fprintf(stderr, "tierbench: codec '%s': %s\n", name,
+			rc == -EOPNOTSUPP ? "not in this build" : "unknown name or level");
+		return -1;
+	}
+	zm_codec_destroy(c);
+	return 0;
+}
+
+int cmd_tierbench(int argc, char **argv)
+{
+	static struct row rows[NMODES];
+	struct summary s;
+	struct bench_data d = { 0 };
+	struct access *trace = NULL;
+	uint8_t *hot = NULL;
+	uint32_t *lat = NULL;
+	uint64_t n, bad = 0;
+	struct opts o;
+	int status = 1;
+
+	if (parse(argc, argv, &o) || check_codec(o.codec) || check_codec(o.recompress))
+		return 2;
+	bench_progress("tierbench: preparing %zu MiB of %s", o.size >> 20, o.data);
+	if (bench_data_make(o.data, o.size, o.page_size, o.codec, &d))
+		goto out;
+	bench_progress_done();
+	n = d.len / o.page_size;
+	/* a data set may come out smaller than asked (a capture holds what
+	 * the process has): the limit follows the data, not the request */
+	if (!o.limit)
+		o.limit = n / DATA_PER_LIMIT * o.page_size;
+	if (n < 2) {
+		fprintf(stderr, "tierbench: %s: fewer than 2 pages\n", d.name);
+		goto out;
+	}
+	if (!o.ops)
+		o.ops = n * DEF_OPS_PER_PAGE;
+	fprintf(stderr, "tierbench: %s: %llu pages, %s; seed %llu\n", d.name,
+		(unsigned long long)n, d.note, (unsigned long long)o.seed);
+	trace = make_trace(&o, (uint32_t)n, &hot);
+	lat = malloc(o.ops * sizeof(*lat));
+	if (!trace || !lat) {
+		fprintf(stderr, "tierbench: out of memory for the trace\n");
+		goto out;
+	}
+	memset(lat, 0, o.ops * sizeof(*lat));  /* resident before any store's RSS */
+	for (int m = 0; m < NMODES; m++) {
+		if (!o.modes[m])
+			continue;
+		if (run_mode(&o, &d, trace, hot, (enum mode)m, lat, &rows[m]))
+			goto out;
+		bad += rows[m].mismatches + rows[m].errors;
+	}
+	summarize(&o, rows, n, &s);
+	if (o.json)
+		print_json(&o, &d, rows, n, &s);
+	else
+		print_table(&o, &d, rows, n, &s);
+	if (o.plot) {
+		int rc = write_plot(o.plot, &o, &d, rows);
+
+		if (rc)
+			fprintf(stderr, "tierbench: writing %s: %s\n", o.plot, strerror(-rc));
+		else if (!o.json)
+			printf("\nplot: %s\n", o.plot);
+	}
+	if (bad)
+		fprintf(stderr, "tierbench: %llu pages read back wrong or failed\n",
+			(unsigned long long)bad);
+	status = bad ? 1 : 0;
+out:
+	bench_progress_done();
+	bench_data_free(&d);
+	free(trace), free(hot), free(lat);
+	return status;
+}
