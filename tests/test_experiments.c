@@ -5,9 +5,11 @@
  *   zmem bench --seed-table --size 8M --json
  *   zmem allocbench --sizes 64,2048 --count 2000 --reps 1 --min-ms 0 --json --plot F
  *   zmem worstcase --max-size 8M --json
+ *   zmem tierbench --data text:0.5 --size 8M --ops 20000 --json --plot F
  *
  * -- and checks that each prints well-formed JSON with a row for every
- * backend of zm_pool_backends() and sane figures.  Nothing here depends
+ * backend of zm_pool_backends() (for tierbench: every mode) and sane
+ * figures.  Nothing here depends
  * on how fast the machine is: timings are only checked to be positive.
  */
 #include <ctype.h>
@@ -443,6 +445,71 @@ static void test_worstcase(void **state)
 	free(out);
 }
 
+static void test_tierbench(void **state)
+{
+	static const char *const modes[] = { "none", "recompress", "writeback", "both",
+					     "lz4-only", "zstd-only" };
+	static const char *const keys[] = { "ops", "MBps", "failed_writes", "pool_bytes",
+					    "rss_bytes", "pages_in_memory", "pages_on_file",
+					    "bd_writes", "bd_reads", "recompressed_pages",
+					    "get_p99_us", "mismatches" };
+	char args[512], svg[256];
+	char *out;
+	struct jv doc;
+	const struct jv *r, *t;
+	struct stat sb;
+	double pages;
+
+	/* data 4x the limit (2 MiB), text compressing to half: the tiered
+	 * modes must move pages to the file or to the secondary codec */
+	snprintf(svg, sizeof(svg), "%s/tierbench.svg", tmpdir);
+	snprintf(args, sizeof(args), "tierbench --data text:0.5 --size 8M --ops 20000 "
+		 "--idle-after 100 --dir '%s' --json --plot '%s'", tmpdir, svg);
+	out = run_zmem(args);
+	parse_or_fail("tierbench", out, &doc);
+	r = results(&doc);
+	pages = jnum(&doc, "pages");
+	assert_true(pages == 2048);
+	assert_true(jnum(&doc, "limit_bytes") == 2 << 20);
+	assert_true(jnum(&doc, "seed") >= 0);
+	assert_int_equal(r->n, sizeof(modes) / sizeof(modes[0]));
+	for (size_t i = 0; i < r->n; i++) {
+		const struct jv *row = &r->kid[i];
+		const char *mode = jstr(row, "mode");
+
+		assert_string_equal(mode, modes[i]);
+		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+			if (isnan(jnum(row, keys[k]))) {
+				fprintf(stderr, "tierbench %s: no number '%s'\n", mode, keys[k]);
+				fail();
+			}
+		assert_true(jnum(row, "ops") == 20000 - 20000 / 4);  /* after the warm-up */
+		assert_true(jnum(row, "MBps") > 0);
+		assert_true(jnum(row, "mismatches") == 0);
+		assert_true(jnum(row, "errors") == 0);
+		assert_true(jnum(row, "verified") == 1);
+	}
+	/* without tiering the limit refuses writes; with both, none fails and
+	 * every page is somewhere */
+	assert_true(jnum(&r->kid[0], "failed_writes") > 0);
+	assert_true(jnum(&r->kid[3], "failed_writes") == 0);
+	assert_true(jnum(&r->kid[3], "pages_on_file") > 0);
+	assert_true(jnum(&r->kid[3], "pages_in_memory") + jnum(&r->kid[3], "pages_on_file") ==
+		    pages);
+	assert_true(jnum(&r->kid[4], "failed_writes") == 0);
+	t = jget(&doc, "targets");
+	assert_non_null(t);
+	assert_true(jnum(t, "both_failed_writes") == 0);
+	assert_true(jnum(t, "both_mismatches") == 0);
+	assert_true(jget(t, "writeback_ns_per_page") != NULL);
+	assert_true(jget(t, "pwrite_ns_per_page") != NULL);
+	jfree(&doc);
+	free(out);
+	assert_int_equal(stat(svg, &sb), 0);
+	assert_true(sb.st_size > 1000);
+	unlink(svg);
+}
+
 static void test_json_reader(void **state)
 {
 	struct jv v;
@@ -467,6 +534,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_seed_table),
 		cmocka_unit_test(test_allocbench),
 		cmocka_unit_test(test_worstcase),
+		cmocka_unit_test(test_tierbench),
 	};
 	const char *env = getenv("ZMEM");
 	int rc;
