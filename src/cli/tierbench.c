@@ -131,7 +131,7 @@ struct row {
 	uint64_t pool_bytes, pool_max, compr_bytes, rss_bytes;
 	uint64_t in_memory, in_pool, on_file; /* the slot census */
 	uint64_t bd_count, bd_bytes, bd_writes, bd_reads, writeback_failures;
-	uint64_t recompressed, secondary;
+	uint64_t recompressed, secondary, tried;
 	uint64_t step_tried, step_recompressed, step_written; /* the tiering step */
 	double recompress_ns, writeback_ns; /* per page tried, per page written */
 };
@@ -319,6 +319,7 @@ static void finish(struct run *r, size_t rss0)
 	w->writeback_failures = st.writeback_failures;
 	w->recompressed = st.recompressed_pages;
 	w->secondary = st.secondary_pages;
+	w->tried = st.recompress_tried;
 	for (uint64_t i = 0; i < n; i++) {
 		unsigned kind;
 		zm_handle_t h;
@@ -627,7 +628,7 @@ static void print_json(const struct opts *o, const struct bench_data *d,
 		       "\"rss_bytes\": %llu, \"pages_in_memory\": %llu, \"pages_in_pool\": %llu, "
 		       "\"pages_on_file\": %llu, \"bd_count\": %llu, \"bd_bytes\": %llu, "
 		       "\"bd_writes\": %llu, \"bd_reads\": %llu, \"writeback_failures\": %llu, "
-		       "\"recompressed_pages\": %llu, \"secondary_pages\": %llu, "
+		       "\"recompressed_pages\": %llu, \"recompress_tried\": %llu, \"secondary_pages\": %llu, "
 		       "\"step_tried\": %llu, \"step_recompressed\": %llu, \"step_written\": %llu, "
 		       "\"get_p99_us\": %.2f, "
 		       "\"errors\": %llu, \"mismatches\": %llu, \"verified\": %s",
@@ -641,8 +642,8 @@ static void print_json(const struct opts *o, const struct bench_data *d,
 		       (unsigned long long)w->bd_count, (unsigned long long)w->bd_bytes,
 		       (unsigned long long)w->bd_writes, (unsigned long long)w->bd_reads,
 		       (unsigned long long)w->writeback_failures, (unsigned long long)w->recompressed,
-		       (unsigned long long)w->secondary, (unsigned long long)w->step_tried,
-		       (unsigned long long)w->step_recompressed,
+		       (unsigned long long)w->tried, (unsigned long long)w->secondary,
+		       (unsigned long long)w->step_tried, (unsigned long long)w->step_recompressed,
 		       (unsigned long long)w->step_written, w->get_p99_us,
 		       (unsigned long long)w->errors, (unsigned long long)w->mismatches,
 		       w->mismatches || w->errors ? "false" : "true");
