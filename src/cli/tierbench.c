@@ -25,6 +25,9 @@
  * Each mode, in this order:
  *
  *   1. fill: put every page into the empty store (failed puts count);
+ *      recompress modes fill in FILL_CHUNKS chunks, marking every page
+ *      idle before a chunk and re-encoding the idle ones after it (the
+ *      chunks before), as if the data arrived more slowly than it cools;
  *   2. zm_store_mark_idle(store, 0): every page idle (zram's `echo all >
  *      idle`);
  *   3. warm-up: the first WARMUP_PCT% of the trace; the pages it touches
@@ -73,6 +76,12 @@
 
 #define DEF_LIMIT ((size_t)64 << 20) /* data 256 MiB asked for: all six modes
 					in well under a minute on 2 cores */
+/* Recompress modes fill in this many chunks, re-encoding the pages of
+ * the chunks before each (marked idle when it began): data that arrives
+ * over more time than idle_after, cooling as it comes, as the automatic
+ * worker would see it; without it a fill at memory speed would reach
+ * the limit before any page is idle. */
+#define FILL_CHUNKS 8
 #define DATA_PER_LIMIT 4   /* the data set is this many times the limit */
 #define DEF_OPS_PER_PAGE 4 /* trace length: accesses per page of data */
 #define DEF_HOT_ACCESS 80  /* --hot 80/20 */
@@ -413,8 +422,16 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 	}
 	bench_progress("tierbench: %s: fill", mode_names[m]);
 	t0 = cli_now_ns();
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
+		/* recompress modes: the pages of the chunks before cool while
+		 * a chunk arrives (FILL_CHUNKS) */
+		if (has_recompress(m) && i % (n / FILL_CHUNKS + 1) == 0) {
+			if (i)
+				zm_store_recompress(r.store, ZM_STORE_PICK_IDLE, UINT64_MAX);
+			zm_store_mark_idle(r.store, 0);
+		}
 		do_put(&r, i, i, &w->failed_fill);
+	}
 	w->fill_MBps = (double)d->len / ((double)(cli_now_ns() - t0) / 1e9) / MB;
 	zm_store_mark_idle(r.store, 0);
 	bench_progress("tierbench: %s: warm-up", mode_names[m]);
