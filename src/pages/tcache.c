@@ -299,8 +299,12 @@ bool zmi_tcache_reclaim(struct zm_pages *p)
 {
 	struct zmi_tcache *tc = tc_find(p);
 
-	if (!tc || (!tc->nahead && !tc_run_left(tc)))
+	if (!tc || (!tc->count && !tc->nahead && !tc_run_left(tc)))
 		return false;
+	/* the stack too: at a small limit, a refill's batch was most of
+	 * it, and a run cannot be cut from pages held one by one */
+	if (tc->count)
+		tc_give_back(p, tc, tc->count, false, false);
 	ahead_give_back(p, tc);
 	return true;
 }
@@ -615,6 +619,12 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 					 "page heads a run of order > 0" :
 					 "not an allocated page");
 	tc = tc_get(p);
+	/* near the limit, a page kept in this thread's cache is one other
+	 * threads are refused: it goes straight back to its zone */
+	if (zmi_unlikely(p->limited) &&
+	    __atomic_load_n(&p->nr_out, __ATOMIC_RELAXED) +
+	    ((size_t)ZM_RUN_LIMIT_ROOM << p->run_order) > p->limit)
+		tc = NULL;
 	/* a caller's page is taken as resident (written) */
 	if (zmi_likely(tc && tc->count < tc->cap)) {
 		pg->flags = PG_RESIDENT;
