@@ -325,11 +325,14 @@ ZM_API long zm_store_recompress(struct zm_store *store, unsigned which, uint64_t
 
 /* Write up to max_pages pages matching which (0: any) back to the backing
  * file, freeing their memory; a get reads them from there.  Pages go to
- * the file as they are in the pool (compressed), at their index's offset.
- * A page whose write fails (the file full, an I/O error) stays in memory
- * and is counted in writeback_failures.  Returns the pages written, or
- * -EINVAL, -EOPNOTSUPP (no backing file), -EDQUOT (writeback_limit spent,
- * nothing written), -ENOSPC / -EIO (the first write failed). */
+ * the file as they are in the pool (compressed): 4 KiB pages packed into
+ * the file's blocks, larger ones at their index's offset (docs/tiering.md).
+ * A page whose write fails stays in memory and is counted in
+ * writeback_failures; an I/O error on one page skips it, a full file
+ * (ENOSPC, EDQUOT, EFBIG: all -ENOSPC) stops the writeback.  Returns the
+ * pages written, or -EINVAL, -EOPNOTSUPP (no backing file), -EDQUOT
+ * (writeback_limit spent, nothing written), -ENOSPC (the file full,
+ * nothing written), -EIO (every write tried failed). */
 ZM_API long zm_store_writeback(struct zm_store *store, unsigned which, uint64_t max_pages);
 
 /* Write back the page at index (zram's page_index=).  0, or -EINVAL,

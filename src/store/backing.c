@@ -26,8 +26,8 @@
  * pages pass through the page cache, which the kernel writes out and
  * reclaims as it does any file's.  docs/tiering.md has the measurements.
  *
- * Errors are the system calls': ENOSPC, EDQUOT and EFBIG for a file that
- * cannot grow, EIO.  A short write is retried; a short read (the file
+ * Errors are the system calls', with EDQUOT and EFBIG (a file that cannot
+ * grow) reported as ENOSPC: full, whatever the reason.  A short write is retried; a short read (the file
  * truncated under the store) is -EIO.
  *
  * Locks: space->lock, a leaf, for the packed layout's counts and free
@@ -248,8 +248,13 @@ int zmi_backing_write(struct zm_store *s, uint64_t index, uint64_t off, const vo
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
+		if (n <= 0) {
+			/* a file that cannot grow, whatever the reason, is
+			 * full (-EDQUOT is the store's writeback_limit) */
+			if (n < 0 && (errno == EFBIG || errno == EDQUOT))
+				return -ENOSPC;
 			return n < 0 ? -errno : -EIO;
+		}
 		done += (size_t)n;
 	}
 	return 0;

@@ -24,13 +24,12 @@
  * Gets decode a page with the codec its slot names (SLOT_SEC).
  *
  * A full pool (the memory limit) has no room for the new objects, which
- * go to other size classes than the old: a run then compacts once, or
- * with a backing file writes a batch back (writeback.c), and stops if
- * there is still none.  A run that saved a megabyte or more compacts
+ * go to other size classes than the old: a run then compacts once and
+ * stops if there is still none.  A run that saved a megabyte or more compacts
  * after itself.
  *
  * Locks: recomp_lock (one recompression at a time, for rc_buf) -> slot
- * locks, one at a time -> pool; recomp_lock -> wb_lock (making room).
+ * locks, one at a time -> pool.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -138,12 +137,11 @@ static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint6
 	return (int)(len - (uint32_t)n);
 }
 
-/* Make room in a full pool for recompressed objects: compact, and with a
- * backing file write a batch back.  0 if there may be room now. */
-static int make_room(struct zm_store *s, size_t size)
+/* Make room in a full pool for recompressed objects: compact.  (Not a
+ * writeback: that would spend the writeback limit on pages `which` did
+ * not pick.)  0 if there may be room now. */
+static int make_room(struct zm_store *s)
 {
-	if (s->bfd >= 0 && __atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED))
-		return zmi_reclaim(s, size, true);
 	return zm_pool_shrink(s->pool, RECOMP_ROOM) > 0 ? 0 : -ENOSPC;
 }
 
@@ -174,7 +172,7 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 			/* a full pool: make room once a run and try this page
 			 * again; if there is still none, stop rather than
 			 * compress pages that cannot be kept */
-			if (made_room || make_room(s, s->page_size))
+			if (made_room || make_room(s))
 				break;
 			made_room = true;
 			continue;

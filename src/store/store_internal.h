@@ -18,8 +18,8 @@
  *
  * Lock order (outer first):
  *
- *     recomp_lock -> wb_lock -> mark_lock -> slot lock -> pool locks
- *                                                      (inside zm_pool_*)
+ *     wb_lock -> mark_lock -> slot lock -> pool locks (inside zm_pool_*)
+ *     recomp_lock -> slot lock
  *
  * A slot lock is one bit of the slot's word.  It protects the slot's
  * info and which object its key holds; it is held to read the slot and

@@ -122,7 +122,7 @@ static long writeback_round(struct zm_store *s, unsigned which, uint64_t cutoff_
 	struct zmi_store_stripe *st = zmi_stripe(s);
 	uint64_t i = *hand < s->nr_pages ? *hand : 0, visited = 0;
 	long done = 0;
-	int rc = 0;
+	int rc, err = 0;
 
 	while (visited < s->nr_pages && (uint64_t)done < max_pages) {
 		uint64_t next = zmi_slot_next_touched(s, i, s->nr_pages);
@@ -136,15 +136,23 @@ static long writeback_round(struct zm_store *s, unsigned which, uint64_t cutoff_
 		i = next;
 		if (slot_in_pool(word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED)))) {
 			rc = writeback_one(s, st, i, which, cutoff_ns);
-			if (rc < 0)
+			/* the file full or the limit spent ends the round;
+			 * a page whose write failed stays, and the next is
+			 * tried (a bad block stops nothing but itself) */
+			if (rc == -ENOSPC || rc == -EDQUOT) {
+				err = rc;
 				break;
-			done += rc;
+			}
+			if (rc < 0 && !err)
+				err = rc;
+			if (rc > 0)
+				done += rc;
 		}
 		if (++i == s->nr_pages)
 			i = 0;
 	}
 	*hand = i;
-	return done ? done : rc;
+	return done ? done : err;
 }
 
 static int check_wb(struct zm_store *s, const char *what)
@@ -167,6 +175,8 @@ long zm_store_writeback(struct zm_store *s, unsigned which, uint64_t max_pages)
 		zmi_bad_input("zm_store_writeback: unknown bits in which %#x", which);
 		return -EINVAL;
 	}
+	if (!__atomic_load_n(&s->wb_left, __ATOMIC_RELAXED))
+		return -EDQUOT;
 	pthread_mutex_lock(&s->wb_lock);
 	rc = writeback_round(s, which, __atomic_load_n(&s->idle_cutoff_ns, __ATOMIC_RELAXED),
 			     max_pages, &hand);
@@ -185,6 +195,8 @@ int zm_store_writeback_page(struct zm_store *s, uint64_t index)
 			      (unsigned long long)index);
 		return -EINVAL;
 	}
+	if (!__atomic_load_n(&s->wb_left, __ATOMIC_RELAXED))
+		return -EDQUOT;
 	pthread_mutex_lock(&s->wb_lock);
 	/* a put racing with the copy makes it miss; the new content is as
 	 * good a page to write back */
@@ -237,13 +249,13 @@ int zmi_reclaim(struct zm_store *s, size_t size, bool pool_full)
 				      : has_room(s, size))
 				goto out;
 			rc = writeback_round(s, which, UINT64_MAX, RECLAIM_BATCH, &s->wb_hand);
-			if (rc < 0) {
-				/* the file is full or failing, or its limit spent */
+			if (rc == -ENOSPC || rc == -EDQUOT) {
+				/* the file is full, or its limit spent */
 				pthread_mutex_unlock(&s->wb_lock);
 				return -ENOSPC;
 			}
-			if (rc == 0)
-				break;  /* a whole round found none: next step */
+			if (rc <= 0)
+				break;  /* a whole round wrote none: next step */
 			wrote += rc;
 		}
 	}
