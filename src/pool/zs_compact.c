@@ -331,8 +331,12 @@ long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
 					zs_zspage_retire(zp, c, zs);
 					gone[ngone++] = zs;
 				} else {
-					/* no page for a destination: it stays */
+					/* no page for a destination (the pool at
+					 * its limit): it stays, and is not picked
+					 * again this pass, which would plan it
+					 * again without end */
 					set_migrating(zs, 0);
+					zs->pass = pass;
 					zs_group_set(c, zs);
 				}
 			}
