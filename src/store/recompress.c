@@ -146,7 +146,7 @@ static int make_room(struct zm_store *s)
 }
 
 long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
-			uint64_t max_pages, uint64_t max_visit, uint64_t *cursor)
+			uint64_t max_pages, uint64_t max_visit, uint64_t *cursor, bool *full)
 {
 	struct zmi_store_stripe *st = zmi_stripe(s);
 	uint64_t i = *cursor < s->nr_pages ? *cursor : 0, visited = 0, saved = 0;
@@ -172,8 +172,11 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 			/* a full pool: make room once a run and try this page
 			 * again; if there is still none, stop rather than
 			 * compress pages that cannot be kept */
-			if (made_room || make_room(s))
+			if (made_room || make_room(s)) {
+				if (full)
+					*full = true;
 				break;
+			}
 			made_room = true;
 			continue;
 		}
@@ -206,5 +209,5 @@ long zm_store_recompress(struct zm_store *s, unsigned which, uint64_t max_pages)
 	if (!s->codec2)
 		return -EOPNOTSUPP;
 	return zmi_recompress_run(s, which, __atomic_load_n(&s->idle_cutoff_ns, __ATOMIC_RELAXED),
-				  max_pages, UINT64_MAX, &cursor);
+				  max_pages, UINT64_MAX, &cursor, NULL);
 }

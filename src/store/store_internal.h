@@ -395,9 +395,10 @@ int zmi_recomp_init(struct zm_store *s, const char *codec, int level);
 void zmi_recomp_fini(struct zm_store *s);
 /* Recompress pages from *cursor on (wrapping at nr_pages, at most one
  * round), up to max_pages re-encoded or max_visit slots looked at;
- * advances *cursor.  Returns pages re-encoded. */
+ * advances *cursor; sets *full (if not NULL) when it stopped because the
+ * pool had no room even after compacting.  Returns pages re-encoded. */
 long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
-			uint64_t max_pages, uint64_t max_visit, uint64_t *cursor);
+			uint64_t max_pages, uint64_t max_visit, uint64_t *cursor, bool *full);
 
 /* backing.c: the backing file.  Each I/O is one page's (index, for the
  * seam below) at offset off; each returns 0 or a negative errno. */

@@ -9,7 +9,8 @@
  *     least idle_after (recompress.c: no slot lock held while
  *     compressing), at most `rate` pages a second: each call re-encodes
  *     what the time since the last one allows, carrying on from where
- *     the last one stopped.
+ *     the last one stopped; when a full pool stopped it (no room even
+ *     after compacting), it waits a mark's time before trying again.
  *
  * Writeback needs no item: a put at the memory limit writes back itself
  * (writeback.c), idle pages first; the marks made here are what tell it
@@ -44,6 +45,7 @@ struct zmi_tier {
 	unsigned rate;           /* pages a second */
 	uint64_t last_mark_ns, last_run_ns;
 	uint64_t cursor;         /* where recompression carries on */
+	uint64_t full_until_ns;  /* the pool was full: no recompression before */
 };
 
 static uint64_t now_ns(void)
@@ -59,6 +61,7 @@ static void tier_tick(void *arg)
 	struct zmi_tier *t = arg;
 	struct zm_store *s = t->s;
 	uint64_t now = now_ns(), budget;
+	bool full = false;
 
 	if (now - t->last_mark_ns >= t->mark_every_ns) {
 		/* idle_pages then counts what this item recompresses */
@@ -75,10 +78,14 @@ static void tier_tick(void *arg)
 	if (!budget)
 		return;
 	t->last_run_ns = now;
-	if (now < t->idle_after_ns)
+	if (now < t->idle_after_ns || now < t->full_until_ns)
 		return;
 	zmi_recompress_run(s, ZM_STORE_PICK_IDLE, now - t->idle_after_ns, budget, VISIT_MAX,
-			   &t->cursor);
+			   &t->cursor, &full);
+	/* a full pool that compacting did not open: wait a mark's time
+	 * rather than compact it again every tick */
+	if (full)
+		t->full_until_ns = now + t->mark_every_ns;
 }
 
 int zmi_tier_start(struct zm_store *s, unsigned idle_after_ms, unsigned rate)
