@@ -149,25 +149,14 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 			uint64_t max_pages, uint64_t max_visit, uint64_t *cursor, bool *full)
 {
 	struct zmi_store_stripe *st = zmi_stripe(s);
-	uint64_t i = *cursor < s->nr_pages ? *cursor : 0, visited = 0, saved = 0;
+	uint64_t visited = 0, saved = 0, i;
 	bool made_room = false;
 	long done = 0;
 
 	pthread_mutex_lock(&s->recomp_lock);
-	while (visited < s->nr_pages && visited < max_visit && (uint64_t)done < max_pages) {
-		uint64_t next = zmi_slot_next_touched(s, i, s->nr_pages);
-		int rc = 0;
+	while ((uint64_t)done < max_pages && zmi_slot_walk(s, cursor, &visited, max_visit, &i)) {
+		int rc = recompress_one(s, st, i, which, cutoff_ns);
 
-		if (next >= s->nr_pages) {
-			/* the rest was never written: wrap */
-			visited += s->nr_pages - i;
-			i = 0;
-			continue;
-		}
-		visited += next - i + 1;
-		i = next;
-		if (slot_in_pool(word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED))))
-			rc = recompress_one(s, st, i, which, cutoff_ns);
 		if (rc == -ENOSPC) {
 			/* a full pool: make room once a run and try this page
 			 * again; if there is still none, stop rather than
@@ -175,19 +164,19 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 			if (made_room || make_room(s)) {
 				if (full)
 					*full = true;
+				*cursor = i;
 				break;
 			}
 			made_room = true;
+			*cursor = i;
+			visited--;
 			continue;
 		}
 		if (rc > 0) {
 			done++;
 			saved += (uint64_t)rc;
 		}
-		if (++i == s->nr_pages)
-			i = 0;
 	}
-	*cursor = i;
 	pthread_mutex_unlock(&s->recomp_lock);
 	/* the objects left behind are holes in their zspages: give the pages
 	 * back now rather than when the pool's own policy next looks (its

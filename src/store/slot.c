@@ -121,6 +121,32 @@ bool zmi_slot_unchanged(struct zm_store *s, uint64_t index, uint32_t now, uint32
 	return same;
 }
 
+bool zmi_slot_walk(struct zm_store *s, uint64_t *cursor, uint64_t *visited, uint64_t max_visit,
+		   uint64_t *index)
+{
+	uint64_t i = *cursor < s->nr_pages ? *cursor : 0;
+
+	while (*visited < s->nr_pages && *visited < max_visit) {
+		uint64_t next = zmi_slot_next_touched(s, i, s->nr_pages);
+
+		if (next >= s->nr_pages) {
+			/* the rest was never written: round to the start */
+			*visited += s->nr_pages - i;
+			i = 0;
+			continue;
+		}
+		*visited += next - i + 1;
+		i = next + 1 == s->nr_pages ? 0 : next + 1;
+		if (slot_in_pool(word_info(__atomic_load_n(&s->slots[next], __ATOMIC_RELAXED)))) {
+			*cursor = i;
+			*index = next;
+			return true;
+		}
+	}
+	*cursor = i;
+	return false;
+}
+
 void zmi_slot_clear(struct zm_store *s, uint64_t index)
 {
 	uint32_t info = zmi_slot_lock(s, index);

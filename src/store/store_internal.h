@@ -329,6 +329,15 @@ void zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info);
 bool zmi_slot_unchanged(struct zm_store *s, uint64_t index, uint32_t now, uint32_t info,
 			const void *copy, uint32_t len);
 
+/* A clock walk over the slots holding an object in the pool (peeked
+ * without their locks), for recompression and writeback: from *cursor
+ * on, going round at nr_pages, stretches never written skipped; *visited
+ * counts the slots passed.  Sets *index to the next such slot and moves
+ * *cursor past it, or returns false once nr_pages or max_visit slots
+ * were passed. */
+bool zmi_slot_walk(struct zm_store *s, uint64_t *cursor, uint64_t *visited, uint64_t max_visit,
+		   uint64_t *index);
+
 /* Empty slot index (lock, free, unlock, count): discard and destroy. */
 void zmi_slot_clear(struct zm_store *s, uint64_t index);
 

@@ -120,38 +120,25 @@ static long writeback_round(struct zm_store *s, unsigned which, uint64_t cutoff_
 			    uint64_t max_pages, uint64_t *hand)
 {
 	struct zmi_store_stripe *st = zmi_stripe(s);
-	uint64_t i = *hand < s->nr_pages ? *hand : 0, visited = 0;
+	uint64_t visited = 0, i;
 	long done = 0;
-	int rc, err = 0;
+	int err = 0;
 
-	while (visited < s->nr_pages && (uint64_t)done < max_pages) {
-		uint64_t next = zmi_slot_next_touched(s, i, s->nr_pages);
+	while ((uint64_t)done < max_pages && zmi_slot_walk(s, hand, &visited, UINT64_MAX, &i)) {
+		int rc = writeback_one(s, st, i, which, cutoff_ns);
 
-		if (next >= s->nr_pages) {
-			visited += s->nr_pages - i;
-			i = 0;
-			continue;
+		/* the file full or the limit spent ends the round; a page
+		 * whose write failed stays, and the next is tried (a bad
+		 * block stops nothing but itself) */
+		if (rc == -ENOSPC || rc == -EDQUOT) {
+			err = rc;
+			break;
 		}
-		visited += next - i + 1;
-		i = next;
-		if (slot_in_pool(word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED)))) {
-			rc = writeback_one(s, st, i, which, cutoff_ns);
-			/* the file full or the limit spent ends the round;
-			 * a page whose write failed stays, and the next is
-			 * tried (a bad block stops nothing but itself) */
-			if (rc == -ENOSPC || rc == -EDQUOT) {
-				err = rc;
-				break;
-			}
-			if (rc < 0 && !err)
-				err = rc;
-			if (rc > 0)
-				done += rc;
-		}
-		if (++i == s->nr_pages)
-			i = 0;
+		if (rc < 0 && !err)
+			err = rc;
+		if (rc > 0)
+			done += rc;
 	}
-	*hand = i;
 	return done ? done : err;
 }
 
