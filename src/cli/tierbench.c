@@ -66,6 +66,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zmem/codec.h>
@@ -140,6 +141,7 @@ struct row {
 	uint64_t pool_bytes, pool_max, compr_bytes, rss_bytes;
 	uint64_t in_memory, in_pool, on_file; /* the slot census */
 	uint64_t bd_count, bd_bytes, bd_writes, bd_reads, writeback_failures;
+	uint64_t file_bytes;          /* the backing file's blocks, in bytes */
 	uint64_t recompressed, secondary, tried;
 	uint64_t step_tried, step_recompressed, step_written; /* the tiering step */
 	double recompress_ns, writeback_ns; /* per page tried, per page written */
@@ -194,6 +196,7 @@ struct run {
 	uint8_t *buf, *zero;
 	size_t ps;
 	struct row *row;
+	int fd;                /* the backing file; -1 = none */
 };
 
 /* Does buf hold what the slot at idx was last given? */
@@ -326,6 +329,12 @@ static void finish(struct run *r, size_t rss0)
 	w->bd_writes = st.bd_writes;
 	w->bd_reads = st.bd_reads;
 	w->writeback_failures = st.writeback_failures;
+	if (r->fd >= 0) {
+		struct stat sb;
+
+		if (!fstat(r->fd, &sb))
+			w->file_bytes = (uint64_t)sb.st_blocks * 512;
+	}
 	w->recompressed = st.recompressed_pages;
 	w->secondary = st.secondary_pages;
 	w->tried = st.recompress_tried;
@@ -391,7 +400,7 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 		.idle_after_ms = has_recompress(m) ? o->idle_after : 0,
 		.backing_readback = o->readback,
 	};
-	struct run r = { .o = o, .d = d, .ps = o->page_size, .row = w };
+	struct run r = { .o = o, .d = d, .ps = o->page_size, .row = w, .fd = -1 };
 	uint64_t warm = o->ops * WARMUP_PCT / 100, nlat = 0, t0;
 	uint32_t p99;
 	size_t rss0;
@@ -412,6 +421,7 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 		if (fd < 0)
 			goto fail;
 		cfg.backing_fd = fd;
+		r.fd = fd;
 	}
 	rss0 = cli_rss_bytes();
 	rc = zm_store_create(&cfg, &r.store);
@@ -598,6 +608,16 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 			printf("  %s: %llu written back, %.0f ns", mode_names[m],
 			       (unsigned long long)w->step_written, w->writeback_ns);
 	}
+	printf("\nOn file (blocks the backing file takes, against the pages' bytes there):");
+	for (int m = 0; m < NMODES; m++) {
+		const struct row *w = &rows[m];
+
+		if (w->bd_count)
+			printf("  %s: %.1f MiB for %.1f MiB (%.2fx; whole pages %.1f MiB)",
+			       mode_names[m], (double)w->file_bytes / MIB, (double)w->bd_bytes / MIB,
+			       w->bd_bytes ? (double)w->file_bytes / (double)w->bd_bytes : 0,
+			       (double)w->bd_count * (double)o->page_size / MIB);
+	}
 	printf("\n\nTargets (figures only):\n");
 	if (s->both)
 		printf("  both: %llu failed writes (target 0); pool at most %.1f MiB of a %.1f MiB "
@@ -664,6 +684,7 @@ static void print_json(const struct opts *o, const struct bench_data *d,
 		       (unsigned long long)w->step_written, w->get_p99_us,
 		       (unsigned long long)w->errors, (unsigned long long)w->mismatches,
 		       w->mismatches || w->errors ? "false" : "true");
+		printf(", \"file_bytes\": %llu", (unsigned long long)w->file_bytes);
 		json_num("recompress_ns_per_try", w->step_tried ? w->recompress_ns : -1);
 		json_num("writeback_ns_per_page", w->step_written ? w->writeback_ns : -1);
 		printf("}");
