@@ -8,15 +8,17 @@
  * write it and no compression to bring it back into the pool.  Where:
  *
  *   - 4 KiB pages (the file system's block): packed.  Pages are laid end
- *     to end in the block being filled, never across blocks; when the
- *     next does not fit, a new block is taken (a freed one, else the next
- *     never used).  Each block counts the pages in it (plus one while it
- *     is the block being filled); the last page out punches it to a hole
- *     and puts it on the free list.  On process memory that is 3 to 5
- *     pages a block instead of one: the file takes that much less disk,
- *     and the kernel writes that much less to it.  A block holds at least
- *     one page while it is not free, so the file never needs more blocks
- *     than the store has pages (plus the one being filled).
+ *     to end in the block being filled; one that does not fit the rest of
+ *     it runs on into the next block if that was never used (so a fresh
+ *     stretch of the file is filled densely), else starts a block of its
+ *     own (a freed one, else the next never used).  Each block counts the
+ *     pages in it, a page running across counting in both (plus one while
+ *     it is the block being filled); the last page out punches it to a
+ *     hole and puts it on the free list.  A block not free holds a page,
+ *     and a page pins at most two blocks, so the file needs at most two
+ *     blocks a page: it is sized so (sparse, costing nothing), and a
+ *     block device may be smaller, its writes beyond it failing as a full
+ *     file's.
  *   - larger pages: at the page's index, offset index * page_size, its
  *     compressed bytes rounded up to blocks (a 32 KiB page compressed to
  *     a third takes 3 blocks of 8); no allocation at all, and freeing is
@@ -57,6 +59,7 @@ struct zmi_file_space {
 	uint64_t *free;          /* punched blocks, a stack */
 	uint64_t nfree, free_cap;
 	uint64_t next;           /* blocks from here on were never used */
+	uint64_t cap;            /* blocks the file has room for */
 	uint64_t cur, cur_used;  /* the block being filled; UINT64_MAX: none */
 };
 
@@ -103,35 +106,56 @@ static void block_put(struct zm_store *s, uint64_t index, uint64_t b)
 	sp->free[sp->nfree++] = b;
 }
 
-/* A block to fill, with one reference (space->lock held). */
-static uint64_t block_get(struct zm_store *s)
+/* Block b, to fill, with one reference (space->lock held). */
+static void block_take(struct zm_store *s, uint64_t b)
 {
-	struct zmi_file_space *sp = s->space;
-	uint64_t b = sp->nfree ? sp->free[--sp->nfree] : sp->next++;
-
-	zmi_lazy_mark(&sp->refs_arr, b);
-	sp->refs[b] = 1;
-	return b;
+	zmi_lazy_mark(&s->space->refs_arr, b);
+	s->space->refs[b] = 1;
 }
 
 int zmi_backing_alloc(struct zm_store *s, uint64_t index, size_t len, uint64_t *off)
 {
 	struct zmi_file_space *sp = s->space;
+	uint64_t b;
 
 	if (!packed(s)) {
 		*off = index * s->page_size;
 		return 0;
 	}
 	pthread_mutex_lock(&sp->lock);
-	if (sp->cur == UINT64_MAX || sp->cur_used + len > BLOCK) {
+	if (sp->cur != UINT64_MAX && sp->cur_used + len <= BLOCK) {
+		/* it fits the block being filled */
+		*off = sp->cur * BLOCK + sp->cur_used;
+		sp->cur_used += len;
+		sp->refs[sp->cur]++;
+	} else if (sp->cur != UINT64_MAX && sp->cur_used < BLOCK && sp->cur + 1 == sp->next &&
+		   sp->next < sp->cap) {
+		/* the next block was never used: the page runs on into it */
+		*off = sp->cur * BLOCK + sp->cur_used;
+		sp->refs[sp->cur]++;
+		block_put(s, index, sp->cur);  /* its filling is over */
+		block_take(s, sp->next++);
+		sp->cur++;
+		sp->cur_used = sp->cur_used + len - BLOCK;
+		sp->refs[sp->cur]++;
+	} else {
+		/* a block of its own to start: a freed one, else the next */
+		if (sp->nfree)
+			b = sp->free[--sp->nfree];
+		else if (sp->next < sp->cap)
+			b = sp->next++;
+		else {
+			pthread_mutex_unlock(&sp->lock);
+			return -ENOSPC;
+		}
 		if (sp->cur != UINT64_MAX)
 			block_put(s, index, sp->cur);  /* its filling is over */
-		sp->cur = block_get(s);
-		sp->cur_used = 0;
+		block_take(s, b);
+		sp->cur = b;
+		*off = b * BLOCK;
+		sp->cur_used = len;
+		sp->refs[b]++;
 	}
-	*off = sp->cur * BLOCK + sp->cur_used;
-	sp->cur_used += len;
-	sp->refs[sp->cur]++;
 	pthread_mutex_unlock(&sp->lock);
 	return 0;
 }
@@ -146,13 +170,16 @@ void zmi_backing_free(struct zm_store *s, uint64_t index, uint64_t off, size_t l
 	}
 	pthread_mutex_lock(&sp->lock);
 	block_put(s, index, off / BLOCK);
+	if ((off + len - 1) / BLOCK != off / BLOCK)
+		block_put(s, index, off / BLOCK + 1);  /* it ran on into the next */
 	pthread_mutex_unlock(&sp->lock);
 }
 
 int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limit)
 {
-	/* packed: as many blocks as pages, and the one being filled */
-	uint64_t size = (s->nr_pages + 1) * s->page_size;
+	/* packed: two blocks a page at most (one that runs on into a second
+	 * pins both), and the one being filled */
+	uint64_t size = (s->nr_pages * (packed(s) ? 2 : 1) + 1) * s->page_size;
 	struct zmi_file_space *sp;
 	struct stat sb;
 
@@ -198,6 +225,10 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 
 		if (end < 0)
 			return -errno;
+		/* packed: what the device has, as long as every page fits
+		 * once (writes beyond its room fail as a full file) */
+		if (packed(s) && (uint64_t)end >= (s->nr_pages + 1) * s->page_size)
+			size = (uint64_t)end / BLOCK * BLOCK;
 		if ((uint64_t)end < size) {
 			zmi_bad_input("zm_store_create: backing device of %lld bytes, the store "
 				      "needs %llu", (long long)end, (unsigned long long)size);
@@ -207,6 +238,7 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 		zmi_bad_input("zm_store_create: the backing file is not a file or block device");
 		return -EINVAL;
 	}
+	sp->cap = size / BLOCK;
 	return 0;
 }
 
