@@ -227,8 +227,8 @@ void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FI
 			st->recompress_tried, st->recompress_saved, st->secondary_pages,
 			st->incompressible_pages);
 	if (st->bd_count || st->bd_writes || st->writeback_failures)
-		fprintf(f, "%-24s %14" PRIu64 " %" PRIu64 " %" PRIu64 "  pages on file, read, "
-			"written (%" PRIu64 " bytes on file, %" PRIu64 " failures)\n", "bd_stat",
+		fprintf(f, "%-24s %14" PRIu64 "  pages (%" PRIu64 " read, %" PRIu64 " written; %"
+			PRIu64 " bytes there, %" PRIu64 " failures)\n", "on the backing file",
 			st->bd_count, st->bd_reads, st->bd_writes, st->bd_bytes,
 			st->writeback_failures);
 	for (int b = 0; b < ZM_STORE_HIST_BUCKETS; b++)
