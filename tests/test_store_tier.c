@@ -346,11 +346,16 @@ static void test_create(void **state)
 	c.backing_path = path;
 	s = mk(&c, 16);
 	assert_int_equal(file_blocks(path), 0);
-	{	/* one store a file: a second would empty the first's */
+	{	/* one store a file: a second would empty the first's, and
+		 * its failed create must not either */
 		struct zm_store *s2 = (void *)1;
 
+		assert_int_equal(zm_store_put(s, 5, text), 0);
+		assert_int_equal(zm_store_writeback_page(s, 5), 0);
 		assert_int_equal(zm_store_create(&c, &s2), -EBUSY);
 		assert_null(s2);
+		expect_page(s, 5, text);
+		assert_int_equal(zm_store_discard(s, 5, 1), 0);
 	}
 	st = stats(s);
 	assert_int_equal(st.writeback_left, UINT64_MAX);

@@ -211,8 +211,15 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 	 * pages: the first holds it (an fd the caller locked already, on
 	 * the same open file, passes) */
 	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		int rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+
+		/* not ours: closed here, never emptied (zmi_backing_close
+		 * empties the file of a store that held it) */
 		zmi_bad_input("zm_store_create: the backing file is in use by another store");
-		return errno == EWOULDBLOCK ? -EBUSY : -errno;
+		if (s->bfd_own)
+			close(fd);
+		s->bfd = -1;
+		return rc;
 	}
 	if (fstat(fd, &sb))
 		return -errno;
