@@ -283,7 +283,6 @@ struct zmi_server {
 	/* what zmem list and ctl show; set before the control thread starts */
 	char uri[4200];
 	int stop_fd;              /* written to stop the server (ctl stop); -1 */
-	int backing_fd;           /* cfg.backing, locked while we serve; -1 */
 };
 
 /* The time limit from now, as a deadline for conn.c. */

@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -49,23 +48,6 @@
  * have in flight. */
 #define DRAIN_S 5
 
-/* The backing file, opened and locked for this server alone: a second
- * server given the same file would empty it under the first (the store
- * drops a file's old content), as the kernel refuses a backing_dev that
- * is in use.  An fd, or -EBUSY (locked by another), or -errno. */
-static int backing_open(const char *path)
-{
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600), rc;
-
-	if (fd < 0)
-		return -errno;
-	if (!flock(fd, LOCK_EX | LOCK_NB))
-		return fd;
-	rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
-	close(fd);
-	return rc;
-}
-
 int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg)
 {
 	struct zm_store_config sc = { 0 };
@@ -74,7 +56,6 @@ int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg)
 	memset(s, 0, sizeof(*s));
 	s->cfg = *cfg;
 	s->stop_fd = -1;
-	s->backing_fd = -1;
 	if (!s->cfg.timeout_s)
 		s->cfg.timeout_s = SERVE_TIMEOUT_S;
 	if (!cfg->size)
@@ -84,22 +65,17 @@ int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg)
 	sc.codec = cfg->codec;
 	sc.allocator = cfg->allocator;
 	sc.limit_bytes = cfg->mem_limit;
-	if (cfg->backing) {
-		rc = backing_open(cfg->backing);
-		if (rc < 0)
-			return rc;
-		s->backing_fd = sc.backing_fd = rc;
-	}
+	/* the store takes an exclusive lock on it: a second server given
+	 * the same file gets -EBUSY, as the kernel refuses a backing_dev
+	 * that is in use */
+	sc.backing_path = cfg->backing;
 	sc.writeback_limit = cfg->writeback_limit;
 	sc.recompress_codec = cfg->recompress;
 	sc.idle_after_ms = cfg->idle_after_ms;
 	sc.backing_readback = cfg->readback;
 	rc = zm_store_create(&sc, &s->store);
-	if (rc) {
-		if (s->backing_fd >= 0)
-			close(s->backing_fd);
+	if (rc)
 		return rc;
-	}
 	disk_init(&s->disk, s->store, cfg->size);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->qlock, NULL);
@@ -142,9 +118,6 @@ void server_fini(struct zmi_server *s)
 {
 	disk_fini(&s->disk);
 	zm_store_destroy(s->store);
-	if (s->backing_fd >= 0)
-		close(s->backing_fd);  /* after the store is done with it */
-	s->backing_fd = -1;
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->qlock);
 	pthread_cond_destroy(&s->qcond);
