@@ -25,8 +25,8 @@
  *
  * A full pool (the memory limit) has no room for the new objects, which
  * go to other size classes than the old: a run then compacts once and
- * stops if there is still none.  A run that saved a megabyte or more compacts
- * after itself.
+ * stops if there is still none.  Runs compact after themselves once what
+ * they saved adds up to an eighth of the pool's bytes (and a megabyte).
  *
  * Locks: recomp_lock (one recompression at a time, for rc_buf) -> slot
  * locks, one at a time -> pool.
@@ -177,11 +177,21 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 			saved += (uint64_t)rc;
 		}
 	}
-	pthread_mutex_unlock(&s->recomp_lock);
 	/* the objects left behind are holes in their zspages: give the pages
-	 * back now rather than when the pool's own policy next looks (its
-	 * ratio may not fall that far: the smaller objects went elsewhere) */
-	if (saved >= RECOMP_ROOM)
+	 * back rather than wait for the pool's own policy (its ratio of used
+	 * to held bytes may settle anywhere above its threshold: the smaller
+	 * objects went to other classes), once the holes add up to an eighth
+	 * of what the pool holds, so that a stream of small runs compacts a
+	 * few times over, not at every run (each compaction interrupts every
+	 * thread of the process with a barrier) */
+	s->recomp_holes += saved;
+	saved = s->recomp_holes;
+	if (saved >= RECOMP_ROOM && saved >= zmi_counter_sum(s, C_COMPR) / 8)
+		s->recomp_holes = 0;
+	else
+		saved = 0;
+	pthread_mutex_unlock(&s->recomp_lock);
+	if (saved)
 		zm_pool_shrink(s->pool, saved);
 	return done;
 }

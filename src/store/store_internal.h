@@ -253,6 +253,8 @@ struct zm_store {
 
 	pthread_mutex_t recomp_lock; /* one recompression at a time: rc_buf */
 	char *rc_buf;              /* 3 * page_size: object, page, result */
+	uint64_t recomp_holes;     /* bytes runs saved since the last
+				      compaction for them (recomp_lock) */
 
 	struct zmi_tier *tier;     /* automatic tiering; NULL = off */
 };
