@@ -370,7 +370,8 @@ ZM_API int zm_store_next_used(struct zm_store *store, uint64_t from, uint64_t en
 /* Whole-structure checker: walks every slot and checks it against the
  * counters (pages, same, huge, compressed bytes, histogram) and the pool
  * (zm_pool_check).  0, or -EUCLEAN after printing what is wrong.  Call it
- * while no other thread uses the store. */
+ * while no other thread uses the store (the automatic tiering's work on
+ * the process's worker waits while it runs). */
 ZM_API int zm_store_check(struct zm_store *store);
 
 #ifdef __cplusplus

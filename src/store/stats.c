@@ -11,7 +11,9 @@
  * zm_pool_stats(), which walks the pool's classes; mem_used_max is a
  * high-water mark of those samples (see store.h for when they are taken).
  *
- * Locks: none of its own; the checker takes each slot lock in turn.
+ * Locks: none of its own; the checker takes the tiering locks (in their
+ * order: recomp_lock, wb_lock, mark_lock) so that the worker's passes
+ * wait, then each slot lock in turn.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -257,6 +259,11 @@ int zm_store_check(struct zm_store *s)
 
 	if (!s)
 		return -EINVAL;
+	/* the worker's tiering passes (tier.c) wait: they change slots and
+	 * counters as a caller's thread would */
+	pthread_mutex_lock(&s->recomp_lock);
+	pthread_mutex_lock(&s->wb_lock);
+	pthread_mutex_lock(&s->mark_lock);
 	for (uint64_t i = zmi_slot_next_touched(s, 0, s->nr_pages); i < s->nr_pages;
 	     i = zmi_slot_next_touched(s, i + 1, s->nr_pages)) {
 		uint32_t info = zmi_slot_lock(s, i);
@@ -339,5 +346,8 @@ int zm_store_check(struct zm_store *s)
 	}
 	if (zm_pool_check(s->pool))
 		bad = 1;
+	pthread_mutex_unlock(&s->mark_lock);
+	pthread_mutex_unlock(&s->wb_lock);
+	pthread_mutex_unlock(&s->recomp_lock);
 	return bad ? -EUCLEAN : 0;
 }

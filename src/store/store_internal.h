@@ -20,6 +20,7 @@
  *
  *     wb_lock -> mark_lock -> slot lock -> pool locks (inside zm_pool_*)
  *     recomp_lock -> slot lock
+ *     recomp_lock -> wb_lock -> mark_lock (only the checker takes them all)
  *
  * A slot lock is one bit of the slot's word.  It protects the slot's
  * info and which object its key holds; it is held to read the slot and
