@@ -917,6 +917,53 @@ static void test_writeback_limit(void **state)
 	free(text);
 }
 
+/*
+ * Writing back, overwriting and writing back again, many times over, with
+ * few pages live: the packed file reuses its freed blocks, so the blocks
+ * ever used stay about those in use (a fresh block for each writeback
+ * once walked past the blocks the store had room to count, and its counts
+ * ran into the memory beside them), and with the fd passed in, the lock
+ * the store took goes with it (a second store on the file, after destroy,
+ * may have it).
+ */
+static void test_writeback_churn(void **state)
+{
+	enum { N = 8, ROUNDS = 3000 };
+	char path[256];
+	struct zm_store_config c = { 0 };
+	uint8_t *text = make_pages(N, PS, PK_TEXT, 1400);
+	struct zm_store *s;
+	int fd, fd2;
+
+	tmp_file(path, sizeof(path), NULL);
+	fd = open(path, O_RDWR);
+	assert_true(fd > 0);
+	c.backing_fd = fd;
+	s = mk(&c, N);
+	for (int r = 0; r < ROUNDS; r++) {
+		uint64_t i = (uint64_t)r % 2;
+
+		assert_int_equal(zm_store_put(s, i, text + (r % N) * PS), 0);
+		assert_int_equal(zm_store_writeback_page(s, i), 0);
+		expect_page(s, i, text + (r % N) * PS);
+	}
+	/* two pages live, each in at most two blocks, and the block being
+	 * filled: 5 blocks of 8 sectors */
+	if (punch_works(tmp_dir()))
+		assert_true(file_blocks(path) <= 5 * 8);
+	CHECK(s);
+	zm_store_destroy(s);
+	fd2 = open(path, O_RDWR);
+	assert_true(fd2 > 0);
+	c.backing_fd = fd2;
+	s = mk(&c, N);
+	zm_store_destroy(s);
+	close(fd2);
+	close(fd);
+	unlink(path);
+	free(text);
+}
+
 /* backing_readback: a get brings the page back and drops the file's copy. */
 static void test_readback(void **state)
 {
@@ -1988,6 +2035,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_writeback, teardown),
 		cmocka_unit_test_teardown(test_writeback_pick, teardown),
 		cmocka_unit_test_teardown(test_writeback_limit, teardown),
+		cmocka_unit_test_teardown(test_writeback_churn, teardown),
 		cmocka_unit_test_teardown(test_readback, teardown),
 		cmocka_unit_test_teardown(test_auto_writeback, teardown),
 		cmocka_unit_test_teardown(test_auto_writeback_small_limit, teardown),

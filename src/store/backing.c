@@ -9,9 +9,11 @@
  *
  *   - 4 KiB pages (the file system's block): packed.  Pages are laid end
  *     to end in the block being filled; one that does not fit the rest of
- *     it runs on into the next block if that was never used (so a fresh
- *     stretch of the file is filled densely), else starts a block of its
- *     own (a freed one, else the next never used).  Each block counts the
+ *     it starts a block of its own if one was freed, else runs on into the
+ *     next block, never used (so that the blocks ever used stay those in
+ *     use plus one, and the free list never holds more than they).  So a
+ *     first writeback is packed densely, and blocks freed later are reused
+ *     first, a page to a block's start.  Each block counts the
  *     pages in it, a page running across counting in both (plus one while
  *     it is the block being filled); the last page out punches it to a
  *     hole and puts it on the free list.  A block not free holds a page,
@@ -109,6 +111,7 @@ static void block_put(struct zm_store *s, uint64_t index, uint64_t b)
 /* Block b, to fill, with one reference (space->lock held). */
 static void block_take(struct zm_store *s, uint64_t b)
 {
+	ZM_ASSERT(b < s->space->cap);
 	zmi_lazy_mark(&s->space->refs_arr, b);
 	s->space->refs[b] = 1;
 }
@@ -128,9 +131,11 @@ int zmi_backing_alloc(struct zm_store *s, uint64_t index, size_t len, uint64_t *
 		*off = sp->cur * BLOCK + sp->cur_used;
 		sp->cur_used += len;
 		sp->refs[sp->cur]++;
-	} else if (sp->cur != UINT64_MAX && sp->cur_used < BLOCK && sp->cur + 1 == sp->next &&
-		   sp->next < sp->cap) {
-		/* the next block was never used: the page runs on into it */
+	} else if (sp->cur != UINT64_MAX && sp->cur_used < BLOCK && !sp->nfree &&
+		   sp->cur + 1 == sp->next && sp->next < sp->cap) {
+		/* no block is free and the next was never used: the page runs
+		 * on into it (freed blocks go first, so that the blocks ever
+		 * used stay those in use, plus one) */
 		*off = sp->cur * BLOCK + sp->cur_used;
 		sp->refs[sp->cur]++;
 		block_put(s, index, sp->cur);  /* its filling is over */
@@ -192,9 +197,6 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 	pthread_mutex_init(&sp->lock, NULL);
 	sp->cur = UINT64_MAX;
 	s->space = sp;
-	if (packed(s) && zmi_lazy_init(&sp->refs_arr, s->nr_pages + 1, sizeof(uint16_t)))
-		return -ENOMEM;
-	sp->refs = sp->refs_arr.base;
 	s->wb_buf = malloc(s->page_size);
 	if (!s->wb_buf)
 		return -ENOMEM;
@@ -246,6 +248,10 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 		return -EINVAL;
 	}
 	sp->cap = size / BLOCK;
+	/* a count for every block the file has room for */
+	if (packed(s) && zmi_lazy_init(&sp->refs_arr, sp->cap, sizeof(uint16_t)))
+		return -ENOMEM;
+	sp->refs = sp->refs_arr.base;
 	return 0;
 }
 
@@ -258,6 +264,8 @@ void zmi_backing_close(struct zm_store *s)
 		 * failure leaves only garbage behind) */
 		if (!fstat(s->bfd, &sb) && S_ISREG(sb.st_mode) && ftruncate(s->bfd, 0) < 0)
 			errno = 0;
+		/* a caller's fd outlives the store: so would the lock */
+		(void)flock(s->bfd, LOCK_UN);
 		if (s->bfd_own)
 			close(s->bfd);
 	}

@@ -72,9 +72,10 @@ static void tier_tick(void *arg)
 		return;
 	/* the pages the time since the last call allows, at most a
 	 * second's worth (after a pause, no burst beyond that) */
-	budget = (now - t->last_run_ns) * t->rate / 1000000000ull;
-	if (budget > t->rate)
-		budget = t->rate;
+	budget = now - t->last_run_ns;
+	if (budget > 1000000000ull)
+		budget = 1000000000ull;
+	budget = budget * t->rate / 1000000000ull;
 	if (!budget)
 		return;
 	t->last_run_ns = now;
