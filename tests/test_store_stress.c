@@ -30,15 +30,6 @@ static struct zm_store *g_store;
 static uint64_t g_published[NT]; /* atomic: highest version each writer began */
 static int g_stop;               /* atomic */
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 static uint64_t cookie(unsigned tid, uint64_t idx, uint64_t version, unsigned kind)
 {
 	return ((uint64_t)(tid + 1) << 56) | (idx << 32) | (version << 2) | kind;

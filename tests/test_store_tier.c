@@ -36,15 +36,6 @@ static long g_steps = 3000;
 
 /* ---- pages -------------------------------------------------------------- */
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 enum page_kind {
 	PK_TEXT,     /* compresses to about half with lz4, better with zstd */
 	PK_RANDOM,   /* incompressible: huge, and zstd cannot shrink it */

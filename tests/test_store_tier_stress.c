@@ -42,15 +42,6 @@ static uint64_t g_deadline_ms;
 static pthread_mutex_t g_slot_lock[NSLOT];
 static uint64_t g_last[NSLOT];      /* the slot's last write (0: none); g_slot_lock */
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 static uint64_t now_ms(void)
 {
 	struct timespec ts;

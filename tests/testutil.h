@@ -42,6 +42,17 @@ static inline void rng_seed(struct rng *r, uint64_t seed)
 		r->s = 1;
 }
 
+/* A 64-bit mixer (splitmix64's finaliser): a page's or cookie's bytes
+ * from its index and version, the same for the same inputs. */
+static inline uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
 /* Parse --seed N and --steps N from argv; print the seed so a failure can
  * be replayed. */
 static inline void test_args(int argc, char **argv, uint64_t *seed, long *steps)
