@@ -43,19 +43,6 @@
  * trimmed): the registries' shells, page tables */
 #define GIVEN_BACK_SLACK ((size_t)2 << 20)
 
-static size_t rss(void)
-{
-	unsigned long size = 0, res = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (f) {
-		if (fscanf(f, "%lu %lu", &size, &res) != 2)
-			res = 0;
-		fclose(f);
-	}
-	return res * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 static unsigned threads(void)
 {
 	DIR *d = opendir("/proc/self/task");
@@ -142,10 +129,10 @@ static size_t empty_cost(enum kind k)
 	size_t r0, r1;
 
 	for (int round = 0; round < 2; round++) {
-		r0 = rss();
+		r0 = test_rss_bytes();
 		for (int i = 0; i < EMPTY_N; i++)
 			o[i] = create(k);
-		r1 = rss();
+		r1 = test_rss_bytes();
 		for (int i = 0; i < EMPTY_N; i++)
 			destroy(k, o[i]);
 	}
@@ -184,13 +171,13 @@ static void test_thousand_pools(void **state)
 	zm_pool_destroy(p[0]);
 	malloc_trim(0);
 	t0 = threads_settled(1, 2000);
-	r0 = rss();
+	r0 = test_rss_bytes();
 	for (int i = 0; i < NPOOLS; i++) {
 		assert_int_equal(zm_pool_create(NULL, &p[i]), 0);
 		h[i] = zm_pool_alloc(p[i], 100);
 		assert_true(h[i] != 0);
 	}
-	r1 = rss();
+	r1 = test_rss_bytes();
 	t1 = threads();
 	print_message("%d pools with an object each: %+d threads\n", NPOOLS, (int)(t1 - t0));
 	assert_true(t1 <= t0 + NPOOLS_THREADS);
@@ -201,7 +188,7 @@ static void test_thousand_pools(void **state)
 	}
 	/* libc keeps freed heap memory until trimmed: that is not ours */
 	malloc_trim(0);
-	check_rss("after destroying them", r0, rss(), GIVEN_BACK_SLACK);
+	check_rss("after destroying them", r0, test_rss_bytes(), GIVEN_BACK_SLACK);
 	assert_true(threads_settled(t0, 2000) <= t0);
 	free(p);
 	free(h);

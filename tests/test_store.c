@@ -15,17 +15,6 @@
 
 #define PS 4096
 
-static struct zm_store *mk(const struct zm_store_config *base, uint64_t n)
-{
-	struct zm_store_config c = *base;
-	struct zm_store *s = NULL;
-
-	c.nr_pages = n;
-	assert_int_equal(zm_store_create(&c, &s), 0);
-	assert_non_null(s);
-	return s;
-}
-
 /* n pages of text compressing to about ratio (lz4), page size PS */
 static uint8_t *text_pages(size_t n, double ratio, uint64_t seed)
 {
@@ -160,7 +149,7 @@ static void test_round_trip(void **st)
 		for (int b = 0; backends[b]; b++) {
 			struct zm_store_config cfg = { .codec = codecs[c],
 						       .allocator = backends[b] };
-			struct zm_store *s = mk(&cfg, N + 8);
+			struct zm_store *s = test_store_mk(&cfg, N + 8);
 			struct zm_store_stats ss;
 
 			for (size_t i = 0; i < N; i++)
@@ -205,7 +194,7 @@ static void test_same_filled(void **st)
 {
 	for (int off = 0; off < 2; off++) {
 		struct zm_store_config cfg = { .no_same_filled = off };
-		struct zm_store *s = mk(&cfg, 16);
+		struct zm_store *s = test_store_mk(&cfg, 16);
 		struct zm_store_stats ss;
 		uint8_t p[6][PS];
 		unsigned kind;
@@ -255,7 +244,7 @@ static void test_huge(void **st)
 	enum { N = 32 };
 	uint8_t *rnd = random_pages(N, 5), *text = text_pages(N, 0.75, 6);
 	struct zm_store_config cfg = { 0 };
-	struct zm_store *s = mk(&cfg, 2 * N);
+	struct zm_store *s = test_store_mk(&cfg, 2 * N);
 	struct zm_store_stats ss;
 	unsigned kind;
 	size_t len;
@@ -287,7 +276,7 @@ static void test_huge(void **st)
 
 	/* a lower threshold: text compressing to 75% is stored raw */
 	cfg.huge_size = PS / 2;
-	s = mk(&cfg, N);
+	s = test_store_mk(&cfg, N);
 	for (size_t i = 0; i < N; i++)
 		assert_int_equal(zm_store_put(s, i, text + i * PS), 0);
 	zm_store_stats(s, &ss);
@@ -304,7 +293,7 @@ static void test_policy(void **st)
 	uint8_t *t75 = text_pages(8, 0.75, 7), *t10 = text_pages(8, 0.10, 8);
 	uint8_t *t50 = text_pages(8, 0.5, 9), *rnd = random_pages(2, 10);
 	struct zm_store_config cfg = { .max_zsize = PS / 2 };
-	struct zm_store *s = mk(&cfg, 16);
+	struct zm_store *s = test_store_mk(&cfg, 16);
 	struct zm_store_stats ss;
 
 	/* max_zsize: pages compressing worse than half a page are refused,
@@ -325,7 +314,7 @@ static void test_policy(void **st)
 
 	/* max_mean_zsize: a poor page is refused only while the mean is high */
 	cfg = (struct zm_store_config){ .max_mean_zsize = PS / 4 };
-	s = mk(&cfg, 16);
+	s = test_store_mk(&cfg, 16);
 	assert_int_equal(zm_store_put(s, 0, t10), 0);        /* ~410 */
 	assert_int_equal(zm_store_put(s, 1, t50), 0);        /* mean 410: ok */
 	assert_int_equal(zm_store_put(s, 2, t50 + PS), -E2BIG); /* mean ~1230 */
@@ -343,7 +332,7 @@ static void test_policy(void **st)
 
 	/* max_zsize above huge_size: the band between is stored raw */
 	cfg = (struct zm_store_config){ .max_zsize = PS, .huge_size = PS / 2 };
-	s = mk(&cfg, 16);
+	s = test_store_mk(&cfg, 16);
 	assert_int_equal(zm_store_put(s, 0, t75), 0);
 	assert_int_equal(zm_store_put(s, 1, rnd), -E2BIG);
 	assert_int_equal(zm_store_put(s, 2, t10), 0);
@@ -368,7 +357,7 @@ static void test_limit(void **st)
 			uint8_t *src = kind ? text : rnd;
 			struct zm_store_config cfg = { .allocator = backends[b],
 						       .limit_bytes = LIMIT_PAGES * PS };
-			struct zm_store *s = mk(&cfg, N);
+			struct zm_store *s = test_store_mk(&cfg, N);
 			struct zm_store_stats ss;
 			uint8_t zero[PS] = { 0 };
 			size_t n = 0;
@@ -422,7 +411,7 @@ static void test_limit_runtime(void **st)
 	enum { N = 256 };
 	uint8_t *text = text_pages(N, 0.5, 21);
 	struct zm_store_config cfg = { 0 };
-	struct zm_store *s = mk(&cfg, N);
+	struct zm_store *s = test_store_mk(&cfg, N);
 	struct zm_store_stats ss;
 	size_t n = 0, limit;
 	int rc;
@@ -455,7 +444,7 @@ static void test_limit_runtime(void **st)
 
 	/* created with a limit: lowered or raised back to it, not beyond */
 	cfg.limit_bytes = 32 * PS;
-	s = mk(&cfg, N);
+	s = test_store_mk(&cfg, N);
 	assert_int_equal(zm_store_set_limit(s, 64 * PS), -EINVAL);
 	assert_int_equal(zm_store_set_limit(s, 0), -EINVAL);
 	assert_int_equal(zm_store_set_limit(s, 16 * PS), 0);
@@ -471,7 +460,7 @@ static void test_discard(void **st)
 	enum { N = 64 };
 	uint8_t *text = text_pages(N, 0.3, 13);
 	struct zm_store_config cfg = { 0 };
-	struct zm_store *s = mk(&cfg, N);
+	struct zm_store *s = test_store_mk(&cfg, N);
 	struct zm_store_stats ss;
 	uint8_t ab[PS];
 
@@ -515,7 +504,7 @@ static void test_next_used(void **st)
 	uint8_t *text = text_pages(1, 0.3, 17), zero[PS] = { 0 };
 	bool *used = calloc(N, sizeof(bool));
 	struct zm_store_config cfg = { 0 };
-	struct zm_store *s = mk(&cfg, N);
+	struct zm_store *s = test_store_mk(&cfg, N);
 	uint64_t seed = 0x5eed5eedull, next;
 	struct rng r;
 
@@ -595,7 +584,7 @@ static void test_corrupt(void **st)
 		for (int b = 0; backends[b]; b++) {
 			struct zm_store_config cfg = { .codec = codecs[c],
 						       .allocator = backends[b] };
-			struct zm_store *s = mk(&cfg, N);
+			struct zm_store *s = test_store_mk(&cfg, N);
 			struct zm_store_stats ss;
 			uint8_t out[PS];
 			int rc;
@@ -631,7 +620,7 @@ static void test_stats(void **st)
 	enum { N = 40 };
 	uint8_t *text = text_pages(N, 0.6, 16), *rnd = random_pages(4, 17);
 	struct zm_store_config cfg = { 0 };
-	struct zm_store *s = mk(&cfg, N + 8);
+	struct zm_store *s = test_store_mk(&cfg, N + 8);
 	struct zm_store_stats ss;
 	uint64_t compr = 0, hist[ZM_STORE_HIST_BUCKETS] = { 0 }, v[9];
 	uint8_t zero[PS] = { 0 };
@@ -707,7 +696,7 @@ static void test_page_sizes(void **st)
 	for (size_t k = 0; k < 2; k++) {
 		size_t ps = sizes[k];
 		struct zm_store_config cfg = { .page_size = ps };
-		struct zm_store *s = mk(&cfg, 8);
+		struct zm_store *s = test_store_mk(&cfg, 8);
 		uint8_t *in = malloc(4 * ps), *out = malloc(ps);
 		struct zm_store_stats ss;
 

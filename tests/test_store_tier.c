@@ -23,8 +23,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "store/store_internal.h"  /* first: the advanced tier of the headers */
 #include "testutil.h"
-#include "store/store_internal.h"
 #include <zmem/workload.h>
 
 #define PS 4096
@@ -92,17 +92,6 @@ static uint8_t *make_pages(size_t n, size_t ps, enum page_kind kind, uint64_t se
 }
 
 /* ---- store helpers ------------------------------------------------------ */
-
-static struct zm_store *mk(const struct zm_store_config *base, uint64_t n)
-{
-	struct zm_store_config c = *base;
-	struct zm_store *s = NULL;
-
-	c.nr_pages = n;
-	assert_int_equal(zm_store_create(&c, &s), 0);
-	assert_non_null(s);
-	return s;
-}
 
 static void expect_page(struct zm_store *s, uint64_t idx, const void *want)
 {
@@ -305,7 +294,7 @@ static void test_create(void **state)
 
 	/* no cold-data configuration: the calls are refused, not crashed */
 	c.backing_path = NULL;
-	s = mk(&c, 16);
+	s = test_store_mk(&c, 16);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
 	assert_int_equal(zm_store_recompress(s, 0, ALL), -EOPNOTSUPP);
@@ -335,7 +324,7 @@ static void test_create(void **state)
 	close(fd);
 	assert_true(file_blocks(path) > 0);
 	c.backing_path = path;
-	s = mk(&c, 16);
+	s = test_store_mk(&c, 16);
 	assert_int_equal(file_blocks(path), 0);
 	{	/* one store a file: a second would empty the first's, and
 		 * its failed create must not either */
@@ -364,7 +353,7 @@ static void test_create(void **state)
 	assert_true(fd >= 0);
 	c.backing_path = NULL;
 	c.backing_fd = fd;
-	s = mk(&c, 16);
+	s = test_store_mk(&c, 16);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
 	assert_int_equal(zm_store_writeback(s, 0, ALL), 4);
@@ -407,7 +396,7 @@ static void test_idle(void **state)
 {
 	enum { NT = 24, NR = 6, NZ = 5, N = NT + NR + NZ };
 	struct zm_store_config c = { .recompress_codec = "zstd" };
-	struct zm_store *s = mk(&c, N + 4);
+	struct zm_store *s = test_store_mk(&c, N + 4);
 	uint8_t *text = make_pages(NT + 8, PS, PK_TEXT, 100);
 	uint8_t *rnd = make_pages(NR, PS, PK_RANDOM, 200);
 	uint8_t zero[PS] = { 0 }, out[PS];
@@ -476,7 +465,7 @@ static void test_idle(void **state)
 	zm_store_destroy(s);
 
 	/* a store with nothing in its pool has nothing to mark */
-	s = mk(&c, 8);
+	s = test_store_mk(&c, 8);
 	assert_int_equal(zm_store_put(s, 1, zero), 0);
 	assert_int_equal(zm_store_mark_idle(s, 0), 0);
 	assert_int_equal(zm_store_mark_idle(s, 1000), 0);
@@ -492,7 +481,7 @@ static void recompress_at(size_t ps)
 {
 	enum { NT = 24, NS = 8, NR = 6, NZ = 4, N = NT + NS + NR + NZ };
 	struct zm_store_config c = { .page_size = ps, .recompress_codec = "zstd" };
-	struct zm_store *s = mk(&c, N);
+	struct zm_store *s = test_store_mk(&c, N);
 	uint8_t *text = make_pages(NT + 1, ps, PK_TEXT, 300);
 	uint8_t *sym = make_pages(NS, ps, PK_SYM32, 400);
 	uint8_t *rnd = make_pages(NR + 1, ps, PK_RANDOM, 500);
@@ -608,7 +597,7 @@ static void test_recompress_not_smaller(void **state)
 {
 	enum { N = 16 };
 	struct zm_store_config c = { .recompress_codec = "lz4" };
-	struct zm_store *s = mk(&c, N);
+	struct zm_store *s = test_store_mk(&c, N);
 	uint8_t *text = make_pages(N, PS, PK_TEXT, 650);
 	struct zm_store_stats st0, st;
 
@@ -643,7 +632,7 @@ static void test_recompress_at_limit(void **state)
 	long got;
 
 	tmp_file(path, sizeof(path), NULL);
-	s = mk(&c, N);
+	s = test_store_mk(&c, N);
 	for (int i = 0; i < N; i++)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
 	zm_store_mark_idle(s, 0);
@@ -689,7 +678,7 @@ static void writeback_at(size_t ps, bool punch)
 
 	tmp_file(path, sizeof(path), NULL);
 	c.backing_path = path;
-	s = mk(&c, N + 4);
+	s = test_store_mk(&c, N + 4);
 	for (int i = 0; i < N; i++) {
 		src[i] = i < NT ? text + i * ps : i < NT + NS ? sym + (i - NT) * ps :
 			 i < NT + NS + NR ? rnd + (i - NT - NS) * ps : zero;
@@ -825,7 +814,7 @@ static void test_writeback_pick(void **state)
 	struct zm_store *s;
 
 	tmp_file(path, sizeof(path), NULL);
-	s = mk(&c, N);
+	s = test_store_mk(&c, N);
 	for (int i = 0; i < NT; i++)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
 	for (int i = 0; i < NR; i++)
@@ -879,7 +868,7 @@ static void test_writeback_limit(void **state)
 	struct zm_store *s;
 
 	tmp_file(path, sizeof(path), NULL);
-	s = mk(&c, N);
+	s = test_store_mk(&c, N);
 	for (int i = 0; i < N; i++)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
 	assert_int_equal(stats(s).writeback_left, 5);
@@ -930,7 +919,7 @@ static void test_writeback_churn(void **state)
 	fd = open(path, O_RDWR);
 	assert_true(fd > 0);
 	c.backing_fd = fd;
-	s = mk(&c, N);
+	s = test_store_mk(&c, N);
 	for (int r = 0; r < ROUNDS; r++) {
 		uint64_t i = (uint64_t)r % 2;
 
@@ -947,7 +936,7 @@ static void test_writeback_churn(void **state)
 	fd2 = open(path, O_RDWR);
 	assert_true(fd2 > 0);
 	c.backing_fd = fd2;
-	s = mk(&c, N);
+	s = test_store_mk(&c, N);
 	zm_store_destroy(s);
 	close(fd2);
 	close(fd);
@@ -967,7 +956,7 @@ static void test_readback(void **state)
 	bool punch = punch_works(tmp_dir());
 
 	tmp_file(path, sizeof(path), NULL);
-	s = mk(&c, N);
+	s = test_store_mk(&c, N);
 	for (int i = 0; i < N; i++)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
 	assert_int_equal(zm_store_writeback(s, 0, ALL), N);
@@ -1007,7 +996,7 @@ static void auto_writeback(size_t lim)
 	struct zm_store *s;
 
 	tmp_file(path, sizeof(path), NULL);
-	s = mk(&c, 2 * N);
+	s = test_store_mk(&c, 2 * N);
 	/* 4x the limit of incompressible pages, then as many text ones: all
 	 * fit, the pool within the limit throughout */
 	for (size_t i = 0; i < N; i++) {
@@ -1043,7 +1032,7 @@ static void auto_writeback(size_t lim)
 
 	/* idle pages go first: A is marked, B and C are newer; the room
 	 * for B and C comes from A alone */
-	s = mk(&c, N);
+	s = test_store_mk(&c, N);
 	for (size_t i = 0; i < A; i++)
 		assert_int_equal(zm_store_put(s, i, rnd + i * PS), 0);
 	assert_int_equal(zm_store_mark_idle(s, 0), A);
@@ -1094,7 +1083,7 @@ static void test_auto_writeback_limit(void **state)
 	int rc;
 
 	tmp_file(path, sizeof(path), NULL);
-	s = mk(&c, N);
+	s = test_store_mk(&c, N);
 	while ((rc = zm_store_put(s, n, rnd + n * PS)) == 0)
 		assert_true(++n < N);
 	assert_int_equal(rc, -ENOSPC);
@@ -1134,7 +1123,7 @@ static void test_fault_read(void **state)
 		struct zm_store_stats st;
 
 		c.backing_readback = rb;
-		s = mk(&c, N);
+		s = test_store_mk(&c, N);
 		for (int i = 0; i < N; i++)
 			assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
 		assert_int_equal(zm_store_writeback(s, 0, ALL), N);
@@ -1171,7 +1160,7 @@ static void test_fault_write(void **state)
 	struct zm_store *s;
 
 	tmp_file(path, sizeof(path), NULL);
-	s = mk(&c, N);
+	s = test_store_mk(&c, N);
 	for (int i = 0; i < N; i++)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
 	fault_set('w', 7, -EIO);
@@ -1221,7 +1210,7 @@ static void test_fault_write_one(void **state)
 	long got;
 
 	tmp_file(path, sizeof(path), NULL);
-	s = mk(&c, N);
+	s = test_store_mk(&c, N);
 	for (int i = 0; i < N; i++)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
 	fault_set('w', 7, -EIO);
@@ -1254,7 +1243,7 @@ static void test_fault_write_one_at_limit(void **state)
 	int refused = 0, rc;
 
 	tmp_file(path, sizeof(path), NULL);
-	s = mk(&c, N);
+	s = test_store_mk(&c, N);
 	fault_set('w', 5, -EIO);
 	for (int i = 0; i < N; i++) {
 		rc = zm_store_put(s, (uint64_t)i, text + i * PS);
@@ -1290,7 +1279,7 @@ static void test_fault_auto_writeback(void **state)
 	int rc;
 
 	tmp_file(path, sizeof(path), NULL);
-	s = mk(&c, N);
+	s = test_store_mk(&c, N);
 	fault_set('w', FAULT_ANY, -EIO);
 	while ((rc = zm_store_put(s, n, rnd + n * PS)) == 0)
 		assert_true(++n < N);
@@ -1329,7 +1318,7 @@ static void test_fault_punch(void **state)
 	struct zm_store *s;
 
 	tmp_file(path, sizeof(path), NULL);
-	s = mk(&c, N);
+	s = test_store_mk(&c, N);
 	for (int i = 0; i < N; i++)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
 	assert_int_equal(zm_store_writeback(s, 0, ALL), N);
@@ -1601,7 +1590,7 @@ static void auto_recompress(bool mark)
 	uint8_t *text = make_pages(N, PS, PK_TEXT, 2300);
 	uint8_t out[PS];
 	struct zm_store_stats st;
-	struct zm_store *s = mk(&c, N);
+	struct zm_store *s = test_store_mk(&c, N);
 	uint64_t t0, done = 0;
 
 	for (int i = 0; i < N; i++)
@@ -1654,7 +1643,7 @@ static void test_auto_recompress_rate(void **state)
 	struct zm_store_config c = { .recompress_codec = "zstd", .idle_after_ms = 20,
 				     .recompress_rate = RATE };
 	uint8_t *text = make_pages(N, PS, PK_TEXT, 2400);
-	struct zm_store *s = mk(&c, N);
+	struct zm_store *s = test_store_mk(&c, N);
 	uint64_t t0, sec = 0;
 
 	for (int i = 0; i < N; i++)
@@ -1676,7 +1665,7 @@ static void test_auto_recompress_rate(void **state)
 	/* destroyed at once, the worker about to run */
 	c.idle_after_ms = 1;
 	c.recompress_rate = 0;
-	s = mk(&c, N);
+	s = test_store_mk(&c, N);
 	for (int i = 0; i < N; i++)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
 	usleep(3000);
@@ -1836,7 +1825,7 @@ static void model_run(const struct model_cfg *mc)
 		tmp_file(path, sizeof(path), NULL);
 		c.backing_path = path;
 	}
-	m.s = mk(&c, MODEL_PAGES);
+	m.s = test_store_mk(&c, MODEL_PAGES);
 	m.data = calloc(MODEL_PAGES, ps);
 	assert_non_null(m.data);
 	for (long step = 0; step < g_steps; step++) {

@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include <zmem/store.h>
+
 /* xorshift64*: small, fast, good enough to drive tests */
 struct rng {
 	uint64_t s;
@@ -40,6 +42,19 @@ static inline void rng_seed(struct rng *r, uint64_t seed)
 	r->s = seed * 0x9E3779B97F4A7C15ull + 1;
 	if (!r->s)
 		r->s = 1;
+}
+
+/* A store of n pages with base's other settings; fails the test if it
+ * cannot be made. */
+static inline struct zm_store *test_store_mk(const struct zm_store_config *base, uint64_t n)
+{
+	struct zm_store_config c = *base;
+	struct zm_store *s = NULL;
+
+	c.nr_pages = n;
+	assert_int_equal(zm_store_create(&c, &s), 0);
+	assert_non_null(s);
+	return s;
 }
 
 /* A 64-bit mixer (splitmix64's finaliser): a page's or cookie's bytes
