@@ -277,6 +277,26 @@ ZM_API long zm_pool_shrink(struct zm_pool *pool, size_t bytes);
  * -EOPNOTSUPP for a backend that cannot compact.  Call while no other
  * thread uses the pool (compaction off, or idle). */
 ZM_API long zm_pool_min_moves(struct zm_pool *pool, size_t pages);
+
+/* ---- advanced: units, for callers that evict ---- */
+
+/*
+ * The unit of memory an object shares with others: the objects that must
+ * all be freed before the pages under them go back (zbud: the page and
+ * its two buddies; zsmalloc: the zspage; a huge object: its page).  A
+ * cache that evicts to free memory (tmem.h) evicts a whole unit, since
+ * evicting one object of it frees nothing.
+ *
+ * Writes the handles of the unit's live objects, h among them, to out
+ * (at most max of them) and the unit's pages to *pages; returns how many
+ * objects the unit holds (more than max: call again with a larger out).
+ * The answer is true at the moment of the call only: the objects may be
+ * freed and others allocated into the unit right after.  -EINVAL for a
+ * bad handle or arguments, -EOPNOTSUPP for backends without units
+ * (xvmalloc, xcfmalloc and malloc, whose objects share pages with no
+ * bound on how many). */
+ZM_API long zm_pool_unit(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_t max,
+			 size_t *pages);
 #endif /* ZMEM_ADVANCED */
 
 /* Change the automatic compaction policy at run time (ZM_COMPACT_OFF

@@ -273,6 +273,24 @@ long zm_pool_min_moves(struct zm_pool *pool, size_t pages)
 	return pool->ops->min_moves ? pool->ops->min_moves(pool, pages) : -EOPNOTSUPP;
 }
 
+long zm_pool_unit(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_t max,
+		  size_t *pages)
+{
+	zm_handle_t raw;
+	long n;
+
+	if (zmi_unlikely(!pool || (max && !out) || !pages))
+		return -EINVAL;
+	if (!pool->ops->unit)
+		return -EOPNOTSUPP;
+	if (zmi_unlikely(!own(pool, h, &raw, "zm_pool_unit")))
+		return -EINVAL;
+	n = pool->ops->unit(pool, raw, out, max, pages);
+	for (long i = 0; i < n && (size_t)i < max; i++)
+		out[i] = zmi_pool_handle(pool, out[i]);
+	return n;
+}
+
 int zm_pool_set_compaction(struct zm_pool *pool, enum zm_compact_policy policy)
 {
 	if (!pool || policy > ZM_COMPACT_RATIO)

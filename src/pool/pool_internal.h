@@ -50,6 +50,10 @@ struct zmi_pool_ops {
 	int (*bind)(struct zm_pool *pool, zm_handle_t h, uint64_t key);
 	zm_handle_t (*key_handle)(struct zm_pool *pool, uint64_t key);
 	int (*free_key)(struct zm_pool *pool, uint64_t key);
+	/* zm_pool_unit (pool.h): NULL for backends whose objects share no
+	 * unit that freeing them all gives back */
+	long (*unit)(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_t max,
+		     size_t *pages);
 };
 
 /*

@@ -337,6 +337,33 @@ static int zb_free(struct zm_pool *pool, zm_handle_t h)
 	return 0;
 }
 
+/* The unit of an object is its page: the object and its buddy, if any. */
+static long zb_unit(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_t max,
+		    size_t *pages)
+{
+	struct zbud_pool *zb = zb_of(pool);
+	struct zbud_obj o;
+	long n = 0;
+
+	zmi_lock(&zb->lock);
+	if (!lookup(zb, h, &o, "unit")) {
+		zmi_unlock(&zb->lock);
+		return -EINVAL;
+	}
+	for (unsigned side = FIRST; side <= LAST; side++) {
+		uint32_t b = o.r->bud[side];
+
+		if (!bud_chunks(b))
+			continue;
+		if ((size_t)n < max)
+			out[n] = handle_make(o.pfn, bud_gen(b), side);
+		n++;
+	}
+	zmi_unlock(&zb->lock);
+	*pages = 1;
+	return n;
+}
+
 /* ---- access ------------------------------------------------------------ */
 
 /* The object's address and slot size, or NULL for a bad handle. */
@@ -573,4 +600,5 @@ const struct zmi_pool_ops zmi_zbud_ops = {
 	.check = zb_check,
 	.shrink = NULL,
 	.set_compaction = zb_set_compaction,
+	.unit = zb_unit,
 };

@@ -353,3 +353,68 @@ int zs_free_key(struct zm_pool *pool, uint64_t key)
 	}
 	return zs_free(pool, h);
 }
+
+/* ---- units (pool.h: zm_pool_unit) ------------------------------------ */
+
+/* The live objects of h's zspage: every object below the bump that is not
+ * on the free chain.  Their handles are rebuilt from the back references
+ * (a slot index and the slot's tag, or an owner key), under the class
+ * lock, so each is exact at that moment. */
+long zs_unit(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_t max,
+	     size_t *pages)
+{
+	struct zs_pool *zp = zs_of(pool);
+	uint64_t freed[ZS_MAX_PAGES * 4096 / ZS_MIN_SIZE / 64];
+	struct zs_class *c;
+	struct zspage *zs;
+	unsigned obj;
+	size_t n = 0;
+	bool key = (h & ZS_H_OWNER) != 0;
+
+	if (h & ZS_TAG_HUGE) {
+		/* a page of its own: the unit is the object */
+		uint64_t v = h < ((uint64_t)ZS_MAX_HANDLES << ZS_TAG_BITS) && (h >> ZS_TAG_BITS)
+			     ? zs_load_slot(zp, zs_handle_idx(h)) : 0;
+
+		if (key || ((v ^ h) & ZS_TAG_MASK))
+			return -EINVAL;
+		if (max)
+			out[0] = h;
+		*pages = 1;
+		return 1;
+	}
+	c = lock_obj(zp, h, key, &zs, &obj);
+	if (!c)
+		return -EINVAL;
+	_Static_assert(sizeof(freed) * 8 >= ZS_MAX_PAGES * 4096 / ZS_MIN_SIZE,
+		       "a bit for every object of the largest zspage");
+	if ((size_t)c->objs > sizeof(freed) * 8) {
+		/* larger pages than the bitmap covers: only h itself */
+		zmi_unlock(&c->lock);
+		if (max)
+			out[0] = h;
+		*pages = 0;
+		return 1;
+	}
+	memset(freed, 0, ((size_t)zs->bump + 63) / 64 * 8);
+	for (unsigned o = zs->free_head; o != ZS_NONE; o = zs_backref(zs, c)[o])
+		freed[o / 64] |= 1ull << (o % 64);
+	for (unsigned o = 0; o < zs->bump; o++) {
+		uint32_t ref;
+		zm_handle_t x;
+
+		if (freed[o / 64] & (1ull << (o % 64)))
+			continue;
+		ref = zs_backref(zs, c)[o];
+		if (ref & ZS_REF_OWNER)
+			x = zs_key_handle(ref & ~ZS_REF_OWNER);
+		else
+			x = (zm_handle_t)ref << ZS_TAG_BITS | (zs_load_slot(zp, ref) & ZS_TAG_MASK);
+		if (n < max)
+			out[n] = x;
+		n++;
+	}
+	*pages = zs->npop;
+	zmi_unlock(&c->lock);
+	return (long)n;
+}

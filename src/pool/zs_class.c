@@ -253,4 +253,5 @@ const struct zmi_pool_ops zmi_zsmalloc_ops = {
 	.bind = zs_bind,
 	.key_handle = zs_key_handle_of,
 	.free_key = zs_free_key,
+	.unit = zs_unit,
 };

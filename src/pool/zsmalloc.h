@@ -645,6 +645,8 @@ int zs_free(struct zm_pool *pool, zm_handle_t h);
 int zs_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key);
 zm_handle_t zs_key_handle_of(struct zm_pool *pool, uint64_t key);
 int zs_free_key(struct zm_pool *pool, uint64_t key);
+long zs_unit(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_t max,
+	     size_t *pages);
 void *zs_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode);
 void zs_unmap(struct zm_pool *pool, zm_handle_t h);
 int zs_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len);
