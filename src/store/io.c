@@ -20,9 +20,8 @@
  * the get to finish before it can free the object the get is reading, and
  * a get sees either the old content or the new, never a mix.
  *
- * The per-thread buffer holds one compressed page between compression and
- * zm_pool_write; it is allocated on a thread's first put (grown for a
- * larger page size) and freed when the thread exits.
+ * The per-thread buffer (base/tbuf.h) holds one compressed page between
+ * compression and zm_pool_write.
  *
  * Lock order: slot lock -> pool (see store_internal.h).
  */
@@ -31,42 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/tbuf.h"
 #include "store/store_internal.h"
-
-/* ---- the per-thread compression buffer ------------------------------ */
-
-static __thread char *tls_buf;
-static __thread size_t tls_cap;
-static pthread_key_t buf_key;
-static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
-
-static void buf_thread_exit(void *unused)
-{
-	free(tls_buf);
-	tls_buf = NULL;
-	tls_cap = 0;
-}
-
-static void buf_key_init(void)
-{
-	pthread_key_create(&buf_key, buf_thread_exit);
-}
-
-char *zmi_thread_buf(size_t size)
-{
-	char *b;
-
-	if (zmi_likely(tls_cap >= size))
-		return tls_buf;
-	b = realloc(tls_buf, size);
-	if (!b)
-		return NULL;
-	pthread_once(&buf_once, buf_key_init);
-	tls_buf = b;
-	tls_cap = size;
-	pthread_setspecific(buf_key, b); /* non-NULL: the destructor runs */
-	return b;
-}
 
 /* ---- put ------------------------------------------------------------ */
 

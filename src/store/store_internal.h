@@ -386,8 +386,6 @@ uint64_t zmi_counter_sum(const struct zm_store *s, enum zmi_store_counter c);
 /* Sample the pool's memory into used_max. */
 void zmi_sample_used(struct zm_store *s);
 
-/* io.c: the per-thread buffer of at least size bytes, or NULL */
-char *zmi_thread_buf(size_t size);
 
 /* idle.c */
 int zmi_idle_init(struct zm_store *s);

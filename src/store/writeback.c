@@ -42,6 +42,7 @@
  */
 #include <errno.h>
 
+#include "base/tbuf.h"
 #include "store/store_internal.h"
 
 /* Reclaim frees this share of the limit beyond what the put needs: 1/32,
