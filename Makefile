@@ -77,7 +77,7 @@ ZM_PC_LIBS     := -pthread -lm $(foreach p,$(filter-out $(ZM_PC_REQUIRES),$(ZM_C
                     $(shell pkg-config --libs $(p) 2>/dev/null))
 
 # Every layer is a folder; every .c in it belongs to the library.
-LAYERS   := base pages pool codec workload store
+LAYERS   := base pages pool codec workload store tmem
 LIB_SRC  := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
 ifneq ($(ZM_WITH_LZO),1)
 LIB_SRC  := $(filter-out src/codec/lzo.c,$(LIB_SRC))

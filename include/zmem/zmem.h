@@ -17,6 +17,9 @@
  *                        instead of pointers
  *   store.h   zm_store   the compressed page store (zram's core): slots,
  *                        same-filled pages, policy, limit, statistics
+ *   tmem.h    zm_tmem    zcache's pools (transcendent memory): pages
+ *                        keyed by (pool, object, index), persistent or
+ *                        ephemeral, one budget, eviction by whole units
  *
  * common.h holds the version, the export marker and the log sink.
  *
@@ -45,6 +48,7 @@
  *     E2BIG       a config with fields set that this library does not know
  *     EIO         corrupt compressed data
  *     EUCLEAN     a checker found a broken structure (and says what)
+ *     ENOENT      tmem: no page under that key (a miss)
  *
  *   NULL.  Every call that takes an object (pages, pool, codec, store,
  *   workload) or a buffer refuses NULL as bad input; what it returns then:
@@ -107,5 +111,6 @@
 #include <zmem/workload.h>
 #include <zmem/pool.h>
 #include <zmem/store.h>
+#include <zmem/tmem.h>
 
 #endif
