@@ -106,9 +106,11 @@ struct zm_tmem_config {
 				     a pool may have; power of two,
 				     ZM_PAGE_SIZE_MIN .. ZM_PAGE_SIZE_MAX;
 				     0 = 4096 */
-	unsigned persistent_pct;  /* persistent pages may hold at most this
-				     percent of the budget (compressed bytes);
-				     0 = 75, zcache's default; 100 = no cap */
+	unsigned persistent_pct;  /* the persistent pool's pages may hold at
+				     most this percent of the budget (counted
+				     every 32 persistent puts, so it may run
+				     over by a few pages); 0 = 75, zcache's
+				     default; 100 = no cap */
 };
 
 struct zm_tmem_pool_config {

@@ -114,6 +114,33 @@ static bool mean_above(struct tm_pool *p, size_t over)
 	return pages && bytes > pages * over;
 }
 
+/* Room in the persistent share for zlen more bytes?  Takes them if so.
+ * The share bounds the persistent pool's pages; they are counted
+ * (zm_pool_stats, which walks zsmalloc's classes) every TM_SHARE_EVERY
+ * persistent puts, and between counts the compressed bytes, a lower
+ * bound of what they take, are checked too. */
+static bool share_left(struct zm_tmem *t, size_t zlen)
+{
+	uint64_t tick = __atomic_add_fetch(&t->pers_tick, 1, __ATOMIC_RELAXED);
+
+	if (t->pers_cap >= t->budget)
+		goto take;  /* no cap */
+	if (tick % TM_SHARE_EVERY == 0) {
+		struct zm_pool_stats st;
+
+		if (!zm_pool_stats(t->pers, &st))
+			__atomic_store_n(&t->pers_pool_bytes, st.pool_bytes, __ATOMIC_RELAXED);
+	}
+	if (__atomic_load_n(&t->pers_pool_bytes, __ATOMIC_RELAXED) >= t->pers_cap)
+		return false;
+take:
+	if (__atomic_add_fetch(&t->pers_bytes, zlen, __ATOMIC_RELAXED) > t->pers_cap) {
+		__atomic_fetch_sub(&t->pers_bytes, zlen, __ATOMIC_RELAXED);
+		return false;
+	}
+	return true;
+}
+
 /* An object of size bytes holding buf, in the kind's pool; evicts
  * ephemeral pages while there is no room.  0 if there is none. */
 static zm_handle_t place(struct zm_tmem *t, bool eph, const char *buf, size_t size)
@@ -214,10 +241,8 @@ int zm_tmem_put(struct zm_tmem *t, int pool, uint64_t oid, uint32_t index, const
 	}
 	if (zlen > p->max_mean_zsize && mean_above(p, p->max_mean_zsize))
 		return refuse(p, oid, index, -E2BIG, TC_REF_MEAN);
-	if (!eph && __atomic_add_fetch(&t->pers_bytes, zlen, __ATOMIC_RELAXED) > t->pers_cap) {
-		__atomic_fetch_sub(&t->pers_bytes, zlen, __ATOMIC_RELAXED);
+	if (!eph && !share_left(t, zlen))
 		return refuse(p, oid, index, -ENOSPC, TC_REF_SHARE);
-	}
 	if (eph) {
 		struct tm_hdr key = { .oid = oid, .index = index, .pool = (uint32_t)p->id };
 

@@ -23,6 +23,13 @@
 /* The smallest arena: room for per-thread page caches beside a small
  * budget (as the store gives its pool). */
 #define TM_ARENA_MIN ((size_t)64 << 20)
+/* A thread's page cache: budget / TM_CACHE_SHARE pages, within these
+ * bounds (the pages layer's default is 64 at 4 KiB: at a small budget two
+ * threads' caches held a quarter of it, and puts were refused for room
+ * that sat in the other thread's cache). */
+#define TM_CACHE_SHARE 128
+#define TM_CACHE_MIN 8
+#define TM_CACHE_MAX 64
 
 struct tm_pool *tm_pool_of(struct zm_tmem *t, int id, const char *op)
 {
@@ -49,6 +56,13 @@ static int make_pools(struct zm_tmem *t, const struct zm_tmem_config *c)
 	if (strcmp(c->allocator ? c->allocator : "zsmalloc", "malloc")) {
 		gc.arena_bytes = arena > TM_ARENA_MIN ? arena : TM_ARENA_MIN;
 		gc.limit_pages = t->budget / t->page_size;
+		/* pages in a thread's cache count against the limit and are
+		 * no other thread's: at most 1/128 of the budget each */
+		gc.cache_pages = (unsigned)(gc.limit_pages / TM_CACHE_SHARE);
+		if (gc.cache_pages < TM_CACHE_MIN)
+			gc.cache_pages = TM_CACHE_MIN;
+		if (gc.cache_pages > TM_CACHE_MAX)
+			gc.cache_pages = TM_CACHE_MAX;
 		rc = zm_pages_create(&gc, &t->pages);
 		if (rc)
 			return rc;

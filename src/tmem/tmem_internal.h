@@ -63,6 +63,8 @@ _Static_assert((1u << TM_SLOT_BITS) == ZM_TMEM_MAX_POOLS, "a slot number per poo
  * nothing, so a put may need many. */
 #define TM_EVICT_STEPS 256
 #define TM_PERSISTENT_PCT 75  /* zcache's cap on persistent pages */
+#define TM_SHARE_EVERY 32     /* persistent puts between counts of the
+				 persistent pool's pages (io.c) */
 #define TM_DEFAULT_BUDGET ((size_t)64 << 20)
 
 /* The key at the start of every ephemeral object. */
@@ -128,6 +130,9 @@ struct zm_tmem {
 	bool units;                        /* eph has zm_pool_unit */
 	const char *evicts;
 	uint64_t pers_bytes;               /* atomic: persistent compressed bytes */
+	uint64_t pers_pool_bytes;          /* atomic: the persistent pool's
+					      pool_bytes, counted now and then */
+	uint64_t pers_tick;                /* atomic: persistent puts */
 	uint64_t held;                     /* atomic: malloc backend: bytes held */
 
 	pthread_mutex_t pools_lock;        /* pool table writers */
