@@ -47,7 +47,7 @@
  *
  * Memory.  Each stored page costs its compressed bytes in the pool (an
  * ephemeral one 16 bytes more: its key, so that eviction can find the
- * record of every object of a unit) and a record of 40 bytes outside the
+ * record of every object of a unit) and a record of 48 bytes outside the
  * budget (meta_bytes counts those).
  *
  * Concurrency: every call may be made from any thread at once, on the
@@ -57,9 +57,10 @@
  * must not race with anything, nor zm_tmem_pool_destroy() with calls on
  * that pool.  Lock order:
  *
- *     evict_lock -> shard lock -> lru_lock -> the pool's own locks
+ *     evict_lock -> shard lock -> object lock -> list lock -> the pool's
  *
- * (no call holds two shard locks).
+ * (no call holds two shard locks; src/tmem/tmem_internal.h has the
+ * rest).
  *
  * Errors follow zmem.h; besides those:
  *     ENOENT   a get or flush found no page under the key

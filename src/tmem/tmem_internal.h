@@ -27,7 +27,8 @@
  *     shard->lock     the shard's objects, their pages and counters
  *     t->obj_lock     shared: writing or freeing an ephemeral object;
  *                     exclusive: the evictor reading keys (then let go)
- *     t->lru_lock     the list of ephemeral pages (lru_* fields)
+ *     t->lru_lock     the list of ephemeral pages (lru_* fields); never
+ *                     held with obj_lock
  *     the pool's own locks (inside zm_pool calls)
  *
  * A pool object is freed with its shard lock held (shard -> pool); no
