@@ -223,6 +223,8 @@ static void test_cross_thread_reuse(void **st)
 
 static zm_pfn_t pfn;
 static uint8_t page[4096];
+static zm_handle_t null_h;
+static size_t null_n;
 
 /* X(call, expression true when the call refused NULL as zmem.h says) */
 #define NULL_CASES(X) \
@@ -267,6 +269,7 @@ static uint8_t page[4096];
 	     zm_pool_class_stats(NULL, 0, &(struct zm_pool_class_stats){ 0 }) == -EINVAL) \
 	X("zm_pool_print_classes(NULL)", (zm_pool_print_classes(NULL, stdout), 1)) \
 	X("zm_pool_check(NULL)", zm_pool_check(NULL) == -EINVAL) \
+	X("zm_pool_unit(NULL)", zm_pool_unit(NULL, 1, &null_h, 1, &null_n) == -EINVAL) \
 	X("zm_pool_backend(NULL)", zm_pool_backend(NULL) == NULL) \
 	X("zm_codec_create(NULL)", zm_codec_create(NULL, 0, NULL) == -EINVAL) \
 	X("zm_codec_destroy(NULL)", (zm_codec_destroy(NULL), 1)) \
@@ -292,6 +295,18 @@ static uint8_t page[4096];
 	X("zm_store_set_limit(NULL)", zm_store_set_limit(NULL, 0) == -EINVAL) \
 	X("zm_store_reset_max(NULL)", zm_store_reset_max(NULL) == -EINVAL) \
 	X("zm_store_next_used(NULL)", zm_store_next_used(NULL, 0, 1, &(uint64_t){ 0 }) == -EINVAL) \
+	X("zm_tmem_create(out NULL)", zm_tmem_create(NULL, NULL) == -EINVAL) \
+	X("zm_tmem_destroy(NULL)", (zm_tmem_destroy(NULL), 1)) \
+	X("zm_tmem_pool_create(NULL)", \
+	  zm_tmem_pool_create(NULL, &(struct zm_tmem_pool_config){ .kind = 1 }) == -EINVAL) \
+	X("zm_tmem_pool_destroy(NULL)", zm_tmem_pool_destroy(NULL, 1) == -EINVAL) \
+	X("zm_tmem_put(NULL)", zm_tmem_put(NULL, 1, 0, 0, page, 1) == -EINVAL) \
+	X("zm_tmem_get(NULL)", zm_tmem_get(NULL, 1, 0, 0, page, 1) == -EINVAL) \
+	X("zm_tmem_flush_page(NULL)", zm_tmem_flush_page(NULL, 1, 0, 0) == -EINVAL) \
+	X("zm_tmem_flush_object(NULL)", zm_tmem_flush_object(NULL, 1, 0) == -EINVAL) \
+	X("zm_tmem_flush_pool(NULL)", zm_tmem_flush_pool(NULL, 1) == -EINVAL) \
+	X("zm_tmem_stats(NULL)", zm_tmem_stats(NULL, 0, &(struct zm_tmem_stats){ 0 }) == -EINVAL) \
+	X("zm_tmem_check(NULL)", zm_tmem_check(NULL) == -EINVAL) \
 	X("zm_workload_create(out NULL)", zm_workload_create(NULL, NULL) == -EINVAL) \
 	X("zm_workload_destroy(NULL)", (zm_workload_destroy(NULL), 1)) \
 	X("zm_workload_next(NULL)", zm_workload_next(NULL, page, 4096) == -EINVAL) \
