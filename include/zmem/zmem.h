@@ -94,8 +94,9 @@
  *   the last is destroyed or switched off.  fork() is safe: the library's
  *   fork handlers wait for a compaction in progress and hold its
  *   registries' locks across the fork, so a child may use, compact and
- *   destroy every pages instance, pool, store and codec it inherited that
- *   no other thread of the parent was calling at the moment of fork; the
+ *   destroy every pages instance, pool, store, tmem and codec it
+ *   inherited that no other thread of the parent was calling at the
+ *   moment of fork; the
  *   worker starts again in the child when needed, and nothing in the
  *   child waits for a thread of the parent.  An object another thread was
  *   inside at the fork may have been left with that thread's lock held:
