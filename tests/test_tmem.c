@@ -772,10 +772,12 @@ static void persistent_kept(const char *backend)
 	struct zm_tmem_stats st, es;
 	int p = mkpool(t, ZM_TMEM_PERSISTENT, 0);
 	int e = mkpool(t, ZM_TMEM_EPHEMERAL, 0);
-	const uint32_t np = 300;
+	const uint32_t np = 150;
 	long dropped = 0;
 
-	for (uint32_t i = 0; i < np; i++)   /* ~600 B compressed each */
+	/* ~600 B compressed each: 75 pages of zbud's, well inside the
+	 * persistent share of 128 */
+	for (uint32_t i = 0; i < np; i++)
 		put_ok(t, p, i % 5, i, tt_cookie(i, 1), PS);
 	for (uint32_t i = 0; i < 3000; i++) {
 		int rc = put(t, e, i % 7, i, tt_cookie(i + 7777, 1 + i % 2), PS);
@@ -819,7 +821,7 @@ static void ephemeral_yield(const char *backend)
 	struct zm_tmem_stats st, before;
 	int e = mkpool(t, ZM_TMEM_EPHEMERAL, 0);
 	int p = mkpool(t, ZM_TMEM_PERSISTENT, 0);
-	const uint32_t np = 400;
+	const uint32_t np = 250;   /* 125 pages of zbud's: the share is 192 */
 
 	for (uint32_t i = 0; i < 4000; i++) {
 		int rc = put(t, e, 1, i, tt_cookie(i, 1), PS);
@@ -828,7 +830,7 @@ static void ephemeral_yield(const char *backend)
 	}
 	tt_stats(t, e, &before);
 	assert_true(before.evicted_objects > 0);
-	for (uint32_t i = 0; i < np; i++) {  /* ~230 KiB compressed in all */
+	for (uint32_t i = 0; i < np; i++) {
 		int rc = put(t, p, 2, i, tt_cookie(i + 5000, 1), PS);
 
 		if (rc)
@@ -933,8 +935,9 @@ static void pressure(const char *backend)
 	if (!strcmp(backend, "zbud") || !strcmp(backend, "zsmalloc")) {
 		assert_true(all.evicted_pages > 0);
 		assert_true(all.evictions > 0);
-		assert_true(all.evictions <= all.evicted_objects);
 	}
+	/* a step evicts one object at least */
+	assert_true(all.evictions <= all.evicted_objects);
 	assert_true(all.pool_bytes <= MIB);
 	assert_int_equal(all.persistent_pages, 0);
 	/* the counts of the two pools add up to the instance's */
@@ -1014,8 +1017,9 @@ static void share(const char *backend)
 	}
 	assert_int_equal(rc, -ENOSPC);
 	expect_miss(t, p, 1, i);
-	/* about 100 of them fit in 10% of 1 MiB */
-	assert_true(stored > 50 && stored < 110);
+	/* 10% of 1 MiB is 25 pages: 50 of them (zbud) to 100 (zsmalloc),
+	 * and a few pages more (the pages are counted every 32 puts) */
+	assert_true(stored > 40 && stored < 150);
 	/* the key that held a page and failed loses it */
 	assert_int_equal(put(t, p, 1, 0, tt_cookie(0, 2), PS), -ENOSPC);
 	expect_miss(t, p, 1, 0);
@@ -1027,11 +1031,13 @@ static void share(const char *backend)
 	/* ephemeral puts still have the rest of the budget */
 	for (uint32_t j = 0; j < 200; j++)
 		put_ok(t, e, 2, j, tt_cookie(j, 2), PS);
-	/* a flush makes room for one more */
-	assert_int_equal(zm_tmem_flush_page(t, p, 1, 1), 0);
-	put_ok(t, p, 1, 1, tt_cookie(1, 2), PS);
 	for (uint32_t j = 1; j <= stored; j++)
 		expect(t, p, 1, j, tt_cookie(j, 2), PS);
+	assert_int_equal(zm_tmem_check(t), 0);
+	/* the pool flushed: the share is free again */
+	assert_int_equal(zm_tmem_flush_pool(t, p), (long)stored);
+	put_ok(t, p, 1, 1, tt_cookie(1, 2), PS);
+	expect(t, p, 1, 1, tt_cookie(1, 2), PS);
 	done(t);
 
 	/* no cap: the budget fills up with persistent pages */
@@ -1260,7 +1266,8 @@ static void unit_zs(const struct zm_pool_config *base)
 	assert_true(extra);
 	assert_int_equal(zm_pool_unit(p, extra, out, 256, &pages), 1);
 	assert_int_equal(out[0], extra);
-	assert_int_equal(pages, ppz);
+	/* zspages are populated as they fill: the pages it holds so far */
+	assert_int_equal(pages, (cs.size + ps - 1) / ps);
 	/* one freed: the others stay */
 	assert_int_equal(zm_pool_free(p, h[1]), 0);
 	n = zm_pool_unit(p, h[0], out, 256, &pages);

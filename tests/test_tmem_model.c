@@ -26,11 +26,11 @@
 #define NSLOT 4                 /* pools alive at once, at most */
 #define NOID 6
 #define NIDX 520                /* over three shards' ranges of index */
-#define BUDGET (512u << 10)
+#define BUDGET (256u << 10)
 #define PCT 60
 
 static uint64_t g_seed;
-static long g_steps = 8000;
+static long g_steps = 30000;
 
 static const uint64_t g_oids[NOID] = { 0, 1, 2, 12345, 1ull << 40, UINT64_MAX };
 
@@ -67,7 +67,7 @@ struct run {
 	uint8_t *buf;
 	struct rng r;
 	long step;
-	uint64_t n_put, n_stored, n_get, n_hit, n_e2big, n_nospc, n_probe;
+	uint64_t n_put, n_stored, n_get, n_hit, n_e2big, n_nospc, n_probe, n_evicted;
 };
 
 #define FAIL(R, ...)                                                                        \
@@ -103,7 +103,12 @@ static void forget_all(struct mpool *m)
 
 static void pool_kill(struct run *R, struct mpool *m)
 {
-	int rc = zm_tmem_pool_destroy(R->t, m->id);
+	struct zm_tmem_stats st;
+	int rc;
+
+	tt_stats(R->t, m->id, &st);
+	R->n_evicted += st.evicted_objects;
+	rc = zm_tmem_pool_destroy(R->t, m->id);
 
 	if (rc)
 		FAIL(R, "pool_destroy(%d): %d", m->id, rc);
@@ -160,7 +165,7 @@ static void do_put(struct run *R, struct mpool *m, int o, unsigned i)
 {
 	struct ent *x = &m->e[o][i];
 	unsigned k = (unsigned)rng_below(&R->r, 100);
-	unsigned noise = k < 40 ? 0 : k < 60 ? 1 : k < 75 ? 2 : k < 85 ? 4 : k < 95 ? 6 : 8;
+	unsigned noise = k < 25 ? 0 : k < 45 ? 1 : k < 65 ? 2 : k < 80 ? 4 : k < 95 ? 6 : 8;
 	uint64_t cookie = tt_cookie(rng_next(&R->r), noise);
 	size_t len;
 	int rc;
@@ -417,21 +422,21 @@ static void run(const char *backend, size_t ps, uint64_t seed)
 				poke_dead(&R);
 			continue;
 		}
-		if (op < 450)
+		if (op < 560)
 			do_put(&R, m, o, i);
-		else if (op < 800)
-			do_get(&R, m, o, i, op < 480);
 		else if (op < 900)
+			do_get(&R, m, o, i, op < 590);
+		else if (op < 965)
 			do_flush_page(&R, m, o, i);
-		else if (op < 950)
-			do_flush_object(&R, m, o);
-		else if (op < 956)
-			do_flush_pool(&R, m);
-		else if (op < 961)
-			pool_kill(&R, m);
-		else if (op < 966)
-			probe(&R, m);
 		else if (op < 970)
+			do_flush_object(&R, m, o);
+		else if (op < 977)
+			do_flush_pool(&R, m);
+		else if (op < 979)
+			pool_kill(&R, m);
+		else if (op < 982)
+			probe(&R, m);
+		else if (op < 985)
 			poke_dead(&R);
 		else
 			do_get(&R, m, o, i, 0);
@@ -448,7 +453,8 @@ static void run(const char *backend, size_t ps, uint64_t seed)
 	       (unsigned long long)R.n_put, (unsigned long long)R.n_stored,
 	       (unsigned long long)R.n_e2big, (unsigned long long)R.n_nospc,
 	       (unsigned long long)R.n_get, (unsigned long long)R.n_hit,
-	       (unsigned long long)all.evicted_objects, (unsigned long long)all.evictions,
+	       (unsigned long long)(R.n_evicted + all.evicted_objects),
+	       (unsigned long long)all.evictions,
 	       (unsigned long long)all.evicted_pages,
 	       (unsigned long long)(all.ephemeral_pages + all.persistent_pages));
 	for (int s = 0; s < NSLOT; s++)

@@ -32,11 +32,11 @@
 #define NSHIDX 48           /* their indices */
 #define OWN_OID 777
 #define OWN_SPAN 300        /* each thread's range of indices: 300 apart */
-#define BUDGET (1u << 20)
+#define BUDGET (512u << 10)
 #define NPOOL 3             /* 0 ephemeral, 1 exclusive, 2 persistent */
 
 static uint64_t g_seed;
-static long g_steps = 6000;
+static long g_steps = 10000;
 static struct zm_tmem *g_t;
 static int g_pool[NPOOL];
 static uint32_t g_published[NT];    /* atomic: highest sequence each writer began */
@@ -126,7 +126,7 @@ static void op_shared(struct targ *T, struct rng *r, unsigned op)
 	uint32_t idx = (uint32_t)rng_below(r, NSHIDX);
 	int id = g_pool[pool], rc;
 
-	if (op < 35) {
+	if (op < 45) {
 		unsigned k = (unsigned)rng_below(r, 20);
 		unsigned noise = k < 8 ? 0 : k < 13 ? 1 : k < 16 ? 3 : k < 19 ? 5 : 8;
 		size_t len = rng_below(r, 2) ? PS : 16 + rng_below(r, PS - 15);
@@ -147,7 +147,7 @@ static void op_shared(struct targ *T, struct rng *r, unsigned op)
 		else
 			BAD(T, "put(pool %d, %llu, %u, %zu): %d", id,
 			    (unsigned long long)shared_oid(o), idx, len, rc);
-	} else if (op < 80) {
+	} else if (op < 85) {
 		int bad;
 
 		rc = zm_tmem_get(g_t, id, shared_oid(o), idx, T->buf, PS);
@@ -160,19 +160,19 @@ static void op_shared(struct targ *T, struct rng *r, unsigned op)
 			BAD(T, "get(pool %d, %llu, %u): %d, check %d, cookie %#llx", id,
 			    (unsigned long long)shared_oid(o), idx, rc, bad,
 			    (unsigned long long)word0(T->buf));
-	} else if (op < 92) {
+	} else if (op < 95) {
 		rc = zm_tmem_flush_page(g_t, id, shared_oid(o), idx);
 		T->flushes++;
 		if (rc && rc != -ENOENT)
 			BAD(T, "flush_page(pool %d): %d", id, rc);
-	} else if (op < 98) {
+	} else if (op < 99) {
 		long n = zm_tmem_flush_object(g_t, id, shared_oid(o));
 
 		T->flushes++;
 		if (n < 0 || n > NSHIDX)
 			BAD(T, "flush_object(pool %d, %llu): %ld", id,
 			    (unsigned long long)shared_oid(o), n);
-	} else if (pool < 2) {
+	} else if (pool < 2 && rng_below(r, 5) == 0) {
 		/* an ephemeral pool only: the owned keys there may go anyway */
 		long n = zm_tmem_flush_pool(g_t, id);
 
@@ -189,7 +189,7 @@ static void op_owned(struct targ *T, struct rng *r, unsigned op)
 	struct own *x = &T->own[pool][i];
 	int id = g_pool[pool], rc;
 
-	if (op < 40) {
+	if (op < 50) {
 		unsigned k = (unsigned)rng_below(r, 20);
 		unsigned noise = k < 8 ? 0 : k < 13 ? 1 : k < 16 ? 3 : k < 19 ? 5 : 8;
 		size_t len = rng_below(r, 2) ? PS : 1 + rng_below(r, PS);
@@ -217,7 +217,7 @@ static void op_owned(struct targ *T, struct rng *r, unsigned op)
 		T->gets++;
 		if (rc != -ENOENT)
 			BAD(T, "get(pool %d, owned %u) after a failed put: %d", id, idx, rc);
-	} else if (op < 85) {
+	} else if (op < 90) {
 		rc = zm_tmem_get(g_t, id, OWN_OID, idx, T->buf, PS);
 		T->gets++;
 		if (rc == -ENOENT) {
@@ -235,7 +235,7 @@ static void op_owned(struct targ *T, struct rng *r, unsigned op)
 			    (unsigned long long)word0(T->buf));
 		if (pool == 1)
 			x->cookie = 0;
-	} else if (op < 97) {
+	} else if (op < 99) {
 		rc = zm_tmem_flush_page(g_t, id, OWN_OID, idx);
 		T->flushes++;
 		if (x->cookie && x->sure && rc)
@@ -245,7 +245,7 @@ static void op_owned(struct targ *T, struct rng *r, unsigned op)
 		else if (rc && rc != -ENOENT)
 			BAD(T, "flush_page(pool %d, owned %u): %d", id, idx, rc);
 		x->cookie = 0;
-	} else if (pool < 2) {
+	} else if (pool < 2 && rng_below(r, 5) == 0) {
 		/* every thread's owned keys in an ephemeral pool */
 		long n = zm_tmem_flush_object(g_t, id, OWN_OID);
 
