@@ -123,8 +123,12 @@ static bool share_left(struct zm_tmem *t, size_t zlen)
 {
 	uint64_t tick = __atomic_add_fetch(&t->pers_tick, 1, __ATOMIC_RELAXED);
 
-	if (t->pers_cap >= t->budget)
-		goto take;  /* no cap */
+	if (t->pers_cap >= t->budget) {
+		/* no cap: the budget bounds them, and a put it refuses is
+		 * refused_full, not a share spent */
+		__atomic_add_fetch(&t->pers_bytes, zlen, __ATOMIC_RELAXED);
+		return true;
+	}
 	if (tick % TM_SHARE_EVERY == 0) {
 		struct zm_pool_stats st;
 
@@ -133,7 +137,6 @@ static bool share_left(struct zm_tmem *t, size_t zlen)
 	}
 	if (__atomic_load_n(&t->pers_pool_bytes, __ATOMIC_RELAXED) >= t->pers_cap)
 		return false;
-take:
 	if (__atomic_add_fetch(&t->pers_bytes, zlen, __ATOMIC_RELAXED) > t->pers_cap) {
 		__atomic_fetch_sub(&t->pers_bytes, zlen, __ATOMIC_RELAXED);
 		return false;

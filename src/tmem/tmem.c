@@ -106,7 +106,8 @@ int zm_tmem_create_sized(const struct zm_tmem_config *ucfg, size_t cfg_size,
 	t->budget = c.budget_bytes ? c.budget_bytes : TM_DEFAULT_BUDGET;
 	if (t->budget < ps)
 		t->budget = ps;
-	t->pers_cap = (uint64_t)t->budget / 100 * pct;
+	/* budget * pct / 100, exact (at 100: the budget) and without overflow */
+	t->pers_cap = (uint64_t)t->budget / 100 * pct + (uint64_t)t->budget % 100 * pct / 100;
 	pthread_mutex_init(&t->pools_lock, NULL);
 	pthread_mutex_init(&t->evict_lock, NULL);
 	{
