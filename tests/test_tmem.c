@@ -997,32 +997,42 @@ static void test_pressure(void **state)
 		pressure(want_backends[b]);
 }
 
-/* persistent_pct caps the persistent pages' compressed bytes; at 100 the
- * budget does, and then nothing is left to evict. */
+/* Fill pool p of t with ~1 KiB pages (noise 2) under object oid until a
+ * put is refused; returns how many were stored, and the refused put's rc
+ * in *rc. */
+static uint32_t fill_persistent(struct zm_tmem *t, int p, uint64_t oid, int *rc)
+{
+	uint32_t i;
+
+	for (i = 0; i < 4000; i++) {
+		*rc = put(t, p, oid, i, tt_cookie(i, 2), PS);
+		if (*rc)
+			break;
+	}
+	expect_miss(t, p, oid, i);
+	return i;
+}
+
+/* persistent_pct caps the persistent pool's pages. */
 static void share(const char *backend)
 {
 	struct zm_tmem *t = mk(backend, MIB, 10, 0);
 	struct zm_tmem_stats st;
 	int p = mkpool(t, ZM_TMEM_PERSISTENT, 0);
 	int e = mkpool(t, ZM_TMEM_EPHEMERAL, 0);
-	uint32_t i, stored = 0;
+	uint32_t stored;
 	int rc = 0;
 
-	put_ok(t, p, 1, 0, tt_cookie(0, 0), 100);
-	for (i = 1; i < 2000; i++) {
-		rc = put(t, p, 1, i, tt_cookie(i, 2), PS);   /* ~1 KiB */
-		if (rc)
-			break;
-		stored++;
-	}
+	put_ok(t, p, 2, 0, tt_cookie(0, 0), 100);
+	stored = fill_persistent(t, p, 1, &rc);
 	assert_int_equal(rc, -ENOSPC);
-	expect_miss(t, p, 1, i);
 	/* 10% of 1 MiB is 25 pages: 50 of them (zbud) to 100 (zsmalloc),
 	 * and a few pages more (the pages are counted every 32 puts) */
-	assert_true(stored > 40 && stored < 150);
+	if (stored <= 40 || stored >= 150)
+		fail_msg("%s: %u pages of 1 KiB in a share of 25 pages", backend, stored);
 	/* the key that held a page and failed loses it */
-	assert_int_equal(put(t, p, 1, 0, tt_cookie(0, 2), PS), -ENOSPC);
-	expect_miss(t, p, 1, 0);
+	assert_int_equal(put(t, p, 2, 0, tt_cookie(0, 2), PS), -ENOSPC);
+	expect_miss(t, p, 2, 0);
 	tt_stats(t, p, &st);
 	assert_int_equal(st.refused_share, 2);
 	assert_int_equal(st.refused_full, 0);
@@ -1031,28 +1041,70 @@ static void share(const char *backend)
 	/* ephemeral puts still have the rest of the budget */
 	for (uint32_t j = 0; j < 200; j++)
 		put_ok(t, e, 2, j, tt_cookie(j, 2), PS);
-	for (uint32_t j = 1; j <= stored; j++)
+	for (uint32_t j = 0; j < stored; j++)
 		expect(t, p, 1, j, tt_cookie(j, 2), PS);
-	assert_int_equal(zm_tmem_check(t), 0);
-	/* the pool flushed: the share is free again */
-	assert_int_equal(zm_tmem_flush_pool(t, p), (long)stored);
-	put_ok(t, p, 1, 1, tt_cookie(1, 2), PS);
-	expect(t, p, 1, 1, tt_cookie(1, 2), PS);
 	done(t);
+}
 
-	/* no cap: the budget fills up with persistent pages */
-	t = mk(backend, MIB / 4, 100, 0);
-	p = mkpool(t, ZM_TMEM_PERSISTENT, 0);
-	e = mkpool(t, ZM_TMEM_EPHEMERAL, 0);
-	stored = 0;
-	for (i = 0; i < 2000; i++) {
-		rc = put(t, p, 1, i, tt_cookie(i, 2), PS);
-		if (rc)
-			break;
-		stored++;
-	}
+static void test_share(void **state)
+{
+	for (size_t b = 0; b < NBACKENDS; b++)
+		share(want_backends[b]);
+}
+
+/* A share spent, then the persistent pages flushed (the pool at once, or
+ * page by page): persistent puts are taken again right away. */
+static void share_flushed(const char *backend, int by_page)
+{
+	struct zm_tmem *t = mk(backend, MIB, 10, 0);
+	struct zm_tmem_stats st;
+	int p = mkpool(t, ZM_TMEM_PERSISTENT, 0);
+	uint32_t stored;
+	int rc;
+
+	stored = fill_persistent(t, p, 1, &rc);
 	assert_int_equal(rc, -ENOSPC);
-	expect_miss(t, p, 1, i);
+	if (by_page) {
+		for (uint32_t j = 0; j < stored; j++)
+			assert_int_equal(zm_tmem_flush_page(t, p, 1, j), 0);
+	} else {
+		assert_int_equal(zm_tmem_flush_pool(t, p), (long)stored);
+	}
+	tt_stats(t, p, &st);
+	assert_int_equal(st.persistent_pages, 0);
+	rc = put(t, p, 1, 1, tt_cookie(1, 2), PS);
+	if (rc)
+		fail_msg("%s: the share spent by %u pages, all of them flushed (%s): a put "
+			 "into the empty pool gives %d", backend, stored,
+			 by_page ? "page by page" : "flush_pool", rc);
+	expect(t, p, 1, 1, tt_cookie(1, 2), PS);
+	/* and as many as before fit again */
+	assert_int_equal(zm_tmem_flush_pool(t, p), 1);
+	assert_true(fill_persistent(t, p, 3, &rc) + 8 >= stored);
+	done(t);
+}
+
+static void test_share_flushed(void **state)
+{
+	for (size_t b = 0; b < NBACKENDS; b++) {
+		share_flushed(want_backends[b], 0);
+		share_flushed(want_backends[b], 1);
+	}
+}
+
+/* No cap (100%): the budget fills up with persistent pages, and then
+ * nothing is left to evict. */
+static void share_full(const char *backend)
+{
+	struct zm_tmem *t = mk(backend, MIB / 4, 100, 0);
+	struct zm_tmem_stats st;
+	int p = mkpool(t, ZM_TMEM_PERSISTENT, 0);
+	int e = mkpool(t, ZM_TMEM_EPHEMERAL, 0);
+	uint32_t stored;
+	int rc;
+
+	stored = fill_persistent(t, p, 1, &rc);
+	assert_int_equal(rc, -ENOSPC);
 	tt_stats(t, p, &st);
 	assert_int_equal(st.refused_share, 0);
 	assert_true(st.refused_full > 0);
@@ -1067,6 +1119,7 @@ static void share(const char *backend)
 	} else {
 		tt_stats(t, e, &st);
 		assert_int_equal(st.dropped, 1);
+		assert_int_equal(st.refused_full, 1);
 	}
 	for (uint32_t j = 0; j < stored; j++)
 		expect(t, p, 1, j, tt_cookie(j, 2), PS);
@@ -1077,10 +1130,35 @@ static void share(const char *backend)
 	done(t);
 }
 
-static void test_share(void **state)
+static void test_share_full(void **state)
 {
 	for (size_t b = 0; b < NBACKENDS; b++)
-		share(want_backends[b]);
+		share_full(want_backends[b]);
+}
+
+/* Many short values (stored as they are, with their key) in a small
+ * budget: the pool's memory, as it counts it, stays inside the budget. */
+static void test_budget_short_values(void **state)
+{
+	for (size_t b = 0; b < NBACKENDS; b++) {
+		struct zm_tmem *t = mk(want_backends[b], MIB / 4, 0, 0);
+		struct zm_tmem_stats st;
+		int e = mkpool(t, ZM_TMEM_EPHEMERAL, 0);
+		int p = mkpool(t, ZM_TMEM_PERSISTENT, 0);
+
+		for (uint32_t i = 0; i < 12000; i++) {
+			size_t len = 1 + i % 64;
+			int rc = put(t, i % 3 ? e : p, i % 5, i, tt_cookie(i, 8), len);
+
+			assert_true(rc == 0 || rc == -ENOSPC);
+			if (i % 1000 == 999) {
+				tt_stats(t, 0, &st);   /* fails when pool_bytes > budget */
+			}
+		}
+		tt_stats(t, 0, &st);
+		assert_true(st.evicted_objects > 0);
+		done(t);
+	}
 }
 
 /* Exact counters over a known sequence. */
@@ -1368,6 +1446,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_ephemeral_yield),
 		cmocka_unit_test(test_pressure),
 		cmocka_unit_test(test_share),
+		cmocka_unit_test(test_share_flushed),
+		cmocka_unit_test(test_share_full),
+		cmocka_unit_test(test_budget_short_values),
 		cmocka_unit_test(test_counters),
 		cmocka_unit_test(test_unit_zbud),
 		cmocka_unit_test(test_unit_zsmalloc),
