@@ -1161,6 +1161,67 @@ static void test_budget_short_values(void **state)
 	}
 }
 
+/* The histogram: one page per pool, in the bucket of its compressed
+ * size (compr_bytes) relative to its pool's page size. */
+static void test_hist(void **state)
+{
+	struct zm_tmem *t = mk("zsmalloc", 0, 0, 2 * PS);
+	static const struct {
+		size_t len;
+		unsigned noise;
+		size_t ps;
+	} v[] = {
+		{ 1, 8, PS }, { 64, 8, PS }, { 65, 8, PS }, { 1000, 8, PS }, { PS, 0, PS },
+		{ PS, 4, PS }, { PS, 6, PS }, { PS, 6, 2 * PS }, { 2 * PS, 6, 2 * PS },
+		{ 2 * PS, 1, 2 * PS }, { 3000, 8, 2 * PS },
+	};
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		for (int k = 0; k < 2; k++) {
+			int id = mkpool_sized(t, k ? ZM_TMEM_PERSISTENT : ZM_TMEM_EPHEMERAL, 0, v[i].ps);
+			struct zm_tmem_stats st;
+			size_t want;
+
+			put_ok(t, id, 1, 2, tt_cookie(i, v[i].noise), v[i].len);
+			tt_stats(t, id, &st);
+			assert_int_equal(st.ephemeral_pages + st.persistent_pages, 1);
+			assert_true(st.compr_bytes > 0 && st.compr_bytes <= v[i].ps * 7 / 8);
+			want = (size_t)(st.compr_bytes - 1) * ZM_TMEM_HIST_BUCKETS / v[i].ps;
+			if (st.hist[want] != 1)
+				fail_msg("len %zu noise %u in a pool of %zu: %llu bytes compressed, "
+					 "not in bucket %zu", v[i].len, v[i].noise, v[i].ps,
+					 (unsigned long long)st.compr_bytes, want);
+			assert_int_equal(zm_tmem_pool_destroy(t, id), 0);
+		}
+	}
+	done(t);
+}
+
+/* The largest pages: a 64 KiB instance, values up to 64 KiB. */
+static void test_big_pages(void **state)
+{
+	static const char *const b[] = { "zsmalloc", "zbud", "xvmalloc" };
+
+	for (size_t i = 0; i < 3; i++) {
+		struct zm_tmem *t = mk(b[i], 8u << 20, 0, ZM_PAGE_SIZE_MAX);
+		int e = mkpool(t, ZM_TMEM_EPHEMERAL, 0);
+		int p = mkpool(t, ZM_TMEM_PERSISTENT, 0);
+		static const size_t lens[] = { 1, 4097, 32768, 65535, 65536 };
+
+		for (size_t j = 0; j < 5; j++) {
+			put_ok(t, e, 9, (uint32_t)j, tt_cookie(j, 3), lens[j]);
+			put_ok(t, p, 9, (uint32_t)j, tt_cookie(j + 9, 5), lens[j]);
+		}
+		assert_int_equal(put(t, p, 9, 9, tt_cookie(1, 8), ZM_PAGE_SIZE_MAX), -E2BIG);
+		assert_int_equal(put(t, p, 9, 9, tt_cookie(1, 0), ZM_PAGE_SIZE_MAX + 1), -EINVAL);
+		for (size_t j = 0; j < 5; j++) {
+			expect(t, e, 9, (uint32_t)j, tt_cookie(j, 3), lens[j]);
+			expect(t, p, 9, (uint32_t)j, tt_cookie(j + 9, 5), lens[j]);
+		}
+		done(t);
+	}
+}
+
 /* Exact counters over a known sequence. */
 static void test_counters(void **state)
 {
@@ -1449,6 +1510,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_share_flushed),
 		cmocka_unit_test(test_share_full),
 		cmocka_unit_test(test_budget_short_values),
+		cmocka_unit_test(test_hist),
+		cmocka_unit_test(test_big_pages),
 		cmocka_unit_test(test_counters),
 		cmocka_unit_test(test_unit_zbud),
 		cmocka_unit_test(test_unit_zsmalloc),
