@@ -15,7 +15,8 @@
  * of indices (ranges that share shards), with a model of its own: there a
  * persistent get equals the model exactly, an ephemeral one misses or
  * equals it, and a failed put leaves a miss.  A fifth thread reads the
- * statistics meanwhile.  At the end the checker must be clean, and the
+ * statistics meanwhile, and a sixth makes pools of its own, fills and
+ * checks them and destroys them, again and again.  At the end the checker must be clean, and the
  * persistent pool holds exactly what the models say.
  *
  *   test_tmem_stress [--seed N] [--steps N]
@@ -36,7 +37,7 @@
 #define NPOOL 3             /* 0 ephemeral, 1 exclusive, 2 persistent */
 
 static uint64_t g_seed;
-static long g_steps = 10000;
+static long g_steps = 8000;
 static struct zm_tmem *g_t;
 static int g_pool[NPOOL];
 static uint32_t g_published[NT];    /* atomic: highest sequence each writer began */
@@ -274,6 +275,58 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* Pools of its own, made, filled, checked and destroyed over and over
+ * while the workers' puts evict: an evictor meets objects of a pool being
+ * destroyed. */
+struct churn {
+	long rounds, failures;
+};
+
+static void *churner(void *arg)
+{
+	struct churn *C = arg;
+	static uint8_t buf[PS];
+	static uint64_t cookie[64];
+	struct rng r;
+
+	rng_seed(&r, g_seed ^ 0xc0ffee);
+	while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
+		struct zm_tmem_pool_config c = { .kind = rng_below(&r, 2) ? ZM_TMEM_PERSISTENT :
+							  ZM_TMEM_EPHEMERAL };
+		int id, rc;
+
+		c.exclusive_gets = c.kind == ZM_TMEM_EPHEMERAL && rng_below(&r, 2);
+		id = zm_tmem_pool_create(g_t, &c);
+		if (id <= 0) {
+			C->failures++;
+			break;
+		}
+		for (uint32_t i = 0; i < 64; i++) {
+			cookie[i] = tt_cookie(rng_next(&r), (unsigned)rng_below(&r, 4));
+			tt_fill(buf, PS, cookie[i]);
+			rc = zm_tmem_put(g_t, id, 5, i, buf, PS);
+			if (rc)
+				cookie[i] = 0;
+			if (rc && rc != -ENOSPC && rc != -E2BIG)
+				C->failures++;
+		}
+		for (uint32_t i = 0; i < 64; i++) {
+			rc = zm_tmem_get(g_t, id, 5, i, buf, PS);
+			if (rc == -ENOENT && (!cookie[i] || c.kind == ZM_TMEM_EPHEMERAL))
+				continue;
+			if (!cookie[i] || rc != PS || tt_diff(buf, PS, cookie[i])) {
+				if (C->failures++ < 5)
+					printf("churner: pool %d (kind %d) page %u: %d\n", id, c.kind, i,
+					       rc);
+			}
+		}
+		if (zm_tmem_pool_destroy(g_t, id))
+			C->failures++;
+		C->rounds++;
+	}
+	return NULL;
+}
+
 static void *stats_reader(void *arg)
 {
 	struct zm_tmem_stats st;
@@ -293,7 +346,8 @@ static void run(const char *backend)
 	struct zm_tmem_config c = { .budget_bytes = BUDGET, .allocator = backend };
 	static struct targ T[NT];
 	struct zm_tmem_stats st;
-	pthread_t th[NT], sr;
+	pthread_t th[NT], sr, ch;
+	struct churn churn = { 0, 0 };
 	long nstats = 0, failures = 0, puts = 0, stored = 0, gets = 0, hits = 0;
 	uint64_t sure = 0, ppages;
 
@@ -314,6 +368,7 @@ static void run(const char *backend)
 		}
 	}
 	assert_int_equal(pthread_create(&sr, NULL, stats_reader, &nstats), 0);
+	assert_int_equal(pthread_create(&ch, NULL, churner, &churn), 0);
 	for (int i = 0; i < NT; i++) {
 		T[i].id = i;
 		assert_int_equal(pthread_create(&th[i], NULL, worker, &T[i]), 0);
@@ -328,6 +383,8 @@ static void run(const char *backend)
 	}
 	__atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
 	pthread_join(sr, NULL);
+	pthread_join(ch, NULL);
+	failures += churn.failures;
 	assert_int_equal(zm_tmem_check(g_t), 0);
 
 	/* alone now: the persistent pool holds what the models say, and the
@@ -378,9 +435,10 @@ static void run(const char *backend)
 		tt_stats(g_t, g_pool[p], &st);
 	tt_stats(g_t, 0, &st);
 	printf("%s: %ld puts, %ld stored, %ld gets, %ld hits; %llu evicted in %llu steps freeing "
-	       "%llu pages; %ld stats read meanwhile\n", backend, puts, stored, gets, hits,
-	       (unsigned long long)st.evicted_objects, (unsigned long long)st.evictions,
-	       (unsigned long long)st.evicted_pages, nstats);
+	       "%llu pages; %ld stats read and %ld pools made and destroyed meanwhile\n", backend,
+	       puts, stored, gets, hits, (unsigned long long)st.evicted_objects,
+	       (unsigned long long)st.evictions, (unsigned long long)st.evicted_pages, nstats,
+	       churn.rounds);
 	assert_int_equal(failures, 0);
 	assert_true(st.evicted_objects > 0);
 	assert_true(st.puts >= (uint64_t)puts);
