@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 
+#include "tmem/tmem_internal.h"  /* test_corrupt reaches a page's object */
 #include "tmemtest.h"
 #include <zmem/pool.h>
 #include <zmem/tmem.h>
@@ -721,6 +722,43 @@ static void test_exclusive(void **state)
 		put_ok(t, id, 1, 4, tt_cookie(99, 2), 4096);
 		expect(t, id, 1, 4, tt_cookie(99, 2), 4096);
 		expect_miss(t, id, 1, 4);
+		done(t);
+	}
+}
+
+/* A stored page whose compressed bytes are damaged: the get says -EIO
+ * and removes the page; the others are unharmed. */
+static void test_corrupt(void **state)
+{
+	for (size_t b = 0; b < NBACKENDS; b++) {
+		struct zm_tmem *t = mk(want_backends[b], 0, 0, 0);
+
+		for (int k = 0; k < 2; k++) {
+			int id = mkpool(t, k ? ZM_TMEM_PERSISTENT : ZM_TMEM_EPHEMERAL, 0);
+			struct tm_pool *p = tm_pool_of(t, id, NULL);
+			struct tm_shard *sh = tm_shard_of(p, 4, 5);
+			struct tm_page *pg;
+			struct zm_tmem_stats st;
+			uint8_t *m;
+			size_t hl = k ? 0 : TM_HDR;
+
+			put_ok(t, id, 4, 5, tt_cookie(1, 1), PS);
+			put_ok(t, id, 4, 6, tt_cookie(2, 1), PS);
+			pg = tm_page_find(tm_obj_find(sh, 4), 5);
+			assert_non_null(pg);
+			assert_false(pg->raw);
+			m = zm_pool_map(p->zp, pg->h, ZM_MAP_RW);
+			assert_non_null(m);
+			memset(m + hl, 0xff, pg->zlen);
+			zm_pool_unmap(p->zp, pg->h);
+			assert_int_equal(zm_tmem_get(t, id, 4, 5, g_buf, PS), -EIO);
+			expect_miss(t, id, 4, 5);
+			expect(t, id, 4, 6, tt_cookie(2, 1), PS);
+			tt_stats(t, id, &st);
+			assert_int_equal(st.ephemeral_pages + st.persistent_pages, 1);
+			assert_int_equal(st.orig_bytes, PS);
+			assert_int_equal(zm_tmem_check(t), 0);
+		}
 		done(t);
 	}
 }
@@ -1535,6 +1573,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_failed_put),
 		cmocka_unit_test(test_policy),
 		cmocka_unit_test(test_exclusive),
+		cmocka_unit_test(test_corrupt),
 		cmocka_unit_test(test_flush),
 		cmocka_unit_test(test_persistent_kept),
 		cmocka_unit_test(test_ephemeral_yield),
