@@ -66,7 +66,8 @@ static void done(struct zm_tmem *t)
 static int put(struct zm_tmem *t, int pool, uint64_t oid, uint32_t idx, uint64_t cookie,
 	       size_t len)
 {
-	tt_fill(g_buf, len, cookie);
+	/* a length above the buffer is for a put that must be refused */
+	tt_fill(g_buf, len < sizeof(g_buf) ? len : sizeof(g_buf), cookie);
 	return zm_tmem_put(t, pool, oid, idx, g_buf, len);
 }
 
