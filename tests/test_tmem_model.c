@@ -30,7 +30,7 @@
 #define PCT 60
 
 static uint64_t g_seed;
-static long g_steps = 30000;
+static long g_steps = 50000;
 
 static const uint64_t g_oids[NOID] = { 0, 1, 2, 12345, 1ull << 40, UINT64_MAX };
 
