@@ -171,7 +171,8 @@ struct zm_tmem_stats {
 struct zm_tmem;
 
 /* Create an instance.  0 and *out, or -EINVAL (unknown allocator or
- * codec, bad page size, persistent_pct above 100, NULL out), -E2BIG (a
+ * codec, bad page size, persistent_pct above 100, a budget beyond the
+ * pages layer's arena of 2^32 pages, NULL out), -E2BIG (a
  * config with fields this library does not know set), -EMFILE (pool.h:
  * too many pools live), -ENOMEM.  cfg NULL = the defaults.  Cost: two
  * pools' worth of address space (pool.h), a few KiB resident until used;
@@ -217,9 +218,10 @@ ZM_API long zm_tmem_flush_object(struct zm_tmem *t, int pool, uint64_t oid);
 ZM_API long zm_tmem_flush_pool(struct zm_tmem *t, int pool);
 
 /* Statistics of one pool, or (pool 0) of the whole instance.  Counters
- * of calls and pages are the pool's (or all pools'); pool_pages,
- * pool_bytes, meta_bytes and budget_bytes are the instance's either way.
- * 0 or -EINVAL. */
+ * of calls and pages are the pool's (or all pools', destroyed ones
+ * included); evictions, evicted_pages, pool_pages, pool_bytes, meta_bytes
+ * and budget_bytes are the instance's either way (an eviction step may
+ * free objects of several pools).  0 or -EINVAL. */
 ZM_API int zm_tmem_stats_sized(struct zm_tmem *t, int pool, struct zm_tmem_stats *st,
 			       size_t st_size);
 #define zm_tmem_stats(t, pool, st) \

@@ -131,17 +131,24 @@ static bool bufs_for(struct zm_tmem *t, size_t n)
 	return true;
 }
 
-/* The handles of x's unit into t->ubuf and their keys into t->kbuf;
- * their number, or < 0.  Under obj_lock held exclusively: no ephemeral
- * object is being written or freed meanwhile, so every key read is one
- * a put wrote in full (or garbage of an object whose put has not linked
- * it yet, which no record matches). */
-static long unit_keys(struct zm_tmem *t, zm_handle_t x, size_t *pages)
+/* Pick the coldest page and put the handles of its unit into t->ubuf,
+ * their keys into t->kbuf; returns their number, 0 if there is nothing to
+ * evict, or < 0.  All under obj_lock held exclusively: no ephemeral
+ * object is being written or freed meanwhile, and a page on the list has
+ * its object (a removal takes it off the list before it frees the
+ * object, which needs obj_lock), so every handle is live and every key
+ * read is one a put wrote in full, or one of an object whose put has not
+ * linked it yet, which no record matches. */
+static long unit_keys(struct zm_tmem *t, size_t *pages)
 {
+	zm_handle_t x;
 	long n;
 
 	pthread_rwlock_wrlock(&t->obj_lock);
-	if (t->units) {
+	x = pick_victim(t);
+	if (!x) {
+		n = 0;
+	} else if (t->units) {
 		for (;;) {
 			n = zm_pool_unit(t->eph, x, t->ubuf, t->ubuf_cap, pages);
 			if (n <= (long)t->ubuf_cap)
@@ -178,16 +185,15 @@ long tm_evict(struct zm_tmem *t)
 		goto out;
 	/* a few victims, in case the first ones vanish under us */
 	for (int tries = 0; tries < 4 && !freed; tries++) {
-		zm_handle_t x = pick_victim(t);
 		size_t pages = 0;
 		uint64_t before = 0, after;
 		long n;
 
-		if (!x)
-			break;
 		if (!t->units)
 			before = eph_pages(t);
-		n = unit_keys(t, x, &pages);
+		n = unit_keys(t, &pages);
+		if (n == 0)
+			break;
 		for (long i = 0; i < n; i++)
 			freed += evict_object(t, t->ubuf[i], &t->kbuf[i]);
 		if (!freed)

@@ -28,11 +28,14 @@ static inline void count(struct tm_shard *sh, enum tm_ctr c, int64_t d)
 	__atomic_store_n(&sh->ctr[c], sh->ctr[c] + (uint64_t)d, __ATOMIC_RELAXED);
 }
 
-/* What a malloc-backend object costs against the budget: glibc's chunk,
- * the bytes and an 8-byte header rounded up to 16. */
+/* What a malloc-backend object costs against the budget, as that backend
+ * counts it in pool_bytes: its own 8-byte header and the bytes in a
+ * glibc chunk (8 bytes of header, rounded to 16, 32 at least). */
 static inline uint64_t malloc_cost(size_t size)
 {
-	return (size + 8 + 15) & ~(size_t)15;
+	size_t c = (size + 16 + 15) & ~(size_t)15;
+
+	return c < 32 ? 32 : c;
 }
 
 void tm_remove(struct tm_pool *p, struct tm_shard *sh, struct tm_obj *o, struct tm_page *pg,
@@ -117,11 +120,13 @@ static bool mean_above(struct tm_pool *p, size_t over)
 /* Room in the persistent share for zlen more bytes?  Takes them if so.
  * The share bounds the persistent pool's pages; they are counted
  * (zm_pool_stats, which walks zsmalloc's classes) every TM_SHARE_EVERY
- * persistent puts, and between counts the compressed bytes, a lower
- * bound of what they take, are checked too. */
+ * persistent puts, and again at once when the count says the share is
+ * full but pages were flushed since.  Between counts the compressed
+ * bytes, a lower bound of what the pages take, are checked too. */
 static bool share_left(struct zm_tmem *t, size_t zlen)
 {
 	uint64_t tick = __atomic_add_fetch(&t->pers_tick, 1, __ATOMIC_RELAXED);
+	uint64_t full;
 
 	if (t->pers_cap >= t->budget) {
 		/* no cap: the budget bounds them, and a put it refuses is
@@ -129,13 +134,20 @@ static bool share_left(struct zm_tmem *t, size_t zlen)
 		__atomic_add_fetch(&t->pers_bytes, zlen, __ATOMIC_RELAXED);
 		return true;
 	}
-	if (tick % TM_SHARE_EVERY == 0) {
+	full = __atomic_load_n(&t->pers_pool_bytes, __ATOMIC_RELAXED) >= t->pers_cap;
+	if (tick % TM_SHARE_EVERY == 0 ||
+	    (full && __atomic_load_n(&t->pers_bytes, __ATOMIC_RELAXED) <
+		     __atomic_load_n(&t->pers_bytes_counted, __ATOMIC_RELAXED))) {
 		struct zm_pool_stats st;
+		uint64_t b = __atomic_load_n(&t->pers_bytes, __ATOMIC_RELAXED);
 
-		if (!zm_pool_stats(t->pers, &st))
+		if (!zm_pool_stats(t->pers, &st)) {
 			__atomic_store_n(&t->pers_pool_bytes, st.pool_bytes, __ATOMIC_RELAXED);
+			__atomic_store_n(&t->pers_bytes_counted, b, __ATOMIC_RELAXED);
+			full = st.pool_bytes >= t->pers_cap;
+		}
 	}
-	if (__atomic_load_n(&t->pers_pool_bytes, __ATOMIC_RELAXED) >= t->pers_cap)
+	if (full)
 		return false;
 	if (__atomic_add_fetch(&t->pers_bytes, zlen, __ATOMIC_RELAXED) > t->pers_cap) {
 		__atomic_fetch_sub(&t->pers_bytes, zlen, __ATOMIC_RELAXED);

@@ -14,6 +14,31 @@
 
 #define TMI_STATS_MIN zmi_size_upto(struct zm_tmem_stats, evicts)
 
+/* Counters c (a pool's, or the destroyed pools') into st. */
+static void add_counters(struct zm_tmem_stats *st, const uint64_t *c, uint64_t flush_objects,
+			 enum zm_tmem_kind kind)
+{
+	st->puts += c[TC_PUTS];
+	st->puts_stored += c[TC_STORED];
+	st->gets += c[TC_GETS];
+	st->hits += c[TC_HITS];
+	st->flush_pages += c[TC_FLUSH_PAGES];
+	st->flush_objects += flush_objects;
+	st->flushed_pages += c[TC_FLUSHED];
+	st->evicted_objects += c[TC_EVICTED];
+	st->refused_zsize += c[TC_REF_ZSIZE];
+	st->refused_mean += c[TC_REF_MEAN];
+	st->refused_share += c[TC_REF_SHARE];
+	st->refused_full += c[TC_REF_FULL];
+	st->dropped += c[TC_DROPPED];
+	if (kind == ZM_TMEM_EPHEMERAL)
+		st->ephemeral_pages += c[TC_PAGES];
+	else
+		st->persistent_pages += c[TC_PAGES];
+	st->orig_bytes += c[TC_ORIG];
+	st->compr_bytes += c[TC_COMPR];
+}
+
 static void add_pool(struct tm_pool *p, struct zm_tmem_stats *st, uint64_t *records,
 		     uint64_t *objs)
 {
@@ -39,25 +64,7 @@ static void add_pool(struct tm_pool *p, struct zm_tmem_stats *st, uint64_t *reco
 		*records += sh->nbuckets;
 		zmi_unlock(&sh->lock);
 	}
-	st->puts += c[TC_PUTS];
-	st->puts_stored += c[TC_STORED];
-	st->gets += c[TC_GETS];
-	st->hits += c[TC_HITS];
-	st->flush_pages += c[TC_FLUSH_PAGES];
-	st->flush_objects += __atomic_load_n(&p->flush_objects, __ATOMIC_RELAXED);
-	st->flushed_pages += c[TC_FLUSHED];
-	st->evicted_objects += c[TC_EVICTED];
-	st->refused_zsize += c[TC_REF_ZSIZE];
-	st->refused_mean += c[TC_REF_MEAN];
-	st->refused_share += c[TC_REF_SHARE];
-	st->refused_full += c[TC_REF_FULL];
-	st->dropped += c[TC_DROPPED];
-	if (p->kind == ZM_TMEM_EPHEMERAL)
-		st->ephemeral_pages += c[TC_PAGES];
-	else
-		st->persistent_pages += c[TC_PAGES];
-	st->orig_bytes += c[TC_ORIG];
-	st->compr_bytes += c[TC_COMPR];
+	add_counters(st, c, __atomic_load_n(&p->flush_objects, __ATOMIC_RELAXED), p->kind);
 }
 
 int zm_tmem_stats_sized(struct zm_tmem *t, int pool, struct zm_tmem_stats *out, size_t size)
@@ -83,6 +90,8 @@ int zm_tmem_stats_sized(struct zm_tmem *t, int pool, struct zm_tmem_stats *out, 
 		npools++;
 		add_pool(p, !want || p == want ? &st : &all, &records, &objs);
 	}
+	if (!want)  /* the instance's totals keep what destroyed pools did */
+		add_counters(&st, t->gone, t->gone_flush_objects, ZM_TMEM_EPHEMERAL);
 	pthread_mutex_unlock(&t->pools_lock);
 	all.ephemeral_pages += st.ephemeral_pages;
 	all.persistent_pages += st.persistent_pages;

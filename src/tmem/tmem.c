@@ -99,6 +99,12 @@ int zm_tmem_create_sized(const struct zm_tmem_config *ucfg, size_t cfg_size,
 			     ps, pct);
 		return -EINVAL;
 	}
+	/* the pages layer numbers pages with 32 bits (and the arena is a
+	 * quarter larger than the budget) */
+	if (c.budget_bytes / ps > (UINT32_MAX / 5) * 4) {
+		zmi_bad_input("zm_tmem_create: budget %zu beyond 2^32 pages", c.budget_bytes);
+		return -EINVAL;
+	}
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
@@ -245,10 +251,16 @@ int zm_tmem_pool_destroy(struct zm_tmem *t, int pool)
 	/* out of the table: only this call reaches p now; tm_remove takes
 	 * the shard locks as it goes, which costs nothing here */
 	tm_flush_all(p);
+	/* what it counted stays in the instance's totals */
+	pthread_mutex_lock(&t->pools_lock);
 	for (unsigned i = 0; i < ZM_TMEM_SHARDS; i++) {
+		for (unsigned k = 0; k < TC_NR; k++)
+			t->gone[k] += p->shard[i].ctr[k];
 		tm_shard_free(&p->shard[i]);
 		zmi_lock_destroy(&p->shard[i].lock);
 	}
+	t->gone_flush_objects += p->flush_objects;
+	pthread_mutex_unlock(&t->pools_lock);
 	free(p);
 	return 0;
 }

@@ -26,14 +26,14 @@
  *                     destroyed
  *     shard->lock     the shard's objects, their pages and counters
  *     t->obj_lock     shared: writing or freeing an ephemeral object;
- *                     exclusive: the evictor reading keys (then let go)
- *     t->lru_lock     the list of ephemeral pages (lru_* fields); never
- *                     held with obj_lock
+ *                     exclusive: the evictor picking a victim and reading
+ *                     its unit's keys (then let go)
+ *     t->lru_lock     the list of ephemeral pages (lru_* fields)
  *     the pool's own locks (inside zm_pool calls)
  *
  * A pool object is freed with its shard lock held (shard -> pool); no
- * call holds two shard locks; the evictor takes the list lock and then
- * obj_lock, each let go before it takes a shard lock.
+ * call holds two shard locks; the evictor lets obj_lock go before it
+ * takes a shard lock.
  */
 #ifndef ZM_TMEM_INTERNAL_H
 #define ZM_TMEM_INTERNAL_H
@@ -133,7 +133,10 @@ struct zm_tmem {
 	uint64_t pers_bytes;               /* atomic: persistent compressed bytes */
 	uint64_t pers_pool_bytes;          /* atomic: the persistent pool's
 					      pool_bytes, counted now and then */
+	uint64_t pers_bytes_counted;       /* atomic: pers_bytes at that count */
 	uint64_t pers_tick;                /* atomic: persistent puts */
+	uint64_t gone[TC_NR];              /* pools_lock: destroyed pools' counters */
+	uint64_t gone_flush_objects;       /* pools_lock */
 	uint64_t held;                     /* atomic: malloc backend: bytes held */
 
 	pthread_mutex_t pools_lock;        /* pool table writers */
