@@ -21,6 +21,7 @@ int cmd_ctl(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_tierbench(int argc, char **argv);
+int cmd_cachebench(int argc, char **argv);
 
 /* churn.c, for zmem bench --churn */
 struct churn_summary {

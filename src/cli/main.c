@@ -26,6 +26,8 @@ static const struct {
 	  "sequences built to hurt each allocator, on every backend, by pool size" },
 	{ "tierbench", cmd_tierbench,
 	  "cold data against a memory limit: recompression, writeback, a hot set" },
+	{ "cachebench", cmd_cachebench,
+	  "tmem under memory pressure: frontswap, cleancache, tmem against the store" },
 	{ "gen", cmd_gen,
 	  "write zero, random or English-like text pages at a compression ratio" },
 	{ "serve", cmd_serve,
