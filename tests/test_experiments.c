@@ -6,9 +6,11 @@
  *   zmem allocbench --sizes 64,2048 --count 2000 --reps 1 --min-ms 0 --json --plot F
  *   zmem worstcase --max-size 8M --json
  *   zmem tierbench --data text:0.5 --size 8M --ops 20000 --json --plot F
+ *   zmem cachebench --mode all --size 2M --file-set 2M --budgets 256K,1M ... --json --plot F
  *
  * -- and checks that each prints well-formed JSON with a row for every
- * backend of zm_pool_backends() (for tierbench: every mode) and sane
+ * backend of zm_pool_backends() (for tierbench: every mode; for cachebench:
+ * every mode, data set, policy and budget on every backend) and sane
  * figures.  Nothing here depends
  * on how fast the machine is: timings are only checked to be positive.
  */
@@ -510,6 +512,119 @@ static void test_tierbench(void **state)
 	unlink(svg);
 }
 
+static void test_cachebench(void **state)
+{
+	/* every row has every key; these are numbers in every row */
+	static const char *const counts[] = { "budget_bytes", "puts", "puts_stored", "gets",
+					      "hits", "evicted_objects", "evicted_pages",
+					      "refused", "refused_zsize", "refused_mean",
+					      "refused_share", "refused_full", "pages_stored",
+					      "pool_pages", "pool_bytes", "meta_bytes", "mem_bytes",
+					      "mismatches", "errors" };
+	static const char *const keys[] = { "allocator", "kind", "pool_kind", "data", "policy",
+					    "effective", "reference", "hit_ratio",
+					    "pages_per_evicted", "ns_per_get", "ns_per_put",
+					    "store_ns_per_put", "store_ns_per_get", "put_ratio",
+					    "get_ratio" };
+	static const char *const kinds[] = { "frontswap", "cleancache", "speed" };
+	char args[1024], svg[256];
+	char *out;
+	struct jv doc;
+	const struct jv *r;
+	struct stat sb;
+
+	/* 512 pages into a RAM of 256; 2 MiB of files through a page cache
+	 * of 64 pages into tmem budgets of 64 and 256 pages */
+	snprintf(svg, sizeof(svg), "%s/cachebench.svg", tmpdir);
+	snprintf(args, sizeof(args), "cachebench --mode all --size 2M --speed-size 1M "
+		 "--file-set 2M --cache 256K --budgets 256K,1M --reads 4000 --dir '%s' --json "
+		 "--plot '%s'", tmpdir, svg);
+	out = run_zmem(args);
+	parse_or_fail("cachebench", out, &doc);
+	assert_string_equal(jstr(&doc, "command"), "cachebench");
+	assert_true(strlen(jstr(&doc, "zmem")) > 0);
+	assert_true(jnum(&doc, "seed") >= 0);
+	r = jget(&doc, "rows");
+	assert_non_null(r);
+	assert_int_equal(r->t, J_ARR);
+	for (size_t i = 0; i < r->n; i++) {
+		const struct jv *row = &r->kid[i];
+
+		for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+			if (isnan(jnum(row, counts[k]))) {
+				fprintf(stderr, "cachebench row %zu: no number '%s'\n", i, counts[k]);
+				fail();
+			}
+		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+			if (!jget(row, keys[k])) {
+				fprintf(stderr, "cachebench row %zu: no key '%s'\n", i, keys[k]);
+				fail();
+			}
+		assert_true(jnum(row, "mismatches") == 0);
+		assert_true(jnum(row, "errors") == 0);
+	}
+	for (const char *const *b = zm_pool_backends(); *b; b++) {
+		int found[3] = { 0 };
+		double eff_zero = NAN, eff_text = NAN;
+
+		for (size_t i = 0; i < r->n; i++) {
+			const struct jv *row = &r->kid[i];
+			const char *kind = jstr(row, "kind");
+
+			if (strcmp(jstr(row, "allocator"), *b))
+				continue;
+			if (!strcmp(kind, kinds[0])) {
+				found[0]++;
+				assert_string_equal(jstr(row, "pool_kind"), "persistent");
+				assert_true(jnum(row, "pages_stored") + jnum(row, "refused") == 256);
+				assert_true(jnum(row, "gets") >= jnum(row, "pages_stored"));
+				assert_true(jnum(row, "hits") == jnum(row, "gets"));
+				if (!strcmp(jstr(row, "policy"), "off")) {
+					assert_true(jnum(row, "pages_stored") == 256);
+					if (!strcmp(jstr(row, "data"), "zero"))
+						eff_zero = jnum(row, "effective");
+					else
+						eff_text = jnum(row, "effective");
+				}
+			} else if (!strcmp(kind, kinds[1])) {
+				double g = jnum(row, "gets"), h = jnum(row, "hits");
+
+				found[1]++;
+				assert_string_equal(jstr(row, "pool_kind"), "ephemeral");
+				assert_true(jnum(row, "budget_bytes") == 256 << 10 ||
+					    jnum(row, "budget_bytes") == 1 << 20);
+				assert_true(g > 0 && h >= 0 && h <= g);
+				assert_true(jnum(row, "pool_bytes") <= jnum(row, "budget_bytes"));
+				assert_true(jnum(row, "ns_per_get") > 0);
+				assert_true(jnum(row, "ns_per_put") > 0);
+			} else if (!strcmp(kind, kinds[2])) {
+				found[2]++;
+				assert_true(jnum(row, "put_ratio") > 0);
+				assert_true(jnum(row, "get_ratio") > 0);
+			} else {
+				fprintf(stderr, "cachebench: unknown kind '%s'\n", kind);
+				fail();
+			}
+		}
+		/* frontswap: 2 data sets x 2 policies; cleancache: 2 budgets */
+		if (found[0] != 4 || found[1] != 2 || found[2] != 1) {
+			fprintf(stderr, "cachebench %s: %d frontswap, %d cleancache, %d speed rows\n",
+				*b, found[0], found[1], found[2]);
+			fail();
+		}
+		if (!(eff_zero > 0 && eff_zero < eff_text && eff_text < 1.2)) {
+			fprintf(stderr, "cachebench %s: effective %f (zero), %f (text)\n", *b,
+				eff_zero, eff_text);
+			fail();
+		}
+	}
+	jfree(&doc);
+	free(out);
+	assert_int_equal(stat(svg, &sb), 0);
+	assert_true(sb.st_size > 1000);
+	unlink(svg);
+}
+
 static void test_json_reader(void **state)
 {
 	struct jv v;
@@ -535,6 +650,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_allocbench),
 		cmocka_unit_test(test_worstcase),
 		cmocka_unit_test(test_tierbench),
+		cmocka_unit_test(test_cachebench),
 	};
 	const char *env = getenv("ZMEM");
 	int rc;
