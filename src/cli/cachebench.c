@@ -160,6 +160,7 @@ struct row {
 	uint64_t orig_bytes, compr_bytes;
 	double reference;        /* the seed's effective, percent; < 0 none */
 	double ns_get, ns_put;
+	double ns_hit, ns_miss;  /* cleancache: gets that hit, that missed */
 	uint64_t mismatches, errors;
 	/* cleancache */
 	uint64_t reads, cache_hits, file_reads;
@@ -215,6 +216,7 @@ static struct row *new_row(struct rows *rs, enum kind k, const char *alloc)
 	rs->v[rs->n].reference = -1;
 	rs->v[rs->n].store_ns_put = rs->v[rs->n].store_ns_get = -1;
 	rs->v[rs->n].store_ns_replace = rs->v[rs->n].ns_replace = -1;
+	rs->v[rs->n].ns_hit = rs->v[rs->n].ns_miss = -1;
 	return &rs->v[rs->n++];
 }
 
@@ -271,7 +273,9 @@ static int make_pool(struct zm_tmem *t, enum zm_tmem_kind kind, int exclusive, b
 	int id;
 
 	if (policy_off) {
-		pc.max_zsize = PS;
+		/* the most a pool takes: a page less the key an ephemeral
+		 * object carries (tmem.h: 16 bytes), for either kind */
+		pc.max_zsize = PS - 16;
 		pc.max_mean_zsize = SIZE_MAX;
 	}
 	id = zm_tmem_pool_create(t, &pc);
@@ -730,7 +734,7 @@ struct ccrun {
 	struct zm_tmem *t;
 	int pool;
 	uint8_t *vbuf;       /* the file's copy, for comparing */
-	uint64_t put_ns, get_ns, nput, nget;
+	uint64_t put_ns, get_ns, nput, nget, hit_ns, nhit;
 	struct row *r;
 };
 
@@ -785,7 +789,10 @@ static void cc_read(struct ccrun *x, uint32_t g)
 	p = c->buf + (size_t)slot * PS;
 	t0 = cli_now_ns();
 	rc = zm_tmem_get(x->t, x->pool, fi, idx, p, PS);
-	x->get_ns += cli_now_ns() - t0, x->nget++;
+	t0 = cli_now_ns() - t0;
+	x->get_ns += t0, x->nget++;
+	if (rc > 0)
+		x->hit_ns += t0, x->nhit++;
 	if (rc > 0 && !matches(x, fi, idx, p, rc)) {
 		if (!x->r->mismatches++)
 			fprintf(stderr, "cachebench: cleancache %s: file %zu page %u came back "
@@ -827,7 +834,7 @@ static int run_cleancache(const struct opts *o, const char *alloc, size_t budget
 	for (uint64_t k = 0; k < warm; k++)
 		cc_read(&x, reads[k]);
 	zm_tmem_stats(x.t, x.pool, &a);
-	x.put_ns = x.get_ns = x.nput = x.nget = 0;
+	x.put_ns = x.get_ns = x.nput = x.nget = x.hit_ns = x.nhit = 0;
 	r->reads = r->cache_hits = r->file_reads = 0;
 	for (uint64_t k = warm; k < o->reads; k++)
 		cc_read(&x, reads[k]);
@@ -836,6 +843,8 @@ static int run_cleancache(const struct opts *o, const char *alloc, size_t budget
 	r->budget = budget;
 	r->ns_put = div0((double)x.put_ns, (double)x.nput);
 	r->ns_get = div0((double)x.get_ns, (double)x.nget);
+	r->ns_hit = div0((double)x.hit_ns, (double)x.nhit);
+	r->ns_miss = div0((double)(x.get_ns - x.hit_ns), (double)(x.nget - x.nhit));
 	if (zm_tmem_check(x.t))
 		note_error(r, "check", -EUCLEAN);
 	/* every page once more: a hit must be the file's data */
@@ -1159,7 +1168,14 @@ static void print_tables(const struct opts *o, const struct rows *rs, const stru
 				ch += rs->v[i].cache_hits;
 				fr += rs->v[i].file_reads;
 			}
-		printf("\ngets = page-cache misses (each tries tmem first); hit%% = hits / gets; "
+		printf("\nget_ns of the hits alone:");
+		col = 26;
+		for (size_t i = 0; i < rs->n; i++)
+			if (rs->v[i].kind == K_CLEANCACHE) {
+				size_label(b1, sizeof(b1), rs->v[i].budget);
+				item(&col, " %s %s %.0f;", rs->v[i].allocator, b1, rs->v[i].ns_hit);
+			}
+		printf("\n\ngets = page-cache misses (each tries tmem first); hit%% = hits / gets; "
 		       "ev_objs, ev_pages =\nephemeral pages evicted for room and the backend "
 		       "pages that freed; pg/obj = ev_pages /\nev_objs; refused = puts refused by "
 		       "policy or room; mem_MiB = pool + metadata at the end;\nget_ns, put_ns: "
@@ -1314,6 +1330,9 @@ static void print_json(const struct opts *o, const struct rows *rs, const struct
 		jnum("hit_ratio", div0((double)r->hits, (double)r->gets));
 		jnum("pages_per_evicted", ppo);
 		jnum("ns_per_get", r->ns_get);
+		jnum("ns_per_hit", r->ns_hit);
+		jnum("ns_per_miss", r->ns_miss);
+		jnum("mean_zsize", div0((double)r->compr_bytes, (double)r->pages));
 		jnum("ns_per_put", r->ns_put);
 		jnum("ns_per_replace", r->ns_replace);
 		jnum("store_ns_per_put", r->store_ns_put);
