@@ -1048,21 +1048,28 @@ static void ns_label(char *buf, size_t len, double ns, uint64_t calls)
 		snprintf(buf, len, "%.0f", ns);
 }
 
-/* The cleancache figures of one allocator summed over its budgets. */
+/* The cleancache figures of one allocator summed over its budgets:
+ * pages freed per evicted object, and the bytes they free against the
+ * evicted objects' bytes (estimated at the mean compressed size of the
+ * pages stored: the best a step can do is free exactly those). */
 static void pages_per_object(const struct rows *rs, const char *alloc, double *ppo,
-			     const char **evicts)
+			     double *per_byte, const char **evicts)
 {
 	uint64_t objs = 0, pages = 0;
+	double zbytes = 0;
 
 	*evicts = "-";
 	for (size_t i = 0; i < rs->n; i++)
 		if (rs->v[i].kind == K_CLEANCACHE && !strcmp(rs->v[i].allocator, alloc)) {
 			objs += rs->v[i].evicted_objects;
 			pages += rs->v[i].evicted_pages;
+			zbytes += (double)rs->v[i].evicted_objects *
+				  div0((double)rs->v[i].compr_bytes, (double)rs->v[i].pages);
 			if (rs->v[i].evicts)
 				*evicts = rs->v[i].evicts;
 		}
 	*ppo = div0((double)pages, (double)objs);
+	*per_byte = div0((double)pages * PS, zbytes);
 }
 
 static const struct row *find_cc(const struct rows *rs, const char *alloc, uint64_t budget)
@@ -1245,15 +1252,16 @@ static void print_tables(const struct opts *o, const struct rows *rs, const stru
 		if (!any)
 			printf(" (needs both allocators)");
 		printf("\n  (b) pages freed per evicted object, over every budget (what a step "
-		       "evicts):\n     ");
+		       "evicts; bytes\n      freed / the evicted objects' compressed bytes):"
+		       "\n     ");
 		col = 5;
 		for (size_t a = 0; a < o->nalloc; a++) {
-			double ppo;
+			double ppo, pb;
 			const char *ev;
 
-			pages_per_object(rs, o->alloc[a], &ppo, &ev);
+			pages_per_object(rs, o->alloc[a], &ppo, &pb, &ev);
 			if (ppo >= 0)
-				item(&col, " %s %.2f (%s);", o->alloc[a], ppo, ev);
+				item(&col, " %s %.2f (%s; %.2fx);", o->alloc[a], ppo, ev, pb);
 			else
 				item(&col, " %s - (nothing evicted);", o->alloc[a]);
 		}
