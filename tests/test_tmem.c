@@ -685,6 +685,19 @@ static void test_policy(void **state)
 	assert_int_equal(put(t, id, 5, 1, tt_cookie(51, 6), PS), -E2BIG);
 	tt_stats(t, id, &st);
 	assert_int_equal(st.refused_mean, 1);
+
+	/* max_zsize up to the page: persistent pools keep incompressible
+	 * pages as they are; an ephemeral object also carries its key */
+	c = (struct zm_tmem_pool_config){ .kind = ZM_TMEM_PERSISTENT, .max_zsize = PS,
+					  .max_mean_zsize = SIZE_MAX };
+	id = zm_tmem_pool_create(t, &c);
+	assert_true(id > 0);
+	put_ok(t, id, 6, 0, tt_cookie(60, 8), PS);
+	expect(t, id, 6, 0, tt_cookie(60, 8), PS);
+	c.kind = ZM_TMEM_EPHEMERAL;
+	assert_int_equal(zm_tmem_pool_create(t, &c), -EINVAL);
+	c.max_zsize = PS - 16;
+	assert_true(zm_tmem_pool_create(t, &c) > 0);
 	done(t);
 }
 

@@ -124,7 +124,9 @@ struct zm_tmem_pool_config {
 				     gets); persistent pools refuse it */
 	size_t max_zsize;         /* refuse pages compressing to more; 0 =
 				     page_size * 7 / 8 (zcache's
-				     zv_max_zsize) */
+				     zv_max_zsize); at most page_size, and
+				     in an ephemeral pool at most the
+				     instance's page size - 16 (its key) */
 	size_t max_mean_zsize;    /* refuse pages compressing to more while
 				     the pool's mean is above it; 0 =
 				     page_size * 5 / 8 (zv_max_mean_zsize);

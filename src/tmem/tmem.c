@@ -176,8 +176,9 @@ static int check_pool_config(const struct zm_tmem *t, struct zm_tmem_pool_config
 		return -EINVAL;
 	if (!c->max_zsize)
 		c->max_zsize = c->page_size / 8 * 7;
-	/* an ephemeral object carries its key, and an object fits a page */
-	if (c->max_zsize > c->page_size || c->max_zsize > t->page_size - TM_HDR)
+	/* an object fits a backend page, an ephemeral one with its key */
+	if (c->max_zsize > c->page_size ||
+	    (c->kind == ZM_TMEM_EPHEMERAL && c->max_zsize > t->page_size - TM_HDR))
 		return -EINVAL;
 	if (!c->max_mean_zsize)
 		c->max_mean_zsize = c->page_size / 8 * 5;
