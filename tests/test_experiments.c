@@ -526,7 +526,7 @@ static void test_cachebench(void **state)
 					    "pages_per_evicted", "ns_per_get", "ns_per_put",
 					    "store_ns_per_put", "store_ns_per_get", "put_ratio",
 					    "get_ratio" };
-	static const char *const kinds[] = { "frontswap", "cleancache", "speed" };
+	static const char *const kinds[] = { "frontswap", "cleancache", "speed", "mixed" };
 	char args[1024], svg[256];
 	char *out;
 	struct jv doc;
@@ -564,7 +564,7 @@ static void test_cachebench(void **state)
 		assert_true(jnum(row, "errors") == 0);
 	}
 	for (const char *const *b = zm_pool_backends(); *b; b++) {
-		int found[3] = { 0 };
+		int found[4] = { 0 };
 		double eff_zero = NAN, eff_text = NAN;
 
 		for (size_t i = 0; i < r->n; i++) {
@@ -601,15 +601,25 @@ static void test_cachebench(void **state)
 				found[2]++;
 				assert_true(jnum(row, "put_ratio") > 0);
 				assert_true(jnum(row, "get_ratio") > 0);
+			} else if (!strcmp(kind, kinds[3])) {
+				/* persistent puts into the full cleancache: room comes
+				 * from evicting ephemeral pages, every page stored
+				 * came back (mismatches, checked above) */
+				found[3]++;
+				assert_string_equal(jstr(row, "pool_kind"), "persistent");
+				assert_true(jnum(row, "puts") > 0);
+				assert_true(jnum(row, "puts_stored") > 0);
+				assert_true(jnum(row, "pool_bytes") <= jnum(row, "budget_bytes"));
 			} else {
 				fprintf(stderr, "cachebench: unknown kind '%s'\n", kind);
 				fail();
 			}
 		}
-		/* frontswap: 2 data sets x 2 policies; cleancache: 2 budgets */
-		if (found[0] != 4 || found[1] != 2 || found[2] != 1) {
-			fprintf(stderr, "cachebench %s: %d frontswap, %d cleancache, %d speed rows\n",
-				*b, found[0], found[1], found[2]);
+		/* frontswap: 2 data sets x 2 policies; cleancache and mixed: 2
+		 * budgets */
+		if (found[0] != 4 || found[1] != 2 || found[2] != 1 || found[3] != 2) {
+			fprintf(stderr, "cachebench %s: %d frontswap, %d cleancache, %d speed, "
+				"%d mixed rows\n", *b, found[0], found[1], found[2], found[3]);
 			fail();
 		}
 		if (!(eff_zero > 0 && eff_zero < eff_text && eff_text < 1.2)) {

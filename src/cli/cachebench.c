@@ -1,6 +1,6 @@
 /*
  * zmem cachebench: tmem (tmem.h) under memory pressure, in the setting of
- * zcache's 2011 evaluation.  Three modes, each on every allocator asked
+ * zcache's 2011 evaluation.  Four modes, each on every allocator asked
  * for (default: every backend of zm_pool_backends()):
  *
  *   frontswap   a program's memory larger than its RAM: it writes --size
@@ -43,6 +43,15 @@
  *               the workload generator at a mix of compression ratios, and
  *               some incompressible files, of varied sizes), removed
  *               afterwards; or --files DIR, a real tree, read only.
+ *   mixed       after each cleancache run, on its instance with the budget
+ *               full of ephemeral pages: half the budget's worth of file
+ *               pages put into a persistent pool (policy off), so that
+ *               every put needs room only evicting ephemeral pages can
+ *               make, and only pages freed whole can give (the reviewers'
+ *               point: an ephemeral cache must free pageframes).
+ *               Reported: stored, refused for room, ephemeral pages
+ *               evicted per put, pages freed; every page stored is got
+ *               back and compared.
  *   speed       the same pages (the first --data set that is not zero
  *               pages, default text:0.75) put and got through a zm_store
  *               and through a tmem persistent pool of an ample budget, the
@@ -98,9 +107,9 @@
 #define MIN_TIMED 100      /* the tables show ns of at least this many calls */
 #define MIB 1048576.0
 
-enum { M_FRONTSWAP = 1, M_CLEANCACHE = 2, M_SPEED = 4 };
-enum kind { K_FRONTSWAP, K_CLEANCACHE, K_SPEED };
-static const char *const kind_names[] = { "frontswap", "cleancache", "speed" };
+enum { M_FRONTSWAP = 1, M_CLEANCACHE = 2, M_SPEED = 4, M_MIXED = 8 };
+enum kind { K_FRONTSWAP, K_CLEANCACHE, K_SPEED, K_MIXED };
+static const char *const kind_names[] = { "frontswap", "cleancache", "speed", "mixed" };
 
 /* The seed's reported effective compression (2011, 32-bit, lzo1x), in
  * percent: background §1. */
@@ -816,9 +825,71 @@ static void cc_read(struct ccrun *x, uint32_t g)
 	lru_push(c, slot);
 }
 
+/* mixed: swap pages arrive while the cleancache holds the whole budget.
+ * Half the budget's worth of file pages (in file order) is put into a
+ * persistent pool of the same instance: each needs room that only
+ * evicting ephemeral pages can make, and only pages freed whole can go
+ * to the other pool.  Every page stored is got back and compared. */
+static void run_mixed(struct ccrun *x, size_t budget, struct row *r)
+{
+	uint64_t n = budget / PS / 2, t0;
+	struct zm_tmem_stats a, b;
+	uint8_t *stored, *buf = x->c->buf;
+	int pool, rc;
+
+	if (n > x->fs->pages)
+		n = x->fs->pages;
+	stored = calloc(n ? n : 1, 1);
+	pool = make_pool(x->t, ZM_TMEM_PERSISTENT, 0, true);
+	if (!stored || pool < 0) {
+		note_error(r, "setting up", pool < 0 ? pool : -ENOMEM);
+		free(stored);
+		return;
+	}
+	zm_tmem_stats(x->t, 0, &a);
+	x->put_ns = x->nput = 0;
+	for (uint64_t g = 0; g < n; g++) {
+		size_t fi = file_of(x->fs, g);
+		uint32_t idx = (uint32_t)(g - x->fs->f[fi].first);
+		int len = read_page(&x->fs->f[fi], idx, buf);
+
+		if (len <= 0) {
+			note_error(r, "reading a file", len < 0 ? len : -EIO);
+			continue;
+		}
+		t0 = cli_now_ns();
+		rc = zm_tmem_put(x->t, pool, fi, idx, buf, (size_t)len);
+		x->put_ns += cli_now_ns() - t0, x->nput++;
+		if (!rc)
+			stored[g] = 1;
+		else if (rc != -ENOSPC && rc != -E2BIG)
+			note_error(r, "put", rc);
+	}
+	zm_tmem_stats(x->t, 0, &b);
+	take_stats(r, &a, &b);
+	r->budget = budget;
+	r->ns_put = div0((double)x->put_ns, (double)x->nput);
+	for (uint64_t g = 0; g < n; g++) {
+		size_t fi = file_of(x->fs, g);
+		uint32_t idx = (uint32_t)(g - x->fs->f[fi].first);
+
+		if (!stored[g])
+			continue;
+		rc = zm_tmem_get(x->t, pool, fi, idx, buf, PS);
+		if (rc <= 0 || !matches(x, fi, idx, buf, rc)) {
+			if (!r->mismatches++)
+				fprintf(stderr, "cachebench: mixed %s: file %zu page %u came back "
+					"wrong (%d)\n", r->allocator, fi, idx, rc);
+		}
+	}
+	if (zm_tmem_check(x->t))
+		note_error(r, "check", -EUCLEAN);
+	free(stored);
+}
+
 static int run_cleancache(const struct opts *o, const char *alloc, size_t budget,
 			  struct fileset *fs, struct pcache *c, const uint32_t *reads,
-			  struct row *r)
+			  struct row *r, struct row *mr)
 {
 	struct ccrun x = { .o = o, .fs = fs, .c = c, .r = r };
 	struct zm_tmem_stats a, b;
@@ -861,6 +932,8 @@ static int run_cleancache(const struct opts *o, const char *alloc, size_t budget
 				note_error(r, "get", g);
 			}
 		}
+	if (mr)
+		run_mixed(&x, budget, mr);
 	rc = 0;
 out:
 	zm_tmem_destroy(x.t);
@@ -1206,6 +1279,36 @@ static void print_tables(const struct opts *o, const struct rows *rs, const stru
 	any = false;
 	for (size_t i = 0; i < rs->n; i++) {
 		const struct row *r = &rs->v[i];
+		char nsb[32];
+
+		if (r->kind != K_MIXED)
+			continue;
+		if (!any) {
+			printf("\nmixed: after each cleancache run, half its budget's worth of file "
+			       "pages put into a\npersistent pool of the same instance (policy off)"
+			       "; room comes only from evicting\nephemeral pages, and only pages "
+			       "freed whole can take them\n\n");
+			printf("%-9s %6s %6s %6s %6s %7s %8s %6s %7s %6s %3s\n", "allocator",
+			       "budget", "puts", "stored", "full", "ev_objs", "ev_pages", "pg/obj",
+			       "ev/put", "put_ns", "bad");
+			any = true;
+		}
+		size_label(b1, sizeof(b1), r->budget);
+		ns_label(nsb, sizeof(nsb), r->ns_put, r->puts);
+		printf("%-9s %6s %6llu %6llu %6llu %7llu %8llu %6.2f %7.1f %6s %3llu\n",
+		       r->allocator, b1, (unsigned long long)r->puts, (unsigned long long)r->stored,
+		       (unsigned long long)r->refused_full, (unsigned long long)r->evicted_objects,
+		       (unsigned long long)r->evicted_pages,
+		       r->evicted_objects ? (double)r->evicted_pages / (double)r->evicted_objects : 0,
+		       r->puts ? (double)r->evicted_objects / (double)r->puts : 0, nsb,
+		       (unsigned long long)(r->mismatches + r->errors));
+	}
+	if (any)
+		printf("\nfull = persistent puts refused for want of room after up to 256 eviction "
+		       "steps;\nev/put = ephemeral pages evicted per persistent put.\n");
+	any = false;
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct row *r = &rs->v[i];
 
 		if (r->kind != K_SPEED)
 			continue;
@@ -1325,8 +1428,9 @@ static void print_json(const struct opts *o, const struct rows *rs, const struct
 		printf("%s\n  {\"allocator\": \"%s\"", i ? "," : "", r->allocator);
 		jstr("kind", kind_names[r->kind]);
 		jstr("pool_kind", r->kind == K_CLEANCACHE ? "ephemeral" : "persistent");
-		jstr("data", r->kind == K_CLEANCACHE ? NULL : r->data);
-		jstr("policy", r->kind == K_CLEANCACHE ? "zcache" : r->policy);
+		jstr("data", r->kind == K_CLEANCACHE || r->kind == K_MIXED ? NULL : r->data);
+		jstr("policy", r->kind == K_CLEANCACHE ? "zcache" : r->kind == K_MIXED ? "off" :
+			       r->policy);
 		jstr("evicts", r->evicts);
 		printf(", \"budget_bytes\": %llu, \"puts\": %llu, \"puts_stored\": %llu, "
 		       "\"gets\": %llu, \"hits\": %llu, \"evicted_objects\": %llu, "
@@ -1531,8 +1635,10 @@ static void usage(FILE *f)
 		"its RAM, swapping into a persistent pool), cleancache (file reads through a\n"
 		"page cache that drops clean pages into an ephemeral pool), and speed (tmem\n"
 		"against zm_store on the same pages).  Every page that comes back is verified.\n\n"
-		"  --mode M           frontswap, cleancache, speed, both (frontswap and\n"
-		"                     cleancache: the default), all; or a list\n"
+		"  --mode M           frontswap, cleancache, mixed (after each cleancache run,\n"
+		"                     persistent puts into its full budget), speed, both\n"
+		"                     (frontswap and cleancache), all; or a list (default\n"
+		"                     frontswap,cleancache,mixed)\n"
 		"  --allocators LIST  pool backends (default: all)\n"
 		"  --codec NAME       (default lzo when built, else lz4)\n"
 		"  --seed N           files and reads (default %d; printed)\n"
@@ -1575,13 +1681,15 @@ static int parse_modes(const char *s, unsigned *m)
 			*m |= M_CLEANCACHE;
 		else if (!strcmp(tok, "speed"))
 			*m |= M_SPEED;
+		else if (!strcmp(tok, "mixed"))
+			*m |= M_MIXED;
 		else if (!strcmp(tok, "both"))
 			*m |= M_FRONTSWAP | M_CLEANCACHE;
 		else if (!strcmp(tok, "all"))
-			*m |= M_FRONTSWAP | M_CLEANCACHE | M_SPEED;
+			*m |= M_FRONTSWAP | M_CLEANCACHE | M_MIXED | M_SPEED;
 		else {
 			fprintf(stderr, "cachebench: unknown mode '%s' (frontswap, cleancache, "
-				"speed, both, all)\n", tok);
+				"mixed, speed, both, all)\n", tok);
 			return -1;
 		}
 	}
@@ -1701,7 +1809,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	int c, bad = 0;
 
 	memset(o, 0, sizeof(*o));
-	o->modes = M_FRONTSWAP | M_CLEANCACHE;
+	o->modes = M_FRONTSWAP | M_CLEANCACHE | M_MIXED;
 	o->size = DEF_SIZE;
 	o->cache = DEF_CACHE;
 	o->reads = DEF_READS;
@@ -1869,6 +1977,8 @@ int cmd_cachebench(int argc, char **argv)
 				}
 			}
 	bench_progress_done();
+	if (o.modes & M_MIXED)
+		o.modes |= M_CLEANCACHE;  /* it runs on each cleancache run's instance */
 	if (o.modes & M_CLEANCACHE) {
 		if (make_fileset(&o, &fs))
 			goto out;
@@ -1883,11 +1993,16 @@ int cmd_cachebench(int argc, char **argv)
 		for (size_t a = 0; a < o.nalloc; a++)
 			for (size_t k = 0; k < o.nbudgets; k++) {
 				struct row *r = new_row(&rs, K_CLEANCACHE, o.alloc[a]);
+				struct row *mr = NULL;
 
+				if (r && (o.modes & M_MIXED)) {
+					mr = new_row(&rs, K_MIXED, o.alloc[a]);
+					r = mr ? mr - 1 : NULL;  /* new_row may have moved them */
+				}
 				bench_progress("cachebench: cleancache, %s, budget %zu MiB", o.alloc[a],
 					       o.budgets[k] >> 20);
-				if (!r || run_cleancache(&o, o.alloc[a], o.budgets[k], &fs, &pc, reads,
-							 r))
+				if (!r || ((o.modes & M_MIXED) && !mr) ||
+				    run_cleancache(&o, o.alloc[a], o.budgets[k], &fs, &pc, reads, r, mr))
 					goto out;
 			}
 		bench_progress_done();
