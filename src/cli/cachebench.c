@@ -176,6 +176,7 @@ struct row {
 	uint64_t reads, cache_hits, file_reads;
 	/* speed */
 	double store_ns_put, store_ns_get, store_ns_replace, ns_replace;
+	bool ephemeral;          /* speed: the ephemeral pool's row */
 };
 
 static double div0(double a, double b)
@@ -998,7 +999,7 @@ static int speed_store(const struct opts *o, const char *alloc, const struct ben
 
 /* The same through a tmem persistent pool. */
 static int speed_tmem(const struct opts *o, const char *alloc, const struct bench_data *d,
-		      double ns[3], struct row *r, bool verify)
+		      enum zm_tmem_kind kind, double ns[3], struct row *r, bool verify)
 {
 	uint32_t n = (uint32_t)(d->len / PS);
 	struct zm_tmem_stats a, b;
@@ -1011,7 +1012,7 @@ static int speed_tmem(const struct opts *o, const char *alloc, const struct benc
 		free(buf);
 		return -1;
 	}
-	pool = make_pool(t, ZM_TMEM_PERSISTENT, 0, true);
+	pool = make_pool(t, kind, 0, true);
 	if (pool < 0) {
 		zm_tmem_destroy(t);
 		free(buf);
@@ -1053,39 +1054,49 @@ static int speed_tmem(const struct opts *o, const char *alloc, const struct benc
 	return 0;
 }
 
+/* The same pages through a store, a persistent and an ephemeral pool,
+ * SPEED_REPS times in turn (the order rotating, so that drift of the
+ * machine hits each); r and re (the ephemeral row) get the medians. */
 static int run_speed(const struct opts *o, const char *alloc, const struct bench_data *whole,
-		     struct row *r)
+		     struct row *r, struct row *re)
 {
-	double st[3][SPEED_REPS], tm[3][SPEED_REPS];
+	double st[3][SPEED_REPS], tm[3][SPEED_REPS], te[3][SPEED_REPS];
 	struct bench_data part = *whole, *d = &part;
 
 	part.len = o->speed_size / PS * PS < whole->len ? o->speed_size / PS * PS : whole->len;
 
-	r->data = whole->name;
-	r->policy = "off";
+	r->data = re->data = whole->name;
+	r->policy = re->policy = "off";
+	re->ephemeral = true;
 	for (int k = 0; k < SPEED_REPS; k++) {
-		double a[3], b[3];
+		double ns[3][3];
 
 		bench_progress("cachebench: speed, %s, run %d/%d", alloc, k + 1, SPEED_REPS);
-		/* alternate which goes first: drift of the machine hits both */
-		if (k % 2) {
-			if (speed_tmem(o, alloc, d, b, r, k == 0) ||
-			    speed_store(o, alloc, d, a, r, k == 0))
+		for (int j = 0; j < 3; j++) {
+			int which = (j + k) % 3, rc;
+
+			if (which == 0)
+				rc = speed_store(o, alloc, d, ns[0], r, k == 0);
+			else if (which == 1)
+				rc = speed_tmem(o, alloc, d, ZM_TMEM_PERSISTENT, ns[1], r, k == 0);
+			else
+				rc = speed_tmem(o, alloc, d, ZM_TMEM_EPHEMERAL, ns[2], re, k == 0);
+			if (rc)
 				return -1;
-		} else if (speed_store(o, alloc, d, a, r, k == 0) ||
-			   speed_tmem(o, alloc, d, b, r, k == 0)) {
-			return -1;
 		}
 		for (int i = 0; i < 3; i++)
-			st[i][k] = a[i], tm[i][k] = b[i];
+			st[i][k] = ns[0][i], tm[i][k] = ns[1][i], te[i][k] = ns[2][i];
 	}
 	bench_progress_done();
-	r->store_ns_put = median3(st[0], SPEED_REPS);
-	r->store_ns_get = median3(st[1], SPEED_REPS);
-	r->store_ns_replace = median3(st[2], SPEED_REPS);
+	r->store_ns_put = re->store_ns_put = median3(st[0], SPEED_REPS);
+	r->store_ns_get = re->store_ns_get = median3(st[1], SPEED_REPS);
+	r->store_ns_replace = re->store_ns_replace = median3(st[2], SPEED_REPS);
 	r->ns_put = median3(tm[0], SPEED_REPS);
 	r->ns_get = median3(tm[1], SPEED_REPS);
 	r->ns_replace = median3(tm[2], SPEED_REPS);
+	re->ns_put = median3(te[0], SPEED_REPS);
+	re->ns_get = median3(te[1], SPEED_REPS);
+	re->ns_replace = median3(te[2], SPEED_REPS);
 	return 0;
 }
 
@@ -1314,23 +1325,24 @@ static void print_tables(const struct opts *o, const struct rows *rs, const stru
 			continue;
 		if (!any) {
 			size_label(b1, sizeof(b1), o->speed_size);
-			printf("\nspeed: the same pages through a zm_store and a tmem persistent pool "
-			       "(ample budget,\npolicy off, same codec and allocator), the first %s of %s; "
-			       "ns per op, median of %d runs\n\n", b1, r->data, SPEED_REPS);
-			printf("%-9s %9s %9s %6s %9s %9s %6s %9s %9s %6s %3s\n", "allocator",
-			       "store_put", "tmem_put", "ratio", "store_get", "tmem_get", "ratio",
-			       "store_rep", "tmem_rep", "ratio", "bad");
+			printf("\nspeed: the same pages through a zm_store and a tmem pool of each "
+			       "kind (ample budget,\npolicy off, same codec and allocator), the first %s "
+			       "of %s; ns per op, median of %d runs\n\n", b1, r->data, SPEED_REPS);
+			printf("%-9s %-4s %9s %9s %6s %9s %9s %6s %9s %9s %6s %3s\n", "allocator",
+			       "pool", "store_put", "tmem_put", "ratio", "store_get", "tmem_get",
+			       "ratio", "store_rep", "tmem_rep", "ratio", "bad");
 			any = true;
 		}
-		printf("%-9.9s %9.0f %9.0f %6.3f %9.0f %9.0f %6.3f %9.0f %9.0f %6.3f %3llu\n",
-		       r->allocator, r->store_ns_put, r->ns_put, div0(r->ns_put, r->store_ns_put),
+		printf("%-9.9s %-4s %9.0f %9.0f %6.3f %9.0f %9.0f %6.3f %9.0f %9.0f %6.3f %3llu\n",
+		       r->allocator, r->ephemeral ? "eph" : "pers", r->store_ns_put, r->ns_put, div0(r->ns_put, r->store_ns_put),
 		       r->store_ns_get, r->ns_get, div0(r->ns_get, r->store_ns_get),
 		       r->store_ns_replace, r->ns_replace, div0(r->ns_replace, r->store_ns_replace),
 		       (unsigned long long)(r->mismatches + r->errors));
 	}
 	if (any)
 		printf("\nput: into an empty pool; get; rep: a put over a stored page; ratio = "
-		       "tmem / store.\n");
+		       "tmem / store;\npool: persistent, or ephemeral (its puts also go on the "
+		       "eviction list).\n");
 
 	/* the figures the targets are about */
 	printf("\nTargets (figures only):\n");
@@ -1371,11 +1383,12 @@ static void print_tables(const struct opts *o, const struct rows *rs, const stru
 		printf("\n");
 	}
 	if (o->modes & M_SPEED) {
-		printf("  (c) tmem / store, ns per put and per get:\n     ");
+		printf("  (c) tmem / store, ns per put and per get (persistent, ephemeral):\n     ");
 		col = 5;
 		for (size_t i = 0; i < rs->n; i++)
 			if (rs->v[i].kind == K_SPEED)
-				item(&col, " %s %.3f %.3f;", rs->v[i].allocator,
+				item(&col, " %s%s %.3f %.3f;", rs->v[i].allocator,
+				     rs->v[i].ephemeral ? "/eph" : "",
 				     div0(rs->v[i].ns_put, rs->v[i].store_ns_put),
 				     div0(rs->v[i].ns_get, rs->v[i].store_ns_get));
 		printf("\n");
@@ -1427,7 +1440,7 @@ static void print_json(const struct opts *o, const struct rows *rs, const struct
 
 		printf("%s\n  {\"allocator\": \"%s\"", i ? "," : "", r->allocator);
 		jstr("kind", kind_names[r->kind]);
-		jstr("pool_kind", r->kind == K_CLEANCACHE ? "ephemeral" : "persistent");
+		jstr("pool_kind", r->kind == K_CLEANCACHE || r->ephemeral ? "ephemeral" : "persistent");
 		jstr("data", r->kind == K_CLEANCACHE || r->kind == K_MIXED ? NULL : r->data);
 		jstr("policy", r->kind == K_CLEANCACHE ? "zcache" : r->kind == K_MIXED ? "off" :
 			       r->policy);
@@ -2018,8 +2031,9 @@ int cmd_cachebench(int argc, char **argv)
 		}
 		for (size_t a = 0; a < o.nalloc; a++) {
 			struct row *r = new_row(&rs, K_SPEED, o.alloc[a]);
+			struct row *re = r ? new_row(&rs, K_SPEED, o.alloc[a]) : NULL;
 
-			if (!r || run_speed(&o, o.alloc[a], &data[i], r))
+			if (!re || run_speed(&o, o.alloc[a], &data[i], re - 1, re))
 				goto out;
 		}
 	}
