@@ -217,18 +217,6 @@ static void print_json(const struct seed_row *rows, size_t n, const char *codec,
 	printf("\n]}\n");
 }
 
-/* The codec of the table: lzo1x as in the seed, lz4 in builds without it. */
-static const char *seed_codec(void)
-{
-	struct zm_codec *c;
-
-	if (zm_codec_create("lzo", 0, &c) == 0) {
-		zm_codec_destroy(c);
-		return "lzo";
-	}
-	return "lz4";
-}
-
 int bench_seed_table(size_t size, const char *codec, const char *const *alloc,
 		     size_t nalloc, int json)
 {
@@ -240,7 +228,7 @@ int bench_seed_table(size_t size, const char *codec, const char *const *alloc,
 	int status = 1, rc;
 
 	if (!codec)
-		codec = seed_codec();
+		codec = cli_zcache_codec();
 	if (!rows || !npages) {
 		fprintf(stderr, "bench: --seed-table: %s\n", rows ? "size below a page" :
 			"out of memory");

@@ -1779,17 +1779,6 @@ static int parse_u64(const char *s, uint64_t *v)
 	return errno || *end ? -1 : 0;
 }
 
-static const char *default_codec(void)
-{
-	struct zm_codec *c;
-
-	if (zm_codec_create("lzo", 0, &c) == 0) {
-		zm_codec_destroy(c);
-		return "lzo";
-	}
-	return "lz4";
-}
-
 static int parse(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
@@ -1876,7 +1865,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		return -1;
 	}
 	if (!o->codec)
-		o->codec = default_codec();
+		o->codec = cli_zcache_codec();
 	if (!o->ndata) {
 		o->data[o->ndata++] = "zero";
 		o->data[o->ndata++] = "text:0.75";

@@ -45,6 +45,8 @@ static inline uint64_t cli_rand(uint64_t *s)
 
 /* monotonic nanoseconds */
 uint64_t cli_now_ns(void);
+/* zcache's codec, lzo1x, in builds with it; else lz4. */
+const char *cli_zcache_codec(void);
 /* parse "128K", "64M", "1G", "2T", "4096" (units of 1024) into bytes; 0 on
  * error: no digits first (a sign), junk after, or too large */
 size_t cli_parse_size(const char *s);

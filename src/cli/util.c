@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include <zmem/codec.h>
 
 uint64_t cli_now_ns(void)
 {
@@ -76,4 +77,15 @@ size_t cli_rss_bytes(void)
 		fclose(f);
 	}
 	return res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+const char *cli_zcache_codec(void)
+{
+	struct zm_codec *c;
+
+	if (zm_codec_create("lzo", 0, &c) == 0) {
+		zm_codec_destroy(c);
+		return "lzo";
+	}
+	return "lz4";
 }
