@@ -299,6 +299,60 @@ static void *thread_caches_pages(void *arg)
 	return NULL;
 }
 
+/* Small bulk requests come from the thread's cache (no refill while it
+ * holds enough, one when it does not); without a cache, from the zones;
+ * every page distinct and allocated either way. */
+static void test_small_bulk(void **st)
+{
+	struct zm_pages_config nc = { .arena_bytes = 4 << 20, .cache_pages = 1 };
+	struct zm_pages *p = mk(4096, 4 << 20, 0), *q = NULL;
+	struct zm_pages_stats a, b;
+	zm_pfn_t one, v[64];
+	size_t n = 0;
+
+	assert_int_equal(zm_pages_alloc(p, &one), 0);      /* fills the cache */
+	zm_pages_stats(p, &a);
+	assert_true(a.cached >= 5);
+	assert_int_equal(zm_pages_alloc_bulk(p, 5, v), 5);
+	n = 5;
+	zm_pages_stats(p, &b);
+	assert_int_equal(b.cached, a.cached - 5);
+	assert_int_equal(b.refills, a.refills);
+	assert_int_equal(b.bulk_calls, a.bulk_calls + 1);
+	assert_int_equal(b.bulk_pages, a.bulk_pages + 5);
+	/* drain the cache with requests of 15, past a refill */
+	while (n + 15 <= 64 && b.refills == a.refills) {
+		assert_int_equal(zm_pages_alloc_bulk(p, 15, v + n), 15);
+		n += 15;
+		zm_pages_stats(p, &b);
+	}
+	assert_true(b.refills > a.refills);
+	assert_int_equal(b.in_use, n + 1);
+	for (size_t i = 0; i < n; i++) {
+		assert_true(v[i] != one);
+		for (size_t j = 0; j < i; j++)
+			assert_true(v[i] != v[j]);
+	}
+	assert_int_equal(zm_pages_check(p), 0);
+	assert_int_equal(zm_pages_free_bulk(p, n, v), 0);
+	assert_int_equal(zm_pages_free(p, one), 0);
+	assert_int_equal(zm_pages_alloc_bulk(p, 0, NULL), 0);
+	assert_int_equal(zm_pages_alloc_bulk(p, 3, NULL), 0);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+
+	/* caching off: the zones serve it */
+	assert_int_equal(zm_pages_create(&nc, &q), 0);
+	assert_int_equal(zm_pages_alloc_bulk(q, 4, v), 4);
+	zm_pages_stats(q, &b);
+	assert_int_equal(b.in_use, 4);
+	assert_int_equal(b.cached, 0);
+	assert_int_equal(b.bulk_calls, 1);
+	assert_int_equal(zm_pages_free_bulk(q, 4, v), 0);
+	assert_int_equal(zm_pages_check(q), 0);
+	zm_pages_destroy(q);
+}
+
 static void test_stats_and_thread_exit(void **st)
 {
 	struct zm_pages *p = mk(4096, 4 << 20, 0);
@@ -745,6 +799,7 @@ int main(void)
 		cmocka_unit_test(test_trim_keeps_reserve),
 		cmocka_unit_test(test_prefault),
 		cmocka_unit_test(test_no_return_when_asked),
+		cmocka_unit_test(test_small_bulk),
 		cmocka_unit_test(test_stats_and_thread_exit),
 		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_take_cached),

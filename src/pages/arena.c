@@ -440,7 +440,10 @@ int zm_pages_stats_sized(struct zm_pages *p, struct zm_pages_stats *out, size_t 
 static void fill_stats(struct zm_pages *p, struct zm_pages_stats *st)
 {
 	size_t cached = zmi_tcache_total(p), nfree = 0, dirty = 0, out, rmax = 0;
+	uint64_t tc_calls, tc_pages;
 
+	/* the caches' registry lock comes before the zones' (tcache.c) */
+	zmi_tcache_bulk_counts(p, &tc_calls, &tc_pages);
 	memset(st, 0, sizeof(*st));
 	zmi_zones_lock(p);
 	for (unsigned i = 0; i < p->nzones; i++) {
@@ -456,6 +459,8 @@ static void fill_stats(struct zm_pages *p, struct zm_pages_stats *st)
 		st->trimmed_pages += z->trimmed_pages;
 		rmax += z->resident_max;
 	}
+	st->bulk_calls += tc_calls;
+	st->bulk_pages += tc_pages;
 	out = zmi_nr_out_locked(p);
 	st->page_size = p->page_size;
 	st->total_pages = p->npages;

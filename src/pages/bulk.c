@@ -2,24 +2,26 @@
  * Bulk allocation (background §2): many single pages in one call.
  *
  * A separate entry point, so that the single-page fast path carries no
- * trace of it.  It bypasses the per-thread caches and takes a zone's lock
- * once per chunk of ZM_PAGES_CHUNK pages (the calling thread's home zone
- * first); within a chunk, whole free blocks are
- * cut into pages without touching the free lists once per page.
+ * trace of it.  A request of ZM_BULK_CACHED pages or more bypasses the
+ * per-thread caches and takes a zone's lock once per chunk of
+ * ZM_PAGES_CHUNK pages (the calling thread's home zone first); within a
+ * chunk, whole free blocks are cut into pages without touching the free
+ * lists once per page.  A smaller one is served from the thread's cache
+ * (zm_pages_alloc_bulk, in tcache.c beside the single-page path), as that
+ * many single-page calls would be, without their calls: a lock taken for
+ * two or four pages cost more than the cache (docs/pages.md).
  */
 #include <errno.h>
 #include <string.h>
 
 #include "pages/pages_internal.h"
 
-size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
+size_t zmi_bulk_alloc(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 {
 	size_t got = 0;
 	bool reclaimed = false, first = true;
 	unsigned home, tried = 0;
 
-	if (!p || (n && !pfns))
-		return 0;
 	home = zmi_home_zone(p);
 
 	/* chunk by chunk from the home zone, then from the next ones as each

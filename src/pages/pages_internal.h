@@ -58,6 +58,11 @@
  * most, so the lock is never held for long, and the lock cost (~20-40 ns
  * uncontended) is spread over enough pages to vanish. */
 #define ZM_PAGES_CHUNK 64
+/* Bulk requests below this many pages come from the thread's cache
+ * (bulk.c): measured with zmem pagebench, docs/pages.md. */
+#ifndef ZM_BULK_CACHED
+#define ZM_BULK_CACHED 16
+#endif
 
 /* Free resident pages are given back to the OS only once this many exceed
  * the reserve, so that madvise calls are batched. */
@@ -254,6 +259,8 @@ struct zm_pages {
 
 	/* zmi_tc_lock */
 	struct zmi_tcache *caches; /* registry of this instance's caches */
+	uint64_t tc_bulk_calls, tc_bulk_pages; /* bulk calls served from
+				     caches no longer registered (tcache.c) */
 };
 
 static inline struct zmi_zone *zmi_zone_of(const struct zm_pages *p, zm_pfn_t pfn)
@@ -386,9 +393,14 @@ void zmi_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n);
 /* bad input, counted (atomic) and reported */
 int zmi_pages_bad_free(struct zm_pages *p, zm_pfn_t pfn, const char *why);
 
+/* bulk.c: a bulk request from the zones, a lock per chunk; the pages got */
+size_t zmi_bulk_alloc(struct zm_pages *p, size_t n, zm_pfn_t *pfns);
+
 /* tcache.c */
 void zmi_tcache_detach_all(struct zm_pages *p);
 size_t zmi_tcache_total(struct zm_pages *p);
+/* The bulk calls and pages served from caches, for stats. */
+void zmi_tcache_bulk_counts(struct zm_pages *p, uint64_t *calls, uint64_t *pages);
 int zmi_tcache_check(struct zm_pages *p, size_t *ncached);
 /* Give the calling thread's set-aside pages and run block back (takes
  * zone locks); true if there were any.  For a caller refused by the limit. */

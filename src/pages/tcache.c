@@ -66,6 +66,9 @@ struct zmi_tcache {
 	unsigned cap;
 	unsigned home;                /* the zone refills and runs come from */
 	unsigned nahead;              /* pages set aside; like count */
+	uint64_t bulk_calls, bulk_pages; /* small bulk calls served here; like
+					    count (folded into the instance's
+					    when the cache is unregistered) */
 	zm_pfn_t run_next, run_end;   /* the block runs are carved from */
 	unsigned run_left;            /* run_end - run_next, for other
 					 threads: written like count */
@@ -127,6 +130,8 @@ static inline void cached_out(struct zm_pages *p, zm_pfn_t pfn)
 
 static void registry_unlink(struct zm_pages *p, struct zmi_tcache *tc)
 {
+	p->tc_bulk_calls += tc->bulk_calls;
+	p->tc_bulk_pages += tc->bulk_pages;
 	if (tc->rprev)
 		tc->rprev->rnext = tc->rnext;
 	else
@@ -450,6 +455,92 @@ int zm_pages_alloc(struct zm_pages *p, zm_pfn_t *pfn)
 		return 0;
 	}
 	return alloc_locked(p, tc, pfn);
+}
+
+/* Count a small bulk call served by the cache (stats). */
+static inline void bulk_count(struct zmi_tcache *tc, size_t got)
+{
+	__atomic_store_n(&tc->bulk_calls, tc->bulk_calls + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->bulk_pages, tc->bulk_pages + got, __ATOMIC_RELAXED);
+}
+
+/* A small bulk request that the cache cannot fill at once: what it has,
+ * then refills (and their top pages) as zm_pages_alloc would take them;
+ * without a cache, the zones (bulk.c). */
+static __attribute__((noinline)) size_t bulk_slow(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
+{
+	struct zmi_tcache *tc;
+	size_t got = 0;
+
+	if (!p || (n && !pfns))
+		return 0;
+	if (!(tc = tc_get(p)))
+		return zmi_bulk_alloc(p, n, pfns);
+	while (got < n) {
+		unsigned c = tc->count;
+
+		if (!c) {
+			if (alloc_locked(p, tc, &pfns[got]))
+				break;
+			got++;
+			continue;
+		}
+		for (; c && got < n; got++) {
+			pfns[got] = tc->pfns[--c];
+			cached_out(p, pfns[got]);
+		}
+		tc_set_count(tc, c);
+	}
+	bulk_count(tc, got);
+	return got;
+}
+
+/* Bulk allocation: a request of ZM_BULK_CACHED pages or more goes to the
+ * zones (bulk.c), a lock per chunk; a smaller one that the thread's cache
+ * holds is served from it as that many single-page calls would be,
+ * without their calls; the rest take bulk_slow. */
+size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
+{
+	struct zmi_tcache *tc = tls_caches;
+	unsigned c;
+
+	if (zmi_likely(n < ZM_BULK_CACHED && tc && pfns && p && tc_owner(tc) == p &&
+		       (c = tc->count) >= n)) {
+		struct zmi_pg *pg = p->pg;  /* the records' stores alias p */
+		unsigned cold = 0;
+
+		/* cached_out's work, the prefault (rare) left for after the
+		 * loop, so that the loop calls nothing */
+		for (size_t i = 0; i < n; i++) {
+			zm_pfn_t pfn = tc->pfns[--c];
+			struct zmi_pg *g = &pg[pfn];
+
+			pfns[i] = pfn;
+			cold |= !(g->flags & PG_RESIDENT);
+			g->flags = 0;
+			zmi_pg_set_state(g, PG_ALLOC);
+		}
+		tc_set_count(tc, c);
+		bulk_count(tc, n);
+		if (zmi_unlikely(cold) && p->prefault)
+			zmi_pages_prefault(p, pfns, n);
+		return n;
+	}
+	if (n >= ZM_BULK_CACHED)
+		return zmi_likely(p && pfns) ? zmi_bulk_alloc(p, n, pfns) : 0;
+	return bulk_slow(p, n, pfns);
+}
+
+void zmi_tcache_bulk_counts(struct zm_pages *p, uint64_t *calls, uint64_t *pages)
+{
+	pthread_mutex_lock(&zmi_tc_lock);
+	*calls = p->tc_bulk_calls;
+	*pages = p->tc_bulk_pages;
+	for (struct zmi_tcache *tc = p->caches; tc; tc = tc->rnext) {
+		*calls += __atomic_load_n(&tc->bulk_calls, __ATOMIC_RELAXED);
+		*pages += __atomic_load_n(&tc->bulk_pages, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&zmi_tc_lock);
 }
 
 /* Remove pfn from the newest `depth` of the n entries of a (kept in
