@@ -55,7 +55,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/os.h"
 #include "base/worker.h"
 #include "pages/pages_internal.h"
 
@@ -611,19 +610,6 @@ static int alloc_run_locked(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 	return 0;
 }
 
-/* A run block taken from memory never touched, in a zone past its first
- * ZM_PREFAULT_BATCH_BYTES (as refills are): made resident in one call,
- * not a page fault (or a prefault call) per page as zsmalloc's zspages
- * take its pages one by one.  Its pages are this thread's (state
- * PG_CACHED): flagged resident, they go back to the buddy dirty. */
-static void block_prefault(struct zm_pages *p, zm_pfn_t blk, unsigned n)
-{
-	if (zmi_os_prefault(zm_pages_addr(p, blk), (size_t)n << p->page_shift))
-		return;  /* not supported here: let the faults happen */
-	for (unsigned i = 0; i < n; i++)
-		zmi_pg_of(p, blk + i)->flags |= PG_RESIDENT;
-}
-
 int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 {
 	struct zmi_tcache *tc;
@@ -644,8 +630,8 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 	 * trimmed by the next free that finds the reserve exceeded. */
 	if (tc->run_end - tc->run_next < n) {
 		zm_pfn_t blk = ZM_PFN_NIL;
-		size_t dirty = 0;
-		bool one = false, big = false;
+		size_t dirty;
+		bool one = false;
 
 		/* what is left of the block goes back in place, where it
 		 * merges with its neighbours (pushed onto the stack instead,
@@ -677,7 +663,6 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 				else if (blk == ZM_PFN_NIL)
 					blk = zmi_buddy_take_run(p, z, maxo, order, false, &k,
 								&dirty);
-				big = z->resident_max >= (ZM_PREFAULT_BATCH_BYTES >> p->page_shift);
 				zmi_unlock(&z->lock);
 				if (blk != ZM_PFN_NIL || one)
 					break;
@@ -688,8 +673,6 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 		if (blk == ZM_PFN_NIL)  /* the first page of a free block, or any */
 			return alloc_run_locked(p, ZM_RUN_ORDER, pfn);
 		tc_set_run(tc, blk, blk + (1u << k));
-		if (p->prefault && big && dirty < (1u << k))
-			block_prefault(p, blk, 1u << k);
 	}
 	*pfn = tc->run_next;
 	cached_out(p, *pfn);
