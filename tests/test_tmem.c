@@ -1304,6 +1304,32 @@ static void test_big_pages(void **state)
 		}
 		done(t);
 	}
+	/* a whole 64 KiB page that does not compress, kept raw in a pool
+	 * whose max_zsize is the page: its length and the counters must
+	 * not wrap (they did, 16-bit, and the instance drifted until it
+	 * refused every put) */
+	for (size_t i = 0; i < 2; i++) {
+		struct zm_tmem *t = mk(b[i], 1u << 20, 100, ZM_PAGE_SIZE_MAX);
+		struct zm_tmem_pool_config c = { .kind = ZM_TMEM_PERSISTENT,
+						 .max_zsize = ZM_PAGE_SIZE_MAX,
+						 .max_mean_zsize = SIZE_MAX };
+		struct zm_tmem_stats st;
+		int p = zm_tmem_pool_create(t, &c);
+
+		assert_true(p > 0);
+		for (int round = 0; round < 20; round++) {
+			put_ok(t, p, 1, 1, tt_cookie(round, 8), ZM_PAGE_SIZE_MAX);
+			expect(t, p, 1, 1, tt_cookie(round, 8), ZM_PAGE_SIZE_MAX);
+			tt_stats(t, p, &st);
+			assert_int_equal(st.compr_bytes, ZM_PAGE_SIZE_MAX);
+			assert_int_equal(st.hist[ZM_TMEM_HIST_BUCKETS - 1], 1);
+			assert_int_equal(zm_tmem_check(t), 0);
+			assert_int_equal(zm_tmem_flush_page(t, p, 1, 1), 0);
+		}
+		tt_stats(t, p, &st);
+		assert_int_equal(st.compr_bytes, 0);
+		done(t);
+	}
 }
 
 /* Exact counters over a known sequence. */
@@ -1550,6 +1576,43 @@ static void test_unit_zsmalloc(void **state)
 		unit_zs(&cfgs[i]);
 }
 
+/* Owner keys' handles: a huge object's unit is itself (the key handle
+ * carries no huge bit: its word says so), a small one's lists the key
+ * handle among its zspage's objects. */
+static void test_unit_keys(void **state)
+{
+	static uint64_t words[16];
+	struct zm_pool_config c = { .allocator = "zsmalloc", .words = words, .nwords = 16 };
+	struct zm_pool *p = NULL;
+	zm_handle_t h, out[64], kh;
+	size_t pages = 0;
+	long n;
+	int found = 0;
+
+	memset(words, 0, sizeof(words));
+	assert_int_equal(zm_pool_create(&c, &p), 0);
+	h = zm_pool_alloc(p, 4096);
+	assert_true(h);
+	assert_int_equal(zm_pool_bind(p, h, 5), 0);
+	kh = zm_pool_key_handle(p, 5);
+	assert_int_equal(zm_pool_unit(p, kh, out, 64, &pages), 1);
+	assert_true(out[0] == kh && pages == 1);
+	h = zm_pool_alloc(p, 100);
+	assert_true(h);
+	assert_int_equal(zm_pool_bind(p, h, 6), 0);
+	kh = zm_pool_key_handle(p, 6);
+	n = zm_pool_unit(p, kh, out, 64, &pages);
+	assert_true(n >= 1 && pages >= 1);
+	for (long i = 0; i < n; i++)
+		found += out[i] == kh;
+	assert_int_equal(found, 1);
+	assert_int_equal(zm_pool_unit(p, zm_pool_key_handle(p, 7), out, 64, &pages), -EINVAL);
+	assert_int_equal(zm_pool_free_key(p, 5), 0);
+	assert_int_equal(zm_pool_free_key(p, 6), 0);
+	assert_int_equal(zm_pool_check(p), 0);
+	zm_pool_destroy(p);
+}
+
 static void test_unit_unsupported(void **state)
 {
 	static const char *const names[] = { "xvmalloc", "xcfmalloc", "malloc" };
@@ -1601,6 +1664,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_counters),
 		cmocka_unit_test(test_unit_zbud),
 		cmocka_unit_test(test_unit_zsmalloc),
+		cmocka_unit_test(test_unit_keys),
 		cmocka_unit_test(test_unit_unsupported),
 	};
 

@@ -23,9 +23,10 @@
  * smaller for it.)  Put and get take a length of 1 .. the pool's page
  * size: short values are kept with their length and come back with it.
  *
- * A put to a key that holds a page replaces it.  A put that fails, for
- * any reason, removes the page its key held: the caller knows its data
- * changed, and must never be given the old data back (tmem's rule).
+ * A put to a key that holds a page replaces it.  A put that fails for
+ * any reason but bad arguments (-EINVAL) removes the page its key held:
+ * the caller knows its data changed, and must never be given the old data
+ * back (tmem's rule).
  *
  * Policy (zcache's; the defaults are its own): a page compressing to
  * more than max_zsize is refused; so is one compressing to more than
@@ -57,7 +58,8 @@
  * must not race with anything, nor zm_tmem_pool_destroy() with calls on
  * that pool.  Lock order:
  *
- *     evict_lock -> shard lock -> object lock -> list lock -> the pool's
+ *     pool table -> evict_lock -> shard lock -> object lock -> list lock
+ *     -> the pool's
  *
  * (no call holds two shard locks; src/tmem/tmem_internal.h has the
  * rest).

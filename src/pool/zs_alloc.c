@@ -371,12 +371,25 @@ long zs_unit(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_t max,
 	size_t n = 0;
 	bool key = (h & ZS_H_OWNER) != 0;
 
-	if (h & ZS_TAG_HUGE) {
+	if (key) {
+		/* an owner key's word says whether its object is huge (as
+		 * free_key_obj reads it) */
+		uint64_t k = (h & ~ZS_H_OWNER) >> ZS_TAG_BITS;
+
+		if ((h & ZS_TAG_MASK) != 1 || k >= zp->nowner)
+			return -EINVAL;
+		if ((zs_load_ref(zp, (uint32_t)k | ZS_REF_OWNER) & 3) == 3) {
+			if (max)
+				out[0] = h;
+			*pages = 1;
+			return 1;
+		}
+	} else if (h & ZS_TAG_HUGE) {
 		/* a page of its own: the unit is the object */
 		uint64_t v = h < ((uint64_t)ZS_MAX_HANDLES << ZS_TAG_BITS) && (h >> ZS_TAG_BITS)
 			     ? zs_load_slot(zp, zs_handle_idx(h)) : 0;
 
-		if (key || ((v ^ h) & ZS_TAG_MASK))
+		if ((v ^ h) & ZS_TAG_MASK)
 			return -EINVAL;
 		if (max)
 			out[0] = h;

@@ -58,7 +58,7 @@ void tm_remove(struct tm_pool *p, struct tm_shard *sh, struct tm_obj *o, struct 
 	if (!t->pages)
 		__atomic_fetch_sub(&t->held, malloc_cost(size), __ATOMIC_RELAXED);
 	count(sh, TC_PAGES, -1);
-	count(sh, TC_ORIG, -(int64_t)(pg->len_m1 + 1));
+	count(sh, TC_ORIG, -(int64_t)pg->len);
 	count(sh, TC_COMPR, -(int64_t)pg->zlen);
 	if (why != TC_NR)
 		count(sh, why, 1);
@@ -273,8 +273,8 @@ int zm_tmem_put(struct zm_tmem *t, int pool, uint64_t oid, uint32_t index, const
 	}
 	pg->h = h;
 	pg->index = index;
-	pg->len_m1 = (uint16_t)(len - 1);
-	pg->zlen = (uint16_t)zlen;
+	pg->len = (uint32_t)len;
+	pg->zlen = (uint32_t)zlen;
 	pg->ref = 0;
 	pg->raw = raw;
 
@@ -338,7 +338,7 @@ int zm_tmem_get(struct zm_tmem *t, int pool, uint64_t oid, uint32_t index, void 
 		zmi_unlock(&sh->lock);
 		return -ENOENT;
 	}
-	len = (size_t)pg->len_m1 + 1;
+	len = pg->len;
 	if (cap < len) {
 		zmi_unlock(&sh->lock);
 		return -ENOSPC;

@@ -136,7 +136,7 @@ static long check_pool(struct zm_tmem *t, struct tm_pool *p, uint64_t *eph, uint
 
 						n++;
 						pages++;
-						orig += pg->len_m1 + 1u;
+						orig += pg->len;
 						compr += pg->zlen;
 						if (tm_shard_of(p, o->oid, pg->index) != sh)
 							FAIL("tmem check: pool %d: page %llu/%u in the wrong shard",

@@ -33,10 +33,14 @@
 
 struct tm_pool *tm_pool_of(struct zm_tmem *t, int id, const char *op)
 {
+	unsigned slot = (unsigned)id & (ZM_TMEM_MAX_POOLS - 1);
 	struct tm_pool *p = NULL;
 
-	if (id > 0)
-		p = __atomic_load_n(&t->pool[id & (ZM_TMEM_MAX_POOLS - 1)], __ATOMIC_ACQUIRE);
+	/* the generation first: a stale id never reads the record of the
+	 * pool now in its slot, which another thread may be destroying */
+	if (id > 0 && __atomic_load_n(&t->gen[slot], __ATOMIC_ACQUIRE) ==
+		      (uint32_t)id >> TM_SLOT_BITS)
+		p = __atomic_load_n(&t->pool[slot], __ATOMIC_ACQUIRE);
 	if (zmi_likely(p && p->id == id))
 		return p;
 	if (op)
@@ -191,6 +195,7 @@ int zm_tmem_pool_create_sized(struct zm_tmem *t, const struct zm_tmem_pool_confi
 	struct zm_tmem_pool_config c;
 	struct tm_pool *p;
 	unsigned slot;
+	uint32_t gen;
 	int rc;
 
 	if (!t || !ucfg)
@@ -224,11 +229,10 @@ int zm_tmem_pool_create_sized(struct zm_tmem *t, const struct zm_tmem_pool_confi
 		return -EMFILE;
 	}
 	/* ids stay positive ints: the generation wraps below 2^25 */
-	t->gen[slot] = (t->gen[slot] + 1) & ((1u << (31 - TM_SLOT_BITS)) - 1);
-	if (!t->gen[slot])
-		t->gen[slot] = 1;
-	p->id = (int)(t->gen[slot] << TM_SLOT_BITS | slot);
+	gen = (t->gen[slot] + 1) & ((1u << (31 - TM_SLOT_BITS)) - 1);
+	p->id = (int)((gen ? gen : 1) << TM_SLOT_BITS | slot);
 	__atomic_store_n(&t->pool[slot], p, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->gen[slot], gen ? gen : 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&t->pools_lock);
 	return p->id;
 }
@@ -248,12 +252,11 @@ int zm_tmem_pool_destroy(struct zm_tmem *t, int pool)
 	pthread_mutex_lock(&t->evict_lock);
 	__atomic_store_n(&t->pool[pool & (ZM_TMEM_MAX_POOLS - 1)], NULL, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&t->evict_lock);
-	pthread_mutex_unlock(&t->pools_lock);
 	/* out of the table: only this call reaches p now; tm_remove takes
-	 * the shard locks as it goes, which costs nothing here */
+	 * the shard locks as it goes, which costs nothing here.  pools_lock
+	 * stays held until its counters are in the instance's totals, so
+	 * that stats never see them missing. */
 	tm_flush_all(p);
-	/* what it counted stays in the instance's totals */
-	pthread_mutex_lock(&t->pools_lock);
 	for (unsigned i = 0; i < ZM_TMEM_SHARDS; i++) {
 		for (unsigned k = 0; k < TC_NR; k++)
 			t->gone[k] += p->shard[i].ctr[k];

@@ -21,6 +21,8 @@
  *
  * Locks, outer first:
  *
+ *     t->pools_lock   the pool table's writers (create, destroy: a pool's
+ *                     flush and its counters' move to t->gone), stats
  *     t->evict_lock   one evictor at a time; pool ids are unpublished
  *                     under it, so an evictor never reaches a pool being
  *                     destroyed
@@ -82,11 +84,13 @@ struct tm_page {
 	struct tm_page *lru_next, *lru_prev; /* lru_lock: ephemeral pages only */
 	zm_handle_t h;                     /* shard lock */
 	uint32_t index;
-	uint16_t len_m1;                   /* length - 1 */
-	uint16_t zlen;                     /* bytes in the pool, header aside */
+	uint32_t len;                      /* the length put: 1 .. 65536 */
+	uint32_t zlen;                     /* bytes in the pool, header aside:
+					      up to a whole 64 KiB page */
 	uint8_t ref;                       /* atomic: got since eviction passed */
 	uint8_t raw;                       /* stored as is, not compressed */
 };
+_Static_assert(sizeof(struct tm_page) == 48, "tmem.h and docs/tmem.md say 48 bytes");
 
 /* An object id's pages in one shard. */
 struct tm_obj {
@@ -141,7 +145,9 @@ struct zm_tmem {
 
 	pthread_mutex_t pools_lock;        /* pool table writers */
 	struct tm_pool *pool[ZM_TMEM_MAX_POOLS]; /* atomic pointers */
-	uint32_t gen[ZM_TMEM_MAX_POOLS];   /* pools_lock: next generation */
+	uint32_t gen[ZM_TMEM_MAX_POOLS];   /* atomic, written under pools_lock:
+					      the generation of the slot's
+					      pool, or of its last one */
 
 	pthread_mutex_t evict_lock;
 	zm_handle_t *ubuf;                 /* evict_lock: a unit's handles */
