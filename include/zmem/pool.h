@@ -291,7 +291,9 @@ ZM_API long zm_pool_min_moves(struct zm_pool *pool, size_t pages);
  * (at most max of them) and the unit's pages to *pages; returns how many
  * objects the unit holds (more than max: call again with a larger out).
  * The answer is true at the moment of the call only: the objects may be
- * freed and others allocated into the unit right after.  -EINVAL for a
+ * freed and others allocated into the unit right after.  (A zsmalloc
+ * zspage of more than 8192 objects, possible only with pages larger than
+ * 4 KiB, is answered with h alone and *pages 0.)  -EINVAL for a
  * bad handle or arguments, -EOPNOTSUPP for backends without units
  * (xvmalloc, xcfmalloc and malloc, whose objects share pages with no
  * bound on how many). */
