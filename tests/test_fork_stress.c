@@ -406,8 +406,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_stop_while_kicked),
 	};
 
-	for (int i = 1; i + 1 < argc; i++)
-		if (!strcmp(argv[i], "--seed"))
-			g_seed = strtoull(argv[i + 1], NULL, 0);
+	test_args(argc, argv, &g_seed, NULL);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

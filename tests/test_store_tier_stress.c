@@ -31,7 +31,8 @@
 #define WORDS (PS / 8)
 #define HOT 24            /* slots of a writer's hot window */
 #define HOT_MS 100        /* how long a window stays */
-#define RUN_MS 1500       /* a run's length at most, whatever the steps */
+#define RUN_MS 1500       /* a run's length at most, whatever the steps
+				     (ZM_SOAK times that under make soak) */
 
 static uint64_t g_seed;
 static long g_steps = 1000000;
@@ -271,7 +272,7 @@ static void run(size_t limit_pages, bool worker)
 	assert_int_equal(zm_store_create(&cfg, &g_store), 0);
 	unlink(path);   /* the store holds it open: gone however the test ends */
 	g_stop = 0;
-	g_deadline_ms = now_ms() + RUN_MS;
+	g_deadline_ms = now_ms() + RUN_MS * (uint64_t)(test_soak() ? test_soak() : 1);
 	pthread_create(&tt, NULL, tierer, &tr);
 	for (int i = 0; i < NT; i++) {
 		ta[i] = (struct targ){ .id = i };

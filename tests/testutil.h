@@ -1,6 +1,7 @@
 /*
  * Helpers shared by the tests: cmocka, a seeded PRNG whose seed is printed
- * and can be given back (--seed N), and resident memory.
+ * and can be given back (--seed N), fixed under `make check` and random
+ * under `make soak` (test_args, below), and resident memory.
  */
 #ifndef ZM_TESTUTIL_H
 #define ZM_TESTUTIL_H
@@ -68,19 +69,55 @@ static inline uint64_t mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
+/*
+ * Seeds.  Every randomized test takes its seed from test_args(): under
+ * `make check` a fixed one (ZM_TEST_SEED_DEFAULT), so that every run
+ * does the same steps and prints the same figures; under `make soak`
+ * (ZM_SOAK=N in the environment, N >= 1) a new one each run, drawn from
+ * the clock and the pid, and N times the test's default steps.  The seed
+ * (and the steps) are printed either way: --seed N [--steps N] replays a
+ * run exactly, in either mode.
+ */
+#define ZM_TEST_SEED_DEFAULT 1
+
+/* ZM_SOAK's factor: 0 when not soaking. */
+static inline long test_soak(void)
+{
+	const char *e = getenv("ZM_SOAK");
+	long n = e && *e ? strtol(e, NULL, 0) : 0;
+
+	return n > 0 ? n : 0;
+}
+
 /* Parse --seed N and --steps N from argv; print the seed so a failure can
  * be replayed. */
 static inline void test_args(int argc, char **argv, uint64_t *seed, long *steps)
 {
-	*seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	long soak = test_soak();
+
+	*seed = ZM_TEST_SEED_DEFAULT;
+	if (soak) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		*seed = mix64((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
+			((uint64_t)getpid() << 32);
+		if (steps)
+			*steps *= soak;
+	}
 	for (int i = 1; i + 1 < argc; i++) {
 		if (!strcmp(argv[i], "--seed"))
 			*seed = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--steps") && steps)
 			*steps = strtol(argv[++i], NULL, 0);
 	}
-	printf("seed %llu (replay with --seed %llu)\n", (unsigned long long)*seed,
-	       (unsigned long long)*seed);
+	if (steps)
+		printf("seed %llu, %ld steps%s (replay with --seed %llu --steps %ld)\n",
+		       (unsigned long long)*seed, *steps, soak ? ", soak" : "",
+		       (unsigned long long)*seed, *steps);
+	else
+		printf("seed %llu%s (replay with --seed %llu)\n", (unsigned long long)*seed,
+		       soak ? ", soak" : "", (unsigned long long)*seed);
 	fflush(stdout);
 }
 
