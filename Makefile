@@ -8,7 +8,14 @@
 #   make            build/libzmem.a, build/libzmem.so, build/zmem, build/zmem.pc
 #                   (and build/libzmem-install.a, the static library installed)
 #   make demo       install missing packages, build, run the main job
-#   make check      install missing packages, run every test in every build
+#   make check      install missing packages, run every test in every build,
+#                   each randomized one with a fixed seed (the same steps and
+#                   output every run; a test's --seed N replays another)
+#   make soak       the randomized tests (models, stress tests) in the debug
+#                   build with random seeds and SOAK (10) times their steps,
+#                   SOAK_ROUNDS (3) times over (7 minutes a round here);
+#                   each prints its seed and steps, so a failure replays
+#                   with --seed N --steps N
 #   make install    honours PREFIX and DESTDIR; LIBDIR, INCDIR, BINDIR and
 #                   MANDIR follow PREFIX unless given
 
@@ -105,7 +112,7 @@ TESTS    += $(INTEROP)
 LIBTESTS := $(patsubst tests/lib/%,$(BUILD)/tests/%,$(wildcard tests/lib/test_*.sh))
 TESTS    += $(LIBTESTS)
 
-.PHONY: all lib deps demo check check-debug check-asan check-tsan check-fuzz fuzz test-run \
+.PHONY: all lib deps demo check check-debug check-asan check-tsan check-fuzz fuzz test-run soak \
         install uninstall clean FORCE
 all: lib $(BUILD)/zmem $(BUILD)/zmem.pc
 lib: $(BUILD)/libzmem.a $(BUILD)/libzmem.so $(BUILD)/libzmem-install.a
@@ -205,6 +212,19 @@ check-asan:
 check-tsan:
 	$(MAKE) BUILD=build/tsan ZM_DEBUG=1 OPT=-O1 SAN=thread TEST_WRAP="setarch -R" \
 	    RUN_TESTS='$$(TSAN_TESTS)' RESULTS=$(CURDIR)/build/results test-run
+
+# The randomized tests: the models and stress tests, and the allocators'
+# and the tier's suites, which run a model after their unit tests.  Under
+# ZM_SOAK=N (testutil.h) each draws a new seed and runs N times its steps.
+SOAK ?= 10
+SOAK_ROUNDS ?= 3
+SOAK_TESTS = $(filter %_model %_stress %/test_xv %/test_xcf %/test_zbud %/test_store_tier,$(TESTS))
+soak:
+	@rm -f build/soak-results
+	@r=1; while [ $$r -le $(SOAK_ROUNDS) ]; do echo "== soak round $$r of $(SOAK_ROUNDS), ZM_SOAK=$(SOAK)"; \
+	    ZM_SOAK=$(SOAK) $(MAKE) --no-print-directory BUILD=build/check ZM_DEBUG=2 OPT=-O1 \
+	        RESULTS=$(CURDIR)/build/soak-results RUN_TESTS='$$(SOAK_TESTS)' test-run || break; \
+	    r=$$((r + 1)); done; sh tests/run.sh --total build/soak-results
 
 # libFuzzer harnesses (tests/fuzz/*.c), built with clang and its runtime;
 # check-fuzz runs each for FUZZ_SECONDS when clang is there, and says so
