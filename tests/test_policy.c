@@ -412,6 +412,205 @@ static void test_compact_every_class(void **st)
 	zm_pool_destroy(p);
 }
 
+/* ---- automatic compaction ---------------------------------------------- */
+
+static double used_ratio(struct zm_pool *p)
+{
+	struct zm_pool_stats s;
+
+	zm_pool_stats(p, &s);
+	return s.pool_bytes ? (double)s.slot_bytes / (double)s.pool_bytes : 1;
+}
+
+/* Free `n` objects of each 32-object zspage of h (nz zspages filled in
+ * order), the ones after those freed before (`from`). */
+static void free_per_zspage(struct zm_pool *p, zm_handle_t *h, unsigned nz, unsigned from,
+			    unsigned n)
+{
+	for (unsigned z = 0; z < nz; z++)
+		for (unsigned i = from; i < from + n; i++) {
+			assert_int_equal(zm_pool_free(p, h[z * 32 + i]), 0);
+			h[z * 32 + i] = 0;
+		}
+}
+
+/*
+ * RATIO's hysteresis (docs/compaction.md): nothing happens while
+ * used/allocated stays above compact_ratio; once it falls below, the
+ * worker compacts, passes of compact_budget zspages, until it reaches
+ * compact_target -- and stops there.  512 zspages of the 128-byte class;
+ * ratio 60, target 80, budget 8 (so that passes stop near the target).
+ * Each zspage losing 10 of 32 objects leaves 68.75%: above the ratio, no
+ * compaction in 5 periods.  10 more (37.5%): below; within 2 s the pool
+ * must be back at 80% or more (what the target promises), and no further
+ * than a pass beyond it (192 pages of objects: 80% is 240 pages, and a
+ * pass frees at most 8: under 83%), since it stops at the target.
+ *
+ * Catches: below() comparing the other way (it never starts);
+ * starting against the target instead of the ratio (it compacts at
+ * 68.75%); stopping at the ratio instead of the target (ends near 60%);
+ * a target ignored or taken as 99 (ends near 100%).
+ */
+static void test_ratio_hysteresis(void **st)
+{
+	enum { NZ = 512 };
+	struct zm_pool *p = mk(&(struct zm_pool_config){ .compact = ZM_COMPACT_RATIO,
+							 .compact_ratio = 60, .compact_target = 80,
+							 .compact_budget = 8 });
+	static zm_handle_t h[NZ * 32];
+	struct zm_pool_stats s;
+	double u = 0;
+	int t;
+
+	class_of(p, 128, 32, 1);
+	for (unsigned i = 0; i < NZ * 32; i++)
+		h[i] = alloc_ok(p, 128);
+	free_per_zspage(p, h, NZ, 0, 10);
+	assert_true(used_ratio(p) > 0.68 && used_ratio(p) < 0.69);
+	usleep(250 * 1000);                   /* five of the worker's periods */
+	zm_pool_stats(p, &s);
+	if (s.compactions || s.pool_pages != NZ)
+		fail_msg("used/allocated %.3f is above the ratio (60%%), yet %llu compactions "
+			 "ran, %llu pages left of %u", used_ratio(p),
+			 (unsigned long long)s.compactions, (unsigned long long)s.pool_pages, NZ);
+	free_per_zspage(p, h, NZ, 10, 10);
+	for (t = 0; t < 2000 && (u = used_ratio(p)) < 0.80; t += 10)
+		usleep(10 * 1000);
+	/* then it must stay put: two more periods */
+	usleep(100 * 1000);
+	u = used_ratio(p);
+	zm_pool_stats(p, &s);
+	printf("ratio 60 / target 80: 68.75%% left alone; 37.5%% compacted to %.3f in "
+	       "%d ms, %llu passes, %llu pages\n", u, t, (unsigned long long)s.compactions,
+	       (unsigned long long)s.pool_pages);
+	if (u < 0.80 || u > 0.83)
+		fail_msg("used/allocated %.3f after compaction: the target is 80%%", u);
+	assert_int_equal(zm_pool_set_compaction(p, ZM_COMPACT_OFF), 0);
+	assert_int_equal(zm_pool_check(p), 0);
+	free_all(p, h, NZ * 32);
+	zm_pool_destroy(p);
+}
+
+/*
+ * A bounded pass (compact_budget zspages) must spend its budget on the
+ * emptiest zspages: that frees the most pages per object moved, and
+ * passes that stop at the target then move no more than they must.  512
+ * zspages of the 128-byte class keep 4 or 20 objects, alternately
+ * (37.5%); ratio 60, target 80, budget 8: the worker frees about 272
+ * pages, and the objects it moves must be zm_pool_min_moves' bound for
+ * the pages it freed (the 256 zspages of 4 first, then zspages of 20),
+ * within 10%.  The full compaction of test_compact_direction cannot see
+ * this: there every source is emptied, in whatever order.
+ *
+ * Catches: pick_src() in zs_compact.c taking the fullest non-keeper
+ * first (about 2,100 objects moved where 1,350 do).
+ */
+static void test_ratio_emptiest_first(void **st)
+{
+	enum { NZ = 512 };
+	struct zm_pool *p = mk(&(struct zm_pool_config){ .compact = ZM_COMPACT_RATIO,
+							 .compact_ratio = 60, .compact_target = 80,
+							 .compact_budget = 8 });
+	static zm_handle_t h[NZ * 32];
+	static long bound[NZ + 1];
+	struct zm_pool_stats s0, s;
+	uint64_t moved;
+	long freed;
+	int t;
+
+	class_of(p, 128, 32, 1);
+	/* filled with the worker off, so that nothing moves before the
+	 * bounds are taken */
+	assert_int_equal(zm_pool_set_compaction(p, ZM_COMPACT_OFF), 0);
+	for (unsigned i = 0; i < NZ * 32; i++)
+		h[i] = alloc_ok(p, 128);
+	for (unsigned z = 0; z < NZ; z++)
+		for (unsigned i = z % 2 ? 20 : 4; i < 32; i++) {
+			assert_int_equal(zm_pool_free(p, h[z * 32 + i]), 0);
+			h[z * 32 + i] = 0;
+		}
+	for (unsigned n = 0; n <= NZ; n++)
+		bound[n] = zm_pool_min_moves(p, n);
+	zm_pool_stats(p, &s0);
+	assert_int_equal(zm_pool_set_compaction(p, ZM_COMPACT_RATIO), 0);
+	for (t = 0; t < 2000 && used_ratio(p) < 0.80; t += 10)
+		usleep(10 * 1000);
+	usleep(100 * 1000);
+	assert_int_equal(zm_pool_set_compaction(p, ZM_COMPACT_OFF), 0);
+	zm_pool_stats(p, &s);
+	freed = (long)(s0.pool_pages - s.pool_pages);
+	moved = s.objects_moved - s0.objects_moved;
+	printf("budget 8: %ld pages freed in %d ms moving %llu objects; the bound for %ld "
+	       "pages is %ld\n", freed, t, (unsigned long long)moved, freed,
+	       freed >= 0 && freed <= NZ ? bound[freed] : -1);
+	assert_true(freed >= 272 && freed <= NZ);
+	if ((double)moved > 1.10 * (double)bound[freed])
+		fail_msg("%llu objects moved to free %ld pages, where %ld would do",
+			 (unsigned long long)moved, freed, bound[freed]);
+	assert_int_equal(zm_pool_check(p), 0);
+	free_all(p, h, NZ * 32);
+	zm_pool_destroy(p);
+}
+
+/*
+ * WATERMARK: a class is compacted when its freeable pages (slack, in
+ * whole pages) reach compact_watermark % of its pages -- and not one
+ * object before.  100 zspages of the 128-byte class, watermark 30: 959
+ * objects freed leave 29.97 pages of slack (29 whole: no compaction); one
+ * more makes 30, and the worker compacts the class down to the 70 pages
+ * its objects need.
+ *
+ * Catches: the comparison in zs_auto_note_free() made strict (> instead
+ * of >=) or turned around, the configured watermark ignored for the
+ * default (40), slack counted against another class's pages.
+ */
+static void test_watermark_boundary(void **st)
+{
+	enum { NZ = 100 };
+	struct zm_pool *p = mk(&(struct zm_pool_config){ .compact = ZM_COMPACT_WATERMARK,
+							 .compact_watermark = 30 });
+	static zm_handle_t h[NZ * 32];
+	struct zm_pool_stats s;
+	unsigned freed = 0;
+	int t;
+
+	class_of(p, 128, 32, 1);
+	for (unsigned i = 0; i < NZ * 32; i++)
+		h[i] = alloc_ok(p, 128);
+	/* 9 or 10 of each zspage's objects: none is emptied */
+	for (unsigned i = 0; i < 10 && freed < 959; i++)
+		for (unsigned z = 0; z < NZ && freed < 959; z++, freed++) {
+			assert_int_equal(zm_pool_free(p, h[z * 32 + i]), 0);
+			h[z * 32 + i] = 0;
+		}
+	usleep(150 * 1000);
+	zm_pool_stats(p, &s);
+	if (s.compactions || s.pool_pages != NZ)
+		fail_msg("29 pages of slack in 100 (watermark 30%%), yet %llu compactions, "
+			 "%llu pages", (unsigned long long)s.compactions,
+			 (unsigned long long)s.pool_pages);
+	for (unsigned z = 0; z < NZ; z++)     /* the 960th */
+		if (h[z * 32 + 9]) {
+			assert_int_equal(zm_pool_free(p, h[z * 32 + 9]), 0);
+			h[z * 32 + 9] = 0;
+			break;
+		}
+	for (t = 0; t < 2000; t += 10) {
+		zm_pool_stats(p, &s);
+		if (s.pool_pages <= 70)
+			break;
+		usleep(10 * 1000);
+	}
+	printf("watermark 30%%: 29 pages of slack left alone, 30 compacted in %d ms to "
+	       "%llu pages\n", t, (unsigned long long)s.pool_pages);
+	assert_true(s.compactions >= 1);
+	assert_int_equal(s.pool_pages, 70);   /* 2240 objects, 32 a page */
+	assert_int_equal(zm_pool_set_compaction(p, ZM_COMPACT_OFF), 0);
+	assert_int_equal(zm_pool_check(p), 0);
+	free_all(p, h, NZ * 32);
+	zm_pool_destroy(p);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -420,6 +619,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_churn_density),
 		cmocka_unit_test(test_compact_direction),
 		cmocka_unit_test(test_compact_every_class),
+		cmocka_unit_test(test_ratio_hysteresis),
+		cmocka_unit_test(test_ratio_emptiest_first),
+		cmocka_unit_test(test_watermark_boundary),
 	};
 
 	/* zs_zspage_new() leaves a new zspage record's `pass` byte as
