@@ -22,6 +22,7 @@
 #include <malloc.h>
 
 #include "pooltest.h"
+#include <zmem/pages.h>
 
 #define PS 4096
 
@@ -611,6 +612,113 @@ static void test_watermark_boundary(void **st)
 	zm_pool_destroy(p);
 }
 
+/* ---- the pages layer's trimming ---------------------------------------- */
+
+/*
+ * Free pages beyond reserve_pages go back to the OS, the reserve stays
+ * resident (docs/pages.md: memory really returns).  One zone, a reserve of
+ * 100 pages (not the default 256): 4096 pages taken and freed one at a
+ * time, through the thread's cache.  The freeing thread trims the zone
+ * whenever its free resident pages pass the reserve by a batch (64): it
+ * keeps between 100 and 164, the cache at most 64; the rest, and the
+ * process's resident memory with it, goes; zm_pages_trim() then leaves
+ * exactly the reserve.
+ *
+ * Catches: zmi_zone_maybe_trim() never trimming, or trimming to 0 (the
+ * reserve too), or to the default reserve instead of the configured one;
+ * zm_pages_trim() trimming the reserve too; trimming that does not
+ * madvise (resident memory stays).
+ */
+static void test_pages_trim(void **st)
+{
+	enum { N = 4096, RESERVE = 100, BATCH = 64, CACHE = 64 };
+	struct zm_pages_config c = { .arena_bytes = 64u << 20, .reserve_pages = RESERVE,
+				     .zones = 1 };
+	static zm_pfn_t v[N];
+	struct zm_pages *pg;
+	struct zm_pages_stats s;
+	size_t full, after;
+
+	assert_int_equal(zm_pages_create(&c, &pg), 0);
+	for (size_t i = 0; i < N; i++) {
+		assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
+		memset(zm_pages_addr(pg, v[i]), 0x5a, PS);
+	}
+	full = test_rss_bytes();
+	for (size_t i = 0; i < N; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	after = test_rss_bytes();
+	zm_pages_stats(pg, &s);
+	printf("trim: %d pages freed one by one: reserve %zu, cached %zu, resident %zu, "
+	       "trimmed %llu; rss %zu -> %zu KiB\n", N, s.reserve, s.cached, s.resident,
+	       (unsigned long long)s.trimmed_pages, full >> 10, after >> 10);
+	assert_int_equal(s.in_use, 0);
+	if (s.reserve < RESERVE || s.reserve > RESERVE + BATCH)
+		fail_msg("%zu free pages kept resident, the reserve is %d (+%d batch)",
+			 s.reserve, RESERVE, BATCH);
+	assert_true(s.cached <= CACHE);
+	assert_true(s.resident <= RESERVE + BATCH + CACHE);
+	assert_true(s.trimmed_pages >= N - (RESERVE + BATCH + CACHE));
+	assert_true(after + (size_t)(N - 2 * (RESERVE + BATCH + CACHE)) * PS <= full);
+	/* the cache back, then on demand: exactly the reserve stays */
+	zm_pages_flush_thread(pg);
+	zm_pages_trim(pg);
+	zm_pages_stats(pg, &s);
+	assert_int_equal(s.cached, 0);
+	assert_int_equal(s.reserve, RESERVE);
+	assert_int_equal(s.resident, RESERVE);
+	assert_int_equal(s.trimmed_pages, N - RESERVE);
+	assert_int_equal(zm_pages_check(pg), 0);
+	zm_pages_destroy(pg);
+}
+
+/*
+ * The same through a pool: zsmalloc's pages, freed when its zspages
+ * empty, go back to the OS beyond the reserve.  A pool on a pages
+ * instance of its own (one zone, reserve 100) fills 16 MiB and frees it
+ * all: what stays resident is the reserve, a batch, the thread's cache
+ * and its set-aside run pages, no more.
+ *
+ * Catches: as test_pages_trim, on the paths zsmalloc frees pages by
+ * (the per-thread cache, bulk frees of whole runs).
+ */
+static void test_pool_pages_trim(void **st)
+{
+	enum { N = 8192, RESERVE = 100 };
+	struct zm_pages_config pc = { .arena_bytes = 256u << 20, .reserve_pages = RESERVE,
+				      .zones = 1 };
+	struct zm_pages *pg;
+	struct zm_pool *p;
+	struct zm_pages_stats s;
+	static zm_handle_t h[N];
+	static uint8_t buf[PS];
+	struct rng r;
+
+	memset(buf, 0x5a, sizeof(buf));
+	assert_int_equal(zm_pages_create(&pc, &pg), 0);
+	p = mk(&(struct zm_pool_config){ .compact = ZM_COMPACT_OFF, .pages = pg });
+	rng_seed(&r, 7);
+	for (size_t i = 0; i < N; i++) {
+		size_t sz = pt_size(&r, PS);
+
+		h[i] = alloc_ok(p, sz);
+		assert_int_equal(zm_pool_write(p, h[i], buf, sz), 0);
+	}
+	zm_pages_stats(pg, &s);
+	assert_true(s.in_use > 2000);
+	free_all(p, h, N);
+	zm_pages_stats(pg, &s);
+	printf("pool trim: reserve %zu, cached %zu, resident %zu, trimmed %llu\n", s.reserve,
+	       s.cached, s.resident, (unsigned long long)s.trimmed_pages);
+	assert_int_equal(s.in_use, 0);
+	if (s.resident > RESERVE + 64 + 64 + ZM_PAGES_AHEAD_MAX + ZM_PAGES_RUN_MAX)
+		fail_msg("%zu pages resident after every object was freed (reserve %d)",
+			 s.resident, RESERVE);
+	assert_true(s.reserve >= RESERVE);
+	zm_pool_destroy(p);
+	zm_pages_destroy(pg);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -622,6 +730,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_ratio_hysteresis),
 		cmocka_unit_test(test_ratio_emptiest_first),
 		cmocka_unit_test(test_watermark_boundary),
+		cmocka_unit_test(test_pages_trim),
+		cmocka_unit_test(test_pool_pages_trim),
 	};
 
 	/* zs_zspage_new() leaves a new zspage record's `pass` byte as
