@@ -19,7 +19,6 @@
  */
 #define ZMEM_ADVANCED  /* zm_pool_unit, zm_pool_min_moves, zm_pages_* */
 #include <errno.h>
-#include <malloc.h>
 
 #include "pooltest.h"
 #include <zmem/pages.h>
@@ -734,18 +733,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_pool_pages_trim),
 	};
 
-	/* zs_zspage_new() leaves a new zspage record's `pass` byte as
-	 * aligned_alloc() hands it over: a record that happens to hold the
-	 * number of the pool's next compaction pass is taken for a keeper of
-	 * that pass, never evacuated (about one run in 75 here: the compaction
-	 * tests above then move 51 objects where 27 do).  With
-	 * GLIBC_TUNABLES=glibc.malloc.perturb=254 every fresh record holds 1
-	 * and the first zm_pool_compact of a pool frees nothing.  Until the
-	 * record is initialised, glibc is asked for zeroed memory here (as the
-	 * records would be; AddressSanitizer's allocator fills with 0xbe,
-	 * which no pass in these tests reaches), so that the tests see the
-	 * policy and not the leftovers. */
-	mallopt(M_PERTURB, 0xff);
 	test_args(argc, argv, &g_seed, NULL);
 	return cmocka_run_group_tests_name("policy", tests, NULL, NULL);
 }

@@ -275,6 +275,20 @@ static char *scratch(struct zs_pool *zp)
 	return zp->scratch;
 }
 
+/* Before the 8-bit pass number wraps (compact_lock held, no class lock):
+ * every zspage back to pass 0, so that one marked a keeper 255 passes ago
+ * is not taken for a keeper of the pass that reuses its number. */
+static void clear_passes(struct zs_pool *zp)
+{
+	ZS_FOR_EACH_CLASS(zp, c) {
+		zmi_lock(&c->lock);
+		for (unsigned g = 0; g < ZS_GROUPS; g++)
+			for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
+				zs->pass = 0;
+		zmi_unlock(&c->lock);
+	}
+}
+
 long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
 {
 	uint8_t pass;
@@ -285,6 +299,8 @@ long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
 		return 0;
 	if (!scratch(zp))
 		return 0;
+	if (zp->pass == UINT8_MAX)
+		clear_passes(zp);
 	zmi_lock(&c->lock);
 	pass = ++zp->pass ? zp->pass : ++zp->pass; /* never 0: new zspages have 0 */
 	uint8_t *freemap = (uint8_t *)zp->scratch;

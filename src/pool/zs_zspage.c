@@ -168,6 +168,7 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 	zs->bump = 0;
 	zs->group = ZS_GROUPS;  /* on no list yet */
 	zs->npop = 1;
+	zs->pass = 0;           /* a keeper of no pass (zs_compact.c) */
 	/* atomic, as every access to it: lookups read it without the class
 	 * lock (ThreadSanitizer caught this plain store racing one of them
 	 * on a record reused from malloc) */
