@@ -37,15 +37,6 @@
 #define SEED_TEXT   0.75
 #define SEED_RANDOM 20111 /* bench_data.c's: the same text as zmem bench */
 
-/* The seed's reported figures (32-bit, lzo1x), in percent; 0 = none. */
-static const struct {
-	const char *allocator;
-	double zero, text;
-} reported[] = {
-	{ "xvmalloc", 1.93, 99.95 },
-	{ "xcfmalloc", 3.72, 78.11 },
-};
-
 static const char *const data_names[SEED_DATA] = { "zero", "text:0.75" };
 
 struct seed_row {
@@ -57,13 +48,6 @@ struct seed_row {
 	bool verified;
 };
 
-static double reported_for(const char *allocator, int text)
-{
-	for (size_t i = 0; i < sizeof(reported) / sizeof(reported[0]); i++)
-		if (!strcmp(reported[i].allocator, allocator))
-			return text ? reported[i].text : reported[i].zero;
-	return 0;
-}
 
 /* the seed's figure: pool pages / pages stored */
 static double seed_effective(const struct seed_row *r)
@@ -159,7 +143,7 @@ static void print_table(const struct seed_row *rows, size_t n, const char *codec
 	       "effective", "eff+meta", "reported", "put_s", "ok");
 	for (size_t i = 0; i < n; i++) {
 		const struct seed_row *r = &rows[i];
-		double rep = reported_for(r->allocator, strcmp(r->data, "zero") != 0);
+		double rep = cli_seed_reported(r->allocator, strcmp(r->data, "zero") != 0);
 		char desc[24] = "-", repd[16] = "-";
 
 		if (r->descriptors)
@@ -190,7 +174,7 @@ static void print_json(const struct seed_row *rows, size_t n, const char *codec,
 	       "\"text_ratio\": %.6f,\n \"results\": [", codec, SEED_PAGE, size, ws->ratio);
 	for (size_t i = 0; i < n; i++) {
 		const struct seed_row *r = &rows[i];
-		double rep = reported_for(r->allocator, strcmp(r->data, "zero") != 0);
+		double rep = cli_seed_reported(r->allocator, strcmp(r->data, "zero") != 0);
 
 		printf("%s\n  {\"allocator\": \"%s\", \"data\": \"%s\", \"pages\": %llu, "
 		       "\"pool_pages\": %llu, \"pool_bytes\": %llu, \"meta_bytes\": %llu, "

@@ -111,16 +111,6 @@ enum { M_FRONTSWAP = 1, M_CLEANCACHE = 2, M_SPEED = 4, M_MIXED = 8 };
 enum kind { K_FRONTSWAP, K_CLEANCACHE, K_SPEED, K_MIXED };
 static const char *const kind_names[] = { "frontswap", "cleancache", "speed", "mixed" };
 
-/* The seed's reported effective compression (2011, 32-bit, lzo1x), in
- * percent: background §1. */
-static const struct {
-	const char *allocator;
-	double zero, text;
-} reported[] = {
-	{ "xvmalloc", 1.93, 99.95 },
-	{ "xcfmalloc", 3.72, 78.11 },
-};
-
 /* The generated file set: a ratio per file, drawn with these weights
  * (percent of files); 1.0 is random data, which does not compress. */
 static const struct {
@@ -197,13 +187,12 @@ static double effective(const struct row *r)
 static double reported_for(const char *allocator, const char *data)
 {
 	int text = !strcmp(data, "text:0.75") || !strcmp(data, "text");
+	double r;
 
 	if (!text && strcmp(data, "zero"))
 		return -1;
-	for (size_t i = 0; i < sizeof(reported) / sizeof(reported[0]); i++)
-		if (!strcmp(reported[i].allocator, allocator))
-			return text ? reported[i].text : reported[i].zero;
-	return -1;
+	r = cli_seed_reported(allocator, text);
+	return r > 0 ? r : -1;
 }
 
 struct rows {
@@ -1768,17 +1757,6 @@ static int parse_policy(const char *s, struct opts *o)
 	return 0;
 }
 
-static int parse_u64(const char *s, uint64_t *v)
-{
-	char *end;
-
-	if (*s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	*v = strtoull(s, &end, 10);
-	return errno || *end ? -1 : 0;
-}
-
 static int parse(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
@@ -1834,12 +1812,12 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 'F': o->files = optarg; break;
 		case 'f': bad |= !(o->file_set = cli_parse_size(optarg)); break;
 		case 'D': o->dir = optarg; break;
-		case 'r': bad |= parse_u64(optarg, &o->reads) || !o->reads; break;
+		case 'r': bad |= cli_parse_u64(optarg, &o->reads) || !o->reads; break;
 		case 'z':
 			o->zipf = strtod(optarg, &end);
 			bad |= *end || end == optarg || !(o->zipf >= 0 && o->zipf <= 10);
 			break;
-		case 'S': bad |= parse_u64(optarg, &o->seed); break;
+		case 'S': bad |= cli_parse_u64(optarg, &o->seed); break;
 		case 'c': o->codec = optarg; break;
 		case 's': bad |= !(o->size = cli_parse_size(optarg)); break;
 		case 'R': bad |= !(o->ram = cli_parse_size(optarg)); break;

@@ -45,6 +45,12 @@ static inline uint64_t cli_rand(uint64_t *s)
 
 /* monotonic nanoseconds */
 uint64_t cli_now_ns(void);
+/* a decimal count into *v: 0, or -1 (no digits first, junk after, too
+ * large) */
+int cli_parse_u64(const char *s, uint64_t *v);
+/* The xcfmalloc seed's effective compression for allocator (percent),
+ * of zero pages or (text) text compressing to 75%; 0 if it has none. */
+double cli_seed_reported(const char *allocator, int text);
 /* zcache's codec, lzo1x, in builds with it; else lz4. */
 const char *cli_zcache_codec(void);
 /* parse "128K", "64M", "1G", "2T", "4096" (units of 1024) into bytes; 0 on

@@ -811,17 +811,6 @@ static int parse_modes(const char *s, bool *on)
 	return 0;
 }
 
-static int parse_uint(const char *s, unsigned long long *v)
-{
-	char *end;
-
-	if (*s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	*v = strtoull(s, &end, 10);
-	return errno || *end ? -1 : 0;
-}
-
 static int parse(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
@@ -845,7 +834,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
-	unsigned long long v;
+	uint64_t v;
 	const char *tmp = getenv("TMPDIR");
 	int c, bad = 0;
 
@@ -871,11 +860,11 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 'c': o->codec = optarg; break;
 		case 'R': o->recompress = optarg; break;
 		case 'i':
-			bad |= parse_uint(optarg, &v) || v > UINT32_MAX;
+			bad |= cli_parse_u64(optarg, &v) || v > UINT32_MAX;
 			o->idle_after = (unsigned)v;
 			break;
 		case 'r':
-			bad |= parse_uint(optarg, &v) || v > UINT32_MAX;
+			bad |= cli_parse_u64(optarg, &v) || v > UINT32_MAX;
 			o->rate = (unsigned)v;
 			break;
 		case 'H':
@@ -886,11 +875,11 @@ static int parse(int argc, char **argv, struct opts *o)
 			}
 			break;
 		case 'w':
-			bad |= parse_uint(optarg, &v) || v > 100;
+			bad |= cli_parse_u64(optarg, &v) || v > 100;
 			o->rewrite = (unsigned)v;
 			break;
-		case 'o': bad |= parse_uint(optarg, &v) || !v; o->ops = v; break;
-		case 'S': bad |= parse_uint(optarg, &v); o->seed = v; break;
+		case 'o': bad |= cli_parse_u64(optarg, &v) || !v; o->ops = v; break;
+		case 'S': bad |= cli_parse_u64(optarg, &v); o->seed = v; break;
 		case 'b': o->readback = 1; break;
 		case 'D': o->dir = optarg; break;
 		case 'p': o->page_size = cli_parse_size(optarg); break;

@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -88,4 +89,33 @@ const char *cli_zcache_codec(void)
 		return "lzo";
 	}
 	return "lz4";
+}
+
+int cli_parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	return errno || *end ? -1 : 0;
+}
+
+/* The xcfmalloc seed's reported effective compression (2011, 32-bit,
+ * lzo1x), percent: background §1. */
+static const struct {
+	const char *allocator;
+	double zero, text;
+} seed_reported[] = {
+	{ "xvmalloc", 1.93, 99.95 },
+	{ "xcfmalloc", 3.72, 78.11 },
+};
+
+double cli_seed_reported(const char *allocator, int text)
+{
+	for (size_t i = 0; i < sizeof(seed_reported) / sizeof(seed_reported[0]); i++)
+		if (!strcmp(seed_reported[i].allocator, allocator))
+			return text ? seed_reported[i].text : seed_reported[i].zero;
+	return 0;
 }
