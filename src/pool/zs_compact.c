@@ -181,24 +181,27 @@ static void set_migrating(struct zspage *zs, uint8_t v)
 }
 
 /* Move the live objects of src (quiesced) into the keepers.  Returns
- * objects moved; stops early if a destination page could not be had (src
- * then keeps the rest). */
+ * objects moved, and adds to *taken the pages the keepers populated for
+ * them (a packed keeper may take back a page it gave up); stops early if
+ * a destination page could not be had (src then keeps the rest). */
 static long evacuate(struct zs_pool *zp, struct zs_class *c, struct zspage *src, uint8_t pass,
-		     uint8_t *freemap, char *tmp)
+		     uint8_t *freemap, char *tmp, long *taken)
 {
 	long moved = 0;
 
 	free_map(src, freemap);
 	for (unsigned o = 0; o < src->bump && src->inuse; o++) {
 		struct zspage *dst;
-		unsigned to;
+		unsigned to, npop;
 
 		if (freemap[o])
 			continue;
 		dst = pick_dst(c, src, pass);
 		if (!dst)
 			break;
+		npop = dst->npop;
 		to = zs_take_obj(zp, c, dst);
+		*taken += dst->npop - npop;
 		if (to == ZS_NONE)
 			break;
 		dst->pass = pass;
@@ -338,8 +341,11 @@ long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
 				set_migrating(zs, 0);
 				freed += pages;
 			} else {
+				long taken = 0;
+
 				zp->objects_moved += (uint64_t)evacuate(zp, c, zs, pass,
-									freemap, tmp);
+									freemap, tmp, &taken);
+				freed -= taken;
 				if (zs->inuse == 0) {
 					freed += zs->npop;
 					zs_group_del(c, zs);
