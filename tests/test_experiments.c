@@ -270,6 +270,55 @@ static const struct jv *results(const struct jv *doc)
 
 /* ---- the tests ------------------------------------------------------ */
 
+/* zmem density's breakdown: every backend's parts of its metadata stay
+ * within it, and zsmalloc's partly used zspages are at most one or two a
+ * class after a fill (the newest of each class's shard). */
+static void test_density(void **state)
+{
+	char args[1024];
+	char *out;
+	struct jv doc;
+	const struct jv *r;
+	double obj;
+	int zs = 0;
+
+	(void)state;
+	snprintf(args, sizeof(args), "gen --kind text --ratio 0.5 --size 4M -o '%s/d.pages' "
+		 ">/dev/null", tmpdir);
+	free(run_zmem(args));
+	snprintf(args, sizeof(args), "density --corpus '%s/d.pages' --size 1M --json", tmpdir);
+	out = run_zmem(args);
+	parse_or_fail("density", out, &doc);
+	obj = jnum(&doc, "obj_bytes");
+	assert_true(obj >= 1 << 20);
+	r = results(&doc);
+	assert_int_equal(r->n, 5);
+	for (size_t i = 0; i < r->n; i++) {
+		const struct jv *row = &r->kid[i];
+		double meta = jnum(row, "meta_bytes"), pool = jnum(row, "pool_bytes");
+		double parts = jnum(row, "handle_bytes") + jnum(row, "record_bytes") +
+			       jnum(row, "pages_meta_bytes");
+
+		assert_true(parts > 0 && parts <= meta);
+		assert_true(pool + meta >= obj);
+		assert_true(jnum(row, "slot_bytes") >= obj);
+		if (!strcmp(jstr(row, "allocator"), "zsmalloc")) {
+			zs = 1;
+			assert_true(jnum(row, "partly_used_zspages") >= 1);
+			assert_true(jnum(row, "partly_used_zspages") <= 2 * 128);
+			assert_true(jnum(row, "handle_bytes") >= 8 * jnum(&doc, "objects"));
+		}
+	}
+	assert_true(zs);
+	jfree(&doc);
+	free(out);
+	snprintf(args, sizeof(args), "density --corpus '%s/d.pages' --size 1M -v", tmpdir);
+	out = run_zmem(args);
+	assert_non_null(strstr(out, "bytes per object beyond its own"));
+	assert_non_null(strstr(out, "partly used zspages"));
+	free(out);
+}
+
 static void test_seed_table(void **state)
 {
 	char *out = run_zmem("bench --seed-table --size 8M --json");
@@ -661,6 +710,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_worstcase),
 		cmocka_unit_test(test_tierbench),
 		cmocka_unit_test(test_cachebench),
+		cmocka_unit_test(test_density),
 	};
 	const char *env = getenv("ZMEM");
 	int rc;

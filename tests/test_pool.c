@@ -413,6 +413,14 @@ static void test_stats_and_return(void **st)
 		assert_int_equal(s.objects, N);
 		assert_true(s.slot_bytes >= bytes);
 		assert_true(s.pool_bytes + s.meta_bytes >= bytes);
+		/* the parts of meta_bytes (zmem density -v): within it, and
+		 * each there where the backend keeps one */
+		assert_true(s.handle_bytes + s.record_bytes + s.pages_meta_bytes <= s.meta_bytes);
+		if (!strcmp(s.allocator, "zsmalloc") || !strcmp(s.allocator, "malloc"))
+			assert_true(s.handle_bytes >= N * sizeof(uint64_t));
+		assert_true(s.record_bytes > 0);
+		if (strcmp(s.allocator, "malloc"))
+			assert_true(s.pages_meta_bytes >= s.pool_pages * 8);
 		printf("%s: %d objects, %llu bytes: pool %llu + meta %llu = %.4f\n",
 		       pt_name(&pt_configs[k]), N, (unsigned long long)bytes,
 		       (unsigned long long)s.pool_bytes, (unsigned long long)s.meta_bytes,

@@ -132,6 +132,14 @@ struct zm_pool_stats {
 	uint64_t descriptors;    /* out-of-line block descriptors, for the
 				    allocators that have them (xcfmalloc);
 				    0 otherwise */
+	/* Parts of meta_bytes (zmem density -v); what they leave out is
+	 * the backend's fixed structures (classes, lists, the pool itself). */
+	uint64_t handle_bytes;   /* handle and key table entries in use */
+	uint64_t record_bytes;   /* per-object and per-zspage (per-block)
+				    records: headers, back references and
+				    their allocator's overhead */
+	uint64_t pages_meta_bytes; /* the pages layer's records of the pages
+				      the pool holds */
 };
 
 /* One row of the per-class table (the seeds' columns). */

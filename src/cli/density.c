@@ -25,7 +25,34 @@
 struct result {
 	double overhead, pool, meta, round;
 	uint64_t pool_bytes, meta_bytes, pages;
+	struct zm_pool_stats st;
+	/* classes holding objects; of their zspages, those partly used, and
+	 * the free slots' bytes in those (class stats) */
+	uint64_t classes, partial, partial_free;
 };
+
+/* The classes' part of the breakdown (backends with size classes). */
+static void class_breakdown(struct zm_pool *p, struct result *r)
+{
+	unsigned n = zm_pool_nr_classes(p);
+	struct zm_pool_class_stats cs;
+
+	if (strcmp(r->st.allocator, "zsmalloc"))
+		return;  /* the others' "classes" are lists, not slot sizes */
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t part = 0;
+
+		if (zm_pool_class_stats(p, i, &cs) || !cs.obj_used)
+			continue;
+		r->classes++;
+		for (int g = 1; g < 10; g++)
+			part += cs.fullness[g];
+		r->partial += part;
+		/* a fill frees nothing: the class's unused bytes are its zspages'
+		 * ends and the rest of its partly used zspages' last pages */
+		r->partial_free += cs.pages_used * r->st.page_size - cs.obj_used * cs.size;
+	}
+}
 
 static int fill(const struct zm_pool_config *cfg, const struct corpus *c, struct result *r)
 {
@@ -42,6 +69,9 @@ static int fill(const struct zm_pool_config *cfg, const struct corpus *c, struct
 		if (!(h[i] = zm_pool_alloc(p, c->size[i])))
 			return -1;
 	zm_pool_stats(p, &st);
+	r->st = st;
+	r->classes = r->partial = r->partial_free = 0;
+	class_breakdown(p, r);
 	r->pool_bytes = st.pool_bytes;
 	r->meta_bytes = st.meta_bytes;
 	r->pages = st.pool_pages;
@@ -58,12 +88,51 @@ static int fill(const struct zm_pool_config *cfg, const struct corpus *c, struct
 	return 0;
 }
 
+/* -v: where each backend's bytes beyond the objects' go, per object. */
+static void breakdown(const struct result *all, int n, const struct corpus *c)
+{
+	double per = (double)c->n;
+
+	printf("\nbytes per object beyond its own (%.0f bytes on average):\n"
+	       "%-9s %9s %9s %9s %9s %9s %9s %9s  %s\n", (double)c->bytes / per,
+	       "allocator", "rounding", "unused", "handles", "records", "pg_recs", "other",
+	       "total", "partly used zspages");
+	for (int i = 0; i < n; i++) {
+		const struct result *r = &all[i];
+		const struct zm_pool_stats *st = &r->st;
+		uint64_t known = st->handle_bytes + st->record_bytes + st->pages_meta_bytes;
+		/* malloc's slot_bytes are usable sizes: its rounding; the rest of
+		 * its chunks is glibc's header (in "unused") */
+		double round = st->slot_bytes ? ((double)st->slot_bytes - (double)c->bytes) / per : 0;
+		double unused = st->slot_bytes ? ((double)st->pool_bytes - (double)st->slot_bytes) / per
+					       : ((double)st->pool_bytes - (double)c->bytes) / per;
+		char part[64] = "-";
+
+		if (r->classes)
+			snprintf(part, sizeof(part), "%llu in %llu classes (%.1f KiB unused)",
+				 (unsigned long long)r->partial, (unsigned long long)r->classes,
+				 (double)r->partial_free / 1024);
+		printf("%-9s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f  %s\n", st->allocator, round,
+		       unused, (double)st->handle_bytes / per, (double)st->record_bytes / per,
+		       (double)st->pages_meta_bytes / per,
+		       ((double)st->meta_bytes - (double)known) / per,
+		       ((double)st->pool_bytes + (double)st->meta_bytes - (double)c->bytes) / per,
+		       part);
+	}
+	printf("rounding: slots above the objects' sizes; unused: the pool's bytes holding no\n"
+	       "slot (page ends, free slots, malloc's chunk headers); handles, records\n"
+	       "(headers, back references, zspage table), pg_recs (the pages layer's\n"
+	       "records), other (classes, the pool): its metadata\n");
+}
+
 int cmd_density(int argc, char **argv)
 {
 	struct corpus c = { 0 };
 	size_t target = 30u << 20;
 	const char *corpus[16];
-	int ncorpus = 0, json = 0, sweep = 0, first = 1;
+	int ncorpus = 0, json = 0, sweep = 0, verbose = 0, first = 1;
+	struct result all[16];
+	int nall = 0;
 	struct result r;
 
 	for (int i = 1; i < argc; i++) {
@@ -71,13 +140,15 @@ int cmd_density(int argc, char **argv)
 			json = 1;
 		else if (!strcmp(argv[i], "--sweep"))
 			sweep = 1;
+		else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose"))
+			verbose = 1;
 		else if (!strcmp(argv[i], "--size") && i + 1 < argc)
 			target = cli_parse_size(argv[++i]);
 		else if (!strcmp(argv[i], "--corpus") && i + 1 < argc && ncorpus < 16)
 			corpus[ncorpus++] = argv[++i];
 		else {
 			fprintf(stderr, "usage: zmem density [--size 30M] [--corpus PATH]... "
-					"[--sweep] [--json]\n");
+					"[--sweep] [-v] [--json]\n");
 			return strcmp(argv[i], "--help") ? 2 : 0;
 		}
 	}
@@ -100,17 +171,27 @@ int cmd_density(int argc, char **argv)
 
 		if (fill(&cfg, &c, &r))
 			return 1;
+		if (nall < 16)
+			all[nall++] = r;
 		if (json)
 			printf("%s\n {\"allocator\": \"%s\", \"pool_bytes\": %llu, \"meta_bytes\": %llu, "
+			       "\"slot_bytes\": %llu, \"handle_bytes\": %llu, \"record_bytes\": %llu, "
+			       "\"pages_meta_bytes\": %llu, \"partly_used_zspages\": %llu, "
 			       "\"rounding\": %.4f, \"overhead\": %.4f}", first ? "" : ",", *b,
 			       (unsigned long long)r.pool_bytes, (unsigned long long)r.meta_bytes,
-			       r.round, r.overhead);
+			       (unsigned long long)r.st.slot_bytes,
+			       (unsigned long long)r.st.handle_bytes,
+			       (unsigned long long)r.st.record_bytes,
+			       (unsigned long long)r.st.pages_meta_bytes,
+			       (unsigned long long)r.partial, r.round, r.overhead);
 		else
 			printf("%-9s %7s %6s %6s %10.2f %10.1f %9.4f %9.4f %9.4f %9.4f\n", *b,
 			       "dflt", "dflt", "dflt", r.pool_bytes / 1048576.0,
 			       r.meta_bytes / 1024.0, r.pool, r.round, r.meta, r.overhead);
 		first = 0;
 	}
+	if (verbose && !json)
+		breakdown(all, nall, &c);
 	if (sweep) {
 		static const unsigned sp[] = { 8, 16, 32, 64 }, mp[] = { 4, 8, 16, 32 };
 		static const int bo[] = { -1, 2, 4 };

@@ -332,8 +332,9 @@ static void mb_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 	st->objects = n;
 	st->slot_bytes = (uint64_t)sum(m, offsetof(struct mb_shard, slot_bytes));
-	st->meta_bytes = n * sizeof(struct mb_hdr) + sizeof(*m) +
-			 __atomic_load_n(&m->top, __ATOMIC_RELAXED) * sizeof(uint64_t);
+	st->record_bytes = n * sizeof(struct mb_hdr);
+	st->handle_bytes = __atomic_load_n(&m->top, __ATOMIC_RELAXED) * sizeof(uint64_t);
+	st->meta_bytes = st->record_bytes + st->handle_bytes + sizeof(*m);
 	st->pool_bytes = chunks - n * sizeof(struct mb_hdr);
 	st->pool_pages = (st->pool_bytes + pool->page_size - 1) / pool->page_size;
 	st->pages_max = (__atomic_load_n(&m->peak_bytes, __ATOMIC_RELAXED) +

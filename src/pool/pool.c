@@ -311,6 +311,7 @@ int zm_pool_stats_sized(struct zm_pool *pool, struct zm_pool_stats *out, size_t 
 	st.page_size = pool->page_size;
 	pool->ops->stats(pool, &st);
 	st.meta_bytes += zmi_pool_keys_meta(pool);
+	st.handle_bytes += zmi_pool_keys_meta(pool);
 	return zmi_struct_out(out, size, ZMI_POOL_STATS_MIN, &st, sizeof(st));
 }
 

@@ -37,8 +37,9 @@ void xcf_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	st->pages_max = x->pages_max;
 	st->descriptors = x->live_desc;
 	st->malloc_fail = x->malloc_fail;
-	st->meta_bytes = (uint64_t)(x->top - 1) * sizeof(struct xcf_desc) +
-			 ZM_PAGES_META_BYTES(x->npages) + sizeof(*x) +
+	st->record_bytes = (uint64_t)(x->top - 1) * sizeof(struct xcf_desc);
+	st->pages_meta_bytes = ZM_PAGES_META_BYTES(x->npages);
+	st->meta_bytes = st->record_bytes + st->pages_meta_bytes + sizeof(*x) +
 			 x->maxblk * (sizeof(uint32_t) + 2 * sizeof(uint64_t)) +
 			 x->nwords * sizeof(uint64_t);
 	zmi_unlock(&x->lock);

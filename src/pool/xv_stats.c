@@ -28,8 +28,9 @@ void xv_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	st->slot_bytes = xp->slot_bytes;
 	st->pool_pages = xp->pages_held;
 	st->pool_bytes = xp->pages_held * xp->page_size - xp->blocks * XV_HDR;
-	st->meta_bytes = xp->blocks * XV_HDR + ZM_PAGES_META_BYTES(xp->pages_held) +
-			 sizeof(*xp);
+	st->record_bytes = xp->blocks * XV_HDR;
+	st->pages_meta_bytes = ZM_PAGES_META_BYTES(xp->pages_held);
+	st->meta_bytes = st->record_bytes + st->pages_meta_bytes + sizeof(*xp);
 	st->pages_max = xp->pages_max;
 	st->huge_objects = xp->raw_pages;
 	st->malloc_fail = xp->malloc_fail;

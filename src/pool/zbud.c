@@ -452,9 +452,9 @@ static void zb_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	st->huge_objects = zb->huge;
 	zmi_unlock(&zb->lock);
 	st->pool_bytes = st->pool_pages * zb->page_size;
-	st->meta_bytes = ZM_PAGES_META_BYTES(st->pool_pages) +
-			st->pool_pages * sizeof(struct zm_page_meta) +
-			 sizeof(*zb);
+	st->pages_meta_bytes = ZM_PAGES_META_BYTES(st->pool_pages);
+	st->record_bytes = st->pool_pages * sizeof(struct zm_page_meta);
+	st->meta_bytes = st->pages_meta_bytes + st->record_bytes + sizeof(*zb);
 	st->malloc_fail = __atomic_load_n(&zb->fail, __ATOMIC_RELAXED);
 }
 

@@ -24,7 +24,7 @@
 void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 {
 	struct zs_pool *zp = zs_of(pool);
-	uint64_t pages = 0, meta = 0;
+	uint64_t pages = 0, meta = 0, rec = 0;
 	unsigned nclass = 0;
 
 	ZS_FOR_EACH_CLASS(zp, c) {
@@ -37,7 +37,7 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 		if (c->huge)
 			st->huge_objects += c->used;  /* no records */
 		else
-			meta += ((uint64_t)c->zspages + !!c->spare) *
+			rec += ((uint64_t)c->zspages + !!c->spare) *
 				(zs_record_alloc_size(c) + ZS_ALIGNED_ALLOC_COST) +
 				(uint64_t)c->nsplit * zs_malloc_cost(c->pages * sizeof(zm_pfn_t));
 		zmi_unlock(&c->lock);
@@ -52,12 +52,14 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 		uint64_t slots_unused = zs_span_unused(zp, zp->slot_span);
 		uint64_t ids_unused = zs_span_unused(zp, zp->id_span);
 
-		meta += ((uint64_t)__atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED) -
-			 slots_unused) * sizeof(uint64_t);
-		meta += ((uint64_t)__atomic_load_n(&zp->ids_used, __ATOMIC_RELAXED) -
-			 ids_unused) * sizeof(uintptr_t);
+		st->handle_bytes = ((uint64_t)__atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED) -
+				    slots_unused) * sizeof(uint64_t);
+		rec += ((uint64_t)__atomic_load_n(&zp->ids_used, __ATOMIC_RELAXED) -
+			ids_unused) * sizeof(uintptr_t);
 	}
-	meta += ZM_PAGES_META_BYTES(pages);
+	st->record_bytes = rec;
+	st->pages_meta_bytes = ZM_PAGES_META_BYTES(pages);
+	meta += st->handle_bytes + rec + st->pages_meta_bytes;
 	for (unsigned sh = 0; sh < zp->nshards; sh++)
 		if (__atomic_load_n(&zp->shard[sh], __ATOMIC_ACQUIRE))
 			meta += zp->nclasses * sizeof(struct zs_class *);
