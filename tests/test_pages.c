@@ -270,6 +270,42 @@ static void test_prefault(void **st)
 	free(v);
 }
 
+/* prefault through the thread's cache: a single page refills the cache
+ * with pages never touched; small bulk requests served from it must make
+ * each of them resident too (the fast path checks them all at once) */
+static void test_prefault_cached(void **st)
+{
+	struct zm_pages_config c = { .arena_bytes = 64 << 20, .prefault = 1 };
+	void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int supported = madvise(m, 4096, 23 /* MADV_POPULATE_WRITE */) == 0;
+	struct zm_pages *p;
+	zm_pfn_t first, v[3][8];
+	size_t n = 0;
+
+	munmap(m, 4096);
+	assert_int_equal(zm_pages_create(&c, &p), 0);
+	assert_int_equal(zm_pages_alloc(p, &first), 0);
+	for (int k = 0; k < 3; k++) {
+		size_t want = k == 0 ? 2 : k == 1 ? 3 : 8;
+
+		assert_int_equal(zm_pages_alloc_bulk(p, want, v[k]), want);
+		for (size_t i = 0; i < want; i++) {
+			unsigned char vec;
+
+			assert_int_equal(mincore(zm_pages_addr(p, v[k][i]), 4096, &vec), 0);
+			if (supported)
+				assert_true(vec & 1);
+			n++;
+		}
+	}
+	assert_int_equal(n, 13);
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(zm_pages_free_bulk(p, k == 0 ? 2 : k == 1 ? 3 : 8, v[k]), 0);
+	assert_int_equal(zm_pages_free(p, first), 0);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+}
+
 static void test_no_return_when_asked(void **st)
 {
 	struct zm_pages_config c = { .arena_bytes = 64 << 20, .reserve_pages = SIZE_MAX };
@@ -798,6 +834,7 @@ int main(void)
 		cmocka_unit_test(test_memory_returns),
 		cmocka_unit_test(test_trim_keeps_reserve),
 		cmocka_unit_test(test_prefault),
+		cmocka_unit_test(test_prefault_cached),
 		cmocka_unit_test(test_no_return_when_asked),
 		cmocka_unit_test(test_small_bulk),
 		cmocka_unit_test(test_stats_and_thread_exit),
