@@ -95,7 +95,9 @@ CLI_SRC  := $(wildcard src/cli/*.c) $(SERVE_SRC)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 SERVE_OBJ := $(SERVE_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
-HEADERS  := $(wildcard include/zmem/*.h) $(wildcard src/*/*.h)
+# Header dependencies are the compiler's (-MMD -MP: a .d file beside each
+# object), so that editing one header rebuilds only what includes it.
+DEPS     = $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 
 # Tests: tests/test_*.c, one binary each, linked with cmocka.
 # Threaded tests are named test_*_stress.c; TSan runs only those.
@@ -117,9 +119,9 @@ TESTS    += $(LIBTESTS)
 all: lib $(BUILD)/zmem $(BUILD)/zmem.pc
 lib: $(BUILD)/libzmem.a $(BUILD)/libzmem.so $(BUILD)/libzmem-install.a
 
-$(BUILD)/%.o: %.c $(HEADERS)
+$(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_ZM) $(CPPFLAGS) $(CFLAGS_ZM) $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS_ZM) $(CPPFLAGS) $(CFLAGS_ZM) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libzmem.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
@@ -160,9 +162,10 @@ $(BUILD)/zmem.pc: zmem.pc.in $(BUILD)/zmem.pc.vars Makefile
 $(BUILD)/libzmem-serve.a: $(SERVE_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libzmem.a $(BUILD)/libzmem-serve.a $(wildcard tests/*.h)
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libzmem.a $(BUILD)/libzmem-serve.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ZM) $(CPPFLAGS) $(CFLAGS_ZM) $(CFLAGS) $(LDFLAGS_ZM) $(LDFLAGS) \
+	    -MMD -MP -MF $@.d \
 	    -o $@ $< $(BUILD)/libzmem-serve.a $(BUILD)/libzmem.a -lcmocka $(LDLIBS_ZM)
 
 $(BUILD)/tests/interop.sh: tests/interop/lib.sh
@@ -274,3 +277,5 @@ uninstall:
 
 clean:
 	rm -rf build
+
+-include $(DEPS)
