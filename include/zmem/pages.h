@@ -170,6 +170,12 @@ ZM_API int zm_pages_take_cached(struct zm_pages *pages, zm_pfn_t pfn);
 #define ZM_PAGES_AHEAD_MAX 64
 #define ZM_PAGES_RUN_MAX 32
 ZM_API int zm_pages_alloc_run(struct zm_pages *pages, unsigned n, zm_pfn_t *pfn);
+
+/* What a pages instance spends on each page a caller holds, for a pool's
+ * all-in accounting (meta_bytes): an 8-byte record, and a quarter byte
+ * of its free-page bitsets (2 bits a page). */
+#define ZM_PAGES_RECORD_BYTES 8
+#define ZM_PAGES_META_BYTES(n) ((uint64_t)(n) * ZM_PAGES_RECORD_BYTES + (uint64_t)(n) / 4)
 #endif /* ZMEM_ADVANCED */
 
 /* A run of 2^order contiguous pages (order 0..ZM_PAGES_MAX_ORDER), straight

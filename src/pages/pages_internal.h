@@ -145,9 +145,8 @@ struct zmi_pg {
 #define ZM_PG_PER_LINE (1u << ZM_PG_LINE_ORDER)
 _Static_assert(sizeof(struct zmi_pg) << ZM_PG_LINE_ORDER == 64, "a line of records");
 
-/* What the pages layer spends on n pages held, for the pools' meta_bytes:
- * their records and their share of the free-page bitsets (2 bits a page). */
-#define ZM_PAGES_META_BYTES(n) ((uint64_t)(n) * sizeof(struct zmi_pg) + (uint64_t)(n) / 4)
+/* pages.h's ZM_PAGES_META_BYTES counts these records */
+_Static_assert(sizeof(struct zmi_pg) == ZM_PAGES_RECORD_BYTES, "the record pages.h counts");
 
 /* A set of pfns, for the free single pages: a bit a page, and a summary
  * bit for each non-zero word; lo is a lower bound on the first non-zero

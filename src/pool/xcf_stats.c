@@ -23,7 +23,6 @@
 #include <string.h>
 
 #include "pool/xcf.h"
-#include "pages/pages_internal.h" /* ZM_PAGES_META_BYTES for accounting */
 
 void xcf_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 {

@@ -17,7 +17,6 @@
 #include <errno.h>
 
 #include "pool/xv.h"
-#include "pages/pages_internal.h" /* ZM_PAGES_META_BYTES for accounting */
 
 void xv_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 {

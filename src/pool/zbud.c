@@ -43,7 +43,6 @@
 #include <string.h>
 
 #include "base/lock.h"
-#include "pages/pages_internal.h" /* ZM_PAGES_META_BYTES for accounting */
 #include "pool/pool_internal.h"
 
 /* Chunks per page: 256, 16 bytes at 4 KiB.  The kernel used 64 because

@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "pool/zsmalloc.h"
-#include "pages/pages_internal.h" /* ZM_PAGES_META_BYTES for accounting */
 
 void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 {

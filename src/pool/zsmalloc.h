@@ -77,6 +77,8 @@
  * 1.038.  At 16 KiB, 1.051 -> 1.033. */
 #define ZS_DEF_CLASSES 128
 #define ZS_DEF_MAX_PAGES 32
+/* a default zspage is one run of the pages layer (zs_zspage.c) */
+_Static_assert(ZS_DEF_MAX_PAGES == ZM_PAGES_RUN_MAX, "a default zspage is a page run");
 #define ZS_DEF_BORROW 0     /* measured: no gain at spacing 32 */
 #define ZS_DEF_POLICY ZM_COMPACT_RATIO /* measured: docs/compaction.md */
 #define ZS_MAX_SHARDS 8   /* class copies, at most; as many as CPUs */
