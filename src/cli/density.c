@@ -1,6 +1,7 @@
 /*
  * zmem density: how densely each pool backend holds realistic compressed
- * pages (issue target: (pool + metadata) / object bytes <= 1.02 at ~30 MB).
+ * pages: (pool + metadata) / object bytes, and with -v where each
+ * backend's bytes beyond the objects go.
  *
  * The sizes come from compressing real pages with lz4: by default the
  * files of the system (/usr/lib, /usr/bin, /usr/share, in directory order),
