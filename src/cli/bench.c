@@ -39,6 +39,7 @@
 #include <zmem/store.h>
 #include "cli/bench.h"
 #include "cli/cli.h"
+#include "cli/opt.h"
 
 #define DEF_SIZE ((size_t)64 << 20) /* per data set: the whole run stays
 				       well under a minute on 2 cores */
@@ -77,31 +78,6 @@ static const struct churn_summary *churn_for(const char *allocator)
 		if (!strcmp(churn[i].name, want))
 			return &churn[i];
 	return NULL;
-}
-
-/* ---- progress ------------------------------------------------------- */
-
-static int progress_tty = -1;
-
-void bench_progress(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (progress_tty < 0)
-		progress_tty = isatty(2);
-	if (!progress_tty)
-		return;
-	va_start(ap, fmt);
-	fputs("\r\033[Kbench: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fflush(stderr);
-}
-
-void bench_progress_done(void)
-{
-	if (progress_tty > 0)
-		fputs("\r\033[K", stderr);
 }
 
 /* ---- passes over the pages, split over threads ---------------------- */
@@ -414,7 +390,7 @@ static int bench_one(const struct opts *o, const struct bench_data *d,
 		for (int m = 0; m <= multi; m++) {
 			int nt = m ? o->threads : 1;
 
-			bench_progress("%s: run %d/%d: codec, %d thread(s)", d->name, r + 1,
+			cli_progress("%s: run %d/%d: codec, %d thread(s)", d->name, r + 1,
 				       o->reps, nt);
 			if (codec_pass(o, codec, d, out, zbuf, zoff, zlen, nt, &cs.put[m][r],
 				       &cs.get[m][r]))
@@ -422,7 +398,7 @@ static int bench_one(const struct opts *o, const struct bench_data *d,
 			for (size_t a = 0; a < o->nalloc; a++) {
 				int last = r == o->reps - 1 && m == multi;
 
-				bench_progress("%s: run %d/%d: %s, %d thread(s)", d->name, r + 1,
+				cli_progress("%s: run %d/%d: %s, %d thread(s)", d->name, r + 1,
 					       o->reps, o->alloc[a], nt);
 				if (store_pass(o, o->alloc[a], d, out, nt, &ss[a].fill[m][r],
 					       &ss[a].put[m][r], &ss[a].get[m][r],
@@ -456,7 +432,7 @@ static int bench_one(const struct opts *o, const struct bench_data *d,
 	}
 	rc = 0;
 out:
-	bench_progress_done();
+	cli_progress_done();
 	zm_codec_destroy(codec);
 	free(out), free(zbuf), free(zlen), free(zoff), free(ss);
 	return rc;
@@ -862,9 +838,9 @@ int cmd_bench(int argc, char **argv)
 		struct bench_data d;
 		uint64_t t0 = cli_now_ns();
 
-		bench_progress("%s: preparing %zu MiB", o.data[i], o.size >> 20);
+		cli_progress("%s: preparing %zu MiB", o.data[i], o.size >> 20);
 		if (bench_data_make(o.data[i], o.size, o.page_size, o.codec, &d)) {
-			bench_progress_done();
+			cli_progress_done();
 			bench_data_free(&d);
 			if (!strcmp(o.data[i], "memory")) {
 				/* the built-in realistic set depends on the
@@ -874,7 +850,7 @@ int cmd_bench(int argc, char **argv)
 			}
 			goto out;
 		}
-		bench_progress_done();
+		cli_progress_done();
 		fprintf(stderr, "bench: %s: %zu pages, %s\n", d.name, d.len / o.page_size, d.note);
 		if (bench_one(&o, &d, rows + nrows, o.verbose ? verbose + nrows : NULL)) {
 			bench_data_free(&d);
@@ -882,20 +858,20 @@ int cmd_bench(int argc, char **argv)
 		}
 		nrows += o.nalloc;
 		if (o.kernel && !*kernel_why) {
-			bench_progress("%s: the kernel's zram", d.name);
+			cli_progress("%s: the kernel's zram", d.name);
 			if (bench_kernel(&d, o.page_size, o.codec, &rows[nrows], kernel_why,
 					 sizeof(kernel_why)) == 0)
 				nrows++;
-			bench_progress_done();
+			cli_progress_done();
 		}
 		fprintf(stderr, "bench: %s: done in %.1f s\n", d.name,
 			(double)(cli_now_ns() - t0) / 1e9);
 		bench_data_free(&d);
 	}
 	if (o.churn > 0) {
-		bench_progress("churn: a random %.0f%% freed, per allocator", o.churn * 100);
+		cli_progress("churn: a random %.0f%% freed, per allocator", o.churn * 100);
 		nchurn = churn_summary(o.churn, 60u << 20, NULL, churn, 8);
-		bench_progress_done();
+		cli_progress_done();
 		if (nchurn < 0) {
 			fprintf(stderr, "bench: churn phase: no corpus\n");
 			nchurn = 0;

@@ -75,8 +75,5 @@ int bench_svg(const char *path, const struct bench_row *rows, size_t nrows,
 int bench_seed_table(size_t size, const char *codec, const char *const *alloc,
 		     size_t nalloc, int json);
 
-/* progress on stderr: a line that rewrites itself on a terminal */
-void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void bench_progress_done(void);
 
 #endif

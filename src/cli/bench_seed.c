@@ -31,6 +31,7 @@
 #include <zmem/workload.h>
 #include "cli/bench.h"
 #include "cli/cli.h"
+#include "cli/opt.h"
 
 #define SEED_PAGE   4096
 #define SEED_DATA   2
@@ -93,7 +94,7 @@ static int one(const char *allocator, const char *codec, const uint8_t *buf, int
 			return -1;
 		}
 		if (i % 4096 == 0)
-			bench_progress("seed table: %s, %s: %zu/%zu pages", allocator,
+			cli_progress("seed table: %s, %s: %zu/%zu pages", allocator,
 				       zero ? "zero" : "text", i, npages);
 	}
 	r->seconds = (double)(cli_now_ns() - t0) / 1e9;
@@ -224,10 +225,10 @@ int bench_seed_table(size_t size, const char *codec, const char *const *alloc,
 		fprintf(stderr, "bench: --seed-table: codec %s: %s\n", codec, strerror(-rc));
 		goto out;
 	}
-	bench_progress("seed table: generating %zu MiB of text", size >> 20);
+	cli_progress("seed table: generating %zu MiB of text", size >> 20);
 	rc = zm_workload_fill(ZM_WORKLOAD_TEXT, SEED_TEXT, cd, SEED_RANDOM, text,
 			      npages * SEED_PAGE, SEED_PAGE, &ws);
-	bench_progress_done();
+	cli_progress_done();
 	if (rc) {
 		fprintf(stderr, "bench: --seed-table: generating text: %s\n", strerror(-rc));
 		goto out;
@@ -236,10 +237,10 @@ int bench_seed_table(size_t size, const char *codec, const char *const *alloc,
 		for (size_t a = 0; a < nalloc; a++) {
 			rows[n].data = data_names[d];
 			if (one(alloc[a], codec, text, d == 0, npages, &rows[n])) {
-				bench_progress_done();
+				cli_progress_done();
 				goto out;
 			}
-			bench_progress_done();
+			cli_progress_done();
 			fprintf(stderr, "bench: seed table: %s, %s: %.2f%% in %.2f s\n",
 				alloc[a], data_names[d], 100 * seed_effective(&rows[n]),
 				rows[n].seconds);

@@ -89,6 +89,7 @@
 #include <zmem/workload.h>
 #include "cli/bench.h"
 #include "cli/cli.h"
+#include "cli/opt.h"
 #include "cli/plot.h"
 
 #define PS 4096
@@ -545,10 +546,10 @@ static int gen_files(const struct opts *o, struct fileset *fs)
 			break;
 		}
 		left -= size;
-		bench_progress("cachebench: generating files: %llu MiB",
+		cli_progress("generating files: %llu MiB",
 			       (unsigned long long)(fs->bytes >> 20));
 	}
-	bench_progress_done();
+	cli_progress_done();
 	zm_codec_destroy(codec);
 	free(buf);
 	return rc ? -1 : 0;
@@ -1060,7 +1061,7 @@ static int run_speed(const struct opts *o, const char *alloc, const struct bench
 	for (int k = 0; k < SPEED_REPS; k++) {
 		double ns[3][3];
 
-		bench_progress("cachebench: speed, %s, run %d/%d", alloc, k + 1, SPEED_REPS);
+		cli_progress("speed, %s, run %d/%d", alloc, k + 1, SPEED_REPS);
 		for (int j = 0; j < 3; j++) {
 			int which = (j + k) % 3, rc;
 
@@ -1076,7 +1077,7 @@ static int run_speed(const struct opts *o, const char *alloc, const struct bench
 		for (int i = 0; i < 3; i++)
 			st[i][k] = ns[0][i], tm[i][k] = ns[1][i], te[i][k] = ns[2][i];
 	}
-	bench_progress_done();
+	cli_progress_done();
 	r->store_ns_put = re->store_ns_put = median3(st[0], SPEED_REPS);
 	r->store_ns_get = re->store_ns_get = median3(st[1], SPEED_REPS);
 	r->store_ns_replace = re->store_ns_replace = median3(st[2], SPEED_REPS);
@@ -1919,12 +1920,12 @@ int cmd_cachebench(int argc, char **argv)
 	fprintf(stderr, "cachebench: codec %s, seed %llu\n", o.codec, (unsigned long long)o.seed);
 	if (o.modes & (M_FRONTSWAP | M_SPEED))
 		for (size_t i = 0; i < o.ndata; i++) {
-			bench_progress("cachebench: preparing %zu MiB of %s", o.size >> 20, o.data[i]);
+			cli_progress("preparing %zu MiB of %s", o.size >> 20, o.data[i]);
 			if (bench_data_make(o.data[i], o.size, PS, o.codec, &data[ndata])) {
 				bench_data_free(&data[ndata]);
 				goto out;
 			}
-			bench_progress_done();
+			cli_progress_done();
 			if (data[ndata].len / PS < 2 || data[ndata].len <= o.ram) {
 				fprintf(stderr, "cachebench: %s: %zu bytes, not more than the RAM\n",
 					o.data[i], data[ndata].len);
@@ -1950,13 +1951,13 @@ int cmd_cachebench(int argc, char **argv)
 				for (size_t a = 0; a < o.nalloc; a++) {
 					struct row *r = new_row(&rs, K_FRONTSWAP, o.alloc[a]);
 
-					bench_progress("cachebench: frontswap, %s, %s, policy %s",
+					cli_progress("frontswap, %s, %s, policy %s",
 						       data[i].name, o.alloc[a], pol ? "zcache" : "off");
 					if (!r || run_frontswap(&o, o.alloc[a], &data[i], !pol, r))
 						goto out;
 				}
 			}
-	bench_progress_done();
+	cli_progress_done();
 	if (o.modes & M_MIXED)
 		o.modes |= M_CLEANCACHE;  /* it runs on each cleancache run's instance */
 	if (o.modes & M_CLEANCACHE) {
@@ -1979,13 +1980,13 @@ int cmd_cachebench(int argc, char **argv)
 					mr = new_row(&rs, K_MIXED, o.alloc[a]);
 					r = mr ? mr - 1 : NULL;  /* new_row may have moved them */
 				}
-				bench_progress("cachebench: cleancache, %s, budget %zu MiB", o.alloc[a],
+				cli_progress("cleancache, %s, budget %zu MiB", o.alloc[a],
 					       o.budgets[k] >> 20);
 				if (!r || ((o.modes & M_MIXED) && !mr) ||
 				    run_cleancache(&o, o.alloc[a], o.budgets[k], &fs, &pc, reads, r, mr))
 					goto out;
 			}
-		bench_progress_done();
+		cli_progress_done();
 	}
 	if (o.modes & M_SPEED) {
 		size_t i;
@@ -2024,7 +2025,7 @@ int cmd_cachebench(int argc, char **argv)
 			(unsigned long long)bad);
 	status = bad ? 1 : 0;
 out:
-	bench_progress_done();
+	cli_progress_done();
 	for (size_t i = 0; i < ndata; i++)
 		bench_data_free(&data[i]);
 	if (have_fs || fs.n || fs.tmpdir)

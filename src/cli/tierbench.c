@@ -73,6 +73,7 @@
 #include <zmem/store.h>
 #include "cli/bench.h"
 #include "cli/cli.h"
+#include "cli/opt.h"
 #include "cli/plot.h"
 
 #define DEF_LIMIT ((size_t)64 << 20) /* data 256 MiB asked for: all six modes
@@ -436,7 +437,7 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 			strerror(-rc));
 		goto fail;
 	}
-	bench_progress("tierbench: %s: fill", mode_names[m]);
+	cli_progress("%s: fill", mode_names[m]);
 	t0 = cli_now_ns();
 	for (uint32_t i = 0; i < n; i++) {
 		/* recompress modes: the pages of the chunks before cool while
@@ -450,20 +451,20 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 	}
 	w->fill_MBps = (double)d->len / ((double)(cli_now_ns() - t0) / 1e9) / MB;
 	zm_store_mark_idle(r.store, 0);
-	bench_progress("tierbench: %s: warm-up", mode_names[m]);
+	cli_progress("%s: warm-up", mode_names[m]);
 	replay(&r, t, 0, warm, hot, NULL, NULL);
-	bench_progress("tierbench: %s: tiering", mode_names[m]);
+	cli_progress("%s: tiering", mode_names[m]);
 	tier_step(&r, m);
-	bench_progress("tierbench: %s: trace", mode_names[m]);
+	cli_progress("%s: trace", mode_names[m]);
 	replay(&r, t, warm, o->ops, hot, lat, &nlat);
 	if (nlat) {
 		qsort(lat, nlat, sizeof(*lat), cmp_u32);
 		p99 = lat[(nlat - 1) * 99 / 100];
 		w->get_p99_us = p99 / 1e3;
 	}
-	bench_progress("tierbench: %s: verify", mode_names[m]);
+	cli_progress("%s: verify", mode_names[m]);
 	finish(&r, rss0);
-	bench_progress_done();
+	cli_progress_done();
 	zm_store_destroy(r.store);
 	if (fd >= 0)
 		close(fd);
@@ -471,7 +472,7 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 	w->ran = true;
 	return 0;
 fail:
-	bench_progress_done();
+	cli_progress_done();
 	if (fd >= 0)
 		close(fd);
 	free(r.ref), free(r.buf), free(r.zero);
@@ -934,10 +935,10 @@ int cmd_tierbench(int argc, char **argv)
 
 	if (parse(argc, argv, &o) || check_codec(o.codec) || check_codec(o.recompress))
 		return 2;
-	bench_progress("tierbench: preparing %zu MiB of %s", o.size >> 20, o.data);
+	cli_progress("preparing %zu MiB of %s", o.size >> 20, o.data);
 	if (bench_data_make(o.data, o.size, o.page_size, o.codec, &d))
 		goto out;
-	bench_progress_done();
+	cli_progress_done();
 	n = d.len / o.page_size;
 	/* a data set may come out smaller than asked (a capture holds what
 	 * the process has): the limit follows the data, not the request */
@@ -983,7 +984,7 @@ int cmd_tierbench(int argc, char **argv)
 			(unsigned long long)bad);
 	status = bad ? 1 : 0;
 out:
-	bench_progress_done();
+	cli_progress_done();
 	bench_data_free(&d);
 	free(trace), free(hot), free(lat);
 	return status;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/opt.h"
 #include <zmem/codec.h>
 
 uint64_t cli_now_ns(void)
@@ -20,29 +21,9 @@ uint64_t cli_now_ns(void)
 
 size_t cli_parse_size(const char *s)
 {
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
+	uint64_t v;
 
-	if (*s < '0' || *s > '9')
-		return 0;  /* strtoull would take "-1" as 2^64 - 1 */
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return 0;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default: break;
-	}
-	if (v > (SIZE_MAX >> shift))
-		return 0;  /* would not fit */
-	v <<= shift;
-	if (*end == 'B' || *end == 'b')
-		end++;
-	return *end || end == s ? 0 : (size_t)v;
+	return cli_size(s, &v) || v > SIZE_MAX ? 0 : (size_t)v;
 }
 
 static int cmp_double(const void *a, const void *b)
