@@ -2,12 +2,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <zmem/common.h>
 #include "cli/cli.h"
+#include "cli/opt.h"
 
 static const struct {
 	const char *name;
 	int (*fn)(int, char **);
-	const char *help;
+	const char *help;       /* NULL: internal, not listed */
 } cmds[] = {
 	{ "bench", cmd_bench,
 	  "the main job: every allocator on the same pages, density and speed" },
@@ -17,7 +19,7 @@ static const struct {
 	  "time map+unmap of zsmalloc objects: copy vs in place, per mode" },
 	{ "churn", cmd_churn,
 	  "free a random part of the objects: memory after, per allocator" },
-	{ "churn-child", cmd_churn_child, "(internal: one allocator's churn run)" },
+	{ "churn-child", cmd_churn_child, NULL },
 	{ "density", cmd_density,
 	  "how densely each backend holds real lz4-compressed pages" },
 	{ "allocbench", cmd_allocbench,
@@ -41,24 +43,113 @@ static const struct {
 	{ "capture", cmd_capture,
 	  "copy the private memory of a live process into a file of pages" },
 };
+#define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: zmem COMMAND [OPTIONS]   (zmem COMMAND --help for more)\n\n");
-	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		fprintf(f, "  %-12s %s\n", cmds[i].name, cmds[i].help);
+	fprintf(f, "usage: zmem COMMAND [OPTIONS]\n"
+		   "       zmem help [COMMAND] | zmem COMMAND --help | zmem --version\n\n"
+		   "Commands:\n");
+	for (size_t i = 0; i < NCMDS; i++)
+		if (cmds[i].help)
+			fprintf(f, "  %-12s %s\n", cmds[i].name, cmds[i].help);
+	fprintf(f, "\nSizes are bytes or K, M, G, T (units of 1024).  Exit status: 0 done,\n"
+		   "1 failed, 2 usage error.  Progress goes to stderr (-q: none); --json\n"
+		   "prints one document {\"zmem\": VERSION, \"command\": NAME, ...} on stdout.\n");
+}
+
+/* edit distance of two short names (a transposition counts one) */
+static size_t distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), d[24][24];
+
+	if (la > 23 || lb > 23)
+		return 99;
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= la; i++)
+		for (size_t j = 1; j <= lb; j++) {
+			size_t v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+
+			if (d[i - 1][j] + 1 < v)
+				v = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	return d[la][lb];
+}
+
+static int unknown(const char *name)
+{
+	const char *best = NULL;
+	size_t bd = 3;
+
+	for (size_t i = 0; i < NCMDS; i++) {
+		size_t d;
+
+		if (!cmds[i].help)
+			continue;
+		d = distance(name, cmds[i].name);
+		if (d < bd || (!strncmp(name, cmds[i].name, strlen(name)) && strlen(name) >= 3 &&
+			       d >= bd && !best))
+			bd = d < bd ? d : bd, best = cmds[i].name;
+	}
+	if (best)
+		fprintf(stderr, "zmem: unknown command '%s'; did you mean '%s'? (zmem help)\n",
+			name, best);
+	else
+		fprintf(stderr, "zmem: unknown command '%s' (zmem help)\n", name);
+	return CLI_USAGE;
+}
+
+static int find(const char *name)
+{
+	for (size_t i = 0; i < NCMDS; i++)
+		if (!strcmp(name, cmds[i].name))
+			return (int)i;
+	return -1;
 }
 
 int main(int argc, char **argv)
 {
-	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
+	int i;
+
+	if (argc < 2) {
+		usage(stderr);
+		return CLI_USAGE;
 	}
-	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		if (!strcmp(argv[1], cmds[i].name))
-			return cmds[i].fn(argc - 1, argv + 1);
-	fprintf(stderr, "zmem: unknown command '%s'\n", argv[1]);
-	usage(stderr);
-	return 2;
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+	    (!strcmp(argv[1], "help") && argc == 2)) {
+		usage(stdout);
+		return CLI_OK;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") ||
+	    !strcmp(argv[1], "version")) {
+		printf("zmem %s\n", zm_version_string());
+		return CLI_OK;
+	}
+	if (!strcmp(argv[1], "help")) {
+		char *help_argv[] = { argv[2], "--help", NULL };
+
+		if (argc > 3)
+			return cli_usage(NULL, "help takes one command, not '%s'", argv[3]);
+		i = find(argv[2]);
+		if (i < 0 || !cmds[i].help)
+			return unknown(argv[2]);
+		cli_cmd = cmds[i].name;
+		return cmds[i].fn(2, help_argv);
+	}
+	if (argv[1][0] == '-')
+		return cli_usage(NULL, "unknown option '%s' (zmem help)", argv[1]);
+	i = find(argv[1]);
+	if (i < 0)
+		return unknown(argv[1]);
+	cli_cmd = cmds[i].name;
+	return cmds[i].fn(argc - 1, argv + 1);
 }
