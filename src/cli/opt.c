@@ -135,7 +135,7 @@ static void range_text(const struct opt *o, char *buf, size_t len)
 	limit_text(o, o->lo, a, sizeof(a));
 	limit_text(o, o->hi, b, sizeof(b));
 	if (o->hi > 0)
-		snprintf(buf, len, o->open ? "in (%s, %s)" : "%s..%s", a, b);
+		snprintf(buf, len, o->open ? "more than %s and less than %s" : "%s..%s", a, b);
 	else if (o->lo > 0)
 		snprintf(buf, len, o->open ? "more than %s" : "at least %s", a);
 }
@@ -357,7 +357,7 @@ static void vprogress(const char *fmt, va_list ap, int force)
 		tty = isatty(2);
 	if (!tty && !force && last_ns && now - last_ns < 1000000000u)
 		return;
-	last_ns = now;
+	last_ns = force ? 0 : now;  /* after a note, the next line shows */
 	fprintf(stderr, "%szmem%s%s: ", tty ? "\r\033[K" : "", *cli_cmd ? " " : "", cli_cmd);
 	vfprintf(stderr, fmt, ap);
 	if (tty && !force) {

@@ -47,6 +47,30 @@ struct opt {
 	int hidden;              /* not in --help (internal) */
 };
 
+/* Table entries; extra fields (.seen, .open, .choices, .hidden) may
+ * follow as designated initializers. */
+#define O_FLAG(n, s, d, h, ...) \
+	{ .name = (n), .short_name = (s), .kind = OPT_FLAG, .dst = (d), .help = (h), __VA_ARGS__ }
+#define O_SIZE(n, s, d, a, h, df, l, u, ...) \
+	{ .name = (n), .short_name = (s), .kind = OPT_SIZE, .dst = (d), .arg = (a), .help = (h), \
+	  .def = (df), .lo = (l), .hi = (u), __VA_ARGS__ }
+#define O_INT(n, s, d, a, h, df, l, u, ...) \
+	{ .name = (n), .short_name = (s), .kind = OPT_INT, .dst = (d), .arg = (a), .help = (h), \
+	  .def = (df), .lo = (l), .hi = (u), __VA_ARGS__ }
+#define O_U64(n, s, d, a, h, df, l, u, ...) \
+	{ .name = (n), .short_name = (s), .kind = OPT_U64, .dst = (d), .arg = (a), .help = (h), \
+	  .def = (df), .lo = (l), .hi = (u), __VA_ARGS__ }
+#define O_DOUBLE(n, s, d, a, h, df, l, u, ...) \
+	{ .name = (n), .short_name = (s), .kind = OPT_DOUBLE, .dst = (d), .arg = (a), \
+	  .help = (h), .def = (df), .lo = (l), .hi = (u), __VA_ARGS__ }
+#define O_STR(n, s, d, a, h, df, ...) \
+	{ .name = (n), .short_name = (s), .kind = OPT_STRING, .dst = (d), .arg = (a), \
+	  .help = (h), .def = (df), __VA_ARGS__ }
+#define O_LIST(n, s, d, a, h, df, cnt, cp, ...) \
+	{ .name = (n), .short_name = (s), .kind = OPT_LIST, .dst = (d), .arg = (a), .help = (h), \
+	  .def = (df), .count = (cnt), .cap = (cp), __VA_ARGS__ }
+#define O_END { .name = NULL }
+
 struct opt_cmd {
 	const char *name;        /* "bench" */
 	const char *args;        /* after the name in the usage line: "[OPTIONS]" */
