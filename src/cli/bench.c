@@ -39,6 +39,7 @@
 #include <zmem/store.h>
 #include "cli/bench.h"
 #include "cli/cli.h"
+#include "cli/json.h"
 #include "cli/opt.h"
 
 #define DEF_SIZE ((size_t)64 << 20) /* per data set: the whole run stays
@@ -58,7 +59,7 @@ struct opts {
 	const char *codec;
 	const char *plot;
 	size_t size, page_size, huge_size;
-	int threads, reps, json, kernel, no_same, verbose;
+	int threads, reps, json, kernel, no_same, verbose, wide;
 	int seed_table, size_set, codec_set;
 	double churn;            /* --churn FRACTION (0: no churn phase) */
 };
@@ -194,7 +195,7 @@ static void crew_start(struct crew *c, int n)
 	for (int t = 0; t < n; t++) {
 		c->w[t] = (struct worker){ .crew = c, .id = t };
 		if (pthread_create(&c->tid[t], NULL, worker_main, &c->w[t])) {
-			fprintf(stderr, "bench: cannot start threads\n");
+			fprintf(stderr, "zmem bench: cannot start threads\n");
 			exit(1);
 		}
 	}
@@ -282,7 +283,7 @@ static int store_pass(const struct opts *o, const char *alloc, const struct benc
 	int rc = zm_store_create(&cfg, &p.store);
 
 	if (rc) {
-		fprintf(stderr, "bench: creating a store (%s, %s): %s\n", alloc, o->codec,
+		fprintf(stderr, "zmem bench: creating a store (%s, %s): %s\n", alloc, o->codec,
 			strerror(-rc));
 		return -1;
 	}
@@ -304,7 +305,7 @@ static int store_pass(const struct opts *o, const char *alloc, const struct benc
 		*put = run_pass(&p, cfg.nr_pages, nthreads);
 	}
 	if (*fill < 0 || *put < 0) {
-		fprintf(stderr, "bench: %s/%s: put failed: %s\n", d->name, alloc,
+		fprintf(stderr, "zmem bench: %s/%s: put failed: %s\n", d->name, alloc,
 			strerror(-p.err));
 		zm_store_destroy(p.store);
 		return -1;
@@ -313,7 +314,7 @@ static int store_pass(const struct opts *o, const char *alloc, const struct benc
 	p.op = OP_GET;
 	*get = run_pass(&p, cfg.nr_pages, nthreads);
 	if (*get < 0 || memcmp(out, d->buf, d->len)) {
-		fprintf(stderr, "bench: %s/%s: pages read back differ%s%s\n", d->name, alloc,
+		fprintf(stderr, "zmem bench: %s/%s: pages read back differ%s%s\n", d->name, alloc,
 			*get < 0 ? ": " : "", *get < 0 ? strerror(-p.err) : "");
 		zm_store_destroy(p.store);
 		return -1;
@@ -359,7 +360,7 @@ static int codec_pass(const struct opts *o, struct zm_codec *codec, const struct
 	p.op = OP_DECOMPRESS;
 	*get = *put < 0 ? -1 : run_pass(&p, n, nthreads);
 	if (*put < 0 || *get < 0 || memcmp(out, d->buf, d->len)) {
-		fprintf(stderr, "bench: %s: the bare codec loop failed (%s)\n", d->name,
+		fprintf(stderr, "zmem bench: %s: the bare codec loop failed (%s)\n", d->name,
 			p.err ? strerror(-p.err) : "pages differ");
 		return -1;
 	}
@@ -378,7 +379,7 @@ static int bench_one(const struct opts *o, const struct bench_data *d,
 	int multi = o->threads > 1, rc = -1;
 
 	if (!out || !zbuf || !zlen || !zoff || !ss) {
-		fprintf(stderr, "bench: out of memory for %s\n", d->name);
+		fprintf(stderr, "zmem bench: out of memory for %s\n", d->name);
 		goto out;
 	}
 	if (zm_codec_create(o->codec, 0, &codec))
@@ -453,51 +454,85 @@ static void print_ratio(FILE *f, int width, int prec, uint64_t a, uint64_t b)
 		fprintf(f, " %*s", width, "-");
 }
 
+/* the widest of the names in rows (data or allocator), at least min */
+static int name_width(const struct bench_row *rows, size_t n, int data, int min)
+{
+	int w = min;
+
+	for (size_t i = 0; i < n; i++) {
+		int l = (int)strlen(data ? rows[i].data : rows[i].allocator);
+
+		if (l > w)
+			w = l;
+	}
+	return w;
+}
+
 static void print_table(const struct opts *o, const struct bench_row *rows, size_t n,
 			const char *kernel_why)
 {
-	printf("zmem bench: codec %s, %zu-byte pages, %zu MiB per data set, %d thread%s, "
-	       "median of %d runs; same-filled pages %s\n\n", o->codec, o->page_size,
-	       o->size >> 20, o->threads, o->threads > 1 ? "s" : "", o->reps,
-	       o->no_same ? "stored like any other (--no-same)" : "kept in their slots");
-	printf("%-12s %-13s %7s %7s %6s %9s %9s %9s %8s %8s %9s %9s %9s %9s %9s %3s\n",
-	       "data", "allocator", "pages", "same", "huge", "pool_pgs", "meta_KiB", "effective",
-	       "overhead", "pool_ovh", "fill_MB/s", "put_MB/s", "get_MB/s", "codec_put",
-	       "codec_get", "ok");
+	int dw = name_width(rows, n, 1, 4), aw = name_width(rows, n, 0, 9);
+	char human[32];
+
+	printf("zmem bench: codec %s, %zu-byte pages, %s per data set, %d thread%s, "
+	       "median of %d runs;\nsame-filled pages %s\n\n", o->codec, o->page_size,
+	       cli_human(o->size, human, sizeof(human)), o->threads, o->threads > 1 ? "s" : "",
+	       o->reps, o->no_same ? "stored like any other (--no-same)" : "kept in their slots");
+	printf("%-*s %-*s %7s %7s %6s", dw, "data", aw, "allocator", "pages", "same", "huge");
+	if (o->wide)
+		printf(" %10s %8s", "pool pages", "meta KiB");
+	printf(" %9s %8s", "effective", "overhead");
+	if (o->wide)
+		printf(" %8s", "pool ovh");
+	printf(" %9s %9s %9s", "fill MB/s", "put MB/s", "get MB/s");
+	if (o->wide)
+		printf(" %14s %14s", "codec put MB/s", "codec get MB/s");
+	printf(" %3s\n", "ok");
 	for (size_t i = 0; i < n; i++) {
 		const struct bench_row *r = &rows[i];
 
-		printf("%-12.12s %-13.13s %7llu %7llu %6llu %9llu ", r->data, r->allocator,
+		printf("%-*s %-*s %7llu %7llu %6llu", dw, r->data, aw, r->allocator,
 		       (unsigned long long)r->pages, (unsigned long long)r->same_pages,
-		       (unsigned long long)r->huge_pages, (unsigned long long)r->pool_pages);
-		if (r->kernel)
-			printf("%9s", "?");
-		else
-			printf("%9.0f", (double)r->meta_bytes / 1024);
+		       (unsigned long long)r->huge_pages);
+		if (o->wide) {
+			printf(" %10llu", (unsigned long long)r->pool_pages);
+			if (r->kernel)
+				printf(" %8s", "?");
+			else
+				printf(" %8.0f", (double)r->meta_bytes / 1024);
+		}
 		printf(" %8.2f%%", 100 * ratio(r->pool_bytes + r->meta_bytes, r->orig_bytes));
 		print_ratio(stdout, 8, 4, r->pool_bytes + r->meta_bytes, r->compr_bytes);
-		print_ratio(stdout, 8, 4, r->pool_bytes, r->compr_bytes);
+		if (o->wide)
+			print_ratio(stdout, 8, 4, r->pool_bytes, r->compr_bytes);
 		printf(" %9.0f %9.0f %9.0f", r->fill_MBps, r->put_MBps, r->get_MBps);
-		if (r->kernel)
-			printf(" %9s %9s", "-", "-");
-		else
-			printf(" %9.0f %9.0f", r->codec_put_MBps, r->codec_get_MBps);
+		if (o->wide) {
+			if (r->kernel)
+				printf(" %14s %14s", "-", "-");
+			else
+				printf(" %14.0f %14.0f", r->codec_put_MBps, r->codec_get_MBps);
+		}
 		printf(" %3s\n", r->verified ? "yes" : "NO");
 	}
 	printf("\neffective = (pool + meta) / original; overhead = (pool + meta) / compressed;\n"
-	       "pool_ovh = pool / compressed (zram: mem_used_total / compr_data_size);\n"
 	       "fill = puts into the empty store (its memory first touched); put = the same\n"
-	       "puts again over the stored pages (memory recycled); MB = 10^6 bytes;\n"
-	       "codec_put/get = the bare codec loop over the same pages in the same runs.\n");
+	       "puts again over the stored pages (memory recycled); MB = 10^6 bytes.\n");
+	if (o->wide)
+		printf("pool ovh = pool / compressed (zram: mem_used_total / compr_data_size);\n"
+		       "codec put/get = the bare codec loop over the same pages in the same runs.\n");
+	else
+		printf("--wide adds pool pages, metadata, pool overhead, the bare codec's speeds\n"
+		       "and zram's mm_stat of every store.\n");
 	if (kernel_why && *kernel_why)
 		printf("kernel zram: skipped: %s\n", kernel_why);
 
-	printf("\nmm_stat, as /sys/block/zram0/mm_stat (orig_data_size compr_data_size "
-	       "mem_used_total\nmem_limit mem_used_max same_pages pages_compacted huge_pages "
-	       "huge_pages_since):\n");
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && o->wide; i++) {
 		struct zm_store_stats st = { 0 };
 
+		if (i == 0)
+			printf("\nmm_stat, as /sys/block/zram0/mm_stat (orig_data_size "
+			       "compr_data_size mem_used_total\nmem_limit mem_used_max same_pages "
+			       "pages_compacted huge_pages huge_pages_since):\n");
 		st.orig_data_size = rows[i].mm_stat[0];
 		st.compr_data_size = rows[i].mm_stat[1];
 		st.mem_used_total = rows[i].mm_stat[2];
@@ -507,7 +542,7 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 		st.pages_compacted = rows[i].mm_stat[6];
 		st.huge_pages = rows[i].mm_stat[7];
 		st.huge_pages_since = rows[i].mm_stat[8];
-		printf("  %-12.12s %-13.13s", rows[i].data, rows[i].allocator);
+		printf("  %-*s %-*s", dw, rows[i].data, aw, rows[i].allocator);
 		zm_store_print_mm_stat(&st, stdout);
 	}
 
@@ -518,8 +553,8 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 
 		if (r->kernel)
 			continue;
-		printf("  %-12.12s %-13.13s put %+6.1f%%  get %+6.1f%%  (fill %+6.1f%%)%s\n",
-		       r->data, r->allocator, 100 * r->put_cost, 100 * r->get_cost,
+		printf("  %-*s %-*s put %+6.1f%%  get %+6.1f%%  (fill %+6.1f%%)%s\n",
+		       dw, r->data, aw, r->allocator, 100 * r->put_cost, 100 * r->get_cost,
 		       100 * r->fill_cost,
 		       r->same_pages ? "  same-filled pages skip the codec" : "");
 	}
@@ -532,16 +567,19 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 
 			if (r->kernel)
 				continue;
-			printf("  %-12.12s %-13.13s put %6.0f -> %6.0f: %.2fx  get %6.0f -> %6.0f: "
-			       "%.2fx  fill %.2fx  codec put %.2fx get %.2fx\n", r->data,
-			       r->allocator, r->put1_MBps, r->put_MBps, r->put_scale,
-			       r->get1_MBps, r->get_MBps, r->get_scale, r->fill_scale,
-			       r->codec_put_scale, r->codec_get_scale);
+			printf("  %-*s %-*s put %6.0f -> %6.0f %.2fx  get %6.0f -> %6.0f %.2fx  "
+			       "fill %.2fx", dw, r->data, aw, r->allocator, r->put1_MBps,
+			       r->put_MBps, r->put_scale, r->get1_MBps, r->get_MBps, r->get_scale,
+			       r->fill_scale);
+			if (o->wide)
+				printf("  codec put %.2fx get %.2fx", r->codec_put_scale,
+				       r->codec_get_scale);
+			putchar('\n');
 		}
 	}
 	for (size_t i = 0; i < n; i++)
 		if (!strcmp(rows[i].data, "text:0.75")) {
-			printf("\nThe seeds' table, text compressing to 75%%: effective compression");
+			printf("\nThe seeds' table, text compressing to 75%%: effective compression\n ");
 			for (size_t j = 0; j < n; j++)
 				if (!strcmp(rows[j].data, "text:0.75"))
 					printf(" %s %.2f%%", rows[j].allocator,
@@ -552,219 +590,193 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 		}
 }
 
-static void json_ratio(const char *key, uint64_t a, uint64_t b)
+static void json_ratio(struct json *j, const char *key, uint64_t a, uint64_t b)
 {
 	if (b)
-		printf(", \"%s\": %.6f", key, ratio(a, b));
+		json_fixed(j, key, ratio(a, b), 6);
 	else
-		printf(", \"%s\": null", key);
+		json_null(j, key);
 }
 
 static void print_json(const struct opts *o, const struct bench_row *rows, size_t n,
 		       const char *kernel_why)
 {
-	printf("{\"zmem_bench\": 1, \"codec\": \"%s\", \"page_size\": %zu, \"size_bytes\": %zu, "
-	       "\"threads\": %d, \"reps\": %d, \"same_filled\": %s,\n \"results\": [",
-	       o->codec, o->page_size, o->size, o->threads, o->reps,
-	       o->no_same ? "false" : "true");
+	struct json j;
+
+	json_begin(&j, stdout, "bench");
+	json_str(&j, "codec", o->codec);
+	json_uint(&j, "page_size", o->page_size);
+	json_uint(&j, "size_bytes", o->size);
+	json_int(&j, "threads", o->threads);
+	json_int(&j, "reps", o->reps);
+	json_bool(&j, "same_filled", !o->no_same);
+	json_array(&j, "results");
 	for (size_t i = 0; i < n; i++) {
 		const struct bench_row *r = &rows[i];
+		const struct churn_summary *ch = churn_for(r->allocator);
 
-		printf("%s\n  {\"allocator\": \"%s\", \"codec\": \"%s\", \"data\": \"", i ? "," : "",
-		       r->allocator, r->codec);
-		for (const char *c = r->data; *c; c++)
-			printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
-		printf("\", \"kernel\": %s, \"verified\": %s, \"pages\": %llu, \"same_pages\": %llu, "
-		       "\"huge_pages\": %llu, \"orig_bytes\": %llu, \"compr_bytes\": %llu, "
-		       "\"pool_bytes\": %llu, \"pool_pages\": %llu, \"meta_bytes\": %llu",
-		       r->kernel ? "true" : "false", r->verified ? "true" : "false",
-		       (unsigned long long)r->pages, (unsigned long long)r->same_pages,
-		       (unsigned long long)r->huge_pages, (unsigned long long)r->orig_bytes,
-		       (unsigned long long)r->compr_bytes, (unsigned long long)r->pool_bytes,
-		       (unsigned long long)r->pool_pages, (unsigned long long)r->meta_bytes);
-		json_ratio("overhead", r->pool_bytes + r->meta_bytes, r->compr_bytes);
-		json_ratio("effective", r->pool_bytes + r->meta_bytes, r->orig_bytes);
-		json_ratio("pool_overhead", r->pool_bytes, r->compr_bytes);
-		printf(", \"fill_MBps\": %.1f, \"put_MBps\": %.1f, \"get_MBps\": %.1f",
-		       r->fill_MBps, r->put_MBps, r->get_MBps);
-		if (r->kernel)
-			printf(", \"codec_put_MBps\": null, \"codec_get_MBps\": null");
-		else
-			printf(", \"codec_put_MBps\": %.1f, \"codec_get_MBps\": %.1f, "
-			       "\"store_put_cost\": %.4f, \"store_get_cost\": %.4f, "
-			       "\"store_fill_cost\": %.4f", r->codec_put_MBps, r->codec_get_MBps,
-			       r->put_cost, r->get_cost, r->fill_cost);
-		if (o->threads > 1 && !r->kernel)
-			printf(", \"fill_MBps_1thread\": %.1f, \"put_MBps_1thread\": %.1f, "
-			       "\"get_MBps_1thread\": %.1f, \"codec_put_MBps_1thread\": %.1f, "
-			       "\"codec_get_MBps_1thread\": %.1f, \"put_scaling\": %.3f, "
-			       "\"get_scaling\": %.3f, \"fill_scaling\": %.3f", r->fill1_MBps,
-			       r->put1_MBps, r->get1_MBps, r->codec_put1_MBps, r->codec_get1_MBps,
-			       r->put_scale, r->get_scale, r->fill_scale);
-		if (churn_for(r->allocator) && !r->kernel) {
-			const struct churn_summary *ch = churn_for(r->allocator);
-
-			printf(", \"churn\": {\"fraction\": %.3f, \"overhead_after_free\": %.4f, "
-			       "\"overhead_100ms\": %.4f, \"overhead_1s\": %.4f}", ch->fraction,
-			       ch->after_free, ch->at_100ms, ch->at_1s);
+		json_object(&j, NULL);
+		json_str(&j, "allocator", r->allocator);
+		json_str(&j, "codec", r->codec);
+		json_str(&j, "data", r->data);
+		json_bool(&j, "kernel", r->kernel);
+		json_bool(&j, "verified", r->verified);
+		json_uint(&j, "pages", r->pages);
+		json_uint(&j, "same_pages", r->same_pages);
+		json_uint(&j, "huge_pages", r->huge_pages);
+		json_uint(&j, "orig_bytes", r->orig_bytes);
+		json_uint(&j, "compr_bytes", r->compr_bytes);
+		json_uint(&j, "pool_bytes", r->pool_bytes);
+		json_uint(&j, "pool_pages", r->pool_pages);
+		json_uint(&j, "meta_bytes", r->meta_bytes);
+		json_ratio(&j, "overhead", r->pool_bytes + r->meta_bytes, r->compr_bytes);
+		json_ratio(&j, "effective", r->pool_bytes + r->meta_bytes, r->orig_bytes);
+		json_ratio(&j, "pool_overhead", r->pool_bytes, r->compr_bytes);
+		json_fixed(&j, "fill_MBps", r->fill_MBps, 1);
+		json_fixed(&j, "put_MBps", r->put_MBps, 1);
+		json_fixed(&j, "get_MBps", r->get_MBps, 1);
+		if (r->kernel) {
+			json_null(&j, "codec_put_MBps");
+			json_null(&j, "codec_get_MBps");
+		} else {
+			json_fixed(&j, "codec_put_MBps", r->codec_put_MBps, 1);
+			json_fixed(&j, "codec_get_MBps", r->codec_get_MBps, 1);
+			json_fixed(&j, "store_put_cost", r->put_cost, 4);
+			json_fixed(&j, "store_get_cost", r->get_cost, 4);
+			json_fixed(&j, "store_fill_cost", r->fill_cost, 4);
 		}
-		printf(", \"mm_stat\": [");
+		if (o->threads > 1 && !r->kernel) {
+			json_fixed(&j, "fill_MBps_1thread", r->fill1_MBps, 1);
+			json_fixed(&j, "put_MBps_1thread", r->put1_MBps, 1);
+			json_fixed(&j, "get_MBps_1thread", r->get1_MBps, 1);
+			json_fixed(&j, "codec_put_MBps_1thread", r->codec_put1_MBps, 1);
+			json_fixed(&j, "codec_get_MBps_1thread", r->codec_get1_MBps, 1);
+			json_fixed(&j, "put_scaling", r->put_scale, 3);
+			json_fixed(&j, "get_scaling", r->get_scale, 3);
+			json_fixed(&j, "fill_scaling", r->fill_scale, 3);
+		}
+		if (ch && !r->kernel) {
+			json_object(&j, "churn");
+			json_fixed(&j, "fraction", ch->fraction, 3);
+			json_fixed(&j, "overhead_after_free", ch->after_free, 4);
+			json_fixed(&j, "overhead_100ms", ch->at_100ms, 4);
+			json_fixed(&j, "overhead_1s", ch->at_1s, 4);
+			json_object_end(&j);
+		}
+		json_array(&j, "mm_stat");
 		for (int k = 0; k < 9; k++)
-			printf("%s%llu", k ? ", " : "", (unsigned long long)r->mm_stat[k]);
-		printf("], \"hist\": [");
+			json_uint(&j, NULL, r->mm_stat[k]);
+		json_array_end(&j);
+		json_array(&j, "hist");
 		for (int k = 0; k < ZM_STORE_HIST_BUCKETS; k++)
-			printf("%s%llu", k ? ", " : "", (unsigned long long)r->hist[k]);
-		printf("]}");
+			json_uint(&j, NULL, r->hist[k]);
+		json_array_end(&j);
+		json_object_end(&j);
 	}
-	printf("],\n \"churn\": [");
-	for (int i = 0; i < nchurn; i++)
-		printf("%s{\"allocator\": \"%s\", \"fraction\": %.3f, \"overhead_after_free\": %.4f, "
-		       "\"overhead_100ms\": %.4f, \"overhead_1s\": %.4f, \"rss_overhead_1s\": %.4f}",
-		       i ? ", " : "", churn[i].name, churn[i].fraction, churn[i].after_free,
-		       churn[i].at_100ms, churn[i].at_1s, churn[i].rss_1s);
-	printf("],\n \"kernel_skipped\": ");
-	if (kernel_why && *kernel_why) {
-		putchar('"');
-		for (const char *c = kernel_why; *c; c++)
-			printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
-		putchar('"');
-	} else {
-		printf("null");
+	json_array_end(&j);
+	json_array(&j, "churn");
+	for (int i = 0; i < nchurn; i++) {
+		json_object(&j, NULL);
+		json_str(&j, "allocator", churn[i].name);
+		json_fixed(&j, "fraction", churn[i].fraction, 3);
+		json_fixed(&j, "overhead_after_free", churn[i].after_free, 4);
+		json_fixed(&j, "overhead_100ms", churn[i].at_100ms, 4);
+		json_fixed(&j, "overhead_1s", churn[i].at_1s, 4);
+		json_fixed(&j, "rss_overhead_1s", churn[i].rss_1s, 4);
+		json_object_end(&j);
 	}
-	printf("}\n");
+	json_array_end(&j);
+	json_str(&j, "kernel_skipped", kernel_why && *kernel_why ? kernel_why : NULL);
+	json_str(&j, "plot", o->plot);
+	json_end(&j);
 }
 
 /* ---- options -------------------------------------------------------- */
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: zmem bench [options]\n"
-		"Store the same pages through every allocator, read them back and verify them;\n"
-		"print density and speed side by side, and write a plot.\n\n"
-		"  --data SPEC        a data set (repeatable; default: zero, text:0.75, memory):\n"
-		"                       zero | text[:RATIO] | random[:RATIO] | file:PATH |\n"
-		"                       capture:PID | memory (a process bench spawns and captures)\n"
-		"  --allocator NAME   a pool backend (repeatable; default: all of them)\n"
-		"  --codec NAME       lz4 (default), zstd[:LEVEL], lzo, none\n"
-		"  --threads N        puts and gets split over N threads (default 1); N > 1\n"
-		"                     also runs 1 thread, for the scaling\n"
-		"  --size SIZE        bytes per data set (default 64M)\n"
-		"  --page-size N      4096 (default) .. 65536\n"
-		"  --reps N           runs; speeds are medians (default 3)\n"
-		"  --no-same          store same-filled pages through the codec and pool too\n"
-		"  --huge-size N      pages compressing to N bytes or more are stored raw\n"
-		"                     (default: the store's, 31/32 of a page)\n"
-		"  --plot FILE.svg    where to write the plot (default zmem-bench.svg)\n"
-		"  --no-plot          do not write one\n"
-		"  --kernel           add the kernel's zram (/dev/zram0, only if unused; root)\n"
-		"  --churn FRACTION   then free that part of a fill of each allocator and show\n"
-		"                     the overhead right after, after 100 ms and after 1 s\n"
-		"                     (as zmem churn: glibc, jemalloc, mimalloc and the\n"
-		"                     other pool backends beside zsmalloc)\n"
-		"  --json             one JSON document on stdout instead of the tables\n"
-		"  -v, --verbose      also each store's statistics and class table\n"
-		"  --seed-table       instead: the xcfmalloc seed's table (background §1): zero\n"
-		"                     pages and text compressing to 75%% (lzo, or lz4 in builds\n"
-		"                     without it), --size of each (default 512M) put one page\n"
-		"                     at a time into a store per allocator, same-filled\n"
-		"                     elision off; pool pages / pages stored beside the seed's\n"
-		"                     figures.  The seed ran in a 256 MB cgroup; that is not\n"
-		"                     emulated (nothing is evicted), only the store is.\n"
-		"                     Honours --allocator, --codec, --size and --json.\n");
-}
+static const char summary[] =
+	"Store the same pages through every allocator, read them back and verify them;\n"
+	"print density and speed side by side (and write a plot, see --plot).";
+
+static const char more[] =
+	"Data sets (--data): zero | text[:RATIO] | random[:RATIO] | file:PATH |\n"
+	"capture:PID | memory (a process bench spawns and captures).\n"
+	"Output: the table on stdout (--wide: every column), progress on stderr;\n"
+	"the plot goes to zmem-bench.svg unless --no-plot, or --json is given\n"
+	"without --plot.  Exit status 1 if any page read back differs.\n"
+	"\n--seed-table: instead, the xcfmalloc seed's table (background §1): zero\n"
+	"pages and text compressing to 75% (lzo, or lz4 in builds without it),\n"
+	"--size of each (default 512M) put one page at a time into a store per\n"
+	"allocator, same-filled elision off; pool pages / pages stored beside the\n"
+	"seed's figures.  The seed ran in a 256 MB cgroup; that is not emulated\n"
+	"(nothing is evicted), only the store is.  Honours --allocator, --codec,\n"
+	"--size and --json.\n";
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-	static const struct option lo[] = {
-		{ "data", required_argument, 0, 'd' },
-		{ "allocator", required_argument, 0, 'a' },
-		{ "codec", required_argument, 0, 'c' },
-		{ "threads", required_argument, 0, 't' },
-		{ "size", required_argument, 0, 's' },
-		{ "page-size", required_argument, 0, 'p' },
-		{ "reps", required_argument, 0, 'r' },
-		{ "no-same", no_argument, 0, 'S' },
-		{ "huge-size", required_argument, 0, 'H' },
-		{ "plot", required_argument, 0, 'P' },
-		{ "no-plot", no_argument, 0, 'N' },
-		{ "kernel", no_argument, 0, 'k' },
-		{ "churn", required_argument, 0, 'C' },
-		{ "json", no_argument, 0, 'j' },
-		{ "verbose", no_argument, 0, 'v' },
-		{ "seed-table", no_argument, 0, 'T' },
-		{ "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
+	int no_plot = 0, plot_set = 0, rc;
+	const struct opt table[] = {
+		O_LIST("data", 'd', o->data, "SPEC", "a data set (repeatable; see below)",
+		       "zero, text:0.75, memory", &o->ndata, BENCH_MAX_DATA),
+		O_LIST("allocator", 'a', o->alloc, "NAME", "a pool backend (repeatable)",
+		       "all of them", &o->nalloc, MAX_ALLOC),
+		O_STR("codec", 'c', &o->codec, "NAME", "lz4, zstd[:LEVEL], lzo, none", "lz4",
+		      .seen = &o->codec_set),
+		O_INT("threads", 't', &o->threads, "N",
+		      "puts and gets split over N threads;\nN > 1 also runs 1 thread, for the scaling",
+		      "1", 1, MAX_THREADS),
+		O_SIZE("size", 's', &o->size, "SIZE", "bytes per data set", "64M", 4096,
+		       (double)((uint64_t)1 << 40), .seen = &o->size_set),
+		O_SIZE("page-size", 'p', &o->page_size, "SIZE", "a power of two", "4096", 4096,
+		       65536),
+		O_INT("reps", 'r', &o->reps, "N", "runs; speeds are their medians", "3", 1, 32),
+		O_FLAG("no-same", 'S', &o->no_same,
+		       "store same-filled pages through the codec and\npool too"),
+		O_SIZE("huge-size", 'H', &o->huge_size, "SIZE",
+		       "pages compressing to SIZE or more are stored\nraw; at most the page size",
+		       "31/32 of a page", 0, 0),
+		O_STR("plot", 'P', &o->plot, "FILE.svg", "write the plot there", "zmem-bench.svg",
+		      .seen = &plot_set),
+		O_FLAG("no-plot", 'N', &no_plot, "write no plot"),
+		O_FLAG("kernel", 'k', &o->kernel,
+		       "add the kernel's zram (/dev/zram0, only if\nunused; root)"),
+		O_DOUBLE("churn", 'C', &o->churn, "FRACTION",
+			 "then free that part of a fill of each\nallocator and show the overhead "
+			 "right after,\nafter 100 ms and after 1 s (as zmem churn)", NULL, 0, 1,
+			 .open = 1),
+		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead"),
+		O_FLAG("wide", 'w', &o->wide, "every column of the table (about 150)"),
+		O_FLAG("verbose", 'v', &o->verbose, "also each store's statistics and class table"),
+		O_FLAG("seed-table", 'T', &o->seed_table,
+		       "instead: the xcfmalloc seed's table (below)"),
+		O_END,
 	};
-	int c;
+	const struct opt_cmd cmd = { "bench", "[OPTIONS]", summary, table, more };
 
 	memset(o, 0, sizeof(*o));
 	o->codec = "lz4";
-	o->plot = "zmem-bench.svg";
 	o->size = DEF_SIZE;
 	o->page_size = 4096;
 	o->threads = 1;
 	o->reps = DEF_REPS;
-	while ((c = getopt_long(argc, argv, "d:a:c:t:s:p:r:SH:P:NkC:jvh", lo, NULL)) != -1) {
-		switch (c) {
-		case 'd':
-			if (o->ndata == BENCH_MAX_DATA) {
-				fprintf(stderr, "bench: at most %d data sets\n", BENCH_MAX_DATA);
-				return -1;
-			}
-			o->data[o->ndata++] = optarg;
-			break;
-		case 'a':
-			if (o->nalloc == MAX_ALLOC) {
-				fprintf(stderr, "bench: at most %d allocators\n", MAX_ALLOC);
-				return -1;
-			}
-			o->alloc[o->nalloc++] = optarg;
-			break;
-		case 'c': o->codec = optarg; o->codec_set = 1; break;
-		case 't': o->threads = atoi(optarg); break;
-		case 's': o->size = cli_parse_size(optarg); o->size_set = 1; break;
-		case 'p': o->page_size = cli_parse_size(optarg); break;
-		case 'r': o->reps = atoi(optarg); break;
-		case 'S': o->no_same = 1; break;
-		case 'H': o->huge_size = cli_parse_size(optarg); break;
-		case 'P': o->plot = optarg; break;
-		case 'N': o->plot = NULL; break;
-		case 'k': o->kernel = 1; break;
-		case 'j': o->json = 1; break;
-		case 'v': o->verbose = 1; break;
-		case 'T': o->seed_table = 1; break;
-		case 'C':
-			o->churn = atof(optarg);
-			if (o->churn <= 0 || o->churn >= 1) {
-				fprintf(stderr, "bench: --churn takes a fraction in (0, 1)\n");
-				return -1;
-			}
-			break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "bench: unexpected argument '%s'\n", argv[optind]);
-		return -1;
-	}
-	if (o->threads < 1 || o->threads > MAX_THREADS || o->reps < 1 || o->reps > 32) {
-		fprintf(stderr, "bench: --threads must be 1..%d and --reps 1..32\n", MAX_THREADS);
-		return -1;
-	}
-	if (o->page_size < 4096 || o->page_size > 65536 || (o->page_size & (o->page_size - 1))) {
-		fprintf(stderr, "bench: --page-size must be a power of two in 4096..65536\n");
-		return -1;
-	}
-	if (o->huge_size > o->page_size) {
-		fprintf(stderr, "bench: --huge-size must be at most the page size\n");
-		return -1;
-	}
-	if (o->size < o->page_size) {
-		fprintf(stderr, "bench: --size must be at least one page\n");
-		return -1;
-	}
+	rc = opt_parse(&cmd, argc, argv, NULL);
+	if (rc)
+		return rc;
+	if (o->page_size & (o->page_size - 1))
+		return cli_usage("bench", "--page-size must be a power of two, not %zu",
+				 o->page_size);
+	if (o->huge_size > o->page_size)
+		return cli_usage("bench", "--huge-size must be at most the page size (%zu), not %zu",
+				 o->page_size, o->huge_size);
+	if (o->size < o->page_size)
+		return cli_usage("bench", "--size must be at least one page (%zu), not %zu",
+				 o->page_size, o->size);
+	if (no_plot && plot_set)
+		return cli_usage("bench", "--plot and --no-plot together");
+	/* the plot is a file nobody asked for under --json */
+	if (!no_plot && (plot_set || !o->json))
+		o->plot = plot_set ? o->plot : "zmem-bench.svg";
+	else
+		o->plot = NULL;
 	if (!o->ndata) {
 		for (size_t i = 0; i < sizeof(default_data) / sizeof(default_data[0]); i++)
 			o->data[o->ndata++] = default_data[i];
@@ -786,7 +798,7 @@ static int check_names(const struct opts *o)
 	if (rc) {
 		const char *const *l = zm_codec_list();
 
-		fprintf(stderr, "bench: codec '%s': %s (available:", o->codec,
+		fprintf(stderr, "zmem bench: codec '%s': %s (available:", o->codec,
 			rc == -EOPNOTSUPP ? "not in this build" : "unknown name or level");
 		for (size_t i = 0; l[i]; i++)
 			fprintf(stderr, " %s", l[i]);
@@ -801,7 +813,7 @@ static int check_names(const struct opts *o)
 		for (i = 0; b[i] && strcmp(b[i], o->alloc[a]); i++)
 			;
 		if (!b[i]) {
-			fprintf(stderr, "bench: unknown allocator '%s' (available:", o->alloc[a]);
+			fprintf(stderr, "zmem bench: unknown allocator '%s' (available:", o->alloc[a]);
 			for (i = 0; b[i]; i++)
 				fprintf(stderr, " %s", b[i]);
 			fprintf(stderr, ")\n");
@@ -822,13 +834,18 @@ int cmd_bench(int argc, char **argv)
 
 	if (argc == 3 && !strcmp(argv[1], "--memory-child"))
 		return bench_memory_child(cli_parse_size(argv[2]));
-	if (parse(argc, argv, &o) || check_names(&o))
-		return 2;
+	switch (parse(argc, argv, &o)) {
+	case 0: break;
+	case -1: return 0;  /* --help */
+	default: return CLI_USAGE;
+	}
+	if (check_names(&o))
+		return CLI_USAGE;
 	if (o.seed_table)
 		return bench_seed_table(o.size_set ? o.size : BENCH_SEED_SIZE,
 					o.codec_set ? o.codec : NULL, o.alloc, o.nalloc, o.json);
 	if (o.ndata * (o.nalloc + (size_t)o.kernel) > BENCH_MAX_ROWS) {
-		fprintf(stderr, "bench: too many data sets x allocators\n");
+		fprintf(stderr, "zmem bench: too many data sets x allocators\n");
 		return 2;
 	}
 	if (o.kernel && geteuid() != 0)
@@ -845,13 +862,13 @@ int cmd_bench(int argc, char **argv)
 			if (!strcmp(o.data[i], "memory")) {
 				/* the built-in realistic set depends on the
 				 * system (fork, /proc): go on without it */
-				fprintf(stderr, "bench: skipping the data set 'memory'\n");
+				fprintf(stderr, "zmem bench: skipping the data set 'memory'\n");
 				continue;
 			}
 			goto out;
 		}
 		cli_progress_done();
-		fprintf(stderr, "bench: %s: %zu pages, %s\n", d.name, d.len / o.page_size, d.note);
+		cli_note("%s: %zu pages, %s", d.name, d.len / o.page_size, d.note);
 		if (bench_one(&o, &d, rows + nrows, o.verbose ? verbose + nrows : NULL)) {
 			bench_data_free(&d);
 			goto out;
@@ -864,8 +881,7 @@ int cmd_bench(int argc, char **argv)
 				nrows++;
 			cli_progress_done();
 		}
-		fprintf(stderr, "bench: %s: done in %.1f s\n", d.name,
-			(double)(cli_now_ns() - t0) / 1e9);
+		cli_note("%s: done in %.1f s", d.name, (double)(cli_now_ns() - t0) / 1e9);
 		bench_data_free(&d);
 	}
 	if (o.churn > 0) {
@@ -873,7 +889,7 @@ int cmd_bench(int argc, char **argv)
 		nchurn = churn_summary(o.churn, 60u << 20, NULL, churn, 8);
 		cli_progress_done();
 		if (nchurn < 0) {
-			fprintf(stderr, "bench: churn phase: no corpus\n");
+			fprintf(stderr, "zmem bench: churn phase: no corpus\n");
 			nchurn = 0;
 		}
 	}
@@ -897,11 +913,11 @@ int cmd_bench(int argc, char **argv)
 		int rc = bench_svg(o.plot, rows, nrows, o.codec, o.page_size);
 
 		if (rc)
-			fprintf(stderr, "bench: writing %s: %s\n", o.plot, strerror(-rc));
+			fprintf(stderr, "zmem bench: writing %s: %s\n", o.plot, strerror(-rc));
 		else if (!o.json)
 			printf("\nplot: %s\n", o.plot);
 		else
-			fprintf(stderr, "bench: plot written to %s\n", o.plot);
+			cli_note("plot written to %s", o.plot);
 	}
 	status = 0;
 	for (size_t i = 0; i < nrows; i++)

@@ -32,6 +32,7 @@
 
 #include <zmem/workload.h>
 #include "cli/bench.h"
+#include "cli/opt.h"
 
 /* Shares of SIZE, in percent (the rest is the program's own memory). */
 #define SHARE_HASH    38
@@ -371,13 +372,13 @@ int bench_memory(size_t size, size_t ps, struct bench_data *d)
 	pid_t pid;
 
 	if (pipe(to_child) || pipe(from_child)) {
-		fprintf(stderr, "bench: pipe: %s\n", strerror(errno));
+		fprintf(stderr, "zmem %s: pipe: %s\n", cli_cmd, strerror(errno));
 		return -1;
 	}
 	snprintf(arg, sizeof(arg), "%zu", size);
 	pid = fork();
 	if (pid < 0) {
-		fprintf(stderr, "bench: fork: %s\n", strerror(errno));
+		fprintf(stderr, "zmem %s: fork: %s\n", cli_cmd, strerror(errno));
 		return -1;
 	}
 	if (pid == 0) {
@@ -391,7 +392,7 @@ int bench_memory(size_t size, size_t ps, struct bench_data *d)
 	close(to_child[0]);
 	close(from_child[1]);
 	if (read_line(from_child[0], line, sizeof(line)) || strcmp(line, "ready\n")) {
-		fprintf(stderr, "bench: the workload process did not start\n");
+		fprintf(stderr, "zmem %s: the workload process did not start\n", cli_cmd);
 		goto out;
 	}
 	rc = zm_workload_capture_mem(pid, size, &buf, &d->len, &st);
@@ -405,18 +406,19 @@ int bench_memory(size_t size, size_t ps, struct bench_data *d)
 			 "(no ptrace rights over it)");
 	}
 	if (rc)
-		fprintf(stderr, "bench: capturing the workload process: %s\n", strerror(-rc));
+		fprintf(stderr, "zmem %s: capturing the workload process: %s\n", cli_cmd,
+			strerror(-rc));
 out:
 	close(to_child[1]);
 	close(from_child[0]);
 	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
 		if (!rc)
-			fprintf(stderr, "bench: the workload process failed\n");
+			fprintf(stderr, "zmem %s: the workload process failed\n", cli_cmd);
 		rc = -1;
 	}
 	d->len = d->len / ps * ps;
 	if (!rc && !d->len) {
-		fprintf(stderr, "bench: the workload process gave no pages\n");
+		fprintf(stderr, "zmem %s: the workload process gave no pages\n", cli_cmd);
 		rc = -1;
 	}
 	return rc ? -1 : 0;

@@ -23,6 +23,7 @@
 #include <zmem/codec.h>
 #include <zmem/workload.h>
 #include "cli/bench.h"
+#include "cli/opt.h"
 
 #define BENCH_SEED 20111 /* any constant: the same data in every run */
 
@@ -47,24 +48,25 @@ static int generate(enum zm_workload_kind kind, const char *arg, double def,
 	int rc;
 
 	if (parse_ratio(arg, def, &ratio)) {
-		fprintf(stderr, "bench: bad ratio in '%s' (want a number in (0, 1])\n", d->name);
+		fprintf(stderr, "zmem %s: bad ratio in '%s' (want a number in (0, 1])\n", cli_cmd,
+			d->name);
 		return -1;
 	}
 	rc = zm_codec_create(codec_name, 0, &codec);
 	if (rc) {
-		fprintf(stderr, "bench: codec '%s': %s\n", codec_name, strerror(-rc));
+		fprintf(stderr, "zmem %s: codec '%s': %s\n", cli_cmd, codec_name, strerror(-rc));
 		return -1;
 	}
 	d->len = size / ps * ps;
 	d->buf = malloc(d->len);
 	if (!d->buf) {
 		zm_codec_destroy(codec);
-		fprintf(stderr, "bench: %s: out of memory\n", d->name);
+		fprintf(stderr, "zmem %s: %s: out of memory\n", cli_cmd, d->name);
 		return -1;
 	}
 	rc = zm_workload_fill(kind, ratio, codec, BENCH_SEED, d->buf, d->len, ps, &st);
 	if (rc) {
-		fprintf(stderr, "bench: generating %s: %s\n", d->name, strerror(-rc));
+		fprintf(stderr, "zmem %s: generating %s: %s\n", cli_cmd, d->name, strerror(-rc));
 		zm_codec_destroy(codec);
 		return -1;
 	}
@@ -80,19 +82,19 @@ static int from_file(const char *path, size_t size, size_t ps, struct bench_data
 	size_t got;
 
 	if (!f) {
-		fprintf(stderr, "bench: %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "zmem %s: %s: %s\n", cli_cmd, path, strerror(errno));
 		return -1;
 	}
 	d->buf = calloc(1, size / ps * ps);
 	if (!d->buf) {
 		fclose(f);
-		fprintf(stderr, "bench: %s: out of memory\n", path);
+		fprintf(stderr, "zmem %s: %s: out of memory\n", cli_cmd, path);
 		return -1;
 	}
 	got = fread(d->buf, 1, size / ps * ps, f);
 	fclose(f);
 	if (!got) {
-		fprintf(stderr, "bench: %s: empty or unreadable\n", path);
+		fprintf(stderr, "zmem %s: %s: empty or unreadable\n", cli_cmd, path);
 		return -1;
 	}
 	d->len = (got + ps - 1) / ps * ps;
@@ -109,19 +111,19 @@ static int from_capture(const char *arg, size_t size, size_t ps, struct bench_da
 	int rc;
 
 	if (*end || end == arg || pid <= 0) {
-		fprintf(stderr, "bench: '%s' is not a process id\n", arg);
+		fprintf(stderr, "zmem %s: '%s' is not a process id\n", cli_cmd, arg);
 		return -1;
 	}
 	rc = zm_workload_capture_mem((pid_t)pid, size, &buf, &d->len, &st);
 	if (rc) {
-		fprintf(stderr, "bench: capturing PID %ld: %s%s\n", pid, strerror(-rc),
+		fprintf(stderr, "zmem %s: capturing PID %ld: %s%s\n", cli_cmd, pid, strerror(-rc),
 			rc == -EPERM ? " (run as root, or as its user with ptrace allowed)" : "");
 		return -1;
 	}
 	d->buf = buf;
 	if (st.page_size != ps || !d->len) {
-		fprintf(stderr, "bench: PID %ld: %zu bytes of %zu-byte pages (need %zu-byte "
-			"pages)\n", pid, d->len, st.page_size, ps);
+		fprintf(stderr, "zmem %s: PID %ld: %zu bytes of %zu-byte pages (need %zu-byte "
+			"pages)\n", cli_cmd, pid, d->len, st.page_size, ps);
 		return -1;
 	}
 	snprintf(d->note, sizeof(d->note), "captured from PID %ld: %zu pages of %zu mappings",
@@ -157,8 +159,8 @@ int bench_data_make(const char *spec, size_t size, size_t ps, const char *codec,
 		return from_capture(arg, size, ps, d);
 	if (!strcmp(spec, "memory"))
 		return bench_memory(size, ps, d);
-	fprintf(stderr, "bench: unknown data set '%s' (zero, text[:R], random[:R], "
-		"file:PATH, capture:PID, memory)\n", spec);
+	fprintf(stderr, "zmem %s: unknown data set '%s' (zero, text[:R], random[:R], "
+		"file:PATH, capture:PID, memory)\n", cli_cmd, spec);
 	return -1;
 }
 

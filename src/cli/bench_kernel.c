@@ -236,7 +236,7 @@ reset:
 	if (fd >= 0)
 		close(fd);
 	if (sys_write("reset", "1")) {
-		fprintf(stderr, "bench: warning: could not reset " ZRAM_DEV "\n");
+		fprintf(stderr, "zmem bench: warning: could not reset " ZRAM_DEV "\n");
 	}
 	free(bounce);
 	free(back);

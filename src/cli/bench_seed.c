@@ -31,6 +31,7 @@
 #include <zmem/workload.h>
 #include "cli/bench.h"
 #include "cli/cli.h"
+#include "cli/json.h"
 #include "cli/opt.h"
 
 #define SEED_PAGE   4096
@@ -80,7 +81,7 @@ static int one(const char *allocator, const char *codec, const uint8_t *buf, int
 	int rc = zm_store_create(&cfg, &s);
 
 	if (rc) {
-		fprintf(stderr, "bench: creating a store (%s, %s): %s\n", allocator, codec,
+		fprintf(stderr, "zmem bench: creating a store (%s, %s): %s\n", allocator, codec,
 			strerror(-rc));
 		return -1;
 	}
@@ -88,7 +89,7 @@ static int one(const char *allocator, const char *codec, const uint8_t *buf, int
 	for (size_t i = 0; i < npages; i++) {
 		rc = zm_store_put(s, i, zero ? zpage : buf + i * SEED_PAGE);
 		if (rc) {
-			fprintf(stderr, "bench: %s: put of page %zu failed: %s\n", allocator, i,
+			fprintf(stderr, "zmem bench: %s: put of page %zu failed: %s\n", allocator, i,
 				strerror(-rc));
 			zm_store_destroy(s);
 			return -1;
@@ -121,7 +122,7 @@ static int one(const char *allocator, const char *codec, const uint8_t *buf, int
 		}
 		want = zero ? zpage : buf + i * SEED_PAGE;
 		if (zm_store_get(s, i, back) || memcmp(back, want, SEED_PAGE)) {
-			fprintf(stderr, "bench: %s: page %zu reads back wrong\n", allocator, i);
+			fprintf(stderr, "zmem bench: %s: page %zu reads back wrong\n", allocator, i);
 			r->verified = false;
 			break;
 		}
@@ -133,15 +134,18 @@ static int one(const char *allocator, const char *codec, const uint8_t *buf, int
 static void print_table(const struct seed_row *rows, size_t n, const char *codec,
 			size_t size, const struct zm_workload_stats *ws)
 {
+	char human[32];
+
 	printf("zmem bench --seed-table: the xcfmalloc seed's table (background §1)\n"
-	       "%zu MiB written one %d-byte page at a time into a store per allocator, codec %s,\n"
+	       "%s written one %d-byte page at a time into a store per allocator, codec %s,\n"
 	       "same-filled elision off; text: generated, %s ratio %.4f (target %.2f).\n"
 	       "Not emulated: the seed's 256 MB cgroup (the kernel swapping into zcache while\n"
 	       "the test ran); nothing is evicted here, every page goes into the store.\n\n",
-	       size >> 20, SEED_PAGE, codec, codec, ws->ratio, SEED_TEXT);
-	printf("%-10s %-10s %8s %9s %11s %11s %9s %10s %10s %9s %7s %3s\n", "data",
-	       "allocator", "pages", "pool_pgs", "descriptors", "meta_KiB", "huge",
-	       "effective", "eff+meta", "reported", "put_s", "ok");
+	       cli_human(size, human, sizeof(human)), SEED_PAGE, codec, codec, ws->ratio,
+	       SEED_TEXT);
+	printf("%-9s %-9s %7s %8s %7s %8s %5s %9s %9s %8s %6s %3s\n", "data",
+	       "allocator", "pages", "pool pgs", "descr", "meta KiB", "huge",
+	       "effective", "eff+meta", "reported", "put s", "ok");
 	for (size_t i = 0; i < n; i++) {
 		const struct seed_row *r = &rows[i];
 		double rep = cli_seed_reported(r->allocator, strcmp(r->data, "zero") != 0);
@@ -151,7 +155,7 @@ static void print_table(const struct seed_row *rows, size_t n, const char *codec
 			snprintf(desc, sizeof(desc), "%llu", (unsigned long long)r->descriptors);
 		if (rep > 0)
 			snprintf(repd, sizeof(repd), "%.2f%%", rep);
-		printf("%-10s %-10s %8llu %9llu %11s %11.1f %9llu %9.2f%% %9.2f%% %9s %7.2f %3s\n",
+		printf("%-9s %-9s %7llu %8llu %7s %8.1f %5llu %8.2f%% %8.2f%% %8s %6.2f %3s\n",
 		       r->data, r->allocator, (unsigned long long)r->pages,
 		       (unsigned long long)r->pool_pages, desc,
 		       (double)(r->pool_meta + r->store_meta) / 1024,
@@ -160,46 +164,59 @@ static void print_table(const struct seed_row *rows, size_t n, const char *codec
 	}
 	printf("\neffective = pool pages / pages stored (the seed's definition; lower is better);\n"
 	       "eff+meta = (pool bytes + allocator metadata + store metadata) / original bytes;\n"
-	       "meta_KiB = allocator + store metadata; descriptors: the allocator's out-of-line\n"
+	       "meta KiB = allocator + store metadata; descr: the allocator's out-of-line\n"
 	       "block descriptors, where it has them; reported = the seed's figure (2011, a\n"
 	       "32-bit box, lzo1x): xvmalloc 1.93%% / 99.95%%, xcfmalloc 3.72%% / 78.11%%;\n"
-	       "put_s = seconds to put every page (one thread; the seed: about 2.3 s for 512 MB\n"
+	       "put s = seconds to put every page (one thread; the seed: about 2.3 s for 512 MB\n"
 	       "of text).\n");
 }
 
 static void print_json(const struct seed_row *rows, size_t n, const char *codec,
 		       size_t size, const struct zm_workload_stats *ws)
 {
-	printf("{\"zmem_seed_table\": 1, \"codec\": \"%s\", \"page_size\": %d, "
-	       "\"size_bytes\": %zu, \"same_filled\": false, \"cgroup_emulated\": false, "
-	       "\"text_ratio\": %.6f,\n \"results\": [", codec, SEED_PAGE, size, ws->ratio);
+	struct json j;
+
+	json_begin(&j, stdout, "bench");
+	json_bool(&j, "seed_table", true);
+	json_str(&j, "codec", codec);
+	json_int(&j, "page_size", SEED_PAGE);
+	json_uint(&j, "size_bytes", size);
+	json_bool(&j, "same_filled", false);
+	json_bool(&j, "cgroup_emulated", false);
+	json_fixed(&j, "text_ratio", ws->ratio, 6);
+	json_array(&j, "results");
 	for (size_t i = 0; i < n; i++) {
 		const struct seed_row *r = &rows[i];
 		double rep = cli_seed_reported(r->allocator, strcmp(r->data, "zero") != 0);
 
-		printf("%s\n  {\"allocator\": \"%s\", \"data\": \"%s\", \"pages\": %llu, "
-		       "\"pool_pages\": %llu, \"pool_bytes\": %llu, \"meta_bytes\": %llu, "
-		       "\"pool_meta_bytes\": %llu, \"store_meta_bytes\": %llu, ", i ? "," : "",
-		       r->allocator, r->data, (unsigned long long)r->pages,
-		       (unsigned long long)r->pool_pages, (unsigned long long)r->pool_bytes,
-		       (unsigned long long)(r->pool_meta + r->store_meta),
-		       (unsigned long long)r->pool_meta, (unsigned long long)r->store_meta);
+		json_object(&j, NULL);
+		json_str(&j, "allocator", r->allocator);
+		json_str(&j, "data", r->data);
+		json_uint(&j, "pages", r->pages);
+		json_uint(&j, "pool_pages", r->pool_pages);
+		json_uint(&j, "pool_bytes", r->pool_bytes);
+		json_uint(&j, "meta_bytes", r->pool_meta + r->store_meta);
+		json_uint(&j, "pool_meta_bytes", r->pool_meta);
+		json_uint(&j, "store_meta_bytes", r->store_meta);
 		if (r->descriptors)
-			printf("\"descriptors\": %llu, ", (unsigned long long)r->descriptors);
+			json_uint(&j, "descriptors", r->descriptors);
 		else
-			printf("\"descriptors\": null, ");
-		printf("\"orig_bytes\": %llu, \"compr_bytes\": %llu, \"huge_pages\": %llu, "
-		       "\"effective\": %.6f, \"effective_with_meta\": %.6f, ",
-		       (unsigned long long)r->orig_bytes, (unsigned long long)r->compr_bytes,
-		       (unsigned long long)r->huge_pages, seed_effective(r), meta_effective(r));
+			json_null(&j, "descriptors");
+		json_uint(&j, "orig_bytes", r->orig_bytes);
+		json_uint(&j, "compr_bytes", r->compr_bytes);
+		json_uint(&j, "huge_pages", r->huge_pages);
+		json_fixed(&j, "effective", seed_effective(r), 6);
+		json_fixed(&j, "effective_with_meta", meta_effective(r), 6);
 		if (rep > 0)
-			printf("\"reported\": %.4f, ", rep / 100);
+			json_fixed(&j, "reported", rep / 100, 4);
 		else
-			printf("\"reported\": null, ");
-		printf("\"put_seconds\": %.3f, \"verified\": %s}", r->seconds,
-		       r->verified ? "true" : "false");
+			json_null(&j, "reported");
+		json_fixed(&j, "put_seconds", r->seconds, 3);
+		json_bool(&j, "verified", r->verified);
+		json_object_end(&j);
 	}
-	printf("\n]}\n");
+	json_array_end(&j);
+	json_end(&j);
 }
 
 int bench_seed_table(size_t size, const char *codec, const char *const *alloc,
@@ -215,14 +232,14 @@ int bench_seed_table(size_t size, const char *codec, const char *const *alloc,
 	if (!codec)
 		codec = cli_zcache_codec();
 	if (!rows || !npages) {
-		fprintf(stderr, "bench: --seed-table: %s\n", rows ? "size below a page" :
+		fprintf(stderr, "zmem bench: --seed-table: %s\n", rows ? "size below a page" :
 			"out of memory");
 		goto out;
 	}
 	text = malloc(npages * SEED_PAGE);
 	rc = text ? zm_codec_create(codec, 0, &cd) : -ENOMEM;
 	if (rc) {
-		fprintf(stderr, "bench: --seed-table: codec %s: %s\n", codec, strerror(-rc));
+		fprintf(stderr, "zmem bench: --seed-table: codec %s: %s\n", codec, strerror(-rc));
 		goto out;
 	}
 	cli_progress("seed table: generating %zu MiB of text", size >> 20);
@@ -230,7 +247,7 @@ int bench_seed_table(size_t size, const char *codec, const char *const *alloc,
 			      npages * SEED_PAGE, SEED_PAGE, &ws);
 	cli_progress_done();
 	if (rc) {
-		fprintf(stderr, "bench: --seed-table: generating text: %s\n", strerror(-rc));
+		fprintf(stderr, "zmem bench: --seed-table: generating text: %s\n", strerror(-rc));
 		goto out;
 	}
 	for (int d = 0; d < SEED_DATA; d++)
@@ -241,9 +258,8 @@ int bench_seed_table(size_t size, const char *codec, const char *const *alloc,
 				goto out;
 			}
 			cli_progress_done();
-			fprintf(stderr, "bench: seed table: %s, %s: %.2f%% in %.2f s\n",
-				alloc[a], data_names[d], 100 * seed_effective(&rows[n]),
-				rows[n].seconds);
+			cli_note("seed table: %s, %s: %.2f%% in %.2f s", alloc[a], data_names[d],
+				 100 * seed_effective(&rows[n]), rows[n].seconds);
 			n++;
 		}
 	if (json)
