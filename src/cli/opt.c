@@ -392,5 +392,4 @@ void cli_progress_done(void)
 	if (shown)
 		fputs("\r\033[K", stderr);
 	shown = 0;
-	last_ns = 0;
 }
