@@ -16,6 +16,8 @@
 #include <zmem/pages.h>
 #include <zmem/pool.h>
 #include "cli/cli.h"
+#include "cli/json.h"
+#include "cli/opt.h"
 
 #define OBJ_SIZE 1632
 #define ITERS 2000000
@@ -99,23 +101,32 @@ int cmd_mapbench(int argc, char **argv)
 	static const struct { const char *name; enum zm_span_method m; } methods[] = {
 		{ "copy", ZM_SPAN_COPY }, { "contig", ZM_SPAN_CONTIG } };
 	static const char *const modes[] = { "", "ro", "wo", "rw" };
-	int json = 0, maxt = cli_ncpus(), first = 1;
+	int json = 0, maxt = cli_ncpus() < MAXT ? cli_ncpus() : MAXT, rc, step = 0;
+	const struct opt table[] = {
+		O_INT("threads", 't', &maxt, "N", "run 1, 2, ... N threads at once",
+		      "the CPUs, at most 16", 1, MAXT),
+		O_FLAG("json", 'j', &json, "one JSON document on stdout instead of the table"),
+		O_END,
+	};
+	const struct opt_cmd cmd = {
+		"mapbench", "[OPTIONS]",
+		"Time zm_pool_map() + zm_pool_unmap() of zsmalloc objects: copy against in\n"
+		"place (contig), per mode (ro, wo, rw), for objects in a page and spanning\n"
+		"two, with 1..N threads mapping objects of the same pool.",
+		table, NULL,
+	};
+	struct json doc;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = 1;
-		else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-			maxt = atoi(argv[++i]);
-		else {
-			fprintf(stderr, "usage: zmem mapbench [--json] [--threads N]\n");
-			return strcmp(argv[i], "--help") ? 2 : 0;
-		}
-	}
-	if (maxt < 1 || maxt > MAXT)
-		maxt = 2;
-	if (json)
-		printf("[");
-	else
+	rc = opt_parse(&cmd, argc, argv, NULL);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	if (json) {
+		json_begin(&doc, stdout, "mapbench");
+		json_int(&doc, "object_size", OBJ_SIZE);
+		json_int(&doc, "runs", RUNS);
+		json_int(&doc, "pairs_per_run", ITERS);
+		json_array(&doc, "results");
+	} else
 		printf("zmem mapbench: map+unmap of a %d-byte object, ns (TSC cycles) per pair,\n"
 		       "median of %d runs of %d pairs, per thread\n\n"
 		       "%-7s %-4s %-9s %8s %14s %14s\n", OBJ_SIZE, RUNS, ITERS,
@@ -130,11 +141,14 @@ int cmd_mapbench(int argc, char **argv)
 					zm_handle_t h[MAXT];
 					double ns[RUNS], cyc[RUNS];
 
+					cli_progress("%d/%d: %s, %s, %s, %d thread(s)", ++step,
+						     2 * 2 * 3 * maxt, methods[mi].name, modes[mode],
+						     span ? "spanning" : "in-page", nt);
 					if (zm_pages_create(NULL, &pg))
-						return 1;
+						return cli_fail("mapbench", "creating the pages: out of memory");
 					c.pages = pg;
 					if (zm_pool_create(&c, &pool))
-						return 1;
+						return cli_fail("mapbench", "creating the pool: out of memory");
 					if (find_objects(pool, pg, span, nt, h)) {
 						/* contig never straddles in place if
 						 * pages are not adjacent: skip */
@@ -161,19 +175,23 @@ int cmd_mapbench(int argc, char **argv)
 						}
 						pthread_barrier_destroy(&bar);
 					}
-					if (json)
-						printf("%s\n {\"method\": \"%s\", \"mode\": \"%s\", "
-						       "\"spanning\": %s, \"threads\": %d, "
-						       "\"ns\": %.2f, \"cycles\": %.1f}",
-						       first ? "" : ",", methods[mi].name, modes[mode],
-						       span ? "true" : "false", nt,
-						       cli_median(ns, RUNS), cli_median(cyc, RUNS));
-					else
+					cli_progress_done();
+					if (json) {
+						json_object(&doc, NULL);
+						json_str(&doc, "method", methods[mi].name);
+						json_str(&doc, "mode", modes[mode]);
+						json_bool(&doc, "spanning", span);
+						json_int(&doc, "threads", nt);
+						json_fixed(&doc, "ns", cli_median(ns, RUNS), 2);
+						json_fixed(&doc, "cycles", cli_median(cyc, RUNS), 1);
+						json_object_end(&doc);
+					} else {
 						printf("%-7s %-4s %-9s %8d %14.2f %14.1f\n",
 						       methods[mi].name, modes[mode],
 						       span ? "spanning" : "in-page", nt,
 						       cli_median(ns, RUNS), cli_median(cyc, RUNS));
-					first = 0;
+						fflush(stdout);
+					}
 					for (int i = 0; i < nt; i++)
 						zm_pool_free(pool, h[i]);
 					zm_pool_destroy(pool);
@@ -182,7 +200,9 @@ int cmd_mapbench(int argc, char **argv)
 			}
 		}
 	}
-	if (json)
-		printf("\n]\n");
+	if (json) {
+		json_array_end(&doc);
+		json_end(&doc);
+	}
 	return 0;
 }
