@@ -26,7 +26,6 @@
  * zram gets the same pages when that is safe (bench_kernel.c).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>

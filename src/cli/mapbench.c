@@ -7,7 +7,6 @@
  * Reports ns and TSC cycles per map+unmap pair, the median of 5 runs.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

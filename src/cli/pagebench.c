@@ -14,7 +14,6 @@
  *    posix_memalign(4096), and mmap of one page, per page and per pair.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +22,8 @@
 
 #include <zmem/pages.h>
 #include "cli/cli.h"
+#include "cli/json.h"
+#include "cli/opt.h"
 
 static const size_t batches[] = { 1, 2, 4, 8, 16, 32, 64, 128 };
 #define NBATCH (sizeof(batches) / sizeof(batches[0]))
@@ -224,47 +225,47 @@ static double threads_ops(struct zm_pages *p, int n)
 
 /* ---- driver --------------------------------------------------------- */
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: zmem pagebench [--json] [--max-size SIZE] [--page-size N] [--threads N]\n"
-		"  --max-size SIZE   largest total size of the table (default 1G)\n"
-		"  --page-size N     page size, 4096..65536 (default 4096)\n"
-		"  --threads N       largest thread count (default: CPUs, at least 2)\n"
-		"  --json            one JSON document on stdout instead of tables\n");
-}
-
 static int parse(int argc, char **argv, struct opts *o)
 {
-	static const struct option lo[] = {
-		{ "json", no_argument, 0, 'j' },
-		{ "max-size", required_argument, 0, 'm' },
-		{ "page-size", required_argument, 0, 'p' },
-		{ "threads", required_argument, 0, 't' },
-		{ "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
+	const struct opt table[] = {
+		O_SIZE("max-size", 'm', &o->max_size, "SIZE",
+		       "largest total size of the table (sizes\ndouble from 128K)", "1G",
+		       128 << 10, (double)((uint64_t)64 << 30)),
+		O_SIZE("page-size", 'p', &o->page_size, "SIZE", "the page size, a power of two",
+		       "4096", 4096, 65536),
+		O_INT("threads", 't', &o->threads, "N", "largest thread count",
+		      "the CPUs, at least 2", 1, 64),
+		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead of tables"),
+		O_END,
 	};
-	int c;
+	const struct opt_cmd cmd = {
+		"pagebench", "[OPTIONS]",
+		"Time the page allocator (background §2): whole sizes allocated in batches\n"
+		"of 1..128 pages, the single-page fast path, threads at once, and the\n"
+		"peers (malloc, posix_memalign, mmap).",
+		table, NULL,
+	};
+	int rc;
 
 	o->max_size = (size_t)1 << 30;
 	o->page_size = 4096;
 	o->threads = cli_ncpus() < 2 ? 2 : cli_ncpus();
 	o->json = 0;
-	while ((c = getopt_long(argc, argv, "jm:p:t:h", lo, NULL)) != -1) {
-		switch (c) {
-		case 'j': o->json = 1; break;
-		case 'm': o->max_size = cli_parse_size(optarg); break;
-		case 'p': o->page_size = cli_parse_size(optarg); break;
-		case 't': o->threads = atoi(optarg); break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); return -1;
-		}
-	}
-	if (o->max_size < (128u << 10) || o->threads < 1 || o->threads > 64) {
-		fprintf(stderr, "pagebench: bad --max-size or --threads\n");
-		return -1;
-	}
+	rc = opt_parse(&cmd, argc, argv, NULL);
+	if (rc)
+		return rc;
+	if (o->page_size & (o->page_size - 1))
+		return cli_usage("pagebench", "--page-size must be a power of two, not %zu",
+				 o->page_size);
 	return 0;
+}
+
+/* a time in ns as the tables show it, in us */
+static void print_us(double ns, int width)
+{
+	double us = ns / 1e3;
+
+	printf(" %*.*f", width, us < 100 ? 2 : us < 10000 ? 1 : 0, us);
 }
 
 int cmd_pagebench(int argc, char **argv)
@@ -279,24 +280,21 @@ int cmd_pagebench(int argc, char **argv)
 	void **v;
 	int rc;
 
-	if (parse(argc, argv, &o))
-		return 2;
+	rc = parse(argc, argv, &o);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
 	for (size_t s = 128u << 10; s <= o.max_size && nsizes < MAX_SIZES; s <<= 1)
 		sizes[nsizes++] = s;
 	cfg.page_size = o.page_size;
 	cfg.arena_bytes = sizes[nsizes - 1] * 2 > ((size_t)4 << 30) ?
 			  sizes[nsizes - 1] * 2 : (size_t)4 << 30;
 	rc = zm_pages_create(&cfg, &p);
-	if (rc) {
-		fprintf(stderr, "pagebench: zm_pages_create: %s\n", strerror(-rc));
-		return 1;
-	}
+	if (rc)
+		return cli_fail("pagebench", "zm_pages_create: %s", strerror(-rc));
 	pfns = malloc(sizes[nsizes - 1] / o.page_size * sizeof(*pfns));
 	v = malloc(sizes[nsizes - 1] / o.page_size * sizeof(*v));
-	if (!pfns || !v) {
-		fprintf(stderr, "pagebench: out of memory\n");
-		return 1;
-	}
+	if (!pfns || !v)
+		return cli_fail("pagebench", "out of memory");
 
 	for (size_t i = 0; i < nsizes; i++) {
 		size_t n = sizes[i] / o.page_size;
@@ -305,71 +303,99 @@ int cmd_pagebench(int argc, char **argv)
 			t[i][b] = cell(p, n, batches[b], sizes[i], pfns);
 		for (int k = 0; k < NPEER; k++)
 			peer_t[i][k] = peer_fill_ns((enum peer)k, n, o.page_size, v) * (double)n;
-		if (!o.json)
-			fprintf(stderr, "\rpagebench: %zu/%zu sizes", i + 1, nsizes);
+		cli_progress("%zu/%zu sizes", i + 1, nsizes);
 	}
-	if (!o.json)
-		fprintf(stderr, "\n");
+	cli_progress("the fast path and the peers");
 	pair = zmi_pair_ns(p);
 	for (int k = 0; k < NPEER; k++)
 		peer_pair[k] = peer_pair_ns((enum peer)k, o.page_size);
-	for (int n = 1; n <= o.threads; n++)
+	for (int n = 1; n <= o.threads; n++) {
+		cli_progress("%d/%d threads", n, o.threads);
 		ops[n] = threads_ops(p, n);
+	}
+	cli_progress_done();
 
 	if (o.json) {
 		size_t L = nsizes - 1;
+		struct json j;
+		char key[16];
 
-		printf("{\"page_size\": %zu, \"size_bytes\": %zu, \"ns_per_page\": {",
-		       o.page_size, sizes[L]);
-		for (size_t b = 0; b < NBATCH; b++)
-			printf("%s\"%zu\": %.2f", b ? ", " : "", batches[b],
-			       t[L][b] / (double)(sizes[L] / o.page_size));
-		printf("},\n \"fastpath_ns\": %.2f,\n \"threads\": [", pair);
-		for (int n = 1; n <= o.threads; n++)
-			printf("%s{\"threads\": %d, \"ops_per_s\": %.0f, \"scaling\": %.3f}",
-			       n > 1 ? ", " : "", n, ops[n], ops[n] / ops[1]);
-		printf("],\n \"table\": [");
-		for (size_t i = 0; i < nsizes; i++) {
-			printf("%s\n  {\"bytes\": %zu, \"ms\": {", i ? "," : "", sizes[i]);
-			for (size_t b = 0; b < NBATCH; b++)
-				printf("%s\"%zu\": %.4f", b ? ", " : "", batches[b], t[i][b] / 1e6);
-			printf("}, \"peers_ms\": {");
-			for (int k = 0; k < NPEER; k++)
-				printf("%s\"%s\": %.4f", k ? ", " : "", peer_names[k],
-				       peer_t[i][k] / 1e6);
-			printf("}}");
+		json_begin(&j, stdout, "pagebench");
+		json_uint(&j, "page_size", o.page_size);
+		json_uint(&j, "size_bytes", sizes[L]);
+		json_object(&j, "ns_per_page");
+		for (size_t b = 0; b < NBATCH; b++) {
+			snprintf(key, sizeof(key), "%zu", batches[b]);
+			json_fixed(&j, key, t[L][b] / (double)(sizes[L] / o.page_size), 2);
 		}
-		printf("],\n \"peers\": [");
-		for (int k = 0; k < NPEER; k++)
-			printf("%s{\"name\": \"%s\", \"ns_per_page\": %.2f, \"pair_ns\": %.2f}",
-			       k ? ", " : "", peer_names[k],
-			       peer_t[L][k] / (double)(sizes[L] / o.page_size), peer_pair[k]);
-		printf("]}\n");
+		json_object_end(&j);
+		json_fixed(&j, "fastpath_ns", pair, 2);
+		json_array(&j, "threads");
+		for (int n = 1; n <= o.threads; n++) {
+			json_object(&j, NULL);
+			json_int(&j, "threads", n);
+			json_fixed(&j, "ops_per_s", ops[n], 0);
+			json_fixed(&j, "scaling", ops[n] / ops[1], 3);
+			json_object_end(&j);
+		}
+		json_array_end(&j);
+		json_array(&j, "table");
+		for (size_t i = 0; i < nsizes; i++) {
+			json_object(&j, NULL);
+			json_uint(&j, "bytes", sizes[i]);
+			json_object(&j, "ms");
+			for (size_t b = 0; b < NBATCH; b++) {
+				snprintf(key, sizeof(key), "%zu", batches[b]);
+				json_num(&j, key, t[i][b] / 1e6);
+			}
+			json_object_end(&j);
+			json_object(&j, "peers_ms");
+			for (int k = 0; k < NPEER; k++)
+				json_num(&j, peer_names[k], peer_t[i][k] / 1e6);
+			json_object_end(&j);
+			json_object_end(&j);
+		}
+		json_array_end(&j);
+		json_array(&j, "peers");
+		for (int k = 0; k < NPEER; k++) {
+			json_object(&j, NULL);
+			json_str(&j, "name", peer_names[k]);
+			json_fixed(&j, "ns_per_page", peer_t[L][k] / (double)(sizes[L] / o.page_size),
+				   2);
+			json_fixed(&j, "pair_ns", peer_pair[k], 2);
+			json_object_end(&j);
+		}
+		json_array_end(&j);
+		json_end(&j);
 	} else {
+		char sz[32], human[32];
+
 		printf("zmem pagebench: page size %zu, median of %d runs\n\n", o.page_size, OUTER);
-		printf("Time to allocate the whole size (ms), by batch size; in brackets\n"
-		       "the improvement over the single-page loop (batch 1), as in the seed.\n\n");
-		printf("%8s", "size");
+		printf("Time to allocate the whole size (us), by batch size (pages; 1: the\n"
+		       "single-page loop, the others zm_pages_alloc_bulk):\n\n");
+		printf("%6s", "size");
 		for (size_t b = 0; b < NBATCH; b++)
-			printf(" %15zu", batches[b]);
+			printf(" %9zu", batches[b]);
 		printf("\n");
 		for (size_t i = 0; i < nsizes; i++) {
-			char sz[32];
-
-			if (sizes[i] >= (1u << 30))
-				snprintf(sz, sizeof(sz), "%zuG", sizes[i] >> 30);
-			else if (sizes[i] >= (1u << 20))
-				snprintf(sz, sizeof(sz), "%zuM", sizes[i] >> 20);
-			else
-				snprintf(sz, sizeof(sz), "%zuK", sizes[i] >> 10);
-			printf("%8s %15.4f", sz, t[i][0] / 1e6);
-			for (size_t b = 1; b < NBATCH; b++)
-				printf(" %8.4f(%+3.0f%%)", t[i][b] / 1e6,
-				       100.0 * (t[i][0] - t[i][b]) / t[i][0]);
+			printf("%6s", cli_size_text(sizes[i], sz, sizeof(sz)));
+			for (size_t b = 0; b < NBATCH; b++)
+				print_us(t[i][b], 9);
 			printf("\n");
 		}
-		printf("\nns per page at %zu MiB: single %.1f, bulk16 %.1f, bulk32 %.1f "
-		       "(bulk16/single = %.2f)\n", sizes[nsizes - 1] >> 20,
+		printf("\nThe improvement over the single-page loop (%%), as in the seed:\n\n");
+		printf("%6s", "size");
+		for (size_t b = 1; b < NBATCH; b++)
+			printf(" %6zu", batches[b]);
+		printf("\n");
+		for (size_t i = 0; i < nsizes; i++) {
+			printf("%6s", cli_size_text(sizes[i], sz, sizeof(sz)));
+			for (size_t b = 1; b < NBATCH; b++)
+				printf(" %+5.0f%%", 100.0 * (t[i][0] - t[i][b]) / t[i][0]);
+			printf("\n");
+		}
+		printf("\nns per page at %s: single %.1f, bulk16 %.1f, bulk32 %.1f "
+		       "(bulk16/single = %.2f)\n", cli_human(sizes[nsizes - 1], human, sizeof(human)),
 		       t[nsizes - 1][0] / (double)(sizes[nsizes - 1] / o.page_size),
 		       t[nsizes - 1][4] / (double)(sizes[nsizes - 1] / o.page_size),
 		       t[nsizes - 1][5] / (double)(sizes[nsizes - 1] / o.page_size),
@@ -381,7 +407,8 @@ int cmd_pagebench(int argc, char **argv)
 		for (size_t i = 0; i < nsizes; i++) {
 			double n = (double)(sizes[i] / o.page_size);
 
-			printf("%7zuK %16.1f %16.1f %16.1f %16.1f\n", sizes[i] >> 10,
+			printf("%8s %16.1f %16.1f %16.1f %16.1f\n",
+			       cli_size_text(sizes[i], sz, sizeof(sz)),
 			       t[i][0] / n, peer_t[i][0] / n, peer_t[i][1] / n,
 			       peer_t[i][2] / n);
 		}
