@@ -357,7 +357,7 @@ static void vprogress(const char *fmt, va_list ap, int force)
 		tty = isatty(2);
 	if (!tty && !force && last_ns && now - last_ns < 1000000000u)
 		return;
-	last_ns = force ? 0 : now;  /* after a note, the next line shows */
+	last_ns = now;
 	fprintf(stderr, "%szmem%s%s: ", tty ? "\r\033[K" : "", *cli_cmd ? " " : "", cli_cmd);
 	vfprintf(stderr, fmt, ap);
 	if (tty && !force) {

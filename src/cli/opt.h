@@ -107,7 +107,7 @@ char *cli_size_text(uint64_t bytes, char *buf, size_t len);
  * one line that rewrites itself (\r), which cli_progress_done() clears
  * (call it before printing on stdout); otherwise plain lines, at most one
  * a second.  cli_note() prints a line of its own that stays (never
- * rate-limited; the next progress line shows).  cli_quiet(1)
+ * rate-limited; it counts as the second's line).  cli_quiet(1)
  * (--quiet) silences both; errors are never silenced.  CMD is cli_cmd,
  * the running subcommand's name (main.c sets it). */
 extern const char *cli_cmd;
