@@ -39,7 +39,6 @@
  * stored.  Each cell gets its own pool, destroyed before the next one.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <malloc.h>
 #include <stdbool.h>
@@ -51,6 +50,8 @@
 #include <zmem/pages.h>
 #include <zmem/pool.h>
 #include "cli/cli.h"
+#include "cli/json.h"
+#include "cli/opt.h"
 #include "cli/plot.h"
 
 #define MAX_SIZES    24
@@ -288,7 +289,7 @@ static int one_pass(const struct seq *s, struct zm_pool *pool, const char *backe
 	c.sz = malloc(c.cap * sizeof(*c.sz));
 	if (!c.h || !c.sz) {
 		free(c.h), free(c.sz);
-		fprintf(stderr, "worstcase: out of memory for %zu handles\n", c.cap);
+		fprintf(stderr, "zmem worstcase: out of memory for %zu handles\n", c.cap);
 		return -1;
 	}
 	s->run(&c);
@@ -335,7 +336,7 @@ static int run_cell(const struct seq *s, const char *backend, size_t size, size_
 	gc.arena_bytes = lim > ((size_t)3 << 30) ? lim + lim / 8 : 0;
 	rc = zm_pages_create(&gc, &pg);
 	if (rc) {
-		fprintf(stderr, "worstcase: pages for %s: %s\n", backend, strerror(-rc));
+		fprintf(stderr, "zmem worstcase: pages for %s: %s\n", backend, strerror(-rc));
 		return -1;
 	}
 	mallopt(M_TRIM_THRESHOLD, INT_MAX);
@@ -343,7 +344,7 @@ static int run_cell(const struct seq *s, const char *backend, size_t size, size_
 	pc.pages = pg;
 	rc = zm_pool_create(&pc, &pool);
 	if (rc) {
-		fprintf(stderr, "worstcase: %s: %s\n", backend, strerror(-rc));
+		fprintf(stderr, "zmem worstcase: %s: %s\n", backend, strerror(-rc));
 	} else {
 		struct zm_pages_stats ps;
 		size_t before = 0;
@@ -422,14 +423,15 @@ static void size_label(char *buf, size_t len, size_t size)
 static void print_tables(const struct cell *cells, size_t n, const char *const *names,
 			 size_t nb, const size_t *sizes, size_t ns, size_t mem_cap)
 {
-	char lab[16];
+	char lab[16], h[4][32];
 
 	printf("zmem worstcase: a sequence built to hurt each allocator, run on every backend,\n"
-	       "at live sizes doubling from %zu MiB to %zu MiB; growth = the largest size's\n"
+	       "at live sizes doubling from %s to %s; growth = the largest size's\n"
 	       "figure / the smallest's (about 1: no growth with the pool).  A fresh pool per\n"
-	       "cell, capped at %d x the live size (at least %zu MiB, at most %zu MiB):\n"
-	       "c = capped there, r = most sizes refused.\n", sizes[0] >> 20,
-	       sizes[ns - 1] >> 20, CAP_FACTOR, CAP_MIN >> 20, mem_cap >> 20);
+	       "cell, capped at %d x the live size (at least %s, at most %s):\n"
+	       "c = capped there, r = most sizes refused.\n", cli_human(sizes[0], h[0], 32),
+	       cli_human(sizes[ns - 1], h[1], 32), CAP_FACTOR, cli_human(CAP_MIN, h[2], 32),
+	       cli_human(mem_cap, h[3], 32));
 	for (int w = 0; w < 2; w++) {
 		printf("\n%s\n%-13s %-10s %-10s", w ? "waste = (pool bytes + metadata) / live bytes, "
 		       "at the end of the timed part" : "ns per operation (allocation or free)",
@@ -463,58 +465,74 @@ static void print_tables(const struct cell *cells, size_t n, const char *const *
 	}
 }
 
-static void json_num(const char *key, double v, int prec)
+static void jnum(struct json *j, const char *key, double v, int prec)
 {
 	if (v < 0)
-		printf(", \"%s\": null", key);
+		json_null(j, key);
 	else
-		printf(", \"%s\": %.*f", key, prec, v);
+		json_fixed(j, key, v, prec);
 }
 
 static void print_json(const struct cell *cells, size_t n, const char *const *names,
 		       size_t nb, const size_t *sizes, size_t ns, size_t mem_cap)
 {
-	printf("{\"zmem_worstcase\": 1, \"mem_cap\": %zu, \"sizes\": [", mem_cap);
+	struct json j;
+
+	json_begin(&j, stdout, "worstcase");
+	json_uint(&j, "mem_cap", mem_cap);
+	json_array(&j, "sizes");
 	for (size_t k = 0; k < ns; k++)
-		printf("%s%zu", k ? ", " : "", sizes[k]);
-	printf("],\n \"sequences\": [");
-	for (size_t q = 0; q < NSEQ; q++)
-		printf("%s{\"name\": \"%s\", \"hurts\": \"%s\"}", q ? ", " : "", seqs[q].name,
-		       seqs[q].target);
-	printf("],\n \"results\": [");
+		json_uint(&j, NULL, sizes[k]);
+	json_array_end(&j);
+	json_array(&j, "sequences");
+	for (size_t q = 0; q < NSEQ; q++) {
+		json_object(&j, NULL);
+		json_str(&j, "name", seqs[q].name);
+		json_str(&j, "hurts", seqs[q].target);
+		json_object_end(&j);
+	}
+	json_array_end(&j);
+	json_array(&j, "results");
 	for (size_t i = 0; i < n; i++) {
 		const struct cell *c = &cells[i];
 
-		printf("%s\n  {\"sequence\": \"%s\", \"allocator\": \"%s\", \"size\": %zu, "
-		       "\"live_bytes\": %llu, \"objects\": %llu, \"ops\": %llu, "
-		       "\"failed_allocs\": %llu, \"pool_bytes\": %llu, \"meta_bytes\": %llu",
-		       i ? "," : "", c->seq, c->backend, c->size, (unsigned long long)c->live,
-		       (unsigned long long)c->objects, (unsigned long long)c->ops,
-		       (unsigned long long)c->fails, (unsigned long long)c->pool_bytes,
-		       (unsigned long long)c->meta_bytes);
+		json_object(&j, NULL);
+		json_str(&j, "sequence", c->seq);
+		json_str(&j, "allocator", c->backend);
+		json_uint(&j, "size", c->size);
+		json_uint(&j, "live_bytes", c->live);
+		json_uint(&j, "objects", c->objects);
+		json_uint(&j, "ops", c->ops);
+		json_uint(&j, "failed_allocs", c->fails);
+		json_uint(&j, "pool_bytes", c->pool_bytes);
+		json_uint(&j, "meta_bytes", c->meta_bytes);
 		if (c->descriptors)
-			printf(", \"descriptors\": %llu", (unsigned long long)c->descriptors);
+			json_uint(&j, "descriptors", c->descriptors);
 		else
-			printf(", \"descriptors\": null");
-		json_num("ns_per_op", c->ns_op, 2);
-		json_num("waste", c->waste, 4);
-		json_num("waste_compacted", c->waste_compacted, 4);
-		json_num("faults_per_op", c->ops ? (double)c->faults / (double)c->ops : -1, 4);
-		printf(", \"warmups\": %u", c->warmups);
-		printf(", \"capped\": %s, \"refused\": %s}", c->capped ? "true" : "false",
-		       c->refused ? "true" : "false");
+			json_null(&j, "descriptors");
+		jnum(&j, "ns_per_op", c->ns_op, 2);
+		jnum(&j, "waste", c->waste, 4);
+		jnum(&j, "waste_compacted", c->waste_compacted, 4);
+		jnum(&j, "faults_per_op", c->ops ? (double)c->faults / (double)c->ops : -1, 4);
+		json_uint(&j, "warmups", c->warmups);
+		json_bool(&j, "capped", c->capped);
+		json_bool(&j, "refused", c->refused);
+		json_object_end(&j);
 	}
-	printf("\n ],\n \"growth\": [");
-	for (size_t q = 0, first = 1; q < NSEQ; q++)
-		for (size_t b = 0; b < nb && ran(cells, n, seqs[q].name); b++, first = 0) {
-			printf("%s\n  {\"sequence\": \"%s\", \"allocator\": \"%s\"", first ? "" : ",",
-			       seqs[q].name, names[b]);
-			json_num("ns_growth", growth(cells, n, seqs[q].name, names[b], sizes, ns, 0), 3);
-			json_num("waste_growth", growth(cells, n, seqs[q].name, names[b], sizes, ns, 1),
-				 3);
-			printf("}");
+	json_array_end(&j);
+	json_array(&j, "growth");
+	for (size_t q = 0; q < NSEQ; q++)
+		for (size_t b = 0; b < nb && ran(cells, n, seqs[q].name); b++) {
+			json_object(&j, NULL);
+			json_str(&j, "sequence", seqs[q].name);
+			json_str(&j, "allocator", names[b]);
+			jnum(&j, "ns_growth", growth(cells, n, seqs[q].name, names[b], sizes, ns, 0), 3);
+			jnum(&j, "waste_growth", growth(cells, n, seqs[q].name, names[b], sizes, ns, 1),
+			     3);
+			json_object_end(&j);
 		}
-	printf("\n]}\n");
+	json_array_end(&j);
+	json_end(&j);
 }
 
 static int plot(const char *path, const struct cell *cells, size_t n,
@@ -559,69 +577,46 @@ static int plot(const char *path, const struct cell *cells, size_t n,
 
 /* ---- options -------------------------------------------------------- */
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: zmem worstcase [options]\n"
-		"Sequences built to hurt each allocator (3k-empty: xcfmalloc, classes-half:\n"
-		"zsmalloc, over-half: xvmalloc, tiny: zbud, mixed-churn: all), each run on every\n"
-		"backend at live sizes doubling from --min-size to --max-size: ns per operation,\n"
-		"waste = (pool + metadata) / live bytes, and their growth with the pool.\n\n"
-		"  --min-size SIZE    smallest live size (default 4M)\n"
-		"  --max-size SIZE    largest live size (default 512M)\n"
-		"  --mem-cap SIZE     most memory one pool may take (default 2G)\n"
-		"  --allocator NAME   only this backend (repeatable; default: all)\n"
-		"  --sequence NAME    only this sequence (repeatable; default: all)\n"
-		"  --json             one JSON document\n"
-		"  --plot FILE.svg    ns per op and waste against live size, a line per\n"
-		"                     backend, two panels per sequence\n");
-}
-
 int cmd_worstcase(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{ "min-size", required_argument, 0, 'm' },
-		{ "max-size", required_argument, 0, 'M' },
-		{ "mem-cap", required_argument, 0, 'c' },
-		{ "allocator", required_argument, 0, 'a' },
-		{ "sequence", required_argument, 0, 's' },
-		{ "json", no_argument, 0, 'j' },
-		{ "plot", required_argument, 0, 'P' },
-		{ "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
-	};
 	const char *const *all = zm_pool_backends();
 	const char *names[MAX_BACKENDS], *only[MAX_BACKENDS], *oseq[NSEQ], *plot_path = NULL;
 	size_t nonly = 0, noseq = 0, nb = 0, ns = 0, n = 0, sizes[MAX_SIZES];
 	size_t min = DEF_MIN, max = DEF_MAX, mem_cap = DEF_MEM_CAP;
 	struct cell *cells;
-	int json = 0, opt, status = 0;
+	int json = 0, status = 0, rc;
+	const struct opt table[] = {
+		O_SIZE("min-size", 'm', &min, "SIZE", "smallest live size", "4M", 4096,
+		       (double)((uint64_t)1 << 40)),
+		O_SIZE("max-size", 'M', &max, "SIZE", "largest live size", "512M", 4096,
+		       (double)((uint64_t)1 << 40)),
+		O_SIZE("mem-cap", 'c', &mem_cap, "SIZE", "most memory one pool may take", "2G",
+		       (double)CAP_MIN, 0),
+		O_LIST("allocator", 'a', only, "NAME", "only this backend (repeatable)", "all",
+		       &nonly, MAX_BACKENDS),
+		O_LIST("sequence", 's', oseq, "NAME", "only this sequence (repeatable)", "all",
+		       &noseq, NSEQ),
+		O_FLAG("json", 'j', &json, "one JSON document on stdout instead of the tables"),
+		O_STR("plot", 'P', &plot_path, "FILE.svg",
+		      "ns per op and waste against live size, a\nline per backend, two panels per "
+		      "sequence", "none"),
+		O_END,
+	};
+	const struct opt_cmd cmd = {
+		"worstcase", "[OPTIONS]",
+		"Sequences built to hurt each allocator (3k-empty: xcfmalloc, classes-half:\n"
+		"zsmalloc, over-half: xvmalloc, tiny: zbud, mixed-churn: all), each run on every\n"
+		"backend at live sizes doubling from --min-size to --max-size: ns per operation,\n"
+		"waste = (pool + metadata) / live bytes, and their growth with the pool.",
+		table, NULL,
+	};
 
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "jh", lo, NULL)) != -1) {
-		switch (opt) {
-		case 'm': min = cli_parse_size(optarg); break;
-		case 'M': max = cli_parse_size(optarg); break;
-		case 'c': mem_cap = cli_parse_size(optarg); break;
-		case 'a':
-			if (nonly < MAX_BACKENDS)
-				only[nonly++] = optarg;
-			break;
-		case 's':
-			if (noseq < NSEQ)
-				oseq[noseq++] = optarg;
-			break;
-		case 'j': json = 1; break;
-		case 'P': plot_path = optarg; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-	}
-	if (optind < argc || !min || !max || min > max || mem_cap < CAP_MIN) {
-		fprintf(stderr, "worstcase: want 0 < --min-size <= --max-size, --mem-cap >= "
-			"%zu MiB, no other arguments\n", CAP_MIN >> 20);
-		return 2;
-	}
+	rc = opt_parse(&cmd, argc, argv, NULL);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	if (min > max)
+		return cli_usage("worstcase", "--min-size (%zu) must be at most --max-size (%zu)",
+				 min, max);
 	for (size_t s = min; s <= max && ns < MAX_SIZES; s *= 2)
 		sizes[ns++] = s;
 	for (size_t i = 0; i < nonly; i++) {
@@ -629,20 +624,16 @@ int cmd_worstcase(int argc, char **argv)
 
 		for (k = 0; all[k] && strcmp(all[k], only[i]); k++)
 			;
-		if (!all[k]) {
-			fprintf(stderr, "worstcase: unknown allocator '%s'\n", only[i]);
-			return 2;
-		}
+		if (!all[k])
+			return cli_usage("worstcase", "unknown allocator '%s'", only[i]);
 	}
 	for (size_t i = 0; i < noseq; i++) {
 		size_t q;
 
 		for (q = 0; q < NSEQ && strcmp(seqs[q].name, oseq[i]); q++)
 			;
-		if (q == NSEQ) {
-			fprintf(stderr, "worstcase: unknown sequence '%s'\n", oseq[i]);
-			return 2;
-		}
+		if (q == NSEQ)
+			return cli_usage("worstcase", "unknown sequence '%s'", oseq[i]);
 	}
 	for (size_t k = 0; all[k] && nb < MAX_BACKENDS; k++) {
 		int want = !nonly;
@@ -665,29 +656,33 @@ int cmd_worstcase(int argc, char **argv)
 		for (size_t b = 0; b < nb; b++)
 			for (size_t k = 0; k < ns; k++) {
 				uint64_t t0 = cli_now_ns();
+				char lab[32];
 
+				cli_progress("%s on %s, %s", seqs[q].name, names[b],
+					     cli_size_text(sizes[k], lab, sizeof(lab)));
 				if (run_cell(&seqs[q], names[b], sizes[k], mem_cap, &cells[n])) {
 					status = 1;
 					continue;
 				}
-				fprintf(stderr, "worstcase: %s on %s, %zu MiB: %.1f ns/op, waste %.3f%s, "
-					"%llu faults after %u warm-up(s) (%.1f s)\n", seqs[q].name,
-					names[b], sizes[k] >> 20, cells[n].ns_op, cells[n].waste,
+				cli_note("%s on %s, %s: %.1f ns/op, waste %.3f%s, "
+					 "%llu faults after %u warm-up(s) (%.1f s)", seqs[q].name,
+					 names[b], cli_size_text(sizes[k], lab, sizeof(lab)),
+					 cells[n].ns_op, cells[n].waste,
 					cells[n].capped ? ", capped" : "",
 					(unsigned long long)cells[n].faults, cells[n].warmups,
 					(double)(cli_now_ns() - t0) / 1e9);
 				n++;
 			}
 	}
+	cli_progress_done();
 	if (json)
 		print_json(cells, n, names, nb, sizes, ns, mem_cap);
 	else
 		print_tables(cells, n, names, nb, sizes, ns, mem_cap);
 	if (plot_path) {
-		int rc = plot(plot_path, cells, n, names, nb, sizes, ns);
-
+		rc = plot(plot_path, cells, n, names, nb, sizes, ns);
 		if (rc) {
-			fprintf(stderr, "worstcase: writing %s: %s\n", plot_path, strerror(-rc));
+			fprintf(stderr, "zmem worstcase: writing %s: %s\n", plot_path, strerror(-rc));
 			status = 1;
 		} else if (!json) {
 			printf("\nplot: %s\n", plot_path);
