@@ -12,12 +12,15 @@
 
 #include <zmem/codec.h>
 #include "cli/corpus.h"
+#include "cli/json.h"
+#include "cli/opt.h"
 
 #define PAGE 4096
 
 static struct corpus *g_c;
+static struct corpus_source *g_src;
 static struct zm_codec *g_codec;
-static size_t g_cap, g_target;
+static size_t g_cap, g_target, g_fcap;
 
 static int same_filled(const uint64_t *w)
 {
@@ -58,14 +61,31 @@ static int add_file(const char *path)
 	int fd = open(path, O_RDONLY);
 	ssize_t r;
 
+	size_t got = 0;
+
 	if (fd < 0)
 		return -1;
 	while (g_c->bytes < g_target && (r = read(fd, page, PAGE)) > 0) {
 		if (r < PAGE)
 			memset((char *)page + r, 0, PAGE - (size_t)r);
 		add_page(g_c, page);
+		got += (size_t)r;
 	}
 	close(fd);
+	if (!got)
+		return 0;
+	if (g_c->nfiles == g_fcap) {
+		g_fcap = g_fcap ? g_fcap * 2 : 256;
+		g_c->file = realloc(g_c->file, g_fcap * sizeof(*g_c->file));
+		if (!g_c->file)
+			exit(1);
+	}
+	g_c->file[g_c->nfiles].path = strdup(path);
+	if (!g_c->file[g_c->nfiles].path)
+		exit(1);
+	g_c->file[g_c->nfiles++].bytes = got;
+	g_src->files++;
+	g_src->bytes += got;
 	return 0;
 }
 
@@ -87,14 +107,22 @@ int corpus_load(const char *const *paths, int npaths, size_t target, struct corp
 		return rc;
 	g_c = c;
 	g_cap = 0;
+	g_fcap = 0;
 	g_target = target;
 	if (!npaths) {
 		paths = dflt;
 		npaths = 3;
+		c->defaults = 1;
 	}
-	for (int i = 0; i < npaths && c->bytes < target; i++)
-		if (nftw(paths[i], walk_cb, 32, FTW_PHYS) < 0)
-			fprintf(stderr, "zmem: cannot read %s\n", paths[i]);
+	for (int i = 0; i < npaths && i < CORPUS_SOURCES && c->bytes < target; i++) {
+		g_src = &c->src[c->nsrc++];
+		g_src->path = paths[i];
+		if (nftw(paths[i], walk_cb, 32, FTW_PHYS) < 0) {
+			g_src->unreadable = 1;
+			fprintf(stderr, "zmem %s: cannot read %s: %s\n", cli_cmd, paths[i],
+				strerror(errno));
+		}
+	}
 	zm_codec_destroy(g_codec);
 	g_codec = NULL;
 	return c->n ? 0 : -ENOENT;
@@ -104,4 +132,56 @@ void corpus_free(struct corpus *c)
 {
 	free(c->size);
 	c->size = NULL;
+	for (size_t i = 0; i < c->nfiles; i++)
+		free(c->file[i].path);
+	free(c->file);
+	c->file = NULL;
+	c->nfiles = 0;
+}
+
+void corpus_print(const struct corpus *c, FILE *f, const char *prefix)
+{
+	size_t first = 0;
+	char h[32];
+
+	fprintf(f, "%spages from %s, in directory order (lz4; the files: --json):\n", prefix,
+		c->defaults ? "the system's files" : "--corpus");
+	for (int i = 0; i < c->nsrc; i++) {
+		const struct corpus_source *s = &c->src[i];
+
+		fprintf(f, "%s  %s: %zu file%s, %s", prefix, s->path, s->files,
+			s->files == 1 ? "" : "s", cli_human(s->bytes, h, sizeof(h)));
+		if (s->unreadable)
+			fprintf(f, " (unreadable)");
+		else if (s->files > 1)
+			fprintf(f, " (%s .. %s)", c->file[first].path,
+				c->file[first + s->files - 1].path);
+		fputc('\n', f);
+		first += s->files;
+	}
+}
+
+void corpus_json(const struct corpus *c, struct json *j)
+{
+	json_object(j, "corpus");
+	json_bool(j, "defaults", c->defaults);
+	json_array(j, "sources");
+	for (int i = 0; i < c->nsrc; i++) {
+		json_object(j, NULL);
+		json_str(j, "path", c->src[i].path);
+		json_uint(j, "files", c->src[i].files);
+		json_uint(j, "bytes", c->src[i].bytes);
+		json_bool(j, "readable", !c->src[i].unreadable);
+		json_object_end(j);
+	}
+	json_array_end(j);
+	json_array(j, "files");
+	for (size_t i = 0; i < c->nfiles; i++) {
+		json_object(j, NULL);
+		json_str(j, "path", c->file[i].path);
+		json_uint(j, "bytes", c->file[i].bytes);
+		json_object_end(j);
+	}
+	json_array_end(j);
+	json_object_end(j);
 }
