@@ -22,6 +22,8 @@
 #include <zmem/pool.h>
 #include "cli/cli.h"
 #include "cli/corpus.h"
+#include "cli/json.h"
+#include "cli/opt.h"
 
 struct result {
 	double overhead, pool, meta, round;
@@ -126,70 +128,103 @@ static void breakdown(const struct result *all, int n, const struct corpus *c)
 	       "records), other (classes, the pool): its metadata\n");
 }
 
+static void json_row(struct json *j, const char *allocator, const struct result *r)
+{
+	json_object(j, NULL);
+	json_str(j, "allocator", allocator);
+	json_uint(j, "pool_bytes", r->pool_bytes);
+	json_uint(j, "meta_bytes", r->meta_bytes);
+	json_uint(j, "slot_bytes", r->st.slot_bytes);
+	json_uint(j, "handle_bytes", r->st.handle_bytes);
+	json_uint(j, "record_bytes", r->st.record_bytes);
+	json_uint(j, "pages_meta_bytes", r->st.pages_meta_bytes);
+	json_uint(j, "partly_used_zspages", r->partial);
+	json_fixed(j, "rounding", r->round, 4);
+	json_fixed(j, "overhead", r->overhead, 4);
+}
+
 int cmd_density(int argc, char **argv)
 {
 	struct corpus c = { 0 };
-	size_t target = 30u << 20;
-	const char *corpus[16];
-	int ncorpus = 0, json = 0, sweep = 0, verbose = 0, first = 1;
+	size_t target = 30u << 20, ncorpus = 0;
+	const char *corpus[CORPUS_SOURCES];
+	int json = 0, sweep = 0, verbose = 0, rc;
 	struct result all[16];
 	int nall = 0;
 	struct result r;
+	struct json j;
+	char h[32];
+	const struct opt table[] = {
+		O_SIZE("size", 's', &target, "SIZE", "compressed bytes of pages to read", "30M",
+		       4096, (double)((uint64_t)4 << 30)),
+		O_LIST("corpus", 'c', corpus, "PATH",
+		       "read pages from this file or directory\n(repeatable)",
+		       "/usr/lib, /usr/bin, /usr/share", &ncorpus, CORPUS_SOURCES),
+		O_FLAG("sweep", 'S', &sweep,
+		       "also zsmalloc over a grid of class spacings,\nzspage sizes and borrow depths"),
+		O_FLAG("verbose", 'v', &verbose, "also each backend's bytes per object"),
+		O_FLAG("json", 'j', &json,
+		       "one JSON document on stdout instead (with\nevery file read)"),
+		O_END,
+	};
+	const struct opt_cmd cmd = {
+		"density", "[OPTIONS]",
+		"How densely each pool backend holds realistic compressed pages: the sizes\n"
+		"of real pages compressed with lz4 (same-filled ones skipped, incompressible\n"
+		"ones kept at page size), the same sizes in the same order into every backend.",
+		table,
+		"Without --corpus, the pages are the system's files under /usr/lib, /usr/bin\n"
+		"and /usr/share, in directory order: the output names the directories and\n"
+		"files read (--json: every file and its bytes), so a run can be repeated\n"
+		"with --corpus.\n",
+	};
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = 1;
-		else if (!strcmp(argv[i], "--sweep"))
-			sweep = 1;
-		else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose"))
-			verbose = 1;
-		else if (!strcmp(argv[i], "--size") && i + 1 < argc)
-			target = cli_parse_size(argv[++i]);
-		else if (!strcmp(argv[i], "--corpus") && i + 1 < argc && ncorpus < 16)
-			corpus[ncorpus++] = argv[++i];
-		else {
-			fprintf(stderr, "usage: zmem density [--size 30M] [--corpus PATH]... "
-					"[--sweep] [-v] [--json]\n");
-			return strcmp(argv[i], "--help") ? 2 : 0;
-		}
+	rc = opt_parse(&cmd, argc, argv, NULL);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	rc = corpus_load(corpus, (int)ncorpus, target, &c);
+	if (rc) {
+		corpus_free(&c);
+		return rc == -ENOENT ? cli_fail("density", "no pages of 4096 bytes or more in %s",
+						ncorpus ? "the --corpus paths" :
+						"/usr/lib, /usr/bin, /usr/share") :
+				       cli_fail("density", "lz4: %s", strerror(-rc));
 	}
-	if (!target || corpus_load(corpus, ncorpus, target, &c) || !c.n) {
-		fprintf(stderr, "density: bad --size, no lz4, or no pages\n");
-		return 2;
+	if (json) {
+		json_begin(&j, stdout, "density");
+		json_uint(&j, "objects", c.n);
+		json_uint(&j, "obj_bytes", c.bytes);
+		json_uint(&j, "same_pages_skipped", c.same);
+		json_uint(&j, "raw_pages", c.raw);
+		corpus_json(&c, &j);
+		json_array(&j, "results");
+	} else {
+		printf("zmem density: %zu objects, %s of lz4-compressed pages "
+		       "(mean %.0f bytes;\n%zu same-filled pages skipped, %zu stored raw)\n",
+		       c.n, cli_human(c.bytes, h, sizeof(h)), (double)c.bytes / (double)c.n,
+		       c.same, c.raw);
+		corpus_print(&c, stdout, "");
+		printf("\n%-9s %7s %6s %6s %9s %9s %9s %9s %9s %9s\n", "allocator", "spacing",
+		       "maxpg", "borrow", "pool MiB", "meta KiB", "pool/obj", "rounding",
+		       "meta/obj", "overhead");
 	}
-	if (json)
-		printf("{\"objects\": %zu, \"obj_bytes\": %zu, \"same_pages_skipped\": %zu, "
-		       "\"raw_pages\": %zu, \"results\": [", c.n, c.bytes, c.same, c.raw);
-	else
-		printf("zmem density: %zu objects, %.1f MiB of lz4-compressed pages "
-		       "(mean %.0f bytes; %zu same-filled pages skipped, %zu stored raw)\n\n"
-		       "%-9s %7s %6s %6s %10s %10s %9s %9s %9s %9s\n",
-		       c.n, (double)c.bytes / 1048576, (double)c.bytes / (double)c.n,
-		       c.same, c.raw, "allocator", "spacing", "maxpg", "borrow",
-		       "pool MiB", "meta KiB", "pool/obj", "rounding", "meta/obj", "overhead");
 	for (const char *const *b = zm_pool_backends(); *b; b++) {
 		struct zm_pool_config cfg = { .allocator = *b };
 
+		cli_progress("%s", *b);
 		if (fill(&cfg, &c, &r))
-			return 1;
+			return cli_fail("density", "%s: the fill failed", *b);
+		cli_progress_done();
 		if (nall < 16)
 			all[nall++] = r;
-		if (json)
-			printf("%s\n {\"allocator\": \"%s\", \"pool_bytes\": %llu, \"meta_bytes\": %llu, "
-			       "\"slot_bytes\": %llu, \"handle_bytes\": %llu, \"record_bytes\": %llu, "
-			       "\"pages_meta_bytes\": %llu, \"partly_used_zspages\": %llu, "
-			       "\"rounding\": %.4f, \"overhead\": %.4f}", first ? "" : ",", *b,
-			       (unsigned long long)r.pool_bytes, (unsigned long long)r.meta_bytes,
-			       (unsigned long long)r.st.slot_bytes,
-			       (unsigned long long)r.st.handle_bytes,
-			       (unsigned long long)r.st.record_bytes,
-			       (unsigned long long)r.st.pages_meta_bytes,
-			       (unsigned long long)r.partial, r.round, r.overhead);
-		else
-			printf("%-9s %7s %6s %6s %10.2f %10.1f %9.4f %9.4f %9.4f %9.4f\n", *b,
+		if (json) {
+			json_row(&j, *b, &r);
+			json_object_end(&j);
+		} else {
+			printf("%-9s %7s %6s %6s %9.2f %9.1f %9.4f %9.4f %9.4f %9.4f\n", *b,
 			       "dflt", "dflt", "dflt", r.pool_bytes / 1048576.0,
 			       r.meta_bytes / 1024.0, r.pool, r.round, r.meta, r.overhead);
-		first = 0;
+		}
 	}
 	if (verbose && !json)
 		breakdown(all, nall, &c);
@@ -198,27 +233,37 @@ int cmd_density(int argc, char **argv)
 		static const int bo[] = { -1, 2, 4 };
 
 		for (size_t i = 0; i < 4; i++)
-			for (size_t j = 0; j < 4; j++)
+			for (size_t k2 = 0; k2 < 4; k2++)
 				for (size_t k = 0; k < 3; k++) {
 					struct zm_pool_config cfg = { .allocator = "zsmalloc",
-						.class_spacing = sp[i], .max_zspage_pages = mp[j],
+						.class_spacing = sp[i], .max_zspage_pages = mp[k2],
 						.class_borrow = bo[k] };
 
+					cli_progress("sweep: spacing %u, max pages %u, borrow %d", sp[i],
+						     mp[k2], bo[k]);
 					if (fill(&cfg, &c, &r))
-						return 1;
-					if (json)
-						printf(",\n {\"allocator\": \"zsmalloc\", \"spacing\": %u, "
-						       "\"max_pages\": %u, \"borrow\": %d, \"overhead\": %.4f}",
-						       sp[i], mp[j], bo[k], r.overhead);
-					else
-						printf("%-9s %7u %6u %6d %10.2f %10.1f %9.4f %9.4f %9.4f %9.4f\n",
-						       "zsmalloc", sp[i], mp[j], bo[k],
+						return cli_fail("density", "zsmalloc: the fill failed");
+					cli_progress_done();
+					if (json) {
+						json_object(&j, NULL);
+						json_str(&j, "allocator", "zsmalloc");
+						json_uint(&j, "spacing", sp[i]);
+						json_uint(&j, "max_pages", mp[k2]);
+						json_int(&j, "borrow", bo[k]);
+						json_fixed(&j, "overhead", r.overhead, 4);
+						json_object_end(&j);
+					} else {
+						printf("%-9s %7u %6u %6d %9.2f %9.1f %9.4f %9.4f %9.4f "
+						       "%9.4f\n", "zsmalloc", sp[i], mp[k2], bo[k],
 						       r.pool_bytes / 1048576.0, r.meta_bytes / 1024.0,
 						       r.pool, r.round, r.meta, r.overhead);
+					}
 				}
 	}
-	if (json)
-		printf("\n]}\n");
+	if (json) {
+		json_array_end(&j);
+		json_end(&j);
+	}
 	corpus_free(&c);
 	return 0;
 }
