@@ -288,7 +288,7 @@ static void test_options(void **state)
 		O_SIZE("size", 's', &size, "SIZE", "a size", "7", 4096, 65536, .seen = &seen),
 		O_INT("threads", 't', &threads, "N", "threads", "1", 1, 64),
 		O_U64("count", 0, &count, "N", "a count", "0", 0, 0),
-		O_DOUBLE("frac", 0, &frac, "F", "a fraction", NULL, 0, 1, .open = 1),
+		O_DOUBLE("frac", 0, &frac, "F", "a fraction", NULL, 0, 1, .open = OPEN),
 		O_FLAG("flag", 'f', &flag, "a flag"),
 		O_STR("str", 0, &str, "S", "a string", "dflt"),
 		O_STR("mode", 0, &mode, "M", "a mode", "a", .choices = modes),

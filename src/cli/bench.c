@@ -741,7 +741,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_DOUBLE("churn", 'C', &o->churn, "FRACTION",
 			 "then free that part of a fill of each\nallocator and show the overhead "
 			 "right after,\nafter 100 ms and after 1 s (as zmem churn)", NULL, 0, 1,
-			 .open = 1),
+			 .open = OPEN),
 		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead"),
 		O_FLAG("wide", 'w', &o->wide, "every column of the table (about 150)"),
 		O_FLAG("verbose", 'v', &o->verbose, "also each store's statistics and class table"),

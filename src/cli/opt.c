@@ -134,10 +134,13 @@ static void range_text(const struct opt *o, char *buf, size_t len)
 		return;
 	limit_text(o, o->lo, a, sizeof(a));
 	limit_text(o, o->hi, b, sizeof(b));
-	if (o->hi > 0)
-		snprintf(buf, len, o->open ? "more than %s and less than %s" : "%s..%s", a, b);
-	else if (o->lo > 0)
-		snprintf(buf, len, o->open ? "more than %s" : "at least %s", a);
+	if (o->hi > 0 && !o->open)
+		snprintf(buf, len, "%s..%s", a, b);
+	else if (o->hi > 0)
+		snprintf(buf, len, "%s %s and %s %s", o->open & OPEN_LO ? "more than" : "at least",
+			 a, o->open & OPEN_HI ? "less than" : "at most", b);
+	else if (o->lo > 0 || (o->open & OPEN_LO))
+		snprintf(buf, len, "%s %s", o->open & OPEN_LO ? "more than" : "at least", a);
 }
 
 static int set_value(const struct opt_cmd *c, const struct opt *o, const char *v)
@@ -190,8 +193,8 @@ static int set_value(const struct opt_cmd *c, const struct opt *o, const char *v
 			return cli_usage(c->name, "invalid --%s '%s' (a number)", o->name, v);
 		break;
 	}
-	if (o->open ? (d <= o->lo || (o->hi > 0 && d >= o->hi)) :
-		      (d < o->lo || (o->hi > 0 && d > o->hi))) {
+	if ((o->open & OPEN_LO ? d <= o->lo : d < o->lo) ||
+	    (o->hi > 0 && (o->open & OPEN_HI ? d >= o->hi : d > o->hi))) {
 		range_text(o, range, sizeof(range));
 		return cli_usage(c->name, "--%s must be %s, not %s", o->name, range, v);
 	}

@@ -31,6 +31,10 @@ enum opt_kind {
 	OPT_LIST,    /* const char **: repeatable, into an array of cap */
 };
 
+#define OPEN_LO 1
+#define OPEN_HI 2
+#define OPEN (OPEN_LO | OPEN_HI)
+
 struct opt {
 	const char *name;        /* long name, without "--" */
 	char short_name;         /* 0: none */
@@ -40,7 +44,7 @@ struct opt {
 	const char *help;        /* may hold '\n' */
 	const char *def;         /* default, as --help shows it (NULL: none) */
 	double lo, hi;           /* limits, inclusive; hi 0: none */
-	int open;                /* OPT_DOUBLE: lo and hi themselves excluded */
+	int open;                /* OPT_DOUBLE: OPEN_LO, OPEN_HI: lo, hi excluded */
 	const char *const *choices; /* OPT_STRING: the accepted values */
 	size_t *count, cap;      /* OPT_LIST: how many so far, how many at most */
 	int *seen;               /* if set: 1 once the option is given */
