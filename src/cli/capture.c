@@ -4,7 +4,6 @@
  * benchmarks on realistic data.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,15 +11,7 @@
 
 #include <zmem/workload.h>
 #include "cli/cli.h"
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: zmem capture PID -o FILE [--max-size SIZE]\n"
-		"  PID               the process (needs root, or ptrace rights over it)\n"
-		"  -o FILE           output file of raw pages ('-' for standard output)\n"
-		"  --max-size SIZE   stop after this much (default: everything)\n");
-}
+#include "cli/opt.h"
 
 static int write_page(void *arg, const void *page, size_t ps)
 {
@@ -29,46 +20,39 @@ static int write_page(void *arg, const void *page, size_t ps)
 
 int cmd_capture(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{ "output", required_argument, 0, 'o' },
-		{ "max-size", required_argument, 0, 'm' },
-		{ "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
-	};
 	struct zm_capture_stats st;
 	const char *out = NULL;
 	size_t max = 0;
 	char *end;
 	long pid;
 	FILE *f;
-	int c, rc;
+	int rc, nargs;
+	const struct opt table[] = {
+		O_STR("output", 'o', &out, "FILE",
+		      "output file of raw pages ('-': standard\noutput); required", NULL),
+		O_SIZE("max-size", 'm', &max, "SIZE", "stop after this much", "everything", 4096,
+		       0),
+		O_END,
+	};
+	const struct opt_cmd cmd = {
+		"capture", "PID -o FILE [OPTIONS]",
+		"Copy the private writable memory of a live process PID into a file, page\n"
+		"by page (needs root, or ptrace rights over it), for benchmarks on\n"
+		"realistic data: zmem bench --data file:FILE, zmem density --corpus FILE.",
+		table, NULL,
+	};
 
-	while ((c = getopt_long(argc, argv, "o:m:h", lo, NULL)) != -1) {
-		switch (c) {
-		case 'o': out = optarg; break;
-		case 'm':
-			max = cli_parse_size(optarg);
-			if (!max) {
-				fprintf(stderr, "capture: bad --max-size '%s'\n", optarg);
-				return 2;
-			}
-			break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-	}
-	if (optind + 1 != argc || !out) {
-		usage(stderr);
-		return 2;
-	}
-	pid = strtol(argv[optind], &end, 10);
-	if (*end || end == argv[optind] || pid <= 0 || pid > 0x7fffffff) {
-		fprintf(stderr, "capture: '%s' is not a process id\n", argv[optind]);
-		return 2;
-	}
+	rc = opt_parse(&cmd, argc, argv, &nargs);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	if (nargs != 1 || !out)
+		return cli_usage("capture", "a PID and -o FILE are required (zmem capture --help)");
+	pid = strtol(argv[1], &end, 10);
+	if (*end || end == argv[1] || pid <= 0 || pid > 0x7fffffff)
+		return cli_usage("capture", "'%s' is not a process id", argv[1]);
 	f = strcmp(out, "-") ? fopen(out, "wb") : stdout;
 	if (!f) {
-		fprintf(stderr, "capture: %s: %s\n", out, strerror(errno));
+		fprintf(stderr, "zmem capture: %s: %s\n", out, strerror(errno));
 		return 1;
 	}
 	rc = zm_workload_capture((pid_t)pid, max, write_page, f, &st);
@@ -78,22 +62,21 @@ int cmd_capture(int argc, char **argv)
 		rc = -errno;
 	if (rc) {
 		if (rc == -ESRCH)
-			fprintf(stderr, "capture: no process with PID %ld\n", pid);
+			fprintf(stderr, "zmem capture: no process with PID %ld\n", pid);
 		else if (rc == -EPERM || rc == -EACCES)
-			fprintf(stderr, "capture: permission denied reading the memory of PID %ld:\n"
+			fprintf(stderr, "zmem capture: permission denied reading the memory of PID %ld:\n"
 				"  run as root, or as its user with ptrace allowed "
 				"(kernel.yama.ptrace_scope = 0, or CAP_SYS_PTRACE)\n", pid);
 		else
-			fprintf(stderr, "capture: PID %ld: %s\n", pid, strerror(-rc));
+			fprintf(stderr, "zmem capture: PID %ld: %s\n", pid, strerror(-rc));
 		if (f != stdout)
 			unlink(out);
 		return 1;
 	}
-	fprintf(stderr, "capture: PID %ld: %zu pages of %zu bytes (%.1f MiB) from %zu mappings "
-		"to %s%s\n", pid, st.pages, st.page_size,
+	cli_note("PID %ld: %zu pages of %zu bytes (%.1f MiB) from %zu mappings to %s%s", pid, st.pages, st.page_size,
 		(double)st.pages * (double)st.page_size / 1048576.0, st.regions, out,
 		st.limited ? " (stopped at --max-size)" : "");
-	fprintf(stderr, "capture: %zu pages unreadable (skipped), %zu never touched, "
-		"%zu reservations skipped\n", st.unreadable, st.unpopulated, st.regions_skipped);
+	cli_note("%zu pages unreadable (skipped), %zu never touched, %zu reservations skipped",
+		 st.unreadable, st.unpopulated, st.regions_skipped);
 	return 0;
 }
