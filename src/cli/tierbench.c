@@ -62,7 +62,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +72,7 @@
 #include <zmem/store.h>
 #include "cli/bench.h"
 #include "cli/cli.h"
+#include "cli/json.h"
 #include "cli/opt.h"
 #include "cli/plot.h"
 
@@ -216,7 +216,7 @@ static bool page_ok(const struct run *r, uint64_t idx, const uint8_t *buf)
 static void note_error(struct run *r, const char *what, uint64_t idx, int rc)
 {
 	if (!r->row->errors++)
-		fprintf(stderr, "tierbench: %s of page %llu: %s\n", what,
+		fprintf(stderr, "zmem tierbench: %s of page %llu: %s\n", what,
 			(unsigned long long)idx, strerror(-rc));
 }
 
@@ -364,7 +364,7 @@ static void finish(struct run *r, size_t rss0)
 			w->mismatches++;
 		} else if (!page_ok(r, i, r->buf)) {
 			if (!w->mismatches)
-				fprintf(stderr, "tierbench: page %llu reads back wrong\n",
+				fprintf(stderr, "zmem tierbench: page %llu reads back wrong\n",
 					(unsigned long long)i);
 			w->mismatches++;
 		}
@@ -381,7 +381,7 @@ static int scratch_file(const char *dir)
 	snprintf(path, sizeof(path), "%s/zmem-tierbench-XXXXXX", dir);
 	fd = mkstemp(path);
 	if (fd < 0) {
-		fprintf(stderr, "tierbench: creating a file in %s: %s\n", dir, strerror(errno));
+		fprintf(stderr, "zmem tierbench: creating a file in %s: %s\n", dir, strerror(errno));
 		return -1;
 	}
 	unlink(path);
@@ -418,7 +418,7 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 	r.buf = malloc(r.ps);
 	r.zero = calloc(1, r.ps);
 	if (!r.ref || !r.buf || !r.zero) {
-		fprintf(stderr, "tierbench: out of memory\n");
+		fprintf(stderr, "zmem tierbench: out of memory\n");
 		goto fail;
 	}
 	for (uint32_t i = 0; i < n; i++)
@@ -433,7 +433,7 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 	rss0 = cli_rss_bytes();
 	rc = zm_store_create(&cfg, &r.store);
 	if (rc) {
-		fprintf(stderr, "tierbench: %s: creating the store: %s\n", mode_names[m],
+		fprintf(stderr, "zmem tierbench: %s: creating the store: %s\n", mode_names[m],
 			strerror(-rc));
 		goto fail;
 	}
@@ -641,77 +641,92 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 		       s->wb_bytes, s->pw_ns, ratio(s->wb_ns, s->pw_ns));
 }
 
-static void json_num(const char *key, double v)
+static void jnum(struct json *j, const char *key, double v)
 {
 	if (v >= 0)
-		printf(", \"%s\": %.4f", key, v);
+		json_fixed(j, key, v, 4);
 	else
-		printf(", \"%s\": null", key);
+		json_null(j, key);
 }
 
 static void print_json(const struct opts *o, const struct bench_data *d,
 		       const struct row *rows, uint64_t n, const struct summary *s)
 {
-	printf("{\"zmem_tierbench\": 1, \"data\": \"");
-	for (const char *c = d->name; *c; c++)
-		printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
-	printf("\", \"pages\": %llu, \"page_size\": %zu, \"limit_bytes\": %zu, \"codec\": \"%s\", "
-	       "\"recompress_codec\": \"%s\", \"ops\": %llu, \"hot_access_pct\": %u, "
-	       "\"hot_pages_pct\": %u, \"rewrite_pct\": %u, \"seed\": %llu, \"idle_after_ms\": %u,"
-	       "\n \"results\": [", (unsigned long long)n, o->page_size, o->limit, o->codec,
-	       o->recompress, (unsigned long long)o->ops, o->hot_access, o->hot_pages, o->rewrite,
-	       (unsigned long long)o->seed, o->idle_after);
-	for (int m = 0, first = 1; m < NMODES; m++) {
+	struct json j;
+
+	json_begin(&j, stdout, "tierbench");
+	json_str(&j, "data", d->name);
+	json_uint(&j, "pages", n);
+	json_uint(&j, "page_size", o->page_size);
+	json_uint(&j, "limit_bytes", o->limit);
+	json_str(&j, "codec", o->codec);
+	json_str(&j, "recompress_codec", o->recompress);
+	json_uint(&j, "ops", o->ops);
+	json_uint(&j, "hot_access_pct", o->hot_access);
+	json_uint(&j, "hot_pages_pct", o->hot_pages);
+	json_uint(&j, "rewrite_pct", o->rewrite);
+	json_uint(&j, "seed", o->seed);
+	json_uint(&j, "idle_after_ms", o->idle_after);
+	json_str(&j, "plot", o->plot);
+	json_array(&j, "results");
+	for (int m = 0; m < NMODES; m++) {
 		const struct row *w = &rows[m];
 
 		if (!w->ran)
 			continue;
-		printf("%s\n  {\"mode\": \"%s\", \"ops\": %llu, \"MBps\": %.1f, \"hot_MBps\": %.1f, "
-		       "\"fill_MBps\": %.1f, \"failed_writes\": %llu, \"failed_fill\": %llu, "
-		       "\"pool_bytes\": %llu, \"pool_max_bytes\": %llu, \"compr_bytes\": %llu, "
-		       "\"rss_bytes\": %llu, \"pages_in_memory\": %llu, \"pages_in_pool\": %llu, "
-		       "\"pages_on_file\": %llu, \"bd_count\": %llu, \"bd_bytes\": %llu, "
-		       "\"bd_writes\": %llu, \"bd_reads\": %llu, \"writeback_failures\": %llu, "
-		       "\"recompressed_pages\": %llu, \"recompress_tried\": %llu, \"secondary_pages\": %llu, "
-		       "\"step_tried\": %llu, \"step_recompressed\": %llu, \"step_written\": %llu, "
-		       "\"get_p99_us\": %.2f, "
-		       "\"errors\": %llu, \"mismatches\": %llu, \"verified\": %s",
-		       first ? "" : ",", mode_names[m], (unsigned long long)w->ops, w->MBps,
-		       w->hot_MBps, w->fill_MBps,
-		       (unsigned long long)(w->failed_fill + w->failed_trace),
-		       (unsigned long long)w->failed_fill, (unsigned long long)w->pool_bytes,
-		       (unsigned long long)w->pool_max, (unsigned long long)w->compr_bytes,
-		       (unsigned long long)w->rss_bytes, (unsigned long long)w->in_memory,
-		       (unsigned long long)w->in_pool, (unsigned long long)w->on_file,
-		       (unsigned long long)w->bd_count, (unsigned long long)w->bd_bytes,
-		       (unsigned long long)w->bd_writes, (unsigned long long)w->bd_reads,
-		       (unsigned long long)w->writeback_failures, (unsigned long long)w->recompressed,
-		       (unsigned long long)w->tried, (unsigned long long)w->secondary,
-		       (unsigned long long)w->step_tried, (unsigned long long)w->step_recompressed,
-		       (unsigned long long)w->step_written, w->get_p99_us,
-		       (unsigned long long)w->errors, (unsigned long long)w->mismatches,
-		       w->mismatches || w->errors ? "false" : "true");
-		printf(", \"file_bytes\": %llu", (unsigned long long)w->file_bytes);
-		json_num("recompress_ns_per_try", w->step_tried ? w->recompress_ns : -1);
-		json_num("writeback_ns_per_page", w->step_written ? w->writeback_ns : -1);
-		printf("}");
-		first = 0;
+		json_object(&j, NULL);
+		json_str(&j, "mode", mode_names[m]);
+		json_uint(&j, "ops", w->ops);
+		json_fixed(&j, "MBps", w->MBps, 1);
+		json_fixed(&j, "hot_MBps", w->hot_MBps, 1);
+		json_fixed(&j, "fill_MBps", w->fill_MBps, 1);
+		json_uint(&j, "failed_writes", w->failed_fill + w->failed_trace);
+		json_uint(&j, "failed_fill", w->failed_fill);
+		json_uint(&j, "pool_bytes", w->pool_bytes);
+		json_uint(&j, "pool_max_bytes", w->pool_max);
+		json_uint(&j, "compr_bytes", w->compr_bytes);
+		json_uint(&j, "rss_bytes", w->rss_bytes);
+		json_uint(&j, "pages_in_memory", w->in_memory);
+		json_uint(&j, "pages_in_pool", w->in_pool);
+		json_uint(&j, "pages_on_file", w->on_file);
+		json_uint(&j, "bd_count", w->bd_count);
+		json_uint(&j, "bd_bytes", w->bd_bytes);
+		json_uint(&j, "bd_writes", w->bd_writes);
+		json_uint(&j, "bd_reads", w->bd_reads);
+		json_uint(&j, "writeback_failures", w->writeback_failures);
+		json_uint(&j, "recompressed_pages", w->recompressed);
+		json_uint(&j, "recompress_tried", w->tried);
+		json_uint(&j, "secondary_pages", w->secondary);
+		json_uint(&j, "step_tried", w->step_tried);
+		json_uint(&j, "step_recompressed", w->step_recompressed);
+		json_uint(&j, "step_written", w->step_written);
+		json_fixed(&j, "get_p99_us", w->get_p99_us, 2);
+		json_uint(&j, "errors", w->errors);
+		json_uint(&j, "mismatches", w->mismatches);
+		json_bool(&j, "verified", !(w->mismatches || w->errors));
+		json_uint(&j, "file_bytes", w->file_bytes);
+		jnum(&j, "recompress_ns_per_try", w->step_tried ? w->recompress_ns : -1);
+		jnum(&j, "writeback_ns_per_page", w->step_written ? w->writeback_ns : -1);
+		json_object_end(&j);
 	}
-	printf("],\n \"targets\": {");
-	if (s->both)
-		printf("\"both_failed_writes\": %llu, \"both_pool_max_bytes\": %llu, "
-		       "\"both_mismatches\": %llu, ", (unsigned long long)s->both_failed,
-		       (unsigned long long)s->both_max, (unsigned long long)s->both_mismatches);
-	printf("\"limit_bytes\": %zu", o->limit);
-	json_num("recompress_pool_vs_zstd", s->mem_vs_zstd);
-	json_num("recompress_per_page_vs_zstd", s->page_vs_zstd);
-	json_num("recompress_pool_vs_lz4", s->mem_vs_lz4);
-	json_num("recompress_hot_MBps_vs_lz4", s->hot_vs_lz4);
-	json_num("writeback_ns_per_page", s->wb_ns);
-	json_num("pwrite_ns_per_page", s->pw_ns);
-	json_num("pwrite_bytes", s->wb_ns >= 0 ? s->wb_bytes : -1);
-	json_num("writeback_vs_pwrite", s->wb_ns >= 0 ? ratio(s->wb_ns, s->pw_ns) : -1);
-	printf("}}\n");
+	json_array_end(&j);
+	json_object(&j, "targets");
+	if (s->both) {
+		json_uint(&j, "both_failed_writes", s->both_failed);
+		json_uint(&j, "both_pool_max_bytes", s->both_max);
+		json_uint(&j, "both_mismatches", s->both_mismatches);
+	}
+	json_uint(&j, "limit_bytes", o->limit);
+	jnum(&j, "recompress_pool_vs_zstd", s->mem_vs_zstd);
+	jnum(&j, "recompress_per_page_vs_zstd", s->page_vs_zstd);
+	jnum(&j, "recompress_pool_vs_lz4", s->mem_vs_lz4);
+	jnum(&j, "recompress_hot_MBps_vs_lz4", s->hot_vs_lz4);
+	jnum(&j, "writeback_ns_per_page", s->wb_ns);
+	jnum(&j, "pwrite_ns_per_page", s->pw_ns);
+	jnum(&j, "pwrite_bytes", s->wb_ns >= 0 ? s->wb_bytes : -1);
+	jnum(&j, "writeback_vs_pwrite", s->wb_ns >= 0 ? ratio(s->wb_ns, s->pw_ns) : -1);
+	json_object_end(&j);
+	json_end(&j);
 }
 
 /* Memory and throughput by mode: two panels over the modes that ran.
@@ -762,35 +777,6 @@ static int write_plot(const char *path, const struct opts *o, const struct bench
 
 /* ---- options -------------------------------------------------------- */
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: zmem tierbench [options]\n"
-		"Cold data tiering against a memory limit: the same data, four times the limit,\n"
-		"and the same trace with a hot set through a store per mode, verified.\n\n"
-		"  --data SPEC        the data set, as zmem bench takes it (default: memory)\n"
-		"  --size SIZE        bytes of data asked for (default 4 x --mem-limit, or 256M)\n"
-		"  --mem-limit SIZE   the tiered modes' limit (default: a quarter of the data)\n"
-		"  --modes LIST       of none,recompress,writeback,both,lz4-only,zstd-only\n"
-		"                     (default: all)\n"
-		"  --codec NAME       the primary codec (default lz4)\n"
-		"  --recompress NAME  the secondary codec, and zstd-only's (default zstd:3)\n"
-		"  --idle-after MS    automatic recompression of pages idle this long\n"
-		"                     (default %d; 0: only the explicit step)\n"
-		"  --recompress-rate N  its bound, pages a second (default: the store's)\n"
-		"  --hot A/P          A%% of the accesses go to P%% of the pages (default 80/20)\n"
-		"  --rewrite PCT      accesses that put a page instead of reading (default 30)\n"
-		"  --ops N            accesses (default 4 per page of data)\n"
-		"  --seed S           the trace's seed (default %d; printed)\n"
-		"  --readback         a get of a written-back page brings it back to memory\n"
-		"  --dir DIR          where the backing files go (default $TMPDIR or /var/tmp);\n"
-		"                     they are removed\n"
-		"  --page-size N      4096 (default) .. 65536\n"
-		"  --plot FILE.svg    memory and throughput by mode\n"
-		"  --json             one JSON document on stdout instead of the tables\n",
-		DEF_IDLE_AFTER, DEF_SEED);
-}
-
 static int parse_modes(const char *s, bool *on)
 {
 	char buf[256], *save, *tok;
@@ -802,11 +788,9 @@ static int parse_modes(const char *s, bool *on)
 
 		for (m = 0; m < NMODES && strcmp(tok, mode_names[m]); m++)
 			;
-		if (m == NMODES) {
-			fprintf(stderr, "tierbench: unknown mode '%s' (none, recompress, writeback, "
-				"both, lz4-only, zstd-only)\n", tok);
-			return -1;
-		}
+		if (m == NMODES)
+			return cli_usage("tierbench", "unknown mode '%s' in --modes (none, recompress, "
+					 "writeback, both, lz4-only, zstd-only)", tok);
 		on[m] = true;
 	}
 	return 0;
@@ -814,30 +798,49 @@ static int parse_modes(const char *s, bool *on)
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-	static const struct option lo[] = {
-		{ "data", required_argument, 0, 'd' },
-		{ "size", required_argument, 0, 's' },
-		{ "mem-limit", required_argument, 0, 'l' },
-		{ "modes", required_argument, 0, 'm' },
-		{ "codec", required_argument, 0, 'c' },
-		{ "recompress", required_argument, 0, 'R' },
-		{ "idle-after", required_argument, 0, 'i' },
-		{ "recompress-rate", required_argument, 0, 'r' },
-		{ "hot", required_argument, 0, 'H' },
-		{ "rewrite", required_argument, 0, 'w' },
-		{ "ops", required_argument, 0, 'o' },
-		{ "seed", required_argument, 0, 'S' },
-		{ "readback", no_argument, 0, 'b' },
-		{ "dir", required_argument, 0, 'D' },
-		{ "page-size", required_argument, 0, 'p' },
-		{ "plot", required_argument, 0, 'P' },
-		{ "json", no_argument, 0, 'j' },
-		{ "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
+	const char *tmp = getenv("TMPDIR"), *modes = NULL, *hot = NULL;
+	uint64_t idle = DEF_IDLE_AFTER, rate = 0, rewrite = DEF_REWRITE;
+	char idle_def[16], seed_def[24];
+	int rc;
+	const struct opt table[] = {
+		O_STR("data", 'd', &o->data, "SPEC", "the data set, as zmem bench takes it",
+		      "memory"),
+		O_SIZE("size", 's', &o->size, "SIZE", "bytes of data asked for",
+		       "4 x --mem-limit, or 256M", 8192, (double)((uint64_t)1 << 40)),
+		O_SIZE("mem-limit", 'l', &o->limit, "SIZE", "the tiered modes' memory limit",
+		       "a quarter of the data", 4096, (double)((uint64_t)1 << 40)),
+		O_STR("modes", 'm', &modes, "LIST",
+		      "of none,recompress,writeback,both,lz4-only,\nzstd-only", "all"),
+		O_STR("codec", 'c', &o->codec, "NAME", "the primary codec", "lz4"),
+		O_STR("recompress", 'R', &o->recompress, "NAME",
+		      "the secondary codec, and zstd-only's", "zstd:3"),
+		O_U64("idle-after", 'i', &idle, "MS",
+		      "automatic recompression of pages idle this\nlong (0: only the explicit "
+		      "step)", idle_def, 0, UINT32_MAX),
+		O_U64("recompress-rate", 'r', &rate, "N", "its bound, pages a second",
+		      "the store's", 0, UINT32_MAX),
+		O_STR("hot", 'H', &hot, "A/P", "A% of the accesses go to P% of the pages",
+		      "80/20"),
+		O_U64("rewrite", 'w', &rewrite, "PCT", "accesses that put a page instead of reading",
+		      "30", 0, 100),
+		O_U64("ops", 'o', &o->ops, "N", "accesses", "4 per page of data", 1, 0),
+		O_U64("seed", 'S', &o->seed, "S", "the trace's seed (printed)", seed_def, 0, 0),
+		O_FLAG("readback", 'b', &o->readback,
+		       "a get of a written-back page brings it back\nto memory"),
+		O_STR("dir", 'D', &o->dir, "DIR",
+		      "where the backing files go (removed after)", "$TMPDIR or /var/tmp"),
+		O_SIZE("page-size", 'p', &o->page_size, "SIZE", "a power of two", "4096", 4096,
+		       65536),
+		O_STR("plot", 'P', &o->plot, "FILE.svg", "memory and throughput by mode", "none"),
+		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead of the tables"),
+		O_END,
 	};
-	uint64_t v;
-	const char *tmp = getenv("TMPDIR");
-	int c, bad = 0;
+	const struct opt_cmd cmd = {
+		"tierbench", "[OPTIONS]",
+		"Cold data tiering against a memory limit: the same data, four times the\n"
+		"limit, and the same trace with a hot set through a store per mode, verified.",
+		table, NULL,
+	};
 
 	memset(o, 0, sizeof(*o));
 	o->data = "memory";
@@ -847,63 +850,36 @@ static int parse(int argc, char **argv, struct opts *o)
 	o->page_size = 4096;
 	o->hot_access = DEF_HOT_ACCESS;
 	o->hot_pages = DEF_HOT_PAGES;
-	o->rewrite = DEF_REWRITE;
-	o->idle_after = DEF_IDLE_AFTER;
 	o->seed = DEF_SEED;
+	snprintf(idle_def, sizeof(idle_def), "%d", DEF_IDLE_AFTER);
+	snprintf(seed_def, sizeof(seed_def), "%d", DEF_SEED);
 	for (int m = 0; m < NMODES; m++)
 		o->modes[m] = true;
-	while ((c = getopt_long(argc, argv, "d:s:l:m:c:R:i:r:H:w:o:S:bD:p:P:jh", lo, NULL)) != -1) {
-		switch (c) {
-		case 'd': o->data = optarg; break;
-		case 's': bad |= !(o->size = cli_parse_size(optarg)); break;
-		case 'l': bad |= !(o->limit = cli_parse_size(optarg)); break;
-		case 'm': if (parse_modes(optarg, o->modes)) return -1; break;
-		case 'c': o->codec = optarg; break;
-		case 'R': o->recompress = optarg; break;
-		case 'i':
-			bad |= cli_parse_u64(optarg, &v) || v > UINT32_MAX;
-			o->idle_after = (unsigned)v;
-			break;
-		case 'r':
-			bad |= cli_parse_u64(optarg, &v) || v > UINT32_MAX;
-			o->rate = (unsigned)v;
-			break;
-		case 'H':
-			if (sscanf(optarg, "%u/%u", &o->hot_access, &o->hot_pages) != 2 ||
-			    o->hot_access > 100 || !o->hot_pages || o->hot_pages > 100) {
-				fprintf(stderr, "tierbench: --hot wants A/P, percentages, P > 0\n");
-				return -1;
-			}
-			break;
-		case 'w':
-			bad |= cli_parse_u64(optarg, &v) || v > 100;
-			o->rewrite = (unsigned)v;
-			break;
-		case 'o': bad |= cli_parse_u64(optarg, &v) || !v; o->ops = v; break;
-		case 'S': bad |= cli_parse_u64(optarg, &v); o->seed = v; break;
-		case 'b': o->readback = 1; break;
-		case 'D': o->dir = optarg; break;
-		case 'p': o->page_size = cli_parse_size(optarg); break;
-		case 'P': o->plot = optarg; break;
-		case 'j': o->json = 1; break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); return -1;
-		}
+	rc = opt_parse(&cmd, argc, argv, NULL);
+	if (rc)
+		return rc;
+	o->idle_after = (unsigned)idle;
+	o->rate = (unsigned)rate;
+	o->rewrite = (unsigned)rewrite;
+	if (modes && parse_modes(modes, o->modes))
+		return CLI_USAGE;
+	if (hot) {
+		char end;
+
+		if (sscanf(hot, "%u/%u%c", &o->hot_access, &o->hot_pages, &end) != 2 ||
+		    hot[0] < '0' || hot[0] > '9' || o->hot_access > 100 || !o->hot_pages ||
+		    o->hot_pages > 100)
+			return cli_usage("tierbench", "invalid --hot '%s' (A/P: percentages, "
+					 "P more than 0)", hot);
 	}
-	if (bad || optind < argc) {
-		fprintf(stderr, "tierbench: bad option value or argument (see --help)\n");
-		return -1;
-	}
-	if (o->page_size < 4096 || o->page_size > 65536 || (o->page_size & (o->page_size - 1))) {
-		fprintf(stderr, "tierbench: --page-size must be a power of two in 4096..65536\n");
-		return -1;
-	}
+	if (o->page_size & (o->page_size - 1))
+		return cli_usage("tierbench", "--page-size must be a power of two, not %zu",
+				 o->page_size);
 	if (!o->size)
 		o->size = (o->limit ? o->limit : DEF_LIMIT) * DATA_PER_LIMIT;
-	if (o->size / o->page_size < 2 || o->size / o->page_size >= UINT32_MAX) {
-		fprintf(stderr, "tierbench: --size must be 2 pages .. 2^32 pages\n");
-		return -1;
-	}
+	if (o->size / o->page_size < 2 || o->size / o->page_size >= UINT32_MAX)
+		return cli_usage("tierbench", "--size must be 2 pages .. 2^32 pages, not %zu",
+				 o->size);
 	return 0;
 }
 
@@ -913,7 +889,7 @@ static int check_codec(const char *name)
 	int rc = zm_codec_create(name, 0, &c);
 
 	if (rc) {
-		fprintf(stderr, "tierbench: codec '%s': %s\n", name,
+		fprintf(stderr, "zmem tierbench: codec '%s': %s\n", name,
 			rc == -EOPNOTSUPP ? "not in this build" : "unknown name or level");
 		return -1;
 	}
@@ -931,11 +907,16 @@ int cmd_tierbench(int argc, char **argv)
 	uint32_t *lat = NULL;
 	uint64_t n, bad = 0;
 	struct opts o;
+	char human[32];
 	int status = 1;
 
-	if (parse(argc, argv, &o) || check_codec(o.codec) || check_codec(o.recompress))
-		return 2;
-	cli_progress("preparing %zu MiB of %s", o.size >> 20, o.data);
+	status = parse(argc, argv, &o);
+	if (status)
+		return status < 0 ? CLI_OK : status;
+	if (check_codec(o.codec) || check_codec(o.recompress))
+		return CLI_USAGE;
+	status = 1;
+	cli_progress("preparing %s of %s", cli_human(o.size, human, sizeof(human)), o.data);
 	if (bench_data_make(o.data, o.size, o.page_size, o.codec, &d))
 		goto out;
 	cli_progress_done();
@@ -945,17 +926,17 @@ int cmd_tierbench(int argc, char **argv)
 	if (!o.limit)
 		o.limit = n / DATA_PER_LIMIT * o.page_size;
 	if (n < 2) {
-		fprintf(stderr, "tierbench: %s: fewer than 2 pages\n", d.name);
+		fprintf(stderr, "zmem tierbench: %s: fewer than 2 pages\n", d.name);
 		goto out;
 	}
 	if (!o.ops)
 		o.ops = n * DEF_OPS_PER_PAGE;
-	fprintf(stderr, "tierbench: %s: %llu pages, %s; seed %llu\n", d.name,
-		(unsigned long long)n, d.note, (unsigned long long)o.seed);
+	cli_note("%s: %llu pages, %s; seed %llu", d.name, (unsigned long long)n, d.note,
+		 (unsigned long long)o.seed);
 	trace = make_trace(&o, (uint32_t)n, &hot);
 	lat = malloc(o.ops * sizeof(*lat));
 	if (!trace || !lat) {
-		fprintf(stderr, "tierbench: out of memory for the trace\n");
+		fprintf(stderr, "zmem tierbench: out of memory for the trace\n");
 		goto out;
 	}
 	memset(lat, 0, o.ops * sizeof(*lat));  /* resident before any store's RSS */
@@ -975,12 +956,12 @@ int cmd_tierbench(int argc, char **argv)
 		int rc = write_plot(o.plot, &o, &d, rows);
 
 		if (rc)
-			fprintf(stderr, "tierbench: writing %s: %s\n", o.plot, strerror(-rc));
+			fprintf(stderr, "zmem tierbench: writing %s: %s\n", o.plot, strerror(-rc));
 		else if (!o.json)
 			printf("\nplot: %s\n", o.plot);
 	}
 	if (bad)
-		fprintf(stderr, "tierbench: %llu pages read back wrong or failed\n",
+		fprintf(stderr, "zmem tierbench: %llu pages read back wrong or failed\n",
 			(unsigned long long)bad);
 	status = bad ? 1 : 0;
 out:
