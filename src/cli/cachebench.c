@@ -70,7 +70,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -89,6 +88,7 @@
 #include <zmem/workload.h>
 #include "cli/bench.h"
 #include "cli/cli.h"
+#include "cli/json.h"
 #include "cli/opt.h"
 #include "cli/plot.h"
 
@@ -250,7 +250,7 @@ static void take_stats(struct row *r, const struct zm_tmem_stats *a, const struc
 static void note_error(struct row *r, const char *what, int rc)
 {
 	if (!r->errors++)
-		fprintf(stderr, "cachebench: %s %s (%s): %s\n", kind_names[r->kind], what,
+		fprintf(stderr, "zmem cachebench: %s %s (%s): %s\n", kind_names[r->kind], what,
 			r->allocator, strerror(-rc));
 }
 
@@ -263,7 +263,7 @@ static int make_tmem(const struct opts *o, const char *alloc, size_t budget, uns
 	int rc = zm_tmem_create(&cfg, t);
 
 	if (rc)
-		fprintf(stderr, "cachebench: creating a tmem (%s, %s, %zu bytes): %s\n", alloc,
+		fprintf(stderr, "zmem cachebench: creating a tmem (%s, %s, %zu bytes): %s\n", alloc,
 			o->codec, budget, strerror(-rc));
 	return rc;
 }
@@ -281,7 +281,7 @@ static int make_pool(struct zm_tmem *t, enum zm_tmem_kind kind, int exclusive, b
 	}
 	id = zm_tmem_pool_create(t, &pc);
 	if (id < 0)
-		fprintf(stderr, "cachebench: creating a %s pool: %s\n",
+		fprintf(stderr, "zmem cachebench: creating a %s pool: %s\n",
 			kind == ZM_TMEM_EPHEMERAL ? "ephemeral" : "persistent", strerror(-id));
 	return id;
 }
@@ -332,7 +332,7 @@ static void touch(struct swapper *s, uint32_t p, uint8_t *buf)
 		s->get_ns += cli_now_ns() - t0, s->nget++;
 		if (rc != PS || memcmp(buf, s->d->buf + (size_t)p * PS, PS)) {
 			if (!s->r->mismatches++)
-				fprintf(stderr, "cachebench: frontswap %s: page %u came back %s\n",
+				fprintf(stderr, "zmem cachebench: frontswap %s: page %u came back %s\n",
 					s->r->allocator, p, rc < 0 ? strerror(-rc) : "wrong");
 		}
 		rc = zm_tmem_flush_page(s->t, s->pool, 0, p);
@@ -362,7 +362,7 @@ static int run_frontswap(const struct opts *o, const char *alloc, const struct b
 	s.state = malloc(n);
 	s.ring = malloc(s.cap * sizeof(*s.ring));
 	if (!buf || !s.state || !s.ring) {
-		fprintf(stderr, "cachebench: out of memory\n");
+		fprintf(stderr, "zmem cachebench: out of memory\n");
 		goto out;
 	}
 	memset(s.state, P_NONE, n);
@@ -496,7 +496,7 @@ static int gen_files(const struct opts *o, struct fileset *fs)
 		total += file_mix[i].weight;
 	snprintf(path, sizeof(path), "%s/zmem-cachebench-XXXXXX", o->dir);
 	if (!buf || !mkdtemp(path)) {
-		fprintf(stderr, "cachebench: making a directory in %s: %s\n", o->dir,
+		fprintf(stderr, "zmem cachebench: making a directory in %s: %s\n", o->dir,
 			strerror(buf ? errno : ENOMEM));
 		free(buf);
 		return -1;
@@ -504,7 +504,7 @@ static int gen_files(const struct opts *o, struct fileset *fs)
 	fs->tmpdir = strdup(path);
 	rc = fs->tmpdir ? zm_codec_create(o->codec, 0, &codec) : -ENOMEM;
 	if (rc) {
-		fprintf(stderr, "cachebench: codec %s: %s\n", o->codec, strerror(-rc));
+		fprintf(stderr, "zmem cachebench: codec %s: %s\n", o->codec, strerror(-rc));
 		free(buf);
 		return -1;
 	}
@@ -531,13 +531,13 @@ static int gen_files(const struct opts *o, struct fileset *fs)
 		rc = zm_workload_fill(file_mix[m].kind, file_mix[m].ratio, codec,
 				      o->seed + fs->n, buf, (size_t)pages * PS, PS, NULL);
 		if (rc) {
-			fprintf(stderr, "cachebench: generating a file: %s\n", strerror(-rc));
+			fprintf(stderr, "zmem cachebench: generating a file: %s\n", strerror(-rc));
 			break;
 		}
 		snprintf(path, sizeof(path), "%s/f%05zu", fs->tmpdir, fs->n);
 		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		if (fd < 0 || write(fd, buf, size) != (ssize_t)size || close(fd)) {
-			fprintf(stderr, "cachebench: writing %s: %s\n", path, strerror(errno));
+			fprintf(stderr, "zmem cachebench: writing %s: %s\n", path, strerror(errno));
 			rc = -1;
 			break;
 		}
@@ -562,14 +562,14 @@ static int make_fileset(const struct opts *o, struct fileset *fs)
 		fs->limit = o->file_set;
 		walk_fs = fs;
 		if (nftw(o->files, walk_one, 64, FTW_PHYS) < 0) {
-			fprintf(stderr, "cachebench: reading %s: %s\n", o->files, strerror(errno));
+			fprintf(stderr, "zmem cachebench: reading %s: %s\n", o->files, strerror(errno));
 			return -1;
 		}
 	} else if (gen_files(o, fs)) {
 		return -1;
 	}
 	if (fs->pages < 2) {
-		fprintf(stderr, "cachebench: the file set has fewer than 2 pages\n");
+		fprintf(stderr, "zmem cachebench: the file set has fewer than 2 pages\n");
 		return -1;
 	}
 	open_files(fs);
@@ -796,7 +796,7 @@ static void cc_read(struct ccrun *x, uint32_t g)
 		x->hit_ns += t0, x->nhit++;
 	if (rc > 0 && !matches(x, fi, idx, p, rc)) {
 		if (!x->r->mismatches++)
-			fprintf(stderr, "cachebench: cleancache %s: file %zu page %u came back "
+			fprintf(stderr, "zmem cachebench: cleancache %s: file %zu page %u came back "
 				"wrong\n", x->r->allocator, fi, idx);
 		rc = -ENOENT;  /* read the file instead */
 	} else if (rc < 0 && rc != -ENOENT) {
@@ -869,7 +869,7 @@ static void run_mixed(struct ccrun *x, size_t budget, struct row *r)
 		rc = zm_tmem_get(x->t, pool, fi, idx, buf, PS);
 		if (rc <= 0 || !matches(x, fi, idx, buf, rc)) {
 			if (!r->mismatches++)
-				fprintf(stderr, "cachebench: mixed %s: file %zu page %u came back "
+				fprintf(stderr, "zmem cachebench: mixed %s: file %zu page %u came back "
 					"wrong (%d)\n", r->allocator, fi, idx, rc);
 		}
 	}
@@ -917,7 +917,7 @@ static int run_cleancache(const struct opts *o, const char *alloc, size_t budget
 
 			if (g > 0 && !matches(&x, fi, idx, c->buf, g)) {
 				if (!r->mismatches++)
-					fprintf(stderr, "cachebench: cleancache %s: file %zu page %u "
+					fprintf(stderr, "zmem cachebench: cleancache %s: file %zu page %u "
 						"reads back wrong\n", alloc, fi, idx);
 			} else if (g < 0 && g != -ENOENT) {
 				note_error(r, "get", g);
@@ -960,7 +960,7 @@ static int speed_store(const struct opts *o, const char *alloc, const struct ben
 	int rc = buf ? zm_store_create(&cfg, &s) : -ENOMEM;
 
 	if (rc) {
-		fprintf(stderr, "cachebench: creating a store (%s): %s\n", alloc, strerror(-rc));
+		fprintf(stderr, "zmem cachebench: creating a store (%s): %s\n", alloc, strerror(-rc));
 		free(buf);
 		return -1;
 	}
@@ -1385,74 +1385,79 @@ static void print_tables(const struct opts *o, const struct rows *rs, const stru
 	}
 }
 
+static struct json *J;
+
 static void jnum(const char *key, double v)
 {
-	if (v >= 0 && isfinite(v))
-		printf(", \"%s\": %.4f", key, v);
+	if (v >= 0)
+		json_fixed(J, key, v, 4);
 	else
-		printf(", \"%s\": null", key);
+		json_null(J, key);  /* does not apply (NaN and infinities too) */
 }
 
-static void jstr(const char *key, const char *v)
+static void ju(const char *key, uint64_t v)
 {
-	printf(", \"%s\": ", key);
-	if (!v) {
-		printf("null");
-		return;
-	}
-	putchar('"');
-	for (; *v; v++) {
-		if (*v == '"' || *v == '\\')
-			putchar('\\');
-		putchar((unsigned char)*v < 0x20 ? '?' : *v);
-	}
-	putchar('"');
+	json_uint(J, key, v);
 }
 
 static void print_json(const struct opts *o, const struct rows *rs, const struct fileset *fs)
 {
-	printf("{\"zmem\": \"%s\", \"command\": \"cachebench\"", zm_version_string());
-	jstr("codec", o->codec);
-	printf(", \"page_size\": %d, \"seed\": %llu, \"frontswap_bytes\": %zu, \"ram_bytes\": %zu, "
-	       "\"swap_budget_bytes\": %zu, \"speed_bytes\": %zu, \"cache_bytes\": %zu, "
-	       "\"reads\": %llu, \"warmup_pct\": %d", PS, (unsigned long long)o->seed, o->size,
-	       o->ram, o->swap_budget, o->speed_size, o->cache, (unsigned long long)o->reads,
-	       WARMUP_PCT);
+	struct json j;
+
+	J = &j;
+	json_begin(&j, stdout, "cachebench");
+	json_str(&j, "codec", o->codec);
+	ju("page_size", PS);
+	ju("seed", o->seed);
+	ju("frontswap_bytes", o->size);
+	ju("ram_bytes", o->ram);
+	ju("swap_budget_bytes", o->swap_budget);
+	ju("speed_bytes", o->speed_size);
+	ju("cache_bytes", o->cache);
+	ju("reads", o->reads);
+	ju("warmup_pct", WARMUP_PCT);
 	jnum("zipf", o->zipf);
-	jstr("files", o->files ? o->files : "generated");
-	printf(", \"file_count\": %zu, \"file_bytes\": %llu, \"file_pages\": %llu, "
-	       "\"speed_reps\": %d,\n \"rows\": [", fs ? fs->n : 0,
-	       (unsigned long long)(fs ? fs->bytes : 0), (unsigned long long)(fs ? fs->pages : 0),
-	       SPEED_REPS);
+	json_str(&j, "files", o->files ? o->files : "generated");
+	ju("file_count", fs ? fs->n : 0);
+	ju("file_bytes", fs ? fs->bytes : 0);
+	ju("file_pages", fs ? fs->pages : 0);
+	ju("speed_reps", SPEED_REPS);
+	json_str(&j, "plot", o->plot);
+	json_array(&j, "rows");
 	for (size_t i = 0; i < rs->n; i++) {
 		const struct row *r = &rs->v[i];
 		double ppo = div0((double)r->evicted_pages, (double)r->evicted_objects);
 
-		printf("%s\n  {\"allocator\": \"%s\"", i ? "," : "", r->allocator);
-		jstr("kind", kind_names[r->kind]);
-		jstr("pool_kind", r->kind == K_CLEANCACHE || r->ephemeral ? "ephemeral" : "persistent");
-		jstr("data", r->kind == K_CLEANCACHE || r->kind == K_MIXED ? NULL : r->data);
-		jstr("policy", r->kind == K_CLEANCACHE ? "zcache" : r->kind == K_MIXED ? "off" :
-			       r->policy);
-		jstr("evicts", r->evicts);
-		printf(", \"budget_bytes\": %llu, \"puts\": %llu, \"puts_stored\": %llu, "
-		       "\"gets\": %llu, \"hits\": %llu, \"evicted_objects\": %llu, "
-		       "\"evicted_pages\": %llu, \"evictions\": %llu, \"refused\": %llu, "
-		       "\"refused_zsize\": %llu, \"refused_mean\": %llu, \"refused_share\": %llu, "
-		       "\"refused_full\": %llu, \"dropped\": %llu, \"pages_stored\": %llu, "
-		       "\"pool_pages\": %llu, \"pool_bytes\": %llu, \"meta_bytes\": %llu, "
-		       "\"mem_bytes\": %llu, \"orig_bytes\": %llu, \"compr_bytes\": %llu",
-		       (unsigned long long)r->budget, (unsigned long long)r->puts,
-		       (unsigned long long)r->stored, (unsigned long long)r->gets,
-		       (unsigned long long)r->hits, (unsigned long long)r->evicted_objects,
-		       (unsigned long long)r->evicted_pages, (unsigned long long)r->evictions,
-		       (unsigned long long)refused(r), (unsigned long long)r->refused_zsize,
-		       (unsigned long long)r->refused_mean, (unsigned long long)r->refused_share,
-		       (unsigned long long)r->refused_full, (unsigned long long)r->dropped,
-		       (unsigned long long)r->pages, (unsigned long long)r->pool_pages,
-		       (unsigned long long)r->pool_bytes, (unsigned long long)r->meta_bytes,
-		       (unsigned long long)(r->pool_bytes + r->meta_bytes),
-		       (unsigned long long)r->orig_bytes, (unsigned long long)r->compr_bytes);
+		json_object(&j, NULL);
+		json_str(&j, "allocator", r->allocator);
+		json_str(&j, "kind", kind_names[r->kind]);
+		json_str(&j, "pool_kind",
+			 r->kind == K_CLEANCACHE || r->ephemeral ? "ephemeral" : "persistent");
+		json_str(&j, "data", r->kind == K_CLEANCACHE || r->kind == K_MIXED ? NULL : r->data);
+		json_str(&j, "policy", r->kind == K_CLEANCACHE ? "zcache" :
+				       r->kind == K_MIXED ? "off" : r->policy);
+		json_str(&j, "evicts", r->evicts);
+		ju("budget_bytes", r->budget);
+		ju("puts", r->puts);
+		ju("puts_stored", r->stored);
+		ju("gets", r->gets);
+		ju("hits", r->hits);
+		ju("evicted_objects", r->evicted_objects);
+		ju("evicted_pages", r->evicted_pages);
+		ju("evictions", r->evictions);
+		ju("refused", refused(r));
+		ju("refused_zsize", r->refused_zsize);
+		ju("refused_mean", r->refused_mean);
+		ju("refused_share", r->refused_share);
+		ju("refused_full", r->refused_full);
+		ju("dropped", r->dropped);
+		ju("pages_stored", r->pages);
+		ju("pool_pages", r->pool_pages);
+		ju("pool_bytes", r->pool_bytes);
+		ju("meta_bytes", r->meta_bytes);
+		ju("mem_bytes", r->pool_bytes + r->meta_bytes);
+		ju("orig_bytes", r->orig_bytes);
+		ju("compr_bytes", r->compr_bytes);
 		jnum("effective", effective(r));
 		jnum("reference", r->reference >= 0 ? r->reference / 100 : -1);
 		jnum("hit_ratio", div0((double)r->hits, (double)r->gets));
@@ -1468,16 +1473,22 @@ static void print_json(const struct opts *o, const struct rows *rs, const struct
 		jnum("store_ns_per_replace", r->store_ns_replace);
 		jnum("put_ratio", r->kind == K_SPEED ? div0(r->ns_put, r->store_ns_put) : -1);
 		jnum("get_ratio", r->kind == K_SPEED ? div0(r->ns_get, r->store_ns_get) : -1);
-		if (r->kind == K_CLEANCACHE)
-			printf(", \"reads\": %llu, \"cache_hits\": %llu, \"file_reads\": %llu",
-			       (unsigned long long)r->reads, (unsigned long long)r->cache_hits,
-			       (unsigned long long)r->file_reads);
-		else
-			printf(", \"reads\": null, \"cache_hits\": null, \"file_reads\": null");
-		printf(", \"mismatches\": %llu, \"errors\": %llu}", (unsigned long long)r->mismatches,
-		       (unsigned long long)r->errors);
+		if (r->kind == K_CLEANCACHE) {
+			ju("reads", r->reads);
+			ju("cache_hits", r->cache_hits);
+			ju("file_reads", r->file_reads);
+		} else {
+			json_null(&j, "reads");
+			json_null(&j, "cache_hits");
+			json_null(&j, "file_reads");
+		}
+		ju("mismatches", r->mismatches);
+		ju("errors", r->errors);
+		json_object_end(&j);
 	}
-	printf("\n]}\n");
+	json_array_end(&j);
+	json_end(&j);
+	J = NULL;
 }
 
 /* A step of 1, 2 or 5 times a power of ten that cuts hi into 3..8 parts. */
@@ -1630,47 +1641,6 @@ static int write_plot(const struct opts *o, const struct rows *rs, const struct 
 
 /* ---- options --------------------------------------------------------- */
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: zmem cachebench [options]\n"
-		"tmem (zcache's pools) under memory pressure: frontswap (a program larger than\n"
-		"its RAM, swapping into a persistent pool), cleancache (file reads through a\n"
-		"page cache that drops clean pages into an ephemeral pool), and speed (tmem\n"
-		"against zm_store on the same pages).  Every page that comes back is verified.\n\n"
-		"  --mode M           frontswap, cleancache, mixed (after each cleancache run,\n"
-		"                     persistent puts into its full budget), speed, both\n"
-		"                     (frontswap and cleancache), all; or a list (default\n"
-		"                     frontswap,cleancache,mixed)\n"
-		"  --allocators LIST  pool backends (default: all)\n"
-		"  --codec NAME       (default lzo when built, else lz4)\n"
-		"  --seed N           files and reads (default %d; printed)\n"
-		"frontswap, speed:\n"
-		"  --size SIZE        the program's memory (default 64M)\n"
-		"  --ram SIZE         its RAM (default half of --size)\n"
-		"  --swap-budget SIZE the tmem budget (default --size)\n"
-		"  --speed-size SIZE  speed: the first this many bytes of the data (default\n"
-		"                     16M, at most --size)\n"
-		"  --data SPEC        a data set, as zmem bench takes it (repeatable; default\n"
-		"                     zero and text:0.75; speed uses the first that is not zero)\n"
-		"  --policy LIST      zcache (the pool's defaults), off (default: both)\n"
-		"cleancache:\n"
-		"  --budgets LIST     tmem budgets (default %s)\n"
-		"  --cache SIZE       the page cache (default 8M)\n"
-		"  --files DIR        read a real tree instead of generated files\n"
-		"  --file-set SIZE    bytes of generated files (default 64M; with --files: read\n"
-		"                     at most this much of the tree)\n"
-		"  --dir DIR          where the generated files go (default $TMPDIR or /var/tmp);\n"
-		"                     removed afterwards\n"
-		"  --reads N          page reads (default %d)\n"
-		"  --zipf S           their skew (default %.2f; 0 = uniform)\n"
-		"  --exclusive        a tmem hit removes the page (zcache's exclusive gets)\n"
-		"output:\n"
-		"  --json             one JSON document instead of the tables\n"
-		"  --plot FILE.svg    cleancache hit ratio and memory against the budget\n",
-		DEF_SEED, DEF_BUDGETS, DEF_READS, DEF_ZIPF);
-}
-
 static int parse_modes(const char *s, unsigned *m)
 {
 	char buf[256], *save, *tok;
@@ -1690,13 +1660,11 @@ static int parse_modes(const char *s, unsigned *m)
 			*m |= M_FRONTSWAP | M_CLEANCACHE;
 		else if (!strcmp(tok, "all"))
 			*m |= M_FRONTSWAP | M_CLEANCACHE | M_MIXED | M_SPEED;
-		else {
-			fprintf(stderr, "cachebench: unknown mode '%s' (frontswap, cleancache, "
-				"mixed, speed, both, all)\n", tok);
-			return -1;
-		}
+		else
+			return cli_usage("cachebench", "unknown mode '%s' in --mode (frontswap, "
+					 "cleancache, mixed, speed, both, all)", tok);
 	}
-	return *m ? 0 : -1;
+	return *m ? 0 : cli_usage("cachebench", "--mode names no mode");
 }
 
 /* Split a comma list into out: pointers into buf, a copy of it. */
@@ -1706,19 +1674,15 @@ static int split(const char *s, char *buf, size_t len, const char **out, size_t 
 	char *copy = buf, *save, *tok;
 
 	*n = 0;
-	if (strlen(s) >= len) {
-		fprintf(stderr, "cachebench: list too long: %s\n", s);
-		return -1;
-	}
+	if (strlen(s) >= len)
+		return cli_usage("cachebench", "the list of %s is too long: %s", what, s);
 	strcpy(buf, s);
 	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (*n == MAX_LIST) {
-			fprintf(stderr, "cachebench: at most %d %s\n", MAX_LIST, what);
-			return -1;
-		}
+		if (*n == MAX_LIST)
+			return cli_usage("cachebench", "at most %d %s", MAX_LIST, what);
 		out[(*n)++] = tok;
 	}
-	return *n ? 0 : -1;
+	return *n ? 0 : cli_usage("cachebench", "an empty list of %s", what);
 }
 
 static int parse_budgets(const char *s, struct opts *o)
@@ -1728,11 +1692,13 @@ static int parse_budgets(const char *s, struct opts *o)
 
 	if (split(s, buf, sizeof(buf), tok, &o->nbudgets, "budgets"))
 		return -1;
-	for (size_t i = 0; i < o->nbudgets; i++)
-		if (!(o->budgets[i] = cli_parse_size(tok[i]))) {
-			fprintf(stderr, "cachebench: bad budget '%s'\n", tok[i]);
-			return -1;
-		}
+	for (size_t i = 0; i < o->nbudgets; i++) {
+		uint64_t v;
+
+		if (cli_size(tok[i], &v) || !v || v > SIZE_MAX)
+			return cli_usage("cachebench", "invalid size '%s' in --budgets", tok[i]);
+		o->budgets[i] = (size_t)v;
+	}
 	return 0;
 }
 
@@ -1750,44 +1716,69 @@ static int parse_policy(const char *s, struct opts *o)
 			o->policy_zcache = true;
 		else if (!strcmp(tok[i], "off"))
 			o->policy_off = true;
-		else {
-			fprintf(stderr, "cachebench: unknown policy '%s' (zcache, off)\n", tok[i]);
-			return -1;
-		}
+		else
+			return cli_usage("cachebench", "unknown policy '%s' in --policy (zcache, off)",
+					 tok[i]);
 	}
 	return 0;
 }
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-	static const struct option lo[] = {
-		{ "mode", required_argument, 0, 'm' },
-		{ "allocators", required_argument, 0, 'a' },
-		{ "allocator", required_argument, 0, 'a' },
-		{ "budgets", required_argument, 0, 'B' },
-		{ "cache", required_argument, 0, 'C' },
-		{ "files", required_argument, 0, 'F' },
-		{ "file-set", required_argument, 0, 'f' },
-		{ "dir", required_argument, 0, 'D' },
-		{ "reads", required_argument, 0, 'r' },
-		{ "zipf", required_argument, 0, 'z' },
-		{ "seed", required_argument, 0, 'S' },
-		{ "codec", required_argument, 0, 'c' },
-		{ "size", required_argument, 0, 's' },
-		{ "ram", required_argument, 0, 'R' },
-		{ "swap-budget", required_argument, 0, 'b' },
-		{ "speed-size", required_argument, 0, 'Z' },
-		{ "data", required_argument, 0, 'd' },
-		{ "policy", required_argument, 0, 'p' },
-		{ "exclusive", no_argument, 0, 'x' },
-		{ "json", no_argument, 0, 'j' },
-		{ "plot", required_argument, 0, 'P' },
-		{ "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
+	const char *tmp = getenv("TMPDIR"), *modes = NULL, *allocs = NULL, *budgets = NULL;
+	const char *policy = NULL;
+	char seed_def[24], reads_def[24], zipf_def[24];
+	int rc;
+	const struct opt table[] = {
+		O_STR("mode", 'm', &modes, "M",
+		      "frontswap, cleancache, mixed (after each\ncleancache run, persistent puts "
+		      "into its full\nbudget), speed, both (frontswap and\ncleancache), all; or a list",
+		      "frontswap,cleancache,mixed"),
+		O_STR("allocators", 'a', &allocs, "LIST", "pool backends", "all"),
+		O_STR("allocator", 0, &allocs, "LIST", "the same", NULL, .hidden = 1),
+		O_STR("codec", 'c', &o->codec, "NAME", "the codec", "lzo when built, else lz4"),
+		O_U64("seed", 'S', &o->seed, "N", "files and reads (printed)", seed_def, 0, 0),
+		O_SIZE("size", 's', &o->size, "SIZE", "frontswap, speed: the program's memory",
+		       "64M", 2 * PS, (double)((uint64_t)1 << 40)),
+		O_SIZE("ram", 'R', &o->ram, "SIZE", "its RAM, below --size", "half of --size", PS,
+		       (double)((uint64_t)1 << 40)),
+		O_SIZE("swap-budget", 'b', &o->swap_budget, "SIZE", "the tmem budget", "--size", PS,
+		       (double)((uint64_t)1 << 40)),
+		O_SIZE("speed-size", 'Z', &o->speed_size, "SIZE",
+		       "speed: the first this many bytes of the\ndata, at most --size",
+		       "16M", 2 * PS, (double)((uint64_t)1 << 40)),
+		O_LIST("data", 'd', o->data, "SPEC",
+		       "a data set, as zmem bench takes it\n(repeatable; speed uses the first "
+		       "that is not\nzero)", "zero, text:0.75", &o->ndata, MAX_LIST),
+		O_STR("policy", 'p', &policy, "LIST", "zcache (the pool's defaults), off", "both"),
+		O_STR("budgets", 'B', &budgets, "LIST", "cleancache: tmem budgets (sizes)",
+		      DEF_BUDGETS),
+		O_SIZE("cache", 'C', &o->cache, "SIZE", "cleancache: the page cache", "8M", PS,
+		       (double)((uint64_t)1 << 40)),
+		O_STR("files", 'F', &o->files, "DIR", "read a real tree instead of generated files",
+		      NULL),
+		O_SIZE("file-set", 'f', &o->file_set, "SIZE",
+		       "bytes of generated files (with --files: read\nat most this much of the "
+		       "tree)", "64M", PS, (double)((uint64_t)1 << 40)),
+		O_STR("dir", 'D', &o->dir, "DIR",
+		      "where the generated files go (removed after)", "$TMPDIR or /var/tmp"),
+		O_U64("reads", 'r', &o->reads, "N", "page reads", reads_def, 1, 0),
+		O_DOUBLE("zipf", 'z', &o->zipf, "S", "their skew (0: uniform)", zipf_def, 0, 10),
+		O_FLAG("exclusive", 'x', &o->exclusive,
+		       "a tmem hit removes the page (zcache's\nexclusive gets)"),
+		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead of the tables"),
+		O_STR("plot", 'P', &o->plot, "FILE.svg",
+		      "cleancache hit ratio and memory against the\nbudget", "none"),
+		O_END,
 	};
-	const char *tmp = getenv("TMPDIR");
-	char *end;
-	int c, bad = 0;
+	const struct opt_cmd cmd = {
+		"cachebench", "[OPTIONS]",
+		"tmem (zcache's pools) under memory pressure: frontswap (a program larger than\n"
+		"its RAM, swapping into a persistent pool), cleancache (file reads through a\n"
+		"page cache that drops clean pages into an ephemeral pool), and speed (tmem\n"
+		"against zm_store on the same pages).  Every page that comes back is verified.",
+		table, NULL,
+	};
 
 	memset(o, 0, sizeof(*o));
 	o->modes = M_FRONTSWAP | M_CLEANCACHE | M_MIXED;
@@ -1798,51 +1789,18 @@ static int parse(int argc, char **argv, struct opts *o)
 	o->seed = DEF_SEED;
 	o->policy_zcache = o->policy_off = true;
 	o->dir = tmp && *tmp ? tmp : "/var/tmp";
-	parse_budgets(DEF_BUDGETS, o);
-	while ((c = getopt_long(argc, argv, "m:a:B:C:F:f:D:r:z:S:c:s:R:b:Z:d:p:xjP:h", lo, NULL)) !=
-	       -1) {
-		switch (c) {
-		case 'm': if (parse_modes(optarg, &o->modes)) return -1; break;
-		case 'a':
-			if (split(optarg, o->abuf, sizeof(o->abuf), o->alloc, &o->nalloc,
-				  "allocators"))
-				return -1;
-			break;
-		case 'B': if (parse_budgets(optarg, o)) return -1; break;
-		case 'C': bad |= !(o->cache = cli_parse_size(optarg)); break;
-		case 'F': o->files = optarg; break;
-		case 'f': bad |= !(o->file_set = cli_parse_size(optarg)); break;
-		case 'D': o->dir = optarg; break;
-		case 'r': bad |= cli_parse_u64(optarg, &o->reads) || !o->reads; break;
-		case 'z':
-			o->zipf = strtod(optarg, &end);
-			bad |= *end || end == optarg || !(o->zipf >= 0 && o->zipf <= 10);
-			break;
-		case 'S': bad |= cli_parse_u64(optarg, &o->seed); break;
-		case 'c': o->codec = optarg; break;
-		case 's': bad |= !(o->size = cli_parse_size(optarg)); break;
-		case 'R': bad |= !(o->ram = cli_parse_size(optarg)); break;
-		case 'b': bad |= !(o->swap_budget = cli_parse_size(optarg)); break;
-		case 'Z': bad |= !(o->speed_size = cli_parse_size(optarg)); break;
-		case 'd':
-			if (o->ndata == MAX_LIST) {
-				fprintf(stderr, "cachebench: at most %d data sets\n", MAX_LIST);
-				return -1;
-			}
-			o->data[o->ndata++] = optarg;
-			break;
-		case 'p': if (parse_policy(optarg, o)) return -1; break;
-		case 'x': o->exclusive = 1; break;
-		case 'j': o->json = 1; break;
-		case 'P': o->plot = optarg; break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); return -1;
-		}
-	}
-	if (bad || optind < argc) {
-		fprintf(stderr, "cachebench: bad option value or argument (see --help)\n");
-		return -1;
-	}
+	snprintf(seed_def, sizeof(seed_def), "%d", DEF_SEED);
+	snprintf(reads_def, sizeof(reads_def), "%d", DEF_READS);
+	snprintf(zipf_def, sizeof(zipf_def), "%.2f", DEF_ZIPF);
+	rc = opt_parse(&cmd, argc, argv, NULL);
+	if (rc)
+		return rc;
+	if ((modes && parse_modes(modes, &o->modes)) ||
+	    (allocs && split(allocs, o->abuf, sizeof(o->abuf), o->alloc, &o->nalloc,
+			     "allocators")) ||
+	    parse_budgets(budgets ? budgets : DEF_BUDGETS, o) ||
+	    (policy && parse_policy(policy, o)))
+		return CLI_USAGE;
 	if (!o->codec)
 		o->codec = cli_zcache_codec();
 	if (!o->ndata) {
@@ -1855,22 +1813,14 @@ static int parse(int argc, char **argv, struct opts *o)
 		o->swap_budget = o->size;
 	if (!o->speed_size)
 		o->speed_size = o->size < DEF_SPEED_SIZE ? o->size : DEF_SPEED_SIZE;
-	if (o->speed_size > o->size || o->speed_size / PS < 2) {
-		fprintf(stderr, "cachebench: --speed-size must be 2 pages .. --size\n");
-		return -1;
-	}
+	if (o->speed_size > o->size)
+		return cli_usage("cachebench", "--speed-size (%zu) must be at most --size (%zu)",
+				 o->speed_size, o->size);
 	if (!o->file_set && !o->files)
 		o->file_set = DEF_FILE_SET;
-	if (o->size / PS < 2 || o->size / PS >= UINT32_MAX || o->ram / PS < 1 ||
-	    o->ram >= o->size) {
-		fprintf(stderr, "cachebench: --size must be 2 pages or more, --ram at least a "
-			"page and below --size\n");
-		return -1;
-	}
-	if (o->cache / PS < 1 || o->cache / PS >= INT32_MAX) {
-		fprintf(stderr, "cachebench: --cache must be at least a page\n");
-		return -1;
-	}
+	if (o->ram >= o->size)
+		return cli_usage("cachebench", "--ram (%zu) must be below --size (%zu)", o->ram,
+				 o->size);
 	return 0;
 }
 
@@ -1883,10 +1833,8 @@ static int check_allocators(struct opts *o)
 
 		for (k = 0; all[k] && strcmp(all[k], o->alloc[i]); k++)
 			;
-		if (!all[k]) {
-			fprintf(stderr, "cachebench: unknown allocator '%s'\n", o->alloc[i]);
-			return -1;
-		}
+		if (!all[k])
+			return cli_usage("cachebench", "unknown allocator '%s'", o->alloc[i]);
 	}
 	if (!o->nalloc)
 		for (size_t k = 0; all[k] && o->nalloc < MAX_LIST; k++)
@@ -1908,16 +1856,19 @@ int cmd_cachebench(int argc, char **argv)
 	struct zm_codec *cd;
 	int status = 1, rc;
 
-	if (parse(argc, argv, &o) || check_allocators(&o))
-		return 2;
+	rc = parse(argc, argv, &o);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	if (check_allocators(&o))
+		return CLI_USAGE;
 	rc = zm_codec_create(o.codec, 0, &cd);
 	if (rc) {
-		fprintf(stderr, "cachebench: codec '%s': %s\n", o.codec,
+		fprintf(stderr, "zmem cachebench: codec '%s': %s\n", o.codec,
 			rc == -EOPNOTSUPP ? "not in this build" : "unknown name or level");
 		return 2;
 	}
 	zm_codec_destroy(cd);
-	fprintf(stderr, "cachebench: codec %s, seed %llu\n", o.codec, (unsigned long long)o.seed);
+	cli_note("codec %s, seed %llu", o.codec, (unsigned long long)o.seed);
 	if (o.modes & (M_FRONTSWAP | M_SPEED))
 		for (size_t i = 0; i < o.ndata; i++) {
 			cli_progress("preparing %zu MiB of %s", o.size >> 20, o.data[i]);
@@ -1927,7 +1878,7 @@ int cmd_cachebench(int argc, char **argv)
 			}
 			cli_progress_done();
 			if (data[ndata].len / PS < 2 || data[ndata].len <= o.ram) {
-				fprintf(stderr, "cachebench: %s: %zu bytes, not more than the RAM\n",
+				fprintf(stderr, "zmem cachebench: %s: %zu bytes, not more than the RAM\n",
 					o.data[i], data[ndata].len);
 				bench_data_free(&data[ndata]);
 				goto out;
@@ -1964,11 +1915,11 @@ int cmd_cachebench(int argc, char **argv)
 		if (make_fileset(&o, &fs))
 			goto out;
 		have_fs = true;
-		fprintf(stderr, "cachebench: %zu files, %llu pages (%s)\n", fs.n,
-			(unsigned long long)fs.pages, fs.tmpdir ? fs.tmpdir : o.files);
+		cli_note("%zu files, %llu pages (%s)", fs.n, (unsigned long long)fs.pages,
+			 fs.tmpdir ? fs.tmpdir : o.files);
 		reads = make_reads(&o, fs.pages);
 		if (!reads || pcache_init(&pc, (uint32_t)(o.cache / PS), fs.pages)) {
-			fprintf(stderr, "cachebench: out of memory for the reads\n");
+			fprintf(stderr, "zmem cachebench: out of memory for the reads\n");
 			goto out;
 		}
 		for (size_t a = 0; a < o.nalloc; a++)
@@ -1994,7 +1945,7 @@ int cmd_cachebench(int argc, char **argv)
 		for (i = 0; i < ndata && !strcmp(data[i].name, "zero"); i++)
 			;
 		if (i == ndata) {
-			fprintf(stderr, "cachebench: speed: no data set but zero pages\n");
+			fprintf(stderr, "zmem cachebench: speed: no data set but zero pages\n");
 			goto out;
 		}
 		for (size_t a = 0; a < o.nalloc; a++) {
@@ -2014,14 +1965,14 @@ int cmd_cachebench(int argc, char **argv)
 	if (o.plot && have_fs) {
 		rc = write_plot(&o, &rs, &fs);
 		if (rc)
-			fprintf(stderr, "cachebench: writing %s: %s\n", o.plot, strerror(-rc));
+			fprintf(stderr, "zmem cachebench: writing %s: %s\n", o.plot, strerror(-rc));
 		else if (!o.json)
 			printf("\nplot: %s\n", o.plot);
 	} else if (o.plot) {
-		fprintf(stderr, "cachebench: --plot draws the cleancache mode, which did not run\n");
+		fprintf(stderr, "zmem cachebench: --plot draws the cleancache mode, which did not run\n");
 	}
 	if (bad)
-		fprintf(stderr, "cachebench: %llu pages back wrong or calls failed\n",
+		fprintf(stderr, "zmem cachebench: %llu pages back wrong or calls failed\n",
 			(unsigned long long)bad);
 	status = bad ? 1 : 0;
 out:
