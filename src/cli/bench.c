@@ -555,8 +555,13 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 		printf("  %-*s %-*s put %+6.1f%%  get %+6.1f%%  (fill %+6.1f%%)%s\n",
 		       dw, r->data, aw, r->allocator, 100 * r->put_cost, 100 * r->get_cost,
 		       100 * r->fill_cost,
-		       r->same_pages ? "  same-filled pages skip the codec" : "");
+		       r->same_pages ? " *" : "");
 	}
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].same_pages && !rows[i].kernel) {
+			printf("  * same-filled pages skip the codec\n");
+			break;
+		}
 	if (o->threads > 1) {
 		printf("\nThreads: %d against 1, on the same pages in the same runs "
 		       "(MB/s, 1 thread -> %d;\nscaling: median over the runs of each run's "
