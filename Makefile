@@ -113,6 +113,10 @@ TESTS    += $(INTEROP)
 # it (its exported symbols, an install into a prefix).
 LIBTESTS := $(patsubst tests/lib/%,$(BUILD)/tests/%,$(wildcard tests/lib/test_*.sh))
 TESTS    += $(LIBTESTS)
+# Command tests: tests/cli/test_*.sh run the zmem command as users do (bad
+# input, help, --json, progress), copied beside the build's test binaries.
+CLITESTS := $(patsubst tests/cli/%,$(BUILD)/tests/%,$(wildcard tests/cli/test_*.sh))
+TESTS    += $(CLITESTS)
 
 .PHONY: all lib deps demo check check-debug check-asan check-tsan check-fuzz fuzz test-run soak \
         install uninstall clean FORCE
@@ -176,6 +180,10 @@ $(BUILD)/tests/%.sh: tests/interop/%.sh $(BUILD)/tests/interop.sh $(BUILD)/zmem
 	cp $< $@ && chmod +x $@
 
 $(BUILD)/tests/%.sh: tests/lib/%.sh $(BUILD)/libzmem.so $(BUILD)/zmem.pc
+	@mkdir -p $(dir $@)
+	cp $< $@ && chmod +x $@
+
+$(BUILD)/tests/%.sh: tests/cli/%.sh $(BUILD)/zmem
 	@mkdir -p $(dir $@)
 	cp $< $@ && chmod +x $@
 

@@ -1,0 +1,205 @@
+#!/bin/sh
+# The zmem command as a Unix tool: every bad value gives one line naming
+# the command, the option and the value, and exit status 2, at once;
+# help, --help and --version; every --json of a quick run is one JSON
+# document with the common keys "zmem" and "command", and writes no file;
+# progress goes to stderr only, plain lines when that is not a terminal,
+# and -q silences it.  Prints cmocka's summary lines for tests/run.sh.
+#
+#   ZMEM  the zmem binary under test (default: the build's, beside us)
+set -u
+ZMEM=${ZMEM:-$(cd "$(dirname "$0")/.." && pwd)/zmem}
+T=$(mktemp -d /tmp/zmem-cli.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0
+fail=0
+ok()  { pass=$((pass + 1)); echo "[       OK ] $1"; }
+bad() { fail=$((fail + 1)); echo "[  FAIL    ] $1"; }
+check() { name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+
+# usage ARGS... -- WANT: zmem ARGS exits 2 within a second with exactly
+# one line on stderr, which contains WANT, and nothing on stdout
+usage() {
+    args=""
+    while [ "$1" != "--" ]; do args="$args '$1'"; shift; done
+    want=$2
+    eval "timeout 1 \"\$ZMEM\" $args" > "$T/out" 2> "$T/err"
+    rc=$?
+    if [ $rc -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && [ ! -s "$T/out" ] &&
+       grep -qF -- "$want" "$T/err"; then
+        ok "zmem$args: $want"
+    else
+        bad "zmem$args: want status 2 and '$want', got $rc:"
+        cat "$T/err" "$T/out" | head -5
+    fi
+}
+
+# ---- bad input: one line, status 2 ----------------------------------
+usage bench --size -1 -- "zmem bench: invalid --size '-1'"
+usage bench --size 1Q -- "zmem bench: invalid --size '1Q'"
+usage bench --size 99999999999999999999 -- "zmem bench: invalid --size"
+usage bench --size 4097 --page-size 8192 -- "--size must be at least one page"
+usage bench --threads 0 -- "zmem bench: --threads must be 1..64, not 0"
+usage bench --threads 65 -- "--threads must be 1..64, not 65"
+usage bench --threads 2x -- "invalid --threads '2x'"
+usage bench --reps 0 -- "--reps must be 1..32, not 0"
+usage bench --page-size 12288 -- "--page-size must be a power of two"
+usage bench --churn 1 -- "--churn must be more than 0 and less than 1"
+usage bench --huge-size 8K -- "--huge-size must be at most the page size"
+usage bench --codec nope -- "zmem bench: codec 'nope'"
+usage bench --allocator nope -- "unknown allocator 'nope'"
+usage bench --frobnicate -- "unknown option '--frobnicate'"
+usage bench extra -- "unexpected argument 'extra'"
+usage bench --size -- "--size needs a value"
+usage bench --json=yes -- "--json takes no value"
+usage mapbench --threads 100000 -- "zmem mapbench: --threads must be 1..16, not 100000"
+usage mapbench --threads -1 -- "invalid --threads '-1'"
+usage pagebench --max-size 1Q -- "zmem pagebench: invalid --max-size '1Q'"
+usage pagebench --max-size 64K -- "--max-size must be 128K..64G"
+usage pagebench --threads 0 -- "--threads must be 1..64, not 0"
+usage pagebench --page-size 5000 -- "--page-size must be a power of two"
+usage worstcase --max-size 1Q -- "zmem worstcase: invalid --max-size '1Q'"
+usage worstcase --min-size 8M --max-size 4M -- "--min-size (8388608) must be at most --max-size"
+usage worstcase --mem-cap 1M -- "--mem-cap must be at least 64M, not 1M"
+usage worstcase --sequence nope -- "unknown sequence 'nope'"
+usage density --size -1 -- "zmem density: invalid --size '-1'"
+usage density --size 0 -- "--size must be 4K..4G, not 0"
+usage gen --kind text --size -1 -o x -- "zmem gen: invalid --size '-1'"
+usage gen --kind txt --size 1M -o x -- "invalid --kind 'txt'"
+usage gen --kind text --size 1M -- "--kind, --size and -o are required"
+usage gen --kind text --size 1M --ratio 0 -o x -- "--ratio must be more than 0 and at most 1"
+usage gen --kind text --size 1000 -o x -- "not a multiple of the page size"
+usage gen --kind text --size 4K --seed -3 -o x -- "invalid --seed '-3'"
+usage capture -- "a PID and -o FILE are required"
+usage capture abc -o x -- "'abc' is not a process id"
+usage capture 1 -o x --max-size 1 -- "--max-size must be at least 4K"
+usage tierbench --size 1Q -- "zmem tierbench: invalid --size '1Q'"
+usage tierbench --rewrite 101 -- "--rewrite must be 0..100, not 101"
+usage tierbench --hot 80/0 -- "invalid --hot '80/0'"
+usage tierbench --modes none,foo -- "unknown mode 'foo'"
+usage cachebench --size -1 -- "zmem cachebench: invalid --size '-1'"
+usage cachebench --budgets 1M,x -- "invalid size 'x' in --budgets"
+usage cachebench --ram 64M -- "--ram (67108864) must be below --size"
+usage cachebench --zipf nan -- "invalid --zipf 'nan'"
+usage bnech -- "zmem: unknown command 'bnech'; did you mean 'bench'? (zmem help)"
+usage xyzzy -- "zmem: unknown command 'xyzzy' (zmem help)"
+usage help nope -- "zmem: unknown command 'nope'"
+usage --frob -- "zmem: unknown option '--frob'"
+
+# ---- help and version -----------------------------------------------
+help_lists() {
+    "$ZMEM" help > "$T/help" && grep -q '^  bench ' "$T/help" && grep -q '^  serve ' "$T/help" &&
+    ! grep -q churn-child "$T/help" && "$ZMEM" --help | cmp -s - "$T/help" &&
+    ! "$ZMEM" > /dev/null 2>&1
+}
+check "zmem help lists the commands, not the internal ones" help_lists
+help_command() {
+    for c in bench mapbench pagebench worstcase density gen capture tierbench cachebench; do
+        "$ZMEM" help "$c" > "$T/h1" && "$ZMEM" "$c" --help > "$T/h2" && cmp -s "$T/h1" "$T/h2" &&
+        grep -q "^usage: zmem $c" "$T/h1" && grep -q -- '--quiet' "$T/h1" || return 1
+    done
+}
+check "zmem help COMMAND is COMMAND --help" help_command
+help_defaults() {
+    "$ZMEM" bench --help > "$T/h" &&
+    grep -q -- '--threads N .*' "$T/h" && grep -q '(default 1; 1..64)' "$T/h" &&
+    grep -q '(default 64M; 4K..1T)' "$T/h" && grep -q '(default 3; 1..32)' "$T/h" &&
+    [ "$(awk 'length > 80' "$T/h" | wc -l)" -eq 0 ]
+}
+check "bench --help shows defaults and limits, in 80 columns" help_defaults
+version() {
+    v=$("$ZMEM" --version) && echo "$v" | grep -Eqx 'zmem [0-9]+\.[0-9]+\.[0-9]+' &&
+    [ "$("$ZMEM" -V)" = "$v" ] && [ "$("$ZMEM" version)" = "$v" ]
+}
+check "zmem --version, -V" version
+
+# ---- --json: one document, the common keys, no files -----------------
+"$ZMEM" gen --kind text --ratio 0.5 --size 1M -o "$T/corpus.pages" -q || bad "gen a corpus"
+mkdir "$T/empty" "$T/scratch"
+# json NAME ARGS...: run in an empty directory; stdout must be one JSON
+# document whose "command" is NAME, and the directory must stay empty
+json() {
+    name=$1; shift
+    if ! (cd "$T/empty" && "$ZMEM" "$@" > "$T/doc.json" 2> "$T/err"); then
+        bad "zmem $*: failed"; tail -5 "$T/err"; return
+    fi
+    if python3 - "$T/doc.json" "$name" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert isinstance(d, dict), "not an object"
+assert list(d)[:2] == ["zmem", "command"], list(d)[:2]
+assert d["command"] == sys.argv[2], d["command"]
+assert isinstance(d["zmem"], str) and d["zmem"]
+PY
+    then
+        if [ -z "$(ls -A "$T/empty")" ]; then ok "zmem $*: one document, no files"
+        else bad "zmem $*: wrote $(ls -A "$T/empty")"; rm -rf "${T:?}/empty/"*; fi
+    else
+        bad "zmem $*: not one document with the common keys"; head -c 300 "$T/doc.json"
+    fi
+}
+json bench bench --size 256K --reps 1 --data zero --data 'text:0.75' --allocator zsmalloc --json
+json bench bench --size 64K --reps 1 --data "file:$T/corpus.pages" --allocator zbud --json
+json bench bench --seed-table --size 1M --allocator zsmalloc --json
+json mapbench mapbench --threads 1 --json
+json pagebench pagebench --max-size 256K --threads 1 --json
+json worstcase worstcase --max-size 4M --sequence tiny --json
+json density density --corpus "$T/corpus.pages" --size 256K --json
+json tierbench tierbench --data text:0.5 --size 2M --ops 2000 --dir "$T/scratch" --json
+json cachebench cachebench --mode all --size 1M --file-set 1M --cache 256K --budgets 256K \
+    --reads 1000 --dir "$T/scratch" --allocators zsmalloc --json
+
+# a quote, a backslash and a newline in a file name survive into the JSON
+odd="$T/a\"b\\c
+d.pages"
+cp "$T/corpus.pages" "$odd"
+escaped() {
+    "$ZMEM" density --corpus "$odd" --size 64K --json -q > "$T/doc.json" &&
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["corpus"]["files"][0]["path"] == sys.argv[2]' "$T/doc.json" "$odd"
+}
+check "strings are escaped (a file name with a quote, backslash, newline)" escaped
+
+# the default plot is written with the table only
+plot() {
+    (cd "$T/empty" && "$ZMEM" bench --size 64K --reps 1 --data zero --allocator zsmalloc -q \
+        > /dev/null) && [ -s "$T/empty/zmem-bench.svg" ] && rm -f "$T/empty/zmem-bench.svg" &&
+    (cd "$T/empty" && "$ZMEM" bench --size 64K --reps 1 --data zero --allocator zsmalloc -q \
+        --json --plot p.svg > "$T/doc.json") && [ -s "$T/empty/p.svg" ] &&
+    grep -q '"plot": "p.svg"' "$T/doc.json" && rm -f "$T/empty/p.svg"
+}
+check "bench writes its plot with the table, or where --plot says" plot
+
+# ---- progress: stderr only, plain lines, -q -------------------------
+progress() {
+    "$ZMEM" bench --size 256K --reps 1 --data zero --allocator zsmalloc --no-plot \
+        > "$T/out" 2> "$T/err" &&
+    grep -q '^zmem bench: ' "$T/err" && ! grep -q '^zmem bench: zero' "$T/out" &&
+    ! tr -d '\n' < "$T/err" | grep -q "$(printf '\r')" &&
+    "$ZMEM" pagebench --max-size 256K --threads 1 > "$T/out" 2> "$T/err" &&
+    grep -q '^zmem pagebench: ' "$T/err" && ! grep -q "$(printf '\r')" "$T/err" "$T/out"
+}
+check "progress goes to stderr as plain lines when it is not a terminal" progress
+quiet() {
+    "$ZMEM" bench --size 256K --reps 1 --data zero --allocator zsmalloc --no-plot -q \
+        > "$T/out" 2> "$T/err" && [ ! -s "$T/err" ] && [ -s "$T/out" ] &&
+    "$ZMEM" worstcase --max-size 4M --sequence tiny -q > "$T/out" 2> "$T/err" &&
+    [ ! -s "$T/err" ] && [ -s "$T/out" ]
+}
+check "-q: nothing on stderr" quiet
+
+# ---- tables: 100 columns by default (widened, never cut, for long names) -
+table() {
+    "$ZMEM" bench --size 64K --reps 1 --data zero --data text:0.75 --threads 2 --no-plot -q \
+        > "$T/out" && [ "$(awk 'length > 100' "$T/out" | wc -l)" -eq 0 ] &&
+    long="file:$T/corpus.pages" &&
+    "$ZMEM" bench --size 64K --reps 1 --data "$long" --no-plot -q > "$T/out" &&
+    [ "$(grep -cF "$long zsmalloc" "$T/out")" -ge 2 ] &&
+    "$ZMEM" bench --size 64K --reps 1 --data zero --no-plot -q --wide | grep -q 'codec put MB/s'
+}
+check "bench's table fits 100 columns (--wide: all), names whole" table
+
+echo "[==========] $((pass + fail)) test(s) run."
+echo "[  PASSED  ] $pass test(s)."
+[ "$fail" -eq 0 ] || { echo "[  FAILED  ] $fail test(s)."; exit 1; }
