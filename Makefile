@@ -267,7 +267,7 @@ check-fuzz:
 # only), under the usual name.
 install: all
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/zmem $(DESTDIR)$(BINDIR) \
-	    $(DESTDIR)$(MANDIR)/man3
+	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3
 	install -m 644 $(BUILD)/libzmem-install.a $(DESTDIR)$(LIBDIR)/libzmem.a
 	install -m 755 $(BUILD)/libzmem.so $(DESTDIR)$(LIBDIR)/libzmem.so.$(VERSION)
 	ln -sf libzmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libzmem.so.$(SOVERSION)
@@ -276,11 +276,12 @@ install: all
 	install -m 644 $(BUILD)/zmem.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
 	install -m 755 $(BUILD)/zmem $(DESTDIR)$(BINDIR)/
 	install -m 644 docs/libzmem.3 $(DESTDIR)$(MANDIR)/man3/
+	install -m 644 docs/zmem.1 $(DESTDIR)$(MANDIR)/man1/
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libzmem.a $(DESTDIR)$(LIBDIR)/libzmem.so* \
 	      $(DESTDIR)$(LIBDIR)/pkgconfig/zmem.pc $(DESTDIR)$(BINDIR)/zmem \
-	      $(DESTDIR)$(MANDIR)/man3/libzmem.3
+	      $(DESTDIR)$(MANDIR)/man3/libzmem.3 $(DESTDIR)$(MANDIR)/man1/zmem.1
 	rm -rf $(DESTDIR)$(INCDIR)/zmem
 
 clean:

@@ -107,6 +107,17 @@ help_defaults() {
     [ "$(awk 'length > 80' "$T/h" | wc -l)" -eq 0 ]
 }
 check "bench --help shows defaults and limits, in 80 columns" help_defaults
+# zmem(1) lists the commands zmem help lists (the tree's docs/, found
+# from here upwards)
+top=$(cd "$(dirname "$0")" && pwd)
+while [ ! -f "$top/docs/zmem.1" ] && [ "$top" != / ]; do top=$(dirname "$top"); done
+man_lists() {
+    [ -f "$top/docs/zmem.1" ] &&
+    sed -n 's/^  \([a-z][a-z-]*\)  .*/\1/p' "$T/help" > "$T/cmds" && [ -s "$T/cmds" ] &&
+    sed -n '/^\.SH COMMANDS/,/^\.SH OPTIONS/s/^\.B \([a-z-]*\)$/\1/p' "$top/docs/zmem.1" |
+        cmp -s - "$T/cmds"
+}
+check "zmem(1) lists the commands of zmem help, in its order" man_lists
 version() {
     v=$("$ZMEM" --version) && echo "$v" | grep -Eqx 'zmem [0-9]+\.[0-9]+\.[0-9]+' &&
     [ "$("$ZMEM" -V)" = "$v" ] && [ "$("$ZMEM" version)" = "$v" ]

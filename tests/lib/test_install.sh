@@ -2,7 +2,8 @@
 # make install as users run it: a plain build, then an install into a
 # prefix of its own (DESTDIR unset) must give a zmem.pc naming that prefix,
 # cflags naming zmem's headers only, a shared library under its soname, a
-# static library exporting the public calls only, and the man page; the
+# static library exporting the public calls only, and the man pages
+# (libzmem(3), zmem(1)); the
 # README's example, taken from README.md so that the two cannot drift,
 # must build and run against both libraries through pkg-config, and the
 # man page's EXAMPLE must be the same program.  A DESTDIR install lands
@@ -59,7 +60,7 @@ L=$P/lib
 missing=""
 for f in lib/libzmem.a "lib/libzmem.so.$ver" lib/libzmem.so.1 lib/libzmem.so \
          lib/pkgconfig/zmem.pc include/zmem/zmem.h include/zmem/common.h bin/zmem \
-         share/man/man3/libzmem.3; do
+         share/man/man3/libzmem.3 share/man/man1/zmem.1; do
     [ -e "$P/$f" ] || missing="$missing $f"
 done
 if [ -z "$missing" ]; then ok "installed files"; else bad "installed files, missing:$missing"; fi
@@ -121,6 +122,12 @@ check "man page: NAME and every section" sh -c '
              ENVIRONMENT EXAMPLE VERSIONS "SEE ALSO"; do
         grep -qx "$s" "$2" || { echo "no $s"; exit 1; }; done' - "$man3" "$T/man.txt"
 check "man page: version $ver as the headers'" grep -q "^\.TH LIBZMEM 3 .*\"zmem $ver\"" "$man3"
+man1=$P/share/man/man1/zmem.1
+check "man -M PREFIX/share/man finds zmem(1)" \
+    test "$(man -M "$P/share/man" -w 1 zmem 2>/dev/null)" = "$man1"
+warn=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l "$man1" 2>&1 >/dev/null)
+check "man -l renders zmem.1 without warnings" test -z "$warn"
+check "zmem(1): version $ver as the headers'" grep -q "^\.TH ZMEM 1 .*\"zmem $ver\"" "$man1"
 # its EXAMPLE is the README's, indented by four spaces for a tab
 sed -n '/^\.SH EXAMPLE/,/^\.fi/p' "$man3" | sed '1,/^\.nf/d; /^\.fi/d' |
     sed 's/\\e/\\/g; s/\\-/-/g; s/\\(aq/'"'"'/g' > "$T/man-example.c"
