@@ -578,54 +578,70 @@ static void summarize(const struct opts *o, const struct row *rows, uint64_t n,
 static void print_table(const struct opts *o, const struct bench_data *d,
 			const struct row *rows, uint64_t n, const struct summary *s)
 {
-	printf("zmem tierbench: %s, %llu pages of %zu bytes (%.0f MiB), limit %.0f MiB; codec %s, "
-	       "secondary %s;\n%llu accesses, %u%% to %u%% of the pages, %u%% rewrites, seed %llu "
-	       "(measured: the last %d%%)\n\n", d->name, (unsigned long long)n, o->page_size,
-	       (double)d->len / MIB, (double)o->limit / MIB, o->codec, o->recompress,
-	       (unsigned long long)o->ops, o->hot_access, o->hot_pages, o->rewrite,
-	       (unsigned long long)o->seed, 100 - WARMUP_PCT);
-	printf("%-10s %7s %7s %7s %8s %9s %9s %8s %8s %8s %8s %8s %8s\n", "mode", "ops", "MBps",
-	       "hotMBps", "failed", "pool_MiB", "rss_MiB", "in_mem", "on_file", "bd_wr", "bd_rd",
-	       "recomp", "getp99us");
+	char h[2][32];
+
+	printf("zmem tierbench: %s, %llu pages of %zu bytes (%s), limit %s;\ncodec %s, "
+	       "secondary %s; %llu accesses, %u%% to %u%% of the pages, %u%% rewrites,\n"
+	       "seed %llu (measured: the last %d%%)\n\n", d->name, (unsigned long long)n,
+	       o->page_size, cli_human(d->len, h[0], 32), cli_human(o->limit, h[1], 32),
+	       o->codec, o->recompress, (unsigned long long)o->ops, o->hot_access, o->hot_pages,
+	       o->rewrite, (unsigned long long)o->seed, 100 - WARMUP_PCT);
+	printf("%-10s %8s %6s %8s %6s %8s %7s %7s %7s %6s %10s\n", "mode", "ops", "MB/s",
+	       "hot MB/s", "failed", "pool MiB", "rss MiB", "in mem", "on file", "recomp",
+	       "get p99 us");
 	for (int m = 0; m < NMODES; m++) {
 		const struct row *w = &rows[m];
 
 		if (!w->ran)
 			continue;
-		printf("%-10s %7llu %7.0f %7.0f %8llu %9.1f %9.1f %8llu %8llu %8llu %8llu %8llu "
-		       "%8.1f\n", mode_names[m], (unsigned long long)w->ops, w->MBps, w->hot_MBps,
+		printf("%-10s %8llu %6.0f %8.0f %6llu %8.1f %7.1f %7llu %7llu %6llu %10.1f\n",
+		       mode_names[m], (unsigned long long)w->ops, w->MBps, w->hot_MBps,
 		       (unsigned long long)(w->failed_fill + w->failed_trace),
 		       w->pool_bytes / MIB, w->rss_bytes / MIB, (unsigned long long)w->in_memory,
-		       (unsigned long long)w->on_file, (unsigned long long)w->bd_writes,
-		       (unsigned long long)w->bd_reads, (unsigned long long)w->recompressed,
+		       (unsigned long long)w->on_file, (unsigned long long)w->recompressed,
 		       w->get_p99_us);
 	}
-	printf("\nfailed = puts refused (fill + trace); hotMBps = the hot pages' accesses "
-	       "alone;\nin_mem / on_file = the slots' census at the end (same-filled pages are "
+	printf("\nfailed = puts refused (fill + trace); hot MB/s = the hot pages' accesses "
+	       "alone;\nin mem / on file = the slots' census at the end (same-filled pages are "
 	       "in memory);\nrss = resident memory the store added; recomp = pages re-encoded "
-	       "with the secondary codec.\n\nTiering step (per page):");
-	for (int m = 0; m < NMODES; m++) {
+	       "with the secondary codec.\n");
+	for (int m = 0, first = 1; m < NMODES; m++) {
 		const struct row *w = &rows[m];
 
+		if (!w->step_tried && !w->step_written)
+			continue;
+		if (first)
+			printf("\nTiering step (per page):\n");
+		first = 0;
+		printf("  %-10s", mode_names[m]);
 		if (w->step_tried)
-			printf("  %s: %llu of %llu tried recompressed, %.0f ns a try", mode_names[m],
+			printf(" %llu of %llu tried recompressed, %.0f ns a try%s",
 			       (unsigned long long)w->step_recompressed,
-			       (unsigned long long)w->step_tried, w->recompress_ns);
+			       (unsigned long long)w->step_tried, w->recompress_ns,
+			       w->step_written ? ";" : "");
 		if (w->step_written)
-			printf("  %s: %llu written back, %.0f ns", mode_names[m],
+			printf(" %llu written back, %.0f ns each",
 			       (unsigned long long)w->step_written, w->writeback_ns);
+		putchar('\n');
 	}
-	printf("\nOn file (blocks the backing file takes, against the pages' bytes there):");
-	for (int m = 0; m < NMODES; m++) {
+	for (int m = 0, first = 1; m < NMODES; m++) {
 		const struct row *w = &rows[m];
 
-		if (w->bd_count)
-			printf("  %s: %.1f MiB for %.1f MiB (%.2fx; whole pages %.1f MiB)",
-			       mode_names[m], (double)w->file_bytes / MIB, (double)w->bd_bytes / MIB,
-			       w->bd_bytes ? (double)w->file_bytes / (double)w->bd_bytes : 0,
-			       (double)w->bd_count * (double)o->page_size / MIB);
+		if (!w->bd_count && !w->bd_writes && !w->bd_reads)
+			continue;
+		if (first)
+			printf("\nOn file (the blocks the backing file takes, against the pages' "
+			       "bytes there):\n");
+		first = 0;
+		printf("  %-10s %.1f MiB for %.1f MiB (%.2fx; whole pages %.1f MiB); %llu writes, "
+		       "%llu reads\n", mode_names[m], (double)w->file_bytes / MIB,
+		       (double)w->bd_bytes / MIB,
+		       w->bd_bytes ? (double)w->file_bytes / (double)w->bd_bytes : 0,
+		       (double)w->bd_count * (double)o->page_size / MIB,
+		       (unsigned long long)w->bd_writes, (unsigned long long)w->bd_reads);
 	}
-	printf("\n\nTargets (figures only):\n");
+	printf("\nTargets (figures only):\n");
+
 	if (s->both)
 		printf("  both: %llu failed writes (target 0); pool at most %.1f MiB of a %.1f MiB "
 		       "limit; %llu pages read back wrong\n", (unsigned long long)s->both_failed,
