@@ -429,32 +429,46 @@ static void print_tables(const struct cell *cells, size_t n, const char *const *
 	       "at live sizes doubling from %s to %s; growth = the largest size's\n"
 	       "figure / the smallest's (about 1: no growth with the pool).  A fresh pool per\n"
 	       "cell, capped at %d x the live size (at least %s, at most %s):\n"
-	       "c = capped there, r = most sizes refused.\n", cli_human(sizes[0], h[0], 32),
+	       "c = capped there, r = most sizes refused.  The sequences and what each hurts:\n"
+	       " ", cli_human(sizes[0], h[0], 32),
 	       cli_human(sizes[ns - 1], h[1], 32), CAP_FACTOR, cli_human(CAP_MIN, h[2], 32),
 	       cli_human(mem_cap, h[3], 32));
+	for (size_t q = 0, col = 1; q < NSEQ; q++) {
+		int len = (int)(strlen(seqs[q].name) + strlen(seqs[q].target)) + 5;
+
+		if (q && col + (size_t)len > 80) {
+			printf(",\n ");
+			col = 1;
+		} else if (q) {
+			printf(",");
+			col++;
+		}
+		col += (size_t)printf(" %s (%s)", seqs[q].name, seqs[q].target);
+	}
+	printf(".\n");
 	for (int w = 0; w < 2; w++) {
-		printf("\n%s\n%-13s %-10s %-10s", w ? "waste = (pool bytes + metadata) / live bytes, "
+		printf("\n%s\n%-12s %-9s", w ? "waste = (pool bytes + metadata) / live bytes, "
 		       "at the end of the timed part" : "ns per operation (allocation or free)",
-		       "sequence", "hurts", "allocator");
+		       "sequence", "allocator");
 		for (size_t k = 0; k < ns; k++) {
 			size_label(lab, sizeof(lab), sizes[k]);
-			printf(" %8s", lab);
+			printf(" %7s", lab);
 		}
 		printf(" %8s\n", "growth");
 		for (size_t q = 0; q < NSEQ; q++)
 			for (size_t b = 0; b < nb && ran(cells, n, seqs[q].name); b++) {
 				double g = growth(cells, n, seqs[q].name, names[b], sizes, ns, w);
 
-				printf("%-13s %-10s %-10s", seqs[q].name, seqs[q].target, names[b]);
+				printf("%-12s %-9s", seqs[q].name, names[b]);
 				for (size_t k = 0; k < ns; k++) {
 					const struct cell *c = find(cells, n, seqs[q].name, names[b],
 								    sizes[k]);
 					double v = c ? (w ? c->waste : c->ns_op) : -1;
 
 					if (v < 0)
-						printf(" %8s", "-");
+						printf(" %7s", "-");
 					else
-						printf(" %7.*f%c", w ? 3 : 1, v, c->capped ? 'c' :
+						printf(" %6.*f%c", w ? 3 : 1, v, c->capped ? 'c' :
 						       c->refused ? 'r' : ' ');
 				}
 				if (g > 0)
