@@ -16,14 +16,15 @@
 #                   SOAK_ROUNDS (3) times over (7 minutes a round here);
 #                   each prints its seed and steps, so a failure replays
 #                   with --seed N --steps N
-#   make install    honours PREFIX and DESTDIR; LIBDIR, INCDIR, BINDIR and
-#                   MANDIR follow PREFIX unless given
+#   make install    honours PREFIX and DESTDIR; LIBDIR, INCDIR, BINDIR, MANDIR
+#                   and BASHCOMPDIR follow PREFIX unless given
 
 PREFIX   ?= /usr/local
 LIBDIR   ?= $(PREFIX)/lib
 INCDIR   ?= $(PREFIX)/include
 BINDIR   ?= $(PREFIX)/bin
 MANDIR   ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 DESTDIR  ?=
 BUILD    ?= build
 CC       ?= cc
@@ -267,7 +268,7 @@ check-fuzz:
 # only), under the usual name.
 install: all
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/zmem $(DESTDIR)$(BINDIR) \
-	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3
+	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(BASHCOMPDIR)
 	install -m 644 $(BUILD)/libzmem-install.a $(DESTDIR)$(LIBDIR)/libzmem.a
 	install -m 755 $(BUILD)/libzmem.so $(DESTDIR)$(LIBDIR)/libzmem.so.$(VERSION)
 	ln -sf libzmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libzmem.so.$(SOVERSION)
@@ -277,11 +278,13 @@ install: all
 	install -m 755 $(BUILD)/zmem $(DESTDIR)$(BINDIR)/
 	install -m 644 docs/libzmem.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 644 docs/zmem.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 scripts/zmem.bash $(DESTDIR)$(BASHCOMPDIR)/zmem
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libzmem.a $(DESTDIR)$(LIBDIR)/libzmem.so* \
 	      $(DESTDIR)$(LIBDIR)/pkgconfig/zmem.pc $(DESTDIR)$(BINDIR)/zmem \
-	      $(DESTDIR)$(MANDIR)/man3/libzmem.3 $(DESTDIR)$(MANDIR)/man1/zmem.1
+	      $(DESTDIR)$(MANDIR)/man3/libzmem.3 $(DESTDIR)$(MANDIR)/man1/zmem.1 \
+	      $(DESTDIR)$(BASHCOMPDIR)/zmem
 	rm -rf $(DESTDIR)$(INCDIR)/zmem
 
 clean:

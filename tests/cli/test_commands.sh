@@ -120,6 +120,17 @@ man_lists() {
         cmp -s - "$T/cmds"
 }
 check "zmem(1) lists the commands of zmem help, in its order" man_lists
+# bash completion, from the tree's scripts/zmem.bash: commands and options
+completion() {
+    command -v bash > /dev/null || return 0
+    ZMEM=$ZMEM bash -c '. "$1"
+        COMP_WORDS=("$ZMEM" benc); COMP_CWORD=1; _zmem; [ "${COMPREPLY[*]}" = bench ] || exit 1
+        COMP_WORDS=("$ZMEM" bench --thr); COMP_CWORD=2; _zmem
+        [ "${COMPREPLY[*]}" = --threads ] || exit 1
+        COMP_WORDS=("$ZMEM" help dens); COMP_CWORD=2; _zmem; [ "${COMPREPLY[*]}" = density ]' \
+        - "$top/scripts/zmem.bash"
+}
+check "bash completion: commands and each command's options" completion
 version() {
     v=$("$ZMEM" --version) && echo "$v" | grep -Eqx 'zmem [0-9]+\.[0-9]+\.[0-9]+' &&
     [ "$("$ZMEM" -V)" = "$v" ] && [ "$("$ZMEM" version)" = "$v" ]

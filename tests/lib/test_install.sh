@@ -60,7 +60,8 @@ L=$P/lib
 missing=""
 for f in lib/libzmem.a "lib/libzmem.so.$ver" lib/libzmem.so.1 lib/libzmem.so \
          lib/pkgconfig/zmem.pc include/zmem/zmem.h include/zmem/common.h bin/zmem \
-         share/man/man3/libzmem.3 share/man/man1/zmem.1; do
+         share/man/man3/libzmem.3 share/man/man1/zmem.1 \
+         share/bash-completion/completions/zmem; do
     [ -e "$P/$f" ] || missing="$missing $f"
 done
 if [ -z "$missing" ]; then ok "installed files"; else bad "installed files, missing:$missing"; fi
