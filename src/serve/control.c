@@ -125,7 +125,9 @@ static void report_json(struct zmi_server *s, FILE *f)
 	bool first = true;
 
 	zm_store_stats(s->store, &st);
-	fprintf(f, "{\"export\": {\"size\": %llu, \"page_size\": %zu, \"codec\": \"%s\", "
+	/* the zmem command's common keys first: zmem stats --json prints this */
+	fprintf(f, "{\"zmem\": \"%s\", \"command\": \"stats\", ", zm_version_string());
+	fprintf(f, "\"export\": {\"size\": %llu, \"page_size\": %zu, \"codec\": \"%s\", "
 		   "\"allocator\": \"%s\", \"read_only\": %s, \"threads\": %u, \"uptime_s\": %.3f},\n",
 		(unsigned long long)s->disk.size, st.page_size, s->cfg.codec ? s->cfg.codec : "lz4",
 		zm_pool_backend(pool), s->cfg.read_only ? "true" : "false", s->nworkers, uptime(s));

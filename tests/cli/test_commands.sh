@@ -172,6 +172,19 @@ json density density --corpus "$T/corpus.pages" --size 256K --json
 json tierbench tierbench --data text:0.5 --size 2M --ops 2000 --dir "$T/scratch" --json
 json cachebench cachebench --mode all --size 1M --file-set 1M --cache 256K --budgets 256K \
     --reads 1000 --dir "$T/scratch" --allocators zsmalloc --json
+# zmem stats --json, of a server that lives as long as the command asking
+# (the --run command expands $ZMEM, $socket and $DOC itself)
+# shellcheck disable=SC2016
+stats_json() {
+    (cd "$T/empty" && export ZMEM DOC="$T/doc.json" &&
+     "$ZMEM" serve --size 1M --socket "$T/scratch/s.sock" \
+        --run '"$ZMEM" stats --json "$socket" > "$DOC"') 2> "$T/err" &&
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+assert list(d)[:2] == ["zmem", "command"] and d["command"] == "stats"' "$T/doc.json" &&
+    [ -z "$(ls -A "$T/empty")" ]
+}
+check "zmem stats --json: one document with the common keys" stats_json
 
 # a quote, a backslash and a newline in a file name survive into the JSON
 odd="$T/a\"b\\c
