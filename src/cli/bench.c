@@ -474,9 +474,9 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 	char human[32];
 
 	printf("zmem bench: codec %s, %zu-byte pages, %s per data set, %d thread%s, "
-	       "median of %d runs;\nsame-filled pages %s\n\n", o->codec, o->page_size,
+	       "median of %d run%s;\nsame-filled pages %s\n\n", o->codec, o->page_size,
 	       cli_human(o->size, human, sizeof(human)), o->threads, o->threads > 1 ? "s" : "",
-	       o->reps, o->no_same ? "stored like any other (--no-same)" : "kept in their slots");
+	       o->reps, o->reps > 1 ? "s" : "", o->no_same ? "stored like any other (--no-same)" : "kept in their slots");
 	printf("%-*s %-*s %7s %7s %6s", dw, "data", aw, "allocator", "pages", "same", "huge");
 	if (o->wide)
 		printf(" %10s %8s", "pool pages", "meta KiB");
@@ -845,6 +845,9 @@ int cmd_bench(int argc, char **argv)
 	}
 	if (check_names(&o))
 		return CLI_USAGE;
+	for (size_t i = 0; i < o.ndata; i++)
+		if (bench_data_check(o.data[i]))
+			return CLI_USAGE;
 	if (o.seed_table)
 		return bench_seed_table(o.size_set ? o.size : BENCH_SEED_SIZE,
 					o.codec_set ? o.codec : NULL, o.alloc, o.nalloc, o.json);

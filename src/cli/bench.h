@@ -52,6 +52,9 @@ struct bench_row {
 int bench_data_make(const char *spec, size_t size, size_t page_size,
 		    const char *codec, struct bench_data *d);
 void bench_data_free(struct bench_data *d);
+/* Whether spec names a data set, before any is made: 0, or CLI_USAGE
+ * after a one-line message (an unknown kind, a bad ratio or PID). */
+int bench_data_check(const char *spec);
 
 /* bench_child.c: the realistic workload.  bench_memory() spawns it,
  * captures its memory (size bytes at most) and stops it; the child side

@@ -131,6 +131,33 @@ static int from_capture(const char *arg, size_t size, size_t ps, struct bench_da
 	return 0;
 }
 
+int bench_data_check(const char *spec)
+{
+	const char *colon = strchr(spec, ':');
+	size_t klen = colon ? (size_t)(colon - spec) : strlen(spec);
+	const char *arg = colon ? colon + 1 : NULL;
+	double r;
+
+	if ((klen == 4 && !strncmp(spec, "zero", 4) && !arg) || !strcmp(spec, "memory") ||
+	    (klen == 4 && !strncmp(spec, "file", 4) && arg && *arg))
+		return 0;
+	if ((klen == 4 && !strncmp(spec, "text", 4)) || (klen == 6 && !strncmp(spec, "random", 6))) {
+		if (!parse_ratio(arg, 1, &r))
+			return 0;
+		return cli_usage(cli_cmd, "bad ratio in --data '%s' (want a number in (0, 1])", spec);
+	}
+	if (klen == 7 && !strncmp(spec, "capture", 7) && arg) {
+		char *end;
+		long pid = strtol(arg, &end, 10);
+
+		if (!*end && end != arg && pid > 0 && pid <= 0x7fffffff)
+			return 0;
+		return cli_usage(cli_cmd, "invalid --data '%s' (capture:PID)", spec);
+	}
+	return cli_usage(cli_cmd, "unknown data set '%s' (zero, text[:R], random[:R], "
+			 "file:PATH, capture:PID, memory)", spec);
+}
+
 int bench_data_make(const char *spec, size_t size, size_t ps, const char *codec,
 		    struct bench_data *d)
 {

@@ -1861,6 +1861,9 @@ int cmd_cachebench(int argc, char **argv)
 		return rc < 0 ? CLI_OK : rc;
 	if (check_allocators(&o))
 		return CLI_USAGE;
+	for (size_t i = 0; i < o.ndata; i++)
+		if (bench_data_check(o.data[i]))
+			return CLI_USAGE;
 	rc = zm_codec_create(o.codec, 0, &cd);
 	if (rc) {
 		fprintf(stderr, "zmem cachebench: codec '%s': %s\n", o.codec,

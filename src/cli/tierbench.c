@@ -929,7 +929,7 @@ int cmd_tierbench(int argc, char **argv)
 	status = parse(argc, argv, &o);
 	if (status)
 		return status < 0 ? CLI_OK : status;
-	if (check_codec(o.codec) || check_codec(o.recompress))
+	if (check_codec(o.codec) || check_codec(o.recompress) || bench_data_check(o.data))
 		return CLI_USAGE;
 	status = 1;
 	cli_progress("preparing %s of %s", cli_human(o.size, human, sizeof(human)), o.data);
