@@ -97,9 +97,9 @@ static void breakdown(const struct result *all, int n, const struct corpus *c)
 	double per = (double)c->n;
 
 	printf("\nbytes per object beyond its own (%.0f bytes on average):\n"
-	       "%-9s %9s %9s %9s %9s %9s %9s %9s  %s\n", (double)c->bytes / per,
+	       "%-9s %9s %9s %9s %9s %9s %9s %9s\n", (double)c->bytes / per,
 	       "allocator", "rounding", "unused", "handles", "records", "pg_recs", "other",
-	       "total", "partly used zspages");
+	       "total");
 	for (int i = 0; i < n; i++) {
 		const struct result *r = &all[i];
 		const struct zm_pool_stats *st = &r->st;
@@ -109,19 +109,18 @@ static void breakdown(const struct result *all, int n, const struct corpus *c)
 		double round = st->slot_bytes ? ((double)st->slot_bytes - (double)c->bytes) / per : 0;
 		double unused = st->slot_bytes ? ((double)st->pool_bytes - (double)st->slot_bytes) / per
 					       : ((double)st->pool_bytes - (double)c->bytes) / per;
-		char part[64] = "-";
 
-		if (r->classes)
-			snprintf(part, sizeof(part), "%llu in %llu classes (%.1f KiB unused)",
-				 (unsigned long long)r->partial, (unsigned long long)r->classes,
-				 (double)r->partial_free / 1024);
-		printf("%-9s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f  %s\n", st->allocator, round,
+		printf("%-9s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n", st->allocator, round,
 		       unused, (double)st->handle_bytes / per, (double)st->record_bytes / per,
 		       (double)st->pages_meta_bytes / per,
 		       ((double)st->meta_bytes - (double)known) / per,
-		       ((double)st->pool_bytes + (double)st->meta_bytes - (double)c->bytes) / per,
-		       part);
+		       ((double)st->pool_bytes + (double)st->meta_bytes - (double)c->bytes) / per);
 	}
+	for (int i = 0; i < n; i++)
+		if (all[i].classes)
+			printf("%s: %llu partly used zspages in %llu classes (%.1f KiB unused)\n",
+			       all[i].st.allocator, (unsigned long long)all[i].partial,
+			       (unsigned long long)all[i].classes, (double)all[i].partial_free / 1024);
 	printf("rounding: slots above the objects' sizes; unused: the pool's bytes holding no\n"
 	       "slot (page ends, free slots, malloc's chunk headers); handles, records\n"
 	       "(headers, back references, zspage table), pg_recs (the pages layer's\n"
