@@ -153,10 +153,10 @@ void corpus_print(const struct corpus *c, FILE *f, const char *prefix)
 			s->files == 1 ? "" : "s", cli_human(s->bytes, h, sizeof(h)));
 		if (s->unreadable)
 			fprintf(f, " (unreadable)");
-		else if (s->files > 1)
-			fprintf(f, " (%s .. %s)", c->file[first].path,
-				c->file[first + s->files - 1].path);
 		fputc('\n', f);
+		if (s->files > 1)
+			fprintf(f, "%s    first %s\n%s    last  %s\n", prefix, c->file[first].path,
+				prefix, c->file[first + s->files - 1].path);
 		first += s->files;
 	}
 }

@@ -38,8 +38,9 @@ struct corpus {
  * (-ENOENT: no pages found). */
 int corpus_load(const char *const *paths, int npaths, size_t target, struct corpus *c);
 void corpus_free(struct corpus *c);
-/* What was read, for a report: a few lines on f ("corpus: /usr/lib: 312
- * files, 61.2 MiB (first ..., last ...)"), each starting with prefix. */
+/* What was read, for a report: a few lines on f ("  /usr/lib: 312 files,
+ * 61 MiB", then the first and the last file read there), each starting
+ * with prefix. */
 void corpus_print(const struct corpus *c, FILE *f, const char *prefix);
 struct json;
 /* the same as "corpus": {"defaults", "sources": [...], "files": [...]} */
