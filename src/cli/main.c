@@ -85,21 +85,33 @@ static size_t distance(const char *a, const char *b)
 	return d[la][lb];
 }
 
-static int unknown(const char *name)
+/* The closest listed command: the one that name begins ("dens" ->
+ * density), else one within two edits (one for names of four letters or
+ * fewer: "ben" is not "gen"); NULL if none is close. */
+static const char *closest(const char *name)
 {
 	const char *best = NULL;
-	size_t bd = 3;
+	size_t len = strlen(name), bd = len <= 4 ? 2 : 3;
 
+	for (size_t i = 0; len >= 2 && i < NCMDS; i++)
+		if (cmds[i].help && !strncmp(name, cmds[i].name, len))
+			return cmds[i].name;
 	for (size_t i = 0; i < NCMDS; i++) {
 		size_t d;
 
 		if (!cmds[i].help)
 			continue;
 		d = distance(name, cmds[i].name);
-		if (d < bd || (!strncmp(name, cmds[i].name, strlen(name)) && strlen(name) >= 3 &&
-			       d >= bd && !best))
-			bd = d < bd ? d : bd, best = cmds[i].name;
+		if (d < bd)
+			bd = d, best = cmds[i].name;
 	}
+	return best;
+}
+
+static int unknown(const char *name)
+{
+	const char *best = closest(name);
+
 	if (best)
 		fprintf(stderr, "zmem: unknown command '%s'; did you mean '%s'? (zmem help)\n",
 			name, best);
@@ -139,6 +151,10 @@ int main(int argc, char **argv)
 
 		if (argc > 3)
 			return cli_usage(NULL, "help takes one command, not '%s'", argv[3]);
+		if (!strcmp(argv[2], "help")) {
+			usage(stdout);
+			return CLI_OK;
+		}
 		i = find(argv[2]);
 		if (i < 0 || !cmds[i].help)
 			return unknown(argv[2]);

@@ -90,6 +90,8 @@ usage cachebench --data random:0 -- "bad ratio in --data 'random:0'"
 usage tierbench --data nope -- "zmem tierbench: unknown data set 'nope'"
 usage bnech -- "zmem: unknown command 'bnech'; did you mean 'bench'? (zmem help)"
 usage xyzzy -- "zmem: unknown command 'xyzzy' (zmem help)"
+usage dens -- "zmem: unknown command 'dens'; did you mean 'density'?"
+usage ben -- "did you mean 'bench'?"
 usage help nope -- "zmem: unknown command 'nope'"
 usage --frob -- "zmem: unknown option '--frob'"
 
