@@ -21,8 +21,9 @@
  * run too, in the same runs, for the scaling figure.
  *
  * Output: a table (or one JSON document with --json), zram's mm_stat line
- * of every store, the store's cost over the bare codec, and an SVG plot
- * (bench_svg.c).  Progress goes to stderr.  With --kernel, the kernel's
+ * of every store (--wide), the store's cost over the bare codec, and an SVG
+ * plot (bench_svg.c; by default beside the table only, --plot FILE with
+ * --json).  Progress goes to stderr.  With --kernel, the kernel's
  * zram gets the same pages when that is safe (bench_kernel.c).
  */
 #include <errno.h>

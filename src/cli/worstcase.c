@@ -638,16 +638,28 @@ int cmd_worstcase(int argc, char **argv)
 
 		for (k = 0; all[k] && strcmp(all[k], only[i]); k++)
 			;
-		if (!all[k])
-			return cli_usage("worstcase", "unknown allocator '%s'", only[i]);
+		if (!all[k]) {
+			char list[256] = "";
+
+			for (k = 0; all[k]; k++)
+				snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+					 k ? ", " : "", all[k]);
+			return cli_usage("worstcase", "unknown allocator '%s' (%s)", only[i], list);
+		}
 	}
 	for (size_t i = 0; i < noseq; i++) {
 		size_t q;
 
 		for (q = 0; q < NSEQ && strcmp(seqs[q].name, oseq[i]); q++)
 			;
-		if (q == NSEQ)
-			return cli_usage("worstcase", "unknown sequence '%s'", oseq[i]);
+		if (q == NSEQ) {
+			char list[256] = "";
+
+			for (q = 0; q < NSEQ; q++)
+				snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+					 q ? ", " : "", seqs[q].name);
+			return cli_usage("worstcase", "unknown sequence '%s' (%s)", oseq[i], list);
+		}
 	}
 	for (size_t k = 0; all[k] && nb < MAX_BACKENDS; k++) {
 		int want = !nonly;
