@@ -259,6 +259,17 @@ static void parse_or_fail(const char *what, const char *text, struct jv *doc)
 	assert_int_equal(doc->t, J_OBJ);
 }
 
+/* Every --json of the zmem command starts with {"zmem": VERSION,
+ * "command": NAME, ...}. */
+static void common_keys(const struct jv *doc, const char *command)
+{
+	assert_true(doc->n >= 2);
+	assert_string_equal(doc->key[0], "zmem");
+	assert_string_equal(doc->key[1], "command");
+	assert_string_equal(jstr(doc, "zmem"), zm_version_string());
+	assert_string_equal(jstr(doc, "command"), command);
+}
+
 static const struct jv *results(const struct jv *doc)
 {
 	const struct jv *r = jget(doc, "results");
@@ -289,6 +300,8 @@ static void test_density(void **state)
 	snprintf(args, sizeof(args), "density --corpus '%s/d.pages' --size 1M --json", tmpdir);
 	out = run_zmem(args);
 	parse_or_fail("density", out, &doc);
+	common_keys(&doc, "density");
+	assert_non_null(jget(&doc, "corpus"));
 	obj = jnum(&doc, "obj_bytes");
 	assert_true(obj >= 1 << 20);
 	r = results(&doc);
@@ -326,6 +339,7 @@ static void test_seed_table(void **state)
 	const struct jv *r;
 
 	parse_or_fail("seed table", out, &doc);
+	common_keys(&doc, "bench");
 	r = results(&doc);
 	for (const char *const *b = zm_pool_backends(); *b; b++) {
 		double eff[2] = { NAN, NAN };
@@ -454,6 +468,7 @@ static void test_worstcase(void **state)
 	const struct jv *r, *g;
 
 	parse_or_fail("worstcase", out, &doc);
+	common_keys(&doc, "worstcase");
 	r = results(&doc);
 	g = jget(&doc, "growth");
 	assert_non_null(g);
@@ -518,6 +533,7 @@ static void test_tierbench(void **state)
 		 "--idle-after 100 --dir '%s' --json --plot '%s'", tmpdir, svg);
 	out = run_zmem(args);
 	parse_or_fail("tierbench", out, &doc);
+	common_keys(&doc, "tierbench");
 	r = results(&doc);
 	pages = jnum(&doc, "pages");
 	assert_true(pages == 2048);
@@ -590,6 +606,7 @@ static void test_cachebench(void **state)
 		 "--plot '%s'", tmpdir, svg);
 	out = run_zmem(args);
 	parse_or_fail("cachebench", out, &doc);
+	common_keys(&doc, "cachebench");
 	assert_string_equal(jstr(&doc, "command"), "cachebench");
 	assert_true(strlen(jstr(&doc, "zmem")) > 0);
 	assert_true(jnum(&doc, "seed") >= 0);
