@@ -91,8 +91,13 @@ static int add_file(const char *path)
 
 static int walk_cb(const char *path, const struct stat *st, int type, struct FTW *f)
 {
-	if (type == FTW_F && S_ISREG(st->st_mode) && st->st_size >= PAGE)
+	if (type == FTW_F && S_ISREG(st->st_mode) && st->st_size >= PAGE) {
+		char a[32], b[32];
+
+		cli_progress("reading pages: %s of %s compressed, from %s", cli_human(g_c->bytes, a, 32),
+			     cli_human(g_target, b, 32), g_src->path);
 		add_file(path);
+	}
 	return g_c->bytes >= g_target;
 }
 
@@ -123,6 +128,7 @@ int corpus_load(const char *const *paths, int npaths, size_t target, struct corp
 				strerror(errno));
 		}
 	}
+	cli_progress_done();
 	zm_codec_destroy(g_codec);
 	g_codec = NULL;
 	return c->n ? 0 : -ENOENT;
