@@ -43,7 +43,8 @@ struct opt {
 	const char *arg;         /* the value's name in --help ("SIZE") */
 	const char *help;        /* may hold '\n' */
 	const char *def;         /* default, as --help shows it (NULL: none) */
-	double lo, hi;           /* limits, inclusive; hi 0: none */
+	double lo, hi;           /* limits, inclusive; hi 0: none (lo 0 refuses
+				    negative numbers too) */
 	int open;                /* OPT_DOUBLE: OPEN_LO, OPEN_HI: lo, hi excluded */
 	const char *const *choices; /* OPT_STRING: the accepted values */
 	size_t *count, cap;      /* OPT_LIST: how many so far, how many at most */
