@@ -407,7 +407,8 @@ int cmd_stats(int argc, char **argv)
 		} else if (!arg && argv[i][0] != '-') {
 			arg = argv[i];
 		} else {
-			fprintf(stderr, "zmem stats: unexpected '%s'\n%s", argv[i], usage);
+			fprintf(stderr, "zmem stats: unexpected %s '%s' (zmem stats --help)\n",
+				argv[i][0] == '-' ? "option" : "argument", argv[i]);
 			return 2;
 		}
 	}
@@ -466,7 +467,7 @@ int cmd_ctl(int argc, char **argv)
 	if (argc > 2 && !is_verb(argv[1]))
 		where = argv[i++];
 	if (i >= argc) {
-		fputs(ctl_usage, stderr);
+		fprintf(stderr, "zmem ctl: a VERB is required (zmem ctl --help)\n");
 		return 2;
 	}
 	verb = argv[i++];
@@ -508,12 +509,16 @@ int cmd_stop(int argc, char **argv)
 	char buf[4200];
 	const char *where;
 
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		printf("usage: zmem stop [SOCKET | HOST:PORT]\n"
+		       "Stop a running zmem serve (as SIGTERM does; requests in flight are\n"
+		       "answered first).  Without SOCKET, the default socket's server.\n");
+		return 0;
+	}
 	if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
-		fprintf(argc == 2 && strcmp(argv[1], "--help") ? stderr : stdout,
-			"usage: zmem stop [SOCKET | HOST:PORT]\n"
-			"Stop a running zmem serve (as SIGTERM does; requests in flight are\n"
-			"answered first).  Without SOCKET, the default socket's server.\n");
-		return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 2;
+		fprintf(stderr, "zmem stop: unexpected %s '%s' (zmem stop --help)\n",
+			argc > 2 ? "argument" : "option", argv[argc > 2 ? 2 : 1]);
+		return 2;
 	}
 	where = target(argc == 2 ? argv[1] : NULL, buf, sizeof(buf));
 	if (control_send(where, "stop", stdout))
@@ -571,12 +576,16 @@ int cmd_list(int argc, char **argv)
 	DIR *d;
 	int shown = 0;
 
+	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		printf("usage: zmem list\n"
+		       "The zmem serve processes of this user, like zramctl: socket, pid,\n"
+		       "disk size, codec, data stored, compressed, memory used, ratio.\n");
+		return 0;
+	}
 	if (argc > 1) {
-		fprintf(strcmp(argv[1], "--help") ? stderr : stdout,
-			"usage: zmem list\n"
-			"The zmem serve processes of this user, like zramctl: socket, pid,\n"
-			"disk size, codec, data stored, compressed, memory used, ratio.\n");
-		return strcmp(argv[1], "--help") ? 2 : 0;
+		fprintf(stderr, "zmem list: unexpected %s '%s' (zmem list --help)\n",
+			argv[1][0] == '-' ? "option" : "argument", argv[1]);
+		return 2;
 	}
 	d = serve_registry_dir(dir, sizeof(dir), false) ? NULL : opendir(dir);
 	printf("%-40s %7s %7s %-8s %-9s %7s %7s %7s %6s\n", "URI", "PID", "DISKSIZE", "CODEC",
