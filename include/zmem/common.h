@@ -5,6 +5,9 @@
 #ifndef ZMEM_COMMON_H
 #define ZMEM_COMMON_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -47,6 +50,45 @@ enum zm_log_level {
 typedef void zm_log_fn(void *arg, enum zm_log_level level, const char *msg);
 ZM_API void zm_set_log(zm_log_fn *fn, void *arg);
 ZM_API void zm_set_log_stderr(void);
+
+#ifdef ZMEM_ADVANCED
+/* ---- advanced: lock hold times, for benchmarks ---- */
+
+/*
+ * How long the library's spinlocks were held: the longest hold of each
+ * kind since start-up or the last reset, the function that took the lock
+ * for it, and how many holds lasted 10 us and 100 us or more.  A lock
+ * held long makes every thread that wants it wait as long (zmem allocbench
+ * --latency prints these beside its percentiles).  Recorded only by
+ * builds with ZM_DEBUG >= 1 (the time stamp counter read at each lock and
+ * unlock); a release build records nothing and answers -EOPNOTSUPP.  The
+ * time a holder spends preempted counts: on a machine with more runnable
+ * threads than CPUs the longest hold may be a time slice.
+ */
+enum zm_lock_kind {
+	ZM_LOCK_CLASS = 0,   /* zsmalloc: a size class's (alloc, free, compaction) */
+	ZM_LOCK_ZONE,        /* pages: a zone's buddy allocator */
+	ZM_LOCK_OTHER,       /* every other: handle table spans, the other
+				backends, tmem */
+	ZM_LOCK_KINDS
+};
+
+struct zm_lock_hold {
+	uint64_t max_ns;       /* the longest hold */
+	const char *site;      /* the function that took the lock for it, NULL
+				  while none was recorded */
+	uint64_t over_10us;    /* holds of 10 us or more */
+	uint64_t over_100us;   /* of 100 us or more */
+};
+
+/* Fill *out for kind.  0; -EINVAL for a NULL out or a bad kind;
+ * -EOPNOTSUPP in a release build. */
+ZM_API int zm_lock_hold_sized(enum zm_lock_kind kind, struct zm_lock_hold *out, size_t size);
+#define zm_lock_hold(kind, out) \
+	zm_lock_hold_sized((kind), (out), sizeof(struct zm_lock_hold))
+/* Start the records again from nothing (every kind). */
+ZM_API void zm_lock_hold_reset(void);
+#endif /* ZMEM_ADVANCED */
 
 #ifdef __cplusplus
 }

@@ -74,7 +74,7 @@ static int zones_init(struct zm_pages *p, unsigned want)
 		struct zmi_zone *z = &p->zone[i];
 		size_t end = (size_t)(i + 1) << p->zone_shift;
 
-		zmi_lock_init(&z->lock);
+		zmi_lock_init_kind(&z->lock, ZMI_LOCK_ZONE);
 		z->start = (zm_pfn_t)((size_t)i << p->zone_shift);
 		z->end = (zm_pfn_t)(end < p->npages ? end : p->npages);
 		if (zmi_bitset_alloc(&z->free0[0], z->end - z->start) ||

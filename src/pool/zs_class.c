@@ -43,7 +43,7 @@ struct zs_class *zs_class_make(struct zs_pool *zp, unsigned sh, unsigned k)
 		c->huge = src->huge;
 		c->gmul = (uint32_t)(((uint64_t)9 << 20) / c->objs);
 		c->idx = (uint16_t)(sh << zp->cshift | k);
-		zmi_lock_init(&c->lock);
+		zmi_lock_init_kind(&c->lock, ZMI_LOCK_CLASS);
 		__atomic_store_n(&s[k], c, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&zp->shard_lock);
