@@ -4,6 +4,7 @@
  *
  *   zmem bench --seed-table --size 8M --json
  *   zmem allocbench --sizes 64,2048 --count 2000 --reps 1 --min-ms 0 --json --plot F
+ *   zmem allocbench --latency --rounds 1 --ms 50 --bytes 1M --json
  *   zmem worstcase --max-size 8M --json
  *   zmem tierbench --data text:0.5 --size 8M --ops 20000 --json --plot F
  *   zmem cachebench --mode all --size 2M --file-set 2M --budgets 256K,1M ... --json --plot F
@@ -459,6 +460,71 @@ static void test_allocbench(void **state)
 	unlink(svg);
 }
 
+/* The latency mode: a row for each op and side, percentiles in order,
+ * the compactor seen moving objects on its side only (a mass free of 75%
+ * is what arms it), every map reading back what was written, and the
+ * lock records there in a debug build (the tests' builds are). */
+static void test_allocbench_latency(void **state)
+{
+	static const char *const ops[] = { "alloc", "free", "map+unmap", "empty" };
+	char *out = run_zmem("allocbench --latency --rounds 1 --ms 50 --bytes 1M --json");
+	const struct jv *r, *sides, *ratio;
+	struct jv doc;
+
+	parse_or_fail("allocbench --latency", out, &doc);
+	assert_string_equal(jstr(&doc, "mode"), "latency");
+	assert_true(jnum(&doc, "timer_ns") > 0);
+	r = results(&doc);
+	assert_int_equal(r->n, 2 * 4);
+	for (int o = 0; o < 4; o++)
+		for (int side = 0; side < 2; side++) {
+			int found = 0;
+
+			for (size_t i = 0; i < r->n; i++) {
+				const struct jv *row = &r->kid[i];
+
+				if (strcmp(jstr(row, "op"), ops[o]) ||
+				    strcmp(jstr(row, "compaction"), side ? "off" : "on"))
+					continue;
+				found++;
+				assert_true(jnum(row, "ops") > 0);
+				assert_true(jnum(row, "p50_ns") > 0);
+				assert_true(jnum(row, "p50_ns") <= jnum(row, "p99_ns"));
+				assert_true(jnum(row, "p99_ns") <= jnum(row, "p999_ns"));
+				assert_true(jnum(row, "p999_ns") <= jnum(row, "max_ns"));
+			}
+			assert_int_equal(found, 1);
+		}
+	ratio = jget(&doc, "ratio_p999");
+	assert_non_null(ratio);
+	for (int o = 0; o < 3; o++)
+		assert_true(jnum(ratio, ops[o]) > 0);
+	sides = jget(&doc, "sides");
+	assert_non_null(sides);
+	assert_int_equal(sides->n, 2);
+	for (size_t i = 0; i < 2; i++) {
+		const struct jv *sd = &sides->kid[i], *lh = jget(sd, "lock_hold");
+		int on = !strcmp(jstr(sd, "compaction"), "on");
+
+		assert_true(jnum(sd, "failed_allocs") == 0);
+		assert_true(jnum(sd, "bad_reads") == 0);
+		if (!on)
+			assert_true(jnum(sd, "objects_moved") == 0 && jnum(sd, "pages_trimmed") == 0);
+		assert_non_null(lh);
+#if ZM_DEBUG >= 1
+		assert_int_equal(lh->t, J_ARR);
+		assert_int_equal(lh->n, 3);
+		/* every alloc and free takes a class lock */
+		assert_string_equal(jstr(&lh->kid[0], "kind"), "class");
+		assert_true(jnum(&lh->kid[0], "max_ns") > 0);
+#else
+		assert_int_equal(lh->t, J_NULL);
+#endif
+	}
+	jfree(&doc);
+	free(out);
+}
+
 static void test_worstcase(void **state)
 {
 	static const char *const seqs[] = { "3k-empty", "classes-half", "over-half", "tiny",
@@ -724,6 +790,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_json_reader),
 		cmocka_unit_test(test_seed_table),
 		cmocka_unit_test(test_allocbench),
+		cmocka_unit_test(test_allocbench_latency),
 		cmocka_unit_test(test_worstcase),
 		cmocka_unit_test(test_tierbench),
 		cmocka_unit_test(test_cachebench),

@@ -98,20 +98,6 @@ struct opts {
 	const char *plot;
 };
 
-/* realistic compressed sizes of 4 KiB pages (see tests/pooltest.h) */
-static size_t rsize(uint64_t *s)
-{
-	unsigned k = (unsigned)(cli_rand(s) % 100);
-
-	if (k < 25)
-		return 16 + cli_rand(s) % 410;
-	if (k < 80)
-		return 410 + cli_rand(s) % 2048;
-	if (k < 95)
-		return 2458 + cli_rand(s) % 1228;
-	return 4096 - cli_rand(s) % 204;
-}
-
 /* One pass of j's sequence; returns the operations done. */
 static uint64_t one_pass(struct job *j, uint64_t *s)
 {
@@ -142,7 +128,7 @@ static uint64_t one_pass(struct job *j, uint64_t *s)
 	default:
 		for (size_t i = 0; i < 2 * j->n; i++) {
 			if (live < j->n / 4 || (live < j->n && cli_rand(s) % 2)) {
-				size_t sz = j->size ? j->size : rsize(s);
+				size_t sz = j->size ? j->size : cli_comp_size(s);
 
 				if ((j->h[live] = zm_pool_alloc(j->pool, sz)))
 					live++;
@@ -423,7 +409,9 @@ static void usage(FILE *f)
 		"  --quick            only size 1024 and the mix\n"
 		"  --json             one JSON document\n"
 		"  --plot FILE.svg    ns per op against size, a line per backend, a panel per\n"
-		"                     pattern; throughput against threads\n",
+		"                     pattern; throughput against threads\n"
+		"  --latency          another benchmark: single-operation latency while the\n"
+		"                     pool compacts, on vs off (zmem allocbench --latency --help)\n",
 		DEF_COUNT, ONE_ONE_FACTOR, DEF_RUNS, DEF_MIN_MS);
 }
 
@@ -526,6 +514,9 @@ int cmd_allocbench(int argc, char **argv)
 	struct opts o;
 	int status = 0;
 
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--latency"))
+			return allocbench_latency(argc, argv);
 	if (parse(argc, argv, &o))
 		return 2;
 	for (size_t i = 0; i < o.nonly; i++) {

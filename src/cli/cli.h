@@ -43,6 +43,24 @@ static inline uint64_t cli_rand(uint64_t *s)
 	return *s * 0x2545F4914F6CDD1Dull;
 }
 
+/* A realistic compressed size of a 4 KiB page (see tests/pooltest.h):
+ * allocbench's mixed sizes, and its --latency mode's. */
+static inline size_t cli_comp_size(uint64_t *s)
+{
+	unsigned k = (unsigned)(cli_rand(s) % 100);
+
+	if (k < 25)
+		return 16 + cli_rand(s) % 410;
+	if (k < 80)
+		return 410 + cli_rand(s) % 2048;
+	if (k < 95)
+		return 2458 + cli_rand(s) % 1228;
+	return 4096 - cli_rand(s) % 204;
+}
+
+/* allocbench.c's --latency mode (latency.c) */
+int allocbench_latency(int argc, char **argv);
+
 /* monotonic nanoseconds */
 uint64_t cli_now_ns(void);
 /* a decimal count into *v: 0, or -1 (no digits first, junk after, too

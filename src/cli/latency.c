@@ -1,0 +1,598 @@
+/*
+ * zmem allocbench --latency: how long single operations wait while the
+ * pool compacts itself and the pages layer trims, against the same work
+ * with both off.
+ *
+ * A round: a zsmalloc pool over a pages instance of its own, shared by
+ * --threads threads (default 2).  Each thread fills --bytes of objects of
+ * realistic compressed sizes (allocbench's mix), writing each; all free a
+ * random --free percent (default 75) of theirs, which leaves sparse
+ * zspages in every class; then for --ms (default 1000) each thread loops
+ * over: free a random live object, allocate one in its place (and write
+ * its first 8 bytes, not timed), map a random live object read-only,
+ * check those 8 bytes and unmap it.  Each of the three -- free, alloc,
+ * map+unmap -- is timed alone with the time stamp counter (rdtsc before,
+ * rdtscp after; the counter's rate is taken against CLOCK_MONOTONIC at
+ * start), into a histogram of 64 steps per power of two (percentiles
+ * within 1.6%; the maximum is exact).  The timer's own cost, the median
+ * of an empty timed region, is measured and printed: it is inside every
+ * figure, not subtracted; the same empty region timed in the loop ("empty")
+ * shows what the machine itself adds to the tail.
+ *
+ * "on": the pool's default background compaction (ZM_COMPACT_RATIO: the
+ * mass free crosses its threshold, and it compacts while the timed loop
+ * runs) and the pages layer's default reserve (free pages beyond 1 MiB
+ * a zone go back to the OS).  "off": ZM_COMPACT_OFF and a reserve that
+ * never trims.  --rounds pairs of rounds, on and off back to back, each
+ * side first in turn; percentiles are over all rounds of a side.  The
+ * objects the compactor moved and its passes inside the timed windows
+ * are printed, to show it ran.
+ *
+ * Lock holds: the longest hold of a class lock, of a zone lock and of
+ * any other lock inside the timed windows (zm_lock_hold; builds with
+ * ZM_DEBUG >= 1 only, "n/a (release build)" otherwise).
+ */
+#define ZMEM_ADVANCED  /* zm_lock_hold */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <zmem/pages.h>
+#include <zmem/pool.h>
+#include "cli/cli.h"
+
+#define MAXT 16
+#define DEF_THREADS 2
+#define DEF_ROUNDS 3             /* pairs */
+#define MAX_ROUNDS 50
+#define DEF_MS 1000
+#define DEF_BYTES ((size_t)32 << 20)  /* per thread, before the free */
+#define DEF_FREE 75
+#define MEAN_SIZE 1500           /* about the mix's mean, for the arrays */
+
+/* OP_EMPTY: an empty timed region in the same loop, the machine's own
+ * floor: its tail is the interruptions and preemptions every operation
+ * may meet (on a shared 2-CPU VM, milliseconds) */
+enum op { OP_ALLOC, OP_FREE, OP_MAP, OP_EMPTY, NOP };
+static const char *const op_names[NOP] = { "alloc", "free", "map+unmap", "empty" };
+static const char *const side_names[2] = { "on", "off" };
+static const char *const kind_names[ZM_LOCK_KINDS] = { "class", "zone", "other" };
+
+/* ---- the histogram: 64 steps per power of two ---------------------- */
+
+#define HSUB 6
+#define HLIN (2u << HSUB)        /* below this, one bucket per ns */
+#define HBUCKETS (HLIN + (40u - HSUB - 1) * (1u << HSUB))
+
+struct hist {
+	uint64_t n, max;
+	uint32_t b[HBUCKETS];
+};
+
+static unsigned bucket_of(uint64_t v)
+{
+	unsigned e;
+
+	if (v < HLIN)
+		return (unsigned)v;
+	e = 63u - (unsigned)__builtin_clzll(v);   /* >= HSUB + 1 */
+	if (e >= 40)
+		return HBUCKETS - 1;
+	return HLIN + (e - HSUB - 1) * (1u << HSUB) +
+	       (unsigned)((v >> (e - HSUB)) & ((1u << HSUB) - 1));
+}
+
+/* The middle of bucket i, in ns. */
+static double bucket_mid(unsigned i)
+{
+	unsigned e, sub;
+	double lo, w;
+
+	if (i < HLIN)
+		return i;
+	e = (i - HLIN) / (1u << HSUB) + HSUB + 1;
+	sub = (i - HLIN) % (1u << HSUB);
+	w = (double)(1ull << (e - HSUB));
+	lo = (double)(1ull << e) + sub * w;
+	return lo + w / 2;
+}
+
+static inline void hist_add(struct hist *h, uint64_t v)
+{
+	h->b[bucket_of(v)]++;
+	h->n++;
+	if (v > h->max)
+		h->max = v;
+}
+
+static void hist_merge(struct hist *into, const struct hist *h)
+{
+	for (unsigned i = 0; i < HBUCKETS; i++)
+		into->b[i] += h->b[i];
+	into->n += h->n;
+	if (h->max > into->max)
+		into->max = h->max;
+}
+
+/* The q-quantile (0 < q < 1), ns; the exact maximum for the tail's last. */
+static double hist_q(const struct hist *h, double q)
+{
+	uint64_t want = (uint64_t)(q * (double)h->n), seen = 0;
+
+	if (!h->n)
+		return 0;
+	for (unsigned i = 0; i < HBUCKETS; i++) {
+		seen += h->b[i];
+		if (seen > want) {
+			double m = bucket_mid(i);
+
+			return m > (double)h->max ? (double)h->max : m;
+		}
+	}
+	return (double)h->max;
+}
+
+/* ---- the timer ------------------------------------------------------ */
+
+static inline uint64_t t_start(void)
+{
+	return __builtin_ia32_rdtsc();
+}
+
+static inline uint64_t t_end(void)
+{
+	unsigned aux;
+
+	return __builtin_ia32_rdtscp(&aux);
+}
+
+/* ns per tick, in 32.32 fixed point, from 20 ms against the clock. */
+static uint64_t calibrate(void)
+{
+	uint64_t n0 = cli_now_ns(), t0 = t_start(), n1, t1;
+
+	do
+		n1 = cli_now_ns(), t1 = t_start();
+	while (n1 - n0 < 20000000);
+	return (uint64_t)(((double)(n1 - n0) / (double)(t1 - t0)) * 4294967296.0);
+}
+
+static inline uint64_t to_ns(uint64_t ticks, uint64_t scale)
+{
+	return (uint64_t)(((unsigned __int128)ticks * scale) >> 32);
+}
+
+/* ---- a round -------------------------------------------------------- */
+
+struct opts {
+	int threads, rounds, json;
+	unsigned ms, free_pct;
+	size_t bytes;
+};
+
+struct worker {
+	struct zm_pool *pool;
+	pthread_barrier_t *bar;      /* filled; freed; timed loop over */
+	volatile int *stop;
+	const struct opts *o;
+	uint64_t seed, scale;
+	zm_handle_t *h;
+	size_t cap, live;
+	struct hist *hist;           /* NOP of them */
+	uint64_t fails, bad;         /* allocations refused; cookies wrong */
+};
+
+static inline uint64_t cookie(zm_handle_t h)
+{
+	return h * 0x9E3779B97F4A7C15ull;
+}
+
+/* Allocate and write an object of a mixed size; 0 if refused. */
+static zm_handle_t fill_one(struct worker *w, uint64_t *s, char *buf)
+{
+	size_t size = cli_comp_size(s);
+	zm_handle_t h = zm_pool_alloc(w->pool, size);
+	uint64_t c = cookie(h);
+
+	if (!h)
+		return 0;
+	memcpy(buf, &c, sizeof(c));
+	zm_pool_write(w->pool, h, buf, size);
+	return h;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	uint64_t s = w->seed, bytes = 0;
+	char buf[4096];
+
+	memset(buf, 0x5a, sizeof(buf));
+	/* fill, then free a random part */
+	while (bytes < w->o->bytes && w->live < w->cap) {
+		uint64_t s0 = s;
+		zm_handle_t h = fill_one(w, &s, buf);
+
+		if (!h) {
+			w->fails++;
+			break;
+		}
+		w->h[w->live++] = h;
+		bytes += cli_comp_size(&s0);
+	}
+	pthread_barrier_wait(w->bar);
+	for (size_t i = 0; i < w->live;) {
+		if (cli_rand(&s) % 100 < w->o->free_pct) {
+			zm_pool_free(w->pool, w->h[i]);
+			w->h[i] = w->h[--w->live];
+		} else {
+			i++;
+		}
+	}
+	pthread_barrier_wait(w->bar);
+	/* the timed loop: free, alloc, map+unmap, each timed alone */
+	while (w->live && !*w->stop) {
+		size_t k = cli_rand(&s) % w->live;
+		size_t size = cli_comp_size(&s);
+		uint64_t t0, t1, c, v;
+		zm_handle_t h;
+		void *p;
+
+		t0 = t_start();
+		zm_pool_free(w->pool, w->h[k]);
+		t1 = t_end();
+		hist_add(&w->hist[OP_FREE], to_ns(t1 - t0, w->scale));
+		t0 = t_start();
+		h = zm_pool_alloc(w->pool, size);
+		t1 = t_end();
+		hist_add(&w->hist[OP_ALLOC], to_ns(t1 - t0, w->scale));
+		if (!h) {
+			w->fails++;
+			w->h[k] = w->h[--w->live];
+			continue;
+		}
+		c = cookie(h);
+		zm_pool_write(w->pool, h, &c, sizeof(c));
+		w->h[k] = h;
+		h = w->h[cli_rand(&s) % w->live];
+		t0 = t_start();
+		p = zm_pool_map(w->pool, h, ZM_MAP_RO);
+		if (p) {
+			memcpy(&v, p, sizeof(v));
+			zm_pool_unmap(w->pool, h);
+		}
+		t1 = t_end();
+		hist_add(&w->hist[OP_MAP], to_ns(t1 - t0, w->scale));
+		if (!p || v != cookie(h))
+			w->bad++;
+		t0 = t_start();
+		t1 = t_end();
+		hist_add(&w->hist[OP_EMPTY], to_ns(t1 - t0, w->scale));
+	}
+	pthread_barrier_wait(w->bar);
+	while (w->live)
+		zm_pool_free(w->pool, w->h[--w->live]);
+	return NULL;
+}
+
+/* What a side gathers over its rounds. */
+struct side {
+	struct hist hist[NOP];
+	uint64_t moved, passes, pages_compacted, trimmed, fails, bad;
+	int lock_ok;                 /* zm_lock_hold answered (debug build) */
+	struct zm_lock_hold lock[ZM_LOCK_KINDS];
+};
+
+/* One round of side on (0) or off (1); 0, or -1 after a message. */
+static int round_run(const struct opts *o, int off, uint64_t scale, uint64_t seed,
+		     struct side *sd)
+{
+	struct zm_pages_config pc = { .reserve_pages = off ? SIZE_MAX : 0 };
+	struct zm_pages *pg;
+	struct zm_pool *pool;
+	struct zm_pool_stats st0, st1;
+	struct zm_pages_stats ps0, ps1;
+	struct worker w[MAXT];
+	pthread_t t[MAXT];
+	pthread_barrier_t bar;
+	volatile int stop = 0;
+	size_t cap = o->bytes / MEAN_SIZE * 2 + 16;
+	int rc, nt = o->threads;
+
+	if ((rc = zm_pages_create(&pc, &pg))) {
+		fprintf(stderr, "allocbench: pages: %s\n", strerror(-rc));
+		return -1;
+	}
+	{
+		struct zm_pool_config c = { .pages = pg,
+					    .compact = off ? ZM_COMPACT_OFF : ZM_COMPACT_DEFAULT };
+
+		if ((rc = zm_pool_create(&c, &pool))) {
+			fprintf(stderr, "allocbench: pool: %s\n", strerror(-rc));
+			zm_pages_destroy(pg);
+			return -1;
+		}
+	}
+	pthread_barrier_init(&bar, NULL, (unsigned)nt + 1);
+	for (int i = 0; i < nt; i++) {
+		w[i] = (struct worker){ .pool = pool, .bar = &bar, .stop = &stop, .o = o,
+					.seed = seed + (uint64_t)i * 7919, .scale = scale,
+					.cap = cap };
+		w[i].h = malloc(cap * sizeof(zm_handle_t));
+		w[i].hist = calloc(NOP, sizeof(struct hist));
+		if (!w[i].h || !w[i].hist) {
+			fprintf(stderr, "allocbench: out of memory\n");
+			exit(1);
+		}
+		pthread_create(&t[i], NULL, worker_main, &w[i]);
+	}
+	pthread_barrier_wait(&bar);   /* filled */
+	pthread_barrier_wait(&bar);   /* freed: the timed loop starts */
+	zm_pool_stats(pool, &st0);
+	zm_pages_stats(pg, &ps0);
+	zm_lock_hold_reset();
+	usleep(o->ms * 1000u);
+	stop = 1;
+	pthread_barrier_wait(&bar);   /* the loops are over */
+	for (int k = 0; k < ZM_LOCK_KINDS; k++) {
+		struct zm_lock_hold lh;
+
+		sd->lock_ok = zm_lock_hold((enum zm_lock_kind)k, &lh) == 0;
+		if (sd->lock_ok && lh.max_ns > sd->lock[k].max_ns) {
+			sd->lock[k].max_ns = lh.max_ns;
+			sd->lock[k].site = lh.site;
+		}
+		if (sd->lock_ok) {
+			sd->lock[k].over_10us += lh.over_10us;
+			sd->lock[k].over_100us += lh.over_100us;
+		}
+	}
+	zm_pool_stats(pool, &st1);
+	zm_pages_stats(pg, &ps1);
+	for (int i = 0; i < nt; i++) {
+		pthread_join(t[i], NULL);
+		for (int k = 0; k < NOP; k++)
+			hist_merge(&sd->hist[k], &w[i].hist[k]);
+		sd->fails += w[i].fails;
+		sd->bad += w[i].bad;
+		free(w[i].h);
+		free(w[i].hist);
+	}
+	sd->moved += st1.objects_moved - st0.objects_moved;
+	sd->passes += st1.compactions - st0.compactions;
+	sd->pages_compacted += st1.pages_compacted - st0.pages_compacted;
+	sd->trimmed += ps1.trimmed_pages - ps0.trimmed_pages;
+	pthread_barrier_destroy(&bar);
+	zm_pool_destroy(pool);
+	zm_pages_destroy(pg);
+	return 0;
+}
+
+/* The median cost of an empty timed region, ns. */
+static double timer_cost(uint64_t scale)
+{
+	struct hist *h = calloc(1, sizeof(*h));
+	double q;
+
+	if (!h)
+		return 0;
+	for (int i = 0; i < 100000; i++) {
+		uint64_t t0 = t_start(), t1 = t_end();
+
+		hist_add(h, to_ns(t1 - t0, scale));
+	}
+	q = hist_q(h, 0.5);
+	free(h);
+	return q;
+}
+
+/* ---- options and the report ------------------------------------------ */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: zmem allocbench --latency [options]\n"
+		"Single-operation latency (alloc, free, map+unmap) on threads sharing one\n"
+		"zsmalloc pool after a mass free, with background compaction and the pages\n"
+		"layer's trimming on and off, alternated: p50, p99, p99.9, max.\n\n"
+		"  --threads N   threads on the pool (default %d)\n"
+		"  --rounds N    pairs of rounds, one on and one off (default %d)\n"
+		"  --ms N        the timed loop of a round, ms (default %d)\n"
+		"  --bytes SIZE  objects each thread fills before the free (default 32M)\n"
+		"  --free PCT    percent of them freed at random (default %d)\n"
+		"  --json        one JSON document\n",
+		DEF_THREADS, DEF_ROUNDS, DEF_MS, DEF_FREE);
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+	*o = (struct opts){ .threads = DEF_THREADS, .rounds = DEF_ROUNDS, .ms = DEF_MS,
+			    .bytes = DEF_BYTES, .free_pct = DEF_FREE };
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		uint64_t n = 0;
+
+		if (!strcmp(a, "--latency"))
+			continue;
+		if (!strcmp(a, "--json")) {
+			o->json = 1;
+			continue;
+		}
+		if (!strcmp(a, "--help")) {
+			usage(stdout);
+			exit(0);
+		}
+		if (!v) {
+			usage(stderr);
+			return -1;
+		}
+		i++;
+		if (!strcmp(a, "--bytes")) {
+			if (!(o->bytes = cli_parse_size(v)))
+				return fprintf(stderr, "allocbench: bad --bytes '%s'\n", v), -1;
+			continue;
+		}
+		if (cli_parse_u64(v, &n) || n > 1000000) {
+			fprintf(stderr, "allocbench: bad %s '%s'\n", a, v);
+			return -1;
+		}
+		if (!strcmp(a, "--threads"))
+			o->threads = (int)n;
+		else if (!strcmp(a, "--rounds"))
+			o->rounds = (int)n;
+		else if (!strcmp(a, "--ms"))
+			o->ms = (unsigned)n;
+		else if (!strcmp(a, "--free"))
+			o->free_pct = (unsigned)n;
+		else {
+			usage(stderr);
+			return -1;
+		}
+	}
+	if (o->threads < 1 || o->threads > MAXT || o->rounds < 1 || o->rounds > MAX_ROUNDS ||
+	    !o->ms || o->free_pct > 99) {
+		fprintf(stderr, "allocbench: --threads 1..%d, --rounds 1..%d, --ms above 0, "
+			"--free 0..99\n", MAXT, MAX_ROUNDS);
+		return -1;
+	}
+	return 0;
+}
+
+static double ratio(double a, double b)
+{
+	return b > 0 ? a / b : 0;
+}
+
+static void report(const struct opts *o, const struct side sd[2], double timer)
+{
+	double q[2][NOP][4];
+
+	for (int s = 0; s < 2; s++)
+		for (int k = 0; k < NOP; k++) {
+			q[s][k][0] = hist_q(&sd[s].hist[k], 0.5);
+			q[s][k][1] = hist_q(&sd[s].hist[k], 0.99);
+			q[s][k][2] = hist_q(&sd[s].hist[k], 0.999);
+			q[s][k][3] = (double)sd[s].hist[k].max;
+		}
+	if (o->json) {
+		printf("{\"zmem_allocbench\": 1, \"mode\": \"latency\", \"allocator\": \"zsmalloc\", "
+		       "\"threads\": %d, \"rounds\": %d, \"ms\": %u, \"bytes\": %zu, "
+		       "\"free_pct\": %u, \"timer_ns\": %.1f,\n \"results\": [",
+		       o->threads, o->rounds, o->ms, o->bytes, o->free_pct, timer);
+		for (int s = 0, first = 1; s < 2; s++)
+			for (int k = 0; k < NOP; k++, first = 0)
+				printf("%s\n  {\"op\": \"%s\", \"compaction\": \"%s\", \"ops\": %llu, "
+				       "\"p50_ns\": %.0f, \"p99_ns\": %.0f, \"p999_ns\": %.0f, "
+				       "\"max_ns\": %.0f}", first ? "" : ",", op_names[k],
+				       side_names[s], (unsigned long long)sd[s].hist[k].n,
+				       q[s][k][0], q[s][k][1], q[s][k][2], q[s][k][3]);
+		printf("\n ],\n \"ratio_p999\": {");
+		for (int k = 0; k < OP_EMPTY; k++)
+			printf("%s\"%s\": %.3f", k ? ", " : "", op_names[k],
+			       ratio(q[0][k][2], q[1][k][2]));
+		printf("},\n \"sides\": [");
+		for (int s = 0; s < 2; s++) {
+			printf("%s\n  {\"compaction\": \"%s\", \"objects_moved\": %llu, "
+			       "\"compactions\": %llu, \"pages_compacted\": %llu, "
+			       "\"pages_trimmed\": %llu, \"failed_allocs\": %llu, "
+			       "\"bad_reads\": %llu, \"lock_hold\": ", s ? "," : "", side_names[s],
+			       (unsigned long long)sd[s].moved, (unsigned long long)sd[s].passes,
+			       (unsigned long long)sd[s].pages_compacted,
+			       (unsigned long long)sd[s].trimmed, (unsigned long long)sd[s].fails,
+			       (unsigned long long)sd[s].bad);
+			if (!sd[s].lock_ok) {
+				printf("null}");
+				continue;
+			}
+			printf("[");
+			for (int k = 0; k < ZM_LOCK_KINDS; k++)
+				printf("%s{\"kind\": \"%s\", \"max_ns\": %llu, \"site\": \"%s\", "
+				       "\"over_10us\": %llu, \"over_100us\": %llu}", k ? ", " : "",
+				       kind_names[k], (unsigned long long)sd[s].lock[k].max_ns,
+				       sd[s].lock[k].site ? sd[s].lock[k].site : "",
+				       (unsigned long long)sd[s].lock[k].over_10us,
+				       (unsigned long long)sd[s].lock[k].over_100us);
+			printf("]}");
+		}
+		printf("\n ]}\n");
+		return;
+	}
+	printf("zmem allocbench --latency: zsmalloc, %d threads on one pool, each filling %.0f MiB "
+	       "of mixed\nsizes and freeing %u%% at random, then free + alloc + map+unmap for %u ms; "
+	       "%d round%s\neach with compaction and trimming on and off, alternated.  ns per "
+	       "operation; the timer\n(rdtsc/rdtscp, %.0f ns for an empty region) is included.\n\n",
+	       o->threads, o->bytes / 1048576.0, o->free_pct, o->ms, o->rounds,
+	       o->rounds > 1 ? "s" : "", timer);
+	printf("%-10s %-4s %10s %8s %8s %9s %10s\n", "op", "side", "ops", "p50", "p99", "p99.9",
+	       "max");
+	for (int k = 0; k < NOP; k++)
+		for (int s = 0; s < 2; s++)
+			printf("%-10s %-4s %10llu %8.0f %8.0f %9.0f %10.0f\n", op_names[k],
+			       side_names[s], (unsigned long long)sd[s].hist[k].n, q[s][k][0],
+			       q[s][k][1], q[s][k][2], q[s][k][3]);
+	printf("\np99.9 on/off:");
+	for (int k = 0; k < OP_EMPTY; k++)
+		printf("  %s %.2f", op_names[k], ratio(q[0][k][2], q[1][k][2]));
+	printf("\n");
+	for (int s = 0; s < 2; s++) {
+		printf("%-3s: %llu objects moved in %llu passes (%llu pages), %llu pages trimmed, "
+		       "%llu failed allocs, %llu bad reads\n", side_names[s],
+		       (unsigned long long)sd[s].moved, (unsigned long long)sd[s].passes,
+		       (unsigned long long)sd[s].pages_compacted, (unsigned long long)sd[s].trimmed,
+		       (unsigned long long)sd[s].fails, (unsigned long long)sd[s].bad);
+	}
+	printf("\nlongest lock hold in the timed loops:\n");
+	for (int s = 0; s < 2; s++) {
+		printf("  %-3s:", side_names[s]);
+		if (!sd[s].lock_ok) {
+			printf(" n/a (release build)\n");
+			continue;
+		}
+		for (int k = 0; k < ZM_LOCK_KINDS; k++)
+			printf("  %s %.1f us (%s; %llu >= 10 us, %llu >= 100 us)%s", kind_names[k],
+			       sd[s].lock[k].max_ns / 1e3,
+			       sd[s].lock[k].site ? sd[s].lock[k].site : "-",
+			       (unsigned long long)sd[s].lock[k].over_10us,
+			       (unsigned long long)sd[s].lock[k].over_100us,
+			       k + 1 < ZM_LOCK_KINDS ? "\n       " : "\n");
+	}
+}
+
+int allocbench_latency(int argc, char **argv)
+{
+	struct opts o;
+	struct side *sd;
+	uint64_t scale;
+	double timer;
+
+	if (parse(argc, argv, &o))
+		return 2;
+	sd = calloc(2, sizeof(*sd));
+	if (!sd)
+		return 1;
+	scale = calibrate();
+	timer = timer_cost(scale);
+	for (int r = 0; r < o.rounds; r++) {
+		/* each side first in turn: the first of a pair ran slower
+		 * elsewhere (zmem churn --foreground) */
+		for (int i = 0; i < 2; i++) {
+			int off = (r % 2) ^ i;
+
+			if (!o.json)
+				fprintf(stderr, "\rallocbench: round %d of %d, %s...   ", r + 1,
+					o.rounds, side_names[off]);
+			if (round_run(&o, off, scale, 1000 + (uint64_t)r * 104729, &sd[off])) {
+				free(sd);
+				return 1;
+			}
+		}
+	}
+	if (!o.json)
+		fprintf(stderr, "\r%40s\r", "");
+	report(&o, sd, timer);
+	free(sd);
+	return 0;
+}
