@@ -60,6 +60,7 @@ enum op { OP_ALLOC, OP_FREE, OP_MAP, OP_EMPTY, NOP };
 static const char *const op_names[NOP] = { "alloc", "free", "map+unmap", "empty" };
 static const char *const side_names[2] = { "on", "off" };
 static const char *const kind_names[ZM_LOCK_KINDS] = { "class", "zone", "other" };
+static const char *const on_names[] = { "both", "compact", "trim" };
 
 /* ---- the histogram: 64 steps per power of two ---------------------- */
 
@@ -169,6 +170,7 @@ static inline uint64_t to_ns(uint64_t ticks, uint64_t scale)
 
 struct opts {
 	int threads, rounds, json;
+	enum { ON_BOTH, ON_COMPACT, ON_TRIM } on;  /* what the "on" side has */
 	unsigned ms, free_pct;
 	size_t bytes;
 };
@@ -290,7 +292,8 @@ struct side {
 static int round_run(const struct opts *o, int off, uint64_t scale, uint64_t seed,
 		     struct side *sd)
 {
-	struct zm_pages_config pc = { .reserve_pages = off ? SIZE_MAX : 0 };
+	int trim = !off && o->on != ON_COMPACT, compact = !off && o->on != ON_TRIM;
+	struct zm_pages_config pc = { .reserve_pages = trim ? 0 : SIZE_MAX };
 	struct zm_pages *pg;
 	struct zm_pool *pool;
 	struct zm_pool_stats st0, st1;
@@ -308,7 +311,7 @@ static int round_run(const struct opts *o, int off, uint64_t scale, uint64_t see
 	}
 	{
 		struct zm_pool_config c = { .pages = pg,
-					    .compact = off ? ZM_COMPACT_OFF : ZM_COMPACT_DEFAULT };
+					    .compact = compact ? ZM_COMPACT_DEFAULT : ZM_COMPACT_OFF };
 
 		if ((rc = zm_pool_create(&c, &pool))) {
 			fprintf(stderr, "allocbench: pool: %s\n", strerror(-rc));
@@ -403,6 +406,8 @@ static void usage(FILE *f)
 		"  --ms N        the timed loop of a round, ms (default %d)\n"
 		"  --bytes SIZE  objects each thread fills before the free (default 32M)\n"
 		"  --free PCT    percent of them freed at random (default %d)\n"
+		"  --on WHAT     what the \"on\" side switches on: both (default), compact\n"
+		"                (compaction only) or trim (the pages layer's trimming only)\n"
 		"  --json        one JSON document\n",
 		DEF_THREADS, DEF_ROUNDS, DEF_MS, DEF_FREE);
 }
@@ -430,6 +435,17 @@ static int parse(int argc, char **argv, struct opts *o)
 			return -1;
 		}
 		i++;
+		if (!strcmp(a, "--on")) {
+			if (!strcmp(v, "both"))
+				o->on = ON_BOTH;
+			else if (!strcmp(v, "compact"))
+				o->on = ON_COMPACT;
+			else if (!strcmp(v, "trim"))
+				o->on = ON_TRIM;
+			else
+				return fprintf(stderr, "allocbench: --on both, compact or trim\n"), -1;
+			continue;
+		}
 		if (!strcmp(a, "--bytes")) {
 			if (!(o->bytes = cli_parse_size(v)))
 				return fprintf(stderr, "allocbench: bad --bytes '%s'\n", v), -1;
@@ -480,8 +496,8 @@ static void report(const struct opts *o, const struct side sd[2], double timer)
 	if (o->json) {
 		printf("{\"zmem_allocbench\": 1, \"mode\": \"latency\", \"allocator\": \"zsmalloc\", "
 		       "\"threads\": %d, \"rounds\": %d, \"ms\": %u, \"bytes\": %zu, "
-		       "\"free_pct\": %u, \"timer_ns\": %.1f,\n \"results\": [",
-		       o->threads, o->rounds, o->ms, o->bytes, o->free_pct, timer);
+		       "\"free_pct\": %u, \"on\": \"%s\", \"timer_ns\": %.1f,\n \"results\": [",
+		       o->threads, o->rounds, o->ms, o->bytes, o->free_pct, on_names[o->on], timer);
 		for (int s = 0, first = 1; s < 2; s++)
 			for (int k = 0; k < NOP; k++, first = 0)
 				printf("%s\n  {\"op\": \"%s\", \"compaction\": \"%s\", \"ops\": %llu, "
@@ -522,10 +538,12 @@ static void report(const struct opts *o, const struct side sd[2], double timer)
 	}
 	printf("zmem allocbench --latency: zsmalloc, %d threads on one pool, each filling %.0f MiB "
 	       "of mixed\nsizes and freeing %u%% at random, then free + alloc + map+unmap for %u ms; "
-	       "%d round%s\neach with compaction and trimming on and off, alternated.  ns per "
+	       "%d round%s\neach with %s on and off, alternated.  ns per "
 	       "operation; the timer\n(rdtsc/rdtscp, %.0f ns for an empty region) is included.\n\n",
 	       o->threads, o->bytes / 1048576.0, o->free_pct, o->ms, o->rounds,
-	       o->rounds > 1 ? "s" : "", timer);
+	       o->rounds > 1 ? "s" : "", o->on == ON_BOTH ? "compaction and trimming" :
+	       o->on == ON_COMPACT ? "compaction (trimming off both sides)" :
+	       "trimming (compaction off both sides)", timer);
 	printf("%-10s %-4s %10s %8s %8s %9s %10s\n", "op", "side", "ops", "p50", "p99", "p99.9",
 	       "max");
 	for (int k = 0; k < NOP; k++)
