@@ -513,7 +513,7 @@ static void test_allocbench_latency(void **state)
 		assert_non_null(lh);
 #if ZM_DEBUG >= 1
 		assert_int_equal(lh->t, J_ARR);
-		assert_int_equal(lh->n, 3);
+		assert_int_equal(lh->n, 4);
 		/* every alloc and free takes a class lock */
 		assert_string_equal(jstr(&lh->kid[0], "kind"), "class");
 		assert_true(jnum(&lh->kid[0], "max_ns") > 0);

@@ -70,6 +70,11 @@ enum zm_lock_kind {
 	ZM_LOCK_ZONE,        /* pages: a zone's buddy allocator */
 	ZM_LOCK_OTHER,       /* every other: handle table spans, the other
 				backends, tmem */
+	ZM_LOCK_COMPACT,     /* zsmalloc's compactor: its holds of class
+				locks (counted in ZM_LOCK_CLASS too), timed
+				by its own CPU clock, so without the time
+				it spent preempted; site: the step (plan,
+				pack, evacuate, sweep) */
 	ZM_LOCK_KINDS
 };
 

@@ -31,7 +31,8 @@ void zmi_lock_slow(zmi_lock_t *l)
 #endif
 
 _Static_assert((int)ZM_LOCK_CLASS == ZMI_LOCK_CLASS && (int)ZM_LOCK_ZONE == ZMI_LOCK_ZONE &&
-	       (int)ZM_LOCK_OTHER == ZMI_LOCK_OTHER && (int)ZM_LOCK_KINDS == ZMI_LOCK_KINDS,
+	       (int)ZM_LOCK_OTHER == ZMI_LOCK_OTHER && (int)ZM_LOCK_COMPACT == ZMI_LOCK_COMPACT &&
+	       (int)ZM_LOCK_KINDS == ZMI_LOCK_KINDS,
 	       "the public kinds are the internal ones");
 
 #ifdef ZMI_LOCK_HOLDS
@@ -92,6 +93,15 @@ void zmi_lock_held(unsigned kind, const char *site, uint64_t ticks)
 		hs.site[kind] = site;
 	}
 	__atomic_store_n(&hs.busy, 0, __ATOMIC_RELEASE);
+}
+
+void zmi_hold_note_ns(unsigned kind, const char *site, uint64_t ns)
+{
+	uint64_t ticks = ns * hs.ticks_per_ms / 1000000;
+
+	if (ticks > __atomic_load_n(&zmi_hold_max[kind], __ATOMIC_RELAXED) ||
+	    ticks >= zmi_hold_long_ticks)
+		zmi_lock_held(kind, site, ticks);
 }
 #endif
 

@@ -31,7 +31,9 @@ enum {
 	ZMI_LOCK_CLASS = 0,  /* a zsmalloc class shard's */
 	ZMI_LOCK_ZONE = 1,   /* a pages zone's */
 	ZMI_LOCK_OTHER = 2,  /* every other */
-	ZMI_LOCK_KINDS = 3,
+	ZMI_LOCK_COMPACT = 3, /* the compactor's class lock holds, by its CPU
+				 clock (zmi_hold_note_ns; no lock has it) */
+	ZMI_LOCK_KINDS = 4,
 };
 
 #if ZM_DEBUG >= 1
@@ -43,6 +45,9 @@ void zmi_lock_held(unsigned kind, const char *site, uint64_t ticks);
  * from which zmi_lock_held counts long ones (set at start-up). */
 extern uint64_t zmi_hold_max[ZMI_LOCK_KINDS];
 extern uint64_t zmi_hold_long_ticks;
+/* A hold of kind timed by the caller, in ns (the compactor's, by its CPU
+ * clock). */
+void zmi_hold_note_ns(unsigned kind, const char *site, uint64_t ns);
 
 static inline uint64_t zmi_hold_now(void)
 {

@@ -59,7 +59,7 @@
 enum op { OP_ALLOC, OP_FREE, OP_MAP, OP_EMPTY, NOP };
 static const char *const op_names[NOP] = { "alloc", "free", "map+unmap", "empty" };
 static const char *const side_names[2] = { "on", "off" };
-static const char *const kind_names[ZM_LOCK_KINDS] = { "class", "zone", "other" };
+static const char *const kind_names[ZM_LOCK_KINDS] = { "class", "zone", "other", "compactor" };
 static const char *const on_names[] = { "both", "compact", "trim" };
 
 /* ---- the histogram: 64 steps per power of two ---------------------- */

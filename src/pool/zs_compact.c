@@ -23,9 +23,13 @@
  * migrating, the heavy barrier run (membarrier), and skipped if any
  * thread's hazard names it -- a mapped object is never moved, and readers
  * arriving later back off until the move is done, so none sees a torn
- * object.  The lock is dropped (and the CPU offered) between zspages, so
- * each step -- one zspage, at most a few thousand objects -- bounds how
- * long zm_pool_alloc/zm_pool_free of that class wait.
+ * object.  The lock is dropped
+ * between steps, so that each step bounds how long zm_pool_alloc and
+ * zm_pool_free of that class wait: a step moves at most ZS_STEP_OBJS
+ * objects or copies ZS_STEP_BYTES (below), a zspage of more takes several
+ * (it stays marked and valid between them), and pages a step gives back
+ * go to the pages layer (whose trimming may call madvise) only once the
+ * lock is dropped.
  *
  * Afterwards, sparse classes (less than a page of objects) are swept:
  * their objects move up into larger classes (zs_sweep, below).
@@ -35,12 +39,119 @@
  * class, inside the first.
  */
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/os.h"
 #include "pool/zsmalloc.h"
+
+/*
+ * Steps (ZS_STEP_OBJS, ZS_STEP_BYTES in zsmalloc.h).  Under one hold of a
+ * class lock the compactor moves at most ZS_STEP_OBJS objects and copies
+ * at most ZS_STEP_BYTES (at least one object, whatever its size), then
+ * drops the lock.  Each object costs its copy (32 KiB at the few GB/s of
+ * a copy from memory that is not in the cache: 5-10 us), two words
+ * rewritten, and now and then a destination page taken from the pages
+ * layer, whose first write may fault (a few us on a VM): a step stays
+ * within tens of microseconds, where a zspage of a small class (up to 256
+ * objects) or one pack of a large zspage held the lock for all of it, and
+ * a pack gave its pages back (and the pages layer trimmed, madvise and
+ * all) under the lock: 2 ms, measured.  Smaller steps cost an unlock and
+ * a lock each (tens of ns) and a free map made again (a few hundred
+ * bytes); at 8 or 4 objects allocbench --latency read the same.
+ */
+/* The work of the current hold of a class lock, and the pages it freed,
+ * given back to the pages layer once the lock is dropped. */
+struct hold {
+	unsigned objs;
+	size_t bytes;
+	unsigned nfree;
+	zm_pfn_t free[ZS_MAX_PAGES];
+#if ZM_DEBUG >= 1
+	uint64_t cpu0;           /* the compactor's CPU clock at the lock */
+	const char *what;        /* the step it worked on: its record's site */
+#endif
+};
+
+/* What the hold is spent on (debug builds: zm_lock_hold's ZM_LOCK_COMPACT
+ * records name it). */
+static inline void hold_what(struct hold *h, const char *what)
+{
+#if ZM_DEBUG >= 1
+	h->what = what;
+#else
+	(void)h, (void)what;
+#endif
+}
+
+#if ZM_DEBUG >= 1
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+#endif
+
+/* The lock taken: a hold begins (debug builds time it by the thread's
+ * CPU clock: a system call each, for the compactor's holds only). */
+static inline void hold_begin(struct hold *h)
+{
+#if ZM_DEBUG >= 1
+	h->cpu0 = thread_cpu_ns();
+#else
+	(void)h;
+#endif
+}
+#define hold_lock(c, h, what) (zmi_lock(&(c)->lock), hold_begin(h), hold_what((h), (what)))
+
+/* May this hold move another object of `size` bytes? */
+static inline bool hold_room(const struct hold *h, size_t size)
+{
+	return !h->objs || (h->objs < ZS_STEP_OBJS && h->bytes + size <= ZS_STEP_BYTES);
+}
+
+static inline void hold_moved(struct hold *h, size_t size)
+{
+	h->objs++;
+	h->bytes += size;
+}
+
+/* The hold ends: its work counted (debug builds), the count reset. */
+static void hold_end(struct zs_pool *zp, struct hold *h)
+{
+#if ZM_DEBUG >= 1
+	zmi_hold_note_ns(ZMI_LOCK_COMPACT, h->what, thread_cpu_ns() - h->cpu0);
+	if (h->objs > zp->step_objs_max)
+		zp->step_objs_max = h->objs;
+	if (h->bytes > zp->step_bytes_max)
+		zp->step_bytes_max = (uint32_t)h->bytes;
+#else
+	(void)zp;
+#endif
+	h->objs = 0;
+	h->bytes = 0;
+}
+
+/* Give back the pages the hold freed (no class lock held). */
+static void hold_free_pages(struct zs_pool *zp, struct hold *h)
+{
+	for (unsigned i = 0; i < h->nfree; i++)
+		zm_pages_free(zp->pages, h->free[i]);
+	h->nfree = 0;
+}
+
+/* Unlock c at the end of a hold. */
+static void hold_unlock(struct zs_pool *zp, struct zs_class *c, struct hold *h)
+{
+	hold_end(zp, h);
+	zmi_unlock(&c->lock);
+	hold_free_pages(zp, h);
+}
 
 /* Copy an object between two (one- or two-piece) places; tmp holds a
  * page. */
@@ -90,16 +201,6 @@ static struct zspage *pick_dst(struct zs_class *c, struct zspage *src, uint8_t p
 	return any;
 }
 
-/* Fullest partly used zspage that is not a keeper yet. */
-static struct zspage *pick_keeper(struct zs_class *c, uint8_t pass)
-{
-	for (unsigned g = ZS_GROUPS - 2; g >= 1; g--)
-		for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
-			if (zs->pass != pass)
-				return zs;
-	return NULL;
-}
-
 static unsigned keepers(struct zs_class *c, uint8_t pass)
 {
 	unsigned n = 0;
@@ -141,15 +242,51 @@ static void move_obj(struct zs_pool *zp, struct zs_class *a, struct zspage *zs, 
 	zs_store_ref(zp, ref, zs_slot_live(dst->id, to, v & ZS_TAG_MASK));
 }
 
+/* Free object o of zs holds zs_put_obj's poison in debug builds (the
+ * checker looks for writes after free): so does a slot packing empties. */
+static void poison_obj(const struct zs_pool *zp, const struct zspage *zs, unsigned o)
+{
+#if ZM_DEBUG >= 2
+	char *seg[2];
+	size_t len[2];
+	int n = zs_obj_segs(zp, zs, o, seg, len);
+
+	memset(seg[0], 0x6b, len[0]);
+	if (n == 2)
+		memset(seg[1], 0x6b, len[1]);
+#else
+	(void)zp, (void)zs, (void)o;
+#endif
+}
+
+/* Chain the free objects of zs below its bump (freemap), lowest first:
+ * a pack that stops for a breath leaves a valid zspage, whose free slots
+ * an allocation may take meanwhile. */
+static void chain_free(struct zspage *zs, const uint8_t *freemap)
+{
+	uint16_t head = ZS_NONE;
+
+	for (unsigned o = zs->bump; o-- > 0;)
+		if (freemap[o]) {
+			zs->data[o] = head;
+			head = (uint16_t)o;
+		}
+	zs->free_head = head;
+}
+
 /* Pack a quiesced zspage: its highest objects into its lowest free slots,
  * then give back the pages above the last object.  Returns objects moved;
- * *pages gets the pages given back. */
+ * *more when the hold is spent first (call again after a breath: the
+ * free map is made again from the zspage as it is then); else *pages
+ * gets the pages given back (into h, freed once the lock is dropped). */
 static long pack(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
-		 uint8_t *freemap, char *tmp, long *pages)
+		 uint8_t *freemap, char *tmp, long *pages, struct hold *h, bool *more)
 {
 	unsigned lo = 0, hi = zs->bump ? zs->bump - 1u : 0, need;
 	long moved = 0;
 
+	*more = false;
+	hold_what(h, "pack");
 	free_map(zs, freemap);
 	for (;;) {
 		while (lo < hi && !freemap[lo])
@@ -158,9 +295,16 @@ static long pack(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 			hi--;
 		if (lo >= hi)
 			break;
+		if (!hold_room(h, c->size)) {
+			chain_free(zs, freemap);
+			*more = true;
+			return moved;
+		}
 		move_obj(zp, c, zs, hi, c, zs, lo, tmp);
+		poison_obj(zp, zs, hi);
 		freemap[lo] = 0;
 		freemap[hi] = 1;
+		hold_moved(h, c->size);
 		moved++;
 	}
 	/* now objects 0..inuse-1 are live, nothing else */
@@ -168,8 +312,9 @@ static long pack(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 	zs->bump = zs->inuse;
 	need = zs_pages_for(zp, c, zs->inuse);
 	*pages = zs->npop - need;
+	ZM_ASSERT(h->nfree + (zs->npop - need) <= ZS_MAX_PAGES);
 	for (unsigned i = need; i < zs->npop; i++)
-		zm_pages_free(zp->pages, zs_pfn(zs, i));
+		h->free[h->nfree++] = zs_pfn(zs, i);
 	zs_count(&c->npages, -(int32_t)(zs->npop - need));
 	zs->npop = (uint8_t)need;
 	return moved;
@@ -183,12 +328,16 @@ static void set_migrating(struct zspage *zs, uint8_t v)
 /* Move the live objects of src (quiesced) into the keepers.  Returns
  * objects moved, and adds to *taken the pages the keepers populated for
  * them (a packed keeper may take back a page it gave up); stops early if
- * a destination page could not be had (src then keeps the rest). */
+ * a destination page could not be had (src then keeps the rest), or with
+ * *more when the hold is spent (call again after a breath: src is valid
+ * meanwhile, its emptied slots chained, and is looked at afresh). */
 static long evacuate(struct zs_pool *zp, struct zs_class *c, struct zspage *src, uint8_t pass,
-		     uint8_t *freemap, char *tmp, long *taken)
+		     uint8_t *freemap, char *tmp, long *taken, struct hold *h, bool *more)
 {
 	long moved = 0;
 
+	*more = false;
+	hold_what(h, "evacuate");
 	free_map(src, freemap);
 	for (unsigned o = 0; o < src->bump && src->inuse; o++) {
 		struct zspage *dst;
@@ -196,6 +345,10 @@ static long evacuate(struct zs_pool *zp, struct zs_class *c, struct zspage *src,
 
 		if (freemap[o])
 			continue;
+		if (!hold_room(h, c->size)) {
+			*more = true;
+			break;
+		}
 		dst = pick_dst(c, src, pass);
 		if (!dst)
 			break;
@@ -210,16 +363,29 @@ static long evacuate(struct zs_pool *zp, struct zs_class *c, struct zspage *src,
 		/* chain the emptied slot, so that src stays valid if we stop
 		 * before it is empty */
 		zs_put_obj(zp, src, o);
+		hold_moved(h, c->size);
 		moved++;
 	}
 	return moved;
 }
 
-/* Drop the lock between steps, so that whoever spins on it gets in. */
-static void breathe(struct zs_class *c)
+/* Pauses after unlocking between steps: a thread spinning in
+ * zmi_lock_slow looks at the lock once a pause, and must see it free
+ * before the compactor takes it again (about a microsecond). */
+#define ZS_BREATHE_SPINS 16
+
+/* Drop the lock between steps: the hold's pages go back meanwhile, and
+ * whoever spins on the lock gets in. */
+static void breathe(struct zs_pool *zp, struct zs_class *c, struct hold *h)
 {
-	zmi_unlock(&c->lock);
+	bool freed = h->nfree != 0;
+
+	hold_unlock(zp, c, h);
+	if (!freed)
+		for (int i = 0; i < ZS_BREATHE_SPINS; i++)
+			__builtin_ia32_pause();
 	zmi_lock(&c->lock);
+	hold_begin(h);
 }
 
 /* A batch: zspages quiesced together, with one heavy barrier. */
@@ -231,25 +397,38 @@ struct step {
 };
 
 /* Plan a batch under the lock: keepers to pack, then sources.  Marks them
- * (keepers with the pass, all migrating).  Returns how many. */
+ * (keepers with the pass, all migrating).  Returns how many.  The lists
+ * are walked once for the counts and once for the keepers, from where the
+ * last keeper was found: nothing moves on them while the lock is held
+ * (counting afresh for each keeper walked the class's zspages 16 times
+ * over, most of a plan's hold in a class of a few hundred). */
 static unsigned plan(struct zs_pool *zp, struct zs_class *c, uint8_t pass,
 		     struct step *b, unsigned room)
 {
-	unsigned nb = 0;
+	unsigned nb = 0, full = 0, nkeep = keepers(c, pass), k, g = ZS_GROUPS - 2;
 	uint64_t pending = 0;   /* objects of the sources planned so far */
+	struct zspage *zs = c->group[g];
 
-	while (nb < room) {
-		unsigned full = 0, k;
-		struct zspage *zs;
-
-		for (struct zspage *f = c->group[ZS_GROUPS - 1]; f; f = f->next)
-			full++;
-		k = (c->used + c->objs - 1) / c->objs;
-		if (keepers(c, pass) + full >= k || !(zs = pick_keeper(c, pass)))
+	for (struct zspage *f = c->group[ZS_GROUPS - 1]; f; f = f->next)
+		full++;
+	k = (c->used + c->objs - 1) / c->objs;
+	/* the fullest partly used zspages that are not keepers yet, in
+	 * pick_keeper's order */
+	while (nb < room && nkeep + full < k) {
+		while (!zs && g > 1)
+			zs = c->group[--g];
+		while (zs && zs->pass == pass) {
+			zs = zs->next;
+			while (!zs && g > 1)
+				zs = c->group[--g];
+		}
+		if (!zs)
 			break;
 		zs->pass = pass;
+		nkeep++;
 		if (zs->npop > zs_pages_for(zp, c, zs->inuse))
 			b[nb++] = (struct step){ zs, true };
+		zs = zs->next;
 	}
 	while (nb < room) {
 		struct zspage *src = pick_src(c, pass);
@@ -284,11 +463,85 @@ static char *scratch(struct zs_pool *zp)
 static void clear_passes(struct zs_pool *zp)
 {
 	ZS_FOR_EACH_CLASS(zp, c) {
-		zmi_lock(&c->lock);
+		struct hold h = { 0 };
+
+		hold_lock(c, &h, "clear_passes");
 		for (unsigned g = 0; g < ZS_GROUPS; g++)
 			for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
 				zs->pass = 0;
-		zmi_unlock(&c->lock);
+		hold_unlock(zp, c, &h);
+	}
+}
+
+/* Work out one step of the batch (c's lock held, zs quiesced by the
+ * batch's barrier): pack it or evacuate it, breathing as the steps' bound
+ * says.  Adds what it frees to *freed; an emptied source is retired and
+ * put in gone[*ngone] (freed after a barrier). */
+static void do_step(struct zs_pool *zp, struct zs_class *c, uint8_t pass, const struct step *st,
+		    struct hold *h, long *freed, struct zspage **gone, unsigned *ngone)
+{
+	uint8_t *freemap = (uint8_t *)zp->scratch;
+	char *tmp = zp->scratch + ZS_NONE + 1;
+	struct zspage *zs = st->zs;
+	long pages = 0;
+	bool more;
+
+	if (zmi_hazard_find(zs)) {
+		/* someone is inside (a map): leave it alone */
+		set_migrating(zs, 0);
+		zs->pass = pass;
+		return;
+	}
+	/* in steps, breathing between them: the zspage stays marked
+	 * (readers of its objects back off, frees of them wait), and valid
+	 * for allocations */
+	if (st->pack) {
+		for (;;) {
+			zp->objects_moved += (uint64_t)pack(zp, c, zs, freemap, tmp, &pages, h,
+							    &more);
+			if (!more)
+				break;
+			breathe(zp, c, h);
+		}
+		set_migrating(zs, 0);
+		*freed += pages;
+		return;
+	}
+	for (;;) {
+		zp->objects_moved += (uint64_t)evacuate(zp, c, zs, pass, freemap, tmp, &pages, h,
+							&more);
+		if (!more)
+			break;
+		zs_group_set(c, zs);
+		breathe(zp, c, h);
+	}
+	*freed -= pages;
+	if (zs->inuse == 0) {
+		*freed += zs->npop;
+		zs_group_del(c, zs);
+		c->zspages--;
+		zs_zspage_retire(zp, c, zs);
+		gone[(*ngone)++] = zs;
+	} else {
+		/* no page for a destination (the pool at its limit): it
+		 * stays, and is not picked again this pass, which would plan
+		 * it again without end */
+		set_migrating(zs, 0);
+		zs->pass = pass;
+		zs_group_set(c, zs);
+	}
+}
+
+/* The records a batch emptied go, after a barrier: a reader may still be
+ * looking at a record it found before its object moved; after the
+ * barrier, such hazards go at once (the slots have changed), and then the
+ * record can be reused or freed. */
+static void free_gone(struct zs_pool *zp, struct zs_class *c, struct zspage **gone, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		while (zmi_hazard_find(gone[i]))
+			sched_yield();
+		zs_zspage_free(zp, c, gone[i]);
 	}
 }
 
@@ -297,6 +550,7 @@ long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
 	uint8_t pass;
 	long freed = 0;
 	unsigned done = 0, limit = budget ? *budget : 0;
+	struct hold h = { 0 };
 
 	if (c->huge || c->objs < 2)
 		return 0;
@@ -304,11 +558,8 @@ long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
 		return 0;
 	if (zp->pass == UINT8_MAX)
 		clear_passes(zp);
-	zmi_lock(&c->lock);
+	hold_lock(c, &h, "plan");
 	pass = ++zp->pass ? zp->pass : ++zp->pass; /* never 0: new zspages have 0 */
-	uint8_t *freemap = (uint8_t *)zp->scratch;
-	char *tmp = zp->scratch + ZS_NONE + 1;
-
 	for (;;) {
 		struct step b[ZS_BATCH];
 		struct zspage *gone[ZS_BATCH];
@@ -322,64 +573,22 @@ long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget)
 		/* one barrier for the batch, without the lock: after it, any
 		 * reader inside one of them has its hazard where we can see
 		 * it, and any later reader sees the mark and backs off */
-		zmi_unlock(&c->lock);
+		hold_unlock(zp, c, &h);
 		zmi_heavy_barrier();
-		zmi_lock(&c->lock);
+		hold_lock(c, &h, "step");
 		for (unsigned i = 0; i < nb; i++) {
-			struct zspage *zs = b[i].zs;
-			long pages = 0;
-
+			do_step(zp, c, pass, &b[i], &h, &freed, gone, &ngone);
 			done++;
-			if (zmi_hazard_find(zs)) {
-				/* someone is inside (a map): leave it alone */
-				set_migrating(zs, 0);
-				zs->pass = pass;
-				continue;
-			}
-			if (b[i].pack) {
-				zp->objects_moved += (uint64_t)pack(zp, c, zs, freemap, tmp, &pages);
-				set_migrating(zs, 0);
-				freed += pages;
-			} else {
-				long taken = 0;
-
-				zp->objects_moved += (uint64_t)evacuate(zp, c, zs, pass,
-									freemap, tmp, &taken);
-				freed -= taken;
-				if (zs->inuse == 0) {
-					freed += zs->npop;
-					zs_group_del(c, zs);
-					c->zspages--;
-					zs_zspage_retire(zp, c, zs);
-					gone[ngone++] = zs;
-				} else {
-					/* no page for a destination (the pool at
-					 * its limit): it stays, and is not picked
-					 * again this pass, which would plan it
-					 * again without end */
-					set_migrating(zs, 0);
-					zs->pass = pass;
-					zs_group_set(c, zs);
-				}
-			}
-			breathe(c);
+			breathe(zp, c, &h);
 		}
-		zmi_unlock(&c->lock);
+		hold_unlock(zp, c, &h);
 		if (ngone) {
-			/* a reader may still be looking at a record it found
-			 * before its object moved: after a barrier, wait for
-			 * such hazards to go (they do at once: the slots have
-			 * changed) before the record can be reused or freed */
 			zmi_heavy_barrier();
-			for (unsigned i = 0; i < ngone; i++) {
-				while (zmi_hazard_find(gone[i]))
-					sched_yield();
-				zs_zspage_free(zp, c, gone[i]);
-			}
+			free_gone(zp, c, gone, ngone);
 		}
-		zmi_lock(&c->lock);
+		hold_lock(c, &h, "plan");
 	}
-	zmi_unlock(&c->lock);
+	hold_unlock(zp, c, &h);
 	if (budget)
 		*budget = done < limit ? limit - done : 0;
 	return freed;
@@ -436,6 +645,7 @@ static bool move_up(struct zs_pool *zp, struct zs_class *a, struct zspage *src,
 static long sweep_class(struct zs_pool *zp, struct zs_class *a, uint8_t *freemap, char *tmp)
 {
 	struct zspage *src = NULL;
+	struct hold h = { 0 };
 	long freed;
 
 	/* most classes are not sparse: tell from the counters published
@@ -444,7 +654,7 @@ static long sweep_class(struct zs_pool *zp, struct zs_class *a, uint8_t *freemap
 	if (a->huge || (uint64_t)__atomic_load_n(&a->used, __ATOMIC_RELAXED) * a->size >=
 		       zp->page_size)
 		return 0;
-	zmi_lock(&a->lock);
+	hold_lock(a, &h, "sweep");
 	if (a->zspages != 1 || (uint64_t)a->used * a->size >= zp->page_size)
 		goto out;
 	for (unsigned g = 1; g < ZS_GROUPS - 1 && !src; g++)
@@ -452,9 +662,9 @@ static long sweep_class(struct zs_pool *zp, struct zs_class *a, uint8_t *freemap
 	if (!src)
 		goto out;
 	set_migrating(src, 1);
-	zmi_unlock(&a->lock);
+	hold_unlock(zp, a, &h);
 	zmi_heavy_barrier();
-	zmi_lock(&a->lock);
+	hold_lock(a, &h, "sweep");
 	if (zmi_hazard_find(src)) {  /* mapped: leave it */
 		set_migrating(src, 0);
 		goto out;
@@ -463,11 +673,22 @@ static long sweep_class(struct zs_pool *zp, struct zs_class *a, uint8_t *freemap
 	for (unsigned o = 0; o < src->bump && src->inuse; o++) {
 		if (freemap[o])
 			continue;
+		if (!hold_room(&h, a->size)) {
+			/* a breath, in steps as zs_compact_class: src stays
+			 * valid, and is looked at afresh (an allocation may
+			 * have taken a slot meanwhile) */
+			zs_group_set(a, src);
+			breathe(zp, a, &h);
+			free_map(src, freemap);
+			o = UINT_MAX;   /* from object 0 again */
+			continue;
+		}
 		if (!move_up(zp, a, src, o, tmp))
 			break;
 		zp->objects_moved++;
 		zs_put_obj(zp, src, o);
 		zs_count(&a->used, -1);
+		hold_moved(&h, a->size);
 	}
 	if (src->inuse) {
 		set_migrating(src, 0);
@@ -478,7 +699,7 @@ static long sweep_class(struct zs_pool *zp, struct zs_class *a, uint8_t *freemap
 	zs_group_del(a, src);
 	a->zspages--;
 	zs_zspage_retire(zp, a, src);
-	zmi_unlock(&a->lock);
+	hold_unlock(zp, a, &h);
 	/* as in zs_compact_class: no reader may still hold the record */
 	zmi_heavy_barrier();
 	while (zmi_hazard_find(src))
@@ -486,7 +707,7 @@ static long sweep_class(struct zs_pool *zp, struct zs_class *a, uint8_t *freemap
 	zs_zspage_free(zp, a, src);
 	return freed;
 out:
-	zmi_unlock(&a->lock);
+	hold_unlock(zp, a, &h);
 	return 0;
 }
 

@@ -293,6 +293,13 @@ struct zs_pool {
 	uint8_t pass;                     /* compact_lock: pass number */
 	char *scratch;                    /* compact_lock: work space */
 	struct zs_auto *autoc;            /* background compactor, or NULL */
+#if ZM_DEBUG >= 1
+	/* compact_lock: the most objects the compactor moved, and bytes it
+	 * copied, under one hold of a class lock (zs_compact.c: ZS_STEP_*);
+	 * tests read and reset them */
+	uint32_t step_objs_max;
+	uint32_t step_bytes_max;
+#endif
 };
 
 static inline struct zs_pool *zs_of(struct zm_pool *pool) { return pool->priv; }
@@ -558,7 +565,11 @@ static inline bool zs_fits_in_place(const struct zs_pool *zp, const struct zs_cl
  * lock held. */
 struct zspage *zs_room_in(const struct zs_pool *zp, struct zs_class *c);
 
-/* zs_compact.c */
+/* zs_compact.c.  The most work the compactor does under one hold of a
+ * class lock: objects moved, bytes copied (at least one object); why
+ * these, in zs_compact.c. */
+#define ZS_STEP_OBJS 32
+#define ZS_STEP_BYTES (32u << 10)
 long zs_compact(struct zm_pool *pool);
 long zs_shrink(struct zm_pool *pool, size_t bytes);
 long zs_min_moves(struct zm_pool *pool, size_t pages);
