@@ -119,19 +119,36 @@ static long account(struct zs_pool *zp, long freed, uint64_t t0)
 	return freed;
 }
 
+/* The classes a pass walks, for zs_compact_run (which quiesces their
+ * zspages together, a barrier for up to a batch of them whatever their
+ * classes).  WATERMARK: the flagged ones; RATIO: round robin from `i`,
+ * those with 2 pages of slack or more. */
+struct walk {
+	struct zs_pool *zp;
+	struct zs_auto *a;
+	unsigned i, n;  /* the next class index, and how many are left */
+	bool any;       /* WATERMARK: a flagged class was found */
+};
+
+static struct zs_class *next_flagged(void *arg)
+{
+	struct walk *w = arg;
+
+	for (; w->i < w->zp->total; w->i++)
+		if (__atomic_exchange_n(&w->a->want[w->i], 0, __ATOMIC_RELAXED)) {
+			w->any = true;
+			return zs_class_of(w->zp, w->i++);
+		}
+	return NULL;
+}
+
 static long watermark_pass(struct zs_pool *zp, struct zs_auto *a)
 {
 	uint64_t t0 = zmi_os_now_ns();
-	long freed = 0;
-	bool any = false;
+	struct walk w = { .zp = zp, .a = a };
+	long freed = zs_compact_run(zp, next_flagged, &w, NULL);
 
-	for (unsigned i = 0; i < zp->total; i++) {
-		if (!__atomic_exchange_n(&a->want[i], 0, __ATOMIC_RELAXED))
-			continue;
-		freed += zs_compact_class(zp, zs_class_of(zp, i), NULL);
-		any = true;
-	}
-	return any ? account(zp, freed, t0) : 0;
+	return w.any ? account(zp, freed, t0) : 0;
 }
 
 /* Where a pass starts: of the classes each shard last freed from, the
@@ -159,28 +176,35 @@ static unsigned ratio_start(struct zs_pool *zp)
 	return best;
 }
 
-/* One bounded pass from the class last freed, round robin. */
-static long ratio_pass(struct zs_pool *zp, struct zs_auto *a)
+static struct zs_class *next_slack(void *arg)
 {
-	uint64_t t0 = zmi_os_now_ns();
-	unsigned start = ratio_start(zp);
-	unsigned budget = a->budget;
-	long freed = 0;
+	struct walk *w = arg;
 
-	for (unsigned k = 0; k < zp->total && budget; k++) {
-		struct zs_class *c = zs_class_at(zp, (start + k) % zp->total);
+	for (; w->n; w->n--) {
+		struct zs_class *c = zs_class_at(w->zp, w->i++ % w->zp->total);
 		uint64_t slack;
 
 		if (!c)
 			continue;
 		zmi_lock(&c->lock);
-		slack = c->huge ? 0 : zs_slack_pages(zp, c);
+		slack = c->huge ? 0 : zs_slack_pages(w->zp, c);
 		zmi_unlock(&c->lock);
-		if (slack < 2)
-			continue;
-		freed += zs_compact_class(zp, c, &budget);
+		if (slack >= 2) {
+			w->n--;
+			return c;
+		}
 	}
-	return account(zp, freed, t0);
+	return NULL;
+}
+
+/* One bounded pass from the class last freed, round robin. */
+static long ratio_pass(struct zs_pool *zp, struct zs_auto *a)
+{
+	uint64_t t0 = zmi_os_now_ns();
+	struct walk w = { .zp = zp, .a = a, .i = ratio_start(zp), .n = zp->total };
+	unsigned budget = a->budget;
+
+	return account(zp, zs_compact_run(zp, next_slack, &w, &budget), t0);
 }
 
 /* Is used/allocated below percent, with at least ZS_AUTO_MIN_SLACK of

@@ -577,6 +577,12 @@ long zs_min_moves(struct zm_pool *pool, size_t pages);
  * evacuated each; NULL: no bound), taking what it used off *budget;
  * returns pages freed.  Caller holds zp->compact_lock. */
 long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget);
+/* The same for the classes next() gives, one after another until it
+ * gives NULL, their zspages quiesced together, up to a batch of them
+ * under one barrier whatever their classes (zs_compact.c).  Caller holds
+ * zp->compact_lock. */
+long zs_compact_run(struct zs_pool *zp, struct zs_class *(*next)(void *arg), void *arg,
+		    unsigned *budget);
 /* Move the objects of sparse classes (less than a page of objects in a
  * page or more) up into free slots of larger classes; returns pages
  * freed.  Caller holds zp->compact_lock. */
