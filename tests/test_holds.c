@@ -54,7 +54,8 @@ static void test_lock_hold_recorded(void **st)
 	zmi_lock_init_kind(&b, ZMI_LOCK_ZONE);
 	zm_lock_hold_reset();
 	assert_int_equal(zm_lock_hold(ZM_LOCK_OTHER, &h), 0);
-	assert_true(h.max_ns == 0 && h.site == NULL && h.over_10us == 0 && h.over_100us == 0);
+	assert_true(h.max_ns == 0 && h.site == NULL && h.over_10us == 0 && h.over_100us == 0 &&
+		    h.holds == 0);
 	hold_for(&a, 300000);
 	assert_int_equal(zm_lock_hold(ZM_LOCK_OTHER, &h), 0);
 	assert_true(h.max_ns >= 250000);
@@ -208,7 +209,7 @@ static void test_compact_steps_bounded(void **st)
 	assert_steps(p, size, "pack");
 	/* the compactor's own records name its steps */
 	assert_int_equal(zm_lock_hold(ZM_LOCK_COMPACT, &lh), 0);
-	assert_true(lh.max_ns > 0 && lh.site != NULL);
+	assert_true(lh.max_ns > 0 && lh.site != NULL && lh.holds >= 2);
 	check_cookies(p, h, objs);
 	assert_int_equal(zm_pool_check(p), 0);
 	for (unsigned i = 0; i < objs; i++)

@@ -84,6 +84,9 @@ struct zm_lock_hold {
 				  while none was recorded */
 	uint64_t over_10us;    /* holds of 10 us or more */
 	uint64_t over_100us;   /* of 100 us or more */
+	uint64_t holds;        /* every hold: ZM_LOCK_COMPACT only (the locks'
+				  kinds count none, which would write a shared
+				  line on every unlock), else 0 */
 };
 
 /* Fill *out for kind.  0; -EINVAL for a NULL out or a bad kind;

@@ -46,6 +46,7 @@ static struct {
 	int busy;                           /* a spin flag: records are rare */
 	const char *site[ZMI_LOCK_KINDS];   /* busy: who took the longest */
 	uint64_t over_10us[ZMI_LOCK_KINDS], over_100us[ZMI_LOCK_KINDS]; /* atomic */
+	uint64_t holds[ZMI_LOCK_KINDS];     /* atomic: zmi_hold_note_ns's */
 	uint64_t tsc0, ns0;                 /* the counter and the clock at start-up */
 	uint64_t ticks_per_ms;              /* from a first 1 ms: for the thresholds */
 } hs;
@@ -99,6 +100,8 @@ void zmi_hold_note_ns(unsigned kind, const char *site, uint64_t ns)
 {
 	uint64_t ticks = ns * hs.ticks_per_ms / 1000000;
 
+	__atomic_fetch_add(&hs.holds[kind], 1, __ATOMIC_RELAXED);
+
 	if (ticks > __atomic_load_n(&zmi_hold_max[kind], __ATOMIC_RELAXED) ||
 	    ticks >= zmi_hold_long_ticks)
 		zmi_lock_held(kind, site, ticks);
@@ -115,6 +118,7 @@ void zm_lock_hold_reset(void)
 		hs.site[k] = NULL;
 		__atomic_store_n(&hs.over_10us[k], 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&hs.over_100us[k], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&hs.holds[k], 0, __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&hs.busy, 0, __ATOMIC_RELEASE);
 #endif
@@ -141,6 +145,7 @@ int zm_lock_hold_sized(enum zm_lock_kind kind, struct zm_lock_hold *out, size_t 
 		__atomic_store_n(&hs.busy, 0, __ATOMIC_RELEASE);
 		h.over_10us = __atomic_load_n(&hs.over_10us[kind], __ATOMIC_RELAXED);
 		h.over_100us = __atomic_load_n(&hs.over_100us[kind], __ATOMIC_RELAXED);
+		h.holds = __atomic_load_n(&hs.holds[kind], __ATOMIC_RELAXED);
 	}
 	return zmi_struct_out(out, size, zmi_size_upto(struct zm_lock_hold, over_100us), &h,
 			      sizeof(h));

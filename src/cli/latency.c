@@ -351,6 +351,7 @@ static int round_run(const struct opts *o, int off, uint64_t scale, uint64_t see
 		if (sd->lock_ok) {
 			sd->lock[k].over_10us += lh.over_10us;
 			sd->lock[k].over_100us += lh.over_100us;
+			sd->lock[k].holds += lh.holds;
 		}
 	}
 	zm_pool_stats(pool, &st1);
@@ -526,11 +527,13 @@ static void report(const struct opts *o, const struct side sd[2], double timer)
 			printf("[");
 			for (int k = 0; k < ZM_LOCK_KINDS; k++)
 				printf("%s{\"kind\": \"%s\", \"max_ns\": %llu, \"site\": \"%s\", "
-				       "\"over_10us\": %llu, \"over_100us\": %llu}", k ? ", " : "",
-				       kind_names[k], (unsigned long long)sd[s].lock[k].max_ns,
+				       "\"over_10us\": %llu, \"over_100us\": %llu, \"holds\": %llu}",
+				       k ? ", " : "", kind_names[k],
+				       (unsigned long long)sd[s].lock[k].max_ns,
 				       sd[s].lock[k].site ? sd[s].lock[k].site : "",
 				       (unsigned long long)sd[s].lock[k].over_10us,
-				       (unsigned long long)sd[s].lock[k].over_100us);
+				       (unsigned long long)sd[s].lock[k].over_100us,
+				       (unsigned long long)sd[s].lock[k].holds);
 			printf("]}");
 		}
 		printf("\n ]}\n");
@@ -569,14 +572,23 @@ static void report(const struct opts *o, const struct side sd[2], double timer)
 			printf(" n/a (release build)\n");
 			continue;
 		}
-		for (int k = 0; k < ZM_LOCK_KINDS; k++)
-			printf("  %s %.1f us (%s; %llu >= 10 us, %llu >= 100 us)%s", kind_names[k],
+		for (int k = 0; k < ZM_LOCK_KINDS; k++) {
+			char n[48] = "";
+
+			if (sd[s].lock[k].holds)
+				snprintf(n, sizeof(n), " of %llu",
+					 (unsigned long long)sd[s].lock[k].holds);
+			printf("  %s %.1f us (%s; %llu >= 10 us, %llu >= 100 us%s)%s", kind_names[k],
 			       sd[s].lock[k].max_ns / 1e3,
 			       sd[s].lock[k].site ? sd[s].lock[k].site : "-",
 			       (unsigned long long)sd[s].lock[k].over_10us,
-			       (unsigned long long)sd[s].lock[k].over_100us,
+			       (unsigned long long)sd[s].lock[k].over_100us, n,
 			       k + 1 < ZM_LOCK_KINDS ? "\n       " : "\n");
+		}
 	}
+	if (sd[0].lock_ok)
+		printf("(class, zone, other: wall time, a preempted holder's too; compactor: its "
+		       "CPU time in its class lock holds)\n");
 }
 
 int allocbench_latency(int argc, char **argv)
