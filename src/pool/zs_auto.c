@@ -113,9 +113,9 @@ static struct usage usage(struct zs_pool *zp)
 
 static long account(struct zs_pool *zp, long freed, uint64_t t0)
 {
-	zp->compactions++;
-	zp->pages_compacted += (uint64_t)freed;
-	zp->compact_ns += zmi_os_now_ns() - t0;
+	zs_stat_add(&zp->compactions, 1);
+	zs_stat_add(&zp->pages_compacted, (uint64_t)freed);
+	zs_stat_add(&zp->compact_ns, zmi_os_now_ns() - t0);
 	return freed;
 }
 

@@ -500,8 +500,8 @@ static void do_step(struct zs_pool *zp, struct zs_class *c, uint8_t pass, const 
 	 * for allocations */
 	if (st->pack) {
 		for (;;) {
-			zp->objects_moved += (uint64_t)pack(zp, c, zs, freemap, tmp, &pages, h,
-							    &more);
+			zs_stat_add(&zp->objects_moved,
+				    (uint64_t)pack(zp, c, zs, freemap, tmp, &pages, h, &more));
 			if (!more)
 				break;
 			breathe(zp, c, h);
@@ -511,8 +511,8 @@ static void do_step(struct zs_pool *zp, struct zs_class *c, uint8_t pass, const 
 		return;
 	}
 	for (;;) {
-		zp->objects_moved += (uint64_t)evacuate(zp, c, zs, pass, freemap, tmp, &pages, h,
-							&more);
+		zs_stat_add(&zp->objects_moved, (uint64_t)evacuate(zp, c, zs, pass, freemap, tmp,
+								   &pages, h, &more));
 		if (!more)
 			break;
 		zs_group_set(c, zs);
@@ -783,7 +783,7 @@ static long sweep_class(struct zs_pool *zp, struct zs_class *a, uint8_t *freemap
 		}
 		if (!move_up(zp, a, src, o, tmp))
 			break;
-		zp->objects_moved++;
+		zs_stat_add(&zp->objects_moved, 1);
 		zs_put_obj(zp, src, o);
 		zs_count(&a->used, -1);
 		hold_moved(&h, a->size);
@@ -847,9 +847,9 @@ static long compact_all(struct zs_pool *zp)
 	pthread_mutex_lock(&zp->compact_lock);
 	freed = zs_compact_run(zp, every_class, &it, NULL);
 	freed += zs_sweep(zp);
-	zp->compactions++;
-	zp->pages_compacted += (uint64_t)freed;
-	zp->compact_ns += zmi_os_now_ns() - t0;
+	zs_stat_add(&zp->compactions, 1);
+	zs_stat_add(&zp->pages_compacted, (uint64_t)freed);
+	zs_stat_add(&zp->compact_ns, zmi_os_now_ns() - t0);
 	pthread_mutex_unlock(&zp->compact_lock);
 	return freed;
 }
@@ -891,9 +891,9 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 	}
 	if ((size_t)freed < want)
 		freed += zs_sweep(zp);
-	zp->compactions++;
-	zp->pages_compacted += (uint64_t)freed;
-	zp->compact_ns += zmi_os_now_ns() - t0;
+	zs_stat_add(&zp->compactions, 1);
+	zs_stat_add(&zp->pages_compacted, (uint64_t)freed);
+	zs_stat_add(&zp->compact_ns, zmi_os_now_ns() - t0);
 	pthread_mutex_unlock(&zp->compact_lock);
 	return freed << zp->shift;
 }

@@ -67,12 +67,11 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 		sizeof(*zp);
 	st->meta_bytes = meta;
 	st->malloc_fail = __atomic_load_n(&zp->malloc_fail, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&zp->compact_lock);
-	st->compactions = zp->compactions;
-	st->pages_compacted = zp->pages_compacted;
-	st->objects_moved = zp->objects_moved;
-	st->compact_ns = zp->compact_ns;
-	pthread_mutex_unlock(&zp->compact_lock);
+	/* without compact_lock (zs_stat_add): a running episode holds it */
+	st->compactions = __atomic_load_n(&zp->compactions, __ATOMIC_RELAXED);
+	st->pages_compacted = __atomic_load_n(&zp->pages_compacted, __ATOMIC_RELAXED);
+	st->objects_moved = __atomic_load_n(&zp->objects_moved, __ATOMIC_RELAXED);
+	st->compact_ns = __atomic_load_n(&zp->compact_ns, __ATOMIC_RELAXED);
 }
 
 int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stats *cs)

