@@ -80,5 +80,8 @@ double cli_median(double *v, size_t n);
 int cli_ncpus(void);
 /* the process's resident memory in bytes (/proc/self/statm); 0 if unknown */
 size_t cli_rss_bytes(void);
+/* ... of it, the anonymous part: resident less the pages of files (the
+ * program's and libraries' code and data as they are paged in) */
+size_t cli_anon_bytes(void);
 
 #endif

@@ -61,6 +61,19 @@ size_t cli_rss_bytes(void)
 	return res * (size_t)sysconf(_SC_PAGESIZE);
 }
 
+size_t cli_anon_bytes(void)
+{
+	unsigned long size = 0, res = 0, shared = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%lu %lu %lu", &size, &res, &shared) != 3 || shared > res)
+			res = shared = 0;
+		fclose(f);
+	}
+	return (res - shared) * (size_t)sysconf(_SC_PAGESIZE);
+}
+
 const char *cli_zcache_codec(void)
 {
 	struct zm_codec *c;
