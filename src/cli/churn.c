@@ -65,6 +65,41 @@ struct churn_row {
 
 /* ---- the child ---------------------------------------------------- */
 
+/* ZM_CHURN_DEBUG: the anonymous mappings that hold resident memory, on
+ * stderr, those of 64 KiB or more (ZM_CHURN_DEBUG=2: all); the rest
+ * summed.  zmem's are told by their size: with the defaults the arena is
+ * 4 GiB, zsmalloc's handle table 2 GiB, its zspage table 512 MiB, the
+ * pages layer's records 8 MiB; [heap] holds what malloc gave (zspage
+ * records, classes). */
+static void smaps_dump(const char *when)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512], head[512] = "";
+	unsigned long size = 0, rss, anon = 0, small = 0;
+	unsigned long min = getenv("ZM_CHURN_DEBUG")[0] == '2' ? 1 : 64;
+
+	if (!f)
+		return;
+	fprintf(stderr, "anonymous resident memory %s (KiB):\n", when);
+	while (fgets(line, sizeof(line), f)) {
+		char *sp = strchr(line, ' ');
+
+		if (sscanf(line, "Size: %lu kB", &size) == 1)
+			continue;
+		if (sscanf(line, "Anonymous: %lu kB", &rss) == 1) {
+			anon += rss;
+			if (rss >= min)
+				fprintf(stderr, "  %9lu of %10lu  %s", rss, size, head);
+			else
+				small += rss;
+		} else if (!sp || sp[-1] != ':') {  /* a mapping's first line */
+			snprintf(head, sizeof(head), "%s", line);
+		}
+	}
+	fprintf(stderr, "  %9lu in smaller mappings; %lu in all\n", small, anon);
+	fclose(f);
+}
+
 static double pool_over(struct zm_pool *p, uint64_t live)
 {
 	struct zm_pool_stats st;
@@ -145,6 +180,8 @@ int cmd_churn_child(int argc, char **argv)
 	printf("objects %zu\n", n);
 	fflush(stdout);
 	base = cli_anon_bytes();
+	if (getenv("ZM_CHURN_DEBUG"))
+		smaps_dump("before filling");
 	for (size_t i = 0; i < n; i++) {
 		if (pool) {
 			zm_handle_t h = zm_pool_alloc(pool, size[i]);
@@ -179,13 +216,19 @@ int cmd_churn_child(int argc, char **argv)
 	measure("100ms", pool, base, live);
 	usleep(900000);
 	measure("1s", pool, base, live);
+	if (getenv("ZM_CHURN_DEBUG"))
+		smaps_dump("at 1 s");
 	if (pool) {
 		zm_pool_stats(pool, &st);
 		if (getenv("ZM_CHURN_DEBUG")) {
-			fprintf(stderr, "%s at 1 s: pool %.4f (slots %.4f) meta %.4f of live; "
-				"%llu objects\n", which, (double)st.pool_bytes / (double)live,
+			fprintf(stderr, "%s at 1 s: pool %.4f (slots %.4f) meta %.4f (handles "
+				"%.4f, records %.4f, page records %.4f) of live; %llu objects\n",
+				which, (double)st.pool_bytes / (double)live,
 				(double)st.slot_bytes / (double)live,
 				(double)st.meta_bytes / (double)live,
+				(double)st.handle_bytes / (double)live,
+				(double)st.record_bytes / (double)live,
+				(double)st.pages_meta_bytes / (double)live,
 				(unsigned long long)st.objects);
 			zm_pool_print_classes(pool, stderr);
 		}
@@ -423,7 +466,7 @@ static double fg_run(const struct corpus *c, enum zm_compact_policy pol, int nt,
 
 int cmd_churn(int argc, char **argv)
 {
-	const char *corpus[8];
+	const char *corpus[8], *only = NULL;
 	int ncorpus = 0, json = 0, fg = 0, nt = cli_ncpus();
 	double fraction = 0.75;
 	size_t target = 60u << 20;
@@ -440,11 +483,14 @@ int cmd_churn(int argc, char **argv)
 			fraction = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--size") && i + 1 < argc)
 			target = cli_parse_size(argv[++i]);
+		else if (!strcmp(argv[i], "--allocator") && i + 1 < argc)
+			only = argv[++i];
 		else if (!strcmp(argv[i], "--corpus") && i + 1 < argc && ncorpus < 8)
 			corpus[ncorpus++] = argv[++i];
 		else {
 			fprintf(stderr, "usage: zmem churn [--fraction 0.75] [--size 60M] "
-					"[--corpus PATH] [--foreground] [--json]\n");
+					"[--corpus PATH]... [--allocator NAME] [--foreground] "
+					"[--json]\n");
 			return strcmp(argv[i], "--help") ? 2 : 0;
 		}
 	}
@@ -458,6 +504,11 @@ int cmd_churn(int argc, char **argv)
 		return 1;
 	}
 	for (int k = 0; k < NALLOC; k++) {
+		if (only && strcmp(only, names[k])) {  /* not asked for: no row */
+			memset(&rows[k], 0, sizeof(rows[k]));
+			rows[k].bound = -1;
+			continue;
+		}
 		if (!json)
 			fprintf(stderr, "\rchurn: %s...          ", names[k]);
 		/* zsmalloc-off follows zsmalloc: bound the work it did */
@@ -506,7 +557,8 @@ int cmd_churn(int argc, char **argv)
 			struct churn_row *r = &rows[k];
 
 			if (!r->ok) {
-				printf("%-13s (not available)\n", r->name);
+				if (!only)
+					printf("%-13s (not available)\n", r->name);
 				continue;
 			}
 			printf("%-13s %8.3f | %8.3f %8.3f %8.3f | ", r->name, r->rss_full,
