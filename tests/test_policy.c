@@ -22,6 +22,7 @@
 
 #include "pooltest.h"
 #include <zmem/pages.h>
+#include "pages/pages_internal.h" /* zmi_pages_trim_idle */
 
 #define PS 4096
 
@@ -718,6 +719,75 @@ static void test_pages_trim(void **st)
 }
 
 /*
+ * The default reserve scales with the data (pages_internal.h,
+ * ZM_RESERVE_SHIFT): a zone keeps 1/64 of the pages it has out, 8 at
+ * least and 256 (1 MiB) at most, and trims once a quarter of that more
+ * (8..64) is free.  One zone, 16,384 pages taken: freeing 4,096 of them
+ * leaves out 12,288 and the cache's 64 (reserve 192-193, batch 48), so
+ * between 192 and 242 free pages stay resident; freeing the rest, out is the cache's at most 64
+ * pages (reserve 8, batch 8): at most 16.  The fixed reserve kept 256 to
+ * 320 of them either way.  zmi_pages_trim_idle (what the compactor calls
+ * after an episode) gives back every free page with the default reserve,
+ * and keeps an explicit one.
+ *
+ * Catches: the reserve not scaling (256 + 64 kept after the last free),
+ * scaling by another shift (outside 192..242), the batch not following
+ * it, trim_idle keeping the reserve or trimming an explicit one.
+ */
+static void test_pages_reserve_scales(void **st)
+{
+	enum { N = 16384, FIRST = 4096 };
+	struct zm_pages_config c = { .arena_bytes = 256u << 20, .zones = 1 };
+	static zm_pfn_t v[N];
+	struct zm_pages *pg;
+	struct zm_pages_stats s;
+
+	assert_int_equal(zm_pages_create(&c, &pg), 0);
+	for (size_t i = 0; i < N; i++) {
+		assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
+		memset(zm_pages_addr(pg, v[i]), 0x5a, PS);
+	}
+	for (size_t i = 0; i < FIRST; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	zm_pages_stats(pg, &s);
+	printf("reserve: %zu of %d pages out: %zu free resident, %zu cached\n",
+	       s.in_use + s.cached, N, s.reserve, s.cached);
+	if (s.reserve < (N - FIRST) / 64 || s.reserve > (N - FIRST + 64) / 64 + 49)
+		fail_msg("%zu free pages resident with %d out: the reserve is 1/64 of them "
+			 "(+ a batch of a quarter; the cache's 64 pages count as out)",
+			 s.reserve, N - FIRST);
+	for (size_t i = FIRST; i < N; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	zm_pages_stats(pg, &s);
+	printf("reserve: all freed: %zu free resident, %zu cached\n", s.reserve, s.cached);
+	assert_int_equal(s.in_use, 0);
+	if (s.reserve > 16)
+		fail_msg("%zu free pages resident with only the cache out (reserve 8, batch 8)",
+			 s.reserve);
+	zm_pages_flush_thread(pg);
+	zmi_pages_trim_idle(pg);
+	zm_pages_stats(pg, &s);
+	assert_int_equal(s.reserve, 0);
+	assert_int_equal(s.resident, 0);
+	assert_int_equal(zm_pages_check(pg), 0);
+	zm_pages_destroy(pg);
+	/* an explicit reserve stays what it was asked to be */
+	c.reserve_pages = 100;
+	assert_int_equal(zm_pages_create(&c, &pg), 0);
+	for (size_t i = 0; i < FIRST; i++) {
+		assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
+		memset(zm_pages_addr(pg, v[i]), 0x5a, PS);
+	}
+	for (size_t i = 0; i < FIRST; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	zm_pages_flush_thread(pg);
+	zmi_pages_trim_idle(pg);
+	zm_pages_stats(pg, &s);
+	assert_int_equal(s.reserve, 100);
+	zm_pages_destroy(pg);
+}
+
+/*
  * The same through a pool: zsmalloc's pages, freed when its zspages
  * empty, go back to the OS beyond the reserve.  A pool on a pages
  * instance of its own (one zone, reserve 100) fills 16 MiB and frees it
@@ -777,6 +847,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_ratio_emptiest_first),
 		cmocka_unit_test(test_watermark_boundary),
 		cmocka_unit_test(test_pages_trim),
+		cmocka_unit_test(test_pages_reserve_scales),
 		cmocka_unit_test(test_pool_pages_trim),
 	};
 

@@ -51,8 +51,10 @@ struct zm_pages_config {
 	size_t reserve_pages; /* free pages kept resident before the rest go
 	                         back to the OS (in each zone: up to zones
 	                         times this in all);
-	                         0 = default (1 MiB: 256 pages of 4 KiB, at
-	                         least 8), SIZE_MAX = never give memory back */
+	                         0 = default: 1/64 of the pages the zone has
+	                         out, at least 8 and at most 1 MiB (256 pages
+	                         of 4 KiB), so that it shrinks with the data;
+	                         SIZE_MAX = never give memory back */
 	unsigned cache_pages; /* bound on a per-thread cache's stack; 0 = default
 	                         (256 KiB: 64 pages of 4 KiB, at least 8),
 	                         1 = no caching (every call takes the lock).

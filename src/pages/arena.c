@@ -145,6 +145,7 @@ int zm_pages_create_sized(const struct zm_pages_config *cfg, size_t cfg_size,
 	p->limit = c.limit_pages && c.limit_pages < npages ? c.limit_pages : npages;
 	p->limited = p->limit < npages;
 	p->reserve = c.reserve_pages ? c.reserve_pages : default_pages(ZM_DEFAULT_RESERVE_BYTES, c.page_size);
+	p->reserve_scales = !c.reserve_pages;
 	p->cache_cap = c.cache_pages ? c.cache_pages
 				     : (unsigned)default_pages(ZM_DEFAULT_CACHE_BYTES, c.page_size);
 	p->prefault = c.prefault != 0;
@@ -397,31 +398,45 @@ static size_t trim_zone(struct zm_pages *p, struct zmi_zone *z, size_t target)
 
 void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z)
 {
-	/* a relaxed read of the zone's own counter: the line its freer just
+	size_t r;
+
+	/* relaxed reads of the zone's own counters: the line its freer just
 	 * had under the lock */
-	if (p->reserve == SIZE_MAX ||
-	    __atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED) <= p->reserve + ZM_TRIM_BATCH)
+	if (p->reserve == SIZE_MAX)
+		return;
+	r = zmi_zone_reserve(p, z);
+	if (__atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED) <= r + zmi_trim_batch(p, r))
 		return;
 	zmi_lock(&z->lock);
-	trim_zone(p, z, p->reserve);
+	trim_zone(p, z, zmi_zone_reserve(p, z));
 	zmi_unlock(&z->lock);
 }
 
-size_t zm_pages_trim(struct zm_pages *p)
+/* Every zone down to keep(zone) dirty free pages. */
+static size_t trim_all(struct zm_pages *p, bool idle)
 {
 	size_t total = 0;
-
-	if (!p)
-		return 0;
 
 	if (p->reserve == SIZE_MAX)
 		return 0;
 	for (unsigned i = 0; i < p->nzones; i++) {
-		zmi_lock(&p->zone[i].lock);
-		total += trim_zone(p, &p->zone[i], p->reserve);
-		zmi_unlock(&p->zone[i].lock);
+		struct zmi_zone *z = &p->zone[i];
+
+		zmi_lock(&z->lock);
+		total += trim_zone(p, z, idle && p->reserve_scales ? 0 : zmi_zone_reserve(p, z));
+		zmi_unlock(&z->lock);
 	}
 	return total;
+}
+
+size_t zm_pages_trim(struct zm_pages *p)
+{
+	return p ? trim_all(p, false) : 0;
+}
+
+size_t zmi_pages_trim_idle(struct zm_pages *p)
+{
+	return trim_all(p, true);
 }
 
 static void fill_stats(struct zm_pages *p, struct zm_pages_stats *st);

@@ -223,7 +223,7 @@ static void taken(struct zmi_zone *z, size_t n)
 	size_t resident;
 
 	z->nr_free -= n;
-	z->out += n;
+	zmi_zone_add(&z->out, (long)n);
 	resident = z->out + z->nr_dirty_free;
 	if (resident > z->resident_max)
 		z->resident_max = resident;

@@ -65,8 +65,18 @@
 #endif
 
 /* Free resident pages are given back to the OS only once this many exceed
- * the reserve, so that madvise calls are batched. */
+ * the reserve, so that madvise calls are batched; with the default reserve
+ * the batch is a quarter of the zone's reserve, this at most and
+ * ZM_MIN_DEFAULT at least. */
 #define ZM_TRIM_BATCH 64
+/* The default reserve scales with the data: a zone keeps resident at most
+ * 1/2^ZM_RESERVE_SHIFT of the pages it has out (callers' and caches'), and
+ * ZM_MIN_DEFAULT at least, up to the default's bytes.  A fixed 1 MiB a
+ * zone was 14% of a 7.3 MiB pool's live bytes after a mass free (zmem
+ * churn at 30 MiB); at 1/64 a zone reaches the full 256 pages at 64 MiB
+ * out, and a steady churn at 30 MiB keeps 120.  An explicit
+ * reserve_pages is kept as given. */
+#define ZM_RESERVE_SHIFT 6
 
 #define ZM_DEFAULT_ARENA   ((size_t)4 << 30)
 /* The defaults are bytes, turned into pages by the page size: 256 and 64
@@ -204,7 +214,9 @@ struct zmi_zone {
 	size_t nr_dirty_free;     /* free pages flagged PG_DIRTY; written with
 				     zmi_zone_add (read without the lock) */
 	size_t nr_isolated;       /* pages being given back to the OS */
-	size_t out;               /* pages of this zone out of the buddy */
+	size_t out;               /* pages of this zone out of the buddy;
+				     written with zmi_zone_add (read without
+				     the lock: zmi_zone_reserve) */
 	size_t resident_max;      /* high-water mark of out + nr_dirty_free */
 	bool trimming;            /* one trimmer at a time */
 	uint64_t bulk_calls, bulk_pages, refills, drains, limit_failures;
@@ -235,7 +247,10 @@ struct zm_pages {
 				     whole reserve: a share of it made a thread
 				     working in one zone trim twice as often
 				     (bulk alloc and free of 64 MiB: 58% more
-				     instructions, most in trimming) */
+				     instructions, most in trimming); with
+				     reserve_scales, at most this */
+	bool reserve_scales;      /* immutable: the default reserve, scaled to
+				     each zone's pages out (zmi_zone_reserve) */
 	unsigned cache_cap;       /* immutable */
 	unsigned cache_batch;     /* immutable */
 	bool prefault;            /* immutable */
@@ -300,8 +315,32 @@ static inline void zmi_out_release(struct zm_pages *p, size_t n)
 /* n pages of zone z came back from a caller or a cache (z's lock held). */
 static inline void zmi_zone_returned(struct zm_pages *p, struct zmi_zone *z, size_t n)
 {
-	z->out -= n;
+	zmi_zone_add(&z->out, -(long)n);
 	zmi_out_release(p, n);
+}
+
+/* The dirty free pages zone z keeps resident: the reserve, or with the
+ * default one, 1/2^ZM_RESERVE_SHIFT of the zone's pages out (read
+ * without the lock: a hint), between ZM_MIN_DEFAULT and the reserve. */
+static inline size_t zmi_zone_reserve(const struct zm_pages *p, const struct zmi_zone *z)
+{
+	size_t r;
+
+	if (!p->reserve_scales)
+		return p->reserve;
+	r = __atomic_load_n(&z->out, __ATOMIC_RELAXED) >> ZM_RESERVE_SHIFT;
+	return r < ZM_MIN_DEFAULT ? ZM_MIN_DEFAULT : r > p->reserve ? p->reserve : r;
+}
+
+/* The pages beyond the reserve before a free trims: ZM_TRIM_BATCH, or a
+ * quarter of a scaled reserve (ZM_MIN_DEFAULT at least). */
+static inline size_t zmi_trim_batch(const struct zm_pages *p, size_t reserve)
+{
+	size_t b = reserve / 4;
+
+	if (!p->reserve_scales)
+		return ZM_TRIM_BATCH;
+	return b < ZM_MIN_DEFAULT ? ZM_MIN_DEFAULT : b > ZM_TRIM_BATCH ? ZM_TRIM_BATCH : b;
 }
 
 /* Lock every zone, in order (stats, check, destroy), and unlock them. */
@@ -380,6 +419,13 @@ size_t zmi_buddy_isolate_dirty(struct zm_pages *p, struct zmi_zone *z, size_t ma
  * Takes and drops z's lock; call without any.  Pages freed into a zone
  * are trimmed by the freer, from that zone. */
 void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z);
+
+/* The memory was just given back by the layer above (zsmalloc, after a
+ * compaction episode): every zone's dirty free pages go back to the OS,
+ * all of them with the default reserve (it comes back as pages are freed
+ * again), down to reserve_pages if one was asked for.  Takes the zones'
+ * locks one at a time; call without any.  Returns pages given back. */
+size_t zmi_pages_trim_idle(struct zm_pages *p);
 
 /* Prefault the pages in pfns[0..n) (without the lock; the caller owns
  * them), one madvise per run of adjacent pages.  Callers skip it when
