@@ -39,6 +39,7 @@
 
 #include "base/os.h"
 #include "base/worker.h"
+#include "pages/pages_internal.h" /* zmi_pages_trim_idle */
 #include "pool/zsmalloc.h"
 
 #define ZS_DEF_WATERMARK 40       /* the seed's patch */
@@ -217,6 +218,21 @@ static bool below(const struct usage *u, unsigned percent)
 	return u->excess > ZS_AUTO_MIN_SLACK && u->used * 100 < u->alloc * percent;
 }
 
+/* After an episode (no lock held): the memory it freed goes back to the
+ * OS now.  The pages this thread's cache holds (sources' pages it freed,
+ * refills for keepers that grew) go back to the pages layer, which gives
+ * its free resident pages back (all of them with the default reserve:
+ * they come back with the frees that follow).  After a mass free of a
+ * 7.3 MiB live set (zmem churn, 30 MiB of a heap capture) the arena kept
+ * 152 pages beyond the pool's (62 of them in this thread's cache, the
+ * rest the zones' reserves), 8% of the live bytes; now 57, the cache of
+ * the thread that freed. */
+static void give_back(struct zs_pool *zp)
+{
+	zm_pages_flush_thread(zp->pages);
+	zmi_pages_trim_idle(zp->pages);
+}
+
 /* The pool's work item: called by the worker every ZS_AUTO_PERIOD_MS
  * and when kicked; one call at a time. */
 static void auto_run(void *arg)
@@ -224,6 +240,8 @@ static void auto_run(void *arg)
 	struct zs_auto *a = arg;
 	struct zs_pool *zp = a->zp;
 	enum zm_compact_policy pol = __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED);
+
+	bool episode = false;
 
 	pthread_mutex_lock(&zp->compact_lock);
 	if (pol == ZM_COMPACT_WATERMARK) {
@@ -259,9 +277,12 @@ static void auto_run(void *arg)
 				a->armed_until = zmi_os_now_ns() + ZS_AUTO_GRACE_MS * 1000000ull;
 				a->fresh = false;
 			}
+			episode = true;
 		}
 	}
 	pthread_mutex_unlock(&zp->compact_lock);
+	if (episode)
+		give_back(zp);
 }
 
 int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg)
