@@ -5,8 +5,10 @@
  * Lookup: load the handle's slot (slots never handed out read as zero,
  * which no handle matches, so only the table's size is checked), check
  * its generation, find the zspage
- * by id, publish a hazard pointer to it, and load the slot again: if it
- * changed, the object moved (or was freed) in between, so retry.  If the
+ * by id, publish a hazard pointer to it, and load the slot and the
+ * zspage table's entry again: if the slot changed, the object moved (or
+ * was freed) in between; if the entry did, the record moved (zs_record.c):
+ * retry.  If the
  * zspage is being migrated, back off until the compactor is done.  Until
  * the hazard is cleared the object stays where it is (pool_internal.h).
  *
@@ -42,8 +44,11 @@ lookup_at(struct zs_pool *zp, zm_handle_t h, uint32_t ref, bool key, unsigned *o
 		}
 		zs = zs_by_id(zp, zs_slot_id(v));
 		zmi_hazard_set(hz, zs);
-		if (zmi_likely((key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref)) == v)) {
-			/* the slot still names zs, so zs is alive */
+		if (zmi_likely((key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref)) == v &&
+			       zs_by_id(zp, zs_slot_id(v)) == zs)) {
+			/* the slot still names zs, and the zspage table zs
+			 * (a record that moved, zs_record.c, is found again),
+			 * so zs is alive */
 			if (zmi_likely(!__atomic_load_n(&zs->migrating, __ATOMIC_ACQUIRE) &&
 				      (key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref)) == v)) {
 				ZM_ASSERT(zs->magic == ZS_MAGIC);

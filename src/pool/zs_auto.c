@@ -233,6 +233,14 @@ static void give_back(struct zs_pool *zp)
 	zmi_pages_trim_idle(zp->pages);
 }
 
+/* The episode's last step (compact_lock held): the records of the
+ * zspages it freed left their pages sparse; the records of the sparsest
+ * move into the others, and those pages go back (zs_record.c). */
+static void compact_records(struct zs_pool *zp)
+{
+	zs_records_compact(zp);
+}
+
 /* The pool's work item: called by the worker every ZS_AUTO_PERIOD_MS
  * and when kicked; one call at a time. */
 static void auto_run(void *arg)
@@ -264,11 +272,13 @@ static void auto_run(void *arg)
 				sched_yield();
 				pthread_mutex_lock(&zp->compact_lock);
 			}
-			/* then the classes left with a few objects */
+			/* then the classes left with a few objects, and the
+			 * records */
 			if (!zmi_worker_stopping(&a->work)) {
 				uint64_t t0 = zmi_os_now_ns();
 
 				account(zp, zs_sweep(zp), t0);
+				compact_records(zp);
 			}
 			/* frees that come right after the episode the crossing
 			 * started are finished too (once: steady churn after

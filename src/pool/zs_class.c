@@ -175,6 +175,8 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	rc = build_classes(zp);
 	if (!rc)
 		rc = zs_handles_init(zp);
+	if (!rc && (rc = zs_records_init(zp)))
+		zs_handles_fini(zp);
 	if (rc) {
 		free_classes(zp);
 		free(zp->proto);
@@ -188,6 +190,7 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	rc = zs_auto_start(zp, cfg);
 	if (rc) {
 		pool->priv = NULL;
+		zs_records_fini(zp);
 		zs_handles_fini(zp);
 		free_classes(zp);
 		free(zp->proto);
@@ -205,7 +208,7 @@ void zs_destroy(struct zm_pool *pool)
 	zs_auto_stop(zp);
 	zs_huge_release(zp);
 	ZS_FOR_EACH_CLASS(zp, c) {
-		free(c->spare);
+		zs_record_forget(zp, c, c->spare);
 		for (unsigned g = 0; g < ZS_GROUPS; g++)
 			while (c->group[g]) {
 				struct zspage *zs = c->group[g];
@@ -215,6 +218,7 @@ void zs_destroy(struct zm_pool *pool)
 				zs_zspage_free(zp, NULL, zs);
 			}
 	}
+	zs_records_fini(zp);
 	zs_handles_fini(zp);
 	pthread_mutex_destroy(&zp->compact_lock);
 	free(zp->scratch);

@@ -36,8 +36,9 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 		if (c->huge)
 			st->huge_objects += c->used;  /* no records */
 		else
-			rec += ((uint64_t)c->zspages + !!c->spare) *
-				(zs_record_alloc_size(c) + ZS_ALIGNED_ALLOC_COST) +
+			/* records in record pages: counted below, by page */
+			rec += (zs_record_big(zp, c) ? ((uint64_t)c->zspages + !!c->spare) *
+				(zs_record_alloc_size(c) + ZS_ALIGNED_ALLOC_COST) : 0) +
 				(uint64_t)c->nsplit * zs_malloc_cost(c->pages * sizeof(zm_pfn_t));
 		zmi_unlock(&c->lock);
 	}
@@ -56,6 +57,7 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 		rec += ((uint64_t)__atomic_load_n(&zp->ids_used, __ATOMIC_RELAXED) -
 			ids_unused) * sizeof(uintptr_t);
 	}
+	rec += zs_record_bytes(zp);
 	st->record_bytes = rec;
 	st->pages_meta_bytes = ZM_PAGES_META_BYTES(pages);
 	meta += st->handle_bytes + rec + st->pages_meta_bytes;

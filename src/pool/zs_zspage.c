@@ -128,13 +128,13 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 		/* the class's retired record, with its id: no malloc */
 		c->spare = NULL;
 	} else {
-		zs = aligned_alloc(64, zs_record_alloc_size(c));
+		zs = zs_record_get(zp, c);
 		if (!zs)
 			return NULL;
 		zs->pfnx = NULL;
 		zs->id = zs_id_alloc(zp, c);
 		if (!zs->id) {
-			free(zs);
+			zs_record_release(zp, zs_record_put(zp, c, zs));
 			return NULL;
 		}
 	}
@@ -219,17 +219,22 @@ void zs_zspage_free(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 	}
 	zs->npop = 0;
 	if (c) {
+		void *empty = NULL;
+
 		zmi_lock(&c->lock);
 		c->reuse_pfn = reuse;
 		if (!c->spare) {
 			c->spare = zs;
-			zs = NULL;
 		} else {
 			zs_id_free(zp, c, zs->id);
+			empty = zs_record_put(zp, c, zs);
 		}
 		zmi_unlock(&c->lock);
+		zs_record_release(zp, empty);
+	} else {
+		/* the pool goes: its record pages too */
+		zs_record_forget(zp, zs_class_of(zp, zs->cls), zs);
 	}
-	free(zs);
 }
 
 struct zspage *zs_room_in(const struct zs_pool *zp, struct zs_class *c)

@@ -238,6 +238,45 @@ static inline size_t zs_malloc_cost(size_t n)
 	return n < 32 ? 32 : n;
 }
 
+/* Record pages (zs_record.c).  Zspage records of up to `max` bytes live
+ * in pages of their own, of the system's page size, one record size to a
+ * page (a bucket a size, every 64 bytes), cut from one reservation of
+ * address space, so that the compactor can move records out of sparse
+ * pages and give those back (zs_records_compact).  A pool's first few
+ * pages' worth of records, larger records (pages over 64 KiB, or many
+ * objects to a zspage) and records beyond the reservation are malloc'd
+ * as before. */
+#define ZS_REC_BUCKETS 32         /* record sizes 64 .. 2048 bytes */
+struct zs_rpage;
+struct zs_rbucket {
+	zmi_lock_t lock;          /* a leaf, inside class locks */
+	struct zs_rpage *avail;   /* lock: pages with free slots, not draining */
+	uint32_t npages;          /* lock (read without it: written with
+				     zs_count): its pages */
+	uint32_t used;            /* lock: records in them */
+	uint32_t nmalloc;         /* lock (like npages): its records from
+				     malloc */
+} __attribute__((aligned(64)));
+struct zs_records {
+	size_t page;              /* immutable: a record page's bytes */
+	unsigned hdr;             /* immutable: its header's bytes (64-aligned) */
+	unsigned max;             /* immutable: largest record kept in pages */
+	size_t bytes;             /* immutable: the reservation's size */
+	char *base;               /* atomic: the reservation, made with the
+				     first record page (NULL until then) */
+	zmi_lock_t lock;          /* the reservation and free pages below (a
+				     leaf, inside bucket locks) */
+	char *next;               /* lock: the first page never used */
+	char **freep;             /* lock: pages given back, to use again */
+	size_t nfree, free_cap;
+	size_t mallocd;           /* atomic: bytes of records malloc'd before
+				     `paged` (counted as malloc charges them) */
+	bool paged;               /* atomic: records go to pages from now on */
+	/* atomic: each made with the first record of its size (lock), so
+	 * that a pool of a few objects pays for none but its own */
+	struct zs_rbucket *b[ZS_REC_BUCKETS];
+};
+
 struct zs_pool {
 	struct zm_pages *pages;  /* immutable */
 	char *base;              /* immutable: address of pfn 0 */
@@ -300,6 +339,7 @@ struct zs_pool {
 	uint64_t compactions, pages_compacted, objects_moved, compact_ns; /* compact_lock;
 					     written with zs_stat_add, read
 					     by stats without the lock */
+	uint64_t records_moved;           /* likewise (zs_record.c; tests) */
 	uint8_t pass;                     /* compact_lock: pass number */
 	char *scratch;                    /* compact_lock: work space */
 	struct zs_auto *autoc;            /* background compactor, or NULL */
@@ -310,6 +350,7 @@ struct zs_pool {
 	uint32_t step_objs_max;
 	uint32_t step_bytes_max;
 #endif
+	struct zs_records rec;            /* zspage records (zs_record.c) */
 };
 
 static inline struct zs_pool *zs_of(struct zm_pool *pool) { return pool->priv; }
@@ -467,6 +508,28 @@ static inline void zs_ref_release(struct zs_pool *zp, struct zs_class *c, uint32
 		zs_store_ref(zp, ref, 0);
 	else
 		zs_slot_free(zp, c, ref);
+}
+
+/* zs_record.c: zspage records.  get and put with c's lock held; put
+ * returns a record page left empty, to give back with zs_record_release
+ * once no lock is held (NULL if none).  forget: a record of a pool being
+ * destroyed (only malloc'd ones need freeing).  compact: with
+ * compact_lock held, no class lock: records move out of sparse pages,
+ * which go back to the OS; returns the pages given back. */
+int zs_records_init(struct zs_pool *zp);
+void zs_records_fini(struct zs_pool *zp);
+struct zspage *zs_record_get(struct zs_pool *zp, struct zs_class *c);
+void *zs_record_put(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
+void zs_record_release(struct zs_pool *zp, void *page);
+void zs_record_forget(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
+long zs_records_compact(struct zs_pool *zp);
+/* The bytes of records outside the classes that malloc theirs (record
+ * pages, and the few malloc'd while their bucket fills half a page). */
+uint64_t zs_record_bytes(struct zs_pool *zp);
+/* Are c's records malloc'd (too large for record pages)? */
+static inline bool zs_record_big(const struct zs_pool *zp, const struct zs_class *c)
+{
+	return zs_record_alloc_size(c) > zp->rec.max;
 }
 
 /* zs_zspage.c.  new and retire (gives up the id) with the class lock

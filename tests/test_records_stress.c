@@ -1,0 +1,123 @@
+/*
+ * zspage records moving under load (src/pool/zs_record.c): threads free,
+ * allocate, read and map (every mode) objects with a cookie-derived
+ * pattern in a pool of 20,000 objects, whose records live in record
+ * pages, while another thread calls zm_pool_compact() in a loop, which
+ * moves objects and then the records of sparse record pages.  Every read
+ * and map must see its object whole, the checker must be clean, and
+ * records must really have moved.  Also under ThreadSanitizer.
+ *
+ *   test_records_stress [--seed N] [--steps N]
+ */
+#define ZMEM_ADVANCED  /* the pool's internals below need the advanced tier */
+#include <pthread.h>
+
+#include "pooltest.h"
+#include "pool/pool_internal.h"
+#include "pool/zsmalloc.h"   /* records_moved */
+
+#define NT 2
+#define NOBJ 20000
+
+static uint64_t g_seed;
+static long g_steps = 200000;
+static struct zm_pool *g_pool;
+static struct pt_obj g_obj[NOBJ];
+static int g_stop;
+
+static int put(struct pt_obj *o, struct rng *r, uint64_t cookie)
+{
+	uint8_t buf[4096];
+
+	o->size = pt_size(r, 4096);
+	o->cookie = cookie;
+	o->h = zm_pool_alloc(g_pool, o->size);
+	if (!o->h)
+		return -1;
+	pt_fill(buf, o->size, o->cookie);
+	return zm_pool_write(g_pool, o->h, buf, o->size);
+}
+
+/* Thread id owns the objects i with i % NT == id. */
+static void *worker(void *arg)
+{
+	long id = (long)arg, errors = 0;
+	uint8_t buf[4096];
+	uint64_t serial = 0;
+	struct rng r;
+
+	rng_seed(&r, g_seed * 31 + (uint64_t)id);
+	for (long s = 0; s < g_steps; s++) {
+		size_t i = (size_t)rng_below(&r, NOBJ / NT) * NT + (size_t)id;
+		struct pt_obj *o = &g_obj[i];
+		unsigned op = (unsigned)rng_below(&r, 100);
+
+		if (!o->h) {
+			if (op < 50 && put(o, &r, ((uint64_t)id << 48) | ++serial))
+				errors++;
+		} else if (op < 60) {
+			errors += pt_check_obj(g_pool, o, buf, &r) != 0;
+		} else {
+			if (pt_check_obj(g_pool, o, buf, &r) || zm_pool_free(g_pool, o->h))
+				errors++;
+			o->h = 0;
+		}
+	}
+	return (void *)errors;
+}
+
+static void *compactor(void *arg)
+{
+	while (!__atomic_load_n(&g_stop, __ATOMIC_RELAXED))
+		if (zm_pool_compact(g_pool) < 0)
+			(*(long *)arg)++;
+	return NULL;
+}
+
+static void test_stress(void **state)
+{
+	struct zm_pool_config c = { .compact = ZM_COMPACT_OFF, .arena_bytes = 1u << 30 };
+	pthread_t t[NT], ct;
+	long cerr = 0;
+	uint64_t moved;
+	struct rng r;
+	uint8_t buf[4096];
+	void *ret;
+
+	assert_int_equal(zm_pool_create(&c, &g_pool), 0);
+	rng_seed(&r, g_seed);
+	for (size_t i = 0; i < NOBJ; i++)
+		assert_int_equal(put(&g_obj[i], &r, i + 1), 0);
+	g_stop = 0;
+	pthread_create(&ct, NULL, compactor, &cerr);
+	for (long i = 0; i < NT; i++)
+		pthread_create(&t[i], NULL, worker, (void *)i);
+	for (int i = 0; i < NT; i++) {
+		pthread_join(t[i], &ret);
+		assert_int_equal((long)ret, 0);
+	}
+	__atomic_store_n(&g_stop, 1, __ATOMIC_RELAXED);
+	pthread_join(ct, NULL);
+	assert_int_equal(cerr, 0);
+	assert_int_equal(zm_pool_check(g_pool), 0);
+	moved = __atomic_load_n(&zs_of(g_pool)->records_moved, __ATOMIC_RELAXED);
+	printf("%llu records moved\n", (unsigned long long)moved);
+	assert_true(moved > 0);
+	for (size_t i = 0; i < NOBJ; i++)
+		if (g_obj[i].h) {
+			assert_int_equal(pt_check_obj(g_pool, &g_obj[i], buf, &r), 0);
+			assert_int_equal(zm_pool_free(g_pool, g_obj[i].h), 0);
+			g_obj[i].h = 0;
+		}
+	zm_pool_destroy(g_pool);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_stress),
+	};
+
+	test_args(argc, argv, &g_seed, &g_steps);
+	return cmocka_run_group_tests_name("records_stress", tests, NULL, NULL);
+}
