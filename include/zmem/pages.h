@@ -213,7 +213,8 @@ ZM_API size_t zm_pages_page_size(const struct zm_pages *pages);
 ZM_API void zm_pages_flush_thread(struct zm_pages *pages);
 
 /* Give every free page beyond the reserve back to the OS now (normally this
- * happens by itself, in batches, when pages are freed).  Returns how many
+ * happens by itself, in batches, when pages are freed), and the page
+ * records of free blocks of 2^ZM_PAGES_MAX_ORDER pages.  Returns how many
  * pages were given back. */
 ZM_API size_t zm_pages_trim(struct zm_pages *pages);
 

@@ -197,7 +197,7 @@ void zmi_buddy_init(struct zm_pages *p, struct zmi_zone *z)
  * start on a boundary of the largest order, and the frontier moves by the
  * same blocks the lists would have held from the start, so a block below
  * it never has its buddy above it.  false when nothing is left. */
-static bool zone_grow(struct zm_pages *p, struct zmi_zone *z)
+static bool frontier_grow(struct zm_pages *p, struct zmi_zone *z)
 {
 	zm_pfn_t pfn = z->grow;
 	unsigned k = ZM_PAGES_MAX_ORDER;
@@ -211,10 +211,79 @@ static bool zone_grow(struct zm_pages *p, struct zmi_zone *z)
 	return true;
 }
 
+/* ---- bare blocks: free largest-order blocks whose records went back ---- */
+
+static inline uint32_t bare_index(const struct zmi_zone *z, zm_pfn_t pfn)
+{
+	return (pfn - z->start) >> ZM_PAGES_MAX_ORDER;
+}
+
+static inline bool is_bare(const struct zmi_zone *z, zm_pfn_t pfn)
+{
+	uint32_t i = bare_index(z, pfn);
+
+	return z->nbare && (z->bare[i / 64] >> (i % 64) & 1);
+}
+
+/* Bare block i back on the clean lists (its head's record written). */
+static void bare_list(struct zm_pages *p, struct zmi_zone *z, uint32_t i)
+{
+	z->bare[i / 64] &= ~(1ull << (i % 64));
+	z->nbare--;
+	list_add(p, z, z->start + ((zm_pfn_t)i << ZM_PAGES_MAX_ORDER), ZM_PAGES_MAX_ORDER, 0);
+}
+
+size_t zmi_buddy_bare_take(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t *out, size_t nout)
+{
+	size_t n = 0;
+
+	while (n < nout && z->area[ZM_PAGES_MAX_ORDER][0].count) {
+		zm_pfn_t pfn = zmi_buddy_first(z, ZM_PAGES_MAX_ORDER, 0);
+
+		list_del(p, z, pfn);
+		zmi_pg_of(p, pfn)->state = PG_ISOLATED;
+		z->nr_free -= 1u << ZM_PAGES_MAX_ORDER;
+		z->nr_isolated += 1u << ZM_PAGES_MAX_ORDER;
+		out[n++] = pfn;
+	}
+	return n;
+}
+
+void zmi_buddy_bare_set(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, bool zeroed)
+{
+	uint32_t i = bare_index(z, pfn);
+
+	/* its records read zero again (or were never resident): a free tail
+	 * each, like the pages beyond the frontier */
+	/* zero where its record page went back (written, it would come back;
+	 * even read, it maps the zero page, which mincore counts) */
+	if (!zeroed)
+		zmi_pg_of(p, pfn)->word = 0;
+	z->bare[i / 64] |= 1ull << (i % 64);
+	z->nbare++;
+	z->nr_isolated -= 1u << ZM_PAGES_MAX_ORDER;
+	z->nr_free += 1u << ZM_PAGES_MAX_ORDER;
+}
+
+/* A block onto the lists when none is large enough there: a bare one
+ * first (the lowest: memory the process used before), else the next
+ * beyond the frontier. */
+static bool zone_grow(struct zm_pages *p, struct zmi_zone *z)
+{
+	if (z->nbare) {
+		for (uint32_t w = 0;; w++)
+			if (z->bare[w]) {
+				bare_list(p, z, w * 64 + (uint32_t)__builtin_ctzll(z->bare[w]));
+				return true;
+			}
+	}
+	return frontier_grow(p, z);
+}
+
 /* Could a block of order >= order be found (on the lists, or grown)? */
 static inline bool have_block(const struct zmi_zone *z, unsigned order)
 {
-	return (z->nonempty >> (order * 2)) || z->grow < z->end;
+	return (z->nonempty >> (order * 2)) || z->nbare || z->grow < z->end;
 }
 
 /* n pages of z left the buddy (in nr_out already, if limited). */
@@ -534,8 +603,11 @@ zm_pfn_t zmi_buddy_take_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn,
 	zm_pfn_t head = ZM_PFN_NIL;
 	unsigned k, order = 0;
 
-	/* a page beyond the frontier: its block onto the lists first */
-	while (pfn >= z->grow && zone_grow(p, z))
+	/* a page of a bare block or beyond the frontier: its block onto the
+	 * lists first */
+	if (pfn < z->grow && is_bare(z, pfn))
+		bare_list(p, z, bare_index(z, pfn));
+	while (pfn >= z->grow && frontier_grow(p, z))
 		;
 	/* the free block containing pfn, if any: its head is pfn rounded
 	 * down to some order k, and its order reaches past pfn */
@@ -590,7 +662,7 @@ zm_pfn_t zmi_buddy_take_run(struct zm_pages *p, struct zmi_zone *z, unsigned max
 
 		uint32_t have = dirty_only ? z->nonempty & 0xAAAAAAAAu : z->nonempty;
 
-		if (!(have >> (want * 2)) && (dirty_only || z->grow >= z->end))
+		if (!(have >> (want * 2)) && (dirty_only || (z->grow >= z->end && !z->nbare)))
 			continue;  /* no block that large here */
 		if (!zmi_out_reserve(p, (size_t)1 << want))
 			continue;  /* a smaller block may still fit */

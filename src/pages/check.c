@@ -80,6 +80,28 @@ static int check_lists(struct zm_pages *p, struct zmi_zone *z, size_t *free_page
 			      z->grow);
 	else
 		*free_pages += z->end - z->grow;
+	/* bare blocks: free, on no list, below the frontier, records zero */
+	{
+		uint32_t n = 0, nb = (uint32_t)(((size_t)z->end - z->start) >> ZM_PAGES_MAX_ORDER);
+
+		for (uint32_t i = 0; i < nb; i++) {
+			zm_pfn_t pfn = z->start + (i << ZM_PAGES_MAX_ORDER);
+
+			if (!(z->bare[i / 64] >> (i % 64) & 1))
+				continue;
+			n++;
+			if (pfn + (1u << ZM_PAGES_MAX_ORDER) > z->grow)
+				ZM_CHECK_FAIL("check: bare block %u beyond the frontier %u", pfn,
+					      z->grow);
+			if (zmi_pg_of(p, pfn)->word)
+				ZM_CHECK_FAIL("check: bare block %u has a record (state %u)", pfn,
+					      zmi_pg_of(p, pfn)->state);
+		}
+		if (n != z->nbare)
+			ZM_CHECK_FAIL("check: zone [%u, %u): %u bare blocks, counter %u", z->start,
+				      z->end, n, z->nbare);
+		*free_pages += (size_t)n << ZM_PAGES_MAX_ORDER;
+	}
 	return bad;
 }
 

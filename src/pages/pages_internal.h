@@ -210,6 +210,12 @@ struct zmi_zone {
 				     clean, on no list, their records never
 				     written (zero); blocks go to the lists
 				     from here as they are needed (buddy.c) */
+	uint64_t *bare;           /* a bit a largest-order block below the
+				     frontier: free, clean, on no list, its
+				     page records given back to the OS (zero),
+				     like the pages beyond the frontier; taken
+				     before those (buddy.c) */
+	uint32_t nbare;           /* blocks with their bit set */
 	size_t nr_free;           /* pages in free blocks (not isolated) */
 	size_t nr_dirty_free;     /* free pages flagged PG_DIRTY; written with
 				     zmi_zone_add (read without the lock) */
@@ -408,6 +414,13 @@ zm_pfn_t zmi_buddy_take_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn,
  * dirty: the caller may have touched it.  nr_out is the caller's. */
 void zmi_buddy_give(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsigned order,
 		   bool dirty);
+/* Largest-order clean blocks on the lists, taken off them for their page
+ * records to go back to the OS (zmi_buddy_bare_set once they have;
+ * zeroed: the head's record went back too, else it is cleared): up to
+ * nout of them into out[], isolated (nr_isolated); how many. */
+size_t zmi_buddy_bare_take(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t *out, size_t nout);
+void zmi_buddy_bare_set(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, bool zeroed);
+
 /* Remove dirty blocks worth up to max pages for trimming; writes their
  * heads to out[] (up to nout) and returns how many blocks; *cleaned: the
  * dirty pages among them (what trimming gives back). */
