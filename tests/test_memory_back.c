@@ -8,6 +8,7 @@
  * Each test names the mutation it was checked against, as test_policy.c.
  */
 #define ZMEM_ADVANCED  /* zm_pages_* of a pool */
+#include <errno.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -344,6 +345,109 @@ static void test_pages_records_back(void **st)
 	zm_pages_destroy(pg);
 }
 
+/* Resident pages of a pool's metadata mappings. */
+struct meta_res {
+	size_t slots, ztab, pg, recs;
+};
+
+static void meta_resident(struct zm_pool *p, struct meta_res *m)
+{
+	struct zs_pool *zp = zs_of(p);
+	size_t res, need, np;
+
+	m->slots = resident_pages(zp->slot, (size_t)ZS_MAX_HANDLES * sizeof(uint64_t));
+	m->ztab = resident_pages(zp->ztab, (size_t)ZS_MAX_ZSPAGES * sizeof(uintptr_t));
+	m->pg = resident_pages(p->pages->pg, p->pages->pg_bytes);
+	record_pages(zp, &res, &need, &np);
+	m->recs = res;
+}
+
+/*
+ * Freeing everything gives back the metadata too, in whole pages: the
+ * handle table's and the zspage table's pages whose entries are all
+ * free, the pages layer's records of free blocks given back to the OS,
+ * the record pages; what stays is a page or two of each (the entries of
+ * the spans the shards still hold, the records of the blocks' heads).
+ * 12,000 objects (about 17 MiB: 12,000 handle slots, 94 KiB), all freed,
+ * then zm_pool_compact and zm_pages_trim.
+ *
+ * Catches: table pages of free entries kept (the high-water mark: 24 of
+ * the handle table), page records of trimmed blocks kept (10 pages).
+ */
+static void test_free_all_metadata(void **st)
+{
+	struct filled f;
+	struct meta_res full, after;
+	size_t arena;
+
+	fill_and_free(&f, 12000, 0);
+	meta_resident(f.p, &full);
+	for (size_t i = 0; i < f.n; i++) {
+		assert_int_equal(zm_pool_free(f.p, f.h[i]), 0);
+		f.h[i] = 0;
+	}
+	zm_pool_compact(f.p);
+	zm_pages_flush_thread(f.p->pages);
+	zm_pages_trim(f.p->pages);
+	zmi_pages_trim_idle(f.p->pages);
+	meta_resident(f.p, &after);
+	arena = arena_resident(f.p->pages);
+	printf("resident pages, full -> all freed: handle table %zu -> %zu, zspage table %zu "
+	       "-> %zu, page records %zu -> %zu, record pages %zu -> %zu; arena %zu\n",
+	       full.slots, after.slots, full.ztab, after.ztab, full.pg, after.pg, full.recs,
+	       after.recs, arena);
+	assert_int_equal(arena, 0);
+	assert_true(after.slots <= 2);
+	assert_true(after.ztab <= 2);
+	assert_true(after.pg <= 2);
+	assert_int_equal(after.recs, 0);
+	filled_done(&f);
+}
+
+/*
+ * A handle stays stale when its slot's page of the handle table went
+ * back to the OS and came back: the page's slots start again at the
+ * generation after the last they had (zs_handle.c, tfree_take), not at
+ * zero, which a first-generation handle would match.  12,000 objects
+ * made, all freed and the tables trimmed, as many made again: every old
+ * handle is refused (zm_pool_free -EINVAL), the new ones are whole.
+ *
+ * Catches: a page coming back with its slots at generation 0 (every
+ * first-generation handle of it is taken for a live one).
+ */
+static void test_table_pages_keep_generations(void **st)
+{
+	enum { N = 12000 };
+	struct filled f;
+	zm_handle_t *old = malloc(N * sizeof(*old));
+	struct zm_pool_stats s0, s1;
+	long refused = 0;
+
+	assert_non_null(old);
+	fill_and_free(&f, N, 0);
+	memcpy(old, f.h, N * sizeof(*old));
+	zm_pool_stats(f.p, &s0);
+	for (size_t i = 0; i < N; i++) {
+		assert_int_equal(zm_pool_free(f.p, f.h[i]), 0);
+		f.h[i] = 0;
+	}
+	zm_pool_compact(f.p);
+	zm_pool_stats(f.p, &s1);
+	printf("handle table: %llu bytes with %d objects, %llu all freed\n",
+	       (unsigned long long)s0.handle_bytes, N, (unsigned long long)s1.handle_bytes);
+	assert_true(s1.handle_bytes * 8 < s0.handle_bytes);
+	for (size_t i = 0; i < N; i++) {
+		f.h[i] = zm_pool_alloc(f.p, 100 + i % 3000);
+		assert_true(f.h[i] != 0);
+	}
+	for (size_t i = 0; i < N; i++)
+		refused += zm_pool_free(f.p, old[i]) == -EINVAL;
+	printf("%ld of %d stale handles refused after their pages came back\n", refused, N);
+	assert_int_equal(refused, N);
+	free(old);
+	filled_done(&f);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -351,6 +455,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_compaction_gives_pages_back),
 		cmocka_unit_test(test_records_shrink),
 		cmocka_unit_test(test_records_mapped_stay),
+		cmocka_unit_test(test_free_all_metadata),
+		cmocka_unit_test(test_table_pages_keep_generations),
 	};
 
 	test_args(argc, argv, &g_seed, NULL);

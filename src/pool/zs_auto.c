@@ -233,12 +233,14 @@ static void give_back(struct zs_pool *zp)
 	zmi_pages_trim_idle(zp->pages);
 }
 
-/* The episode's last step (compact_lock held): the records of the
- * zspages it freed left their pages sparse; the records of the sparsest
- * move into the others, and those pages go back (zs_record.c). */
-static void compact_records(struct zs_pool *zp)
+/* The episode's last step (compact_lock held): the zspages it freed left
+ * their records' pages and the tables sparse; the records of the
+ * sparsest pages move into the others and those pages go back, and so do
+ * the tables' pages whose entries are all free (zs_record.c,
+ * zs_handle.c). */
+static void compact_meta(struct zs_pool *zp)
 {
-	zs_records_compact(zp);
+	zs_meta_compact(zp);
 }
 
 /* The pool's work item: called by the worker every ZS_AUTO_PERIOD_MS
@@ -278,7 +280,7 @@ static void auto_run(void *arg)
 				uint64_t t0 = zmi_os_now_ns();
 
 				account(zp, zs_sweep(zp), t0);
-				compact_records(zp);
+				compact_meta(zp);
 			}
 			/* frees that come right after the episode the crossing
 			 * started are finished too (once: steady churn after

@@ -847,7 +847,7 @@ static long compact_all(struct zs_pool *zp)
 	pthread_mutex_lock(&zp->compact_lock);
 	freed = zs_compact_run(zp, every_class, &it, NULL);
 	freed += zs_sweep(zp);
-	zs_records_compact(zp);   /* the records the freed zspages left sparse */
+	zs_meta_compact(zp);   /* records and tables the freed zspages left sparse */
 	zs_stat_add(&zp->compactions, 1);
 	zs_stat_add(&zp->pages_compacted, (uint64_t)freed);
 	zs_stat_add(&zp->compact_ns, zmi_os_now_ns() - t0);

@@ -11,9 +11,14 @@
  * lock on malloc or free, and the lines of two shards' slots apart.
  */
 #include <errno.h>
+#include <stdlib.h>
 
 #include "base/os.h"
 #include "pool/zsmalloc.h"
+
+/* Pages of ZS_SPAN entries (a span is one: the tables give back whole
+ * pages only where the system's page is 4 KiB). */
+#define ZS_PGEN_BYTES ((size_t)ZS_MAX_HANDLES / ZS_SPAN * sizeof(uint32_t))
 
 int zs_handles_init(struct zs_pool *zp)
 {
@@ -21,6 +26,15 @@ int zs_handles_init(struct zs_pool *zp)
 				 zmi_os_page_size());
 	if (!zp->slot)
 		return -ENOMEM;
+	zp->slot_free.pgen = zmi_os_reserve(ZS_PGEN_BYTES, zmi_os_page_size());
+	if (!zp->slot_free.pgen) {
+		zmi_os_release(zp->slot, (size_t)ZS_MAX_HANDLES * sizeof(uint64_t));
+		return -ENOMEM;
+	}
+	zp->slot_free.table = zp->slot;
+	zp->id_free.table = (uint64_t *)zp->ztab;
+	zmi_lock_init(&zp->slot_free.lock);
+	zmi_lock_init(&zp->id_free.lock);
 	/* slot 0 is never used (handle 0 means failure); chunks start on a
 	 * cache line: the first is 8..15 */
 	zp->slots_used = ZS_HANDLE_CHUNK;
@@ -28,12 +42,16 @@ int zs_handles_init(struct zs_pool *zp)
 				 zmi_os_page_size());
 	if (!zp->ztab) {
 		zmi_os_release(zp->slot, (size_t)ZS_MAX_HANDLES * sizeof(uint64_t));
+		zmi_os_release(zp->slot_free.pgen, ZS_PGEN_BYTES);
 		return -ENOMEM;
 	}
+	zp->id_free.table = (uint64_t *)zp->ztab;
 	zp->ids_used = ZS_ID_CHUNK;   /* id 0 means "none" */
 	for (unsigned sh = 0; sh < ZS_MAX_SHARDS; sh++) {
 		zmi_lock_init(&zp->slot_span[sh].lock);
 		zmi_lock_init(&zp->id_span[sh].lock);
+		zp->slot_span[sh].tf = &zp->slot_free;
+		zp->id_span[sh].tf = &zp->id_free;
 	}
 	return 0;
 }
@@ -42,6 +60,34 @@ void zs_handles_fini(struct zs_pool *zp)
 {
 	zmi_os_release(zp->slot, (size_t)ZS_MAX_HANDLES * sizeof(uint64_t));
 	zmi_os_release(zp->ztab, (size_t)ZS_MAX_ZSPAGES * sizeof(uintptr_t));
+	zmi_os_release(zp->slot_free.pgen, ZS_PGEN_BYTES);
+	free(zp->slot_free.page);
+	free(zp->id_free.page);
+	zmi_lock_destroy(&zp->slot_free.lock);
+	zmi_lock_destroy(&zp->id_free.lock);
+}
+
+/* A page of tf given back before, for a span: its first entry, or 0.
+ * The handle table's slots start at the generation after the last one
+ * they had (a stale handle of the page stays stale): the page is written
+ * whole here, as its chunks are about to be. */
+static uint32_t tfree_take(struct zs_tfree *tf)
+{
+	uint32_t pg = 0;
+
+	zmi_lock(&tf->lock);
+	if (tf->n) {
+		pg = tf->page[tf->n - 1];
+		__atomic_store_n(&tf->n, tf->n - 1, __ATOMIC_RELAXED);
+	}
+	zmi_unlock(&tf->lock);
+	if (!pg)
+		return 0;
+	if (tf->pgen)
+		for (uint32_t i = 0; i < ZS_SPAN; i++)
+			__atomic_store_n(&tf->table[(size_t)pg * ZS_SPAN + i],
+					 (uint64_t)tf->pgen[pg], __ATOMIC_RELAXED);
+	return pg * ZS_SPAN;
 }
 
 /* A free slot's value: next free slot, generation, not live, not huge. */
@@ -55,6 +101,13 @@ uint32_t zs_span_take(struct zs_span *sp, uint32_t *used, uint32_t max, uint32_t
 	uint32_t first = 0;
 
 	zmi_lock(&sp->lock);
+	if (sp->end - sp->next < chunk && sp->tf && __atomic_load_n(&sp->tf->n, __ATOMIC_RELAXED) &&
+	    (first = tfree_take(sp->tf)) != 0) {
+		/* a page of the table given back before: used again first */
+		sp->next = first;
+		sp->end = first + ZS_SPAN;
+		first = 0;
+	}
 	if (sp->end - sp->next < chunk) {
 		uint32_t at = __atomic_load_n(used, __ATOMIC_RELAXED), want;
 
@@ -98,9 +151,12 @@ uint32_t zs_slot_alloc(struct zs_pool *zp, struct zs_class *c)
 
 		if (!first)
 			return 0;
+		/* the generation a slot has (0 if never used; a page of the
+		 * table given back starts at its own, tfree_take) */
 		for (uint32_t i = 0; i < ZS_HANDLE_CHUNK; i++)
 			zs_store_slot(zp, first + i, slot_free_val(
-				i + 1 < ZS_HANDLE_CHUNK ? first + i + 1 : 0, 0));
+				i + 1 < ZS_HANDLE_CHUNK ? first + i + 1 : 0,
+				zs_load_slot(zp, first + i) & ZS_GEN_MASK));
 		c->free_slots = first;
 		c->nfree_slots = ZS_HANDLE_CHUNK;
 	}
@@ -117,4 +173,159 @@ void zs_slot_free(struct zs_pool *zp, struct zs_class *c, uint32_t idx)
 	zs_store_slot(zp, idx, slot_free_val(c->nfree_slots ? c->free_slots : 0, gen));
 	c->free_slots = idx;
 	c->nfree_slots++;
+}
+
+/* ---- giving back the tables' free pages ------------------------------ */
+
+struct held {
+	struct zs_class *c;
+	uint32_t head, n;
+};
+
+static inline uint32_t ent_next(const struct zs_tfree *tf, uint32_t e)
+{
+	return (uint32_t)(__atomic_load_n(&tf->table[e], __ATOMIC_RELAXED) >> 32);
+}
+
+/* Entry e's next in its free list is next; a slot keeps its generation. */
+static inline void ent_link(const struct zs_tfree *tf, uint32_t e, uint32_t next)
+{
+	uint64_t v = __atomic_load_n(&tf->table[e], __ATOMIC_RELAXED);
+
+	__atomic_store_n(&tf->table[e], (uint64_t)next << 32 | (tf->pgen ? v & ZS_GEN_MASK : 0),
+			 __ATOMIC_RELEASE);
+}
+
+/* One table (slots: the handle table, else the zspage table's ids). */
+static long trim_table(struct zs_pool *zp, bool slots)
+{
+	struct zs_tfree *tf = slots ? &zp->slot_free : &zp->id_free;
+	uint32_t used = __atomic_load_n(slots ? &zp->slots_used : &zp->ids_used,
+					__ATOMIC_RELAXED);
+	uint32_t npg = used / ZS_SPAN, nh = 0, dead = 0;
+	uint16_t *cnt;
+	struct held *h;
+	long gone = 0;
+
+	if (npg < 2)
+		return 0;
+	cnt = calloc(npg, sizeof(*cnt));
+	h = malloc((size_t)zp->total * sizeof(*h));
+	if (!cnt || !h)
+		goto out;
+	/* the free entries of every class, taken: no one else hands them
+	 * out meanwhile (a class short of entries takes a new chunk) */
+	ZS_FOR_EACH_CLASS(zp, c) {
+		struct held *x = &h[nh++];
+
+		zmi_lock(&c->lock);
+		x->c = c;
+		if (slots) {
+			x->head = c->free_slots, x->n = c->nfree_slots;
+			c->nfree_slots = 0;
+		} else {
+			x->head = c->free_ids, x->n = c->nfree_ids;
+			c->nfree_ids = 0;
+		}
+		zmi_unlock(&c->lock);
+		for (uint32_t k = 0, e = x->head; k < x->n; k++, e = ent_next(tf, e))
+			if (e / ZS_SPAN < npg)
+				cnt[e / ZS_SPAN]++;
+	}
+	for (uint32_t p = 0; p < npg; p++)
+		dead += cnt[p] == ZS_SPAN;
+	if (dead) {
+		/* the lists without the entries of wholly free pages (each
+		 * entry's next read before its predecessor is relinked) */
+		for (uint32_t i = 0; i < nh; i++) {
+			struct held *x = &h[i];
+			uint32_t e = x->head, head = 0, tail = 0, n = 0;
+
+			for (uint32_t k = 0; k < x->n; k++) {
+				uint32_t next = ent_next(tf, e);
+
+				if (e / ZS_SPAN >= npg || cnt[e / ZS_SPAN] != ZS_SPAN) {
+					if (n)
+						ent_link(tf, tail, e);
+					else
+						head = e;
+					tail = e;
+					n++;
+				}
+				e = next;
+			}
+			x->head = head;
+			x->n = n;
+		}
+	}
+	/* the pages: their next generation noted, given back, kept for spans */
+	for (uint32_t p = 0; p < npg && dead; p++) {
+		uint32_t *pp;
+
+		if (cnt[p] != ZS_SPAN)
+			continue;
+		if (tf->pgen) {
+			uint64_t g = 0;
+
+			for (uint32_t i = 0; i < ZS_SPAN; i++) {
+				uint64_t v = tf->table[(size_t)p * ZS_SPAN + i] & ZS_GEN_MASK;
+
+				g = v > g ? v : g;
+			}
+			tf->pgen[p] = (uint32_t)((g + ZS_GEN_ONE) & ZS_GEN_MASK);
+		}
+		zmi_os_decommit(&tf->table[(size_t)p * ZS_SPAN], ZS_SPAN * sizeof(uint64_t));
+		zmi_lock(&tf->lock);
+		if (tf->n == tf->cap) {
+			uint32_t cap = tf->cap ? tf->cap * 2 : 64;
+
+			pp = realloc(tf->page, cap * sizeof(*pp));
+			if (pp) {
+				tf->page = pp;
+				tf->cap = cap;
+			}
+		}
+		if (tf->n < tf->cap) {
+			tf->page[tf->n] = p;
+			__atomic_store_n(&tf->n, tf->n + 1, __ATOMIC_RELAXED);
+			gone++;
+		}
+		zmi_unlock(&tf->lock);
+	}
+	/* the rest back to their classes, before what they freed meanwhile */
+	for (uint32_t i = 0; i < nh; i++) {
+		struct held *x = &h[i];
+		struct zs_class *c = x->c;
+		uint32_t tail = x->head;
+
+		if (!x->n)
+			continue;
+		for (uint32_t k = 1; k < x->n; k++)
+			tail = ent_next(tf, tail);
+		zmi_lock(&c->lock);
+		if (slots) {
+			if (c->nfree_slots)
+				ent_link(tf, tail, c->free_slots);
+			c->free_slots = x->head;
+			c->nfree_slots += x->n;
+		} else {
+			if (c->nfree_ids)
+				ent_link(tf, tail, c->free_ids);
+			c->free_ids = x->head;
+			c->nfree_ids += x->n;
+		}
+		zmi_unlock(&c->lock);
+	}
+out:
+	free(cnt);
+	free(h);
+	return gone;
+}
+
+long zs_tables_trim(struct zs_pool *zp)
+{
+	/* a span is one page of entries only with 4 KiB pages */
+	if (zmi_os_page_size() != ZS_SPAN * sizeof(uint64_t))
+		return 0;
+	return trim_table(zp, true) + trim_table(zp, false);
 }

@@ -616,3 +616,27 @@ long zs_records_compact(struct zs_pool *zp)
 	free(d.v);
 	return freed;
 }
+
+void zs_meta_compact(struct zs_pool *zp)
+{
+	/* a class left without zspages needs no spare record (with its id):
+	 * after everything was freed they held a record page per size */
+	ZS_FOR_EACH_CLASS(zp, c) {
+		struct zspage *sp;
+		void *gone = NULL;
+
+		if (c->huge)
+			continue;
+		zmi_lock(&c->lock);
+		sp = c->zspages ? NULL : c->spare;
+		if (sp) {
+			c->spare = NULL;
+			zs_id_free(zp, c, sp->id);
+			gone = zs_record_put(zp, c, sp);
+		}
+		zmi_unlock(&c->lock);
+		zs_record_release(zp, gone);
+	}
+	zs_records_compact(zp);
+	zs_tables_trim(zp);
+}

@@ -52,10 +52,12 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 		uint64_t slots_unused = zs_span_unused(zp, zp->slot_span);
 		uint64_t ids_unused = zs_span_unused(zp, zp->id_span);
 
+		/* less the tables' pages given back (zs_tables_trim) */
 		st->handle_bytes = ((uint64_t)__atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED) -
-				    slots_unused) * sizeof(uint64_t);
+				    slots_unused - zs_tfree_entries(&zp->slot_free)) *
+				   sizeof(uint64_t);
 		rec += ((uint64_t)__atomic_load_n(&zp->ids_used, __ATOMIC_RELAXED) -
-			ids_unused) * sizeof(uintptr_t);
+			ids_unused - zs_tfree_entries(&zp->id_free)) * sizeof(uintptr_t);
 	}
 	rec += zs_record_bytes(zp);
 	st->record_bytes = rec;

@@ -325,7 +325,20 @@ struct zs_pool {
 	struct zs_span {
 		zmi_lock_t lock;
 		uint32_t next, end;  /* lock: the span's part not yet handed out */
+		struct zs_tfree *tf; /* immutable: its table's pages given back */
 	} __attribute__((aligned(64))) slot_span[ZS_MAX_SHARDS], id_span[ZS_MAX_SHARDS];
+	/* The tables' pages whose entries were all free, given back to the
+	 * OS (zs_tables_trim); a span takes one before new entries. */
+	struct zs_tfree {
+		zmi_lock_t lock;     /* a leaf, inside span locks */
+		uint64_t *table;     /* immutable: the table, as words */
+		uint32_t *pgen;      /* immutable: the handle table's: the
+					generation a page's slots start at when
+					it comes back (reserved, touched for pages
+					given back); NULL for the zspage table */
+		uint32_t *page;      /* lock: pages given back */
+		uint32_t n, cap;     /* lock (n read by stats without: atomic) */
+	} slot_free, id_free;
 	/* Where the RATIO compactor starts (zs_auto.c): per shard, the class
 	 * of that shard last freed from while it had slack; atomic, each on
 	 * a line of its own.  One word for the pool bounced between two
@@ -404,6 +417,17 @@ void zs_slot_free(struct zs_pool *zp, struct zs_class *c, uint32_t idx);
 uint32_t zs_span_take(struct zs_span *sp, uint32_t *used, uint32_t max, uint32_t chunk);
 /* Entries of the shards' spans not yet handed out (stats: not metadata). */
 uint64_t zs_span_unused(struct zs_pool *zp, struct zs_span *spans);
+/* Give back the tables' pages whose entries are all free (compact_lock
+ * held, no class lock): the free entries of every class are taken off
+ * their lists, those of pages wholly free dropped, the pages given back
+ * to the OS for spans to take again, the rest put back.  Returns pages
+ * given back. */
+long zs_tables_trim(struct zs_pool *zp);
+/* Entries of a table in pages given back (stats: not metadata). */
+static inline uint64_t zs_tfree_entries(const struct zs_tfree *tf)
+{
+	return (uint64_t)__atomic_load_n(&tf->n, __ATOMIC_RELAXED) * ZS_SPAN;
+}
 int zs_handles_init(struct zs_pool *zp);
 void zs_handles_fini(struct zs_pool *zp);
 
@@ -523,6 +547,10 @@ void *zs_record_put(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
 void zs_record_release(struct zs_pool *zp, void *page);
 void zs_record_forget(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
 long zs_records_compact(struct zs_pool *zp);
+/* After compaction (compact_lock held, no class lock): the spare records
+ * of classes left empty dropped, the records compacted, the tables'
+ * free pages given back. */
+void zs_meta_compact(struct zs_pool *zp);
 /* The bytes of records outside the classes that malloc theirs (record
  * pages, and the few malloc'd while their bucket fills half a page). */
 uint64_t zs_record_bytes(struct zs_pool *zp);
