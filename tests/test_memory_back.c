@@ -149,7 +149,8 @@ static void test_compaction_gives_pages_back(void **st)
 }
 
 /* Record pages: resident, and what their records need (a page's worth
- * of slots for each bucket's records, rounded up). */
+ * of slots for each bucket's records, rounded up: a bucket a shard and
+ * size). */
 static void record_pages(struct zs_pool *zp, size_t *resident, size_t *need, size_t *npages)
 {
 	struct zs_records *r = &zp->rec;
@@ -157,18 +158,19 @@ static void record_pages(struct zs_pool *zp, size_t *resident, size_t *need, siz
 
 	*resident = r->base ? resident_pages(r->base, r->bytes) : 0;
 	*need = *npages = 0;
-	for (unsigned i = 0; i < ZS_REC_BUCKETS; i++) {
-		struct zs_rbucket *b = r->b[i];
-		size_t per;
+	for (unsigned sh = 0; sh < ZS_MAX_SHARDS; sh++)
+		for (unsigned i = 0; r->b[sh] && i < ZS_REC_BUCKETS; i++) {
+			struct zs_rbucket *b = r->b[sh][i];
+			size_t per;
 
-		if (!b)
-			continue;
-		zmi_lock(&b->lock);
-		per = slots_hdr / ((i + 1) * 64u);
-		*need += (b->used + per - 1) / per;
-		*npages += b->npages;
-		zmi_unlock(&b->lock);
-	}
+			if (!b)
+				continue;
+			zmi_lock(&b->lock);
+			per = slots_hdr / ((i + 1) * 64u);
+			*need += (b->used + per - 1) / per;
+			*npages += b->npages;
+			zmi_unlock(&b->lock);
+		}
 }
 
 static bool records_packed(struct filled *f)

@@ -267,14 +267,23 @@ struct zs_records {
 	zmi_lock_t lock;          /* the reservation and free pages below (a
 				     leaf, inside bucket locks) */
 	char *next;               /* lock: the first page never used */
-	char **freep;             /* lock: pages given back, to use again */
-	size_t nfree, free_cap;
+	char **freep;             /* lock: free pages given back to the OS */
+	char **dirty;             /* lock: free pages still resident, kept
+				     for the next records (zs_record_release) */
+	size_t nfree, ndirty, free_cap;
+	size_t inuse;             /* lock: pages holding records */
+	bool keep;                /* immutable: the pages instance never gives
+				     memory back (reserve_pages SIZE_MAX) */
 	size_t mallocd;           /* atomic: bytes of records malloc'd before
 				     `paged` (counted as malloc charges them) */
 	bool paged;               /* atomic: records go to pages from now on */
-	/* atomic: each made with the first record of its size (lock), so
-	 * that a pool of a few objects pays for none but its own */
-	struct zs_rbucket *b[ZS_REC_BUCKETS];
+	/* Buckets by shard and size (a shard's classes' records apart from
+	 * another's: two threads making zspages of one size in two shards
+	 * shared a bucket's lock and pages, and allocbench's all-free on two
+	 * threads ran 56-111 ns/op against 34-60).  Atomic: each shard's
+	 * array and each bucket made with its first record (lock), so that
+	 * a pool of a few objects pays for none but its own. */
+	struct zs_rbucket **b[ZS_MAX_SHARDS];
 };
 
 struct zs_pool {
