@@ -84,9 +84,11 @@ ZM_PC_REQUIRES := $(foreach p,$(ZM_CODEC_PKGS),$(if $(strip $(shell \
 ZM_PC_LIBS     := -pthread -lm $(foreach p,$(filter-out $(ZM_PC_REQUIRES),$(ZM_CODEC_PKGS)),\
                     $(shell pkg-config --libs $(p) 2>/dev/null))
 
-# Every layer is a folder; every .c in it belongs to the library.
+# Every layer is a folder; every .c in it belongs to the library, and so
+# does every .c one folder down (a layer's parts with several files: the
+# pool's backends, src/pool/zsmalloc/ and the others).
 LAYERS   := base pages pool codec workload store tmem
-LIB_SRC  := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
+LIB_SRC  := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c src/$(l)/*/*.c))
 ifneq ($(ZM_WITH_LZO),1)
 LIB_SRC  := $(filter-out src/codec/lzo.c,$(LIB_SRC))
 endif

@@ -2,7 +2,7 @@
  * How long locks are held: the records of the longest holds that debug
  * builds keep (zm_lock_hold, common.h; src/base/lock.h), and the bound on
  * the compactor's work under one hold of a class lock (ZS_STEP_OBJS
- * objects moved, ZS_STEP_BYTES copied: zsmalloc.h, zs_compact.c).
+ * objects moved, ZS_STEP_BYTES copied: zsmalloc/zsmalloc.h, zsmalloc/compact.c).
  *
  * Nothing here asserts that anything was fast: a hold made to last at
  * least some time must be recorded as at least that long, and the
@@ -15,7 +15,7 @@
 
 #include "testutil.h"
 #include "base/lock.h"
-#include "pool/zsmalloc.h"
+#include "pool/zsmalloc/zsmalloc.h"
 #include <zmem/common.h>
 #include <zmem/pool.h>
 

@@ -16,7 +16,7 @@
 #include "pooltest.h"
 #include <zmem/pages.h>
 #include "pool/pool_internal.h" /* the pool's pages instance */
-#include "pool/zsmalloc.h"      /* its record pages and tables */
+#include "pool/zsmalloc/zsmalloc.h"      /* its record pages and tables */
 #include "pages/pages_internal.h" /* the pages layer's records */
 
 #define PS 4096
@@ -182,7 +182,7 @@ static bool records_packed(struct filled *f)
 }
 
 /*
- * zspage records live in pages of the pool's own (zs_record.c): after a
+ * zspage records live in pages of the pool's own (zsmalloc/record.c): after a
  * mass free and the compaction that follows, the records left move out
  * of the sparsest pages and those pages go back, so the resident record
  * pages are what the live records fill (+1 for a bucket's last page
@@ -409,7 +409,7 @@ static void test_free_all_metadata(void **st)
 /*
  * A handle stays stale when its slot's page of the handle table went
  * back to the OS and came back: the page's slots start again at the
- * generation after the last they had (zs_handle.c, tfree_take), not at
+ * generation after the last they had (zsmalloc/handle.c, tfree_take), not at
  * zero, which a first-generation handle would match.  12,000 objects
  * made, all freed and the tables trimmed, as many made again: every old
  * handle is refused (zm_pool_free -EINVAL), the new ones are whole.

@@ -143,7 +143,7 @@ static void layout(struct zm_pool *p, size_t size, unsigned objs, int nz, const 
  * after them to the one with 16, the 24 after those to the one with 8, and
  * only then does a fourth zspage open.
  *
- * Catches: pick() in zs_alloc.c taking the lowest non-empty group
+ * Catches: pick() in zsmalloc/alloc.c taking the lowest non-empty group
  * (emptiest first: __builtin_ctz instead of 31 - __builtin_clz); a
  * zs_group_of() that orders groups the other way (9 * (objs - inuse));
  * an allocation that opens a new zspage while an old one has room.
@@ -238,10 +238,10 @@ static void test_class_table(void **st)
  * zs_room_in(), which must also pick the fullest zspage with room: three
  * zspages of the 256-byte class keep 4, 12 and 8 of 16; 224-byte objects,
  * whose own class has no zspage, go to the one with 12, then 8, then 4.
- * zs_room_in() is also where the sweep (zs_compact.c, move_up) puts the
+ * zs_room_in() is also where the sweep (zsmalloc/compact.c, move_up) puts the
  * objects of a sparse class.
  *
- * Catches: zs_room_in() in zs_zspage.c walking the groups from 1 up
+ * Catches: zs_room_in() in zsmalloc/zspage.c walking the groups from 1 up
  * (emptiest first); borrowing that opens a page instead.
  */
 static void test_borrow_fullest_first(void **st)
@@ -549,7 +549,7 @@ static void test_ratio_hysteresis(void **st)
  * within 10%.  The full compaction of test_compact_direction cannot see
  * this: there every source is emptied, in whatever order.
  *
- * Catches: pick_src() in zs_compact.c taking the fullest non-keeper
+ * Catches: pick_src() in zsmalloc/compact.c taking the fullest non-keeper
  * first (about 2,100 objects moved where 1,350 do).
  */
 static void test_ratio_emptiest_first(void **st)

@@ -1,5 +1,5 @@
 /*
- * zspage records moving under load (src/pool/zs_record.c): threads free,
+ * zspage records moving under load (zsmalloc/record.c): threads free,
  * allocate, read and map (every mode) objects with a cookie-derived
  * pattern in a pool of 20,000 objects, whose records live in record
  * pages, while another thread calls zm_pool_compact() in a loop, which
@@ -14,7 +14,7 @@
 
 #include "pooltest.h"
 #include "pool/pool_internal.h"
-#include "pool/zsmalloc.h"   /* records_moved */
+#include "pool/zsmalloc/zsmalloc.h"   /* records_moved */
 
 #define NT 2
 #define NOBJ 20000

@@ -14,7 +14,7 @@
 #include <errno.h>
 
 #include "pooltest.h"
-#include "pool/xcf.h"
+#include "pool/xcfmalloc/xcfmalloc.h"
 
 #define S(n) ((size_t)(n) * XCF_BLOCK - XCF_HDR)
 

@@ -11,7 +11,7 @@
 #include <errno.h>
 
 #include "pooltest.h"
-#include "pool/xv.h"
+#include "pool/xvmalloc/xvmalloc.h"
 #include <zmem/pages.h>
 
 #define PS 4096
@@ -300,7 +300,7 @@ static void test_near_page(void **st)
 /* ---- bad handles ---- */
 
 /* Handles as the pool hands them out (pool_internal.h): the pool's id
- * from bit ZMI_POOL_ID_SHIFT up, the backend's own handle (xv.h) below. */
+ * from bit ZMI_POOL_ID_SHIFT up, the backend's own handle (xvmalloc/xvmalloc.h) below. */
 static zm_handle_t id_of(zm_handle_t h) { return h & ~(ZMI_HANDLE_LIMIT - 1); }
 static zm_handle_t raw_of(zm_handle_t h) { return h & (ZMI_HANDLE_LIMIT - 1); }
 

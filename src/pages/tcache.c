@@ -17,7 +17,7 @@
  * consecutive pages and sets the other n - 1 aside in the thread's cache
  * (`ahead`, oldest first), apart from the stack, so that zm_pages_alloc()
  * never gives them to someone else: a caller growing a run page by page
- * (a zspage populating, zs_zspage.c) takes each next page with
+ * (a zspage populating, zsmalloc/zspage.c) takes each next page with
  * zm_pages_take_cached(), without the lock.  Runs are carved from a block
  * the thread takes whole (`run_next` .. `run_end`; 2^run_order pages, or
  * as many as the run if it is longer), so that the lock is taken once per

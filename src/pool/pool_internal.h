@@ -3,9 +3,9 @@
  *
  *   pool.c        create/destroy by name, dispatch, the printed class table
  *   malloc_be.c   the "malloc" baseline backend
- *   zs_*.c        the "zsmalloc" backend (see zsmalloc.h)
- *   xv_*.c        the "xvmalloc" backend (see xv.h)
- *   xcf_*.c       the "xcfmalloc" backend (see xcf.h)
+ *   zsmalloc/     the "zsmalloc" backend (see zsmalloc/zsmalloc.h)
+ *   xvmalloc/     the "xvmalloc" backend (see xvmalloc/xvmalloc.h)
+ *   xcfmalloc/    the "xcfmalloc" backend (see xcfmalloc/xcfmalloc.h)
  *   zbud.c        the "zbud" backend: two objects per page
  *   keys.c        owner words (pool.h): the calls and the key table
  *

@@ -1,6 +1,6 @@
 /*
  * xcfmalloc: create and destroy, malloc and free, and the table of
- * operations (see xcf.h for the design, docs/xcfmalloc.md for the
+ * operations (see xcfmalloc/xcfmalloc.h for the design, docs/xcfmalloc.md for the
  * choices made where the seed is silent).
  *
  * malloc: the object and its header need `need` blocks.  The first piece
@@ -19,7 +19,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "pool/xcf.h"
+#include "pool/xcfmalloc/xcfmalloc.h"
 
 static int xcf_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 {

@@ -16,7 +16,7 @@
  */
 #include <errno.h>
 
-#include "pool/xv.h"
+#include "pool/xvmalloc/xvmalloc.h"
 
 void xv_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 {

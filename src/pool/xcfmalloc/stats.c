@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool/xcf.h"
+#include "pool/xcfmalloc/xcfmalloc.h"
 
 void xcf_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 {

@@ -27,7 +27,7 @@
  *
  * Moving a record.  Readers find a record through the zspage table
  * (ztab[id]) without a lock, publish a hazard on it and check that both
- * the handle slot and ztab[id] still name it (zs_access.c).  The mover
+ * the handle slot and ztab[id] still name it (zsmalloc/access.c).  The mover
  * quiesces records as the object mover does zspages: it marks them
  * migrating (readers back off, frees wait: lock_obj), runs the heavy
  * barrier and leaves any a hazard names; it copies the others under the
@@ -47,7 +47,7 @@
 
 #include "base/os.h"
 #include "pages/pages_internal.h" /* the pages instance's reserve */
-#include "pool/zsmalloc.h"
+#include "pool/zsmalloc/zsmalloc.h"
 
 #define ZS_REC_PER_PAGE 256            /* reservation bytes per page of the arena */
 #define ZS_REC_MIN ((size_t)4 << 20)   /* ... at least, */

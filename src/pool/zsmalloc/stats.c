@@ -9,7 +9,7 @@
  *               records (header, first pfn, 4-byte back references, as
  *               malloc rounds them; the pfn arrays of zspages not in one
  *               run) and their table entries (none for huge objects,
- *               zs_huge.c),
+ *               zsmalloc/huge.c),
  *               the pages layer's 8-byte record of every page held (and its
  *               free-page bitsets, a quarter byte a page), and
  *               the classes made.
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool/zsmalloc.h"
+#include "pool/zsmalloc/zsmalloc.h"
 
 void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 {

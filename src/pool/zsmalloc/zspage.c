@@ -19,13 +19,13 @@
  * uses the CONTIG method, else through the two segments (copied by map).
  *
  * Fullness groups: 0 empty, 10 full, 1..9 partly used by tenths;
- * allocation takes from the fullest partly used group (zs_alloc.c), so
+ * allocation takes from the fullest partly used group (zsmalloc/alloc.c), so
  * that zspages fill up and the emptiest drain, to be freed or compacted.
  */
 #include <errno.h>
 #include <stdlib.h>
 
-#include "pool/zsmalloc.h"
+#include "pool/zsmalloc/zsmalloc.h"
 
 uint32_t zs_id_alloc(struct zs_pool *zp, struct zs_class *c)
 {
@@ -168,7 +168,7 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 	zs->bump = 0;
 	zs->group = ZS_GROUPS;  /* on no list yet */
 	zs->npop = 1;
-	zs->pass = 0;           /* a keeper of no pass (zs_compact.c) */
+	zs->pass = 0;           /* a keeper of no pass (zsmalloc/compact.c) */
 	/* atomic, as every access to it: lookups read it without the class
 	 * lock (ThreadSanitizer caught this plain store racing one of them
 	 * on a record reused from malloc) */

@@ -7,7 +7,7 @@
  * its generation, find the zspage
  * by id, publish a hazard pointer to it, and load the slot and the
  * zspage table's entry again: if the slot changed, the object moved (or
- * was freed) in between; if the entry did, the record moved (zs_record.c):
+ * was freed) in between; if the entry did, the record moved (zsmalloc/record.c):
  * retry.  If the
  * zspage is being migrated, back off until the compactor is done.  Until
  * the hazard is cleared the object stays where it is (pool_internal.h).
@@ -22,7 +22,7 @@
 #include <sched.h>
 #include <string.h>
 
-#include "pool/zsmalloc.h"
+#include "pool/zsmalloc/zsmalloc.h"
 
 /* The lookup loop, for a slot (key false) or an owner word (key true):
  * `check` the tag bits the word must match. */
@@ -47,7 +47,7 @@ lookup_at(struct zs_pool *zp, zm_handle_t h, uint32_t ref, bool key, unsigned *o
 		if (zmi_likely((key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref)) == v &&
 			       zs_by_id(zp, zs_slot_id(v)) == zs)) {
 			/* the slot still names zs, and the zspage table zs
-			 * (a record that moved, zs_record.c, is found again),
+			 * (a record that moved, zsmalloc/record.c, is found again),
 			 * so zs is alive */
 			if (zmi_likely(!__atomic_load_n(&zs->migrating, __ATOMIC_ACQUIRE) &&
 				      (key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref)) == v)) {
@@ -63,7 +63,7 @@ lookup_at(struct zs_pool *zp, zm_handle_t h, uint32_t ref, bool key, unsigned *o
 	}
 }
 
-/* An owner key's handle: only "live" to match (zsmalloc.h). */
+/* An owner key's handle: only "live" to match (zsmalloc/zsmalloc.h). */
 static __attribute__((noinline)) struct zspage *
 lookup_key(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)
 {

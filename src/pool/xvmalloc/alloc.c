@@ -2,7 +2,7 @@
  * xvmalloc: pages, malloc and free, create/destroy, the ops table.
  *
  * malloc rounds the size up to a payload (a multiple of 8, at least 16),
- * finds a free block that fits (xv_list.c) or takes a new page, which is
+ * finds a free block that fits (xvmalloc/list.c) or takes a new page, which is
  * one free block, and splits the block: the front becomes the object,
  * the rest (if it can hold a header and a minimal payload) a free block
  * of its own.  free merges the block with a free block after it and a
@@ -11,13 +11,13 @@
  * larger than page_size - 8 cannot have an in-page header: each takes a
  * raw page, its size and tag kept in the page's record.
  *
- * Everything runs under the pool lock (xv.h).
+ * Everything runs under the pool lock (xvmalloc/xvmalloc.h).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool/xv.h"
+#include "pool/xvmalloc/xvmalloc.h"
 
 /* ---- the pool's page list, linked through the pages' records ---- */
 

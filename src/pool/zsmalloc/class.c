@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pool/zsmalloc.h"
+#include "pool/zsmalloc/zsmalloc.h"
 
 unsigned zs_class_for(struct zs_pool *zp, size_t size)
 {

@@ -1,7 +1,7 @@
 /*
  * xvmalloc handles and access to objects: lookup, map/unmap, read/write.
  *
- * A handle is pfn << 30 | tag << 13 | payload offset / 8 (xv.h); the tag,
+ * A handle is pfn << 30 | tag << 13 | payload offset / 8 (xvmalloc/xvmalloc.h); the tag,
  * 17 bits, comes from a pool counter at each malloc and lives in the
  * block's header (or, for a raw page, in the page's record) until free.
  * Lookup refuses a handle unless: its page is in range and owned by this
@@ -20,7 +20,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "pool/xv.h"
+#include "pool/xvmalloc/xvmalloc.h"
 
 static bool block_ok(struct xv_pool *xp, char *page, unsigned off, unsigned tag)
 {

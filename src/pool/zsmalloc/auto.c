@@ -10,7 +10,7 @@
  *   RATIO      when the pool's used/allocated bytes fall below `ratio` %,
  *              the worker runs passes that start at the class last freed
  *              (of those each shard noted, the one with the most slack:
- *              zs_auto_freed in zsmalloc.h),
+ *              zs_auto_freed in zsmalloc/zsmalloc.h),
  *              walk the classes round robin and stop after `budget` zspages
  *              packed or evacuated, until the ratio reaches `target` % or a
  *              pass frees nothing.  The gap between the two (hysteresis) is
@@ -40,7 +40,7 @@
 #include "base/os.h"
 #include "base/worker.h"
 #include "pages/pages_internal.h" /* zmi_pages_trim_idle */
-#include "pool/zsmalloc.h"
+#include "pool/zsmalloc/zsmalloc.h"
 
 #define ZS_DEF_WATERMARK 40       /* the seed's patch */
 #define ZS_DEF_RATIO 75           /* start below: measured, docs/compaction.md */
@@ -236,8 +236,8 @@ static void give_back(struct zs_pool *zp)
 /* The episode's last step (compact_lock held): the zspages it freed left
  * their records' pages and the tables sparse; the records of the
  * sparsest pages move into the others and those pages go back, and so do
- * the tables' pages whose entries are all free (zs_record.c,
- * zs_handle.c). */
+ * the tables' pages whose entries are all free (zsmalloc/record.c,
+ * zsmalloc/handle.c). */
 static void compact_meta(struct zs_pool *zp)
 {
 	zs_meta_compact(zp);

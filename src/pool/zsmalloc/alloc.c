@@ -15,7 +15,7 @@
 #include <sched.h>
 #include <string.h>
 
-#include "pool/zsmalloc.h"
+#include "pool/zsmalloc/zsmalloc.h"
 
 /* The fullest zspage that is not full: the highest non-empty group below
  * the full one, by the group bitmap. */
@@ -50,7 +50,7 @@ void zs_put_obj(struct zs_pool *zp, struct zspage *zs, unsigned obj)
 {
 #if ZM_DEBUG >= 2
 	/* poison: a use after free reads 0x6b, and zm_pool_check finds a
-	 * write after free (zs_stats.c) */
+	 * write after free (zsmalloc/stats.c) */
 	char *seg[2];
 	size_t len[2];
 	int n = zs_obj_segs(zp, zs, obj, seg, len);

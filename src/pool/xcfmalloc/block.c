@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "base/os.h"
-#include "pool/xcf.h"
+#include "pool/xcfmalloc/xcfmalloc.h"
 
 int xcf_blocks_init(struct xcf_pool *x)
 {

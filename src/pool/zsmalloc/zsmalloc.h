@@ -1,18 +1,18 @@
 /*
  * zsmalloc: the dense allocator for compressed objects (background §1, §3).
  *
- *   zs_class.c   size classes: which slot size, how many pages per zspage;
+ *   zsmalloc/class.c   size classes: which slot size, how many pages per zspage;
  *                pool create/destroy
- *   zs_handle.c  the handle table: one 8-byte slot per object, the only
+ *   zsmalloc/handle.c  the handle table: one 8-byte slot per object, the only
  *                reference to an object's location (one level of
  *                indirection, so that objects can move)
- *   zs_zspage.c  zspages: a few pages holding objects of one class; object
+ *   zsmalloc/zspage.c  zspages: a few pages holding objects of one class; object
  *                addressing; fullness groups
- *   zs_alloc.c   zm_pool_alloc / zm_pool_free
- *   zs_huge.c    the huge class: a page per object, named by the handle
+ *   zsmalloc/alloc.c   zm_pool_alloc / zm_pool_free
+ *   zsmalloc/huge.c    the huge class: a page per object, named by the handle
  *                slot itself, no zspage record
- *   zs_access.c  map / unmap / read / write; handle lookup and pinning
- *   zs_stats.c   statistics, the per-class table, the checker
+ *   zsmalloc/access.c  map / unmap / read / write; handle lookup and pinning
+ *   zsmalloc/stats.c   statistics, the per-class table, the checker
  *
  * Layout.  A class of slot size S keeps zspages of N pages (N chosen so
  * that N * page_size wastes least at the end, N <= max_zspage_pages).
@@ -38,7 +38,7 @@
  *     class->lock  ->  pages->lock (inside zm_pages calls)
  *     class->lock  ->  span->lock (a shard's span of a table: a leaf)
  *     compact_lock -> class->lock (a sparse class) -> class->lock (a larger
- *                     class: the sweep in zs_compact.c, the only place that
+ *                     class: the sweep in zsmalloc/compact.c, the only place that
  *                     holds two)
  *
  * class->lock protects the class's fullness lists and counters, every
@@ -77,7 +77,7 @@
  * 1.038.  At 16 KiB, 1.051 -> 1.033. */
 #define ZS_DEF_CLASSES 128
 #define ZS_DEF_MAX_PAGES 32
-/* a default zspage is one run of the pages layer (zs_zspage.c) */
+/* a default zspage is one run of the pages layer (zsmalloc/zspage.c) */
 _Static_assert(ZS_DEF_MAX_PAGES == ZM_PAGES_RUN_MAX, "a default zspage is a page run");
 #define ZS_DEF_BORROW 0     /* measured: no gain at spacing 32 */
 #define ZS_DEF_POLICY ZM_COMPACT_RATIO /* measured: docs/compaction.md */
@@ -106,7 +106,7 @@ _Static_assert(ZS_DEF_MAX_PAGES == ZM_PAGES_RUN_MAX, "a default zspage is a page
 				 on two threads, against 1.5-2.1x with 512-slot
 				 chunks */
 #define ZS_AUTO_MIN_CLASS_SLACK 8 /* pages of slack, for a class to call for
-				     compaction (zs_auto.c) */
+				     compaction (zsmalloc/auto.c) */
 #define ZS_AUTO_GROUP 7   /* RATIO: a free tells the compactor where to start
 			     when it moves a zspage down into this fullness
 			     group or below (7 of 9: under 78% used): fuller
@@ -123,7 +123,7 @@ _Static_assert(ZS_DEF_MAX_PAGES == ZM_PAGES_RUN_MAX, "a default zspage is a page
 /* A zspage record: 48 bytes + 4 per object (56 + 4 per object with
  * ZM_DEBUG, which adds a magic number); records take whole cache lines
  * (zs_record_alloc_size), so a zspage of 4 objects fits in one.  Its pages
- * are usually one run (zs_zspage.c), first, first + 1, ...: then `first`
+ * are usually one run (zsmalloc/zspage.c), first, first + 1, ...: then `first`
  * says where they all are.  When a page comes that is not the next one,
  * the pfns go to an array of their own, pfnx (never freed while the
  * zspage lives; published with a release store, read with an acquire
@@ -139,7 +139,7 @@ struct zspage {
 				    the free objects' back references */
 	uint16_t bump;           /* objects from here on were never used */
 	uint8_t group;
-	uint8_t npop;            /* pages populated so far (lazily, see zs_zspage.c) */
+	uint8_t npop;            /* pages populated so far (lazily, see zsmalloc/zspage.c) */
 	uint8_t migrating;       /* atomic: a compactor is moving objects out */
 	uint8_t pass;            /* compaction: received objects in this pass */
 	uint32_t size;           /* the class's slot size, for the map path */
@@ -187,7 +187,7 @@ struct zs_class {
 	struct zspage *group[ZS_GROUPS];  /* lock: lists by fullness */
 	uint32_t zspages, used, npages;   /* lock: zspages, objects, pages;
 					     used and npages also read without
-					     it (zs_auto.c), so written with
+					     it (zsmalloc/auto.c), so written with
 					     zs_count() */
 	uint32_t free_slots;              /* lock: handle free list */
 	uint32_t nfree_slots;             /* lock */
@@ -238,7 +238,7 @@ static inline size_t zs_malloc_cost(size_t n)
 	return n < 32 ? 32 : n;
 }
 
-/* Record pages (zs_record.c).  Zspage records of up to `max` bytes live
+/* Record pages (zsmalloc/record.c).  Zspage records of up to `max` bytes live
  * in pages of their own, of the system's page size, one record size to a
  * page (a bucket a size, every 64 bytes), cut from one reservation of
  * address space, so that the compactor can move records out of sparse
@@ -297,7 +297,7 @@ struct zs_pool {
 	unsigned borrow;         /* classes up an object may borrow a slot from */
 	enum zm_span_method span;
 	uint8_t auto_pol;        /* atomic: the background compactor's policy
-				    (zs_auto.c), 0 without one; zm_pool_free reads
+				    (zsmalloc/auto.c), 0 without one; zm_pool_free reads
 				    it to know what to note */
 	unsigned nclasses;       /* distinct classes, huge last */
 	unsigned nshards;        /* copies of each class (power of two) */
@@ -348,7 +348,7 @@ struct zs_pool {
 		uint32_t *page;      /* lock: pages given back */
 		uint32_t n, cap;     /* lock (n read by stats without: atomic) */
 	} slot_free, id_free;
-	/* Where the RATIO compactor starts (zs_auto.c): per shard, the class
+	/* Where the RATIO compactor starts (zsmalloc/auto.c): per shard, the class
 	 * of that shard last freed from while it had slack; atomic, each on
 	 * a line of its own.  One word for the pool bounced between two
 	 * threads freeing in different classes: their malloc/free loop ran
@@ -356,28 +356,28 @@ struct zs_pool {
 	struct zs_hint {
 		uint32_t idx;
 	} __attribute__((aligned(64))) hint[ZS_MAX_SHARDS];
-	/* compaction (zs_compact.c, zs_auto.c) */
+	/* compaction (zsmalloc/compact.c, zsmalloc/auto.c) */
 	pthread_mutex_t compact_lock;     /* one compactor at a time */
 	uint64_t compactions, pages_compacted, objects_moved, compact_ns; /* compact_lock;
 					     written with zs_stat_add, read
 					     by stats without the lock */
-	uint64_t records_moved;           /* likewise (zs_record.c; tests) */
+	uint64_t records_moved;           /* likewise (zsmalloc/record.c; tests) */
 	uint8_t pass;                     /* compact_lock: pass number */
 	char *scratch;                    /* compact_lock: work space */
 	struct zs_auto *autoc;            /* background compactor, or NULL */
 #if ZM_DEBUG >= 1
 	/* compact_lock: the most objects the compactor moved, and bytes it
-	 * copied, under one hold of a class lock (zs_compact.c: ZS_STEP_*);
+	 * copied, under one hold of a class lock (zsmalloc/compact.c: ZS_STEP_*);
 	 * tests read and reset them */
 	uint32_t step_objs_max;
 	uint32_t step_bytes_max;
 #endif
-	struct zs_records rec;            /* zspage records (zs_record.c) */
+	struct zs_records rec;            /* zspage records (zsmalloc/record.c) */
 };
 
 static inline struct zs_pool *zs_of(struct zm_pool *pool) { return pool->priv; }
 
-/* zs_class.c: the class number for a size; class k of shard sh, made if
+/* zsmalloc/class.c: the class number for a size; class k of shard sh, made if
  * it is not yet (NULL if that fails). */
 unsigned zs_class_for(struct zs_pool *zp, size_t size);
 struct zs_class *zs_class_make(struct zs_pool *zp, unsigned sh, unsigned k);
@@ -416,7 +416,7 @@ static inline struct zs_class *zs_huge_class(const struct zs_pool *zp, unsigned 
 			for (struct zs_class *c = zs_class_at((zp), sh_ << (zp)->cshift | k_); \
 			     c; c = NULL)
 
-/* zs_handle.c; with the class lock held */
+/* zsmalloc/handle.c; with the class lock held */
 uint32_t zs_slot_alloc(struct zs_pool *zp, struct zs_class *c);
 void zs_slot_free(struct zs_pool *zp, struct zs_class *c, uint32_t idx);
 /* The first of `chunk` entries of a table (*used entries handed out of
@@ -446,7 +446,7 @@ void zs_id_free(struct zs_pool *zp, struct zs_class *c, uint32_t id);
 
 /* slot encoding (bits 63..0):
  *   live        zspage id:26 | obj:16 | gen:20 | 0 | 1
- *   live, huge  pfn:32       | shard:10         | gen:20 | 1 | 1  (zs_huge.c)
+ *   live, huge  pfn:32       | shard:10         | gen:20 | 1 | 1  (zsmalloc/huge.c)
  *   free        next:32      | 0               | gen:20 | 0 | 0
  * handle:       slot index:28 | gen:20 | huge | 1   (never 0)
  * The low 22 bits are the tag, which a handle carries and its slot must
@@ -543,7 +543,7 @@ static inline void zs_ref_release(struct zs_pool *zp, struct zs_class *c, uint32
 		zs_slot_free(zp, c, ref);
 }
 
-/* zs_record.c: zspage records.  get and put with c's lock held; put
+/* zsmalloc/record.c: zspage records.  get and put with c's lock held; put
  * returns a record page left empty, to give back with zs_record_release
  * once no lock is held (NULL if none).  forget: a record of a pool being
  * destroyed (only malloc'd ones need freeing).  compact: with
@@ -569,7 +569,7 @@ static inline bool zs_record_big(const struct zs_pool *zp, const struct zs_class
 	return zs_record_alloc_size(c) > zp->rec.max;
 }
 
-/* zs_zspage.c.  new and retire (gives up the id) with the class lock
+/* zsmalloc/zspage.c.  new and retire (gives up the id) with the class lock
  * held; free (gives back the pages and the record) after it is dropped. */
 struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c);
 void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
@@ -638,7 +638,7 @@ static inline unsigned zs_group_of(const struct zs_class *c, unsigned inuse)
 	return g < ZS_GROUPS - 1 ? g : ZS_GROUPS - 2;
 }
 
-/* Put zs in the group its use calls for (zs_zspage.c does the moving);
+/* Put zs in the group its use calls for (zsmalloc/zspage.c does the moving);
  * true if it moved. */
 void zs_group_move(struct zs_class *c, struct zspage *zs, unsigned g);
 static inline bool zs_group_set(struct zs_class *c, struct zspage *zs)
@@ -655,7 +655,7 @@ static inline struct zspage *zs_by_id(struct zs_pool *zp, uint32_t id)
 	return (struct zspage *)__atomic_load_n(&zp->ztab[id], __ATOMIC_ACQUIRE);
 }
 
-/* zs_alloc.c: a free object of zs (lock held, zs not full), from its free
+/* zsmalloc/alloc.c: a free object of zs (lock held, zs not full), from its free
  * chain or its bump (populating pages); ZS_NONE if no page could be had.
  * put: object obj of zs is free again (chained; poisoned in debug). */
 unsigned zs_take_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
@@ -670,14 +670,14 @@ static inline bool zs_fits_in_place(const struct zs_pool *zp, const struct zs_cl
 	return zs->bump < c->objs && zs_pages_for(zp, c, (size_t)zs->bump + 1) <= zs->npop;
 }
 
-/* zs_zspage.c: a zspage of c with a free slot in its pages already
+/* zsmalloc/zspage.c: a zspage of c with a free slot in its pages already
  * populated, fullest first, not one being migrated; NULL if none.  c's
  * lock held. */
 struct zspage *zs_room_in(const struct zs_pool *zp, struct zs_class *c);
 
-/* zs_compact.c.  The most work the compactor does under one hold of a
+/* zsmalloc/compact.c.  The most work the compactor does under one hold of a
  * class lock: objects moved, bytes copied (at least one object); why
- * these, in zs_compact.c. */
+ * these, in zsmalloc/compact.c. */
 #define ZS_STEP_OBJS 32
 #define ZS_STEP_BYTES (32u << 10)
 long zs_compact(struct zm_pool *pool);
@@ -689,7 +689,7 @@ long zs_min_moves(struct zm_pool *pool, size_t pages);
 long zs_compact_class(struct zs_pool *zp, struct zs_class *c, unsigned *budget);
 /* The same for the classes next() gives, one after another until it
  * gives NULL, their zspages quiesced together, up to a batch of them
- * under one barrier whatever their classes (zs_compact.c).  Caller holds
+ * under one barrier whatever their classes (zsmalloc/compact.c).  Caller holds
  * zp->compact_lock. */
 long zs_compact_run(struct zs_pool *zp, struct zs_class *(*next)(void *arg), void *arg,
 		    unsigned *budget);
@@ -705,7 +705,7 @@ static inline uint64_t zs_slack_pages(const struct zs_pool *zp, const struct zs_
 	return have > used ? (have - used) >> zp->shift : 0;
 }
 
-/* zs_auto.c: automatic compaction */
+/* zsmalloc/auto.c: automatic compaction */
 int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg);
 void zs_auto_stop(struct zs_pool *zp);
 int zs_auto_set(struct zm_pool *pool, enum zm_compact_policy policy);
@@ -739,7 +739,7 @@ static inline void zs_auto_freed(struct zs_pool *zp, struct zs_class *c, unsigne
 	}
 }
 
-/* zs_huge.c: the huge class, one page per object and no record.  alloc
+/* zsmalloc/huge.c: the huge class, one page per object and no record.  alloc
  * with c's lock held (dropped; 0 on failure), free and release (at
  * destroy: the pages of every live huge object) without; check with c's
  * lock held, marking pfns in `seen` (a bitmap of the arena). */
@@ -762,7 +762,7 @@ static inline struct zspage *zs_huge_view(const struct zs_pool *zp, uint64_t v)
 	return zs;
 }
 
-/* zs_access.c: find the object of a handle and hold hazard `hz` on its
+/* zsmalloc/access.c: find the object of a handle and hold hazard `hz` on its
  * zspage (drop it with zmi_hazard_clear(hz)); NULL if the handle is bad. */
 struct zspage *zs_lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz);
 

@@ -2,7 +2,7 @@
  * xvmalloc free lists: which list a size belongs to, the two-level
  * bitmaps, and finding a block that fits in O(1).
  *
- * Mapping (xv.h): payload sizes below 256 get one list per 8 bytes; above,
+ * Mapping (xvmalloc/xvmalloc.h): payload sizes below 256 get one list per 8 bytes; above,
  * each power of two [2^l, 2^(l+1)) is cut into 32 equal lists.  A free
  * block goes to the list holding its size (xv_list_of), so a list's blocks
  * range over one list width.  To find a block for a request, the request
@@ -14,7 +14,7 @@
  * of that list is tried too (one more comparison).  Lists are LIFO.
  * All functions here run under the pool lock.
  */
-#include "pool/xv.h"
+#include "pool/xvmalloc/xvmalloc.h"
 
 unsigned xv_list_of(unsigned size)
 {

@@ -2,10 +2,10 @@
  * xcfmalloc: the scatter-gather allocator zcache used for compressed pages
  * (background §1), as a pool backend.  What its files share.
  *
- *   xcf_block.c   descriptors, free lists, pages, split and merge
- *   xcf_alloc.c   create/destroy, malloc/free, the ops table
- *   xcf_access.c  handle lookup, read/write, map/unmap
- *   xcf_stats.c   statistics, the per-size table, the checker
+ *   xcfmalloc/block.c   descriptors, free lists, pages, split and merge
+ *   xcfmalloc/alloc.c   create/destroy, malloc/free, the ops table
+ *   xcfmalloc/access.c  handle lookup, read/write, map/unmap
+ *   xcfmalloc/stats.c   statistics, the per-size table, the checker
  *
  * Memory is cut into blocks of XCF_BLOCK bytes.  Every page the pool holds
  * is tiled by blocks, free or used, each starting with an in-page header
@@ -139,7 +139,7 @@ static inline zm_handle_t xcf_handle(uint32_t idx, uint32_t gen)
 	return ((uint64_t)idx << XCF_H_IDX_SHIFT) | ((uint64_t)(gen & XCF_GEN_MASK) << 1) | 1;
 }
 
-/* ---- xcf_block.c (all under the lock) ---- */
+/* ---- xcfmalloc/block.c (all under the lock) ---- */
 int xcf_blocks_init(struct xcf_pool *x);
 void xcf_blocks_fini(struct xcf_pool *x);
 /* A block for one piece of need blocks, detached from any list (see the
@@ -154,7 +154,7 @@ void xcf_free_block(struct xcf_pool *x, uint32_t i);
 /* Give whole free pages beyond the reserve back to the pages layer. */
 void xcf_trim(struct xcf_pool *x);
 
-/* ---- xcf_access.c ---- */
+/* ---- xcfmalloc/access.c ---- */
 /* The object's first descriptor, or NULL (message in debug) for a bad
  * handle.  Under the lock. */
 struct xcf_desc *xcf_lookup(struct xcf_pool *x, zm_handle_t h, const char *op);
@@ -164,7 +164,7 @@ int xcf_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len);
 int xcf_write(struct zm_pool *pool, zm_handle_t h, const void *buf, size_t len);
 size_t xcf_obj_size(struct zm_pool *pool, zm_handle_t h);
 
-/* ---- xcf_stats.c ---- */
+/* ---- xcfmalloc/stats.c ---- */
 void xcf_stats(struct zm_pool *pool, struct zm_pool_stats *st);
 unsigned xcf_nr_classes(struct zm_pool *pool);
 int xcf_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stats *cs);

@@ -1,5 +1,5 @@
 /*
- * The handle table (and the zspage table beside it, zs_zspage.c): one
+ * The handle table (and the zspage table beside it, zsmalloc/zspage.c): one
  * 8-byte slot per object, holding where the object
  * is (zspage id and object index; for a huge object its page and shard)
  * and a generation, so that a
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 
 #include "base/os.h"
-#include "pool/zsmalloc.h"
+#include "pool/zsmalloc/zsmalloc.h"
 
 /* Pages of ZS_SPAN entries (a span is one: the tables give back whole
  * pages only where the system's page is 4 KiB). */

@@ -48,10 +48,10 @@
 #include <time.h>
 
 #include "base/os.h"
-#include "pool/zsmalloc.h"
+#include "pool/zsmalloc/zsmalloc.h"
 
 /*
- * Steps (ZS_STEP_OBJS, ZS_STEP_BYTES in zsmalloc.h).  Under one hold of a
+ * Steps (ZS_STEP_OBJS, ZS_STEP_BYTES in zsmalloc/zsmalloc.h).  Under one hold of a
  * class lock the compactor moves at most ZS_STEP_OBJS objects and copies
  * at most ZS_STEP_BYTES (at least one object, whatever its size), then
  * drops the lock.  Each object costs its copy (32 KiB at the few GB/s of

@@ -3,7 +3,7 @@
  * page_size - spacing bytes: pages that did not compress) get a page each
  * and no zspage record.  The handle slot names the page itself:
  *
- *     pfn:32 | shard:10 | gen:20 | huge:1 | live:1       (zsmalloc.h)
+ *     pfn:32 | shard:10 | gen:20 | huge:1 | live:1       (zsmalloc/zsmalloc.h)
  *
  * so such an object costs its page, its 8-byte slot and the pages
  * layer's 8-byte record of the page, nothing more.  A one-page zspage
@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "base/debug.h"
-#include "pool/zsmalloc.h"
+#include "pool/zsmalloc/zsmalloc.h"
 
 __thread struct zspage zs_hview;
 

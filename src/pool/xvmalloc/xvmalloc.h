@@ -3,12 +3,12 @@
  * before xcfmalloc (background §1), kept as a backend so that the seeds'
  * comparison can be rerun.  See docs/xvmalloc.md.
  *
- *   xv_list.c    size -> free list (two levels), the two-level bitmaps,
+ *   xvmalloc/list.c    size -> free list (two levels), the two-level bitmaps,
  *                free list insert / remove / find in O(1)
- *   xv_alloc.c   pages (get, return, the pool's page list), malloc/free
+ *   xvmalloc/alloc.c   pages (get, return, the pool's page list), malloc/free
  *                with split and merge, create/destroy, the ops table
- *   xv_access.c  handles: encoding and validation; map/unmap, read/write
- *   xv_stats.c   statistics and the whole-structure checker
+ *   xvmalloc/access.c  handles: encoding and validation; map/unmap, read/write
+ *   xvmalloc/stats.c   statistics and the whole-structure checker
  *
  * Layout.  Objects live inside pages and never span two.  A page is cut
  * into blocks that tile it exactly; each block starts with an 8-byte
@@ -90,7 +90,7 @@ struct xv_links {
 	uint64_t next, prev;
 };
 
-/* The free lists and their bitmaps (xv_list.c).  Protected by the pool
+/* The free lists and their bitmaps (xvmalloc/list.c).  Protected by the pool
  * lock. */
 struct xv_lists {
 	uint32_t fl_map;             /* bit f: sl_map[f] != 0 */
@@ -187,7 +187,7 @@ static inline zm_handle_t xv_handle(zm_pfn_t pfn, unsigned tag, unsigned payload
 	       (payload_off >> XV_ALIGN_SHIFT);
 }
 
-/* ---- xv_list.c ---- */
+/* ---- xvmalloc/list.c ---- */
 /* The list a free block of payload size belongs to. */
 unsigned xv_list_of(unsigned size);
 /* The first list all of whose blocks are >= size (XV_NLISTS if none). */
@@ -200,7 +200,7 @@ void xv_list_remove(struct xv_pool *xp, uint64_t loc);
 /* A free block with payload >= size, or XV_NIL: O(1). */
 uint64_t xv_find(struct xv_pool *xp, unsigned size);
 
-/* ---- xv_access.c ---- */
+/* ---- xvmalloc/access.c ---- */
 /* Validate h (pool lock held).  Returns its page's record and sets *loc
  * (the block's header location, or the raw page's pfn << 16 with *raw
  * true); NULL for a bad handle, after a message naming it and op. */
@@ -212,10 +212,10 @@ int xv_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len);
 int xv_write(struct zm_pool *pool, zm_handle_t h, const void *buf, size_t len);
 size_t xv_obj_size(struct zm_pool *pool, zm_handle_t h);
 
-/* ---- xv_alloc.c ---- */
+/* ---- xvmalloc/alloc.c ---- */
 void xv_page_unlink(struct xv_pool *xp, zm_pfn_t pfn);
 
-/* ---- xv_stats.c ---- */
+/* ---- xvmalloc/stats.c ---- */
 void xv_stats(struct zm_pool *pool, struct zm_pool_stats *st);
 int xv_check(struct zm_pool *pool);
 

@@ -21,7 +21,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "pool/xcf.h"
+#include "pool/xcfmalloc/xcfmalloc.h"
 
 struct xcf_desc *xcf_lookup(struct xcf_pool *x, zm_handle_t h, const char *op)
 {
