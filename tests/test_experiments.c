@@ -396,6 +396,7 @@ static void test_allocbench(void **state)
 		 "--reps 1 --min-ms 0 --threads 2 --json --plot '%s'", svg);
 	out = run_zmem(args);
 	parse_or_fail("allocbench", out, &doc);
+	common_keys(&doc, "allocbench");
 	r = results(&doc);
 	for (const char *const *b = zm_pool_backends(); *b; b++)
 		for (int p = 0; p < 3; p++)
@@ -429,6 +430,7 @@ static void test_allocbench(void **state)
 	out = run_zmem("allocbench --allocator zsmalloc --sizes 64 --count 500 --bytes 64K "
 		       "--reps 1 --min-ms 0 --threads 2 --apart all --json");
 	parse_or_fail("allocbench --apart", out, &doc);
+	common_keys(&doc, "allocbench");
 	assert_string_equal(jstr(&doc, "apart"), "all");
 	r = results(&doc);
 	assert_int_equal(r->n, 2 * 4);  /* 3 patterns and the mix, 1 and 2 threads */
@@ -472,6 +474,7 @@ static void test_allocbench_latency(void **state)
 	struct jv doc;
 
 	parse_or_fail("allocbench --latency", out, &doc);
+	common_keys(&doc, "allocbench");
 	assert_string_equal(jstr(&doc, "mode"), "latency");
 	assert_true(jnum(&doc, "timer_ns") > 0);
 	r = results(&doc);

@@ -42,6 +42,8 @@
 #include <zmem/pages.h>
 #include <zmem/pool.h>
 #include "cli/cli.h"
+#include "cli/json.h"
+#include "cli/opt.h"
 #include "cli/plot.h"
 
 #define MAX_RUNS 15
@@ -49,6 +51,8 @@
 #define MAXT 16
 #define MAX_SIZES 32
 #define MAX_BACKENDS 16
+#define POOL_PAGE 4096                /* the pools' page (their default):
+					 the largest object they take */
 #define DEF_BYTES ((size_t)48 << 20)  /* per thread: well past the caches */
 #define DEF_COUNT 200000
 #define DEF_MIN_MS 40                 /* a timed run lasts this long at least:
@@ -204,7 +208,7 @@ static int setup_make(const struct opts *o, const struct row *r, struct setup *s
 			su->npool++;
 	}
 	if (rc) {
-		fprintf(stderr, "allocbench: %s: %s\n", r->backend, strerror(-rc));
+		cli_fail("allocbench", "%s: %s", r->backend, strerror(-rc));
 		setup_free(su);
 		return -1;
 	}
@@ -233,7 +237,7 @@ static int measure(const struct opts *o, struct row *r)
 	for (int i = 0; i < nt; i++) {
 		j[i].h = malloc(n * sizeof(zm_handle_t));
 		if (!j[i].h) {
-			fprintf(stderr, "allocbench: out of memory for the handles\n");
+			cli_fail("allocbench", "out of memory for the handles");
 			while (i-- > 0)
 				free(j[i].h);
 			setup_free(&su);
@@ -289,14 +293,20 @@ static int measure(const struct opts *o, struct row *r)
 	return 0;
 }
 
-static void print_row(const struct opts *o, const struct row *r, int first)
+static void print_row(const struct opts *o, struct json *j, const struct row *r)
 {
 	if (o->json) {
-		printf("%s\n  {\"allocator\": \"%s\", \"pattern\": \"%s\", \"size\": %zu, "
-		       "\"threads\": %d, \"ns_per_op\": %.2f, \"mops\": %.3f, "
-		       "\"scaling\": %.3f, \"failed_allocs\": %llu, \"passes\": %u}",
-		       first ? "" : ",", r->backend, pattern_names[r->pat], r->size, r->threads,
-		       r->ns, r->mops, r->scaling, (unsigned long long)r->fails, r->passes);
+		json_object(j, NULL);
+		json_str(j, "allocator", r->backend);
+		json_str(j, "pattern", pattern_names[r->pat]);
+		json_uint(j, "size", r->size);
+		json_int(j, "threads", r->threads);
+		json_fixed(j, "ns_per_op", r->ns, 2);
+		json_fixed(j, "mops", r->mops, 3);
+		json_fixed(j, "scaling", r->scaling, 3);
+		json_uint(j, "failed_allocs", r->fails);
+		json_uint(j, "passes", r->passes);
+		json_object_end(j);
 	} else {
 		char sz[24] = "mixed";
 
@@ -389,115 +399,101 @@ static int plot(const struct opts *o, const struct row *rows, size_t nrows,
 
 /* ---- options -------------------------------------------------------- */
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: zmem allocbench [options]\n"
-		"The same allocation sequences through every pool backend: ns per operation.\n\n"
-		"  --allocator NAME   only this backend (repeatable; default: all)\n"
-		"  --sizes LIST       object sizes, comma-separated (default\n"
-		"                     32,128,512,1024,1632,2048,2100,3072,4000)\n"
-		"  --count N          objects per sequence (default %d; 1000000 = the seed's\n"
-		"                     million); one-one does %d N pairs\n"
-		"  --bytes SIZE       at most this many bytes of objects per thread (default 48M)\n"
-		"  --threads N        1..N threads on one pool (default: the CPUs, at least 2)\n"
-		"  --reps N           timed runs after a warm-up; the median is shown (default %d)\n"
-		"  --min-ms N         a timed run repeats the sequence to last N ms at least\n"
-		"                     (default %d; 0: one pass)\n"
-		"  --apart pools|all  each thread its own pool, over one pages instance\n"
-		"                     (pools) or over one each (all): what sharing costs\n"
-		"  --quick            only size 1024 and the mix\n"
-		"  --json             one JSON document\n"
-		"  --plot FILE.svg    ns per op against size, a line per backend, a panel per\n"
-		"                     pattern; throughput against threads\n"
-		"  --latency          another benchmark: single-operation latency while the\n"
-		"                     pool compacts, on vs off (zmem allocbench --latency --help)\n",
-		DEF_COUNT, ONE_ONE_FACTOR, DEF_RUNS, DEF_MIN_MS);
-}
-
+/* --sizes: sizes of 1 byte to a page (the pools' page: what a pool
+ * object may take at most), at most MAX_SIZES of them; 0, or CLI_USAGE
+ * after the message */
 static int parse_sizes(const char *arg, struct opts *o)
 {
 	char buf[256], *save = NULL;
 
+	if (strlen(arg) >= sizeof(buf))
+		return cli_usage("allocbench", "--sizes '%.40s...' is too long", arg);
 	snprintf(buf, sizeof(buf), "%s", arg);
 	o->nsizes = 0;
 	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		size_t v = cli_parse_size(t);
+		uint64_t v;
 
-		if (!v || v > 65536 || o->nsizes == MAX_SIZES)
-			return -1;
-		o->sizes[o->nsizes++] = v;
+		if (cli_size(t, &v) || v < 1 || v > POOL_PAGE)
+			return cli_usage("allocbench", "invalid size '%s' in --sizes (1..%d)", t,
+					 POOL_PAGE);
+		if (o->nsizes == MAX_SIZES)
+			return cli_usage("allocbench", "--sizes lists more than %d sizes", MAX_SIZES);
+		o->sizes[o->nsizes++] = (size_t)v;
 	}
-	return o->nsizes ? 0 : -1;
+	if (!o->nsizes)
+		return cli_usage("allocbench", "--sizes '%s' lists no size", arg);
+	return 0;
 }
 
+/* 0; -1 after --help; CLI_USAGE after the message */
 static int parse(int argc, char **argv, struct opts *o)
 {
 	static const size_t def[] = { 32, 128, 512, 1024, 1632, 2048, 2100, 3072, 4000 };
+	static const char *const aparts[] = { "pools", "all", NULL };
+	const char *sizes = NULL, *apart = NULL;
+	uint64_t count = DEF_COUNT;
+	int min_ms = DEF_MIN_MS, latency = 0, rc;
+	char cdef[16], rdef[16], mdef[16];
+	const struct opt table[] = {
+		O_LIST("allocator", 'a', o->only, "NAME", "only this backend (repeatable)", "all",
+		       &o->nonly, MAX_BACKENDS),
+		O_STR("sizes", 's', &sizes, "LIST",
+		      "object sizes, comma-separated, each 1..4096\n(default 32,128,512,1024,1632,"
+		      "2048,2100,\n3072,4000)", NULL),
+		O_U64("count", 'n', &count, "N",
+		      "objects per sequence (1000000: the seed's\nmillion); one-one does 10 N pairs",
+		      cdef, 1, 0),
+		O_SIZE("bytes", 'b', &o->bytes, "SIZE", "at most this many bytes of objects per thread",
+		       "48M", 1, 0),
+		O_INT("threads", 't', &o->maxt, "N", "1..N threads on one pool",
+		      "the CPUs, at least 2", 1, MAXT),
+		O_INT("reps", 'r', &o->reps, "N", "timed runs after a warm-up; the median is shown",
+		      rdef, 1, MAX_RUNS),
+		O_INT("min-ms", 0, &min_ms, "N",
+		      "a timed run repeats the sequence to last N ms\nat least (0: one pass)", mdef,
+		      0, 600000),
+		O_STR("apart", 0, &apart, "pools|all",
+		      "each thread its own pool, over one pages\ninstance (pools) or over one each "
+		      "(all):\nwhat sharing costs", NULL, .choices = aparts),
+		O_FLAG("quick", 0, &o->quick, "only size 1024 and the mix"),
+		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead of the table"),
+		O_STR("plot", 'p', &o->plot, "FILE.svg",
+		      "ns per op against size, a line per backend,\na panel per pattern; throughput "
+		      "against\nthreads", NULL),
+		O_FLAG("latency", 0, &latency,
+		       "another benchmark: single-operation latency\nwhile the pool compacts, on vs "
+		       "off\n(zmem allocbench --latency --help)"),
+		O_END,
+	};
+	const struct opt_cmd cmd = {
+		"allocbench", "[OPTIONS]",
+		"The same allocation sequences through every pool backend: ns per operation\n"
+		"(alloc or free) per thread, 1..N threads starting together on one pool.",
+		table,
+		"The patterns: all-free (N objects of one size, then free them all), one-one\n"
+		"(allocate one and free it, 10 N times), random (a random mix around a live\n"
+		"set of N/4 .. N objects, at each size and with realistic compressed-page\n"
+		"sizes: \"mixed\").  N is --count or as many objects as fit in --bytes,\n"
+		"whichever is smaller.\n",
+	};
 
 	memset(o, 0, sizeof(*o));
-	o->maxt = cli_ncpus() < 2 ? 2 : cli_ncpus();
-	o->count = DEF_COUNT;
+	o->maxt = cli_ncpus() < 2 ? 2 : cli_ncpus() > MAXT ? MAXT : cli_ncpus();
 	o->bytes = DEF_BYTES;
 	o->reps = DEF_RUNS;
-	o->min_ms = DEF_MIN_MS;
+	snprintf(cdef, sizeof(cdef), "%d", DEF_COUNT);
+	snprintf(rdef, sizeof(rdef), "%d", DEF_RUNS);
+	snprintf(mdef, sizeof(mdef), "%d", DEF_MIN_MS);
 	memcpy(o->sizes, def, sizeof(def));
 	o->nsizes = sizeof(def) / sizeof(def[0]);
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(a, "--json"))
-			o->json = 1;
-		else if (!strcmp(a, "--quick"))
-			o->quick = 1;
-		else if (!strcmp(a, "--help")) {
-			usage(stdout);
-			exit(0);
-		} else if (!v) {
-			usage(stderr);
-			return -1;
-		} else if (!strcmp(a, "--threads"))
-			o->maxt = atoi(v), i++;
-		else if (!strcmp(a, "--reps"))
-			o->reps = atoi(v), i++;
-		else if (!strcmp(a, "--apart")) {
-			if (!strcmp(v, "pools"))
-				o->apart = APART_POOLS;
-			else if (!strcmp(v, "all"))
-				o->apart = APART_ALL;
-			else {
-				fprintf(stderr, "allocbench: --apart pools or all\n");
-				return -1;
-			}
-			i++;
-		} else if (!strcmp(a, "--min-ms"))
-			o->min_ms = (unsigned)strtoul(v, NULL, 10), i++;
-		else if (!strcmp(a, "--count"))
-			o->count = (size_t)strtoull(v, NULL, 10), i++;
-		else if (!strcmp(a, "--bytes"))
-			o->bytes = cli_parse_size(v), i++;
-		else if (!strcmp(a, "--plot"))
-			o->plot = v, i++;
-		else if (!strcmp(a, "--sizes")) {
-			if (parse_sizes(v, o)) {
-				fprintf(stderr, "allocbench: bad --sizes '%s' (1..65536 each, "
-					"at most %d)\n", v, MAX_SIZES);
-				return -1;
-			}
-			i++;
-		} else if (!strcmp(a, "--allocator") && o->nonly < MAX_BACKENDS)
-			o->only[o->nonly++] = v, i++;
-		else {
-			usage(stderr);
-			return -1;
-		}
-	}
-	if (o->maxt < 1 || o->maxt > MAXT || o->reps < 1 || o->reps > MAX_RUNS ||
-	    !o->count || !o->bytes) {
-		fprintf(stderr, "allocbench: --threads 1..%d, --reps 1..%d, --count and "
-			"--bytes above 0\n", MAXT, MAX_RUNS);
-		return -1;
-	}
+	rc = opt_parse(&cmd, argc, argv, NULL);
+	if (rc)
+		return rc;
+	if (sizes && (rc = parse_sizes(sizes, o)))
+		return rc;
+	o->count = count > SIZE_MAX ? SIZE_MAX : (size_t)count;
+	o->min_ms = (unsigned)min_ms;
+	o->apart = !apart ? APART_NONE : !strcmp(apart, "pools") ? APART_POOLS : APART_ALL;
 	if (o->quick) {
 		o->sizes[0] = 1024;
 		o->nsizes = 1;
@@ -510,24 +506,25 @@ int cmd_allocbench(int argc, char **argv)
 	const char *const *all = zm_pool_backends();
 	const char *names[MAX_BACKENDS];
 	struct row *rows;
-	size_t nb = 0, nrows = 0, cap;
+	size_t nb = 0, nrows = 0, cap, cell = 0, ncells;
 	struct opts o;
-	int status = 0;
+	struct json j;
+	int status = 0, rc;
 
-	for (int i = 1; i < argc; i++)
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
 		if (!strcmp(argv[i], "--latency"))
 			return allocbench_latency(argc, argv);
-	if (parse(argc, argv, &o))
-		return 2;
+	rc = parse(argc, argv, &o);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
 	for (size_t i = 0; i < o.nonly; i++) {
 		size_t k;
 
 		for (k = 0; all[k] && strcmp(all[k], o.only[i]); k++)
 			;
-		if (!all[k]) {
-			fprintf(stderr, "allocbench: unknown allocator '%s'\n", o.only[i]);
-			return 2;
-		}
+		if (!all[k])
+			return cli_usage("allocbench", "unknown allocator '%s' (zmem allocbench "
+					 "--help)", o.only[i]);
 	}
 	for (size_t k = 0; all[k] && nb < MAX_BACKENDS; k++) {
 		int want = !o.nonly;
@@ -537,17 +534,23 @@ int cmd_allocbench(int argc, char **argv)
 		if (want)
 			names[nb++] = all[k];
 	}
+	ncells = nb * (NPATTERN * o.nsizes + 1) * (size_t)o.maxt;
 	cap = nb * NPATTERN * (o.nsizes + 1) * (size_t)o.maxt;
 	rows = calloc(cap, sizeof(*rows));
 	if (!rows)
-		return 1;
+		return cli_fail("allocbench", "out of memory");
 	mallopt(M_TRIM_THRESHOLD, INT_MAX);
 	mallopt(M_MMAP_THRESHOLD, 1 << 30);
-	if (o.json)
-		printf("{\"zmem_allocbench\": 1, \"reps\": %d, \"count\": %zu, \"bytes\": %zu, "
-		       "\"max_threads\": %d, \"min_ms\": %u, \"apart\": \"%s\",\n \"results\": [",
-		       o.reps, o.count, o.bytes, o.maxt, o.min_ms, apart_names[o.apart]);
-	else
+	if (o.json) {
+		json_begin(&j, stdout, "allocbench");
+		json_int(&j, "reps", o.reps);
+		json_uint(&j, "count", o.count);
+		json_uint(&j, "bytes", o.bytes);
+		json_int(&j, "max_threads", o.maxt);
+		json_uint(&j, "min_ms", o.min_ms);
+		json_str(&j, "apart", apart_names[o.apart]);
+		json_array(&j, "results");
+	} else {
 		printf("zmem allocbench: ns per operation (alloc or free) per thread, median "
 		       "of %d runs;\nMops/s is the total throughput, scaling against 1 thread; "
 		       "failed = allocations refused%s\n\n%-10s %-9s %6s %7s %10s %10s %8s %8s\n",
@@ -555,6 +558,7 @@ int cmd_allocbench(int argc, char **argv)
 		       "pages instance" : o.apart == APART_ALL ? ";\neach thread its own pool "
 		       "and pages instance" : "", "allocator", "pattern", "size", "threads", "ns/op", "Mops/s",
 		       "scaling", "failed");
+	}
 	for (size_t b = 0; b < nb; b++)
 		for (int pat = 0; pat < NPATTERN; pat++) {
 			size_t nsz = o.nsizes + (pat == RANDOM);
@@ -564,35 +568,46 @@ int cmd_allocbench(int argc, char **argv)
 
 				for (int nt = 1; nt <= o.maxt; nt++) {
 					struct row *r = &rows[nrows];
+					char sz[24] = "mixed";
 
 					*r = (struct row){ .backend = names[b], .pat = (enum pattern)pat,
 							   .size = si < o.nsizes ? o.sizes[si] : 0,
 							   .threads = nt };
+					if (r->size)
+						snprintf(sz, sizeof(sz), "%zu", r->size);
+					cli_progress("%zu/%zu: %s, %s, size %s, %d thread%s", ++cell,
+						     ncells, r->backend, pattern_names[pat], sz, nt,
+						     nt > 1 ? "s" : "");
 					if (measure(&o, r)) {
-						status = 1;
+						status = CLI_FAIL;
 						continue;
 					}
+					cli_progress_done();
 					if (nt == 1)
 						base = r->mops;
 					r->scaling = base > 0 ? r->mops / base : 0;
-					print_row(&o, r, nrows == 0);
+					print_row(&o, &j, r);
 					nrows++;
 				}
 			}
 		}
+	cli_progress_done();
 	if (o.json)
-		printf("\n]}\n");
+		json_array_end(&j);
 	if (o.plot) {
-		int rc = plot(&o, rows, nrows, names, nb);
-
+		rc = plot(&o, rows, nrows, names, nb);
 		if (rc) {
-			fprintf(stderr, "allocbench: writing %s: %s\n", o.plot, strerror(-rc));
-			status = 1;
+			cli_fail("allocbench", "writing %s: %s", o.plot, strerror(-rc));
+			status = CLI_FAIL;
+		} else if (o.json) {
+			json_str(&j, "plot", o.plot);
+			cli_note("plot: %s", o.plot);
 		} else {
-			fprintf(o.json ? stderr : stdout, "%splot: %s\n", o.json ? "allocbench: " :
-				"\n", o.plot);
+			printf("\nplot: %s\n", o.plot);
 		}
 	}
+	if (o.json)
+		json_end(&j);
 	free(rows);
 	return status;
 }

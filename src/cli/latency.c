@@ -43,6 +43,8 @@
 #include <zmem/pages.h>
 #include <zmem/pool.h>
 #include "cli/cli.h"
+#include "cli/json.h"
+#include "cli/opt.h"
 
 #define MAXT 16
 #define DEF_THREADS 2
@@ -171,7 +173,7 @@ static inline uint64_t to_ns(uint64_t ticks, uint64_t scale)
 struct opts {
 	int threads, rounds, json;
 	enum { ON_BOTH, ON_COMPACT, ON_TRIM } on;  /* what the "on" side has */
-	unsigned ms, free_pct;
+	int ms, free_pct;
 	size_t bytes;
 };
 
@@ -227,7 +229,7 @@ static void *worker_main(void *arg)
 	}
 	pthread_barrier_wait(w->bar);
 	for (size_t i = 0; i < w->live;) {
-		if (cli_rand(&s) % 100 < w->o->free_pct) {
+		if (cli_rand(&s) % 100 < (uint64_t)w->o->free_pct) {
 			zm_pool_free(w->pool, w->h[i]);
 			w->h[i] = w->h[--w->live];
 		} else {
@@ -306,7 +308,7 @@ static int round_run(const struct opts *o, int off, uint64_t scale, uint64_t see
 	int rc, nt = o->threads;
 
 	if ((rc = zm_pages_create(&pc, &pg))) {
-		fprintf(stderr, "allocbench: pages: %s\n", strerror(-rc));
+		cli_fail("allocbench", "pages: %s", strerror(-rc));
 		return -1;
 	}
 	{
@@ -314,7 +316,7 @@ static int round_run(const struct opts *o, int off, uint64_t scale, uint64_t see
 					    .compact = compact ? ZM_COMPACT_DEFAULT : ZM_COMPACT_OFF };
 
 		if ((rc = zm_pool_create(&c, &pool))) {
-			fprintf(stderr, "allocbench: pool: %s\n", strerror(-rc));
+			cli_fail("allocbench", "pool: %s", strerror(-rc));
 			zm_pages_destroy(pg);
 			return -1;
 		}
@@ -327,8 +329,7 @@ static int round_run(const struct opts *o, int off, uint64_t scale, uint64_t see
 		w[i].h = malloc(cap * sizeof(zm_handle_t));
 		w[i].hist = calloc(NOP, sizeof(struct hist));
 		if (!w[i].h || !w[i].hist) {
-			fprintf(stderr, "allocbench: out of memory\n");
-			exit(1);
+			exit(cli_fail("allocbench", "out of memory"));
 		}
 		pthread_create(&t[i], NULL, worker_main, &w[i]);
 	}
@@ -337,7 +338,7 @@ static int round_run(const struct opts *o, int off, uint64_t scale, uint64_t see
 	zm_pool_stats(pool, &st0);
 	zm_pages_stats(pg, &ps0);
 	zm_lock_hold_reset();
-	usleep(o->ms * 1000u);
+	usleep((useconds_t)o->ms * 1000u);
 	stop = 1;
 	pthread_barrier_wait(&bar);   /* the loops are over */
 	for (int k = 0; k < ZM_LOCK_KINDS; k++) {
@@ -395,86 +396,46 @@ static double timer_cost(uint64_t scale)
 
 /* ---- options and the report ------------------------------------------ */
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: zmem allocbench --latency [options]\n"
-		"Single-operation latency (alloc, free, map+unmap) on threads sharing one\n"
-		"zsmalloc pool after a mass free, with background compaction and the pages\n"
-		"layer's trimming on and off, alternated: p50, p99, p99.9, max.\n\n"
-		"  --threads N   threads on the pool (default %d)\n"
-		"  --rounds N    pairs of rounds, one on and one off (default %d)\n"
-		"  --ms N        the timed loop of a round, ms (default %d)\n"
-		"  --bytes SIZE  objects each thread fills before the free (default 32M)\n"
-		"  --free PCT    percent of them freed at random (default %d)\n"
-		"  --on WHAT     what the \"on\" side switches on: both (default), compact\n"
-		"                (compaction only) or trim (the pages layer's trimming only)\n"
-		"  --json        one JSON document\n",
-		DEF_THREADS, DEF_ROUNDS, DEF_MS, DEF_FREE);
-}
-
+/* 0; -1 after --help; CLI_USAGE after the message */
 static int parse(int argc, char **argv, struct opts *o)
 {
+	static const char *const ons[] = { "both", "compact", "trim", NULL };
+	const char *on = "both";
+	int latency = 0, rc;
+	char tdef[16], rdef[16], mdef[16], fdef[16];
+	const struct opt table[] = {
+		O_FLAG("latency", 0, &latency, "this benchmark (not allocbench's tables)"),
+		O_INT("threads", 't', &o->threads, "N", "threads on the pool", tdef, 1, MAXT),
+		O_INT("rounds", 'r', &o->rounds, "N", "pairs of rounds, one on and one off", rdef, 1,
+		      MAX_ROUNDS),
+		O_INT("ms", 0, &o->ms, "N", "the timed loop of a round, ms", mdef, 1, 1000000),
+		O_SIZE("bytes", 'b', &o->bytes, "SIZE", "objects each thread fills before the free",
+		       "32M", 1, 0),
+		O_INT("free", 0, &o->free_pct, "PCT", "percent of them freed at random", fdef, 0, 99),
+		O_STR("on", 0, &on, "WHAT",
+		      "what the \"on\" side switches on: both,\ncompact (compaction only) or trim "
+		      "(the\npages layer's trimming only)", "both", .choices = ons),
+		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead of the table"),
+		O_END,
+	};
+	const struct opt_cmd cmd = {
+		"allocbench", "--latency [OPTIONS]",
+		"Single-operation latency (alloc, free, map+unmap) on threads sharing one\n"
+		"zsmalloc pool after a mass free, with background compaction and the pages\n"
+		"layer's trimming on and off, alternated: p50, p99, p99.9, max.",
+		table, NULL,
+	};
+
 	*o = (struct opts){ .threads = DEF_THREADS, .rounds = DEF_ROUNDS, .ms = DEF_MS,
 			    .bytes = DEF_BYTES, .free_pct = DEF_FREE };
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		uint64_t n = 0;
-
-		if (!strcmp(a, "--latency"))
-			continue;
-		if (!strcmp(a, "--json")) {
-			o->json = 1;
-			continue;
-		}
-		if (!strcmp(a, "--help")) {
-			usage(stdout);
-			exit(0);
-		}
-		if (!v) {
-			usage(stderr);
-			return -1;
-		}
-		i++;
-		if (!strcmp(a, "--on")) {
-			if (!strcmp(v, "both"))
-				o->on = ON_BOTH;
-			else if (!strcmp(v, "compact"))
-				o->on = ON_COMPACT;
-			else if (!strcmp(v, "trim"))
-				o->on = ON_TRIM;
-			else
-				return fprintf(stderr, "allocbench: --on both, compact or trim\n"), -1;
-			continue;
-		}
-		if (!strcmp(a, "--bytes")) {
-			if (!(o->bytes = cli_parse_size(v)))
-				return fprintf(stderr, "allocbench: bad --bytes '%s'\n", v), -1;
-			continue;
-		}
-		if (cli_parse_u64(v, &n) || n > 1000000) {
-			fprintf(stderr, "allocbench: bad %s '%s'\n", a, v);
-			return -1;
-		}
-		if (!strcmp(a, "--threads"))
-			o->threads = (int)n;
-		else if (!strcmp(a, "--rounds"))
-			o->rounds = (int)n;
-		else if (!strcmp(a, "--ms"))
-			o->ms = (unsigned)n;
-		else if (!strcmp(a, "--free"))
-			o->free_pct = (unsigned)n;
-		else {
-			usage(stderr);
-			return -1;
-		}
-	}
-	if (o->threads < 1 || o->threads > MAXT || o->rounds < 1 || o->rounds > MAX_ROUNDS ||
-	    !o->ms || o->free_pct > 99) {
-		fprintf(stderr, "allocbench: --threads 1..%d, --rounds 1..%d, --ms above 0, "
-			"--free 0..99\n", MAXT, MAX_ROUNDS);
-		return -1;
-	}
+	snprintf(tdef, sizeof(tdef), "%d", DEF_THREADS);
+	snprintf(rdef, sizeof(rdef), "%d", DEF_ROUNDS);
+	snprintf(mdef, sizeof(mdef), "%d", DEF_MS);
+	snprintf(fdef, sizeof(fdef), "%d", DEF_FREE);
+	rc = opt_parse(&cmd, argc, argv, NULL);
+	if (rc)
+		return rc;
+	o->on = !strcmp(on, "compact") ? ON_COMPACT : !strcmp(on, "trim") ? ON_TRIM : ON_BOTH;
 	return 0;
 }
 
@@ -495,52 +456,70 @@ static void report(const struct opts *o, const struct side sd[2], double timer)
 			q[s][k][3] = (double)sd[s].hist[k].max;
 		}
 	if (o->json) {
-		printf("{\"zmem_allocbench\": 1, \"mode\": \"latency\", \"allocator\": \"zsmalloc\", "
-		       "\"threads\": %d, \"rounds\": %d, \"ms\": %u, \"bytes\": %zu, "
-		       "\"free_pct\": %u, \"on\": \"%s\", \"timer_ns\": %.1f,\n \"results\": [",
-		       o->threads, o->rounds, o->ms, o->bytes, o->free_pct, on_names[o->on], timer);
-		for (int s = 0, first = 1; s < 2; s++)
-			for (int k = 0; k < NOP; k++, first = 0)
-				printf("%s\n  {\"op\": \"%s\", \"compaction\": \"%s\", \"ops\": %llu, "
-				       "\"p50_ns\": %.0f, \"p99_ns\": %.0f, \"p999_ns\": %.0f, "
-				       "\"max_ns\": %.0f}", first ? "" : ",", op_names[k],
-				       side_names[s], (unsigned long long)sd[s].hist[k].n,
-				       q[s][k][0], q[s][k][1], q[s][k][2], q[s][k][3]);
-		printf("\n ],\n \"ratio_p999\": {");
-		for (int k = 0; k < OP_EMPTY; k++)
-			printf("%s\"%s\": %.3f", k ? ", " : "", op_names[k],
-			       ratio(q[0][k][2], q[1][k][2]));
-		printf("},\n \"sides\": [");
-		for (int s = 0; s < 2; s++) {
-			printf("%s\n  {\"compaction\": \"%s\", \"objects_moved\": %llu, "
-			       "\"compactions\": %llu, \"pages_compacted\": %llu, "
-			       "\"pages_trimmed\": %llu, \"failed_allocs\": %llu, "
-			       "\"bad_reads\": %llu, \"lock_hold\": ", s ? "," : "", side_names[s],
-			       (unsigned long long)sd[s].moved, (unsigned long long)sd[s].passes,
-			       (unsigned long long)sd[s].pages_compacted,
-			       (unsigned long long)sd[s].trimmed, (unsigned long long)sd[s].fails,
-			       (unsigned long long)sd[s].bad);
-			if (!sd[s].lock_ok) {
-				printf("null}");
-				continue;
+		struct json j;
+
+		json_begin(&j, stdout, "allocbench");
+		json_str(&j, "mode", "latency");
+		json_str(&j, "allocator", "zsmalloc");
+		json_int(&j, "threads", o->threads);
+		json_int(&j, "rounds", o->rounds);
+		json_int(&j, "ms", o->ms);
+		json_uint(&j, "bytes", o->bytes);
+		json_int(&j, "free_pct", o->free_pct);
+		json_str(&j, "on", on_names[o->on]);
+		json_fixed(&j, "timer_ns", timer, 1);
+		json_array(&j, "results");
+		for (int s = 0; s < 2; s++)
+			for (int k = 0; k < NOP; k++) {
+				json_object(&j, NULL);
+				json_str(&j, "op", op_names[k]);
+				json_str(&j, "compaction", side_names[s]);
+				json_uint(&j, "ops", sd[s].hist[k].n);
+				json_fixed(&j, "p50_ns", q[s][k][0], 0);
+				json_fixed(&j, "p99_ns", q[s][k][1], 0);
+				json_fixed(&j, "p999_ns", q[s][k][2], 0);
+				json_fixed(&j, "max_ns", q[s][k][3], 0);
+				json_object_end(&j);
 			}
-			printf("[");
-			for (int k = 0; k < ZM_LOCK_KINDS; k++)
-				printf("%s{\"kind\": \"%s\", \"max_ns\": %llu, \"site\": \"%s\", "
-				       "\"over_10us\": %llu, \"over_100us\": %llu, \"holds\": %llu}",
-				       k ? ", " : "", kind_names[k],
-				       (unsigned long long)sd[s].lock[k].max_ns,
-				       sd[s].lock[k].site ? sd[s].lock[k].site : "",
-				       (unsigned long long)sd[s].lock[k].over_10us,
-				       (unsigned long long)sd[s].lock[k].over_100us,
-				       (unsigned long long)sd[s].lock[k].holds);
-			printf("]}");
+		json_array_end(&j);
+		json_object(&j, "ratio_p999");
+		for (int k = 0; k < OP_EMPTY; k++)
+			json_fixed(&j, op_names[k], ratio(q[0][k][2], q[1][k][2]), 3);
+		json_object_end(&j);
+		json_array(&j, "sides");
+		for (int s = 0; s < 2; s++) {
+			json_object(&j, NULL);
+			json_str(&j, "compaction", side_names[s]);
+			json_uint(&j, "objects_moved", sd[s].moved);
+			json_uint(&j, "compactions", sd[s].passes);
+			json_uint(&j, "pages_compacted", sd[s].pages_compacted);
+			json_uint(&j, "pages_trimmed", sd[s].trimmed);
+			json_uint(&j, "failed_allocs", sd[s].fails);
+			json_uint(&j, "bad_reads", sd[s].bad);
+			if (!sd[s].lock_ok) {
+				json_null(&j, "lock_hold");
+			} else {
+				json_array(&j, "lock_hold");
+				for (int k = 0; k < ZM_LOCK_KINDS; k++) {
+					json_object(&j, NULL);
+					json_str(&j, "kind", kind_names[k]);
+					json_uint(&j, "max_ns", sd[s].lock[k].max_ns);
+					json_str(&j, "site", sd[s].lock[k].site ? sd[s].lock[k].site : "");
+					json_uint(&j, "over_10us", sd[s].lock[k].over_10us);
+					json_uint(&j, "over_100us", sd[s].lock[k].over_100us);
+					json_uint(&j, "holds", sd[s].lock[k].holds);
+					json_object_end(&j);
+				}
+				json_array_end(&j);
+			}
+			json_object_end(&j);
 		}
-		printf("\n ]}\n");
+		json_array_end(&j);
+		json_end(&j);
 		return;
 	}
 	printf("zmem allocbench --latency: zsmalloc, %d threads on one pool, each filling %.0f MiB "
-	       "of mixed\nsizes and freeing %u%% at random, then free + alloc + map+unmap for %u ms; "
+	       "of mixed\nsizes and freeing %d%% at random, then free + alloc + map+unmap for %d ms; "
 	       "%d round%s\neach with %s on and off, alternated.  ns per "
 	       "operation; the timer\n(rdtsc/rdtscp, %.0f ns for an empty region) is included.\n\n",
 	       o->threads, o->bytes / 1048576.0, o->free_pct, o->ms, o->rounds,
@@ -597,12 +576,13 @@ int allocbench_latency(int argc, char **argv)
 	struct side *sd;
 	uint64_t scale;
 	double timer;
+	int rc = parse(argc, argv, &o);
 
-	if (parse(argc, argv, &o))
-		return 2;
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
 	sd = calloc(2, sizeof(*sd));
 	if (!sd)
-		return 1;
+		return cli_fail("allocbench", "out of memory");
 	scale = calibrate();
 	timer = timer_cost(scale);
 	for (int r = 0; r < o.rounds; r++) {
@@ -611,17 +591,14 @@ int allocbench_latency(int argc, char **argv)
 		for (int i = 0; i < 2; i++) {
 			int off = (r % 2) ^ i;
 
-			if (!o.json)
-				fprintf(stderr, "\rallocbench: round %d of %d, %s...   ", r + 1,
-					o.rounds, side_names[off]);
+			cli_progress("round %d of %d, %s", r + 1, o.rounds, side_names[off]);
 			if (round_run(&o, off, scale, 1000 + (uint64_t)r * 104729, &sd[off])) {
 				free(sd);
-				return 1;
+				return CLI_FAIL;
 			}
 		}
 	}
-	if (!o.json)
-		fprintf(stderr, "\r%40s\r", "");
+	cli_progress_done();
 	report(&o, sd, timer);
 	free(sd);
 	return 0;

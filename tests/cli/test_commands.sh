@@ -67,6 +67,21 @@ usage worstcase --max-size 1Q -- "zmem worstcase: invalid --max-size '1Q'"
 usage worstcase --min-size 8M --max-size 4M -- "--min-size (8388608) must be at most --max-size"
 usage worstcase --mem-cap 1M -- "--mem-cap must be at least 64M, not 1M"
 usage worstcase --sequence nope -- "unknown sequence 'nope'"
+usage allocbench --sizes 5000 -- "zmem allocbench: invalid size '5000' in --sizes (1..4096)"
+usage allocbench --sizes 64,x -- "invalid size 'x' in --sizes"
+usage allocbench --sizes , -- "--sizes ',' lists no size"
+usage allocbench --threads 0 -- "zmem allocbench: --threads must be 1..16, not 0"
+usage allocbench --reps 16 -- "--reps must be 1..15, not 16"
+usage allocbench --count 0 -- "--count must be at least 1, not 0"
+usage allocbench --count 2x -- "invalid --count '2x'"
+usage allocbench --bytes 1Q -- "zmem allocbench: invalid --bytes '1Q'"
+usage allocbench --min-ms -1 -- "invalid --min-ms '-1'"
+usage allocbench --apart some -- "invalid --apart 'some' (one of: pools, all)"
+usage allocbench --allocator nope -- "zmem allocbench: unknown allocator 'nope'"
+usage allocbench --latency --free 100 -- "zmem allocbench: --free must be 0..99, not 100"
+usage allocbench --latency --on x -- "invalid --on 'x' (one of: both, compact, trim)"
+usage allocbench --latency --bytes -1 -- "invalid --bytes '-1'"
+usage allocbench --latency --rounds 0 -- "--rounds must be 1..50, not 0"
 usage density --size -1 -- "zmem density: invalid --size '-1'"
 usage density --size 0 -- "--size must be 4K..4G, not 0"
 usage gen --kind text --size -1 -o x -- "zmem gen: invalid --size '-1'"
@@ -110,7 +125,8 @@ help_lists() {
 }
 check "zmem help lists the commands, not the internal ones" help_lists
 help_command() {
-    for c in bench mapbench pagebench worstcase density gen capture tierbench cachebench; do
+    for c in bench mapbench pagebench allocbench worstcase density gen capture tierbench \
+             cachebench; do
         "$ZMEM" help "$c" > "$T/h1" && "$ZMEM" "$c" --help > "$T/h2" && cmp -s "$T/h1" "$T/h2" &&
         grep -q "^usage: zmem $c" "$T/h1" && grep -q -- '--quiet' "$T/h1" || return 1
     done
@@ -182,6 +198,9 @@ json bench bench --seed-table --size 1M --allocator zsmalloc --json
 json mapbench mapbench --threads 1 --json
 json pagebench pagebench --max-size 256K --threads 1 --json
 json worstcase worstcase --max-size 4M --sequence tiny --json
+json allocbench allocbench --allocator zsmalloc --sizes 64 --count 500 --bytes 64K --reps 1 \
+    --min-ms 0 --threads 1 --json
+json allocbench allocbench --latency --rounds 1 --ms 20 --bytes 256K --json
 json density density --corpus "$T/corpus.pages" --size 256K --json
 json tierbench tierbench --data text:0.5 --size 2M --ops 2000 --dir "$T/scratch" --json
 json cachebench cachebench --mode all --size 1M --file-set 1M --cache 256K --budgets 256K \
@@ -236,7 +255,9 @@ quiet() {
     "$ZMEM" bench --size 256K --reps 1 --data zero --allocator zsmalloc --no-plot -q \
         > "$T/out" 2> "$T/err" && [ ! -s "$T/err" ] && [ -s "$T/out" ] &&
     "$ZMEM" worstcase --max-size 4M --sequence tiny -q > "$T/out" 2> "$T/err" &&
-    [ ! -s "$T/err" ] && [ -s "$T/out" ]
+    [ ! -s "$T/err" ] && [ -s "$T/out" ] &&
+    "$ZMEM" allocbench --allocator zbud --quick --count 500 --reps 1 --min-ms 0 --threads 1 -q \
+        > "$T/out" 2> "$T/err" && [ ! -s "$T/err" ] && [ -s "$T/out" ]
 }
 check "-q: nothing on stderr" quiet
 
