@@ -41,14 +41,16 @@
 #include <zmem/pool.h>
 #include "cli/cli.h"
 #include "cli/corpus.h"
+#include "cli/json.h"
+#include "cli/opt.h"
 
 #define NALLOC 8
 /* zsmalloc with its compactor, and the same pool without: the work's
  * bound is measured in the second (cmd_churn) */
 enum { ZS_ON = 0, ZS_OFF = 1 };
-static const char *const names[NALLOC] = { "zsmalloc", "zsmalloc-off", "glibc",
-					   "jemalloc", "mimalloc", "xvmalloc",
-					   "xcfmalloc", "zbud" };
+static const char *const names[NALLOC + 1] = { "zsmalloc", "zsmalloc-off", "glibc",
+					       "jemalloc", "mimalloc", "xvmalloc",
+					       "xcfmalloc", "zbud", NULL };
 static const char *const preload[NALLOC] = { NULL, NULL, NULL, "libjemalloc.so.2",
 					     "libmimalloc.so.2", NULL, NULL, NULL };
 
@@ -466,42 +468,61 @@ static double fg_run(const struct corpus *c, enum zm_compact_policy pol, int nt,
 
 int cmd_churn(int argc, char **argv)
 {
-	const char *corpus[8], *only = NULL;
-	int ncorpus = 0, json = 0, fg = 0, nt = cli_ncpus();
+	const char *corpus[CORPUS_SOURCES], *only = NULL;
+	size_t ncorpus = 0;
+	int json = 0, fg = 0, nt = cli_ncpus(), rc, status = CLI_OK;
 	double fraction = 0.75;
 	size_t target = 60u << 20;
-	struct corpus c;
+	struct corpus c = { 0 };
 	struct churn_row rows[NALLOC];
+	struct json j;
 	char path[] = "/tmp/zmem-churn-XXXXXX";
+	const struct opt table[] = {
+		O_DOUBLE("fraction", 'f', &fraction, "F", "the part of the objects freed at random",
+			 "0.75", 0, 1, .open = OPEN),
+		O_SIZE("size", 's', &target, "SIZE", "compressed bytes of pages to read", "60M",
+		       4096, (double)((uint64_t)4 << 30)),
+		O_LIST("corpus", 'c', corpus, "PATH",
+		       "read pages from this file or directory\n(repeatable)",
+		       "/usr/lib, /usr/bin, /usr/share", &ncorpus, CORPUS_SOURCES),
+		O_STR("allocator", 'a', &only, "NAME",
+		      "only this one: zsmalloc, zsmalloc-off, glibc,\njemalloc, mimalloc, xvmalloc, "
+		      "xcfmalloc,\nzbud", "all", .choices = names),
+		O_FLAG("foreground", 0, &fg,
+		       "also random malloc/free throughput with\nautomatic compaction on and off, "
+		       "1..N threads"),
+		O_FLAG("json", 'j', &json,
+		       "one JSON document on stdout instead (with\nevery file read)"),
+		O_END,
+	};
+	const struct opt_cmd cmd = {
+		"churn", "[OPTIONS]",
+		"What each allocator does with memory after a random part of its objects is\n"
+		"freed: each fills with the lz4-compressed pages of a corpus in a process of\n"
+		"its own, frees --fraction of them, and its overhead (memory / live bytes)\n"
+		"is read right after, after 100 ms and after 1 s.",
+		table,
+		"Without --corpus, the pages are the system's files under /usr/lib, /usr/bin\n"
+		"and /usr/share, in directory order: the output names the directories and\n"
+		"files read (--json: every file and its bytes), so a run can be repeated\n"
+		"with --corpus.  jemalloc and mimalloc come through LD_PRELOAD\n"
+		"(libjemalloc.so.2, libmimalloc.so.2) where they are installed.\n",
+	};
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = 1;
-		else if (!strcmp(argv[i], "--foreground"))
-			fg = 1;
-		else if (!strcmp(argv[i], "--fraction") && i + 1 < argc)
-			fraction = atof(argv[++i]);
-		else if (!strcmp(argv[i], "--size") && i + 1 < argc)
-			target = cli_parse_size(argv[++i]);
-		else if (!strcmp(argv[i], "--allocator") && i + 1 < argc)
-			only = argv[++i];
-		else if (!strcmp(argv[i], "--corpus") && i + 1 < argc && ncorpus < 8)
-			corpus[ncorpus++] = argv[++i];
-		else {
-			fprintf(stderr, "usage: zmem churn [--fraction 0.75] [--size 60M] "
-					"[--corpus PATH]... [--allocator NAME] [--foreground] "
-					"[--json]\n");
-			return strcmp(argv[i], "--help") ? 2 : 0;
-		}
-	}
-	if (fraction <= 0 || fraction >= 1 || !target || corpus_load(corpus, ncorpus, target, &c)) {
-		fprintf(stderr, "churn: bad --fraction or --size, or no pages\n");
-		return 2;
+	rc = opt_parse(&cmd, argc, argv, NULL);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	rc = corpus_load(corpus, (int)ncorpus, target, &c);
+	if (rc) {
+		corpus_free(&c);
+		return rc == -ENOENT ? cli_fail("churn", "no pages of 4096 bytes or more in %s",
+						ncorpus ? "the --corpus paths" :
+						"/usr/lib, /usr/bin, /usr/share") :
+				       cli_fail("churn", "lz4: %s", strerror(-rc));
 	}
 	if (write_sizes(&c, path)) {
-		fprintf(stderr, "churn: cannot write %s\n", path);
 		corpus_free(&c);
-		return 1;
+		return cli_fail("churn", "cannot write %s", path);
 	}
 	for (int k = 0; k < NALLOC; k++) {
 		if (only && strcmp(only, names[k])) {  /* not asked for: no row */
@@ -509,47 +530,57 @@ int cmd_churn(int argc, char **argv)
 			rows[k].bound = -1;
 			continue;
 		}
-		if (!json)
-			fprintf(stderr, "\rchurn: %s...          ", names[k]);
+		cli_progress("%s", names[k]);
 		/* zsmalloc-off follows zsmalloc: bound the work it did */
 		run_child(k, path, fraction,
 			  k == ZS_OFF && rows[ZS_ON].ok ? (size_t)rows[ZS_ON].pages : 0, &rows[k]);
 	}
 	unlink(path);
-	if (!json)
-		fprintf(stderr, "\r                          \r");
+	cli_progress_done();
 	if (json) {
-		printf("{\"fraction\": %.3f, \"objects\": %zu, \"obj_bytes\": %zu, \"allocators\": [",
-		       fraction, c.n, c.bytes);
-		for (int k = 0, first = 1; k < NALLOC; k++) {
+		json_begin(&j, stdout, "churn");
+		json_fixed(&j, "fraction", fraction, 3);
+		json_uint(&j, "objects", c.n);
+		json_uint(&j, "obj_bytes", c.bytes);
+		corpus_json(&c, &j);
+		json_array(&j, "allocators");
+		for (int k = 0; k < NALLOC; k++) {
 			struct churn_row *r = &rows[k];
-			char bnd[64] = "";
 
 			if (!r->ok)
 				continue;
+			json_object(&j, NULL);
+			json_str(&j, "allocator", r->name);
+			json_object(&j, "churn");
+			json_fixed(&j, "fraction", fraction, 3);
+			json_fixed(&j, "overhead_after_free", r->pool_free ? r->pool_free : r->rss_free,
+				   4);
+			json_fixed(&j, "overhead_100ms", r->pool_100 ? r->pool_100 : r->rss_100, 4);
+			json_fixed(&j, "overhead_1s", r->pool_1s ? r->pool_1s : r->rss_1s, 4);
+			json_object_end(&j);
+			json_object(&j, "rss_overhead");
+			json_fixed(&j, "full", r->rss_full, 4);
+			json_fixed(&j, "after_free", r->rss_free, 4);
+			json_fixed(&j, "100ms", r->rss_100, 4);
+			json_fixed(&j, "1s", r->rss_1s, 4);
+			json_object_end(&j);
+			json_fixed(&j, "objects_moved", r->moved, 0);
+			json_fixed(&j, "pages_compacted", r->pages, 0);
+			json_fixed(&j, "compact_ms", r->compact_ms, 2);
 			/* zsmalloc's row: the work's lower bound, measured in
 			 * zsmalloc-off's pool */
 			if (k == ZS_ON && rows[ZS_OFF].ok && rows[ZS_OFF].bound >= 0)
-				snprintf(bnd, sizeof(bnd), ", \"objects_moved_bound\": %.0f",
-					 rows[ZS_OFF].bound);
-			printf("%s\n {\"allocator\": \"%s\", \"churn\": {\"fraction\": %.3f, "
-			       "\"overhead_after_free\": %.4f, \"overhead_100ms\": %.4f, "
-			       "\"overhead_1s\": %.4f}, \"rss_overhead\": {\"full\": %.4f, "
-			       "\"after_free\": %.4f, \"100ms\": %.4f, \"1s\": %.4f}, "
-			       "\"objects_moved\": %.0f, \"pages_compacted\": %.0f, \"compact_ms\": %.2f%s}",
-			       first ? "" : ",", r->name, fraction,
-			       r->pool_free ? r->pool_free : r->rss_free,
-			       r->pool_100 ? r->pool_100 : r->rss_100,
-			       r->pool_1s ? r->pool_1s : r->rss_1s, r->rss_full, r->rss_free,
-			       r->rss_100, r->rss_1s, r->moved, r->pages, r->compact_ms, bnd);
-			first = 0;
+				json_fixed(&j, "objects_moved_bound", rows[ZS_OFF].bound, 0);
+			json_object_end(&j);
 		}
-		printf("]");
+		json_array_end(&j);
 	} else {
 		printf("zmem churn: %zu objects, %.1f MiB of lz4-compressed pages; a random %.0f%% "
 		       "freed, then nothing.\noverhead = memory / live object bytes: "
-		       "by resident memory (RSS), and for zmem's pools by pool stats\n\n",
+		       "by resident memory (RSS), and for zmem's pools by pool stats\n",
 		       c.n, c.bytes / 1048576.0, fraction * 100);
+		corpus_print(&c, stdout, "");
+		printf("\n");
 		printf("%-13s %8s | %8s %8s %8s | %8s %8s %8s | %9s %8s\n", "allocator",
 		       "full", "freed", "100 ms", "1 s", "pool:fr", "100 ms", "1 s",
 		       "moved", "pages");
@@ -586,7 +617,7 @@ int cmd_churn(int argc, char **argv)
 		double rat[FG_PAIRS], ratc[FG_PAIRS];
 
 		if (json)
-			printf(",\n \"foreground\": [");
+			json_array(&j, "foreground");
 		else
 			printf("\nForeground: random malloc/free of the same sizes, automatic compaction "
 			       "on vs off\n(%d pairs of runs of 0.5 s back to back, each side first in "
@@ -608,6 +639,8 @@ int cmd_churn(int argc, char **argv)
 				double x, y, xc, yc;
 				uint64_t k;
 
+				cli_progress("foreground: %d thread%s, pair %d of %d", t,
+					     t > 1 ? "s" : "", r + 1, FG_PAIRS);
 				if (r % 2)
 					y = fg_run(&c, ZM_COMPACT_OFF, t, &yc, &none);
 				x = fg_run(&c, ZM_COMPACT_DEFAULT, t, &xc, &k);
@@ -621,8 +654,9 @@ int cmd_churn(int argc, char **argv)
 				ratc[n] = xc / yc;
 				n++;
 			}
+			cli_progress_done();
 			if (!n) {
-				fprintf(stderr, "churn: no foreground run could be made\n");
+				status = cli_fail("churn", "no foreground run could be made");
 				break;
 			}
 			a = cli_median(on, (size_t)n);
@@ -631,22 +665,28 @@ int cmd_churn(int argc, char **argv)
 			bc = cli_median(offc, (size_t)n);
 			r1 = cli_median(rat, (size_t)n);
 			r2 = cli_median(ratc, (size_t)n);
-			if (json)
-				printf("%s{\"threads\": %d, \"ops_on\": %.0f, \"ops_off\": %.0f, "
-				       "\"ratio\": %.4f, \"ops_per_cpu_s_on\": %.0f, "
-				       "\"ops_per_cpu_s_off\": %.0f, \"cpu_ratio\": %.4f, "
-				       "\"pairs\": %d, \"compaction_passes\": %llu}",
-				       t > 1 ? ", " : "", t, a, b, r1, ac, bc, r2, n,
-				       (unsigned long long)passes);
+			if (json) {
+				json_object(&j, NULL);
+				json_int(&j, "threads", t);
+				json_fixed(&j, "ops_on", a, 0);
+				json_fixed(&j, "ops_off", b, 0);
+				json_fixed(&j, "ratio", r1, 4);
+				json_fixed(&j, "ops_per_cpu_s_on", ac, 0);
+				json_fixed(&j, "ops_per_cpu_s_off", bc, 0);
+				json_fixed(&j, "cpu_ratio", r2, 4);
+				json_int(&j, "pairs", n);
+				json_uint(&j, "compaction_passes", passes);
+				json_object_end(&j);
+			}
 			else
 				printf("%8d %12.0f %12.0f %8.3f | %12.0f %12.0f %8.3f | %7llu\n", t, a,
 				       b, r1, ac, bc, r2, (unsigned long long)passes);
 		}
 		if (json)
-			printf("]");
+			json_array_end(&j);
 	}
 	if (json)
-		printf("}\n");
+		json_end(&j);
 	corpus_free(&c);
-	return 0;
+	return status;
 }

@@ -82,6 +82,13 @@ usage allocbench --latency --free 100 -- "zmem allocbench: --free must be 0..99,
 usage allocbench --latency --on x -- "invalid --on 'x' (one of: both, compact, trim)"
 usage allocbench --latency --bytes -1 -- "invalid --bytes '-1'"
 usage allocbench --latency --rounds 0 -- "--rounds must be 1..50, not 0"
+usage churn --fraction 0 -- "zmem churn: --fraction must be more than 0 and less than 1, not 0"
+usage churn --fraction 1 -- "--fraction must be more than 0 and less than 1, not 1"
+usage churn --fraction x -- "zmem churn: invalid --fraction 'x'"
+usage churn --size 0 -- "zmem churn: --size must be 4K..4G, not 0"
+usage churn --size 1Q -- "invalid --size '1Q'"
+usage churn --allocator nope -- "zmem churn: invalid --allocator 'nope' (one of: zsmalloc,"
+usage churn --json=1 -- "--json takes no value"
 usage density --size -1 -- "zmem density: invalid --size '-1'"
 usage density --size 0 -- "--size must be 4K..4G, not 0"
 usage gen --kind text --size -1 -o x -- "zmem gen: invalid --size '-1'"
@@ -125,8 +132,8 @@ help_lists() {
 }
 check "zmem help lists the commands, not the internal ones" help_lists
 help_command() {
-    for c in bench mapbench pagebench allocbench worstcase density gen capture tierbench \
-             cachebench; do
+    for c in bench mapbench pagebench allocbench churn worstcase density gen capture \
+             tierbench cachebench; do
         "$ZMEM" help "$c" > "$T/h1" && "$ZMEM" "$c" --help > "$T/h2" && cmp -s "$T/h1" "$T/h2" &&
         grep -q "^usage: zmem $c" "$T/h1" && grep -q -- '--quiet' "$T/h1" || return 1
     done
@@ -202,9 +209,19 @@ json allocbench allocbench --allocator zsmalloc --sizes 64 --count 500 --bytes 6
     --min-ms 0 --threads 1 --json
 json allocbench allocbench --latency --rounds 1 --ms 20 --bytes 256K --json
 json density density --corpus "$T/corpus.pages" --size 256K --json
+json churn churn --corpus "$T/corpus.pages" --size 64K --allocator zsmalloc --json
 json tierbench tierbench --data text:0.5 --size 2M --ops 2000 --dir "$T/scratch" --json
 json cachebench cachebench --mode all --size 1M --file-set 1M --cache 256K --budgets 256K \
     --reads 1000 --dir "$T/scratch" --allocators zsmalloc --json
+# churn: no pages is a failure (1), not a usage error; its table names the
+# corpus it read
+churn_corpus() {
+    "$ZMEM" churn --corpus "$T/empty" > "$T/out" 2> "$T/err"
+    [ $? -eq 1 ] && grep -q '^zmem churn: no pages' "$T/err" && [ ! -s "$T/out" ] &&
+    "$ZMEM" churn --corpus "$T/corpus.pages" --size 64K --allocator zbud -q > "$T/out" &&
+    grep -qF "  $T/corpus.pages: 1 file" "$T/out" && grep -q '^zbud ' "$T/out"
+}
+check "churn: no pages is status 1; the table lists the corpus" churn_corpus
 # zmem stats --json, of a server that lives as long as the command asking
 # (the --run command expands $ZMEM, $socket and $DOC itself)
 # shellcheck disable=SC2016
