@@ -837,8 +837,12 @@ int cmd_bench(int argc, char **argv)
 	struct opts o;
 	int status = 1;
 
-	if (argc == 3 && !strcmp(argv[1], "--memory-child"))
-		return bench_memory_child(cli_parse_size(argv[2]));
+	if (argc == 3 && !strcmp(argv[1], "--memory-child")) {
+		uint64_t bytes = 0;
+
+		return bench_memory_child(cli_size(argv[2], &bytes) || bytes > SIZE_MAX ?
+					  0 : (size_t)bytes);
+	}
 	switch (parse(argc, argv, &o)) {
 	case 0: break;
 	case -1: return 0;  /* --help */

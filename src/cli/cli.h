@@ -71,10 +71,6 @@ int cli_parse_u64(const char *s, uint64_t *v);
 double cli_seed_reported(const char *allocator, int text);
 /* zcache's codec, lzo1x, in builds with it; else lz4. */
 const char *cli_zcache_codec(void);
-/* parse "128K", "64M", "1G", "2T", "4096" (units of 1024) into bytes; 0 on
- * error: no digits first (a sign), junk after, or too large.  The older
- * form of cli_size() (opt.h), which tells an error from "0". */
-size_t cli_parse_size(const char *s);
 /* median of n values (sorts v) */
 double cli_median(double *v, size_t n);
 int cli_ncpus(void);

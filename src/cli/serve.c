@@ -16,6 +16,7 @@
 #include <zmem/codec.h>
 #include <zmem/pool.h>
 #include "cli/cli.h"
+#include "cli/opt.h"
 #include "serve/serve.h"
 
 static void serve_usage(FILE *f)
@@ -130,8 +131,11 @@ static int check_allocator(const char *name)
 
 static int check_size(const char *opt, const char *a, size_t *v)
 {
-	*v = cli_parse_size(a);
-	if (!*v) {
+	uint64_t u = 0;
+	int bad = cli_size(a, &u) || !u || u > SIZE_MAX;
+
+	*v = bad ? 0 : (size_t)u;
+	if (bad) {
 		fprintf(stderr, "zmem serve: %s takes a size such as 4096, 64M, 4G or 1T, not '%s'\n",
 			opt, a);
 		return 2;
@@ -478,14 +482,14 @@ int cmd_ctl(int argc, char **argv)
 		return 2;
 	}
 	if (!strcmp(verb, "mem-limit")) {
-		size_t v = 0;
+		uint64_t u = 0;
 
-		if (!arg || (strcmp(arg, "0") && strcmp(arg, "none") && !(v = cli_parse_size(arg)))) {
+		if (!arg || (strcmp(arg, "none") && (cli_size(arg, &u) || u > SIZE_MAX))) {
 			fprintf(stderr, "zmem ctl: mem-limit takes a size (64M, 1G, ...) or 0, "
 				"not '%s'\n", arg ? arg : "");
 			return 2;
 		}
-		snprintf(line, sizeof(line), "mem-limit %zu", v);
+		snprintf(line, sizeof(line), "mem-limit %zu", (size_t)u);
 	} else if (takes_words(verb)) {
 		if ((arg && (strlen(arg) > 40 || strpbrk(arg, " \t\r\n"))) ||
 		    (arg2 && (strlen(arg2) > 40 || strpbrk(arg2, " \t\r\n")))) {

@@ -19,13 +19,6 @@ uint64_t cli_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-size_t cli_parse_size(const char *s)
-{
-	uint64_t v;
-
-	return cli_size(s, &v) || v > SIZE_MAX ? 0 : (size_t)v;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
