@@ -1,11 +1,14 @@
 /*
  * Line charts in SVG, written by hand like bench_svg.c's bar charts:
  * evenly spaced labelled x points (sizes, thread counts, pool sizes), one
- * coloured line per series, linear or logarithmic y.
+ * line per series with its own colour and marker shape, round ticks, a
+ * linear y axis or, where the data span ten times or more, a logarithmic
+ * one with labelled decades.
  */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/plot.h"
 
@@ -17,6 +20,7 @@ static const char *const colors[] = {
 	"#7f7f7f",
 };
 #define NCOLORS (sizeof(colors) / sizeof(colors[0]))
+#define NSHAPES 8
 
 static void esc(FILE *f, const char *s)
 {
@@ -44,6 +48,148 @@ void plot_text(FILE *f, double x, double y, const char *anchor, int size, const 
 	fputs("</text>\n", f);
 }
 
+/* ---- ticks ---------------------------------------------------------- */
+
+void plot_nice_ticks(double lo, double hi, int target, struct plot_ticks *t)
+{
+	static const double steps[] = { 1, 2, 2.5, 5, 10 };
+	double raw, mag, step = 1, t0, t1;
+
+	if (!isfinite(lo) || !isfinite(hi))
+		lo = 0, hi = 1;
+	if (lo > hi) {
+		double x = lo;
+
+		lo = hi, hi = x;
+	}
+	if (hi == lo) {
+		double d = lo ? fabs(lo) * 0.1 : 1;
+
+		lo = lo ? lo - d : 0;
+		hi += d;
+	}
+	if (target < 1)
+		target = 1;
+	if (target > PLOT_MAX_TICKS - 2)
+		target = PLOT_MAX_TICKS - 2;
+	raw = (hi - lo) / target;
+	mag = pow(10, floor(log10(raw)));
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		step = steps[i] * mag;
+		if (step >= raw * (1 - 1e-9))
+			break;
+	}
+	for (;;) {
+		t0 = floor(lo / step + 1e-9) * step;
+		t1 = ceil(hi / step - 1e-9) * step;
+		t->n = (size_t)llround((t1 - t0) / step) + 1;
+		if (t->n <= PLOT_MAX_TICKS)
+			break;
+		step *= 2;
+	}
+	if (t->n < 2)
+		t->n = 2;
+	for (size_t i = 0; i < t->n; i++) {
+		double v = t0 + step * (double)i;
+
+		/* no 1e-17 for 0, no 0.30000000000000004 */
+		if (fabs(v) < step * 1e-9)
+			v = 0;
+		t->v[i] = v;
+	}
+	t->step = step;
+}
+
+void plot_tick_label(char *buf, size_t len, double v, double step)
+{
+	static const struct { double div; const char *suf; } si[] = {
+		{ 1e9, "G" }, { 1e6, "M" }, { 1e3, "k" },
+	};
+	const char *suf = "";
+	double a = fabs(v) > step ? fabs(v) : step;
+	int dec;
+
+	for (size_t i = 0; i < sizeof(si) / sizeof(si[0]); i++)
+		if (a >= 1e4 && a >= si[i].div) {
+			v /= si[i].div, step /= si[i].div, suf = si[i].suf;
+			break;
+		}
+	if (v == 0) {
+		snprintf(buf, len, "0");
+		return;
+	}
+	if (step > 0 && step < 1e-3 && !*suf) {
+		snprintf(buf, len, "%.3g", v);
+		return;
+	}
+	/* decimals enough for the step: 0.25 needs two, 0.5 one */
+	dec = 0;
+	while (dec < 6 && fabs(step * pow(10, dec) - round(step * pow(10, dec))) > 1e-6)
+		dec++;
+	snprintf(buf, len, "%.*f%s", dec, v, suf);
+}
+
+/* ---- markers and legends ---------------------------------------------- */
+
+void plot_marker(FILE *f, size_t i, double x, double y, const char *c, bool hollow,
+		 const char *title)
+{
+	const double r = 4.5;
+	char style[96];
+
+	snprintf(style, sizeof(style), "fill=\"%s\" stroke=\"%s\" stroke-width=\"%s\"",
+		 hollow ? "white" : c, c, hollow ? "2" : "1");
+	switch (i % NSHAPES) {
+	case 0:
+		fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" %s>", x, y, r, style);
+		break;
+	case 1:
+		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" %s>",
+			x - r * 0.85, y - r * 0.85, r * 1.7, r * 1.7, style);
+		break;
+	case 2: /* triangle up */
+		fprintf(f, "<path d=\"M%.1f %.1fL%.1f %.1fL%.1f %.1fZ\" %s>", x, y - r * 1.2,
+			x + r * 1.1, y + r * 0.8, x - r * 1.1, y + r * 0.8, style);
+		break;
+	case 3: /* diamond */
+		fprintf(f, "<path d=\"M%.1f %.1fL%.1f %.1fL%.1f %.1fL%.1f %.1fZ\" %s>", x,
+			y - r * 1.25, x + r, y, x, y + r * 1.25, x - r, y, style);
+		break;
+	case 4: /* triangle down */
+		fprintf(f, "<path d=\"M%.1f %.1fL%.1f %.1fL%.1f %.1fZ\" %s>", x, y + r * 1.2,
+			x + r * 1.1, y - r * 0.8, x - r * 1.1, y - r * 0.8, style);
+		break;
+	case 5: /* triangle right */
+		fprintf(f, "<path d=\"M%.1f %.1fL%.1f %.1fL%.1f %.1fZ\" %s>", x + r * 1.2, y,
+			x - r * 0.8, y - r * 1.1, x - r * 0.8, y + r * 1.1, style);
+		break;
+	case 6: /* triangle left */
+		fprintf(f, "<path d=\"M%.1f %.1fL%.1f %.1fL%.1f %.1fZ\" %s>", x - r * 1.2, y,
+			x + r * 0.8, y - r * 1.1, x + r * 0.8, y + r * 1.1, style);
+		break;
+	default: /* pentagon */
+		fputs("<path d=\"", f);
+		for (int k = 0; k < 5; k++) {
+			double a = -M_PI / 2 + 2 * M_PI * k / 5;
+
+			fprintf(f, "%c%.1f %.1f", k ? 'L' : 'M', x + r * 1.15 * cos(a),
+				y + r * 1.15 * sin(a));
+		}
+		fprintf(f, "Z\" %s>", style);
+		break;
+	}
+	if (title) {
+		fputs("<title>", f);
+		esc(f, title);
+		fputs("</title>", f);
+	}
+	switch (i % NSHAPES) {
+	case 0: fputs("</circle>\n", f); break;
+	case 1: fputs("</rect>\n", f); break;
+	default: fputs("</path>\n", f); break;
+	}
+}
+
 FILE *plot_begin(const char *path, int h, const char *title)
 {
 	FILE *f = fopen(path, "w");
@@ -64,35 +210,62 @@ int plot_end(FILE *f)
 	return fclose(f) ? -errno : 0;
 }
 
+/* An entry at x: a line with the marker on it, then the name; returns
+ * the x of the next. */
+static double legend_entry(FILE *f, double x, double y, size_t i, const char *c, bool hollow,
+			   const char *name)
+{
+	if (c)
+		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+			"stroke-width=\"2\"/>\n", x, y - 4, x + 28, y - 4, c);
+	plot_marker(f, i, x + 14, y - 4, c ? c : "#333", hollow, NULL);
+	plot_text(f, x + 34, y, "start", 12, name);
+	return x + 34 + 7.0 * (double)strlen(name) + 22;
+}
+
+void plot_legend_capped(FILE *f, double y, const char *const *names, size_t n,
+			const char *hollow_label)
+{
+	double x = MARGIN_L;
+
+	for (size_t i = 0; i < n; i++)
+		x = legend_entry(f, x, y, i, colors[i % NCOLORS], false, names[i]);
+	if (hollow_label)
+		legend_entry(f, x, y, 0, NULL, true, hollow_label);
+}
+
 void plot_legend(FILE *f, double y, const char *const *names, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		double x = MARGIN_L + 130.0 * (double)i;
-
-		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n",
-			x, y - 10, colors[i % NCOLORS]);
-		plot_text(f, x + 16, y, "start", 12, names[i]);
-	}
+	plot_legend_capped(f, y, names, n, NULL);
 }
 
-static void fmt(char *buf, size_t len, double v)
+/* ---- panels ------------------------------------------------------------ */
+
+static void ytitle(FILE *f, double y0, double h, const char *s)
 {
-	if (v >= 100 || v == floor(v))
-		snprintf(buf, len, "%.0f", v);
-	else if (v >= 1)
-		snprintf(buf, len, "%.1f", v);
-	else
-		snprintf(buf, len, "%.3g", v);
+	fprintf(f, "<text x=\"18\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"12\" "
+		"transform=\"rotate(-90 18 %.1f)\">", y0 + h / 2, y0 + h / 2);
+	esc(f, s);
+	fputs("</text>\n", f);
 }
 
-void plot_panel(FILE *f, double y0, double h, const char *title, const char *ylabel,
-		const char *const *xlabels, size_t nx, const struct plot_series *s,
-		size_t ns, int logy)
+static void grid(FILE *f, double y, double pw, const char *lab, bool major)
+{
+	if (lab)
+		plot_text(f, MARGIN_L - 6, y + 4, "end", 11, lab);
+	fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>\n",
+		MARGIN_L, y, MARGIN_L + pw, y, major ? "#ccc" : "#eee");
+}
+
+void plot_panel_axes(FILE *f, double y0, double h, const struct plot_axes *a,
+		     const char *const *xlabels, size_t nx, const struct plot_series *s,
+		     size_t ns)
 {
 	double pw = PLOT_W - MARGIN_L - MARGIN_R, lo = INFINITY, hi = 0;
 	double step = nx > 1 ? pw / (double)nx : pw;
-	char lab[32];
-	int ticks = 4;
+	char lab[48];
+	bool logy = false;
+	struct plot_ticks t;
 
 	for (size_t i = 0; i < ns; i++)
 		for (size_t k = 0; k < nx; k++)
@@ -102,34 +275,55 @@ void plot_panel(FILE *f, double y0, double h, const char *title, const char *yla
 			}
 	if (hi <= 0)
 		lo = hi = 1;
-	if (logy) {
-		lo = pow(10, floor(log10(lo)));
-		hi = pow(10, ceil(log10(hi * 1.0001)));
-		ticks = (int)lround(log10(hi / lo));
-		if (ticks < 1)
-			ticks = 1;
-	} else {
-		lo = 0;
-		hi *= 1.1;
-	}
-	plot_text(f, PLOT_W / 2.0, y0 - 10, "middle", 14, title);
+	plot_text(f, PLOT_W / 2.0, y0 - 10, "middle", 14, a->title);
 	fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
 		"stroke=\"#999\"/>\n", MARGIN_L, y0, pw, h);
-	fprintf(f, "<text x=\"18\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" "
-		"transform=\"rotate(-90 18 %.1f)\">", y0 + h / 2, y0 + h / 2);
-	esc(f, ylabel);
-	fputs("</text>\n", f);
-	for (int t = 0; t <= ticks; t++) {
-		double v = logy ? lo * pow(10, t) : lo + (hi - lo) * t / ticks;
-		double y = y0 + h - h * t / ticks;
+	if (a->logy && hi / lo >= 10) {
+		int d0 = (int)floor(log10(lo) + 1e-9), d1 = (int)ceil(log10(hi) - 1e-9);
+		bool minor_labels = d1 - d0 <= 3;
 
-		fmt(lab, sizeof(lab), v);
-		plot_text(f, MARGIN_L - 6, y + 4, "end", 11, lab);
-		fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
-			MARGIN_L, y, MARGIN_L + pw, y);
+		logy = true;
+		lo = pow(10, d0);
+		hi = pow(10, d1);
+		for (int d = d0; d <= d1; d++) {
+			double v = pow(10, d);
+
+			plot_tick_label(lab, sizeof(lab), v, v < 1 ? v : 1);
+			grid(f, y0 + h - h * (d - d0) / (double)(d1 - d0), pw, lab, true);
+			for (int m = 2; m <= 9 && d < d1; m++) {
+				double yy = y0 + h - h * (d - d0 + log10(m)) / (double)(d1 - d0);
+
+				if (minor_labels && (m == 2 || m == 5)) {
+					plot_tick_label(lab, sizeof(lab), m * v, v < 1 ? v : 1);
+					grid(f, yy, pw, lab, false);
+				} else if (d1 - d0 <= 6) {
+					grid(f, yy, pw, NULL, false);
+				}
+			}
+		}
+	} else {
+		if (a->logy)
+			plot_nice_ticks(lo, hi, 5, &t);
+		else
+			plot_nice_ticks(0, hi, 5, &t);
+		lo = t.v[0];
+		hi = t.v[t.n - 1];
+		for (size_t k = 0; k < t.n; k++) {
+			plot_tick_label(lab, sizeof(lab), t.v[k], t.step);
+			grid(f, y0 + h - h * (t.v[k] - lo) / (hi - lo), pw, lab, true);
+		}
+	}
+	if (a->ytitle) {
+		char buf[160];
+
+		snprintf(buf, sizeof(buf), "%s%s", a->ytitle, logy ? " (log scale)" : "");
+		ytitle(f, y0, h, buf);
 	}
 	for (size_t k = 0; k < nx; k++)
-		plot_text(f, MARGIN_L + step * ((double)k + 0.5), y0 + h + 15, "middle", 11, xlabels[k]);
+		plot_text(f, MARGIN_L + step * ((double)k + 0.5), y0 + h + 15, "middle", 11,
+			  xlabels[k]);
+	if (a->xtitle)
+		plot_text(f, MARGIN_L + pw / 2, y0 + h + 32, "middle", 12, a->xtitle);
 	for (size_t i = 0; i < ns; i++) {
 		const char *c = colors[i % NCOLORS];
 		int open = 0;
@@ -148,24 +342,44 @@ void plot_panel(FILE *f, double y0, double h, const char *title, const char *yla
 			y = y0 + h - h * y;
 			if (!open)
 				fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
-					"points=\"", c);
+					"stroke-opacity=\"0.8\" points=\"", c);
 			fprintf(f, "%.1f,%.1f ", x, y);
 			open = 1;
 		}
 		if (open)
 			fputs("\"/>\n", f);
+	}
+	/* the markers over every line */
+	for (size_t i = 0; i < ns; i++)
 		for (size_t k = 0; k < nx; k++) {
 			double v = s[i].y[k], x = MARGIN_L + step * ((double)k + 0.5), y;
+			bool hollow = a->hollow && a->hollow[i] && a->hollow[i][k];
+			char tip[160];
 
 			if (!(v > 0))
 				continue;
 			y = logy ? (log10(v) - log10(lo)) / (log10(hi) - log10(lo))
 				 : (v - lo) / (hi - lo);
-			fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>",
-				x, y0 + h - h * y, c);
-			esc(f, s[i].name);
-			fmt(lab, sizeof(lab), v);
-			fprintf(f, " %s: %s</title></circle>\n", xlabels[k], lab);
+			snprintf(lab, sizeof(lab), v >= 100 ? "%.0f" : "%.3g", v);
+			snprintf(tip, sizeof(tip), "%s %s: %s%s", s[i].name, xlabels[k], lab,
+				 hollow ? " (capped)" : "");
+			plot_marker(f, i, x, y0 + h - h * y, colors[i % NCOLORS], hollow, tip);
 		}
+}
+
+void plot_panel(FILE *f, double y0, double h, const char *title, const char *ylabel,
+		const char *const *xlabels, size_t nx, const struct plot_series *s,
+		size_t ns, int logy)
+{
+	char yl[160];
+	size_t n = ylabel ? strlen(ylabel) : 0;
+	struct plot_axes a = { .title = title, .ytitle = ylabel, .logy = logy };
+
+	/* " (log)" is said by the axis itself now */
+	if (n > 6 && n < sizeof(yl) && !strcmp(ylabel + n - 6, " (log)")) {
+		memcpy(yl, ylabel, n - 6);
+		yl[n - 6] = 0;
+		a.ytitle = yl;
 	}
+	plot_panel_axes(f, y0, h, &a, xlabels, nx, s, ns);
 }
