@@ -777,17 +777,20 @@ static int write_plot(const char *path, const struct opts *o, const struct bench
 	}
 	snprintf(title, sizeof(title), "zmem tierbench: %s, %.0f MiB, limit %.0f MiB, %s / %s",
 		 d->name, (double)d->len / MIB, (double)o->limit / MIB, o->codec, o->recompress);
-	f = plot_begin(path, 70 + 2 * (300 + 60), title);
+	f = plot_begin(path, 70 + 2 * (300 + 60) + 30, title);
 	if (!f)
 		return -errno;
 	plot_legend(f, 50, names, 6);
 	for (int i = 0; i < 6; i++)
 		s[i] = (struct plot_series){ names[i], i < 3 ? y[i] : none };
-	plot_panel(f, 100, 300, "memory by mode", "MiB", x, nx, s, 6, 0);
+	plot_panel_axes(f, 100, 300, &(struct plot_axes){ .title = "memory by mode",
+							  .xtitle = "mode",
+							  .ytitle = "memory (MiB)" }, x, nx, s, 6);
 	for (int i = 0; i < 6; i++)
 		s[i] = (struct plot_series){ names[i], i >= 3 ? y[i] : none };
-	plot_panel(f, 100 + 360, 300, "throughput by mode (the measured trace)", "MB/s", x, nx,
-		   s, 6, 0);
+	plot_panel_axes(f, 100 + 360, 300,
+			&(struct plot_axes){ .title = "throughput by mode (the measured trace)",
+					     .xtitle = "mode", .ytitle = "throughput (MB/s)" }, x, nx, s, 6);
 	return plot_end(f);
 }
 

@@ -556,14 +556,20 @@ static int plot(const char *path, const struct cell *cells, size_t n,
 	static char xl[MAX_SIZES][16];
 	const char *xlab[MAX_SIZES];
 	double y[MAX_BACKENDS][MAX_SIZES];
+	bool capped[MAX_BACKENDS][MAX_SIZES], any = false;
+	const bool *hollow[MAX_BACKENDS];
 	struct plot_series s[MAX_BACKENDS];
+	struct plot_axes a = { .xtitle = "live size", .logy = 1, .hollow = hollow };
 	char title[160];
-	FILE *f = plot_begin(path, 70 + 2 * (int)NSEQ * (PANEL + GAP),
+	FILE *f = plot_begin(path, 70 + 2 * (int)NSEQ * (PANEL + GAP) + 20,
 			     "zmem worstcase: each sequence on every backend, by live size");
 
 	if (!f)
 		return -errno;
-	plot_legend(f, 50, names, nb);
+	for (size_t i = 0; i < n; i++)
+		any |= cells[i].capped;
+	/* a capped cell's figures are those of what fitted: drawn hollow */
+	plot_legend_capped(f, 50, names, nb, any ? "capped" : NULL);
 	for (size_t k = 0; k < ns; k++) {
 		size_label(xl[k], sizeof(xl[k]), sizes[k]);
 		xlab[k] = xl[k];
@@ -576,15 +582,18 @@ static int plot(const char *path, const struct cell *cells, size_t n,
 								    sizes[k]);
 
 					y[b][k] = c ? (w ? c->waste : c->ns_op) : -1;
+					capped[b][k] = c && c->capped;
 				}
 				s[b] = (struct plot_series){ names[b], y[b] };
+				hollow[b] = capped[b];
 			}
 			snprintf(title, sizeof(title), "%s (hurts %s): %s", seqs[q].name,
 				 seqs[q].target, w ? "waste = (pool + metadata) / live bytes"
 						   : "ns per operation");
-			plot_panel(f, 70 + GAP / 2.0 + (double)row * (PANEL + GAP),
-				   PANEL, title, w ? "waste (log)" : "ns per op (log)", xlab, ns, s,
-				   nb, 1);
+			a.title = title;
+			a.ytitle = w ? "waste (x live bytes)" : "ns per operation";
+			plot_panel_axes(f, 70 + GAP / 2.0 + (double)row * (PANEL + GAP), PANEL,
+					&a, xlab, ns, s, nb);
 		}
 	return plot_end(f);
 }
