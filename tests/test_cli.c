@@ -1,8 +1,9 @@
 /*
  * The zmem command's shared pieces, without running it: the JSON writer
  * (awkward strings written and parsed back, numbers that are not finite,
- * the document's shape), the size and number parsers, and the option
- * table (values, limits, messages' exit statuses).
+ * the document's shape), the size and number parsers, the option
+ * table (values, limits, messages' exit statuses), and the plots' tick
+ * chooser (round steps covering the data).
  */
 #include <math.h>
 
@@ -10,6 +11,7 @@
 #include "cli/json.c"
 #include "cli/opt.c"
 #include "cli/util.c"
+#include "cli/plot.c"
 
 /* ---- a strict JSON string reader ------------------------------------ */
 
@@ -323,6 +325,65 @@ static void test_options(void **state)
 	}
 }
 
+/* ---- the plots' ticks ------------------------------------------------ */
+
+/* step is 1, 2, 2.5 or 5 times a power of ten, ticks cover lo..hi */
+static void check_ticks(double lo, double hi, double step, double first, double last)
+{
+	struct plot_ticks t;
+	double m;
+
+	plot_nice_ticks(lo, hi, 5, &t);
+	assert_true(t.n >= 2 && t.n <= PLOT_MAX_TICKS);
+	m = t.step / pow(10, floor(log10(t.step)));
+	assert_true(fabs(m - 1) < 1e-9 || fabs(m - 2) < 1e-9 || fabs(m - 2.5) < 1e-9 ||
+		    fabs(m - 5) < 1e-9);
+	assert_true(t.v[0] <= fmin(lo, hi) && t.v[t.n - 1] >= fmax(lo, hi));
+	for (size_t i = 1; i < t.n; i++)
+		assert_true(fabs(t.v[i] - t.v[i - 1] - t.step) < t.step * 1e-6);
+	assert_true(fabs(t.step - step) < step * 1e-9);
+	assert_true(fabs(t.v[0] - first) < step * 1e-9);
+	assert_true(fabs(t.v[t.n - 1] - last) < step * 1e-9);
+}
+
+static void test_ticks(void **state)
+{
+	struct plot_ticks t;
+	char lab[32];
+
+	(void)state;
+	check_ticks(1.0, 2.1, 0.25, 1.0, 2.25);
+	check_ticks(0, 1e9, 2e8, 0, 1e9);
+	check_ticks(0.0001, 0.0009, 0.0002, 0, 0.001);
+	check_ticks(-3, 7, 2, -4, 8);
+	check_ticks(7, -3, 2, -4, 8);            /* reversed */
+	check_ticks(-0.5, 0.5, 0.2, -0.6, 0.6);
+	/* a single value: a range around it, the value inside */
+	plot_nice_ticks(42, 42, 5, &t);
+	assert_true(t.n >= 2 && t.v[0] < 42 && t.v[t.n - 1] > 42);
+	plot_nice_ticks(0, 0, 5, &t);
+	assert_true(t.n >= 2 && t.v[0] == 0 && t.v[t.n - 1] > 0);
+	/* no -0 or 1e-17 at zero */
+	plot_nice_ticks(-0.3, 0.3, 6, &t);
+	for (size_t i = 0; i < t.n; i++)
+		assert_true(t.v[i] != 0 || !signbit(t.v[i]));
+	/* labels: the step's decimals, k/M/G for large values */
+	plot_tick_label(lab, sizeof(lab), 1.25, 0.25);
+	assert_string_equal(lab, "1.25");
+	plot_tick_label(lab, sizeof(lab), 1.5, 0.5);
+	assert_string_equal(lab, "1.5");
+	plot_tick_label(lab, sizeof(lab), 0, 0.25);
+	assert_string_equal(lab, "0");
+	plot_tick_label(lab, sizeof(lab), 4e8, 2e8);
+	assert_string_equal(lab, "400M");
+	plot_tick_label(lab, sizeof(lab), 2.5e4, 2.5e3);
+	assert_string_equal(lab, "25.0k");
+	plot_tick_label(lab, sizeof(lab), 0.0004, 0.0002);
+	assert_string_equal(lab, "0.0004");
+	plot_tick_label(lab, sizeof(lab), -4, 2);
+	assert_string_equal(lab, "-4");
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -330,6 +391,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_json_document),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_options),
+		cmocka_unit_test(test_ticks),
 	};
 
 	(void)argc, (void)argv;
