@@ -55,22 +55,29 @@ static double effective(const struct bench_row *r)
 static void bars(FILE *f, const struct bench_row *rows, size_t nrows,
 		 const struct layout *L, double y0, double lo, double hi,
 		 double (*value)(const struct bench_row *), const char *title,
-		 int percent)
+		 const char *ytitle, int percent)
 {
 	double pw = W - MARGIN_L - MARGIN_R, gw = pw / (double)L->ndata;
 	double bw = gw * 0.8 / (double)L->nalloc;
 	char lab[64];
+	struct plot_ticks t;
 
 	plot_text(f, W / 2.0, y0 - 12, "middle", 15, title);
 	fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"none\" "
 		"stroke=\"#999\"/>\n", MARGIN_L, y0, pw, PANEL_H);
-	for (int t = 0; t <= 4; t++) {
-		double v = lo + (hi - lo) * t / 4, y = y0 + PANEL_H - PANEL_H * t / 4.0;
+	fprintf(f, "<text x=\"16\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"12\" "
+		"transform=\"rotate(-90 16 %.1f)\">%s</text>\n", y0 + PANEL_H / 2.0,
+		y0 + PANEL_H / 2.0, ytitle);
+	/* round ticks from lo, the axis ending at the last */
+	plot_nice_ticks(lo * (percent ? 100 : 1), hi * (percent ? 100 : 1), 5, &t);
+	lo = t.v[0] / (percent ? 100 : 1);
+	hi = t.v[t.n - 1] / (percent ? 100 : 1);
+	for (size_t k = 0; k < t.n; k++) {
+		double y = y0 + PANEL_H - PANEL_H * (double)k / (double)(t.n - 1);
 
+		plot_tick_label(lab, sizeof(lab), t.v[k], t.step);
 		if (percent)
-			snprintf(lab, sizeof(lab), "%.0f%%", v * 100);
-		else
-			snprintf(lab, sizeof(lab), "%.3f", v);
+			strcat(lab, "%");
 		plot_text(f, MARGIN_L - 6, y + 4, "end", 11, lab);
 		fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
 			MARGIN_L, y, MARGIN_L + pw, y);
@@ -127,12 +134,16 @@ static void histograms(FILE *f, const struct bench_row *rows, size_t nrows,
 {
 	double pw = W - MARGIN_L - MARGIN_R, cw = pw / (double)L->ndata;
 	char lab[64];
+	struct plot_ticks t;
 
 	plot_text(f, W / 2.0, y0 - 12, "middle", 15,
 	     "Compressed sizes of the pages in the pool (share of pages, 64 buckets)");
+	fprintf(f, "<text x=\"16\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"12\" "
+		"transform=\"rotate(-90 16 %.1f)\">share of pages (%%)</text>\n",
+		y0 + HIST_H / 2.0, y0 + HIST_H / 2.0);
 	for (size_t d = 0; d < L->ndata; d++) {
 		const struct bench_row *r = NULL;
-		double x0 = MARGIN_L + cw * (double)d + 10, w = cw - 20, bw;
+		double x0 = MARGIN_L + cw * (double)d + 20, w = cw - 30, bw, top;
 		uint64_t max = 0, total = 0;
 
 		for (size_t i = 0; i < nrows && !r; i++)
@@ -140,10 +151,17 @@ static void histograms(FILE *f, const struct bench_row *rows, size_t nrows,
 				r = &rows[i];
 		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" "
 			"fill=\"none\" stroke=\"#999\"/>\n", x0, y0, w, HIST_H);
-		plot_text(f, x0 + w / 2, y0 + HIST_H + 28, "middle", 12, L->data[d]);
-		snprintf(lab, sizeof(lab), "%zu", ps);
-		plot_text(f, x0 + w, y0 + HIST_H + 13, "end", 10, lab);
-		plot_text(f, x0, y0 + HIST_H + 13, "start", 10, "0");
+		snprintf(lab, sizeof(lab), "%s: compressed size (bytes)", L->data[d]);
+		plot_text(f, x0 + w / 2, y0 + HIST_H + 28, "middle", 12, lab);
+		plot_nice_ticks(0, (double)ps, 4, &t);
+		for (size_t k = 0; k < t.n && t.v[k] <= (double)ps; k++) {
+			double x = x0 + w * t.v[k] / (double)ps;
+
+			plot_tick_label(lab, sizeof(lab), t.v[k], t.step);
+			plot_text(f, x, y0 + HIST_H + 13, k ? "middle" : "start", 10, lab);
+			fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+				"stroke=\"#999\"/>\n", x, y0 + HIST_H, x, y0 + HIST_H + 3);
+		}
 		if (!r)
 			continue;
 		for (int b = 0; b < ZM_STORE_HIST_BUCKETS; b++) {
@@ -156,9 +174,20 @@ static void histograms(FILE *f, const struct bench_row *rows, size_t nrows,
 			     "no pages in the pool");
 			continue;
 		}
+		/* the y scale: round shares, 0 to the largest bucket's */
+		plot_nice_ticks(0, 100.0 * (double)max / (double)total, 4, &t);
+		top = t.v[t.n - 1];
+		for (size_t k = 0; k < t.n; k++) {
+			double y = y0 + HIST_H - HIST_H * t.v[k] / top;
+
+			plot_tick_label(lab, sizeof(lab), t.v[k], t.step);
+			plot_text(f, x0 - 3, y + 4, "end", 10, lab);
+			fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+				"stroke=\"#ddd\"/>\n", x0, y, x0 + w, y);
+		}
 		bw = w / ZM_STORE_HIST_BUCKETS;
 		for (int b = 0; b < ZM_STORE_HIST_BUCKETS; b++) {
-			double h = (double)r->hist[b] / (double)max * (HIST_H - 14);
+			double h = 100.0 * (double)r->hist[b] / (double)total / top * HIST_H;
 
 			if (!r->hist[b])
 				continue;
@@ -200,9 +229,11 @@ int bench_svg(const char *path, const struct bench_row *rows, size_t nrows,
 	plot_text(f, W / 2.0, 24, "middle", 17, title);
 	legend(f, &L, 48);
 	bars(f, rows, nrows, &L, 40 + GAP, 1.0, omax, overhead,
-	     "Overhead: (pool + metadata) / compressed bytes  (1 = none; lower is better)", 0);
+	     "Overhead: (pool + metadata) / compressed bytes  (1 = none; lower is better)",
+	     "overhead (x compressed bytes)", 0);
 	bars(f, rows, nrows, &L, 40 + 2 * GAP + PANEL_H + 20, 0, emax, effective,
-	     "Effective compression: (pool + metadata) / original bytes  (lower is better)", 1);
+	     "Effective compression: (pool + metadata) / original bytes  (lower is better)",
+	     "memory (% of original)", 1);
 	histograms(f, rows, nrows, &L, 40 + 3 * GAP + 2 * PANEL_H + 40, ps);
 	fputs("</svg>\n", f);
 	return fclose(f) ? -errno : 0;
