@@ -1491,10 +1491,10 @@ static void print_json(const struct opts *o, const struct rows *rs, const struct
 	J = NULL;
 }
 
-/* A step of 1, 2 or 5 times a power of ten that cuts hi into 3..8 parts. */
+/* A step of 1, 2, 2.5 or 5 times a power of ten that cuts hi into 3..8 parts. */
 static double nice_step(double hi)
 {
-	double p = pow(10, floor(log10(hi > 0 ? hi : 1))), steps[] = { 0.1, 0.2, 0.5, 1, 2, 5 };
+	double p = pow(10, floor(log10(hi > 0 ? hi : 1))), steps[] = { 0.1, 0.2, 0.25, 0.5, 1, 2, 2.5, 5 };
 
 	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
 		if (hi / (steps[i] * p) <= 8)
@@ -1512,7 +1512,7 @@ static void panel(FILE *f, double y0, double h, const char *title, const char *y
 		  size_t ns, const double *y, double top, const double *ref)
 {
 	double pw = PLOT_W - PL - PR, step = pw / (double)nx, hi = 0, tick;
-	char lab[32];
+	char lab[32], tip[160];
 
 	for (size_t i = 0; i < ns * nx; i++)
 		hi = y[i] > hi ? y[i] : hi;
@@ -1533,7 +1533,7 @@ static void panel(FILE *f, double y0, double h, const char *title, const char *y
 	for (double v = 0; v <= hi + tick / 1000; v += tick) {
 		double yy = y0 + h - h * v / hi;
 
-		snprintf(lab, sizeof(lab), tick < 1 ? "%.1f" : "%.0f", v);
+		plot_tick_label(lab, sizeof(lab), v, tick);
 		plot_text(f, PL - 6, yy + 4, "end", 11, lab);
 		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
 			PL, yy, PL + pw, yy);
@@ -1577,9 +1577,9 @@ static void panel(FILE *f, double y0, double h, const char *title, const char *y
 
 			if (v < 0)
 				continue;
-			fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>%s %s: "
-				"%.2f</title></circle>\n", PL + step * ((double)k + 0.5),
-				y0 + h - h * v / hi, c, names[a], xl[k], v);
+			snprintf(tip, sizeof(tip), "%s %s: %.2f", names[a], xl[k], v);
+			plot_marker(f, a, PL + step * ((double)k + 0.5), y0 + h - h * v / hi, c,
+				    false, tip);
 		}
 	}
 }
@@ -1627,8 +1627,8 @@ static int write_plot(const struct opts *o, const struct rows *rs, const struct 
 		double x = PL + 140.0 * (double)a;
 
 		fprintf(f, "<line x1=\"%.1f\" y1=\"66\" x2=\"%.1f\" y2=\"66\" stroke=\"%s\" "
-			"stroke-width=\"2\"/><circle cx=\"%.1f\" cy=\"66\" r=\"4\" fill=\"%s\"/>\n",
-			x, x + 24, plot_color(a), x + 12, plot_color(a));
+			"stroke-width=\"2\"/>\n", x, x + 24, plot_color(a));
+		plot_marker(f, a, x + 12, 66, plot_color(a), false, NULL);
 		plot_text(f, x + 30, 70, "start", 12, o->alloc[a]);
 	}
 	panel(f, 110, 320, "tmem hit ratio (hits / gets)", "hit ratio (%)",
