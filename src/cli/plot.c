@@ -288,13 +288,13 @@ void plot_panel_axes(FILE *f, double y0, double h, const struct plot_axes *a,
 		for (int d = d0; d <= d1; d++) {
 			double v = pow(10, d);
 
-			plot_tick_label(lab, sizeof(lab), v, v < 1 ? v : 1);
+			plot_tick_label(lab, sizeof(lab), v, v);
 			grid(f, y0 + h - h * (d - d0) / (double)(d1 - d0), pw, lab, true);
 			for (int m = 2; m <= 9 && d < d1; m++) {
 				double yy = y0 + h - h * (d - d0 + log10(m)) / (double)(d1 - d0);
 
 				if (minor_labels && (m == 2 || m == 5)) {
-					plot_tick_label(lab, sizeof(lab), m * v, v < 1 ? v : 1);
+					plot_tick_label(lab, sizeof(lab), m * v, v);
 					grid(f, yy, pw, lab, false);
 				} else if (d1 - d0 <= 6) {
 					grid(f, yy, pw, NULL, false);
