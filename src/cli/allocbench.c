@@ -341,7 +341,7 @@ static int plot(const struct opts *o, const struct row *rows, size_t nrows,
 	struct plot_series s[MAX_BACKENDS];
 	char title[160];
 	FILE *f;
-	int h = 70 + (NPATTERN + 1) * (PANEL + GAP) + 10;
+	int h = 70 + (NPATTERN + 1) * (PANEL + GAP) + 30; /* + the last x title */
 
 	if (!y)
 		return -ENOMEM;
@@ -376,8 +376,11 @@ static int plot(const struct opts *o, const struct row *rows, size_t nrows,
 			s[b] = (struct plot_series){ names[b], y + b * (MAX_SIZES + 2) };
 		snprintf(title, sizeof(title), "%s: ns per operation against object size, "
 			 "1 thread (lower is better)", pattern_names[pat]);
-		plot_panel(f, 70 + GAP / 2.0 + pat * (PANEL + GAP), PANEL, title,
-			   "ns per op (log)", xlab, nx, s, nb, 1);
+		plot_panel_axes(f, 70 + GAP / 2.0 + pat * (PANEL + GAP), PANEL,
+				&(struct plot_axes){ .title = title,
+						     .xtitle = "object size (bytes)",
+						     .ytitle = "ns per operation", .logy = 1 },
+				xlab, nx, s, nb);
 	}
 	for (int k = 0; k < o->maxt; k++) {
 		snprintf(xl[k], sizeof(xl[k]), "%d", k + 1);
@@ -390,9 +393,11 @@ static int plot(const struct opts *o, const struct row *rows, size_t nrows,
 	}
 	for (size_t b = 0; b < nb; b++)
 		s[b] = (struct plot_series){ names[b], y + b * (MAX_SIZES + 2) };
-	plot_panel(f, 70 + GAP / 2.0 + NPATTERN * (PANEL + GAP), PANEL,
-		   "random, mixed sizes: total Mops/s against threads (higher is better)",
-		   "Mops/s", xlab, (size_t)o->maxt, s, nb, 0);
+	plot_panel_axes(f, 70 + GAP / 2.0 + NPATTERN * (PANEL + GAP), PANEL,
+			&(struct plot_axes){ .title = "random, mixed sizes: total Mops/s against "
+						      "threads (higher is better)",
+					     .xtitle = "threads", .ytitle = "million operations/s" },
+			xlab, (size_t)o->maxt, s, nb);
 	free(y);
 	return plot_end(f);
 }
