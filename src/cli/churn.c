@@ -512,14 +512,9 @@ int cmd_churn(int argc, char **argv)
 	rc = opt_parse(&cmd, argc, argv, NULL);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
-	rc = corpus_load(corpus, (int)ncorpus, target, &c);
-	if (rc) {
-		corpus_free(&c);
-		return rc == -ENOENT ? cli_fail("churn", "no pages of 4096 bytes or more in %s",
-						ncorpus ? "the --corpus paths" :
-						"/usr/lib, /usr/bin, /usr/share") :
-				       cli_fail("churn", "lz4: %s", strerror(-rc));
-	}
+	rc = corpus_load_cmd("churn", corpus, (int)ncorpus, target, &c);
+	if (rc)
+		return rc;
 	if (write_sizes(&c, path)) {
 		corpus_free(&c);
 		return cli_fail("churn", "cannot write %s", path);

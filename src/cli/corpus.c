@@ -134,6 +134,20 @@ int corpus_load(const char *const *paths, int npaths, size_t target, struct corp
 	return c->n ? 0 : -ENOENT;
 }
 
+int corpus_load_cmd(const char *cmd, const char *const *paths, int npaths, size_t target,
+		    struct corpus *c)
+{
+	int rc = corpus_load(paths, npaths, target, c);
+
+	if (!rc)
+		return 0;
+	corpus_free(c);
+	return rc == -ENOENT ? cli_fail(cmd, "no pages of 4096 bytes or more in %s",
+					npaths ? "the --corpus paths" :
+					"/usr/lib, /usr/bin, /usr/share") :
+			       cli_fail(cmd, "lz4: %s", strerror(-rc));
+}
+
 void corpus_free(struct corpus *c)
 {
 	free(c->size);

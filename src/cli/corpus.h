@@ -37,6 +37,10 @@ struct corpus {
  * /usr/share) until target bytes of compressed pages.  0 or -errno
  * (-ENOENT: no pages found). */
 int corpus_load(const char *const *paths, int npaths, size_t target, struct corpus *c);
+/* corpus_load for command cmd: 0, or the command's exit status after a
+ * one-line message (no pages, or lz4 failing), *c freed. */
+int corpus_load_cmd(const char *cmd, const char *const *paths, int npaths, size_t target,
+		    struct corpus *c);
 void corpus_free(struct corpus *c);
 /* What was read, for a report: a few lines on f ("  /usr/lib: 312 files,
  * 61 MiB", then the first and the last file read there), each starting

@@ -181,14 +181,9 @@ int cmd_density(int argc, char **argv)
 	rc = opt_parse(&cmd, argc, argv, NULL);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
-	rc = corpus_load(corpus, (int)ncorpus, target, &c);
-	if (rc) {
-		corpus_free(&c);
-		return rc == -ENOENT ? cli_fail("density", "no pages of 4096 bytes or more in %s",
-						ncorpus ? "the --corpus paths" :
-						"/usr/lib, /usr/bin, /usr/share") :
-				       cli_fail("density", "lz4: %s", strerror(-rc));
-	}
+	rc = corpus_load_cmd("density", corpus, (int)ncorpus, target, &c);
+	if (rc)
+		return rc;
 	if (json) {
 		json_begin(&j, stdout, "density");
 		json_uint(&j, "objects", c.n);
