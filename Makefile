@@ -126,7 +126,9 @@ TESTS    += $(CLITESTS)
 all: lib $(BUILD)/zmem $(BUILD)/zmem.pc
 lib: $(BUILD)/libzmem.a $(BUILD)/libzmem.so $(BUILD)/libzmem-install.a
 
-$(BUILD)/%.o: %.c
+# Objects also depend on this file: its flags are theirs, and an object
+# built before the .d files existed has none to say what it includes.
+$(BUILD)/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ZM) $(CPPFLAGS) $(CFLAGS_ZM) $(CFLAGS) -MMD -MP -c $< -o $@
 
