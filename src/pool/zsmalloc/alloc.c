@@ -17,33 +17,13 @@
 
 #include "pool/zsmalloc/zsmalloc.h"
 
-/* The fullest zspage that is not full nor being migrated, or, if every
- * one is, the fullest.  An object put into a zspage the compactor has
- * marked is one its owner cannot free or map until the compactor lets go
- * (the back-off in lock_obj and zs_lookup), and the fullest zspages are
- * the ones the compactor packs. */
-static __attribute__((noinline)) struct zspage *pick_unmarked(struct zs_class *c,
-							       struct zspage *top)
-{
-	for (unsigned g = top->group; g >= 1; g--)
-		for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
-			if (!__atomic_load_n(&zs->migrating, __ATOMIC_RELAXED))
-				return zs;
-	return top;
-}
-
-/* The highest non-empty group below the full one, by the group bitmap;
- * its first zspage unless the compactor holds it. */
+/* The fullest zspage that is not full: the highest non-empty group below
+ * the full one, by the group bitmap. */
 static inline struct zspage *pick(struct zs_class *c)
 {
 	unsigned m = c->gmask & ((1u << (ZS_GROUPS - 1)) - 1);
-	struct zspage *zs;
 
-	if (!m)
-		return NULL;
-	zs = c->group[31 - __builtin_clz(m)];
-	return zmi_likely(!__atomic_load_n(&zs->migrating, __ATOMIC_RELAXED)) ? zs :
-	       pick_unmarked(c, zs);
+	return m ? c->group[31 - __builtin_clz(m)] : NULL;
 }
 
 /* Take a free object of zs (lock held, zs not full): from the free chain,
