@@ -462,15 +462,18 @@ static void test_allocbench(void **state)
 	unlink(svg);
 }
 
-/* The latency mode: a row for each op and side, percentiles in order,
- * the compactor seen moving objects on its side only (a mass free of 75%
- * is what arms it), every map reading back what was written, and the
- * lock records there in a debug build (the tests' builds are). */
+/* The latency mode: a row for each op and side (on, off, hog),
+ * percentiles in order, the compactor seen moving objects on its side
+ * only (a mass free of 75% is what arms it), background CPU measured
+ * there and copied by the hog side, every map reading back what was
+ * written, and the lock records there in a debug build (the tests'
+ * builds are). */
 static void test_allocbench_latency(void **state)
 {
 	static const char *const ops[] = { "alloc", "free", "map+unmap", "empty" };
 	char *out = run_zmem("allocbench --latency --rounds 1 --ms 50 --bytes 1M --json");
 	const struct jv *r, *sides, *ratio;
+	double bg_on = -1;
 	struct jv doc;
 
 	parse_or_fail("allocbench --latency", out, &doc);
@@ -478,16 +481,18 @@ static void test_allocbench_latency(void **state)
 	assert_string_equal(jstr(&doc, "mode"), "latency");
 	assert_true(jnum(&doc, "timer_ns") > 0);
 	r = results(&doc);
-	assert_int_equal(r->n, 2 * 4);
+	static const char *const side_names[3] = { "on", "off", "hog" };
+
+	assert_int_equal(r->n, 3 * 4);
 	for (int o = 0; o < 4; o++)
-		for (int side = 0; side < 2; side++) {
+		for (int side = 0; side < 3; side++) {
 			int found = 0;
 
 			for (size_t i = 0; i < r->n; i++) {
 				const struct jv *row = &r->kid[i];
 
 				if (strcmp(jstr(row, "op"), ops[o]) ||
-				    strcmp(jstr(row, "compaction"), side ? "off" : "on"))
+				    strcmp(jstr(row, "compaction"), side_names[side]))
 					continue;
 				found++;
 				assert_true(jnum(row, "ops") > 0);
@@ -502,12 +507,28 @@ static void test_allocbench_latency(void **state)
 	assert_non_null(ratio);
 	for (int o = 0; o < 3; o++)
 		assert_true(jnum(ratio, ops[o]) > 0);
+	ratio = jget(&doc, "ratio_p999_hog");
+	assert_non_null(ratio);
+	for (int o = 0; o < 3; o++)
+		assert_true(jnum(ratio, ops[o]) > 0);
 	sides = jget(&doc, "sides");
 	assert_non_null(sides);
-	assert_int_equal(sides->n, 2);
-	for (size_t i = 0; i < 2; i++) {
+	assert_int_equal(sides->n, 3);
+	for (size_t i = 0; i < 3; i++)
+		if (!strcmp(jstr(&sides->kid[i], "compaction"), "on"))
+			bg_on = jnum(&sides->kid[i], "background_cpu");
+	for (size_t i = 0; i < 3; i++) {
 		const struct jv *sd = &sides->kid[i], *lh = jget(sd, "lock_hold");
 		int on = !strcmp(jstr(sd, "compaction"), "on");
+		int hog = !strcmp(jstr(sd, "compaction"), "hog");
+
+		/* a share of the wall time; the hog spins only if the on
+		 * side used CPU beside its timed threads, and only it does */
+		assert_true(jnum(sd, "background_cpu") >= 0 && jnum(sd, "background_cpu") <= 2);
+		if (!hog)
+			assert_true(jnum(sd, "hog_burst_us") == 0);
+		else
+			assert_true((jnum(sd, "hog_burst_us") > 0) == (bg_on > 0));
 
 		assert_true(jnum(sd, "failed_allocs") == 0);
 		assert_true(jnum(sd, "bad_reads") == 0);

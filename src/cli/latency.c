@@ -28,6 +28,16 @@
  * objects the compactor moved and its passes inside the timed windows
  * are printed, to show it ran.
  *
+ * "hog": the machine's ceiling for background work of that much CPU.
+ * After each pair, a third round with compaction and trimming off as in
+ * "off", and a thread of its own that only spins (it touches no memory of
+ * the pool), for as much CPU time as the "on" round's background work
+ * used (the process's CPU time less the timed threads'), in bursts as
+ * long as that work's passes on average.  On two CPUs with two timed
+ * threads, any such work preempts them; hog/off is what that alone costs,
+ * and on/hog what compaction costs beyond it (waiting for zspages the
+ * compactor holds, its barriers' interrupts, the caches it disturbs).
+ *
  * Lock holds: the longest hold of a class lock, of a zone lock and of
  * any other lock inside the timed windows (zm_lock_hold; builds with
  * ZM_DEBUG >= 1 only, "n/a (release build)" otherwise).
@@ -38,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <zmem/pages.h>
@@ -60,7 +71,8 @@
  * may meet (on a shared 2-CPU VM, milliseconds) */
 enum op { OP_ALLOC, OP_FREE, OP_MAP, OP_EMPTY, NOP };
 static const char *const op_names[NOP] = { "alloc", "free", "map+unmap", "empty" };
-static const char *const side_names[2] = { "on", "off" };
+enum { SIDE_ON, SIDE_OFF, SIDE_HOG, NSIDE };
+static const char *const side_names[NSIDE] = { "on", "off", "hog" };
 static const char *const kind_names[ZM_LOCK_KINDS] = { "class", "zone", "other", "compactor" };
 static const char *const on_names[] = { "both", "compact", "trim" };
 
@@ -187,7 +199,41 @@ struct worker {
 	size_t cap, live;
 	struct hist *hist;           /* NOP of them */
 	uint64_t fails, bad;         /* allocations refused; cookies wrong */
+	uint64_t cpu_ns;             /* its CPU time in the timed loop */
 };
+
+static uint64_t cpu_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The hog side's thread: spins `burst` ns, sleeps `period` - `burst`. */
+struct hog {
+	volatile int *stop;
+	uint64_t burst, period;
+};
+
+static void *hog_main(void *arg)
+{
+	const struct hog *g = arg;
+
+	while (!*g->stop) {
+		uint64_t t0 = cli_now_ns();
+
+		while (cli_now_ns() - t0 < g->burst && !*g->stop)
+			__builtin_ia32_pause();
+		if (g->period > g->burst) {
+			uint64_t ns = g->period - g->burst;
+			struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	return NULL;
+}
 
 static inline uint64_t cookie(zm_handle_t h)
 {
@@ -237,6 +283,7 @@ static void *worker_main(void *arg)
 		}
 	}
 	pthread_barrier_wait(w->bar);
+	w->cpu_ns = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
 	/* the timed loop: free, alloc, map+unmap, each timed alone */
 	while (w->live && !*w->stop) {
 		size_t k = cli_rand(&s) % w->live;
@@ -276,6 +323,7 @@ static void *worker_main(void *arg)
 		t1 = t_end();
 		hist_add(&w->hist[OP_EMPTY], to_ns(t1 - t0, w->scale));
 	}
+	w->cpu_ns = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - w->cpu_ns;
 	pthread_barrier_wait(w->bar);
 	while (w->live)
 		zm_pool_free(w->pool, w->h[--w->live]);
@@ -286,15 +334,22 @@ static void *worker_main(void *arg)
 struct side {
 	struct hist hist[NOP];
 	uint64_t moved, passes, pages_compacted, trimmed, fails, bad;
+	uint64_t bg_cpu_ns, window_ns; /* CPU time beside the timed threads' */
+	uint64_t hog_burst_ns;       /* hog: the bursts it spun */
 	int lock_ok;                 /* zm_lock_hold answered (debug build) */
 	struct zm_lock_hold lock[ZM_LOCK_KINDS];
 };
 
-/* One round of side on (0) or off (1); 0, or -1 after a message. */
-static int round_run(const struct opts *o, int off, uint64_t scale, uint64_t seed,
-		     struct side *sd)
+/* One round of a side; hog spins as long as `ref` (the "on" round's
+ * side so far) used beside its timed threads.  0, or -1 after a message. */
+static int round_run(const struct opts *o, int side, uint64_t scale, uint64_t seed,
+		     struct side *sd, const struct side *ref)
 {
-	int trim = !off && o->on != ON_COMPACT, compact = !off && o->on != ON_TRIM;
+	int on = side == SIDE_ON;
+	int trim = on && o->on != ON_COMPACT, compact = on && o->on != ON_TRIM;
+	struct hog hog = { 0 };
+	pthread_t hog_t;
+	uint64_t cpu0, t0, fg = 0;
 	struct zm_pages_config pc = { .reserve_pages = trim ? 0 : SIZE_MAX };
 	struct zm_pages *pg;
 	struct zm_pool *pool;
@@ -338,9 +393,30 @@ static int round_run(const struct opts *o, int off, uint64_t scale, uint64_t see
 	zm_pool_stats(pool, &st0);
 	zm_pages_stats(pg, &ps0);
 	zm_lock_hold_reset();
+	if (side == SIDE_HOG && ref->bg_cpu_ns) {
+		uint64_t bursts = ref->passes ? ref->passes : 1;
+
+		hog.stop = &stop;
+		hog.burst = ref->bg_cpu_ns / bursts;
+		if (hog.burst < 20000)
+			hog.burst = 20000;
+		hog.period = (uint64_t)((double)hog.burst * (double)ref->window_ns /
+					(double)ref->bg_cpu_ns);
+		sd->hog_burst_ns = hog.burst;
+		pthread_create(&hog_t, NULL, hog_main, &hog);
+	}
+	cpu0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
+	t0 = cli_now_ns();
 	usleep((useconds_t)o->ms * 1000u);
 	stop = 1;
 	pthread_barrier_wait(&bar);   /* the loops are over */
+	sd->window_ns += cli_now_ns() - t0;
+	for (int i = 0; i < nt; i++)
+		fg += w[i].cpu_ns;
+	cpu0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+	sd->bg_cpu_ns += cpu0 > fg ? cpu0 - fg : 0;
+	if (hog.stop)
+		pthread_join(hog_t, NULL);
 	for (int k = 0; k < ZM_LOCK_KINDS; k++) {
 		struct zm_lock_hold lh;
 
@@ -406,7 +482,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	const struct opt table[] = {
 		O_FLAG("latency", 0, &latency, "this benchmark (not allocbench's tables)"),
 		O_INT("threads", 't', &o->threads, "N", "threads on the pool", tdef, 1, MAXT),
-		O_INT("rounds", 'r', &o->rounds, "N", "pairs of rounds, one on and one off", rdef, 1,
+		O_INT("rounds", 'r', &o->rounds, "N", "rounds of each side (on, off, hog)", rdef, 1,
 		      MAX_ROUNDS),
 		O_INT("ms", 0, &o->ms, "N", "the timed loop of a round, ms", mdef, 1, 1000000),
 		O_SIZE("bytes", 'b', &o->bytes, "SIZE", "objects each thread fills before the free",
@@ -444,11 +520,16 @@ static double ratio(double a, double b)
 	return b > 0 ? a / b : 0;
 }
 
-static void report(const struct opts *o, const struct side sd[2], double timer)
+static double share(const struct side *sd)
 {
-	double q[2][NOP][4];
+	return ratio((double)sd->bg_cpu_ns, (double)sd->window_ns);
+}
 
-	for (int s = 0; s < 2; s++)
+static void report(const struct opts *o, const struct side sd[NSIDE], double timer)
+{
+	double q[NSIDE][NOP][4];
+
+	for (int s = 0; s < NSIDE; s++)
 		for (int k = 0; k < NOP; k++) {
 			q[s][k][0] = hist_q(&sd[s].hist[k], 0.5);
 			q[s][k][1] = hist_q(&sd[s].hist[k], 0.99);
@@ -469,7 +550,7 @@ static void report(const struct opts *o, const struct side sd[2], double timer)
 		json_str(&j, "on", on_names[o->on]);
 		json_fixed(&j, "timer_ns", timer, 1);
 		json_array(&j, "results");
-		for (int s = 0; s < 2; s++)
+		for (int s = 0; s < NSIDE; s++)
 			for (int k = 0; k < NOP; k++) {
 				json_object(&j, NULL);
 				json_str(&j, "op", op_names[k]);
@@ -486,8 +567,12 @@ static void report(const struct opts *o, const struct side sd[2], double timer)
 		for (int k = 0; k < OP_EMPTY; k++)
 			json_fixed(&j, op_names[k], ratio(q[0][k][2], q[1][k][2]), 3);
 		json_object_end(&j);
+		json_object(&j, "ratio_p999_hog");   /* hog/off: the ceiling */
+		for (int k = 0; k < OP_EMPTY; k++)
+			json_fixed(&j, op_names[k], ratio(q[SIDE_HOG][k][2], q[SIDE_OFF][k][2]), 3);
+		json_object_end(&j);
 		json_array(&j, "sides");
-		for (int s = 0; s < 2; s++) {
+		for (int s = 0; s < NSIDE; s++) {
 			json_object(&j, NULL);
 			json_str(&j, "compaction", side_names[s]);
 			json_uint(&j, "objects_moved", sd[s].moved);
@@ -496,6 +581,8 @@ static void report(const struct opts *o, const struct side sd[2], double timer)
 			json_uint(&j, "pages_trimmed", sd[s].trimmed);
 			json_uint(&j, "failed_allocs", sd[s].fails);
 			json_uint(&j, "bad_reads", sd[s].bad);
+			json_fixed(&j, "background_cpu", share(&sd[s]), 4);
+			json_fixed(&j, "hog_burst_us", sd[s].hog_burst_ns / 1e3, 1);
 			if (!sd[s].lock_ok) {
 				json_null(&j, "lock_hold");
 			} else {
@@ -529,15 +616,23 @@ static void report(const struct opts *o, const struct side sd[2], double timer)
 	printf("%-10s %-4s %10s %8s %8s %9s %10s\n", "op", "side", "ops", "p50", "p99", "p99.9",
 	       "max");
 	for (int k = 0; k < NOP; k++)
-		for (int s = 0; s < 2; s++)
+		for (int s = 0; s < NSIDE; s++)
 			printf("%-10s %-4s %10llu %8.0f %8.0f %9.0f %10.0f\n", op_names[k],
 			       side_names[s], (unsigned long long)sd[s].hist[k].n, q[s][k][0],
 			       q[s][k][1], q[s][k][2], q[s][k][3]);
-	printf("\np99.9 on/off:");
+	printf("\np99.9 on/off:  ");
 	for (int k = 0; k < OP_EMPTY; k++)
-		printf("  %s %.2f", op_names[k], ratio(q[0][k][2], q[1][k][2]));
-	printf("\n");
-	for (int s = 0; s < 2; s++) {
+		printf("  %s %.2f", op_names[k], ratio(q[SIDE_ON][k][2], q[SIDE_OFF][k][2]));
+	printf("\np99.9 hog/off: ");
+	for (int k = 0; k < OP_EMPTY; k++)
+		printf("  %s %.2f", op_names[k], ratio(q[SIDE_HOG][k][2], q[SIDE_OFF][k][2]));
+	printf("   (the ceiling)\np99.9 on/hog:  ");
+	for (int k = 0; k < OP_EMPTY; k++)
+		printf("  %s %.2f", op_names[k], ratio(q[SIDE_ON][k][2], q[SIDE_HOG][k][2]));
+	printf("\nbackground CPU beside the timed threads: on %.1f%%, off %.1f%%, hog %.1f%% "
+	       "(bursts of %.0f us)\n", 100 * share(&sd[SIDE_ON]), 100 * share(&sd[SIDE_OFF]),
+	       100 * share(&sd[SIDE_HOG]), sd[SIDE_HOG].hog_burst_ns / 1e3);
+	for (int s = 0; s < NSIDE; s++) {
 		printf("%-3s: %llu objects moved in %llu passes (%llu pages), %llu pages trimmed, "
 		       "%llu failed allocs, %llu bad reads\n", side_names[s],
 		       (unsigned long long)sd[s].moved, (unsigned long long)sd[s].passes,
@@ -545,7 +640,7 @@ static void report(const struct opts *o, const struct side sd[2], double timer)
 		       (unsigned long long)sd[s].fails, (unsigned long long)sd[s].bad);
 	}
 	printf("\nlongest lock hold in the timed loops:\n");
-	for (int s = 0; s < 2; s++) {
+	for (int s = 0; s < NSIDE; s++) {
 		printf("  %-3s:", side_names[s]);
 		if (!sd[s].lock_ok) {
 			printf(" n/a (release build)\n");
@@ -580,19 +675,25 @@ int allocbench_latency(int argc, char **argv)
 
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
-	sd = calloc(2, sizeof(*sd));
+	sd = calloc(NSIDE, sizeof(*sd));
 	if (!sd)
 		return cli_fail("allocbench", "out of memory");
 	scale = calibrate();
 	timer = timer_cost(scale);
 	for (int r = 0; r < o.rounds; r++) {
-		/* each side first in turn: the first of a pair ran slower
-		 * elsewhere (zmem churn --foreground) */
-		for (int i = 0; i < 2; i++) {
-			int off = (r % 2) ^ i;
+		/* the sides in turns (the first of a pair ran slower
+		 * elsewhere: zmem churn --foreground), hog after on, whose
+		 * background CPU it copies */
+		static const int order[3][NSIDE] = { { SIDE_ON, SIDE_OFF, SIDE_HOG },
+						      { SIDE_OFF, SIDE_ON, SIDE_HOG },
+						      { SIDE_ON, SIDE_HOG, SIDE_OFF } };
 
-			cli_progress("round %d of %d, %s", r + 1, o.rounds, side_names[off]);
-			if (round_run(&o, off, scale, 1000 + (uint64_t)r * 104729, &sd[off])) {
+		for (int i = 0; i < NSIDE; i++) {
+			int side = order[r % 3][i];
+
+			cli_progress("round %d of %d, %s", r + 1, o.rounds, side_names[side]);
+			if (round_run(&o, side, scale, 1000 + (uint64_t)r * 104729, &sd[side],
+				      &sd[SIDE_ON])) {
 				free(sd);
 				return CLI_FAIL;
 			}
