@@ -3,9 +3,8 @@
  *
  * Every section it guards is bounded (a chunk of at most 64 pages, one
  * object's bookkeeping), so a spinlock beats a futex-based mutex: lock +
- * unlock uncontended is one atomic exchange and one release store (measured
- * by zmem pagebench: bulk allocation at batch 16 went from 2.0 to the
- * figure in docs/pages.md).  Waiters spin with a pause for a while and then
+ * unlock uncontended is one atomic exchange and one release store
+ * (docs/results/2026-12-02-code-choices.md).  Waiters spin with a pause for a while and then
  * yield the CPU, so that a holder preempted on a 2-core machine gets to run.
  * Build with -DZM_LOCK_PTHREAD to use pthread mutexes instead (for
  * comparison, or for tools that only understand those).

@@ -371,7 +371,7 @@ static bool decommit_inside(const void *a, size_t len)
  * dropped while memory goes back) come off the lists, and their page
  * records (and the owners' records) go back to the OS: after every page
  * of a pool was freed and trimmed, the records of the high-water mark
- * stayed resident (8 bytes a page: 0.2% of what the pool once held). */
+ * would stay resident (8 bytes a page). */
 static void bare_blocks(struct zm_pages *p, struct zmi_zone *z)
 {
 	const size_t n = (size_t)1 << ZM_PAGES_MAX_ORDER;
@@ -394,9 +394,8 @@ static void bare_blocks(struct zm_pages *p, struct zmi_zone *z)
 /* Trim zone z down to target dirty free pages (z's lock held on entry
  * and exit; dropped while the memory goes back); bare: then its clean
  * largest-order blocks' records go back too (bare_blocks: on demand, not
- * on every free's trim, whose blocks are taken again soon: zmem pagebench
- * filling and emptying 64 MiB faulted their records back in each time,
- * +2.8 ns a page).  Returns pages given back. */
+ * on every free's trim, whose blocks are taken again soon and would fault
+ * their records back in).  Returns pages given back. */
 static size_t trim_zone(struct zm_pages *p, struct zmi_zone *z, size_t target, bool bare)
 {
 	zm_pfn_t blk[16];

@@ -464,9 +464,7 @@ size_t zmi_buddy_take_pages(struct zm_pages *p, struct zmi_zone *z, size_t n, zm
 		 * wanted: the thread that gets them writes their records
 		 * without the lock (tcache.c), and two threads whose pages
 		 * share a line of records would pass it back and forth on
-		 * every page they take or give (allocbench's one-one on two
-		 * threads ran at 0.3-0.7x of one thread when refills were made
-		 * of single pages, lowest first, that alternated between them) */
+		 * every page they take or give */
 		unsigned k, want = 0,
 			 line = allowed - got >= ZM_PG_PER_LINE ? ZM_PG_LINE_ORDER : 0;
 		/* resident memory first, from any block: a clean page costs a

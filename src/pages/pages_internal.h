@@ -12,10 +12,9 @@
  * lists and counters; a block never spans two zones.  A thread's cache
  * takes its pages from one zone, its home (round robin as caches are
  * made), and another only when that one has none; a page goes back to the
- * zone it lies in.  One zone per CPU: two threads on one buddy spent
+ * zone it lies in.  One zone per CPU: two threads on one buddy spend
  * their time in its lock and passing its lines back and forth
- * (allocbench's all-free of 3 KiB objects: two threads 1.15x one on
- * separate pools over one pages instance, 2.0x over two instances).
+ * (docs/results/2026-12-02-code-choices.md).
  *
  * Lock order (outer first):
  *
@@ -37,9 +36,9 @@
  * working in its home zone reads and writes no line of another's.  Only
  * a limit (limit_pages below the arena) needs a count for the instance:
  * then nr_out is one atomic counter that a taker reserves its pages in
- * before it takes them (zmi_out_reserve), so the limit holds across zones.
- * The shared counters cost two threads on separate pools 1.5x where a
- * pages instance each gave 2.0x (allocbench --apart, docs/pages.md).
+ * before it takes them (zmi_out_reserve), so the limit holds across zones:
+ * a counter shared by every taker is a line two threads pass back and
+ * forth (docs/results/2026-12-02-code-choices.md).
  */
 #ifndef ZM_PAGES_INTERNAL_H
 #define ZM_PAGES_INTERNAL_H
@@ -59,7 +58,7 @@
  * uncontended) is spread over enough pages to vanish. */
 #define ZM_PAGES_CHUNK 64
 /* Bulk requests below this many pages come from the thread's cache
- * (bulk.c): measured with zmem pagebench, docs/pages.md. */
+ * (bulk.c): the crossover zmem pagebench shows (docs/pages.md). */
 #ifndef ZM_BULK_CACHED
 #define ZM_BULK_CACHED 16
 #endif
@@ -71,11 +70,10 @@
 #define ZM_TRIM_BATCH 64
 /* The default reserve scales with the data: a zone keeps resident at most
  * 1/2^ZM_RESERVE_SHIFT of the pages it has out (callers' and caches'), and
- * ZM_MIN_DEFAULT at least, up to the default's bytes.  A fixed 1 MiB a
- * zone was 14% of a 7.3 MiB pool's live bytes after a mass free (zmem
- * churn at 30 MiB); at 1/64 a zone reaches the full 256 pages at 64 MiB
- * out, and a steady churn at 30 MiB keeps 120.  An explicit
- * reserve_pages is kept as given. */
+ * ZM_MIN_DEFAULT at least, up to the default's bytes, so that a small
+ * pool after a mass free does not keep a fixed 1 MiB a zone beside its
+ * live bytes; at 1/64 a zone reaches the full 256 pages at 64 MiB out
+ * (docs/results/2026-12-02-code-choices.md).  An explicit reserve_pages is kept as given. */
 #define ZM_RESERVE_SHIFT 6
 
 #define ZM_DEFAULT_ARENA   ((size_t)4 << 30)
@@ -135,8 +133,7 @@ enum {
  * whose record is otherwise unused) keeps the previous block's: a doubly
  * linked list in one word a page.  Free single pages (order 0) have no
  * second page; they are kept in a bitmap per dirty hint instead
- * (struct zmi_bitset, buddy.c).  Two links in every record made it 12
- * bytes, 0.1% of the memory a pool of compressed pages uses. */
+ * (struct zmi_bitset, buddy.c): the record stays 8 bytes, not 12. */
 struct zmi_pg {
 	uint32_t link;       /* see above; free block heads and their second pages */
 	union {
@@ -250,10 +247,8 @@ struct zm_pages {
 	size_t limit;             /* immutable */
 	size_t reserve;           /* immutable: dirty free pages each zone keeps
 				     (SIZE_MAX: never trim); each zone the
-				     whole reserve: a share of it made a thread
-				     working in one zone trim twice as often
-				     (bulk alloc and free of 64 MiB: 58% more
-				     instructions, most in trimming); with
+				     whole reserve, not a share, or a thread
+				     working in one zone trims too often; with
 				     reserve_scales, at most this */
 	bool reserve_scales;      /* immutable: the default reserve, scaled to
 				     each zone's pages out (zmi_zone_reserve) */

@@ -21,17 +21,15 @@
  * zm_pages_take_cached(), without the lock.  Runs are carved from a block
  * the thread takes whole (`run_next` .. `run_end`; 2^run_order pages, or
  * as many as the run if it is longer), so that the lock is taken once per
- * block and not once per run: with two threads making zspages of 3 KiB
- * objects (one every four objects) the pages layer's lock was most of
- * allocbench's all-free time.  At most ahead_max pages of a run are set
+ * block and not once per run: per run, the lock is what two threads
+ * making zspages fast wait on (docs/results/2026-12-02-code-choices.md).  At most ahead_max pages of a run are set
  * aside; a longer run keeps its next pages in the block, where
  * zm_pages_take_cached() takes the block's next page too.
  * What is left of a block too short for the next run, and the older half
  * of the set-aside pages when there are more than ahead_max, go back to
  * the free lists in place (a zspage that grows later takes its next page
- * there with zm_pages_alloc_at).  Pushed onto the stack instead, in a
- * steady churn of many classes they overflowed it, went back in drains
- * and, resident and over the reserve, were trimmed and faulted in again.
+ * there with zm_pages_alloc_at), not onto the stack, which they would
+ * overflow into drains and trims.
  * Blocks are cut from resident memory first (zmi_buddy_take_run).  Both
  * sizes follow the cache's (cache_cap, a byte budget): a block of 32 and
  * 64 set-aside pages at 4 KiB, 8 and 8 at 32 KiB.  All of these pages are in state PG_CACHED
@@ -149,11 +147,9 @@ static inline bool cached_resident(const struct zm_pages *p, zm_pfn_t pfn)
 
 /* Cached pages [a, a + len) of zone z back to its buddy (z's lock held),
  * dirty if resident: each stretch alike in residency as the fewest
- * aligned blocks that cover it, one zmi_buddy_give each.  Page by page,
- * the gives were most of the time a thread held the lock in allocbench's
- * all-free of 3 KiB objects (12,000 pages a pass through the buddy);
- * pages given back together are mostly neighbours (a zspage's run, the
- * rest of a run block). */
+ * aligned blocks that cover it, one zmi_buddy_give each, not one a page,
+ * to keep the lock short: pages given back together are mostly
+ * neighbours (a zspage's run, the rest of a run block). */
 static void give_range(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t a, unsigned len)
 {
 	while (len) {
@@ -645,10 +641,8 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 		bool one = false;
 
 		/* what is left of the block goes back in place, where it
-		 * merges with its neighbours (pushed onto the stack instead,
-		 * in a steady churn it overflowed the stack, went back in
-		 * drains and, resident, over the reserve: trimmed and
-		 * faulted in again, half as many faults more) */
+		 * merges with its neighbours (not onto the stack: it would
+		 * overflow it into drains, trims and faults) */
 		block_give_back(p, tc);
 		/* not near the limit: there, pages set aside would be pages
 		 * refused to others */
@@ -661,9 +655,8 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 			 * there but in pieces too small for the run, one of
 			 * its pages (the run given up: its objects that
 			 * straddle pages are reached by copy) rather than
-			 * memory the process never touched: in a steady churn
-			 * the runs cut from untouched memory doubled the
-			 * resident pages in half a second.  The home zone
+			 * memory the process never touched, which a steady
+			 * churn would keep faulting in.  The home zone
 			 * first, then the next that has a run or resident
 			 * pages. */
 			ZM_FOR_EACH_ZONE_FROM(p, tc->home, i, z) {

@@ -31,9 +31,8 @@
  * and counted in meta_bytes.
  *
  * The counters are kept per thread group (MB_SHARDS lines, a thread's
- * number picks one) and summed by stats: three atomic adds on one shared
- * line at every malloc and free held two threads to 0.1-0.4x of one
- * (zmem allocbench), far below what glibc itself does.  The peak is
+ * number picks one) and summed by stats, so that two threads never add
+ * to one shared line at every malloc and free (docs/results/2026-12-02-code-choices.md).  The peak is
  * sampled: every MB_PEAK_EVERY allocations of a thread it sums the lines.
  */
 #include <errno.h>

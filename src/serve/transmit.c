@@ -55,11 +55,8 @@
 
 /* Writes of this many bytes or more go to the workers, so that the reader
  * takes in the next request's payload while they are compressed; every
- * other request runs in the reader, which was faster for all of them
- * (docs/serve.md: handing a request to another thread cost more than it
- * saved on this 2-vCPU machine -- random 4 KiB reads 1.6-1.9x, random 4
- * KiB writes 1.15x, 1 MiB reads 1.2-1.4x faster inline -- while nbdcopy's
- * 256 KiB writes were 25% faster through the workers). */
+ * other request runs in the reader, since handing a small request to
+ * another thread costs more than it saves (docs/results/2026-12-02-code-choices.md). */
 #define OFFLOAD_MIN (64u << 10)
 
 /* Most extents in one block status reply. */

@@ -22,8 +22,7 @@
  * saves the decompression.  zram's threshold (its huge_class_size, about
  * 3/4 of a page) comes from a zsmalloc whose zspages are at most 4 pages
  * long; ours are longer, so objects up to 31/32 of a page still pack
- * densely (docs/store.md has the measurement: 10-20% less memory for
- * pages between 3/4 and 31/32). */
+ * densely (docs/store.md, "Huge pages"). */
 #define HUGE_SIZE_DEFAULT(ps) ((ps) - (ps) / 32)
 
 /* The smallest arena a store gives its pool: room for the per-thread page
@@ -62,8 +61,7 @@ static int check_config(const struct zm_store_config *c, size_t ps)
  * page raw), but no more than the limit or the machine's memory could,
  * plus a quarter for the allocator's partly used pages.  Reserving
  * costs nothing, but the pages layer sets up records for its whole arena
- * (a page fault per 4 MiB of arena at creation: 17 ms for the pool's
- * default 4 GiB), so a 1 TiB store on a 16 GiB machine should not reserve
+ * (a page fault per 4 MiB of arena at creation), so a 1 TiB store on a 16 GiB machine should not reserve
  * 1 TiB, nor a 1 MiB store 4 GiB. */
 static uint64_t arena_bytes(uint64_t nr_pages, size_t ps, size_t limit)
 {

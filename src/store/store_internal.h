@@ -82,10 +82,8 @@
  * without it, a get clears it in the xor that unlocks.
  *
  * 8 bytes a slot, all-in: zram's table entry (handle + flags) takes 16
- * and its handle another 8 in zsmalloc; before owner words this was a
- * 12-byte slot and the pool's 8-byte handle slot.  On process memory
- * (2 KiB a page compressed) each 4 bytes a page is 0.2% of the memory
- * used.
+ * and its handle another 8 in zsmalloc.  On process memory (2 KiB a page
+ * compressed) each 4 bytes a page is 0.2% of the memory used.
  */
 #define SLOT_INFO_SHIFT 2
 #define SLOT_LOCK       1u

@@ -133,8 +133,7 @@ static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
 /* Threads that ever allocated, numbering them: the n-th starts in shard
  * n - 1 (mod the pool's shards).  A lone thread keeps everything in shard
  * 0; two threads allocating side by side part from the start instead of
- * sharing zspages until their locks collide (one-one at 2 threads: 0.33x
- * one thread while they shared, docs/zsmalloc.md). */
+ * sharing zspages until their locks collide (docs/zsmalloc.md). */
 static inline unsigned my_shard(void)
 {
 	if (zmi_unlikely(!zmi_self.shard_set)) {

@@ -51,8 +51,8 @@
  * compaction that crossing started, keep compacting up to the target for
  * this long: a mass free that the thread caught half way (its first frees
  * crossed the ratio, the rest came after the thread had reached the
- * target) is finished, not left at 1.09 (measured: zmem churn, one run in
- * three).  Steady churn never crosses the ratio, so it is never armed. */
+ * target) is finished, not left half done (docs/compaction.md).  Steady
+ * churn never crosses the ratio, so it is never armed. */
 #define ZS_AUTO_GRACE_MS 1000
 #define ZS_AUTO_MIN_SLACK (64u << 10) /* bytes of slack worth compacting */
 
@@ -222,11 +222,9 @@ static bool below(const struct usage *u, unsigned percent)
  * OS now.  The pages this thread's cache holds (sources' pages it freed,
  * refills for keepers that grew) go back to the pages layer, which gives
  * its free resident pages back (all of them with the default reserve:
- * they come back with the frees that follow).  After a mass free of a
- * 7.3 MiB live set (zmem churn, 30 MiB of a heap capture) the arena kept
- * 152 pages beyond the pool's (62 of them in this thread's cache, the
- * rest the zones' reserves), 8% of the live bytes; now 57, the cache of
- * the thread that freed. */
+ * they come back with the frees that follow), so that after a mass free
+ * the arena keeps little beyond the pool's own pages
+ * (docs/results/2026-12-02-memory-back.md). */
 static void give_back(struct zs_pool *zp)
 {
 	zm_pages_flush_thread(zp->pages);

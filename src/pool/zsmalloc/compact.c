@@ -58,12 +58,10 @@
  * a copy from memory that is not in the cache: 5-10 us), two words
  * rewritten, and now and then a destination page taken from the pages
  * layer, whose first write may fault (a few us on a VM): a step stays
- * within tens of microseconds, where a zspage of a small class (up to 256
- * objects) or one pack of a large zspage held the lock for all of it, and
- * a pack gave its pages back (and the pages layer trimmed, madvise and
- * all) under the lock: 2 ms, measured.  Smaller steps cost an unlock and
- * a lock each (tens of ns) and a free map made again (a few hundred
- * bytes); at 8 or 4 objects allocbench --latency read the same.
+ * within tens of microseconds, and pages freed go back (and the pages
+ * layer trims) after the lock is dropped.  Smaller steps cost an unlock
+ * and a lock each (tens of ns) and a free map made again (a few hundred
+ * bytes); docs/results/2026-12-02-latency.md has the figures.
  */
 /* The work of the current hold of a class lock, and the pages it freed,
  * given back to the pages layer once the lock is dropped. */
@@ -556,10 +554,9 @@ static void free_gone(struct zs_pool *zp, struct zs_class **gc, struct zspage **
  * left), but their batches shared: a batch takes up to ZS_BATCH zspages
  * from the classes at work, in order, and then from the next classes, and
  * one barrier quiesces them all and lets the records the last batch
- * emptied go.  A background pass over many classes with a zspage or two
- * each made two barriers a class: 17,000 a second under allocbench
- * --latency, 1.4 zspages a barrier, each an interrupt of every other CPU
- * running the process.  Each class keeps its own pass number; one that
+ * emptied go, rather than two barriers a class (each barrier interrupts
+ * every other CPU running the process;
+ * docs/results/2026-12-02-latency.md).  Each class keeps its own pass number; one that
  * plans nothing more leaves the run.
  */
 long zs_compact_run(struct zs_pool *zp, struct zs_class *(*next)(void *arg), void *arg,

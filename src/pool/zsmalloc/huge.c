@@ -7,7 +7,7 @@
  *
  * so such an object costs its page, its 8-byte slot and the pages
  * layer's 8-byte record of the page, nothing more.  A one-page zspage
- * record, its id and malloc's header around it were 64 bytes more, 1.6%
+ * record, its id and malloc's header around it would be 64 bytes more, 1.6%
  * of every incompressible page: the largest metadata item on data where
  * many pages do not compress (system files: 40% of pages).  Huge objects
  * never move (one per page, nothing to compact), so readers reach them

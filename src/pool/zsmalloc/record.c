@@ -3,11 +3,10 @@
  * OS when zspages go.
  *
  * A record (struct zspage and its back references) takes whole cache
- * lines, 64 to a few hundred bytes.  From malloc they scattered over the
- * heap: after a mass free and compaction, a quarter of them lived on and
- * held most of the heap's pages, which malloc_trim could not give back
- * (400 MiB of zmem churn: 2,904 KiB of heap for 578 KiB of records at
- * 1 s, 64 KiB given back by malloc_trim).  Here they live in record
+ * lines, 64 to a few hundred bytes.  From malloc they would scatter over
+ * the heap, and the survivors of a mass free hold most of its pages,
+ * which malloc_trim cannot give back (docs/results/2026-12-02-memory-back.md).
+ * Here they live in record
  * pages, one record size to a page (a bucket for every 64 bytes), cut
  * from one reservation of address space (256 bytes for each page of the
  * pages instance, 4 MiB to 4 GiB); an empty page goes back to the OS,
@@ -223,9 +222,9 @@ out:
 
 /* Empty record pages kept resident for the next records: 8, and an
  * eighth of the pages in use; beyond, they go back to the OS at once, and
- * all of them after compaction (zs_records_trim).  Given back every time,
- * allocbench --quick (fill, free all, again) took 7,441 page faults where
- * malloc'd records took 2,585. */
+ * all of them after compaction (zs_records_trim).  Kept so that a pool
+ * filled, emptied and filled again does not fault each one back in
+ * (docs/results/2026-12-02-code-choices.md). */
 #define ZS_REC_KEEP 8
 
 void zs_record_release(struct zs_pool *zp, void *page)

@@ -70,11 +70,9 @@
 				 objects are rare (compressed pages) */
 #define ZS_DEF_SPACING 32     /* measured: docs/zsmalloc.md */
 /* Larger pages: spacing page_size / ZS_DEF_CLASSES, i.e. 128 classes per
- * page: the same 32 bytes at 4 KiB, 128 / 256 bytes
- * at 16 / 32 KiB.  Measured on 58 MiB of captured process memory with
- * zstd (docs/zsmalloc.md): 32-byte spacing at 32 KiB pages makes 1000
- * classes, most with a partly used zspage, overhead 1.109; 256 bytes,
- * 1.038.  At 16 KiB, 1.051 -> 1.033. */
+ * page: the same 32 bytes at 4 KiB, 128 / 256 bytes at 16 / 32 KiB, so
+ * that the classes' partly used zspages do not multiply with the page
+ * size (docs/zsmalloc.md, "Class spacing for larger pages"). */
 #define ZS_DEF_CLASSES 128
 #define ZS_DEF_MAX_PAGES 32
 /* a default zspage is one run of the pages layer (zsmalloc/zspage.c) */
@@ -97,14 +95,10 @@ _Static_assert(ZS_DEF_MAX_PAGES == ZM_PAGES_RUN_MAX, "a default zspage is a page
 #define ZS_SPAN 512           /* slots (or zspage ids) a shard takes from
 				 its table at once, for its classes' chunks:
 				 4 KiB, so two shards' chunks are neighbours
-				 only at a span's ends.  With chunks taken
-				 straight from the table, two threads' chunks
-				 alternated, and freeing at random each wrote
-				 lines beside the other's (which the
-				 processor fetches in pairs): allocbench's
-				 random pattern at 32-512 bytes ran 0.9-1.3x
-				 on two threads, against 1.5-2.1x with 512-slot
-				 chunks */
+				 only at a span's ends, and a thread freeing
+				 at random writes no line beside another's
+				 (lines are fetched in pairs; figures:
+				 docs/results/2026-12-02-code-choices.md) */
 #define ZS_AUTO_MIN_CLASS_SLACK 8 /* pages of slack, for a class to call for
 				     compaction (zsmalloc/auto.c) */
 #define ZS_AUTO_GROUP 7   /* RATIO: a free tells the compactor where to start
@@ -114,11 +108,9 @@ _Static_assert(ZS_DEF_MAX_PAGES == ZM_PAGES_RUN_MAX, "a default zspage is a page
 #define ZS_MAX_HANDLES ((uint32_t)1 << 28) /* 2 GiB of address space, lazily used */
 #define ZS_MAX_ZSPAGES ((uint32_t)1 << 26) /* 512 MiB of address space, lazily used */
 #define ZS_ID_CHUNK   8       /* zspage ids taken at once: a cache line of
-				 the zspage table, which every lookup reads;
-				 with 4, two threads making zspages fast
-				 (3 KiB objects: one every 4 objects) wrote
-				 each other's lines, and allocbench's
-				 all-free ran 2-4x slower on 2 threads */
+				 the zspage table, which every lookup reads,
+				 so that two threads making zspages fast do
+				 not write each other's lines */
 
 /* A zspage record: 48 bytes + 4 per object (56 + 4 per object with
  * ZM_DEBUG, which adds a magic number); records take whole cache lines
@@ -205,8 +197,8 @@ static inline void zs_count(uint32_t *ctr, int32_t d)
 }
 
 /* Add to a compaction counter (compact_lock held: one writer) that
- * zm_pool_stats reads without the lock: stats waited for a running
- * episode, 23 ms at 100 ms of a 400 MiB zmem churn. */
+ * zm_pool_stats reads without the lock, so that stats never wait for a
+ * running compaction episode. */
 static inline void zs_stat_add(uint64_t *ctr, uint64_t d)
 {
 	__atomic_store_n(ctr, *ctr + d, __ATOMIC_RELAXED);
@@ -219,9 +211,8 @@ static inline size_t zs_record_size(const struct zs_class *c)
 }
 
 /* A record takes whole cache lines of its own: records of two shards'
- * classes sharing a line made two threads pass it back and forth on every
- * malloc and free (allocbench's one-one on two threads at 0.7x of one, in
- * 4 runs of 10, when a record happened to sit beside another thread's). */
+ * classes sharing a line make two threads pass it back and forth on every
+ * malloc and free. */
 static inline size_t zs_record_alloc_size(const struct zs_class *c)
 {
 	return (zs_record_size(c) + 63) & ~(size_t)63;
@@ -278,9 +269,8 @@ struct zs_records {
 				     `paged` (counted as malloc charges them) */
 	bool paged;               /* atomic: records go to pages from now on */
 	/* Buckets by shard and size (a shard's classes' records apart from
-	 * another's: two threads making zspages of one size in two shards
-	 * shared a bucket's lock and pages, and allocbench's all-free on two
-	 * threads ran 56-111 ns/op against 34-60).  Atomic: each shard's
+	 * another's, so that two threads making zspages of one size in two
+	 * shards share no bucket lock or page).  Atomic: each shard's
 	 * array and each bucket made with its first record (lock), so that
 	 * a pool of a few objects pays for none but its own. */
 	struct zs_rbucket **b[ZS_MAX_SHARDS];
@@ -350,9 +340,8 @@ struct zs_pool {
 	} slot_free, id_free;
 	/* Where the RATIO compactor starts (zsmalloc/auto.c): per shard, the class
 	 * of that shard last freed from while it had slack; atomic, each on
-	 * a line of its own.  One word for the pool bounced between two
-	 * threads freeing in different classes: their malloc/free loop ran
-	 * 5% slower with the compactor on, though it never compacted. */
+	 * a line of its own, so that threads freeing in different classes do
+	 * not bounce one word between them. */
 	struct zs_hint {
 		uint32_t idx;
 	} __attribute__((aligned(64))) hint[ZS_MAX_SHARDS];
@@ -713,8 +702,8 @@ int zs_auto_set(struct zm_pool *pool, enum zm_compact_policy policy);
  * fullness group g (moved: from another group): what the compactor's policy needs to know of frees.
  * RATIO: the class of its shard to start at, noted only when the free
  * moved the zspage down into group ZS_AUTO_GROUP or below and the class
- * has slack (a store only when it changes: on every free it was 2.4% of
- * a malloc/free loop's instructions, callgrind; this way 0.14%).
+ * has slack (a store only when it changes, to keep it off the free path;
+ * docs/compaction.md).
  * WATERMARK: on every free, wake the thread if c crosses the line (a
  * free that crosses it need not change a group). */
 void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c);
