@@ -6,7 +6,8 @@
 # directory, so they never mix objects.
 #
 #   make            build/libzmem.a, build/libzmem.so, build/zmem, build/zmem.pc
-#                   (and build/libzmem-install.a, the static library installed)
+#                   (and build/libzmem-install.a, the static library installed,
+#                   and build/libzmem-workload.a, the test data, not installed)
 #   make demo       install missing packages, build, run the main job
 #   make check      install missing packages, run every test in every build,
 #                   each randomized one with a fixed seed (the same steps and
@@ -34,10 +35,11 @@ SAN      ?=
 # The version is the headers' (include/zmem/common.h), never written here.
 # SOVERSION is the ABI's: it goes up by one whenever a release breaks
 # programs linked against the previous one (0.2 broke 0.1's: 0 -> 1), and
-# only then.
+# only then.  2: the workload calls (zm_workload_*), exported by 0.2.0's
+# libzmem.so.1, left the library for libzmem-workload.a (docs/api.md).
 ZM_VER_PART = $(shell sed -n 's/^\#define ZMEM_VERSION_$(1)  *\([0-9][0-9]*\).*/\1/p' include/zmem/common.h)
 VERSION  := $(call ZM_VER_PART,MAJOR).$(call ZM_VER_PART,MINOR).$(call ZM_VER_PART,PATCH)
-SOVERSION := 1
+SOVERSION := 2
 LD       ?= ld
 OBJCOPY  ?= objcopy
 
@@ -87,11 +89,16 @@ ZM_PC_LIBS     := -pthread -lm $(foreach p,$(filter-out $(ZM_PC_REQUIRES),$(ZM_C
 # Every layer is a folder; every .c in it belongs to the library, and so
 # does every .c one folder down (a layer's parts with several files: the
 # pool's backends, src/pool/zsmalloc/ and the others).
-LAYERS   := base pages pool codec workload store tmem
+LAYERS   := base pages pool codec store tmem
 LIB_SRC  := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c src/$(l)/*/*.c))
 ifneq ($(ZM_WITH_LZO),1)
 LIB_SRC  := $(filter-out src/codec/lzo.c,$(LIB_SRC))
 endif
+# The test data (src/workload: generated pages, process capture) is a
+# library of its own, libzmem-workload.a, for the zmem command and the
+# tests; it is not part of libzmem and is not installed (docs/api.md).
+WORKLOAD_SRC := $(wildcard src/workload/*.c)
+WORKLOAD_OBJ := $(WORKLOAD_SRC:%.c=$(BUILD)/%.o)
 # The front ends: the zmem command and the NBD server it runs (zmem serve).
 SERVE_SRC := $(wildcard src/serve/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c) $(SERVE_SRC)
@@ -100,7 +107,7 @@ SERVE_OBJ := $(SERVE_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 # Header dependencies are the compiler's (-MMD -MP: a .d file beside each
 # object), so that editing one header rebuilds only what includes it.
-DEPS     = $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
+DEPS     = $(LIB_OBJ:.o=.d) $(WORKLOAD_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 
 # Tests: tests/test_*.c, one binary each, linked with cmocka.
 # Threaded tests are named test_*_stress.c; TSan runs only those.
@@ -148,8 +155,12 @@ $(BUILD)/libzmem-install.a: $(LIB_OBJ)
 $(BUILD)/libzmem.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libzmem.so.$(SOVERSION) $(LDFLAGS_ZM) $(LDFLAGS) -o $@ $^ $(LDLIBS_ZM)
 
-$(BUILD)/zmem: $(CLI_OBJ) $(BUILD)/libzmem.a
-	$(CC) $(LDFLAGS_ZM) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libzmem.a $(LDLIBS_ZM)
+$(BUILD)/libzmem-workload.a: $(WORKLOAD_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/zmem: $(CLI_OBJ) $(BUILD)/libzmem-workload.a $(BUILD)/libzmem.a
+	$(CC) $(LDFLAGS_ZM) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libzmem-workload.a \
+	    $(BUILD)/libzmem.a $(LDLIBS_ZM)
 
 # zmem.pc names the directories of the make that writes it, so it is
 # written again whenever they change, whatever was built before: zmem.pc.vars
@@ -171,11 +182,12 @@ $(BUILD)/zmem.pc: zmem.pc.in $(BUILD)/zmem.pc.vars Makefile
 $(BUILD)/libzmem-serve.a: $(SERVE_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libzmem.a $(BUILD)/libzmem-serve.a
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libzmem.a $(BUILD)/libzmem-serve.a $(BUILD)/libzmem-workload.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ZM) $(CPPFLAGS) $(CFLAGS_ZM) $(CFLAGS) $(LDFLAGS_ZM) $(LDFLAGS) \
 	    -MMD -MP -MF $@.d \
-	    -o $@ $< $(BUILD)/libzmem-serve.a $(BUILD)/libzmem.a -lcmocka $(LDLIBS_ZM)
+	    -o $@ $< $(BUILD)/libzmem-serve.a $(BUILD)/libzmem-workload.a $(BUILD)/libzmem.a \
+	    -lcmocka $(LDLIBS_ZM)
 
 $(BUILD)/tests/interop.sh: tests/interop/lib.sh
 	@mkdir -p $(dir $@)

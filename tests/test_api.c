@@ -17,6 +17,7 @@
 
 #include "pooltest.h"
 #include <zmem/zmem.h>
+#include "workload/workload.h"  /* not libzmem's, but held to its rules */
 
 static uint64_t seed;
 

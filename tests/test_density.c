@@ -1,5 +1,5 @@
 /*
- * Density regression: fixed generated corpora (include/zmem/workload.h,
+ * Density regression: fixed generated corpora (src/workload/workload.h,
  * fixed seeds, lz4) put page by page through a store (include/zmem/store.h)
  * on each backend, and the overhead
  *
@@ -29,7 +29,7 @@
 #include "testutil.h"
 #include <zmem/pool.h>
 #include <zmem/store.h>
-#include <zmem/workload.h>
+#include "workload/workload.h"
 
 #define PS 4096
 #define NPAGES 2048

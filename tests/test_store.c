@@ -11,7 +11,7 @@
 #include <zmem/codec.h>
 #include <zmem/pool.h>
 #include <zmem/store.h>
-#include <zmem/workload.h>
+#include "workload/workload.h"
 
 #define PS 4096
 

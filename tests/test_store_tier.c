@@ -25,7 +25,7 @@
 
 #include "store/store_internal.h"  /* first: the advanced tier of the headers */
 #include "testutil.h"
-#include <zmem/workload.h>
+#include "workload/workload.h"
 
 #define PS 4096
 #define ALL UINT64_MAX

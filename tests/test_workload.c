@@ -12,7 +12,7 @@
 
 #include "testutil.h"
 #include <zmem/codec.h>
-#include <zmem/workload.h>
+#include "workload/workload.h"
 
 #define PS 4096
 #define NPAGES 256 /* 1 MiB per measurement */

@@ -9,9 +9,6 @@
  *                        returned to the operating system
  *   codec.h   zm_codec   compressors by name (lz4, zstd, lzo, none) with
  *                        per-thread workspaces
- *   workload.h           test data: zero, random and English-like text
- *                        pages at a chosen compression ratio, and the
- *                        memory of a live process
  *   pool.h    zm_pool    allocators for compressed objects (zsmalloc,
  *                        xvmalloc, xcfmalloc, zbud, malloc), handles
  *                        instead of pointers
@@ -51,7 +48,7 @@
  *     ENOENT      tmem: no page under that key (a miss)
  *
  *   NULL.  Every call that takes an object (pages, pool, codec, store,
- *   workload) or a buffer refuses NULL as bad input; what it returns then:
+ *   tmem) or a buffer refuses NULL as bad input; what it returns then:
  *
  *     calls returning int or long        -EINVAL
  *     zm_pool_alloc, zm_pool_map         0 / NULL, errno EINVAL
@@ -66,8 +63,8 @@
  *     zm_pages_pfn                       UINT32_MAX
  *     destroy, unmap, flush, print       nothing
  *
- *   A NULL config means the defaults (the store and a workload need one:
- *   their size, their kind).  tests/test_api.c gives NULL to every call.
+ *   A NULL config means the defaults (the store needs one: its size).
+ *   tests/test_api.c gives NULL to every call.
  *
  *   Bad input gets the error return; builds with ZM_DEBUG >= 1 also say
  *   which object was bad through the log sink (common.h).
@@ -109,7 +106,6 @@
 #include <zmem/common.h>
 #include <zmem/pages.h>
 #include <zmem/codec.h>
-#include <zmem/workload.h>
 #include <zmem/pool.h>
 #include <zmem/store.h>
 #include <zmem/tmem.h>

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "base/debug.h"
-#include <zmem/workload.h>
+#include "workload/workload.h"
 
 /* splitmix64: seeds streams from (seed, page, stream) without correlation */
 static inline uint64_t zmi_wl_mix(uint64_t x)

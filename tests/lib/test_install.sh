@@ -50,6 +50,8 @@ jobs=$(nproc 2>/dev/null || echo 2)
 ver=$(for p in MAJOR MINOR PATCH; do
         sed -n "s/^#define ZMEM_VERSION_$p  *\([0-9]*\).*/\1/p" "$top/include/zmem/common.h"
       done | paste -sd. -)
+# the soname's number is the Makefile's SOVERSION
+so=libzmem.so.$(sed -n 's/^SOVERSION := \([0-9][0-9]*\)$/\1/p' "$top/Makefile")
 
 # a plain make, then the install: the prefix reaches zmem.pc all the same
 if $M -j"$jobs" > "$T/log" 2>&1; then ok "make"; else bad "make"; cat "$T/log"; finish; fi
@@ -58,19 +60,19 @@ else bad "make install PREFIX=TMP"; cat "$T/log"; finish; fi
 
 L=$P/lib
 missing=""
-for f in lib/libzmem.a "lib/libzmem.so.$ver" lib/libzmem.so.1 lib/libzmem.so \
+for f in lib/libzmem.a "lib/libzmem.so.$ver" "lib/$so" lib/libzmem.so \
          lib/pkgconfig/zmem.pc include/zmem/zmem.h include/zmem/common.h bin/zmem \
          share/man/man3/libzmem.3 share/man/man1/zmem.1 \
          share/bash-completion/completions/zmem; do
     [ -e "$P/$f" ] || missing="$missing $f"
 done
 if [ -z "$missing" ]; then ok "installed files"; else bad "installed files, missing:$missing"; fi
-check "libzmem.so -> libzmem.so.1 -> libzmem.so.$ver" \
-    test "$(readlink "$L/libzmem.so")" = libzmem.so.1 -a \
-         "$(readlink "$L/libzmem.so.1")" = "libzmem.so.$ver"
+check "libzmem.so -> $so -> libzmem.so.$ver" \
+    test "$(readlink "$L/libzmem.so")" = "$so" -a \
+         "$(readlink "$L/$so")" = "libzmem.so.$ver"
 soname=$(readelf -d "$L/libzmem.so.$ver" | sed -n 's/.*(SONAME).*\[\(.*\)\].*/\1/p')
-check "soname libzmem.so.1" test "$soname" = libzmem.so.1
-[ "$soname" = libzmem.so.1 ] || echo "soname: $soname"
+check "soname $so" test "$soname" = "$so"
+[ "$soname" = "$so" ] || echo "soname: $soname"
 
 export PKG_CONFIG_PATH="$L/pkgconfig"
 check "zmem.pc names the prefix" \
@@ -100,7 +102,7 @@ check "README example found" grep -q 'int main' "$T/example.c"
 check "shared: cc \$(pkg-config --cflags --libs zmem)" \
     $CC -Wall -Wextra -Werror -o "$T/ex" "$T/example.c" $(pkg-config --cflags --libs zmem)
 check "shared: runs with LD_LIBRARY_PATH" run env LD_LIBRARY_PATH="$L" "$T/ex"
-check "shared: needs libzmem.so.1" sh -c 'readelf -d "$1" | grep -q "NEEDED.*\[libzmem.so.1\]"' - "$T/ex"
+check "shared: needs $so" sh -c 'readelf -d "$1" | grep NEEDED | grep -qF "[$2]"' - "$T/ex" "$so"
 check "shared with rpath: builds" $CC -o "$T/ex-rpath" "$T/example.c" \
     $(pkg-config --cflags --libs zmem) -Wl,-rpath,"$L"
 check "shared with rpath: runs" run "$T/ex-rpath"
@@ -146,7 +148,7 @@ P2=$T/prefix2
 if $M PREFIX="$P2" DESTDIR="$D" install > "$T/log" 2>&1; then ok "make install DESTDIR"
 else bad "make install DESTDIR"; cat "$T/log"; fi
 check "DESTDIR: files under DESTDIR only" \
-    test -e "$D$P2/lib/libzmem.so.1" -a -e "$D$P2/share/man/man3/libzmem.3" -a ! -e "$P2"
+    test -e "$D$P2/lib/$so" -a -e "$D$P2/share/man/man3/libzmem.3" -a ! -e "$P2"
 check "DESTDIR: zmem.pc names the prefix" grep -qx "prefix=$P2" "$D$P2/lib/pkgconfig/zmem.pc"
 
 # uninstall takes it all away again

@@ -1,5 +1,8 @@
 /*
  * zm_workload: data to put in compressed memory, for tests and benchmarks.
+ * Not part of libzmem: these calls live in libzmem-workload.a, a static
+ * library of the build that the zmem command and the tests link beside
+ * libzmem.a; nothing of it is installed (docs/api.md says why).
  *
  * Generated pages, reproducible from a seed:
  *
@@ -35,8 +38,8 @@
  * Errors follow zmem.h.  Generators are not thread-safe (use one per
  * thread); capture functions are.
  */
-#ifndef ZMEM_WORKLOAD_H
-#define ZMEM_WORKLOAD_H
+#ifndef ZM_WORKLOAD_H
+#define ZM_WORKLOAD_H
 
 #include <stddef.h>
 
@@ -84,38 +87,38 @@ struct zm_workload_stats {
 struct zm_workload;
 
 /* Parse "zero", "random" or "text".  0, or -EINVAL. */
-ZM_API int zm_workload_kind_parse(const char *name, enum zm_workload_kind *kind);
+int zm_workload_kind_parse(const char *name, enum zm_workload_kind *kind);
 /* The name of a kind, or NULL. */
-ZM_API const char *zm_workload_kind_name(enum zm_workload_kind kind);
+const char *zm_workload_kind_name(enum zm_workload_kind kind);
 
 /* Create a generator of an endless stream of pages.  Returns 0 and sets
  * *out, or -EINVAL (bad kind, ratio or page size, out == NULL), -ENOMEM,
  * or the error of creating the default codec. */
-ZM_API int zm_workload_create_sized(const struct zm_workload_config *cfg, size_t cfg_size,
-				    struct zm_workload **out);
+int zm_workload_create_sized(const struct zm_workload_config *cfg, size_t cfg_size,
+			     struct zm_workload **out);
 #define zm_workload_create(cfg, out) \
 	zm_workload_create_sized((cfg), sizeof(struct zm_workload_config), (out))
 
 /* Accepts NULL. */
-ZM_API void zm_workload_destroy(struct zm_workload *w);
+void zm_workload_destroy(struct zm_workload *w);
 
 /* Write the next len / page_size pages of the stream into buf.  The
  * stream does not depend on how it is cut into calls.  Returns 0, -EINVAL
  * (len not a multiple of the page size, buf NULL), or the codec's error. */
-ZM_API int zm_workload_next(struct zm_workload *w, void *buf, size_t len);
+int zm_workload_next(struct zm_workload *w, void *buf, size_t len);
 
 /* Totals over every page generated so far.  0, or -EINVAL (NULL w or st). */
-ZM_API int zm_workload_stats_sized(const struct zm_workload *w, struct zm_workload_stats *st,
-				   size_t st_size);
+int zm_workload_stats_sized(const struct zm_workload *w, struct zm_workload_stats *st,
+			    size_t st_size);
 #define zm_workload_stats(w, st) \
 	zm_workload_stats_sized((w), (st), sizeof(struct zm_workload_stats))
 
 /* One call: create a generator, fill buf (len a multiple of page_size),
  * report its stats into *st (may be NULL), destroy it.  codec may be NULL
  * (lz4).  Returns as zm_workload_create() and zm_workload_next(). */
-ZM_API int zm_workload_fill_sized(enum zm_workload_kind kind, double ratio,
-				  struct zm_codec *codec, uint64_t seed, void *buf, size_t len,
-				  size_t page_size, struct zm_workload_stats *st, size_t st_size);
+int zm_workload_fill_sized(enum zm_workload_kind kind, double ratio,
+			   struct zm_codec *codec, uint64_t seed, void *buf, size_t len,
+			   size_t page_size, struct zm_workload_stats *st, size_t st_size);
 #define zm_workload_fill(kind, ratio, codec, seed, buf, len, page_size, st) \
 	zm_workload_fill_sized((kind), (ratio), (codec), (seed), (buf), (len), (page_size), \
 			       (st), sizeof(struct zm_workload_stats))
@@ -150,16 +153,16 @@ typedef int (*zm_capture_fn)(void *arg, const void *page, size_t page_size);
  * Returns 0, -ESRCH (no such process), -EPERM (no right to read its
  * memory), -EINVAL, -ENOMEM, another negative errno from reading /proc, or
  * fn's non-zero return. */
-ZM_API int zm_workload_capture_sized(pid_t pid, size_t max_bytes, zm_capture_fn fn, void *arg,
-				     struct zm_capture_stats *st, size_t st_size);
+int zm_workload_capture_sized(pid_t pid, size_t max_bytes, zm_capture_fn fn, void *arg,
+			      struct zm_capture_stats *st, size_t st_size);
 #define zm_workload_capture(pid, max_bytes, fn, arg, st) \
 	zm_workload_capture_sized((pid), (max_bytes), (fn), (arg), (st), \
 				  sizeof(struct zm_capture_stats))
 
 /* The same into one malloc'ed buffer: *buf (caller frees with free()) gets
  * *len bytes, a whole number of pages.  On error *buf is NULL. */
-ZM_API int zm_workload_capture_mem_sized(pid_t pid, size_t max_bytes, void **buf, size_t *len,
-					 struct zm_capture_stats *st, size_t st_size);
+int zm_workload_capture_mem_sized(pid_t pid, size_t max_bytes, void **buf, size_t *len,
+				  struct zm_capture_stats *st, size_t st_size);
 #define zm_workload_capture_mem(pid, max_bytes, buf, len, st) \
 	zm_workload_capture_mem_sized((pid), (max_bytes), (buf), (len), (st), \
 				      sizeof(struct zm_capture_stats))
