@@ -16,13 +16,13 @@
 #include <errno.h>
 #include <pthread.h>
 
-#include "testutil.h"
+#include "storetest.h"
 #include <zmem/store.h>
 
 #define NT 4
 #define NSLOT 48
-#define PS 4096
-#define WORDS (PS / 8)
+#define PS ST_PS
+#define WORDS ST_WORDS
 
 static uint64_t g_seed;
 static long g_steps = 50000;
@@ -30,47 +30,19 @@ static struct zm_store *g_store;
 static uint64_t g_published[NT]; /* atomic: highest version each writer began */
 static int g_stop;               /* atomic */
 
-static uint64_t cookie(unsigned tid, uint64_t idx, uint64_t version, unsigned kind)
-{
-	return ((uint64_t)(tid + 1) << 56) | (idx << 32) | (version << 2) | kind;
-}
-
-/* The page of a cookie.  Word 0 is the cookie itself. */
-static void make_page(uint64_t *w, uint64_t c)
-{
-	w[0] = c;
-	for (size_t i = 1; i < WORDS; i++) {
-		switch (c & 3) {
-		case 0: w[i] = c ^ ((i % 13) * 0x0101010101010101ull); break;
-		case 1: w[i] = mix64(c + i); break;
-		case 2: w[i] = c; break;
-		default: w[i] = i % 4 ? c + (i & 0xF0) : mix64(c ^ i); break;
-		}
-	}
-}
-
-/* 0 if w is zeros or a page made by make_page() for slot idx. */
+/* 0 if w is zeros or a page st_page() made for slot idx. */
 static int check_page(const uint64_t *w, uint64_t idx, uint64_t *last_seen)
 {
-	uint64_t c = w[0], want[WORDS];
-	unsigned tid;
+	uint64_t c = w[0];
+	unsigned tid = (unsigned)(c >> 56) - 1;
+	int rc = st_check_cookie(w, idx, NT, g_published);
 
-	if (c == 0) {
-		for (size_t i = 0; i < WORDS; i++)
-			if (w[i])
-				return -1;
-		return 0;
-	}
-	tid = (unsigned)(c >> 56) - 1;
-	if (tid >= NT || ((c >> 32) & 0xFFFFFF) != idx)
-		return -2;
-	if (((c & 0xFFFFFFFF) >> 2) > __atomic_load_n(&g_published[tid], __ATOMIC_ACQUIRE))
-		return -3;  /* a version its writer never began */
+	if (rc <= 0)
+		return rc;
 	if (c < last_seen[tid])
 		return -4;  /* went back in time */
 	last_seen[tid] = c;
-	make_page(want, c);
-	return memcmp(w, want, PS) ? -5 : 0;
+	return st_page_whole(w, ST_QUARTER_RANDOM) ? 0 : -5;
 }
 
 struct targ {
@@ -95,11 +67,11 @@ static void *worker(void *arg)
 		int rc;
 
 		if (op < 50) {
-			uint64_t c = cookie((unsigned)t->id, idx, ++version,
-					    (unsigned)rng_below(&r, 4));
+			uint64_t c = st_cookie((unsigned)t->id, idx, ++version,
+					       (unsigned)rng_below(&r, 4));
 
 			__atomic_store_n(&g_published[t->id], version, __ATOMIC_RELEASE);
-			make_page(page, c);
+			st_page(page, c, ST_QUARTER_RANDOM);
 			rc = zm_store_put(g_store, idx, page);
 			if (rc == -ENOSPC)
 				t->nospc++;

@@ -21,14 +21,14 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "testutil.h"
+#include "storetest.h"
 #include <zmem/store.h>
 
 #define NT 4
 #define NSLOT 384
 #define SPAN 160          /* slots a writer covers; neighbours overlap */
-#define PS 4096
-#define WORDS (PS / 8)
+#define PS ST_PS
+#define WORDS ST_WORDS
 #define HOT 24            /* slots of a writer's hot window */
 #define HOT_MS 100        /* how long a window stays */
 #define RUN_MS 1500       /* a run's length at most, whatever the steps
@@ -51,49 +51,16 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* writer+1 in bits 56..63, slot in 32..55, version in 2..31, kind in 0..1 */
-static uint64_t cookie(unsigned tid, uint64_t idx, uint64_t version, unsigned kind)
-{
-	return ((uint64_t)(tid + 1) << 56) | (idx << 32) | ((version & 0x3FFFFFFF) << 2) | kind;
-}
-
-/* The page of a cookie; word 0 is the cookie.  Kinds: compressible,
- * incompressible (huge), same-filled, and huge for lz4 but not for zstd
- * (bytes of 32 values). */
-static void make_page(uint64_t *w, uint64_t c)
-{
-	w[0] = c;
-	for (size_t i = 1; i < WORDS; i++) {
-		switch (c & 3) {
-		case 0: w[i] = c ^ ((i % 13) * 0x0101010101010101ull); break;
-		case 1: w[i] = mix64(c + i); break;
-		case 2: w[i] = c; break;
-		default: w[i] = mix64(c ^ (i << 20)) & 0x1F1F1F1F1F1F1F1Full; break;
-		}
-	}
-}
-
-/* 0 if w is zeros or a page make_page() made for slot idx by a writer
- * that began it. */
+/* 0 if w is zeros or a page st_page() made for slot idx by a writer that
+ * began it.  The pages' fourth kind is ST_LZ4_HUGE: huge for lz4, not for
+ * the secondary codec, zstd. */
 static int check_page(const uint64_t *w, uint64_t idx)
 {
-	static __thread uint64_t want[WORDS];
-	uint64_t c = w[0];
-	unsigned tid;
+	int rc = st_check_cookie(w, idx, NT, g_published);
 
-	if (c == 0) {
-		for (size_t i = 0; i < WORDS; i++)
-			if (w[i])
-				return -1;
-		return 0;
-	}
-	tid = (unsigned)(c >> 56) - 1;
-	if (tid >= NT || ((c >> 32) & 0xFFFFFF) != idx)
-		return -2;
-	if (((c & 0xFFFFFFFF) >> 2) > __atomic_load_n(&g_published[tid], __ATOMIC_ACQUIRE))
-		return -3;  /* a version its writer never began */
-	make_page(want, c);
-	return memcmp(w, want, PS) ? -4 : 0;
+	if (rc <= 0)
+		return rc;
+	return st_page_whole(w, ST_LZ4_HUGE) ? 0 : -4;
 }
 
 struct targ {
@@ -137,11 +104,11 @@ static void *writer(void *arg)
 		idx = base + (rng_below(&r, 64) ? hot + rng_below(&r, HOT) : rng_below(&r, SPAN));
 
 		if (op < 40) {                          /* put */
-			uint64_t c = cookie((unsigned)t->id, idx, ++version,
-					    (unsigned)rng_below(&r, 4));
+			uint64_t c = st_cookie((unsigned)t->id, idx, ++version,
+					       (unsigned)rng_below(&r, 4));
 
 			__atomic_store_n(&g_published[t->id], version, __ATOMIC_RELEASE);
-			make_page(page, c);
+			st_page(page, c, ST_LZ4_HUGE);
 			pthread_mutex_lock(&g_slot_lock[idx]);
 			rc = zm_store_put(g_store, idx, page);
 			if (rc == 0)
