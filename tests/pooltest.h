@@ -1,4 +1,5 @@
-/* Helpers for the pool tests: a realistic size distribution and pool
+/* Helpers for the pool tests: a realistic size distribution, objects
+ * that carry their pattern's cookie, a compacting thread, and pool
  * configurations to run every suite over. */
 #ifndef ZM_POOLTEST_H
 #define ZM_POOLTEST_H
@@ -77,6 +78,45 @@ static inline int pt_check_obj(struct zm_pool *p, const struct pt_obj *o, uint8_
 	return bad;
 }
 
+/* Put o in p: allocate o->size bytes and write o's pattern there (through
+ * buf, of o->size bytes at least).  0; -1 if the allocation failed (o->h
+ * is 0 then); else zm_pool_write()'s error. */
+static inline int pt_put(struct zm_pool *p, struct pt_obj *o, uint8_t *buf)
+{
+	o->h = zm_pool_alloc(p, o->size);
+	if (!o->h)
+		return -1;
+	pt_fill(buf, o->size, o->cookie);
+	return zm_pool_write(p, o->h, buf, o->size);
+}
+
+/* Check o whole (pt_check_obj()), then free it; 0, or -1 if either
+ * failed (a broken object is not freed). */
+static inline int pt_drop(struct zm_pool *p, const struct pt_obj *o, uint8_t *buf,
+			  struct rng *r)
+{
+	return pt_check_obj(p, o, buf, r) || zm_pool_free(p, o->h) ? -1 : 0;
+}
+
+/* A thread that calls zm_pool_compact() on pool in a loop until stop is
+ * set (atomically), counting the calls that failed:
+ * pthread_create(&t, NULL, pt_compact_loop, &c). */
+struct pt_compactor {
+	struct zm_pool *pool;
+	int stop;
+	long errors;
+};
+
+static inline void *pt_compact_loop(void *arg)
+{
+	struct pt_compactor *c = arg;
+
+	while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED))
+		if (zm_pool_compact(c->pool) < 0)
+			c->errors++;
+	return NULL;
+}
+
 /* A model test's map step: map object h (whose model contents are data,
  * size bytes) in a random mode; read-only maps must show the model,
  * write-only maps are filled from it; a writable map then flips one
@@ -126,6 +166,19 @@ static inline const char *pt_name(const struct zm_pool_config *c)
 		 c->span == ZM_SPAN_COPY ? "copy" : "default",
 		 c->page_size ? c->page_size : 4096);
 	return buf;
+}
+
+/* Run fn as the cmocka group named group, once per configuration (fn's
+ * state), each test named by pt_name(). */
+static inline int pt_run_configs(const char *group, CMUnitTestFunction fn)
+{
+	struct CMUnitTest tests[PT_NCONFIGS];
+
+	for (size_t i = 0; i < PT_NCONFIGS; i++) {
+		tests[i] = (struct CMUnitTest)cmocka_unit_test_prestate(fn, (void *)&pt_configs[i]);
+		tests[i].name = pt_name(&pt_configs[i]);
+	}
+	return _cmocka_run_group_tests(group, tests, PT_NCONFIGS, NULL, NULL);
 }
 
 #endif

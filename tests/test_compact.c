@@ -33,10 +33,7 @@ static uint64_t fill(struct zm_pool *p, size_t n, struct rng *r)
 	for (size_t i = 0; i < n; i++) {
 		objs[i].size = pt_size(r, 4096);
 		objs[i].cookie = rng_next(r);
-		objs[i].h = zm_pool_alloc(p, objs[i].size);
-		assert_true(objs[i].h);
-		pt_fill(buf, objs[i].size, objs[i].cookie);
-		assert_int_equal(zm_pool_write(p, objs[i].h, buf, objs[i].size), 0);
+		assert_int_equal(pt_put(p, &objs[i], buf), 0);
 		bytes += objs[i].size;
 	}
 	return bytes;
@@ -399,10 +396,8 @@ static void test_stops_partway(void **state)
 	for (uint8_t buf[4096]; n < N; n++) {
 		objs[n].size = pt_size(&r, 4096);
 		objs[n].cookie = rng_next(&r);
-		if (!(objs[n].h = zm_pool_alloc(p, objs[n].size)))
+		if (pt_put(p, &objs[n], buf) && !objs[n].h)
 			break;
-		pt_fill(buf, objs[n].size, objs[n].cookie);
-		zm_pool_write(p, objs[n].h, buf, objs[n].size);
 	}
 	free_some(p, n, 600, &r);
 	/* take every page left, so destinations cannot grow */

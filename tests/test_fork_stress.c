@@ -53,12 +53,11 @@ static int fill(struct filled *f, struct rng *r)
 	f->n = 0;
 	for (size_t i = 0; i < NOBJ; i++) {
 		struct pt_obj o = { 0, pt_size(r, 4096), rng_next(r) };
+		int rc = pt_put(f->pool, &o, buf);
 
-		o.h = zm_pool_alloc(f->pool, o.size);
 		if (!o.h)
 			return 1;
-		pt_fill(buf, o.size, o.cookie);
-		bad |= zm_pool_write(f->pool, o.h, buf, o.size) != 0;
+		bad |= rc != 0;
 		f->obj[f->n++] = o;
 	}
 	for (size_t i = 0; i < f->n;) {

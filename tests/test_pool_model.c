@@ -107,13 +107,6 @@ static void test_model(void **state)
 
 int main(int argc, char **argv)
 {
-	struct CMUnitTest tests[PT_NCONFIGS];
-
 	test_args(argc, argv, &g_seed, &g_steps);
-	for (size_t i = 0; i < PT_NCONFIGS; i++) {
-		tests[i] = (struct CMUnitTest)cmocka_unit_test_prestate(test_model,
-								       (void *)&pt_configs[i]);
-		tests[i].name = pt_name(&pt_configs[i]);
-	}
-	return _cmocka_run_group_tests("pool_model", tests, PT_NCONFIGS, NULL, NULL);
+	return pt_run_configs("pool_model", test_model);
 }

@@ -41,15 +41,10 @@ static void *worker(void *arg)
 			struct pt_obj o = { 0, pt_size(&r, g_page),
 					  ((uint64_t)id << 48) | ++serial };
 
-			o.h = zm_pool_alloc(g_pool, o.size);
-			if (!o.h) {
+			if (pt_put(g_pool, &o, buf))
 				errors++;
-				continue;
-			}
-			pt_fill(buf, o.size, o.cookie);
-			if (zm_pool_write(g_pool, o.h, buf, o.size))
-				errors++;
-			hold[n++] = o;
+			if (o.h)
+				hold[n++] = o;
 		} else if (op < 70 && n) {
 			size_t i = rng_below(&r, n);
 
@@ -58,7 +53,7 @@ static void *worker(void *arg)
 		} else if (op < 90 && n) {
 			size_t i = rng_below(&r, n);
 
-			if (pt_check_obj(g_pool, &hold[i], buf, &r) || zm_pool_free(g_pool, hold[i].h))
+			if (pt_drop(g_pool, &hold[i], buf, &r))
 				errors++;
 			hold[i] = hold[--n];
 		} else if (op < 95 && n) {
@@ -89,7 +84,7 @@ static void *worker(void *arg)
 	}
 	while (n) {
 		n--;
-		if (pt_check_obj(g_pool, &hold[n], buf, &r) || zm_pool_free(g_pool, hold[n].h))
+		if (pt_drop(g_pool, &hold[n], buf, &r))
 			errors++;
 	}
 	free(buf);
@@ -126,13 +121,6 @@ static void test_stress(void **state)
 
 int main(int argc, char **argv)
 {
-	struct CMUnitTest tests[PT_NCONFIGS];
-
 	test_args(argc, argv, &g_seed, &g_steps);
-	for (size_t i = 0; i < PT_NCONFIGS; i++) {
-		tests[i] = (struct CMUnitTest)cmocka_unit_test_prestate(test_stress,
-								       (void *)&pt_configs[i]);
-		tests[i].name = pt_name(&pt_configs[i]);
-	}
-	return _cmocka_run_group_tests("pool_stress", tests, PT_NCONFIGS, NULL, NULL);
+	return pt_run_configs("pool_stress", test_stress);
 }

@@ -23,7 +23,6 @@ static uint64_t g_seed;
 static long g_steps = 200000;
 static struct zm_pool *g_pool;
 static struct pt_obj g_obj[NOBJ];
-static int g_stop;
 
 static int put(struct pt_obj *o, struct rng *r, uint64_t cookie)
 {
@@ -31,11 +30,7 @@ static int put(struct pt_obj *o, struct rng *r, uint64_t cookie)
 
 	o->size = pt_size(r, 4096);
 	o->cookie = cookie;
-	o->h = zm_pool_alloc(g_pool, o->size);
-	if (!o->h)
-		return -1;
-	pt_fill(buf, o->size, o->cookie);
-	return zm_pool_write(g_pool, o->h, buf, o->size);
+	return pt_put(g_pool, o, buf);
 }
 
 /* Thread id owns the objects i with i % NT == id. */
@@ -58,7 +53,7 @@ static void *worker(void *arg)
 		} else if (op < 60) {
 			errors += pt_check_obj(g_pool, o, buf, &r) != 0;
 		} else {
-			if (pt_check_obj(g_pool, o, buf, &r) || zm_pool_free(g_pool, o->h))
+			if (pt_drop(g_pool, o, buf, &r))
 				errors++;
 			o->h = 0;
 		}
@@ -66,19 +61,11 @@ static void *worker(void *arg)
 	return (void *)errors;
 }
 
-static void *compactor(void *arg)
-{
-	while (!__atomic_load_n(&g_stop, __ATOMIC_RELAXED))
-		if (zm_pool_compact(g_pool) < 0)
-			(*(long *)arg)++;
-	return NULL;
-}
-
 static void test_stress(void **state)
 {
 	struct zm_pool_config c = { .compact = ZM_COMPACT_OFF, .arena_bytes = 1u << 30 };
 	pthread_t t[NT], ct;
-	long cerr = 0;
+	struct pt_compactor cx = { 0 };
 	uint64_t moved;
 	struct rng r;
 	uint8_t buf[4096];
@@ -88,17 +75,17 @@ static void test_stress(void **state)
 	rng_seed(&r, g_seed);
 	for (size_t i = 0; i < NOBJ; i++)
 		assert_int_equal(put(&g_obj[i], &r, i + 1), 0);
-	g_stop = 0;
-	pthread_create(&ct, NULL, compactor, &cerr);
+	cx.pool = g_pool;
+	pthread_create(&ct, NULL, pt_compact_loop, &cx);
 	for (long i = 0; i < NT; i++)
 		pthread_create(&t[i], NULL, worker, (void *)i);
 	for (int i = 0; i < NT; i++) {
 		pthread_join(t[i], &ret);
 		assert_int_equal((long)ret, 0);
 	}
-	__atomic_store_n(&g_stop, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&cx.stop, 1, __ATOMIC_RELAXED);
 	pthread_join(ct, NULL);
-	assert_int_equal(cerr, 0);
+	assert_int_equal(cx.errors, 0);
 	assert_int_equal(zm_pool_check(g_pool), 0);
 	moved = __atomic_load_n(&zs_of(g_pool)->records_moved, __ATOMIC_RELAXED);
 	printf("%llu records moved\n", (unsigned long long)moved);
