@@ -193,14 +193,19 @@ $(BUILD)/tests/interop.sh: tests/interop/lib.sh
 	@mkdir -p $(dir $@)
 	cp $< $@
 
-$(BUILD)/tests/%.sh: tests/interop/%.sh $(BUILD)/tests/interop.sh $(BUILD)/zmem
+# the shell tests' TAP report, sourced by every one of them
+$(BUILD)/tests/tap.sh: tests/tap.sh
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+$(BUILD)/tests/%.sh: tests/interop/%.sh $(BUILD)/tests/interop.sh $(BUILD)/tests/tap.sh $(BUILD)/zmem
 	cp $< $@ && chmod +x $@
 
-$(BUILD)/tests/%.sh: tests/lib/%.sh $(BUILD)/libzmem.so $(BUILD)/zmem.pc
+$(BUILD)/tests/%.sh: tests/lib/%.sh $(BUILD)/tests/tap.sh $(BUILD)/libzmem.so $(BUILD)/zmem.pc
 	@mkdir -p $(dir $@)
 	cp $< $@ && chmod +x $@
 
-$(BUILD)/tests/%.sh: tests/cli/%.sh $(BUILD)/zmem
+$(BUILD)/tests/%.sh: tests/cli/%.sh $(BUILD)/tests/tap.sh $(BUILD)/zmem
 	@mkdir -p $(dir $@)
 	cp $< $@ && chmod +x $@
 

@@ -6,8 +6,12 @@
 #   run.sh --total RESULTS                   print "N passed, N failed"; status 1
 #                                            if anything failed or nothing ran
 #
-# Tests use cmocka; its summary lines give the counts.  A binary that dies
-# without a summary (crash, sanitizer abort) counts as one failure.
+# The test binaries use cmocka, whose summary lines give the counts; the
+# shell tests (*.sh) report in TAP (tests/tap.sh), whose "ok N" and
+# "not ok N" lines are counted.  A binary that dies without a summary
+# (crash, sanitizer abort), a shell test that stops before its plan
+# ("1..N"), and a test that fails with no failure counted, count one
+# failure each; any failure makes the status 1.
 set -u
 if [ "$1" = "--total" ]; then
     [ -f "$2" ] || { echo "0 passed, 1 failed"; exit 1; }
@@ -28,10 +32,20 @@ for t in "$@"; do
     $wrap "$t" > "$log" 2>&1
     rc=$?
     cat "$log"
-    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
-    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+    case $t in
+    *.sh)
+        p=$(grep -c '^ok [0-9][0-9]* - ' "$log")
+        f=$(grep -c '^not ok [0-9][0-9]* - ' "$log")
+        plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$log" | tail -1)
+        if [ -z "$plan" ] || [ "$plan" -ne $((p + f)) ]; then f=$((f + 1)); fi
+        ;;
+    *)
+        p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+        f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+        ;;
+    esac
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
     echo "$t $p $f" >> "$results"
-    [ "$rc" -ne 0 ] && status=1
+    if [ "$rc" -ne 0 ] || [ "$f" -gt 0 ]; then status=1; fi
 done
 exit $status

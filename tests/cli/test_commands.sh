@@ -4,18 +4,17 @@
 # help, --help and --version; every --json of a quick run is one JSON
 # document with the common keys "zmem" and "command", and writes no file;
 # progress goes to stderr only, plain lines when that is not a terminal,
-# and -q silences it.  Prints cmocka's summary lines for tests/run.sh.
+# and -q silences it.  Reports in TAP (tests/tap.sh).
 #
 #   ZMEM  the zmem binary under test (default: the build's, beside us)
 set -u
 ZMEM=${ZMEM:-$(cd "$(dirname "$0")/.." && pwd)/zmem}
 T=$(mktemp -d /tmp/zmem-cli.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
-ok()  { pass=$((pass + 1)); echo "[       OK ] $1"; }
-bad() { fail=$((fail + 1)); echo "[  FAIL    ] $1"; }
-check() { name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+# ok, bad, check and tap_end: beside us in a build, one folder up in the tree
+tap=$(dirname "$0")/tap.sh
+[ -f "$tap" ] || tap=$(dirname "$0")/../tap.sh
+. "$tap"
 
 # usage ARGS... -- WANT: zmem ARGS exits 2 within a second with exactly
 # one line on stderr, which contains WANT, and nothing on stdout.  The
@@ -289,6 +288,4 @@ table() {
 }
 check "bench's table fits 100 columns (--wide: all), names whole" table
 
-echo "[==========] $((pass + fail)) test(s) run."
-echo "[  PASSED  ] $pass test(s)."
-[ "$fail" -eq 0 ] || { echo "[  FAILED  ] $fail test(s)."; exit 1; }
+tap_end

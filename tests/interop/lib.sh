@@ -1,5 +1,5 @@
-# Shared by the interop tests: start and stop zmem serve, run checks, and
-# print cmocka's summary lines so that tests/run.sh counts them.
+# Shared by the interop tests: start and stop zmem serve and run checks,
+# reported in TAP (tap.sh, copied beside them as this file is).
 #
 #   ZMEM     the zmem binary under test (default: the build's, beside us)
 #   ZM_SAN   set when that binary is built with a sanitizer (no valgrind)
@@ -9,16 +9,13 @@ T=$(mktemp -d /tmp/zmem-interop.XXXXXX)
 SOCK=$T/zmem.sock
 URI="nbd+unix:///?socket=$SOCK"
 SERVE_PID=""
-pass=0
-fail=0
+. "$(dirname "$0")/tap.sh"
 
-ok()  { pass=$((pass + 1)); echo "[       OK ] $1"; }
-bad() { fail=$((fail + 1)); echo "[  FAIL    ] $1"; }
-
-# check NAME COMMAND...: the command must succeed; its output goes to the log
+# check NAME COMMAND...: the command must succeed; its output goes to the
+# log, and its last 20 lines to the report if it fails
 check() {
     name=$1; shift
-    if "$@" > "$T/out" 2>&1; then ok "$name"; else bad "$name"; tail -20 "$T/out"; fi
+    if "$@" > "$T/out" 2>&1; then ok "$name"; else bad "$name"; tail -20 "$T/out" | diag; fi
 }
 
 # need CLIENT...: the setup installs them; missing is a failure, not a skip
@@ -40,7 +37,7 @@ serve_start() {
         kill -0 "$SERVE_PID" 2> /dev/null || break
         sleep 0.1; i=$((i + 1))
     done
-    bad "zmem serve started"; cat "$T/serve.log"; SERVE_PID=""
+    bad "zmem serve started"; diag < "$T/serve.log"; SERVE_PID=""
     return 1
 }
 
@@ -52,16 +49,13 @@ serve_stop() {
     wait "$SERVE_PID"; rc=$?
     SERVE_PID=""
     if [ $rc -eq 0 ] && [ ! -e "$SOCK" ]; then ok "zmem serve stopped cleanly"
-    else bad "zmem serve stopped cleanly (status $rc)"; tail -40 "$T/serve.log"; fi
+    else bad "zmem serve stopped cleanly (status $rc)"; tail -40 "$T/serve.log" | diag; fi
 }
 
 finish() {
     [ -n "$SERVE_PID" ] && { kill -TERM "$SERVE_PID"; wait "$SERVE_PID"; }
-    echo "[==========] $((pass + fail)) test(s) run."
-    echo "[  PASSED  ] $pass test(s)."
-    [ $fail -gt 0 ] && echo "[  FAILED  ] $fail test(s), listed below:"
     rm -rf "$T"
-    [ $fail -eq 0 ]
+    tap_end
     exit $?
 }
 SERVE_WRAP=${SERVE_WRAP:-}

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The shared library exports exactly the calls the public headers declare
 # with ZM_API: nothing internal leaks out (hidden visibility), and nothing
-# declared is missing.  Prints cmocka's summary lines for tests/run.sh.
+# declared is missing.  Reports in TAP (tests/tap.sh).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 LIB=${LIB:-$here/../libzmem.so}
@@ -10,10 +10,7 @@ while [ ! -d "$top/include/zmem" ] && [ "$top" != / ]; do top=$(dirname "$top");
 INC=${INC:-$top/include/zmem}
 T=$(mktemp -d /tmp/zmem-exports.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
-ok()  { pass=$((pass + 1)); echo "[       OK ] $1"; }
-bad() { fail=$((fail + 1)); echo "[  FAIL    ] $1"; }
+if [ -f "$here/tap.sh" ]; then . "$here/tap.sh"; else . "$here/../tap.sh"; fi
 
 # every declaration starts its line with ZM_API; the name is the word
 # before the first parenthesis
@@ -23,13 +20,11 @@ nm -D --defined-only "$LIB" | awk '$2 != "T" && $2 != "W" && $3 !~ /^_/ { print 
 
 if [ -s "$T/declared" ]; then ok "headers declare $(wc -l < "$T/declared") calls"; else bad "headers declare calls"; fi
 extra=$(comm -13 "$T/declared" "$T/exported")
-if [ -z "$extra" ]; then ok "nothing exported beyond the headers"; else bad "exported but not declared:"; echo "$extra"; fi
+if [ -z "$extra" ]; then ok "nothing exported beyond the headers"; else bad "exported but not declared:"; echo "$extra" | diag; fi
 missing=$(comm -23 "$T/declared" "$T/exported")
-if [ -z "$missing" ]; then ok "every declared call exported"; else bad "declared but not exported:"; echo "$missing"; fi
-if [ ! -s "$T/other" ]; then ok "no data symbols exported"; else bad "data symbols exported:"; cat "$T/other"; fi
+if [ -z "$missing" ]; then ok "every declared call exported"; else bad "declared but not exported:"; echo "$missing" | diag; fi
+if [ ! -s "$T/other" ]; then ok "no data symbols exported"; else bad "data symbols exported:"; diag < "$T/other"; fi
 # no symbol outside the public prefix, and none of the internal tier
-if grep -qv '^zm_' "$T/exported"; then bad "symbols outside zm_:"; grep -v '^zm_' "$T/exported"; else ok "every export has the public prefix"; fi
+if grep -qv '^zm_' "$T/exported"; then bad "symbols outside zm_:"; grep -v '^zm_' "$T/exported" | diag; else ok "every export has the public prefix"; fi
 
-echo "[==========] $((pass + fail)) test(s) run."
-echo "[  PASSED  ] $pass test(s)."
-[ "$fail" -eq 0 ] || { echo "[  FAILED  ] $fail test(s)."; exit 1; }
+tap_end

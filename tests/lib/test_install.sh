@@ -7,8 +7,7 @@
 # README's example, taken from README.md so that the two cannot drift,
 # must build and run against both libraries through pkg-config, and the
 # man page's EXAMPLE must be the same program.  A DESTDIR install lands
-# under DESTDIR; uninstall leaves nothing.  Prints cmocka's summary lines
-# for tests/run.sh.
+# under DESTDIR; uninstall leaves nothing.  Reports in TAP (tests/tap.sh).
 #
 # shellcheck disable=SC2016,SC2046,SC2086,SC2317
 # (sh -c scripts take their arguments as $1..; pkg-config's words and $CC
@@ -23,17 +22,8 @@ top=$here
 while [ ! -d "$top/include/zmem" ] && [ "$top" != / ]; do top=$(dirname "$top"); done
 T=$(mktemp -d /tmp/zmem-install.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
-ok()  { pass=$((pass + 1)); echo "[       OK ] $1"; }
-bad() { fail=$((fail + 1)); echo "[  FAIL    ] $1"; }
-check() { name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
-finish() {
-    echo "[==========] $((pass + fail)) test(s) run."
-    echo "[  PASSED  ] $pass test(s)."
-    [ "$fail" -eq 0 ] || { echo "[  FAILED  ] $fail test(s)."; exit 1; }
-    exit 0
-}
+if [ -f "$here/tap.sh" ]; then . "$here/tap.sh"; else . "$here/../tap.sh"; fi
+finish() { tap_end; exit $?; }
 
 # make check runs this from a make whose configuration (BUILD, ZM_DEBUG,
 # SAN, ...) reaches it in MAKEFLAGS and, as variables given on make's
@@ -54,9 +44,9 @@ ver=$(for p in MAJOR MINOR PATCH; do
 so=libzmem.so.$(sed -n 's/^SOVERSION := \([0-9][0-9]*\)$/\1/p' "$top/Makefile")
 
 # a plain make, then the install: the prefix reaches zmem.pc all the same
-if $M -j"$jobs" > "$T/log" 2>&1; then ok "make"; else bad "make"; cat "$T/log"; finish; fi
+if $M -j"$jobs" > "$T/log" 2>&1; then ok "make"; else bad "make"; diag < "$T/log"; finish; fi
 if $M PREFIX="$P" install > "$T/log" 2>&1; then ok "make install PREFIX=TMP"
-else bad "make install PREFIX=TMP"; cat "$T/log"; finish; fi
+else bad "make install PREFIX=TMP"; diag < "$T/log"; finish; fi
 
 L=$P/lib
 missing=""
@@ -72,7 +62,7 @@ check "libzmem.so -> $so -> libzmem.so.$ver" \
          "$(readlink "$L/$so")" = "libzmem.so.$ver"
 soname=$(readelf -d "$L/libzmem.so.$ver" | sed -n 's/.*(SONAME).*\[\(.*\)\].*/\1/p')
 check "soname $so" test "$soname" = "$so"
-[ "$soname" = "$so" ] || echo "soname: $soname"
+[ "$soname" = "$so" ] || echo "soname: $soname" | diag
 
 export PKG_CONFIG_PATH="$L/pkgconfig"
 check "zmem.pc names the prefix" \
@@ -81,7 +71,7 @@ check "zmem.pc names the prefix" \
 check "zmem.pc version $ver" test "$(pkg-config --modversion zmem)" = "$ver"
 cflags=$(pkg-config --cflags zmem | sed 's/ *$//')
 check "cflags are zmem's headers only" test "$cflags" = "-I$P/include"
-[ "$cflags" = "-I$P/include" ] || echo "cflags: $cflags"
+[ "$cflags" = "-I$P/include" ] || echo "cflags: $cflags" | diag
 static_libs=$(pkg-config --static --libs zmem)
 check "static libs: -pthread -lm and the codecs" \
     sh -c 'for w in -lzmem -pthread -lm -llz4 -lzstd; do
@@ -92,7 +82,7 @@ check "static libs: -pthread -lm and the codecs" \
 nm -g --defined-only "$L/libzmem.a" 2>/dev/null | awk 'NF == 3 { print $3 }' > "$T/syms"
 other=$(grep -v '^zm_' "$T/syms")
 if [ -s "$T/syms" ] && [ -z "$other" ]; then ok "libzmem.a: $(wc -l < "$T/syms") globals, all zm_"
-else bad "libzmem.a: globals outside zm_:"; echo "$other" | head -20; fi
+else bad "libzmem.a: globals outside zm_:"; echo "$other" | head -20 | diag; fi
 
 # the README's example, against the shared library and then the static one
 awk '/^## Using the library/ { u = 1 } u && /^```c$/ { c = 1; next }
@@ -118,7 +108,7 @@ check "man -M PREFIX/share/man finds libzmem(3)" \
 man3=$P/share/man/man3/libzmem.3
 warn=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l "$man3" 2>&1 >/dev/null)
 check "man -l renders libzmem.3 without warnings" test -z "$warn"
-[ -z "$warn" ] || echo "$warn" | head -20
+[ -z "$warn" ] || echo "$warn" | head -20 | diag
 check "man page: NAME and every section" sh -c '
     LC_ALL=C.UTF-8 MANWIDTH=80 man -l "$1" 2>/dev/null > "$2"
     for s in NAME SYNOPSIS DESCRIPTION "RETURN VALUE" ERRORS "THREADS AND FORK" \
@@ -146,7 +136,7 @@ check "a later plain make: build's zmem.pc names /usr/local" \
 D=$T/stage
 P2=$T/prefix2
 if $M PREFIX="$P2" DESTDIR="$D" install > "$T/log" 2>&1; then ok "make install DESTDIR"
-else bad "make install DESTDIR"; cat "$T/log"; fi
+else bad "make install DESTDIR"; diag < "$T/log"; fi
 check "DESTDIR: files under DESTDIR only" \
     test -e "$D$P2/lib/$so" -a -e "$D$P2/share/man/man3/libzmem.3" -a ! -e "$P2"
 check "DESTDIR: zmem.pc names the prefix" grep -qx "prefix=$P2" "$D$P2/lib/pkgconfig/zmem.pc"
@@ -155,6 +145,6 @@ check "DESTDIR: zmem.pc names the prefix" grep -qx "prefix=$P2" "$D$P2/lib/pkgco
 $M PREFIX="$P" uninstall > "$T/log" 2>&1
 left=$(find "$P" ! -type d)
 check "make uninstall leaves no file" test -z "$left"
-[ -z "$left" ] || echo "$left"
+[ -z "$left" ] || echo "$left" | diag
 
 finish

@@ -1,0 +1,23 @@
+# shellcheck shell=sh
+# The shell tests' report, in TAP (the Test Anything Protocol): each check
+# prints "ok N - NAME" or "not ok N - NAME", details of a failure follow
+# as "# " comment lines, and tap_end prints the plan "1..N" last with a
+# line "# N passed, N failed".  tests/run.sh counts those lines; a test
+# that stops before its plan counts one failure more.
+#
+# Sourced by the tests: beside them in a build's tests/, one folder up
+# from them in the tree.
+pass=0
+fail=0
+ok()  { pass=$((pass + 1)); echo "ok $((pass + fail)) - $1"; }
+bad() { fail=$((fail + 1)); echo "not ok $((pass + fail)) - $1"; }
+# check NAME COMMAND...: ok if the command succeeds
+check() { name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+# diag: standard input as comment lines, for the details of a failure
+diag() { sed 's/^/# /'; }
+# tap_end: the plan and the counts; false if a check failed
+tap_end() {
+    echo "1..$((pass + fail))"
+    echo "# $pass passed, $fail failed"
+    [ "$fail" -eq 0 ]
+}
