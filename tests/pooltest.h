@@ -4,6 +4,8 @@
 #ifndef ZM_POOLTEST_H
 #define ZM_POOLTEST_H
 
+#include <pthread.h>
+
 #include "testutil.h"
 #include <zmem/pool.h>
 
@@ -99,8 +101,7 @@ static inline int pt_drop(struct zm_pool *p, const struct pt_obj *o, uint8_t *bu
 }
 
 /* A thread that calls zm_pool_compact() on pool in a loop until stop is
- * set (atomically), counting the calls that failed:
- * pthread_create(&t, NULL, pt_compact_loop, &c). */
+ * set (atomically), counting the calls that failed. */
 struct pt_compactor {
 	struct zm_pool *pool;
 	int stop;
@@ -115,6 +116,31 @@ static inline void *pt_compact_loop(void *arg)
 		if (zm_pool_compact(c->pool) < 0)
 			c->errors++;
 	return NULL;
+}
+
+#define PT_MAX_THREADS 16
+
+/* Run nt (at most PT_MAX_THREADS) threads of fn, given 0 .. nt-1 as
+ * their argument and each returning its count of errors, while another
+ * compacts pool in a loop; fails the test if a thread counted errors or
+ * a compaction failed. */
+static inline void pt_run_compacting(struct zm_pool *pool, long nt, void *(*fn)(void *))
+{
+	struct pt_compactor cx = { .pool = pool };
+	pthread_t t[PT_MAX_THREADS], ct;
+	void *ret;
+
+	assert_true(nt <= PT_MAX_THREADS);
+	pthread_create(&ct, NULL, pt_compact_loop, &cx);
+	for (long i = 0; i < nt; i++)
+		pthread_create(&t[i], NULL, fn, (void *)i);
+	for (long i = 0; i < nt; i++) {
+		pthread_join(t[i], &ret);
+		assert_int_equal((long)ret, 0);
+	}
+	__atomic_store_n(&cx.stop, 1, __ATOMIC_RELAXED);
+	pthread_join(ct, NULL);
+	assert_int_equal(cx.errors, 0);
 }
 
 /* A model test's map step: map object h (whose model contents are data,

@@ -8,7 +8,6 @@
  *   test_compact_stress [--seed N] [--steps N]
  */
 #include <errno.h>
-#include <pthread.h>
 
 #include "pooltest.h"
 
@@ -64,24 +63,11 @@ static void test_stress(void **state)
 	struct zm_pool_config c = { .compact = ZM_COMPACT_RATIO, .compact_ratio = 99,
 				    .arena_bytes = 1u << 30 };
 	struct zm_pool_stats st;
-	pthread_t t[NT], ct;
-	struct pt_compactor cx = { 0 };
-	void *ret;
 
 	if (*state)
 		c.span = ZM_SPAN_COPY;
 	assert_int_equal(zm_pool_create(&c, &g_pool), 0);
-	cx.pool = g_pool;
-	pthread_create(&ct, NULL, pt_compact_loop, &cx);
-	for (long i = 0; i < NT; i++)
-		pthread_create(&t[i], NULL, worker, (void *)i);
-	for (int i = 0; i < NT; i++) {
-		pthread_join(t[i], &ret);
-		assert_int_equal((long)ret, 0);
-	}
-	__atomic_store_n(&cx.stop, 1, __ATOMIC_RELAXED);
-	pthread_join(ct, NULL);
-	assert_int_equal(cx.errors, 0);
+	pt_run_compacting(g_pool, NT, worker);
 	zm_pool_set_compaction(g_pool, ZM_COMPACT_OFF);
 	assert_int_equal(zm_pool_check(g_pool), 0);
 	zm_pool_stats(g_pool, &st);

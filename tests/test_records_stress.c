@@ -10,7 +10,6 @@
  *   test_records_stress [--seed N] [--steps N]
  */
 #define ZMEM_ADVANCED  /* the pool's internals below need the advanced tier */
-#include <pthread.h>
 
 #include "pooltest.h"
 #include "pool/pool_internal.h"
@@ -64,28 +63,15 @@ static void *worker(void *arg)
 static void test_stress(void **state)
 {
 	struct zm_pool_config c = { .compact = ZM_COMPACT_OFF, .arena_bytes = 1u << 30 };
-	pthread_t t[NT], ct;
-	struct pt_compactor cx = { 0 };
 	uint64_t moved;
 	struct rng r;
 	uint8_t buf[4096];
-	void *ret;
 
 	assert_int_equal(zm_pool_create(&c, &g_pool), 0);
 	rng_seed(&r, g_seed);
 	for (size_t i = 0; i < NOBJ; i++)
 		assert_int_equal(put(&g_obj[i], &r, i + 1), 0);
-	cx.pool = g_pool;
-	pthread_create(&ct, NULL, pt_compact_loop, &cx);
-	for (long i = 0; i < NT; i++)
-		pthread_create(&t[i], NULL, worker, (void *)i);
-	for (int i = 0; i < NT; i++) {
-		pthread_join(t[i], &ret);
-		assert_int_equal((long)ret, 0);
-	}
-	__atomic_store_n(&cx.stop, 1, __ATOMIC_RELAXED);
-	pthread_join(ct, NULL);
-	assert_int_equal(cx.errors, 0);
+	pt_run_compacting(g_pool, NT, worker);
 	assert_int_equal(zm_pool_check(g_pool), 0);
 	moved = __atomic_load_n(&zs_of(g_pool)->records_moved, __ATOMIC_RELAXED);
 	printf("%llu records moved\n", (unsigned long long)moved);
