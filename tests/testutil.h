@@ -121,17 +121,13 @@ static inline void test_args(int argc, char **argv, uint64_t *seed, long *steps)
 	fflush(stdout);
 }
 
+#include "base/os.h"
+
+/* Resident set size of the test process in bytes: the library's own
+ * reading of /proc/self/statm. */
 static inline size_t test_rss_bytes(void)
 {
-	unsigned long size = 0, res = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (!f)
-		return 0;
-	if (fscanf(f, "%lu %lu", &size, &res) != 2)
-		res = 0;
-	fclose(f);
-	return res * (size_t)sysconf(_SC_PAGESIZE);
+	return zmi_os_rss_bytes();
 }
 
 #endif
