@@ -255,10 +255,10 @@ static void test_sizes(void **state)
 	{
 		char buf[32];
 
-		assert_string_equal(cli_human(512, buf, sizeof(buf)), "512 B");
-		assert_string_equal(cli_human(1536, buf, sizeof(buf)), "1.5 KiB");
-		assert_string_equal(cli_human(64ull << 20, buf, sizeof(buf)), "64 MiB");
-		assert_string_equal(cli_human(1ull << 30, buf, sizeof(buf)), "1.0 GiB");
+		assert_string_equal(zmi_human_bytes(512, buf, sizeof(buf)), "512 B");
+		assert_string_equal(zmi_human_bytes(1536, buf, sizeof(buf)), "1.5 KiB");
+		assert_string_equal(zmi_human_bytes(64ull << 20, buf, sizeof(buf)), "64 MiB");
+		assert_string_equal(zmi_human_bytes(1ull << 30, buf, sizeof(buf)), "1.0 GiB");
 		assert_string_equal(cli_size_text(4096, buf, sizeof(buf)), "4K");
 		assert_string_equal(cli_size_text(1ull << 20, buf, sizeof(buf)), "1M");
 		assert_string_equal(cli_size_text(4097, buf, sizeof(buf)), "4097");

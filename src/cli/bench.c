@@ -476,7 +476,7 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 
 	printf("zmem bench: codec %s, %zu-byte pages, %s per data set, %d thread%s, "
 	       "median of %d run%s;\nsame-filled pages %s\n\n", o->codec, o->page_size,
-	       cli_human(o->size, human, sizeof(human)), o->threads, o->threads > 1 ? "s" : "",
+	       zmi_human_bytes(o->size, human, sizeof(human)), o->threads, o->threads > 1 ? "s" : "",
 	       o->reps, o->reps > 1 ? "s" : "", o->no_same ? "stored like any other (--no-same)" : "kept in their slots");
 	printf("%-*s %-*s %7s %7s %6s", dw, "data", aw, "allocator", "pages", "same", "huge");
 	if (o->wide)

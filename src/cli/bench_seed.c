@@ -141,7 +141,7 @@ static void print_table(const struct seed_row *rows, size_t n, const char *codec
 	       "same-filled elision off; text: generated, %s ratio %.4f (target %.2f).\n"
 	       "Not emulated: the seed's 256 MB cgroup (the kernel swapping into zcache while\n"
 	       "the test ran); nothing is evicted here, every page goes into the store.\n\n",
-	       cli_human(size, human, sizeof(human)), SEED_PAGE, codec, codec, ws->ratio,
+	       zmi_human_bytes(size, human, sizeof(human)), SEED_PAGE, codec, codec, ws->ratio,
 	       SEED_TEXT);
 	printf("%-9s %-9s %7s %8s %7s %8s %5s %9s %9s %8s %6s %3s\n", "data",
 	       "allocator", "pages", "pool pgs", "descr", "meta KiB", "huge",

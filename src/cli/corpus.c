@@ -94,8 +94,9 @@ static int walk_cb(const char *path, const struct stat *st, int type, struct FTW
 	if (type == FTW_F && S_ISREG(st->st_mode) && st->st_size >= PAGE) {
 		char a[32], b[32];
 
-		cli_progress("reading pages: %s of %s compressed, from %s", cli_human(g_c->bytes, a, 32),
-			     cli_human(g_target, b, 32), g_src->path);
+		cli_progress("reading pages: %s of %s compressed, from %s",
+			     zmi_human_bytes(g_c->bytes, a, 32), zmi_human_bytes(g_target, b, 32),
+			     g_src->path);
 		add_file(path);
 	}
 	return g_c->bytes >= g_target;
@@ -170,7 +171,7 @@ void corpus_print(const struct corpus *c, FILE *f, const char *prefix)
 		const struct corpus_source *s = &c->src[i];
 
 		fprintf(f, "%s  %s: %zu file%s, %s", prefix, s->path, s->files,
-			s->files == 1 ? "" : "s", cli_human(s->bytes, h, sizeof(h)));
+			s->files == 1 ? "" : "s", zmi_human_bytes(s->bytes, h, sizeof(h)));
 		if (s->unreadable)
 			fprintf(f, " (unreadable)");
 		fputc('\n', f);

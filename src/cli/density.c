@@ -195,7 +195,7 @@ int cmd_density(int argc, char **argv)
 	} else {
 		printf("zmem density: %zu objects, %s of lz4-compressed pages "
 		       "(mean %.0f bytes;\n%zu same-filled pages skipped, %zu stored raw)\n",
-		       c.n, cli_human(c.bytes, h, sizeof(h)), (double)c.bytes / (double)c.n,
+		       c.n, zmi_human_bytes(c.bytes, h, sizeof(h)), (double)c.bytes / (double)c.n,
 		       c.same, c.raw);
 		corpus_print(&c, stdout, "");
 		printf("\n%-9s %7s %6s %6s %9s %9s %9s %9s %9s %9s\n", "allocator", "spacing",

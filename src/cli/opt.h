@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/units.h"  /* zmi_human_bytes(): "64 MiB", "1.5 GiB", "512 B" */
+
 #define CLI_OK 0
 #define CLI_FAIL 1
 #define CLI_USAGE 2
@@ -102,8 +104,6 @@ int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf
 int cli_size(const char *s, uint64_t *v);
 /* a finite decimal number, nothing after it: 0, or -1 */
 int cli_double(const char *s, double *v);
-/* "64 MiB", "1.5 GiB", "512 B" into buf; returns buf */
-char *cli_human(uint64_t bytes, char *buf, size_t len);
 /* the short form of a size for --help and tables: "64M", "4K", "1000" */
 char *cli_size_text(uint64_t bytes, char *buf, size_t len);
 

@@ -395,7 +395,8 @@ int cmd_pagebench(int argc, char **argv)
 			printf("\n");
 		}
 		printf("\nns per page at %s: single %.1f, bulk16 %.1f, bulk32 %.1f "
-		       "(bulk16/single = %.2f)\n", cli_human(sizes[nsizes - 1], human, sizeof(human)),
+		       "(bulk16/single = %.2f)\n",
+		       zmi_human_bytes(sizes[nsizes - 1], human, sizeof(human)),
 		       t[nsizes - 1][0] / (double)(sizes[nsizes - 1] / o.page_size),
 		       t[nsizes - 1][4] / (double)(sizes[nsizes - 1] / o.page_size),
 		       t[nsizes - 1][5] / (double)(sizes[nsizes - 1] / o.page_size),

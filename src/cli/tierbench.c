@@ -583,7 +583,8 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 	printf("zmem tierbench: %s, %llu pages of %zu bytes (%s), limit %s;\ncodec %s, "
 	       "secondary %s; %llu accesses, %u%% to %u%% of the pages, %u%% rewrites,\n"
 	       "seed %llu (measured: the last %d%%)\n\n", d->name, (unsigned long long)n,
-	       o->page_size, cli_human(d->len, h[0], 32), cli_human(o->limit, h[1], 32),
+	       o->page_size, zmi_human_bytes(d->len, h[0], 32),
+	       zmi_human_bytes(o->limit, h[1], 32),
 	       o->codec, o->recompress, (unsigned long long)o->ops, o->hot_access, o->hot_pages,
 	       o->rewrite, (unsigned long long)o->seed, 100 - WARMUP_PCT);
 	printf("%-10s %8s %6s %8s %6s %8s %7s %7s %7s %6s %10s\n", "mode", "ops", "MB/s",
@@ -935,7 +936,7 @@ int cmd_tierbench(int argc, char **argv)
 	if (check_codec(o.codec) || check_codec(o.recompress) || bench_data_check(o.data))
 		return CLI_USAGE;
 	status = 1;
-	cli_progress("preparing %s of %s", cli_human(o.size, human, sizeof(human)), o.data);
+	cli_progress("preparing %s of %s", zmi_human_bytes(o.size, human, sizeof(human)), o.data);
 	if (bench_data_make(o.data, o.size, o.page_size, o.codec, &d))
 		goto out;
 	cli_progress_done();

@@ -430,9 +430,8 @@ static void print_tables(const struct cell *cells, size_t n, const char *const *
 	       "figure / the smallest's (about 1: no growth with the pool).  A fresh pool per\n"
 	       "cell, capped at %d x the live size (at least %s, at most %s):\n"
 	       "c = capped there, r = most sizes refused.  The sequences and what each hurts:\n"
-	       " ", cli_human(sizes[0], h[0], 32),
-	       cli_human(sizes[ns - 1], h[1], 32), CAP_FACTOR, cli_human(CAP_MIN, h[2], 32),
-	       cli_human(mem_cap, h[3], 32));
+	       " ", zmi_human_bytes(sizes[0], h[0], 32), zmi_human_bytes(sizes[ns - 1], h[1], 32),
+	       CAP_FACTOR, zmi_human_bytes(CAP_MIN, h[2], 32), zmi_human_bytes(mem_cap, h[3], 32));
 	for (size_t q = 0, col = 1; q < NSEQ; q++) {
 		int len = (int)(strlen(seqs[q].name) + strlen(seqs[q].target)) + 5;
 

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include <zmem/codec.h>
+#include "base/units.h"
 #include "serve/serve.h"
 
 static const char *const counter_names[SC_NR] = {
@@ -195,10 +196,11 @@ static void report_text(struct zmi_server *s, FILE *f)
 {
 	struct zm_store_stats st;
 	struct zm_pool *pool = zm_store_pool(s->store);
+	char h[32];
 
 	zm_store_stats(s->store, &st);
-	fprintf(f, "export: %llu bytes, %s, %s%s, %u workers, up %.1f s\n",
-		(unsigned long long)s->disk.size, s->cfg.codec ? s->cfg.codec : "lz4",
+	fprintf(f, "export: %s, %s, %s%s, %u workers, up %.1f s\n",
+		zmi_human_bytes(s->disk.size, h, sizeof(h)), s->cfg.codec ? s->cfg.codec : "lz4",
 		zm_pool_backend(pool), s->cfg.read_only ? ", read-only" : "", s->nworkers,
 		uptime(s));
 	fprintf(f, "mm_stat: ");
@@ -212,9 +214,15 @@ static void report_text(struct zmi_server *s, FILE *f)
 	report_text_tiering(s, &st, f);
 	zm_pool_print_classes(pool, f);
 	fprintf(f, "\nserver:\n");
-	for (int i = 0; i < SC_NR; i++)
-		fprintf(f, "  %-20s %llu\n", counter_names[i],
-			(unsigned long long)__atomic_load_n(&s->counter[i], __ATOMIC_RELAXED));
+	for (int i = 0; i < SC_NR; i++) {
+		uint64_t v = __atomic_load_n(&s->counter[i], __ATOMIC_RELAXED);
+
+		if (i == SC_BYTES_READ || i == SC_BYTES_WRITTEN)
+			fprintf(f, "  %-20s %s\n", counter_names[i],
+				zmi_human_bytes(v, h, sizeof(h)));
+		else
+			fprintf(f, "  %-20s %llu\n", counter_names[i], (unsigned long long)v);
+	}
 }
 
 /* One line of JSON for zmem list. */

@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "base/units.h"
 #include "store/store_internal.h"
 
 static __thread unsigned tls_stripe; /* 1 + the thread's stripe; 0: none yet */
@@ -193,28 +194,31 @@ void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FI
 	struct zm_store_stats copy, *st = &copy;
 	uint64_t hmax = 0;
 	size_t step;
+	char h[3][32];
+#define H(i, v) zmi_human_bytes((v), h[i], sizeof(h[i]))
 
 	if (!stats_in(st, in, size, f))
 		return;
 	step = st->page_size / ZM_STORE_HIST_BUCKETS;
 
+	/* sizes as people read them (zmi_human_bytes); the mm_stat line and
+	 * zm_store_stats() keep bytes */
 	fprintf(f, "%-24s %14" PRIu64 "  of %" PRIu64 " slots\n", "pages_stored",
 		st->pages_stored, st->nr_pages);
-	fprintf(f, "%-24s %14" PRIu64 "  bytes\n", "orig_data_size", st->orig_data_size);
-	fprintf(f, "%-24s %14" PRIu64 "  bytes (%.2f%% of orig)\n", "compr_data_size",
-		st->compr_data_size, 100 * ratio(st->compr_data_size, st->orig_data_size));
-	fprintf(f, "%-24s %14" PRIu64 "  bytes (%.4f x compr)\n", "mem_used_total",
-		st->mem_used_total, ratio(st->mem_used_total, st->compr_data_size));
-	fprintf(f, "%-24s %14" PRIu64 "  bytes%s\n", "mem_limit", st->mem_limit,
-		st->mem_limit ? "" : " (none)");
-	fprintf(f, "%-24s %14" PRIu64 "  bytes\n", "mem_used_max", st->mem_used_max);
+	fprintf(f, "%-24s %14s\n", "orig_data_size", H(0, st->orig_data_size));
+	fprintf(f, "%-24s %14s  (%.2f%% of orig)\n", "compr_data_size",
+		H(0, st->compr_data_size), 100 * ratio(st->compr_data_size, st->orig_data_size));
+	fprintf(f, "%-24s %14s  (%.4f x compr)\n", "mem_used_total",
+		H(0, st->mem_used_total), ratio(st->mem_used_total, st->compr_data_size));
+	fprintf(f, "%-24s %14s\n", "mem_limit", st->mem_limit ? H(0, st->mem_limit) : "none");
+	fprintf(f, "%-24s %14s\n", "mem_used_max", H(0, st->mem_used_max));
 	fprintf(f, "%-24s %14" PRIu64 "  pages\n", "same_pages", st->same_pages);
 	fprintf(f, "%-24s %14" PRIu64 "  pages\n", "pages_compacted", st->pages_compacted);
 	fprintf(f, "%-24s %14" PRIu64 "  pages (%" PRIu64 " ever)\n", "huge_pages",
 		st->huge_pages, st->huge_pages_since);
-	fprintf(f, "%-24s %14" PRIu64 "  bytes (pool %" PRIu64 " + store %" PRIu64 ")\n",
-		"metadata", st->pool_meta_bytes + st->store_meta_bytes,
-		st->pool_meta_bytes, st->store_meta_bytes);
+	fprintf(f, "%-24s %14s  (pool %s + store %s)\n", "metadata",
+		H(0, st->pool_meta_bytes + st->store_meta_bytes), H(1, st->pool_meta_bytes),
+		H(2, st->store_meta_bytes));
 	fprintf(f, "%-24s %14" PRIu64 " / %" PRIu64 " / %" PRIu64 "\n",
 		"puts/gets/discards", st->puts, st->gets, st->discards);
 	fprintf(f, "%-24s %14" PRIu64 " / %" PRIu64 "\n", "failed rd/wr",
@@ -223,15 +227,14 @@ void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FI
 		"rejects size/mean/limit", st->reject_zsize, st->reject_mean,
 		st->limit_fails);
 	if (st->recompress_tried || st->secondary_pages)
-		fprintf(f, "%-24s %14" PRIu64 "  pages (%" PRIu64 " tried, %" PRIu64
-			" bytes saved; %" PRIu64 " in the pool now, %" PRIu64
-			" incompressible)\n", "recompressed", st->recompressed_pages,
-			st->recompress_tried, st->recompress_saved, st->secondary_pages,
-			st->incompressible_pages);
+		fprintf(f, "%-24s %14" PRIu64 "  pages (%" PRIu64 " tried, %s saved; %" PRIu64
+			" in the pool now, %" PRIu64 " incompressible)\n", "recompressed",
+			st->recompressed_pages, st->recompress_tried, H(0, st->recompress_saved),
+			st->secondary_pages, st->incompressible_pages);
 	if (st->bd_count || st->bd_writes || st->writeback_failures)
-		fprintf(f, "%-24s %14" PRIu64 "  pages (%" PRIu64 " read, %" PRIu64 " written; %"
-			PRIu64 " bytes there, %" PRIu64 " failures)\n", "on the backing file",
-			st->bd_count, st->bd_reads, st->bd_writes, st->bd_bytes,
+		fprintf(f, "%-24s %14" PRIu64 "  pages (%" PRIu64 " read, %" PRIu64 " written; %s"
+			" there, %" PRIu64 " failures)\n", "on the backing file",
+			st->bd_count, st->bd_reads, st->bd_writes, H(0, st->bd_bytes),
 			st->writeback_failures);
 	for (int b = 0; b < ZM_STORE_HIST_BUCKETS; b++)
 		if (st->hist[b] > hmax)
@@ -247,6 +250,7 @@ void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FI
 		fprintf(f, "  %5zu..%-5zu %10" PRIu64 " %.*s\n", b * step + 1, (b + 1) * step,
 			st->hist[b], bar, "##################################################");
 	}
+#undef H
 }
 
 
