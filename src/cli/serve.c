@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,81 +18,18 @@
 #include "cli/opt.h"
 #include "serve/serve.h"
 
-static void serve_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: zmem serve --size SIZE [OPTIONS]\n"
-		"A compressed RAM disk over NBD: qemu, nbdcopy, fio, nbdinfo, nbd-client.\n\n"
-		"  --size SIZE        size of the disk (4096, 64M, 4G, 1T, ...); required; at\n"
-		"                     most %llu pages (2 TiB of 4 KiB pages)\n"
-		"  --codec NAME       lz4 (default), zstd[:LEVEL], lzo, none\n"
-		"  --allocator NAME   pool backend (default zsmalloc)\n"
-		"  --page-size N      the unit compressed, 4096 .. 65536 (default 4096, and\n"
-		"                     32768 with zstd); larger pages compress better and\n"
-		"                     stream faster, small random writes cost more\n"
-		"  --mem-limit SIZE   memory the store may hold; writes beyond get ENOSPC (with\n"
-		"                     --backing: pages go to the file to make room)\n"
-		"  --read-only        refuse writes (EPERM)\n"
-		"  --threads N        worker threads for reads and writes, 0..256 (default:\n"
-		"                     CPUs; 0 = each connection's own thread does its requests)\n"
-		"  --timeout S        time limit on a handshake, a reply and a stalled\n"
-		"                     payload, 1..3600 seconds (default %d)\n"
-		"  --socket PATH      Unix socket to listen on (default $XDG_RUNTIME_DIR/zmem.sock,\n"
-		"                     else /tmp/zmem-UID.sock); the control socket is PATH.ctl\n"
-		"  --port PORT        listen on TCP instead, on 127.0.0.1 unless --bind; the\n"
-		"                     control socket is then zmem-tcp-PORT.ctl beside the default\n"
-		"  --bind ADDR        TCP address to bind\n"
-		"  --control PATH     control socket for zmem stats and ctl\n"
-		"  --foreground, -f   stay in the foreground (default: detach once listening,\n"
-		"                     printing the URI, pid and control socket on stdout)\n"
-		"  --print-uri        print the URI on stdout once listening\n"
-		"  --run CMD          captive: serve until the shell command CMD exits, with\n"
-		"                     $uri, $nbd and $socket (or $port) set; its exit status\n"
-		"  --exit-with-parent stop when the process that started zmem serve exits\n"
-		"  --pidfile FILE     write the server's pid there\n"
-		"  -v, --verbose      log connections to stderr\n"
-		"cold data (zram's writeback and recompression; zmem ctl idle, writeback,\n"
-		"recompress drive them by hand):\n"
-		"  --backing FILE     backing file for pages written back (created if missing;\n"
-		"                     what it held is lost); without --mem-limit only zmem ctl\n"
-		"                     writeback fills it\n"
-		"  --writeback-limit SIZE  most data ever written to the backing file (zram's\n"
-		"                     writeback_limit, counted in pages); then ENOSPC\n"
-		"  --recompress CODEC[:LEVEL]  the secondary codec for idle or huge pages\n"
-		"                     (zstd, zstd:19, ...)\n"
-		"  --idle-after DURATION  automatic tiering: pages not read or written for\n"
-		"                     this long are recompressed (--recompress) and are the first\n"
-		"                     written back at the memory limit (--backing); 500ms, 30s,\n"
-		"                     10m, 1h (a bare number is seconds)\n"
-		"  --readback         a read of a page on the file brings it back into memory\n"
-		"                     while the memory limit allows\n\n"
-		"SIGINT, SIGTERM and SIGHUP stop it: requests in flight are answered first.\n"
-		"Socket activation (LISTEN_FDS/LISTEN_PID) is used when present, as in\n"
-		"  nbdinfo -- [ zmem serve --size 1G ]\n"
-		"Clients: nbd+unix:///?socket=PATH (libnbd, qemu), nbd://127.0.0.1:PORT\n",
-		(unsigned long long)ZM_STORE_MAX_PAGES, SERVE_TIMEOUT_S);
-}
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
-/* A number in lo..hi, or complain naming the option: 0 or 2. */
-static int parse_uint(const char *opt, const char *a, long lo, long hi, long *v)
-{
-	char *end;
+/* The largest disk: ZM_STORE_MAX_PAGES pages of the largest page size. */
+#define SERVE_MAX_PAGE 65536
+#define SERVE_MAX_SIZE ((double)ZM_STORE_MAX_PAGES * SERVE_MAX_PAGE)
 
-	errno = 0;
-	*v = strtol(a, &end, 10);
-	if (errno || end == a || *end || *v < lo || *v > hi) {
-		fprintf(stderr, "zmem serve: %s takes a number in %ld..%ld, not '%s'\n", opt, lo,
-			hi, a);
-		return 2;
-	}
-	return 0;
-}
-
-static void list_names(const char *const *names)
+static void list_names(char *buf, size_t n, const char *const *names)
 {
+	*buf = 0;
 	for (int i = 0; names[i]; i++)
-		fprintf(stderr, "%s%s", i ? ", " : "", names[i]);
-	fprintf(stderr, "\n");
+		snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", names[i]);
 }
 
 /* The codec and allocator are tried here, so that a bad name is told
@@ -102,49 +38,32 @@ static int check_codec(const char *opt, const char *name)
 {
 	struct zm_codec *c;
 	int rc = zm_codec_create(name, 0, &c);
+	char list[256];
 
 	if (!rc) {
 		zm_codec_destroy(c);
 		return 0;
 	}
-	if (rc == -EOPNOTSUPP)
-		fprintf(stderr, "zmem serve: %s %s: not in this build; choices: ", opt, name);
-	else
-		fprintf(stderr, "zmem serve: %s %s: unknown codec or bad level; choices: ", opt,
-			name);
-	list_names(zm_codec_list());
-	fprintf(stderr, "  (a level follows a colon, as the codec takes it: zstd:3, zstd:19)\n");
-	return 2;
+	list_names(list, sizeof(list), zm_codec_list());
+	return cli_usage("serve", "%s %s: %s; choices: %s (a level follows a colon: zstd:3)",
+			 opt, name, rc == -EOPNOTSUPP ? "not in this build"
+			 : "unknown codec or bad level", list);
 }
 
 static int check_allocator(const char *name)
 {
 	const char *const *b = zm_pool_backends();
+	char list[256];
 
 	for (int i = 0; b[i]; i++)
 		if (!strcmp(b[i], name))
 			return 0;
-	fprintf(stderr, "zmem serve: --allocator %s: unknown; choices: ", name);
-	list_names(b);
-	return 2;
-}
-
-static int check_size(const char *opt, const char *a, size_t *v)
-{
-	uint64_t u = 0;
-	int bad = cli_size(a, &u) || !u || u > SIZE_MAX;
-
-	*v = bad ? 0 : (size_t)u;
-	if (bad) {
-		fprintf(stderr, "zmem serve: %s takes a size such as 4096, 64M, 4G or 1T, not '%s'\n",
-			opt, a);
-		return 2;
-	}
-	return 0;
+	list_names(list, sizeof(list), b);
+	return cli_usage("serve", "--allocator %s: unknown; choices: %s", name, list);
 }
 
 /* A duration into milliseconds: a number with ms, s, m or h after it,
- * seconds without; more than 0 and less than 49 days (it must fit the
+ * seconds without; at least 1 ms and less than 49 days (it must fit the
  * store's unsigned milliseconds). */
 static int check_duration(const char *opt, const char *a, unsigned *ms)
 {
@@ -167,9 +86,8 @@ static int check_duration(const char *opt, const char *a, unsigned *ms)
 		}
 		break;
 	}
-	fprintf(stderr, "zmem serve: %s takes a duration such as 500ms, 30s, 10m or 1h (a bare "
-		"number is seconds), at least 1ms and under 49 days, not '%s'\n", opt, a);
-	return 2;
+	return cli_usage("serve", "invalid %s '%s' (a duration: 500ms, 30s, 10m, 1h, a bare "
+			 "number is seconds; at least 1ms and under 49 days)", opt, a);
 }
 
 /* The backing file must be one we may read and write (or create) now:
@@ -184,11 +102,9 @@ static int check_backing(const char *path)
 		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		made = fd >= 0;
 	}
-	if (fd < 0) {
-		fprintf(stderr, "zmem serve: --backing %s: cannot open it for reading and "
-			"writing: %s\n", path, strerror(errno));
-		return 2;
-	}
+	if (fd < 0)
+		return cli_usage("serve", "--backing %s: cannot open it for reading and writing: %s",
+				 path, strerror(errno));
 	close(fd);
 	if (made)
 		unlink(path);
@@ -205,132 +121,125 @@ static int check_tiering(struct zmi_serve_config *cfg, size_t wb_limit, size_t p
 	const char *alone = !cfg->backing && wb_limit ? "--writeback-limit"
 			    : !cfg->backing && cfg->readback ? "--readback" : NULL;
 
-	if (alone) {
-		fprintf(stderr, "zmem serve: %s needs --backing FILE\n", alone);
-		return 2;
-	}
-	if (cfg->idle_after_ms && !cfg->recompress && !cfg->backing) {
-		fprintf(stderr, "zmem serve: --idle-after needs --recompress CODEC (idle pages "
-			"are recompressed) or --backing FILE (idle pages are written back "
-			"first)\n");
-		return 2;
-	}
-	if (wb_limit && wb_limit < page) {
-		fprintf(stderr, "zmem serve: --writeback-limit %zu is less than a page (%zu "
-			"bytes)\n", wb_limit, page);
-		return 2;
-	}
+	if (alone)
+		return cli_usage("serve", "%s needs --backing FILE", alone);
+	if (cfg->idle_after_ms && !cfg->recompress && !cfg->backing)
+		return cli_usage("serve", "--idle-after needs --recompress CODEC (idle pages are "
+				 "recompressed) or --backing FILE (idle pages are written back "
+				 "first)");
+	if (wb_limit && wb_limit < page)
+		return cli_usage("serve", "--writeback-limit %zu is less than a page (%zu bytes)",
+				 wb_limit, page);
 	cfg->writeback_limit = wb_limit / page;
 	return 0;
 }
 
 int cmd_serve(int argc, char **argv)
 {
-	enum { O_PRINT_URI = 256, O_RUN, O_EXIT_WITH_PARENT, O_TIMEOUT, O_BACKING,
-	       O_WB_LIMIT, O_RECOMPRESS, O_IDLE_AFTER, O_READBACK };
-	static const struct option opts[] = {
-		{ "size", required_argument, NULL, 's' },
-		{ "codec", required_argument, NULL, 'c' },
-		{ "allocator", required_argument, NULL, 'a' },
-		{ "page-size", required_argument, NULL, 'g' },
-		{ "mem-limit", required_argument, NULL, 'm' },
-		{ "read-only", no_argument, NULL, 'r' },
-		{ "threads", required_argument, NULL, 't' },
-		{ "timeout", required_argument, NULL, O_TIMEOUT },
-		{ "socket", required_argument, NULL, 'S' },
-		{ "port", required_argument, NULL, 'p' },
-		{ "bind", required_argument, NULL, 'b' },
-		{ "control", required_argument, NULL, 'C' },
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "print-uri", no_argument, NULL, O_PRINT_URI },
-		{ "run", required_argument, NULL, O_RUN },
-		{ "exit-with-parent", no_argument, NULL, O_EXIT_WITH_PARENT },
-		{ "pidfile", required_argument, NULL, 'P' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "backing", required_argument, NULL, O_BACKING },
-		{ "writeback-limit", required_argument, NULL, O_WB_LIMIT },
-		{ "recompress", required_argument, NULL, O_RECOMPRESS },
-		{ "idle-after", required_argument, NULL, O_IDLE_AFTER },
-		{ "readback", no_argument, NULL, O_READBACK },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
-	struct zmi_serve_config cfg = { .threads = (unsigned)cli_ncpus() };
+	struct zmi_serve_config cfg = { 0 };
+	const char *idle_after = NULL;
 	char defsock[4096];
-	size_t size = 0, page, wb_limit = 0;
-	long n;
-	int o, rc = 0;
+	size_t size = 0, page = 0, wb_limit = 0;
+	int threads = cli_ncpus(), timeout = SERVE_TIMEOUT_S, port = 0;
+	int read_only = 0, fg = 0, print_uri = 0, ewp = 0, verbose = 0, readback = 0;
+	int rc;
+	const struct opt table[] = {
+		O_SIZE("size", 0, &size, "SIZE",
+		       "size of the disk; required; at most\n2^29 pages: 2T of 4K pages, 32T of 64K",
+		       NULL, 1, SERVE_MAX_SIZE),
+		O_STR("codec", 0, &cfg.codec, "NAME", "lz4, zstd[:LEVEL], lzo, none", "lz4"),
+		O_STR("allocator", 0, &cfg.allocator, "NAME", "the pool backend", "zsmalloc"),
+		O_SIZE("page-size", 0, &page, "SIZE",
+		       "the unit compressed, a power of two;\nlarger pages compress better and "
+		       "stream\nfaster, small random writes cost more", "4K, 32K with zstd",
+		       4096, SERVE_MAX_PAGE),
+		O_SIZE("mem-limit", 0, &cfg.mem_limit, "SIZE",
+		       "memory the store may hold; writes beyond\nget ENOSPC, or with --backing "
+		       "pages go\nto the file to make room", "none", 4096, 0),
+		O_FLAG("read-only", 0, &read_only, "refuse writes (EPERM)"),
+		O_INT("threads", 0, &threads, "N",
+		      "worker threads for reads and writes; 0:\neach connection's thread does "
+		      "its own", "CPUs", 0, 256),
+		O_INT("timeout", 0, &timeout, "SECONDS",
+		      "time limit on a handshake, a reply and a\nstalled payload",
+		      STR(SERVE_TIMEOUT_S), 1, 3600),
+		O_STR("socket", 0, &cfg.socket, "PATH",
+		      "Unix socket to listen on; the control\nsocket is PATH.ctl; without "
+		      "$XDG_RUNTIME_DIR\n/tmp/zmem-UID.sock", "$XDG_RUNTIME_DIR/zmem.sock"),
+		O_INT("port", 0, &port, "PORT",
+		      "listen on TCP instead, on 127.0.0.1\nunless --bind; the control socket is "
+		      "then\nzmem-tcp-PORT.ctl beside the default one", NULL, 1, 65535),
+		O_STR("bind", 0, &cfg.bind, "ADDR", "TCP address to bind (with --port)",
+		      "127.0.0.1"),
+		O_STR("control", 0, &cfg.control, "PATH", "control socket for zmem stats and ctl",
+		      "SOCKET.ctl"),
+		O_FLAG("foreground", 'f', &fg,
+		       "stay in the foreground (default: detach\nonce listening, printing the "
+		       "URI, pid and\ncontrol socket on stdout)"),
+		O_FLAG("print-uri", 0, &print_uri, "print the URI on stdout once listening"),
+		O_STR("run", 0, &cfg.run, "CMD",
+		      "captive: serve until the shell command\nCMD exits, with $uri, $nbd and "
+		      "$socket\n(or $port) set; exit with its status", NULL),
+		O_FLAG("exit-with-parent", 0, &ewp,
+		       "stop when the process that started zmem\nserve exits"),
+		O_STR("pidfile", 0, &cfg.pidfile, "FILE", "write the server's pid there", NULL),
+		O_FLAG("verbose", 'v', &verbose, "log connections to stderr"),
+		O_STR("backing", 0, &cfg.backing, "FILE",
+		      "cold data: backing file for pages written\nback (created if missing; what "
+		      "it held is\nlost); without --mem-limit only zmem ctl\nwriteback fills it",
+		      "none"),
+		O_SIZE("writeback-limit", 0, &wb_limit, "SIZE",
+		       "most data ever written to the backing\nfile (zram's writeback_limit, "
+		       "counted in\npages); then ENOSPC", "no limit", 0, 0),
+		O_STR("recompress", 0, &cfg.recompress, "CODEC",
+		      "the secondary codec for idle or huge\npages: zstd, zstd:19, ...", "none"),
+		O_STR("idle-after", 0, &idle_after, "DURATION",
+		      "automatic tiering: pages not read or\nwritten this long are recompressed "
+		      "and\nthe first written back at the memory\nlimit; 500ms, 30s, 10m, 1h (a "
+		      "bare\nnumber is seconds; 1ms up to 49 days)", "only zmem ctl idle"),
+		O_FLAG("readback", 0, &readback,
+		       "a read of a page on the file brings it\nback into memory while the "
+		       "memory limit\nallows"),
+		O_END,
+	};
+	const struct opt_cmd cmd = {
+		"serve", "--size SIZE [OPTIONS]",
+		"A compressed RAM disk over NBD: qemu, nbdcopy, fio, nbdinfo, nbd-client.",
+		table,
+		"Cold data (zram's writeback and recompression): --backing, --writeback-limit,\n"
+		"--recompress, --idle-after, --readback; zmem ctl idle, writeback and\n"
+		"recompress drive them by hand.\n\n"
+		"SIGINT, SIGTERM and SIGHUP stop it: requests in flight are answered first.\n"
+		"Socket activation (LISTEN_FDS/LISTEN_PID) is used when present, as in\n"
+		"  nbdinfo -- [ zmem serve --size 1G ]\n"
+		"Clients: nbd+unix:///?socket=PATH (libnbd, qemu), nbd://127.0.0.1:PORT\n",
+	};
 
-	opterr = 0;
-	while (!rc && (o = getopt_long(argc, argv, ":fvh", opts, NULL)) != -1) {
-		switch (o) {
-		case 's': rc = check_size("--size", optarg, &size); break;
-		case 'c': cfg.codec = optarg; rc = check_codec("--codec", optarg); break;
-		case 'a': cfg.allocator = optarg; rc = check_allocator(optarg); break;
-		case 'g':
-			rc = check_size("--page-size", optarg, &page);
-			if (!rc && (page < 4096 || page > 65536 || (page & (page - 1)))) {
-				fprintf(stderr, "zmem serve: --page-size must be a power of two "
-					"in 4096..65536, not '%s'\n", optarg);
-				rc = 2;
-			}
-			cfg.page_size = page;
-			break;
-		case 'm': rc = check_size("--mem-limit", optarg, &cfg.mem_limit); break;
-		case 'r': cfg.read_only = true; break;
-		case 't':
-			rc = parse_uint("--threads", optarg, 0, 256, &n);
-			cfg.threads = (unsigned)n;
-			break;
-		case O_TIMEOUT:
-			rc = parse_uint("--timeout", optarg, 1, 3600, &n);
-			cfg.timeout_s = (unsigned)n;
-			break;
-		case 'S': cfg.socket = optarg; break;
-		case 'p':
-			rc = parse_uint("--port", optarg, 1, 65535, &n);
-			cfg.port = (int)n;
-			break;
-		case 'b': cfg.bind = optarg; break;
-		case 'C': cfg.control = optarg; break;
-		case 'f': cfg.foreground = true; break;
-		case O_PRINT_URI: cfg.print_uri = true; break;
-		case O_RUN: cfg.run = optarg; break;
-		case O_EXIT_WITH_PARENT: cfg.exit_with_parent = true; break;
-		case 'P': cfg.pidfile = optarg; break;
-		case 'v': cfg.verbose = true; break;
-		case O_BACKING: cfg.backing = optarg; rc = check_backing(optarg); break;
-		case O_WB_LIMIT: rc = check_size("--writeback-limit", optarg, &wb_limit); break;
-		case O_RECOMPRESS:
-			cfg.recompress = optarg;
-			rc = check_codec("--recompress", optarg);
-			break;
-		case O_IDLE_AFTER:
-			rc = check_duration("--idle-after", optarg, &cfg.idle_after_ms);
-			break;
-		case O_READBACK: cfg.readback = true; break;
-		case 'h': serve_usage(stdout); return 0;
-		case ':':
-			fprintf(stderr, "zmem serve: %s needs a value (zmem serve --help)\n",
-				argv[optind - 1]);
-			return 2;
-		default:
-			fprintf(stderr, "zmem serve: unknown option '%s' (zmem serve --help)\n",
-				argv[optind - 1]);
-			return 2;
-		}
-	}
+	rc = opt_parse(&cmd, argc, argv, NULL);
 	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	if (!size)
+		return cli_usage("serve", "--size is required (zmem serve --help)");
+	if (page && (page & (page - 1)))
+		return cli_usage("serve", "--page-size must be a power of two in 4K..64K, not %zu",
+				 page);
+	if ((cfg.codec && (rc = check_codec("--codec", cfg.codec))) ||
+	    (cfg.allocator && (rc = check_allocator(cfg.allocator))) ||
+	    (cfg.recompress && (rc = check_codec("--recompress", cfg.recompress))) ||
+	    (idle_after && (rc = check_duration("--idle-after", idle_after,
+						&cfg.idle_after_ms))) ||
+	    (cfg.backing && (rc = check_backing(cfg.backing))))
 		return rc;
-	if (optind < argc) {
-		fprintf(stderr, "zmem serve: unexpected argument '%s' (zmem serve --help)\n",
-			argv[optind]);
-		return 2;
-	}
-	if (!size) {
-		fprintf(stderr, "zmem serve: --size is required (zmem serve --help)\n");
-		return 2;
-	}
+	cfg.page_size = page;
+	cfg.read_only = read_only;
+	cfg.threads = (unsigned)threads;
+	cfg.timeout_s = (unsigned)timeout;
+	cfg.port = port;
+	cfg.foreground = fg;
+	cfg.print_uri = print_uri;
+	cfg.exit_with_parent = ewp;
+	cfg.verbose = verbose;
+	cfg.readback = readback;
 	/* zstd's default unit: 32 KiB pages, as nbdkit's zstd allocator.  On
 	 * a Python heap capture zstd keeps 32 KiB pages in 13% less memory
 	 * than 4 KiB ones and copies 1.4x faster; random 4 KiB writes cost a
@@ -339,20 +248,19 @@ int cmd_serve(int argc, char **argv)
 		cfg.page_size = SERVE_ZSTD_PAGE_SIZE;
 	page = cfg.page_size ? cfg.page_size : 4096;
 	if ((size + page - 1) / page > ZM_STORE_MAX_PAGES) {
-		fprintf(stderr, "zmem serve: --size %zu is larger than the largest disk, "
-			"%llu pages of %zu bytes (%llu GiB); a larger --page-size allows more\n",
-			size, (unsigned long long)ZM_STORE_MAX_PAGES, page,
-			(unsigned long long)(ZM_STORE_MAX_PAGES * page >> 30));
-		return 2;
+		char a[32], b[32], c[32];
+
+		return cli_usage("serve", "--size %s is larger than the largest disk of %s pages, "
+				 "%s (2^29 pages); a larger --page-size allows more",
+				 cli_size_text(size, a, sizeof(a)), cli_size_text(page, b, sizeof(b)),
+				 cli_size_text(ZM_STORE_MAX_PAGES * page, c, sizeof(c)));
 	}
 	cfg.size = size;
 	rc = check_tiering(&cfg, wb_limit, page);
 	if (rc)
 		return rc;
-	if (cfg.bind && !cfg.port) {
-		fprintf(stderr, "zmem serve: --bind needs --port\n");
-		return 2;
-	}
+	if (cfg.bind && !cfg.port)
+		return cli_usage("serve", "--bind needs --port");
 	if (!cfg.socket) {
 		serve_default_path(defsock, sizeof(defsock), ".sock");
 		cfg.socket = defsock;
@@ -389,55 +297,51 @@ static const char *target(const char *arg, char *buf, size_t n)
 	return arg;
 }
 
-int cmd_stats(int argc, char **argv)
+/* The one operand of stats and stop, SOCKET or HOST:PORT, if given:
+ * 0 and *where (NULL: none), or a usage error. */
+static int parse_target(const struct opt_cmd *cmd, int argc, char **argv, const char **where)
 {
-	static const char usage[] = "usage: zmem stats [--json] [SOCKET | HOST:PORT]\n";
-	bool json = false;
-	const char *arg = NULL;
-	char buf[4200];
+	int n = 0, rc = opt_parse(cmd, argc, argv, &n);
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			json = true;
-		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			printf("%s"
-			       "The statistics of a running zmem serve, through its control socket\n"
-			       "(SOCKET.ctl; for a TCP server, the one its port names): zram's\n"
-			       "mm_stat and bd_stat, the store, the cold data (recompression,\n"
-			       "the backing file), the per-class table, connections, requests\n"
-			       "and errors.  Without an argument, the default socket's server.\n",
-			       usage);
-			return 0;
-		} else if (!arg && argv[i][0] != '-') {
-			arg = argv[i];
-		} else {
-			fprintf(stderr, "zmem stats: unexpected %s '%s' (zmem stats --help)\n",
-				argv[i][0] == '-' ? "option" : "argument", argv[i]);
-			return 2;
-		}
-	}
-	return control_send(target(arg, buf, sizeof(buf)), json ? "json" : "text", stdout);
+	if (rc)
+		return rc;
+	if (n > 1)
+		return cli_usage(cmd->name, "unexpected argument '%s' (zmem %s --help)", argv[2],
+				 cmd->name);
+	*where = n ? argv[1] : NULL;
+	return 0;
 }
 
-static const char ctl_usage[] =
-	"usage: zmem ctl [SOCKET | HOST:PORT] VERB [ARG...]\n"
-	"Drive a running zmem serve, as zram's sysfs files do:\n"
-	"  compact          compact the pool now\n"
-	"  mem-limit SIZE   change the memory limit (64M, 1G, ...; 0 or none: no limit)\n"
-	"  reset-max        start mem_used_max over from the memory used now\n"
-	"  idle all|SECONDS mark idle the pages not read or written for SECONDS (all:\n"
-	"                   every page); answers how many are idle\n"
-	"  writeback TYPE [MAX_PAGES]\n"
-	"                   write pages back to the --backing file, at most MAX_PAGES;\n"
-	"                   TYPE: idle, huge, huge_idle, incompressible or all\n"
-	"  writeback page INDEX\n"
-	"                   write back one page (INDEX counts pages of the disk's page size)\n"
-	"  recompress [TYPE] [MAX_PAGES]\n"
-	"                   recompress with the --recompress codec; TYPE: idle, huge,\n"
-	"                   huge_idle or all (the default)\n"
-	"  stop             stop the server (requests in flight are answered)\n"
-	"  info             one line of JSON: URI, pid, size, codec, what is stored\n"
-	"Without SOCKET, the default socket's server.\n";
+#define TARGET_ARGS "[OPTIONS] [SOCKET | HOST:PORT]"
+#define TARGET_MORE \
+	"SOCKET is a server's socket (its control socket is SOCKET.ctl, or the\n" \
+	"one its --control names); HOST:PORT or PORT a TCP server's.  Without\n" \
+	"it, the server on the default socket.\n"
+
+int cmd_stats(int argc, char **argv)
+{
+	const char *where = NULL;
+	char buf[4200];
+	int json = 0, rc;
+	const struct opt table[] = {
+		O_FLAG("json", 0, &json, "one JSON document, sizes in bytes"),
+		O_END,
+	};
+	const struct opt_cmd cmd = {
+		"stats", TARGET_ARGS,
+		"The statistics of a running zmem serve, through its control socket:\n"
+		"zram's mm_stat and bd_stat (in zram's formats: bytes and pages), the\n"
+		"store (sizes in KiB, MiB, ...), the cold data (recompression, the\n"
+		"backing file), the per-class table, connections, requests and errors.",
+		table, TARGET_MORE,
+	};
+
+	rc = parse_target(&cmd, argc, argv, &where);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	return control_send(target(where, buf, sizeof(buf)), json ? "json" : "text", stdout)
+	       ? CLI_FAIL : CLI_OK;
+}
 
 static bool is_verb(const char *a)
 {
@@ -458,84 +362,111 @@ static bool takes_words(const char *verb)
 	       !strcmp(verb, "recompress");
 }
 
+/* A word for the server: no spaces, not too long. */
+static bool plain_word(const char *a)
+{
+	return !a || (strlen(a) <= 40 && !strpbrk(a, " \t\r\n"));
+}
+
 int cmd_ctl(int argc, char **argv)
 {
 	const char *where = NULL, *verb, *arg, *arg2;
 	char buf[4200], line[128];
-	int i = 1;
+	int i = 1, rc;
+	const struct opt table[] = { O_END };
+	const struct opt_cmd cmd = {
+		"ctl", "[OPTIONS] [SOCKET | HOST:PORT] VERB [ARG...]",
+		"Drive a running zmem serve, as zram's sysfs files do.",
+		table,
+		"Verbs:\n"
+		"  compact          compact the pool now\n"
+		"  mem-limit SIZE   change the memory limit (64M, 1G, ...; 0 or none: no limit;\n"
+		"                   a server started with --mem-limit may lower or restore it)\n"
+		"  reset-max        start mem_used_max over from the memory used now\n"
+		"  idle all|SECONDS mark idle the pages not read or written for SECONDS (all:\n"
+		"                   every page); answers how many are idle\n"
+		"  writeback TYPE [MAX_PAGES]\n"
+		"                   write pages back to the --backing file, at most MAX_PAGES;\n"
+		"                   TYPE: idle, huge, huge_idle, incompressible or all\n"
+		"  writeback page INDEX\n"
+		"                   write back one page (INDEX counts pages of the disk's page\n"
+		"                   size)\n"
+		"  recompress [TYPE] [MAX_PAGES]\n"
+		"                   recompress with the --recompress codec; TYPE: idle, huge,\n"
+		"                   huge_idle or all (the default)\n"
+		"  stop             stop the server (requests in flight are answered)\n"
+		"  info             one line of JSON: URI, pid, size, codec, what is stored\n\n"
+		"Options come before SOCKET and VERB; what follows VERB is its arguments.\n"
+		TARGET_MORE,
+	};
 
-	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		fputs(ctl_usage, stdout);
-		return 0;
-	}
-	if (argc > 2 && !is_verb(argv[1]))
+	/* the options end at the first word that is not one, so that a
+	 * verb's argument may start with '-' and be refused as a value */
+	while (i < argc && argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--"))
+		i++;
+	rc = opt_parse(&cmd, i, argv, NULL);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	if (i < argc && !strcmp(argv[i], "--"))
+		i++;
+	if (argc - i > 1 && !is_verb(argv[i]))
 		where = argv[i++];
-	if (i >= argc) {
-		fprintf(stderr, "zmem ctl: a VERB is required (zmem ctl --help)\n");
-		return 2;
-	}
+	if (i >= argc)
+		return cli_usage("ctl", "a VERB is required (zmem ctl --help)");
 	verb = argv[i++];
 	arg = i < argc ? argv[i++] : NULL;
 	arg2 = i < argc && takes_words(verb) ? argv[i++] : NULL;
-	if (i < argc) {
-		fprintf(stderr, "zmem ctl: unexpected '%s'\n%s", argv[i], ctl_usage);
-		return 2;
-	}
+	if (i < argc)
+		return cli_usage("ctl", "unexpected argument '%s' (zmem ctl --help)", argv[i]);
 	if (!strcmp(verb, "mem-limit")) {
 		uint64_t u = 0;
 
-		if (!arg || (strcmp(arg, "none") && (cli_size(arg, &u) || u > SIZE_MAX))) {
-			fprintf(stderr, "zmem ctl: mem-limit takes a size (64M, 1G, ...) or 0, "
-				"not '%s'\n", arg ? arg : "");
-			return 2;
-		}
+		if (!arg || (strcmp(arg, "none") && (cli_size(arg, &u) || u > SIZE_MAX)))
+			return cli_usage("ctl", "mem-limit takes a size (64M, 1G, ...), 0 or none, "
+					 "not '%s'", arg ? arg : "");
 		snprintf(line, sizeof(line), "mem-limit %zu", (size_t)u);
 	} else if (takes_words(verb)) {
-		if ((arg && (strlen(arg) > 40 || strpbrk(arg, " \t\r\n"))) ||
-		    (arg2 && (strlen(arg2) > 40 || strpbrk(arg2, " \t\r\n")))) {
-			fprintf(stderr, "zmem ctl: %s: bad argument\n%s", verb, ctl_usage);
-			return 2;
-		}
+		if (!plain_word(arg) || !plain_word(arg2))
+			return cli_usage("ctl", "invalid %s argument '%s' (zmem ctl --help)", verb,
+					 plain_word(arg) ? arg2 : arg);
 		snprintf(line, sizeof(line), "%s%s%s%s%s", verb, arg ? " " : "", arg ? arg : "",
 			 arg2 ? " " : "", arg2 ? arg2 : "");
 	} else if (arg) {
-		fprintf(stderr, "zmem ctl: %s takes no argument\n", verb);
-		return 2;
+		return cli_usage("ctl", "%s takes no argument, not '%s'", verb, arg);
 	} else {
 		/* unknown verbs go too: the server names the ones it knows */
 		snprintf(line, sizeof(line), "%.100s", verb);
 	}
-	return control_send(target(where, buf, sizeof(buf)), line, stdout);
+	return control_send(target(where, buf, sizeof(buf)), line, stdout) ? CLI_FAIL : CLI_OK;
 }
 
 int cmd_stop(int argc, char **argv)
 {
 	char buf[4200];
-	const char *where;
+	const char *where = NULL;
+	int rc;
+	const struct opt table[] = { O_END };
+	const struct opt_cmd cmd = {
+		"stop", TARGET_ARGS,
+		"Stop a running zmem serve (as SIGTERM does; requests in flight are\n"
+		"answered first).  Returns once the server has let go of its sockets.",
+		table, TARGET_MORE,
+	};
 
-	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		printf("usage: zmem stop [SOCKET | HOST:PORT]\n"
-		       "Stop a running zmem serve (as SIGTERM does; requests in flight are\n"
-		       "answered first).  Without SOCKET, the default socket's server.\n");
-		return 0;
-	}
-	if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
-		fprintf(stderr, "zmem stop: unexpected %s '%s' (zmem stop --help)\n",
-			argc > 2 ? "argument" : "option", argv[argc > 2 ? 2 : 1]);
-		return 2;
-	}
-	where = target(argc == 2 ? argv[1] : NULL, buf, sizeof(buf));
+	rc = parse_target(&cmd, argc, argv, &where);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	where = target(where, buf, sizeof(buf));
 	if (control_send(where, "stop", stdout))
-		return 1;
+		return CLI_FAIL;
 	/* done when the server has let go of its names (its first step), so
 	 * that a new server may take them the moment this returns */
 	for (int i = 0; i < 1000; i++) {
 		if (control_probe(where))
-			return 0;
+			return CLI_OK;
 		usleep(10000);
 	}
-	fprintf(stderr, "zmem stop: the server still answers after 10 s\n");
-	return 1;
+	return cli_fail("stop", "the server still answers after 10 s");
 }
 
 /* A JSON number or string field of a flat one-line object. */
@@ -559,6 +490,7 @@ static bool field(const char *js, const char *key, char *out, size_t n)
 	return true;
 }
 
+/* zramctl's sizes: "64M", "8.0M", "512B" (one word, for its columns) */
 static void human(char *out, size_t n, const char *bytes)
 {
 	static const char units[] = "BKMGTP";
@@ -578,19 +510,21 @@ int cmd_list(int argc, char **argv)
 	char dir[4096];
 	struct dirent *e;
 	DIR *d;
-	int shown = 0;
+	int shown = 0, rc;
+	const struct opt table[] = { O_END };
+	const struct opt_cmd cmd = {
+		"list", "[OPTIONS]",
+		"The zmem serve processes of this user, like zramctl: URI, pid, disk\n"
+		"size, codec, allocator, data stored, compressed, memory used, ratio\n"
+		"(sizes as zramctl prints them: 64M, 8.0M).",
+		table,
+		"The servers register in $XDG_RUNTIME_DIR/zmem.d/, else /tmp/zmem-UID.d/;\n"
+		"those that are gone are skipped and their entries removed.\n",
+	};
 
-	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		printf("usage: zmem list\n"
-		       "The zmem serve processes of this user, like zramctl: socket, pid,\n"
-		       "disk size, codec, data stored, compressed, memory used, ratio.\n");
-		return 0;
-	}
-	if (argc > 1) {
-		fprintf(stderr, "zmem list: unexpected %s '%s' (zmem list --help)\n",
-			argv[1][0] == '-' ? "option" : "argument", argv[1]);
-		return 2;
-	}
+	rc = opt_parse(&cmd, argc, argv, NULL);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
 	d = serve_registry_dir(dir, sizeof(dir), false) ? NULL : opendir(dir);
 	printf("%-40s %7s %7s %-8s %-9s %7s %7s %7s %6s\n", "URI", "PID", "DISKSIZE", "CODEC",
 	       "ALLOC", "DATA", "COMPR", "TOTAL", "RATIO");
