@@ -820,7 +820,7 @@ static int parse(int argc, char **argv, struct opts *o)
 {
 	const char *tmp = getenv("TMPDIR"), *modes = NULL, *hot = NULL;
 	uint64_t idle = DEF_IDLE_AFTER, rate = 0, rewrite = DEF_REWRITE;
-	char idle_def[16], seed_def[24];
+	char idle_def[16], seed_def[24], rate_def[48];
 	int rc;
 	const struct opt table[] = {
 		O_STR("data", 'd', &o->data, "SPEC", "the data set, as zmem bench takes it",
@@ -836,9 +836,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		      "the secondary codec, and zstd-only's", "zstd:3"),
 		O_U64("idle-after", 'i', &idle, "MS",
 		      "automatic recompression of pages idle this\nlong (0: only the explicit "
-		      "step)", idle_def, 0, UINT32_MAX),
+		      "step)", idle_def, 0, 3600000),
 		O_U64("recompress-rate", 'r', &rate, "N", "its bound, pages a second",
-		      "the store's", 0, UINT32_MAX),
+		      rate_def, 1, 1000000),
 		O_STR("hot", 'H', &hot, "A/P", "A% of the accesses go to P% of the pages",
 		      "80/20"),
 		O_U64("rewrite", 'w', &rewrite, "PCT", "accesses that put a page instead of reading",
@@ -872,6 +872,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	o->hot_pages = DEF_HOT_PAGES;
 	o->seed = DEF_SEED;
 	snprintf(idle_def, sizeof(idle_def), "%d", DEF_IDLE_AFTER);
+	snprintf(rate_def, sizeof(rate_def), "the store's, %u", ZM_STORE_RECOMPRESS_RATE);
 	snprintf(seed_def, sizeof(seed_def), "%d", DEF_SEED);
 	for (int m = 0; m < NMODES; m++)
 		o->modes[m] = true;
