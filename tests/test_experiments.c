@@ -6,6 +6,7 @@
  *   zmem allocbench --sizes 64,2048 --count 2000 --reps 1 --min-ms 0 --json --plot F
  *   zmem allocbench --latency --rounds 1 --ms 50 --bytes 1M --json
  *   zmem worstcase --max-size 8M --json
+ *   zmem churn --corpus F --size 512K --fraction 0.5 --json
  *   zmem tierbench --data text:0.5 --size 8M --ops 20000 --json --plot F
  *   zmem cachebench --mode all --size 2M --file-set 2M --budgets 256K,1M ... --json --plot F
  *
@@ -331,6 +332,8 @@ static void test_density(void **state)
 	assert_non_null(strstr(out, "bytes per object beyond its own"));
 	assert_non_null(strstr(out, "partly used zspages"));
 	free(out);
+	snprintf(args, sizeof(args), "%s/d.pages", tmpdir);
+	unlink(args);
 }
 
 static void test_seed_table(void **state)
@@ -547,6 +550,78 @@ static void test_allocbench_latency(void **state)
 	}
 	jfree(&doc);
 	free(out);
+}
+
+/* zmem churn: a row for every backend (the pool's malloc is glibc there)
+ * and for zsmalloc without compaction, the fraction asked for, overheads
+ * of at least the live bytes, and zsmalloc's compaction bringing its
+ * overhead down, never up, while zsmalloc-off's stays. */
+static void test_churn(void **state)
+{
+	char args[1024];
+	char *out;
+	struct jv doc;
+	const struct jv *a, *c;
+	int off;
+
+	(void)state;
+	snprintf(args, sizeof(args), "gen --kind text --ratio 0.5 --size 2M -o '%s/c.pages' "
+		 ">/dev/null", tmpdir);
+	free(run_zmem(args));
+	snprintf(args, sizeof(args), "churn --corpus '%s/c.pages' --size 512K --fraction 0.5 "
+		 "--json", tmpdir);
+	out = run_zmem(args);
+	parse_or_fail("churn", out, &doc);
+	common_keys(&doc, "churn");
+	assert_true(jnum(&doc, "fraction") == 0.5);
+	assert_true(jnum(&doc, "objects") > 0);
+	assert_true(jnum(&doc, "obj_bytes") >= 512 << 10);
+	assert_non_null(jget(&doc, "corpus"));
+	a = jget(&doc, "allocators");
+	assert_non_null(a);
+	assert_int_equal(a->t, J_ARR);
+	for (size_t i = 0; i < a->n; i++) {
+		const char *name = jstr(&a->kid[i], "allocator");
+		double after, at_1s;
+
+		c = jget(&a->kid[i], "churn");
+		assert_non_null(c);
+		after = jnum(c, "overhead_after_free");
+		at_1s = jnum(c, "overhead_1s");
+		assert_true(jnum(c, "fraction") == 0.5);
+		if (!(after >= 0.99 && at_1s >= 0.99 && after < 100)) {
+			fprintf(stderr, "churn %s: overhead %f after the free, %f at 1 s\n", name,
+				after, at_1s);
+			fail();
+		}
+		if (!strcmp(name, "zsmalloc")) {
+			assert_true(at_1s <= after);
+			assert_true(jnum(&a->kid[i], "objects_moved") >= 0);
+			assert_true(jnum(&a->kid[i], "objects_moved_bound") >= 0);
+		} else if (!strcmp(name, "zsmalloc-off")) {
+			assert_true(at_1s == after);
+			assert_true(jnum(&a->kid[i], "objects_moved") == 0);
+		}
+	}
+	for (const char *const *b = zm_pool_backends(); *b; b++) {
+		const char *want = strcmp(*b, "malloc") ? *b : "glibc";
+		int found = 0;
+
+		for (size_t i = 0; i < a->n; i++)
+			found += !strcmp(jstr(&a->kid[i], "allocator"), want);
+		if (found != 1) {
+			fprintf(stderr, "churn: %d rows for %s (want 1)\n", found, want);
+			fail();
+		}
+	}
+	off = 0;
+	for (size_t i = 0; i < a->n; i++)
+		off += !strcmp(jstr(&a->kid[i], "allocator"), "zsmalloc-off");
+	assert_int_equal(off, 1);
+	jfree(&doc);
+	free(out);
+	snprintf(args, sizeof(args), "%s/c.pages", tmpdir);
+	unlink(args);
 }
 
 static void test_worstcase(void **state)
@@ -816,6 +891,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_allocbench),
 		cmocka_unit_test(test_allocbench_latency),
 		cmocka_unit_test(test_worstcase),
+		cmocka_unit_test(test_churn),
 		cmocka_unit_test(test_tierbench),
 		cmocka_unit_test(test_cachebench),
 		cmocka_unit_test(test_density),
