@@ -13,7 +13,7 @@
 
 #include <zmem/codec.h>
 #include <zmem/workload.h>
-#include "cli/bench.h"
+#include "bench/bench.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
 

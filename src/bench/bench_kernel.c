@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/bench.h"
+#include "bench/bench.h"
 #include "cli/cli.h"
 
 #define ZRAM_SYS "/sys/block/zram0"

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include <zmem/codec.h>
-#include "cli/corpus.h"
+#include "bench/corpus.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 

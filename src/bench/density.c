@@ -21,7 +21,7 @@
 #include <zmem/codec.h>
 #include <zmem/pool.h>
 #include "cli/cli.h"
-#include "cli/corpus.h"
+#include "bench/corpus.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 

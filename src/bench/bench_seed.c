@@ -29,7 +29,7 @@
 #include <zmem/pool.h>
 #include <zmem/store.h>
 #include <zmem/workload.h>
-#include "cli/bench.h"
+#include "bench/bench.h"
 #include "cli/cli.h"
 #include "cli/json.h"
 #include "cli/opt.h"

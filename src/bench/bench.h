@@ -2,8 +2,8 @@
  * data sets; bench_child.c is the spawned workload; bench_kernel.c drives
  * the kernel's zram; bench_svg.c draws the plot; bench_seed.c prints the
  * seed's table). */
-#ifndef ZM_CLI_BENCH_H
-#define ZM_CLI_BENCH_H
+#ifndef ZM_BENCH_BENCH_H
+#define ZM_BENCH_BENCH_H
 
 #include <stdbool.h>
 #include <stddef.h>

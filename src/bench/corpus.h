@@ -1,7 +1,7 @@
 /* A page corpus compressed with lz4: the sizes of its compressed pages,
  * for the density and churn benchmarks. */
-#ifndef ZM_CLI_CORPUS_H
-#define ZM_CLI_CORPUS_H
+#ifndef ZM_BENCH_CORPUS_H
+#define ZM_BENCH_CORPUS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -37,7 +37,7 @@
 #include <zmem/codec.h>
 #include <zmem/pool.h>
 #include <zmem/store.h>
-#include "cli/bench.h"
+#include "bench/bench.h"
 #include "cli/cli.h"
 #include "cli/json.h"
 #include "cli/opt.h"

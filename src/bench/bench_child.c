@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include <zmem/workload.h>
-#include "cli/bench.h"
+#include "bench/bench.h"
 #include "cli/opt.h"
 
 /* Shares of SIZE, in percent (the rest is the program's own memory). */

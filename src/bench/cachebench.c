@@ -86,7 +86,7 @@
 #include <zmem/store.h>
 #include <zmem/tmem.h>
 #include <zmem/workload.h>
-#include "cli/bench.h"
+#include "bench/bench.h"
 #include "cli/cli.h"
 #include "cli/json.h"
 #include "cli/opt.h"

@@ -22,7 +22,7 @@
 
 #include <zmem/codec.h>
 #include <zmem/workload.h>
-#include "cli/bench.h"
+#include "bench/bench.h"
 #include "cli/opt.h"
 
 #define BENCH_SEED 20111 /* any constant: the same data in every run */

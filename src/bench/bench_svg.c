@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/bench.h"
+#include "bench/bench.h"
 #include "cli/plot.h"
 
 #define W        960
