@@ -19,18 +19,17 @@
 #include <cmocka.h>
 
 #include <zmem/store.h>
+#include "base/os.h"
+#include "base/rand.h"
 
-/* xorshift64*: small, fast, good enough to drive tests */
+/* the tests' stream of random numbers: xorshift64* (base/rand.h) */
 struct rng {
 	uint64_t s;
 };
 
 static inline uint64_t rng_next(struct rng *r)
 {
-	r->s ^= r->s >> 12;
-	r->s ^= r->s << 25;
-	r->s ^= r->s >> 27;
-	return r->s * 0x2545F4914F6CDD1Dull;
+	return zmi_rand(&r->s);
 }
 
 static inline uint64_t rng_below(struct rng *r, uint64_t n)
@@ -62,11 +61,7 @@ static inline struct zm_store *test_store_mk(const struct zm_store_config *base,
  * from its index and version, the same for the same inputs. */
 static inline uint64_t mix64(uint64_t x)
 {
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
+	return zmi_mix64(x);
 }
 
 /*

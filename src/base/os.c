@@ -54,17 +54,39 @@ size_t zmi_os_page_size(void)
 	return ps > 0 ? (size_t)ps : 4096;
 }
 
+/* /proc/self/statm's resident and shared (file-backed resident) pages:
+ * 0, or -1 with both 0 */
+static int statm(unsigned long *resident, unsigned long *shared)
+{
+	unsigned long size = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	int rc = -1;
+
+	*resident = *shared = 0;
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lu %lu %lu", &size, resident, shared) == 3 && *shared <= *resident)
+		rc = 0;
+	else
+		*resident = *shared = 0;
+	fclose(f);
+	return rc;
+}
+
 size_t zmi_os_rss_bytes(void)
 {
-	unsigned long size = 0, resident = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long resident, shared;
 
-	if (!f)
-		return 0;
-	if (fscanf(f, "%lu %lu", &size, &resident) != 2)
-		resident = 0;
-	fclose(f);
+	statm(&resident, &shared);
 	return resident * zmi_os_page_size();
+}
+
+size_t zmi_os_anon_bytes(void)
+{
+	unsigned long resident, shared;
+
+	statm(&resident, &shared);
+	return (resident - shared) * zmi_os_page_size();
 }
 
 uint64_t zmi_os_now_ns(void)

@@ -28,6 +28,10 @@ size_t zmi_os_page_size(void);
 /* Resident set size of this process in bytes (from /proc/self/statm),
  * or 0 if unknown. */
 size_t zmi_os_rss_bytes(void);
+/* ... of it, the anonymous part: resident less the pages of files (the
+ * program's and libraries' code and data as they are paged in); 0 if
+ * unknown. */
+size_t zmi_os_anon_bytes(void);
 /* Monotonic time in nanoseconds. */
 uint64_t zmi_os_now_ns(void);
 

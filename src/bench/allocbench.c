@@ -131,7 +131,7 @@ static uint64_t one_pass(struct job *j, uint64_t *s)
 		break;
 	default:
 		for (size_t i = 0; i < 2 * j->n; i++) {
-			if (live < j->n / 4 || (live < j->n && cli_rand(s) % 2)) {
+			if (live < j->n / 4 || (live < j->n && zmi_rand(s) % 2)) {
 				size_t sz = j->size ? j->size : cli_comp_size(s);
 
 				if ((j->h[live] = zm_pool_alloc(j->pool, sz)))
@@ -139,7 +139,7 @@ static uint64_t one_pass(struct job *j, uint64_t *s)
 				else
 					j->fails++;
 			} else {
-				size_t k = cli_rand(s) % live;
+				size_t k = zmi_rand(s) % live;
 
 				zm_pool_free(j->pool, j->h[k]);
 				j->h[k] = j->h[--live];

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <zmem/workload.h>
+#include "base/rand.h"
 #include "bench/bench.h"
 #include "cli/opt.h"
 
@@ -49,10 +50,7 @@ struct rnd {
 
 static uint64_t rnd_next(struct rnd *r)
 {
-	r->s ^= r->s >> 12;
-	r->s ^= r->s << 25;
-	r->s ^= r->s >> 27;
-	return r->s * 0x2545F4914F6CDD1Dull;
+	return zmi_rand(&r->s);
 }
 
 static unsigned rnd_below(struct rnd *r, unsigned n)

@@ -511,9 +511,9 @@ static int gen_files(const struct opts *o, struct fileset *fs)
 	while (left > 0) {
 		/* sizes log-uniform over 1 .. FILE_MAX_PAGES pages; half of
 		 * the files end in a short page */
-		double e = (double)(cli_rand(&s) % 10001) / 10000.0;
+		double e = (double)(zmi_rand(&s) % 10001) / 10000.0;
 		uint32_t pages = (uint32_t)exp(e * log((double)FILE_MAX_PAGES));
-		unsigned w = (unsigned)(cli_rand(&s) % total), m = 0;
+		unsigned w = (unsigned)(zmi_rand(&s) % total), m = 0;
 		uint64_t size;
 		int fd;
 
@@ -522,8 +522,8 @@ static int gen_files(const struct opts *o, struct fileset *fs)
 		if ((uint64_t)pages * PS > left)
 			pages = (uint32_t)((left + PS - 1) / PS);
 		size = (uint64_t)pages * PS;
-		if (cli_rand(&s) % 2)
-			size -= cli_rand(&s) % (PS - 1) + 1;
+		if (zmi_rand(&s) % 2)
+			size -= zmi_rand(&s) % (PS - 1) + 1;
 		if (size > left)
 			size = left;
 		while (w >= file_mix[m].weight)
@@ -646,13 +646,13 @@ static uint32_t *make_reads(const struct opts *o, uint64_t n)
 		cdf[i] = sum;
 	}
 	for (uint64_t i = n - 1; i > 0; i--) {
-		uint64_t j = cli_rand(&s) % (i + 1);
+		uint64_t j = zmi_rand(&s) % (i + 1);
 		uint32_t x = perm[i];
 
 		perm[i] = perm[j], perm[j] = x;
 	}
 	for (uint64_t k = 0; k < o->reads; k++) {
-		double u = (double)(cli_rand(&s) >> 11) / 9007199254740992.0 * sum;
+		double u = (double)(zmi_rand(&s) >> 11) / 9007199254740992.0 * sum;
 		uint64_t lo = 0, hi = n - 1;
 
 		while (lo < hi) {

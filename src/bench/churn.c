@@ -122,7 +122,7 @@ static double pool_over(struct zm_pool *p, uint64_t live)
 static void measure(const char *tag, struct zm_pool *p, size_t base, uint64_t bytes)
 {
 	uint64_t t0 = cli_now_ns(), t1;
-	double rss = (double)(cli_anon_bytes() - base) / (double)bytes;
+	double rss = (double)(zmi_os_anon_bytes() - base) / (double)bytes;
 	double pool = pool_over(p, bytes);
 
 	t1 = cli_now_ns();
@@ -130,7 +130,7 @@ static void measure(const char *tag, struct zm_pool *p, size_t base, uint64_t by
 	if (getenv("ZM_CHURN_DEBUG"))
 		fprintf(stderr, "%s: RSS %.4f, pool %.4f, read in %.3f ms; RSS after %.4f\n", tag,
 			rss, pool, (double)(t1 - t0) / 1e6,
-			(double)(cli_anon_bytes() - base) / (double)bytes);
+			(double)(zmi_os_anon_bytes() - base) / (double)bytes);
 }
 
 int cmd_churn_child(int argc, char **argv)
@@ -181,7 +181,7 @@ int cmd_churn_child(int argc, char **argv)
 	memset(obj, 0, n * sizeof(*obj));
 	printf("objects %zu\n", n);
 	fflush(stdout);
-	base = cli_anon_bytes();
+	base = zmi_os_anon_bytes();
 	if (getenv("ZM_CHURN_DEBUG"))
 		smaps_dump("before filling");
 	for (size_t i = 0; i < n; i++) {
@@ -201,7 +201,7 @@ int cmd_churn_child(int argc, char **argv)
 	}
 	measure("full", pool, base, total);
 	for (size_t i = 0; i < n; i++) {
-		if ((double)(cli_rand(&seed) % 1000000) < fraction * 1e6) {
+		if ((double)(zmi_rand(&seed) % 1000000) < fraction * 1e6) {
 			if (pool)
 				zm_pool_free(pool, (zm_handle_t)(uintptr_t)obj[i]);
 			else
@@ -388,15 +388,15 @@ static void *fg_worker(void *arg)
 	 * is not the steady state either, and took most of the 0.5 s on two
 	 * threads */
 	for (size_t i = 0; i < FG_LIVE; i++)
-		h[i] = zm_pool_alloc(j->pool, j->c->size[cli_rand(&s) % j->c->n]);
+		h[i] = zm_pool_alloc(j->pool, j->c->size[zmi_rand(&s) % j->c->n]);
 	pthread_barrier_wait(j->bar);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	while (!*j->stop) {
-		size_t i = cli_rand(&s) % FG_LIVE;
+		size_t i = zmi_rand(&s) % FG_LIVE;
 
 		if (h[i])
 			zm_pool_free(j->pool, h[i]);
-		h[i] = zm_pool_alloc(j->pool, j->c->size[cli_rand(&s) % j->c->n]);
+		h[i] = zm_pool_alloc(j->pool, j->c->size[zmi_rand(&s) % j->c->n]);
 		ops += 2;
 	}
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);

@@ -275,7 +275,7 @@ static void *worker_main(void *arg)
 	}
 	pthread_barrier_wait(w->bar);
 	for (size_t i = 0; i < w->live;) {
-		if (cli_rand(&s) % 100 < (uint64_t)w->o->free_pct) {
+		if (zmi_rand(&s) % 100 < (uint64_t)w->o->free_pct) {
 			zm_pool_free(w->pool, w->h[i]);
 			w->h[i] = w->h[--w->live];
 		} else {
@@ -286,7 +286,7 @@ static void *worker_main(void *arg)
 	w->cpu_ns = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
 	/* the timed loop: free, alloc, map+unmap, each timed alone */
 	while (w->live && !*w->stop) {
-		size_t k = cli_rand(&s) % w->live;
+		size_t k = zmi_rand(&s) % w->live;
 		size_t size = cli_comp_size(&s);
 		uint64_t t0, t1, c, v;
 		zm_handle_t h;
@@ -308,7 +308,7 @@ static void *worker_main(void *arg)
 		c = cookie(h);
 		zm_pool_write(w->pool, h, &c, sizeof(c));
 		w->h[k] = h;
-		h = w->h[cli_rand(&s) % w->live];
+		h = w->h[zmi_rand(&s) % w->live];
 		t0 = t_start();
 		p = zm_pool_map(w->pool, h, ZM_MAP_RO);
 		if (p) {

@@ -174,19 +174,19 @@ static struct access *make_trace(const struct opts *o, uint32_t n, uint8_t **hot
 	for (uint32_t i = 0; i < n; i++)
 		perm[i] = i;
 	for (uint32_t i = n - 1; i > 0; i--) {
-		uint32_t j = (uint32_t)(cli_rand(&s) % (i + 1)), x = perm[i];
+		uint32_t j = (uint32_t)(zmi_rand(&s) % (i + 1)), x = perm[i];
 
 		perm[i] = perm[j], perm[j] = x;
 	}
 	for (uint32_t i = 0; i < nhot; i++)
 		(*hot)[perm[i]] = 1;
 	for (uint64_t k = 0; k < o->ops; k++) {
-		bool h = nhot == n || cli_rand(&s) % 100 < o->hot_access;
-		uint32_t idx = h ? perm[cli_rand(&s) % nhot] :
-				   perm[nhot + cli_rand(&s) % (n - nhot)];
+		bool h = nhot == n || zmi_rand(&s) % 100 < o->hot_access;
+		uint32_t idx = h ? perm[zmi_rand(&s) % nhot] :
+				   perm[nhot + zmi_rand(&s) % (n - nhot)];
 
 		t[k].idx = idx;
-		t[k].src = cli_rand(&s) % 100 < o->rewrite ? (uint32_t)(cli_rand(&s) % n) : NO_SRC;
+		t[k].src = zmi_rand(&s) % 100 < o->rewrite ? (uint32_t)(zmi_rand(&s) % n) : NO_SRC;
 	}
 	free(perm);
 	return t;
@@ -325,7 +325,7 @@ static void finish(struct run *r, size_t rss0)
 	size_t rss;
 
 	zm_store_stats(r->store, &st);
-	rss = cli_rss_bytes();
+	rss = zmi_os_rss_bytes();
 	w->rss_bytes = rss > rss0 ? rss - rss0 : 0;
 	w->pool_bytes = st.mem_used_total;
 	w->pool_max = st.mem_used_max;
@@ -430,7 +430,7 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 		cfg.backing_fd = fd;
 		r.fd = fd;
 	}
-	rss0 = cli_rss_bytes();
+	rss0 = zmi_os_rss_bytes();
 	rc = zm_store_create(&cfg, &r.store);
 	if (rc) {
 		fprintf(stderr, "zmem tierbench: %s: creating the store: %s\n", mode_names[m],

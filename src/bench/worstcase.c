@@ -175,7 +175,7 @@ static void free_swap(struct ctx *c, size_t i)
 
 static size_t uniform(struct ctx *c, size_t lo, size_t hi)
 {
-	return lo + cli_rand(&c->rng) % (hi - lo + 1);
+	return lo + zmi_rand(&c->rng) % (hi - lo + 1);
 }
 
 /* ---- the clock ------------------------------------------------------ */
@@ -251,7 +251,7 @@ static void seq_churn(struct ctx *c)
 	c->ops = 0;
 	start(c);
 	for (size_t i = 0; i < pairs && c->n && !c->capped && !c->refused; i++) {
-		free_swap(c, cli_rand(&c->rng) % c->n);
+		free_swap(c, zmi_rand(&c->rng) % c->n);
 		alloc_one(c, uniform(c, 64, 4032));
 	}
 	stop(c);

@@ -1,10 +1,16 @@
-/* The zmem command: shared helpers of its subcommands.  The CLI uses only
- * the public headers of the library. */
+/* The zmem command: shared helpers of its subcommands.  Besides the
+ * public headers of the library, the command uses the small helpers of
+ * src/base that the library and the tests share: base/os.h (resident
+ * memory, the clock), base/rand.h (the one random generator) and
+ * base/units.h (sizes). */
 #ifndef ZM_CLI_H
 #define ZM_CLI_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "base/os.h"
+#include "base/rand.h"
 
 /* subcommands: return the process exit status */
 int cmd_bench(int argc, char **argv);
@@ -36,33 +42,29 @@ int churn_summary(double fraction, size_t target, const char *corpus,
 int cmd_gen(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
 
-/* xorshift64*: the benchmarks' reproducible random numbers */
-static inline uint64_t cli_rand(uint64_t *s)
-{
-	*s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
-	return *s * 0x2545F4914F6CDD1Dull;
-}
-
 /* A realistic compressed size of a 4 KiB page (see tests/pooltest.h):
  * allocbench's mixed sizes, and its --latency mode's. */
 static inline size_t cli_comp_size(uint64_t *s)
 {
-	unsigned k = (unsigned)(cli_rand(s) % 100);
+	unsigned k = (unsigned)(zmi_rand(s) % 100);
 
 	if (k < 25)
-		return 16 + cli_rand(s) % 410;
+		return 16 + zmi_rand(s) % 410;
 	if (k < 80)
-		return 410 + cli_rand(s) % 2048;
+		return 410 + zmi_rand(s) % 2048;
 	if (k < 95)
-		return 2458 + cli_rand(s) % 1228;
-	return 4096 - cli_rand(s) % 204;
+		return 2458 + zmi_rand(s) % 1228;
+	return 4096 - zmi_rand(s) % 204;
 }
 
 /* allocbench.c's --latency mode (latency.c) */
 int allocbench_latency(int argc, char **argv);
 
 /* monotonic nanoseconds */
-uint64_t cli_now_ns(void);
+static inline uint64_t cli_now_ns(void)
+{
+	return zmi_os_now_ns();
+}
 /* a decimal count into *v: 0, or -1 (no digits first, junk after, too
  * large) */
 int cli_parse_u64(const char *s, uint64_t *v);
@@ -74,10 +76,5 @@ const char *cli_zcache_codec(void);
 /* median of n values (sorts v) */
 double cli_median(double *v, size_t n);
 int cli_ncpus(void);
-/* the process's resident memory in bytes (/proc/self/statm); 0 if unknown */
-size_t cli_rss_bytes(void);
-/* ... of it, the anonymous part: resident less the pages of files (the
- * program's and libraries' code and data as they are paged in) */
-size_t cli_anon_bytes(void);
 
 #endif

@@ -4,20 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/opt.h"
 #include <zmem/codec.h>
-
-uint64_t cli_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -39,32 +30,6 @@ int cli_ncpus(void)
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 
 	return n > 0 ? (int)n : 1;
-}
-
-size_t cli_rss_bytes(void)
-{
-	unsigned long size = 0, res = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (f) {
-		if (fscanf(f, "%lu %lu", &size, &res) != 2)
-			res = 0;
-		fclose(f);
-	}
-	return res * (size_t)sysconf(_SC_PAGESIZE);
-}
-
-size_t cli_anon_bytes(void)
-{
-	unsigned long size = 0, res = 0, shared = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (f) {
-		if (fscanf(f, "%lu %lu %lu", &size, &res, &shared) != 3 || shared > res)
-			res = shared = 0;
-		fclose(f);
-	}
-	return (res - shared) * (size_t)sysconf(_SC_PAGESIZE);
 }
 
 const char *cli_zcache_codec(void)

@@ -16,15 +16,13 @@
 #include <stdint.h>
 
 #include "base/debug.h"
+#include "base/rand.h"
 #include "workload/workload.h"
 
 /* splitmix64: seeds streams from (seed, page, stream) without correlation */
 static inline uint64_t zmi_wl_mix(uint64_t x)
 {
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
+	return zmi_mix64(x + 0x9E3779B97F4A7C15ull);
 }
 
 /* xorshift64*: one stream of random numbers */
@@ -39,10 +37,7 @@ static inline void zmi_wl_rng_seed(struct zmi_wl_rng *r, uint64_t seed)
 
 static inline uint64_t zmi_wl_next(struct zmi_wl_rng *r)
 {
-	r->s ^= r->s >> 12;
-	r->s ^= r->s << 25;
-	r->s ^= r->s >> 27;
-	return r->s * 0x2545F4914F6CDD1Dull;
+	return zmi_rand(&r->s);
 }
 
 /* uniform in [0, n), by multiplication (no division) */
