@@ -41,7 +41,7 @@
 
 #include <zmem/pages.h>
 #include <zmem/pool.h>
-#include "cli/cli.h"
+#include "bench/benchmarks.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 #include "cli/plot.h"
@@ -132,7 +132,7 @@ static uint64_t one_pass(struct job *j, uint64_t *s)
 	default:
 		for (size_t i = 0; i < 2 * j->n; i++) {
 			if (live < j->n / 4 || (live < j->n && zmi_rand(s) % 2)) {
-				size_t sz = j->size ? j->size : cli_comp_size(s);
+				size_t sz = j->size ? j->size : bench_comp_size(s);
 
 				if ((j->h[live] = zm_pool_alloc(j->pool, sz)))
 					live++;

@@ -38,7 +38,7 @@
 #include <zmem/pool.h>
 #include <zmem/store.h>
 #include "bench/bench.h"
-#include "cli/cli.h"
+#include "bench/benchmarks.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 

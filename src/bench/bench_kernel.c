@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
-#include "cli/cli.h"
+#include "bench/benchmarks.h"
 
 #define ZRAM_SYS "/sys/block/zram0"
 #define ZRAM_DEV "/dev/zram0"

@@ -87,7 +87,7 @@
 #include <zmem/tmem.h>
 #include <zmem/workload.h>
 #include "bench/bench.h"
-#include "cli/cli.h"
+#include "bench/benchmarks.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 #include "cli/plot.h"
@@ -192,7 +192,7 @@ static double reported_for(const char *allocator, const char *data)
 
 	if (!text && strcmp(data, "zero"))
 		return -1;
-	r = cli_seed_reported(allocator, text);
+	r = bench_seed_reported(allocator, text);
 	return r > 0 ? r : -1;
 }
 
@@ -1802,7 +1802,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	    (policy && parse_policy(policy, o)))
 		return CLI_USAGE;
 	if (!o->codec)
-		o->codec = cli_zcache_codec();
+		o->codec = bench_zcache_codec();
 	if (!o->ndata) {
 		o->data[o->ndata++] = "zero";
 		o->data[o->ndata++] = "text:0.75";

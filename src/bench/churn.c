@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #include <zmem/pool.h>
-#include "cli/cli.h"
+#include "bench/benchmarks.h"
 #include "bench/corpus.h"
 #include "cli/json.h"
 #include "cli/opt.h"

@@ -20,7 +20,7 @@
 
 #include <zmem/codec.h>
 #include <zmem/pool.h>
-#include "cli/cli.h"
+#include "bench/benchmarks.h"
 #include "bench/corpus.h"
 #include "cli/json.h"
 #include "cli/opt.h"

@@ -53,7 +53,7 @@
 
 #include <zmem/pages.h>
 #include <zmem/pool.h>
-#include "cli/cli.h"
+#include "bench/benchmarks.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 
@@ -243,7 +243,7 @@ static inline uint64_t cookie(zm_handle_t h)
 /* Allocate and write an object of a mixed size; 0 if refused. */
 static zm_handle_t fill_one(struct worker *w, uint64_t *s, char *buf)
 {
-	size_t size = cli_comp_size(s);
+	size_t size = bench_comp_size(s);
 	zm_handle_t h = zm_pool_alloc(w->pool, size);
 	uint64_t c = cookie(h);
 
@@ -271,7 +271,7 @@ static void *worker_main(void *arg)
 			break;
 		}
 		w->h[w->live++] = h;
-		bytes += cli_comp_size(&s0);
+		bytes += bench_comp_size(&s0);
 	}
 	pthread_barrier_wait(w->bar);
 	for (size_t i = 0; i < w->live;) {
@@ -287,7 +287,7 @@ static void *worker_main(void *arg)
 	/* the timed loop: free, alloc, map+unmap, each timed alone */
 	while (w->live && !*w->stop) {
 		size_t k = zmi_rand(&s) % w->live;
-		size_t size = cli_comp_size(&s);
+		size_t size = bench_comp_size(&s);
 		uint64_t t0, t1, c, v;
 		zm_handle_t h;
 		void *p;

@@ -21,7 +21,7 @@
 #include <sys/mman.h>
 
 #include <zmem/pages.h>
-#include "cli/cli.h"
+#include "bench/benchmarks.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 

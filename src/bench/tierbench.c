@@ -71,7 +71,7 @@
 #include <zmem/codec.h>
 #include <zmem/store.h>
 #include "bench/bench.h"
-#include "cli/cli.h"
+#include "bench/benchmarks.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 #include "cli/plot.h"

@@ -49,7 +49,7 @@
 
 #include <zmem/pages.h>
 #include <zmem/pool.h>
-#include "cli/cli.h"
+#include "bench/benchmarks.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 #include "cli/plot.h"

@@ -1,8 +1,10 @@
-/* zmem: the command-line front end.  One subcommand per file. */
+/* zmem: the command-line front end.  One subcommand per file: the user
+ * commands here, the benchmarks in src/bench/. */
 #include <stdio.h>
 #include <string.h>
 
 #include <zmem/common.h>
+#include "bench/benchmarks.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
 
