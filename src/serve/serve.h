@@ -1,7 +1,8 @@
 /*
  * zmem serve: a compressed RAM disk over NBD.  The front end of the store
  * (include/zmem/store.h) for block clients: qemu, nbdcopy, fio, libnbd
- * programs, the kernel's nbd client.  Uses only the public headers.
+ * programs, the kernel's nbd client.  Uses only the public headers (and
+ * src/base/units.h, header-only, for the sizes of its report).
  *
  *   disk.c       byte ranges on the store: unaligned reads and
  *                read-modify-write, zeroing, trimming, allocation status
