@@ -23,7 +23,7 @@ _zmem()
         return
     fi
     case $prev in
-        -o|--output|--plot|--corpus|--backing|--pidfile|--socket)
+        -o|--output|--plot|--corpus|--backing|--pidfile|--socket|--control)
             mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
         --dir|--files)
             mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;

@@ -103,8 +103,8 @@ static int check_backing(const char *path)
 		made = fd >= 0;
 	}
 	if (fd < 0)
-		return cli_usage("serve", "--backing %s: cannot open it for reading and writing: %s",
-				 path, strerror(errno));
+		return cli_usage("serve", "--backing %s: cannot open it for reading and "
+				 "writing: %s", path, strerror(errno));
 	close(fd);
 	if (made)
 		unlink(path);
@@ -145,8 +145,8 @@ int cmd_serve(int argc, char **argv)
 	int rc;
 	const struct opt table[] = {
 		O_SIZE("size", 0, &size, "SIZE",
-		       "size of the disk; required; at most\n2^29 pages: 2T of 4K pages, 32T of 64K",
-		       NULL, 1, SERVE_MAX_SIZE),
+		       "size of the disk; required; at most\n2^29 pages: 2T of 4K pages, 32T "
+		       "of 64K", NULL, 1, SERVE_MAX_SIZE),
 		O_STR("codec", 0, &cfg.codec, "NAME", "lz4, zstd[:LEVEL], lzo, none", "lz4"),
 		O_STR("allocator", 0, &cfg.allocator, "NAME", "the pool backend", "zsmalloc"),
 		O_SIZE("page-size", 0, &page, "SIZE",
@@ -252,7 +252,8 @@ int cmd_serve(int argc, char **argv)
 
 		return cli_usage("serve", "--size %s is larger than the largest disk of %s pages, "
 				 "%s (2^29 pages); a larger --page-size allows more",
-				 cli_size_text(size, a, sizeof(a)), cli_size_text(page, b, sizeof(b)),
+				 cli_size_text(size, a, sizeof(a)),
+				 cli_size_text(page, b, sizeof(b)),
 				 cli_size_text(ZM_STORE_MAX_PAGES * page, c, sizeof(c)));
 	}
 	cfg.size = size;
@@ -339,8 +340,8 @@ int cmd_stats(int argc, char **argv)
 	rc = parse_target(&cmd, argc, argv, &where);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
-	return control_send(target(where, buf, sizeof(buf)), json ? "json" : "text", stdout)
-	       ? CLI_FAIL : CLI_OK;
+	where = target(where, buf, sizeof(buf));
+	return control_send("stats", where, json ? "json" : "text", stdout) ? CLI_FAIL : CLI_OK;
 }
 
 static bool is_verb(const char *a)
@@ -437,7 +438,8 @@ int cmd_ctl(int argc, char **argv)
 		/* unknown verbs go too: the server names the ones it knows */
 		snprintf(line, sizeof(line), "%.100s", verb);
 	}
-	return control_send(target(where, buf, sizeof(buf)), line, stdout) ? CLI_FAIL : CLI_OK;
+	where = target(where, buf, sizeof(buf));
+	return control_send("ctl", where, line, stdout) ? CLI_FAIL : CLI_OK;
 }
 
 int cmd_stop(int argc, char **argv)
@@ -457,7 +459,7 @@ int cmd_stop(int argc, char **argv)
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
 	where = target(where, buf, sizeof(buf));
-	if (control_send(where, "stop", stdout))
+	if (control_send("stop", where, "stop", stdout))
 		return CLI_FAIL;
 	/* done when the server has let go of its names (its first step), so
 	 * that a new server may take them the moment this returns */
@@ -554,7 +556,7 @@ int cmd_list(int argc, char **argv)
 		ctl[strcspn(ctl, "\n")] = 0;
 		if (!ctl[0] || !(mem = fmemopen(info, sizeof(info) - 1, "w")))
 			continue;
-		if (control_send(ctl, "info", mem)) {
+		if (control_send("list", ctl, "info", mem)) {
 			fclose(mem);
 			continue;
 		}

@@ -559,7 +559,7 @@ int control_probe(const char *path)
 	return 0;
 }
 
-int control_send(const char *path, const char *line, FILE *out)
+int control_send(const char *cmd, const char *path, const char *line, FILE *out)
 {
 	char ctl[4200], buf[65536], req[256];
 	size_t len, got = 0;
@@ -569,27 +569,33 @@ int control_send(const char *path, const char *line, FILE *out)
 
 	fd = connect_control(path, ctl, sizeof(ctl));
 	if (fd < 0) {
-		fprintf(stderr, "zmem: no server answers at %s (nor at %s): %s\n", path, ctl,
-			strerror(errno));
+		fprintf(stderr, "zmem %s: no server answers at %s (nor at %s): %s\n", cmd, path,
+			ctl, strerror(errno));
 		return 1;
 	}
 	/* one send: the server answers the first read and closes */
 	snprintf(req, sizeof(req), "%s\n", line);
 	len = strlen(req);
 	if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len) {
-		fprintf(stderr, "zmem: %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "zmem %s: %s: %s\n", cmd, path, strerror(errno));
 		close(fd);
 		return 1;
 	}
 	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
 		if (!got && n >= 8 && !memcmp(buf, "NBDMAGIC", 8)) {
-			fprintf(stderr, "zmem: %s is a server's NBD socket, and %s is not its "
-				"control socket (see its --control)\n", path, ctl);
+			fprintf(stderr, "zmem %s: %s is a server's NBD socket, and %s is not its "
+				"control socket (see its --control)\n", cmd, path, ctl);
 			close(fd);
 			return 1;
 		}
-		if (!got && n >= 6 && !strncmp(buf, "error:", 6))
+		if (!got && n >= 6 && !strncmp(buf, "error:", 6)) {
+			/* the server's "error: ..." as the command's message */
 			err = true;
+			fprintf(stderr, "zmem %s:", cmd);
+			got += 6;
+			fwrite(buf + 6, 1, (size_t)n - 6, stderr);
+			continue;
+		}
 		got += (size_t)n;
 		fwrite(buf, 1, (size_t)n, err ? stderr : out);
 	}

@@ -387,8 +387,8 @@ int serve_listen_unix(const char *path);
 /* The client side: send one line to the control socket at path (or, for
  * a data socket's path, path.ctl) and copy the answer to out.  Exit
  * status: 0, 1 when the server answered an error or could not be
- * reached (said on stderr). */
-int control_send(const char *path, const char *line, FILE *out);
+ * reached (said on stderr as "zmem CMD: ...", cmd the command asking). */
+int control_send(const char *cmd, const char *path, const char *line, FILE *out);
 /* Does a control socket answer at path (or path.ctl)?  0 if one does. */
 int control_probe(const char *path);
 

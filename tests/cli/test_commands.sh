@@ -151,6 +151,20 @@ usage ben -- "did you mean 'bench'?"
 usage help nope -- "zmem: unknown command 'nope'"
 usage --frob -- "zmem: unknown option '--frob'"
 
+# a failure while running is status 1, still one line naming the command:
+# no server at the socket named
+no_server() {  # COMMAND ARGS...
+    c=$1
+    timeout 1 "$ZMEM" "$@" > "$T/out" 2> "$T/err"
+    if [ $? -ne 1 ] || [ "$(wc -l < "$T/err")" -ne 1 ] || [ -s "$T/out" ] ||
+       ! grep -q "^zmem $c: no server answers at $T/none.sock" "$T/err"; then
+        cat "$T/err"; return 1
+    fi
+}
+check "stats with no server: one line, status 1" no_server stats "$T/none.sock"
+check "ctl with no server: one line, status 1" no_server ctl "$T/none.sock" compact
+check "stop with no server: one line, status 1" no_server stop "$T/none.sock"
+
 # ---- help and version -----------------------------------------------
 help_lists() {
     "$ZMEM" help > "$T/help" && grep -q '^  bench ' "$T/help" && grep -q '^  serve ' "$T/help" &&
