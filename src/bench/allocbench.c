@@ -449,7 +449,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		      "objects per sequence (1000000: the seed's\nmillion); one-one does 10 N pairs",
 		      cdef, 1, 0),
 		O_SIZE("bytes", 'b', &o->bytes, "SIZE", "at most this many bytes of objects per thread",
-		       "48M", 1, 0),
+		       "48M", 4096, 0),
 		O_INT("threads", 't', &o->maxt, "N", "1..N threads on one pool",
 		      "the CPUs, at least 2", 1, MAXT),
 		O_INT("reps", 'r', &o->reps, "N", "timed runs after a warm-up; the median is shown",

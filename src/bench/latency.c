@@ -486,7 +486,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		      MAX_ROUNDS),
 		O_INT("ms", 0, &o->ms, "N", "the timed loop of a round, ms", mdef, 1, 1000000),
 		O_SIZE("bytes", 'b', &o->bytes, "SIZE", "objects each thread fills before the free",
-		       "32M", 1, 0),
+		       "32M", 4096, 0),
 		O_INT("free", 0, &o->free_pct, "PCT", "percent of them freed at random", fdef, 0, 99),
 		O_STR("on", 0, &on, "WHAT",
 		      "what the \"on\" side switches on: both,\ncompact (compaction only) or trim "
