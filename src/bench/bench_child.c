@@ -30,7 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <zmem/workload.h>
+#include "workload/workload.h"
 #include "base/rand.h"
 #include "bench/bench.h"
 #include "cli/opt.h"

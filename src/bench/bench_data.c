@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include <zmem/codec.h>
-#include <zmem/workload.h>
+#include "workload/workload.h"
 #include "bench/bench.h"
 #include "cli/opt.h"
 

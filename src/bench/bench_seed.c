@@ -28,7 +28,7 @@
 #include <zmem/codec.h>
 #include <zmem/pool.h>
 #include <zmem/store.h>
-#include <zmem/workload.h>
+#include "workload/workload.h"
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
 #include "cli/json.h"

@@ -85,7 +85,7 @@
 #include <zmem/pool.h>
 #include <zmem/store.h>
 #include <zmem/tmem.h>
-#include <zmem/workload.h>
+#include "workload/workload.h"
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
 #include "cli/json.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <zmem/workload.h>
+#include "workload/workload.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
 

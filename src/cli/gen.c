@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include <zmem/codec.h>
-#include <zmem/workload.h>
+#include "workload/workload.h"
 #include "bench/bench.h"
 #include "cli/cli.h"
 #include "cli/opt.h"

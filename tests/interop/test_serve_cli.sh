@@ -65,7 +65,7 @@ list_servers() {
     "$ZMEM" list > "$T/list" && cat "$T/list" &&
     grep -q "^nbd+unix:///?socket=$DEF .* 64M lz4 .* 8.0M " "$T/list" &&
     grep -q "^nbd://127.0.0.1:$PORT/ .* 1.0G zstd " "$T/list" &&
-    "$ZMEM" stats "127.0.0.1:$PORT" | grep -q '^export: 1073741824 bytes, zstd'
+    "$ZMEM" stats "127.0.0.1:$PORT" | grep -q '^export: 1.0 GiB, zstd'
 }
 check "list shows both servers; stats HOST:PORT finds the TCP one" list_servers
 
@@ -108,7 +108,7 @@ refused() {  # expected-message, args...
     grep -q -- "$msg" "$T/err" || { cat "$T/err"; return 1; }
 }
 touch "$T/regular"
-check "--size -1 refused" refused "takes a size" --size -1
+check "--size -1 refused" refused "invalid --size '-1'" --size -1
 check "--size beyond the largest disk refused" refused "larger than the largest disk" --size 3T
 check "a bad --codec lists the codecs" refused "choices: lz4, zstd" --size 1G --codec brotli
 check "a bad --allocator lists the backends" refused "choices: zsmalloc" --size 1G --allocator slab
@@ -118,13 +118,13 @@ check "a --control that is a regular file refused" refused "not a socket" --size
 check "a --pidfile in a missing folder refused" refused "cannot write the pidfile" \
     --size 1G --socket "$T/d.sock" --pidfile "$T/nowhere/pid"
 # cold data: durations, sizes, the backing file, and options that need another
-check "--idle-after 5x refused" refused "--idle-after takes a duration" \
+check "--idle-after 5x refused" refused "invalid --idle-after '5x'" \
     --size 1G --recompress zstd --idle-after 5x
-check "--idle-after 0 refused" refused "--idle-after takes a duration" \
+check "--idle-after 0 refused" refused "invalid --idle-after '0'" \
     --size 1G --recompress zstd --idle-after 0
 check "--idle-after with nothing to do refused" refused "--idle-after needs --recompress" \
     --size 1G --idle-after 10m
-check "--writeback-limit junk refused" refused "--writeback-limit takes a size" \
+check "--writeback-limit junk refused" refused "invalid --writeback-limit 'junk'" \
     --size 1G --backing "$T/z.img" --writeback-limit junk
 check "--writeback-limit below a page refused" refused "less than a page" \
     --size 1G --backing "$T/z.img" --writeback-limit 100
