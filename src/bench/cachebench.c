@@ -1890,8 +1890,8 @@ int cmd_cachebench(int argc, char **argv)
 		}
 	if (o.modes & M_FRONTSWAP) {
 		/* the process's first run pays for first touches of memory
-		 * the later ones reuse (300-500 ns a put more): the first
-		 * row once more, unrecorded, before the recorded ones */
+		 * the later ones reuse: the first row once more, unrecorded,
+		 * before the recorded ones */
 		struct row scratch = { .kind = K_FRONTSWAP, .allocator = o.alloc[0] };
 
 		if (run_frontswap(&o, o.alloc[0], &data[0], true, &scratch))

@@ -18,11 +18,11 @@
  *
  * overhead = (resident memory - resident memory before filling) / live
  * object bytes, from /proc/self/statm; for zmem's pools also (pool + metadata
- * bytes) / live bytes from zm_pool_stats (DESIGN.md's figure).  Resident
+ * bytes) / live bytes from zm_pool_stats (the all-in overhead).  Resident
  * memory is the anonymous part (resident less file pages: the program's
  * and libraries' code paging in is no allocator's), and the base is taken
- * once the child's own arrays are written (the handles' array, written
- * by the fill, was 2% of the live bytes at 30 MiB and 1.4% at 400 MiB).
+ * once the child's own arrays are written, so that they are not counted
+ * as the allocator's (docs/results/2026-12-02-memory-back.md).
  *
  * --foreground adds the seed's throughput table: random malloc/free with
  * automatic compaction on and off, 1 and N threads, ops/s.
@@ -112,13 +112,11 @@ static double pool_over(struct zm_pool *p, uint64_t live)
 	return (double)(st.pool_bytes + st.meta_bytes) / (double)live;
 }
 
-/* One line of figures: resident memory, then the pool's stats, one after
- * the other in that order.  They were printf's arguments, which the
- * compiler evaluated stats first; the stats waited for a running
- * compaction, so at 100 ms of a 400 MiB pool the RSS was read some 20 ms
- * after the stats (after the compaction), and the two columns disagreed
- * (RSS 1.09, pool 1.78).  With ZM_CHURN_DEBUG, how long the reading took
- * and the RSS again after it. */
+/* One line of figures: resident memory, then the pool's stats, read one
+ * after the other in that order and never as one call's arguments (whose
+ * order the compiler picks), so that both describe one moment
+ * (docs/results/2026-12-02-memory-back.md).  With ZM_CHURN_DEBUG, how
+ * long the reading took and the RSS again after it. */
 static void measure(const char *tag, struct zm_pool *p, size_t base, uint64_t bytes)
 {
 	uint64_t t0 = cli_now_ns(), t1;
@@ -346,7 +344,7 @@ int churn_summary(double fraction, size_t target, const char *corpus,
 			continue;
 		out[n] = (struct churn_summary){ .fraction = fraction };
 		snprintf(out[n].name, sizeof(out[n].name), "%s", r.name);
-		/* DESIGN.md's overhead where there is a pool, else resident */
+		/* the all-in overhead where there is a pool, else resident */
 		out[n].after_free = r.pool_free ? r.pool_free : r.rss_free;
 		out[n].at_100ms = r.pool_100 ? r.pool_100 : r.rss_100;
 		out[n].at_1s = r.pool_1s ? r.pool_1s : r.rss_1s;
@@ -384,9 +382,8 @@ static void *fg_worker(void *arg)
 	struct timespec c0, c1;
 
 	/* fill the live set first: the first touch of the pool's pages (a
-	 * page fault each, 10-20 us on a VM, and serialised between threads)
-	 * is not the steady state either, and took most of the 0.5 s on two
-	 * threads */
+	 * page fault each, serialised between threads) is not the steady
+	 * state */
 	for (size_t i = 0; i < FG_LIVE; i++)
 		h[i] = zm_pool_alloc(j->pool, j->c->size[zmi_rand(&s) % j->c->n]);
 	pthread_barrier_wait(j->bar);

@@ -90,11 +90,9 @@
 #define DEF_HOT_PAGES 20
 #define DEF_REWRITE 30     /* percent of accesses that put */
 /* ms: a fifth of the default trace's length, and more than twice the
- * time between two accesses of a hot page (80 ms on a 240 MiB heap at
- * 200k accesses a second), so that in the trace hot pages stay hot and
- * cold ones cool, are re-encoded and settle; at 1000 ms the trace ended
- * before the cold pages it rewrote were idle long enough (memory 1.33x
- * zstd-only's against 1.13-1.16x at 200, the heap, no limit reached) */
+ * time between two accesses of a hot page, so that in the trace hot pages
+ * stay hot and cold ones cool, are re-encoded and settle before it ends
+ * (docs/results/2026-12-01-tierbench.md) */
 #define DEF_IDLE_AFTER 200
 #define DEF_SEED 20261201  /* any constant: the same trace in every run */
 #define WARMUP_PCT 25      /* part of the trace before the tiering step */

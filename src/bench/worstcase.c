@@ -67,13 +67,10 @@
  * One pass is not enough for zsmalloc: each zspage starts in a free run
  * of 32 pages (ZM_SPAN_CONTIG) and populates only what its class needs,
  * so from one pass to the next a run often goes to a class that needs
- * more of it than the last one did, and the pool's resident set grows,
- * pass after pass, to about twice the live pages (3k-empty, 32 MiB: 8,242
- * pages after one pass, 11,686 after two, 16,881 after eight, then flat).
- * Every page it has not touched before costs a first-touch fault (10-20
- * us on a virtual machine) in the timed pass: one warm-up left 3,400 of
- * them there, 2-4 us per operation.  Eight passes cover every sequence
- * seen to settle; 1% is below the growth of a pass that has not. */
+ * more of it than the last one did, and the pool's resident set grows
+ * for several passes; every page not touched before costs a first-touch
+ * fault in the timed pass, which is not what it times.  Eight passes
+ * cover every sequence seen to settle (docs/results/2026-12-02-code-choices.md). */
 #define WARM_MAX     8
 #define WARM_SETTLED 100
 /* classes-half: a size every 16 bytes from 32 to 4080, the spacing of

@@ -240,10 +240,10 @@ int cmd_serve(int argc, char **argv)
 	cfg.exit_with_parent = ewp;
 	cfg.verbose = verbose;
 	cfg.readback = readback;
-	/* zstd's default unit: 32 KiB pages, as nbdkit's zstd allocator.  On
-	 * a Python heap capture zstd keeps 32 KiB pages in 13% less memory
-	 * than 4 KiB ones and copies 1.4x faster; random 4 KiB writes cost a
-	 * read-modify-write of 32 KiB (docs/serve.md, docs/results/) */
+	/* zstd's default unit: 32 KiB pages, as nbdkit's zstd allocator:
+	 * denser and faster to copy than 4 KiB ones, at the price of a
+	 * read-modify-write of 32 KiB for a random 4 KiB write (docs/serve.md
+	 * has the figures) */
 	if (!cfg.page_size && cfg.codec && !strncmp(cfg.codec, "zstd", 4))
 		cfg.page_size = SERVE_ZSTD_PAGE_SIZE;
 	page = cfg.page_size ? cfg.page_size : 4096;
