@@ -24,6 +24,18 @@ static struct zm_pool *mk(enum zm_compact_policy pol, unsigned wm, unsigned rati
 	return p;
 }
 
+/* The same without mixed zspages: tests of class zspages' layout. */
+static struct zm_pool *mk_classes(enum zm_compact_policy pol, unsigned wm, unsigned ratio)
+{
+	struct zm_pool_config c = { .compact = pol, .compact_watermark = wm,
+				    .compact_ratio = ratio, .arena_bytes = 1u << 30,
+				    .mixed_zspages = -1 };
+	struct zm_pool *p;
+
+	assert_int_equal(zm_pool_create(&c, &p), 0);
+	return p;
+}
+
 /* fill n objects of realistic sizes; returns bytes */
 static uint64_t fill(struct zm_pool *p, size_t n, struct rng *r)
 {
@@ -172,7 +184,7 @@ static void test_mapped_not_moved(void **state)
  * an object that is mapped. */
 static void test_sweep(void **state)
 {
-	struct zm_pool *p = mk(ZM_COMPACT_OFF, 0, 0);
+	struct zm_pool *p = mk_classes(ZM_COMPACT_OFF, 0, 0);
 	struct zm_pool_stats st;
 	zm_handle_t big[5], small[3];
 	uint8_t buf[4096];
@@ -314,7 +326,7 @@ static void test_trigger_watermark(void **state)
  * 6 of its 32 objects, 19% freeable, each staying in the same group. */
 static void test_trigger_watermark_same_group(void **state)
 {
-	struct zm_pool *p = mk(ZM_COMPACT_WATERMARK, 15, 0);
+	struct zm_pool *p = mk_classes(ZM_COMPACT_WATERMARK, 15, 0);
 	static zm_handle_t h[3200];
 	struct zm_pool_stats st;
 
@@ -436,7 +448,7 @@ static void test_destroy_while_busy(void **state)
  * a compaction that frees F pages moves at least the bound for F. */
 static void test_min_moves(void **st)
 {
-	struct zm_pool *p = mk(ZM_COMPACT_OFF, 0, 0);
+	struct zm_pool *p = mk_classes(ZM_COMPACT_OFF, 0, 0);
 	struct zm_pool_config mc = { .allocator = "malloc" };
 	struct zm_pool_stats s0, s1;
 	struct zm_pool *m;

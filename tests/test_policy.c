@@ -207,7 +207,9 @@ static void test_class_table(void **st)
 	struct zm_pool_class_stats cs;
 
 	(void)st;
-	assert_int_equal(n, 128);
+	/* 127 classes, the huge one, and the mixed zspages' row */
+	assert_int_equal(n, 129);
+	n--;
 	for (unsigned i = 0; i + 1 < n; i++) {
 		unsigned size = 32 + 32 * i, best = 0, bestn = 0;
 		double use = -1;
@@ -230,6 +232,11 @@ static void test_class_table(void **st)
 	cs = class_row(p, n - 1);
 	assert_int_equal(cs.size, PS);
 	assert_int_equal(cs.objs_per_zspage, 1);
+	/* mixed zspages: 8-byte granules, 64 pages (ZS_MAX_PAGES) */
+	cs = class_row(p, n);
+	assert_int_equal(cs.size, 8);
+	assert_int_equal(cs.pages_per_zspage, 64);
+	assert_int_equal(cs.objs_per_zspage, 64 * PS / 8);
 	zm_pool_destroy(p);
 }
 
@@ -503,7 +510,10 @@ static void test_ratio_hysteresis(void **st)
 	enum { NZ = 512 };
 	struct zm_pool *p = mk(&(struct zm_pool_config){ .compact = ZM_COMPACT_RATIO,
 							 .compact_ratio = 60, .compact_target = 80,
-							 .compact_budget = 8 });
+							 .compact_budget = 8,
+							 /* class zspages of a known
+							  * layout: no mixed ones */
+							 .mixed_zspages = -1 });
 	static zm_handle_t h[NZ * 32];
 	struct zm_pool_stats s;
 	double u = 0;
@@ -557,7 +567,10 @@ static void test_ratio_emptiest_first(void **st)
 	enum { NZ = 512 };
 	struct zm_pool *p = mk(&(struct zm_pool_config){ .compact = ZM_COMPACT_RATIO,
 							 .compact_ratio = 60, .compact_target = 80,
-							 .compact_budget = 8 });
+							 .compact_budget = 8,
+							 /* class zspages of a known
+							  * layout: no mixed ones */
+							 .mixed_zspages = -1 });
 	static zm_handle_t h[NZ * 32];
 	static long bound[NZ + 1];
 	struct zm_pool_stats s0, s;
@@ -614,8 +627,10 @@ static void test_ratio_emptiest_first(void **st)
 static void test_watermark_boundary(void **st)
 {
 	enum { NZ = 100 };
+	/* class zspages of a known layout: no mixed ones */
 	struct zm_pool *p = mk(&(struct zm_pool_config){ .compact = ZM_COMPACT_WATERMARK,
-							 .compact_watermark = 30 });
+							 .compact_watermark = 30,
+							 .mixed_zspages = -1 });
 	static zm_handle_t h[NZ * 32];
 	struct zm_pool_stats s;
 	unsigned freed = 0;

@@ -110,6 +110,13 @@ struct zm_pool_config {
 	 * one per key; NULL = none.  It must outlive the pool. */
 	uint64_t *words;
 	uint64_t nwords;             /* at most ZM_POOL_MAX_KEYS */
+	/* zsmalloc: objects whose class has no zspage with room go to a
+	 * mixed zspage, objects of any size packed back to back
+	 * (docs/zsmalloc.md).  Their frees leave holes that only compaction
+	 * gives back, so by default (0) only while the pool compacts by
+	 * itself (compact not OFF); 1 = also without (the caller calls
+	 * zm_pool_compact); -1 = never */
+	int mixed_zspages;
 };
 
 struct zm_pool_stats {

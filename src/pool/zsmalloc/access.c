@@ -24,6 +24,12 @@
 
 #include "pool/zsmalloc/zsmalloc.h"
 
+__attribute__((noinline)) size_t zs_mixed_len(const struct zs_pool *zp,
+					      const struct zspage *zs, unsigned obj)
+{
+	return zs_mhdr(zp, zs, obj - 1)->len;
+}
+
 /* The lookup loop, for a slot (key false) or an owner word (key true):
  * `check` the tag bits the word must match. */
 static inline __attribute__((always_inline)) struct zspage *
@@ -150,11 +156,12 @@ static int copy(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len, bool
 	zs = lookup(zp, h, &obj, ZM_HAZARD_RW);
 	if (zmi_unlikely(!zs))
 		return -EINVAL;
-	if (zmi_unlikely(len > zs->size)) {
+	n = zs_obj_segs(zp, zs, obj, seg, l);
+	/* the object's bytes: its slot, or a mixed zspage's object's length */
+	if (zmi_unlikely(len > (n == 1 ? l[0] : l[0] + l[1]))) {
 		zmi_hazard_clear(ZM_HAZARD_RW);
 		return -EINVAL;
 	}
-	n = zs_obj_segs(zp, zs, obj, seg, l);
 	if (n == 1 || len <= l[0])
 		l[0] = len;
 	if (in)
@@ -191,7 +198,7 @@ size_t zs_obj_size(struct zm_pool *pool, zm_handle_t h)
 	zs = lookup(zp, h, &obj, ZM_HAZARD_RW);
 	if (!zs)
 		return 0;
-	n = zs->size;
+	n = zs->size == ZS_GRANULE ? zs_mhdr(zp, zs, obj - 1)->len : zs->size;
 	zmi_hazard_clear(ZM_HAZARD_RW);
 	return n;
 }

@@ -130,6 +130,88 @@ static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
 	return 0;
 }
 
+/*
+ * Mixed zspages (zsmalloc/zsmalloc.h).  An object whose class has no zspage
+ * with room goes to the tail of one of its shard's two open mixed
+ * zspages, the older first (the objects small enough for what is left of
+ * it), else the newer; when neither has room, a new one opens and the
+ * older closes.  Under the mixed class's lock alone: no class lock is
+ * held meanwhile (lock order: mixed lock -> class lock, the compactor's).
+ */
+static zm_handle_t mixed_alloc(struct zs_pool *zp, unsigned sh, size_t size)
+{
+	struct zs_class *m = zs_class_get(zp, sh, zp->nclasses);
+	unsigned need = zs_mgran(size), g;
+	struct zspage *zs = NULL;
+	struct zs_mhdr *hd;
+	uint32_t idx;
+	uint64_t tag;
+
+	if (zmi_unlikely(!m))
+		return 0;
+	zmi_lock(&m->lock);
+	idx = zs_slot_alloc(zp, m);
+	if (zmi_unlikely(!idx))
+		goto out;
+	/* the open zspage with the least room that holds it (its tail
+	 * filled by the objects small enough, not left unused) */
+	for (unsigned i = 0, best = UINT32_MAX; i < ZS_MIXED_OPEN; i++) {
+		struct zspage *f = m->front[i];
+		unsigned room = f ? m->objs - f->bump : 0;
+
+		if (f && room >= need && room < best) {
+			zs = f;
+			best = room;
+		}
+	}
+	if (!zs) {
+		/* a new one, in place of the one with the least room */
+		unsigned k = 0;
+
+		zs = zs_zspage_new(zp, m);
+		if (!zs)
+			goto out_slot;
+		zs->live = 0;
+		m->zspages++;
+		for (unsigned i = 0; i < ZS_MIXED_OPEN; i++)
+			if (!m->front[i] || (m->front[k] && m->front[i]->bump > m->front[k]->bump))
+				k = i;
+		m->front[k] = zs;
+	}
+	g = zs->bump;
+	if (zmi_unlikely(zs_populate(zp, m, zs, g + need - 1))) {
+		if (!zs->inuse) {
+			/* the zspage just made: it goes again */
+			zs_mixed_close(m, zs);
+			m->zspages--;
+			zs_zspage_retire(zp, m, zs);
+			zs_slot_free(zp, m, idx);
+			zmi_unlock(&m->lock);
+			zs_zspage_free(zp, m, zs);
+			return 0;
+		}
+		goto out_slot;
+	}
+	hd = zs_mhdr(zp, zs, g);
+	hd->ref = idx;
+	hd->len = (uint32_t)size;
+	zs->bump = (uint16_t)(g + need);
+	zs->inuse++;
+	zs->live = (uint16_t)(zs->live + need);
+	tag = (zs_load_slot(zp, idx) & ZS_TAG_MASK) | 1;
+	zs_store_slot(zp, idx, zs_slot_live(zs->id, g + 1, tag));
+	zs_count(&m->used, 1);
+	zs_count(&m->mgran, (int32_t)need);
+	zs_mixed_group_set(m, zs);
+	zmi_unlock(&m->lock);
+	return ((zm_handle_t)idx << ZS_TAG_BITS) | tag;
+out_slot:
+	zs_slot_free(zp, m, idx);
+out:
+	zmi_unlock(&m->lock);
+	return 0;
+}
+
 /* Threads that ever allocated, numbering them: the n-th starts in shard
  * n - 1 (mod the pool's shards).  A lone thread keeps everything in shard
  * 0; two threads allocating side by side part from the start instead of
@@ -185,6 +267,14 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 		if (zs)
 			return alloc_in(zp, c, zs);
 	}
+	/* a mixed zspage's holes come back only by compaction: with no
+	 * background compactor, only if the caller said it compacts */
+	if (zp->mixed && (zp->mixed_always || __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED))
+	    && !(c->size <= ZS_MIXED_SMALL && zs_mgran(size) * ZS_GRANULE >= c->size + 4)) {
+		zmi_unlock(&c->lock);
+		h = mixed_alloc(zp, c->idx >> zp->cshift, size);
+		return h ? h : fail(zp);
+	}
 	zs = zs_zspage_new(zp, c);
 	if (!zs) {
 		zmi_unlock(&c->lock);
@@ -238,6 +328,67 @@ lock_obj(struct zs_pool *zp, zm_handle_t h, bool key, struct zspage **zsp, unsig
 	}
 }
 
+/* Free object obj of mixed zspage zs of m (m's lock held, dropped): its
+ * header marked free, its granules not used again (the compactor
+ * evacuates a zspage that frees leave sparse); the zspage goes with its
+ * last object, open or not. */
+static __attribute__((noinline)) int mixed_free(struct zs_pool *zp, struct zs_class *m,
+						struct zspage *zs, unsigned obj, zm_handle_t h,
+						bool key)
+{
+	struct zs_mhdr *hd = zs_mhdr(zp, zs, obj - 1);
+	unsigned n = zs_mgran(hd->len);
+	bool moved;
+
+	if (key)
+		zs_store_ref(zp, zs_handle_ref(h), 0);
+	else
+		zs_slot_free(zp, m, zs_handle_idx(h));
+	zs_count(&m->used, -1);
+	zs_count(&m->mgran, -(int32_t)n);
+	if (zs->inuse == 1) {
+		zs->inuse = 0;
+		zs->live = 0;
+		zs_mixed_close(m, zs);
+		zs_group_del(m, zs);
+		m->zspages--;
+		zs_zspage_retire(zp, m, zs);
+		zmi_unlock(&m->lock);
+		zs_zspage_free(zp, m, zs);
+		return 0;
+	}
+#if ZM_DEBUG >= 2
+	{
+		char *seg[2];
+		size_t len[2];
+		int k = zs_obj_segs(zp, zs, obj, seg, len);
+
+		memset(seg[0], 0x6b, len[0]);
+		if (k == 2)
+			memset(seg[1], 0x6b, len[1]);
+	}
+#endif
+	hd->ref = ZS_MREF_FREE;
+	zs->inuse--;
+	zs->live = (uint16_t)(zs->live - n);
+	moved = zs_mixed_group_set(m, zs);
+	{
+		uint8_t pol = __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED);
+
+		/* RATIO: the worker looks every period by itself (a child
+		 * after fork gets one when a zspage grows sparse);
+		 * WATERMARK: wake it when the class crosses the line */
+		if (pol == ZM_COMPACT_RATIO) {
+			if (moved && zs->group <= ZS_AUTO_GROUP)
+				zmi_worker_ensure();
+		} else if (pol == ZM_COMPACT_WATERMARK) {
+			zs_auto_note_free(zp, m);
+		}
+	}
+	zmi_unlock(&m->lock);
+	return 0;
+}
+
 /* Free the (not huge) object of h, a slot's handle or (key) a key's. */
 static inline __attribute__((always_inline)) int free_obj(struct zs_pool *zp, zm_handle_t h,
 							  bool key)
@@ -253,6 +404,8 @@ static inline __attribute__((always_inline)) int free_obj(struct zs_pool *zp, zm
 			     "or already free)", (unsigned long long)h);
 		return -EINVAL;
 	}
+	if (zmi_unlikely(c->mixed))
+		return mixed_free(zp, c, zs, obj, h, key);
 	if (key)
 		zs_store_ref(zp, zs_handle_ref(h), 0);
 	else
@@ -328,7 +481,10 @@ int zs_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key)
 	/* the word first, then the back reference: a compactor reads both
 	 * only under this lock */
 	zs_store_ref(zp, kref, zs_slot_live(zs->id, obj, 1));
-	zs_backref(zs, c)[obj] = kref;
+	if (c->mixed)
+		zs_mhdr(zp, zs, obj - 1)->ref = kref;
+	else
+		zs_backref(zs, c)[obj] = kref;
 	zs_slot_free(zp, c, zs_handle_idx(h));
 	zmi_unlock(&c->lock);
 	return 0;
@@ -398,6 +554,29 @@ long zs_unit(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_t max,
 	c = lock_obj(zp, h, key, &zs, &obj);
 	if (!c)
 		return -EINVAL;
+	if (c->mixed) {
+		/* a mixed zspage: its headers say which objects are live */
+		for (unsigned g = 0; g < zs->bump;) {
+			const struct zs_mhdr *hd = zs_mhdr(zp, zs, g);
+			uint32_t ref = hd->ref;
+			zm_handle_t x;
+
+			g += zs_mgran(hd->len);
+			if (ref == ZS_MREF_FREE)
+				continue;
+			if (ref & ZS_REF_OWNER)
+				x = zs_key_handle(ref & ~ZS_REF_OWNER);
+			else
+				x = (zm_handle_t)ref << ZS_TAG_BITS |
+				    (zs_load_slot(zp, ref) & ZS_TAG_MASK);
+			if (n < max)
+				out[n] = x;
+			n++;
+		}
+		*pages = zs->npop;
+		zmi_unlock(&c->lock);
+		return (long)n;
+	}
 	_Static_assert(sizeof(freed) * 8 >= ZS_MAX_PAGES * 4096 / ZS_MIN_SIZE,
 		       "a bit for every object of the largest zspage");
 	if ((size_t)c->objs > sizeof(freed) * 8) {

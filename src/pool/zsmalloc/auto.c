@@ -109,6 +109,17 @@ static struct usage usage(struct zs_pool *zp)
 		if (a > u + zp->page_size)
 			s.excess += a - u - zp->page_size;
 	}
+	/* mixed zspages: their live granules; two of a shard's are open, each
+	 * with a partly used page */
+	ZS_FOR_EACH_MIXED(zp, c) {
+		uint64_t u = (uint64_t)__atomic_load_n(&c->mgran, __ATOMIC_RELAXED) * ZS_GRANULE;
+		uint64_t a = (uint64_t)__atomic_load_n(&c->npages, __ATOMIC_RELAXED) << zp->shift;
+
+		s.used += u;
+		s.alloc += a;
+		if (a > u + 2 * zp->page_size)
+			s.excess += a - u - 2 * zp->page_size;
+	}
 	return s;
 }
 
@@ -149,6 +160,10 @@ static long watermark_pass(struct zs_pool *zp, struct zs_auto *a)
 	struct walk w = { .zp = zp, .a = a };
 	long freed = zs_compact_run(zp, next_flagged, &w, NULL);
 
+	/* a flagged mixed class leaves the run (next_flagged gives it, the
+	 * run skips it): its sparse zspages are evacuated here */
+	if (w.any)
+		freed += zs_mixed_compact(zp, NULL);
 	return w.any ? account(zp, freed, t0) : 0;
 }
 
@@ -204,8 +219,10 @@ static long ratio_pass(struct zs_pool *zp, struct zs_auto *a)
 	uint64_t t0 = zmi_os_now_ns();
 	struct walk w = { .zp = zp, .a = a, .i = ratio_start(zp), .n = zp->total };
 	unsigned budget = a->budget;
+	/* sparse mixed zspages into their classes first, which then pack */
+	long freed = zs_mixed_compact(zp, &budget);
 
-	return account(zp, zs_compact_run(zp, next_slack, &w, &budget), t0);
+	return account(zp, freed + zs_compact_run(zp, next_slack, &w, &budget), t0);
 }
 
 /* Is used/allocated below percent, with at least ZS_AUTO_MIN_SLACK of

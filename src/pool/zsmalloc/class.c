@@ -31,7 +31,7 @@ struct zs_class *zs_class_make(struct zs_pool *zp, unsigned sh, unsigned k)
 
 	pthread_mutex_lock(&zp->shard_lock);
 	s = zp->shard[sh];
-	if (!s && (s = calloc(zp->nclasses, sizeof(*s))))
+	if (!s && (s = calloc(zp->nclasses + 1, sizeof(*s))))
 		__atomic_store_n(&zp->shard[sh], s, __ATOMIC_RELEASE);
 	if (s && !(c = s[k]) && (c = aligned_alloc(64, sizeof(*c)))) {
 		const struct zs_proto *src = &zp->proto[k];
@@ -41,6 +41,7 @@ struct zs_class *zs_class_make(struct zs_pool *zp, unsigned sh, unsigned k)
 		c->pages = src->pages;
 		c->objs = src->objs;
 		c->huge = src->huge;
+		c->mixed = k == zp->nclasses;
 		c->gmul = (uint32_t)(((uint64_t)9 << 20) / c->objs);
 		c->idx = (uint16_t)(sh << zp->cshift | k);
 		zmi_lock_init_kind(&c->lock, ZMI_LOCK_CLASS);
@@ -55,7 +56,7 @@ static void free_classes(struct zs_pool *zp)
 	for (unsigned sh = 0; sh < zp->nshards; sh++) {
 		if (!zp->shard[sh])
 			continue;
-		for (unsigned k = 0; k < zp->nclasses; k++)
+		for (unsigned k = 0; k <= zp->nclasses; k++)
 			free(zp->shard[sh][k]);
 		free(zp->shard[sh]);
 	}
@@ -123,13 +124,27 @@ static int build_classes(struct zs_pool *zp)
 	cls[ncls] = (struct zs_class){ .size = (uint32_t)P, .pages = 1, .objs = 1,
 				       .huge = true };
 	zp->nclasses = ncls + 1;
-	while ((1u << zp->cshift) < zp->nclasses)
+	/* room for the mixed class after the huge one */
+	while ((1u << zp->cshift) < zp->nclasses + 1)
 		zp->cshift++;
 	zp->total = zp->nshards << zp->cshift;
-	zp->proto = calloc(zp->nclasses, sizeof(*zp->proto));
+	zp->proto = calloc(zp->nclasses + 1, sizeof(*zp->proto));
 	for (unsigned k = 0; zp->proto && k < zp->nclasses; k++)
 		zp->proto[k] = (struct zs_proto){ .size = cls[k].size, .pages = cls[k].pages,
 						  .objs = cls[k].objs, .huge = cls[k].huge };
+	if (zp->proto) {
+		/* the mixed class: zspages of max_pages pages (as many as a
+		 * slot's 16-bit object index can name in granules) */
+		size_t mp = ZS_MIXED_MAX_GRANULES * (size_t)ZS_GRANULE / P;
+
+		if (mp > zp->mixed_pages)
+			mp = zp->mixed_pages;
+		if (!mp)
+			zp->mixed = false;
+		zp->proto[zp->nclasses] = (struct zs_proto){
+			.size = ZS_GRANULE, .pages = (uint16_t)(mp ? mp : 1),
+			.objs = (uint16_t)((mp ? mp : 1) * P / ZS_GRANULE) };
+	}
 	free(pg), free(ob), free(cls_of), free(cls);
 	return zp->proto ? 0 : -ENOMEM;
 }
@@ -157,6 +172,12 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	zp->span = cfg->span ? cfg->span : ZM_SPAN_CONTIG;
 	zp->borrow = cfg->class_borrow < 0 ? 0 :
 		     cfg->class_borrow > 0 ? (unsigned)cfg->class_borrow : ZS_DEF_BORROW;
+	zp->mixed = cfg->mixed_zspages ? cfg->mixed_zspages > 0 : ZS_DEF_MIXED;
+	zp->mixed_always = cfg->mixed_zspages > 0;
+	/* a mixed zspage's tail is left unused when the next object does
+	 * not fit: the larger the zspage, the less of it (measured:
+	 * docs/zsmalloc.md); max_zspage_pages bounds it when given */
+	zp->mixed_pages = cfg->max_zspage_pages ? zp->max_pages : ZS_MIXED_PAGES;
 	if (zp->spacing < 8 || (zp->spacing & (zp->spacing - 1)) ||
 	    zp->spacing > zp->page_size / 8 || zp->borrow > 64 ||
 	    zp->max_pages > ZS_MAX_PAGES || zp->span > ZM_SPAN_CONTIG) {
@@ -207,7 +228,7 @@ void zs_destroy(struct zm_pool *pool)
 
 	zs_auto_stop(zp);
 	zs_huge_release(zp);
-	ZS_FOR_EACH_CLASS(zp, c) {
+	ZS_FOR_EACH_CLASS_ALL(zp, c) {
 		zs_record_forget(zp, c, c->spare);
 		for (unsigned g = 0; g < ZS_GROUPS; g++)
 			while (c->group[g]) {
@@ -231,7 +252,10 @@ void zs_destroy(struct zm_pool *pool)
 
 unsigned zs_nr_classes(struct zm_pool *pool)
 {
-	return zs_of(pool)->nclasses;
+	struct zs_pool *zp = zs_of(pool);
+
+	/* the mixed zspages a row after the huge class */
+	return zp->nclasses + zp->mixed;
 }
 
 const struct zmi_pool_ops zmi_zsmalloc_ops = {

@@ -616,7 +616,7 @@ long zs_compact_run(struct zs_pool *zp, struct zs_class *(*next)(void *arg), voi
 				more_classes = false;
 				break;
 			}
-			if (c->huge || c->objs < 2)
+			if (c->huge || c->mixed || c->objs < 2)
 				continue;
 			if (limit - done - nb < room)
 				room = limit - done - nb;
@@ -817,6 +817,216 @@ long zs_sweep(struct zs_pool *zp)
 	return freed;
 }
 
+/*
+ * Mixed zspages.  One whose live granules fall below 3/4 (not one of the
+ * two open for allocation) is evacuated: quiesced as a class's zspages
+ * are, in batches of up to ZS_BATCH under one barrier, skipped while a
+ * hazard names it, then each live object moves into a slot of its own
+ * class (the fullest zspage with room, else a new one), its back
+ * reference along and its handle slot (or owner word) rewritten, in steps
+ * of ZS_STEP_OBJS / ZS_STEP_BYTES under the mixed lock.  The class lock
+ * is taken inside the mixed lock (the only place that nests them:
+ * allocation drops a class lock before it takes the mixed one).  The
+ * emptied zspage is freed after the next barrier.
+ */
+
+/* The zspage of class c an object moves into: the fullest with room, not
+ * marked, else NULL (c's lock held). */
+static struct zspage *class_dst(struct zs_class *c)
+{
+	for (unsigned g = ZS_GROUPS - 2; g >= 1; g--)
+		for (struct zspage *zs = c->group[g]; zs; zs = zs->next)
+			if (!__atomic_load_n(&zs->migrating, __ATOMIC_RELAXED))
+				return zs;
+	return NULL;
+}
+
+/* Move one live object of quiesced mixed zspage src of m (header hd at
+ * granule g) into its class; false if no slot could be had. */
+static bool mixed_move(struct zs_pool *zp, struct zs_class *m, struct zspage *src,
+		       unsigned g, struct zs_mhdr *hd, char *tmp)
+{
+	unsigned len = hd->len, n = zs_mgran(len), to;
+	uint32_t ref = hd->ref;
+	struct zs_class *c = zs_class_get(zp, m->idx >> zp->cshift, zs_class_for(zp, len));
+	char *sseg[2] = { NULL, NULL }, *dseg[2] = { NULL, NULL };
+	size_t slen[2], dlen[2];
+	struct zspage *dst;
+	uint64_t v;
+	int sn, dn;
+
+	if (!c || c->huge)
+		return false;
+	zmi_lock(&c->lock);
+	dst = class_dst(c);
+	if (!dst) {
+		dst = zs_zspage_new(zp, c);
+		if (!dst) {
+			zmi_unlock(&c->lock);
+			return false;
+		}
+		zs_group_set(c, dst);
+		c->zspages++;
+	}
+	to = zs_take_obj(zp, c, dst);
+	if (to == ZS_NONE) {
+		zmi_unlock(&c->lock);
+		return false;
+	}
+	sn = zs_obj_segs(zp, src, g + 1, sseg, slen);
+	dn = zs_obj_segs(zp, dst, to, dseg, dlen);
+	if (dn == 2 && dlen[0] >= len)
+		dn = 1;
+	else if (dn == 2)
+		dlen[1] = len - dlen[0];
+	copy_obj(dseg, dlen, dn, sseg, slen, sn, len, tmp);
+	zs_backref(dst, c)[to] = ref;
+	v = zs_load_ref(zp, ref);
+	zs_store_ref(zp, ref, zs_slot_live(dst->id, to, v & ZS_TAG_MASK));
+	zs_count(&c->used, 1);
+	zs_group_set(c, dst);
+	zmi_unlock(&c->lock);
+	/* the source's object is free now, poisoned as a free would */
+	poison_obj(zp, src, g + 1);
+	hd->ref = ZS_MREF_FREE;
+	src->inuse--;
+	src->live = (uint16_t)(src->live - n);
+	zs_count(&m->used, -1);
+	zs_count(&m->mgran, -(int32_t)n);
+	return true;
+}
+
+/* Evacuate quiesced src of m from granule *at on; returns objects moved.
+ * *more when the hold is spent (call again after a breath, from *at: no
+ * object of src is freed or allocated meanwhile, it is marked); *stuck
+ * when no slot could be had. */
+static long mixed_evacuate(struct zs_pool *zp, struct zs_class *m, struct zspage *src,
+			   unsigned *at, char *tmp, struct hold *h, bool *more, bool *stuck)
+{
+	long moved = 0;
+
+	*more = false;
+	hold_what(h, "mixed");
+	while (*at < src->bump && src->inuse) {
+		struct zs_mhdr *hd = zs_mhdr(zp, src, *at);
+		unsigned len = hd->len;
+
+		if (hd->ref != ZS_MREF_FREE) {
+			if (!hold_room(h, len)) {
+				*more = true;
+				break;
+			}
+			if (!mixed_move(zp, m, src, *at, hd, tmp)) {
+				*stuck = true;
+				break;
+			}
+			hold_moved(h, len);
+			moved++;
+		}
+		*at += zs_mgran(len);
+	}
+	return moved;
+}
+
+/* One shard's mixed class: batches planned, quiesced and evacuated until
+ * none is left sparse or the budget is spent. */
+static long mixed_compact_shard(struct zs_pool *zp, struct zs_class *m, uint8_t pass,
+				unsigned *done, unsigned limit)
+{
+	struct zspage *b[ZS_BATCH], *gone[ZS_BATCH];
+	struct zs_class *gc[ZS_BATCH];
+	char *tmp = zp->scratch + ZS_NONE + 1;
+	unsigned ngone = 0;
+	struct hold h = { 0 };
+	bool stuck = false;
+	long freed = 0;
+
+	while (!stuck) {
+		unsigned nb = 0;
+
+		hold_lock(m, &h, "mixed plan");
+		/* emptiest first */
+		for (unsigned g = 1; g < ZS_GROUPS && nb < ZS_BATCH && *done + nb < limit; g++)
+			for (struct zspage *zs = m->group[g];
+			     zs && nb < ZS_BATCH && *done + nb < limit; zs = zs->next)
+				if (zs->pass != pass && !zs->migrating && zs_mixed_sparse(zs)) {
+					/* an open one is closed: nothing more
+					 * goes into it */
+					zs_mixed_close(m, zs);
+					zs->pass = pass;
+					set_migrating(zs, 1);
+					b[nb++] = zs;
+				}
+		hold_unlock(zp, m, &h);
+		if (!nb)
+			break;
+		/* readers inside them are seen now, later ones back off */
+		zmi_heavy_barrier();
+		free_gone(zp, gc, gone, ngone);
+		ngone = 0;
+		hold_lock(m, &h, "mixed");
+		for (unsigned i = 0; i < nb; i++) {
+			struct zspage *zs = b[i];
+			unsigned at = 0;
+			bool more;
+
+			if (stuck) {   /* no memory for the rest: another time */
+				set_migrating(zs, 0);
+				continue;
+			}
+			if (i)
+				breathe(zp, m, &h);
+			(*done)++;
+			if (zmi_hazard_find(zs)) {   /* mapped: leave it */
+				set_migrating(zs, 0);
+				continue;
+			}
+			for (;;) {
+				zs_stat_add(&zp->objects_moved, (uint64_t)mixed_evacuate(
+					zp, m, zs, &at, tmp, &h, &more, &stuck));
+				if (!more)
+					break;
+				zs_mixed_group_set(m, zs);
+				breathe(zp, m, &h);
+			}
+			if (zs->inuse == 0) {
+				freed += zs->npop;
+				zs_group_del(m, zs);
+				m->zspages--;
+				zs_zspage_retire(zp, m, zs);
+				gc[ngone] = m;
+				gone[ngone++] = zs;
+			} else {
+				set_migrating(zs, 0);
+				zs_mixed_group_set(m, zs);
+			}
+		}
+		hold_unlock(zp, m, &h);
+	}
+	if (ngone) {
+		zmi_heavy_barrier();
+		free_gone(zp, gc, gone, ngone);
+	}
+	return freed;
+}
+
+long zs_mixed_compact(struct zs_pool *zp, unsigned *budget)
+{
+	unsigned done = 0, limit = budget ? *budget : UINT_MAX;
+	long freed = 0;
+	uint8_t pass;
+
+	if (!zp->mixed || !scratch(zp))
+		return 0;
+	pass = ++zp->mpass ? zp->mpass : ++zp->mpass;   /* new zspages have 0 */
+	ZS_FOR_EACH_MIXED(zp, m)
+		if (done < limit)
+			freed += mixed_compact_shard(zp, m, pass, &done, limit);
+	if (budget)
+		*budget = done < limit ? limit - done : 0;
+	return freed;
+}
+
 /* Every class made so far, shard by shard, by size (ZS_FOR_EACH_CLASS's
  * order), for zs_compact_run. */
 static struct zs_class *every_class(void *arg)
@@ -842,7 +1052,9 @@ static long compact_all(struct zs_pool *zp)
 	long freed;
 
 	pthread_mutex_lock(&zp->compact_lock);
-	freed = zs_compact_run(zp, every_class, &it, NULL);
+	/* sparse mixed zspages into the classes first, which then pack */
+	freed = zs_mixed_compact(zp, NULL);
+	freed += zs_compact_run(zp, every_class, &it, NULL);
 	freed += zs_sweep(zp);
 	zs_meta_compact(zp);   /* records and tables the freed zspages left sparse */
 	zs_stat_add(&zp->compactions, 1);
@@ -867,6 +1079,7 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 	if (!want)
 		return 0;
 	pthread_mutex_lock(&zp->compact_lock);
+	freed = zs_mixed_compact(zp, NULL);
 	/* classes with the most slack first: a few passes over the table */
 	for (int round = 0; round < 8 && (size_t)freed < want; round++) {
 		struct zs_class *best = NULL;
@@ -931,6 +1144,25 @@ long zs_min_moves(struct zm_pool *pool, size_t pages)
 					hist[starts[p] < nh ? starts[p] : nh - 1]++;
 			}
 		zmi_unlock(&c->lock);
+	}
+	/* mixed zspages: a live object starts where its header is */
+	ZS_FOR_EACH_MIXED(zp, m) {
+		zmi_lock(&m->lock);
+		for (unsigned g = 0; g < ZS_GROUPS; g++)
+			for (struct zspage *zs = m->group[g]; zs; zs = zs->next) {
+				uint32_t starts[ZS_MAX_PAGES] = { 0 };
+
+				for (unsigned at = 0; at < zs->bump;) {
+					const struct zs_mhdr *hd = zs_mhdr(zp, zs, at);
+
+					if (hd->ref != ZS_MREF_FREE)
+						starts[((size_t)at * ZS_GRANULE) >> zp->shift]++;
+					at += zs_mgran(hd->len);
+				}
+				for (unsigned p = 0; p < zs->npop; p++)
+					hist[starts[p] < nh ? starts[p] : nh - 1]++;
+			}
+		zmi_unlock(&m->lock);
 	}
 	pthread_mutex_unlock(&zp->compact_lock);
 	for (size_t k = 0; k < nh && left; k++) {

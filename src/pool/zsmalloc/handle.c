@@ -215,7 +215,7 @@ static long trim_table(struct zs_pool *zp, bool slots)
 		goto out;
 	/* the free entries of every class, taken: no one else hands them
 	 * out meanwhile (a class short of entries takes a new chunk) */
-	ZS_FOR_EACH_CLASS(zp, c) {
+	ZS_FOR_EACH_CLASS_ALL(zp, c) {
 		struct held *x = &h[nh++];
 
 		zmi_lock(&c->lock);

@@ -610,6 +610,10 @@ static long move_class(struct zs_pool *zp, struct zs_class *c)
 				c->group[nz->group] = nz;
 			if (nz->next)
 				nz->next->prev = nz;
+			/* a mixed class's open zspages are named by their records */
+			for (unsigned f = 0; f < ZS_MIXED_OPEN; f++)
+				if (c->front[f] == zs)
+					c->front[f] = nz;
 			__atomic_store_n(&zp->ztab[nz->id], (uintptr_t)nz, __ATOMIC_RELEASE);
 			old[no++] = zs;
 		}
@@ -680,7 +684,7 @@ long zs_records_compact(struct zs_pool *zp)
 		zmi_unlock(&b->lock);
 	}
 	if (d.n || strays)
-		ZS_FOR_EACH_CLASS(zp, c)
+		ZS_FOR_EACH_CLASS_ALL(zp, c)
 			if (!c->huge && !zs_record_big(zp, c))
 				move_class(zp, c);
 	freed = finish(zp, &d);
@@ -692,7 +696,7 @@ void zs_meta_compact(struct zs_pool *zp)
 {
 	/* a class left without zspages needs no spare record (with its id):
 	 * after everything was freed they held a record page per size */
-	ZS_FOR_EACH_CLASS(zp, c) {
+	ZS_FOR_EACH_CLASS_ALL(zp, c) {
 		struct zspage *sp;
 		void *gone = NULL;
 

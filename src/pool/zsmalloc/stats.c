@@ -26,11 +26,13 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	uint64_t pages = 0, meta = 0, rec = 0;
 	unsigned nclass = 0;
 
-	ZS_FOR_EACH_CLASS(zp, c) {
+	ZS_FOR_EACH_CLASS_ALL(zp, c) {
 		nclass++;
 		zmi_lock(&c->lock);
 		st->objects += c->used;
-		st->slot_bytes += c->used * c->size;
+		/* a mixed zspage's objects: their granules, headers included */
+		st->slot_bytes += c->mixed ? (uint64_t)c->mgran * ZS_GRANULE :
+			(uint64_t)c->used * c->size;
 		st->zspages += c->zspages;
 		pages += c->npages;
 		if (c->huge)
@@ -65,8 +67,8 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	meta += st->handle_bytes + rec + st->pages_meta_bytes;
 	for (unsigned sh = 0; sh < zp->nshards; sh++)
 		if (__atomic_load_n(&zp->shard[sh], __ATOMIC_ACQUIRE))
-			meta += zp->nclasses * sizeof(struct zs_class *);
-	meta += nclass * sizeof(struct zs_class) + zp->nclasses * sizeof(struct zs_proto) +
+			meta += (zp->nclasses + 1) * sizeof(struct zs_class *);
+	meta += nclass * sizeof(struct zs_class) + (zp->nclasses + 1) * sizeof(struct zs_proto) +
 		zp->nidx * sizeof(uint16_t) +
 		sizeof(*zp);
 	st->meta_bytes = meta;
@@ -83,13 +85,14 @@ int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stat
 	struct zs_pool *zp = zs_of(pool);
 	uint64_t free_objs;
 
-	if (idx >= zp->nclasses)
+	if (idx >= zp->nclasses + zp->mixed)
 		return -EINVAL;
 	cs->size = zp->proto[idx].size;
 	cs->pages_per_zspage = zp->proto[idx].pages;
 	cs->objs_per_zspage = zp->proto[idx].objs;
 	for (unsigned k = 0; k < zp->nshards; k++) {
-		struct zs_class *c = zs_class_at(zp, (k << zp->cshift) + idx);
+		struct zs_class *c = idx == zp->nclasses ? zs_mixed_at(zp, k) :
+				     zs_class_at(zp, (k << zp->cshift) + idx);
 
 		if (!c)
 			continue;
@@ -101,7 +104,8 @@ int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stat
 			cs->fullness[ZS_GROUPS - 1] += c->zspages;
 		cs->pages_used += c->npages;
 		cs->obj_allocated += c->zspages * c->objs;
-		cs->obj_used += c->used;
+		/* the mixed row counts granules (of 8 bytes, its "size") */
+		cs->obj_used += c->mixed ? c->mgran : c->used;
 		zmi_unlock(&c->lock);
 	}
 	free_objs = cs->obj_allocated - cs->obj_used;
@@ -186,6 +190,116 @@ static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *z
 	return bad;
 }
 
+/* A mixed zspage: its headers walked from granule 0 to the bump, each
+ * live object's slot pointing back at its data granule, the counters
+ * against them, free objects' bytes still poisoned. */
+static int check_mixed(struct zs_pool *zp, struct zs_class *m, struct zspage *zs, unsigned g)
+{
+	unsigned live = 0, objs = 0, at = 0;
+	/* the largest class's slot: larger objects are huge */
+	size_t max = zp->nclasses > 1 ? zp->proto[zp->nclasses - 2].size : zp->page_size;
+	int bad = 0;
+
+#if ZM_DEBUG >= 1
+	if (zs->magic != ZS_MAGIC)
+		ZM_CHECK_FAIL("check: mixed zspage %p has bad magic", (void *)zs);
+#endif
+	if (zs->group != g || zs_group_of(m, zs->live) != g)
+		ZM_CHECK_FAIL("check: mixed zspage %p in group %u with %u/%u granules live",
+			      (void *)zs, g, zs->live, m->objs);
+	if (zs->inuse == 0)
+		ZM_CHECK_FAIL("check: empty mixed zspage %p kept", (void *)zs);
+	if (zs->bump > m->objs || zs->live > zs->bump)
+		ZM_CHECK_FAIL("check: mixed zspage %p bump %u live %u granules %u", (void *)zs,
+			      zs->bump, zs->live, m->objs);
+	if (zs_by_id(zp, zs->id) != zs)
+		ZM_CHECK_FAIL("check: zspage %p: its id %u names another record", (void *)zs, zs->id);
+	if (zs->npop > m->pages || zs->npop != zs_pages_for(zp, m, zs->bump ? zs->bump : 1))
+		ZM_CHECK_FAIL("check: mixed zspage %p: %u pages populated for bump %u",
+			      (void *)zs, zs->npop, zs->bump);
+	if (bad)
+		return bad;   /* the walk below would read past its pages */
+	while (at < zs->bump) {
+		const struct zs_mhdr *hd = zs_mhdr(zp, zs, at);
+		unsigned n = zs_mgran(hd->len);
+
+		if (hd->len == 0 || hd->len > max || at + n > zs->bump) {
+			ZM_CHECK_FAIL("check: mixed zspage %p: bad header at granule %u "
+				      "(length %u, bump %u)", (void *)zs, at, hd->len, zs->bump);
+			return bad;
+		}
+		if (hd->ref != ZS_MREF_FREE) {
+			uint64_t v = zs_load_ref(zp, hd->ref);
+
+			if (!(v & 1) || (v & ZS_TAG_HUGE) || zs_slot_id(v) != zs->id ||
+			    zs_slot_obj(v) != at + 1)
+				ZM_CHECK_FAIL("check: object at granule %u of mixed zspage %p: "
+					      "handle slot %#x does not point back", at + 1,
+					      (void *)zs, hd->ref);
+			live += n;
+			objs++;
+		}
+#if ZM_DEBUG >= 2
+		else if (!poisoned(zp, zs, at + 1))
+			ZM_CHECK_FAIL("check: free object at granule %u of mixed zspage %p was "
+				      "written after it was freed", at + 1, (void *)zs);
+#endif
+		at += n;
+	}
+	if (live != zs->live || objs != zs->inuse)
+		ZM_CHECK_FAIL("check: mixed zspage %p: %u objects in %u granules live, "
+			      "counters %u/%u", (void *)zs, objs, live, zs->inuse, zs->live);
+	return bad;
+}
+
+/* A shard's mixed class: its zspages against its counters, its open
+ * zspages among them. */
+static int check_mixed_class(struct zs_pool *zp, struct zs_class *m)
+{
+	uint64_t n = 0, used = 0, gran = 0, pages = 0, split = 0;
+	bool found[ZS_MIXED_OPEN];
+	int bad = 0;
+
+	for (unsigned i = 0; i < ZS_MIXED_OPEN; i++) {
+		found[i] = !m->front[i];
+		for (unsigned k = 0; k < i; k++)
+			if (m->front[i] && m->front[i] == m->front[k])
+				ZM_CHECK_FAIL("check: mixed class: zspage %p open twice",
+					      (void *)m->front[i]);
+	}
+	for (unsigned g = 0; g < ZS_GROUPS; g++) {
+		for (struct zspage *zs = m->group[g]; zs; zs = zs->next) {
+			if (zs->next && zs->next->prev != zs)
+				ZM_CHECK_FAIL("check: mixed class group %u: broken links", g);
+			if (check_mixed(zp, m, zs, g))
+				bad = 1;
+			for (unsigned i = 0; i < ZS_MIXED_OPEN; i++)
+				found[i] |= zs == m->front[i];
+			used += zs->inuse;
+			gran += zs->live;
+			pages += zs->npop;
+			split += zs->pfnx != NULL;
+			n++;
+		}
+		if (!!m->group[g] != !!(m->gmask & (1u << g)))
+			ZM_CHECK_FAIL("check: mixed class group %u: bitmap says %d", g,
+				      !!(m->gmask & (1u << g)));
+	}
+	for (unsigned i = 0; i < ZS_MIXED_OPEN; i++)
+		if (!found[i])
+			ZM_CHECK_FAIL("check: mixed class: open zspage %p is on no list",
+				      (void *)m->front[i]);
+	if (split != m->nsplit)
+		ZM_CHECK_FAIL("check: mixed class: %llu zspages with pfn arrays, counter %u",
+			      (unsigned long long)split, m->nsplit);
+	if (n != m->zspages || used != m->used || gran != m->mgran || pages != m->npages)
+		ZM_CHECK_FAIL("check: mixed class: %llu zspages/%llu used/%llu granules/%llu "
+			      "pages, counters %u/%u/%u/%u", (unsigned long long)n,
+			      (unsigned long long)used, (unsigned long long)gran,
+			      (unsigned long long)pages, m->zspages, m->used, m->mgran, m->npages);
+	return bad;
+}
+
 /* The zspages of class c on its fullness lists, against its counters. */
 static int check_class(struct zs_pool *zp, struct zs_class *c, uint8_t *seen)
 {
@@ -250,9 +364,10 @@ int zs_check(struct zm_pool *pool)
 		free(pfns);
 		return -ENOMEM;
 	}
-	ZS_FOR_EACH_CLASS(zp, c) {
+	ZS_FOR_EACH_CLASS_ALL(zp, c) {
 		zmi_lock(&c->lock);
-		if (c->huge ? zs_huge_check(zp, c, pfns, ps.total_pages) :
+		if (c->mixed ? check_mixed_class(zp, c) :
+		    c->huge ? zs_huge_check(zp, c, pfns, ps.total_pages) :
 			      check_class(zp, c, seen))
 			bad = 1;
 		if (check_free_slots(zp, c))

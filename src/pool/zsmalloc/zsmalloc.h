@@ -78,6 +78,16 @@
 /* a default zspage is one run of the pages layer (zsmalloc/zspage.c) */
 _Static_assert(ZS_DEF_MAX_PAGES == ZM_PAGES_RUN_MAX, "a default zspage is a page run");
 #define ZS_DEF_BORROW 0     /* measured: no gain at spacing 32 */
+#ifndef ZS_DEF_MIXED
+#define ZS_DEF_MIXED 1      /* mixed zspages (below); measured: docs/zsmalloc.md */
+#endif
+#ifndef ZS_MIXED_PAGES
+#define ZS_MIXED_PAGES ZS_MAX_PAGES
+#endif
+#ifndef ZS_MIXED_SMALL
+#define ZS_MIXED_SMALL 64
+#endif
+#define ZS_MIXED_MAX_GRANULES 0xFFF0u /* a granule index fits a slot's 16-bit obj */
 #define ZS_DEF_POLICY ZM_COMPACT_RATIO /* measured: docs/compaction.md */
 #define ZS_MAX_SHARDS 8   /* class copies, at most; as many as CPUs */
 /* Pages this large or larger get one copy of each class: objects are few
@@ -127,21 +137,67 @@ struct zspage {
 	uint32_t id;             /* index in the zspage table */
 	uint16_t cls;
 	uint16_t inuse;
-	uint16_t free_head;      /* first freed object; the chain runs through
-				    the free objects' back references */
-	uint16_t bump;           /* objects from here on were never used */
+	union {
+		uint16_t free_head;  /* first freed object; the chain runs through
+					the free objects' back references */
+		uint16_t live;       /* mixed: granules of live objects, their
+					headers included */
+	};
+	uint16_t bump;           /* objects (mixed: granules) from here on
+				    were never used */
 	uint8_t group;
 	uint8_t npop;            /* pages populated so far (lazily, see zsmalloc/zspage.c) */
 	uint8_t migrating;       /* atomic: a compactor is moving objects out */
 	uint8_t pass;            /* compaction: received objects in this pass */
-	uint32_t size;           /* the class's slot size, for the map path */
+	uint32_t size;           /* the class's slot size, for the map path;
+				    ZS_GRANULE for a mixed zspage */
 	zm_pfn_t first;          /* the first page (in what would be padding) */
 	struct zspage *next, *prev;
 	zm_pfn_t *pfnx;          /* atomic: the pfns, if not one run; or NULL */
 	uint32_t data[];         /* the handle slot (or owner key) of each
 				    live object, its back reference; of a
-				    free one, the next in the free chain */
+				    free one, the next in the free chain
+				    (none in a mixed zspage's record) */
 };
+
+/*
+ * Mixed zspages.  When an object's class has no zspage with room, the
+ * object goes to its shard's mixed zspage instead (zsmalloc/alloc.c), if
+ * the pool has them: objects of any size back to back, each an 8-byte
+ * header and its bytes rounded up to 8 (granules), so there is no
+ * rounding to a class and one partly used page per shard instead of one
+ * per class.  The mixed class is a class like the others to the handle
+ * table, the zspage table, the records and the locks, at index nclasses
+ * of each shard (after the huge one: ZS_FOR_EACH_CLASS never sees it),
+ * its slot size ZS_GRANULE, its "objects" granules.  An object at
+ * granule g has its header there and its data from g + 1, which its
+ * handle slot names as the object (so that zs_obj_segs finds the data
+ * at obj * size as for any zspage); the header gives the length.  A
+ * freed object's header is marked free and its granules are not used
+ * again: frees leave holes, and a mixed zspage whose live granules fall
+ * below 3/4 is evacuated by the compactor, its objects moving into
+ * their own classes (zsmalloc/compact.c).  Two zspages of a shard are
+ * open for allocation (front[]): the newest, and the one before it,
+ * kept for objects small enough to fill its tail.  Records have no back
+ * references: the header holds it.
+ */
+#define ZS_GRANULE 8
+#ifndef ZS_MIXED_OPEN
+#define ZS_MIXED_OPEN 2           /* zspages of a shard open for allocation */
+#endif
+#define ZS_MREF_FREE 0xFFFFFFFFu  /* a freed object's header (no slot index
+				     nor owner key is all ones) */
+struct zs_mhdr {
+	uint32_t ref;            /* back reference, or ZS_MREF_FREE */
+	uint32_t len;            /* the object's bytes */
+};
+struct zspage;
+struct zs_class;
+/* Granules an object of len bytes takes, its header included. */
+static inline unsigned zs_mgran(size_t len)
+{
+	return 1 + (unsigned)((len + ZS_GRANULE - 1) / ZS_GRANULE);
+}
 
 static inline void zs_set_magic(struct zspage *zs, uint32_t v)
 {
@@ -187,6 +243,11 @@ struct zs_class {
 	uint32_t nfree_ids;               /* lock */
 	uint32_t nsplit;                  /* lock: zspages with a pfn array
 					     (struct zspage's pfnx) */
+	bool mixed;                       /* the shard's mixed class; immutable */
+	uint32_t mgran;                   /* mixed, lock (read without it,
+					     zs_count): live granules */
+	struct zspage *front[ZS_MIXED_OPEN]; /* mixed, lock: the zspages
+						open for allocation, or NULL */
 } __attribute__((aligned(64)));
 
 /* Add to a counter that is written under the class lock but read without
@@ -207,7 +268,7 @@ static inline void zs_stat_add(uint64_t *ctr, uint64_t d)
 /* Bytes of one zspage record of class c. */
 static inline size_t zs_record_size(const struct zs_class *c)
 {
-	return sizeof(struct zspage) + (size_t)c->objs * sizeof(uint32_t);
+	return sizeof(struct zspage) + (c->mixed ? 0 : (size_t)c->objs * sizeof(uint32_t));
 }
 
 /* A record takes whole cache lines of its own: records of two shards'
@@ -289,13 +350,21 @@ struct zs_pool {
 	uint8_t auto_pol;        /* atomic: the background compactor's policy
 				    (zsmalloc/auto.c), 0 without one; zm_pool_free reads
 				    it to know what to note */
-	unsigned nclasses;       /* distinct classes, huge last */
+	unsigned nclasses;       /* distinct classes, huge last (the mixed
+				    class of a shard, if any, after them) */
+	bool mixed;              /* immutable: mixed zspages (above) */
+	unsigned mixed_pages;    /* immutable: most pages of a mixed zspage */
+	bool mixed_always;       /* immutable: even with no background
+				    compactor (else only with one: their
+				    holes come back only by compaction) */
+	uint8_t mpass;           /* compact_lock: mixed compaction's pass */
 	unsigned nshards;        /* copies of each class (power of two) */
-	unsigned cshift;         /* 1 << cshift >= nclasses */
+	unsigned cshift;         /* 1 << cshift > nclasses */
 	unsigned total;          /* nshards << cshift: the class index space */
 	unsigned nidx;           /* entries of idx_to_class */
 	uint16_t *idx_to_class;  /* size index -> class (merged classes) */
-	struct zs_proto {        /* the classes' immutable fields */
+	struct zs_proto {        /* the classes' immutable fields, and the
+				    mixed class's (nclasses + 1 of them) */
 		uint32_t size;
 		uint16_t pages, objs;
 		bool huge;
@@ -304,7 +373,8 @@ struct zs_pool {
 	 * size comes to that shard: a process using one thread never pays
 	 * for the other shards' classes, nor anyone for sizes it never
 	 * allocates (192 bytes a class; 24 KiB a shard at 4 KiB pages if
-	 * all were made).  shard[sh] is an array of nclasses pointers, made
+	 * all were made).  shard[sh] is an array of nclasses + 1 pointers
+	 * (the last the mixed class), made
 	 * with the shard's first class.  Atomic; shard_lock serialises
 	 * making them. */
 	struct zs_class **shard[ZS_MAX_SHARDS];
@@ -397,6 +467,25 @@ static inline struct zs_class *zs_huge_class(const struct zs_pool *zp, unsigned 
 {
 	return zs_class_at(zp, (sh << zp->cshift) + zp->nclasses - 1);
 }
+/* The mixed class of shard sh, if the pool has them and it was made. */
+static inline struct zs_class *zs_mixed_at(const struct zs_pool *zp, unsigned sh)
+{
+	struct zs_class **s = __atomic_load_n(&zp->shard[sh], __ATOMIC_ACQUIRE);
+
+	return s && zp->mixed ? __atomic_load_n(&s[zp->nclasses], __ATOMIC_ACQUIRE) : NULL;
+}
+/* Each mixed class made so far. */
+#define ZS_FOR_EACH_MIXED(zp, c)                                                \
+	for (unsigned msh_ = 0; msh_ < (zp)->nshards; msh_++)                   \
+		for (struct zs_class *c = zs_mixed_at((zp), msh_); c; c = NULL)
+/* Every class and mixed class made so far (the mixed ones after). */
+#define ZS_FOR_EACH_CLASS_ALL(zp, c)                                            \
+	for (unsigned a_ = 0; a_ < 2; a_++)                                     \
+		for (unsigned sh_ = 0; sh_ < (zp)->nshards; sh_++)              \
+			for (unsigned k_ = a_ ? (zp)->nclasses : 0;             \
+			     k_ < (a_ ? (zp)->nclasses + 1 : (zp)->nclasses); k_++) \
+				for (struct zs_class *c = a_ ? zs_mixed_at((zp), sh_) : \
+				     zs_class_at((zp), sh_ << (zp)->cshift | k_); c; c = NULL)
 /* Each class made so far, shard by shard, by size.  (`break` in the body
  * leaves only the innermost loop: use a flag.) */
 #define ZS_FOR_EACH_CLASS(zp, c)                                                \
@@ -582,6 +671,20 @@ static inline uint32_t *zs_backref(struct zspage *zs, const struct zs_class *c)
 {
 	return zs->data;
 }
+/* The header at granule g of mixed zspage zs (a header never straddles
+ * a page). */
+static inline struct zs_mhdr *zs_mhdr(const struct zs_pool *zp, const struct zspage *zs,
+				      unsigned g)
+{
+	size_t off = (size_t)g * ZS_GRANULE;
+
+	return (struct zs_mhdr *)(zp->base + ((size_t)zs_pfn(zs, (unsigned)(off >> zp->shift))
+					      << zp->shift) + (off & (zp->page_size - 1)));
+}
+/* The length of object obj of a mixed zspage, from its header (out of
+ * line: on the class zspages' map path, inlined, it cost 6.6
+ * instructions a map, out of line 3.5, callgrind). */
+size_t zs_mixed_len(const struct zs_pool *zp, const struct zspage *zs, unsigned obj);
 /* The one or two pieces of memory holding object obj; returns how many.
  * An object crossing into the next page is one piece if that page is the
  * next one in memory and the pool uses the CONTIG method. */
@@ -595,6 +698,10 @@ static inline int zs_obj_segs(const struct zs_pool *zp, const struct zspage *zs,
 	zm_pfn_t p0 = zmi_likely(!x) ? zs->first + pg : x[pg], p1;
 
 	seg[0] = zp->base + ((size_t)p0 << zp->shift) + in;
+	/* a mixed zspage's object: its length from its header, the granule
+	 * before (in the page before, if the data starts a page) */
+	if (zmi_unlikely(size == ZS_GRANULE))
+		size = zs_mixed_len(zp, zs, obj);
 	/* one piece if it stays in its page, or crosses into the next page
 	 * in memory (CONTIG); pfnx has no entry beyond the zspage's pages */
 	if (zmi_likely(in + size <= zp->page_size)) {
@@ -637,6 +744,16 @@ static inline bool zs_group_set(struct zs_class *c, struct zspage *zs)
 	if (zmi_likely(g == zs->group))
 		return false;
 	zs_group_move(c, zs, g);
+	return true;
+}
+/* The same for a mixed zspage: its group by live granules. */
+static inline bool zs_mixed_group_set(struct zs_class *m, struct zspage *zs)
+{
+	unsigned g = zs_group_of(m, zs->live);
+
+	if (g == zs->group)
+		return false;
+	zs_group_move(m, zs, g);
 	return true;
 }
 static inline struct zspage *zs_by_id(struct zs_pool *zp, uint32_t id)
@@ -686,10 +803,31 @@ long zs_compact_run(struct zs_pool *zp, struct zs_class *(*next)(void *arg), voi
  * page or more) up into free slots of larger classes; returns pages
  * freed.  Caller holds zp->compact_lock. */
 long zs_sweep(struct zs_pool *zp);
+/* Evacuate the mixed zspages whose live granules are below 3/4 (not the
+ * open ones): their objects move into their classes; at most *budget
+ * zspages (NULL: no bound), taking what it used off.  Returns pages
+ * freed.  Caller holds zp->compact_lock. */
+long zs_mixed_compact(struct zs_pool *zp, unsigned *budget);
+/* Mixed zspage zs is no longer open for allocation, if it was (lock held). */
+static inline void zs_mixed_close(struct zs_class *m, const struct zspage *zs)
+{
+	for (unsigned i = 0; i < ZS_MIXED_OPEN; i++)
+		if (m->front[i] == zs)
+			m->front[i] = NULL;
+}
+/* Is mixed zspage zs one the compactor evacuates: live granules below 3/4
+ * of those it used?  (An open one too: it is closed first.) */
+#define ZS_MIXED_KEEP_NUM 3
+#define ZS_MIXED_KEEP_DEN 4
+static inline bool zs_mixed_sparse(const struct zspage *zs)
+{
+	return (uint64_t)zs->live * ZS_MIXED_KEEP_DEN < (uint64_t)zs->bump * ZS_MIXED_KEEP_NUM;
+}
 /* Pages of slack in c (populated bytes not holding objects). lock held */
 static inline uint64_t zs_slack_pages(const struct zs_pool *zp, const struct zs_class *c)
 {
-	uint64_t have = (uint64_t)c->npages << zp->shift, used = (uint64_t)c->used * c->size;
+	uint64_t have = (uint64_t)c->npages << zp->shift;
+	uint64_t used = c->mixed ? (uint64_t)c->mgran * ZS_GRANULE : (uint64_t)c->used * c->size;
 
 	return have > used ? (have - used) >> zp->shift : 0;
 }
