@@ -114,8 +114,9 @@ struct zm_pool_config {
 	 * mixed zspage, objects of any size packed back to back
 	 * (docs/zsmalloc.md).  Their frees leave holes that only compaction
 	 * gives back, so by default (0) only while the pool compacts by
-	 * itself (compact not OFF); 1 = also without (the caller calls
-	 * zm_pool_compact); -1 = never */
+	 * itself (compact not OFF), and not when its pages have a limit
+	 * (where a free must make room at once); 1 = also then (the caller
+	 * calls zm_pool_compact); -1 = never */
 	int mixed_zspages;
 };
 

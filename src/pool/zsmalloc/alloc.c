@@ -149,7 +149,17 @@ static zm_handle_t mixed_alloc(struct zs_pool *zp, unsigned sh, size_t size)
 
 	if (zmi_unlikely(!m))
 		return 0;
-	zmi_lock(&m->lock);
+	if (zmi_unlikely(!zmi_trylock(&m->lock))) {
+		/* as zs_malloc with a class's lock: part from whoever is here */
+		unsigned n = zp->nshards;
+
+		sh = n > 1 && sh == 0 ? 1 + zmi_thread_number() % (n - 1) : 0;
+		zmi_self.shard = sh;
+		m = zs_class_get(zp, sh, zp->nclasses);
+		if (zmi_unlikely(!m))
+			return 0;
+		zmi_lock(&m->lock);
+	}
 	idx = zs_slot_alloc(zp, m);
 	if (zmi_unlikely(!idx))
 		goto out;
@@ -171,7 +181,7 @@ static zm_handle_t mixed_alloc(struct zs_pool *zp, unsigned sh, size_t size)
 		zs = zs_zspage_new(zp, m);
 		if (!zs)
 			goto out_slot;
-		zs->live = 0;
+		zs->placed = 0;
 		m->zspages++;
 		for (unsigned i = 0; i < ZS_MIXED_OPEN; i++)
 			if (!m->front[i] || (m->front[k] && m->front[i]->bump > m->front[k]->bump))
@@ -197,12 +207,19 @@ static zm_handle_t mixed_alloc(struct zs_pool *zp, unsigned sh, size_t size)
 	hd->len = (uint32_t)size;
 	zs->bump = (uint16_t)(g + need);
 	zs->inuse++;
-	zs->live = (uint16_t)(zs->live + need);
+	zs->placed++;
 	tag = (zs_load_slot(zp, idx) & ZS_TAG_MASK) | 1;
 	zs_store_slot(zp, idx, zs_slot_live(zs->id, g + 1, tag));
 	zs_count(&m->used, 1);
 	zs_count(&m->mgran, (int32_t)need);
+	zs_count(&m->mplaced, 1);
 	zs_mixed_group_set(m, zs);
+	/* the next object's header, in a page of the zspage already: fetched
+	 * for writing while the caller works (a write to a line not in the
+	 * cache, waited for by the next lock's exchange, was most of an
+	 * allocation's time in allocbench, which never touches objects) */
+	if ((((size_t)zs->bump * ZS_GRANULE) >> zp->shift) < zs->npop)
+		__builtin_prefetch(zs_mhdr(zp, zs, zs->bump), 1);
 	zmi_unlock(&m->lock);
 	return ((zm_handle_t)idx << ZS_TAG_BITS) | tag;
 out_slot:
@@ -210,6 +227,20 @@ out_slot:
 out:
 	zmi_unlock(&m->lock);
 	return 0;
+}
+
+/* Does an object of class c (which has no zspage) go to a mixed zspage?
+ * Their holes come back only by compaction: with no background
+ * compactor, only if the caller said it compacts.  A class with
+ * zspages of its own keeps its objects (the compactor moved some there:
+ * frees then make room that allocations take, not holes).  A small
+ * object whose slot costs less than a header and its granules (up to 64
+ * bytes: zero pages, 26 bytes) goes to its class. */
+static inline bool mixed_for(const struct zs_pool *zp, const struct zs_class *c, size_t size)
+{
+	return zp->mixed && !c->huge &&
+	       (zp->mixed_always || __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED)) &&
+	       !(c->size <= ZS_MIXED_SMALL && zs_mgran(size) * ZS_GRANULE >= c->size + 4);
 }
 
 /* Threads that ever allocated, numbering them: the n-th starts in shard
@@ -236,6 +267,13 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 
 	if (zmi_unlikely(!c))
 		return fail(zp);
+	/* a class with no zspage: its objects go to a mixed zspage (without
+	 * taking the class's lock: a class that gets a zspage meanwhile
+	 * only means this object went to a mixed one) */
+	if (zmi_unlikely(!__atomic_load_n(&c->npages, __ATOMIC_RELAXED)) && mixed_for(zp, c, size)) {
+		h = mixed_alloc(zp, sh, size);
+		return h ? h : fail(zp);
+	}
 	if (zmi_unlikely(!zmi_trylock(&c->lock))) {
 		/* someone else allocates here: move for good, from shard 0 to
 		 * a shard of this thread's own (its number picks it), from
@@ -266,14 +304,6 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 		zs = pick(c);
 		if (zs)
 			return alloc_in(zp, c, zs);
-	}
-	/* a mixed zspage's holes come back only by compaction: with no
-	 * background compactor, only if the caller said it compacts */
-	if (zp->mixed && (zp->mixed_always || __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED))
-	    && !(c->size <= ZS_MIXED_SMALL && zs_mgran(size) * ZS_GRANULE >= c->size + 4)) {
-		zmi_unlock(&c->lock);
-		h = mixed_alloc(zp, c->idx >> zp->cshift, size);
-		return h ? h : fail(zp);
 	}
 	zs = zs_zspage_new(zp, c);
 	if (!zs) {
@@ -329,15 +359,14 @@ lock_obj(struct zs_pool *zp, zm_handle_t h, bool key, struct zspage **zsp, unsig
 }
 
 /* Free object obj of mixed zspage zs of m (m's lock held, dropped): its
- * header marked free, its granules not used again (the compactor
- * evacuates a zspage that frees leave sparse); the zspage goes with its
- * last object, open or not. */
+ * slot (or owner word) no longer names it, which makes it free; neither
+ * its header nor its bytes are touched (in debug builds, poisoned), its
+ * granules not used again (the compactor evacuates a zspage that frees
+ * leave sparse); the zspage goes with its last object, open or not. */
 static __attribute__((noinline)) int mixed_free(struct zs_pool *zp, struct zs_class *m,
 						struct zspage *zs, unsigned obj, zm_handle_t h,
 						bool key)
 {
-	struct zs_mhdr *hd = zs_mhdr(zp, zs, obj - 1);
-	unsigned n = zs_mgran(hd->len);
 	bool moved;
 
 	if (key)
@@ -345,10 +374,10 @@ static __attribute__((noinline)) int mixed_free(struct zs_pool *zp, struct zs_cl
 	else
 		zs_slot_free(zp, m, zs_handle_idx(h));
 	zs_count(&m->used, -1);
-	zs_count(&m->mgran, -(int32_t)n);
 	if (zs->inuse == 1) {
 		zs->inuse = 0;
-		zs->live = 0;
+		zs_count(&m->mgran, -(int32_t)zs->bump);
+		zs_count(&m->mplaced, -(int32_t)zs->placed);
 		zs_mixed_close(m, zs);
 		zs_group_del(m, zs);
 		m->zspages--;
@@ -367,10 +396,10 @@ static __attribute__((noinline)) int mixed_free(struct zs_pool *zp, struct zs_cl
 		if (k == 2)
 			memset(seg[1], 0x6b, len[1]);
 	}
+#else
+	(void)obj;
 #endif
-	hd->ref = ZS_MREF_FREE;
 	zs->inuse--;
-	zs->live = (uint16_t)(zs->live - n);
 	moved = zs_mixed_group_set(m, zs);
 	{
 		uint8_t pol = __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED);
@@ -555,14 +584,15 @@ long zs_unit(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_t max,
 	if (!c)
 		return -EINVAL;
 	if (c->mixed) {
-		/* a mixed zspage: its headers say which objects are live */
-		for (unsigned g = 0; g < zs->bump;) {
+		/* a mixed zspage: the objects whose words name them */
+		for (unsigned g = 0, at; g < zs->bump;) {
 			const struct zs_mhdr *hd = zs_mhdr(zp, zs, g);
 			uint32_t ref = hd->ref;
 			zm_handle_t x;
 
+			at = g;
 			g += zs_mgran(hd->len);
-			if (ref == ZS_MREF_FREE)
+			if (!zs_mhdr_live(zp, zs, hd, at))
 				continue;
 			if (ref & ZS_REF_OWNER)
 				x = zs_key_handle(ref & ~ZS_REF_OWNER);

@@ -112,7 +112,7 @@ static struct usage usage(struct zs_pool *zp)
 	/* mixed zspages: their live granules; two of a shard's are open, each
 	 * with a partly used page */
 	ZS_FOR_EACH_MIXED(zp, c) {
-		uint64_t u = (uint64_t)__atomic_load_n(&c->mgran, __ATOMIC_RELAXED) * ZS_GRANULE;
+		uint64_t u = zs_mixed_live(c) * ZS_GRANULE;
 		uint64_t a = (uint64_t)__atomic_load_n(&c->npages, __ATOMIC_RELAXED) << zp->shift;
 
 		s.used += u;

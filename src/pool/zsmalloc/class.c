@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pages/pages_internal.h" /* whether the pages have a limit */
 #include "pool/zsmalloc/zsmalloc.h"
 
 unsigned zs_class_for(struct zs_pool *zp, size_t size)
@@ -172,7 +173,10 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	zp->span = cfg->span ? cfg->span : ZM_SPAN_CONTIG;
 	zp->borrow = cfg->class_borrow < 0 ? 0 :
 		     cfg->class_borrow > 0 ? (unsigned)cfg->class_borrow : ZS_DEF_BORROW;
-	zp->mixed = cfg->mixed_zspages ? cfg->mixed_zspages > 0 : ZS_DEF_MIXED;
+	/* by default none under a limit on the pages: there a free must make
+	 * room at once, and a mixed zspage's holes wait for the compactor */
+	zp->mixed = cfg->mixed_zspages ? cfg->mixed_zspages > 0 :
+		    ZS_DEF_MIXED && !zp->pages->limited;
 	zp->mixed_always = cfg->mixed_zspages > 0;
 	/* a mixed zspage's tail is left unused when the next object does
 	 * not fit: the larger the zspage, the less of it (measured:

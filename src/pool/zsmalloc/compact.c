@@ -846,7 +846,7 @@ static struct zspage *class_dst(struct zs_class *c)
 static bool mixed_move(struct zs_pool *zp, struct zs_class *m, struct zspage *src,
 		       unsigned g, struct zs_mhdr *hd, char *tmp)
 {
-	unsigned len = hd->len, n = zs_mgran(len), to;
+	unsigned len = hd->len, to;
 	uint32_t ref = hd->ref;
 	struct zs_class *c = zs_class_get(zp, m->idx >> zp->cshift, zs_class_for(zp, len));
 	char *sseg[2] = { NULL, NULL }, *dseg[2] = { NULL, NULL };
@@ -886,13 +886,11 @@ static bool mixed_move(struct zs_pool *zp, struct zs_class *m, struct zspage *sr
 	zs_count(&c->used, 1);
 	zs_group_set(c, dst);
 	zmi_unlock(&c->lock);
-	/* the source's object is free now, poisoned as a free would */
+	/* the source's object is free now (its word names the new place),
+	 * poisoned as a free would */
 	poison_obj(zp, src, g + 1);
-	hd->ref = ZS_MREF_FREE;
 	src->inuse--;
-	src->live = (uint16_t)(src->live - n);
 	zs_count(&m->used, -1);
-	zs_count(&m->mgran, -(int32_t)n);
 	return true;
 }
 
@@ -911,7 +909,7 @@ static long mixed_evacuate(struct zs_pool *zp, struct zs_class *m, struct zspage
 		struct zs_mhdr *hd = zs_mhdr(zp, src, *at);
 		unsigned len = hd->len;
 
-		if (hd->ref != ZS_MREF_FREE) {
+		if (zs_mhdr_live(zp, src, hd, *at)) {
 			if (!hold_room(h, len)) {
 				*more = true;
 				break;
@@ -991,6 +989,8 @@ static long mixed_compact_shard(struct zs_pool *zp, struct zs_class *m, uint8_t 
 			}
 			if (zs->inuse == 0) {
 				freed += zs->npop;
+				zs_count(&m->mgran, -(int32_t)zs->bump);
+				zs_count(&m->mplaced, -(int32_t)zs->placed);
 				zs_group_del(m, zs);
 				m->zspages--;
 				zs_zspage_retire(zp, m, zs);
@@ -1155,7 +1155,7 @@ long zs_min_moves(struct zm_pool *pool, size_t pages)
 				for (unsigned at = 0; at < zs->bump;) {
 					const struct zs_mhdr *hd = zs_mhdr(zp, zs, at);
 
-					if (hd->ref != ZS_MREF_FREE)
+					if (zs_mhdr_live(zp, zs, hd, at))
 						starts[((size_t)at * ZS_GRANULE) >> zp->shift]++;
 					at += zs_mgran(hd->len);
 				}

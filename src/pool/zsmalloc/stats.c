@@ -31,7 +31,7 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 		zmi_lock(&c->lock);
 		st->objects += c->used;
 		/* a mixed zspage's objects: their granules, headers included */
-		st->slot_bytes += c->mixed ? (uint64_t)c->mgran * ZS_GRANULE :
+		st->slot_bytes += c->mixed ? zs_mixed_live(c) * ZS_GRANULE :
 			(uint64_t)c->used * c->size;
 		st->zspages += c->zspages;
 		pages += c->npages;
@@ -105,7 +105,7 @@ int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stat
 		cs->pages_used += c->npages;
 		cs->obj_allocated += c->zspages * c->objs;
 		/* the mixed row counts granules (of 8 bytes, its "size") */
-		cs->obj_used += c->mixed ? c->mgran : c->used;
+		cs->obj_used += c->mixed ? zs_mixed_live(c) : c->used;
 		zmi_unlock(&c->lock);
 	}
 	free_objs = cs->obj_allocated - cs->obj_used;
@@ -191,11 +191,11 @@ static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *z
 }
 
 /* A mixed zspage: its headers walked from granule 0 to the bump, each
- * live object's slot pointing back at its data granule, the counters
- * against them, free objects' bytes still poisoned. */
+ * object live whose word names it, the counters against them, free
+ * objects' bytes still poisoned. */
 static int check_mixed(struct zs_pool *zp, struct zs_class *m, struct zspage *zs, unsigned g)
 {
-	unsigned live = 0, objs = 0, at = 0;
+	unsigned objs = 0, placed = 0, at = 0;
 	/* the largest class's slot: larger objects are huge */
 	size_t max = zp->nclasses > 1 ? zp->proto[zp->nclasses - 2].size : zp->page_size;
 	int bad = 0;
@@ -204,14 +204,14 @@ static int check_mixed(struct zs_pool *zp, struct zs_class *m, struct zspage *zs
 	if (zs->magic != ZS_MAGIC)
 		ZM_CHECK_FAIL("check: mixed zspage %p has bad magic", (void *)zs);
 #endif
-	if (zs->group != g || zs_group_of(m, zs->live) != g)
-		ZM_CHECK_FAIL("check: mixed zspage %p in group %u with %u/%u granules live",
-			      (void *)zs, g, zs->live, m->objs);
+	if (zs->group != g || zs_mixed_group_of(m, zs) != g)
+		ZM_CHECK_FAIL("check: mixed zspage %p in group %u with %u of %u objects live",
+			      (void *)zs, g, zs->inuse, zs->placed);
 	if (zs->inuse == 0)
 		ZM_CHECK_FAIL("check: empty mixed zspage %p kept", (void *)zs);
-	if (zs->bump > m->objs || zs->live > zs->bump)
-		ZM_CHECK_FAIL("check: mixed zspage %p bump %u live %u granules %u", (void *)zs,
-			      zs->bump, zs->live, m->objs);
+	if (zs->bump > m->objs || zs->inuse > zs->placed)
+		ZM_CHECK_FAIL("check: mixed zspage %p bump %u of %u granules, %u of %u "
+			      "objects live", (void *)zs, zs->bump, m->objs, zs->inuse, zs->placed);
 	if (zs_by_id(zp, zs->id) != zs)
 		ZM_CHECK_FAIL("check: zspage %p: its id %u names another record", (void *)zs, zs->id);
 	if (zs->npop > m->pages || zs->npop != zs_pages_for(zp, m, zs->bump ? zs->bump : 1))
@@ -223,22 +223,17 @@ static int check_mixed(struct zs_pool *zp, struct zs_class *m, struct zspage *zs
 		const struct zs_mhdr *hd = zs_mhdr(zp, zs, at);
 		unsigned n = zs_mgran(hd->len);
 
-		if (hd->len == 0 || hd->len > max || at + n > zs->bump) {
+		if (hd->len == 0 || hd->len > max || at + n > zs->bump ||
+		    (!(hd->ref & ZS_REF_OWNER) ? hd->ref >= ZS_MAX_HANDLES :
+		     (hd->ref & ~ZS_REF_OWNER) >= zp->nowner)) {
 			ZM_CHECK_FAIL("check: mixed zspage %p: bad header at granule %u "
-				      "(length %u, bump %u)", (void *)zs, at, hd->len, zs->bump);
+				      "(length %u, back reference %#x, bump %u)", (void *)zs, at,
+				      hd->len, hd->ref, zs->bump);
 			return bad;
 		}
-		if (hd->ref != ZS_MREF_FREE) {
-			uint64_t v = zs_load_ref(zp, hd->ref);
-
-			if (!(v & 1) || (v & ZS_TAG_HUGE) || zs_slot_id(v) != zs->id ||
-			    zs_slot_obj(v) != at + 1)
-				ZM_CHECK_FAIL("check: object at granule %u of mixed zspage %p: "
-					      "handle slot %#x does not point back", at + 1,
-					      (void *)zs, hd->ref);
-			live += n;
+		placed++;
+		if (zs_mhdr_live(zp, zs, hd, at))
 			objs++;
-		}
 #if ZM_DEBUG >= 2
 		else if (!poisoned(zp, zs, at + 1))
 			ZM_CHECK_FAIL("check: free object at granule %u of mixed zspage %p was "
@@ -246,9 +241,9 @@ static int check_mixed(struct zs_pool *zp, struct zs_class *m, struct zspage *zs
 #endif
 		at += n;
 	}
-	if (live != zs->live || objs != zs->inuse)
-		ZM_CHECK_FAIL("check: mixed zspage %p: %u objects in %u granules live, "
-			      "counters %u/%u", (void *)zs, objs, live, zs->inuse, zs->live);
+	if (objs != zs->inuse || placed != zs->placed)
+		ZM_CHECK_FAIL("check: mixed zspage %p: %u objects placed, %u live; counters "
+			      "%u/%u", (void *)zs, placed, objs, zs->placed, zs->inuse);
 	return bad;
 }
 
@@ -256,7 +251,7 @@ static int check_mixed(struct zs_pool *zp, struct zs_class *m, struct zspage *zs
  * zspages among them. */
 static int check_mixed_class(struct zs_pool *zp, struct zs_class *m)
 {
-	uint64_t n = 0, used = 0, gran = 0, pages = 0, split = 0;
+	uint64_t n = 0, used = 0, gran = 0, nplaced = 0, pages = 0, split = 0;
 	bool found[ZS_MIXED_OPEN];
 	int bad = 0;
 
@@ -276,7 +271,8 @@ static int check_mixed_class(struct zs_pool *zp, struct zs_class *m)
 			for (unsigned i = 0; i < ZS_MIXED_OPEN; i++)
 				found[i] |= zs == m->front[i];
 			used += zs->inuse;
-			gran += zs->live;
+			gran += zs->bump;
+			nplaced += zs->placed;
 			pages += zs->npop;
 			split += zs->pfnx != NULL;
 			n++;
@@ -292,11 +288,13 @@ static int check_mixed_class(struct zs_pool *zp, struct zs_class *m)
 	if (split != m->nsplit)
 		ZM_CHECK_FAIL("check: mixed class: %llu zspages with pfn arrays, counter %u",
 			      (unsigned long long)split, m->nsplit);
-	if (n != m->zspages || used != m->used || gran != m->mgran || pages != m->npages)
+	if (n != m->zspages || used != m->used || gran != m->mgran || nplaced != m->mplaced ||
+	    pages != m->npages)
 		ZM_CHECK_FAIL("check: mixed class: %llu zspages/%llu used/%llu granules/%llu "
-			      "pages, counters %u/%u/%u/%u", (unsigned long long)n,
+			      "placed/%llu pages, counters %u/%u/%u/%u/%u", (unsigned long long)n,
 			      (unsigned long long)used, (unsigned long long)gran,
-			      (unsigned long long)pages, m->zspages, m->used, m->mgran, m->npages);
+			      (unsigned long long)nplaced, (unsigned long long)pages, m->zspages,
+			      m->used, m->mgran, m->mplaced, m->npages);
 	return bad;
 }
 

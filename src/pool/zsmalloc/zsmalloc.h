@@ -140,8 +140,7 @@ struct zspage {
 	union {
 		uint16_t free_head;  /* first freed object; the chain runs through
 					the free objects' back references */
-		uint16_t live;       /* mixed: granules of live objects, their
-					headers included */
+		uint16_t placed;     /* mixed: objects placed (headers written) */
 	};
 	uint16_t bump;           /* objects (mixed: granules) from here on
 				    were never used */
@@ -172,23 +171,24 @@ struct zspage {
  * its slot size ZS_GRANULE, its "objects" granules.  An object at
  * granule g has its header there and its data from g + 1, which its
  * handle slot names as the object (so that zs_obj_segs finds the data
- * at obj * size as for any zspage); the header gives the length.  A
- * freed object's header is marked free and its granules are not used
- * again: frees leave holes, and a mixed zspage whose live granules fall
- * below 3/4 is evacuated by the compactor, its objects moving into
- * their own classes (zsmalloc/compact.c).  Two zspages of a shard are
- * open for allocation (front[]): the newest, and the one before it,
- * kept for objects small enough to fill its tail.  Records have no back
- * references: the header holds it.
+ * at obj * size as for any zspage); the header gives the length.  An
+ * object is live while the word its header's back reference names (slot
+ * or owner word) names it; a free touches neither the header nor the
+ * object (a header read on every free was a cache miss: allocbench's
+ * all-free ran several times slower), only the counters, and its
+ * granules are not used again: frees leave holes, and a mixed zspage
+ * whose live objects fall below 3/4 of those placed is evacuated by the
+ * compactor, its objects moving into their own classes
+ * (zsmalloc/compact.c).  Two zspages of a shard are open for allocation
+ * (front[]); an object goes to the one with the least room that holds
+ * it.  Records have no back references: the headers hold them.
  */
 #define ZS_GRANULE 8
 #ifndef ZS_MIXED_OPEN
 #define ZS_MIXED_OPEN 2           /* zspages of a shard open for allocation */
 #endif
-#define ZS_MREF_FREE 0xFFFFFFFFu  /* a freed object's header (no slot index
-				     nor owner key is all ones) */
 struct zs_mhdr {
-	uint32_t ref;            /* back reference, or ZS_MREF_FREE */
+	uint32_t ref;            /* back reference */
 	uint32_t len;            /* the object's bytes */
 };
 struct zspage;
@@ -244,8 +244,10 @@ struct zs_class {
 	uint32_t nsplit;                  /* lock: zspages with a pfn array
 					     (struct zspage's pfnx) */
 	bool mixed;                       /* the shard's mixed class; immutable */
-	uint32_t mgran;                   /* mixed, lock (read without it,
-					     zs_count): live granules */
+	uint32_t mgran, mplaced;          /* mixed, lock (read without it,
+					     zs_count): granules of its zspages
+					     below their bumps, objects placed
+					     there (live and freed) */
 	struct zspage *front[ZS_MIXED_OPEN]; /* mixed, lock: the zspages
 						open for allocation, or NULL */
 } __attribute__((aligned(64)));
@@ -746,10 +748,19 @@ static inline bool zs_group_set(struct zs_class *c, struct zspage *zs)
 	zs_group_move(c, zs, g);
 	return true;
 }
-/* The same for a mixed zspage: its group by live granules. */
+/* A mixed zspage's fullness group: by its granules used, in the part of
+ * its objects live (a free does not read the header that has the
+ * object's length). */
+static inline unsigned zs_mixed_group_of(const struct zs_class *m, const struct zspage *zs)
+{
+	if (zmi_likely(zs->inuse == zs->placed))   /* nothing freed: no division */
+		return zs_group_of(m, zs->bump);
+	return zs->inuse ? zs_group_of(m, (unsigned)((uint64_t)zs->bump * zs->inuse /
+						    zs->placed)) : 0;
+}
 static inline bool zs_mixed_group_set(struct zs_class *m, struct zspage *zs)
 {
-	unsigned g = zs_group_of(m, zs->live);
+	unsigned g = zs_mixed_group_of(m, zs);
 
 	if (g == zs->group)
 		return false;
@@ -815,19 +826,39 @@ static inline void zs_mixed_close(struct zs_class *m, const struct zspage *zs)
 		if (m->front[i] == zs)
 			m->front[i] = NULL;
 }
-/* Is mixed zspage zs one the compactor evacuates: live granules below 3/4
- * of those it used?  (An open one too: it is closed first.) */
+/* Is mixed zspage zs one the compactor evacuates: live objects below 3/4
+ * of those placed?  (An open one too: it is closed first.) */
 #define ZS_MIXED_KEEP_NUM 3
 #define ZS_MIXED_KEEP_DEN 4
 static inline bool zs_mixed_sparse(const struct zspage *zs)
 {
-	return (uint64_t)zs->live * ZS_MIXED_KEEP_DEN < (uint64_t)zs->bump * ZS_MIXED_KEEP_NUM;
+	return (uint32_t)zs->inuse * ZS_MIXED_KEEP_DEN < (uint32_t)zs->placed * ZS_MIXED_KEEP_NUM;
+}
+/* Is the object whose header hd is at granule g of mixed zspage zs live:
+ * does the word its back reference names name it? */
+static inline bool zs_mhdr_live(struct zs_pool *zp, const struct zspage *zs,
+				const struct zs_mhdr *hd, unsigned g)
+{
+	uint64_t v = zs_load_ref(zp, hd->ref);
+
+	return (v & 1) && !(v & ZS_TAG_HUGE) && zs_slot_id(v) == zs->id &&
+	       zs_slot_obj(v) == g + 1;
+}
+/* The live granules of mixed class m: those below the bumps, in the part
+ * of the objects placed there that live (counters read without the
+ * lock: an estimate; exact in a pool nothing was freed from). */
+static inline uint64_t zs_mixed_live(const struct zs_class *m)
+{
+	uint64_t placed = __atomic_load_n(&m->mplaced, __ATOMIC_RELAXED);
+
+	return placed ? (uint64_t)__atomic_load_n(&m->mgran, __ATOMIC_RELAXED) *
+			__atomic_load_n(&m->used, __ATOMIC_RELAXED) / placed : 0;
 }
 /* Pages of slack in c (populated bytes not holding objects). lock held */
 static inline uint64_t zs_slack_pages(const struct zs_pool *zp, const struct zs_class *c)
 {
 	uint64_t have = (uint64_t)c->npages << zp->shift;
-	uint64_t used = c->mixed ? (uint64_t)c->mgran * ZS_GRANULE : (uint64_t)c->used * c->size;
+	uint64_t used = c->mixed ? zs_mixed_live(c) * ZS_GRANULE : (uint64_t)c->used * c->size;
 
 	return have > used ? (have - used) >> zp->shift : 0;
 }
