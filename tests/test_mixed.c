@@ -1,0 +1,440 @@
+/*
+ * Mixed zspages (zsmalloc/zsmalloc.h): objects of many sizes packed back
+ * to back in one zspage, each behind an 8-byte header, read back whole;
+ * the checker catching a corrupted header; compaction moving the objects
+ * of sparse mixed zspages into their classes; owner keys and units of
+ * objects that share a mixed zspage; and the switch.
+ *
+ *   test_mixed [--seed N]
+ */
+#define ZMEM_ADVANCED  /* owner keys, units */
+#include <errno.h>
+#include <string.h>
+
+#include "pooltest.h"
+#include "pool/pool_internal.h"
+#include "pool/zsmalloc/zsmalloc.h"   /* the header layout */
+
+#define PS 4096
+static uint64_t g_seed;
+
+static struct zm_pool *mk(int mixed, enum zm_compact_policy pol, uint64_t *words,
+			  uint64_t nwords)
+{
+	struct zm_pool_config c = { .compact = pol, .arena_bytes = 1u << 30,
+				    .mixed_zspages = mixed, .words = words, .nwords = nwords };
+	struct zm_pool *p;
+
+	assert_int_equal(zm_pool_create(&c, &p), 0);
+	return p;
+}
+
+/* The mixed zspages' row (after the huge class), or a zero row. */
+static struct zm_pool_class_stats mixed_row(struct zm_pool *p)
+{
+	struct zm_pool_class_stats cs;
+	unsigned n = zm_pool_nr_classes(p);
+
+	memset(&cs, 0, sizeof(cs));
+	if (n && zm_pool_class_stats(p, n - 1, &cs) == 0 && cs.size == 8)
+		return cs;
+	memset(&cs, 0, sizeof(cs));
+	return cs;
+}
+
+static uint64_t mixed_zspages(struct zm_pool *p)
+{
+	struct zm_pool_class_stats cs = mixed_row(p);
+	uint64_t n = 0;
+
+	for (int g = 0; g < 11; g++)
+		n += cs.fullness[g];
+	return n;
+}
+
+static void alloc_obj(struct zm_pool *p, struct pt_obj *o, size_t size, uint64_t cookie)
+{
+	uint8_t buf[PS];
+
+	o->size = size;
+	o->cookie = cookie;
+	o->h = zm_pool_alloc(p, size);
+	assert_true(o->h != 0);
+	pt_fill(buf, size, cookie);
+	assert_int_equal(zm_pool_write(p, o->h, buf, size), 0);
+}
+
+static void verify(struct zm_pool *p, const struct pt_obj *o, size_t n, struct rng *r)
+{
+	uint8_t buf[PS];
+
+	for (size_t i = 0; i < n; i++)
+		if (o[i].h && pt_check_obj(p, &o[i], buf, r))
+			fail_msg("object %zu (%zu bytes) not whole", i, o[i].size);
+}
+
+/*
+ * Objects of 65 to 3064 bytes, in steps that hit every remainder of 8,
+ * fill one mixed zspage back to back: each reads back whole (read and
+ * every map mode, straddling pages or not), reports its own length,
+ * refuses a write past it, and the checker is clean.  No class zspage is
+ * made (pool pages are the mixed zspage's only).
+ *
+ * Catches: a header read from the wrong page (objects whose data start a
+ * page), lengths rounded to a class, granule arithmetic off by one (a
+ * neighbour's header overwritten: the checker and the reads see it).
+ */
+static void test_many_sizes(void **st)
+{
+	enum { N = 120 };
+	struct zm_pool *p = mk(1, ZM_COMPACT_OFF, NULL, 0);
+	static struct pt_obj o[N];
+	struct zm_pool_stats s;
+	uint8_t buf[PS];
+	struct rng r;
+	size_t bytes = 0;
+
+	(void)st;
+	rng_seed(&r, g_seed);
+	for (size_t i = 0; i < N; i++) {
+		/* from 65 bytes: smaller ones may go to their class */
+		size_t size = 65 + (i * 25 + i % 8) % 3000;
+
+		alloc_obj(p, &o[i], size, i + 1);
+		bytes += 8 + (size + 7) / 8 * 8;
+	}
+	assert_int_equal(mixed_zspages(p), 1);
+	zm_pool_stats(p, &s);
+	assert_int_equal(s.zspages, 1);
+	assert_int_equal(s.objects, N);
+	/* granules and headers, nothing rounded to a class */
+	assert_int_equal(s.slot_bytes, bytes);
+	assert_int_equal(s.pool_pages, (bytes + PS - 1) / PS);
+	for (int round = 0; round < 4; round++)
+		verify(p, o, N, &r);
+	for (size_t i = 0; i < N; i++) {
+		assert_int_equal(zm_pool_obj_size(p, o[i].h), o[i].size);
+		assert_int_equal(zm_pool_write(p, o[i].h, buf, o[i].size + 1), -EINVAL);
+	}
+	verify(p, o, N, &r);
+	assert_int_equal(zm_pool_check(p), 0);
+	for (size_t i = 0; i < N; i++)
+		assert_int_equal(zm_pool_free(p, o[i].h), 0);
+	zm_pool_stats(p, &s);
+	assert_int_equal(s.pool_pages, 0);
+	assert_int_equal(s.zspages, 0);
+	zm_pool_destroy(p);
+}
+
+/* The header of a mapped object: the 8 bytes before it. */
+static struct zs_mhdr *header_of(struct zm_pool *p, zm_handle_t h)
+{
+	char *m = zm_pool_map(p, h, ZM_MAP_RO);
+
+	assert_non_null(m);
+	zm_pool_unmap(p, h);
+	return (struct zs_mhdr *)(m - 8);
+}
+
+/*
+ * The checker reads every header: a length out of range, one that runs
+ * past the zspage's bump, a back reference naming another object's slot
+ * (which then does not point back: one object short), each fails it;
+ * put back, it passes.  A write into a freed object is a write after
+ * free (debug builds poison freed objects).
+ *
+ * Catches: a checker that trusts the counters or skips headers.
+ */
+static void test_check_headers(void **st)
+{
+	struct zm_pool *p = mk(1, ZM_COMPACT_OFF, NULL, 0);
+	struct pt_obj o[8];
+	struct zs_mhdr *hd, save;
+
+	(void)st;
+	for (int i = 0; i < 8; i++)
+		alloc_obj(p, &o[i], 100 + 37 * (size_t)i, (uint64_t)i + 1);
+	assert_int_equal(zm_pool_check(p), 0);
+	hd = header_of(p, o[3].h);
+	save = *hd;
+	assert_int_equal(hd->len, o[3].size);
+	hd->len = 0;
+	assert_int_equal(zm_pool_check(p), -EUCLEAN);
+	hd->len = PS;
+	assert_int_equal(zm_pool_check(p), -EUCLEAN);
+	*hd = save;
+	hd->len = save.len + 8;   /* one granule more: the next header shifts */
+	assert_int_equal(zm_pool_check(p), -EUCLEAN);
+	*hd = save;
+	hd->ref = header_of(p, o[4].h)->ref;
+	assert_int_equal(zm_pool_check(p), -EUCLEAN);
+	*hd = save;
+	assert_int_equal(zm_pool_check(p), 0);
+#if ZM_DEBUG >= 2
+	{
+		char *m = zm_pool_map(p, o[5].h, ZM_MAP_RO);
+
+		zm_pool_unmap(p, o[5].h);
+		assert_int_equal(zm_pool_free(p, o[5].h), 0);
+		o[5].h = 0;
+		assert_int_equal(zm_pool_check(p), 0);
+		m[10] ^= 1;
+		assert_int_equal(zm_pool_check(p), -EUCLEAN);
+		m[10] ^= 1;
+		assert_int_equal(zm_pool_check(p), 0);
+	}
+#endif
+	for (int i = 0; i < 8; i++)
+		if (o[i].h)
+			assert_int_equal(zm_pool_free(p, o[i].h), 0);
+	zm_pool_destroy(p);
+}
+
+/*
+ * 6,000 objects of realistic sizes fill mixed zspages; half are freed at
+ * random, which leaves every mixed zspage below 3/4 of its objects live.
+ * zm_pool_compact moves the rest into their classes and frees the mixed
+ * zspages: their pages go, the objects read back whole, the pool's
+ * memory falls to what class zspages need, and the checker is clean.
+ * Then a fresh object of a class that has zspages goes there, not to a
+ * new mixed zspage.
+ *
+ * Catches: a compactor that skips mixed zspages (their pages stay), a
+ * move that copies the slot's size instead of the object's, back
+ * references not rewritten (reads see old bytes, the checker fails).
+ */
+static void test_compact_into_classes(void **st)
+{
+	enum { N = 6000 };
+	struct zm_pool *p = mk(1, ZM_COMPACT_OFF, NULL, 0);
+	static struct pt_obj o[N];
+	struct zm_pool_stats s0, s1, s2;
+	struct zm_pool_class_stats cs;
+	struct rng r;
+	uint64_t live = 0;
+	long freed;
+
+	(void)st;
+	rng_seed(&r, g_seed + 1);
+	for (size_t i = 0; i < N; i++) {
+		size_t size = pt_size(&r, PS);
+
+		alloc_obj(p, &o[i], size > 3000 ? size % 3000 + 1 : size, i + 1);
+	}
+	zm_pool_stats(p, &s0);
+	assert_true(mixed_zspages(p) > 10);
+	for (size_t i = 0; i < N; i++)
+		if (rng_below(&r, 2)) {
+			assert_int_equal(zm_pool_free(p, o[i].h), 0);
+			o[i].h = 0;
+		} else {
+			live += o[i].size;
+		}
+	zm_pool_stats(p, &s1);
+	freed = zm_pool_compact(p);
+	zm_pool_stats(p, &s2);
+	cs = mixed_row(p);
+	printf("mixed: %llu pages full, %llu after half freed, %ld freed by compaction: "
+	       "%llu pages (%llu mixed), %llu objects moved, overhead %.3f\n",
+	       (unsigned long long)s0.pool_pages, (unsigned long long)s1.pool_pages, freed,
+	       (unsigned long long)s2.pool_pages, (unsigned long long)cs.pages_used,
+	       (unsigned long long)s2.objects_moved,
+	       (double)(s2.pool_bytes + s2.meta_bytes) / (double)live);
+	assert_true(freed > 0);
+	assert_true(s2.objects_moved >= N / 2 - 200);
+	assert_int_equal(cs.pages_used, 0);
+	assert_true((double)(s2.pool_bytes + s2.meta_bytes) < 1.15 * (double)live);
+	assert_int_equal(zm_pool_check(p), 0);
+	verify(p, o, N, &r);
+	/* a class with zspages now (an object's slot size says which): its
+	 * next object goes there */
+	for (size_t i = 0; i < N; i++)
+		if (o[i].h) {
+			struct pt_obj x;
+
+			alloc_obj(p, &x, zm_pool_obj_size(p, o[i].h), 777);
+			assert_int_equal(mixed_zspages(p), 0);
+			assert_int_equal(zm_pool_free(p, x.h), 0);
+			break;
+		}
+	for (size_t i = 0; i < N; i++)
+		if (o[i].h)
+			assert_int_equal(zm_pool_free(p, o[i].h), 0);
+	zm_pool_stats(p, &s2);
+	assert_int_equal(s2.objects, 0);
+	assert_int_equal(s2.pool_pages, 0);
+	zm_pool_destroy(p);
+}
+
+/*
+ * A mapped object's mixed zspage is left alone by the compactor (its
+ * hazard), and evacuated by the next compaction once unmapped.
+ *
+ * Catches: evacuating a zspage a hazard names (the map's bytes would be
+ * poisoned and the object elsewhere).
+ */
+static void test_mapped_stays(void **st)
+{
+	enum { N = 600 };
+	struct zm_pool *p = mk(1, ZM_COMPACT_OFF, NULL, 0);
+	static struct pt_obj o[N];
+	struct rng r;
+	uint8_t *m;
+	size_t keep = 0;
+
+	(void)st;
+	rng_seed(&r, g_seed + 2);
+	for (size_t i = 0; i < N; i++)
+		alloc_obj(p, &o[i], 500 + rng_below(&r, 1500), i + 1);
+	for (size_t i = 0; i < N; i++)
+		if (i % 3) {
+			assert_int_equal(zm_pool_free(p, o[i].h), 0);
+			o[i].h = 0;
+		}
+	m = zm_pool_map(p, o[keep].h, ZM_MAP_RO);
+	assert_non_null(m);
+	zm_pool_compact(p);
+	assert_true(mixed_zspages(p) >= 1);          /* the mapped one stayed */
+	assert_int_equal(pt_check(m, o[keep].size, o[keep].cookie), 0);
+	zm_pool_unmap(p, o[keep].h);
+	assert_int_equal(zm_pool_check(p), 0);
+	zm_pool_compact(p);
+	assert_int_equal(mixed_zspages(p), 0);
+	verify(p, o, N, &r);
+	assert_int_equal(zm_pool_check(p), 0);
+	for (size_t i = 0; i < N; i++)
+		if (o[i].h)
+			assert_int_equal(zm_pool_free(p, o[i].h), 0);
+	zm_pool_destroy(p);
+}
+
+/*
+ * Owner keys on mixed objects: binding rewrites the header's back
+ * reference (the key's word names the object), the unit of any object of
+ * a mixed zspage is every live object in it (a key's handle for the bound
+ * ones), and compaction moves bound objects through their words.
+ *
+ * Catches: bind writing a record's back reference (there is none),
+ * zs_unit walking a mixed zspage as a class one, a move rewriting the
+ * slot instead of the owner word.
+ */
+static void test_keys_and_units(void **st)
+{
+	enum { N = 200 };
+	static uint64_t words[N];
+	struct zm_pool *p = mk(1, ZM_COMPACT_OFF, words, N);
+	static struct pt_obj o[N];
+	zm_handle_t out[N];
+	size_t pages;
+	long n;
+	struct rng r;
+
+	(void)st;
+	memset(words, 0, sizeof(words));
+	rng_seed(&r, g_seed + 3);
+	for (size_t i = 0; i < N; i++)
+		alloc_obj(p, &o[i], 100 + rng_below(&r, 400), i + 1);
+	assert_int_equal(mixed_zspages(p), 1);
+	for (size_t i = 0; i < N; i += 2) {
+		assert_int_equal(zm_pool_bind(p, o[i].h, i), 0);
+		o[i].h = zm_pool_key_handle(p, i);
+		assert_true(o[i].h != 0);
+	}
+	assert_int_equal(zm_pool_check(p), 0);
+	verify(p, o, N, &r);
+	for (size_t i = 0; i < N; i += 4) {
+		assert_int_equal(zm_pool_free(p, o[i + 1].h), 0);
+		o[i + 1].h = 0;
+	}
+	n = zm_pool_unit(p, o[2].h, out, N, &pages);
+	assert_int_equal(n, N - N / 4);
+	assert_true(pages >= 1);
+	for (size_t i = 0, k; i < N; i++) {
+		if (!o[i].h)
+			continue;
+		for (k = 0; k < (size_t)n && out[k] != o[i].h; k++)
+			;
+		if (k == (size_t)n)
+			fail_msg("object %zu (handle %#llx) not in its unit", i,
+				 (unsigned long long)o[i].h);
+	}
+	/* 3/4 live: kept; half of the rest freed: evacuated */
+	zm_pool_compact(p);
+	assert_int_equal(mixed_zspages(p), 1);
+	for (size_t i = 0; i < N; i += 4) {
+		assert_int_equal(zm_pool_free(p, o[i + 3].h), 0);
+		o[i + 3].h = 0;
+	}
+	zm_pool_compact(p);
+	assert_int_equal(mixed_zspages(p), 0);
+	assert_int_equal(zm_pool_check(p), 0);
+	verify(p, o, N, &r);
+	for (size_t i = 0; i < N; i++)
+		if (o[i].h)
+			assert_int_equal(zm_pool_free(p, o[i].h), 0);
+	zm_pool_destroy(p);
+}
+
+/*
+ * The switch: -1 never makes a mixed zspage (and has no mixed row); the
+ * default makes them while the pool compacts by itself, not without a
+ * compactor nor under a limit on its pages; objects of small classes
+ * that fit their slot better than a header and granules go there.
+ */
+static void test_switch(void **st)
+{
+	struct zm_pool_config lim = { .compact = ZM_COMPACT_RATIO, .limit_bytes = 64u << 20 };
+	struct zm_pool *p;
+	zm_handle_t h;
+
+	(void)st;
+	p = mk(-1, ZM_COMPACT_RATIO, NULL, 0);
+	assert_int_equal(zm_pool_nr_classes(p), 128);
+	h = zm_pool_alloc(p, 1000);
+	assert_int_equal(mixed_zspages(p), 0);
+	assert_int_equal(zm_pool_free(p, h), 0);
+	zm_pool_destroy(p);
+
+	p = mk(0, ZM_COMPACT_OFF, NULL, 0);
+	h = zm_pool_alloc(p, 1000);
+	assert_int_equal(mixed_zspages(p), 0);
+	assert_int_equal(zm_pool_free(p, h), 0);
+	zm_pool_destroy(p);
+
+	assert_int_equal(zm_pool_create(&lim, &p), 0);
+	h = zm_pool_alloc(p, 1000);
+	assert_int_equal(mixed_zspages(p), 0);
+	assert_int_equal(zm_pool_free(p, h), 0);
+	zm_pool_destroy(p);
+
+	p = mk(0, ZM_COMPACT_RATIO, NULL, 0);
+	h = zm_pool_alloc(p, 1000);
+	assert_int_equal(mixed_zspages(p), 1);
+	assert_int_equal(zm_pool_obj_size(p, h), 1000);
+	assert_int_equal(zm_pool_free(p, h), 0);
+	/* 26 bytes: the 32-byte slot (+4 of back reference) beats 8 + 32 */
+	h = zm_pool_alloc(p, 26);
+	assert_int_equal(mixed_zspages(p), 0);
+	assert_int_equal(zm_pool_obj_size(p, h), 32);
+	assert_int_equal(zm_pool_free(p, h), 0);
+	/* 20 bytes: 8 + 24 is less */
+	h = zm_pool_alloc(p, 20);
+	assert_int_equal(mixed_zspages(p), 1);
+	assert_int_equal(zm_pool_free(p, h), 0);
+	zm_pool_destroy(p);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_many_sizes),
+		cmocka_unit_test(test_check_headers),
+		cmocka_unit_test(test_compact_into_classes),
+		cmocka_unit_test(test_mapped_stays),
+		cmocka_unit_test(test_keys_and_units),
+		cmocka_unit_test(test_switch),
+	};
+
+	test_args(argc, argv, &g_seed, NULL);
+	return cmocka_run_group_tests_name("mixed", tests, NULL, NULL);
+}

@@ -1,0 +1,127 @@
+/*
+ * Mixed zspages under load: threads allocate, write, read, map (every
+ * mode) and free objects with a cookie-derived pattern in a pool that
+ * puts objects into mixed zspages whenever their class has no zspage,
+ * while one thread compacts in a loop, evacuating the mixed zspages that
+ * frees leave sparse into the classes.  Every read and map must see the
+ * object whole, the checker must be clean at the end, and objects must
+ * really have moved out of mixed zspages.
+ *
+ *   test_mixed_stress [--seed N] [--steps N]
+ */
+#include <pthread.h>
+
+#include "pooltest.h"
+
+#define NT 3
+#define HOLD 300
+
+static uint64_t g_seed;
+static long g_steps = 100000;
+static struct zm_pool *g_pool;
+static int g_stop;
+
+static void *worker(void *arg)
+{
+	long id = (long)arg, errors = 0;
+	struct pt_obj hold[HOLD];
+	uint8_t buf[4096];
+	size_t n = 0;
+	uint64_t serial = 0;
+	struct rng r;
+
+	rng_seed(&r, g_seed * 17 + (uint64_t)id);
+	for (long s = 0; s < g_steps; s++) {
+		unsigned op = (unsigned)rng_below(&r, 100);
+
+		if (op < 45 && n < HOLD) {
+			struct pt_obj o = { 0, pt_size(&r, 4000), ((uint64_t)id << 48) | ++serial };
+
+			o.h = zm_pool_alloc(g_pool, o.size);
+			if (!o.h) {
+				errors++;
+				continue;
+			}
+			pt_fill(buf, o.size, o.cookie);
+			if (zm_pool_write(g_pool, o.h, buf, o.size))
+				errors++;
+			hold[n++] = o;
+		} else if (op < 75 && n) {
+			struct pt_obj *o = &hold[rng_below(&r, n)];
+
+			if (pt_check_obj(g_pool, o, buf, &r) || zm_pool_obj_size(g_pool, o->h) < o->size)
+				errors++;
+		} else if (n) {
+			size_t i = rng_below(&r, n);
+
+			if (pt_check_obj(g_pool, &hold[i], buf, &r) || zm_pool_free(g_pool, hold[i].h))
+				errors++;
+			hold[i] = hold[--n];
+		}
+	}
+	while (n) {
+		n--;
+		if (pt_check_obj(g_pool, &hold[n], buf, &r) || zm_pool_free(g_pool, hold[n].h))
+			errors++;
+	}
+	return (void *)errors;
+}
+
+static void *compactor(void *arg)
+{
+	while (!__atomic_load_n(&g_stop, __ATOMIC_RELAXED))
+		if (zm_pool_compact(g_pool) < 0)
+			(*(long *)arg)++;
+	return NULL;
+}
+
+/* state: NULL, explicit compaction only; 1, the same with the copy span
+ * method (objects across pages copied); 2, the background compactor
+ * (RATIO, eager) as well */
+static void test_stress(void **state)
+{
+	long mode = (long)*state;
+	struct zm_pool_config c = { .mixed_zspages = 1, .arena_bytes = 1u << 30,
+				    .compact = mode == 2 ? ZM_COMPACT_RATIO : ZM_COMPACT_OFF,
+				    .compact_ratio = 99,
+				    .span = mode == 1 ? ZM_SPAN_COPY : ZM_SPAN_DEFAULT };
+	struct zm_pool_stats st;
+	pthread_t t[NT], ct;
+	long cerr = 0;
+	void *ret;
+
+	assert_int_equal(zm_pool_create(&c, &g_pool), 0);
+	g_stop = 0;
+	pthread_create(&ct, NULL, compactor, &cerr);
+	for (long i = 0; i < NT; i++)
+		pthread_create(&t[i], NULL, worker, (void *)i);
+	for (int i = 0; i < NT; i++) {
+		pthread_join(t[i], &ret);
+		assert_int_equal((long)ret, 0);
+	}
+	__atomic_store_n(&g_stop, 1, __ATOMIC_RELAXED);
+	pthread_join(ct, NULL);
+	assert_int_equal(cerr, 0);
+	zm_pool_set_compaction(g_pool, ZM_COMPACT_OFF);
+	assert_int_equal(zm_pool_check(g_pool), 0);
+	zm_pool_stats(g_pool, &st);
+	printf("%llu objects moved, %llu pages compacted in %llu passes\n",
+	       (unsigned long long)st.objects_moved, (unsigned long long)st.pages_compacted,
+	       (unsigned long long)st.compactions);
+	assert_true(st.objects_moved > 0);
+	assert_int_equal(st.objects, 0);
+	assert_int_equal(st.pool_pages, 0);
+	zm_pool_destroy(g_pool);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_prestate(test_stress, (void *)0),
+		cmocka_unit_test_prestate(test_stress, (void *)1),
+		cmocka_unit_test_prestate(test_stress, (void *)2),
+	};
+
+	test_args(argc, argv, &g_seed, &g_steps);
+	return cmocka_run_group_tests_name("mixed_stress", tests, NULL, NULL);
+}
