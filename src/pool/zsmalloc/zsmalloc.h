@@ -40,6 +40,10 @@
  *     compact_lock -> class->lock (a sparse class) -> class->lock (a larger
  *                     class: the sweep in zsmalloc/compact.c, the only place that
  *                     holds two)
+ *     compact_lock -> mixed->lock -> class->lock (a mixed zspage's objects
+ *                     moving into their classes, zsmalloc/compact.c;
+ *                     allocation never holds a class lock while it takes
+ *                     a mixed one)
  *
  * class->lock protects the class's fullness lists and counters, every
  * field of its zspages except `migrating`, the free chains inside them,
