@@ -4,7 +4,9 @@
  * malloc: under the class lock, take the fullest partly used zspage (its
  * free chain first, then its never-used tail), else make a new zspage
  * (still under the class lock: the pages layer's lock nests inside it).  A
- * handle slot from the class's free list records where the object is.
+ * handle slot from the class's free list records where the object is.  A
+ * class with no zspage at all sends its objects to a mixed zspage
+ * instead (below), without taking its own lock.
  *
  * free: find the zspage from the handle, take its class lock, check again
  * that the handle is live (a racing double free loses here), chain the
@@ -132,11 +134,11 @@ static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
 
 /*
  * Mixed zspages (zsmalloc/zsmalloc.h).  An object whose class has no zspage
- * with room goes to the tail of one of its shard's two open mixed
- * zspages, the older first (the objects small enough for what is left of
- * it), else the newer; when neither has room, a new one opens and the
- * older closes.  Under the mixed class's lock alone: no class lock is
- * held meanwhile (lock order: mixed lock -> class lock, the compactor's).
+ * (mixed_for, below) goes to the tail of the one of its shard's open
+ * mixed zspages with the least room that holds it; when none has room, a
+ * new one opens in place of the one with the least room, which closes.
+ * Under the mixed class's lock alone: no class lock is held meanwhile
+ * (lock order: mixed lock -> class lock, the compactor's).
  */
 static zm_handle_t mixed_alloc(struct zs_pool *zp, unsigned sh, size_t size)
 {
