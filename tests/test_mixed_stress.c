@@ -19,7 +19,6 @@
 static uint64_t g_seed;
 static long g_steps = 100000;
 static struct zm_pool *g_pool;
-static int g_stop;
 
 static void *worker(void *arg)
 {
@@ -37,15 +36,12 @@ static void *worker(void *arg)
 		if (op < 45 && n < HOLD) {
 			struct pt_obj o = { 0, pt_size(&r, 4000), ((uint64_t)id << 48) | ++serial };
 
-			o.h = zm_pool_alloc(g_pool, o.size);
-			if (!o.h) {
+			int rc = pt_put(g_pool, &o, buf);
+
+			if (rc)
 				errors++;
-				continue;
-			}
-			pt_fill(buf, o.size, o.cookie);
-			if (zm_pool_write(g_pool, o.h, buf, o.size))
-				errors++;
-			hold[n++] = o;
+			if (o.h)
+				hold[n++] = o;
 		} else if (op < 75 && n) {
 			struct pt_obj *o = &hold[rng_below(&r, n)];
 
@@ -54,25 +50,17 @@ static void *worker(void *arg)
 		} else if (n) {
 			size_t i = rng_below(&r, n);
 
-			if (pt_check_obj(g_pool, &hold[i], buf, &r) || zm_pool_free(g_pool, hold[i].h))
+			if (pt_drop(g_pool, &hold[i], buf, &r))
 				errors++;
 			hold[i] = hold[--n];
 		}
 	}
 	while (n) {
 		n--;
-		if (pt_check_obj(g_pool, &hold[n], buf, &r) || zm_pool_free(g_pool, hold[n].h))
+		if (pt_drop(g_pool, &hold[n], buf, &r))
 			errors++;
 	}
 	return (void *)errors;
-}
-
-static void *compactor(void *arg)
-{
-	while (!__atomic_load_n(&g_stop, __ATOMIC_RELAXED))
-		if (zm_pool_compact(g_pool) < 0)
-			(*(long *)arg)++;
-	return NULL;
 }
 
 /* state: NULL, explicit compaction only; 1, the same with the copy span
@@ -86,22 +74,9 @@ static void test_stress(void **state)
 				    .compact_ratio = 99,
 				    .span = mode == 1 ? ZM_SPAN_COPY : ZM_SPAN_DEFAULT };
 	struct zm_pool_stats st;
-	pthread_t t[NT], ct;
-	long cerr = 0;
-	void *ret;
 
 	assert_int_equal(zm_pool_create(&c, &g_pool), 0);
-	g_stop = 0;
-	pthread_create(&ct, NULL, compactor, &cerr);
-	for (long i = 0; i < NT; i++)
-		pthread_create(&t[i], NULL, worker, (void *)i);
-	for (int i = 0; i < NT; i++) {
-		pthread_join(t[i], &ret);
-		assert_int_equal((long)ret, 0);
-	}
-	__atomic_store_n(&g_stop, 1, __ATOMIC_RELAXED);
-	pthread_join(ct, NULL);
-	assert_int_equal(cerr, 0);
+	pt_run_compacting(g_pool, NT, worker);
 	zm_pool_set_compaction(g_pool, ZM_COMPACT_OFF);
 	assert_int_equal(zm_pool_check(g_pool), 0);
 	zm_pool_stats(g_pool, &st);
