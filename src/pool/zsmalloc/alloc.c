@@ -50,19 +50,7 @@ unsigned zs_take_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 
 void zs_put_obj(struct zs_pool *zp, struct zspage *zs, unsigned obj)
 {
-#if ZM_DEBUG >= 2
-	/* poison: a use after free reads 0x6b, and zm_pool_check finds a
-	 * write after free (zsmalloc/stats.c) */
-	char *seg[2];
-	size_t len[2];
-	int n = zs_obj_segs(zp, zs, obj, seg, len);
-
-	memset(seg[0], 0x6b, len[0]);
-	if (n == 2)
-		memset(seg[1], 0x6b, len[1]);
-#else
-	(void)zp;
-#endif
+	zs_poison_obj(zp, zs, obj);
 	zs->data[obj] = zs->free_head;
 	zs->free_head = (uint16_t)obj;
 	zs->inuse--;
@@ -388,19 +376,7 @@ static __attribute__((noinline)) int mixed_free(struct zs_pool *zp, struct zs_cl
 		zs_zspage_free(zp, m, zs);
 		return 0;
 	}
-#if ZM_DEBUG >= 2
-	{
-		char *seg[2];
-		size_t len[2];
-		int k = zs_obj_segs(zp, zs, obj, seg, len);
-
-		memset(seg[0], 0x6b, len[0]);
-		if (k == 2)
-			memset(seg[1], 0x6b, len[1]);
-	}
-#else
-	(void)obj;
-#endif
+	zs_poison_obj(zp, zs, obj);
 	zs->inuse--;
 	moved = zs_mixed_group_set(m, zs);
 	{

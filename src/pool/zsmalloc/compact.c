@@ -242,23 +242,6 @@ static void move_obj(struct zs_pool *zp, struct zs_class *a, struct zspage *zs, 
 	zs_store_ref(zp, ref, zs_slot_live(dst->id, to, v & ZS_TAG_MASK));
 }
 
-/* Free object o of zs holds zs_put_obj's poison in debug builds (the
- * checker looks for writes after free): so does a slot packing empties. */
-static void poison_obj(const struct zs_pool *zp, const struct zspage *zs, unsigned o)
-{
-#if ZM_DEBUG >= 2
-	char *seg[2];
-	size_t len[2];
-	int n = zs_obj_segs(zp, zs, o, seg, len);
-
-	memset(seg[0], 0x6b, len[0]);
-	if (n == 2)
-		memset(seg[1], 0x6b, len[1]);
-#else
-	(void)zp, (void)zs, (void)o;
-#endif
-}
-
 /* Chain the free objects of zs below its bump (freemap), lowest first:
  * a pack that stops for a breath leaves a valid zspage, whose free slots
  * an allocation may take meanwhile. */
@@ -301,7 +284,7 @@ static long pack(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 			return moved;
 		}
 		move_obj(zp, c, zs, hi, c, zs, lo, tmp);
-		poison_obj(zp, zs, hi);
+		zs_poison_obj(zp, zs, hi);
 		freemap[lo] = 0;
 		freemap[hi] = 1;
 		hold_moved(h, c->size);
@@ -888,7 +871,7 @@ static bool mixed_move(struct zs_pool *zp, struct zs_class *m, struct zspage *sr
 	zmi_unlock(&c->lock);
 	/* the source's object is free now (its word names the new place),
 	 * poisoned as a free would */
-	poison_obj(zp, src, g + 1);
+	zs_poison_obj(zp, src, g + 1);
 	src->inuse--;
 	zs_count(&m->used, -1);
 	return true;

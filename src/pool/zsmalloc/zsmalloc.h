@@ -65,6 +65,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/lock.h"
 #include "base/worker.h"
@@ -723,6 +724,24 @@ static inline int zs_obj_segs(const struct zs_pool *zp, const struct zspage *zs,
 	seg[1] = zp->base + ((size_t)p1 << zp->shift);
 	len[1] = size - len[0];
 	return 2;
+}
+/* A freed object's bytes hold 0x6b in debug builds (ZM_DEBUG >= 2), so
+ * that a use after free reads poison and zm_pool_check finds a write
+ * after free (zsmalloc/stats.c); nothing in other builds. */
+static inline void zs_poison_obj(const struct zs_pool *zp, const struct zspage *zs,
+				 unsigned obj)
+{
+#if ZM_DEBUG >= 2
+	char *seg[2];
+	size_t len[2];
+	int n = zs_obj_segs(zp, zs, obj, seg, len);
+
+	memset(seg[0], 0x6b, len[0]);
+	if (n == 2)
+		memset(seg[1], 0x6b, len[1]);
+#else
+	(void)zp, (void)zs, (void)obj;
+#endif
 }
 void zs_group_del(struct zs_class *c, struct zspage *zs);   /* lock held */
 /* Fullness group of a zspage with inuse of c->objs objects: 0 empty, 10
