@@ -3,7 +3,10 @@
 #define ZMEM_ADVANCED  /* tests reach the advanced tier too */
 #include <errno.h>
 #include <pthread.h>
+#include <linux/membarrier.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include <zmem/pages.h>
@@ -419,6 +422,88 @@ static void test_stats_and_thread_exit(void **st)
 	zm_pages_free(p, a);
 	zm_pages_free_bulk(p, 8, b);
 	zm_pages_destroy(p);
+}
+
+/* A thread that freed pages into its cache and went quiet: a trim takes
+ * its stack back (it is in no call), and the thread carries on with an
+ * empty one.  Catches the trims leaving idle threads' caches resident,
+ * and a stealer that leaves the stack's count or states wrong (the
+ * checker, the thread's next calls). */
+struct idler {
+	struct zm_pages *p;
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	int stage;
+	int failures;
+};
+
+static void idler_step(struct idler *a, int to, int wait)
+{
+	pthread_mutex_lock(&a->m);
+	a->stage = to;
+	pthread_cond_broadcast(&a->c);
+	while (wait && a->stage != wait)
+		pthread_cond_wait(&a->c, &a->m);
+	pthread_mutex_unlock(&a->m);
+}
+
+static void *idle_after_frees(void *arg)
+{
+	struct idler *a = arg;
+	zm_pfn_t v[40];
+
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < 40; i++) {
+			if (zm_pages_alloc(a->p, &v[i]) != 0)
+				a->failures++;
+			else
+				memset(zm_pages_addr(a->p, v[i]), 0x5a, 4096);
+		}
+		for (int i = 0; i < 40; i++)
+			if (zm_pages_free(a->p, v[i]) != 0)
+				a->failures++;
+		if (round == 0)
+			idler_step(a, 1, 2);  /* quiet until the trim is done */
+	}
+	return NULL;
+}
+
+static void test_trim_takes_idle_cache(void **st)
+{
+	struct idler a = { .p = mk(4096, 4 << 20, 0), .m = PTHREAD_MUTEX_INITIALIZER,
+			   .c = PTHREAD_COND_INITIALIZER };
+	bool barrier = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0) > 0;
+	struct zm_pages_stats s0, s1;
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, NULL, idle_after_frees, &a), 0);
+	pthread_mutex_lock(&a.m);
+	while (a.stage != 1)
+		pthread_cond_wait(&a.c, &a.m);
+	pthread_mutex_unlock(&a.m);
+	zm_pages_stats(a.p, &s0);
+	assert_true(s0.cached >= 40);
+	zm_pages_trim(a.p);
+	zm_pages_stats(a.p, &s1);
+	printf("idle thread's cache: %zu pages cached, %zu resident -> %zu cached, %zu resident%s\n",
+	       s0.cached, s0.resident, s1.cached, s1.resident, barrier ? "" : " (no membarrier)");
+	if (barrier) {
+		assert_int_equal(s1.cached, 0);
+		assert_int_equal(s1.stolen_pages, s0.cached);
+		assert_true(s1.resident + 32 <= s0.resident);
+	} else {
+		assert_int_equal(s1.cached, s0.cached);
+		assert_int_equal(s1.stolen_pages, 0);
+	}
+	assert_int_equal(s1.in_use, 0);
+	assert_int_equal(zm_pages_check(a.p), 0);
+	idler_step(&a, 2, 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(a.failures, 0);
+	zm_pages_stats(a.p, &s1);
+	assert_int_equal(s1.in_use, 0);
+	assert_int_equal(zm_pages_check(a.p), 0);
+	zm_pages_destroy(a.p);
 }
 
 static void test_drain(void **st)
@@ -838,6 +923,7 @@ int main(void)
 		cmocka_unit_test(test_no_return_when_asked),
 		cmocka_unit_test(test_small_bulk),
 		cmocka_unit_test(test_stats_and_thread_exit),
+		cmocka_unit_test(test_trim_takes_idle_cache),
 		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_take_cached),
 		cmocka_unit_test(test_alloc_run),

@@ -106,6 +106,8 @@ struct zm_pages_stats {
 	uint64_t trimmed_pages;   /* pages given back to the OS */
 	uint64_t bad_frees;       /* frees refused as bad input */
 	unsigned zones;           /* buddy allocators (zm_pages_config.zones) */
+	uint64_t stolen_pages;    /* pages taken back from the caches of
+	                             threads that were in no call, by trims */
 };
 
 struct zm_pages;
@@ -214,8 +216,10 @@ ZM_API void zm_pages_flush_thread(struct zm_pages *pages);
 
 /* Give every free page beyond the reserve back to the OS now (normally this
  * happens by itself, in batches, when pages are freed), and the page
- * records of free blocks of 2^ZM_PAGES_MAX_ORDER pages.  Returns how many
- * pages were given back. */
+ * records of free blocks of 2^ZM_PAGES_MAX_ORDER pages.  The pages that
+ * other threads' caches hold are taken back first, from each thread not
+ * in a call of this layer at that moment (where the kernel has
+ * membarrier(2)).  Returns how many pages were given back. */
 ZM_API size_t zm_pages_trim(struct zm_pages *pages);
 
 /* Fill *st with a consistent snapshot.  0, or -EINVAL (NULL pages or st). */

@@ -1,7 +1,9 @@
 /* OS primitives; see os.h for the contract. */
 #include <errno.h>
 #include <stdio.h>
+#include <linux/membarrier.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,4 +97,18 @@ uint64_t zmi_os_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int zmi_os_membarrier(void)
+{
+	/* registered per process (a forked child is not): registration is
+	 * idempotent, so an unregistered call registers and tries again */
+	for (int tries = 0; tries < 2; tries++) {
+		if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+			return 0;
+		if (errno != EPERM ||
+		    syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0)
+			break;
+	}
+	return -errno;
 }

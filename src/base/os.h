@@ -32,6 +32,13 @@ size_t zmi_os_rss_bytes(void);
  * program's and libraries' code and data as they are paged in); 0 if
  * unknown. */
 size_t zmi_os_anon_bytes(void);
+/* A memory barrier on every running thread of the process, so that a
+ * thread's plain stores before, and loads after, a compiler barrier are
+ * ordered against this thread's accesses around the call (the heavy side
+ * of an asymmetric fence: membarrier(2), PRIVATE_EXPEDITED, registered on
+ * first use).  0, or -errno where the kernel has no such call or refuses
+ * it (then the caller must not rely on the light side's plain accesses). */
+int zmi_os_membarrier(void);
 /* Monotonic time in nanoseconds. */
 uint64_t zmi_os_now_ns(void);
 

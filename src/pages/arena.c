@@ -456,13 +456,16 @@ void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z)
 	zmi_unlock(&z->lock);
 }
 
-/* Every zone down to keep(zone) dirty free pages. */
+/* Every zone down to keep(zone) dirty free pages, after taking back the
+ * stacks of threads not in a call (tcache.c): a thread that freed and
+ * went quiet would otherwise keep its cache resident for good. */
 static size_t trim_all(struct zm_pages *p, bool idle)
 {
 	size_t total = 0;
 
 	if (p->reserve == SIZE_MAX)
 		return 0;
+	zmi_tcache_steal(p);
 	for (unsigned i = 0; i < p->nzones; i++) {
 		struct zmi_zone *z = &p->zone[i];
 
@@ -500,11 +503,12 @@ int zm_pages_stats_sized(struct zm_pages *p, struct zm_pages_stats *out, size_t 
 static void fill_stats(struct zm_pages *p, struct zm_pages_stats *st)
 {
 	size_t cached = zmi_tcache_total(p), nfree = 0, dirty = 0, out, rmax = 0;
-	uint64_t tc_calls, tc_pages;
+	uint64_t tc_calls, tc_pages, stolen;
 
 	/* the caches' registry lock comes before the zones' (tcache.c) */
-	zmi_tcache_bulk_counts(p, &tc_calls, &tc_pages);
+	zmi_tcache_bulk_counts(p, &tc_calls, &tc_pages, &stolen);
 	memset(st, 0, sizeof(*st));
+	st->stolen_pages = stolen;
 	zmi_zones_lock(p);
 	for (unsigned i = 0; i < p->nzones; i++) {
 		struct zmi_zone *z = &p->zone[i];

@@ -274,6 +274,7 @@ struct zm_pages {
 
 	/* zmi_tc_lock */
 	struct zmi_tcache *caches; /* registry of this instance's caches */
+	uint64_t stolen;          /* zmi_tc_lock: pages zmi_tcache_steal took */
 	uint64_t tc_bulk_calls, tc_bulk_pages; /* bulk calls served from
 				     caches no longer registered (tcache.c) */
 };
@@ -452,12 +453,17 @@ size_t zmi_bulk_alloc(struct zm_pages *p, size_t n, zm_pfn_t *pfns);
 /* tcache.c */
 void zmi_tcache_detach_all(struct zm_pages *p);
 size_t zmi_tcache_total(struct zm_pages *p);
-/* The bulk calls and pages served from caches, for stats. */
-void zmi_tcache_bulk_counts(struct zm_pages *p, uint64_t *calls, uint64_t *pages);
+/* The bulk calls and pages served from caches, and the pages stolen, for
+ * stats. */
+void zmi_tcache_bulk_counts(struct zm_pages *p, uint64_t *calls, uint64_t *pages,
+			    uint64_t *stolen);
 int zmi_tcache_check(struct zm_pages *p, size_t *ncached);
 /* Give the calling thread's set-aside pages and run block back (takes
  * zone locks); true if there were any.  For a caller refused by the limit. */
 bool zmi_tcache_reclaim(struct zm_pages *p);
+/* Take back the stacks of the caches whose threads are not in a call of
+ * the pages layer (tcache.c: stealing); the pages taken. */
+size_t zmi_tcache_steal(struct zm_pages *p);
 /* The calling thread's home zone in p (zone 0 without a cache). */
 unsigned zmi_home_zone(struct zm_pages *p);
 

@@ -44,15 +44,34 @@
  * (owner set to NULL) under zmi_tc_lock; the owning threads free detached
  * caches the next time they walk their list.
  *
+ * Taking back an idle thread's stack.  A thread that freed many pages and
+ * then went quiet (or never calls again) would keep up to cache_cap of
+ * them resident for good; zmi_tcache_steal, run by the trims, takes the
+ * stack of every cache whose owner is not in a call of this file at that
+ * moment.  The owner's side is two plain stores and a load a call: `in`
+ * is 1 while it is in one (tc_try_enter, tc_leave), and it reads `steal`
+ * after setting in.  The stealer sets steal on each cache, runs
+ * membarrier(2) once (every running thread passes a barrier: for each
+ * owner, either its in = 1 is visible to the stealer, or its load sees
+ * steal set), then reads each in: 0, the stack is the stealer's until
+ * it clears steal; 1, that cache is left alone.  An owner that finds
+ * steal set leaves (in = 0) and waits for it to clear; the
+ * stealer holds it for one give-back of at most cache_cap pages.  Only
+ * the stack is taken: the run block and set-aside pages are a zspage's
+ * next pages, and their owner gives them back when it moves on.  Where
+ * the kernel refuses membarrier, nothing is stolen.
+ *
  * Lock order: zmi_tc_lock -> a zone lock (one at a time).  `count` and `owner` are read by other
  * threads (stats, destroy) with relaxed atomics; only the owning thread
  * writes count.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/os.h"
 #include "base/worker.h"
 #include "pages/pages_internal.h"
 
@@ -60,7 +79,13 @@ struct zmi_tcache {
 	struct zm_pages *owner;       /* NULL once detached; atomic */
 	struct zmi_tcache *tnext;      /* the thread's list; owner thread only */
 	struct zmi_tcache *rnext, *rprev; /* owner's registry; zmi_tc_lock */
-	unsigned count;               /* pages held; atomic, owner thread writes */
+	unsigned count;               /* pages held; atomic, owner thread writes
+					 (and a stealer, while steal is set
+					 and in is 0) */
+	unsigned in;                  /* 1 while the owner is in a call;
+					 owner writes (release), stealers read */
+	unsigned steal;               /* set while a stealer may take the
+					 stack; written under zmi_tc_lock */
 	unsigned cap;
 	unsigned home;                /* the zone refills and runs come from */
 	unsigned nahead;              /* pages set aside; like count */
@@ -111,6 +136,49 @@ static inline struct zm_pages *tc_owner(struct zmi_tcache *tc)
 static inline void tc_set_count(struct zmi_tcache *tc, unsigned n)
 {
 	__atomic_store_n(&tc->count, n, __ATOMIC_RELAXED);
+}
+
+/* The owner's side of stealing (above).  tc_try_enter at the start of
+ * each call that touches the stack: false if a stealer is at work, when
+ * the caller leaves through tc_wait_steal and starts again (the fast
+ * paths do so in a tail call, so that they save no registers); tc_enter
+ * where that does not matter; tc_leave at the end; tc_enter_nested
+ * where a call may come from inside another (it enters only if not in
+ * one). */
+static inline bool tc_try_enter(struct zmi_tcache *tc)
+{
+	ZM_ASSERT(!__atomic_load_n(&tc->in, __ATOMIC_RELAXED));
+	__atomic_store_n(&tc->in, 1, __ATOMIC_RELAXED);
+	/* the store before the load, as the compiler emits them; the
+	 * stealer's membarrier orders them on the CPU */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return zmi_likely(!__atomic_load_n(&tc->steal, __ATOMIC_ACQUIRE));
+}
+
+static inline void tc_leave(struct zmi_tcache *tc)
+{
+	__atomic_store_n(&tc->in, 0, __ATOMIC_RELEASE);
+}
+
+static __attribute__((noinline)) void tc_wait_steal(struct zmi_tcache *tc)
+{
+	tc_leave(tc);
+	while (__atomic_load_n(&tc->steal, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
+static inline void tc_enter(struct zmi_tcache *tc)
+{
+	while (!tc_try_enter(tc))
+		tc_wait_steal(tc);
+}
+
+static inline bool tc_enter_nested(struct zmi_tcache *tc)
+{
+	if (__atomic_load_n(&tc->in, __ATOMIC_RELAXED))
+		return false;
+	tc_enter(tc);
+	return true;
 }
 
 /* A cached page goes to its caller: resident when the pool wants that
@@ -299,15 +367,21 @@ static struct zmi_tcache *tc_find(struct zm_pages *p)
 bool zmi_tcache_reclaim(struct zm_pages *p)
 {
 	struct zmi_tcache *tc = tc_find(p);
+	bool in, some;
 
-	if (!tc || (!tc->count && !tc->nahead && !tc_run_left(tc)))
+	if (!tc)
 		return false;
+	in = tc_enter_nested(tc);
+	some = tc->count || tc->nahead || tc_run_left(tc);
 	/* the stack too: at a small limit, a refill's batch was most of
 	 * it, and a run cannot be cut from pages held one by one */
 	if (tc->count)
 		tc_give_back(p, tc, tc->count, false, false);
-	ahead_give_back(p, tc);
-	return true;
+	if (some)
+		ahead_give_back(p, tc);
+	if (in)
+		tc_leave(tc);
+	return some;
 }
 
 unsigned zmi_home_zone(struct zm_pages *p)
@@ -434,6 +508,24 @@ static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zmi
 	return 0;
 }
 
+/* zm_pages_alloc's ways out of its fast path, apart so that it calls
+ * them only in tail position: an empty stack, and a stealer at work. */
+static __attribute__((noinline)) int alloc_refill(struct zm_pages *p, struct zmi_tcache *tc,
+						  zm_pfn_t *pfn)
+{
+	int rc = alloc_locked(p, tc, pfn);
+
+	tc_leave(tc);
+	return rc;
+}
+
+static __attribute__((noinline)) int alloc_wait(struct zm_pages *p, struct zmi_tcache *tc,
+						zm_pfn_t *pfn)
+{
+	tc_wait_steal(tc);
+	return zm_pages_alloc(p, pfn);
+}
+
 int zm_pages_alloc(struct zm_pages *p, zm_pfn_t *pfn)
 {
 	struct zmi_tcache *tc;
@@ -442,15 +534,20 @@ int zm_pages_alloc(struct zm_pages *p, zm_pfn_t *pfn)
 	if (zmi_unlikely(!p || !pfn))
 		return -EINVAL;
 	tc = tc_get(p);
-	if (zmi_likely(tc && (n = tc->count) != 0)) {
+	if (zmi_unlikely(!tc))
+		return alloc_locked(p, NULL, pfn);
+	if (zmi_unlikely(!tc_try_enter(tc)))
+		return alloc_wait(p, tc, pfn);
+	if (zmi_likely((n = tc->count) != 0)) {
 		zm_pfn_t got = tc->pfns[n - 1];
 
 		tc_set_count(tc, n - 1);
+		tc_leave(tc);  /* the page is off the stack: its record is ours */
 		cached_out(p, got);
 		*pfn = got;
 		return 0;
 	}
-	return alloc_locked(p, tc, pfn);
+	return alloc_refill(p, tc, pfn);
 }
 
 /* Count a small bulk call served by the cache (stats). */
@@ -472,6 +569,7 @@ static __attribute__((noinline)) size_t bulk_slow(struct zm_pages *p, size_t n, 
 		return 0;
 	if (!(tc = tc_get(p)))
 		return zmi_bulk_alloc(p, n, pfns);
+	tc_enter(tc);
 	while (got < n) {
 		unsigned c = tc->count;
 
@@ -488,6 +586,7 @@ static __attribute__((noinline)) size_t bulk_slow(struct zm_pages *p, size_t n, 
 		tc_set_count(tc, c);
 	}
 	bulk_count(tc, got);
+	tc_leave(tc);
 	return got;
 }
 
@@ -500,6 +599,13 @@ static __attribute__((noinline)) size_t bulk_prefault(struct zm_pages *p, zm_pfn
 	return n;
 }
 
+static __attribute__((noinline)) size_t bulk_wait(struct zm_pages *p, struct zmi_tcache *tc,
+						  size_t n, zm_pfn_t *pfns)
+{
+	tc_wait_steal(tc);
+	return bulk_slow(p, n, pfns);
+}
+
 /* Bulk allocation: a request of ZM_BULK_CACHED pages or more goes to the
  * zones (bulk.c), a lock per chunk; a smaller one that the thread's cache
  * holds is served from it as that many single-page calls would be,
@@ -510,10 +616,18 @@ size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 	unsigned c;
 
 	if (zmi_likely(n < ZM_BULK_CACHED && tc && pfns && p && tc_owner(tc) == p &&
-		       (c = tc->count) >= n)) {
+		       __atomic_load_n(&tc->count, __ATOMIC_RELAXED) >= n)) {
 		struct zmi_pg *pg = p->pg;  /* the records' stores alias p */
-		const zm_pfn_t *top = &tc->pfns[c];
+		const zm_pfn_t *top;
 		unsigned all = PG_RESIDENT;  /* the flags all pages have */
+
+		if (zmi_unlikely(!tc_try_enter(tc)))
+			return bulk_wait(p, tc, n, pfns);
+		if (zmi_unlikely((c = tc->count) < n)) {  /* stolen meanwhile */
+			tc_leave(tc);
+			return bulk_slow(p, n, pfns);
+		}
+		top = &tc->pfns[c];
 
 		/* cached_out's work, the newest first as single pages would
 		 * go; the prefault (rare) left for after the loop, so that the
@@ -529,6 +643,7 @@ size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 		}
 		tc_set_count(tc, c - (unsigned)n);
 		bulk_count(tc, n);
+		tc_leave(tc);
 		if (zmi_unlikely(!all) && p->prefault)
 			return bulk_prefault(p, pfns, n);
 		return n;
@@ -538,9 +653,11 @@ size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 	return bulk_slow(p, n, pfns);
 }
 
-void zmi_tcache_bulk_counts(struct zm_pages *p, uint64_t *calls, uint64_t *pages)
+void zmi_tcache_bulk_counts(struct zm_pages *p, uint64_t *calls, uint64_t *pages,
+			    uint64_t *stolen)
 {
 	pthread_mutex_lock(&zmi_tc_lock);
+	*stolen = p->stolen;
 	*calls = p->tc_bulk_calls;
 	*pages = p->tc_bulk_pages;
 	for (struct zmi_tcache *tc = p->caches; tc; tc = tc->rnext) {
@@ -572,6 +689,7 @@ int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 	tc = tc_get(p);
 	if (!tc)
 		return -ENOENT;
+	tc_enter(tc);
 	if (remove_newest(tc->pfns, tc->count, ZM_PAGES_TAKE_DEPTH, pfn))
 		tc_set_count(tc, tc->count - 1);
 	/* the next page of the run block: a run longer than what could be
@@ -582,6 +700,9 @@ int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 	else if (remove_newest(tc->ahead, tc->nahead, tc->nahead, pfn))
 		tc_set_nahead(tc, tc->nahead - 1);
 	else
+		pfn = ZM_PFN_NIL;
+	tc_leave(tc);
+	if (pfn == ZM_PFN_NIL)
 		return -ENOENT;
 	cached_out(p, pfn);
 	return 0;
@@ -632,6 +753,7 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 	tc = tc_get(p);
 	if (!tc)
 		return alloc_run_locked(p, ZM_RUN_ORDER, pfn);
+	tc_enter(tc);
 	/* No trimming on this path: zsmalloc calls it with a class lock
 	 * held, and a trim is madvise calls.  Pages it gives back are
 	 * trimmed by the next free that finds the reserve exceeded. */
@@ -672,6 +794,8 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 					break;
 			}
 		}
+		if (one || blk == ZM_PFN_NIL)
+			tc_leave(tc);
 		if (one)  /* through the stack, resident pages first */
 			return zm_pages_alloc(p, pfn);
 		if (blk == ZM_PFN_NIL)  /* the first page of a free block, or any */
@@ -696,6 +820,26 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 	for (unsigned i = 1; i <= keep; i++)
 		tc->ahead[tc->nahead + i - 1] = *pfn + i;
 	tc_set_nahead(tc, tc->nahead + keep);
+	tc_leave(tc);
+	return 0;
+}
+
+/* zm_pages_free with the cache entered (or a stealer at work, then it
+ * waits and enters) and full: half of it back to the zones first. */
+static __attribute__((noinline)) int free_slow(struct zm_pages *p, struct zmi_tcache *tc,
+					       struct zmi_pg *pg, zm_pfn_t pfn)
+{
+	if (__atomic_load_n(&tc->steal, __ATOMIC_ACQUIRE)) {
+		tc_wait_steal(tc);
+		tc_enter(tc);
+	}
+	if (tc->count == tc->cap)
+		tc_give_back(p, tc, p->cache_batch, true, true);
+	pg->flags = PG_RESIDENT;
+	zmi_pg_set_state(pg, PG_CACHED);
+	tc->pfns[tc->count] = pfn;
+	tc_set_count(tc, tc->count + 1);
+	tc_leave(tc);
 	return 0;
 }
 
@@ -721,19 +865,14 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 	    ((size_t)ZM_RUN_LIMIT_ROOM << p->run_order) > p->limit)
 		tc = NULL;
 	/* a caller's page is taken as resident (written) */
-	if (zmi_likely(tc && tc->count < tc->cap)) {
+	if (zmi_likely(tc)) {
+		if (zmi_unlikely(!tc_try_enter(tc)) || zmi_unlikely(tc->count == tc->cap))
+			return free_slow(p, tc, pg, pfn);
 		pg->flags = PG_RESIDENT;
 		zmi_pg_set_state(pg, PG_CACHED);
 		tc->pfns[tc->count] = pfn;
 		tc_set_count(tc, tc->count + 1);
-		return 0;
-	}
-	if (tc) {
-		tc_give_back(p, tc, p->cache_batch, true, true);
-		pg->flags = PG_RESIDENT;
-		zmi_pg_set_state(pg, PG_CACHED);
-		tc->pfns[tc->count] = pfn;
-		tc_set_count(tc, tc->count + 1);
+		tc_leave(tc);
 	} else {
 		struct zmi_zone *z = zmi_zone_of(p, pfn);
 
@@ -753,12 +892,44 @@ void zm_pages_flush_thread(struct zm_pages *p)
 	if (!p)
 		return;
 	tc = tc_find(p);
-	if (!tc || (!tc->count && !tc->nahead && !tc_run_left(tc)))
+	if (!tc)
 		return;
-	tc_give_back(p, tc, tc->count, false, false);
+	tc_enter(tc);
+	if (tc->count)
+		tc_give_back(p, tc, tc->count, false, false);
 	ahead_give_back(p, tc);
+	tc_leave(tc);
 	for (unsigned z = 0; z < p->nzones; z++)
 		zmi_zone_maybe_trim(p, &p->zone[z]);
+}
+
+size_t zmi_tcache_steal(struct zm_pages *p)
+{
+	struct zmi_tcache *tc;
+	size_t taken = 0;
+	bool any = false;
+
+	pthread_mutex_lock(&zmi_tc_lock);
+	for (tc = p->caches; tc; tc = tc->rnext) {
+		if (__atomic_load_n(&tc->count, __ATOMIC_RELAXED)) {
+			__atomic_store_n(&tc->steal, 1, __ATOMIC_RELAXED);
+			any = true;
+		}
+	}
+	if (any && zmi_os_membarrier() != 0)
+		any = false;  /* no barrier: take nothing, only clear the flags */
+	for (tc = p->caches; tc; tc = tc->rnext) {
+		if (!__atomic_load_n(&tc->steal, __ATOMIC_RELAXED))
+			continue;
+		if (any && !__atomic_load_n(&tc->in, __ATOMIC_ACQUIRE) && tc->count) {
+			taken += tc->count;
+			tc_give_back(p, tc, tc->count, false, false);
+		}
+		__atomic_store_n(&tc->steal, 0, __ATOMIC_RELEASE);
+	}
+	p->stolen += taken;
+	pthread_mutex_unlock(&zmi_tc_lock);
+	return taken;
 }
 
 /* ---- for destroy, stats and the checker ----------------------------- */
