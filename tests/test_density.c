@@ -19,8 +19,8 @@
  *
  * Measured 2026-12-02 with ZM_DEBUG=2 -O1, ASan+UBSan, and a release
  * build (the largest of the three where they differ: zsmalloc's records
- * carry a magic number in debug builds, 1.0166 against 1.0148 on text
- * 0.75).  The malloc backend counts what the C library spends: under
+ * carry a magic number in debug builds, 1.0142 against 1.0137 on text
+ * 0.30); zsmalloc's again after its mixed zspages' 6-byte headers.  The malloc backend counts what the C library spends: under
  * AddressSanitizer its allocator is another one, and its figures are
  * lower (text 0.3: 1.0269), which passes.
  */
@@ -47,10 +47,10 @@ struct corpus {
 };
 
 static const struct corpus corpora[] = {
-	{ "text 0.30", ZM_WORKLOAD_TEXT, 0.30, 1000, { 1.0407, 1.1214, 1.0655, 1.6868, 1.0329 } },
-	{ "text 0.50", ZM_WORKLOAD_TEXT, 0.50, 1001, { 1.0248, 1.3598, 1.0434, 1.1676, 1.0197 } },
-	{ "text 0.75", ZM_WORKLOAD_TEXT, 0.75, 1002, { 1.0166, 1.3390, 1.0312, 1.3466, 1.0133 } },
-	{ "zero", ZM_WORKLOAD_ZERO, 0, 1, { 1.5109, 1.9724, 3.5706, 79.7188, 2.5099 } },
+	{ "text 0.30", ZM_WORKLOAD_TEXT, 0.30, 1000, { 1.0142, 1.1214, 1.0655, 1.6868, 1.0329 } },
+	{ "text 0.50", ZM_WORKLOAD_TEXT, 0.50, 1001, { 1.0132, 1.3598, 1.0434, 1.1676, 1.0197 } },
+	{ "text 0.75", ZM_WORKLOAD_TEXT, 0.75, 1002, { 1.0081, 1.3390, 1.0312, 1.3466, 1.0133 } },
+	{ "zero", ZM_WORKLOAD_ZERO, 0, 1, { 1.3517, 1.9724, 3.5706, 79.7188, 2.5099 } },
 };
 
 static uint8_t *g_pages;

@@ -27,7 +27,7 @@
 __attribute__((noinline)) size_t zs_mixed_len(const struct zs_pool *zp,
 					      const struct zspage *zs, unsigned obj)
 {
-	return zs_mhdr(zp, zs, obj - 1)->len;
+	return zs_mhdr(zp, zs, obj)->len;
 }
 
 /* The lookup loop, for a slot (key false) or an owner word (key true):
@@ -198,7 +198,7 @@ size_t zs_obj_size(struct zm_pool *pool, zm_handle_t h)
 	zs = lookup(zp, h, &obj, ZM_HAZARD_RW);
 	if (!zs)
 		return 0;
-	n = zs->size == ZS_GRANULE ? zs_mhdr(zp, zs, obj - 1)->len : zs->size;
+	n = zs->size == ZS_GRANULE ? zs_mhdr(zp, zs, obj)->len : zs->size;
 	zmi_hazard_clear(ZM_HAZARD_RW);
 	return n;
 }

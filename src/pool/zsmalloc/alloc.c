@@ -157,7 +157,7 @@ static zm_handle_t mixed_alloc(struct zs_pool *zp, unsigned sh, size_t size)
 	 * filled by the objects small enough, not left unused) */
 	for (unsigned i = 0, best = UINT32_MAX; i < ZS_MIXED_OPEN; i++) {
 		struct zspage *f = m->front[i];
-		unsigned room = f ? m->objs - f->bump : 0;
+		unsigned room = f ? m->objs - zs_mfirst(zp, f->bump) : 0;
 
 		if (f && room >= need && room < best) {
 			zs = f;
@@ -178,7 +178,8 @@ static zm_handle_t mixed_alloc(struct zs_pool *zp, unsigned sh, size_t size)
 				k = i;
 		m->front[k] = zs;
 	}
-	g = zs->bump;
+	g = zs_mfirst(zp, zs->bump);
+	ZM_ASSERT(size <= UINT16_MAX && g + need <= m->objs);
 	if (zmi_unlikely(zs_populate(zp, m, zs, g + need - 1))) {
 		if (!zs->inuse) {
 			/* the zspage just made: it goes again */
@@ -194,14 +195,15 @@ static zm_handle_t mixed_alloc(struct zs_pool *zp, unsigned sh, size_t size)
 	}
 	hd = zs_mhdr(zp, zs, g);
 	hd->ref = idx;
-	hd->len = (uint32_t)size;
+	hd->len = (uint16_t)size;
+	/* the granules below the bump: a granule skipped at a page's end too */
+	zs_count(&m->mgran, (int32_t)(g + need - zs->bump));
 	zs->bump = (uint16_t)(g + need);
 	zs->inuse++;
 	zs->placed++;
 	tag = (zs_load_slot(zp, idx) & ZS_TAG_MASK) | 1;
-	zs_store_slot(zp, idx, zs_slot_live(zs->id, g + 1, tag));
+	zs_store_slot(zp, idx, zs_slot_live(zs->id, g, tag));
 	zs_count(&m->used, 1);
-	zs_count(&m->mgran, (int32_t)need);
 	zs_count(&m->mplaced, 1);
 	zs_mixed_group_set(m, zs);
 	/* the next object's header, in a page of the zspage already: fetched
@@ -489,7 +491,7 @@ int zs_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key)
 	 * only under this lock */
 	zs_store_ref(zp, kref, zs_slot_live(zs->id, obj, 1));
 	if (c->mixed)
-		zs_mhdr(zp, zs, obj - 1)->ref = kref;
+		zs_mhdr(zp, zs, obj)->ref = kref;
 	else
 		zs_backref(zs, c)[obj] = kref;
 	zs_slot_free(zp, c, zs_handle_idx(h));
@@ -569,7 +571,7 @@ long zs_unit(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_t max,
 			zm_handle_t x;
 
 			at = g;
-			g += zs_mgran(hd->len);
+			g = zs_mnext(zp, g, hd->len);
 			if (!zs_mhdr_live(zp, zs, hd, at))
 				continue;
 			if (ref & ZS_REF_OWNER)

@@ -134,17 +134,20 @@ static int build_classes(struct zs_pool *zp)
 		zp->proto[k] = (struct zs_proto){ .size = cls[k].size, .pages = cls[k].pages,
 						  .objs = cls[k].objs, .huge = cls[k].huge };
 	if (zp->proto) {
-		/* the mixed class: zspages of max_pages pages (as many as a
-		 * slot's 16-bit object index can name in granules) */
-		size_t mp = ZS_MIXED_MAX_GRANULES * (size_t)ZS_GRANULE / P;
+		/* the mixed class: zspages of max_pages pages, at most as many
+		 * granules as a 16-bit bump counts (the last granule of 64
+		 * pages of 4 KiB is not used) */
+		size_t mp = ((size_t)ZS_MIXED_MAX_GRANULES + 1) * ZS_GRANULE / P, objs;
 
 		if (mp > zp->mixed_pages)
 			mp = zp->mixed_pages;
 		if (!mp)
 			zp->mixed = false;
+		objs = (mp ? mp : 1) * P / ZS_GRANULE;
 		zp->proto[zp->nclasses] = (struct zs_proto){
 			.size = ZS_GRANULE, .pages = (uint16_t)(mp ? mp : 1),
-			.objs = (uint16_t)((mp ? mp : 1) * P / ZS_GRANULE) };
+			.objs = (uint16_t)(objs < ZS_MIXED_MAX_GRANULES ? objs
+							    : ZS_MIXED_MAX_GRANULES) };
 	}
 	free(pg), free(ob), free(cls_of), free(cls);
 	return zp->proto ? 0 : -ENOMEM;

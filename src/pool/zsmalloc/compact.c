@@ -856,7 +856,7 @@ static bool mixed_move(struct zs_pool *zp, struct zs_class *m, struct zspage *sr
 		zmi_unlock(&c->lock);
 		return false;
 	}
-	sn = zs_obj_segs(zp, src, g + 1, sseg, slen);
+	sn = zs_obj_segs(zp, src, g, sseg, slen);
 	dn = zs_obj_segs(zp, dst, to, dseg, dlen);
 	if (dn == 2 && dlen[0] >= len)
 		dn = 1;
@@ -871,7 +871,7 @@ static bool mixed_move(struct zs_pool *zp, struct zs_class *m, struct zspage *sr
 	zmi_unlock(&c->lock);
 	/* the source's object is free now (its word names the new place),
 	 * poisoned as a free would */
-	zs_poison_obj(zp, src, g + 1);
+	zs_poison_obj(zp, src, g);
 	src->inuse--;
 	zs_count(&m->used, -1);
 	return true;
@@ -904,7 +904,7 @@ static long mixed_evacuate(struct zs_pool *zp, struct zs_class *m, struct zspage
 			hold_moved(h, len);
 			moved++;
 		}
-		*at += zs_mgran(len);
+		*at = zs_mnext(zp, *at, len);
 	}
 	return moved;
 }
@@ -1140,7 +1140,7 @@ long zs_min_moves(struct zm_pool *pool, size_t pages)
 
 					if (zs_mhdr_live(zp, zs, hd, at))
 						starts[((size_t)at * ZS_GRANULE) >> zp->shift]++;
-					at += zs_mgran(hd->len);
+					at = zs_mnext(zp, at, hd->len);
 				}
 				for (unsigned p = 0; p < zs->npop; p++)
 					hist[starts[p] < nh ? starts[p] : nh - 1]++;

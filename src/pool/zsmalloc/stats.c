@@ -235,11 +235,11 @@ static int check_mixed(struct zs_pool *zp, struct zs_class *m, struct zspage *zs
 		if (zs_mhdr_live(zp, zs, hd, at))
 			objs++;
 #if ZM_DEBUG >= 2
-		else if (!poisoned(zp, zs, at + 1))
+		else if (!poisoned(zp, zs, at))
 			ZM_CHECK_FAIL("check: free object at granule %u of mixed zspage %p was "
-				      "written after it was freed", at + 1, (void *)zs);
+				      "written after it was freed", at, (void *)zs);
 #endif
-		at += n;
+		at = zs_mfirst(zp, at + n);
 	}
 	if (objs != zs->inuse || placed != zs->placed)
 		ZM_CHECK_FAIL("check: mixed zspage %p: %u objects placed, %u live; counters "

@@ -92,7 +92,8 @@ _Static_assert(ZS_DEF_MAX_PAGES == ZM_PAGES_RUN_MAX, "a default zspage is a page
 #ifndef ZS_MIXED_SMALL
 #define ZS_MIXED_SMALL 64
 #endif
-#define ZS_MIXED_MAX_GRANULES 0xFFF0u /* a granule index fits a slot's 16-bit obj */
+#define ZS_MIXED_MAX_GRANULES 0xFFFFu /* granules of a mixed zspage: its bump,
+					 and a slot's object index, are 16-bit */
 #define ZS_DEF_POLICY ZM_COMPACT_RATIO /* measured: docs/compaction.md */
 #define ZS_MAX_SHARDS 8   /* class copies, at most; as many as CPUs */
 /* Pages this large or larger get one copy of each class: objects are few
@@ -167,16 +168,17 @@ struct zspage {
 /*
  * Mixed zspages.  When an object's class has no zspage with room, the
  * object goes to its shard's mixed zspage instead (zsmalloc/alloc.c), if
- * the pool has them: objects of any size back to back, each an 8-byte
- * header and its bytes rounded up to 8 (granules), so there is no
- * rounding to a class and one partly used page per shard instead of one
- * per class.  The mixed class is a class like the others to the handle
- * table, the zspage table, the records and the locks, at index nclasses
- * of each shard (after the huge one: ZS_FOR_EACH_CLASS never sees it),
- * its slot size ZS_GRANULE, its "objects" granules.  An object at
- * granule g has its header there and its data from g + 1, which its
- * handle slot names as the object (so that zs_obj_segs finds the data
- * at obj * size as for any zspage); the header gives the length.  An
+ * the pool has them: objects of any size back to back, each a 6-byte
+ * header and its bytes, the two rounded up to 4 (granules), so there is
+ * no rounding to a class and one partly used page per shard instead of
+ * one per class.  The mixed class is a class like the others to the
+ * handle table, the zspage table, the records and the locks, at index
+ * nclasses of each shard (after the huge one: ZS_FOR_EACH_CLASS never
+ * sees it), its slot size ZS_GRANULE, its "objects" granules.  An object
+ * at granule g has its header there and its data right after it (from
+ * byte g * 4 + 6, zs_obj_segs); its handle slot names g.  A header
+ * never straddles a page: the granule where one would (the page's last)
+ * is skipped (zs_mfirst, zs_mnext).  The header gives the length.  An
  * object is live while the word its header's back reference names (slot
  * or owner word) names it; a free touches neither the header nor the
  * object (a header read on every free was a cache miss: allocbench's
@@ -188,20 +190,23 @@ struct zspage {
  * (front[]); an object goes to the one with the least room that holds
  * it.  Records have no back references: the headers hold them.
  */
-#define ZS_GRANULE 8
+#define ZS_GRANULE 4
+#define ZS_MHDR_BYTES 6
 #ifndef ZS_MIXED_OPEN
 #define ZS_MIXED_OPEN 2           /* zspages of a shard open for allocation */
 #endif
-struct zs_mhdr {
+struct __attribute__((packed)) zs_mhdr {
 	uint32_t ref;            /* back reference */
-	uint32_t len;            /* the object's bytes */
+	uint16_t len;            /* the object's bytes (below a page: a mixed
+				    object is of a class below the huge one) */
 };
+_Static_assert(sizeof(struct zs_mhdr) == ZS_MHDR_BYTES, "the header as laid out");
 struct zspage;
 struct zs_class;
 /* Granules an object of len bytes takes, its header included. */
 static inline unsigned zs_mgran(size_t len)
 {
-	return 1 + (unsigned)((len + ZS_GRANULE - 1) / ZS_GRANULE);
+	return (unsigned)((ZS_MHDR_BYTES + len + ZS_GRANULE - 1) / ZS_GRANULE);
 }
 
 static inline void zs_set_magic(struct zspage *zs, uint32_t v)
@@ -678,6 +683,17 @@ static inline uint32_t *zs_backref(struct zspage *zs, const struct zs_class *c)
 {
 	return zs->data;
 }
+/* Granule g, or the next if a header at g would straddle a page. */
+static inline unsigned zs_mfirst(const struct zs_pool *zp, unsigned g)
+{
+	return (((size_t)g * ZS_GRANULE) & (zp->page_size - 1)) + ZS_MHDR_BYTES <= zp->page_size
+		       ? g : g + 1;
+}
+/* Where the header after that at g (of an object of len bytes) is. */
+static inline unsigned zs_mnext(const struct zs_pool *zp, unsigned g, size_t len)
+{
+	return zs_mfirst(zp, g + zs_mgran(len));
+}
 /* The header at granule g of mixed zspage zs (a header never straddles
  * a page). */
 static inline struct zs_mhdr *zs_mhdr(const struct zs_pool *zp, const struct zspage *zs,
@@ -698,17 +714,21 @@ size_t zs_mixed_len(const struct zs_pool *zp, const struct zspage *zs, unsigned 
 static inline int zs_obj_segs(const struct zs_pool *zp, const struct zspage *zs,
 			      unsigned obj, char *seg[2], size_t len[2])
 {
-	size_t size = zs->size, off = (size_t)obj * size;
-	size_t in = off & (zp->page_size - 1);
-	unsigned pg = (unsigned)(off >> zp->shift);
+	size_t size = zs->size, off = (size_t)obj * size, in;
 	const zm_pfn_t *x = __atomic_load_n(&zs->pfnx, __ATOMIC_ACQUIRE);
-	zm_pfn_t p0 = zmi_likely(!x) ? zs->first + pg : x[pg], p1;
+	unsigned pg;
+	zm_pfn_t p0, p1;
 
-	seg[0] = zp->base + ((size_t)p0 << zp->shift) + in;
-	/* a mixed zspage's object: its length from its header, the granule
-	 * before (in the page before, if the data starts a page) */
-	if (zmi_unlikely(size == ZS_GRANULE))
+	/* a mixed zspage's object: its length from its header at granule
+	 * obj, its data right after the header */
+	if (zmi_unlikely(size == ZS_GRANULE)) {
 		size = zs_mixed_len(zp, zs, obj);
+		off += ZS_MHDR_BYTES;
+	}
+	in = off & (zp->page_size - 1);
+	pg = (unsigned)(off >> zp->shift);
+	p0 = zmi_likely(!x) ? zs->first + pg : x[pg];
+	seg[0] = zp->base + ((size_t)p0 << zp->shift) + in;
 	/* one piece if it stays in its page, or crosses into the next page
 	 * in memory (CONTIG); pfnx has no entry beyond the zspage's pages */
 	if (zmi_likely(in + size <= zp->page_size)) {
@@ -865,7 +885,7 @@ static inline bool zs_mhdr_live(struct zs_pool *zp, const struct zspage *zs,
 	uint64_t v = zs_load_ref(zp, hd->ref);
 
 	return (v & 1) && !(v & ZS_TAG_HUGE) && zs_slot_id(v) == zs->id &&
-	       zs_slot_obj(v) == g + 1;
+	       zs_slot_obj(v) == g;
 }
 /* The live granules of mixed class m: those below the bumps, in the part
  * of the objects placed there that live (counters read without the
