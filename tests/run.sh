@@ -3,8 +3,10 @@
 #
 #   run.sh RESULTS [WRAPPER...] -- TEST...   run each TEST (under WRAPPER),
 #                                            append "name passed failed" to RESULTS
-#   run.sh --total RESULTS                   print "N passed, N failed"; status 1
-#                                            if anything failed or nothing ran
+#   run.sh --total RESULTS                   print the tests that failed, one a
+#                                            line, then "N passed, N failed";
+#                                            status 1 if anything failed or
+#                                            nothing ran
 #
 # The test binaries use cmocka, whose summary lines give the counts; the
 # shell tests (*.sh) report in TAP (tests/tap.sh), whose "ok N" and
@@ -15,8 +17,9 @@
 set -u
 if [ "$1" = "--total" ]; then
     [ -f "$2" ] || { echo "0 passed, 1 failed"; exit 1; }
-    awk '{ p += $2; f += $3 } END { printf "%d passed, %d failed\n", p, f;
-          exit (f > 0 || p == 0) }' "$2"
+    awk '$3 > 0 { bad = bad "  failed: " $1 " (" $3 ")\n" }
+         { p += $2; f += $3 }
+         END { printf "%s%d passed, %d failed\n", bad, p, f; exit (f > 0 || p == 0) }' "$2"
     exit $?
 fi
 results=$1; shift
