@@ -350,7 +350,10 @@ static int round_run(const struct opts *o, int side, uint64_t scale, uint64_t se
 	struct hog hog = { 0 };
 	pthread_t hog_t;
 	uint64_t cpu0, t0, fg = 0;
-	struct zm_pages_config pc = { .reserve_pages = trim ? 0 : SIZE_MAX };
+	/* prefault as a pool's own pages instance does (zm_pool_create):
+	 * pages taken are made resident in the pages layer, not faulted in
+	 * by the first write */
+	struct zm_pages_config pc = { .reserve_pages = trim ? 0 : SIZE_MAX, .prefault = 1 };
 	struct zm_pages *pg;
 	struct zm_pool *pool;
 	struct zm_pool_stats st0, st1;
