@@ -373,7 +373,9 @@ static void breathe(struct zs_pool *zp, struct zs_class *c, struct hold *h)
 
 /* A batch: zspages quiesced together, with one heavy barrier, of one
  * class or of several (zs_compact_run). */
+#ifndef ZS_BATCH
 #define ZS_BATCH 16
+#endif
 
 struct step {
 	struct zspage *zs;

@@ -838,8 +838,12 @@ struct zspage *zs_room_in(const struct zs_pool *zp, struct zs_class *c);
 /* zsmalloc/compact.c.  The most work the compactor does under one hold of a
  * class lock: objects moved, bytes copied (at least one object); why
  * these, in zsmalloc/compact.c. */
+#ifndef ZS_STEP_OBJS
 #define ZS_STEP_OBJS 32
+#endif
+#ifndef ZS_STEP_BYTES
 #define ZS_STEP_BYTES (32u << 10)
+#endif
 long zs_compact(struct zm_pool *pool);
 long zs_shrink(struct zm_pool *pool, size_t bytes);
 long zs_min_moves(struct zm_pool *pool, size_t pages);
