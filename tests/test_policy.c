@@ -19,6 +19,7 @@
  */
 #define ZMEM_ADVANCED  /* zm_pool_unit, zm_pool_min_moves, zm_pages_* */
 #include <errno.h>
+#include <time.h>
 
 #include "pooltest.h"
 #include <zmem/pages.h>
@@ -550,6 +551,131 @@ static void test_ratio_hysteresis(void **st)
 }
 
 /*
+ * After a mass free is compacted, steady churn must not keep the
+ * compactor running: its holes are taken by its own allocations.  20,000
+ * objects of five sizes, 75% freed at random; once the pool is compacted
+ * (used/allocated 95% or more), 600 ms of churn (a random object freed,
+ * one of a random size made), still inside the grace window that
+ * finishes a mass free.  The compactor may move at most a tenth of the
+ * live objects meanwhile.
+ *
+ * Catches: the grace window compacting whenever used/allocated is below
+ * the target (steady churn never reaches 99%: episode after episode,
+ * several times the live objects moved in a second), and an episode that
+ * chases the slack the churn makes while it runs.
+ */
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void test_ratio_churn_quiet(void **st)
+{
+	enum { N = 20000 };
+	static const size_t sizes[] = { 200, 500, 900, 1500, 2600 };
+	struct zm_pool *p = mk(&(struct zm_pool_config){ .compact = ZM_COMPACT_RATIO });
+	static zm_handle_t h[N];
+	struct zm_pool_stats s0, s1;
+	size_t live = 0;
+	struct rng r;
+	uint64_t t0;
+	int t;
+
+	rng_seed(&r, g_seed);
+	for (size_t i = 0; i < N; i++)
+		h[live++] = alloc_ok(p, sizes[rng_below(&r, 5)]);
+	for (size_t i = 0; i < live;) {
+		if (rng_below(&r, 4)) {
+			assert_int_equal(zm_pool_free(p, h[i]), 0);
+			h[i] = h[--live];
+		} else {
+			i++;
+		}
+	}
+	for (t = 0; t < 10000 && used_ratio(p) < 0.95; t += 10)
+		usleep(10 * 1000);
+	zm_pool_stats(p, &s0);
+	if (used_ratio(p) < 0.95)
+		fail_msg("a mass free not compacted in 10 s: used/allocated %.3f", used_ratio(p));
+	t0 = now_ms();
+	while (now_ms() - t0 < 600) {
+		size_t k = rng_below(&r, live);
+
+		assert_int_equal(zm_pool_free(p, h[k]), 0);
+		h[k] = alloc_ok(p, sizes[rng_below(&r, 5)]);
+	}
+	zm_pool_stats(p, &s1);
+	printf("compacted in %d ms; 600 ms of churn over %zu objects: %llu moved, %llu "
+	       "passes, used/allocated %.3f\n", t, live,
+	       (unsigned long long)(s1.objects_moved - s0.objects_moved),
+	       (unsigned long long)(s1.compactions - s0.compactions), used_ratio(p));
+	if (s1.objects_moved - s0.objects_moved > live / 10)
+		fail_msg("%llu objects moved during steady churn over %zu objects",
+			 (unsigned long long)(s1.objects_moved - s0.objects_moved), live);
+	assert_int_equal(zm_pool_set_compaction(p, ZM_COMPACT_OFF), 0);
+	assert_int_equal(zm_pool_check(p), 0);
+	free_all(p, h, live);
+	zm_pool_destroy(p);
+}
+
+/*
+ * A mass free the compactor caught half way is finished: 20,000 objects,
+ * half freed (compacted to 95% or more), then a fifth of the rest freed,
+ * which leaves used/allocated near 80%, above the ratio (75%) that starts
+ * compaction, but inside the grace window: the pool shrank, so it is
+ * compacted again, to 95% or more within 2 s.
+ *
+ * Catches: a grace window that only ends an episode started by a
+ * crossing (the second free left at 80%).
+ */
+static void test_ratio_grace_finishes(void **st)
+{
+	enum { N = 20000 };
+	struct zm_pool *p = mk(&(struct zm_pool_config){ .compact = ZM_COMPACT_RATIO });
+	static zm_handle_t h[N];
+	size_t live = 0;
+	struct rng r;
+	double mid;
+	int t, t2;
+
+	rng_seed(&r, g_seed + 1);
+	for (size_t i = 0; i < N; i++)
+		h[live++] = alloc_ok(p, 300 + rng_below(&r, 2000));
+	for (size_t i = 0; i < live;) {
+		if (rng_below(&r, 2)) {
+			assert_int_equal(zm_pool_free(p, h[i]), 0);
+			h[i] = h[--live];
+		} else {
+			i++;
+		}
+	}
+	for (t = 0; t < 10000 && used_ratio(p) < 0.95; t += 10)
+		usleep(10 * 1000);
+	for (size_t i = 0; i < live;) {
+		if (!rng_below(&r, 5)) {
+			assert_int_equal(zm_pool_free(p, h[i]), 0);
+			h[i] = h[--live];
+		} else {
+			i++;
+		}
+	}
+	mid = used_ratio(p);
+	for (t2 = 0; t2 < 2000 && used_ratio(p) < 0.95; t2 += 10)
+		usleep(10 * 1000);
+	printf("half freed, compacted in %d ms; a fifth more freed (%.3f): compacted to "
+	       "%.3f in %d ms\n", t, mid, used_ratio(p), t2);
+	if (used_ratio(p) < 0.95)
+		fail_msg("the second free left at used/allocated %.3f", used_ratio(p));
+	assert_int_equal(zm_pool_set_compaction(p, ZM_COMPACT_OFF), 0);
+	assert_int_equal(zm_pool_check(p), 0);
+	free_all(p, h, live);
+	zm_pool_destroy(p);
+}
+
+/*
  * A bounded pass (compact_budget zspages) must spend its budget on the
  * emptiest zspages: that frees the most pages per object moved, and
  * passes that stop at the target then move no more than they must.  512
@@ -861,6 +987,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_compact_every_class),
 		cmocka_unit_test(test_ratio_hysteresis),
 		cmocka_unit_test(test_ratio_emptiest_first),
+		cmocka_unit_test(test_ratio_churn_quiet),
+		cmocka_unit_test(test_ratio_grace_finishes),
 		cmocka_unit_test(test_watermark_boundary),
 		cmocka_unit_test(test_pages_trim),
 		cmocka_unit_test(test_pages_reserve_scales),

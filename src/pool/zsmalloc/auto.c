@@ -65,6 +65,8 @@ struct zs_auto {
 				     target until then (ns) */
 	bool fresh;               /* callback only: armed by a crossing, no
 				     episode finished since */
+	uint64_t used_after;      /* callback only: the pool's used bytes when
+				     the last episode ended */
 	uint8_t *want;            /* atomic per class entry: watermark crossed */
 };
 
@@ -235,6 +237,16 @@ static bool below(const struct usage *u, unsigned percent)
 	return u->excess > ZS_AUTO_MIN_SLACK && u->used * 100 < u->alloc * percent;
 }
 
+/* While armed after an episode: compact again only if the pool went on
+ * shrinking (a mass free the first episode caught half way), by
+ * ZS_AUTO_SHRINK_PCT of its used bytes: steady churn after it keeps them
+ * flat, and its slack is taken by its own allocations. */
+#define ZS_AUTO_SHRINK_PCT 5
+static bool still_shrinking(const struct zs_auto *a, const struct usage *u)
+{
+	return a->fresh || u->used * 100 < a->used_after * (100 - ZS_AUTO_SHRINK_PCT);
+}
+
 /* After an episode (no lock held): the memory it freed goes back to the
  * OS now.  The pages this thread's cache holds (sources' pages it freed,
  * refills for keepers that grew) go back to the pages layer, which gives
@@ -282,12 +294,22 @@ static void auto_run(void *arg)
 			a->armed_until = now + ZS_AUTO_GRACE_MS * 1000000ull;
 			a->fresh = true;
 		}
-		if (now < a->armed_until && below(&u, a->target)) {
+		if (now < a->armed_until && below(&u, a->target) && still_shrinking(a, &u)) {
+			/* the slack there is now, not what frees make
+			 * meanwhile: under churn, allocations take that, and
+			 * chasing it kept the compactor running the whole
+			 * grace window.  Counted by what each pass took off
+			 * the pool's bytes (a mixed zspage's objects fill
+			 * class pages as its own go) */
+			uint64_t slack = u.alloc - u.used, won = 0, before = u.alloc;
+
 			while (ratio_pass(zp, a) > 0 && !zmi_worker_stopping(&a->work) &&
-			       (u = usage(zp), below(&u, a->target))) {
+			       (u = usage(zp), below(&u, a->target)) &&
+			       (won += before > u.alloc ? before - u.alloc : 0) < slack) {
 				pthread_mutex_unlock(&zp->compact_lock);
 				sched_yield();
 				pthread_mutex_lock(&zp->compact_lock);
+				before = usage(zp).alloc;
 			}
 			/* then the classes left with a few objects, and the
 			 * records */
@@ -304,6 +326,7 @@ static void auto_run(void *arg)
 				a->armed_until = zmi_os_now_ns() + ZS_AUTO_GRACE_MS * 1000000ull;
 				a->fresh = false;
 			}
+			a->used_after = usage(zp).used;
 			episode = true;
 		}
 	}
