@@ -92,6 +92,16 @@
  * KiB, for one object of 100 bytes: 1000 such pools, 128 MiB); beyond it
  * the batch saves a system call a page. */
 #define ZM_PREFAULT_BATCH_BYTES  ((size_t)1 << 20)
+/* A page taken from a thread's run block or set-aside pages that is not
+ * resident is made resident with the pages of that block or run after it,
+ * up to this many in all, in one call (past ZM_PREFAULT_BATCH_BYTES, as
+ * above): a zspage growing page by page then pays one call for 16 pages,
+ * not one each, and an allocation that meets one is 1 in 16 of those
+ * that grow a zspage, not each of them (the tail of allocation latency
+ * while the compactor works: docs/results/2026-12-02-latency.md). */
+#ifndef ZM_PREFAULT_AHEAD
+#define ZM_PREFAULT_AHEAD 16
+#endif
 #define ZM_MAX_CACHE       1024
 
 #define ZM_PFN_NIL UINT32_MAX

@@ -47,7 +47,7 @@
  * Taking back an idle thread's stack.  A thread that freed many pages and
  * then went quiet (or never calls again) would keep up to cache_cap of
  * them resident for good; zmi_tcache_steal, run by the trims, takes the
- * stack of every cache whose owner is not in a call of this file at that
+ * pages of every cache whose owner is not in a call of this file at that
  * moment.  The owner's side is two plain stores and a load a call: `in`
  * is 1 while it is in one (tc_try_enter, tc_leave), and it reads `steal`
  * after setting in.  The stealer sets steal on each cache, runs
@@ -56,10 +56,11 @@
  * steal set), then reads each in: 0, the stack is the stealer's until
  * it clears steal; 1, that cache is left alone.  An owner that finds
  * steal set leaves (in = 0) and waits for it to clear; the
- * stealer holds it for one give-back of at most cache_cap pages.  Only
- * the stack is taken: the run block and set-aside pages are a zspage's
- * next pages, and their owner gives them back when it moves on.  Where
- * the kernel refuses membarrier, nothing is stolen.
+ * stealer holds it for one give-back of at most cache_cap pages.  The
+ * run block and the set-aside pages go too (a zspage that grows later
+ * takes its next page from the free lists, zm_pages_alloc_at, as when
+ * they were given back for room).  Where the kernel refuses membarrier,
+ * nothing is stolen.
  *
  * Lock order: zmi_tc_lock -> a zone lock (one at a time).  `count` and `owner` are read by other
  * threads (stats, destroy) with relaxed atomics; only the owning thread
@@ -211,6 +212,37 @@ static void registry_unlink(struct zm_pages *p, struct zmi_tcache *tc)
 static inline bool cached_resident(const struct zm_pages *p, zm_pfn_t pfn)
 {
 	return zmi_pg_of(p, pfn)->flags & PG_RESIDENT;
+}
+
+/* Page pfn, just taken from tc's run block or set-aside pages (tc
+ * entered), leaves for its caller: if it is not resident, make it and
+ * the pages of tc that follow it in memory (the block's next ones, or the
+ * set-aside pages of its run) resident in one call, ZM_PREFAULT_AHEAD at
+ * most, and mark them so (their records are tc's while it holds them). */
+static void prefault_ahead(struct zm_pages *p, struct zmi_tcache *tc, zm_pfn_t pfn)
+{
+	zm_pfn_t run[ZM_PREFAULT_AHEAD];
+	unsigned n = 0;
+
+	if (!p->prefault || cached_resident(p, pfn) ||
+	    zmi_zone_of(p, pfn)->resident_max < (ZM_PREFAULT_BATCH_BYTES >> p->page_shift))
+		return;
+	run[n++] = pfn;
+	if (pfn + 1 == tc->run_next) {
+		while (n < ZM_PREFAULT_AHEAD && pfn + n < tc->run_end)
+			run[n] = pfn + n, n++;
+	} else {
+		/* a run's set-aside pages are in order, oldest run first */
+		for (unsigned i = 0; i < tc->nahead && n < ZM_PREFAULT_AHEAD; i++)
+			if (tc->ahead[i] == pfn + n)
+				run[n] = pfn + n, n++;
+	}
+	for (unsigned i = 1; i < n; i++)
+		if (cached_resident(p, run[i]))
+			n = i;  /* up to the first that is resident already */
+	zmi_pages_prefault(p, run, n);
+	for (unsigned i = 0; i < n; i++)
+		zmi_pg_of(p, run[i])->flags |= PG_RESIDENT;
 }
 
 /* Cached pages [a, a + len) of zone z back to its buddy (z's lock held),
@@ -694,13 +726,16 @@ int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 		tc_set_count(tc, tc->count - 1);
 	/* the next page of the run block: a run longer than what could be
 	 * set aside grows into it (zm_pages_alloc_run) */
-	else if (pfn == tc->run_next && tc->run_next < tc->run_end)
+	else if (pfn == tc->run_next && tc->run_next < tc->run_end) {
 		tc_set_run(tc, pfn + 1, tc->run_end);
+		prefault_ahead(p, tc, pfn);
 	/* set aside by zm_pages_alloc_run: newest first, the likely ones */
-	else if (remove_newest(tc->ahead, tc->nahead, tc->nahead, pfn))
+	} else if (remove_newest(tc->ahead, tc->nahead, tc->nahead, pfn)) {
 		tc_set_nahead(tc, tc->nahead - 1);
-	else
+		prefault_ahead(p, tc, pfn);
+	} else {
 		pfn = ZM_PFN_NIL;
+	}
 	tc_leave(tc);
 	if (pfn == ZM_PFN_NIL)
 		return -ENOENT;
@@ -803,7 +838,6 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 		tc_set_run(tc, blk, blk + (1u << k));
 	}
 	*pfn = tc->run_next;
-	cached_out(p, *pfn);
 	/* set the rest aside (as much as there is room for: the pages after
 	 * that stay in the block); when full, the oldest half goes back to
 	 * the free lists, in place: a zspage that grows later finds its
@@ -820,7 +854,9 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 	for (unsigned i = 1; i <= keep; i++)
 		tc->ahead[tc->nahead + i - 1] = *pfn + i;
 	tc_set_nahead(tc, tc->nahead + keep);
+	prefault_ahead(p, tc, *pfn);
 	tc_leave(tc);
+	cached_out(p, *pfn);
 	return 0;
 }
 
@@ -911,7 +947,8 @@ size_t zmi_tcache_steal(struct zm_pages *p)
 
 	pthread_mutex_lock(&zmi_tc_lock);
 	for (tc = p->caches; tc; tc = tc->rnext) {
-		if (__atomic_load_n(&tc->count, __ATOMIC_RELAXED)) {
+		if (__atomic_load_n(&tc->count, __ATOMIC_RELAXED) ||
+		    __atomic_load_n(&tc->nahead, __ATOMIC_RELAXED) || tc_run_left(tc)) {
 			__atomic_store_n(&tc->steal, 1, __ATOMIC_RELAXED);
 			any = true;
 		}
@@ -921,9 +958,11 @@ size_t zmi_tcache_steal(struct zm_pages *p)
 	for (tc = p->caches; tc; tc = tc->rnext) {
 		if (!__atomic_load_n(&tc->steal, __ATOMIC_RELAXED))
 			continue;
-		if (any && !__atomic_load_n(&tc->in, __ATOMIC_ACQUIRE) && tc->count) {
-			taken += tc->count;
-			tc_give_back(p, tc, tc->count, false, false);
+		if (any && !__atomic_load_n(&tc->in, __ATOMIC_ACQUIRE)) {
+			taken += tc->count + tc->nahead + tc_run_left(tc);
+			if (tc->count)
+				tc_give_back(p, tc, tc->count, false, false);
+			ahead_give_back(p, tc);
 		}
 		__atomic_store_n(&tc->steal, 0, __ATOMIC_RELEASE);
 	}
