@@ -294,8 +294,9 @@ static void taken(struct zmi_zone *z, size_t n)
 	z->nr_free -= n;
 	zmi_zone_add(&z->out, (long)n);
 	resident = z->out + z->nr_dirty_free;
+	/* read without the lock too (tcache.c: prefault_ahead) */
 	if (resident > z->resident_max)
-		z->resident_max = resident;
+		__atomic_store_n(&z->resident_max, resident, __ATOMIC_RELAXED);
 }
 
 bool zmi_out_reserve(struct zm_pages *p, size_t n)

@@ -230,7 +230,9 @@ struct zmi_zone {
 	size_t out;               /* pages of this zone out of the buddy;
 				     written with zmi_zone_add (read without
 				     the lock: zmi_zone_reserve) */
-	size_t resident_max;      /* high-water mark of out + nr_dirty_free */
+	size_t resident_max;      /* high-water mark of out + nr_dirty_free;
+				     atomic stores under the lock (read without
+				     it: tcache.c, prefault_ahead) */
 	bool trimming;            /* one trimmer at a time */
 	uint64_t bulk_calls, bulk_pages, refills, drains, limit_failures;
 	uint64_t trimmed_pages;

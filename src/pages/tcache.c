@@ -225,7 +225,8 @@ static void prefault_ahead(struct zm_pages *p, struct zmi_tcache *tc, zm_pfn_t p
 	unsigned n = 0;
 
 	if (!p->prefault || cached_resident(p, pfn) ||
-	    zmi_zone_of(p, pfn)->resident_max < (ZM_PREFAULT_BATCH_BYTES >> p->page_shift))
+	    __atomic_load_n(&zmi_zone_of(p, pfn)->resident_max, __ATOMIC_RELAXED) <
+		    (ZM_PREFAULT_BATCH_BYTES >> p->page_shift))
 		return;
 	run[n++] = pfn;
 	if (pfn + 1 == tc->run_next) {
