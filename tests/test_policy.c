@@ -564,6 +564,33 @@ static void test_ratio_hysteresis(void **st)
  * several times the live objects moved in a second), and an episode that
  * chases the slack the churn makes while it runs.
  */
+/* Free num in den of the n live objects of h at random (the rest kept
+ * at the front); the objects left. */
+static size_t free_random(struct zm_pool *p, zm_handle_t *h, size_t n, unsigned num,
+			  unsigned den, struct rng *r)
+{
+	for (size_t i = 0; i < n;) {
+		if (rng_below(r, den) < num) {
+			assert_int_equal(zm_pool_free(p, h[i]), 0);
+			h[i] = h[--n];
+		} else {
+			i++;
+		}
+	}
+	return n;
+}
+
+/* Wait up to ms for the background compactor to bring used/allocated to
+ * 95%; the milliseconds waited. */
+static int wait_compacted(struct zm_pool *p, int ms)
+{
+	int t;
+
+	for (t = 0; t < ms && used_ratio(p) < 0.95; t += 10)
+		usleep(10 * 1000);
+	return t;
+}
+
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -587,16 +614,8 @@ static void test_ratio_churn_quiet(void **st)
 	rng_seed(&r, g_seed);
 	for (size_t i = 0; i < N; i++)
 		h[live++] = alloc_ok(p, sizes[rng_below(&r, 5)]);
-	for (size_t i = 0; i < live;) {
-		if (rng_below(&r, 4)) {
-			assert_int_equal(zm_pool_free(p, h[i]), 0);
-			h[i] = h[--live];
-		} else {
-			i++;
-		}
-	}
-	for (t = 0; t < 10000 && used_ratio(p) < 0.95; t += 10)
-		usleep(10 * 1000);
+	live = free_random(p, h, live, 3, 4, &r);
+	t = wait_compacted(p, 10000);
 	zm_pool_stats(p, &s0);
 	if (used_ratio(p) < 0.95)
 		fail_msg("a mass free not compacted in 10 s: used/allocated %.3f", used_ratio(p));
@@ -644,27 +663,11 @@ static void test_ratio_grace_finishes(void **st)
 	rng_seed(&r, g_seed + 1);
 	for (size_t i = 0; i < N; i++)
 		h[live++] = alloc_ok(p, 300 + rng_below(&r, 2000));
-	for (size_t i = 0; i < live;) {
-		if (rng_below(&r, 2)) {
-			assert_int_equal(zm_pool_free(p, h[i]), 0);
-			h[i] = h[--live];
-		} else {
-			i++;
-		}
-	}
-	for (t = 0; t < 10000 && used_ratio(p) < 0.95; t += 10)
-		usleep(10 * 1000);
-	for (size_t i = 0; i < live;) {
-		if (!rng_below(&r, 5)) {
-			assert_int_equal(zm_pool_free(p, h[i]), 0);
-			h[i] = h[--live];
-		} else {
-			i++;
-		}
-	}
+	live = free_random(p, h, live, 1, 2, &r);
+	t = wait_compacted(p, 10000);
+	live = free_random(p, h, live, 1, 5, &r);
 	mid = used_ratio(p);
-	for (t2 = 0; t2 < 2000 && used_ratio(p) < 0.95; t2 += 10)
-		usleep(10 * 1000);
+	t2 = wait_compacted(p, 2000);
 	printf("half freed, compacted in %d ms; a fifth more freed (%.3f): compacted to "
 	       "%.3f in %d ms\n", t, mid, used_ratio(p), t2);
 	if (used_ratio(p) < 0.95)

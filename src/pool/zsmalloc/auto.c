@@ -65,8 +65,8 @@ struct zs_auto {
 				     target until then (ns) */
 	bool fresh;               /* callback only: armed by a crossing, no
 				     episode finished since */
-	uint64_t used_after;      /* callback only: the pool's used bytes when
-				     the last episode ended */
+	uint64_t used_mark;       /* callback only: the pool's used bytes when
+				     the last episode began */
 	uint8_t *want;            /* atomic per class entry: watermark crossed */
 };
 
@@ -215,16 +215,22 @@ static struct zs_class *next_slack(void *arg)
 	return NULL;
 }
 
-/* One bounded pass from the class last freed, round robin. */
-static long ratio_pass(struct zs_pool *zp, struct zs_auto *a)
+/* One bounded pass from the class last freed, round robin; *won grows
+ * by the bytes it took off the pool: a mixed zspage's objects fill class
+ * pages as its own go, so that part is counted by what the pool lost
+ * meanwhile, the packing of the classes by the pages it freed. */
+static long ratio_pass(struct zs_pool *zp, struct zs_auto *a, uint64_t *won)
 {
-	uint64_t t0 = zmi_os_now_ns();
+	uint64_t t0 = zmi_os_now_ns(), a0 = usage(zp).alloc, a1;
 	struct walk w = { .zp = zp, .a = a, .i = ratio_start(zp), .n = zp->total };
 	unsigned budget = a->budget;
 	/* sparse mixed zspages into their classes first, which then pack */
-	long freed = zs_mixed_compact(zp, &budget);
+	long freed = zs_mixed_compact(zp, &budget), packed;
 
-	return account(zp, freed + zs_compact_run(zp, next_slack, &w, &budget), t0);
+	a1 = usage(zp).alloc;
+	packed = zs_compact_run(zp, next_slack, &w, &budget);
+	*won += (a0 > a1 ? a0 - a1 : 0) + ((uint64_t)(packed > 0 ? packed : 0) << zp->shift);
+	return account(zp, freed + packed, t0);
 }
 
 /* Is used/allocated below percent, with at least ZS_AUTO_MIN_SLACK of
@@ -244,7 +250,7 @@ static bool below(const struct usage *u, unsigned percent)
 #define ZS_AUTO_SHRINK_PCT 5
 static bool still_shrinking(const struct zs_auto *a, const struct usage *u)
 {
-	return a->fresh || u->used * 100 < a->used_after * (100 - ZS_AUTO_SHRINK_PCT);
+	return a->fresh || u->used * 100 < a->used_mark * (100 - ZS_AUTO_SHRINK_PCT);
 }
 
 /* After an episode (no lock held): the memory it freed goes back to the
@@ -301,15 +307,15 @@ static void auto_run(void *arg)
 			 * grace window.  Counted by what each pass took off
 			 * the pool's bytes (a mixed zspage's objects fill
 			 * class pages as its own go) */
-			uint64_t slack = u.alloc - u.used, won = 0, before = u.alloc;
+			uint64_t slack = u.alloc - u.used, won = 0;
 
-			while (ratio_pass(zp, a) > 0 && !zmi_worker_stopping(&a->work) &&
-			       (u = usage(zp), below(&u, a->target)) &&
-			       (won += before > u.alloc ? before - u.alloc : 0) < slack) {
+			a->used_mark = u.used;  /* frees from now on: shrinking */
+
+			while (ratio_pass(zp, a, &won) > 0 && !zmi_worker_stopping(&a->work) &&
+			       (u = usage(zp), below(&u, a->target)) && won < slack) {
 				pthread_mutex_unlock(&zp->compact_lock);
 				sched_yield();
 				pthread_mutex_lock(&zp->compact_lock);
-				before = usage(zp).alloc;
 			}
 			/* then the classes left with a few objects, and the
 			 * records */
@@ -326,7 +332,6 @@ static void auto_run(void *arg)
 				a->armed_until = zmi_os_now_ns() + ZS_AUTO_GRACE_MS * 1000000ull;
 				a->fresh = false;
 			}
-			a->used_after = usage(zp).used;
 			episode = true;
 		}
 	}
