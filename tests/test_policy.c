@@ -892,6 +892,8 @@ static void test_pages_reserve_scales(void **st)
 		assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
 		memset(zm_pages_addr(pg, v[i]), 0x5a, PS);
 	}
+	/* the fill's demand over (test_pages_demand has it) */
+	usleep((2 * ZM_DEMAND_MS + 50) * 1000);
 	for (size_t i = 0; i < FIRST; i++)
 		assert_int_equal(zm_pages_free(pg, v[i]), 0);
 	zm_pages_stats(pg, &s);
@@ -929,6 +931,66 @@ static void test_pages_reserve_scales(void **st)
 	zmi_pages_trim_idle(pg);
 	zm_pages_stats(pg, &s);
 	assert_int_equal(s.reserve, 100);
+	zm_pages_destroy(pg);
+}
+
+/*
+ * A zone keeps what it was asked for lately (pages_internal.h,
+ * zmi_zone_demand): pages taken in the last 100 ms window, an eighth of
+ * its pages out at most, stay resident through an idle trim, so that a
+ * pool churning after a compaction takes them again without faults; two
+ * windows without a take, zmi_pages_trim_due gives them all back.  One
+ * zone: 8,192 pages held, then 512 taken and freed for 300 ms (one
+ * window at least is full of takes), then an idle trim: at least 256
+ * free pages stay resident; 250 ms later trim_due leaves none.
+ *
+ * Catches: the idle trim ignoring demand (0 kept: each page of churn
+ * after a compaction faults back in), demand that never passes (the
+ * pages stay resident after the churn stopped), no cap (more than an
+ * eighth of the pages out kept).
+ */
+static void test_pages_demand(void **st)
+{
+	enum { HELD = 8192, CHURN = 512 };
+	struct zm_pages_config c = { .arena_bytes = 256u << 20, .zones = 1 };
+	static zm_pfn_t v[HELD + CHURN];
+	struct zm_pages *pg;
+	struct zm_pages_stats s;
+	struct timespec t0, t1;
+	size_t kept;
+
+	assert_int_equal(zm_pages_create(&c, &pg), 0);
+	for (size_t i = 0; i < HELD; i++) {
+		assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
+		memset(zm_pages_addr(pg, v[i]), 0x5a, PS);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (size_t i = HELD; i < HELD + CHURN; i++) {
+			assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
+			memset(zm_pages_addr(pg, v[i]), 0x5a, PS);
+		}
+		for (size_t i = HELD; i < HELD + CHURN; i++)
+			assert_int_equal(zm_pages_free(pg, v[i]), 0);
+		zm_pages_flush_thread(pg);  /* through the zone, not the cache */
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+	} while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 <
+		 3 * ZM_DEMAND_MS);
+	zmi_pages_trim_idle(pg);
+	zm_pages_stats(pg, &s);
+	kept = s.reserve;
+	usleep((2 * ZM_DEMAND_MS + 50) * 1000);
+	zmi_pages_trim_due(pg);
+	zm_pages_stats(pg, &s);
+	printf("demand: %zu free pages kept by the idle trim while churning, %zu once it "
+	       "stopped\n", kept, s.reserve);
+	if (kept < CHURN / 2 || kept > HELD / 8)
+		fail_msg("%zu free pages kept after churn of %d pages over %d held", kept,
+			 CHURN, HELD);
+	assert_int_equal(s.reserve, 0);
+	for (size_t i = 0; i < HELD; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	assert_int_equal(zm_pages_check(pg), 0);
 	zm_pages_destroy(pg);
 }
 
@@ -995,6 +1057,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_watermark_boundary),
 		cmocka_unit_test(test_pages_trim),
 		cmocka_unit_test(test_pages_reserve_scales),
+		cmocka_unit_test(test_pages_demand),
 		cmocka_unit_test(test_pool_pages_trim),
 	};
 

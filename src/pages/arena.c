@@ -468,10 +468,15 @@ static size_t trim_all(struct zm_pages *p, bool idle)
 	zmi_tcache_steal(p);
 	for (unsigned i = 0; i < p->nzones; i++) {
 		struct zmi_zone *z = &p->zone[i];
+		/* idle: what the zone was asked for lately (a pool that
+		 * churns takes those pages again, and each given back would
+		 * come back as a fault); zmi_pages_trim_due takes it down
+		 * when the asking stops */
+		size_t keep = idle && p->reserve_scales ? zmi_zone_demand(z, zmi_os_now_ns())
+						       : zmi_zone_reserve(p, z);
 
 		zmi_lock(&z->lock);
-		total += trim_zone(p, z, idle && p->reserve_scales ? 0 : zmi_zone_reserve(p, z),
-				   true);
+		total += trim_zone(p, z, keep, true);
 		zmi_unlock(&z->lock);
 	}
 	return total;
@@ -485,6 +490,28 @@ size_t zm_pages_trim(struct zm_pages *p)
 size_t zmi_pages_trim_idle(struct zm_pages *p)
 {
 	return trim_all(p, true);
+}
+
+size_t zmi_pages_trim_due(struct zm_pages *p)
+{
+	size_t total = 0;
+	uint64_t now = zmi_os_now_ns();
+
+	if (!p || p->reserve == SIZE_MAX || !p->reserve_scales)
+		return 0;
+	for (unsigned i = 0; i < p->nzones; i++) {
+		struct zmi_zone *z = &p->zone[i];
+		size_t keep = zmi_zone_demand(z, now) ? zmi_zone_reserve(p, z) : 0;
+
+		/* with no demand every free page goes (as trim_idle's) */
+		if (__atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED) <=
+		    keep + (keep ? zmi_trim_batch(p, keep) : 0))
+			continue;
+		zmi_lock(&z->lock);
+		total += trim_zone(p, z, keep, false);
+		zmi_unlock(&z->lock);
+	}
+	return total;
 }
 
 static void fill_stats(struct zm_pages *p, struct zm_pages_stats *st);

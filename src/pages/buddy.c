@@ -297,6 +297,18 @@ static void taken(struct zmi_zone *z, size_t n)
 	/* read without the lock too (tcache.c: prefault_ahead) */
 	if (resident > z->resident_max)
 		__atomic_store_n(&z->resident_max, resident, __ATOMIC_RELAXED);
+	/* the demand window (zmi_zone_demand) */
+	z->taken_total += n;
+	{
+		uint64_t now = zmi_os_now_ns();
+
+		if (now - z->win_start_ns >= ZM_DEMAND_MS * 1000000ull) {
+			__atomic_store_n(&z->demand, z->taken_total - z->win_taken0,
+					 __ATOMIC_RELAXED);
+			z->win_taken0 = z->taken_total;
+			__atomic_store_n(&z->win_start_ns, now, __ATOMIC_RELAXED);
+		}
+	}
 }
 
 bool zmi_out_reserve(struct zm_pages *p, size_t n)

@@ -50,6 +50,7 @@
 
 #include "base/debug.h"
 #include "base/lock.h"
+#include "base/os.h"
 #include <zmem/pages.h>
 
 /* Pages moved under one lock acquisition by bulk calls, refills and
@@ -234,6 +235,11 @@ struct zmi_zone {
 				     atomic stores under the lock (read without
 				     it: tcache.c, prefault_ahead) */
 	bool trimming;            /* one trimmer at a time */
+	/* demand: pages taken from the buddy in the last window of
+	 * ZM_DEMAND_MS (taken(), under the lock; read without it) */
+	uint64_t taken_total;     /* lock */
+	uint64_t win_start_ns, win_taken0; /* lock */
+	size_t demand;            /* atomic stores under the lock */
 	uint64_t bulk_calls, bulk_pages, refills, drains, limit_failures;
 	uint64_t trimmed_pages;
 } __attribute__((aligned(64)));
@@ -336,14 +342,31 @@ static inline void zmi_zone_returned(struct zm_pages *p, struct zmi_zone *z, siz
 /* The dirty free pages zone z keeps resident: the reserve, or with the
  * default one, 1/2^ZM_RESERVE_SHIFT of the zone's pages out (read
  * without the lock: a hint), between ZM_MIN_DEFAULT and the reserve. */
+/* Zone z's recent demand: the pages taken from it in the last complete
+ * window of ZM_DEMAND_MS, none once two windows passed without a take
+ * (now: zmi_os_now_ns()), at most an eighth of its pages out. */
+#define ZM_DEMAND_MS 100
+static inline size_t zmi_zone_demand(const struct zmi_zone *z, uint64_t now)
+{
+	size_t d = __atomic_load_n(&z->demand, __ATOMIC_RELAXED);
+	size_t out = __atomic_load_n(&z->out, __ATOMIC_RELAXED) / 8;
+
+	if (now - __atomic_load_n(&z->win_start_ns, __ATOMIC_RELAXED) >
+	    2 * ZM_DEMAND_MS * 1000000ull)
+		return 0;
+	return d < out ? d : out;
+}
+
 static inline size_t zmi_zone_reserve(const struct zm_pages *p, const struct zmi_zone *z)
 {
-	size_t r;
+	size_t r, d;
 
 	if (!p->reserve_scales)
 		return p->reserve;
 	r = __atomic_load_n(&z->out, __ATOMIC_RELAXED) >> ZM_RESERVE_SHIFT;
-	return r < ZM_MIN_DEFAULT ? ZM_MIN_DEFAULT : r > p->reserve ? p->reserve : r;
+	r = r < ZM_MIN_DEFAULT ? ZM_MIN_DEFAULT : r > p->reserve ? p->reserve : r;
+	d = zmi_zone_demand(z, zmi_os_now_ns());
+	return d > r ? d : r;
 }
 
 /* The pages beyond the reserve before a free trims: ZM_TRIM_BATCH, or a
@@ -447,6 +470,10 @@ void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z);
  * again), down to reserve_pages if one was asked for.  Takes the zones'
  * locks one at a time; call without any.  Returns pages given back. */
 size_t zmi_pages_trim_idle(struct zm_pages *p);
+/* Each zone down to its recent demand (zmi_zone_demand), or to nothing
+ * if it had none: for a caller that looks every so often (zsmalloc's
+ * worker); a few relaxed reads when there is nothing to do. */
+size_t zmi_pages_trim_due(struct zm_pages *p);
 
 /* Prefault the pages in pfns[0..n) (without the lock; the caller owns
  * them), one madvise per run of adjacent pages.  Callers skip it when

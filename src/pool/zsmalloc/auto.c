@@ -338,6 +338,8 @@ static void auto_run(void *arg)
 	pthread_mutex_unlock(&zp->compact_lock);
 	if (episode)
 		give_back(zp);
+	else if (pol == ZM_COMPACT_RATIO)
+		zmi_pages_trim_due(zp->pages);  /* the demand kept after an episode */
 }
 
 int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg)
