@@ -91,6 +91,14 @@ size_t zmi_os_anon_bytes(void)
 	return (resident - shared) * zmi_os_page_size();
 }
 
+uint64_t zmi_os_coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t zmi_os_now_ns(void)
 {
 	struct timespec ts;

@@ -41,5 +41,8 @@ size_t zmi_os_anon_bytes(void);
 int zmi_os_membarrier(void);
 /* Monotonic time in nanoseconds. */
 uint64_t zmi_os_now_ns(void);
+/* The same to a few milliseconds (the kernel's tick), cheaper to read:
+ * for windows of tens of milliseconds and more. */
+uint64_t zmi_os_coarse_ns(void);
 
 #endif

@@ -472,7 +472,7 @@ static size_t trim_all(struct zm_pages *p, bool idle)
 		 * churns takes those pages again, and each given back would
 		 * come back as a fault); zmi_pages_trim_due takes it down
 		 * when the asking stops */
-		size_t keep = idle && p->reserve_scales ? zmi_zone_demand(z, zmi_os_now_ns())
+		size_t keep = idle && p->reserve_scales ? zmi_zone_demand(z, zmi_os_coarse_ns())
 						       : zmi_zone_reserve(p, z);
 
 		zmi_lock(&z->lock);
@@ -495,7 +495,7 @@ size_t zmi_pages_trim_idle(struct zm_pages *p)
 size_t zmi_pages_trim_due(struct zm_pages *p)
 {
 	size_t total = 0;
-	uint64_t now = zmi_os_now_ns();
+	uint64_t now = zmi_os_coarse_ns();
 
 	if (!p || p->reserve == SIZE_MAX || !p->reserve_scales)
 		return 0;

@@ -344,7 +344,7 @@ static inline void zmi_zone_returned(struct zm_pages *p, struct zmi_zone *z, siz
  * without the lock: a hint), between ZM_MIN_DEFAULT and the reserve. */
 /* Zone z's recent demand: the pages taken from it in the last complete
  * window of ZM_DEMAND_MS, none once two windows passed without a take
- * (now: zmi_os_now_ns()), at most an eighth of its pages out. */
+ * (now: zmi_os_coarse_ns()), at most an eighth of its pages out. */
 #define ZM_DEMAND_MS 100
 static inline size_t zmi_zone_demand(const struct zmi_zone *z, uint64_t now)
 {
@@ -365,7 +365,7 @@ static inline size_t zmi_zone_reserve(const struct zm_pages *p, const struct zmi
 		return p->reserve;
 	r = __atomic_load_n(&z->out, __ATOMIC_RELAXED) >> ZM_RESERVE_SHIFT;
 	r = r < ZM_MIN_DEFAULT ? ZM_MIN_DEFAULT : r > p->reserve ? p->reserve : r;
-	d = zmi_zone_demand(z, zmi_os_now_ns());
+	d = zmi_zone_demand(z, zmi_os_coarse_ns());
 	return d > r ? d : r;
 }
 
