@@ -939,7 +939,9 @@ static void test_pages_reserve_scales(void **st)
  * zmi_zone_demand): pages taken in the last 100 ms window, an eighth of
  * its pages out at most, stay resident through an idle trim, so that a
  * pool churning after a compaction takes them again without faults; two
- * windows without a take, zmi_pages_trim_due gives them all back.  One
+ * windows without a take, zmi_pages_trim_due gives them all back.  Only
+ * while someone calls zmi_pages_trim_due: without it, the idle trim
+ * keeps nothing (a pool with no worker would keep them for good).  One
  * zone: 8,192 pages held, then 512 taken and freed for 300 ms (one
  * window at least is full of takes), then an idle trim: at least 256
  * free pages stay resident; 250 ms later trim_due leaves none.
@@ -973,6 +975,7 @@ static void test_pages_demand(void **st)
 		for (size_t i = HELD; i < HELD + CHURN; i++)
 			assert_int_equal(zm_pages_free(pg, v[i]), 0);
 		zm_pages_flush_thread(pg);  /* through the zone, not the cache */
+		zmi_pages_trim_due(pg);     /* as a pool's worker does, each period */
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 	} while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 <
 		 3 * ZM_DEMAND_MS);
@@ -987,6 +990,17 @@ static void test_pages_demand(void **st)
 	if (kept < CHURN / 2 || kept > HELD / 8)
 		fail_msg("%zu free pages kept after churn of %d pages over %d held", kept,
 			 CHURN, HELD);
+	assert_int_equal(s.reserve, 0);
+	/* the same churn with no one calling zmi_pages_trim_due for a while:
+	 * nothing kept */
+	usleep((2 * ZM_DEMAND_MS + 50) * 1000);
+	for (size_t i = HELD; i < HELD + CHURN; i++)
+		assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
+	for (size_t i = HELD; i < HELD + CHURN; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	zm_pages_flush_thread(pg);
+	zmi_pages_trim_idle(pg);
+	zm_pages_stats(pg, &s);
 	assert_int_equal(s.reserve, 0);
 	for (size_t i = 0; i < HELD; i++)
 		assert_int_equal(zm_pages_free(pg, v[i]), 0);

@@ -472,7 +472,7 @@ static size_t trim_all(struct zm_pages *p, bool idle)
 		 * churns takes those pages again, and each given back would
 		 * come back as a fault); zmi_pages_trim_due takes it down
 		 * when the asking stops */
-		size_t keep = idle && p->reserve_scales ? zmi_zone_demand(z, zmi_os_coarse_ns())
+		size_t keep = idle && p->reserve_scales ? zmi_zone_demand(p, z, zmi_os_coarse_ns())
 						       : zmi_zone_reserve(p, z);
 
 		zmi_lock(&z->lock);
@@ -499,9 +499,10 @@ size_t zmi_pages_trim_due(struct zm_pages *p)
 
 	if (!p || p->reserve == SIZE_MAX || !p->reserve_scales)
 		return 0;
+	__atomic_store_n(&p->due_seen_ns, now, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < p->nzones; i++) {
 		struct zmi_zone *z = &p->zone[i];
-		size_t keep = zmi_zone_demand(z, now) ? zmi_zone_reserve(p, z) : 0;
+		size_t keep = zmi_zone_demand(p, z, now) ? zmi_zone_reserve(p, z) : 0;
 
 		/* with no demand every free page goes (as trim_idle's) */
 		if (__atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED) <=

@@ -293,6 +293,9 @@ struct zm_pages {
 	/* zmi_tc_lock */
 	struct zmi_tcache *caches; /* registry of this instance's caches */
 	uint64_t stolen;          /* zmi_tc_lock: pages zmi_tcache_steal took */
+	uint64_t due_seen_ns;     /* atomic: the last zmi_pages_trim_due call
+				     (the demand counts only while someone
+				     calls it: it is what gives it back) */
 	uint64_t tc_bulk_calls, tc_bulk_pages; /* bulk calls served from
 				     caches no longer registered (tcache.c) */
 };
@@ -344,15 +347,20 @@ static inline void zmi_zone_returned(struct zm_pages *p, struct zmi_zone *z, siz
  * without the lock: a hint), between ZM_MIN_DEFAULT and the reserve. */
 /* Zone z's recent demand: the pages taken from it in the last complete
  * window of ZM_DEMAND_MS, none once two windows passed without a take
- * (now: zmi_os_coarse_ns()), at most an eighth of its pages out. */
+ * or without a call of zmi_pages_trim_due (now: zmi_os_coarse_ns()), at
+ * most an eighth of its pages out. */
 #define ZM_DEMAND_MS 100
-static inline size_t zmi_zone_demand(const struct zmi_zone *z, uint64_t now)
+static inline size_t zmi_zone_demand(const struct zm_pages *p, const struct zmi_zone *z,
+				     uint64_t now)
 {
 	size_t d = __atomic_load_n(&z->demand, __ATOMIC_RELAXED);
 	size_t out = __atomic_load_n(&z->out, __ATOMIC_RELAXED) / 8;
+	const uint64_t two = 2 * ZM_DEMAND_MS * 1000000ull;
 
-	if (now - __atomic_load_n(&z->win_start_ns, __ATOMIC_RELAXED) >
-	    2 * ZM_DEMAND_MS * 1000000ull)
+	/* none without a caller of zmi_pages_trim_due lately: nothing
+	 * would give the pages kept back once the demand has passed */
+	if (now - __atomic_load_n(&z->win_start_ns, __ATOMIC_RELAXED) > two ||
+	    now - __atomic_load_n(&p->due_seen_ns, __ATOMIC_RELAXED) > two)
 		return 0;
 	return d < out ? d : out;
 }
@@ -365,7 +373,7 @@ static inline size_t zmi_zone_reserve(const struct zm_pages *p, const struct zmi
 		return p->reserve;
 	r = __atomic_load_n(&z->out, __ATOMIC_RELAXED) >> ZM_RESERVE_SHIFT;
 	r = r < ZM_MIN_DEFAULT ? ZM_MIN_DEFAULT : r > p->reserve ? p->reserve : r;
-	d = zmi_zone_demand(z, zmi_os_coarse_ns());
+	d = zmi_zone_demand(p, z, zmi_os_coarse_ns());
 	return d > r ? d : r;
 }
 

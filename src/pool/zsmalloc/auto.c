@@ -338,8 +338,10 @@ static void auto_run(void *arg)
 	pthread_mutex_unlock(&zp->compact_lock);
 	if (episode)
 		give_back(zp);
-	else if (pol == ZM_COMPACT_RATIO)
-		zmi_pages_trim_due(zp->pages);  /* the demand kept after an episode */
+	/* every period: what the pages layer keeps for demand goes back
+	 * once the demand has passed (and counts only while this runs) */
+	if (pol == ZM_COMPACT_RATIO)
+		zmi_pages_trim_due(zp->pages);
 }
 
 int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg)
