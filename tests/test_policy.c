@@ -470,6 +470,16 @@ static void test_compact_every_class(void **st)
 
 /* ---- automatic compaction ---------------------------------------------- */
 
+/* The end of a test of background compaction: compaction off, the
+ * checker clean, the n objects of h freed, the pool gone. */
+static void finish_auto(struct zm_pool *p, zm_handle_t *h, size_t n)
+{
+	assert_int_equal(zm_pool_set_compaction(p, ZM_COMPACT_OFF), 0);
+	assert_int_equal(zm_pool_check(p), 0);
+	free_all(p, h, n);
+	zm_pool_destroy(p);
+}
+
 static double used_ratio(struct zm_pool *p)
 {
 	struct zm_pool_stats s;
@@ -544,10 +554,7 @@ static void test_ratio_hysteresis(void **st)
 	       (unsigned long long)s.pool_pages);
 	if (u < 0.80 || u > 0.83)
 		fail_msg("used/allocated %.3f after compaction: the target is 80%%", u);
-	assert_int_equal(zm_pool_set_compaction(p, ZM_COMPACT_OFF), 0);
-	assert_int_equal(zm_pool_check(p), 0);
-	free_all(p, h, NZ * 32);
-	zm_pool_destroy(p);
+	finish_auto(p, h, NZ * 32);
 }
 
 /*
@@ -634,10 +641,7 @@ static void test_ratio_churn_quiet(void **st)
 	if (s1.objects_moved - s0.objects_moved > live / 10)
 		fail_msg("%llu objects moved during steady churn over %zu objects",
 			 (unsigned long long)(s1.objects_moved - s0.objects_moved), live);
-	assert_int_equal(zm_pool_set_compaction(p, ZM_COMPACT_OFF), 0);
-	assert_int_equal(zm_pool_check(p), 0);
-	free_all(p, h, live);
-	zm_pool_destroy(p);
+	finish_auto(p, h, live);
 }
 
 /*
@@ -672,10 +676,7 @@ static void test_ratio_grace_finishes(void **st)
 	       "%.3f in %d ms\n", t, mid, used_ratio(p), t2);
 	if (used_ratio(p) < 0.95)
 		fail_msg("the second free left at used/allocated %.3f", used_ratio(p));
-	assert_int_equal(zm_pool_set_compaction(p, ZM_COMPACT_OFF), 0);
-	assert_int_equal(zm_pool_check(p), 0);
-	free_all(p, h, live);
-	zm_pool_destroy(p);
+	finish_auto(p, h, live);
 }
 
 /*
@@ -797,10 +798,7 @@ static void test_watermark_boundary(void **st)
 	       "%llu pages\n", t, (unsigned long long)s.pool_pages);
 	assert_true(s.compactions >= 1);
 	assert_int_equal(s.pool_pages, 70);   /* 2240 objects, 32 a page */
-	assert_int_equal(zm_pool_set_compaction(p, ZM_COMPACT_OFF), 0);
-	assert_int_equal(zm_pool_check(p), 0);
-	free_all(p, h, NZ * 32);
-	zm_pool_destroy(p);
+	finish_auto(p, h, NZ * 32);
 }
 
 /* ---- the pages layer's trimming ---------------------------------------- */

@@ -457,7 +457,7 @@ void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z)
 }
 
 /* Every zone down to keep(zone) dirty free pages, after taking back the
- * stacks of threads not in a call (tcache.c): a thread that freed and
+ * caches of threads not in a call (tcache.c): a thread that freed and
  * went quiet would otherwise keep its cache resident for good. */
 static size_t trim_all(struct zm_pages *p, bool idle)
 {

@@ -342,9 +342,6 @@ static inline void zmi_zone_returned(struct zm_pages *p, struct zmi_zone *z, siz
 	zmi_out_release(p, n);
 }
 
-/* The dirty free pages zone z keeps resident: the reserve, or with the
- * default one, 1/2^ZM_RESERVE_SHIFT of the zone's pages out (read
- * without the lock: a hint), between ZM_MIN_DEFAULT and the reserve. */
 /* Zone z's recent demand: the pages taken from it in the last complete
  * window of ZM_DEMAND_MS, none once two windows passed without a take
  * or without a call of zmi_pages_trim_due (now: zmi_os_coarse_ns()), at
@@ -365,6 +362,10 @@ static inline size_t zmi_zone_demand(const struct zm_pages *p, const struct zmi_
 	return d < out ? d : out;
 }
 
+/* The dirty free pages zone z keeps resident: the reserve, or with the
+ * default one, 1/2^ZM_RESERVE_SHIFT of the zone's pages out (read
+ * without the lock: a hint), between ZM_MIN_DEFAULT and the reserve, or
+ * its recent demand if that is more. */
 static inline size_t zmi_zone_reserve(const struct zm_pages *p, const struct zmi_zone *z)
 {
 	size_t r, d;
@@ -508,9 +509,9 @@ int zmi_tcache_check(struct zm_pages *p, size_t *ncached);
 /* Give the calling thread's set-aside pages and run block back (takes
  * zone locks); true if there were any.  For a caller refused by the limit. */
 bool zmi_tcache_reclaim(struct zm_pages *p);
-/* Take back the stacks of the caches whose threads are not in a call of
- * the pages layer (tcache.c: stealing); the pages taken. */
-size_t zmi_tcache_steal(struct zm_pages *p);
+/* Take back the pages of the caches whose threads are not in a call of
+ * the pages layer (tcache.c: stealing); counted in p->stolen. */
+void zmi_tcache_steal(struct zm_pages *p);
 /* The calling thread's home zone in p (zone 0 without a cache). */
 unsigned zmi_home_zone(struct zm_pages *p);
 

@@ -44,7 +44,7 @@
  * (owner set to NULL) under zmi_tc_lock; the owning threads free detached
  * caches the next time they walk their list.
  *
- * Taking back an idle thread's stack.  A thread that freed many pages and
+ * Taking back an idle thread's cache.  A thread that freed many pages and
  * then went quiet (or never calls again) would keep up to cache_cap of
  * them resident for good; zmi_tcache_steal, run by the trims, takes the
  * pages of every cache whose owner is not in a call of this file at that
@@ -940,7 +940,7 @@ void zm_pages_flush_thread(struct zm_pages *p)
 		zmi_zone_maybe_trim(p, &p->zone[z]);
 }
 
-size_t zmi_tcache_steal(struct zm_pages *p)
+void zmi_tcache_steal(struct zm_pages *p)
 {
 	struct zmi_tcache *tc;
 	size_t taken = 0;
@@ -969,7 +969,6 @@ size_t zmi_tcache_steal(struct zm_pages *p)
 	}
 	p->stolen += taken;
 	pthread_mutex_unlock(&zmi_tc_lock);
-	return taken;
 }
 
 /* ---- for destroy, stats and the checker ----------------------------- */

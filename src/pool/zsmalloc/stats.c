@@ -239,7 +239,7 @@ static int check_mixed(struct zs_pool *zp, struct zs_class *m, struct zspage *zs
 			ZM_CHECK_FAIL("check: free object at granule %u of mixed zspage %p was "
 				      "written after it was freed", at, (void *)zs);
 #endif
-		at = zs_mfirst(zp, at + n);
+		at = zs_mnext(zp, at, hd->len);
 	}
 	if (objs != zs->inuse || placed != zs->placed)
 		ZM_CHECK_FAIL("check: mixed zspage %p: %u objects placed, %u live; counters "
