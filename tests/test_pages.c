@@ -468,6 +468,48 @@ static void *idle_after_frees(void *arg)
 	return NULL;
 }
 
+/*
+ * With prefault on, zm_pages_alloc_at refuses a page that is not resident
+ * while the zone has resident free pages (32 or more): the caller saves a
+ * copy by having the page in place and would pay a fault for it.  Without
+ * prefault, or with no resident free page, it takes the page.
+ *
+ * Catches: a clean page taken in place while resident ones wait (each a
+ * fault in a churning pool's allocation); a refusal with nothing resident
+ * (the caller's fallback would fault the same).
+ */
+static void test_alloc_at_resident_first(void **st)
+{
+	enum { N = 128, FAR = 4096 };
+	static zm_pfn_t v[N];
+
+	(void)st;
+	for (int prefault = 0; prefault < 2; prefault++) {
+		struct zm_pages_config c = { .arena_bytes = 64u << 20, .zones = 1,
+					     .reserve_pages = 1024, .prefault = prefault };
+		struct zm_pages *pg;
+
+		assert_int_equal(zm_pages_create(&c, &pg), 0);
+		/* nothing resident free: the far page is taken */
+		assert_int_equal(zm_pages_alloc_at(pg, FAR), 0);
+		assert_int_equal(zm_pages_free(pg, FAR), 0);
+		assert_int_equal(zm_pages_alloc_bulk(pg, N, v), N);
+		for (int i = 0; i < N; i++)
+			memset(zm_pages_addr(pg, v[i]), 0x5a, zm_pages_page_size(pg));
+		assert_int_equal(zm_pages_free_bulk(pg, N, v), 0);
+		/* N resident free pages: a page never touched is taken in
+		 * place only without prefault */
+		assert_int_equal(zm_pages_alloc_at(pg, 2 * FAR), prefault ? -EBUSY : 0);
+		if (!prefault)
+			assert_int_equal(zm_pages_free(pg, 2 * FAR), 0);
+		/* a resident one in place is taken either way */
+		assert_int_equal(zm_pages_alloc_at(pg, v[0]), 0);
+		assert_int_equal(zm_pages_free(pg, v[0]), 0);
+		assert_int_equal(zm_pages_check(pg), 0);
+		zm_pages_destroy(pg);
+	}
+}
+
 static void test_trim_takes_idle_cache(void **st)
 {
 	struct idler a = { .p = mk(4096, 4 << 20, 0), .m = PTHREAD_MUTEX_INITIALIZER,
@@ -923,6 +965,7 @@ int main(void)
 		cmocka_unit_test(test_no_return_when_asked),
 		cmocka_unit_test(test_small_bulk),
 		cmocka_unit_test(test_stats_and_thread_exit),
+		cmocka_unit_test(test_alloc_at_resident_first),
 		cmocka_unit_test(test_trim_takes_idle_cache),
 		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_take_cached),

@@ -1007,6 +1007,75 @@ static void test_pages_demand(void **st)
 }
 
 /*
+ * A pool's worker makes free pages resident ahead of demand
+ * (zmi_pages_trim_due, refill_zone in pages/arena.c): with prefault on, a
+ * zone whose resident free pages fell below half of what it was asked
+ * for in the last window gets them made resident there, off the takers'
+ * threads.  One zone, 8,192 pages held, 512 taken and freed for 300 ms
+ * with trim_due each time, then 512 taken and kept: trim_due makes 256
+ * pages or more resident; without prefault none.
+ *
+ * Catches: no refill (each page the churn takes next is a fault in its
+ * allocation), a refill without prefault, a refill that does not count
+ * its pages resident.
+ */
+static void test_pages_refill(void **st)
+{
+	enum { HELD = 8192, CHURN = 512 };
+	static zm_pfn_t v[HELD + CHURN];
+
+	(void)st;
+	for (int prefault = 0; prefault < 2; prefault++) {
+		struct zm_pages_config c = { .arena_bytes = 256u << 20, .zones = 1,
+					     .prefault = prefault };
+		struct zm_pages *pg;
+		struct zm_pages_stats s0, s;
+		struct timespec t0, t1;
+
+		assert_int_equal(zm_pages_create(&c, &pg), 0);
+		for (size_t i = 0; i < HELD; i++) {
+			assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
+			memset(zm_pages_addr(pg, v[i]), 0x5a, PS);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do {
+			for (size_t i = HELD; i < HELD + CHURN; i++) {
+				assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
+				memset(zm_pages_addr(pg, v[i]), 0x5a, PS);
+			}
+			for (size_t i = HELD; i < HELD + CHURN; i++)
+				assert_int_equal(zm_pages_free(pg, v[i]), 0);
+			zm_pages_flush_thread(pg);
+			zmi_pages_trim_due(pg);
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+		} while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 <
+			 3 * ZM_DEMAND_MS);
+		/* the resident free pages taken: below what the demand asks */
+		zm_pages_trim(pg);
+		for (size_t i = HELD; i < HELD + CHURN; i++)
+			assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
+		zm_pages_flush_thread(pg);
+		zm_pages_stats(pg, &s0);
+		zmi_pages_trim_due(pg);
+		zm_pages_stats(pg, &s);
+		printf("refill, prefault %d: %zu resident free before, %zu after; %llu made "
+		       "resident ahead\n", prefault, s0.reserve, s.reserve,
+		       (unsigned long long)(s.refilled_pages - s0.refilled_pages));
+		if (prefault) {
+			assert_true(s.refilled_pages - s0.refilled_pages >= CHURN / 2);
+			assert_true(s.reserve >= s0.reserve + CHURN / 2);
+			assert_true(s.resident_max >= s.resident);
+		} else {
+			assert_int_equal(s.refilled_pages, 0);
+		}
+		for (size_t i = 0; i < HELD + CHURN; i++)
+			assert_int_equal(zm_pages_free(pg, v[i]), 0);
+		assert_int_equal(zm_pages_check(pg), 0);
+		zm_pages_destroy(pg);
+	}
+}
+
+/*
  * The same through a pool: zsmalloc's pages, freed when its zspages
  * empty, go back to the OS beyond the reserve.  A pool on a pages
  * instance of its own (one zone, reserve 100) fills 16 MiB and frees it
@@ -1070,6 +1139,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_pages_trim),
 		cmocka_unit_test(test_pages_reserve_scales),
 		cmocka_unit_test(test_pages_demand),
+		cmocka_unit_test(test_pages_refill),
 		cmocka_unit_test(test_pool_pages_trim),
 	};
 

@@ -108,6 +108,11 @@ struct zm_pages_stats {
 	unsigned zones;           /* buddy allocators (zm_pages_config.zones) */
 	uint64_t stolen_pages;    /* pages taken back from the caches of
 	                             threads that were in no call, by trims */
+	uint64_t prefaulted_pages; /* pages made resident by the layer in a
+	                             caller's call (zm_pages_config.prefault):
+	                             each costs the kernel a fault's work */
+	uint64_t refilled_pages;  /* free pages made resident ahead of demand
+	                             by a pool's worker (prefault) */
 };
 
 struct zm_pages;

@@ -333,7 +333,7 @@ static void *worker_main(void *arg)
 /* What a side gathers over its rounds. */
 struct side {
 	struct hist hist[NOP];
-	uint64_t moved, passes, pages_compacted, trimmed, fails, bad;
+	uint64_t moved, passes, pages_compacted, trimmed, prefaulted, refilled, fails, bad;
 	uint64_t bg_cpu_ns, window_ns; /* CPU time beside the timed threads' */
 	uint64_t hog_burst_ns;       /* hog: the bursts it spun */
 	int lock_ok;                 /* zm_lock_hold answered (debug build) */
@@ -449,6 +449,8 @@ static int round_run(const struct opts *o, int side, uint64_t scale, uint64_t se
 	sd->passes += st1.compactions - st0.compactions;
 	sd->pages_compacted += st1.pages_compacted - st0.pages_compacted;
 	sd->trimmed += ps1.trimmed_pages - ps0.trimmed_pages;
+	sd->prefaulted += ps1.prefaulted_pages - ps0.prefaulted_pages;
+	sd->refilled += ps1.refilled_pages - ps0.refilled_pages;
 	pthread_barrier_destroy(&bar);
 	zm_pool_destroy(pool);
 	zm_pages_destroy(pg);
@@ -582,6 +584,8 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 			json_uint(&j, "compactions", sd[s].passes);
 			json_uint(&j, "pages_compacted", sd[s].pages_compacted);
 			json_uint(&j, "pages_trimmed", sd[s].trimmed);
+			json_uint(&j, "pages_prefaulted", sd[s].prefaulted);
+			json_uint(&j, "pages_refilled", sd[s].refilled);
 			json_uint(&j, "failed_allocs", sd[s].fails);
 			json_uint(&j, "bad_reads", sd[s].bad);
 			json_fixed(&j, "background_cpu", share(&sd[s]), 4);
@@ -637,9 +641,11 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 	       100 * share(&sd[SIDE_HOG]), sd[SIDE_HOG].hog_burst_ns / 1e3);
 	for (int s = 0; s < NSIDE; s++) {
 		printf("%-3s: %llu objects moved in %llu passes (%llu pages), %llu pages trimmed, "
-		       "%llu failed allocs, %llu bad reads\n", side_names[s],
-		       (unsigned long long)sd[s].moved, (unsigned long long)sd[s].passes,
-		       (unsigned long long)sd[s].pages_compacted, (unsigned long long)sd[s].trimmed,
+		       "%llu made resident in calls (%llu ahead), %llu failed allocs, %llu bad reads\n",
+		       side_names[s], (unsigned long long)sd[s].moved,
+		       (unsigned long long)sd[s].passes, (unsigned long long)sd[s].pages_compacted,
+		       (unsigned long long)sd[s].trimmed, (unsigned long long)sd[s].prefaulted,
+		       (unsigned long long)sd[s].refilled,
 		       (unsigned long long)sd[s].fails, (unsigned long long)sd[s].bad);
 	}
 	printf("\nlongest lock hold in the timed loops:\n");

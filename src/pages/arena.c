@@ -294,7 +294,14 @@ int zm_pages_alloc_at(struct zm_pages *p, zm_pfn_t pfn)
 		return -EINVAL;
 	z = zmi_zone_of(p, pfn);
 	zmi_lock(&z->lock);
-	got = zmi_buddy_take_at(p, z, pfn, &dirty, &limited);
+	/* a page that is not resident, while the zone has resident ones
+	 * free: the caller saves a copy (an object crossing two pages) by
+	 * having it in place, and pays a fault for it, a hundred times more;
+	 * a churning pool growing zspages in place into pages the trims
+	 * gave back paid it in most of its slow allocations
+	 * (docs/results/2026-12-02-latency.md) */
+	got = zmi_buddy_take_at(p, z, pfn, p->prefault && z->nr_dirty_free >= p->cache_batch,
+				&dirty, &limited);
 	zmi_unlock(&z->lock);
 	if (got == ZM_PFN_NIL && limited && zmi_tcache_reclaim(p))
 		return zm_pages_alloc_at(p, pfn);  /* at the limit: once more */
@@ -335,6 +342,8 @@ int zm_pages_free_order(struct zm_pages *p, zm_pfn_t pfn, unsigned order)
 
 void zmi_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n)
 {
+	/* a shared line written on a path that costs a fault's work a page */
+	__atomic_fetch_add(&p->prefaulted, n, __ATOMIC_RELAXED);
 	for (size_t i = 0; i < n;) {
 		size_t j = i + 1;
 
@@ -440,6 +449,57 @@ static size_t trim_zone(struct zm_pages *p, struct zmi_zone *z, size_t target, b
 	return total;
 }
 
+/* Make zone z's clean free pages resident until it has target dirty free
+ * pages (z's lock held on entry and exit; dropped while the kernel does
+ * it): the pages its takers will want soon, made resident here, by a
+ * pool's worker, rather than in the allocation that takes each.  Blocks
+ * of a run block's size at least (zm_pages_alloc_run cuts runs from
+ * resident blocks first, zspages grow into their next pages in place).
+ * Returns the pages made resident. */
+static size_t refill_zone(struct zm_pages *p, struct zmi_zone *z, size_t target)
+{
+	zm_pfn_t blk[16];
+	size_t total = 0;
+	bool failed = false;
+
+	if (z->trimming)
+		return 0;
+	z->trimming = true;  /* a trim and a refill would undo each other */
+	while (!failed && z->nr_dirty_free < target) {
+		size_t n, want = target - z->nr_dirty_free, resident;
+
+		if (want > ZM_PAGES_CHUNK * 16)
+			want = ZM_PAGES_CHUNK * 16;
+		n = zmi_buddy_isolate_clean(p, z, want, p->run_order, blk, 16);
+		if (n == 0)
+			break;
+		zmi_unlock(&z->lock);
+		/* Outside the lock: the isolated blocks belong to us; a
+		 * kernel without MADV_POPULATE_WRITE leaves them clean */
+		for (size_t i = 0; i < n && !failed; i++) {
+			unsigned order = zmi_pg_of(p, blk[i])->order;
+
+			failed = zmi_os_prefault(zm_pages_addr(p, blk[i]),
+						 p->page_size << order) != 0;
+		}
+		zmi_lock(&z->lock);
+		for (size_t i = 0; i < n; i++) {
+			unsigned order = zmi_pg_of(p, blk[i])->order;
+
+			zmi_buddy_give(p, z, blk[i], order, !failed);
+			z->nr_isolated -= (size_t)1 << order;
+			if (!failed)
+				total += (size_t)1 << order;
+		}
+		resident = z->out + z->nr_dirty_free;
+		if (resident > z->resident_max)
+			__atomic_store_n(&z->resident_max, resident, __ATOMIC_RELAXED);
+	}
+	z->refilled_pages += total;
+	z->trimming = false;
+	return total;
+}
+
 void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z)
 {
 	size_t r;
@@ -503,10 +563,18 @@ size_t zmi_pages_trim_due(struct zm_pages *p)
 	for (unsigned i = 0; i < p->nzones; i++) {
 		struct zmi_zone *z = &p->zone[i];
 		size_t keep = zmi_zone_demand(p, z, now) ? zmi_zone_reserve(p, z) : 0;
+		size_t dirty = __atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED);
 
+		/* below half of what the demand asks: made resident here,
+		 * off the takers' threads, if they want it (prefault) */
+		if (p->prefault && dirty < keep / 2) {
+			zmi_lock(&z->lock);
+			refill_zone(p, z, keep);
+			zmi_unlock(&z->lock);
+			continue;
+		}
 		/* with no demand every free page goes (as trim_idle's) */
-		if (__atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED) <=
-		    keep + (keep ? zmi_trim_batch(p, keep) : 0))
+		if (dirty <= keep + (keep ? zmi_trim_batch(p, keep) : 0))
 			continue;
 		zmi_lock(&z->lock);
 		total += trim_zone(p, z, keep, false);
@@ -537,6 +605,7 @@ static void fill_stats(struct zm_pages *p, struct zm_pages_stats *st)
 	zmi_tcache_bulk_counts(p, &tc_calls, &tc_pages, &stolen);
 	memset(st, 0, sizeof(*st));
 	st->stolen_pages = stolen;
+	st->prefaulted_pages = __atomic_load_n(&p->prefaulted, __ATOMIC_RELAXED);
 	zmi_zones_lock(p);
 	for (unsigned i = 0; i < p->nzones; i++) {
 		struct zmi_zone *z = &p->zone[i];
@@ -549,6 +618,7 @@ static void fill_stats(struct zm_pages *p, struct zm_pages_stats *st)
 		st->drains += z->drains;
 		st->limit_failures += z->limit_failures;
 		st->trimmed_pages += z->trimmed_pages;
+		st->refilled_pages += z->refilled_pages;
 		rmax += z->resident_max;
 	}
 	st->bulk_calls += tc_calls;

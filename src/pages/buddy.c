@@ -611,12 +611,53 @@ size_t zmi_buddy_isolate_dirty(struct zm_pages *p, struct zmi_zone *z, size_t ma
 	return nblk;
 }
 
-zm_pfn_t zmi_buddy_take_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, bool *dirty,
-			  bool *limited)
+size_t zmi_buddy_isolate_clean(struct zm_pages *p, struct zmi_zone *z, size_t max,
+			      unsigned min_order, zm_pfn_t *out, size_t nout)
+{
+	size_t pages = 0, nblk = 0;
+
+	/* Smallest blocks of min_order or more first, so that the largest
+	 * stay whole for the trims' bare blocks; beyond them the frontier
+	 * and the bare blocks (clean, their records not written yet). */
+	for (unsigned k = min_order; k <= ZM_PAGES_MAX_ORDER && nblk < nout && pages < max;) {
+		zm_pfn_t pfn;
+		unsigned order = k;
+
+		if (!z->area[k][0].count) {
+			if (k < ZM_PAGES_MAX_ORDER)
+				k++;
+			else if (zone_grow(p, z))
+				k = min_order;  /* the frontier's last block may be smaller */
+			else
+				break;
+			continue;
+		}
+		pfn = zmi_buddy_first(z, k, 0);
+		list_del(p, z, pfn);
+		/* no more than is asked for, in blocks of min_order */
+		while (order > min_order && (1u << (order - 1)) >= max - pages) {
+			order--;
+			list_add(p, z, pfn + (1u << order), order, 0);
+		}
+		zmi_pg_of(p, pfn)->order = (uint8_t)order;
+		zmi_pg_of(p, pfn)->state = PG_ISOLATED;
+		z->nr_free -= 1u << order;
+		z->nr_isolated += 1u << order;
+		out[nblk++] = pfn;
+		pages += 1u << order;
+	}
+	return nblk;
+}
+
+zm_pfn_t zmi_buddy_take_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn,
+			  bool resident_only, bool *dirty, bool *limited)
 {
 	zm_pfn_t head = ZM_PFN_NIL;
 	unsigned k, order = 0;
 
+	/* pages beyond the frontier and of bare blocks are clean */
+	if (resident_only && (pfn >= z->grow || is_bare(z, pfn)))
+		return ZM_PFN_NIL;
 	/* a page of a bare block or beyond the frontier: its block onto the
 	 * lists first */
 	if (pfn < z->grow && is_bare(z, pfn))
@@ -639,7 +680,8 @@ zm_pfn_t zmi_buddy_take_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn,
 			break;
 		}
 	}
-	if (head == ZM_PFN_NIL)
+	if (head == ZM_PFN_NIL ||
+	    (resident_only && !(zmi_pg_of(p, head)->flags & PG_BLK_DIRTY)))
 		return ZM_PFN_NIL;
 	if (!zmi_out_reserve(p, 1)) {
 		z->limit_failures++;

@@ -242,6 +242,7 @@ struct zmi_zone {
 	size_t demand;            /* atomic stores under the lock */
 	uint64_t bulk_calls, bulk_pages, refills, drains, limit_failures;
 	uint64_t trimmed_pages;
+	uint64_t refilled_pages;  /* made resident ahead (refill_zone) */
 } __attribute__((aligned(64)));
 
 /* Zones: at most this many, one per CPU (a power of two, fewer where the
@@ -288,6 +289,8 @@ struct zm_pages {
 	size_t nr_out __attribute__((aligned(64))); /* atomic: pages out of the
 				     buddy (callers + caches), if limited */
 	uint64_t bad_frees;       /* atomic */
+	uint64_t prefaulted;      /* atomic: pages zmi_pages_prefault made
+				     resident */
 	unsigned next_home;       /* atomic: the next cache's home zone */
 
 	/* zmi_tc_lock */
@@ -347,11 +350,14 @@ static inline void zmi_zone_returned(struct zm_pages *p, struct zmi_zone *z, siz
  * or without a call of zmi_pages_trim_due (now: zmi_os_coarse_ns()), at
  * most an eighth of its pages out. */
 #define ZM_DEMAND_MS 100
+#ifndef ZM_DEMAND_CAP_SHIFT
+#define ZM_DEMAND_CAP_SHIFT 3
+#endif
 static inline size_t zmi_zone_demand(const struct zm_pages *p, const struct zmi_zone *z,
 				     uint64_t now)
 {
 	size_t d = __atomic_load_n(&z->demand, __ATOMIC_RELAXED);
-	size_t out = __atomic_load_n(&z->out, __ATOMIC_RELAXED) / 8;
+	size_t out = __atomic_load_n(&z->out, __ATOMIC_RELAXED) >> ZM_DEMAND_CAP_SHIFT;
 	const uint64_t two = 2 * ZM_DEMAND_MS * 1000000ull;
 
 	/* none without a caller of zmi_pages_trim_due lately: nothing
@@ -446,10 +452,11 @@ zm_pfn_t zmi_buddy_take_run(struct zm_pages *p, struct zmi_zone *z, unsigned max
  * (*limited: the limit said no).  *dirty: the page was dirty. */
 zm_pfn_t zmi_buddy_take_spread(struct zm_pages *p, struct zmi_zone *z, unsigned order,
 			      bool *dirty, bool *limited);
-/* Take exactly page pfn (of zone z) if it lies in a free block; ZM_PFN_NIL
- * if not (*limited: the limit said no).  *dirty: the page was dirty. */
-zm_pfn_t zmi_buddy_take_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, bool *dirty,
-			  bool *limited);
+/* Take exactly page pfn (of zone z) if it lies in a free block, and with
+ * resident_only if that block may hold resident pages; ZM_PFN_NIL if not
+ * (*limited: the limit said no).  *dirty: the page was dirty. */
+zm_pfn_t zmi_buddy_take_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn,
+			  bool resident_only, bool *dirty, bool *limited);
 /* Give back a block whose pages the caller owned; merges with free buddies.
  * dirty: the caller may have touched it.  nr_out is the caller's. */
 void zmi_buddy_give(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsigned order,
@@ -461,6 +468,11 @@ void zmi_buddy_give(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsign
 size_t zmi_buddy_bare_take(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t *out, size_t nout);
 void zmi_buddy_bare_set(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, bool zeroed);
 
+/* Remove clean blocks of min_order or more worth up to max pages (the
+ * frontier's and bare blocks too) to be made resident; writes their heads
+ * to out[] (up to nout) and returns how many blocks. */
+size_t zmi_buddy_isolate_clean(struct zm_pages *p, struct zmi_zone *z, size_t max,
+			      unsigned min_order, zm_pfn_t *out, size_t nout);
 /* Remove dirty blocks worth up to max pages for trimming; writes their
  * heads to out[] (up to nout) and returns how many blocks; *cleaned: the
  * dirty pages among them (what trimming gives back). */

@@ -314,6 +314,9 @@ static void auto_run(void *arg)
 			while (ratio_pass(zp, a, &won) > 0 && !zmi_worker_stopping(&a->work) &&
 			       (u = usage(zp), below(&u, a->target)) && won < slack) {
 				pthread_mutex_unlock(&zp->compact_lock);
+				/* the demand counts on while an episode runs:
+				 * churn takes what it frees */
+				zmi_pages_trim_due(zp->pages);
 				sched_yield();
 				pthread_mutex_lock(&zp->compact_lock);
 			}
