@@ -456,6 +456,9 @@ static size_t trim_zone(struct zm_pages *p, struct zmi_zone *z, size_t target, b
  * of a run block's size at least (zm_pages_alloc_run cuts runs from
  * resident blocks first, zspages grow into their next pages in place).
  * Returns the pages made resident. */
+#ifndef ZM_REFILL_SHIFT
+#define ZM_REFILL_SHIFT 5
+#endif
 static size_t refill_zone(struct zm_pages *p, struct zmi_zone *z, size_t target)
 {
 	zm_pfn_t blk[16];
@@ -566,10 +569,18 @@ size_t zmi_pages_trim_due(struct zm_pages *p)
 		size_t dirty = __atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED);
 
 		/* below half of what the demand asks: made resident here,
-		 * off the takers' threads, if they want it (prefault) */
-		if (p->prefault && dirty < keep / 2) {
+		 * off the takers' threads, if they want it (prefault), up
+		 * to 1/2^ZM_REFILL_SHIFT of the pages out: a fill's own
+		 * pages held resident ahead of it are memory it does not
+		 * use yet (an eighth read 6% more resident memory at the
+		 * end of a 400 MiB fill) */
+		size_t ahead = __atomic_load_n(&z->out, __ATOMIC_RELAXED) >> ZM_REFILL_SHIFT;
+
+		if (ahead > keep)
+			ahead = keep;
+		if (p->prefault && dirty < ahead / 2) {
 			zmi_lock(&z->lock);
-			refill_zone(p, z, keep);
+			refill_zone(p, z, ahead);
 			zmi_unlock(&z->lock);
 			continue;
 		}
