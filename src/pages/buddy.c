@@ -634,8 +634,9 @@ size_t zmi_buddy_isolate_clean(struct zm_pages *p, struct zmi_zone *z, size_t ma
 		}
 		pfn = zmi_buddy_first(z, k, 0);
 		list_del(p, z, pfn);
-		/* no more than is asked for, in blocks of min_order */
-		while (order > min_order && (1u << (order - 1)) >= max - pages) {
+		/* no more than is asked for, rounded up to a block of
+		 * min_order */
+		while (order > min_order && (1u << order) > max - pages) {
 			order--;
 			list_add(p, z, pfn + (1u << order), order, 0);
 		}
