@@ -932,6 +932,32 @@ static void test_pages_reserve_scales(void **st)
 	zm_pages_destroy(pg);
 }
 
+/* Hold `held` pages of pg (written), then take and free `churn` more over
+ * and over for three demand windows, calling zmi_pages_trim_due as a
+ * pool's worker does each period. */
+static void churn_pages(struct zm_pages *pg, zm_pfn_t *v, size_t held, size_t churn)
+{
+	struct timespec t0, t1;
+
+	for (size_t i = 0; i < held; i++) {
+		assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
+		memset(zm_pages_addr(pg, v[i]), 0x5a, PS);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (size_t i = held; i < held + churn; i++) {
+			assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
+			memset(zm_pages_addr(pg, v[i]), 0x5a, PS);
+		}
+		for (size_t i = held; i < held + churn; i++)
+			assert_int_equal(zm_pages_free(pg, v[i]), 0);
+		zm_pages_flush_thread(pg);  /* through the zone, not the cache */
+		zmi_pages_trim_due(pg);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+	} while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 <
+		 3 * ZM_DEMAND_MS);
+}
+
 /*
  * A zone keeps what it was asked for lately (pages_internal.h,
  * zmi_zone_demand): pages taken in the last 100 ms window, an eighth of
@@ -956,27 +982,10 @@ static void test_pages_demand(void **st)
 	static zm_pfn_t v[HELD + CHURN];
 	struct zm_pages *pg;
 	struct zm_pages_stats s;
-	struct timespec t0, t1;
 	size_t kept;
 
 	assert_int_equal(zm_pages_create(&c, &pg), 0);
-	for (size_t i = 0; i < HELD; i++) {
-		assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
-		memset(zm_pages_addr(pg, v[i]), 0x5a, PS);
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	do {
-		for (size_t i = HELD; i < HELD + CHURN; i++) {
-			assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
-			memset(zm_pages_addr(pg, v[i]), 0x5a, PS);
-		}
-		for (size_t i = HELD; i < HELD + CHURN; i++)
-			assert_int_equal(zm_pages_free(pg, v[i]), 0);
-		zm_pages_flush_thread(pg);  /* through the zone, not the cache */
-		zmi_pages_trim_due(pg);     /* as a pool's worker does, each period */
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-	} while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 <
-		 3 * ZM_DEMAND_MS);
+	churn_pages(pg, v, HELD, CHURN);
 	zmi_pages_trim_idle(pg);
 	zm_pages_stats(pg, &s);
 	kept = s.reserve;
@@ -1030,26 +1039,9 @@ static void test_pages_refill(void **st)
 					     .prefault = prefault };
 		struct zm_pages *pg;
 		struct zm_pages_stats s0, s;
-		struct timespec t0, t1;
 
 		assert_int_equal(zm_pages_create(&c, &pg), 0);
-		for (size_t i = 0; i < HELD; i++) {
-			assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
-			memset(zm_pages_addr(pg, v[i]), 0x5a, PS);
-		}
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		do {
-			for (size_t i = HELD; i < HELD + CHURN; i++) {
-				assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
-				memset(zm_pages_addr(pg, v[i]), 0x5a, PS);
-			}
-			for (size_t i = HELD; i < HELD + CHURN; i++)
-				assert_int_equal(zm_pages_free(pg, v[i]), 0);
-			zm_pages_flush_thread(pg);
-			zmi_pages_trim_due(pg);
-			clock_gettime(CLOCK_MONOTONIC, &t1);
-		} while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 <
-			 3 * ZM_DEMAND_MS);
+		churn_pages(pg, v, HELD, CHURN);
 		/* the resident free pages taken: below what the demand asks */
 		zm_pages_trim(pg);
 		for (size_t i = HELD; i < HELD + CHURN; i++)
