@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 #include <zmem/codec.h>
 #include <zmem/pool.h>
@@ -244,6 +245,7 @@ static double run_pass(struct pass *p, size_t npages, int nthreads)
 
 struct speeds {
 	double fill[2][32], put[2][32], get[2][32]; /* [single/multi][rep] */
+	double fresh[2][32];       /* the codec into fresh memory */
 };
 
 /* Median over runs of a[r] / b[r]: a ratio of two passes of the same run,
@@ -349,17 +351,31 @@ static int store_pass(const struct opts *o, const char *alloc, const struct benc
 
 static int codec_pass(const struct opts *o, struct zm_codec *codec, const struct bench_data *d,
 		      uint8_t *out, uint8_t *zbuf, uint32_t *zoff, int *zlen, int nthreads,
-		      double *put, double *get)
+		      double *put, double *fresh, double *get)
 {
 	struct pass p = { .codec = codec, .in = d->buf, .out = out, .zbuf = zbuf,
 			  .zoff = zoff, .zlen = zlen, .ps = o->page_size };
 	size_t n = d->len / o->page_size;
+	void *fz;
 
 	p.op = OP_COMPRESS;
 	*put = run_pass(&p, n, nthreads);
+	/* again into memory the process never touched, as a fill's pool is:
+	 * the same work and its page faults (the kernel's to allocate and
+	 * zero each page the output reaches), with no allocator at all */
+	fz = mmap(NULL, d->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (fz == MAP_FAILED) {
+		fprintf(stderr, "zmem bench: %s: mapping %zu bytes: %s\n", d->name, d->len,
+			strerror(errno));
+		return -1;
+	}
+	p.zbuf = fz;
+	*fresh = *put < 0 ? -1 : run_pass(&p, n, nthreads);
+	munmap(fz, d->len);
+	p.zbuf = zbuf;
 	p.op = OP_DECOMPRESS;
 	*get = *put < 0 ? -1 : run_pass(&p, n, nthreads);
-	if (*put < 0 || *get < 0 || memcmp(out, d->buf, d->len)) {
+	if (*put < 0 || *fresh < 0 || *get < 0 || memcmp(out, d->buf, d->len)) {
 		fprintf(stderr, "zmem bench: %s: the bare codec loop failed (%s)\n", d->name,
 			p.err ? strerror(-p.err) : "pages differ");
 		return -1;
@@ -394,7 +410,7 @@ static int bench_one(const struct opts *o, const struct bench_data *d,
 			cli_progress("%s: run %d/%d: codec, %d thread(s)", d->name, r + 1,
 				       o->reps, nt);
 			if (codec_pass(o, codec, d, out, zbuf, zoff, zlen, nt, &cs.put[m][r],
-				       &cs.get[m][r]))
+				       &cs.fresh[m][r], &cs.get[m][r]))
 				goto out;
 			for (size_t a = 0; a < o->nalloc; a++) {
 				int last = r == o->reps - 1 && m == multi;
@@ -417,6 +433,7 @@ static int bench_one(const struct opts *o, const struct bench_data *d,
 		row->get_MBps = med(ss[a].get[multi], o->reps);
 		row->codec_put_MBps = med(cs.put[multi], o->reps);
 		row->codec_get_MBps = med(cs.get[multi], o->reps);
+		row->codec_fresh_MBps = med(cs.fresh[multi], o->reps);
 		row->fill1_MBps = med(ss[a].fill[0], o->reps);
 		row->put1_MBps = med(ss[a].put[0], o->reps);
 		row->get1_MBps = med(ss[a].get[0], o->reps);
@@ -425,6 +442,8 @@ static int bench_one(const struct opts *o, const struct bench_data *d,
 		row->put_cost = med_ratio(cs.put[multi], ss[a].put[multi], o->reps) - 1;
 		row->get_cost = med_ratio(cs.get[multi], ss[a].get[multi], o->reps) - 1;
 		row->fill_cost = med_ratio(cs.put[multi], ss[a].fill[multi], o->reps) - 1;
+		row->fresh_cost = med_ratio(cs.put[multi], cs.fresh[multi], o->reps) - 1;
+		row->fill_vs_fresh = med_ratio(cs.fresh[multi], ss[a].fill[multi], o->reps) - 1;
 		row->put_scale = med_ratio(ss[a].put[multi], ss[a].put[0], o->reps);
 		row->get_scale = med_ratio(ss[a].get[multi], ss[a].get[0], o->reps);
 		row->fill_scale = med_ratio(ss[a].fill[multi], ss[a].fill[0], o->reps);
@@ -553,11 +572,14 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 
 		if (r->kernel)
 			continue;
-		printf("  %-*s %-*s put %+6.1f%%  get %+6.1f%%  (fill %+6.1f%%)%s\n",
+		printf("  %-*s %-*s put %+5.1f%%  get %+5.1f%%  fill %+5.1f%% (fresh %+5.1f%%, "
+		       "store %+5.1f%%)%s\n",
 		       dw, r->data, aw, r->allocator, 100 * r->put_cost, 100 * r->get_cost,
-		       100 * r->fill_cost,
+		       100 * r->fill_cost, 100 * r->fresh_cost, 100 * r->fill_vs_fresh,
 		       r->same_pages ? " *" : "");
 	}
+	printf("  fresh = the bare codec writing into pages never touched (the page faults\n"
+	       "  any first fill pays); store = the fill against that, in the same runs\n");
 	for (size_t i = 0; i < n; i++)
 		if (rows[i].same_pages && !rows[i].kernel) {
 			printf("  * same-filled pages skip the codec\n");
@@ -649,6 +671,9 @@ static void print_json(const struct opts *o, const struct bench_row *rows, size_
 			json_fixed(&j, "store_put_cost", r->put_cost, 4);
 			json_fixed(&j, "store_get_cost", r->get_cost, 4);
 			json_fixed(&j, "store_fill_cost", r->fill_cost, 4);
+			json_fixed(&j, "codec_fresh_MBps", r->codec_fresh_MBps, 1);
+			json_fixed(&j, "codec_fresh_cost", r->fresh_cost, 4);
+			json_fixed(&j, "store_fill_cost_vs_fresh", r->fill_vs_fresh, 4);
 		}
 		if (o->threads > 1 && !r->kernel) {
 			json_fixed(&j, "fill_MBps_1thread", r->fill1_MBps, 1);

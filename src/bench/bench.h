@@ -37,11 +37,16 @@ struct bench_row {
 					       empty store */
 	double put_MBps, get_MBps;          /* puts over stored pages, gets */
 	double codec_put_MBps, codec_get_MBps;
+	/* the bare codec writing into memory never touched, packed: the
+	 * fastest a fill can be on this machine (its page faults) */
+	double codec_fresh_MBps;
 	double fill1_MBps, put1_MBps, get1_MBps; /* one thread (threads > 1) */
 	double codec_put1_MBps, codec_get1_MBps;
 	/* medians of per-run ratios: store time / codec time - 1, and
 	 * threads / one thread */
 	double put_cost, get_cost, fill_cost;
+	double fresh_cost;         /* the codec into fresh memory / the codec - 1 */
+	double fill_vs_fresh;      /* fill / the codec into fresh memory - 1 */
 	double put_scale, get_scale, fill_scale, codec_put_scale, codec_get_scale;
 	uint64_t mm_stat[9];
 	uint64_t hist[ZM_STORE_HIST_BUCKETS];

@@ -245,6 +245,19 @@ json bench bench --size 256K --reps 1 --data zero --data 'text:0.75' --allocator
 json bench bench --size 64K --reps 1 --data "file:$T/corpus.pages" --allocator zbud --json
 json bench bench --seed-table --size 1M --allocator zsmalloc --json
 json mapbench mapbench --threads 1 --json
+# bench's fill is read against the codec writing into fresh memory, timed
+# in the same run: a speed, and the fill's cost over it
+bench_fresh() {
+    (cd "$T/empty" && "$ZMEM" bench --size 256K --reps 1 --data 'text:0.5' \
+        --allocator zsmalloc --json) > "$T/doc.json" 2>/dev/null &&
+    python3 - "$T/doc.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+assert r["codec_fresh_MBps"] > 0, r
+assert r["codec_fresh_cost"] > -1 and r["store_fill_cost_vs_fresh"] > -1, r
+PY
+}
+check "bench times the codec into fresh memory beside the fill" bench_fresh
 json pagebench pagebench --max-size 256K --threads 1 --json
 json worstcase worstcase --max-size 4M --sequence tiny --json
 json allocbench allocbench --allocator zsmalloc --sizes 64 --count 500 --bytes 64K --reps 1 \
