@@ -38,6 +38,11 @@
  * and on/hog what compaction costs beyond it (waiting for zspages the
  * compactor holds, its barriers' interrupts, the caches it disturbs).
  *
+ * Parts: the p99.9 ratios also for the loop's first --settle ms (default
+ * 250), while the compactor's episode that the mass free started runs
+ * and the pages it freed are trimmed and taken again, and for the rest,
+ * steady churn; each op lands in the part its loop iteration began in.
+ *
  * Lock holds: the longest hold of a class lock, of a zone lock and of
  * any other lock inside the timed windows (zm_lock_hold; builds with
  * ZM_DEBUG >= 1 only, "n/a (release build)" otherwise).
@@ -64,6 +69,11 @@
 #define DEF_MS 1000
 #define DEF_BYTES ((size_t)32 << 20)  /* per thread, before the free */
 #define DEF_FREE 75
+/* The timed loop is also reported in two parts: its first DEF_SETTLE ms,
+ * while the compactor's episode that the mass free started runs, and the
+ * rest, steady churn.  250 ms: the episode of the default round was over
+ * by then in the runs that chose it (docs/results/2026-12-03-latency.md). */
+#define DEF_SETTLE 250
 #define MEAN_SIZE 1500           /* about the mix's mean, for the arrays */
 
 /* OP_EMPTY: an empty timed region in the same loop, the machine's own
@@ -185,9 +195,14 @@ static inline uint64_t to_ns(uint64_t ticks, uint64_t scale)
 struct opts {
 	int threads, rounds, json;
 	enum { ON_BOTH, ON_COMPACT, ON_TRIM } on;  /* what the "on" side has */
-	int ms, free_pct;
+	int ms, free_pct, settle;
 	size_t bytes;
 };
+
+/* A worker's and a side's histograms: the whole loop, its first --settle
+ * ms, the rest. */
+enum { PART_ALL, PART_FIRST, PART_REST, NPART };
+static const char *const part_names[NPART] = { "all", "first", "rest" };
 
 struct worker {
 	struct zm_pool *pool;
@@ -197,7 +212,7 @@ struct worker {
 	uint64_t seed, scale;
 	zm_handle_t *h;
 	size_t cap, live;
-	struct hist *hist;           /* NOP of them */
+	struct hist *hist;           /* NPART * NOP of them */
 	uint64_t fails, bad;         /* allocations refused; cookies wrong */
 	uint64_t cpu_ns;             /* its CPU time in the timed loop */
 };
@@ -284,6 +299,9 @@ static void *worker_main(void *arg)
 	}
 	pthread_barrier_wait(w->bar);
 	w->cpu_ns = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+	/* ticks = ns * 2^32 / scale */
+	uint64_t rest_from = t_start() + (uint64_t)(((unsigned __int128)w->o->settle * 1000000u
+						    << 32) / w->scale);
 	/* the timed loop: free, alloc, map+unmap, each timed alone */
 	while (w->live && !*w->stop) {
 		size_t k = zmi_rand(&s) % w->live;
@@ -291,15 +309,18 @@ static void *worker_main(void *arg)
 		uint64_t t0, t1, c, v;
 		zm_handle_t h;
 		void *p;
+		struct hist *part = w->hist + (t_start() < rest_from ? PART_FIRST : PART_REST) * NOP;
 
 		t0 = t_start();
 		zm_pool_free(w->pool, w->h[k]);
 		t1 = t_end();
 		hist_add(&w->hist[OP_FREE], to_ns(t1 - t0, w->scale));
+		hist_add(&part[OP_FREE], to_ns(t1 - t0, w->scale));
 		t0 = t_start();
 		h = zm_pool_alloc(w->pool, size);
 		t1 = t_end();
 		hist_add(&w->hist[OP_ALLOC], to_ns(t1 - t0, w->scale));
+		hist_add(&part[OP_ALLOC], to_ns(t1 - t0, w->scale));
 		if (!h) {
 			w->fails++;
 			w->h[k] = w->h[--w->live];
@@ -317,11 +338,13 @@ static void *worker_main(void *arg)
 		}
 		t1 = t_end();
 		hist_add(&w->hist[OP_MAP], to_ns(t1 - t0, w->scale));
+		hist_add(&part[OP_MAP], to_ns(t1 - t0, w->scale));
 		if (!p || v != cookie(h))
 			w->bad++;
 		t0 = t_start();
 		t1 = t_end();
 		hist_add(&w->hist[OP_EMPTY], to_ns(t1 - t0, w->scale));
+		hist_add(&part[OP_EMPTY], to_ns(t1 - t0, w->scale));
 	}
 	w->cpu_ns = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - w->cpu_ns;
 	pthread_barrier_wait(w->bar);
@@ -333,6 +356,7 @@ static void *worker_main(void *arg)
 /* What a side gathers over its rounds. */
 struct side {
 	struct hist hist[NOP];
+	struct hist part[NPART][NOP];  /* [PART_ALL] unused: hist */
 	uint64_t moved, passes, pages_compacted, trimmed, prefaulted, refilled, fails, bad;
 	uint64_t bg_cpu_ns, window_ns; /* CPU time beside the timed threads' */
 	uint64_t hog_burst_ns;       /* hog: the bursts it spun */
@@ -385,7 +409,7 @@ static int round_run(const struct opts *o, int side, uint64_t scale, uint64_t se
 					.seed = seed + (uint64_t)i * 7919, .scale = scale,
 					.cap = cap };
 		w[i].h = malloc(cap * sizeof(zm_handle_t));
-		w[i].hist = calloc(NOP, sizeof(struct hist));
+		w[i].hist = calloc(NPART * NOP, sizeof(struct hist));
 		if (!w[i].h || !w[i].hist) {
 			exit(cli_fail("allocbench", "out of memory"));
 		}
@@ -438,8 +462,11 @@ static int round_run(const struct opts *o, int side, uint64_t scale, uint64_t se
 	zm_pages_stats(pg, &ps1);
 	for (int i = 0; i < nt; i++) {
 		pthread_join(t[i], NULL);
-		for (int k = 0; k < NOP; k++)
+		for (int k = 0; k < NOP; k++) {
 			hist_merge(&sd->hist[k], &w[i].hist[k]);
+			for (int pt = PART_FIRST; pt < NPART; pt++)
+				hist_merge(&sd->part[pt][k], &w[i].hist[pt * NOP + k]);
+		}
 		sd->fails += w[i].fails;
 		sd->bad += w[i].bad;
 		free(w[i].h);
@@ -483,7 +510,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	static const char *const ons[] = { "both", "compact", "trim", NULL };
 	const char *on = "both";
 	int latency = 0, rc;
-	char tdef[16], rdef[16], mdef[16], fdef[16];
+	char tdef[16], rdef[16], mdef[16], fdef[16], sdef[16];
 	const struct opt table[] = {
 		O_FLAG("latency", 0, &latency, "this benchmark (not allocbench's tables)"),
 		O_INT("threads", 't', &o->threads, "N", "threads on the pool", tdef, 1, MAXT),
@@ -493,6 +520,8 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_SIZE("bytes", 'b', &o->bytes, "SIZE", "objects each thread fills before the free",
 		       "32M", 4096, 0),
 		O_INT("free", 0, &o->free_pct, "PCT", "percent of them freed at random", fdef, 0, 99),
+		O_INT("settle", 0, &o->settle, "MS",
+		      "also report the loop's first MS apart from\nthe rest", sdef, 0, 1000000),
 		O_STR("on", 0, &on, "WHAT",
 		      "what the \"on\" side switches on: both,\ncompact (compaction only) or trim "
 		      "(the\npages layer's trimming only)", "both", .choices = ons),
@@ -508,11 +537,12 @@ static int parse(int argc, char **argv, struct opts *o)
 	};
 
 	*o = (struct opts){ .threads = DEF_THREADS, .rounds = DEF_ROUNDS, .ms = DEF_MS,
-			    .bytes = DEF_BYTES, .free_pct = DEF_FREE };
+			    .bytes = DEF_BYTES, .free_pct = DEF_FREE, .settle = DEF_SETTLE };
 	snprintf(tdef, sizeof(tdef), "%d", DEF_THREADS);
 	snprintf(rdef, sizeof(rdef), "%d", DEF_ROUNDS);
 	snprintf(mdef, sizeof(mdef), "%d", DEF_MS);
 	snprintf(fdef, sizeof(fdef), "%d", DEF_FREE);
+	snprintf(sdef, sizeof(sdef), "%d", DEF_SETTLE);
 	rc = opt_parse(&cmd, argc, argv, NULL);
 	if (rc)
 		return rc;
@@ -528,6 +558,12 @@ static double ratio(double a, double b)
 static double share(const struct side *sd)
 {
 	return ratio((double)sd->bg_cpu_ns, (double)sd->window_ns);
+}
+
+/* p99.9 of op k on side s in part pt (PART_ALL: the whole loop). */
+static double p999(const struct side *sd, int pt, int k)
+{
+	return hist_q(pt == PART_ALL ? &sd->hist[k] : &sd->part[pt][k], 0.999);
 }
 
 static void report(const struct opts *o, const struct side sd[NSIDE], double timer)
@@ -576,6 +612,28 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 		for (int k = 0; k < OP_EMPTY; k++)
 			json_fixed(&j, op_names[k], ratio(q[SIDE_HOG][k][2], q[SIDE_OFF][k][2]), 3);
 		json_object_end(&j);
+		json_int(&j, "settle_ms", o->settle);
+		json_array(&j, "parts");  /* the loop's first --settle ms, and the rest */
+		for (int pt = PART_FIRST; pt < NPART; pt++) {
+			json_object(&j, NULL);
+			json_str(&j, "part", part_names[pt]);
+			json_object(&j, "ops");
+			for (int k = 0; k < OP_EMPTY; k++)
+				json_uint(&j, op_names[k], sd[SIDE_ON].part[pt][k].n);
+			json_object_end(&j);
+			json_object(&j, "ratio_p999");
+			for (int k = 0; k < OP_EMPTY; k++)
+				json_fixed(&j, op_names[k], ratio(p999(&sd[SIDE_ON], pt, k),
+								  p999(&sd[SIDE_OFF], pt, k)), 3);
+			json_object_end(&j);
+			json_object(&j, "ratio_p999_hog");
+			for (int k = 0; k < OP_EMPTY; k++)
+				json_fixed(&j, op_names[k], ratio(p999(&sd[SIDE_HOG], pt, k),
+								  p999(&sd[SIDE_OFF], pt, k)), 3);
+			json_object_end(&j);
+			json_object_end(&j);
+		}
+		json_array_end(&j);
 		json_array(&j, "sides");
 		for (int s = 0; s < NSIDE; s++) {
 			json_object(&j, NULL);
@@ -636,6 +694,17 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 	printf("   (the ceiling)\np99.9 on/hog:  ");
 	for (int k = 0; k < OP_EMPTY; k++)
 		printf("  %s %.2f", op_names[k], ratio(q[SIDE_ON][k][2], q[SIDE_HOG][k][2]));
+	for (int pt = PART_FIRST; pt < NPART && o->settle > 0 && o->settle < o->ms; pt++) {
+		printf(pt == PART_FIRST ? "\np99.9 on/off, the first %4d ms:" :
+					  "\np99.9 on/off, after %4d ms:    ", o->settle);
+		for (int k = 0; k < OP_EMPTY; k++)
+			printf("  %s %.2f", op_names[k], ratio(p999(&sd[SIDE_ON], pt, k),
+							       p999(&sd[SIDE_OFF], pt, k)));
+		printf("  (hog/off");
+		for (int k = 0; k < OP_EMPTY; k++)
+			printf(" %.2f", ratio(p999(&sd[SIDE_HOG], pt, k), p999(&sd[SIDE_OFF], pt, k)));
+		printf(")");
+	}
 	printf("\nbackground CPU beside the timed threads: on %.1f%%, off %.1f%%, hog %.1f%% "
 	       "(bursts of %.0f us)\n", 100 * share(&sd[SIDE_ON]), 100 * share(&sd[SIDE_OFF]),
 	       100 * share(&sd[SIDE_HOG]), sd[SIDE_HOG].hog_burst_ns / 1e3);

@@ -82,6 +82,7 @@ usage allocbench --latency --free 100 -- "zmem allocbench: --free must be 0..99,
 usage allocbench --latency --on x -- "invalid --on 'x' (one of: both, compact, trim)"
 usage allocbench --latency --bytes -1 -- "invalid --bytes '-1'"
 usage allocbench --latency --rounds 0 -- "--rounds must be 1..50, not 0"
+usage allocbench --latency --settle -1 -- "invalid --settle '-1'"
 usage churn --fraction 0 -- "zmem churn: --fraction must be more than 0 and less than 1, not 0"
 usage churn --fraction 1 -- "--fraction must be more than 0 and less than 1, not 1"
 usage churn --fraction x -- "zmem churn: invalid --fraction 'x'"
@@ -266,6 +267,20 @@ json allocbench allocbench --latency --rounds 1 --ms 20 --bytes 256K --json
 json density density --corpus "$T/corpus.pages" --size 256K --json
 json churn churn --corpus "$T/corpus.pages" --size 64K --allocator zsmalloc --json
 json tierbench tierbench --data text:0.5 --size 2M --ops 2000 --dir "$T/scratch" --json
+# the latency loop is also reported in two parts, split at --settle
+latency_parts() {
+    (cd "$T/empty" && "$ZMEM" allocbench --latency --rounds 1 --ms 60 --settle 20 \
+        --bytes 256K --json) > "$T/doc.json" 2>/dev/null &&
+    python3 - "$T/doc.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["settle_ms"] == 20, d
+parts = d["parts"]
+assert [p["part"] for p in parts] == ["first", "rest"], parts
+assert all(p["ops"]["alloc"] > 0 for p in parts), parts
+PY
+}
+check "allocbench --latency: the first --settle ms apart from the rest" latency_parts
 json cachebench cachebench --mode all --size 1M --file-set 1M --cache 256K --budgets 256K \
     --reads 1000 --dir "$T/scratch" --allocators zsmalloc --json
 # churn: no pages is a failure (1), not a usage error; its table names the
