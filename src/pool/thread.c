@@ -94,6 +94,11 @@ static void once_init(void)
 #endif
 }
 
+void zmi_threads_init(void)
+{
+	pthread_once(&zmi_thread_once, once_init);
+}
+
 void zmi_thread_register(void)
 {
 	struct zmi_thread *t = &zmi_self;
