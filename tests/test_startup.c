@@ -2,8 +2,8 @@
  * What the first pool of a process pays, and where: registering for the
  * expedited private membarrier (which the compactor's barrier needs)
  * takes the kernel a grace period once the process has threads, 13-15 ms
- * here.  It must happen when the pool is created, not inside the first
- * put or map that sets a hazard.  A process of its own (this binary), so
+ * here.  It must happen when a pool or a pages instance is created, not
+ * inside the first put or map that sets a hazard, or the first trim.  A process of its own (this binary), so
  * that nothing registered before the test looks.
  */
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -34,6 +35,38 @@ static void *idle_thread(void *arg)
 	(void)arg;
 	pause();
 	return NULL;
+}
+
+/* In a child (this process not registered yet): a pages instance alone
+ * registers too (its caches' steal runs the barrier). */
+static void pages_create_registers(void **state)
+{
+	pid_t pid;
+	int st;
+
+	(void)state;
+	if (registrations() < 0) {
+		skip();
+		return;
+	}
+	assert_false(registrations() & REG_PRIVATE_EXPEDITED);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct zm_pages *pg = NULL;
+		pthread_t t;
+		int ok;
+
+		if (pthread_create(&t, NULL, idle_thread, NULL) != 0)
+			_exit(2);
+		ok = zm_pages_create(NULL, &pg) == 0 &&
+		     (registrations() & REG_PRIVATE_EXPEDITED);
+		zm_pages_destroy(pg);
+		_exit(ok ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
 static void create_registers(void **state)
@@ -72,6 +105,7 @@ static void create_registers(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(pages_create_registers),  /* first: forks unregistered */
 		cmocka_unit_test(create_registers),
 	};
 

@@ -1,5 +1,6 @@
 /* OS primitives; see os.h for the contract. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <linux/membarrier.h>
 #include <sys/mman.h>
@@ -105,6 +106,18 @@ uint64_t zmi_os_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static pthread_once_t membarrier_once = PTHREAD_ONCE_INIT;
+
+static void membarrier_register(void)
+{
+	(void)syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0);
+}
+
+void zmi_os_membarrier_register(void)
+{
+	pthread_once(&membarrier_once, membarrier_register);
 }
 
 int zmi_os_membarrier(void)

@@ -39,6 +39,12 @@ size_t zmi_os_anon_bytes(void);
  * first use).  0, or -errno where the kernel has no such call or refuses
  * it (then the caller must not rely on the light side's plain accesses). */
 int zmi_os_membarrier(void);
+/* Register the process for it now (once; a forked child registers again
+ * on its first call above): with more than one thread, registering takes
+ * the kernel a grace period, 13-15 ms here
+ * (docs/results/2026-12-03-first-fill.md), which is for a create call to
+ * pay, not a call on a fast path. */
+void zmi_os_membarrier_register(void);
 /* Monotonic time in nanoseconds. */
 uint64_t zmi_os_now_ns(void);
 /* The same to a few milliseconds (the kernel's tick), cheaper to read:

@@ -131,6 +131,8 @@ int zm_pages_create_sized(const struct zm_pages_config *cfg, size_t cfg_size,
 	if (c.page_size < ZM_PAGE_SIZE_MIN || c.page_size > ZM_PAGE_SIZE_MAX ||
 	    (c.page_size & (c.page_size - 1)) || c.page_size < zmi_os_page_size())
 		return -EINVAL;
+	/* the barrier a cache's steal runs (tcache.c), registered here */
+	zmi_os_membarrier_register();
 	npages = c.arena_bytes / c.page_size;
 	if (npages == 0 || npages >= ZM_PFN_NIL)
 		return -EINVAL;
