@@ -348,10 +348,17 @@ static inline void zmi_zone_returned(struct zm_pages *p, struct zmi_zone *z, siz
 /* Zone z's recent demand: the pages taken from it in the last complete
  * window of ZM_DEMAND_MS, none once two windows passed without a take
  * or without a call of zmi_pages_trim_due (now: zmi_os_coarse_ns()), at
- * most an eighth of its pages out. */
+ * most half of its pages out.  Half, not an eighth as first: a pool
+ * churning at full speed right after its compactor shrank it takes more
+ * than an eighth of its pages in a window, and each page trimmed beyond
+ * the cap came back as a fault in an allocation (allocbench --latency,
+ * five pairs: p99.9 on/off 4.54-5.38 against 5.34-8.48, steady churn
+ * 1.35-1.63 against 1.53-2.76); memory 1 s after a mass free is the
+ * same, the demand having passed by then
+ * (docs/results/2026-12-03-latency.md). */
 #define ZM_DEMAND_MS 100
 #ifndef ZM_DEMAND_CAP_SHIFT
-#define ZM_DEMAND_CAP_SHIFT 3
+#define ZM_DEMAND_CAP_SHIFT 1
 #endif
 static inline size_t zmi_zone_demand(const struct zm_pages *p, const struct zmi_zone *z,
 				     uint64_t now)
