@@ -3,8 +3,9 @@
  * expedited private membarrier (which the compactor's barrier needs)
  * takes the kernel a grace period once the process has threads, 13-15 ms
  * here.  It must happen when a pool or a pages instance is created, not
- * inside the first put or map that sets a hazard, or the first trim.  A process of its own (this binary), so
- * that nothing registered before the test looks.
+ * inside the first put or map that sets a hazard, or the first trim.  A
+ * process of its own (this binary), so that nothing registered it before
+ * the tests look.
  */
 #include <errno.h>
 #include <pthread.h>

@@ -109,15 +109,18 @@ uint64_t zmi_os_now_ns(void)
 }
 
 static pthread_once_t membarrier_once = PTHREAD_ONCE_INIT;
+static int membarrier_rc;  /* set once, before pthread_once returns */
 
 static void membarrier_register(void)
 {
-	(void)syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0);
+	membarrier_rc = syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+				0, 0) == 0 ? 0 : -errno;
 }
 
-void zmi_os_membarrier_register(void)
+int zmi_os_membarrier_register(void)
 {
 	pthread_once(&membarrier_once, membarrier_register);
+	return membarrier_rc;
 }
 
 int zmi_os_membarrier(void)

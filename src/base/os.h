@@ -43,8 +43,8 @@ int zmi_os_membarrier(void);
  * on its first call above): with more than one thread, registering takes
  * the kernel a grace period, 13-15 ms here
  * (docs/results/2026-12-03-first-fill.md), which is for a create call to
- * pay, not a call on a fast path. */
-void zmi_os_membarrier_register(void);
+ * pay, not a call on a fast path.  0, or -errno of the first try. */
+int zmi_os_membarrier_register(void);
 /* Monotonic time in nanoseconds. */
 uint64_t zmi_os_now_ns(void);
 /* The same to a few milliseconds (the kernel's tick), cheaper to read:

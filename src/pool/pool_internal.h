@@ -161,11 +161,6 @@ static inline unsigned zmi_thread_number(void)
 }
 extern bool zmi_readers_light;   /* membarrier available: readers need no fence */
 
-/* The registry's set-up, membarrier's registration with it: a pool that
- * uses hazards calls it when it is created, because registering takes the
- * kernel a grace period (10 ms here, docs/results/2026-12-03-first-fill.md),
- * which the first hazard of the first put would otherwise pay. */
-void zmi_threads_init(void);
 void zmi_thread_register(void);
 void zmi_heavy_barrier(void);
 /* Does any thread hold a hazard on p?  Call after zmi_heavy_barrier(). */

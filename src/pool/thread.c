@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/os.h"
 #include "base/worker.h"
 #include "pool/pool_internal.h"
 
@@ -88,15 +89,10 @@ static void once_init(void)
 	zmi_fork_hook(fork_prepare, fork_parent, fork_child);
 	/* Readers go fence-free only if the expedited private membarrier
 	 * can be registered; otherwise every reader fences. */
-	zmi_readers_light = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+	zmi_readers_light = zmi_os_membarrier_register() == 0;
 #ifdef __SANITIZE_THREAD__
 	zmi_readers_light = false;  /* TSan cannot see the syscall's ordering */
 #endif
-}
-
-void zmi_threads_init(void)
-{
-	pthread_once(&zmi_thread_once, once_init);
 }
 
 void zmi_thread_register(void)

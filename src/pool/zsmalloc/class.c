@@ -161,7 +161,6 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 
 	if (!zp)
 		return -ENOMEM;
-	zmi_threads_init();  /* membarrier's registration, here and not in a put */
 	memset(zp, 0, sizeof(*zp));
 	zp->pages = pool->pages;
 	zp->owner = pool->words;
