@@ -961,9 +961,9 @@ static void churn_pages(struct zm_pages *pg, zm_pfn_t *v, size_t held, size_t ch
 /*
  * A zone keeps what it was asked for lately (pages_internal.h,
  * zmi_zone_demand): pages taken in the last 100 ms window, up to
- * 1/2^ZM_DEMAND_CAP_SHIFT of its pages out, stay resident through an idle trim, so that a
- * pool churning after a compaction takes them again without faults; two
- * windows without a take, zmi_pages_trim_due gives them all back.  Only
+ * 1/2^ZM_DEMAND_CAP_SHIFT of its pages out, stay resident through an
+ * idle trim, so that a pool churning after a compaction takes them
+ * again without faults; two windows without a take, zmi_pages_trim_due gives them all back.  Only
  * while someone calls zmi_pages_trim_due: without it, the idle trim
  * keeps nothing (a pool with no worker would keep them for good).  One
  * zone: 8,192 pages held, then 512 taken and freed for 300 ms (one

@@ -355,8 +355,7 @@ static void *worker_main(void *arg)
 
 /* What a side gathers over its rounds. */
 struct side {
-	struct hist hist[NOP];
-	struct hist part[NPART][NOP];  /* [PART_ALL] unused: hist */
+	struct hist part[NPART][NOP];  /* [PART_ALL]: the whole loop */
 	uint64_t moved, passes, pages_compacted, trimmed, prefaulted, refilled, fails, bad;
 	uint64_t bg_cpu_ns, window_ns; /* CPU time beside the timed threads' */
 	uint64_t hog_burst_ns;       /* hog: the bursts it spun */
@@ -462,11 +461,9 @@ static int round_run(const struct opts *o, int side, uint64_t scale, uint64_t se
 	zm_pages_stats(pg, &ps1);
 	for (int i = 0; i < nt; i++) {
 		pthread_join(t[i], NULL);
-		for (int k = 0; k < NOP; k++) {
-			hist_merge(&sd->hist[k], &w[i].hist[k]);
-			for (int pt = PART_FIRST; pt < NPART; pt++)
+		for (int pt = 0; pt < NPART; pt++)
+			for (int k = 0; k < NOP; k++)
 				hist_merge(&sd->part[pt][k], &w[i].hist[pt * NOP + k]);
-		}
 		sd->fails += w[i].fails;
 		sd->bad += w[i].bad;
 		free(w[i].h);
@@ -560,10 +557,10 @@ static double share(const struct side *sd)
 	return ratio((double)sd->bg_cpu_ns, (double)sd->window_ns);
 }
 
-/* p99.9 of op k on side s in part pt (PART_ALL: the whole loop). */
+/* p99.9 of op k on side sd in part pt. */
 static double p999(const struct side *sd, int pt, int k)
 {
-	return hist_q(pt == PART_ALL ? &sd->hist[k] : &sd->part[pt][k], 0.999);
+	return hist_q(&sd->part[pt][k], 0.999);
 }
 
 static void report(const struct opts *o, const struct side sd[NSIDE], double timer)
@@ -572,10 +569,10 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 
 	for (int s = 0; s < NSIDE; s++)
 		for (int k = 0; k < NOP; k++) {
-			q[s][k][0] = hist_q(&sd[s].hist[k], 0.5);
-			q[s][k][1] = hist_q(&sd[s].hist[k], 0.99);
-			q[s][k][2] = hist_q(&sd[s].hist[k], 0.999);
-			q[s][k][3] = (double)sd[s].hist[k].max;
+			q[s][k][0] = hist_q(&sd[s].part[PART_ALL][k], 0.5);
+			q[s][k][1] = hist_q(&sd[s].part[PART_ALL][k], 0.99);
+			q[s][k][2] = hist_q(&sd[s].part[PART_ALL][k], 0.999);
+			q[s][k][3] = (double)sd[s].part[PART_ALL][k].max;
 		}
 	if (o->json) {
 		struct json j;
@@ -596,7 +593,7 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 				json_object(&j, NULL);
 				json_str(&j, "op", op_names[k]);
 				json_str(&j, "compaction", side_names[s]);
-				json_uint(&j, "ops", sd[s].hist[k].n);
+				json_uint(&j, "ops", sd[s].part[PART_ALL][k].n);
 				json_fixed(&j, "p50_ns", q[s][k][0], 0);
 				json_fixed(&j, "p99_ns", q[s][k][1], 0);
 				json_fixed(&j, "p999_ns", q[s][k][2], 0);
@@ -683,7 +680,7 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 	for (int k = 0; k < NOP; k++)
 		for (int s = 0; s < NSIDE; s++)
 			printf("%-10s %-4s %10llu %8.0f %8.0f %9.0f %10.0f\n", op_names[k],
-			       side_names[s], (unsigned long long)sd[s].hist[k].n, q[s][k][0],
+			       side_names[s], (unsigned long long)sd[s].part[PART_ALL][k].n, q[s][k][0],
 			       q[s][k][1], q[s][k][2], q[s][k][3]);
 	printf("\np99.9 on/off:  ");
 	for (int k = 0; k < OP_EMPTY; k++)
