@@ -510,6 +510,99 @@ static void test_alloc_at_resident_first(void **st)
 	}
 }
 
+/* Is page pfn of p resident (mincore)? */
+static bool page_resident(struct zm_pages *p, zm_pfn_t pfn)
+{
+	unsigned char vec = 0;
+
+	assert_int_equal(mincore(zm_pages_addr(p, pfn), zm_pages_page_size(p), &vec), 0);
+	return vec & 1;
+}
+
+/*
+ * zm_pages_alloc_at_run: a page taken in place that is not resident comes
+ * with the free pages after it, up to the n - 1 the caller will want, set
+ * aside for the calling thread and made resident in the same call; only
+ * with prefault, and in a zone that has held ZM_PREFAULT_BATCH_BYTES.
+ *
+ * Catches: pages set aside past n or past a page in use, set-aside pages
+ * left to fault one by one (not resident before they are taken), a
+ * set-aside page another caller can take in place, pages lost to the
+ * accounting, and a small instance holding pages resident ahead.
+ */
+static void test_alloc_at_run(void **st)
+{
+	enum { N = 512, FAR = 4096, FAR2 = 8192, FAR3 = 12288 };
+	static zm_pfn_t v[N];
+	struct zm_pages_stats s;
+
+	(void)st;
+	for (int prefault = 0; prefault < 2; prefault++) {
+		struct zm_pages_config c = { .arena_bytes = 64u << 20, .zones = 1,
+					     .prefault = prefault };
+		struct zm_pages *pg;
+		bool ahead = prefault;
+
+		assert_int_equal(zm_pages_create(&c, &pg), 0);
+		assert_int_equal(zm_pages_alloc_at_run(pg, FAR, 0), -EINVAL);
+		assert_int_equal(zm_pages_alloc_at_run(pg, FAR, ZM_PAGES_RUN_MAX + 1), -EINVAL);
+		assert_int_equal(zm_pages_alloc_at_run(NULL, FAR, 2), -EINVAL);
+		/* a zone that never held 1 MiB: nothing set aside */
+		assert_int_equal(zm_pages_alloc_at_run(pg, FAR3 + 64, 8), 0);
+		assert_int_equal(zm_pages_take_cached(pg, FAR3 + 65), -ENOENT);
+		assert_int_equal(zm_pages_free(pg, FAR3 + 64), 0);
+		/* 2 MiB taken and given back, trimmed: few resident free pages,
+		 * none of those below (never touched) */
+		assert_int_equal(zm_pages_alloc_bulk(pg, N, v), N);
+		assert_int_equal(zm_pages_free_bulk(pg, N, v), 0);
+		zm_pages_flush_thread(pg);
+		zm_pages_trim(pg);
+
+		assert_int_equal(zm_pages_alloc_at_run(pg, FAR, 8), 0);
+		assert_true(page_resident(pg, FAR) || !prefault);
+		for (zm_pfn_t i = 1; i < 8; i++) {
+			if (ahead)
+				assert_true(page_resident(pg, FAR + i));
+			assert_int_equal(zm_pages_alloc_at(pg, FAR + i), ahead ? -EBUSY : 0);
+			if (ahead)
+				assert_int_equal(zm_pages_take_cached(pg, FAR + i), 0);
+		}
+		/* n pages in all, not more */
+		assert_int_equal(zm_pages_take_cached(pg, FAR + 8), -ENOENT);
+		assert_false(page_resident(pg, FAR + 8));
+
+		/* a page in use ends what is set aside */
+		assert_int_equal(zm_pages_alloc_at(pg, FAR2 + 3), 0);
+		assert_int_equal(zm_pages_alloc_at_run(pg, FAR2, 8), 0);
+		assert_int_equal(zm_pages_take_cached(pg, FAR2 + 4), -ENOENT);
+		for (zm_pfn_t i = 1; i < 3; i++)
+			assert_int_equal(zm_pages_take_cached(pg, FAR2 + i), ahead ? 0 : -ENOENT);
+		/* n = 1 is zm_pages_alloc_at: nothing set aside */
+		assert_int_equal(zm_pages_alloc_at_run(pg, FAR3, 1), 0);
+		assert_int_equal(zm_pages_take_cached(pg, FAR3 + 1), -ENOENT);
+
+		zm_pages_stats(pg, &s);
+		assert_int_equal(s.in_use, 8 + (ahead ? 4 : 2) + 1);
+		assert_int_equal(s.in_use + s.cached + s.free, s.total_pages);
+		assert_int_equal(zm_pages_check(pg), 0);
+		for (zm_pfn_t i = 0; i < 8; i++)
+			if (ahead || i == 0)
+				assert_int_equal(zm_pages_free(pg, FAR + i), 0);
+		if (!ahead)
+			for (zm_pfn_t i = 1; i < 8; i++)
+				assert_int_equal(zm_pages_free(pg, FAR + i), 0);
+		for (zm_pfn_t i = 0; i < 4; i++)
+			if (ahead || i == 0 || i == 3)
+				assert_int_equal(zm_pages_free(pg, FAR2 + i), 0);
+		assert_int_equal(zm_pages_free(pg, FAR3), 0);
+		zm_pages_flush_thread(pg);
+		zm_pages_stats(pg, &s);
+		assert_int_equal(s.in_use + s.cached, 0);
+		assert_int_equal(zm_pages_check(pg), 0);
+		zm_pages_destroy(pg);
+	}
+}
+
 static void test_trim_takes_idle_cache(void **st)
 {
 	struct idler a = { .p = mk(4096, 4 << 20, 0), .m = PTHREAD_MUTEX_INITIALIZER,
@@ -966,6 +1059,7 @@ int main(void)
 		cmocka_unit_test(test_small_bulk),
 		cmocka_unit_test(test_stats_and_thread_exit),
 		cmocka_unit_test(test_alloc_at_resident_first),
+		cmocka_unit_test(test_alloc_at_run),
 		cmocka_unit_test(test_trim_takes_idle_cache),
 		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_take_cached),

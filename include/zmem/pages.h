@@ -157,6 +157,16 @@ ZM_API int zm_pages_free(struct zm_pages *pages, zm_pfn_t pfn);
  * pages: a page elsewhere costs the caller a copy, this one a fault. */
 ZM_API int zm_pages_alloc_at(struct zm_pages *pages, zm_pfn_t pfn);
 
+/* The same, for a caller that will want the n - 1 pages after pfn too (1
+ * <= n <= ZM_PAGES_RUN_MAX), as a zspage growing in place does: when pfn
+ * is not resident and prefault is on, the free pages that follow it are
+ * set aside in the calling thread's cache, as zm_pages_alloc_run() sets
+ * a run's aside (take each with zm_pages_take_cached()), and made
+ * resident with it in one call: one call for many faults.  Only away
+ * from the limit, and at most as many as the set-aside room holds.  n = 1
+ * is zm_pages_alloc_at(). */
+ZM_API int zm_pages_alloc_at_run(struct zm_pages *pages, zm_pfn_t pfn, unsigned n);
+
 /* The page pfn itself, if the calling thread freed it lately and its
  * cache still holds it (one of the ZM_PAGES_TAKE_DEPTH pages freed last),
  * or set it aside with zm_pages_alloc_run(), or it is the next page of

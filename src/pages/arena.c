@@ -285,6 +285,11 @@ int zm_pages_alloc_order(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 
 int zm_pages_alloc_at(struct zm_pages *p, zm_pfn_t pfn)
 {
+	return zm_pages_alloc_at_run(p, pfn, 1);
+}
+
+int zm_pages_alloc_at_run(struct zm_pages *p, zm_pfn_t pfn, unsigned n)
+{
 	zm_pfn_t got;
 	struct zmi_zone *z;
 	bool dirty = false, limited = false;
@@ -292,7 +297,7 @@ int zm_pages_alloc_at(struct zm_pages *p, zm_pfn_t pfn)
 	if (!p)
 		return -EINVAL;
 
-	if (pfn >= p->npages)
+	if (pfn >= p->npages || n == 0 || n > ZM_PAGES_RUN_MAX)
 		return -EINVAL;
 	z = zmi_zone_of(p, pfn);
 	zmi_lock(&z->lock);
@@ -306,11 +311,11 @@ int zm_pages_alloc_at(struct zm_pages *p, zm_pfn_t pfn)
 				&dirty, &limited);
 	zmi_unlock(&z->lock);
 	if (got == ZM_PFN_NIL && limited && zmi_tcache_reclaim(p))
-		return zm_pages_alloc_at(p, pfn);  /* at the limit: once more */
+		return zm_pages_alloc_at_run(p, pfn, n);  /* at the limit: once more */
 	if (got == ZM_PFN_NIL)
 		return limited ? -ENOMEM : -EBUSY;
 	if (p->prefault && !dirty)
-		zmi_pages_prefault(p, &got, 1);
+		zmi_tcache_ahead_at(p, z, got, n);
 	return 0;
 }
 

@@ -653,6 +653,12 @@ size_t zmi_buddy_isolate_clean(struct zm_pages *p, struct zmi_zone *z, size_t ma
 zm_pfn_t zmi_buddy_take_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn,
 			  bool resident_only, bool *dirty, bool *limited)
 {
+	return zmi_buddy_take_at_as(p, z, pfn, resident_only, PG_ALLOC, dirty, limited);
+}
+
+zm_pfn_t zmi_buddy_take_at_as(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn,
+			     bool resident_only, uint8_t state, bool *dirty, bool *limited)
+{
 	zm_pfn_t head = ZM_PFN_NIL;
 	unsigned k, order = 0;
 
@@ -704,7 +710,7 @@ zm_pfn_t zmi_buddy_take_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn,
 			}
 		}
 	}
-	*dirty = pages_out(p->pg, pfn, 1, PG_ALLOC, NULL) != 0;
+	*dirty = pages_out(p->pg, pfn, 1, state, NULL) != 0;
 	zmi_zone_add(&z->nr_dirty_free, -(long)*dirty);
 	taken(z, 1);
 	return pfn;

@@ -96,12 +96,15 @@
 /* A page taken from a thread's run block or set-aside pages that is not
  * resident is made resident with the pages of that block or run after it,
  * up to this many in all, in one call (past ZM_PREFAULT_BATCH_BYTES, as
- * above): a zspage growing page by page then pays one call for 16 pages,
- * not one each, and an allocation that meets one is 1 in 16 of those
- * that grow a zspage, not each of them (the tail of allocation latency
- * while the compactor works: docs/results/2026-12-02-latency.md). */
+ * above); so is one a zspage grows into in place (zm_pages_alloc_at_run).
+ * A zspage growing page by page then pays one call for all its pages (32
+ * at most, a run's), not one each, and an allocation that meets one is 1
+ * in 32 of those that grow a zspage.  32, not 16 as first: while the
+ * compactor works after a mass free, these calls are most of the slow
+ * allocations, and half as many calls made fewer of them
+ * (docs/results/2026-12-03-in-place.md). */
 #ifndef ZM_PREFAULT_AHEAD
-#define ZM_PREFAULT_AHEAD 16
+#define ZM_PREFAULT_AHEAD 32
 #endif
 #define ZM_MAX_CACHE       1024
 
@@ -464,6 +467,10 @@ zm_pfn_t zmi_buddy_take_spread(struct zm_pages *p, struct zmi_zone *z, unsigned 
  * (*limited: the limit said no).  *dirty: the page was dirty. */
 zm_pfn_t zmi_buddy_take_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn,
 			  bool resident_only, bool *dirty, bool *limited);
+/* The same, the page leaving in state `state`: PG_ALLOC, or PG_CACHED for
+ * a thread's cache (PG_RESIDENT if it was dirty). */
+zm_pfn_t zmi_buddy_take_at_as(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn,
+			     bool resident_only, uint8_t state, bool *dirty, bool *limited);
 /* Give back a block whose pages the caller owned; merges with free buddies.
  * dirty: the caller may have touched it.  nr_out is the caller's. */
 void zmi_buddy_give(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsigned order,
@@ -510,6 +517,11 @@ size_t zmi_pages_trim_due(struct zm_pages *p);
  * trimming, which makes it clean, gives it back to the OS); asking the
  * kernel again costs a system call per run for nothing. */
 void zmi_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n);
+/* zm_pages_alloc_at_run took page pfn of zone z, the first of n wanted,
+ * and it is not resident: make it resident, in one call with the free
+ * pages that follow it in place, up to n - 1, which are set aside in the
+ * calling thread's cache as a run's are (tcache.c).  No zone lock held. */
+void zmi_tcache_ahead_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsigned n);
 
 /* bad input, counted (atomic) and reported */
 int zmi_pages_bad_free(struct zm_pages *p, zm_pfn_t pfn, const char *why);

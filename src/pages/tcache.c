@@ -744,6 +744,60 @@ int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 	return 0;
 }
 
+/* A zspage growing in place (zm_pages_alloc_at_run) into memory the
+ * trims gave back would pay one call a page, each in an allocation of its
+ * own: while the compactor's episode after a mass free ran, such single
+ * pages were most of the slow allocations (allocbench --latency,
+ * docs/results/2026-12-03-in-place.md).  So the free pages that follow
+ * pfn in place, as many as the caller said it will want, are set aside
+ * as a run's (the caller takes each next with zm_pages_take_cached), at
+ * most ZM_PREFAULT_AHEAD in all and as many as the thread's set-aside
+ * room holds, and made resident with pfn in one call.  Not near a limit
+ * (pages set aside there are pages refused to others), and not in a zone
+ * that never held ZM_PREFAULT_BATCH_BYTES (prefault_ahead's rule). */
+void zmi_tcache_ahead_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsigned n)
+{
+	zm_pfn_t run[ZM_PREFAULT_AHEAD];
+	struct zmi_tcache *tc = NULL;
+	unsigned got = 1, room = 0;
+
+	run[0] = pfn;
+	if (n > 1 && !p->limited &&
+	    __atomic_load_n(&z->resident_max, __ATOMIC_RELAXED) >=
+		    (ZM_PREFAULT_BATCH_BYTES >> p->page_shift))
+		tc = tc_get(p);
+	if (!tc) {
+		zmi_pages_prefault(p, run, 1);
+		return;
+	}
+	tc_enter(tc);
+	room = p->ahead_max - tc->nahead;
+	if (room > n - 1)
+		room = n - 1;
+	if (room > ZM_PREFAULT_AHEAD - 1)
+		room = ZM_PREFAULT_AHEAD - 1;
+	if (room) {
+		bool dirty, limited = false;
+
+		zmi_lock(&z->lock);
+		while (got <= room && pfn + got < z->end &&
+		       zmi_buddy_take_at_as(p, z, pfn + got, false, PG_CACHED, &dirty,
+					    &limited) != ZM_PFN_NIL) {
+			run[got] = pfn + got;
+			got++;
+		}
+		zmi_unlock(&z->lock);
+	}
+	/* oldest first: after the runs set aside before */
+	for (unsigned i = 1; i < got; i++)
+		tc->ahead[tc->nahead + i - 1] = run[i];
+	tc_set_nahead(tc, tc->nahead + got - 1);
+	zmi_pages_prefault(p, run, got);
+	for (unsigned i = 1; i < got; i++)
+		zmi_pg_of(p, run[i])->flags |= PG_RESIDENT;
+	tc_leave(tc);
+}
+
 /* Without a cache (caching off, or no memory for one), near the limit, or
  * with no free block large enough: the first page of a free block of
  * ZM_PAGES_RUN_MAX pages or more (any page if there is none), the rest
