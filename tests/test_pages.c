@@ -6,10 +6,12 @@
 #include <linux/membarrier.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "testutil.h"
 #include <zmem/pages.h>
+#include "base/os.h"        /* zmi_os_decommit_many */
 #include "pages/pages_internal.h" /* only to corrupt state for the checker test */
 
 static struct zm_pages *mk(size_t page_size, size_t arena, size_t limit)
@@ -508,6 +510,49 @@ static void test_alloc_at_resident_first(void **st)
 		assert_int_equal(zm_pages_check(pg), 0);
 		zm_pages_destroy(pg);
 	}
+}
+
+/*
+ * zmi_os_decommit_many: the trims' batch of ranges goes back in one call
+ * where the kernel can (process_madvise on oneself), else range by range;
+ * either way exactly those ranges read zero and are not resident, and
+ * the pages between them keep their bytes.  More ranges than one call
+ * takes (16), and ranges of one page and of several.
+ *
+ * Catches: a range left resident, a neighbour zeroed, a batch cut short
+ * and not finished.
+ */
+static void test_decommit_many(void **st)
+{
+	enum { PAGES = 64, NR = 21 };
+	size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+	unsigned char *m = mmap(NULL, PAGES * ps, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct iovec iov[NR];
+	bool gone[PAGES] = { false };
+	unsigned char vec[PAGES];
+
+	(void)st;
+	assert_true(m != MAP_FAILED);
+	for (size_t i = 0; i < PAGES; i++)
+		memset(m + i * ps, (int)(i + 1), ps);
+	/* ranges of 1 or 2 pages, every third page, the last of 3 */
+	for (int r = 0; r < NR; r++) {
+		size_t first = (size_t)r * 3, len = r == NR - 1 ? 3 : 1 + (size_t)(r & 1);
+
+		iov[r] = (struct iovec){ m + first * ps, len * ps };
+		for (size_t k = 0; k < len; k++)
+			gone[first + k] = true;
+	}
+	assert_int_equal(zmi_os_decommit_many(iov, 0), 0);
+	assert_int_equal(zmi_os_decommit_many(iov, NR), 0);
+	assert_int_equal(mincore(m, PAGES * ps, vec), 0);
+	for (size_t i = 0; i < PAGES; i++) {
+		if (gone[i])
+			assert_false(vec[i] & 1);
+		assert_int_equal(m[i * ps + ps / 2], gone[i] ? 0 : (unsigned char)(i + 1));
+	}
+	munmap(m, PAGES * ps);
 }
 
 /* Is page pfn of p resident (mincore)? */
@@ -1060,6 +1105,7 @@ int main(void)
 		cmocka_unit_test(test_stats_and_thread_exit),
 		cmocka_unit_test(test_alloc_at_resident_first),
 		cmocka_unit_test(test_alloc_at_run),
+		cmocka_unit_test(test_decommit_many),
 		cmocka_unit_test(test_trim_takes_idle_cache),
 		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_take_cached),

@@ -5,6 +5,7 @@
 #include <linux/membarrier.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +40,51 @@ void zmi_os_release(void *addr, size_t bytes)
 int zmi_os_decommit(void *addr, size_t bytes)
 {
 	return madvise(addr, bytes, MADV_DONTNEED) == 0 ? 0 : -errno;
+}
+
+/* process_madvise(2) of the calling process by the pidfd sentinel
+ * PIDFD_SELF_PROCESS (Linux 6.15; the headers of older systems lack
+ * both), any advice allowed on oneself (6.13), and the TLB flushes of
+ * MADV_DONTNEED over all the ranges batched into one (6.16): a trim of
+ * sixteen blocks interrupts the process's other running threads once,
+ * not sixteen times (docs/results/2026-12-03-in-place.md).  Where the
+ * call fails once (an older kernel: EBADF, EINVAL, ENOSYS; a seccomp
+ * filter: EPERM), every range is one madvise from then on. */
+#ifndef __NR_process_madvise
+#define __NR_process_madvise 440
+#endif
+#define ZMI_PIDFD_SELF_PROCESS (-10001)
+#define ZMI_IOV_MAX 16   /* the trims' batch; UIO_MAXIOV is 1024 */
+static int madvise_many = 1;  /* atomic: 0 once the kernel said no */
+
+int zmi_os_decommit_many(const struct iovec *iov, size_t n)
+{
+	size_t done = 0;
+	int rc = 0;
+
+	while (n - done > 1 && __atomic_load_n(&madvise_many, __ATOMIC_RELAXED)) {
+		size_t k = n - done < ZMI_IOV_MAX ? n - done : ZMI_IOV_MAX, want = 0;
+		long got;
+
+		for (size_t i = 0; i < k; i++)
+			want += iov[done + i].iov_len;
+		got = syscall(__NR_process_madvise, ZMI_PIDFD_SELF_PROCESS, iov + done, k,
+			      MADV_DONTNEED, 0u);
+		if (got < 0) {
+			__atomic_store_n(&madvise_many, 0, __ATOMIC_RELAXED);
+			break;
+		}
+		if ((size_t)got != want)
+			break;  /* cut short: the rest one range at a time */
+		done += k;
+	}
+	for (; done < n; done++) {
+		int r = zmi_os_decommit(iov[done].iov_base, iov[done].iov_len);
+
+		if (r && !rc)
+			rc = r;
+	}
+	return rc;
 }
 
 #ifndef MADV_POPULATE_WRITE

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "base/abi.h"
@@ -415,6 +416,7 @@ static void bare_blocks(struct zm_pages *p, struct zmi_zone *z)
 static size_t trim_zone(struct zm_pages *p, struct zmi_zone *z, size_t target, bool bare)
 {
 	zm_pfn_t blk[16];
+	struct iovec iov[16];
 	size_t total = 0;
 
 	if (z->trimming)
@@ -430,12 +432,10 @@ static size_t trim_zone(struct zm_pages *p, struct zmi_zone *z, size_t target, b
 			break;
 		zmi_unlock(&z->lock);
 		/* Outside the lock: the isolated blocks belong to us. */
-		for (size_t i = 0; i < n; i++) {
-			unsigned order = zmi_pg_of(p, blk[i])->order;
-
-			zmi_os_decommit(zm_pages_addr(p, blk[i]),
-				       p->page_size << order);
-		}
+		for (size_t i = 0; i < n; i++)
+			iov[i] = (struct iovec){ zm_pages_addr(p, blk[i]),
+						 p->page_size << zmi_pg_of(p, blk[i])->order };
+		zmi_os_decommit_many(iov, n);
 		zmi_lock(&z->lock);
 		for (size_t i = 0; i < n; i++) {
 			unsigned order = zmi_pg_of(p, blk[i])->order;
