@@ -301,14 +301,14 @@ static void taken(struct zmi_zone *z, size_t n)
 	 * pages taken: a clock read on every bulk call cost it a third
 	 * (pagebench, batches of 16); a zone taking fewer has no demand
 	 * worth keeping */
-	z->taken_total += n;
+	__atomic_store_n(&z->taken_total, z->taken_total + n, __ATOMIC_RELAXED);
 	if ((z->taken_total - n) >> 8 != z->taken_total >> 8) {
 		uint64_t now = zmi_os_coarse_ns();
 
 		if (now - z->win_start_ns >= ZM_DEMAND_MS * 1000000ull) {
 			__atomic_store_n(&z->demand, z->taken_total - z->win_taken0,
 					 __ATOMIC_RELAXED);
-			z->win_taken0 = z->taken_total;
+			__atomic_store_n(&z->win_taken0, z->taken_total, __ATOMIC_RELAXED);
 			__atomic_store_n(&z->win_start_ns, now, __ATOMIC_RELAXED);
 		}
 	}

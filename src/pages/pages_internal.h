@@ -239,7 +239,8 @@ struct zmi_zone {
 				     it: tcache.c, prefault_ahead) */
 	bool trimming;            /* one trimmer at a time */
 	/* demand: pages taken from the buddy in the last window of
-	 * ZM_DEMAND_MS (taken(), under the lock; read without it) */
+	 * ZM_DEMAND_MS and in the current one (taken(), under the lock,
+	 * atomic stores; read without it) */
 	uint64_t taken_total;     /* lock */
 	uint64_t win_start_ns, win_taken0; /* lock */
 	size_t demand;            /* atomic stores under the lock */
@@ -349,7 +350,11 @@ static inline void zmi_zone_returned(struct zm_pages *p, struct zmi_zone *z, siz
 }
 
 /* Zone z's recent demand: the pages taken from it in the last complete
- * window of ZM_DEMAND_MS, none once two windows passed without a take
+ * window of ZM_DEMAND_MS, or in the current one so far if that is more
+ * (a churn that starts, as right after a mass free, asks for pages its
+ * last window did not take: trimmed meanwhile, each came back as a fault
+ * in one of its allocations, docs/results/2026-12-03-in-place.md), none
+ * once two windows passed without a take
  * or without a call of zmi_pages_trim_due (now: zmi_os_coarse_ns()), at
  * most half of its pages out.  Half, not an eighth as first: a pool
  * churning at full speed right after its compactor shrank it takes more
@@ -372,9 +377,14 @@ static inline size_t zmi_zone_demand(const struct zm_pages *p, const struct zmi_
 
 	/* none without a caller of zmi_pages_trim_due lately: nothing
 	 * would give the pages kept back once the demand has passed */
+	size_t cur = (size_t)(__atomic_load_n(&z->taken_total, __ATOMIC_RELAXED) -
+			      __atomic_load_n(&z->win_taken0, __ATOMIC_RELAXED));
+
 	if (now - __atomic_load_n(&z->win_start_ns, __ATOMIC_RELAXED) > two ||
 	    now - __atomic_load_n(&p->due_seen_ns, __ATOMIC_RELAXED) > two)
 		return 0;
+	if (cur > d)
+		d = cur;
 	return d < out ? d : out;
 }
 
