@@ -377,8 +377,12 @@ static inline size_t zmi_zone_demand(const struct zm_pages *p, const struct zmi_
 
 	/* none without a caller of zmi_pages_trim_due lately: nothing
 	 * would give the pages kept back once the demand has passed */
-	size_t cur = (size_t)(__atomic_load_n(&z->taken_total, __ATOMIC_RELAXED) -
-			      __atomic_load_n(&z->win_taken0, __ATOMIC_RELAXED));
+	/* the window's start first: taken_total only grows, so read after
+	 * it, it is not below it (and where another thread's stores were
+	 * seen out of order, nothing is counted rather than 2^64) */
+	uint64_t w0 = __atomic_load_n(&z->win_taken0, __ATOMIC_ACQUIRE);
+	uint64_t t = __atomic_load_n(&z->taken_total, __ATOMIC_RELAXED);
+	size_t cur = t > w0 ? (size_t)(t - w0) : 0;
 
 	if (now - __atomic_load_n(&z->win_start_ns, __ATOMIC_RELAXED) > two ||
 	    now - __atomic_load_n(&p->due_seen_ns, __ATOMIC_RELAXED) > two)
