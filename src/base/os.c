@@ -44,10 +44,12 @@ int zmi_os_decommit(void *addr, size_t bytes)
 
 /* process_madvise(2) of the calling process by the pidfd sentinel
  * PIDFD_SELF_PROCESS (Linux 6.15; the headers of older systems lack
- * both), any advice allowed on oneself (6.13), and the TLB flushes of
- * MADV_DONTNEED over all the ranges batched into one (6.16): a trim of
- * sixteen blocks interrupts the process's other running threads once,
- * not sixteen times (docs/results/2026-12-03-in-place.md).  Where the
+ * both), any advice allowed on oneself (6.13): one system call for a
+ * trim's sixteen blocks, and on kernels that batch the TLB flushes of
+ * MADV_DONTNEED over the ranges (a 2025 series; not checked which
+ * release) one flush of the other CPUs', each an interrupt of the
+ * process's running threads, instead of sixteen (measured here:
+ * docs/results/2026-12-03-in-place.md).  Where the
  * call fails once (an older kernel: EBADF, EINVAL, ENOSYS; a seccomp
  * filter: EPERM), every range is one madvise from then on. */
 #ifndef __NR_process_madvise

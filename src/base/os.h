@@ -21,8 +21,9 @@ void zmi_os_release(void *addr, size_t bytes);
 int zmi_os_decommit(void *addr, size_t bytes);
 /* The same for n ranges (iov_base, iov_len: as struct iovec) in one
  * system call where the kernel can (process_madvise on the process
- * itself, Linux 6.15+, which then flushes the other CPUs' TLBs once, not
- * once a range), else one madvise each.  0 or the first -errno. */
+ * itself, Linux 6.15+; kernels that batch its TLB flushes then flush the
+ * other CPUs' once, not once a range), else one madvise each.  0 or the
+ * first -errno. */
 struct iovec;
 int zmi_os_decommit_many(const struct iovec *iov, size_t n);
 /* Make [addr, addr+bytes) resident now, in one call, instead of one page
