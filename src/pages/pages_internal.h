@@ -375,20 +375,21 @@ static inline size_t zmi_zone_demand(const struct zm_pages *p, const struct zmi_
 	size_t out = __atomic_load_n(&z->out, __ATOMIC_RELAXED) >> ZM_DEMAND_CAP_SHIFT;
 	const uint64_t two = 2 * ZM_DEMAND_MS * 1000000ull;
 
+	uint64_t w0, t;
+
 	/* none without a caller of zmi_pages_trim_due lately: nothing
 	 * would give the pages kept back once the demand has passed */
-	/* the window's start first: taken_total only grows, so read after
-	 * it, it is not below it (and where another thread's stores were
-	 * seen out of order, nothing is counted rather than 2^64) */
-	uint64_t w0 = __atomic_load_n(&z->win_taken0, __ATOMIC_ACQUIRE);
-	uint64_t t = __atomic_load_n(&z->taken_total, __ATOMIC_RELAXED);
-	size_t cur = t > w0 ? (size_t)(t - w0) : 0;
-
 	if (now - __atomic_load_n(&z->win_start_ns, __ATOMIC_RELAXED) > two ||
 	    now - __atomic_load_n(&p->due_seen_ns, __ATOMIC_RELAXED) > two)
 		return 0;
-	if (cur > d)
-		d = cur;
+	/* the current window so far: its start first, since taken_total
+	 * only grows and read after it is not below it (where another
+	 * thread's stores were seen out of order, nothing is counted rather
+	 * than 2^64) */
+	w0 = __atomic_load_n(&z->win_taken0, __ATOMIC_ACQUIRE);
+	t = __atomic_load_n(&z->taken_total, __ATOMIC_RELAXED);
+	if (t > w0 && t - w0 > d)
+		d = (size_t)(t - w0);
 	return d < out ? d : out;
 }
 

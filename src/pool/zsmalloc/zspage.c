@@ -83,15 +83,14 @@ int zs_populate_slow(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 		     unsigned obj)
 {
 	unsigned need = zs_pages_for(zp, c, (size_t)obj + 1);
-	/* the pages it may take after this one, for zm_pages_alloc_at_run */
-	unsigned more;
 
 	while (zs->npop < need) {
 		/* CONTIG: the page after the last one, if it is free, so that
-		 * objects crossing between them are reached in place */
+		 * objects crossing between them are reached in place; with
+		 * the pages it may take after it (zm_pages_alloc_at_run) */
 		zm_pfn_t next = zs_pfn(zs, zs->npop - 1u) + 1, pfn;
+		unsigned more = c->pages - zs->npop;
 
-		more = c->pages - zs->npop;
 		if (more > ZM_PAGES_RUN_MAX)
 			more = ZM_PAGES_RUN_MAX;
 		if (zp->span == ZM_SPAN_CONTIG && (zm_pages_take_cached(zp->pages, next) == 0 ||
