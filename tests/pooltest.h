@@ -112,9 +112,12 @@ static inline void *pt_compact_loop(void *arg)
 {
 	struct pt_compactor *c = arg;
 
-	while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED))
-		if (zm_pool_compact(c->pool) < 0)
-			c->errors++;
+	while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) {
+		long r = zm_pool_compact(c->pool);
+
+		if (r < 0 && !c->errors++)
+			fprintf(stderr, "zm_pool_compact: %ld\n", r);
+	}
 	return NULL;
 }
 

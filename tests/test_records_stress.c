@@ -46,15 +46,24 @@ static void *worker(void *arg)
 		struct pt_obj *o = &g_obj[i];
 		unsigned op = (unsigned)rng_below(&r, 100);
 
+		zm_handle_t h = o->h;
+		const char *bad = NULL;
+
 		if (!o->h) {
 			if (op < 50 && put(o, &r, ((uint64_t)id << 48) | ++serial))
-				errors++;
+				bad = "put";
 		} else if (op < 60) {
-			errors += pt_check_obj(g_pool, o, buf, &r) != 0;
+			if (pt_check_obj(g_pool, o, buf, &r))
+				bad = "check";
 		} else {
 			if (pt_drop(g_pool, o, buf, &r))
-				errors++;
+				bad = "drop";
 			o->h = 0;
+		}
+		if (bad) {
+			fprintf(stderr, "thread %ld step %ld: %s of object %zu (%zu bytes, handle %#llx) failed\n",
+				id, s, bad, i, o->size, (unsigned long long)(h ? h : o->h));
+			errors++;
 		}
 	}
 	return (void *)errors;

@@ -1030,6 +1030,18 @@ static struct zs_class *every_class(void *arg)
 	return NULL;
 }
 
+/* What a caller of zm_pool_compact or zm_pool_shrink is told it freed.
+ * The runs count pages net: those the destinations populated against
+ * those the sources gave back, and a source an allocation lands in while
+ * it is evacuated in steps (it stays valid for them), or whose next
+ * destination page cannot be had, is not emptied; a run that moved
+ * little can then have taken more pages than it gave back.  A negative
+ * count would read as an error: nothing was freed. */
+static long net_freed(long freed)
+{
+	return freed > 0 ? freed : 0;
+}
+
 static long compact_all(struct zs_pool *zp)
 {
 	uint64_t t0 = zmi_os_now_ns();
@@ -1046,7 +1058,7 @@ static long compact_all(struct zs_pool *zp)
 	zs_stat_add(&zp->pages_compacted, (uint64_t)freed);
 	zs_stat_add(&zp->compact_ns, zmi_os_now_ns() - t0);
 	pthread_mutex_unlock(&zp->compact_lock);
-	return freed;
+	return net_freed(freed);
 }
 
 long zs_compact(struct zm_pool *pool)
@@ -1066,7 +1078,7 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 	pthread_mutex_lock(&zp->compact_lock);
 	freed = zs_mixed_compact(zp, NULL);
 	/* classes with the most slack first: a few passes over the table */
-	for (int round = 0; round < 8 && (size_t)freed < want; round++) {
+	for (int round = 0; round < 8 && freed < (long)want; round++) {
 		struct zs_class *best = NULL;
 		uint64_t most = 0;
 
@@ -1085,13 +1097,13 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 			break;
 		freed += zs_compact_class(zp, best, NULL);
 	}
-	if ((size_t)freed < want)
+	if (freed < (long)want)
 		freed += zs_sweep(zp);
 	zs_stat_add(&zp->compactions, 1);
 	zs_stat_add(&zp->pages_compacted, (uint64_t)freed);
 	zs_stat_add(&zp->compact_ns, zmi_os_now_ns() - t0);
 	pthread_mutex_unlock(&zp->compact_lock);
-	return freed << zp->shift;
+	return net_freed(freed) << zp->shift;
 }
 
 /* The work lower bound (zm_pool_min_moves): a histogram of pages by the
