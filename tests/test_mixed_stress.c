@@ -3,15 +3,21 @@
  * mode) and free objects with a cookie-derived pattern in a pool that
  * puts objects into mixed zspages whenever their class has no zspage,
  * while one thread compacts in a loop, evacuating the mixed zspages that
- * frees leave sparse into the classes.  Every read and map must see the
- * object whole, the checker must be clean at the end, and objects must
- * really have moved out of mixed zspages.
+ * frees leave sparse into the classes, or, after a thread's mass free
+ * (three quarters of what it holds, now and then), packing them into new
+ * mixed zspages.  Every read and map must see the object whole, the
+ * checker must be clean at the end, and objects must really have moved
+ * out of mixed zspages, some packed into others.
  *
  *   test_mixed_stress [--seed N] [--steps N]
  */
+#define ZMEM_ADVANCED  /* the pool's internals below need the advanced tier */
+
 #include <pthread.h>
 
 #include "pooltest.h"
+#include "pool/pool_internal.h"
+#include "pool/zsmalloc/zsmalloc.h"   /* objects_repacked */
 
 #define NT 3
 #define HOLD 300
@@ -33,7 +39,16 @@ static void *worker(void *arg)
 	for (long s = 0; s < g_steps; s++) {
 		unsigned op = (unsigned)rng_below(&r, 100);
 
-		if (op < 45 && n < HOLD) {
+		if (op == 99 && rng_below(&r, 20) == 0) {
+			/* now and then a mass free: three quarters of what the
+			 * thread holds, which the compactor packs */
+			for (size_t k = n; k-- > 0;)
+				if (rng_below(&r, 4)) {
+					if (pt_drop(g_pool, &hold[k], buf, &r))
+						errors++;
+					hold[k] = hold[--n];
+				}
+		} else if (op < 45 && n < HOLD) {
 			struct pt_obj o = { 0, pt_size(&r, 4000), ((uint64_t)id << 48) | ++serial };
 
 			int rc = pt_put(g_pool, &o, buf);
@@ -74,16 +89,20 @@ static void test_stress(void **state)
 				    .compact_ratio = 99,
 				    .span = mode == 1 ? ZM_SPAN_COPY : ZM_SPAN_DEFAULT };
 	struct zm_pool_stats st;
+	uint64_t repacked;
 
 	assert_int_equal(zm_pool_create(&c, &g_pool), 0);
 	pt_run_compacting(g_pool, NT, worker);
 	zm_pool_set_compaction(g_pool, ZM_COMPACT_OFF);
 	assert_int_equal(zm_pool_check(g_pool), 0);
 	zm_pool_stats(g_pool, &st);
-	printf("%llu objects moved, %llu pages compacted in %llu passes\n",
-	       (unsigned long long)st.objects_moved, (unsigned long long)st.pages_compacted,
-	       (unsigned long long)st.compactions);
+	repacked = __atomic_load_n(&zs_of(g_pool)->objects_repacked, __ATOMIC_RELAXED);
+	printf("%llu objects moved (%llu packed into mixed zspages), %llu pages compacted in "
+	       "%llu passes\n",
+	       (unsigned long long)st.objects_moved, (unsigned long long)repacked,
+	       (unsigned long long)st.pages_compacted, (unsigned long long)st.compactions);
 	assert_true(st.objects_moved > 0);
+	assert_true(repacked > 0);
 	assert_int_equal(st.objects, 0);
 	assert_int_equal(st.pool_pages, 0);
 	zm_pool_destroy(g_pool);

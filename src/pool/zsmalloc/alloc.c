@@ -122,7 +122,7 @@ static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
 
 /*
  * Mixed zspages (zsmalloc/zsmalloc.h).  An object whose class has no zspage
- * (mixed_for, below) goes to the tail of the one of its shard's open
+ * (zs_mixed_for, zsmalloc.h) goes to the tail of the one of its shard's open
  * mixed zspages with the least room that holds it; when none has room, a
  * new one opens in place of the one with the least room, which closes.
  * Under the mixed class's lock alone: no class lock is held meanwhile
@@ -131,11 +131,10 @@ static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
 static zm_handle_t mixed_alloc(struct zs_pool *zp, unsigned sh, size_t size)
 {
 	struct zs_class *m = zs_class_get(zp, sh, zp->nclasses);
-	unsigned need = zs_mgran(size), g;
-	struct zspage *zs = NULL;
-	struct zs_mhdr *hd;
+	struct zspage *zs, *dead;
 	uint32_t idx;
 	uint64_t tag;
+	unsigned g;
 
 	if (zmi_unlikely(!m))
 		return 0;
@@ -153,6 +152,37 @@ static zm_handle_t mixed_alloc(struct zs_pool *zp, unsigned sh, size_t size)
 	idx = zs_slot_alloc(zp, m);
 	if (zmi_unlikely(!idx))
 		goto out;
+	g = zs_mixed_place(zp, m, size, idx, &zs, &dead);
+	if (zmi_unlikely(g == ZS_NONE)) {
+		zs_slot_free(zp, m, idx);
+		zmi_unlock(&m->lock);
+		if (dead)
+			zs_zspage_free(zp, m, dead);
+		return 0;
+	}
+	tag = (zs_load_slot(zp, idx) & ZS_TAG_MASK) | 1;
+	zs_store_slot(zp, idx, zs_slot_live(zs->id, g, tag));
+	/* the next object's header, in a page of the zspage already: fetched
+	 * for writing while the caller works (a write to a line not in the
+	 * cache, waited for by the next lock's exchange, was most of an
+	 * allocation's time in allocbench, which never touches objects) */
+	if ((((size_t)zs->bump * ZS_GRANULE) >> zp->shift) < zs->npop)
+		__builtin_prefetch(zs_mhdr(zp, zs, zs->bump), 1);
+	zmi_unlock(&m->lock);
+	return ((zm_handle_t)idx << ZS_TAG_BITS) | tag;
+out:
+	zmi_unlock(&m->lock);
+	return 0;
+}
+
+unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uint32_t ref,
+			struct zspage **where, struct zspage **dead)
+{
+	unsigned need = zs_mgran(size), g;
+	struct zspage *zs = NULL;
+	struct zs_mhdr *hd;
+
+	*dead = NULL;
 	/* the open zspage with the least room that holds it (its tail
 	 * filled by the objects small enough, not left unused) */
 	for (unsigned i = 0, best = UINT32_MAX; i < ZS_MIXED_OPEN; i++) {
@@ -170,7 +200,7 @@ static zm_handle_t mixed_alloc(struct zs_pool *zp, unsigned sh, size_t size)
 
 		zs = zs_zspage_new(zp, m);
 		if (!zs)
-			goto out_slot;
+			return ZS_NONE;
 		zs->placed = 0;
 		m->zspages++;
 		for (unsigned i = 0; i < ZS_MIXED_OPEN; i++)
@@ -186,53 +216,23 @@ static zm_handle_t mixed_alloc(struct zs_pool *zp, unsigned sh, size_t size)
 			zs_mixed_close(m, zs);
 			m->zspages--;
 			zs_zspage_retire(zp, m, zs);
-			zs_slot_free(zp, m, idx);
-			zmi_unlock(&m->lock);
-			zs_zspage_free(zp, m, zs);
-			return 0;
+			*dead = zs;
 		}
-		goto out_slot;
+		return ZS_NONE;
 	}
 	hd = zs_mhdr(zp, zs, g);
-	hd->ref = idx;
+	hd->ref = ref;
 	hd->len = (uint16_t)size;
 	/* the granules below the bump: a granule skipped at a page's end too */
 	zs_count(&m->mgran, (int32_t)(g + need - zs->bump));
 	zs->bump = (uint16_t)(g + need);
 	zs->inuse++;
 	zs->placed++;
-	tag = (zs_load_slot(zp, idx) & ZS_TAG_MASK) | 1;
-	zs_store_slot(zp, idx, zs_slot_live(zs->id, g, tag));
 	zs_count(&m->used, 1);
 	zs_count(&m->mplaced, 1);
 	zs_mixed_group_set(m, zs);
-	/* the next object's header, in a page of the zspage already: fetched
-	 * for writing while the caller works (a write to a line not in the
-	 * cache, waited for by the next lock's exchange, was most of an
-	 * allocation's time in allocbench, which never touches objects) */
-	if ((((size_t)zs->bump * ZS_GRANULE) >> zp->shift) < zs->npop)
-		__builtin_prefetch(zs_mhdr(zp, zs, zs->bump), 1);
-	zmi_unlock(&m->lock);
-	return ((zm_handle_t)idx << ZS_TAG_BITS) | tag;
-out_slot:
-	zs_slot_free(zp, m, idx);
-out:
-	zmi_unlock(&m->lock);
-	return 0;
-}
-
-/* Does an object of class c (which has no zspage) go to a mixed zspage?
- * Their holes come back only by compaction: with no background
- * compactor, only if the caller said it compacts.  A class with
- * zspages of its own keeps its objects (the compactor moved some there:
- * frees then make room that allocations take, not holes).  A small
- * object whose slot costs less than a header and its granules (up to 64
- * bytes: zero pages, 26 bytes) goes to its class. */
-static inline bool mixed_for(const struct zs_pool *zp, const struct zs_class *c, size_t size)
-{
-	return zp->mixed && !c->huge &&
-	       (zp->mixed_always || __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED)) &&
-	       !(c->size <= ZS_MIXED_SMALL && zs_mgran(size) * ZS_GRANULE >= c->size + 4);
+	*where = zs;
+	return g;
 }
 
 /* Threads that ever allocated, numbering them: the n-th starts in shard
@@ -262,7 +262,8 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 	/* a class with no zspage: its objects go to a mixed zspage (without
 	 * taking the class's lock: a class that gets a zspage meanwhile
 	 * only means this object went to a mixed one) */
-	if (zmi_unlikely(!__atomic_load_n(&c->npages, __ATOMIC_RELAXED)) && mixed_for(zp, c, size)) {
+	if (zmi_unlikely(!__atomic_load_n(&c->npages, __ATOMIC_RELAXED)) && zs_mixed_for(zp, c, size) &&
+	    !zs_mixed_settled(zp, sh)) {
 		h = mixed_alloc(zp, sh, size);
 		return h ? h : fail(zp);
 	}
@@ -372,7 +373,8 @@ static __attribute__((noinline)) int mixed_free(struct zs_pool *zp, struct zs_cl
 		zs_count(&m->mplaced, -(int32_t)zs->placed);
 		zs_mixed_close(m, zs);
 		zs_group_del(m, zs);
-		m->zspages--;
+		if (!--m->zspages)
+			zs_mixed_settle(zp, m->idx >> zp->cshift, false);
 		zs_zspage_retire(zp, m, zs);
 		zmi_unlock(&m->lock);
 		zs_zspage_free(zp, m, zs);

@@ -826,22 +826,75 @@ static struct zspage *class_dst(struct zs_class *c)
 	return NULL;
 }
 
+/* Copy object g of mixed zspage src (len bytes) to object `to` of dst. */
+static void copy_from_mixed(struct zs_pool *zp, struct zspage *src, unsigned g, unsigned len,
+			    struct zspage *dst, unsigned to, char *tmp)
+{
+	char *sseg[2] = { NULL, NULL }, *dseg[2] = { NULL, NULL };
+	size_t slen[2], dlen[2];
+	int sn, dn;
+
+	sn = zs_obj_segs(zp, src, g, sseg, slen);
+	dn = zs_obj_segs(zp, dst, to, dseg, dlen);
+	if (dn == 2 && dlen[0] >= len)
+		dn = 1;
+	else if (dn == 2)
+		dlen[1] = len - dlen[0];
+	copy_obj(dseg, dlen, dn, sseg, slen, sn, len, tmp);
+}
+
 /* Move one live object of quiesced mixed zspage src of m (header hd at
- * granule g) into its class; false if no slot could be had. */
+ * granule g) to the tail of one of m's open zspages, packed with the
+ * rest (m's lock held, through h: dropped for a moment if a zspage made
+ * for it must go); false if no room could be had. */
+static bool mixed_repack(struct zs_pool *zp, struct zs_class *m, struct zspage *src,
+			 unsigned g, struct zs_mhdr *hd, char *tmp, struct hold *h)
+{
+	unsigned len = hd->len, to;
+	uint32_t ref = hd->ref;
+	struct zspage *dst, *dead;
+	uint64_t v;
+
+	to = zs_mixed_place(zp, m, len, ref, &dst, &dead);
+	if (to == ZS_NONE) {
+		if (dead) {
+			hold_unlock(zp, m, h);
+			zs_zspage_free(zp, m, dead);
+			zmi_lock(&m->lock);
+			hold_begin(h);
+		}
+		return false;
+	}
+	copy_from_mixed(zp, src, g, len, dst, to, tmp);
+	v = zs_load_ref(zp, ref);
+	zs_store_ref(zp, ref, zs_slot_live(dst->id, to, v & ZS_TAG_MASK));
+	/* the source's object is free now, poisoned as a free would; m
+	 * counted the object again where it went */
+	zs_poison_obj(zp, src, g);
+	src->inuse--;
+	zs_count(&m->used, -1);
+	zs_stat_add(&zp->objects_repacked, 1);
+	return true;
+}
+
+/* Move one live object of quiesced mixed zspage src of m (header hd at
+ * granule g) into its class, or, when the pass packs (repack_shard: a
+ * mass free left the shard's sparse zspages below ZS_MIXED_REPACK_*
+ * live) and the class has no zspage of its own, into m's open zspages
+ * (mixed_repack); false if no slot could be had. */
 static bool mixed_move(struct zs_pool *zp, struct zs_class *m, struct zspage *src,
-		       unsigned g, struct zs_mhdr *hd, char *tmp)
+		       unsigned g, struct zs_mhdr *hd, char *tmp, bool repack, struct hold *h)
 {
 	unsigned len = hd->len, to;
 	uint32_t ref = hd->ref;
 	struct zs_class *c = zs_class_get(zp, m->idx >> zp->cshift, zs_class_for(zp, len));
-	char *sseg[2] = { NULL, NULL }, *dseg[2] = { NULL, NULL };
-	size_t slen[2], dlen[2];
 	struct zspage *dst;
 	uint64_t v;
-	int sn, dn;
 
 	if (!c || c->huge)
 		return false;
+	if (repack && !__atomic_load_n(&c->npages, __ATOMIC_RELAXED) && zs_mixed_for(zp, c, len))
+		return mixed_repack(zp, m, src, g, hd, tmp, h);
 	zmi_lock(&c->lock);
 	dst = class_dst(c);
 	if (!dst) {
@@ -858,13 +911,7 @@ static bool mixed_move(struct zs_pool *zp, struct zs_class *m, struct zspage *sr
 		zmi_unlock(&c->lock);
 		return false;
 	}
-	sn = zs_obj_segs(zp, src, g, sseg, slen);
-	dn = zs_obj_segs(zp, dst, to, dseg, dlen);
-	if (dn == 2 && dlen[0] >= len)
-		dn = 1;
-	else if (dn == 2)
-		dlen[1] = len - dlen[0];
-	copy_obj(dseg, dlen, dn, sseg, slen, sn, len, tmp);
+	copy_from_mixed(zp, src, g, len, dst, to, tmp);
 	zs_backref(dst, c)[to] = ref;
 	v = zs_load_ref(zp, ref);
 	zs_store_ref(zp, ref, zs_slot_live(dst->id, to, v & ZS_TAG_MASK));
@@ -884,7 +931,8 @@ static bool mixed_move(struct zs_pool *zp, struct zs_class *m, struct zspage *sr
  * object of src is freed or allocated meanwhile, it is marked); *stuck
  * when no slot could be had. */
 static long mixed_evacuate(struct zs_pool *zp, struct zs_class *m, struct zspage *src,
-			   unsigned *at, char *tmp, struct hold *h, bool *more, bool *stuck)
+			   unsigned *at, char *tmp, bool repack, struct hold *h, bool *more,
+			   bool *stuck)
 {
 	long moved = 0;
 
@@ -899,7 +947,7 @@ static long mixed_evacuate(struct zs_pool *zp, struct zs_class *m, struct zspage
 				*more = true;
 				break;
 			}
-			if (!mixed_move(zp, m, src, *at, hd, tmp)) {
+			if (!mixed_move(zp, m, src, *at, hd, tmp, repack, h)) {
 				*stuck = true;
 				break;
 			}
@@ -909,6 +957,24 @@ static long mixed_evacuate(struct zs_pool *zp, struct zs_class *m, struct zspage
 		*at = zs_mnext(zp, *at, len);
 	}
 	return moved;
+}
+
+/* Are the objects of m's sparse zspages packed into its open ones rather
+ * than moved into their classes (m's lock held)?  One answer for all of
+ * them, from their live objects against those placed: per zspage, those
+ * on either side of the line would go their two ways and leave both the
+ * classes' last zspages and the mixed ones partly used. */
+static bool repack_shard(const struct zs_class *m)
+{
+	uint64_t inuse = 0, placed = 0;
+
+	for (unsigned g = 0; g < ZS_GROUPS; g++)
+		for (const struct zspage *zs = m->group[g]; zs; zs = zs->next)
+			if (zs_mixed_sparse(zs)) {
+				inuse += zs->inuse;
+				placed += zs->placed;
+			}
+	return inuse * ZS_MIXED_REPACK_DEN < placed * ZS_MIXED_REPACK_NUM;
 }
 
 /* One shard's mixed class: batches planned, quiesced and evacuated until
@@ -921,9 +987,16 @@ static long mixed_compact_shard(struct zs_pool *zp, struct zs_class *m, uint8_t 
 	char *tmp = zp->scratch + ZS_NONE + 1;
 	unsigned ngone = 0;
 	struct hold h = { 0 };
-	bool stuck = false;
+	bool stuck = false, repack;
 	long freed = 0;
 
+	/* packing: from now on the shard's new objects go to their classes
+	 * (the bit goes again with the last mixed zspage) */
+	hold_lock(m, &h, "mixed plan");
+	repack = repack_shard(m);
+	if (repack)
+		zs_mixed_settle(zp, m->idx >> zp->cshift, true);
+	hold_unlock(zp, m, &h);
 	while (!stuck) {
 		unsigned nb = 0;
 
@@ -966,7 +1039,7 @@ static long mixed_compact_shard(struct zs_pool *zp, struct zs_class *m, uint8_t 
 			}
 			for (;;) {
 				zs_stat_add(&zp->objects_moved, (uint64_t)mixed_evacuate(
-					zp, m, zs, &at, tmp, &h, &more, &stuck));
+					zp, m, zs, &at, tmp, repack, &h, &more, &stuck));
 				if (!more)
 					break;
 				zs_mixed_group_set(m, zs);
@@ -977,7 +1050,8 @@ static long mixed_compact_shard(struct zs_pool *zp, struct zs_class *m, uint8_t 
 				zs_count(&m->mgran, -(int32_t)zs->bump);
 				zs_count(&m->mplaced, -(int32_t)zs->placed);
 				zs_group_del(m, zs);
-				m->zspages--;
+				if (!--m->zspages)
+					zs_mixed_settle(zp, m->idx >> zp->cshift, false);
 				zs_zspage_retire(zp, m, zs);
 				gc[ngone] = m;
 				gone[ngone++] = zs;

@@ -42,6 +42,8 @@
  *                     holds two)
  *     compact_lock -> mixed->lock -> class->lock (a mixed zspage's objects
  *                     moving into their classes, zsmalloc/compact.c;
+ *                     packed into other mixed zspages, the mixed lock
+ *                     alone;
  *                     allocation never holds a class lock while it takes
  *                     a mixed one)
  *
@@ -185,8 +187,9 @@ struct zspage {
  * all-free ran several times slower), only the counters, and its
  * granules are not used again: frees leave holes, and a mixed zspage
  * whose live objects fall below 3/4 of those placed is evacuated by the
- * compactor, its objects moving into their own classes
- * (zsmalloc/compact.c).  Two zspages of a shard are open for allocation
+ * compactor, its objects moving into their own classes, or, after a mass
+ * free, packed into the shard's open mixed zspages (zs_mixed_repack;
+ * zsmalloc/compact.c).  Two zspages of a shard are open for allocation
  * (front[]); an object goes to the one with the least room that holds
  * it.  Records have no back references: the headers hold them.
  */
@@ -370,6 +373,9 @@ struct zs_pool {
 				    compactor (else only with one: their
 				    holes come back only by compaction) */
 	uint8_t mpass;           /* compact_lock: mixed compaction's pass */
+	uint32_t mixed_settled;  /* atomic: bit sh set while shard sh keeps
+				    objects the compactor packed into its
+				    mixed zspages (zs_mixed_settle) */
 	unsigned nshards;        /* copies of each class (power of two) */
 	unsigned cshift;         /* 1 << cshift > nclasses */
 	unsigned total;          /* nshards << cshift: the class index space */
@@ -433,6 +439,8 @@ struct zs_pool {
 					     written with zs_stat_add, read
 					     by stats without the lock */
 	uint64_t records_moved;           /* likewise (zsmalloc/record.c; tests) */
+	uint64_t objects_repacked;        /* likewise: moves into mixed zspages
+					     (mixed_repack; tests) */
 	uint8_t pass;                     /* compact_lock: pass number */
 	char *scratch;                    /* compact_lock: work space */
 	struct zs_auto *autoc;            /* background compactor, or NULL */
@@ -862,7 +870,8 @@ long zs_compact_run(struct zs_pool *zp, struct zs_class *(*next)(void *arg), voi
  * freed.  Caller holds zp->compact_lock. */
 long zs_sweep(struct zs_pool *zp);
 /* Evacuate the mixed zspages whose live granules are below 3/4 (not the
- * open ones): their objects move into their classes; at most *budget
+ * open ones): their objects move into their classes, or are packed into
+ * the open mixed zspages (zs_mixed_repack); at most *budget
  * zspages (NULL: no bound), taking what it used off.  Returns pages
  * freed.  Caller holds zp->compact_lock. */
 long zs_mixed_compact(struct zs_pool *zp, unsigned *budget);
@@ -880,6 +889,65 @@ static inline void zs_mixed_close(struct zs_class *m, const struct zspage *zs)
 static inline bool zs_mixed_sparse(const struct zspage *zs)
 {
 	return (uint32_t)zs->inuse * ZS_MIXED_KEEP_DEN < (uint32_t)zs->placed * ZS_MIXED_KEEP_NUM;
+}
+/* Does an object of class c (which has no zspage) go to a mixed zspage?
+ * Their holes come back only by compaction: with no background
+ * compactor, only if the caller said it compacts.  A class with
+ * zspages of its own keeps its objects (the compactor moved some there:
+ * frees then make room that allocations take, not holes).  A small
+ * object whose slot costs less than a header and its granules (up to 64
+ * bytes: zero pages, 26 bytes) goes to its class. */
+static inline bool zs_mixed_for(const struct zs_pool *zp, const struct zs_class *c, size_t size)
+{
+	return zp->mixed && !c->huge &&
+	       (zp->mixed_always || __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED)) &&
+	       !(c->size <= ZS_MIXED_SMALL && zs_mgran(size) * ZS_GRANULE >= c->size + 4);
+}
+
+/* Place an object of size bytes whose word (slot or owner word) is ref
+ * at the tail of one of m's open zspages, the one with the least room
+ * that holds it, or of a new one opened in place of the fullest (m's
+ * lock held): writes its header, counts it, and returns its granule,
+ * *where its zspage; the caller writes the object and then its word.
+ * ZS_NONE if no zspage or page could be had; *dead is then a zspage made
+ * for it and retired, for zs_zspage_free once m's lock is dropped. */
+unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uint32_t ref,
+			struct zspage **where, struct zspage **dead);
+/* Does the compactor pack the objects of a shard's sparse mixed zspages
+ * into its open mixed zspages rather than into their classes (those
+ * with no zspage of their own; the others keep theirs)?  When they hold
+ * fewer than a third of the objects placed in them (compact.c,
+ * repack_shard).  Zspages that frees thin out bit by bit are evacuated at
+ * 3/4 and their objects go to their classes, where frees then make room
+ * that allocations take; those a mass free left below a third are packed
+ * with
+ * the rest, so that no class is left a partly used zspage of its own and
+ * no object is rounded up to a slot (at 30 MiB of zmem churn those two
+ * were most of the pool's slack after the frees;
+ * docs/results/2026-12-04-repack.md). */
+#ifndef ZS_MIXED_REPACK_NUM
+#define ZS_MIXED_REPACK_NUM 1
+#define ZS_MIXED_REPACK_DEN 3
+#endif
+/* Shard sh's new objects go to their classes while the objects of a mass
+ * free that the compactor packed into its mixed zspages are there
+ * (zs_mixed_settle(zp, sh, true) after such a pass; false once its last
+ * mixed zspage is gone, from where m's lock is held).  Churn that follows
+ * the pass then frees and allocates in classes, where allocations take
+ * the room frees make, and the packed zspages only drain: new objects in
+ * them would leave holes that only moves take back (600 ms of churn over
+ * the 4,886 objects of test_policy's test_ratio_churn_quiet moved 12,990
+ * with them, against none). */
+static inline void zs_mixed_settle(struct zs_pool *zp, unsigned sh, bool on)
+{
+	if (on)
+		__atomic_fetch_or(&zp->mixed_settled, 1u << sh, __ATOMIC_RELAXED);
+	else if (__atomic_load_n(&zp->mixed_settled, __ATOMIC_RELAXED) & (1u << sh))
+		__atomic_fetch_and(&zp->mixed_settled, ~(1u << sh), __ATOMIC_RELAXED);
+}
+static inline bool zs_mixed_settled(const struct zs_pool *zp, unsigned sh)
+{
+	return __atomic_load_n(&zp->mixed_settled, __ATOMIC_RELAXED) >> sh & 1;
 }
 /* Is the object whose header hd is at granule g of mixed zspage zs live:
  * does the word its back reference names name it? */
