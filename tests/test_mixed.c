@@ -342,15 +342,15 @@ static uint64_t class_pages(struct zm_pool *p)
  * memory is within 8% of the live bytes (about 6% here; in the classes it
  * would be about 12% above: the slot sizes and each class's partly used
  * last zspage).
- * Until the packed zspages are gone, new objects go to their classes
- * (churn would leave holes in the packed ones); after the last packed
- * object is freed, a new object goes to a mixed zspage again.
+ * From then on new objects go to their classes (churn would leave holes
+ * in the packed zspages); once the pool holds nothing, a new object goes
+ * to a mixed zspage again.
  *
  * Catches: a compactor that moves a mass free's objects into their
  * classes (class pages, the overhead), new objects put into the packed
  * zspages (a mixed zspage for the new object), a shard that stays in
- * classes after its packed zspages went, a move that loses bytes (reads,
- * the checker).
+ * classes after it emptied, a move that loses bytes (reads, the
+ * checker).
  */
 static void test_compact_repacks(void **st)
 {
@@ -408,7 +408,7 @@ static void test_compact_repacks(void **st)
 	zm_pool_stats(p, &s2);
 	assert_int_equal(s2.objects, 0);
 	assert_int_equal(s2.pool_pages, 0);
-	/* the packed zspages gone: a new object goes to a mixed one again */
+	/* the pool empty: a new object goes to a mixed zspage again */
 	alloc_obj(p, &x, 1000, 778);
 	assert_int_equal(mixed_zspages(p), 1);
 	assert_int_equal(zm_pool_free(p, x.h), 0);

@@ -373,11 +373,11 @@ static __attribute__((noinline)) int mixed_free(struct zs_pool *zp, struct zs_cl
 		zs_count(&m->mplaced, -(int32_t)zs->placed);
 		zs_mixed_close(m, zs);
 		zs_group_del(m, zs);
-		if (!--m->zspages)
-			zs_mixed_settle(zp, m->idx >> zp->cshift, false);
+		m->zspages--;
 		zs_zspage_retire(zp, m, zs);
 		zmi_unlock(&m->lock);
 		zs_zspage_free(zp, m, zs);
+		zs_mixed_unsettle(zp, m->idx >> zp->cshift);
 		return 0;
 	}
 	zs_poison_obj(zp, zs, obj);
@@ -426,12 +426,16 @@ static inline __attribute__((always_inline)) int free_obj(struct zs_pool *zp, zm
 		/* the last object: the zspage goes, so its free chain does
 		 * not matter, and the object's page is not touched (a page
 		 * never written would fault in just for the link) */
+		bool last;
+
 		zs->inuse = 0;
 		zs_group_del(c, zs);
-		c->zspages--;
+		last = !--c->zspages;
 		zs_zspage_retire(zp, c, zs);
 		zmi_unlock(&c->lock);
 		zs_zspage_free(zp, c, zs);
+		if (zmi_unlikely(last))
+			zs_mixed_unsettle(zp, c->idx >> zp->cshift);
 		return 0;
 	}
 	zs_put_obj(zp, zs, obj);

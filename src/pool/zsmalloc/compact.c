@@ -995,7 +995,7 @@ static long mixed_compact_shard(struct zs_pool *zp, struct zs_class *m, uint8_t 
 	hold_lock(m, &h, "mixed plan");
 	repack = repack_shard(m);
 	if (repack)
-		zs_mixed_settle(zp, m->idx >> zp->cshift, true);
+		zs_mixed_settle(zp, m->idx >> zp->cshift);
 	hold_unlock(zp, m, &h);
 	while (!stuck) {
 		unsigned nb = 0;
@@ -1050,8 +1050,7 @@ static long mixed_compact_shard(struct zs_pool *zp, struct zs_class *m, uint8_t 
 				zs_count(&m->mgran, -(int32_t)zs->bump);
 				zs_count(&m->mplaced, -(int32_t)zs->placed);
 				zs_group_del(m, zs);
-				if (!--m->zspages)
-					zs_mixed_settle(zp, m->idx >> zp->cshift, false);
+				m->zspages--;
 				zs_zspage_retire(zp, m, zs);
 				gc[ngone] = m;
 				gone[ngone++] = zs;
@@ -1078,9 +1077,11 @@ long zs_mixed_compact(struct zs_pool *zp, unsigned *budget)
 	if (!zp->mixed || !scratch(zp))
 		return 0;
 	pass = ++zp->mpass ? zp->mpass : ++zp->mpass;   /* new zspages have 0 */
-	ZS_FOR_EACH_MIXED(zp, m)
+	ZS_FOR_EACH_MIXED(zp, m) {
 		if (done < limit)
 			freed += mixed_compact_shard(zp, m, pass, &done, limit);
+		zs_mixed_unsettle(zp, m->idx >> zp->cshift);
+	}
 	if (budget)
 		*budget = done < limit ? limit - done : 0;
 	return freed;

@@ -929,25 +929,44 @@ unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uin
 #define ZS_MIXED_REPACK_NUM 1
 #define ZS_MIXED_REPACK_DEN 3
 #endif
-/* Shard sh's new objects go to their classes while the objects of a mass
- * free that the compactor packed into its mixed zspages are there
- * (zs_mixed_settle(zp, sh, true) after such a pass; false once its last
- * mixed zspage is gone, from where m's lock is held).  Churn that follows
- * the pass then frees and allocates in classes, where allocations take
- * the room frees make, and the packed zspages only drain: new objects in
- * them would leave holes that only moves take back (600 ms of churn over
- * the 4,886 objects of test_policy's test_ratio_churn_quiet moved 12,990
- * with them, against none). */
-static inline void zs_mixed_settle(struct zs_pool *zp, unsigned sh, bool on)
+/* Shard sh's new objects go to their classes once the compactor packed
+ * a mass free's objects into its mixed zspages (zs_mixed_settle, before
+ * such a pass), until the shard holds no page at all
+ * (zs_mixed_unsettle, where a class's or the mixed class's last zspage
+ * went, and in each compaction; its counters read without the locks).
+ * Churn after the pass then frees and allocates in classes, where
+ * allocations take the room frees make, and the packed zspages only
+ * drain: new objects in them would leave holes that only moves take
+ * back (600 ms of churn over the 4,886 objects of test_policy's
+ * test_ratio_churn_quiet moved 12,990 with them, against none).  Not
+ * back to mixed zspages when only the packed ones are gone: under fast
+ * churn the new mixed zspages thin out like a mass free, are packed in
+ * turn, and allocations go back and forth (allocbench --latency:
+ * docs/results/2026-12-04-repack.md).  An emptied pool fills mixed
+ * zspages again. */
+static inline void zs_mixed_settle(struct zs_pool *zp, unsigned sh)
 {
-	if (on)
-		__atomic_fetch_or(&zp->mixed_settled, 1u << sh, __ATOMIC_RELAXED);
-	else if (__atomic_load_n(&zp->mixed_settled, __ATOMIC_RELAXED) & (1u << sh))
-		__atomic_fetch_and(&zp->mixed_settled, ~(1u << sh), __ATOMIC_RELAXED);
+	__atomic_fetch_or(&zp->mixed_settled, 1u << sh, __ATOMIC_RELAXED);
 }
 static inline bool zs_mixed_settled(const struct zs_pool *zp, unsigned sh)
 {
 	return __atomic_load_n(&zp->mixed_settled, __ATOMIC_RELAXED) >> sh & 1;
+}
+static inline void zs_mixed_unsettle(struct zs_pool *zp, unsigned sh)
+{
+	struct zs_class **s;
+
+	if (zmi_likely(!zs_mixed_settled(zp, sh)))
+		return;
+	s = __atomic_load_n(&zp->shard[sh], __ATOMIC_ACQUIRE);
+	/* the classes, the huge one and the mixed one (k == nclasses) */
+	for (unsigned k = 0; s && k <= zp->nclasses; k++) {
+		struct zs_class *c = __atomic_load_n(&s[k], __ATOMIC_ACQUIRE);
+
+		if (c && __atomic_load_n(&c->npages, __ATOMIC_RELAXED))
+			return;
+	}
+	__atomic_fetch_and(&zp->mixed_settled, ~(1u << sh), __ATOMIC_RELAXED);
 }
 /* Is the object whose header hd is at granule g of mixed zspage zs live:
  * does the word its back reference names name it? */
