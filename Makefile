@@ -111,10 +111,15 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 DEPS     = $(LIB_OBJ:.o=.d) $(WORKLOAD_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 
 # Tests: tests/test_*.c, one binary each, linked with cmocka.
-# Threaded tests are named test_*_stress.c; TSan runs only those.
+# Threaded tests are named test_*_stress.c; TSan runs only those, but for
+# test_fork_stress: ThreadSanitizer turns itself off in the child of a
+# multi-threaded fork, which then checks nothing, and its runtime's own
+# locks, held by another thread at the fork, can leave that child hung
+# (it did, now and then, in test_fork_while_busy).  The debug and ASan
+# builds run it.
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-TSAN_TESTS := $(filter %_stress,$(TESTS))
+TSAN_TESTS := $(filter-out %/test_fork_stress,$(filter %_stress,$(TESTS)))
 # Interop tests: tests/interop/test_*.sh run zmem serve with real clients
 # (qemu-io, qemu-img, nbdcopy, nbdinfo, fio, valgrind), copied beside the
 # build's test binaries with their shared lib.sh as interop.sh.

@@ -28,16 +28,6 @@
 
 static uint64_t g_seed = 1;
 
-#ifdef __SANITIZE_THREAD__
-/* The child starts the library's worker thread again, which
- * ThreadSanitizer refuses after a multi-threaded fork unless told. */
-const char *__tsan_default_options(void);
-__attribute__((visibility("default"))) const char *__tsan_default_options(void)
-{
-	return "die_after_fork=0";
-}
-#endif
-
 struct filled {
 	struct zm_pool *pool;
 	struct pt_obj obj[NOBJ];
