@@ -468,9 +468,9 @@ static void test_allocbench(void **state)
 /* The latency mode: a row for each op and side (on, off, hog),
  * percentiles in order, the compactor seen moving objects on its side
  * only (a mass free of 75% is what arms it), background CPU measured
- * there and copied by the hog side, every map reading back what was
- * written, and the lock records there in a debug build (the tests'
- * builds are). */
+ * there and copied by the hog side in timed steps, every map reading
+ * back what was written, and the lock records there in a debug build
+ * (the tests' builds are). */
 static void test_allocbench_latency(void **state)
 {
 	static const char *const ops[] = { "alloc", "free", "map+unmap", "empty" };
@@ -528,10 +528,17 @@ static void test_allocbench_latency(void **state)
 		/* a share of the wall time; the hog spins only if the on
 		 * side used CPU beside its timed threads, and only it does */
 		assert_true(jnum(sd, "background_cpu") >= 0 && jnum(sd, "background_cpu") <= 2);
-		if (!hog)
+		if (!hog) {
 			assert_true(jnum(sd, "hog_burst_us") == 0);
-		else
+			assert_true(jnum(sd, "hog_steps") == 0);
+		} else {
 			assert_true((jnum(sd, "hog_burst_us") > 0) == (bg_on > 0));
+			/* its work is timed steps: a step takes some time,
+			 * and no more steps are over 100 us than there are */
+			assert_true((jnum(sd, "hog_steps") > 0) == (bg_on > 0));
+			assert_true((jnum(sd, "hog_step_max_ns") > 0) == (jnum(sd, "hog_steps") > 0));
+			assert_true(jnum(sd, "hog_steps_over_100us") <= jnum(sd, "hog_steps"));
+		}
 
 		assert_true(jnum(sd, "failed_allocs") == 0);
 		assert_true(jnum(sd, "bad_reads") == 0);

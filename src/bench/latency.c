@@ -30,8 +30,9 @@
  *
  * "hog": the machine's ceiling for background work of that much CPU.
  * After each pair, a third round with compaction and trimming off as in
- * "off", and a thread of its own that only spins (it touches no memory of
- * the pool), for as much CPU time as the "on" round's background work
+ * "off", and a thread of its own that only works (32 KiB copies within a
+ * buffer of its own, no memory of the pool; the compactor copies too),
+ * for as much CPU time as the "on" round's background work
  * used (the process's CPU time less the timed threads'), in bursts as
  * long as that work's passes on average.  On two CPUs with two timed
  * threads, any such work preempts them; hog/off is what that alone costs,
@@ -225,21 +226,41 @@ static uint64_t cpu_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The hog side's thread: spins `burst` ns, sleeps `period` - `burst`. */
+/* The hog side's thread: works `burst` ns, sleeps `period` - `burst`.
+ * Its work is steps of a fixed size, a copy of HOG_STEP bytes (the most a
+ * compactor's step copies under one hold: ZS_STEP_BYTES), each timed by
+ * the thread's CPU clock as the compactor's holds are (ZM_DEBUG builds):
+ * how long a step that small reads on this machine is the ceiling for
+ * the target that no hold lasts over 100 us. */
+#define HOG_STEP 32768
 struct hog {
 	volatile int *stop;
 	uint64_t burst, period;
+	uint64_t steps, max_ns, over_100us;   /* the hog's, read after the join */
 };
 
 static void *hog_main(void *arg)
 {
-	const struct hog *g = arg;
+	struct hog *g = arg;
+	char *a = malloc(2 * HOG_STEP);
 
+	if (!a)
+		return NULL;
+	memset(a, 1, 2 * HOG_STEP);
 	while (!*g->stop) {
 		uint64_t t0 = cli_now_ns();
 
-		while (cli_now_ns() - t0 < g->burst && !*g->stop)
-			__builtin_ia32_pause();
+		while (cli_now_ns() - t0 < g->burst && !*g->stop) {
+			uint64_t c0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID), d;
+
+			memcpy(a + (g->steps & 1) * HOG_STEP, a + !(g->steps & 1) * HOG_STEP, HOG_STEP);
+			__asm__ volatile("" : : "r"(a) : "memory");
+			d = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+			g->steps++;
+			g->over_100us += d > 100000;
+			if (d > g->max_ns)
+				g->max_ns = d;
+		}
 		if (g->period > g->burst) {
 			uint64_t ns = g->period - g->burst;
 			struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
@@ -247,6 +268,7 @@ static void *hog_main(void *arg)
 			nanosleep(&ts, NULL);
 		}
 	}
+	free(a);
 	return NULL;
 }
 
@@ -359,6 +381,7 @@ struct side {
 	uint64_t moved, passes, pages_compacted, trimmed, prefaulted, refilled, fails, bad;
 	uint64_t bg_cpu_ns, window_ns; /* CPU time beside the timed threads' */
 	uint64_t hog_burst_ns;       /* hog: the bursts it spun */
+	uint64_t hog_steps, hog_step_max_ns, hog_step_over_100us; /* hog: its timed steps */
 	int lock_ok;                 /* zm_lock_hold answered (debug build) */
 	struct zm_lock_hold lock[ZM_LOCK_KINDS];
 };
@@ -441,8 +464,13 @@ static int round_run(const struct opts *o, int side, uint64_t scale, uint64_t se
 		fg += w[i].cpu_ns;
 	cpu0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
 	sd->bg_cpu_ns += cpu0 > fg ? cpu0 - fg : 0;
-	if (hog.stop)
+	if (hog.stop) {
 		pthread_join(hog_t, NULL);
+		sd->hog_steps += hog.steps;
+		sd->hog_step_over_100us += hog.over_100us;
+		if (hog.max_ns > sd->hog_step_max_ns)
+			sd->hog_step_max_ns = hog.max_ns;
+	}
 	for (int k = 0; k < ZM_LOCK_KINDS; k++) {
 		struct zm_lock_hold lh;
 
@@ -645,6 +673,9 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 			json_uint(&j, "bad_reads", sd[s].bad);
 			json_fixed(&j, "background_cpu", share(&sd[s]), 4);
 			json_fixed(&j, "hog_burst_us", sd[s].hog_burst_ns / 1e3, 1);
+			json_uint(&j, "hog_steps", sd[s].hog_steps);
+			json_uint(&j, "hog_step_max_ns", sd[s].hog_step_max_ns);
+			json_uint(&j, "hog_steps_over_100us", sd[s].hog_step_over_100us);
 			if (!sd[s].lock_ok) {
 				json_null(&j, "lock_hold");
 			} else {
@@ -714,6 +745,11 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 		       (unsigned long long)sd[s].refilled,
 		       (unsigned long long)sd[s].fails, (unsigned long long)sd[s].bad);
 	}
+	printf("hog steps: %llu copies of %d KiB timed by the thread's CPU clock, longest %.1f us, "
+	       "%llu over 100 us (the ceiling for the compactor's holds)\n",
+	       (unsigned long long)sd[SIDE_HOG].hog_steps, HOG_STEP / 1024,
+	       sd[SIDE_HOG].hog_step_max_ns / 1e3,
+	       (unsigned long long)sd[SIDE_HOG].hog_step_over_100us);
 	printf("\nlongest lock hold in the timed loops:\n");
 	for (int s = 0; s < NSIDE; s++) {
 		printf("  %-3s:", side_names[s]);
