@@ -564,6 +564,63 @@ static bool page_resident(struct zm_pages *p, zm_pfn_t pfn)
 	return vec & 1;
 }
 
+static void *thread_prefault_of_new(void *arg)
+{
+	(void)arg;
+	return (void *)(intptr_t)zm_pages_thread_prefault(1);
+}
+
+/*
+ * zm_pages_thread_prefault: turned off, the pages this thread takes are
+ * not made resident in the call (the layer's count of pages it made
+ * resident stays; mincore says no until the page is written), and it
+ * answers what it was; another thread's is on; back on (the cache given
+ * back and trimmed: the pages taken while it was off count as resident),
+ * pages are made resident as they are taken again.
+ *
+ * Catches: a switch that does nothing (the page resident, the count up),
+ * one shared by every thread, one that stays off.
+ */
+static void test_thread_prefault(void **st)
+{
+	struct zm_pages_config c = { .arena_bytes = 64u << 20, .zones = 1, .prefault = 1 };
+	static zm_pfn_t b[256];
+	struct zm_pages_stats s0, s1;
+	struct zm_pages *pg;
+	zm_pfn_t a;
+	pthread_t t;
+	void *ret;
+
+	(void)st;
+	assert_int_equal(zm_pages_create(&c, &pg), 0);
+	assert_int_equal(zm_pages_thread_prefault(0), 1);
+	assert_int_equal(zm_pages_thread_prefault(0), 0);
+	assert_int_equal(pthread_create(&t, NULL, thread_prefault_of_new, NULL), 0);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_int_equal((intptr_t)ret, 1);
+	zm_pages_stats(pg, &s0);
+	assert_int_equal(zm_pages_alloc(pg, &a), 0);
+	zm_pages_stats(pg, &s1);
+	assert_int_equal(s1.prefaulted_pages, s0.prefaulted_pages);
+	assert_false(page_resident(pg, a));
+	memset(zm_pages_addr(pg, a), 1, zm_pages_page_size(pg));
+	assert_true(page_resident(pg, a));
+	assert_int_equal(zm_pages_free(pg, a), 0);
+	assert_int_equal(zm_pages_thread_prefault(1), 0);
+	zm_pages_flush_thread(pg);
+	zm_pages_trim(pg);
+	/* past the few the trim's reserve keeps */
+	for (int i = 0; i < 256; i++)
+		assert_int_equal(zm_pages_alloc(pg, &b[i]), 0);
+	zm_pages_stats(pg, &s1);
+	assert_true(s1.prefaulted_pages > s0.prefaulted_pages);
+	assert_true(page_resident(pg, b[255]));
+	for (int i = 0; i < 256; i++)
+		assert_int_equal(zm_pages_free(pg, b[i]), 0);
+	assert_int_equal(zm_pages_check(pg), 0);
+	zm_pages_destroy(pg);
+}
+
 /*
  * zm_pages_alloc_at_run: a page taken in place that is not resident comes
  * with the free pages after it, up to the n - 1 the caller will want, set
@@ -1105,6 +1162,7 @@ int main(void)
 		cmocka_unit_test(test_stats_and_thread_exit),
 		cmocka_unit_test(test_alloc_at_resident_first),
 		cmocka_unit_test(test_alloc_at_run),
+		cmocka_unit_test(test_thread_prefault),
 		cmocka_unit_test(test_decommit_many),
 		cmocka_unit_test(test_trim_takes_idle_cache),
 		cmocka_unit_test(test_drain),

@@ -167,6 +167,15 @@ ZM_API int zm_pages_alloc_at(struct zm_pages *pages, zm_pfn_t pfn);
  * is zm_pages_alloc_at(). */
 ZM_API int zm_pages_alloc_at_run(struct zm_pages *pages, zm_pfn_t pfn, unsigned n);
 
+/* Turn prefault off (0) or back on (1) for the calling thread, in every
+ * instance; returns what it was (1, on, by default).  Off, the pages a
+ * call hands this thread are not made resident in that call, runs and
+ * set-aside pages included: its writes fault in the pages it touches.
+ * For a caller that takes pages while it holds a lock others wait for
+ * (zsmalloc's compactor): making a run of 32 pages resident there cost
+ * more than the hold's own work. */
+ZM_API int zm_pages_thread_prefault(int on);
+
 /* The page pfn itself, if the calling thread freed it lately and its
  * cache still holds it (one of the ZM_PAGES_TAKE_DEPTH pages freed last),
  * or set it aside with zm_pages_alloc_run(), or it is the next page of

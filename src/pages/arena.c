@@ -348,8 +348,24 @@ int zm_pages_free_order(struct zm_pages *p, zm_pfn_t pfn, unsigned order)
 	return 0;
 }
 
+/* This thread's prefault, off (zm_pages_thread_prefault) where its caller
+ * holds a lock others wait for. */
+static __thread bool tls_no_prefault __attribute__((tls_model("initial-exec")));
+
+int zm_pages_thread_prefault(int on)
+{
+	int was = !tls_no_prefault;
+
+	tls_no_prefault = !on;
+	return was;
+}
+
 void zmi_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n)
 {
+	/* the pages stay marked resident as where the kernel cannot make
+	 * them so (below): the writes that follow fault them in */
+	if (zmi_unlikely(tls_no_prefault))
+		return;
 	/* a shared line written on a path that costs a fault's work a page */
 	__atomic_fetch_add(&p->prefaulted, n, __ATOMIC_RELAXED);
 	for (size_t i = 0; i < n;) {

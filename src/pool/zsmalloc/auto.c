@@ -285,8 +285,10 @@ static void auto_run(void *arg)
 	enum zm_compact_policy pol = __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED);
 
 	bool episode = false;
+	int pf;
 
 	pthread_mutex_lock(&zp->compact_lock);
+	pf = zm_pages_thread_prefault(0);   /* zs_compactor_prefault */
 	if (pol == ZM_COMPACT_WATERMARK) {
 		watermark_pass(zp, a);
 	} else if (pol == ZM_COMPACT_RATIO) {
@@ -338,6 +340,7 @@ static void auto_run(void *arg)
 			episode = true;
 		}
 	}
+	zm_pages_thread_prefault(pf);
 	pthread_mutex_unlock(&zp->compact_lock);
 	if (episode)
 		give_back(zp);

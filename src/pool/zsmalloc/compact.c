@@ -1122,8 +1122,10 @@ static long compact_all(struct zs_pool *zp)
 	uint64_t t0 = zmi_os_now_ns();
 	struct { struct zs_pool *zp; unsigned i; } it = { zp, 0 };
 	long freed;
+	int pf;
 
 	pthread_mutex_lock(&zp->compact_lock);
+	pf = zm_pages_thread_prefault(0);   /* zs_compactor_prefault */
 	/* sparse mixed zspages into the classes first, which then pack */
 	freed = zs_mixed_compact(zp, NULL);
 	freed += zs_compact_run(zp, every_class, &it, NULL);
@@ -1132,6 +1134,7 @@ static long compact_all(struct zs_pool *zp)
 	zs_stat_add(&zp->compactions, 1);
 	zs_stat_add(&zp->pages_compacted, (uint64_t)freed);
 	zs_stat_add(&zp->compact_ns, zmi_os_now_ns() - t0);
+	zm_pages_thread_prefault(pf);
 	pthread_mutex_unlock(&zp->compact_lock);
 	return net_freed(freed);
 }
@@ -1147,10 +1150,12 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 	size_t want = (bytes + zp->page_size - 1) >> zp->shift;
 	uint64_t t0 = zmi_os_now_ns();
 	long freed = 0;
+	int pf;
 
 	if (!want)
 		return 0;
 	pthread_mutex_lock(&zp->compact_lock);
+	pf = zm_pages_thread_prefault(0);   /* zs_compactor_prefault */
 	freed = zs_mixed_compact(zp, NULL);
 	/* classes with the most slack first: a few passes over the table */
 	for (int round = 0; round < 8 && freed < (long)want; round++) {
@@ -1177,6 +1182,7 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 	zs_stat_add(&zp->compactions, 1);
 	zs_stat_add(&zp->pages_compacted, (uint64_t)freed);
 	zs_stat_add(&zp->compact_ns, zmi_os_now_ns() - t0);
+	zm_pages_thread_prefault(pf);
 	pthread_mutex_unlock(&zp->compact_lock);
 	return net_freed(freed) << zp->shift;
 }

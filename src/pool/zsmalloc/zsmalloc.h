@@ -852,6 +852,12 @@ struct zspage *zs_room_in(const struct zs_pool *zp, struct zs_class *c);
 #ifndef ZS_STEP_BYTES
 #define ZS_STEP_BYTES (32u << 10)
 #endif
+/* zs_compactor_prefault: the compactor's passes (compact_all, zs_shrink,
+ * the background passes) turn the pages layer's prefault off for their
+ * thread (zm_pages_thread_prefault): the pages a destination takes under
+ * a class lock fault in as the step writes them, a few, where making a
+ * run of 32 resident in the take held the lock over 100 us
+ * (docs/results/2026-12-04-repack.md). */
 long zs_compact(struct zm_pool *pool);
 long zs_shrink(struct zm_pool *pool, size_t bytes);
 long zs_min_moves(struct zm_pool *pool, size_t pages);
