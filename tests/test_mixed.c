@@ -246,6 +246,33 @@ static void test_check_headers(void **st)
 	zm_pool_destroy(p);
 }
 
+/* n objects of realistic sizes below 3,000 bytes (those above folded
+ * down), cookies 1 .. n. */
+static void fill_sizes(struct zm_pool *p, struct pt_obj *o, size_t n, struct rng *r)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t size = pt_size(r, PS);
+
+		alloc_obj(p, &o[i], size > 3000 ? size % 3000 + 1 : size, i + 1);
+	}
+}
+
+/* Free each of the n objects but one in k, at random; the live bytes. */
+static uint64_t free_but_one_in(struct zm_pool *p, struct pt_obj *o, size_t n, unsigned k,
+				struct rng *r)
+{
+	uint64_t live = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (rng_below(r, k)) {
+			assert_int_equal(zm_pool_free(p, o[i].h), 0);
+			o[i].h = 0;
+		} else {
+			live += o[i].size;
+		}
+	return live;
+}
+
 /*
  * 6,000 objects of realistic sizes fill mixed zspages; half are freed at
  * random, which leaves every mixed zspage below 3/4 of its objects live
@@ -269,25 +296,15 @@ static void test_compact_into_classes(void **st)
 	struct zm_pool_stats s0, s1, s2;
 	struct zm_pool_class_stats cs;
 	struct rng r;
-	uint64_t live = 0;
+	uint64_t live;
 	long freed;
 
 	(void)st;
 	rng_seed(&r, g_seed + 1);
-	for (size_t i = 0; i < N; i++) {
-		size_t size = pt_size(&r, PS);
-
-		alloc_obj(p, &o[i], size > 3000 ? size % 3000 + 1 : size, i + 1);
-	}
+	fill_sizes(p, o, N, &r);
 	zm_pool_stats(p, &s0);
 	assert_true(mixed_zspages(p) > 10);
-	for (size_t i = 0; i < N; i++)
-		if (rng_below(&r, 2)) {
-			assert_int_equal(zm_pool_free(p, o[i].h), 0);
-			o[i].h = 0;
-		} else {
-			live += o[i].size;
-		}
+	live = free_but_one_in(p, o, N, 2, &r);
 	zm_pool_stats(p, &s1);
 	freed = zm_pool_compact(p);
 	zm_pool_stats(p, &s2);
@@ -360,24 +377,14 @@ static void test_compact_repacks(void **st)
 	struct zm_pool_stats s1, s2;
 	struct pt_obj x;
 	struct rng r;
-	uint64_t live = 0, mz, cp0, cp;
+	uint64_t live, mz, cp0, cp;
 	long freed;
 
 	(void)st;
 	rng_seed(&r, g_seed + 2);
-	for (size_t i = 0; i < N; i++) {
-		size_t size = pt_size(&r, PS);
-
-		alloc_obj(p, &o[i], size > 3000 ? size % 3000 + 1 : size, i + 1);
-	}
+	fill_sizes(p, o, N, &r);
 	cp0 = class_pages(p);   /* objects of 64 bytes or less keep to classes */
-	for (size_t i = 0; i < N; i++)
-		if (rng_below(&r, 4)) {
-			assert_int_equal(zm_pool_free(p, o[i].h), 0);
-			o[i].h = 0;
-		} else {
-			live += o[i].size;
-		}
+	live = free_but_one_in(p, o, N, 4, &r);
 	zm_pool_stats(p, &s1);
 	freed = zm_pool_compact(p);
 	zm_pool_stats(p, &s2);
