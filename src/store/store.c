@@ -80,14 +80,17 @@ static uint64_t arena_bytes(uint64_t nr_pages, size_t ps, size_t limit)
 
 /* Free every page, stopping as soon as the counters say none is left, so
  * that a large, mostly empty store is not walked (nor its untouched slot
- * array paged in) to the end. */
+ * array paged in) to the end.  The pool's background compactor may still
+ * be moving objects (it stops in zm_pool_destroy, below) and rewrites the
+ * pool's part of a word as it does: the word is read atomically. */
 static void release_all(struct zm_store *s)
 {
 	uint64_t left = zmi_counter_sum(s, C_PAGES);
 
 	for (uint64_t i = zmi_slot_next_touched(s, 0, s->nr_pages); left && i < s->nr_pages;
 	     i = zmi_slot_next_touched(s, i + 1, s->nr_pages)) {
-		if (slot_kind(word_info(s->slots[i])) == ZM_STORE_SLOT_EMPTY)
+		if (slot_kind(word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED))) ==
+		    ZM_STORE_SLOT_EMPTY)
 			continue;
 		zmi_slot_clear(s, i);
 		left--;
