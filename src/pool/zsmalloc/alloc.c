@@ -120,6 +120,30 @@ static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
 	return 0;
 }
 
+/* Class c (number k, or the mixed class) of this thread's shard sh was
+ * locked when an allocation came to it: the class to lock instead and
+ * wait for (NULL if it cannot be made).  Another thread allocating in c
+ * (c->alloc_by): move for good, from shard 0 to a shard of this thread's
+ * own (its number picks it), from there back to 0, so that two threads
+ * allocating side by side part instead of moving together.  Anyone else,
+ * a compactor's step (c->compacting) or a thread freeing an object of c:
+ * stay, and wait.  Moving away from those undid the parting: with two
+ * shards it sent the thread into the other thread's shard, where the
+ * two shared classes, and the frees of each other's objects made more
+ * such collisions (docs/results/2026-12-04-shards.md). */
+static inline struct zs_class *collided(struct zs_pool *zp, struct zs_class *c, unsigned sh,
+					unsigned k)
+{
+	unsigned n = zp->nshards, me = zmi_thread_number();
+	uint32_t by = __atomic_load_n(&c->alloc_by, __ATOMIC_RELAXED);
+
+	if (n == 1 || by == 0 || by == me || __atomic_load_n(&c->compacting, __ATOMIC_RELAXED))
+		return c;
+	sh = sh == 0 ? 1 + me % (n - 1) : 0;
+	zmi_self.shard = sh;
+	return zs_class_get(zp, sh, k);
+}
+
 /*
  * Mixed zspages (zsmalloc/zsmalloc.h).  An object whose class has no zspage
  * (zs_mixed_for, zsmalloc.h) goes to the tail of the one of its shard's open
@@ -139,16 +163,13 @@ static zm_handle_t mixed_alloc(struct zs_pool *zp, unsigned sh, size_t size)
 	if (zmi_unlikely(!m))
 		return 0;
 	if (zmi_unlikely(!zmi_trylock(&m->lock))) {
-		/* as zs_malloc with a class's lock: part from whoever is here */
-		unsigned n = zp->nshards;
-
-		sh = n > 1 && sh == 0 ? 1 + zmi_thread_number() % (n - 1) : 0;
-		zmi_self.shard = sh;
-		m = zs_class_get(zp, sh, zp->nclasses);
+		/* as zs_malloc with a class's lock */
+		m = collided(zp, m, sh, zp->nclasses);
 		if (zmi_unlikely(!m))
 			return 0;
 		zmi_lock(&m->lock);
 	}
+	__atomic_store_n(&m->alloc_by, zmi_thread_number(), __ATOMIC_RELAXED);
 	idx = zs_slot_alloc(zp, m);
 	if (zmi_unlikely(!idx))
 		goto out;
@@ -268,19 +289,12 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 		return h ? h : fail(zp);
 	}
 	if (zmi_unlikely(!zmi_trylock(&c->lock))) {
-		/* someone else allocates here: move for good, from shard 0 to
-		 * a shard of this thread's own (its number picks it), from
-		 * there back to 0, so that two colliding threads part instead
-		 * of moving together */
-		unsigned n = zp->nshards;
-
-		sh = n > 1 && sh == 0 ? 1 + zmi_thread_number() % (n - 1) : 0;
-		zmi_self.shard = sh;
-		c = zs_class_get(zp, sh, k);
+		c = collided(zp, c, sh, k);
 		if (zmi_unlikely(!c))
 			return fail(zp);
 		zmi_lock(&c->lock);
 	}
+	__atomic_store_n(&c->alloc_by, zmi_thread_number(), __ATOMIC_RELAXED);
 	if (zmi_unlikely(c->huge)) {
 		h = zs_huge_alloc(zp, c);
 		return h ? h : fail(zp);

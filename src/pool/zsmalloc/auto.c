@@ -204,9 +204,9 @@ static struct zs_class *next_slack(void *arg)
 
 		if (!c)
 			continue;
-		zmi_lock(&c->lock);
+		zs_compact_lock(c);
 		slack = c->huge ? 0 : zs_slack_pages(w->zp, c);
-		zmi_unlock(&c->lock);
+		zs_compact_unlock(c);
 		if (slack >= 2) {
 			w->n--;
 			return c;

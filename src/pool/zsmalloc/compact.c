@@ -107,7 +107,7 @@ static inline void hold_begin(struct hold *h)
 	(void)h;
 #endif
 }
-#define hold_lock(c, h, what) (zmi_lock(&(c)->lock), hold_begin(h), hold_what((h), (what)))
+#define hold_lock(c, h, what) (zs_compact_lock((c)), hold_begin(h), hold_what((h), (what)))
 
 /* May this hold move another object of `size` bytes? */
 static inline bool hold_room(const struct hold *h, size_t size)
@@ -149,7 +149,7 @@ static void hold_free_pages(struct zs_pool *zp, struct hold *h)
 static void hold_unlock(struct zs_pool *zp, struct zs_class *c, struct hold *h)
 {
 	hold_end(zp, h);
-	zmi_unlock(&c->lock);
+	zs_compact_unlock(c);
 	hold_free_pages(zp, h);
 }
 
@@ -367,7 +367,7 @@ static void breathe(struct zs_pool *zp, struct zs_class *c, struct hold *h)
 	if (!freed)
 		for (int i = 0; i < ZS_BREATHE_SPINS; i++)
 			__builtin_ia32_pause();
-	zmi_lock(&c->lock);
+	zs_compact_lock(c);
 	hold_begin(h);
 }
 
@@ -706,7 +706,7 @@ static bool move_up(struct zs_pool *zp, struct zs_class *a, struct zspage *src,
 			break;
 		if (!(b = zs_class_at(zp, (sh << zp->cshift) + up)))
 			continue;
-		zmi_lock(&b->lock);
+		zs_compact_lock(b);
 		dst = zs_room_in(zp, b);
 		if (dst) {
 			/* in place: takes no page */
@@ -714,7 +714,7 @@ static bool move_up(struct zs_pool *zp, struct zs_class *a, struct zspage *src,
 			zs_count(&b->used, 1);
 			zs_group_set(b, dst);
 		}
-		zmi_unlock(&b->lock);
+		zs_compact_unlock(b);
 		if (dst)
 			return true;
 	}
@@ -860,7 +860,7 @@ static bool mixed_repack(struct zs_pool *zp, struct zs_class *m, struct zspage *
 		if (dead) {
 			hold_unlock(zp, m, h);
 			zs_zspage_free(zp, m, dead);
-			zmi_lock(&m->lock);
+			zs_compact_lock(m);
 			hold_begin(h);
 		}
 		return false;
@@ -895,12 +895,12 @@ static bool mixed_move(struct zs_pool *zp, struct zs_class *m, struct zspage *sr
 		return false;
 	if (repack && !__atomic_load_n(&c->npages, __ATOMIC_RELAXED) && zs_mixed_for(zp, c, len))
 		return mixed_repack(zp, m, src, g, hd, tmp, h);
-	zmi_lock(&c->lock);
+	zs_compact_lock(c);
 	dst = class_dst(c);
 	if (!dst) {
 		dst = zs_zspage_new(zp, c);
 		if (!dst) {
-			zmi_unlock(&c->lock);
+			zs_compact_unlock(c);
 			return false;
 		}
 		zs_group_set(c, dst);
@@ -908,7 +908,7 @@ static bool mixed_move(struct zs_pool *zp, struct zs_class *m, struct zspage *sr
 	}
 	to = zs_take_obj(zp, c, dst);
 	if (to == ZS_NONE) {
-		zmi_unlock(&c->lock);
+		zs_compact_unlock(c);
 		return false;
 	}
 	copy_from_mixed(zp, src, g, len, dst, to, tmp);
@@ -917,7 +917,7 @@ static bool mixed_move(struct zs_pool *zp, struct zs_class *m, struct zspage *sr
 	zs_store_ref(zp, ref, zs_slot_live(dst->id, to, v & ZS_TAG_MASK));
 	zs_count(&c->used, 1);
 	zs_group_set(c, dst);
-	zmi_unlock(&c->lock);
+	zs_compact_unlock(c);
 	/* the source's object is free now (its word names the new place),
 	 * poisoned as a free would */
 	zs_poison_obj(zp, src, g);
@@ -1165,9 +1165,9 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 		ZS_FOR_EACH_CLASS(zp, c) {
 			uint64_t slack;
 
-			zmi_lock(&c->lock);
+			zs_compact_lock(c);
 			slack = c->huge ? 0 : zs_slack_pages(zp, c);
-			zmi_unlock(&c->lock);
+			zs_compact_unlock(c);
 			if (slack > most) {
 				most = slack;
 				best = c;
@@ -1209,7 +1209,7 @@ long zs_min_moves(struct zm_pool *pool, size_t pages)
 	ZS_FOR_EACH_CLASS(zp, c) {
 		if (c->huge)
 			continue;
-		zmi_lock(&c->lock);
+		zs_compact_lock(c);
 		for (unsigned g = 0; g < ZS_GROUPS; g++)
 			for (struct zspage *zs = c->group[g]; zs; zs = zs->next) {
 				uint32_t starts[ZS_MAX_PAGES] = { 0 };
@@ -1221,11 +1221,11 @@ long zs_min_moves(struct zm_pool *pool, size_t pages)
 				for (unsigned p = 0; p < zs->npop; p++)
 					hist[starts[p] < nh ? starts[p] : nh - 1]++;
 			}
-		zmi_unlock(&c->lock);
+		zs_compact_unlock(c);
 	}
 	/* mixed zspages: a live object starts where its header is */
 	ZS_FOR_EACH_MIXED(zp, m) {
-		zmi_lock(&m->lock);
+		zs_compact_lock(m);
 		for (unsigned g = 0; g < ZS_GROUPS; g++)
 			for (struct zspage *zs = m->group[g]; zs; zs = zs->next) {
 				uint32_t starts[ZS_MAX_PAGES] = { 0 };
@@ -1240,7 +1240,7 @@ long zs_min_moves(struct zm_pool *pool, size_t pages)
 				for (unsigned p = 0; p < zs->npop; p++)
 					hist[starts[p] < nh ? starts[p] : nh - 1]++;
 			}
-		zmi_unlock(&m->lock);
+		zs_compact_unlock(m);
 	}
 	pthread_mutex_unlock(&zp->compact_lock);
 	for (size_t k = 0; k < nh && left; k++) {

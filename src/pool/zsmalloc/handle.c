@@ -218,7 +218,7 @@ static long trim_table(struct zs_pool *zp, bool slots)
 	ZS_FOR_EACH_CLASS_ALL(zp, c) {
 		struct held *x = &h[nh++];
 
-		zmi_lock(&c->lock);
+		zs_compact_lock(c);
 		x->c = c;
 		if (slots) {
 			x->head = c->free_slots, x->n = c->nfree_slots;
@@ -227,7 +227,7 @@ static long trim_table(struct zs_pool *zp, bool slots)
 			x->head = c->free_ids, x->n = c->nfree_ids;
 			c->nfree_ids = 0;
 		}
-		zmi_unlock(&c->lock);
+		zs_compact_unlock(c);
 		for (uint32_t k = 0, e = x->head; k < x->n; k++, e = ent_next(tf, e))
 			if (e / ZS_SPAN < npg)
 				cnt[e / ZS_SPAN]++;
@@ -302,7 +302,7 @@ static long trim_table(struct zs_pool *zp, bool slots)
 			continue;
 		for (uint32_t k = 1; k < x->n; k++)
 			tail = ent_next(tf, tail);
-		zmi_lock(&c->lock);
+		zs_compact_lock(c);
 		if (slots) {
 			if (c->nfree_slots)
 				ent_link(tf, tail, c->free_slots);
@@ -314,7 +314,7 @@ static long trim_table(struct zs_pool *zp, bool slots)
 			c->free_ids = x->head;
 			c->nfree_ids += x->n;
 		}
-		zmi_unlock(&c->lock);
+		zs_compact_unlock(c);
 	}
 out:
 	free(cnt);

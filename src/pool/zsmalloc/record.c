@@ -554,7 +554,7 @@ static long move_class(struct zs_pool *zp, struct zs_class *c)
 		unsigned nb = 0, no = 0;
 		void *gone = NULL;
 
-		zmi_lock(&c->lock);
+		zs_compact_lock(c);
 		if (c->spare && to_move(zp, c, c->spare)) {
 			/* a cache of one record: dropped, not moved */
 			struct zspage *sp = c->spare;
@@ -570,13 +570,13 @@ static long move_class(struct zs_pool *zp, struct zs_class *c)
 					batch[nb++] = zs;
 		for (unsigned i = 0; i < nb; i++)
 			set_migrating(batch[i], 1);
-		zmi_unlock(&c->lock);
+		zs_compact_unlock(c);
 		zs_record_release(zp, gone);
 		gone = NULL;
 		if (!nb)
 			break;
 		zmi_heavy_barrier();
-		zmi_lock(&c->lock);
+		zs_compact_lock(c);
 		for (unsigned i = 0, held = 0; i < nb; i++) {
 			struct zspage *zs = batch[i], *nz = NULL;
 
@@ -585,8 +585,8 @@ static long move_class(struct zs_pool *zp, struct zs_class *c)
 			 * the lock is dropped between */
 			if (held && (held >= ZS_STEP_OBJS ||
 				     (held + 1) * zs_record_size(c) > ZS_STEP_BYTES)) {
-				zmi_unlock(&c->lock);
-				zmi_lock(&c->lock);
+				zs_compact_unlock(c);
+				zs_compact_lock(c);
 				held = 0;
 			}
 			held++;
@@ -617,7 +617,7 @@ static long move_class(struct zs_pool *zp, struct zs_class *c)
 			__atomic_store_n(&zp->ztab[nz->id], (uintptr_t)nz, __ATOMIC_RELEASE);
 			old[no++] = zs;
 		}
-		zmi_unlock(&c->lock);
+		zs_compact_unlock(c);
 		if (no) {
 			/* no reader may still hold an old copy (it took the
 			 * pointer before the publish: its ztab check fails) */
@@ -625,11 +625,11 @@ static long move_class(struct zs_pool *zp, struct zs_class *c)
 			for (unsigned i = 0; i < no; i++)
 				while (zmi_hazard_find(old[i]))
 					sched_yield();
-			zmi_lock(&c->lock);
+			zs_compact_lock(c);
 			for (unsigned i = 0; i < no; i++)
 				zs_record_put(zp, c, old[i]);   /* draining: kept, or
 								   malloc'd: freed */
-			zmi_unlock(&c->lock);
+			zs_compact_unlock(c);
 		}
 		total += no;
 		zs_stat_add(&zp->records_moved, no);
@@ -702,14 +702,14 @@ void zs_meta_compact(struct zs_pool *zp)
 
 		if (c->huge)
 			continue;
-		zmi_lock(&c->lock);
+		zs_compact_lock(c);
 		sp = c->zspages ? NULL : c->spare;
 		if (sp) {
 			c->spare = NULL;
 			zs_id_free(zp, c, sp->id);
 			gone = zs_record_put(zp, c, sp);
 		}
-		zmi_unlock(&c->lock);
+		zs_compact_unlock(c);
 		zs_record_release(zp, gone);
 	}
 	zs_records_compact(zp);

@@ -237,6 +237,8 @@ struct zs_class {
 	uint16_t pages;          /* per zspage; immutable */
 	uint16_t objs;           /* per zspage; immutable */
 	bool huge;               /* one object per page; immutable */
+	uint8_t compacting;      /* atomic: set while compaction holds the
+				    lock (zs_compact_lock) */
 	uint16_t gmask;          /* lock: bit g set when group[g] is not empty */
 	uint32_t gmul;           /* immutable: 9 * 2^20 / objs, for zs_group_of */
 	uint16_t idx;            /* immutable: shard << cshift | class number */
@@ -245,6 +247,11 @@ struct zs_class {
 				    retired here, which may still sit in the
 				    page cache of the thread that freed it (the
 				    compactor's, if it did); 0 = none */
+	uint32_t alloc_by;       /* atomic: the number (zmi_thread_number) of
+				    the thread that allocated here last,
+				    written under the lock: who it is that
+				    an allocation finding the lock taken
+				    collided with (zsmalloc/alloc.c) */
 	struct zspage *group[ZS_GROUPS];  /* lock: lists by fullness */
 	uint32_t zspages, used, npages;   /* lock: zspages, objects, pages;
 					     used and npages also read without
@@ -264,6 +271,20 @@ struct zs_class {
 	struct zspage *front[ZS_MIXED_OPEN]; /* mixed, lock: the zspages
 						open for allocation, or NULL */
 } __attribute__((aligned(64)));
+
+/* Compaction (of objects, of records, of the handle table) takes and
+ * drops class locks through these, so that an allocation that finds a
+ * lock taken can tell a compactor's step from another thread allocating
+ * beside it: only the second is a reason to move to another shard
+ * (zsmalloc/alloc.c). */
+#define zs_compact_lock(c) /* a macro: debug builds name the caller's hold */ \
+	(zmi_lock(&(c)->lock), __atomic_store_n(&(c)->compacting, 1, __ATOMIC_RELAXED))
+
+static inline void zs_compact_unlock(struct zs_class *c)
+{
+	__atomic_store_n(&c->compacting, 0, __ATOMIC_RELAXED);
+	zmi_unlock(&c->lock);
+}
 
 /* Add to a counter that is written under the class lock but read without
  * it: a relaxed atomic store, a plain move on x86. */

@@ -1,0 +1,176 @@
+/*
+ * Which shard a thread allocates in (zsmalloc/alloc.c, collided()): a
+ * thread that finds its class's lock taken moves to another shard only
+ * when the holder is another thread allocating there; a compactor's step
+ * or a thread freeing an object of the class is waited for, and the
+ * thread stays where it is.
+ *
+ * Each test lets a thread T allocate once (which makes its classes and
+ * names its shard), then holds the lock of T's class for the size and of
+ * its shard's mixed class, the way the test's case says, while T
+ * allocates again.  T's shard afterwards is the assertion; nothing is
+ * timed: a T that the machine delays past the hold only makes the hold
+ * miss (the test then checks less, never fails for it).
+ */
+#define ZMEM_ADVANCED  /* the pool's internals below need the advanced tier */
+#include <errno.h>
+#include <sched.h>
+#include <time.h>
+
+#include "testutil.h"
+#include "pool/pool_internal.h"
+#include "pool/zsmalloc/zsmalloc.h"
+#include <zmem/pool.h>
+
+#define SIZE 1000 /* any size below the huge one */
+
+enum holder { BY_COMPACTOR, BY_FREEING_THREAD, BY_ALLOCATING_THREAD };
+
+struct t_state {
+	struct zm_pool *pool;
+	unsigned number;           /* T's zmi_thread_number() */
+	unsigned shard0, shard1;   /* T's shard before and after the hold */
+	int ready, go, trying, done; /* atomic */
+	zm_handle_t h0, h1;
+};
+
+static void spin_until(int *flag)
+{
+	while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
+static void *t_main(void *arg)
+{
+	struct t_state *s = arg;
+	struct zs_pool *zp = zs_of(s->pool);
+
+	s->h0 = zm_pool_alloc(s->pool, SIZE);
+	s->number = zmi_thread_number();
+	s->shard0 = zmi_self.shard & (zp->nshards - 1);
+	__atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
+	spin_until(&s->go);
+	__atomic_store_n(&s->trying, 1, __ATOMIC_RELEASE);
+	s->h1 = zm_pool_alloc(s->pool, SIZE);
+	s->shard1 = zmi_self.shard & (zp->nshards - 1);
+	__atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Run T against a hold of its class and mixed class by `who`; returns
+ * whether T was seen to finish while the locks were held. */
+static int run(enum holder who, struct t_state *s)
+{
+	struct zs_pool *zp;
+	struct zs_class *held[2];
+	int done_in_hold = 0;
+	pthread_t t;
+
+	memset(s, 0, sizeof(*s));
+	assert_int_equal(zm_pool_create(NULL, &s->pool), 0);
+	zp = zs_of(s->pool);
+	assert_int_equal(pthread_create(&t, NULL, t_main, s), 0);
+	spin_until(&s->ready);
+	assert_true(s->h0 != 0);
+	held[0] = zs_class_get(zp, s->shard0, zs_class_for(zp, SIZE));
+	held[1] = zs_class_get(zp, s->shard0, zp->nclasses);  /* the mixed class */
+	assert_non_null(held[0]);
+	assert_non_null(held[1]);
+	for (int i = 0; i < 2; i++) {
+		if (who == BY_COMPACTOR)
+			zs_compact_lock(held[i]);
+		else
+			zmi_lock(&held[i]->lock);
+		/* T allocated there last (or in neither: 0), unless another
+		 * thread did since; a compactor's hold is waited for either way */
+		if (who != BY_FREEING_THREAD)
+			__atomic_store_n(&held[i]->alloc_by, s->number + 1000, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&s->go, 1, __ATOMIC_RELEASE);
+	spin_until(&s->trying);
+	/* T moving does not wait for us: give it the time to finish */
+	for (int i = 0; i < 200 && !__atomic_load_n(&s->done, __ATOMIC_ACQUIRE); i++)
+		sleep_ms(who == BY_ALLOCATING_THREAD ? 10 : 1);
+	done_in_hold = __atomic_load_n(&s->done, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < 2; i++) {
+		if (who == BY_COMPACTOR)
+			zs_compact_unlock(held[i]);
+		else
+			zmi_unlock(&held[i]->lock);
+	}
+	pthread_join(t, NULL);
+	assert_true(s->h1 != 0);
+	assert_int_equal(zm_pool_free(s->pool, s->h0), 0);
+	assert_int_equal(zm_pool_free(s->pool, s->h1), 0);
+	zm_pool_destroy(s->pool);
+	return done_in_hold;
+}
+
+static int two_shards(void)
+{
+	struct zm_pool *p;
+	unsigned n;
+
+	assert_int_equal(zm_pool_create(NULL, &p), 0);
+	n = zs_of(p)->nshards;
+	zm_pool_destroy(p);
+	return n >= 2;
+}
+
+/* A compactor's step, in a class another thread allocated in last: T
+ * waits for it, in its own shard. */
+static void test_compactor_is_waited_for(void **st)
+{
+	struct t_state s;
+
+	(void)st;
+	if (!two_shards())
+		skip();  /* one CPU: one shard, nowhere to move */
+	assert_false(run(BY_COMPACTOR, &s));
+	assert_int_equal(s.shard1, s.shard0);
+}
+
+/* A thread freeing an object of T's class (the class was last allocated
+ * in by T): T waits too. */
+static void test_freeing_thread_is_waited_for(void **st)
+{
+	struct t_state s;
+
+	(void)st;
+	if (!two_shards())
+		skip();
+	assert_false(run(BY_FREEING_THREAD, &s));
+	assert_int_equal(s.shard1, s.shard0);
+}
+
+/* Another thread allocating in T's class: T parts from it, to another
+ * shard, without waiting. */
+static void test_allocating_thread_parts(void **st)
+{
+	struct t_state s;
+
+	(void)st;
+	if (!two_shards())
+		skip();
+	assert_true(run(BY_ALLOCATING_THREAD, &s));
+	assert_int_not_equal(s.shard1, s.shard0);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_compactor_is_waited_for),
+		cmocka_unit_test(test_freeing_thread_is_waited_for),
+		cmocka_unit_test(test_allocating_thread_parts),
+	};
+
+	(void)argc, (void)argv;
+	return cmocka_run_group_tests_name("shards", tests, NULL, NULL);
+}
