@@ -361,13 +361,13 @@ static uint64_t class_pages(struct zm_pool *p)
  * last zspage).
  * From then on new objects go to their classes (churn would leave holes
  * in the packed zspages); once the pool holds nothing, a new object goes
- * to a mixed zspage again.
+ * to a mixed zspage again, also when its last page was a huge object's.
  *
  * Catches: a compactor that moves a mass free's objects into their
  * classes (class pages, the overhead), new objects put into the packed
  * zspages (a mixed zspage for the new object), a shard that stays in
- * classes after it emptied, a move that loses bytes (reads, the
- * checker).
+ * classes after it emptied (by any last free, a huge one's too), a move
+ * that loses bytes (reads, the checker).
  */
 static void test_compact_repacks(void **st)
 {
@@ -409,9 +409,16 @@ static void test_compact_repacks(void **st)
 	assert_true(class_pages(p) > cp);
 	verify(p, &x, 1, &r);
 	assert_int_equal(zm_pool_free(p, x.h), 0);
+	/* a huge object (a page of its own) outlives the rest */
+	alloc_obj(p, &x, PS, 779);
 	for (size_t i = 0; i < N; i++)
 		if (o[i].h)
 			assert_int_equal(zm_pool_free(p, o[i].h), 0);
+	zm_pool_stats(p, &s2);
+	assert_int_equal(s2.objects, 1);
+	assert_int_equal(s2.pool_pages, 1);
+	verify(p, &x, 1, &r);
+	assert_int_equal(zm_pool_free(p, x.h), 0);
 	zm_pool_stats(p, &s2);
 	assert_int_equal(s2.objects, 0);
 	assert_int_equal(s2.pool_pages, 0);

@@ -85,6 +85,7 @@ int zs_huge_free(struct zs_pool *zp, zm_handle_t h)
 	struct zs_class *c;
 	zm_pfn_t pfn;
 	uint64_t v;
+	bool last;
 
 	c = lock_huge(zp, h, &v);
 	if (zmi_unlikely(!c)) {
@@ -95,7 +96,7 @@ int zs_huge_free(struct zs_pool *zp, zm_handle_t h)
 	zs_ref_release(zp, c, zs_handle_ref(h));
 	zs_count(&c->used, -1);
 	zs_count(&c->npages, -1);
-	c->zspages--;
+	last = !--c->zspages;
 	zmi_unlock(&c->lock);
 	pfn = zs_huge_pfn(v);
 #if ZM_DEBUG >= 2
@@ -103,6 +104,10 @@ int zs_huge_free(struct zs_pool *zp, zm_handle_t h)
 	memset(zp->base + ((size_t)pfn << zp->shift), 0x6b, zp->page_size);
 #endif
 	zm_pages_free(zp->pages, pfn);
+	/* a huge page counts as the shard's as any other: its last may be
+	 * the shard's last page (zs_mixed_unsettle) */
+	if (zmi_unlikely(last))
+		zs_mixed_unsettle(zp, c->idx >> zp->cshift);
 	return 0;
 }
 
