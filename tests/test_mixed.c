@@ -286,7 +286,8 @@ static uint64_t free_but_one_in(struct zm_pool *p, struct pt_obj *o, size_t n, u
  *
  * Catches: a compactor that skips mixed zspages (their pages stay), a
  * move that copies the slot's size instead of the object's, back
- * references not rewritten (reads see old bytes, the checker fails).
+ * references not rewritten (reads see old bytes, the checker fails), a
+ * count of pages freed that leaves out the pages the objects took.
  */
 static void test_compact_into_classes(void **st)
 {
@@ -316,6 +317,8 @@ static void test_compact_into_classes(void **st)
 	       (unsigned long long)s2.objects_moved,
 	       (double)(s2.pool_bytes + s2.meta_bytes) / (double)live);
 	assert_true(freed > 0);
+	/* net of the class pages the objects took */
+	assert_int_equal(freed, (long)(s1.pool_pages - s2.pool_pages));
 	assert_true(s2.objects_moved >= N / 2 - 200);
 	assert_int_equal(cs.pages_used, 0);
 	assert_true((double)(s2.pool_bytes + s2.meta_bytes) < 1.15 * (double)live);
@@ -367,7 +370,7 @@ static uint64_t class_pages(struct zm_pool *p)
  * classes (class pages, the overhead), new objects put into the packed
  * zspages (a mixed zspage for the new object), a shard that stays in
  * classes after it emptied (by any last free, a huge one's too), a move
- * that loses bytes (reads, the checker).
+ * that loses bytes (reads, the checker), pages freed counted gross.
  */
 static void test_compact_repacks(void **st)
 {
@@ -397,6 +400,8 @@ static void test_compact_repacks(void **st)
 	       (unsigned long long)s2.objects_moved,
 	       (double)(s2.pool_bytes + s2.meta_bytes) / (double)live);
 	assert_true(freed > 0);
+	/* net of the mixed pages the objects were packed into */
+	assert_int_equal(freed, (long)(s1.pool_pages - s2.pool_pages));
 	assert_true(mz > 0);
 	cp = class_pages(p);
 	assert_true(cp <= cp0);

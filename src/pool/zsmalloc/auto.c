@@ -128,7 +128,7 @@ static struct usage usage(struct zs_pool *zp)
 static long account(struct zs_pool *zp, long freed, uint64_t t0)
 {
 	zs_stat_add(&zp->compactions, 1);
-	zs_stat_add(&zp->pages_compacted, (uint64_t)freed);
+	zs_stat_add(&zp->pages_compacted, (uint64_t)zs_net_freed(freed));
 	zs_stat_add(&zp->compact_ns, zmi_os_now_ns() - t0);
 	return freed;
 }
@@ -160,12 +160,12 @@ static long watermark_pass(struct zs_pool *zp, struct zs_auto *a)
 {
 	uint64_t t0 = zmi_os_now_ns();
 	struct walk w = { .zp = zp, .a = a };
-	long freed = zs_compact_run(zp, next_flagged, &w, NULL);
+	long freed = zs_compact_run(zp, next_flagged, &w, NULL), taken = 0;
 
 	/* a flagged mixed class leaves the run (next_flagged gives it, the
 	 * run skips it): its sparse zspages are evacuated here */
 	if (w.any)
-		freed += zs_mixed_compact(zp, NULL);
+		freed += zs_mixed_compact(zp, NULL, &taken) - taken;
 	return w.any ? account(zp, freed, t0) : 0;
 }
 
@@ -224,13 +224,17 @@ static long ratio_pass(struct zs_pool *zp, struct zs_auto *a, uint64_t *won)
 	uint64_t t0 = zmi_os_now_ns(), a0 = usage(zp).alloc, a1;
 	struct walk w = { .zp = zp, .a = a, .i = ratio_start(zp), .n = zp->total };
 	unsigned budget = a->budget;
+	long taken = 0;
 	/* sparse mixed zspages into their classes first, which then pack */
-	long freed = zs_mixed_compact(zp, &budget), packed;
+	long freed = zs_mixed_compact(zp, &budget, &taken), packed;
 
 	a1 = usage(zp).alloc;
 	packed = zs_compact_run(zp, next_slack, &w, &budget);
 	*won += (a0 > a1 ? a0 - a1 : 0) + ((uint64_t)(packed > 0 ? packed : 0) << zp->shift);
-	return account(zp, freed + packed, t0);
+	/* the stats net; the episode goes on while the passes empty
+	 * zspages (won bounds it) */
+	account(zp, freed - taken + packed, t0);
+	return freed + packed;
 }
 
 /* Is used/allocated below percent, with at least ZS_AUTO_MIN_SLACK of

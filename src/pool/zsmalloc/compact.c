@@ -70,6 +70,8 @@ struct hold {
 	size_t bytes;
 	unsigned nfree;
 	zm_pfn_t free[ZS_MAX_PAGES];
+	long grown;              /* pages the destinations took (the mixed
+				    moves: mixed_compact_shard counts net) */
 #if ZM_DEBUG >= 1
 	uint64_t cpu0;           /* the compactor's CPU clock at the lock */
 	const char *what;        /* the step it worked on: its record's site */
@@ -854,8 +856,10 @@ static bool mixed_repack(struct zs_pool *zp, struct zs_class *m, struct zspage *
 	uint32_t ref = hd->ref;
 	struct zspage *dst, *dead;
 	uint64_t v;
+	uint32_t np = m->npages;
 
 	to = zs_mixed_place(zp, m, len, ref, &dst, &dead);
+	h->grown += (int32_t)(m->npages - np);
 	if (to == ZS_NONE) {
 		if (dead) {
 			hold_unlock(zp, m, h);
@@ -890,12 +894,14 @@ static bool mixed_move(struct zs_pool *zp, struct zs_class *m, struct zspage *sr
 	struct zs_class *c = zs_class_get(zp, m->idx >> zp->cshift, zs_class_for(zp, len));
 	struct zspage *dst;
 	uint64_t v;
+	uint32_t np;
 
 	if (!c || c->huge)
 		return false;
 	if (repack && !__atomic_load_n(&c->npages, __ATOMIC_RELAXED) && zs_mixed_for(zp, c, len))
 		return mixed_repack(zp, m, src, g, hd, tmp, h);
 	zs_compact_lock(c);
+	np = c->npages;
 	dst = class_dst(c);
 	if (!dst) {
 		dst = zs_zspage_new(zp, c);
@@ -907,6 +913,7 @@ static bool mixed_move(struct zs_pool *zp, struct zs_class *m, struct zspage *sr
 		c->zspages++;
 	}
 	to = zs_take_obj(zp, c, dst);
+	h->grown += (int32_t)(c->npages - np);
 	if (to == ZS_NONE) {
 		zs_compact_unlock(c);
 		return false;
@@ -980,7 +987,7 @@ static bool repack_shard(const struct zs_class *m)
 /* One shard's mixed class: batches planned, quiesced and evacuated until
  * none is left sparse or the budget is spent. */
 static long mixed_compact_shard(struct zs_pool *zp, struct zs_class *m, uint8_t pass,
-				unsigned *done, unsigned limit)
+				unsigned *done, unsigned limit, long *taken)
 {
 	struct zspage *b[ZS_BATCH], *gone[ZS_BATCH];
 	struct zs_class *gc[ZS_BATCH];
@@ -991,7 +998,7 @@ static long mixed_compact_shard(struct zs_pool *zp, struct zs_class *m, uint8_t 
 	long freed = 0;
 
 	/* packing: from now on the shard's new objects go to their classes
-	 * (the bit goes again with the last mixed zspage) */
+	 * (the bit goes again once the shard holds no page at all) */
 	hold_lock(m, &h, "mixed plan");
 	repack = repack_shard(m);
 	if (repack)
@@ -1065,10 +1072,11 @@ static long mixed_compact_shard(struct zs_pool *zp, struct zs_class *m, uint8_t 
 		zmi_heavy_barrier();
 		free_gone(zp, gc, gone, ngone);
 	}
+	*taken += h.grown;
 	return freed;
 }
 
-long zs_mixed_compact(struct zs_pool *zp, unsigned *budget)
+long zs_mixed_compact(struct zs_pool *zp, unsigned *budget, long *taken)
 {
 	unsigned done = 0, limit = budget ? *budget : UINT_MAX;
 	long freed = 0;
@@ -1079,7 +1087,7 @@ long zs_mixed_compact(struct zs_pool *zp, unsigned *budget)
 	pass = ++zp->mpass ? zp->mpass : ++zp->mpass;   /* new zspages have 0 */
 	ZS_FOR_EACH_MIXED(zp, m) {
 		if (done < limit)
-			freed += mixed_compact_shard(zp, m, pass, &done, limit);
+			freed += mixed_compact_shard(zp, m, pass, &done, limit, taken);
 		zs_mixed_unsettle(zp, m->idx >> zp->cshift);
 	}
 	if (budget)
@@ -1105,38 +1113,26 @@ static struct zs_class *every_class(void *arg)
 	return NULL;
 }
 
-/* What a caller of zm_pool_compact or zm_pool_shrink is told it freed.
- * The runs count pages net: those the destinations populated against
- * those the sources gave back, and a source an allocation lands in while
- * it is evacuated in steps (it stays valid for them), or whose next
- * destination page cannot be had, is not emptied; a run that moved
- * little can then have taken more pages than it gave back.  A negative
- * count would read as an error: nothing was freed. */
-static long net_freed(long freed)
-{
-	return freed > 0 ? freed : 0;
-}
-
 static long compact_all(struct zs_pool *zp)
 {
 	uint64_t t0 = zmi_os_now_ns();
 	struct { struct zs_pool *zp; unsigned i; } it = { zp, 0 };
-	long freed;
+	long freed, taken = 0;
 	int pf;
 
 	pthread_mutex_lock(&zp->compact_lock);
 	pf = zm_pages_thread_prefault(0);   /* zs_compactor_prefault */
 	/* sparse mixed zspages into the classes first, which then pack */
-	freed = zs_mixed_compact(zp, NULL);
+	freed = zs_mixed_compact(zp, NULL, &taken) - taken;
 	freed += zs_compact_run(zp, every_class, &it, NULL);
 	freed += zs_sweep(zp);
 	zs_meta_compact(zp);   /* records and tables the freed zspages left sparse */
 	zs_stat_add(&zp->compactions, 1);
-	zs_stat_add(&zp->pages_compacted, (uint64_t)freed);
+	zs_stat_add(&zp->pages_compacted, (uint64_t)zs_net_freed(freed));
 	zs_stat_add(&zp->compact_ns, zmi_os_now_ns() - t0);
 	zm_pages_thread_prefault(pf);
 	pthread_mutex_unlock(&zp->compact_lock);
-	return net_freed(freed);
+	return zs_net_freed(freed);
 }
 
 long zs_compact(struct zm_pool *pool)
@@ -1149,14 +1145,14 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 	struct zs_pool *zp = zs_of(pool);
 	size_t want = (bytes + zp->page_size - 1) >> zp->shift;
 	uint64_t t0 = zmi_os_now_ns();
-	long freed = 0;
+	long freed = 0, taken = 0;
 	int pf;
 
 	if (!want)
 		return 0;
 	pthread_mutex_lock(&zp->compact_lock);
 	pf = zm_pages_thread_prefault(0);   /* zs_compactor_prefault */
-	freed = zs_mixed_compact(zp, NULL);
+	freed = zs_mixed_compact(zp, NULL, &taken) - taken;
 	/* classes with the most slack first: a few passes over the table */
 	for (int round = 0; round < 8 && freed < (long)want; round++) {
 		struct zs_class *best = NULL;
@@ -1180,11 +1176,11 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 	if (freed < (long)want)
 		freed += zs_sweep(zp);
 	zs_stat_add(&zp->compactions, 1);
-	zs_stat_add(&zp->pages_compacted, (uint64_t)freed);
+	zs_stat_add(&zp->pages_compacted, (uint64_t)zs_net_freed(freed));
 	zs_stat_add(&zp->compact_ns, zmi_os_now_ns() - t0);
 	zm_pages_thread_prefault(pf);
 	pthread_mutex_unlock(&zp->compact_lock);
-	return net_freed(freed) << zp->shift;
+	return zs_net_freed(freed) << zp->shift;
 }
 
 /* The work lower bound (zm_pool_min_moves): a histogram of pages by the

@@ -188,7 +188,7 @@ struct zspage {
  * granules are not used again: frees leave holes, and a mixed zspage
  * whose live objects fall below 3/4 of those placed is evacuated by the
  * compactor, its objects moving into their own classes, or, after a mass
- * free, packed into the shard's open mixed zspages (zs_mixed_repack;
+ * free, packed into the shard's open mixed zspages (mixed_repack;
  * zsmalloc/compact.c).  Two zspages of a shard are open for allocation
  * (front[]); an object goes to the one with the least room that holds
  * it.  Records have no back references: the headers hold them.
@@ -291,6 +291,19 @@ static inline void zs_compact_unlock(struct zs_class *c)
 static inline void zs_count(uint32_t *ctr, int32_t d)
 {
 	__atomic_store_n(ctr, *ctr + (uint32_t)d, __ATOMIC_RELAXED);
+}
+
+/* What a caller of zm_pool_compact or zm_pool_shrink is told it freed,
+ * and what pages_compacted adds.  The runs count pages net: those the
+ * destinations populated (in classes or in mixed zspages) against those
+ * the sources gave back, and a source an allocation lands in while it is
+ * evacuated in steps (it stays valid for them), or whose next destination
+ * page cannot be had, is not emptied; a run that moved little can then
+ * have taken more pages than it gave back.  A negative count would read
+ * as an error, and take from the counter: nothing was freed. */
+static inline long zs_net_freed(long freed)
+{
+	return freed > 0 ? freed : 0;
 }
 
 /* Add to a compaction counter (compact_lock held: one writer) that
@@ -896,12 +909,14 @@ long zs_compact_run(struct zs_pool *zp, struct zs_class *(*next)(void *arg), voi
  * page or more) up into free slots of larger classes; returns pages
  * freed.  Caller holds zp->compact_lock. */
 long zs_sweep(struct zs_pool *zp);
-/* Evacuate the mixed zspages whose live granules are below 3/4 (not the
- * open ones): their objects move into their classes, or are packed into
- * the open mixed zspages (zs_mixed_repack); at most *budget
- * zspages (NULL: no bound), taking what it used off.  Returns pages
- * freed.  Caller holds zp->compact_lock. */
-long zs_mixed_compact(struct zs_pool *zp, unsigned *budget);
+/* Evacuate the mixed zspages whose live granules are below 3/4 (an open
+ * one is closed first): their objects move into their classes, or are
+ * packed into the open mixed zspages (mixed_repack, when repack_shard
+ * says so); at most *budget zspages (NULL: no bound), taking what it used
+ * off.  Returns the pages of the zspages it emptied, and adds to *taken
+ * those the moved objects took where they went (the net is the
+ * difference).  Caller holds zp->compact_lock. */
+long zs_mixed_compact(struct zs_pool *zp, unsigned *budget, long *taken);
 /* Mixed zspage zs is no longer open for allocation, if it was (lock held). */
 static inline void zs_mixed_close(struct zs_class *m, const struct zspage *zs)
 {
