@@ -8,6 +8,7 @@
 #include <errno.h>
 
 #include "pooltest.h"
+#include <zmem/pages.h>
 
 #define N 20000
 
@@ -485,6 +486,36 @@ static void test_min_moves(void **st)
 	zm_pool_destroy(m);
 }
 
+/*
+ * The compactor turns the pages layer's prefault off for its passes
+ * (pages made resident inside a class-lock hold were most of a long hold,
+ * docs/compaction.md) and gives the calling thread its own setting back,
+ * on or off, from zm_pool_compact and zm_pool_shrink alike.
+ *
+ * Catches: a compactor that leaves the caller's prefault off, or turns it
+ * on.
+ */
+static void test_compactor_prefault(void **state)
+{
+	struct zm_pool *p = mk(ZM_COMPACT_OFF, 0, 0);
+	struct rng r;
+
+	(void)state;
+	rng_seed(&r, g_seed + 7);
+	fill(p, N, &r);
+	free_some(p, N, 750, &r);
+	assert_int_equal(zm_pages_thread_prefault(1), 1);
+	assert_true(zm_pool_compact(p) > 0);
+	assert_int_equal(zm_pages_thread_prefault(0), 1);   /* given back on */
+	free_some(p, N, 750, &r);
+	zm_pool_shrink(p, SIZE_MAX);
+	assert_int_equal(zm_pages_thread_prefault(1), 0);   /* given back off */
+	assert_int_equal(zm_pool_check(p), 0);
+	verify_all(p, N);
+	free_all(p, N);
+	zm_pool_destroy(p);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -500,6 +531,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_shrink_and_malloc),
 		cmocka_unit_test(test_stops_partway),
 		cmocka_unit_test(test_destroy_while_busy),
+		cmocka_unit_test(test_compactor_prefault),
 	};
 
 	test_args(argc, argv, &g_seed, NULL);
