@@ -3,7 +3,9 @@
  * thread that finds its class's lock taken moves to another shard only
  * when the holder is another thread allocating there; a compactor's step
  * or a thread freeing an object of the class is waited for, and the
- * thread stays where it is.
+ * thread stays where it is.  A thread that moves while it places an
+ * object in mixed zspages does not place it in a shard that takes no new
+ * mixed objects (settled, after a mass free was packed).
  *
  * Each test lets a thread T allocate once (which makes its classes and
  * names its shard), then holds the lock of T's class for the size and of
@@ -65,8 +67,11 @@ static void sleep_ms(long ms)
 }
 
 /* Run T against a hold of its class and mixed class by `who`; returns
- * whether T was seen to finish while the locks were held. */
-static int run(enum holder who, struct t_state *s)
+ * whether T was seen to finish while the locks were held.  settle: the
+ * other shards are settled first (zs_mixed_settle: they take no new
+ * mixed objects), and T's second object is checked not to be in one of
+ * their mixed zspages. */
+static int run_in(enum holder who, int settle, struct t_state *s)
 {
 	struct zs_pool *zp;
 	struct zs_class *held[2];
@@ -83,6 +88,10 @@ static int run(enum holder who, struct t_state *s)
 	held[1] = zs_class_get(zp, s->shard0, zp->nclasses);  /* the mixed class */
 	assert_non_null(held[0]);
 	assert_non_null(held[1]);
+	if (settle)
+		for (unsigned sh = 0; sh < zp->nshards; sh++)
+			if (sh != s->shard0)
+				zs_mixed_settle(zp, sh);
 	for (int i = 0; i < 2; i++) {
 		if (who == BY_COMPACTOR)
 			zs_compact_lock(held[i]);
@@ -96,7 +105,8 @@ static int run(enum holder who, struct t_state *s)
 	__atomic_store_n(&s->go, 1, __ATOMIC_RELEASE);
 	spin_until(&s->trying);
 	/* T moving does not wait for us: give it the time to finish */
-	for (int i = 0; i < 200 && !__atomic_load_n(&s->done, __ATOMIC_ACQUIRE); i++)
+	for (int i = 0; i < (settle ? 20 : 200) && !__atomic_load_n(&s->done, __ATOMIC_ACQUIRE);
+	     i++)
 		sleep_ms(who == BY_ALLOCATING_THREAD ? 10 : 1);
 	done_in_hold = __atomic_load_n(&s->done, __ATOMIC_ACQUIRE);
 	for (int i = 0; i < 2; i++) {
@@ -107,10 +117,26 @@ static int run(enum holder who, struct t_state *s)
 	}
 	pthread_join(t, NULL);
 	assert_true(s->h1 != 0);
+	if (settle) {
+		unsigned obj;
+		zm_handle_t raw = s->h1 & (ZMI_HANDLE_LIMIT - 1);  /* the backend's */
+		struct zspage *zs = zs_lookup(zp, raw, &obj, ZM_HAZARD_RW);
+		struct zs_class *c;
+
+		assert_non_null(zs);
+		c = zs_class_of(zp, zs->cls);
+		zmi_hazard_clear(ZM_HAZARD_RW);
+		assert_false(c->mixed && (c->idx >> zp->cshift) != s->shard0);
+	}
 	assert_int_equal(zm_pool_free(s->pool, s->h0), 0);
 	assert_int_equal(zm_pool_free(s->pool, s->h1), 0);
 	zm_pool_destroy(s->pool);
 	return done_in_hold;
+}
+
+static int run(enum holder who, struct t_state *s)
+{
+	return run_in(who, 0, s);
 }
 
 static int two_shards(void)
@@ -163,12 +189,28 @@ static void test_allocating_thread_parts(void **st)
 	assert_int_not_equal(s.shard1, s.shard0);
 }
 
+/* Another thread allocating in T's shard's mixed class, and the other
+ * shards settled after a mass free was packed: T moves for its next
+ * objects, but this one does not go into a settled shard's mixed
+ * zspages (a new object there leaves a hole the packing had closed). */
+static void test_settled_shard_takes_no_mixed(void **st)
+{
+	struct t_state s;
+
+	(void)st;
+	if (!two_shards())
+		skip();
+	run_in(BY_ALLOCATING_THREAD, 1, &s);
+	assert_int_not_equal(s.shard1, s.shard0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_compactor_is_waited_for),
 		cmocka_unit_test(test_freeing_thread_is_waited_for),
 		cmocka_unit_test(test_allocating_thread_parts),
+		cmocka_unit_test(test_settled_shard_takes_no_mixed),
 	};
 
 	(void)argc, (void)argv;

@@ -163,10 +163,13 @@ static zm_handle_t mixed_alloc(struct zs_pool *zp, unsigned sh, size_t size)
 	if (zmi_unlikely(!m))
 		return 0;
 	if (zmi_unlikely(!zmi_trylock(&m->lock))) {
-		/* as zs_malloc with a class's lock */
-		m = collided(zp, m, sh, zp->nclasses);
-		if (zmi_unlikely(!m))
-			return 0;
+		/* as zs_malloc with a class's lock; but a settled shard takes
+		 * no new mixed object (zs_mixed_settle): this one waits where
+		 * it was, the thread's next ones go to the new shard's classes */
+		struct zs_class *to = collided(zp, m, sh, zp->nclasses);
+
+		if (to && !zs_mixed_settled(zp, to->idx >> zp->cshift))
+			m = to;
 		zmi_lock(&m->lock);
 	}
 	__atomic_store_n(&m->alloc_by, zmi_thread_number(), __ATOMIC_RELAXED);
