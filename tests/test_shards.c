@@ -75,7 +75,7 @@ static int run_in(enum holder who, int settle, struct t_state *s)
 {
 	struct zs_pool *zp;
 	struct zs_class *held[2];
-	int done_in_hold = 0;
+	int done_in_hold = 0, tries;
 	pthread_t t;
 
 	memset(s, 0, sizeof(*s));
@@ -104,9 +104,11 @@ static int run_in(enum holder who, int settle, struct t_state *s)
 	}
 	__atomic_store_n(&s->go, 1, __ATOMIC_RELEASE);
 	spin_until(&s->trying);
-	/* T moving does not wait for us: give it the time to finish */
-	for (int i = 0; i < (settle ? 20 : 200) && !__atomic_load_n(&s->done, __ATOMIC_ACQUIRE);
-	     i++)
+	/* T moving does not wait for us: give it the time to finish (up to
+	 * 10 s, on a machine that is slow to run it; T that waits for the
+	 * hold is given 0.2 s to show it does) */
+	tries = settle ? 20 : who == BY_ALLOCATING_THREAD ? 1000 : 200;
+	for (int i = 0; i < tries && !__atomic_load_n(&s->done, __ATOMIC_ACQUIRE); i++)
 		sleep_ms(who == BY_ALLOCATING_THREAD ? 10 : 1);
 	done_in_hold = __atomic_load_n(&s->done, __ATOMIC_ACQUIRE);
 	for (int i = 0; i < 2; i++) {
