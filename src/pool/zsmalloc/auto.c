@@ -160,12 +160,12 @@ static long watermark_pass(struct zs_pool *zp, struct zs_auto *a)
 {
 	uint64_t t0 = zmi_os_now_ns();
 	struct walk w = { .zp = zp, .a = a };
-	long freed = zs_compact_run(zp, next_flagged, &w, NULL), taken = 0;
+	long freed = zs_compact_run(zp, next_flagged, &w, NULL);
 
 	/* a flagged mixed class leaves the run (next_flagged gives it, the
 	 * run skips it): its sparse zspages are evacuated here */
 	if (w.any)
-		freed += zs_mixed_compact(zp, NULL, &taken) - taken;
+		freed += zs_mixed_compact(zp, NULL, NULL);
 	return w.any ? account(zp, freed, t0) : 0;
 }
 
@@ -224,17 +224,17 @@ static long ratio_pass(struct zs_pool *zp, struct zs_auto *a, uint64_t *won)
 	uint64_t t0 = zmi_os_now_ns(), a0 = usage(zp).alloc, a1;
 	struct walk w = { .zp = zp, .a = a, .i = ratio_start(zp), .n = zp->total };
 	unsigned budget = a->budget;
-	long taken = 0;
+	long emptied;
 	/* sparse mixed zspages into their classes first, which then pack */
-	long freed = zs_mixed_compact(zp, &budget, &taken), packed;
+	long freed = zs_mixed_compact(zp, &budget, &emptied), packed;
 
 	a1 = usage(zp).alloc;
 	packed = zs_compact_run(zp, next_slack, &w, &budget);
 	*won += (a0 > a1 ? a0 - a1 : 0) + ((uint64_t)(packed > 0 ? packed : 0) << zp->shift);
 	/* the stats net; the episode goes on while the passes empty
 	 * zspages (won bounds it) */
-	account(zp, freed - taken + packed, t0);
-	return freed + packed;
+	account(zp, freed + packed, t0);
+	return emptied + packed;
 }
 
 /* Is used/allocated below percent, with at least ZS_AUTO_MIN_SLACK of

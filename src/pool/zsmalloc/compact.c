@@ -71,7 +71,7 @@ struct hold {
 	unsigned nfree;
 	zm_pfn_t free[ZS_MAX_PAGES];
 	long grown;              /* pages the destinations took (the mixed
-				    moves: mixed_compact_shard counts net) */
+				    moves: zs_mixed_compact counts net) */
 #if ZM_DEBUG >= 1
 	uint64_t cpu0;           /* the compactor's CPU clock at the lock */
 	const char *what;        /* the step it worked on: its record's site */
@@ -987,7 +987,7 @@ static bool repack_shard(const struct zs_class *m)
 /* One shard's mixed class: batches planned, quiesced and evacuated until
  * none is left sparse or the budget is spent. */
 static long mixed_compact_shard(struct zs_pool *zp, struct zs_class *m, uint8_t pass,
-				unsigned *done, unsigned limit, long *taken)
+				unsigned *done, unsigned limit, long *emptied)
 {
 	struct zspage *b[ZS_BATCH], *gone[ZS_BATCH];
 	struct zs_class *gc[ZS_BATCH];
@@ -1072,14 +1072,14 @@ static long mixed_compact_shard(struct zs_pool *zp, struct zs_class *m, uint8_t 
 		zmi_heavy_barrier();
 		free_gone(zp, gc, gone, ngone);
 	}
-	*taken += h.grown;
-	return freed;
+	*emptied += freed;
+	return freed - h.grown;
 }
 
-long zs_mixed_compact(struct zs_pool *zp, unsigned *budget, long *taken)
+long zs_mixed_compact(struct zs_pool *zp, unsigned *budget, long *emptied)
 {
 	unsigned done = 0, limit = budget ? *budget : UINT_MAX;
-	long freed = 0;
+	long freed = 0, gross = 0;
 	uint8_t pass;
 
 	if (!zp->mixed || !scratch(zp))
@@ -1087,11 +1087,13 @@ long zs_mixed_compact(struct zs_pool *zp, unsigned *budget, long *taken)
 	pass = ++zp->mpass ? zp->mpass : ++zp->mpass;   /* new zspages have 0 */
 	ZS_FOR_EACH_MIXED(zp, m) {
 		if (done < limit)
-			freed += mixed_compact_shard(zp, m, pass, &done, limit, taken);
+			freed += mixed_compact_shard(zp, m, pass, &done, limit, &gross);
 		zs_mixed_unsettle(zp, m->idx >> zp->cshift);
 	}
 	if (budget)
 		*budget = done < limit ? limit - done : 0;
+	if (emptied)
+		*emptied = gross;
 	return freed;
 }
 
@@ -1117,13 +1119,13 @@ static long compact_all(struct zs_pool *zp)
 {
 	uint64_t t0 = zmi_os_now_ns();
 	struct { struct zs_pool *zp; unsigned i; } it = { zp, 0 };
-	long freed, taken = 0;
+	long freed;
 	int pf;
 
 	pthread_mutex_lock(&zp->compact_lock);
 	pf = zm_pages_thread_prefault(0);   /* zs_compactor_prefault */
 	/* sparse mixed zspages into the classes first, which then pack */
-	freed = zs_mixed_compact(zp, NULL, &taken) - taken;
+	freed = zs_mixed_compact(zp, NULL, NULL);
 	freed += zs_compact_run(zp, every_class, &it, NULL);
 	freed += zs_sweep(zp);
 	zs_meta_compact(zp);   /* records and tables the freed zspages left sparse */
@@ -1145,14 +1147,14 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 	struct zs_pool *zp = zs_of(pool);
 	size_t want = (bytes + zp->page_size - 1) >> zp->shift;
 	uint64_t t0 = zmi_os_now_ns();
-	long freed = 0, taken = 0;
+	long freed = 0;
 	int pf;
 
 	if (!want)
 		return 0;
 	pthread_mutex_lock(&zp->compact_lock);
 	pf = zm_pages_thread_prefault(0);   /* zs_compactor_prefault */
-	freed = zs_mixed_compact(zp, NULL, &taken) - taken;
+	freed = zs_mixed_compact(zp, NULL, NULL);
 	/* classes with the most slack first: a few passes over the table */
 	for (int round = 0; round < 8 && freed < (long)want; round++) {
 		struct zs_class *best = NULL;

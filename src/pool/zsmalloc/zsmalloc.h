@@ -913,10 +913,10 @@ long zs_sweep(struct zs_pool *zp);
  * one is closed first): their objects move into their classes, or are
  * packed into the open mixed zspages (mixed_repack, when repack_shard
  * says so); at most *budget zspages (NULL: no bound), taking what it used
- * off.  Returns the pages of the zspages it emptied, and adds to *taken
- * those the moved objects took where they went (the net is the
- * difference).  Caller holds zp->compact_lock. */
-long zs_mixed_compact(struct zs_pool *zp, unsigned *budget, long *taken);
+ * off.  Returns the pages freed net: those of the zspages it emptied
+ * less those the moved objects took where they went; *emptied (if not
+ * NULL) gets the first alone.  Caller holds zp->compact_lock. */
+long zs_mixed_compact(struct zs_pool *zp, unsigned *budget, long *emptied);
 /* Mixed zspage zs is no longer open for allocation, if it was (lock held). */
 static inline void zs_mixed_close(struct zs_class *m, const struct zspage *zs)
 {
