@@ -106,8 +106,9 @@ static int run_in(enum holder who, int settle, struct t_state *s)
 	spin_until(&s->trying);
 	/* T moving does not wait for us: give it the time to finish (up to
 	 * 10 s, on a machine that is slow to run it; T that waits for the
-	 * hold is given 0.2 s to show it does) */
-	tries = settle ? 20 : who == BY_ALLOCATING_THREAD ? 1000 : 200;
+	 * hold is given 0.2 s to show it does, 1 s where it must also have
+	 * tried the lock to move) */
+	tries = settle ? 100 : who == BY_ALLOCATING_THREAD ? 1000 : 200;
 	for (int i = 0; i < tries && !__atomic_load_n(&s->done, __ATOMIC_ACQUIRE); i++)
 		sleep_ms(who == BY_ALLOCATING_THREAD ? 10 : 1);
 	done_in_hold = __atomic_load_n(&s->done, __ATOMIC_ACQUIRE);
