@@ -129,7 +129,7 @@ static int run_in(enum holder who, int settle, struct t_state *s)
 		assert_non_null(zs);
 		c = zs_class_of(zp, zs->cls);
 		zmi_hazard_clear(ZM_HAZARD_RW);
-		assert_false(c->mixed && (c->idx >> zp->cshift) != s->shard0);
+		assert_false(c->mixed && ((unsigned)c->idx >> zp->cshift) != s->shard0);
 	}
 	assert_int_equal(zm_pool_free(s->pool, s->h0), 0);
 	assert_int_equal(zm_pool_free(s->pool, s->h1), 0);
