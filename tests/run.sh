@@ -12,8 +12,8 @@
 # shell tests (*.sh) report in TAP (tests/tap.sh), whose "ok N" and
 # "not ok N" lines are counted.  A binary that dies without a summary
 # (crash, sanitizer abort), a shell test that stops before its plan
-# ("1..N"), and a test that fails with no failure counted, count one
-# failure each; any failure makes the status 1.
+# ("1..N"), a test that fails with no failure counted, and a test that
+# was not built, count one failure each; any failure makes the status 1.
 set -u
 if [ "$1" = "--total" ]; then
     [ -f "$2" ] || { echo "0 passed, 1 failed"; exit 1; }
@@ -31,6 +31,12 @@ status=0
 for t in "$@"; do
     log="$t.log"
     echo "== $t"
+    if [ ! -x "$t" ]; then
+        echo "$t: not built (see the build's errors above)"
+        echo "$t 0 1" >> "$results"
+        status=1
+        continue
+    fi
     # shellcheck disable=SC2086
     $wrap "$t" > "$log" 2>&1
     rc=$?
