@@ -4,7 +4,7 @@
  *
  *   zmem bench --seed-table --size 8M --json
  *   zmem allocbench --sizes 64,2048 --count 2000 --reps 1 --min-ms 0 --json --plot F
- *   zmem allocbench --latency --rounds 1 --ms 50 --bytes 1M --json
+ *   zmem allocbench --latency --rounds 1 --ms 50 --bytes 1M --json (and --trace 10)
  *   zmem worstcase --max-size 8M --json
  *   zmem churn --corpus F --size 512K --fraction 0.5 --json
  *   zmem tierbench --data text:0.5 --size 8M --ops 20000 --json --plot F
@@ -465,6 +465,41 @@ static void test_allocbench(void **state)
 	unlink(svg);
 }
 
+/* --trace: a header and a line every MS ms of the "on" side's loop on
+ * stderr (stdout is sent away here), times rising up to the loop's
+ * length, counts that only grow, and pages out of the pages layer. */
+static void test_allocbench_latency_trace(void **state)
+{
+	char *out = run_zmem("allocbench --latency --rounds 1 --ms 60 --bytes 1M --trace 10 "
+			     "2>&1 >/dev/null | cat");
+	double last_ms = 0, last[5] = { 0 };
+	int lines = 0, header = 0;
+
+	(void)state;
+	for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+		double ms, v[7];
+
+		if (strstr(l, "in_use") && strstr(l, "in_calls"))
+			header++;
+		if (sscanf(l, "%lf %lf %lf %lf %lf %lf %lf %lf", &ms, &v[0], &v[1], &v[2], &v[3],
+			   &v[4], &v[5], &v[6]) != 8)
+			continue;
+		assert_true(header == 1);
+		assert_true(ms > last_ms);
+		assert_true(v[0] > 0);  /* the pool's pages are out */
+		for (int k = 0; k < 5; k++) {
+			assert_true(v[2 + k] >= last[k]);
+			last[k] = v[2 + k];
+		}
+		last_ms = ms;
+		lines++;
+	}
+	/* 60 ms in steps of 10: a late wake-up makes the next sleep shorter */
+	assert_int_equal(lines, 6);
+	assert_true(last_ms >= 55);
+	free(out);
+}
+
 /* The latency mode: a row for each op and side (on, off, hog),
  * percentiles in order, the compactor seen moving objects on its side
  * only (a mass free of 75% is what arms it), background CPU measured
@@ -897,6 +932,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_seed_table),
 		cmocka_unit_test(test_allocbench),
 		cmocka_unit_test(test_allocbench_latency),
+		cmocka_unit_test(test_allocbench_latency_trace),
 		cmocka_unit_test(test_worstcase),
 		cmocka_unit_test(test_churn),
 		cmocka_unit_test(test_tierbench),

@@ -197,6 +197,7 @@ struct opts {
 	int threads, rounds, json;
 	enum { ON_BOTH, ON_COMPACT, ON_TRIM } on;  /* what the "on" side has */
 	int ms, free_pct, settle;
+	int trace;                   /* ms between the "on" side's trace lines, 0: none */
 	size_t bytes;
 };
 
@@ -388,6 +389,41 @@ struct side {
 
 /* One round of a side; hog spins as long as `ref` (the "on" round's
  * side so far) used beside its timed threads.  0, or -1 after a message. */
+/* --trace: the "on" side's timed loop, told every o->trace ms on stderr
+ * (stdout keeps the table or the JSON): the pool's pages, what the pages
+ * layer holds free and resident, and the counts since the loop began.
+ * Each line's stats take every zone's and class's lock once, so a traced
+ * round is not a timed one to quote. */
+static void trace_loop(const struct opts *o, struct zm_pool *pool, struct zm_pages *pg,
+		       const struct zm_pool_stats *st0, const struct zm_pages_stats *ps0,
+		       uint64_t t0)
+{
+	uint64_t end = t0 + (uint64_t)o->ms * 1000000u;
+
+	fprintf(stderr, "%7s %9s %9s %9s %9s %9s %9s %7s\n", "ms", "in_use", "free_res",
+		"trimmed", "in_calls", "ahead", "moved", "passes");
+	for (uint64_t next = t0; next < end;) {
+		struct zm_pages_stats ps;
+		struct zm_pool_stats st;
+		uint64_t now = cli_now_ns();
+
+		next += (uint64_t)o->trace * 1000000u;
+		if (next > end)
+			next = end;
+		if (next > now)
+			usleep((useconds_t)((next - now) / 1000u));
+		zm_pages_stats(pg, &ps);
+		zm_pool_stats(pool, &st);
+		fprintf(stderr, "%7.1f %9zu %9zu %9llu %9llu %9llu %9llu %7llu\n",
+			(double)(cli_now_ns() - t0) / 1e6, ps.in_use, ps.reserve,
+			(unsigned long long)(ps.trimmed_pages - ps0->trimmed_pages),
+			(unsigned long long)(ps.prefaulted_pages - ps0->prefaulted_pages),
+			(unsigned long long)(ps.refilled_pages - ps0->refilled_pages),
+			(unsigned long long)(st.objects_moved - st0->objects_moved),
+			(unsigned long long)(st.compactions - st0->compactions));
+	}
+}
+
 static int round_run(const struct opts *o, int side, uint64_t scale, uint64_t seed,
 		     struct side *sd, const struct side *ref)
 {
@@ -456,7 +492,10 @@ static int round_run(const struct opts *o, int side, uint64_t scale, uint64_t se
 	}
 	cpu0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
 	t0 = cli_now_ns();
-	usleep((useconds_t)o->ms * 1000u);
+	if (o->trace && side == SIDE_ON)
+		trace_loop(o, pool, pg, &st0, &ps0, t0);
+	else
+		usleep((useconds_t)o->ms * 1000u);
 	stop = 1;
 	pthread_barrier_wait(&bar);   /* the loops are over */
 	sd->window_ns += cli_now_ns() - t0;
@@ -550,6 +589,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_STR("on", 0, &on, "WHAT",
 		      "what the \"on\" side switches on: both,\ncompact (compaction only) or trim "
 		      "(the\npages layer's trimming only)", "both", .choices = ons),
+		O_INT("trace", 0, &o->trace, "MS",
+		      "every MS ms of the \"on\" side's loops, its\npages and counts on stderr "
+		      "(the stats\ncalls take every lock: not for timing)", "0", 0, 1000000),
 		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead of the table"),
 		O_END,
 	};
