@@ -387,8 +387,6 @@ struct side {
 	struct zm_lock_hold lock[ZM_LOCK_KINDS];
 };
 
-/* One round of a side; hog spins as long as `ref` (the "on" round's
- * side so far) used beside its timed threads.  0, or -1 after a message. */
 /* --trace: the "on" side's timed loop, told every o->trace ms on stderr
  * (stdout keeps the table or the JSON): the pool's pages, what the pages
  * layer holds free and resident, and the counts since the loop began.
@@ -424,6 +422,8 @@ static void trace_loop(const struct opts *o, struct zm_pool *pool, struct zm_pag
 	}
 }
 
+/* One round of a side; hog spins as long as `ref` (the "on" round's
+ * side so far) used beside its timed threads.  0, or -1 after a message. */
 static int round_run(const struct opts *o, int side, uint64_t scale, uint64_t seed,
 		     struct side *sd, const struct side *ref)
 {
