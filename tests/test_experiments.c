@@ -485,7 +485,9 @@ static void test_allocbench_latency_trace(void **state)
 			   &v[4], &v[5], &v[6]) != 8)
 			continue;
 		assert_true(header == 1);
-		assert_true(ms > last_ms);
+		/* a late wake-up takes the next line at once: the same
+		 * tenth of a ms can repeat */
+		assert_true(ms >= last_ms);
 		assert_true(v[0] > 0);  /* the pool's pages are out */
 		for (int k = 0; k < 5; k++) {
 			assert_true(v[2 + k] >= last[k]);
