@@ -513,6 +513,60 @@ static void test_alloc_at_resident_first(void **st)
 }
 
 /*
+ * A page that was never made resident, inside a free block that holds
+ * resident pages (the block is on a dirty list): zm_pages_alloc_at with
+ * prefault refuses it too while the zone has resident free pages.
+ *
+ * Catches: the refusal decided by the block's hint rather than by the
+ * page (a clean page taken, and made resident in the call, while 128
+ * resident ones were free).
+ */
+static void test_alloc_at_clean_in_dirty_block(void **st)
+{
+	enum { N = 128 };
+	static zm_pfn_t v[N];
+
+	(void)st;
+	for (int prefault = 0; prefault < 2; prefault++) {
+		struct zm_pages_config c = { .arena_bytes = 64u << 20, .zones = 1,
+					     .reserve_pages = 1024, .prefault = prefault };
+		struct zm_pages_stats s0, s1;
+		struct zm_pages *pg;
+		zm_pfn_t blk, clean = ZM_PFN_NIL;
+
+		assert_int_equal(zm_pages_create(&c, &pg), 0);
+		assert_int_equal(zm_pages_alloc_bulk(pg, N, v), N);
+		for (int i = 0; i < N; i++)
+			memset(zm_pages_addr(pg, v[i]), 0x5a, zm_pages_page_size(pg));
+		assert_int_equal(zm_pages_free_bulk(pg, N, v), 0);
+		assert_int_equal(zm_pages_check(pg), 0);
+		/* a page of v[0]'s largest block that none of v is: free and
+		 * never made resident, its block holding v's resident pages */
+		blk = v[0] & ~(((zm_pfn_t)1 << ZM_PAGES_MAX_ORDER) - 1);
+		for (zm_pfn_t q = blk + ((zm_pfn_t)1 << ZM_PAGES_MAX_ORDER); q-- > blk && clean == ZM_PFN_NIL;) {
+			bool in_v = false;
+
+			for (int i = 0; i < N; i++)
+				in_v |= v[i] == q;
+			if (!in_v)
+				clean = q;
+		}
+		assert_true(clean != ZM_PFN_NIL);
+		zm_pages_stats(pg, &s0);
+		assert_int_equal(zm_pages_alloc_at(pg, clean), prefault ? -EBUSY : 0);
+		zm_pages_stats(pg, &s1);
+		assert_int_equal(s1.prefaulted_pages, s0.prefaulted_pages);
+		if (!prefault)
+			assert_int_equal(zm_pages_free(pg, clean), 0);
+		/* a resident page of the same block is taken in place */
+		assert_int_equal(zm_pages_alloc_at(pg, v[N - 1]), 0);
+		assert_int_equal(zm_pages_free(pg, v[N - 1]), 0);
+		assert_int_equal(zm_pages_check(pg), 0);
+		zm_pages_destroy(pg);
+	}
+}
+
+/*
  * zmi_os_decommit_many: the trims' batch of ranges goes back in one call
  * where the kernel can (process_madvise on oneself), else range by range;
  * either way exactly those ranges read zero and are not resident, and
@@ -1161,6 +1215,7 @@ int main(void)
 		cmocka_unit_test(test_small_bulk),
 		cmocka_unit_test(test_stats_and_thread_exit),
 		cmocka_unit_test(test_alloc_at_resident_first),
+		cmocka_unit_test(test_alloc_at_clean_in_dirty_block),
 		cmocka_unit_test(test_alloc_at_run),
 		cmocka_unit_test(test_thread_prefault),
 		cmocka_unit_test(test_decommit_many),

@@ -687,8 +687,14 @@ zm_pfn_t zmi_buddy_take_at_as(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t p
 			break;
 		}
 	}
-	if (head == ZM_PFN_NIL ||
-	    (resident_only && !(zmi_pg_of(p, head)->flags & PG_BLK_DIRTY)))
+	/* resident_only: the page itself.  A block on a dirty list may
+	 * hold pages never made resident (a dirty page merged with clean
+	 * buddies keeps the hint), and judged by the block, a zspage grew in
+	 * place into such pages, each made resident in an allocation's
+	 * call, while the zone held resident ones free: after a mass free
+	 * and its compaction, 15-23% of the pages made resident in calls
+	 * (docs/results/2026-12-04-large-latency.md) */
+	if (head == ZM_PFN_NIL || (resident_only && !(zmi_pg_of(p, pfn)->flags & PG_DIRTY)))
 		return ZM_PFN_NIL;
 	if (!zmi_out_reserve(p, 1)) {
 		z->limit_failures++;
