@@ -543,7 +543,8 @@ static void test_alloc_at_clean_in_dirty_block(void **st)
 		/* a page of v[0]'s largest block that none of v is: free and
 		 * never made resident, its block holding v's resident pages */
 		blk = v[0] & ~(((zm_pfn_t)1 << ZM_PAGES_MAX_ORDER) - 1);
-		for (zm_pfn_t q = blk + ((zm_pfn_t)1 << ZM_PAGES_MAX_ORDER); q-- > blk && clean == ZM_PFN_NIL;) {
+		for (zm_pfn_t q = blk + ((zm_pfn_t)1 << ZM_PAGES_MAX_ORDER);
+		     q-- > blk && clean == ZM_PFN_NIL;) {
 			bool in_v = false;
 
 			for (int i = 0; i < N; i++)
