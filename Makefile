@@ -234,12 +234,15 @@ demo: deps
 RESULTS ?= $(BUILD)/results
 RUN_TESTS ?= $(TESTS)
 # The tests are built with -k first: a build that fails counts as one
-# failure, a test it did not make as another (tests/run.sh), and the
-# tests that were built still run.
+# failure, and each test it left out of date is removed (an earlier
+# build's binary would run in its place) and counts as another
+# (tests/run.sh); the tests that were built still run.  Two lines: make
+# -n runs the first (it names $(MAKE)), not the tests.
 test-run:
 	@$(MAKE) -k $(RUN_TESTS) || { echo "== $(BUILD): the build failed (errors above)"; \
-	  mkdir -p $(dir $(RESULTS)); echo "$(BUILD)/build 0 1" >> $(RESULTS); }; \
-	  ZMEM=$(abspath $(BUILD)/zmem) ZM_SAN=$(SAN) sh tests/run.sh $(RESULTS) $(TEST_WRAP) -- $(RUN_TESTS)
+	  mkdir -p $(dir $(RESULTS)); echo "$(BUILD)/build 0 1" >> $(RESULTS); \
+	  for t in $(RUN_TESTS); do $(MAKE) -s -q $$t 2>/dev/null || rm -f $$t; done; }
+	@ZMEM=$(abspath $(BUILD)/zmem) ZM_SAN=$(SAN) sh tests/run.sh $(RESULTS) $(TEST_WRAP) -- $(RUN_TESTS)
 
 check: deps
 	@rm -rf build/results && mkdir -p build
