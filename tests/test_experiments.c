@@ -224,7 +224,9 @@ static char zmem_path[4096];
 static char tmpdir[] = "/tmp/zmem-exp-XXXXXX";
 
 /* Run "zmem ARGS" and return its standard output (caller frees). */
-static char *run_zmem(const char *args)
+/* zmem ARGS in the test's directory, its output read whole (stdout, or
+ * with redirect "2>&1 >/dev/null" its stderr); it must exit 0. */
+static char *run_zmem_to(const char *args, const char *redirect)
 {
 	char cmd[8192];
 	size_t len = 0, cap = 1 << 16;
@@ -232,7 +234,7 @@ static char *run_zmem(const char *args)
 	FILE *f;
 	int st;
 
-	snprintf(cmd, sizeof(cmd), "cd %s && '%s' %s 2>/dev/null", tmpdir, zmem_path, args);
+	snprintf(cmd, sizeof(cmd), "cd %s && '%s' %s %s", tmpdir, zmem_path, args, redirect);
 	f = popen(cmd, "r");
 	assert_non_null(f);
 	assert_non_null(out);
@@ -250,6 +252,11 @@ static char *run_zmem(const char *args)
 		fprintf(stderr, "zmem %s: exit status %d\n", args, st);
 	assert_int_equal(st, 0);
 	return out;
+}
+
+static char *run_zmem(const char *args)
+{
+	return run_zmem_to(args, "2>/dev/null");
 }
 
 static void parse_or_fail(const char *what, const char *text, struct jv *doc)
@@ -470,8 +477,8 @@ static void test_allocbench(void **state)
  * length, counts that only grow, and pages out of the pages layer. */
 static void test_allocbench_latency_trace(void **state)
 {
-	char *out = run_zmem("allocbench --latency --rounds 1 --ms 60 --bytes 1M --trace 10 "
-			     "2>&1 >/dev/null | cat");
+	char *out = run_zmem_to("allocbench --latency --rounds 1 --ms 60 --bytes 1M --trace 10",
+				"2>&1 >/dev/null");
 	double last_ms = 0, last[5] = { 0 };
 	int lines = 0, header = 0;
 

@@ -390,8 +390,9 @@ struct side {
 /* --trace: the "on" side's timed loop, told every o->trace ms on stderr
  * (stdout keeps the table or the JSON): the pool's pages, what the pages
  * layer holds free and resident, and the counts since the loop began.
- * Each line's stats take every zone's and class's lock once, so a traced
- * round is not a timed one to quote. */
+ * Each line's stats take every zone's and class's lock once, and their
+ * CPU time counts as the "on" side's background work, which sizes the
+ * hog's bursts: a traced run is not one to quote. */
 static void trace_loop(const struct opts *o, struct zm_pool *pool, struct zm_pages *pg,
 		       const struct zm_pool_stats *st0, const struct zm_pages_stats *ps0,
 		       uint64_t t0)
