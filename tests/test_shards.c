@@ -137,11 +137,6 @@ static int run_in(enum holder who, int settle, struct t_state *s)
 	return done_in_hold;
 }
 
-static int run(enum holder who, struct t_state *s)
-{
-	return run_in(who, 0, s);
-}
-
 static int two_shards(void)
 {
 	struct zm_pool *p;
@@ -153,43 +148,48 @@ static int two_shards(void)
 	return n >= 2;
 }
 
+/* T run against a hold by `who` (run_in; settle as there) on a machine
+ * with two shards or more: T moved to another shard, or stayed, as
+ * `moves` says; and unless settle (where T's object is what is checked),
+ * T finished while the locks were held exactly when it moved. */
+static void expect(enum holder who, int settle, bool moves)
+{
+	struct t_state s;
+	int done;
+
+	if (!two_shards())
+		skip();  /* one CPU: one shard, nowhere to move */
+	done = run_in(who, settle, &s);
+	if (!settle)
+		assert_int_equal(done, moves);
+	if (moves)
+		assert_int_not_equal(s.shard1, s.shard0);
+	else
+		assert_int_equal(s.shard1, s.shard0);
+}
+
 /* A compactor's step, in a class another thread allocated in last: T
  * waits for it, in its own shard. */
 static void test_compactor_is_waited_for(void **st)
 {
-	struct t_state s;
-
 	(void)st;
-	if (!two_shards())
-		skip();  /* one CPU: one shard, nowhere to move */
-	assert_false(run(BY_COMPACTOR, &s));
-	assert_int_equal(s.shard1, s.shard0);
+	expect(BY_COMPACTOR, 0, false);
 }
 
 /* A thread freeing an object of T's class (the class was last allocated
  * in by T): T waits too. */
 static void test_freeing_thread_is_waited_for(void **st)
 {
-	struct t_state s;
-
 	(void)st;
-	if (!two_shards())
-		skip();
-	assert_false(run(BY_FREEING_THREAD, &s));
-	assert_int_equal(s.shard1, s.shard0);
+	expect(BY_FREEING_THREAD, 0, false);
 }
 
 /* Another thread allocating in T's class: T parts from it, to another
  * shard, without waiting. */
 static void test_allocating_thread_parts(void **st)
 {
-	struct t_state s;
-
 	(void)st;
-	if (!two_shards())
-		skip();
-	assert_true(run(BY_ALLOCATING_THREAD, &s));
-	assert_int_not_equal(s.shard1, s.shard0);
+	expect(BY_ALLOCATING_THREAD, 0, true);
 }
 
 /* Another thread allocating in T's shard's mixed class, and the other
@@ -198,13 +198,8 @@ static void test_allocating_thread_parts(void **st)
  * zspages (a new object there leaves a hole the packing had closed). */
 static void test_settled_shard_takes_no_mixed(void **st)
 {
-	struct t_state s;
-
 	(void)st;
-	if (!two_shards())
-		skip();
-	run_in(BY_ALLOCATING_THREAD, 1, &s);
-	assert_int_not_equal(s.shard1, s.shard0);
+	expect(BY_ALLOCATING_THREAD, 1, true);
 }
 
 int main(int argc, char **argv)
