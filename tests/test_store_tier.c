@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -1999,6 +2000,129 @@ static void model_run(const struct model_cfg *mc)
 	free(page);
 }
 
+/* ---- fork: a child never changes the parent's file ---------------------- */
+
+/* A store of FK_N pages of text, raw and sym32 content under a 1 MiB
+ * limit: most of them go to the backing file. */
+enum { FK_N = 2048 };
+static struct zm_store *g_fk_store;
+static uint8_t *g_fk_pages;
+
+static uint8_t *fk_page(uint64_t i)
+{
+	return g_fk_pages + i * PS;
+}
+
+/* The child does all it may with its copy of the store: writebacks,
+ * puts over pages on file, discards, and destroys it. */
+static int fk_child_wreck(const char *arg)
+{
+	struct zm_store *s = g_fk_store;
+	uint8_t *other = make_pages(1, PS, PK_RANDOM, 99999);
+
+	(void)arg;
+	(void)zm_store_writeback(s, 0, ALL);
+	for (uint64_t i = 0; i < FK_N / 2; i++)
+		(void)zm_store_put(s, i, other);
+	(void)zm_store_discard(s, FK_N / 2, FK_N / 4);
+	(void)zm_store_writeback(s, 0, ALL);
+	(void)zm_store_writeback_page(s, FK_N - 1);
+	zm_store_destroy(s);
+	free(other);
+	return 0;
+}
+
+/* What the child's store promises: pages on file read as -EIO, pages in
+ * memory read back, no writeback, discards and puts work in memory. */
+static int fk_child_rules(const char *arg)
+{
+	struct zm_store *s = g_fk_store;
+	uint8_t out[PS];
+	long n;
+	int on_file = 0, in_mem = 0;
+
+	(void)arg;
+	g_child_bad = 0;
+	for (uint64_t i = 0; i < FK_N; i++) {
+		unsigned kind = kind_of_ck(s, i);
+		int rc = zm_store_get(s, i, out);
+
+		if (kind == ZM_STORE_SLOT_FILE) {
+			on_file++;
+			CK_SOFT(rc == -EIO, rc);
+		} else {
+			in_mem++;
+			CK_SOFT(rc == 0 && !memcmp(out, fk_page(i), PS), rc);
+		}
+	}
+	CK(on_file > 0 && in_mem > 0);
+	n = zm_store_writeback(s, 0, ALL);
+	CK_SOFT(n == -EOPNOTSUPP, n);
+	n = zm_store_writeback_page(s, 0);
+	CK_SOFT(n == -EOPNOTSUPP || n == -ENOENT, n);
+	CK(zm_store_discard(s, 0, FK_N) == 0);
+	for (uint64_t i = 0; i < 8; i++) {
+		CK(zm_store_put(s, i, fk_page(i)) == 0);
+		CK(zm_store_get(s, i, out) == 0 && !memcmp(out, fk_page(i), PS));
+	}
+	CK(zm_store_check(s) == 0);
+	zm_store_destroy(s);
+	return g_child_bad;
+}
+
+static void fk_verify(struct zm_store *s)
+{
+	for (uint64_t i = 0; i < FK_N; i++)
+		expect_page(s, i, fk_page(i));
+	CHECK(s);
+}
+
+static void test_fork_child(void **state)
+{
+	char path[256];
+	struct zm_store_config c = { .backing_path = path, .limit_bytes = 1 << 20 };
+	struct zm_store_stats st;
+	struct zm_store *s;
+	uint64_t raw_on_file = 0;
+	int fd;
+
+	tmp_file(path, sizeof(path), NULL);
+	g_fk_pages = malloc((size_t)FK_N * PS);
+	assert_non_null(g_fk_pages);
+	for (uint64_t i = 0; i < FK_N; i++)
+		fill_page(fk_page(i), PS, i % 3 == 0 ? PK_TEXT : i % 3 == 1 ? PK_RANDOM : PK_SYM32,
+			  2100 + i);
+	s = test_store_mk(&c, FK_N);
+	g_fk_store = s;
+	for (uint64_t i = 0; i < FK_N; i++)
+		assert_int_equal(zm_store_put(s, i, fk_page(i)), 0);
+	st = stats(s);
+	assert_true(st.bd_count > FK_N / 2);
+	for (uint64_t i = 1; i < FK_N; i += 3)
+		raw_on_file += kind_of_ck(s, i) == ZM_STORE_SLOT_FILE;
+	assert_true(raw_on_file > 0);
+
+	assert_int_equal(in_child(fk_child_wreck, NULL), 0);
+	fk_verify(s);
+	assert_int_equal(in_child(fk_child_rules, NULL), 0);
+	fk_verify(s);
+	/* the parent still holds the file: another store is refused it */
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), -1);
+	close(fd);
+	/* and goes on using it */
+	assert_true(zm_store_writeback(s, 0, ALL) >= 0);
+	for (uint64_t i = 0; i < FK_N; i += 2)
+		assert_int_equal(zm_store_discard(s, i, 1), 0);
+	for (uint64_t i = 0; i < FK_N; i += 2)
+		assert_int_equal(zm_store_put(s, i, fk_page(i)), 0);
+	fk_verify(s);
+	zm_store_destroy(s);
+	unlink(path);
+	free(g_fk_pages);
+}
+
 static void test_model(void **state)
 {
 	model_run(*state);
@@ -2030,6 +2154,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_file_full_tmpfs, teardown),
 		cmocka_unit_test_teardown(test_auto_recompress, teardown),
 		cmocka_unit_test_teardown(test_auto_recompress_rate, teardown),
+		cmocka_unit_test_teardown(test_fork_child, teardown),
 	};
 	enum { NU = sizeof(unit) / sizeof(unit[0]),
 	       NM = sizeof(model_cfgs) / sizeof(model_cfgs[0]) };

@@ -110,7 +110,14 @@ struct zm_store_config {
 	int recompress_level;     /* 0 = the codec's default */
 	const char *backing_path; /* backing file for zm_store_writeback,
 				     created if missing, its old content
-				     dropped; NULL = none (see backing_fd) */
+				     dropped (truncated) at create, and
+				     truncated again by zm_store_destroy;
+				     NULL = none (see backing_fd).  In a
+				     forked child the store is detached
+				     from it: its pages on file read as
+				     -EIO, writeback answers -EOPNOTSUPP,
+				     and discards, puts and destroy leave
+				     the file and its lock to the parent */
 	int backing_fd;           /* > 0: an open (O_RDWR) file to use instead
 				     of backing_path; the store does not close
 				     it.  0 = none */
@@ -227,7 +234,9 @@ ZM_API int zm_store_create_sized(const struct zm_store_config *cfg, size_t cfg_s
 #define zm_store_create(cfg, out) \
 	zm_store_create_sized((cfg), sizeof(struct zm_store_config), (out))
 
-/* Free every page and the store.  Accepts NULL. */
+/* Free every page and the store, truncating its backing file to nothing
+ * and releasing its lock (a caller's backing_fd stays open); a forked
+ * child's store leaves the file alone (backing_path).  Accepts NULL. */
 ZM_API void zm_store_destroy(struct zm_store *store);
 
 /* Store one page (page_size bytes) at index, replacing what was there.

@@ -98,7 +98,10 @@
  *   child waits for a thread of the parent.  An object another thread was
  *   inside at the fork may have been left with that thread's lock held:
  *   the child must leave it alone (not even destroy it).  Pages held in
- *   the other threads' caches stay counted as cached in the child.
+ *   the other threads' caches stay counted as cached in the child.  A
+ *   store's backing file stays the parent's: in the child the store is
+ *   detached from it (store.h, backing_path), so nothing the child does
+ *   changes the file, its blocks or its lock.
  */
 #ifndef ZMEM_ZMEM_H
 #define ZMEM_ZMEM_H

@@ -180,6 +180,14 @@ void zmi_backing_free(struct zm_store *s, uint64_t index, uint64_t off, size_t l
 	pthread_mutex_unlock(&sp->lock);
 }
 
+bool zmi_has_file(const struct zm_store *s)
+{
+	/* getpid() rather than a fork handler: it also sees a child made
+	 * by a clone() that runs no handlers; every caller is about to
+	 * make a system call on the file anyway */
+	return s->bfd >= 0 && s->bfd_pid == getpid();
+}
+
 int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limit)
 {
 	/* packed: two blocks a page at most (one that runs on into a second
@@ -209,6 +217,7 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 		s->bfd_own = true;
 	}
 	s->bfd = fd;
+	s->bfd_pid = getpid();
 	/* two stores on one file would empty and overwrite each other's
 	 * pages: the first holds it (an fd the caller locked already, on
 	 * the same open file, passes) */
@@ -257,7 +266,12 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 
 void zmi_backing_close(struct zm_store *s)
 {
-	if (s->bfd >= 0) {
+	if (s->bfd >= 0 && !zmi_has_file(s)) {
+		/* a forked child's: the file and its lock stay the parent's
+		 * (the lock belongs to the open file both share) */
+		if (s->bfd_own)
+			close(s->bfd);
+	} else if (s->bfd >= 0) {
 		struct stat sb;
 
 		/* what is left on it means nothing without the store (a

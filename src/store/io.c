@@ -87,7 +87,7 @@ static int store_object(struct zm_store *s, struct zmi_store_stripe *st,
 				return -ENOMEM;
 			pool_full = true;
 		}
-		if (s->bfd < 0 || tries == RECLAIM_TRIES || zmi_reclaim(s, size, pool_full)) {
+		if (tries == RECLAIM_TRIES || !zmi_has_file(s) || zmi_reclaim(s, size, pool_full)) {
 			zmi_count(st, C_LIMIT_FAILS, 1);
 			return -ENOSPC;
 		}

@@ -96,7 +96,7 @@ void zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info)
 		rc = zm_pool_free_key(s->pool, index);
 		ZM_ASSERT(rc == 0);
 		(void)rc;
-	} else if (kind == ZM_STORE_SLOT_FILE && !s->destroying) {
+	} else if (kind == ZM_STORE_SLOT_FILE && !s->destroying && zmi_has_file(s)) {
 		uint64_t rec = s->same_val[index];
 
 		zmi_backing_free(s, index, file_off(rec), rec & FILE_LEN_MASK);

@@ -36,6 +36,7 @@
 
 #define ZMEM_ADVANCED  /* the advanced tier of the headers */
 #include <pthread.h>
+#include <sys/types.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -240,6 +241,9 @@ struct zm_store {
 	uint64_t idle_count;       /* atomic: pages idle at the last mark */
 
 	int bfd;                   /* backing file; -1 = none */
+	pid_t bfd_pid;             /* the process that opened it: in a forked
+				      child the store is detached from it
+				      (zmi_has_file) */
 	struct zmi_file_space *space; /* where pages go in it (backing.c) */
 	bool bfd_own;              /* opened by the store (closed at destroy) */
 	bool readback;
@@ -411,6 +415,12 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 /* backing.c: the backing file.  Each I/O is one page's (index, for the
  * seam below) at offset off; each returns 0 or a negative errno. */
 int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limit);
+/* Does the store have a backing file it may use?  Not in a forked child:
+ * the file, its lock and its blocks are the parent's, which still uses
+ * them, so the child's store is detached from it: its pages on file read
+ * as -EIO, it writes nothing back (as a store without a file), and
+ * freeing those pages or destroying the store leaves the file alone. */
+bool zmi_has_file(const struct zm_store *s);
 void zmi_backing_close(struct zm_store *s);
 /* Room for len bytes of page index: its offset in *off.  wb_lock held.
  * 0 or -ENOSPC. */

@@ -149,7 +149,7 @@ static int check_wb(struct zm_store *s, const char *what)
 		zmi_bad_input("%s: no store", what);
 		return -EINVAL;
 	}
-	return s->bfd < 0 ? -EOPNOTSUPP : 0;
+	return zmi_has_file(s) ? 0 : -EOPNOTSUPP;
 }
 
 long zm_store_writeback(struct zm_store *s, unsigned which, uint64_t max_pages)
@@ -214,7 +214,7 @@ int zmi_reclaim(struct zm_store *s, size_t size, bool pool_full)
 	size_t want = size;
 	long wrote = 0;
 
-	if (s->bfd < 0 || !limit)
+	if (!limit || !zmi_has_file(s))
 		return -ENOSPC;
 	/* the pool's pages were full while the objects were not: free a
 	 * batch's worth of objects whatever the counter says, then compact */
@@ -269,6 +269,8 @@ int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index
 	zm_handle_t h;
 	int rc;
 
+	if (!zmi_has_file(s))
+		return -EIO;  /* a forked child's: the file is the parent's */
 	if (!(rec & FILE_RAW)) {
 		src = zmi_thread_buf(s->page_size);
 		if (!src)
