@@ -2000,6 +2000,132 @@ static void model_run(const struct model_cfg *mc)
 	free(page);
 }
 
+/* ---- pool errors -------------------------------------------------------- */
+
+static int g_pf_op;             /* 'b' bind, 'f' free_key */
+static uint64_t g_pf_index;
+
+static int pool_fault_fn(int op, uint64_t index)
+{
+	return op == g_pf_op && index == g_pf_index ? -EINVAL : 0;
+}
+
+static void pool_fault_set(int op, uint64_t index)
+{
+	g_pf_op = op;
+	g_pf_index = index;
+	zmi_store_pool_fault = pool_fault_fn;
+}
+
+static int pf_teardown(void **state)
+{
+	zmi_store_pool_fault = NULL;
+	return teardown(state);
+}
+
+static unsigned kind_at(struct zm_store *s, uint64_t idx)
+{
+	unsigned kind = 99;
+
+	assert_int_equal(zm_store_slot_info(s, idx, &kind, NULL, NULL), 0);
+	return kind;
+}
+
+/* A pool that refuses to bind or free a page's object (seam above; in
+ * the field, a pool corrupted or an object freed behind the store's
+ * back): each call that swaps a page's object fails with -EIO, counts it
+ * in pool_errors and leaves a slot that names only what its key holds,
+ * which the checker verifies, in release builds as in debug ones. */
+static void test_pool_errors(void **state)
+{
+	enum { N = 16 };
+	char path[256];
+	struct zm_store_config c = { .backing_path = path, .recompress_codec = "zstd",
+				     .backing_readback = true };
+	uint8_t *text = make_pages(N, PS, PK_TEXT, 2300);
+	uint8_t *other = make_pages(1, PS, PK_TEXT, 2400);
+	struct zm_store *s;
+	uint64_t errs = 0;
+
+	tmp_file(path, sizeof(path), NULL);
+	s = test_store_mk(&c, N);
+	for (uint64_t i = 0; i < N; i++)
+		assert_int_equal(zm_store_put(s, i, text + i * PS), 0);
+
+	/* put: the old object cannot be freed: the page stays as it was */
+	pool_fault_set('f', 1);
+	assert_int_equal(zm_store_put(s, 1, other), -EIO);
+	zmi_store_pool_fault = NULL;
+	assert_int_equal(stats(s).pool_errors, ++errs);
+	expect_page(s, 1, text + 1 * PS);
+	CHECK(s);
+
+	/* put: the new object cannot be bound: the page is gone (empty) */
+	pool_fault_set('b', 2);
+	assert_int_equal(zm_store_put(s, 2, other), -EIO);
+	zmi_store_pool_fault = NULL;
+	assert_int_equal(stats(s).pool_errors, ++errs);
+	assert_int_equal(kind_at(s, 2), ZM_STORE_SLOT_EMPTY);
+	expect_zero(s, 2);
+	CHECK(s);
+	assert_int_equal(zm_store_put(s, 2, other), 0);
+	expect_page(s, 2, other);
+
+	/* discard: the page that cannot be freed stays, the others go */
+	pool_fault_set('f', 4);
+	assert_int_equal(zm_store_discard(s, 3, 3), -EIO);
+	zmi_store_pool_fault = NULL;
+	assert_int_equal(stats(s).pool_errors, ++errs);
+	expect_zero(s, 3);
+	expect_page(s, 4, text + 4 * PS);
+	expect_zero(s, 5);
+	CHECK(s);
+
+	/* writeback: the object cannot be freed: the page stays in memory */
+	pool_fault_set('f', 6);
+	assert_int_equal(zm_store_writeback_page(s, 6), -EIO);
+	zmi_store_pool_fault = NULL;
+	assert_int_equal(stats(s).pool_errors, ++errs);
+	assert_int_equal(kind_at(s, 6), ZM_STORE_SLOT_POOL);
+	assert_int_equal(stats(s).bd_count, 0);
+	expect_page(s, 6, text + 6 * PS);
+	CHECK(s);
+
+	/* recompress: the old object cannot be freed: the page stays */
+	pool_fault_set('f', 7);
+	assert_true(zm_store_recompress(s, 0, ALL) > 0);
+	zmi_store_pool_fault = NULL;
+	assert_int_equal(stats(s).pool_errors, ++errs);
+	expect_page(s, 7, text + 7 * PS);
+	CHECK(s);
+	/* the new object cannot be bound: the page is gone (empty); the
+	 * only page left to re-encode, so the run says -EIO */
+	pool_fault_set('b', 7);
+	assert_int_equal(zm_store_recompress(s, 0, ALL), -EIO);
+	zmi_store_pool_fault = NULL;
+	assert_int_equal(stats(s).pool_errors, ++errs);
+	assert_int_equal(kind_at(s, 7), ZM_STORE_SLOT_EMPTY);
+	CHECK(s);
+
+	/* readback: the object read back cannot be bound: the get has the
+	 * page all the same, which stays on file */
+	assert_int_equal(zm_store_writeback_page(s, 8), 0);
+	pool_fault_set('b', 8);
+	expect_page(s, 8, text + 8 * PS);
+	zmi_store_pool_fault = NULL;
+	assert_int_equal(stats(s).pool_errors, ++errs);
+	assert_int_equal(kind_at(s, 8), ZM_STORE_SLOT_FILE);
+	CHECK(s);
+	expect_page(s, 8, text + 8 * PS);   /* read back now */
+	assert_int_equal(kind_at(s, 8), ZM_STORE_SLOT_POOL);
+	CHECK(s);
+
+	zm_store_destroy(s);
+	unlink(path);
+	free(text);
+	free(other);
+}
+
 /* ---- fork: a child never changes the parent's file ---------------------- */
 
 /* A store of FK_N pages of text, raw and sym32 content under a 1 MiB
@@ -2155,6 +2281,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_auto_recompress, teardown),
 		cmocka_unit_test_teardown(test_auto_recompress_rate, teardown),
 		cmocka_unit_test_teardown(test_fork_child, teardown),
+		cmocka_unit_test_teardown(test_pool_errors, pf_teardown),
 	};
 	enum { NU = sizeof(unit) / sizeof(unit[0]),
 	       NM = sizeof(model_cfgs) / sizeof(model_cfgs[0]) };

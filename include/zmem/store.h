@@ -205,6 +205,10 @@ struct zm_store_stats {
 					as zm_store_mark_idle asked, or the
 					automatic tiering's idle_after_ms
 					(count) */
+	uint64_t pool_errors;        /* pool calls on a page's key that failed
+					(count): a pool corrupted or its
+					objects freed behind the store; each
+					made its call fail with -EIO */
 };
 
 /* mem_used_max is sampled every this many puts (per thread stripe):
@@ -246,8 +250,11 @@ ZM_API void zm_store_destroy(struct zm_store *store);
  *   -ENOSPC  the memory limit would be exceeded
  *   -ENOMEM  memory ran out (without a limit), or a per-thread buffer
  *            could not be had
- *   -EIO     the codec failed
- * On failure the slot keeps its previous content. */
+ *   -EIO     the codec failed, or the pool refused to free the old
+ *            object or bind the new one (counted in pool_errors)
+ * On failure the slot keeps its previous content, but for one case: the
+ * pool freed the old object and then refused to bind the new one (-EIO,
+ * the slot is then empty). */
 ZM_API int zm_store_put(struct zm_store *store, uint64_t index, const void *page);
 
 /* Copy the page at index into buf (page_size bytes).  Returns 0 (zeros
@@ -257,8 +264,10 @@ ZM_API int zm_store_put(struct zm_store *store, uint64_t index, const void *page
 ZM_API int zm_store_get(struct zm_store *store, uint64_t index, void *buf);
 
 /* Empty count slots from index on (zram's discard / trim); their memory
- * goes back to the pool.  Returns 0, or -EINVAL if the range goes beyond
- * nr_pages (nothing is discarded then). */
+ * goes back to the pool.  Returns 0, -EINVAL if the range goes beyond
+ * nr_pages (nothing is discarded then), or -EIO if the pool refused to
+ * free a page's object (that page stays, counted in pool_errors; the
+ * others are discarded). */
 ZM_API int zm_store_discard(struct zm_store *store, uint64_t index, uint64_t count);
 
 /* Compact the pool (pool.h zm_pool_compact).  Returns pages freed, or
@@ -329,7 +338,8 @@ ZM_API long zm_store_mark_idle(struct zm_store *store, unsigned min_age_ms);
  * that stays huge is marked incompressible and not tried again.  No slot
  * lock is held while compressing: a page accessed meanwhile keeps its
  * new content.  Returns the pages re-encoded, or -EINVAL, -EOPNOTSUPP (no
- * recompress_codec). */
+ * recompress_codec), -EIO (none re-encoded, and the pool refused a swap:
+ * pool_errors). */
 ZM_API long zm_store_recompress(struct zm_store *store, unsigned which, uint64_t max_pages);
 
 /* Write up to max_pages pages matching which (0: any) back to the backing
@@ -341,7 +351,8 @@ ZM_API long zm_store_recompress(struct zm_store *store, unsigned which, uint64_t
  * (ENOSPC, EDQUOT, EFBIG: all -ENOSPC) stops the writeback.  Returns the
  * pages written, or -EINVAL, -EOPNOTSUPP (no backing file), -EDQUOT
  * (writeback_limit spent, nothing written), -ENOSPC (the file full,
- * nothing written), -EIO (every write tried failed). */
+ * nothing written), -EIO (every write tried failed, or the pool refused
+ * to free a page's object: pool_errors). */
 ZM_API long zm_store_writeback(struct zm_store *store, unsigned which, uint64_t max_pages);
 
 /* Write back the page at index (zram's page_index=).  0, or -EINVAL,

@@ -43,7 +43,8 @@
  *     EBUSY       the thread holds ZM_POOL_MAX_MAPS maps already
  *     EMFILE      ZM_POOL_MAX_POOLS pools live already
  *     E2BIG       a config with fields set that this library does not know
- *     EIO         corrupt compressed data
+ *     EIO         corrupt compressed data, a failed read of a backing
+ *                 file, a pool that refused a call the store relies on
  *     EUCLEAN     a checker found a broken structure (and says what)
  *     ENOENT      tmem: no page under that key (a miss)
  *

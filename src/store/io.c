@@ -102,6 +102,16 @@ static int store_object(struct zm_store *s, struct zmi_store_stripe *st,
 	return 0;
 }
 
+/* A put the pool refused at the swap: its new object (if any) goes. */
+static int put_failed(struct zm_store *s, struct zmi_store_stripe *st, zm_handle_t h)
+{
+	if (h)
+		zm_pool_free(s->pool, h);
+	zmi_count(st, C_FAILED_WRITES, 1);
+	zmi_count(st, C_PUTS, 1);
+	return -EIO;
+}
+
 int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 {
 	struct zmi_store_stripe *st;
@@ -129,12 +139,17 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 	zmi_lazy_mark(&s->slot_arr, index);
 	old = zmi_slot_lock(s, index);
 	old_len = zmi_slot_len(s, index, old);
-	zmi_slot_free_object(s, index, old);
-	if (h) {
-		rc = zm_pool_bind(s->pool, h, index);
-		ZM_ASSERT(rc == 0);
-		(void)rc;
-	} else if (zmi_slot_set_same(s, index, word)) {
+	if (zmi_unlikely(zmi_slot_free_object(s, index, old))) {
+		/* the pool kept the old object: so does the slot */
+		zmi_slot_unlock(s, index, old, old);
+		return put_failed(s, st, h);
+	}
+	if (h && zmi_unlikely(zmi_slot_bind(s, h, index))) {
+		/* the old content is gone and the new has no key: empty */
+		zmi_slot_unlock(s, index, old, ZM_STORE_SLOT_EMPTY);
+		zmi_slot_release(s, old, old_len);
+		return put_failed(s, st, h);
+	} else if (!h && zmi_slot_set_same(s, index, word)) {
 		info |= SLOT_FLAG;
 	}
 	zmi_slot_unlock(s, index, old, info);

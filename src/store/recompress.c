@@ -65,7 +65,8 @@ void zmi_recomp_fini(struct zm_store *s)
 
 /* Recompress slot index if `which` takes it: the bytes it saved (> 0) if
  * re-encoded, 0 if not, -ENOSPC if the pool had no room for the new
- * object. */
+ * object, -EIO if the pool refused the swap (the page stays, or is lost
+ * if its old object was freed and the new one could not be bound). */
 static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
 			  unsigned which, uint64_t cutoff_ns)
 {
@@ -124,10 +125,19 @@ static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint6
 		zm_pool_free(s->pool, h);
 		return 0;
 	}
-	zmi_slot_free_object(s, index, now);
-	rc = zm_pool_bind(s->pool, h, index);
-	ZM_ASSERT(rc == 0);
-	(void)rc;
+	if (zmi_slot_free_object(s, index, now)) {
+		/* the pool kept the old object: so does the slot */
+		zmi_slot_unlock(s, index, now, now);
+		zm_pool_free(s->pool, h);
+		return -EIO;
+	}
+	if (zmi_slot_bind(s, h, index)) {
+		/* the old object is gone and the new has no key: empty */
+		zmi_slot_unlock(s, index, now, ZM_STORE_SLOT_EMPTY);
+		zm_pool_free(s->pool, h);
+		zmi_slot_release(s, now, len);
+		return -EIO;
+	}
 	info = slot_info_pool((uint32_t)n, true) | (now & SLOT_IDLE);
 	zmi_slot_unlock(s, index, now, info);
 	zmi_account(s, st, now, len, -1);
@@ -151,7 +161,7 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 	struct zmi_store_stripe *st = zmi_stripe(s);
 	uint64_t visited = 0, saved = 0, i;
 	bool made_room = false;
-	long done = 0;
+	long done = 0, err = 0;
 
 	pthread_mutex_lock(&s->recomp_lock);
 	while ((uint64_t)done < max_pages && zmi_slot_walk(s, cursor, &visited, max_visit, &i)) {
@@ -176,6 +186,8 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 			done++;
 			saved += (uint64_t)rc;
 		}
+		if (rc == -EIO)
+			err = rc;  /* a pool error (counted): the run goes on */
 	}
 	/* the objects left behind are holes in their zspages: give the pages
 	 * back rather than wait for the pool's own policy (its ratio of used
@@ -193,7 +205,7 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 	pthread_mutex_unlock(&s->recomp_lock);
 	if (saved)
 		zm_pool_shrink(s->pool, saved);
-	return done;
+	return done ? done : err;
 }
 
 long zm_store_recompress(struct zm_store *s, unsigned which, uint64_t max_pages)

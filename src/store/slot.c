@@ -87,20 +87,52 @@ uint32_t zmi_slot_len(const struct zm_store *s, uint64_t index, uint32_t info)
 	}
 }
 
-void zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info)
+int (*zmi_store_pool_fault)(int op, uint64_t index);
+
+static int pool_fault(int op, uint64_t index)
+{
+	int (*f)(int, uint64_t) = __atomic_load_n(&zmi_store_pool_fault, __ATOMIC_RELAXED);
+
+	return f ? f(op, index) : 0;
+}
+
+/* The pool refused a call on a key the slot says it owns (a pool
+ * corrupted, or its object freed behind the store's back): never carry
+ * on as if it had not, or the slot would name an object it does not
+ * own. */
+static int pool_error(struct zm_store *s, const char *call, uint64_t index, int rc)
+{
+	zmi_count(zmi_stripe(s), C_POOL_ERRORS, 1);
+	zmi_log("store: %s of page %llu failed (%d)", call, (unsigned long long)index, rc);
+	return -EIO;
+}
+
+int zmi_slot_bind(struct zm_store *s, zm_handle_t h, uint64_t index)
+{
+	int rc = pool_fault('b', index);
+
+	if (!rc)
+		rc = zm_pool_bind(s->pool, h, index);
+	return zmi_unlikely(rc) ? pool_error(s, "zm_pool_bind", index, rc) : 0;
+}
+
+int zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info)
 {
 	unsigned kind = slot_kind(info);
 	int rc;
 
 	if (kind == ZM_STORE_SLOT_POOL || kind == ZM_STORE_SLOT_HUGE) {
-		rc = zm_pool_free_key(s->pool, index);
-		ZM_ASSERT(rc == 0);
-		(void)rc;
+		rc = pool_fault('f', index);
+		if (!rc)
+			rc = zm_pool_free_key(s->pool, index);
+		if (zmi_unlikely(rc))
+			return pool_error(s, "zm_pool_free_key", index, rc);
 	} else if (kind == ZM_STORE_SLOT_FILE && !s->destroying && zmi_has_file(s)) {
 		uint64_t rec = s->same_val[index];
 
 		zmi_backing_free(s, index, file_off(rec), rec & FILE_LEN_MASK);
 	}
+	return 0;
 }
 
 bool zmi_slot_unchanged(struct zm_store *s, uint64_t index, uint32_t now, uint32_t info,
@@ -147,14 +179,18 @@ bool zmi_slot_walk(struct zm_store *s, uint64_t *cursor, uint64_t *visited, uint
 	return false;
 }
 
-void zmi_slot_clear(struct zm_store *s, uint64_t index)
+int zmi_slot_clear(struct zm_store *s, uint64_t index)
 {
 	uint32_t info = zmi_slot_lock(s, index);
 	uint32_t len = zmi_slot_len(s, index, info);
 
-	zmi_slot_free_object(s, index, info);
+	if (zmi_slot_free_object(s, index, info)) {
+		zmi_slot_unlock(s, index, info, info);
+		return -EIO;
+	}
 	zmi_slot_unlock(s, index, info, ZM_STORE_SLOT_EMPTY);
 	zmi_slot_release(s, info, len);
+	return 0;
 }
 
 void zmi_slot_release(struct zm_store *s, uint32_t info, uint32_t len)
@@ -165,6 +201,8 @@ void zmi_slot_release(struct zm_store *s, uint32_t info, uint32_t len)
 
 int zm_store_discard(struct zm_store *s, uint64_t index, uint64_t count)
 {
+	int rc = 0;
+
 	if (!s || index > s->nr_pages || count > s->nr_pages - index) {
 		zmi_bad_input("zm_store_discard: no store, or range %llu+%llu beyond it",
 			     (unsigned long long)index, (unsigned long long)count);
@@ -174,11 +212,12 @@ int zm_store_discard(struct zm_store *s, uint64_t index, uint64_t count)
 	     i = zmi_slot_next_touched(s, i + 1, index + count)) {
 		/* Unlocked peek: an empty slot stays empty unless a put races
 		 * with this discard, and either order is a correct outcome. */
-		if (word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED)) & ~SLOT_LOCK)
-			zmi_slot_clear(s, i);
+		if ((word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED)) & ~SLOT_LOCK) &&
+		    zmi_slot_clear(s, i))
+			rc = -EIO;  /* that page stays; the others go */
 	}
 	zmi_count(zmi_stripe(s), C_DISCARDS, (int64_t)count);
-	return 0;
+	return rc;
 }
 
 int zm_store_slot_info(struct zm_store *s, uint64_t index, unsigned *kind,

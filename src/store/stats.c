@@ -149,6 +149,7 @@ static void fill_stats(struct zm_store *s, struct zm_store_stats *st)
 	st->bd_reads = zmi_counter_sum(s, C_BD_READS);
 	st->bd_writes = zmi_counter_sum(s, C_BD_WRITES);
 	st->writeback_failures = zmi_counter_sum(s, C_WB_FAILS);
+	st->pool_errors = zmi_counter_sum(s, C_POOL_ERRORS);
 	st->writeback_left = !zmi_has_file(s) ? 0 : __atomic_load_n(&s->wb_left, __ATOMIC_RELAXED);
 	st->idle_pages = __atomic_load_n(&s->idle_count, __ATOMIC_RELAXED);
 	st->nr_pages = s->nr_pages;

@@ -92,7 +92,7 @@ static void release_all(struct zm_store *s)
 		if (slot_kind(word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED))) ==
 		    ZM_STORE_SLOT_EMPTY)
 			continue;
-		zmi_slot_clear(s, i);
+		(void)zmi_slot_clear(s, i);  /* a refused object goes with the pool */
 		left--;
 	}
 }

@@ -195,6 +195,7 @@ enum zmi_store_counter {
 	C_BD_READS,
 	C_BD_WRITES,
 	C_WB_FAILS,
+	C_POOL_ERRORS,  /* zm_pool_bind or zm_pool_free_key failed */
 	C_NR
 };
 
@@ -322,8 +323,20 @@ static inline struct zm_codec *zmi_slot_codec(const struct zm_store *s, uint32_t
 uint32_t zmi_slot_len(const struct zm_store *s, uint64_t index, uint32_t info);
 
 /* Free the pool object or the file space of a locked slot whose info is
- * `info`, if it has one (the slot's info is the caller's to change). */
-void zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info);
+ * `info`, if it has one (the slot's info is the caller's to change).
+ * 0, or -EIO when the pool refused to free the key's object (counted in
+ * pool_errors): the slot must then be left as it is. */
+int zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info);
+
+/* Give object h to locked slot index's key (which holds nothing).  0, or
+ * -EIO when the pool refused (counted in pool_errors): h is still the
+ * caller's to free. */
+int zmi_slot_bind(struct zm_store *s, zm_handle_t h, uint64_t index);
+
+/* Test seam: when set, zmi_slot_bind ('b') and the pool free of
+ * zmi_slot_free_object ('f') first call it with the page index; a
+ * negative errno it returns is the pool call's result (it is not made). */
+extern int (*zmi_store_pool_fault)(int op, uint64_t index);
 
 /* Does locked slot index, whose info is now `now`, still hold the object
  * that was copied out as (info, copy, len) when it was locked before?
@@ -343,8 +356,9 @@ bool zmi_slot_unchanged(struct zm_store *s, uint64_t index, uint32_t now, uint32
 bool zmi_slot_walk(struct zm_store *s, uint64_t *cursor, uint64_t *visited, uint64_t max_visit,
 		   uint64_t *index);
 
-/* Empty slot index (lock, free, unlock, count): discard and destroy. */
-void zmi_slot_clear(struct zm_store *s, uint64_t index);
+/* Empty slot index (lock, free, unlock, count): discard and destroy.
+ * 0, or -EIO if the pool would not free its object (the slot keeps it). */
+int zmi_slot_clear(struct zm_store *s, uint64_t index);
 
 /* Set a locked slot's fill word (a SAME page); returns whether it went
  * into same_val[] (the info's SLOT_FLAG). */
@@ -408,7 +422,8 @@ void zmi_recomp_fini(struct zm_store *s);
 /* Recompress pages from *cursor on (wrapping at nr_pages, at most one
  * round), up to max_pages re-encoded or max_visit slots looked at;
  * advances *cursor; sets *full (if not NULL) when it stopped because the
- * pool had no room even after compacting.  Returns pages re-encoded. */
+ * pool had no room even after compacting.  Returns pages re-encoded, or
+ * -EIO when none was and the pool refused a call (pool_errors). */
 long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 			uint64_t max_pages, uint64_t max_visit, uint64_t *cursor, bool *full);
 

@@ -101,7 +101,12 @@ static int writeback_one(struct zm_store *s, struct zmi_store_stripe *st, uint64
 		rec |= FILE_RAW;
 	else if (now & SLOT_SEC)
 		rec |= FILE_SEC;
-	zmi_slot_free_object(s, index, now);
+	if (zmi_slot_free_object(s, index, now)) {
+		/* the pool kept the object: the page stays in memory */
+		zmi_slot_unlock(s, index, now, now);
+		zmi_backing_free(s, index, off, len);
+		return -EIO;
+	}
 	zmi_lazy_mark(&s->same_arr, index);
 	s->same_val[index] = rec;
 	info = slot_info_sub(SUB_FILE, false);
@@ -296,9 +301,11 @@ int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index
 		zm_pool_free(s->pool, h);
 		return 0;
 	}
-	rc = zm_pool_bind(s->pool, h, index);
-	ZM_ASSERT(rc == 0);
-	(void)rc;
+	if (zmi_slot_bind(s, h, index)) {
+		/* the page stays on file; buf has it all the same */
+		zm_pool_free(s->pool, h);
+		return 0;
+	}
 	zmi_backing_free(s, index, file_off(rec), len);
 	ninfo = (rec & FILE_RAW) ? slot_info_sub(SUB_HUGE, false)
 				 : slot_info_pool(len, rec & FILE_SEC);
