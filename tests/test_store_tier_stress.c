@@ -14,6 +14,13 @@
  * made holding that lock must return exactly it; a get made without it
  * must return some complete page once written there, or zeros.  At the
  * end every page must equal its last write and the checker must pass.
+ * A third run brings pages read back into memory while reads from the
+ * file are slowed down at random, so that gets, puts and discards wait
+ * for reads of their slot.
+ *
+ * test_slow_read: a read from the backing file that takes 300 ms, and
+ * another thread's get, put or discard of that page meanwhile: it waits
+ * for the read, asleep (its CPU time a small part of its wall time).
  *
  *   test_store_tier_stress [--seed N] [--steps N]
  */
@@ -21,8 +28,8 @@
 #include <pthread.h>
 #include <time.h>
 
+#include "store/store_internal.h"  /* first: the backing file's seam */
 #include "storetest.h"
-#include <zmem/store.h>
 
 #define NT 4
 #define NSLOT 384
@@ -212,12 +219,33 @@ static void *tierer(void *arg)
 	return NULL;
 }
 
-static void run(size_t limit_pages, bool worker)
+/* The backing file's seam (store_internal.h): reads slowed down. */
+static uint64_t g_slow_index = UINT64_MAX; /* the first read of it sleeps
+					      g_slow_ms */
+static unsigned g_slow_ms;
+static int g_slow_in;                      /* atomic: that read has begun */
+static int g_jitter;                       /* 1 read in 4 sleeps 0-200 us */
+
+static int slow_read(int op, uint64_t index)
+{
+	if (op != 'r')
+		return 0;
+	if (index == g_slow_index && !__atomic_exchange_n(&g_slow_in, 1, __ATOMIC_ACQ_REL)) {
+		struct timespec ts = { g_slow_ms / 1000, (long)(g_slow_ms % 1000) * 1000000 };
+
+		nanosleep(&ts, NULL);
+	} else if (g_jitter && mix64(index ^ now_ms()) % 4 == 0) {
+		usleep((useconds_t)(mix64(index + now_ms()) % 200));
+	}
+	return 0;
+}
+
+static void run_cfg(size_t limit_pages, bool worker, bool readback)
 {
 	char path[256];
 	struct zm_store_config cfg = {
 		.nr_pages = NSLOT, .limit_bytes = limit_pages * PS, .backing_path = path,
-		.recompress_codec = "zstd", .idle_after_ms = 20,
+		.recompress_codec = "zstd", .idle_after_ms = 20, .backing_readback = readback,
 	};
 	pthread_t tid[NT], tt;
 	struct targ ta[NT];
@@ -296,6 +324,11 @@ static void run(size_t limit_pages, bool worker)
 		pthread_mutex_destroy(&g_slot_lock[i]);
 }
 
+static void run(size_t limit_pages, bool worker)
+{
+	run_cfg(limit_pages, worker, false);
+}
+
 /* Room for what the writers keep hot: puts write back the cold rest. */
 static void test_limit(void **state)
 {
@@ -310,11 +343,122 @@ static void test_small_limit(void **state)
 	run(160, false);
 }
 
+/* Pages read back while reads from the file are slow at random: gets,
+ * puts and discards of a page being read wait for it. */
+static void test_readback_slow_reads(void **state)
+{
+	g_jitter = 1;
+	zmi_backing_fault = slow_read;
+	run_cfg(160, false, true);
+	zmi_backing_fault = NULL;
+	g_jitter = 0;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t g_slow_got[WORDS];
+static int g_slow_rc;
+
+static void *slow_getter(void *arg)
+{
+	g_slow_rc = zm_store_get(g_store, 0, g_slow_got);
+	return NULL;
+}
+
+/* A get of page 0 whose read from the file takes 300 ms; meanwhile this
+ * thread does `op` on page 0.  No spinning lock is held across the read:
+ * this thread waits for it asleep. */
+static void slow_read_vs(int op)
+{
+	static uint64_t page[WORDS], page2[WORDS], out[WORDS];
+	uint64_t c = st_cookie(0, 0, 1, 0), c2 = st_cookie(0, 0, 2, 0);
+	uint64_t t0, c0, wall, cpu;
+	pthread_t tid;
+
+	st_page(page, c, ST_LZ4_HUGE);
+	st_page(page2, c2, ST_LZ4_HUGE);
+	assert_int_equal(zm_store_put(g_store, 0, page), 0);
+	assert_int_equal(zm_store_writeback_page(g_store, 0), 0);
+	g_slow_in = 0;
+	g_slow_index = 0;
+	g_slow_ms = 300;
+	zmi_backing_fault = slow_read;
+	pthread_create(&tid, NULL, slow_getter, NULL);
+	while (!__atomic_load_n(&g_slow_in, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	t0 = mono_ns();
+	c0 = thread_cpu_ns();
+	if (op == 'g')
+		assert_int_equal(zm_store_get(g_store, 0, out), 0);
+	else if (op == 'p')
+		assert_int_equal(zm_store_put(g_store, 0, page2), 0);
+	else
+		assert_int_equal(zm_store_discard(g_store, 0, 1), 0);
+	cpu = thread_cpu_ns() - c0;
+	wall = mono_ns() - t0;
+	pthread_join(tid, NULL);
+	zmi_backing_fault = NULL;
+	g_slow_index = UINT64_MAX;
+	printf("%s while a 300 ms read of the page: %.1f ms, %.2f ms of CPU\n",
+	       op == 'g' ? "get" : op == 'p' ? "put" : "discard", (double)wall / 1e6,
+	       (double)cpu / 1e6);
+	assert_int_equal(g_slow_rc, 0);
+	assert_memory_equal(g_slow_got, page, PS);
+	if (op == 'g')
+		assert_memory_equal(out, page, PS);
+	assert_int_equal(zm_store_get(g_store, 0, out), 0);
+	if (op == 'p')
+		assert_memory_equal(out, page2, PS);
+	else if (op == 'd')
+		assert_true(out[0] == 0 && out[WORDS - 1] == 0);
+	/* it waited for the read (100 ms of slack for a slow machine)... */
+	assert_true(wall >= 100 * 1000000ull);
+	/* ...asleep: a spinning wait would burn most of it */
+	assert_true(cpu * 10 < wall);
+}
+
+static void test_slow_read(void **state)
+{
+	char path[256];
+	struct zm_store_config cfg = { .nr_pages = 8, .backing_path = path };
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/zmem-tier-slow-XXXXXX",
+		 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(zm_store_create(&cfg, &g_store), 0);
+	unlink(path);
+	slow_read_vs('g');
+	slow_read_vs('p');
+	slow_read_vs('d');
+	assert_int_equal(zm_store_check(g_store), 0);
+	zm_store_destroy(g_store);
+	g_store = NULL;
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_slow_read),
 		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_small_limit),
+		cmocka_unit_test(test_readback_slow_reads),
 	};
 
 	test_args(argc, argv, &g_seed, &g_steps);

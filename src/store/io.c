@@ -8,9 +8,11 @@
  *       the new one to it (zm_pool_bind), set the info, unlock; count.
  * get:  lock the slot; decompress straight from the pool object (mapped
  *       read-only) into the caller's buffer with the codec that encoded
- *       it, or copy a raw page, or fill the same-filled word, or read the
- *       page from the backing file (writeback.c); unlock, clearing the
- *       idle bit.
+ *       it, or copy a raw page, or fill the same-filled word; unlock,
+ *       clearing the idle bit.  A page on the backing file is read with
+ *       the slot marked BUSY and unlocked (writeback.c): no spinning lock
+ *       is held across the read, and gets, puts and discards of the page
+ *       wait for it asleep.
  *
  * At the memory limit, a put on a store with a backing file writes other
  * pages back to make room (writeback.c) instead of failing.
@@ -137,7 +139,7 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 		}
 	}
 	zmi_lazy_mark(&s->slot_arr, index);
-	old = zmi_slot_lock(s, index);
+	old = zmi_slot_lock_ready(s, index);
 	old_len = zmi_slot_len(s, index, old);
 	if (zmi_unlikely(zmi_slot_free_object(s, index, old))) {
 		/* the pool kept the old object: so does the slot */
@@ -179,7 +181,7 @@ int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 	}
 	st = zmi_stripe(s);
 	zmi_count(st, C_GETS, 1);
-	info = zmi_slot_lock(s, index);
+	info = zmi_slot_lock_ready(s, index);
 	held = info;
 	switch (slot_kind(info)) {
 	case ZM_STORE_SLOT_EMPTY:
@@ -196,8 +198,11 @@ int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 		rc = zm_pool_read(s->pool, h, buf, s->page_size) ? -EIO : 0;
 		break;
 	case ZM_STORE_SLOT_FILE:
-		rc = zmi_file_get(s, st, index, &info, buf);
-		break;
+		/* read with the slot BUSY, not locked; it unlocks */
+		rc = zmi_file_get(s, st, index, info, buf);
+		if (zmi_unlikely(rc))
+			zmi_count(st, C_FAILED_READS, 1);
+		return rc;
 	default:
 		h = zmi_slot_handle(s, index);
 		src = zm_pool_map(s->pool, h, ZM_MAP_RO);

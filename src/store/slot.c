@@ -13,9 +13,12 @@
  * touched the same way.
  *
  * The slot lock is a spin bit.  It is held for a slot swap (a few
- * instructions) or a decompression (a few microseconds at most), and only
- * threads on the same slot ever wait for it, so waiting spins with a pause
- * for about that long and then yields, like zmi_lock.
+ * instructions) or a decompression (a few microseconds at most), never
+ * across a system call that can block, and only threads on the same slot
+ * ever wait for it, so waiting spins with a pause for about that long and
+ * then yields, like zmi_lock.  A read from the backing file is made with
+ * the slot BUSY instead (writeback.c); those waiting for it sleep on the
+ * store's busy_cond.
  *
  * Lock order: see store_internal.h; this file takes slot locks only, one
  * at a time.
@@ -62,6 +65,23 @@ void zmi_slot_lock_slow(uint64_t *w)
 		}
 		sched_yield();
 	}
+}
+
+void zmi_slot_wait(struct zm_store *s, uint64_t index)
+{
+	/* the reader clears BUSY before it takes busy_lock to broadcast: a
+	 * waiter that saw BUSY under busy_lock is waiting by then */
+	pthread_mutex_lock(&s->busy_lock);
+	while (slot_busy(word_info(__atomic_load_n(&s->slots[index], __ATOMIC_ACQUIRE))))
+		pthread_cond_wait(&s->busy_cond, &s->busy_lock);
+	pthread_mutex_unlock(&s->busy_lock);
+}
+
+void zmi_slot_wake(struct zm_store *s)
+{
+	pthread_mutex_lock(&s->busy_lock);
+	pthread_cond_broadcast(&s->busy_cond);
+	pthread_mutex_unlock(&s->busy_lock);
 }
 
 bool zmi_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word)
@@ -181,7 +201,7 @@ bool zmi_slot_walk(struct zm_store *s, uint64_t *cursor, uint64_t *visited, uint
 
 int zmi_slot_clear(struct zm_store *s, uint64_t index)
 {
-	uint32_t info = zmi_slot_lock(s, index);
+	uint32_t info = zmi_slot_lock_ready(s, index);
 	uint32_t len = zmi_slot_len(s, index, info);
 
 	if (zmi_slot_free_object(s, index, info)) {

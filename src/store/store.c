@@ -134,6 +134,8 @@ int zm_store_create_sized(const struct zm_store_config *ucfg, size_t cfg_size,
 	pthread_mutex_init(&s->mark_lock, NULL);
 	pthread_mutex_init(&s->wb_lock, NULL);
 	pthread_mutex_init(&s->recomp_lock, NULL);
+	pthread_mutex_init(&s->busy_lock, NULL);
+	pthread_cond_init(&s->busy_cond, NULL);
 
 	rc = zm_codec_create(cfg->codec, cfg->codec_level, &s->codec);
 	if (rc)
@@ -193,6 +195,8 @@ void zm_store_destroy(struct zm_store *s)
 	pthread_mutex_destroy(&s->mark_lock);
 	pthread_mutex_destroy(&s->wb_lock);
 	pthread_mutex_destroy(&s->recomp_lock);
+	pthread_mutex_destroy(&s->busy_lock);
+	pthread_cond_destroy(&s->busy_cond);
 	free(s);
 }
 

@@ -22,11 +22,15 @@
  *     recomp_lock -> slot lock
  *     recomp_lock -> wb_lock -> mark_lock (only the checker takes them all)
  *
- * A slot lock is one bit of the slot's word.  It protects the slot's
+ * A slot lock is one bit of the slot's word, and its waiters spin: it is
+ * never held across a system call that can block.  It protects the slot's
  * info and which object its key holds; it is held to read the slot and
  * decompress from the pool (get), or to swap in a new content (put,
  * discard: the old object is freed and the new one bound to the key under
- * it).  The pool never calls back into the store, so any pool call may be
+ * it).  A get of a page on the backing file marks the slot BUSY and drops
+ * the lock for the read; a get, put or discard that finds the slot BUSY
+ * waits, asleep, on busy_cond until the read is over (zmi_slot_lock_ready),
+ * and no one else changes a FILE slot.  The pool never calls back into the store, so any pool call may be
  * made under a slot lock; zm_pool_alloc (and the compression before it) is not,
  * to keep the lock short.  No thread ever holds two slot locks.  Counters
  * are atomics and need no lock.
@@ -70,7 +74,8 @@
  *                  same_val[] (clear: a zero page)
  *     2 HUGE       a raw page in the pool; bit 5: incompressible (the
  *                  secondary codec could not shrink it either)
- *     3 FILE       written back; same_val[] holds where and how (FILE_*)
+ *     3 FILE       written back; same_val[] holds where and how (FILE_*);
+ *                  bit 5 (SLOT_BUSY): a get is reading it from the file
  *
  * The pool rewrites its bits whenever it moves the object (compaction),
  * with a compare-and-swap; we change ours only with atomic
@@ -96,6 +101,7 @@
 #define SLOT_SUB_SHIFT  3
 #define SLOT_SUB_MASK   (3u << SLOT_SUB_SHIFT)
 #define SLOT_FLAG       (1u << 5)   /* SAME: word in same_val; HUGE: incompressible */
+#define SLOT_BUSY       SLOT_FLAG   /* FILE: a get is reading it */
 
 enum { SUB_EMPTY, SUB_SAME, SUB_HUGE, SUB_FILE };
 
@@ -261,6 +267,9 @@ struct zm_store {
 				      compaction for them (recomp_lock) */
 
 	struct zmi_tier *tier;     /* automatic tiering; NULL = off */
+
+	pthread_mutex_t busy_lock; /* with busy_cond: waiting for a BUSY slot */
+	pthread_cond_t busy_cond;  /* broadcast when a slot stops being BUSY */
 };
 
 /* slot.c */
@@ -288,6 +297,19 @@ static inline uint32_t zmi_slot_lock(struct zm_store *s, uint64_t index)
 	return word_info(old) & ~SLOT_LOCK;
 }
 
+/* Is a slot of this info BUSY: a page on file being read by a get? */
+static inline bool slot_busy(uint32_t info)
+{
+	const uint32_t file = (uint32_t)SUB_FILE << SLOT_SUB_SHIFT;
+
+	return (info & (SLOT_POOL | SLOT_SUB_MASK | SLOT_BUSY)) == (file | SLOT_BUSY);
+}
+
+/* Sleep until slot index is not BUSY (no slot lock held). */
+void zmi_slot_wait(struct zm_store *s, uint64_t index);
+/* Wake the threads waiting for a slot that stopped being BUSY. */
+void zmi_slot_wake(struct zm_store *s);
+
 /* Unlock, changing the info from `held` (what zmi_slot_lock returned, the
  * slot unchanged since) to `info` (without the lock bit): one xor, which
  * leaves the pool's bits alone. */
@@ -297,6 +319,20 @@ static inline void zmi_slot_unlock(struct zm_store *s, uint64_t index, uint32_t 
 	__atomic_fetch_xor(&s->slots[index],
 			   (uint64_t)((held | SLOT_LOCK) ^ info) << SLOT_INFO_SHIFT,
 			   __ATOMIC_RELEASE);
+}
+
+/* Lock slot index once it is not BUSY (a get, put or discard, which
+ * would read or free the page on file being read); returns its info. */
+static inline uint32_t zmi_slot_lock_ready(struct zm_store *s, uint64_t index)
+{
+	for (;;) {
+		uint32_t info = zmi_slot_lock(s, index);
+
+		if (zmi_likely(!slot_busy(info)))
+			return info;
+		zmi_slot_unlock(s, index, info, info);
+		zmi_slot_wait(s, index);
+	}
 }
 
 /* The pool handle of a slot holding a POOL or HUGE page. */
@@ -452,10 +488,12 @@ int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf
 extern int (*zmi_backing_fault)(int op, uint64_t index);
 
 /* writeback.c */
-/* Read locked FILE slot index into buf; may bring it back into the pool
- * (readback), then sets *info to the slot's new info.  0, -EIO, -ENOMEM. */
+/* Read FILE slot index, locked (not BUSY) with info `info`, into buf,
+ * with the slot BUSY and unlocked during the read; may bring it back
+ * into the pool (readback).  Returns with the slot unlocked: 0, -EIO,
+ * -ENOMEM. */
 int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
-		 uint32_t *info, void *buf);
+		 uint32_t info, void *buf);
 /* A put found no room for size bytes (pool_full: the pool refused the
  * allocation): write pages back until it may have.  0 (try again) or
  * -ENOSPC (no backing file, or it is full or its limit spent). */

@@ -37,8 +37,15 @@
  * pool if its pages were what was full.  -ENOSPC only when the file is
  * full, its limit is spent, or nothing is left to write back.
  *
+ * Reading a page on file (zmi_file_get): the slot is marked BUSY and
+ * unlocked for the read and the decompression, so that no spinning lock
+ * is held across a system call that can block; the gets, puts and
+ * discards of that page wait asleep (zmi_slot_lock_ready).  With
+ * readback, the object is made while BUSY and bound once locked again.
+ *
  * Locks: wb_lock -> (mark_lock, in b) -> slot locks, one at a time ->
- * pool.  A put calls zmi_reclaim holding no lock.
+ * pool.  A put calls zmi_reclaim holding no lock.  busy_lock is a leaf,
+ * taken with no slot lock held.
  */
 #include <errno.h>
 
@@ -265,52 +272,76 @@ out:
 
 /* ---- reading a page on file ----------------------------------------- */
 
-int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
-		 uint32_t *info, void *buf)
+/* Read the page of record rec into buf (src: where its bytes go first,
+ * buf itself for a raw page).  0, -EIO, -ENOMEM. */
+static int read_page(struct zm_store *s, uint64_t index, uint64_t rec, char *src, void *buf)
 {
-	uint64_t rec = s->same_val[index];
-	uint32_t len = (uint32_t)(rec & FILE_LEN_MASK), ninfo;
-	char *src = buf;
-	zm_handle_t h;
+	uint32_t len = (uint32_t)(rec & FILE_LEN_MASK);
 	int rc;
 
-	if (!zmi_has_file(s))
-		return -EIO;  /* a forked child's: the file is the parent's */
-	if (!(rec & FILE_RAW)) {
-		src = zmi_thread_buf(s->page_size);
-		if (!src)
-			return -ENOMEM;
-	}
-	rc = zmi_backing_read(s, index, file_off(rec), src, len);
-	if (rc)
+	if (zmi_backing_read(s, index, file_off(rec), src, len))
 		return -EIO;
-	if (!(rec & FILE_RAW)) {
-		rc = zm_codec_decompress((rec & FILE_SEC) ? s->codec2 : s->codec, src, len, buf,
-					 s->page_size);
-		if (rc)
-			return rc == -ENOMEM ? -ENOMEM : -EIO;
-	}
-	zmi_count(st, C_BD_READS, 1);
+	if (rec & FILE_RAW)
+		return 0;
+	rc = zm_codec_decompress((rec & FILE_SEC) ? s->codec2 : s->codec, src, len, buf,
+				 s->page_size);
+	return !rc ? 0 : rc == -ENOMEM ? -ENOMEM : -EIO;
+}
+
+/* The page's bytes (src, len) in a new pool object, if the limit allows
+ * and the pool has room; 0 if not. */
+static zm_handle_t readback_object(struct zm_store *s, const char *src, uint32_t len)
+{
+	zm_handle_t h;
+
 	if (!s->readback || zmi_limit_check(s, len))
 		return 0;
-	/* back into the pool, as it was there */
 	h = zm_pool_alloc(s->pool, len);
-	if (!h)
-		return 0;
-	if (zm_pool_write(s->pool, h, src, len)) {
+	if (h && zm_pool_write(s->pool, h, src, len)) {
 		zm_pool_free(s->pool, h);
-		return 0;
+		h = 0;
 	}
-	if (zmi_slot_bind(s, h, index)) {
+	return h;
+}
+
+int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+		 uint32_t info, void *buf)
+{
+	uint64_t rec = s->same_val[index];
+	uint32_t len = (uint32_t)(rec & FILE_LEN_MASK), held, ninfo = info;
+	char *src = buf;
+	zm_handle_t h = 0;
+	int rc;
+
+	if (!(rec & FILE_RAW))
+		src = zmi_thread_buf(s->page_size);
+	if (!zmi_has_file(s) || !src) {
+		/* a forked child's store: the file is the parent's */
+		zmi_slot_unlock(s, index, info, info);
+		return src ? -EIO : -ENOMEM;
+	}
+	/* BUSY: the record and the file's bytes stay this page's (gets, puts
+	 * and discards of it wait; nothing else changes a FILE slot) while
+	 * the slot is unlocked for the read */
+	zmi_slot_unlock(s, index, info, info | SLOT_BUSY);
+	rc = read_page(s, index, rec, src, buf);
+	if (!rc) {
+		zmi_count(st, C_BD_READS, 1);
+		h = readback_object(s, src, len);   /* back into the pool, as it was there */
+	}
+	held = zmi_slot_lock(s, index);
+	ZM_ASSERT(held == (info | SLOT_BUSY));
+	if (h && zmi_slot_bind(s, h, index)) {
 		/* the page stays on file; buf has it all the same */
 		zm_pool_free(s->pool, h);
-		return 0;
+	} else if (h) {
+		zmi_backing_free(s, index, file_off(rec), len);
+		ninfo = (rec & FILE_RAW) ? slot_info_sub(SUB_HUGE, false)
+					 : slot_info_pool(len, rec & FILE_SEC);
+		zmi_account(s, st, info, len, -1);
+		zmi_account(s, st, ninfo, len, 1);
 	}
-	zmi_backing_free(s, index, file_off(rec), len);
-	ninfo = (rec & FILE_RAW) ? slot_info_sub(SUB_HUGE, false)
-				 : slot_info_pool(len, rec & FILE_SEC);
-	zmi_account(s, st, *info, len, -1);
-	zmi_account(s, st, ninfo, len, 1);
-	*info = ninfo;
-	return 0;
+	zmi_slot_unlock(s, index, held, ninfo);
+	zmi_slot_wake(s);
+	return rc;
 }
