@@ -1,9 +1,11 @@
 /*
- * Fixed costs: what an empty pool, pages instance and store cost in
- * resident memory, and what many small pools cost in threads and memory.
+ * Fixed costs: what an empty pool, pages instance, store and tmem
+ * instance cost in resident memory, and what many small pools cost in
+ * threads and memory.
  *
  *   an empty default pool, an empty pages instance, an empty store of
- *   2^20 pages (4 GiB): at most 64 KiB resident each;
+ *   2^20 pages (4 GiB), an empty default tmem instance: at most 64 KiB
+ *   resident each;
  *   1000 default pools holding one 100-byte object each: at most 2 more
  *   threads and 64 MiB more resident in all, and the memory and threads
  *   back once they are destroyed;
@@ -25,6 +27,7 @@
 
 #include <zmem/pages.h>
 #include <zmem/store.h>
+#include <zmem/tmem.h>
 
 #include "testutil.h"
 #include <zmem/pool.h>
@@ -89,7 +92,7 @@ static void check_rss(const char *what, size_t before, size_t after, size_t max)
  */
 #define EMPTY_N 32
 
-enum kind { POOL, PAGES, STORE };
+enum kind { POOL, PAGES, STORE, TMEM };
 
 static void *create(enum kind k)
 {
@@ -97,6 +100,7 @@ static void *create(enum kind k)
 	struct zm_pool *pool = NULL;
 	struct zm_pages *pages = NULL;
 	struct zm_store *store = NULL;
+	struct zm_tmem *tmem = NULL;
 
 	switch (k) {
 	case POOL:
@@ -108,6 +112,9 @@ static void *create(enum kind k)
 	case STORE:
 		assert_int_equal(zm_store_create(&sc, &store), 0);
 		return store;
+	case TMEM:
+		assert_int_equal(zm_tmem_create(NULL, &tmem), 0);
+		return tmem;
 	}
 	return NULL;
 }
@@ -118,6 +125,8 @@ static void destroy(enum kind k, void *o)
 		zm_pool_destroy(o);
 	else if (k == PAGES)
 		zm_pages_destroy(o);
+	else if (k == TMEM)
+		zm_tmem_destroy(o);
 	else
 		zm_store_destroy(o);
 }
@@ -152,6 +161,12 @@ static void test_empty_pages(void **state)
 static void test_empty_store(void **state)
 {
 	check_rss("empty store of 2^20 pages", 0, empty_cost(STORE), EMPTY_MAX);
+}
+
+/* tmem.h: an empty instance with the default configuration */
+static void test_empty_tmem(void **state)
+{
+	check_rss("empty tmem instance", 0, empty_cost(TMEM), EMPTY_MAX);
 }
 
 static void test_thousand_pools(void **state)
@@ -225,6 +240,7 @@ int main(void)
 		cmocka_unit_test(test_empty_pool),
 		cmocka_unit_test(test_empty_pages),
 		cmocka_unit_test(test_empty_store),
+		cmocka_unit_test(test_empty_tmem),
 		cmocka_unit_test(test_thousand_pools),
 		cmocka_unit_test(test_no_thread_leak),
 	};

@@ -76,7 +76,8 @@ extern "C" {
 #define ZM_STORE_HIST_BUCKETS 64
 
 /* Most pages a store may have: a slot is the pool's owner word of its
- * index, and keys fit 31 bits (8 TiB of 4 KiB pages). */
+ * index, and the pool has 2^29 keys (2 TiB of 4 KiB pages, 32 TiB of
+ * 64 KiB pages). */
 #define ZM_STORE_MAX_PAGES ((uint64_t)1 << 29) /* the pool's keys (ZM_POOL_MAX_KEYS) */
 
 struct zm_store_config {
@@ -230,8 +231,8 @@ struct zm_store;
  * MiB for 2^20 pages) and the same-filled words, and its pool's arena
  * (what the store could hold raw, capped by the limit and the machine's
  * memory, plus a quarter: 5 GiB for 2^20 pages of 4 KiB on a machine with
- * 4 GiB or more) with its records.  An empty store of 2^20 pages is 4-20
- * KiB resident (at most 64 KiB).  Threads: none of its own (its pool's
+ * 4 GiB or more) with its records.  An empty store of 2^20 pages is about
+ * 22 KiB resident (at most 64 KiB; docs/results/2026-12-04-empty-tmem.md).  Threads: none of its own (its pool's
  * compaction runs on the process's one worker; pool.h). */
 ZM_API int zm_store_create_sized(const struct zm_store_config *cfg, size_t cfg_size,
 				 struct zm_store **out);

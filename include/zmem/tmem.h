@@ -179,7 +179,8 @@ struct zm_tmem;
  * pages layer's arena of 2^32 pages, NULL out), -E2BIG (a
  * config with fields this library does not know set), -EMFILE (pool.h:
  * too many pools live), -ENOMEM.  cfg NULL = the defaults.  Cost: two
- * pools' worth of address space (pool.h), a few KiB resident until used;
+ * pools' worth of address space (pool.h), and about 32 KiB resident
+ * until used (15 KiB of it heap; docs/results/2026-12-04-empty-tmem.md);
  * no thread of its own. */
 ZM_API int zm_tmem_create_sized(const struct zm_tmem_config *cfg, size_t cfg_size,
 				struct zm_tmem **out);

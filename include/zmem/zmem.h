@@ -46,7 +46,9 @@
  *     EIO         corrupt compressed data, a failed read of a backing
  *                 file, a pool that refused a call the store relies on
  *     EUCLEAN     a checker found a broken structure (and says what)
- *     ENOENT      tmem: no page under that key (a miss)
+ *     ENOENT      tmem: no page under that key (a miss); a store's page
+ *                 not in memory (zm_store_writeback_page)
+ *     EDQUOT      a store's writeback_limit spent
  *
  *   NULL.  Every call that takes an object (pages, pool, codec, store,
  *   tmem) or a buffer refuses NULL as bad input; what it returns then:
