@@ -237,6 +237,9 @@ void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FI
 			" there, %" PRIu64 " failures)\n", "on the backing file",
 			st->bd_count, st->bd_reads, st->bd_writes, H(0, st->bd_bytes),
 			st->writeback_failures);
+	if (st->pool_errors)
+		fprintf(f, "%-24s %14" PRIu64 "  (calls failed with -EIO)\n", "pool errors",
+			st->pool_errors);
 	for (int b = 0; b < ZM_STORE_HIST_BUCKETS; b++)
 		if (st->hist[b] > hmax)
 			hmax = st->hist[b];
