@@ -24,9 +24,11 @@
  *                     huge_idle or all (the default)
  *   stop              stop the server, as SIGTERM does
  *
- * Verbs answer one line: "ok: ..." or "error: ...".  An unknown verb gets
- * an error naming the known ones.  Sizes arrive as plain bytes: the
- * client parses units.
+ * A request is one line of at most CONTROL_LINE_MAX bytes, its newline
+ * included; it runs once the newline is in, and a longer one is refused
+ * whole.  Verbs answer one line: "ok: ..." or "error: ...".  An unknown
+ * verb gets an error naming the known ones.  Sizes arrive as plain bytes:
+ * the client parses units.
  *
  * The report: the export (size, codec, allocator), zram's mm_stat and
  * bd_stat lines and fields, the store's statistics with its size
@@ -35,6 +37,9 @@
  * type, bytes, errors).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -445,80 +450,312 @@ static void control_do(struct zmi_server *s, char *line, FILE *f)
 	}
 }
 
-/* Answer a request line on fd. */
-static void control_answer(struct zmi_server *s, int fd, char *line)
-{
-	int dfd = dup(fd);
-	FILE *f = dfd >= 0 ? fdopen(dfd, "w") : NULL;
+/* ---- the control thread ----------------------------------------------
+ *
+ * One thread polls the listening socket and every control connection,
+ * each with its own line buffer and answer, so that no connection waits
+ * on another: a client that sends half a line, or none, or does not take
+ * its answer holds up nobody.  A request runs once its newline is in; a
+ * line longer than CONTROL_LINE_MAX is refused whole.  Each connection
+ * gets the server's time limit (--timeout) to send its line and again to
+ * take its answer, and is closed then.
+ *
+ * Ownership: the connections and their buffers belong to the control
+ * thread alone.
+ */
 
-	if (!f) {
-		if (dfd >= 0)
-			close(dfd);
-		return;
-	}
-	control_do(s, line, f);
-	fclose(f);
+/* Control connections open at once.  When all are taken, the oldest
+ * that has not sent its line yet makes room for a new one. */
+#define CONTROL_MAX_CONNS 64
+/* Bytes of a client's input thrown away after a refused line, so that
+ * closing the socket with input unread does not reset it before the
+ * client has read the refusal. */
+#define CONTROL_DRAIN_MAX (64u << 10)
+
+enum ctl_state {
+	CC_READ,      /* reading the request line */
+	CC_WRITE,     /* sending the answer */
+};
+
+struct ctl_conn {
+	int fd;                   /* nonblocking */
+	enum ctl_state state;
+	uint64_t deadline_ns;     /* the line in, or the answer out, by then */
+	size_t len;               /* bytes in line */
+	char line[CONTROL_LINE_MAX + 1];
+	char *out;                /* the answer (malloc) */
+	size_t out_len, out_off;  /* its length, and how much is sent */
+};
+
+struct zmi_control {
+	struct zmi_server *s;
+	int lfd;                  /* the listening socket, nonblocking */
+	int wake[2];              /* control_stop writes here */
+	bool quit;                /* atomic */
+	pthread_t thread;
+	struct ctl_conn *conn[CONTROL_MAX_CONNS];
+	unsigned nconn;
+};
+
+static void conn_close(struct zmi_control *ctl, unsigned i)
+{
+	struct ctl_conn *c = ctl->conn[i];
+
+	close(c->fd);
+	free(c->out);
+	free(c);
+	ctl->conn[i] = ctl->conn[--ctl->nconn];
 }
 
-struct control {
-	struct zmi_server *s;
-	int fd;
-};
+/* The answer is in c->out: send it from now on. */
+static void conn_answer(struct zmi_control *ctl, struct ctl_conn *c, char *out, size_t len)
+{
+	c->out = out;
+	c->out_len = len;
+	c->out_off = 0;
+	c->state = CC_WRITE;
+	c->deadline_ns = serve_deadline(ctl->s);
+}
+
+/* An answer of one line, printf-style (a refusal before any verb ran). */
+static void conn_say(struct zmi_control *ctl, struct ctl_conn *c, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void conn_say(struct zmi_control *ctl, struct ctl_conn *c, const char *fmt, ...)
+{
+	va_list ap;
+	char *out = NULL;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&out, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		out = NULL;
+	conn_answer(ctl, c, out, n < 0 ? 0 : (size_t)n);
+}
+
+/* Carry out c's request line: the answer becomes c's. */
+static void conn_run(struct zmi_control *ctl, struct ctl_conn *c)
+{
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	if (!f) {
+		conn_answer(ctl, c, NULL, 0);
+		return;
+	}
+	control_do(ctl->s, c->line, f);
+	fclose(f);
+	conn_answer(ctl, c, out, len);
+}
+
+/* Read what c sent; run its line once the newline is in.  false when c
+ * is done with (closed by its client before a line). */
+static bool conn_read(struct zmi_control *ctl, struct ctl_conn *c)
+{
+	ssize_t n = recv(c->fd, c->line + c->len, CONTROL_LINE_MAX - c->len, 0);
+	char *nl;
+
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR;
+	if (n == 0) {
+		if (!c->len)
+			return false;
+		conn_say(ctl, c, "error: the request line ended without its newline; "
+			 "nothing done\n");
+		return true;
+	}
+	nl = memchr(c->line + c->len, '\n', (size_t)n);
+	c->len += (size_t)n;
+	if (!nl) {
+		if (c->len == CONTROL_LINE_MAX)
+			conn_say(ctl, c, "error: request line longer than %u bytes (newline "
+				 "included); nothing done\n", CONTROL_LINE_MAX);
+		return true;
+	}
+	if (memchr(c->line, 0, (size_t)(nl - c->line))) {
+		conn_say(ctl, c, "error: the request line holds a NUL byte; nothing done\n");
+		return true;
+	}
+	*nl = 0;
+	if (nl > c->line && nl[-1] == '\r')
+		nl[-1] = 0;
+	conn_run(ctl, c);
+	return true;
+}
+
+/* Send what c's client will take of the answer: false once all is sent
+ * (or the client is gone). */
+static bool conn_write(struct ctl_conn *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+				 MSG_NOSIGNAL);
+
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR;
+		c->out_off += (size_t)n;
+	}
+	/* what the client sent beyond its line is read and dropped first:
+	 * closing a socket with input unread resets it, and the client
+	 * would get an error rather than the end of the answer */
+	for (size_t got = 0; got < CONTROL_DRAIN_MAX;) {
+		char junk[4096];
+		ssize_t n = recv(c->fd, junk, sizeof(junk), MSG_DONTWAIT);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	shutdown(c->fd, SHUT_WR);
+	return false;
+}
+
+/* Make room for one more connection: the oldest still reading its line
+ * goes.  false if every connection is past that (they end soon). */
+static bool conn_make_room(struct zmi_control *ctl)
+{
+	unsigned oldest = CONTROL_MAX_CONNS;
+
+	for (unsigned i = 0; i < ctl->nconn; i++)
+		if (ctl->conn[i]->state == CC_READ && (oldest == CONTROL_MAX_CONNS ||
+		    ctl->conn[i]->deadline_ns < ctl->conn[oldest]->deadline_ns))
+			oldest = i;
+	if (oldest == CONTROL_MAX_CONNS)
+		return false;
+	conn_close(ctl, oldest);
+	return true;
+}
+
+/* Take the connections waiting on the listening socket. */
+static void control_accept(struct zmi_control *ctl)
+{
+	for (;;) {
+		int fd = accept4(ctl->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		struct ctl_conn *c;
+
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM)
+				usleep(100000);  /* out of descriptors for now */
+			return;
+		}
+		if ((ctl->nconn == CONTROL_MAX_CONNS && !conn_make_room(ctl)) ||
+		    !(c = calloc(1, sizeof(*c)))) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->state = CC_READ;
+		c->deadline_ns = serve_deadline(ctl->s);
+		ctl->conn[ctl->nconn++] = c;
+	}
+}
+
+/* Milliseconds until the first deadline, for poll (-1: none). */
+static int control_wait_ms(const struct zmi_control *ctl)
+{
+	uint64_t now = serve_now_ns(), first = UINT64_MAX;
+
+	for (unsigned i = 0; i < ctl->nconn; i++)
+		if (ctl->conn[i]->deadline_ns < first)
+			first = ctl->conn[i]->deadline_ns;
+	if (first == UINT64_MAX)
+		return -1;
+	return first <= now ? 0 : (int)((first - now) / 1000000 + 1);
+}
 
 static void *control_thread(void *arg)
 {
-	struct control *ctl = arg;
+	struct zmi_control *ctl = arg;
+	struct pollfd pf[CONTROL_MAX_CONNS + 2];
+	struct ctl_conn *polled[CONTROL_MAX_CONNS];
 
-	for (;;) {
-		int fd = accept4(ctl->fd, NULL, NULL, SOCK_CLOEXEC);
-		char line[128] = "";
-		struct timeval tv = { 2, 0 };
-		ssize_t n;
+	while (!__atomic_load_n(&ctl->quit, __ATOMIC_ACQUIRE)) {
+		unsigned n = ctl->nconn;
+		uint64_t now;
 
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-			    errno == ENOMEM) {
-				usleep(100000);  /* out of descriptors for now */
-				continue;
-			}
-			break;  /* shut down */
+		pf[0] = (struct pollfd){ .fd = ctl->wake[0], .events = POLLIN };
+		pf[1] = (struct pollfd){ .fd = ctl->lfd, .events = POLLIN };
+		for (unsigned i = 0; i < n; i++) {
+			polled[i] = ctl->conn[i];
+			pf[i + 2] = (struct pollfd){ .fd = polled[i]->fd,
+				.events = polled[i]->state == CC_READ ? POLLIN : POLLOUT };
 		}
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		n = recv(fd, line, sizeof(line) - 1, 0);
-		if (n > 0)
-			control_answer(ctl->s, fd, line);
-		close(fd);
+		if (poll(pf, n + 2, control_wait_ms(ctl)) < 0 && errno != EINTR)
+			break;
+		/* each connection that polled ready, then the late ones; a
+		 * closed connection's slot takes the last one, so walk from
+		 * the end */
+		now = serve_now_ns();
+		for (unsigned i = ctl->nconn; i-- > 0;) {
+			struct ctl_conn *c = ctl->conn[i];
+			bool keep = true;
+
+			for (unsigned j = 0; j < n; j++) {
+				if (polled[j] != c || !pf[j + 2].revents)
+					continue;
+				if (c->state == CC_WRITE)
+					keep = conn_write(c);
+				else if ((keep = conn_read(ctl, c)) && c->state == CC_WRITE)
+					keep = conn_write(c);  /* answered now: send at once */
+			}
+			if (keep && c->deadline_ns <= now)
+				keep = false;  /* the time limit */
+			if (!keep)
+				conn_close(ctl, i);
+		}
+		if (pf[1].revents)
+			control_accept(ctl);
 	}
-	free(ctl);
+	while (ctl->nconn)
+		conn_close(ctl, ctl->nconn - 1);
 	return NULL;
 }
 
-int control_start(struct zmi_server *s, const char *path, pthread_t *thread, int *out)
+int control_start(struct zmi_server *s, const char *path, struct zmi_control **out)
 {
-	struct control *ctl;
+	struct zmi_control *ctl;
 	int fd = serve_listen_unix(path);  /* never removes a live socket or a file */
 
 	if (fd < 0)
 		return -1;
-	ctl = malloc(sizeof(*ctl));
-	if (!ctl) {
-		close(fd);
-		unlink(path);
-		return -1;
-	}
-	ctl->s = s;
-	ctl->fd = fd;
-	if (pthread_create(thread, NULL, control_thread, ctl)) {
+	ctl = calloc(1, sizeof(*ctl));
+	if (!ctl || pipe2(ctl->wake, O_CLOEXEC | O_NONBLOCK)) {
 		free(ctl);
 		close(fd);
 		unlink(path);
 		return -1;
 	}
-	*out = fd;
+	ctl->s = s;
+	ctl->lfd = fd;
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	if (pthread_create(&ctl->thread, NULL, control_thread, ctl)) {
+		close(ctl->wake[0]);
+		close(ctl->wake[1]);
+		free(ctl);
+		close(fd);
+		unlink(path);
+		return -1;
+	}
+	*out = ctl;
 	return 0;
+}
+
+void control_stop(struct zmi_control *ctl)
+{
+	if (!ctl)
+		return;
+	__atomic_store_n(&ctl->quit, true, __ATOMIC_RELEASE);
+	if (write(ctl->wake[1], "", 1) < 0) {
+		/* the pipe is full: the thread is awake already */
+	}
+	pthread_join(ctl->thread, NULL);
+	close(ctl->lfd);
+	close(ctl->wake[0]);
+	close(ctl->wake[1]);
+	free(ctl);
 }
 
 static int connect_unix(const char *path)
@@ -573,7 +810,7 @@ int control_send(const char *cmd, const char *path, const char *line, FILE *out)
 			ctl, strerror(errno));
 		return 1;
 	}
-	/* one send: the server answers the first read and closes */
+	/* one line; the server answers it once its newline is in, and closes */
 	snprintf(req, sizeof(req), "%s\n", line);
 	len = strlen(req);
 	if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len) {

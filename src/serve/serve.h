@@ -379,8 +379,15 @@ pid_t serve_run_captive(const char *cmd, const char *uri, const char *sock, cons
 
 /* ---- control.c ------------------------------------------------------ */
 
-/* The control socket's thread. */
-int control_start(struct zmi_server *s, const char *path, pthread_t *thread, int *fd);
+/* The longest request line the control socket takes, its newline
+ * included (docs/serve.md); a longer one is refused whole. */
+#define CONTROL_LINE_MAX 1024
+
+/* The control socket at path and its thread: 0 and *ctl, or -1 (said on
+ * stderr).  control_stop closes it (path is the caller's to remove). */
+struct zmi_control;
+int control_start(struct zmi_server *s, const char *path, struct zmi_control **ctl);
+void control_stop(struct zmi_control *ctl);
 /* A listening Unix socket at path; a stale socket file there (nobody
  * answers) is replaced, anything else is left alone.  fd or -1. */
 int serve_listen_unix(const char *path);
