@@ -214,12 +214,121 @@ static void test_idle_connections(void **state)
 		close(fd[i]);
 }
 
+/* Text-like pages: slow for zstd at level 19, smaller with it than lz4. */
+static void fill_text(uint8_t *buf, size_t len, uint64_t seed)
+{
+	uint64_t x = seed | 1;
+
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		buf[i] = (uint8_t)("etaoin shrdlu cmfwyp vbgkqj"[x % 27]);
+	}
+}
+
+/* A recompression with zstd at level 19 runs off the control thread:
+ * reports are answered at once meanwhile, its client hears it is still
+ * running, a second long verb is refused as busy, and a stop ends it:
+ * the server is gone well within its 5 s. */
+static void test_long_verb(void **state)
+{
+	enum { LEN = 1u << 20, MIB = 48 };
+	struct test_server t;
+	struct zmi_serve_config cfg = { .size = 64u << 20, .threads = 1, .recompress = "zstd:19" };
+	uint8_t *data = malloc(LEN);
+	char *buf = malloc(1 << 16), run[4096];
+	struct nc c;
+	uint64_t t0, t1;
+	int fd;
+	long n;
+
+	(void)state;
+	assert_non_null(data);
+	assert_non_null(buf);
+	assert_int_equal(test_server_start(&t, &cfg, "long"), 0);
+	assert_int_equal(nc_connect(&c, t.path, false), 0);
+	for (unsigned i = 0; i < MIB; i++) {
+		fill_text(data, LEN, i + 1);
+		assert_int_equal(nc_pwrite(&c, data, (uint64_t)i * LEN, LEN), 0);
+	}
+	nc_close(&c);
+	fd = ctl_connect(&t);
+	assert_true(fd >= 0);
+	assert_int_equal(send(fd, "recompress all\n", 15, MSG_NOSIGNAL), 15);
+	usleep(300000);
+	t0 = mono_ms();
+	assert_true(ctl_ask(&t, "json\n", buf, 1 << 16, 1000) > 0);
+	assert_non_null(strstr(buf, "\"recompress_tried\""));
+	assert_true(ctl_ask(&t, "info\n", buf, 1 << 16, 1000) > 0);
+	assert_true(ctl_ask(&t, "compact\n", buf, 1 << 16, 1000) > 0);
+	printf("during the recompression: %s", buf);
+	assert_non_null(strstr(buf, "busy, recompress has been running"));
+	t1 = mono_ms() - t0;
+	printf("reports during a recompression with zstd:19: %llu ms\n", (unsigned long long)t1);
+	assert_true(t1 < 1000);
+
+	/* still running, and saying so */
+	n = recv(fd, run, sizeof(run) - 1, MSG_DONTWAIT);
+	assert_true(n > 0);
+	run[n] = 0;
+	assert_true(!strncmp(run, "# recompress: running", 21));
+	assert_null(strstr(run, "ok: "));
+
+	t0 = mono_ms();
+	assert_true(ctl_ask(&t, "stop\n", buf, 1 << 16, 1000) > 0);
+	assert_string_equal(buf, "ok: stopping\n");
+	pthread_join(t.thread, NULL);
+	t1 = mono_ms() - t0;
+	printf("stop during a recompression with zstd:19: server gone in %llu ms\n",
+	       (unsigned long long)t1);
+	assert_int_equal(t.status, 0);
+	assert_true(t1 < 3000);
+	n = ctl_read(fd, run, sizeof(run), 1000);
+	close(fd);
+	assert_true(n > 0);
+	printf("the recompression's client: %s", strrchr(run, '#') ? strchr(strrchr(run, '#'),
+	       '\n') + 1 : run);
+	assert_non_null(strstr(run, "error: recompress: interrupted"));
+	free(data);
+	free(buf);
+}
+
+/* The client side: a control socket that never answers (it listens and
+ * never accepts) is given up after the timeout, with a message. */
+static void test_client_timeout(void **state)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char path[108];
+	uint64_t t0;
+	int rc;
+
+	(void)state;
+	snprintf(path, sizeof(path), "/tmp/zmem-test-%d-mute.sock.ctl", (int)getpid());
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	unlink(path);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(lfd, 1), 0);
+	for (int i = 0; i < 4; i++) {  /* past the queue: connect must wait too */
+		t0 = mono_ms();
+		rc = control_send("stats", path, "text", stdout, 200);
+		t0 = mono_ms() - t0;
+		printf("a server that never answers: given up after %llu ms\n",
+		       (unsigned long long)t0);
+		assert_int_equal(rc, 1);
+		assert_true(t0 >= 190 && t0 < 1000);
+	}
+	close(lfd);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_partial_line),
 		cmocka_unit_test(test_line_limit),
 		cmocka_unit_test(test_idle_connections),
+		cmocka_unit_test(test_long_verb),
+		cmocka_unit_test(test_client_timeout),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -394,8 +394,13 @@ int serve_listen_unix(const char *path);
 /* The client side: send one line to the control socket at path (or, for
  * a data socket's path, path.ctl) and copy the answer to out.  Exit
  * status: 0, 1 when the server answered an error or could not be
- * reached (said on stderr as "zmem CMD: ...", cmd the command asking). */
-int control_send(const char *cmd, const char *path, const char *line, FILE *out);
+ * reached or did not answer within timeout_ms (said on stderr as
+ * "zmem CMD: ...", cmd the command asking). */
+int control_send(const char *cmd, const char *path, const char *line, FILE *out,
+		 unsigned timeout_ms);
+/* How long the zmem commands wait for a server (zmem stats --timeout):
+ * to connect, and then for each piece of its answer. */
+#define CONTROL_CLIENT_TIMEOUT_MS 10000
 /* Does a control socket answer at path (or path.ctl)?  0 if one does. */
 int control_probe(const char *path);
 

@@ -77,6 +77,42 @@ stop_both() {
 }
 check "stop: both gone, sockets removed, list empty" stop_both
 
+# a control socket that never answers (it listens, never accepts): each
+# command gives up after its --timeout, saying so
+mute_server() {
+    python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1); time.sleep(30)' \
+        "$T/mute.sock.ctl" &
+    mp=$!
+    i=0; while [ ! -S "$T/mute.sock.ctl" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    ok=0
+    for c in "stats" "ctl" "stop" "list"; do
+        start=$(date +%s%N)
+        verb=; [ "$c" = ctl ] && verb=compact
+        if [ "$c" = list ]; then  # a registry entry naming the mute socket
+            mkdir -p "$XDG_RUNTIME_DIR/zmem.d" &&
+            printf 'nbd+unix:///?socket=%s\n%s\n' "$T/mute.sock" "$T/mute.sock.ctl" \
+                > "$XDG_RUNTIME_DIR/zmem.d/$mp"
+            timeout 5 "$ZMEM" list --timeout 300ms > /dev/null 2> "$T/err"; st=$?
+            rm -f "$XDG_RUNTIME_DIR/zmem.d/$mp"
+            [ $st -eq 0 ] && st=1  # list goes on past a server, and says so
+        else
+            # shellcheck disable=SC2086
+            timeout 5 "$ZMEM" $c --timeout 300ms "$T/mute.sock" $verb > /dev/null 2> "$T/err"
+            st=$?
+        fi
+        ms=$(( ($(date +%s%N) - start) / 1000000 ))
+        echo "zmem $c: status $st after $ms ms: $(cat "$T/err")"
+        [ $st -eq 1 ] && [ $ms -lt 2000 ] &&
+            grep -q "no answer from $T/mute.sock.ctl within 0.3 s" "$T/err" || ok=1
+    done
+    kill $mp; wait $mp 2> /dev/null
+    rm -f "$T/mute.sock.ctl"
+    return $ok
+}
+check "stats, ctl, stop, list against a server that never answers: --timeout, a message" \
+    mute_server
+
 captive() {
     "$ZMEM" serve --size 32M --run 'nbdinfo --size "$uri" > "'"$T/size"'"; [ -S "$socket" ] && exit 7'
     st=$?
