@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zmem/codec.h>
@@ -95,7 +96,9 @@ static int check_duration(const char *cmd, const char *opt, const char *a, unsig
  * find out is removed again; the store makes its own. */
 static int check_backing(const char *path)
 {
-	int fd = open(path, O_RDWR | O_CLOEXEC);
+	struct stat st = { 0 };
+	/* O_NONBLOCK: a FIFO must not wait here for a writer */
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
 	bool made = false;
 
 	if (fd < 0 && errno == ENOENT) {
@@ -105,6 +108,13 @@ static int check_backing(const char *path)
 	if (fd < 0)
 		return cli_usage("serve", "--backing %s: cannot open it for reading and "
 				 "writing: %s", path, strerror(errno));
+	if (fstat(fd, &st) || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))) {
+		close(fd);
+		return cli_usage("serve", "--backing %s: not a regular file or block device "
+				 "(%s)", path, S_ISFIFO(st.st_mode) ? "a FIFO"
+				 : S_ISCHR(st.st_mode) ? "a character device"
+				 : S_ISSOCK(st.st_mode) ? "a socket" : "not a file");
+	}
 	close(fd);
 	if (made)
 		unlink(path);
@@ -138,7 +148,7 @@ int cmd_serve(int argc, char **argv)
 {
 	struct zmi_serve_config cfg = { 0 };
 	const char *idle_after = NULL;
-	char defsock[4096];
+	char defsock[4096], why[128];
 	size_t size = 0, page = 0, wb_limit = 0;
 	int threads = cli_ncpus(), timeout = SERVE_TIMEOUT_S, port = 0;
 	int read_only = 0, fg = 0, print_uri = 0, ewp = 0, verbose = 0, readback = 0;
@@ -155,7 +165,7 @@ int cmd_serve(int argc, char **argv)
 		       4096, SERVE_MAX_PAGE),
 		O_SIZE("mem-limit", 0, &cfg.mem_limit, "SIZE",
 		       "memory the store may hold; writes beyond\nget ENOSPC, or with --backing "
-		       "pages go\nto the file to make room", "none", 4096, 0),
+		       "pages go\nto the file to make room; 0 or at\nleast a page", "none", 0, 0),
 		O_FLAG("read-only", 0, &read_only, "refuse writes (EPERM)"),
 		O_INT("threads", 0, &threads, "N",
 		      "worker threads for reads and writes; 0:\neach connection's thread does "
@@ -257,6 +267,8 @@ int cmd_serve(int argc, char **argv)
 				 cli_size_text(ZM_STORE_MAX_PAGES * page, c, sizeof(c)));
 	}
 	cfg.size = size;
+	if (serve_check_mem_limit(cfg.mem_limit, page, why, sizeof(why)))
+		return cli_usage("serve", "--mem-limit %zu: %s", cfg.mem_limit, why);
 	rc = check_tiering(&cfg, wb_limit, page);
 	if (rc)
 		return rc;
@@ -585,7 +597,15 @@ int cmd_list(int argc, char **argv)
 		fclose(f);
 		uri[strcspn(uri, "\n")] = 0;
 		ctl[strcspn(ctl, "\n")] = 0;
-		if (!ctl[0] || !(mem = fmemopen(info, sizeof(info) - 1, "w")))
+		if (!ctl[0])
+			continue;
+		if (control_probe(ctl) && (errno == ECONNREFUSED || errno == ENOENT)) {
+			/* nobody listens: a server killed outright, its pid a
+			 * zombie its parent has not reaped yet, or reused */
+			unlink(path);
+			continue;
+		}
+		if (!(mem = fmemopen(info, sizeof(info) - 1, "w")))
 			continue;
 		if (control_send("list", ctl, "info", mem, ms)) {
 			fclose(mem);

@@ -247,6 +247,15 @@ static void report_info(struct zmi_server *s, FILE *f)
 		(unsigned long long)st.mem_used_total, (unsigned long long)st.mem_limit);
 }
 
+int serve_check_mem_limit(uint64_t bytes, size_t page_size, char *why, size_t n)
+{
+	if (!bytes || bytes >= page_size)
+		return 0;
+	snprintf(why, n, "less than a page (%zu bytes); the memory limit is 0 (none) or at "
+		 "least a page", page_size);
+	return -1;
+}
+
 /* A plain decimal number, nothing else: 0 and *v, or -1. */
 static int parse_u64(const char *a, uint64_t *v)
 {
@@ -458,8 +467,12 @@ static void control_do(struct zmi_server *s, char *line, FILE *f, const int *sto
 		else
 			fprintf(f, "ok: compacted, %ld pages freed\n", n);
 	} else if (!strcmp(line, "mem-limit")) {
+		char why[128];
+
 		if (parse_u64(arg, &v))
 			fprintf(f, "error: mem-limit takes a number of bytes (0: no limit)\n");
+		else if (serve_check_mem_limit(v, zm_store_page_size(s->store), why, sizeof(why)))
+			fprintf(f, "error: mem-limit %llu: %s\n", (unsigned long long)v, why);
 		else if ((rc = zm_store_set_limit(s->store, (size_t)v)))
 			fprintf(f, "error: mem-limit %llu: %s\n", (unsigned long long)v,
 				s->cfg.mem_limit ? "the server was started with --mem-limit, "

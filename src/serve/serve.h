@@ -379,6 +379,12 @@ pid_t serve_run_captive(const char *cmd, const char *uri, const char *sock, cons
 
 /* ---- control.c ------------------------------------------------------ */
 
+/* The memory limit's one range, for --mem-limit and zmem ctl mem-limit:
+ * 0 (none) or at least a page of the disk's page size (below that no
+ * write gets in, whatever room a backing file has).  0, or -1 and the
+ * reason into why. */
+int serve_check_mem_limit(uint64_t bytes, size_t page_size, char *why, size_t n);
+
 /* The longest request line the control socket takes, its newline
  * included (docs/serve.md); a longer one is refused whole. */
 #define CONTROL_LINE_MAX 1024
@@ -401,7 +407,8 @@ int control_send(const char *cmd, const char *path, const char *line, FILE *out,
 /* How long the zmem commands wait for a server (zmem stats --timeout):
  * to connect, and then for each piece of its answer. */
 #define CONTROL_CLIENT_TIMEOUT_MS 10000
-/* Does a control socket answer at path (or path.ctl)?  0 if one does. */
+/* Does a control socket answer at path (or path.ctl)?  0 if one does;
+ * else -1 and errno (ECONNREFUSED, ENOENT: nobody listens there). */
 int control_probe(const char *path);
 
 #endif

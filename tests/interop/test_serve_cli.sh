@@ -113,6 +113,43 @@ s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1); time.sleep(
 check "stats, ctl, stop, list against a server that never answers: --timeout, a message" \
     mute_server
 
+# a server killed outright whose parent has not reaped it (its pid still
+# there, a zombie): zmem list skips it without a word
+zombie() {
+    sh -c '"$0" serve -f --size 16M --socket "$1" 2> /dev/null & echo $! > "$2"; exec sleep 10' \
+        "$ZMEM" "$T/zb.sock" "$T/zb.pid" &
+    holder=$!
+    i=0; while [ ! -S "$T/zb.sock.ctl" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    "$ZMEM" list | grep -q "zb.sock" || return 1
+    kill -KILL "$(cat "$T/zb.pid")"; sleep 0.3
+    "$ZMEM" list > "$T/list" 2> "$T/err"; st=$?
+    cat "$T/list" "$T/err"
+    kill $holder; wait $holder 2> /dev/null
+    rm -f "$T/zb.sock" "$T/zb.sock.ctl"
+    [ $st -eq 0 ] && [ ! -s "$T/err" ] && ! grep -q "zb.sock" "$T/list"
+}
+check "list skips a killed server not yet reaped, without a word" zombie
+
+# the memory limit: one range for --mem-limit and ctl mem-limit, 0 (none)
+# or at least a page; below that no write could get in
+mem_limit_range() {
+    "$ZMEM" serve -f --size 16M --socket "$T/m.sock" 2> /dev/null &
+    mp=$!
+    i=0; while [ ! -S "$T/m.sock.ctl" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    ok=0
+    for v in 1 100 4095; do
+        ! "$ZMEM" ctl "$T/m.sock" mem-limit $v 2> "$T/err" &&
+            grep -q "mem-limit $v: less than a page (4096 bytes)" "$T/err" || { cat "$T/err"; ok=1; }
+        "$ZMEM" serve --size 16M --socket "$T/m2.sock" --mem-limit $v 2> "$T/err" &&
+            { ok=1; "$ZMEM" stop "$T/m2.sock"; }
+        grep -q "mem-limit $v: less than a page (4096 bytes)" "$T/err" || { cat "$T/err"; ok=1; }
+    done
+    "$ZMEM" ctl "$T/m.sock" mem-limit 4K | grep -qx "ok: mem-limit 4096" || ok=1
+    "$ZMEM" stop "$T/m.sock" > /dev/null; wait $mp
+    return $ok
+}
+check "mem-limit: one range for --mem-limit and ctl, at least a page" mem_limit_range
+
 captive() {
     "$ZMEM" serve --size 32M --run 'nbdinfo --size "$uri" > "'"$T/size"'"; [ -S "$socket" ] && exit 7'
     st=$?
@@ -170,6 +207,12 @@ check "--readback without --backing refused" refused "needs --backing" --size 1G
 check "--backing in a missing folder refused" refused "--backing $T/nowhere/z.img: cannot open" \
     --size 1G --backing "$T/nowhere/z.img"
 check "--backing a folder refused" refused "--backing $T: cannot open" --size 1G --backing "$T"
+mkfifo "$T/fifo"
+check "--backing a FIFO refused, naming why" refused \
+    "--backing $T/fifo: not a regular file or block device (a FIFO)" --size 1G --backing "$T/fifo"
+check "--backing /dev/null refused, naming why" refused \
+    "--backing /dev/null: not a regular file or block device (a character device)" \
+    --size 1G --backing /dev/null
 check "... and no backing file left behind by the refusals" test ! -e "$T/z.img"
 check "a bad --recompress lists the codecs" refused "--recompress brotli: unknown codec" \
     --size 1G --recompress brotli
