@@ -343,6 +343,13 @@ ZM_API long zm_store_mark_idle(struct zm_store *store, unsigned min_age_ms);
  * pool_errors). */
 ZM_API long zm_store_recompress(struct zm_store *store, unsigned which, uint64_t max_pages);
 
+/* zm_store_recompress that another thread may end early (a server that
+ * must stop, a client that gave up): the run ends before its next page
+ * once *stop reads nonzero (read atomically; stop NULL: never), and
+ * returns the pages re-encoded until then.  Errors as above. */
+ZM_API long zm_store_recompress_stoppable(struct zm_store *store, unsigned which,
+					  uint64_t max_pages, const int *stop);
+
 /* Write up to max_pages pages matching which (0: any) back to the backing
  * file, freeing their memory; a get reads them from there.  Pages go to
  * the file as they are in the pool (compressed): 4 KiB pages packed into

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zmem/codec.h>
@@ -65,7 +66,7 @@ static int check_allocator(const char *name)
 /* A duration into milliseconds: a number with ms, s, m or h after it,
  * seconds without; at least 1 ms and less than 49 days (it must fit the
  * store's unsigned milliseconds). */
-static int check_duration(const char *opt, const char *a, unsigned *ms)
+static int check_duration(const char *cmd, const char *opt, const char *a, unsigned *ms)
 {
 	static const struct { const char *suffix; double ms; } units[] = {
 		{ "", 1000 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
@@ -86,7 +87,7 @@ static int check_duration(const char *opt, const char *a, unsigned *ms)
 		}
 		break;
 	}
-	return cli_usage("serve", "invalid %s '%s' (a duration: 500ms, 30s, 10m, 1h, a bare "
+	return cli_usage(cmd, "invalid %s '%s' (a duration: 500ms, 30s, 10m, 1h, a bare "
 			 "number is seconds; at least 1ms and under 49 days)", opt, a);
 }
 
@@ -95,7 +96,9 @@ static int check_duration(const char *opt, const char *a, unsigned *ms)
  * find out is removed again; the store makes its own. */
 static int check_backing(const char *path)
 {
-	int fd = open(path, O_RDWR | O_CLOEXEC);
+	struct stat st = { 0 };
+	/* O_NONBLOCK: a FIFO must not wait here for a writer */
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
 	bool made = false;
 
 	if (fd < 0 && errno == ENOENT) {
@@ -105,6 +108,13 @@ static int check_backing(const char *path)
 	if (fd < 0)
 		return cli_usage("serve", "--backing %s: cannot open it for reading and "
 				 "writing: %s", path, strerror(errno));
+	if (fstat(fd, &st) || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))) {
+		close(fd);
+		return cli_usage("serve", "--backing %s: not a regular file or block device "
+				 "(%s)", path, S_ISFIFO(st.st_mode) ? "a FIFO"
+				 : S_ISCHR(st.st_mode) ? "a character device"
+				 : S_ISSOCK(st.st_mode) ? "a socket" : "not a file");
+	}
 	close(fd);
 	if (made)
 		unlink(path);
@@ -138,7 +148,7 @@ int cmd_serve(int argc, char **argv)
 {
 	struct zmi_serve_config cfg = { 0 };
 	const char *idle_after = NULL;
-	char defsock[4096];
+	char defsock[4096], why[128];
 	size_t size = 0, page = 0, wb_limit = 0;
 	int threads = cli_ncpus(), timeout = SERVE_TIMEOUT_S, port = 0;
 	int read_only = 0, fg = 0, print_uri = 0, ewp = 0, verbose = 0, readback = 0;
@@ -155,7 +165,7 @@ int cmd_serve(int argc, char **argv)
 		       4096, SERVE_MAX_PAGE),
 		O_SIZE("mem-limit", 0, &cfg.mem_limit, "SIZE",
 		       "memory the store may hold; writes beyond\nget ENOSPC, or with --backing "
-		       "pages go\nto the file to make room", "none", 4096, 0),
+		       "pages go\nto the file to make room; 0 or at\nleast a page", "none", 0, 0),
 		O_FLAG("read-only", 0, &read_only, "refuse writes (EPERM)"),
 		O_INT("threads", 0, &threads, "N",
 		      "worker threads for reads and writes; 0:\neach connection's thread does "
@@ -226,7 +236,7 @@ int cmd_serve(int argc, char **argv)
 	if ((cfg.codec && (rc = check_codec("--codec", cfg.codec))) ||
 	    (cfg.allocator && (rc = check_allocator(cfg.allocator))) ||
 	    (cfg.recompress && (rc = check_codec("--recompress", cfg.recompress))) ||
-	    (idle_after && (rc = check_duration("--idle-after", idle_after,
+	    (idle_after && (rc = check_duration("serve", "--idle-after", idle_after,
 						&cfg.idle_after_ms))) ||
 	    (cfg.backing && (rc = check_backing(cfg.backing))))
 		return rc;
@@ -257,6 +267,8 @@ int cmd_serve(int argc, char **argv)
 				 cli_size_text(ZM_STORE_MAX_PAGES * page, c, sizeof(c)));
 	}
 	cfg.size = size;
+	if (serve_check_mem_limit(cfg.mem_limit, page, why, sizeof(why)))
+		return cli_usage("serve", "--mem-limit %zu: %s", cfg.mem_limit, why);
 	rc = check_tiering(&cfg, wb_limit, page);
 	if (rc)
 		return rc;
@@ -313,6 +325,19 @@ static int parse_target(const struct opt_cmd *cmd, int argc, char **argv, const 
 	return 0;
 }
 
+/* --timeout of the commands that ask a server: how long to wait for it
+ * (CONTROL_CLIENT_TIMEOUT_MS unless given), into *ms. */
+#define O_TIMEOUT(str) \
+	O_STR("timeout", 0, (str), "DURATION", \
+	      "how long to wait for the server: to\nconnect, then for each piece of its\n" \
+	      "answer (500ms, 30s, ...)", "10s")
+
+static int client_timeout(const char *cmd, const char *arg, unsigned *ms)
+{
+	*ms = CONTROL_CLIENT_TIMEOUT_MS;
+	return arg ? check_duration(cmd, "--timeout", arg, ms) : 0;
+}
+
 #define TARGET_ARGS "[OPTIONS] [SOCKET | HOST:PORT]"
 #define TARGET_MORE \
 	"SOCKET is a server's socket (its control socket is SOCKET.ctl, or the\n" \
@@ -321,11 +346,13 @@ static int parse_target(const struct opt_cmd *cmd, int argc, char **argv, const 
 
 int cmd_stats(int argc, char **argv)
 {
-	const char *where = NULL;
+	const char *where = NULL, *tmo = NULL;
 	char buf[4200];
 	int json = 0, rc;
+	unsigned ms;
 	const struct opt table[] = {
 		O_FLAG("json", 0, &json, "one JSON document, sizes in bytes"),
+		O_TIMEOUT(&tmo),
 		O_END,
 	};
 	const struct opt_cmd cmd = {
@@ -340,8 +367,11 @@ int cmd_stats(int argc, char **argv)
 	rc = parse_target(&cmd, argc, argv, &where);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
+	if ((rc = client_timeout("stats", tmo, &ms)))
+		return rc;
 	where = target(where, buf, sizeof(buf));
-	return control_send("stats", where, json ? "json" : "text", stdout) ? CLI_FAIL : CLI_OK;
+	return control_send("stats", where, json ? "json" : "text", stdout, ms) ? CLI_FAIL
+									       : CLI_OK;
 }
 
 static bool is_verb(const char *a)
@@ -371,10 +401,11 @@ static bool plain_word(const char *a)
 
 int cmd_ctl(int argc, char **argv)
 {
-	const char *where = NULL, *verb, *arg, *arg2;
+	const char *where = NULL, *verb, *arg, *arg2, *tmo = NULL;
 	char buf[4200], line[128];
 	int i = 1, rc;
-	const struct opt table[] = { O_END };
+	unsigned ms;
+	const struct opt table[] = { O_TIMEOUT(&tmo), O_END };
 	const struct opt_cmd cmd = {
 		"ctl", "[OPTIONS] [SOCKET | HOST:PORT] VERB [ARG...]",
 		"Drive a running zmem serve, as zram's sysfs files do.",
@@ -404,10 +435,12 @@ int cmd_ctl(int argc, char **argv)
 	/* the options end at the first word that is not one, so that a
 	 * verb's argument may start with '-' and be refused as a value */
 	while (i < argc && argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--"))
-		i++;
+		i += !strcmp(argv[i], "--timeout") && i + 1 < argc ? 2 : 1;
 	rc = opt_parse(&cmd, i, argv, NULL);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
+	if ((rc = client_timeout("ctl", tmo, &ms)))
+		return rc;
 	if (i < argc && !strcmp(argv[i], "--"))
 		i++;
 	if (argc - i > 1 && !is_verb(argv[i]))
@@ -439,15 +472,17 @@ int cmd_ctl(int argc, char **argv)
 		snprintf(line, sizeof(line), "%.100s", verb);
 	}
 	where = target(where, buf, sizeof(buf));
-	return control_send("ctl", where, line, stdout) ? CLI_FAIL : CLI_OK;
+	return control_send("ctl", where, line, stdout, ms) ? CLI_FAIL : CLI_OK;
 }
 
 int cmd_stop(int argc, char **argv)
 {
 	char buf[4200];
-	const char *where = NULL;
+	const char *where = NULL, *tmo = NULL;
+	uint64_t end;
+	unsigned ms;
 	int rc;
-	const struct opt table[] = { O_END };
+	const struct opt table[] = { O_TIMEOUT(&tmo), O_END };
 	const struct opt_cmd cmd = {
 		"stop", TARGET_ARGS,
 		"Stop a running zmem serve (as SIGTERM does; requests in flight are\n"
@@ -458,17 +493,21 @@ int cmd_stop(int argc, char **argv)
 	rc = parse_target(&cmd, argc, argv, &where);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
+	if ((rc = client_timeout("stop", tmo, &ms)))
+		return rc;
 	where = target(where, buf, sizeof(buf));
-	if (control_send("stop", where, "stop", stdout))
+	if (control_send("stop", where, "stop", stdout, ms))
 		return CLI_FAIL;
 	/* done when the server has let go of its names (its first step), so
 	 * that a new server may take them the moment this returns */
-	for (int i = 0; i < 1000; i++) {
+	end = serve_now_ns() + (uint64_t)ms * 1000000ull;
+	do {
 		if (control_probe(where))
 			return CLI_OK;
 		usleep(10000);
-	}
-	return cli_fail("stop", "the server still answers after 10 s");
+	} while (serve_now_ns() < end);
+	return cli_fail("stop", "the server still answers after %.3g s (--timeout)",
+			(double)ms / 1000);
 }
 
 /* A JSON number or string field of a flat one-line object. */
@@ -512,8 +551,10 @@ int cmd_list(int argc, char **argv)
 	char dir[4096];
 	struct dirent *e;
 	DIR *d;
+	const char *tmo = NULL;
+	unsigned ms;
 	int shown = 0, rc;
-	const struct opt table[] = { O_END };
+	const struct opt table[] = { O_TIMEOUT(&tmo), O_END };
 	const struct opt_cmd cmd = {
 		"list", "[OPTIONS]",
 		"The zmem serve processes of this user, like zramctl: URI, pid, disk\n"
@@ -527,6 +568,8 @@ int cmd_list(int argc, char **argv)
 	rc = opt_parse(&cmd, argc, argv, NULL);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
+	if ((rc = client_timeout("list", tmo, &ms)))
+		return rc;
 	d = serve_registry_dir(dir, sizeof(dir), false) ? NULL : opendir(dir);
 	printf("%-40s %7s %7s %-8s %-9s %7s %7s %7s %6s\n", "URI", "PID", "DISKSIZE", "CODEC",
 	       "ALLOC", "DATA", "COMPR", "TOTAL", "RATIO");
@@ -554,9 +597,17 @@ int cmd_list(int argc, char **argv)
 		fclose(f);
 		uri[strcspn(uri, "\n")] = 0;
 		ctl[strcspn(ctl, "\n")] = 0;
-		if (!ctl[0] || !(mem = fmemopen(info, sizeof(info) - 1, "w")))
+		if (!ctl[0])
 			continue;
-		if (control_send("list", ctl, "info", mem)) {
+		if (control_probe(ctl) && (errno == ECONNREFUSED || errno == ENOENT)) {
+			/* nobody listens: a server killed outright, its pid a
+			 * zombie its parent has not reaped yet, or reused */
+			unlink(path);
+			continue;
+		}
+		if (!(mem = fmemopen(info, sizeof(info) - 1, "w")))
+			continue;
+		if (control_send("list", ctl, "info", mem, ms)) {
 			fclose(mem);
 			continue;
 		}

@@ -24,9 +24,11 @@
  *                     huge_idle or all (the default)
  *   stop              stop the server, as SIGTERM does
  *
- * Verbs answer one line: "ok: ..." or "error: ...".  An unknown verb gets
- * an error naming the known ones.  Sizes arrive as plain bytes: the
- * client parses units.
+ * A request is one line of at most CONTROL_LINE_MAX bytes, its newline
+ * included; it runs once the newline is in, and a longer one is refused
+ * whole.  Verbs answer one line: "ok: ..." or "error: ...".  An unknown
+ * verb gets an error naming the known ones.  Sizes arrive as plain bytes:
+ * the client parses units.
  *
  * The report: the export (size, codec, allocator), zram's mm_stat and
  * bd_stat lines and fields, the store's statistics with its size
@@ -35,6 +37,9 @@
  * type, bytes, errors).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +247,15 @@ static void report_info(struct zmi_server *s, FILE *f)
 		(unsigned long long)st.mem_used_total, (unsigned long long)st.mem_limit);
 }
 
+int serve_check_mem_limit(uint64_t bytes, size_t page_size, char *why, size_t n)
+{
+	if (!bytes || bytes >= page_size)
+		return 0;
+	snprintf(why, n, "less than a page (%zu bytes); the memory limit is 0 (none) or at "
+		 "least a page", page_size);
+	return -1;
+}
+
 /* A plain decimal number, nothing else: 0 and *v, or -1. */
 static int parse_u64(const char *a, uint64_t *v)
 {
@@ -363,8 +377,39 @@ static void do_writeback_page(struct zmi_server *s, const char *index, FILE *f)
 		fprintf(f, "ok: page %llu written back\n", (unsigned long long)i);
 }
 
-/* writeback TYPE [MAX_PAGES] | page INDEX; recompress [TYPE] [MAX_PAGES] */
-static void do_tier(struct zmi_server *s, const char *verb, char *arg, FILE *f)
+/* Pages a writeback takes at a time, so that a stop is seen between
+ * steps: a few MiB of I/O.  Each step's walk starts over, past the pages
+ * written already (no longer in memory). */
+#define WRITEBACK_STEP 4096
+
+static bool stopped(const int *stop)
+{
+	return stop && __atomic_load_n(stop, __ATOMIC_RELAXED);
+}
+
+/* The pages written back, in steps until max or a step finds fewer than
+ * it may take; the first error if none was written. */
+static long writeback_steps(struct zm_store *st, unsigned which, uint64_t max, const int *stop)
+{
+	long done = 0;
+
+	while ((uint64_t)done < max && !stopped(stop)) {
+		uint64_t step = max - (uint64_t)done < WRITEBACK_STEP ? max - (uint64_t)done
+								      : WRITEBACK_STEP;
+		long n = zm_store_writeback(st, which, step);
+
+		if (n < 0)
+			return done ? done : n;
+		done += n;
+		if ((uint64_t)n < step)
+			break;
+	}
+	return done;
+}
+
+/* writeback TYPE [MAX_PAGES] | page INDEX; recompress [TYPE] [MAX_PAGES];
+ * ended early once *stop is set (the server stops, the client left). */
+static void do_tier(struct zmi_server *s, const char *verb, char *arg, FILE *f, const int *stop)
 {
 	bool wb = !strcmp(verb, "writeback");
 	char *rest = next_word(arg), *extra = next_word(rest);
@@ -387,16 +432,19 @@ static void do_tier(struct zmi_server *s, const char *verb, char *arg, FILE *f)
 	}
 	if (parse_pick(verb, arg, rest, wb, &which, &max, f))
 		return;
-	n = wb ? zm_store_writeback(s->store, which, max)
-	       : zm_store_recompress(s->store, which, max);
+	n = wb ? writeback_steps(s->store, which, max, stop)
+	       : zm_store_recompress_stoppable(s->store, which, max, stop);
 	if (n < 0)
 		fprintf(f, "error: %s: %s\n", verb, tier_error(verb, n));
+	else if (stopped(stop))
+		fprintf(f, "error: %s: interrupted (the server is stopping, or the client left) "
+			"after %ld pages %s\n", verb, n, wb ? "written back" : "recompressed");
 	else
 		fprintf(f, "ok: %ld pages %s\n", n, wb ? "written back" : "recompressed");
 }
 
 /* Carry out one request line; the answer goes to f. */
-static void control_do(struct zmi_server *s, char *line, FILE *f)
+static void control_do(struct zmi_server *s, char *line, FILE *f, const int *stop)
 {
 	char *arg = strchr(line, ' ');
 	uint64_t v;
@@ -419,8 +467,12 @@ static void control_do(struct zmi_server *s, char *line, FILE *f)
 		else
 			fprintf(f, "ok: compacted, %ld pages freed\n", n);
 	} else if (!strcmp(line, "mem-limit")) {
+		char why[128];
+
 		if (parse_u64(arg, &v))
 			fprintf(f, "error: mem-limit takes a number of bytes (0: no limit)\n");
+		else if (serve_check_mem_limit(v, zm_store_page_size(s->store), why, sizeof(why)))
+			fprintf(f, "error: mem-limit %llu: %s\n", (unsigned long long)v, why);
 		else if ((rc = zm_store_set_limit(s->store, (size_t)v)))
 			fprintf(f, "error: mem-limit %llu: %s\n", (unsigned long long)v,
 				s->cfg.mem_limit ? "the server was started with --mem-limit, "
@@ -434,7 +486,7 @@ static void control_do(struct zmi_server *s, char *line, FILE *f)
 	} else if (!strcmp(line, "idle")) {
 		do_idle(s, arg, f);
 	} else if (!strcmp(line, "writeback") || !strcmp(line, "recompress")) {
-		do_tier(s, line, arg, f);
+		do_tier(s, line, arg, f, stop);
 	} else if (!strcmp(line, "stop")) {
 		if (s->stop_fd >= 0 && write(s->stop_fd, "", 1) == 1)
 			fprintf(f, "ok: stopping\n");
@@ -445,113 +497,553 @@ static void control_do(struct zmi_server *s, char *line, FILE *f)
 	}
 }
 
-/* Answer a request line on fd. */
-static void control_answer(struct zmi_server *s, int fd, char *line)
-{
-	int dfd = dup(fd);
-	FILE *f = dfd >= 0 ? fdopen(dfd, "w") : NULL;
+/* ---- the control thread ----------------------------------------------
+ *
+ * One thread polls the listening socket and every control connection,
+ * each with its own line buffer and answer, so that no connection waits
+ * on another: a client that sends half a line, or none, or does not take
+ * its answer holds up nobody.  A request runs once its newline is in; a
+ * line longer than CONTROL_LINE_MAX is refused whole.  Each connection
+ * gets the server's time limit (--timeout) to send its line and again to
+ * take its answer, and is closed then.
+ *
+ * The verbs that may take long (compact, idle, writeback, recompress:
+ * minutes, with zstd at level 19 over gigabytes) run in a thread of
+ * their own, one at a time, while the control thread goes on answering
+ * the others; their client gets a line "# VERB: running, N s" every
+ * CONTROL_KEEPALIVE_MS meanwhile, so that it can tell a busy server from
+ * a hung one.  A client that leaves, and control_stop, end a writeback
+ * or recompression before its next page.
+ *
+ * Ownership: the connections and their buffers belong to the control
+ * thread alone; a job's line and answer belong to its thread until it
+ * sets done, then to the control thread.
+ */
 
-	if (!f) {
-		if (dfd >= 0)
-			close(dfd);
-		return;
-	}
-	control_do(s, line, f);
-	fclose(f);
-}
+/* Control connections open at once.  When all are taken, the oldest
+ * that has not sent its line yet makes room for a new one. */
+#define CONTROL_MAX_CONNS 64
+/* Bytes of a client's input thrown away after a refused line, so that
+ * closing the socket with input unread does not reset it before the
+ * client has read the refusal. */
+#define CONTROL_DRAIN_MAX (64u << 10)
+/* A long verb's client hears it is still running this often: well
+ * within any sensible client timeout (zmem's: 10 s). */
+#define CONTROL_KEEPALIVE_MS 250
+/* Keepalive lines stop when this much of the answer is not taken yet. */
+#define CONTROL_OUT_MAX (4u << 10)
 
-struct control {
-	struct zmi_server *s;
-	int fd;
+enum ctl_state {
+	CC_READ,      /* reading the request line */
+	CC_RUN,       /* its verb runs in the job thread */
+	CC_WRITE,     /* sending the answer */
 };
 
-static void *control_thread(void *arg)
+struct ctl_job {
+	pthread_t thread;
+	struct zmi_server *s;
+	char line[CONTROL_LINE_MAX + 1];
+	char verb[16];
+	uint64_t started_ns;
+	int wake_fd;              /* the control thread's wake pipe */
+	int stop;                 /* atomic: end early */
+	bool done;                /* atomic: out is the answer, join me */
+	char *out;
+	size_t out_len;
+};
+
+struct ctl_conn {
+	int fd;                   /* nonblocking */
+	enum ctl_state state;
+	uint64_t deadline_ns;     /* the line in, or the answer out, by then;
+				     CC_RUN: the next keepalive */
+	size_t len;               /* bytes in line */
+	char line[CONTROL_LINE_MAX + 1];
+	char *out;                /* what is to be sent (malloc) */
+	size_t out_len, out_off;  /* its length, and how much is sent */
+};
+
+struct zmi_control {
+	struct zmi_server *s;
+	int lfd;                  /* the listening socket, nonblocking */
+	int wake[2];              /* control_stop and the job write here */
+	bool quit;                /* atomic */
+	pthread_t thread;
+	struct ctl_conn *conn[CONTROL_MAX_CONNS];
+	unsigned nconn;
+	struct ctl_job *job;      /* the long verb running, or NULL */
+	struct ctl_conn *job_conn;  /* who asked for it; NULL once gone */
+};
+
+/* Add len bytes to what c sends; false if memory ran out. */
+static bool conn_queue(struct ctl_conn *c, const char *text, size_t len)
 {
-	struct control *ctl = arg;
+	char *out;
 
-	for (;;) {
-		int fd = accept4(ctl->fd, NULL, NULL, SOCK_CLOEXEC);
-		char line[128] = "";
-		struct timeval tv = { 2, 0 };
-		ssize_t n;
+	if (c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	out = realloc(c->out, c->out_len + len + 1);
+	if (!out)
+		return false;
+	memcpy(out + c->out_len, text, len);
+	c->out = out;
+	c->out_len += len;
+	return true;
+}
 
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-			    errno == ENOMEM) {
-				usleep(100000);  /* out of descriptors for now */
-				continue;
-			}
-			break;  /* shut down */
-		}
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		n = recv(fd, line, sizeof(line) - 1, 0);
-		if (n > 0)
-			control_answer(ctl->s, fd, line);
-		close(fd);
+static void conn_close(struct zmi_control *ctl, unsigned i)
+{
+	struct ctl_conn *c = ctl->conn[i];
+
+	if (c == ctl->job_conn) {
+		/* its client left: the verb ends before its next page */
+		ctl->job_conn = NULL;
+		__atomic_store_n(&ctl->job->stop, 1, __ATOMIC_RELAXED);
 	}
-	free(ctl);
+	close(c->fd);
+	free(c->out);
+	free(c);
+	ctl->conn[i] = ctl->conn[--ctl->nconn];
+}
+
+/* text (len bytes) is c's answer: send it from now on.  false if memory
+ * ran out. */
+static bool conn_answer(struct zmi_control *ctl, struct ctl_conn *c, const char *text,
+			size_t len)
+{
+	c->state = CC_WRITE;
+	c->deadline_ns = serve_deadline(ctl->s);
+	return text && conn_queue(c, text, len);
+}
+
+/* An answer of one line, printf-style (a refusal before any verb ran). */
+static bool conn_say(struct zmi_control *ctl, struct ctl_conn *c, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static bool conn_say(struct zmi_control *ctl, struct ctl_conn *c, const char *fmt, ...)
+{
+	char text[256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	return conn_answer(ctl, c, text, n < 0 ? 0 : strnlen(text, sizeof(text)));
+}
+
+/* Does the verb of line take long (run in the job thread)? */
+static bool long_verb(const char *line, char *verb, size_t n)
+{
+	static const char *const slow[] = { "compact", "idle", "writeback", "recompress", NULL };
+	size_t len = strcspn(line, " ");
+
+	snprintf(verb, n, "%.*s", (int)len, line);
+	for (int i = 0; slow[i]; i++)
+		if (!strcmp(verb, slow[i]))
+			return true;
+	return false;
+}
+
+static void *job_thread(void *arg)
+{
+	struct ctl_job *job = arg;
+	FILE *f = open_memstream(&job->out, &job->out_len);
+
+	if (f) {
+		control_do(job->s, job->line, f, &job->stop);
+		fclose(f);
+	}
+	__atomic_store_n(&job->done, true, __ATOMIC_RELEASE);
+	if (write(job->wake_fd, "", 1) < 0) {
+		/* the pipe is full: the control thread is awake already */
+	}
 	return NULL;
 }
 
-int control_start(struct zmi_server *s, const char *path, pthread_t *thread, int *out)
+/* Run c's long verb in the job thread: false (c answered) if one runs
+ * already or the thread cannot start. */
+static bool job_start(struct zmi_control *ctl, struct ctl_conn *c, const char *verb)
 {
-	struct control *ctl;
+	struct ctl_job *job;
+
+	if (ctl->job)
+		return !conn_say(ctl, c, "error: %s: busy, %s has been running for %.0f s; one "
+				 "of compact, idle, writeback and recompress runs at a time\n",
+				 verb, ctl->job->verb,
+				 (double)(serve_now_ns() - ctl->job->started_ns) / 1e9);
+	job = calloc(1, sizeof(*job));
+	if (!job)
+		return !conn_say(ctl, c, "error: %s: out of memory\n", verb);
+	job->s = ctl->s;
+	memcpy(job->line, c->line, sizeof(job->line));
+	snprintf(job->verb, sizeof(job->verb), "%s", verb);
+	job->started_ns = serve_now_ns();
+	job->wake_fd = ctl->wake[1];
+	if (pthread_create(&job->thread, NULL, job_thread, job)) {
+		free(job);
+		return !conn_say(ctl, c, "error: %s: cannot start a thread\n", verb);
+	}
+	ctl->job = job;
+	ctl->job_conn = c;
+	c->state = CC_RUN;
+	c->deadline_ns = serve_now_ns() + CONTROL_KEEPALIVE_MS * 1000000ull;
+	return true;
+}
+
+/* The job has ended (or was told to, and is waited for): its answer goes
+ * to its client, if still there. */
+static void job_finish(struct zmi_control *ctl)
+{
+	struct ctl_job *job = ctl->job;
+	struct ctl_conn *c = ctl->job_conn;
+
+	pthread_join(job->thread, NULL);
+	if (c && !conn_answer(ctl, c, job->out, job->out_len))
+		c->out_len = c->out_off = 0;  /* nothing to say: the socket closes */
+	free(job->out);
+	free(job);
+	ctl->job = NULL;
+	ctl->job_conn = NULL;
+}
+
+/* Carry out c's request line: the answer becomes c's, or the job's. */
+static void conn_run(struct zmi_control *ctl, struct ctl_conn *c)
+{
+	char *out = NULL, verb[16];
+	size_t len = 0;
+	FILE *f;
+
+	if (long_verb(c->line, verb, sizeof(verb))) {
+		job_start(ctl, c, verb);
+		return;
+	}
+	f = open_memstream(&out, &len);
+	if (f) {
+		control_do(ctl->s, c->line, f, NULL);
+		fclose(f);
+	}
+	conn_answer(ctl, c, out, len);
+	free(out);
+}
+
+/* Read what c sent; run its line once the newline is in.  false when c
+ * is done with (closed by its client before a line). */
+static bool conn_read(struct zmi_control *ctl, struct ctl_conn *c)
+{
+	ssize_t n = recv(c->fd, c->line + c->len, CONTROL_LINE_MAX - c->len, 0);
+	char *nl;
+
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR;
+	if (n == 0) {
+		if (!c->len)
+			return false;
+		conn_say(ctl, c, "error: the request line ended without its newline; "
+			 "nothing done\n");
+		return true;
+	}
+	nl = memchr(c->line + c->len, '\n', (size_t)n);
+	c->len += (size_t)n;
+	if (!nl) {
+		if (c->len == CONTROL_LINE_MAX)
+			conn_say(ctl, c, "error: request line longer than %u bytes (newline "
+				 "included); nothing done\n", CONTROL_LINE_MAX);
+		return true;
+	}
+	if (memchr(c->line, 0, (size_t)(nl - c->line))) {
+		conn_say(ctl, c, "error: the request line holds a NUL byte; nothing done\n");
+		return true;
+	}
+	*nl = 0;
+	if (nl > c->line && nl[-1] == '\r')
+		nl[-1] = 0;
+	conn_run(ctl, c);
+	return true;
+}
+
+/* Send what c's client will take: false once the whole answer is sent
+ * (or the client is gone). */
+static bool conn_write(struct ctl_conn *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+				 MSG_NOSIGNAL);
+
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR;
+		c->out_off += (size_t)n;
+	}
+	if (c->state != CC_WRITE)
+		return true;  /* a keepalive: the answer is still to come */
+	/* what the client sent beyond its line is read and dropped first:
+	 * closing a socket with input unread resets it, and the client
+	 * would get an error rather than the end of the answer */
+	for (size_t got = 0; got < CONTROL_DRAIN_MAX;) {
+		char junk[4096];
+		ssize_t n = recv(c->fd, junk, sizeof(junk), MSG_DONTWAIT);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	shutdown(c->fd, SHUT_WR);
+	return false;
+}
+
+/* A long verb's client hears that it still runs. */
+static bool conn_keepalive(struct zmi_control *ctl, struct ctl_conn *c, uint64_t now)
+{
+	char text[64];
+	int n;
+
+	c->deadline_ns = now + CONTROL_KEEPALIVE_MS * 1000000ull;
+	if (c->out_len - c->out_off > CONTROL_OUT_MAX)
+		return true;  /* it does not read: its answer's limit will come */
+	n = snprintf(text, sizeof(text), "# %s: running, %.0f s\n", ctl->job->verb,
+		     (double)(now - ctl->job->started_ns) / 1e9);
+	return conn_queue(c, text, (size_t)n) && conn_write(c);
+}
+
+/* Make room for one more connection: the oldest still reading its line
+ * goes.  false if every connection is past that (they end soon). */
+static bool conn_make_room(struct zmi_control *ctl)
+{
+	unsigned oldest = CONTROL_MAX_CONNS;
+
+	for (unsigned i = 0; i < ctl->nconn; i++)
+		if (ctl->conn[i]->state == CC_READ && (oldest == CONTROL_MAX_CONNS ||
+		    ctl->conn[i]->deadline_ns < ctl->conn[oldest]->deadline_ns))
+			oldest = i;
+	if (oldest == CONTROL_MAX_CONNS)
+		return false;
+	conn_close(ctl, oldest);
+	return true;
+}
+
+/* Take the connections waiting on the listening socket. */
+static void control_accept(struct zmi_control *ctl)
+{
+	for (;;) {
+		int fd = accept4(ctl->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		struct ctl_conn *c;
+
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM)
+				usleep(100000);  /* out of descriptors for now */
+			return;
+		}
+		if ((ctl->nconn == CONTROL_MAX_CONNS && !conn_make_room(ctl)) ||
+		    !(c = calloc(1, sizeof(*c)))) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->state = CC_READ;
+		c->deadline_ns = serve_deadline(ctl->s);
+		ctl->conn[ctl->nconn++] = c;
+	}
+}
+
+/* Milliseconds until the first deadline, for poll (-1: none). */
+static int control_wait_ms(const struct zmi_control *ctl)
+{
+	uint64_t now = serve_now_ns(), first = UINT64_MAX;
+
+	for (unsigned i = 0; i < ctl->nconn; i++)
+		if (ctl->conn[i]->deadline_ns < first)
+			first = ctl->conn[i]->deadline_ns;
+	if (first == UINT64_MAX)
+		return -1;
+	return first <= now ? 0 : (int)((first - now) / 1000000 + 1);
+}
+
+/* One connection after poll: false when it is done with. */
+static bool conn_step(struct zmi_control *ctl, struct ctl_conn *c, short revents, uint64_t now)
+{
+	bool keep = true;
+
+	if (revents && c->state == CC_RUN)
+		keep = (revents & (POLLHUP | POLLERR)) ? false : conn_write(c);
+	else if (revents && c->state == CC_WRITE)
+		keep = conn_write(c);
+	else if (revents && (keep = conn_read(ctl, c)) && c->state == CC_WRITE)
+		keep = conn_write(c);  /* answered now: send at once */
+	if (keep && c->state == CC_RUN && c->deadline_ns <= now)
+		keep = conn_keepalive(ctl, c, now);
+	else if (keep && c->deadline_ns <= now)
+		keep = false;  /* the time limit */
+	return keep;
+}
+
+static void control_loop(struct zmi_control *ctl)
+{
+	struct pollfd pf[CONTROL_MAX_CONNS + 2];
+	struct ctl_conn *polled[CONTROL_MAX_CONNS];
+
+	while (!__atomic_load_n(&ctl->quit, __ATOMIC_ACQUIRE)) {
+		unsigned n = ctl->nconn;
+		uint64_t now;
+
+		pf[0] = (struct pollfd){ .fd = ctl->wake[0], .events = POLLIN };
+		pf[1] = (struct pollfd){ .fd = ctl->lfd, .events = POLLIN };
+		for (unsigned i = 0; i < n; i++) {
+			struct ctl_conn *c = polled[i] = ctl->conn[i];
+			short ev = c->state == CC_READ ? POLLIN : c->state == CC_WRITE ? POLLOUT
+				   : c->out_off < c->out_len ? POLLOUT : 0;
+
+			pf[i + 2] = (struct pollfd){ .fd = c->fd, .events = ev };
+		}
+		if (poll(pf, n + 2, control_wait_ms(ctl)) < 0 && errno != EINTR)
+			break;
+		if (pf[0].revents) {
+			char junk[64];
+
+			while (read(ctl->wake[0], junk, sizeof(junk)) > 0)
+				;
+		}
+		if (ctl->job && __atomic_load_n(&ctl->job->done, __ATOMIC_ACQUIRE))
+			job_finish(ctl);
+		/* a closed connection's slot takes the last one: walk from
+		 * the end */
+		now = serve_now_ns();
+		for (unsigned i = ctl->nconn; i-- > 0;) {
+			short revents = 0;
+
+			for (unsigned j = 0; j < n; j++)
+				if (polled[j] == ctl->conn[i])
+					revents = pf[j + 2].revents;
+			if (!conn_step(ctl, ctl->conn[i], revents, now))
+				conn_close(ctl, i);
+		}
+		if (pf[1].revents)
+			control_accept(ctl);
+	}
+}
+
+static void *control_thread(void *arg)
+{
+	struct zmi_control *ctl = arg;
+
+	control_loop(ctl);
+	/* stopping: a running verb ends before its next page; its client
+	 * gets what it says, if it takes it now */
+	if (ctl->job) {
+		__atomic_store_n(&ctl->job->stop, 1, __ATOMIC_RELAXED);
+		job_finish(ctl);
+	}
+	while (ctl->nconn) {
+		struct ctl_conn *c = ctl->conn[ctl->nconn - 1];
+
+		if (c->state == CC_WRITE)
+			conn_write(c);
+		conn_close(ctl, ctl->nconn - 1);
+	}
+	return NULL;
+}
+
+int control_start(struct zmi_server *s, const char *path, struct zmi_control **out)
+{
+	struct zmi_control *ctl;
 	int fd = serve_listen_unix(path);  /* never removes a live socket or a file */
 
 	if (fd < 0)
 		return -1;
-	ctl = malloc(sizeof(*ctl));
-	if (!ctl) {
-		close(fd);
-		unlink(path);
-		return -1;
-	}
-	ctl->s = s;
-	ctl->fd = fd;
-	if (pthread_create(thread, NULL, control_thread, ctl)) {
+	ctl = calloc(1, sizeof(*ctl));
+	if (!ctl || pipe2(ctl->wake, O_CLOEXEC | O_NONBLOCK)) {
 		free(ctl);
 		close(fd);
 		unlink(path);
 		return -1;
 	}
-	*out = fd;
+	ctl->s = s;
+	ctl->lfd = fd;
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	if (pthread_create(&ctl->thread, NULL, control_thread, ctl)) {
+		close(ctl->wake[0]);
+		close(ctl->wake[1]);
+		free(ctl);
+		close(fd);
+		unlink(path);
+		return -1;
+	}
+	*out = ctl;
 	return 0;
 }
 
-static int connect_unix(const char *path)
+void control_stop(struct zmi_control *ctl)
+{
+	if (!ctl)
+		return;
+	__atomic_store_n(&ctl->quit, true, __ATOMIC_RELEASE);
+	if (write(ctl->wake[1], "", 1) < 0) {
+		/* the pipe is full: the thread is awake already */
+	}
+	pthread_join(ctl->thread, NULL);
+	close(ctl->lfd);
+	close(ctl->wake[0]);
+	close(ctl->wake[1]);
+	free(ctl);
+}
+
+/* A connection to the Unix socket at path: fd, or -1.  A listener whose
+ * queue is full makes connect wait: at most timeout_ms. */
+static int connect_unix(const char *path, unsigned timeout_ms)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
 	int fd;
 
-	if (strlen(path) >= sizeof(a.sun_path))
+	if (strlen(path) >= sizeof(a.sun_path)) {
+		errno = ENAMETOOLONG;
 		return -1;
+	}
 	strcpy(a.sun_path, path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+		int err = errno;
+
 		close(fd);
+		errno = err;
 		fd = -1;
 	}
 	return fd;
 }
 
-/* The control socket of what the user named: a data socket's path.ctl,
- * or path itself (a --control of any name).  ctl gets path.ctl. */
-static int connect_control(const char *path, char *ctl, size_t n)
+static bool ends_with(const char *s, const char *suffix)
 {
-	int fd;
+	size_t n = strlen(s), m = strlen(suffix);
 
+	return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* The control socket of what the user named: a data socket's path.ctl,
+ * or path itself (a --control of any name, or the .ctl path itself).
+ * ctl gets the path tried last, whose errno stands. */
+static int connect_control(const char *path, char *ctl, size_t n, unsigned timeout_ms)
+{
+	int fd, err;
+
+	snprintf(ctl, n, "%s", path);
+	if (ends_with(path, ".ctl"))
+		return connect_unix(path, timeout_ms);
 	snprintf(ctl, n, "%s.ctl", path);
-	fd = connect_unix(ctl);
-	return fd >= 0 ? fd : connect_unix(path);
+	fd = connect_unix(ctl, timeout_ms);
+	if (fd >= 0)
+		return fd;
+	err = errno;
+	fd = connect_unix(path, timeout_ms);
+	if (fd < 0)
+		errno = err;  /* path.ctl's: the one a server would have */
+	return fd;
 }
 
 int control_probe(const char *path)
 {
 	char ctl[4200];
-	int fd = connect_control(path, ctl, sizeof(ctl));
+	int fd = connect_control(path, ctl, sizeof(ctl), 1000);
 
 	if (fd < 0)
 		return -1;
@@ -559,46 +1051,110 @@ int control_probe(const char *path)
 	return 0;
 }
 
-int control_send(const char *cmd, const char *path, const char *line, FILE *out)
+/* Wait up to ms for fd to have input: 1, or 0 on a timeout. */
+static int wait_input(int fd, unsigned ms)
 {
-	char ctl[4200], buf[65536], req[256];
-	size_t len, got = 0;
-	bool err = false;
-	int fd;
-	ssize_t n;
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	uint64_t end = serve_now_ns() + (uint64_t)ms * 1000000ull;
 
-	fd = connect_control(path, ctl, sizeof(ctl));
+	for (;;) {
+		uint64_t now = serve_now_ns();
+		int rc;
+
+		if (now >= end)
+			return 0;
+		rc = poll(&pf, 1, (int)((end - now + 999999) / 1000000));
+		if (rc > 0)
+			return 1;
+		if (rc < 0 && errno != EINTR)
+			return 1;  /* recv tells */
+	}
+}
+
+/* Say on stderr why what was asked did not answer. */
+static void say_timeout(const char *cmd, const char *path, unsigned ms)
+{
+	fprintf(stderr, "zmem %s: no answer from %s within %.3g s: the server is hung or "
+		"too busy (--timeout sets the wait)\n", cmd, path, (double)ms / 1000);
+}
+
+int control_send(const char *cmd, const char *path, const char *line, FILE *out,
+		 unsigned timeout_ms)
+{
+	char ctl[4200], req[CONTROL_LINE_MAX + 1], *buf = NULL, *p;
+	size_t len, got = 0, cap = 0;
+	int fd, rc = 1;
+	ssize_t n = 0;
+
+	fd = connect_control(path, ctl, sizeof(ctl), timeout_ms);
 	if (fd < 0) {
-		fprintf(stderr, "zmem %s: no server answers at %s (nor at %s): %s\n", cmd, path,
-			ctl, strerror(errno));
+		if (errno == EAGAIN)
+			say_timeout(cmd, ctl, timeout_ms);
+		else if (strcmp(ctl, path))
+			fprintf(stderr, "zmem %s: no server answers at %s (nor at %s): %s\n", cmd,
+				path, ctl, strerror(errno));
+		else
+			fprintf(stderr, "zmem %s: no server answers at %s: %s\n", cmd, path,
+				strerror(errno));
 		return 1;
 	}
-	/* one send: the server answers the first read and closes */
 	snprintf(req, sizeof(req), "%s\n", line);
 	len = strlen(req);
 	if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len) {
-		fprintf(stderr, "zmem %s: %s: %s\n", cmd, path, strerror(errno));
+		if (errno == EAGAIN)
+			say_timeout(cmd, ctl, timeout_ms);
+		else
+			fprintf(stderr, "zmem %s: %s: %s\n", cmd, ctl, strerror(errno));
 		close(fd);
 		return 1;
 	}
-	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
-		if (!got && n >= 8 && !memcmp(buf, "NBDMAGIC", 8)) {
+	/* the answer, until the server closes; the wait is for each piece
+	 * (a long verb says "# VERB: running" now and then meanwhile) */
+	for (;;) {
+		if (got + 4096 > cap) {
+			char *nb = realloc(buf, cap = cap ? 2 * cap : 65536);
+
+			if (!nb) {
+				fprintf(stderr, "zmem %s: out of memory\n", cmd);
+				goto out;
+			}
+			buf = nb;
+		}
+		if (!wait_input(fd, timeout_ms)) {
+			say_timeout(cmd, ctl, timeout_ms);
+			goto out;
+		}
+		n = recv(fd, buf + got, cap - got - 1, 0);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (got >= 8 && !memcmp(buf, "NBDMAGIC", 8)) {
 			fprintf(stderr, "zmem %s: %s is a server's NBD socket, and %s is not its "
 				"control socket (see its --control)\n", cmd, path, ctl);
-			close(fd);
-			return 1;
+			goto out;
 		}
-		if (!got && n >= 6 && !strncmp(buf, "error:", 6)) {
-			/* the server's "error: ..." as the command's message */
-			err = true;
-			fprintf(stderr, "zmem %s:", cmd);
-			got += 6;
-			fwrite(buf + 6, 1, (size_t)n - 6, stderr);
-			continue;
-		}
-		got += (size_t)n;
-		fwrite(buf, 1, (size_t)n, err ? stderr : out);
 	}
+	if (n < 0) {
+		fprintf(stderr, "zmem %s: %s: %s\n", cmd, ctl, strerror(errno));
+		goto out;
+	}
+	buf[got] = 0;
+	/* the keepalive lines of a long verb say nothing to keep */
+	for (p = buf; !strncmp(p, "# ", 2) && strchr(p, '\n');)
+		p = strchr(p, '\n') + 1;
+	len = got - (size_t)(p - buf);
+	if (!len) {
+		fprintf(stderr, "zmem %s: %s closed without an answer\n", cmd, ctl);
+	} else if (!strncmp(p, "error:", 6)) {
+		/* the server's "error: ..." as the command's message */
+		fprintf(stderr, "zmem %s:", cmd);
+		fwrite(p + 6, 1, len - 6, stderr);
+	} else {
+		fwrite(p, 1, len, out);
+		rc = 0;
+	}
+out:
+	free(buf);
 	close(fd);
-	return n < 0 || err || !got;
+	return rc;
 }

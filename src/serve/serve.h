@@ -379,17 +379,36 @@ pid_t serve_run_captive(const char *cmd, const char *uri, const char *sock, cons
 
 /* ---- control.c ------------------------------------------------------ */
 
-/* The control socket's thread. */
-int control_start(struct zmi_server *s, const char *path, pthread_t *thread, int *fd);
+/* The memory limit's one range, for --mem-limit and zmem ctl mem-limit:
+ * 0 (none) or at least a page of the disk's page size (below that no
+ * write gets in, whatever room a backing file has).  0, or -1 and the
+ * reason into why. */
+int serve_check_mem_limit(uint64_t bytes, size_t page_size, char *why, size_t n);
+
+/* The longest request line the control socket takes, its newline
+ * included (docs/serve.md); a longer one is refused whole. */
+#define CONTROL_LINE_MAX 1024
+
+/* The control socket at path and its thread: 0 and *ctl, or -1 (said on
+ * stderr).  control_stop closes it (path is the caller's to remove). */
+struct zmi_control;
+int control_start(struct zmi_server *s, const char *path, struct zmi_control **ctl);
+void control_stop(struct zmi_control *ctl);
 /* A listening Unix socket at path; a stale socket file there (nobody
  * answers) is replaced, anything else is left alone.  fd or -1. */
 int serve_listen_unix(const char *path);
 /* The client side: send one line to the control socket at path (or, for
  * a data socket's path, path.ctl) and copy the answer to out.  Exit
  * status: 0, 1 when the server answered an error or could not be
- * reached (said on stderr as "zmem CMD: ...", cmd the command asking). */
-int control_send(const char *cmd, const char *path, const char *line, FILE *out);
-/* Does a control socket answer at path (or path.ctl)?  0 if one does. */
+ * reached or did not answer within timeout_ms (said on stderr as
+ * "zmem CMD: ...", cmd the command asking). */
+int control_send(const char *cmd, const char *path, const char *line, FILE *out,
+		 unsigned timeout_ms);
+/* How long the zmem commands wait for a server (zmem stats --timeout):
+ * to connect, and then for each piece of its answer. */
+#define CONTROL_CLIENT_TIMEOUT_MS 10000
+/* Does a control socket answer at path (or path.ctl)?  0 if one does;
+ * else -1 and errno (ECONNREFUSED, ENOENT: nobody listens there). */
 int control_probe(const char *path);
 
 #endif

@@ -571,11 +571,11 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 {
 	struct zmi_serve_config cfg = *cfg_in;
 	struct zmi_server *s;
-	int lfd[MAX_LISTEN], nl, ready = -1, sfd = -1, rc, cfd = -1, stop[2] = { -1, -1 };
+	int lfd[MAX_LISTEN], nl, ready = -1, sfd = -1, rc, stop[2] = { -1, -1 };
 	int status = 1;
 	char sockpath[4096] = "", ctlpath[4200], uri[4200], entry[4200] = "";
 	char announce[8600];
-	pthread_t ctl_thread;
+	struct zmi_control *ctl = NULL;
 	sigset_t mask;
 	bool activated;
 	ino_t pid_ino = 0;
@@ -650,7 +650,7 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 		fprintf(stderr, "zmem serve: cannot start its workers: %s\n", strerror(errno));
 		goto out_workers;
 	}
-	if (ctlpath[0] && control_start(s, ctlpath, &ctl_thread, &cfd))
+	if (ctlpath[0] && control_start(s, ctlpath, &ctl))
 		goto out_workers;  /* it said why */
 	if (!activated)
 		serve_register(uri, ctlpath, entry, sizeof(entry));
@@ -701,11 +701,9 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 	for (int i = 0; i < nl; i++)
 		close(lfd[i]);
 	nl = 0;
-	if (cfd >= 0) {
+	if (ctl) {
 		unlink(ctlpath);
-		shutdown(cfd, SHUT_RDWR);
-		pthread_join(ctl_thread, NULL);
-		close(cfd);
+		control_stop(ctl);
 	}
 	conns_drain(s);
 	if (captive > 0)  /* still running if a signal stopped us */

@@ -156,7 +156,8 @@ static int make_room(struct zm_store *s)
 }
 
 long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
-			uint64_t max_pages, uint64_t max_visit, uint64_t *cursor, bool *full)
+			uint64_t max_pages, uint64_t max_visit, uint64_t *cursor, bool *full,
+			const int *stop)
 {
 	struct zmi_store_stripe *st = zmi_stripe(s);
 	uint64_t visited = 0, saved = 0, i;
@@ -164,7 +165,8 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 	long done = 0, err = 0;
 
 	pthread_mutex_lock(&s->recomp_lock);
-	while ((uint64_t)done < max_pages && zmi_slot_walk(s, cursor, &visited, max_visit, &i)) {
+	while ((uint64_t)done < max_pages && !(stop && __atomic_load_n(stop, __ATOMIC_RELAXED)) &&
+	       zmi_slot_walk(s, cursor, &visited, max_visit, &i)) {
 		int rc = recompress_one(s, st, i, which, cutoff_ns);
 
 		if (rc == -ENOSPC) {
@@ -208,7 +210,8 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 	return done ? done : err;
 }
 
-long zm_store_recompress(struct zm_store *s, unsigned which, uint64_t max_pages)
+long zm_store_recompress_stoppable(struct zm_store *s, unsigned which, uint64_t max_pages,
+				   const int *stop)
 {
 	uint64_t cursor = 0;
 
@@ -220,5 +223,10 @@ long zm_store_recompress(struct zm_store *s, unsigned which, uint64_t max_pages)
 	if (!s->codec2)
 		return -EOPNOTSUPP;
 	return zmi_recompress_run(s, which, __atomic_load_n(&s->idle_cutoff_ns, __ATOMIC_RELAXED),
-				  max_pages, UINT64_MAX, &cursor, NULL);
+				  max_pages, UINT64_MAX, &cursor, NULL, stop);
+}
+
+long zm_store_recompress(struct zm_store *s, unsigned which, uint64_t max_pages)
+{
+	return zm_store_recompress_stoppable(s, which, max_pages, NULL);
 }

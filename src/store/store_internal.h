@@ -458,10 +458,12 @@ void zmi_recomp_fini(struct zm_store *s);
 /* Recompress pages from *cursor on (wrapping at nr_pages, at most one
  * round), up to max_pages re-encoded or max_visit slots looked at;
  * advances *cursor; sets *full (if not NULL) when it stopped because the
- * pool had no room even after compacting.  Returns pages re-encoded, or
- * -EIO when none was and the pool refused a call (pool_errors). */
+ * pool had no room even after compacting; ends before the next page once
+ * *stop (if not NULL) reads nonzero.  Returns pages re-encoded, or -EIO
+ * when none was and the pool refused a call (pool_errors). */
 long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
-			uint64_t max_pages, uint64_t max_visit, uint64_t *cursor, bool *full);
+			uint64_t max_pages, uint64_t max_visit, uint64_t *cursor, bool *full,
+			const int *stop);
 
 /* backing.c: the backing file.  Each I/O is one page's (index, for the
  * seam below) at offset off; each returns 0 or a negative errno. */

@@ -82,7 +82,7 @@ static void tier_tick(void *arg)
 	if (now < t->idle_after_ns || now < t->full_until_ns)
 		return;
 	zmi_recompress_run(s, ZM_STORE_PICK_IDLE, now - t->idle_after_ns, budget, VISIT_MAX,
-			   &t->cursor, &full);
+			   &t->cursor, &full, NULL);
 	/* a full pool that compacting did not open: wait a mark's time
 	 * rather than compact it again every tick */
 	if (full)

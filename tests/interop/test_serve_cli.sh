@@ -77,6 +77,79 @@ stop_both() {
 }
 check "stop: both gone, sockets removed, list empty" stop_both
 
+# a control socket that never answers (it listens, never accepts): each
+# command gives up after its --timeout, saying so
+mute_server() {
+    python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1); time.sleep(30)' \
+        "$T/mute.sock.ctl" &
+    mp=$!
+    i=0; while [ ! -S "$T/mute.sock.ctl" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    ok=0
+    for c in "stats" "ctl" "stop" "list"; do
+        start=$(date +%s%N)
+        verb=; [ "$c" = ctl ] && verb=compact
+        if [ "$c" = list ]; then  # a registry entry naming the mute socket
+            mkdir -p "$XDG_RUNTIME_DIR/zmem.d" &&
+            printf 'nbd+unix:///?socket=%s\n%s\n' "$T/mute.sock" "$T/mute.sock.ctl" \
+                > "$XDG_RUNTIME_DIR/zmem.d/$mp"
+            timeout 5 "$ZMEM" list --timeout 300ms > /dev/null 2> "$T/err"; st=$?
+            rm -f "$XDG_RUNTIME_DIR/zmem.d/$mp"
+            [ $st -eq 0 ] && st=1  # list goes on past a server, and says so
+        else
+            # shellcheck disable=SC2086
+            timeout 5 "$ZMEM" $c --timeout 300ms "$T/mute.sock" $verb > /dev/null 2> "$T/err"
+            st=$?
+        fi
+        ms=$(( ($(date +%s%N) - start) / 1000000 ))
+        echo "zmem $c: status $st after $ms ms: $(cat "$T/err")"
+        [ $st -eq 1 ] && [ $ms -lt 2000 ] &&
+            grep -q "no answer from $T/mute.sock.ctl within 0.3 s" "$T/err" || ok=1
+    done
+    kill $mp; wait $mp 2> /dev/null
+    rm -f "$T/mute.sock.ctl"
+    return $ok
+}
+check "stats, ctl, stop, list against a server that never answers: --timeout, a message" \
+    mute_server
+
+# a server killed outright whose parent has not reaped it (its pid still
+# there, a zombie): zmem list skips it without a word
+zombie() {
+    sh -c '"$0" serve -f --size 16M --socket "$1" 2> /dev/null & echo $! > "$2"; exec sleep 10' \
+        "$ZMEM" "$T/zb.sock" "$T/zb.pid" &
+    holder=$!
+    i=0; while [ ! -S "$T/zb.sock.ctl" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    "$ZMEM" list | grep -q "zb.sock" || return 1
+    kill -KILL "$(cat "$T/zb.pid")"; sleep 0.3
+    "$ZMEM" list > "$T/list" 2> "$T/err"; st=$?
+    cat "$T/list" "$T/err"
+    kill $holder; wait $holder 2> /dev/null
+    rm -f "$T/zb.sock" "$T/zb.sock.ctl"
+    [ $st -eq 0 ] && [ ! -s "$T/err" ] && ! grep -q "zb.sock" "$T/list"
+}
+check "list skips a killed server not yet reaped, without a word" zombie
+
+# the memory limit: one range for --mem-limit and ctl mem-limit, 0 (none)
+# or at least a page; below that no write could get in
+mem_limit_range() {
+    "$ZMEM" serve -f --size 16M --socket "$T/m.sock" 2> /dev/null &
+    mp=$!
+    i=0; while [ ! -S "$T/m.sock.ctl" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    ok=0
+    for v in 1 100 4095; do
+        ! "$ZMEM" ctl "$T/m.sock" mem-limit $v 2> "$T/err" &&
+            grep -q "mem-limit $v: less than a page (4096 bytes)" "$T/err" || { cat "$T/err"; ok=1; }
+        "$ZMEM" serve --size 16M --socket "$T/m2.sock" --mem-limit $v 2> "$T/err" &&
+            { ok=1; "$ZMEM" stop "$T/m2.sock"; }
+        grep -q "mem-limit $v: less than a page (4096 bytes)" "$T/err" || { cat "$T/err"; ok=1; }
+    done
+    "$ZMEM" ctl "$T/m.sock" mem-limit 4K | grep -qx "ok: mem-limit 4096" || ok=1
+    "$ZMEM" stop "$T/m.sock" > /dev/null; wait $mp
+    return $ok
+}
+check "mem-limit: one range for --mem-limit and ctl, at least a page" mem_limit_range
+
 captive() {
     "$ZMEM" serve --size 32M --run 'nbdinfo --size "$uri" > "'"$T/size"'"; [ -S "$socket" ] && exit 7'
     st=$?
@@ -134,6 +207,12 @@ check "--readback without --backing refused" refused "needs --backing" --size 1G
 check "--backing in a missing folder refused" refused "--backing $T/nowhere/z.img: cannot open" \
     --size 1G --backing "$T/nowhere/z.img"
 check "--backing a folder refused" refused "--backing $T: cannot open" --size 1G --backing "$T"
+mkfifo "$T/fifo"
+check "--backing a FIFO refused, naming why" refused \
+    "--backing $T/fifo: not a regular file or block device (a FIFO)" --size 1G --backing "$T/fifo"
+check "--backing /dev/null refused, naming why" refused \
+    "--backing /dev/null: not a regular file or block device (a character device)" \
+    --size 1G --backing /dev/null
 check "... and no backing file left behind by the refusals" test ! -e "$T/z.img"
 check "a bad --recompress lists the codecs" refused "--recompress brotli: unknown codec" \
     --size 1G --recompress brotli
