@@ -134,7 +134,7 @@ TESTS    += $(LIBTESTS)
 CLITESTS := $(patsubst tests/cli/%,$(BUILD)/tests/%,$(wildcard tests/cli/test_*.sh))
 TESTS    += $(CLITESTS)
 
-.PHONY: all lib deps demo check check-debug check-asan check-tsan check-fuzz fuzz test-run soak \
+.PHONY: all lib deps demo check check-debug check-asan check-tsan check-fuzz check-memcheck fuzz test-run soak \
         install uninstall clean FORCE
 all: lib $(BUILD)/zmem $(BUILD)/zmem.pc
 lib: $(BUILD)/libzmem.a $(BUILD)/libzmem.so $(BUILD)/libzmem-install.a
@@ -246,7 +246,7 @@ test-run:
 
 check: deps
 	@rm -rf build/results && mkdir -p build
-	$(MAKE) check-debug check-asan check-tsan check-fuzz -k; st=$$?; \
+	$(MAKE) check-debug check-asan check-tsan check-fuzz check-memcheck -k; st=$$?; \
 	  sh tests/run.sh --total build/results; st2=$$?; \
 	  [ $$st -eq 0 ] && [ $$st2 -eq 0 ]
 
@@ -259,6 +259,16 @@ check-asan:
 check-tsan:
 	$(MAKE) BUILD=build/tsan ZM_DEBUG=1 OPT=-O1 SAN=thread TEST_WRAP="setarch -R" \
 	    RUN_TESTS='$$(TSAN_TESTS)' RESULTS=$(CURDIR)/build/results test-run
+
+# memcheck: a store test and tmem tests of the debug build under valgrind
+# (uninitialised reads, which the sanitizer builds do not see); ZM_TESTS
+# picks the cases (tests/testutil.h), about a minute in all.
+MEMCHECK_CASES = test_limit_auto_compact,test_roundtrip,test_flush
+check-memcheck:
+	$(MAKE) BUILD=build/check ZM_DEBUG=2 OPT=-O1 RESULTS=$(CURDIR)/build/results \
+	    RUN_TESTS='$$(BUILD)/tests/test_store $$(BUILD)/tests/test_tmem' \
+	    TEST_WRAP="env ZM_TESTS=$(MEMCHECK_CASES) valgrind --tool=memcheck \
+	    --error-exitcode=1 --track-origins=yes -q" test-run
 
 # The randomized tests: the models and stress tests, and the allocators'
 # and the tier's suites, which run a model after their unit tests.  Under

@@ -97,6 +97,52 @@ static double overhead(struct zm_pool *p, uint64_t live)
 	return (double)(st.pool_bytes + st.meta_bytes) / (double)live;
 }
 
+/* zm_pool_create and zm_pool_set_compaction refuse the same policies,
+ * with the same errors, on every backend; create also refuses settings
+ * out of range. */
+static void test_settings_refused(void **state)
+{
+	const char *const *be = zm_pool_backends();
+	const int policies[] = { ZM_COMPACT_DEFAULT, ZM_COMPACT_OFF, ZM_COMPACT_WATERMARK,
+				 ZM_COMPACT_RATIO, 4, 99, -1 };
+
+	(void)state;
+	for (int b = 0; be[b]; b++) {
+		struct zm_pool_config c = { .allocator = be[b], .compact = ZM_COMPACT_OFF };
+		struct zm_pool *p, *q;
+
+		assert_int_equal(zm_pool_create(&c, &p), 0);
+		for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
+			struct zm_pool_config d = { .allocator = be[b],
+						    .compact = (enum zm_compact_policy)policies[i] };
+			int set = zm_pool_set_compaction(p, (enum zm_compact_policy)policies[i]);
+			int made = zm_pool_create(&d, &q);
+
+			printf("%s policy %d: set %d, create %d\n", be[b], policies[i], set, made);
+			assert_int_equal(made, set);
+			assert_true(set == 0 || set == -EINVAL || set == -EOPNOTSUPP);
+			if (policies[i] > ZM_COMPACT_RATIO || policies[i] < 0)
+				assert_int_equal(set, -EINVAL);
+			if (!made)
+				zm_pool_destroy(q);
+		}
+		assert_int_equal(zm_pool_set_compaction(p, ZM_COMPACT_OFF), 0);
+		zm_pool_destroy(p);
+		for (int k = 0; k < 5; k++) {
+			struct zm_pool_config d = { .allocator = be[b] };
+
+			if (k == 0) d.mixed_zspages = 5;
+			if (k == 1) d.mixed_zspages = -2;
+			if (k == 2) d.compact_watermark = 101;
+			if (k == 3) d.compact_ratio = 200;
+			if (k == 4) d.compact_target = 101, d.compact = ZM_COMPACT_OFF;
+			q = NULL;
+			assert_int_equal(zm_pool_create(&d, &q), -EINVAL);
+			assert_null(q);
+		}
+	}
+}
+
 static void test_explicit(void **state)
 {
 	struct zm_pool *p = mk(ZM_COMPACT_OFF, 0, 0);
@@ -519,6 +565,7 @@ static void test_compactor_prefault(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_settings_refused),
 		cmocka_unit_test(test_explicit),
 		cmocka_unit_test(test_rss_falls),
 		cmocka_unit_test(test_mapped_not_moved),

@@ -1636,7 +1636,7 @@ static void test_unit_unsupported(void **state)
 
 int main(int argc, char **argv)
 {
-	const struct CMUnitTest tests[] = {
+	struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_backends),
 		cmocka_unit_test(test_create_bad),
 		cmocka_unit_test(test_pool_create_bad),
@@ -1669,5 +1669,5 @@ int main(int argc, char **argv)
 	};
 
 	test_args(argc, argv, &g_seed, NULL);
-	return cmocka_run_group_tests_name("tmem", tests, NULL, NULL);
+	return test_run_selected("tmem", tests);
 }

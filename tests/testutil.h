@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <fnmatch.h>
 
 #include <zmem/store.h>
 #include "base/os.h"
@@ -74,6 +75,38 @@ static inline uint64_t mix64(uint64_t x)
  * run exactly, in either mode.
  */
 #define ZM_TEST_SEED_DEFAULT 1
+
+/* Keep, in place, the tests whose names match one of the shell patterns
+ * in $ZM_TESTS (separated by commas or spaces; unset or empty: all of
+ * them), and return how many are left: a slow wrapper (valgrind, `make
+ * check-memcheck`) runs a few cases of a binary.  Patterns that match
+ * nothing here are ignored, so one list may serve several binaries. */
+static inline size_t test_select(struct CMUnitTest *t, size_t n)
+{
+	const char *e = getenv("ZM_TESTS");
+	size_t kept = 0;
+
+	if (!e || !*e)
+		return n;
+	for (size_t i = 0; i < n; i++) {
+		char pat[256];
+
+		for (const char *p = e; *p; ) {
+			size_t len = strcspn(p, ", ");
+
+			snprintf(pat, sizeof(pat), "%.*s", (int)len, p);
+			p += len + (p[len] != 0);
+			if (len && !fnmatch(pat, t[i].name, 0)) {
+				t[kept++] = t[i];
+				break;
+			}
+		}
+	}
+	return kept;
+}
+#define test_run_selected(name, tests) \
+	_cmocka_run_group_tests((name), (tests), \
+				test_select((tests), sizeof(tests) / sizeof((tests)[0])), NULL, NULL)
 
 /* ZM_SOAK's factor: 0 when not soaking. */
 static inline long test_soak(void)

@@ -19,7 +19,9 @@
  *               compaction; see docs/zbud.md
  *
  * Backends without compaction answer -EOPNOTSUPP to zm_pool_compact() and
- * zm_pool_shrink(), and accept only ZM_COMPACT_OFF / DEFAULT.
+ * zm_pool_shrink(), and accept only ZM_COMPACT_OFF / DEFAULT, at create
+ * and in zm_pool_set_compaction() alike (-EOPNOTSUPP for another policy;
+ * -EINVAL for a value outside the enum).
  *
  * Reaching an object: zm_pool_write()/zm_pool_read() copy in and out, or
  * zm_pool_map() gives a pointer until zm_pool_unmap().  Rules for maps:
@@ -169,6 +171,10 @@ struct zm_pool;
  * bad tuning or a NULL out, -E2BIG for a config with fields this library
  * does not know set (zmem.h: structures), -EMFILE when ZM_POOL_MAX_POOLS
  * pools are live already, -ENOMEM.  cfg NULL means all defaults.
+ * Compaction settings are checked as zm_pool_set_compaction() checks the
+ * policy (-EINVAL outside the enum, -EOPNOTSUPP for a policy the backend
+ * lacks), and percentages above 100 or mixed_zspages outside -1..1 are
+ * -EINVAL, whatever the backend and whether or not the policy uses them.
  *
  * Cost: address space is reserved, not used: the pages' arena
  * (arena_bytes, 4 GiB by default) and its per-page records (32 bytes a

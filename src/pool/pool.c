@@ -98,6 +98,37 @@ static const struct zmi_pool_ops *backend_of(const char *name)
 	return NULL;
 }
 
+/* The compaction policies a backend takes, for zm_pool_create and
+ * zm_pool_set_compaction alike (pool.h): the four of the enum on a
+ * backend that compacts, OFF and DEFAULT on the others.  0, -EINVAL or
+ * -EOPNOTSUPP. */
+static int policy_ok(const struct zmi_pool_ops *ops, enum zm_compact_policy policy)
+{
+	if ((unsigned)policy > ZM_COMPACT_RATIO)
+		return -EINVAL;
+	if (!ops->compact && policy != ZM_COMPACT_OFF && policy != ZM_COMPACT_DEFAULT)
+		return -EOPNOTSUPP;
+	return 0;
+}
+
+/* The compaction settings of a config: the policy as above, percentages
+ * 0..100, mixed_zspages -1, 0 or 1. */
+static int compaction_ok(const struct zmi_pool_ops *ops, const struct zm_pool_config *c)
+{
+	int rc = policy_ok(ops, c->compact);
+
+	if (!rc && (c->compact_watermark > 100 || c->compact_ratio > 100 ||
+		    c->compact_target > 100 || c->mixed_zspages < -1 || c->mixed_zspages > 1))
+		rc = -EINVAL;
+	if (rc)
+		zmi_bad_input("zm_pool_create: compaction settings %s on %s (policy %d, "
+			      "watermark %u, ratio %u, target %u, mixed_zspages %d)",
+			      rc == -EINVAL ? "out of range" : "not supported", ops->name,
+			      (int)c->compact, c->compact_watermark, c->compact_ratio,
+			      c->compact_target, c->mixed_zspages);
+	return rc;
+}
+
 static int own_pages(struct zm_pool *pool, const struct zm_pool_config *c)
 {
 	/* zsmalloc writes every page it takes: prefault them */
@@ -134,6 +165,8 @@ int zm_pool_create_sized(const struct zm_pool_config *cfg, size_t cfg_size,
 	pool->pages = c.pages;
 	if (!pool->ops)
 		rc = -EINVAL;
+	else if ((rc = compaction_ok(pool->ops, &c)))
+		;
 	else if (!pool->id)
 		rc = -EMFILE;
 	else if (!pool->pages && pool->ops->uses_pages)
@@ -293,12 +326,14 @@ long zm_pool_unit(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_t 
 
 int zm_pool_set_compaction(struct zm_pool *pool, enum zm_compact_policy policy)
 {
-	if (!pool || policy > ZM_COMPACT_RATIO)
+	int rc;
+
+	if (!pool)
 		return -EINVAL;
-	if (pool->ops->set_compaction)
-		return pool->ops->set_compaction(pool, policy);
-	/* no compaction (pool.h): off, or the default, is what there is */
-	return policy == ZM_COMPACT_OFF || policy == ZM_COMPACT_DEFAULT ? 0 : -EOPNOTSUPP;
+	rc = policy_ok(pool->ops, policy);
+	if (rc || !pool->ops->set_compaction)
+		return rc;   /* no compaction: off, or the default, is what there is */
+	return pool->ops->set_compaction(pool, policy);
 }
 
 int zm_pool_stats_sized(struct zm_pool *pool, struct zm_pool_stats *out, size_t size)

@@ -1082,6 +1082,8 @@ long zs_mixed_compact(struct zs_pool *zp, unsigned *budget, long *emptied)
 	long freed = 0, gross = 0;
 	uint8_t pass;
 
+	if (emptied)   /* also when there is nothing to do: callers add it */
+		*emptied = 0;
 	if (!zp->mixed || !scratch(zp))
 		return 0;
 	pass = ++zp->mpass ? zp->mpass : ++zp->mpass;   /* new zspages have 0 */
