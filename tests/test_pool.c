@@ -1,6 +1,7 @@
 /* Unit tests of the pool interface, over every backend configuration. */
 #define ZMEM_ADVANCED  /* tests reach the advanced tier too */
 #include <errno.h>
+#include <stdbool.h>
 
 #include "pooltest.h"
 #include <zmem/pages.h>
@@ -557,6 +558,93 @@ static void test_owner_words(void **st)
 	}
 }
 
+/* zm_pool_obj_size (pool.h) is the object's slot, the bytes it can hold:
+ * at least the size asked for, at most a page; write, read and a map
+ * reach all of it and no more; and it is the slot the pool's slot_bytes
+ * counted for the object (less xcfmalloc's block headers, inside its
+ * slots).  zsmalloc without mixed zspages, so that every object takes a
+ * class's slot and slot_bytes is exact; an object in a mixed zspage
+ * holds the size asked for (the last configuration, where objects go to
+ * mixed zspages or their classes). */
+static const struct zm_pool_config os_configs[] = {
+	{ .allocator = "zsmalloc", .mixed_zspages = -1 },
+	{ .allocator = "zsmalloc", .mixed_zspages = -1, .span = ZM_SPAN_COPY },
+	{ .allocator = "zsmalloc", .mixed_zspages = -1, .page_size = 16384,
+	  .class_spacing = 64, .max_zspage_pages = 2 },
+	{ .allocator = "malloc" },
+	{ .allocator = "xvmalloc" },
+	{ .allocator = "xvmalloc", .page_size = 16384 },
+	{ .allocator = "xcfmalloc" },
+	{ .allocator = "xcfmalloc", .page_size = 16384 },
+	{ .allocator = "zbud" },
+	{ .allocator = "zsmalloc", .mixed_zspages = 1, .compact = ZM_COMPACT_OFF },
+};
+
+static uint64_t slot_bytes(struct zm_pool *p)
+{
+	struct zm_pool_stats s;
+
+	assert_int_equal(zm_pool_stats(p, &s), 0);
+	return s.slot_bytes;
+}
+
+static void test_obj_size(void **st)
+{
+	for (size_t k = 0; k < sizeof(os_configs) / sizeof(os_configs[0]); k++) {
+		const struct zm_pool_config *c = &os_configs[k];
+		bool xcf = !strcmp(c->allocator, "xcfmalloc");
+		bool mixed = c->mixed_zspages > 0;
+		struct zm_pool *p = mk(c, 0);
+		size_t P = psize(c);
+		uint8_t *buf = malloc(P + 1), *out = malloc(P + 1);
+		zm_handle_t keep[16];
+		unsigned nkeep = 0, in_mixed = 0;
+
+		for (size_t size = 1; size <= P; size += size < 64 ? 1 : size < 512 ? 7 : 61) {
+			uint64_t before = slot_bytes(p), slot;
+			zm_handle_t h = zm_pool_alloc(p, size);
+			size_t n = zm_pool_obj_size(p, h);
+			uint8_t *m;
+
+			assert_true(h != 0);
+			slot = slot_bytes(p) - before;
+			if (n < size || n > P || (mixed ? n != size && n != slot : xcf ? n + 16 < slot ||
+						  n + 8 > slot : n != slot))
+				fail_msg("%s: size %zu: obj_size %zu, slot %llu bytes",
+					 c->allocator, size, n, (unsigned long long)slot);
+			in_mixed += mixed && n != slot;
+			/* all of it written and read back, one byte more refused */
+			pt_fill(buf, P + 1, h);
+			assert_int_equal(zm_pool_write(p, h, buf, n), 0);
+			assert_int_equal(zm_pool_write(p, h, buf, n + 1), -EINVAL);
+			assert_int_equal(zm_pool_read(p, h, out, n + 1), -EINVAL);
+			memset(out, 0, P);
+			assert_int_equal(zm_pool_read(p, h, out, n), 0);
+			assert_int_equal(pt_check(out, n, h), 0);
+			/* and through a map, in place or copied */
+			m = zm_pool_map(p, h, ZM_MAP_RW);
+			assert_non_null(m);
+			assert_int_equal(pt_check(m, n, h), 0);
+			pt_fill(m, n, ~h);
+			zm_pool_unmap(p, h);
+			assert_int_equal(zm_pool_read(p, h, out, n), 0);
+			assert_int_equal(pt_check(out, n, ~h), 0);
+			/* some stay, so that later objects share pages */
+			if (size % 5 == 0 && nkeep < 16)
+				keep[nkeep++] = h;
+			else
+				assert_int_equal(zm_pool_free(p, h), 0);
+		}
+		for (unsigned i = 0; i < nkeep; i++)
+			assert_int_equal(zm_pool_free(p, keep[i]), 0);
+		assert_true(!mixed || in_mixed > 0);
+		assert_int_equal(zm_pool_check(p), 0);
+		zm_pool_destroy(p);
+		free(buf);
+		free(out);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -572,6 +660,7 @@ int main(void)
 		cmocka_unit_test(test_stats_and_return),
 		cmocka_unit_test(test_shared_pages),
 		cmocka_unit_test(test_owner_words),
+		cmocka_unit_test(test_obj_size),
 	};
 
 	return cmocka_run_group_tests_name("pool", tests, NULL, NULL);

@@ -209,8 +209,9 @@ ZM_API zm_handle_t zm_pool_alloc(struct zm_pool *pool, size_t size);
  * foreign, already free). */
 ZM_API int zm_pool_free(struct zm_pool *pool, zm_handle_t handle);
 
-/* Copy len bytes (len <= the size allocated) into / out of the object,
- * straight to and from its page(s).  0 or -EINVAL. */
+/* Copy len bytes into / out of the object, straight to and from its
+ * page(s); len up to zm_pool_obj_size(), which is at least the size
+ * allocated.  0, or -EINVAL (a bad handle, or len beyond the slot). */
 ZM_API int zm_pool_write(struct zm_pool *pool, zm_handle_t handle, const void *buf, size_t len);
 ZM_API int zm_pool_read(struct zm_pool *pool, zm_handle_t handle, void *buf, size_t len);
 
@@ -221,7 +222,24 @@ ZM_API int zm_pool_read(struct zm_pool *pool, zm_handle_t handle, void *buf, siz
 ZM_API void *zm_pool_map(struct zm_pool *pool, zm_handle_t handle, enum zm_map_mode mode);
 ZM_API void zm_pool_unmap(struct zm_pool *pool, zm_handle_t handle);
 
-/* Size of the slot holding the object (>= the size asked for). */
+/* The size of the object's slot: the bytes it can hold, the same thing
+ * on every backend.  At least the size asked for and at most the page
+ * size.  zm_pool_write() and zm_pool_read() accept any len up to it
+ * (-EINVAL beyond), and zm_pool_map() points to that many bytes; those
+ * past the size asked for are the caller's too, undefined until written.
+ * It is the slot that slot_bytes (zm_pool_stats) counts for the object,
+ * less what the backend keeps inside its slots (xcfmalloc's block
+ * headers; in a zsmalloc mixed zspage, the object's header and rounding).
+ * Per backend (docs/api.md): zsmalloc its class's slot size (of the
+ * class it borrowed a slot from, class_borrow; the page for the huge
+ * class), or in a mixed zspage the size asked for; zbud the size rounded
+ * up to a chunk; xvmalloc its block's payload (the size rounded up to 8,
+ * at least 16, the page for a raw page); xcfmalloc its blocks less their
+ * headers, up to a page; malloc what malloc() gave beyond the backend's
+ * header (malloc_usable_size()), up to a page.  The object keeps its slot
+ * until freed, except that compaction may move it to a larger one
+ * (zsmalloc: out of a mixed zspage into its class), never to a smaller
+ * one, keeping every byte of the old.  0 for a bad handle. */
 ZM_API size_t zm_pool_obj_size(struct zm_pool *pool, zm_handle_t handle);
 
 #ifdef ZMEM_ADVANCED

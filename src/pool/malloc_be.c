@@ -2,9 +2,13 @@
  * The "malloc" backend: every object one malloc() block.  The baseline a
  * userspace programmer would reach for, kept honest:
  *
- *   - each block carries an 8-byte header (magic + size) so that reads and
- *     writes can be bounds-checked and bad handles refused; it is counted
- *     as metadata;
+ *   - each block carries an 8-byte header (magic + slot size) so that
+ *     reads and writes can be bounds-checked and bad handles refused; it
+ *     is counted as metadata;
+ *   - the object's slot (zm_pool_obj_size, slot_bytes) is all glibc gave
+ *     beyond that header (malloc_usable_size(), its rounding included;
+ *     at most a page): the object may use every byte of it, as it may of
+ *     the other backends' slots;
  *   - pool_bytes is what glibc really spends on each block: its usable size
  *     plus glibc's own 8-byte chunk header (malloc_usable_size() + 8),
  *     minus our header.  Free chunks that glibc keeps but cannot return are
@@ -57,7 +61,7 @@ _Static_assert(((uint64_t)MB_MAX_OBJECTS << 21) <= ZMI_HANDLE_LIMIT, "handles be
 
 struct mb_hdr {
 	uint32_t magic;
-	uint32_t size;
+	uint32_t size;   /* the slot: usable bytes after the header */
 };
 
 #define MB_SHARDS 16
@@ -227,13 +231,15 @@ static zm_handle_t mb_malloc(struct zm_pool *pool, size_t size)
 	gen = m->ent[i] & MB_GEN_MASK;   /* a never-used entry: 0 */
 	__atomic_store_n(&m->ent[i], (uint64_t)(uintptr_t)hd >> 4 << MB_ADDR_SHIFT | gen,
 			 __ATOMIC_RELEASE);
-	hd->magic = MB_MAGIC;
-	hd->size = (uint32_t)size;
 	usable = malloc_usable_size(hd);
+	hd->magic = MB_MAGIC;
+	/* the slot: what glibc gave beyond the header, rounding included,
+	 * up to a page (the largest object) */
+	hd->size = (uint32_t)(usable - sizeof(*hd) < pool->page_size ? usable - sizeof(*hd)
+								   : pool->page_size);
 	sh = my_shard(m);
 	__atomic_fetch_add(&sh->objects, 1, __ATOMIC_RELAXED);
-	/* the slot: what glibc gave beyond the header, rounding included */
-	__atomic_fetch_add(&sh->slot_bytes, (int64_t)(usable - sizeof(*hd)), __ATOMIC_RELAXED);
+	__atomic_fetch_add(&sh->slot_bytes, (int64_t)hd->size, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&sh->chunk_bytes, (int64_t)(usable + GLIBC_CHUNK_HDR),
 			   __ATOMIC_RELAXED);
 	if (zmi_unlikely(++mb_allocs % MB_PEAK_EVERY == 0)) {
@@ -269,7 +275,7 @@ static int mb_free(struct zm_pool *pool, zm_handle_t h)
 	usable = malloc_usable_size(hd);
 	sh = my_shard(mb(pool));
 	__atomic_fetch_sub(&sh->objects, 1, __ATOMIC_RELAXED);
-	__atomic_fetch_sub(&sh->slot_bytes, (int64_t)(usable - sizeof(*hd)), __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&sh->slot_bytes, (int64_t)hd->size, __ATOMIC_RELAXED);
 	__atomic_fetch_sub(&sh->chunk_bytes, (int64_t)(usable + GLIBC_CHUNK_HDR),
 			   __ATOMIC_RELAXED);
 	free(hd);
