@@ -198,7 +198,9 @@ ZM_API int zm_pool_create_sized(const struct zm_pool_config *cfg, size_t cfg_siz
 	zm_pool_create_sized((cfg), sizeof(struct zm_pool_config), (out))
 
 /* Destroy; live objects are released with the pool (and said so in the
- * log).  Accepts NULL. */
+ * log).  Accepts NULL.  Destroying a pool twice, or anything that is not
+ * a live pool, is undefined behaviour; ZM_DEBUG builds name the call and
+ * the pointer in a message and return without touching it. */
 ZM_API void zm_pool_destroy(struct zm_pool *pool);
 
 /* Allocate an object of size bytes (1 .. page size).  Returns a handle, or

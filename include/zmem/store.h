@@ -241,7 +241,10 @@ ZM_API int zm_store_create_sized(const struct zm_store_config *cfg, size_t cfg_s
 
 /* Free every page and the store, truncating its backing file to nothing
  * and releasing its lock (a caller's backing_fd stays open); a forked
- * child's store leaves the file alone (backing_path).  Accepts NULL. */
+ * child's store leaves the file alone (backing_path).  Accepts NULL.
+ * Destroying a store twice, or anything that is not a live store, is
+ * undefined behaviour; ZM_DEBUG builds name the call and the pointer in
+ * a message and return without touching it. */
 ZM_API void zm_store_destroy(struct zm_store *store);
 
 /* Store one page (page_size bytes) at index, replacing what was there.

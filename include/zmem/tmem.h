@@ -187,7 +187,10 @@ ZM_API int zm_tmem_create_sized(const struct zm_tmem_config *cfg, size_t cfg_siz
 #define zm_tmem_create(cfg, out) \
 	zm_tmem_create_sized((cfg), sizeof(struct zm_tmem_config), (out))
 
-/* Destroy the instance with every pool and page.  Accepts NULL. */
+/* Destroy the instance with every pool and page.  Accepts NULL.
+ * Destroying an instance twice, or anything that is not a live one, is
+ * undefined behaviour; ZM_DEBUG builds name the call and the pointer in
+ * a message and return without touching it. */
 ZM_API void zm_tmem_destroy(struct zm_tmem *t);
 
 /* Create a pool; returns its id (> 0), or -EINVAL (bad kind, page size,

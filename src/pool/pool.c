@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/abi.h"
+#include "base/live.h"
 #include "pool/pool_internal.h"
 
 static const struct zmi_pool_ops *const backends[] = {
@@ -183,6 +184,7 @@ int zm_pool_create_sized(const struct zm_pool_config *cfg, size_t cfg_size,
 		zmi_pool_keys_fini(pool);
 		goto fail;
 	}
+	zmi_live_add(pool, ZMI_LIVE_POOL);
 	*out = pool;
 	return 0;
 fail:
@@ -198,8 +200,8 @@ void zm_pool_destroy(struct zm_pool *pool)
 {
 	struct zm_pool_stats st = { 0 };
 
-	if (!pool)
-		return;
+	if (!pool || !zmi_live_take(pool, ZMI_LIVE_POOL, "zm_pool_destroy"))
+		return;   /* destroyed twice: a message in ZM_DEBUG builds */
 	pool->ops->stats(pool, &st);
 	if (st.objects)
 		zmi_log("%s pool: destroyed with %llu live object(s), released with it",
@@ -209,7 +211,7 @@ void zm_pool_destroy(struct zm_pool *pool)
 	if (pool->own_pages)
 		zm_pages_destroy(pool->pages);
 	id_give(pool->id);
-	free(pool);
+	zmi_live_free(pool, sizeof(*pool));
 }
 
 /* ---- objects ----------------------------------------------------------- */

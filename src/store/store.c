@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/live.h"
 #include "store/store_internal.h"
 
 /* Default huge_size: 31/32 of a page.  A compressed page is stored raw
@@ -121,6 +122,7 @@ int zm_store_create_sized(const struct zm_store_config *ucfg, size_t cfg_size,
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	zmi_live_add(s, ZMI_LIVE_STORE);   /* before any failure destroys it */
 	s->nr_pages = cfg->nr_pages;
 	s->page_size = ps;
 	s->page_shift = (unsigned)__builtin_ctzl(ps);
@@ -180,8 +182,8 @@ fail:
 
 void zm_store_destroy(struct zm_store *s)
 {
-	if (!s)
-		return;
+	if (!s || !zmi_live_take(s, ZMI_LIVE_STORE, "zm_store_destroy"))
+		return;   /* destroyed twice: a message in ZM_DEBUG builds */
 	zmi_tier_stop(s);           /* first: it walks the slots */
 	s->destroying = true;       /* the file is emptied whole below */
 	if (s->pool && s->slots)
@@ -197,7 +199,7 @@ void zm_store_destroy(struct zm_store *s)
 	pthread_mutex_destroy(&s->recomp_lock);
 	pthread_mutex_destroy(&s->busy_lock);
 	pthread_cond_destroy(&s->busy_cond);
-	free(s);
+	zmi_live_free(s, sizeof(*s));
 }
 
 long zm_store_compact(struct zm_store *s)

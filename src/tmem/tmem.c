@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/abi.h"
+#include "base/live.h"
 #include "tmem/tmem_internal.h"
 
 #define TMI_CONFIG_MIN zmi_size_upto(struct zm_tmem_config, persistent_pct)
@@ -112,6 +113,7 @@ int zm_tmem_create_sized(const struct zm_tmem_config *ucfg, size_t cfg_size,
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
+	zmi_live_add(t, ZMI_LIVE_TMEM);   /* before any failure destroys it */
 	t->page_size = ps;
 	t->budget = c.budget_bytes ? c.budget_bytes : TM_DEFAULT_BUDGET;
 	if (t->budget < ps)
@@ -150,8 +152,8 @@ int zm_tmem_create_sized(const struct zm_tmem_config *ucfg, size_t cfg_size,
 
 void zm_tmem_destroy(struct zm_tmem *t)
 {
-	if (!t)
-		return;
+	if (!t || !zmi_live_take(t, ZMI_LIVE_TMEM, "zm_tmem_destroy"))
+		return;   /* destroyed twice: a message in ZM_DEBUG builds */
 	for (unsigned i = 0; i < ZM_TMEM_MAX_POOLS; i++)
 		if (t->pool[i])
 			zm_tmem_pool_destroy(t, t->pool[i]->id);
@@ -164,7 +166,7 @@ void zm_tmem_destroy(struct zm_tmem *t)
 	pthread_mutex_destroy(&t->pools_lock);
 	free(t->ubuf);
 	free(t->kbuf);
-	free(t);
+	zmi_live_free(t, sizeof(*t));
 }
 
 static int check_pool_config(const struct zm_tmem *t, struct zm_tmem_pool_config *c)
