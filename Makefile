@@ -32,14 +32,20 @@ CC       ?= cc
 OPT      ?= -O2
 ZM_DEBUG ?= 0
 SAN      ?=
-# The version is the headers' (include/zmem/common.h), never written here.
-# SOVERSION is the ABI's: it goes up by one whenever a release breaks
-# programs linked against the previous one (0.2 broke 0.1's: 0 -> 1), and
-# only then.  2: the workload calls (zm_workload_*), exported by 0.2.0's
-# libzmem.so.1, left the library for libzmem-workload.a (docs/api.md).
+# The version is the headers' (include/zmem/common.h), never written here,
+# and its major number is the ABI's: ZMEM_VERSION_MAJOR goes up whenever
+# a release breaks programs linked against the previous one, and only
+# then (MINOR: calls added; PATCH: fixes).  So SOVERSION, the soname's
+# number (libzmem.so.SOVERSION), is that major number, and the installed
+# file, libzmem.so.MAJOR.MINOR.PATCH, starts with it: two ABIs never
+# share a file name, and installing one leaves the other's programs
+# their library.  Before this rule 0.2.0 was libzmem.so.1 in the file
+# libzmem.so.0.2.0 (0.1: libzmem.so.0); 2.0.0 is the first version under
+# it: its soname is libzmem.so.2 (the workload calls left the library,
+# docs/api.md).
 ZM_VER_PART = $(shell sed -n 's/^\#define ZMEM_VERSION_$(1)  *\([0-9][0-9]*\).*/\1/p' include/zmem/common.h)
 VERSION  := $(call ZM_VER_PART,MAJOR).$(call ZM_VER_PART,MINOR).$(call ZM_VER_PART,PATCH)
-SOVERSION := 2
+SOVERSION := $(call ZM_VER_PART,MAJOR)
 LD       ?= ld
 OBJCOPY  ?= objcopy
 
@@ -299,7 +305,9 @@ check-fuzz:
 # ---- install ------------------------------------------------------------
 # libzmem.so.VERSION is the file, libzmem.so.SOVERSION (the soname, what
 # programs look for at run time) and libzmem.so (what -lzmem finds) link to
-# it.  The static library installed is libzmem-install.a (public symbols
+# it; VERSION starts with SOVERSION, so another ABI's files (an older
+# libzmem.so.1 and its file) stay, and uninstall removes only this one's.
+# The static library installed is libzmem-install.a (public symbols
 # only), under the usual name.
 install: all
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/zmem $(DESTDIR)$(BINDIR) \
@@ -316,7 +324,8 @@ install: all
 	install -m 644 scripts/zmem.bash $(DESTDIR)$(BASHCOMPDIR)/zmem
 
 uninstall:
-	rm -f $(DESTDIR)$(LIBDIR)/libzmem.a $(DESTDIR)$(LIBDIR)/libzmem.so* \
+	rm -f $(DESTDIR)$(LIBDIR)/libzmem.a $(DESTDIR)$(LIBDIR)/libzmem.so \
+	      $(DESTDIR)$(LIBDIR)/libzmem.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libzmem.so.$(VERSION) \
 	      $(DESTDIR)$(LIBDIR)/pkgconfig/zmem.pc $(DESTDIR)$(BINDIR)/zmem \
 	      $(DESTDIR)$(MANDIR)/man3/libzmem.3 $(DESTDIR)$(MANDIR)/man1/zmem.1 \
 	      $(DESTDIR)$(BASHCOMPDIR)/zmem
