@@ -140,7 +140,7 @@ TESTS    += $(LIBTESTS)
 CLITESTS := $(patsubst tests/cli/%,$(BUILD)/tests/%,$(wildcard tests/cli/test_*.sh))
 TESTS    += $(CLITESTS)
 
-.PHONY: all lib deps demo check check-debug check-asan check-tsan check-fuzz fuzz test-run soak \
+.PHONY: all lib deps demo check check-debug check-asan check-tsan check-fuzz check-arm64 fuzz test-run soak \
         install uninstall clean FORCE
 all: lib $(BUILD)/zmem $(BUILD)/zmem.pc
 lib: $(BUILD)/libzmem.a $(BUILD)/libzmem.so $(BUILD)/libzmem-install.a
@@ -252,7 +252,7 @@ test-run:
 
 check: deps
 	@rm -rf build/results && mkdir -p build
-	$(MAKE) check-debug check-asan check-tsan check-fuzz -k; st=$$?; \
+	$(MAKE) check-debug check-asan check-tsan check-fuzz check-arm64 -k; st=$$?; \
 	  sh tests/run.sh --total build/results; st2=$$?; \
 	  [ $$st -eq 0 ] && [ $$st2 -eq 0 ]
 
@@ -301,6 +301,44 @@ check-fuzz:
 	        else echo "$$b 0 1" >> $(CURDIR)/build/results; tail -40 $$b.log; exit 1; fi; \
 	    done; \
 	else echo "check-fuzz: clang not found, fuzzing skipped"; fi
+
+# ---- arm64 --------------------------------------------------------------
+# check-arm64 cross-builds the library, the zmem command and the C unit
+# tests for arm64 with Debian's aarch64-linux-gnu cross compiler, against
+# the arm64 codec and cmocka libraries that multiarch installs beside the
+# host's (scripts/deps.sh), and runs the tests under qemu-user, counting
+# them in $(RESULTS) as test-run does.  They run on that arm64 C library
+# (/lib/ld-linux-aarch64.so.1), not under `qemu -L /usr/aarch64-linux-gnu`:
+# the cross compiler's loader there is another build of glibc than the
+# libc.so.6 it then finds through ld.so.cache, and the pair loops in
+# pthread_create.  ZM_TEST_EMULATED tells the tests that bound what
+# happens within a time that their clock runs many times faster than
+# the code (they skip those checks).  Left out (figures:
+# docs/results/2026-12-04-check-arm64.md):
+#   the shell tests (interop, cli, lib): servers, real clients and
+#     installs, none of it arm64 code;
+#   %_stress: threads racing for seconds, for interleavings that qemu on
+#     an x86 host cannot make arm64's (the host orders memory);
+#   test_pool_model: 17 s of CPU natively, unfinished after 5 minutes
+#     under qemu;
+#   test_nbd_limits: the server's deadlines, in seconds;
+#   test_fixed_cost: resident memory, which under qemu is the emulator's;
+#   test_experiments: runs the zmem command, an arm64 program the host
+#     cannot start without binfmt_misc.
+ARM64_CROSS ?= aarch64-linux-gnu-
+ARM64_QEMU  ?= qemu-aarch64
+ARM64_SKIP  := %_stress %/test_pool_model %/test_nbd_limits %/test_fixed_cost \
+               %/test_experiments
+ARM64_TESTS  = $(filter-out $(ARM64_SKIP),$(filter-out %.sh,$(TESTS)))
+ARM64_MAKE   = PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
+               $(MAKE) BUILD=build/arm64 ZM_DEBUG=2 OPT=-O1 CC=$(ARM64_CROSS)gcc \
+               LD=$(ARM64_CROSS)ld OBJCOPY=$(ARM64_CROSS)objcopy
+check-arm64:
+	@sh scripts/deps.sh
+	@$(ARM64_MAKE) all || { echo "== build/arm64: the build failed (errors above)"; \
+	  mkdir -p build; echo "build/arm64/zmem 0 1" >> $(CURDIR)/build/results; }
+	@ZM_TEST_EMULATED=$(ARM64_QEMU) $(ARM64_MAKE) TEST_WRAP=$(ARM64_QEMU) \
+	    RUN_TESTS='$$(ARM64_TESTS)' RESULTS=$(CURDIR)/build/results test-run
 
 # ---- install ------------------------------------------------------------
 # libzmem.so.VERSION is the file, libzmem.so.SOVERSION (the soname, what
