@@ -15,7 +15,12 @@ PKGS="$PKGS clang libclang-rt-14-dev"
 PKGS="$PKGS qemu-utils libnbd-bin python3-libnbd fio valgrind python3 nbdkit"
 # the install test renders the man page (man-db brings groff-base)
 PKGS="$PKGS man-db"
-PKGS="$PKGS $*"
+# make check-arm64: Debian's aarch64 cross compiler, the arm64 builds of
+# the libraries the tests link (multiarch: the arm64 architecture is added
+# to dpkg first), and qemu-user to run the arm64 tests here
+ARM64_PKGS="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
+ARM64_PKGS="$ARM64_PKGS libcmocka-dev:arm64 liblz4-dev:arm64 libzstd-dev:arm64 liblzo2-dev:arm64"
+PKGS="$PKGS $ARM64_PKGS $*"
 
 missing=""
 for p in $PKGS; do
@@ -26,6 +31,12 @@ for p in $PKGS; do
     esac
 done
 [ -z "$missing" ] && exit 0
+# an arm64 package needs dpkg to know the architecture before apt-get update
+addarch=""
+case "$missing" in
+    *:arm64*) dpkg --print-foreign-architectures | grep -qx arm64 ||
+                  addarch="dpkg --add-architecture arm64" ;;
+esac
 
 echo "zmem: missing packages:$missing" >&2
 if [ "$(id -u)" = 0 ]; then
@@ -34,10 +45,11 @@ elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
     SUDO="sudo -n"
 else
     echo "zmem: run this, then try again:" >&2
-    echo "  sudo apt-get update && sudo apt-get install -y$missing" >&2
+    echo "  ${addarch:+sudo $addarch && }sudo apt-get update && sudo apt-get install -y$missing" >&2
     exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
+[ -z "$addarch" ] || $SUDO $addarch
 $SUDO apt-get update -qq
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -qq --no-install-recommends $missing

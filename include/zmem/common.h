@@ -20,14 +20,18 @@ extern "C" {
 #define ZM_API
 #endif
 
-/* The headers' version; zm_version() gives the library's at run time. */
-#define ZMEM_VERSION_MAJOR 0
-#define ZMEM_VERSION_MINOR 2
+/* The headers' version; zm_version() gives the library's at run time.
+ * MAJOR is the ABI's: it goes up with every change that breaks programs
+ * linked against the previous library, and only then, and it is the
+ * soname's number (libzmem.so.MAJOR); MINOR counts calls added, PATCH
+ * fixes.  (0.2.0, soname libzmem.so.1, came before this rule.) */
+#define ZMEM_VERSION_MAJOR 2
+#define ZMEM_VERSION_MINOR 0
 #define ZMEM_VERSION_PATCH 0
 #define ZMEM_VERSION_NUMBER \
 	(ZMEM_VERSION_MAJOR * 10000 + ZMEM_VERSION_MINOR * 100 + ZMEM_VERSION_PATCH)
 
-/* The library's ZMEM_VERSION_NUMBER, e.g. 200 for 0.2.0, and as "0.2.0". */
+/* The library's ZMEM_VERSION_NUMBER, e.g. 20000 for 2.0.0, and as "2.0.0". */
 ZM_API unsigned zm_version(void);
 ZM_API const char *zm_version_string(void);
 

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "base/abi.h"
+#include "base/cpu.h"
 #include "base/lock.h"
 #include <zmem/common.h>
 
@@ -23,7 +24,7 @@ void zmi_lock_slow(zmi_lock_t *l)
 			if (!__atomic_load_n(&l->held, __ATOMIC_RELAXED) &&
 			    !__atomic_exchange_n(&l->held, 1, __ATOMIC_ACQUIRE))
 				return;
-			__builtin_ia32_pause();
+			zmi_cpu_relax();
 		}
 		sched_yield();
 	}
@@ -87,7 +88,7 @@ void zmi_lock_held(unsigned kind, const char *site, uint64_t ticks)
 	if (ticks <= __atomic_load_n(&zmi_hold_max[kind], __ATOMIC_RELAXED))
 		return;
 	while (__atomic_exchange_n(&hs.busy, 1, __ATOMIC_ACQUIRE))
-		__builtin_ia32_pause();
+		zmi_cpu_relax();
 	max = __atomic_load_n(&zmi_hold_max[kind], __ATOMIC_RELAXED);
 	if (ticks > max) {
 		__atomic_store_n(&zmi_hold_max[kind], ticks, __ATOMIC_RELAXED);
@@ -112,7 +113,7 @@ void zm_lock_hold_reset(void)
 {
 #ifdef ZMI_LOCK_HOLDS
 	while (__atomic_exchange_n(&hs.busy, 1, __ATOMIC_ACQUIRE))
-		__builtin_ia32_pause();
+		zmi_cpu_relax();
 	for (unsigned k = 0; k < ZMI_LOCK_KINDS; k++) {
 		__atomic_store_n(&zmi_hold_max[k], 0, __ATOMIC_RELAXED);
 		hs.site[k] = NULL;
@@ -138,7 +139,7 @@ int zm_lock_hold_sized(enum zm_lock_kind kind, struct zm_lock_hold *out, size_t 
 		double ns_per_tick = dt ? (double)dn / (double)dt : 0;
 
 		while (__atomic_exchange_n(&hs.busy, 1, __ATOMIC_ACQUIRE))
-			__builtin_ia32_pause();
+			zmi_cpu_relax();
 		h.max_ns = (uint64_t)((double)__atomic_load_n(&zmi_hold_max[kind],
 							      __ATOMIC_RELAXED) * ns_per_tick);
 		h.site = hs.site[kind];

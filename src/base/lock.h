@@ -24,6 +24,8 @@
 
 #include <stdint.h>
 
+#include "base/cpu.h"
+
 /* The kinds whose holds are told apart (zm_lock_kind in common.h, which
  * has the same numbers). */
 enum {
@@ -50,7 +52,7 @@ void zmi_hold_note_ns(unsigned kind, const char *site, uint64_t ns);
 
 static inline uint64_t zmi_hold_now(void)
 {
-	return __builtin_ia32_rdtsc();
+	return zmi_cpu_ticks();
 }
 #define ZMI_HOLD_FIELDS                                                       \
 	uint8_t kind;                                                         \

@@ -41,6 +41,7 @@
 
 #include <zmem/pages.h>
 #include <zmem/pool.h>
+#include "base/cpu.h"
 #include "bench/benchmarks.h"
 #include "cli/json.h"
 #include "cli/opt.h"
@@ -163,7 +164,7 @@ static void *run(void *arg)
 	 * vCPU took longer than a short run lasted). */
 	__atomic_add_fetch(j->arrived, 1, __ATOMIC_ACQ_REL);
 	while (__atomic_load_n(j->arrived, __ATOMIC_ACQUIRE) < j->nt)
-		__builtin_ia32_pause();
+		zmi_cpu_relax();
 	t0 = j->t0 = cli_now_ns();
 	for (unsigned p = 0; p < j->passes; p++)
 		ops += one_pass(j, &s);

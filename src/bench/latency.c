@@ -59,6 +59,7 @@
 
 #include <zmem/pages.h>
 #include <zmem/pool.h>
+#include "base/cpu.h"
 #include "bench/benchmarks.h"
 #include "cli/json.h"
 #include "cli/opt.h"
@@ -165,14 +166,12 @@ static double hist_q(const struct hist *h, double q)
 
 static inline uint64_t t_start(void)
 {
-	return __builtin_ia32_rdtsc();
+	return zmi_cpu_ticks();
 }
 
 static inline uint64_t t_end(void)
 {
-	unsigned aux;
-
-	return __builtin_ia32_rdtscp(&aux);
+	return zmi_cpu_ticks_after();
 }
 
 /* ns per tick, in 32.32 fixed point, from 20 ms against the clock. */

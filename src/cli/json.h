@@ -1,7 +1,7 @@
 /* The one JSON writer of the zmem command.  Every --json prints one
  * document of one shape,
  *
- *   {"zmem": "0.2.0", "command": "bench", ...}
+ *   {"zmem": "2.0.0", "command": "bench", ...}
  *
  * through these calls: strings are escaped (quotes, backslashes, control
  * characters; bytes that are not UTF-8 become U+FFFD), numbers that are

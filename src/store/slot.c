@@ -27,6 +27,7 @@
 #include <sched.h>
 #include <string.h>
 
+#include "base/cpu.h"
 #include "store/store_internal.h"
 
 /* Spins before yielding: ~200 pauses is about one decompression of a
@@ -61,7 +62,7 @@ void zmi_slot_lock_slow(uint64_t *w)
 			if (!(__atomic_load_n(w, __ATOMIC_RELAXED) & lock) &&
 			    !(__atomic_fetch_or(w, lock, __ATOMIC_ACQUIRE) & lock))
 				return;
-			__builtin_ia32_pause();
+			zmi_cpu_relax();
 		}
 		sched_yield();
 	}

@@ -40,15 +40,40 @@ jobs=$(nproc 2>/dev/null || echo 2)
 ver=$(for p in MAJOR MINOR PATCH; do
         sed -n "s/^#define ZMEM_VERSION_$p  *\([0-9]*\).*/\1/p" "$top/include/zmem/common.h"
       done | paste -sd. -)
-# the soname's number is the Makefile's SOVERSION
-so=libzmem.so.$(sed -n 's/^SOVERSION := \([0-9][0-9]*\)$/\1/p' "$top/Makefile")
+# the soname's number is the version's major number (the Makefile's
+# SOVERSION), so the file libzmem.so.$ver starts with the soname
+so=libzmem.so.${ver%%.*}
 
 # a plain make, then the install: the prefix reaches zmem.pc all the same
 if $M -j"$jobs" > "$T/log" 2>&1; then ok "make"; else bad "make"; diag < "$T/log"; finish; fi
+
+# An upgrade leaves the previous ABI's library alone.  0.2.0 installed
+# libzmem.so.0.2.0 under the soname libzmem.so.1 and exported the workload
+# calls; a stand-in for it (a library with that file name, soname and one
+# of those calls, built here in a second rather than building 0.2.0) is
+# in the prefix with a program linked against it, before this tree's
+# install and after its uninstall.
+L=$P/lib
+mkdir -p "$L" "$T/old"
+printf '%s\n' 'unsigned zm_workload_count(void);' \
+    'unsigned zm_workload_count(void) { return 17; }' > "$T/old/old.c"
+printf '%s\n' '#include <stdio.h>' 'unsigned zm_workload_count(void);' \
+    'int main(void) { printf("old %u\n", zm_workload_count()); return 0; }' > "$T/old/prog.c"
+$CC -shared -fPIC -Wl,-soname,libzmem.so.1 -o "$L/libzmem.so.0.2.0" "$T/old/old.c" &&
+    ln -s libzmem.so.0.2.0 "$L/libzmem.so.1" &&
+    $CC -o "$T/old/prog" "$T/old/prog.c" "$L/libzmem.so.0.2.0" -Wl,-rpath,"$L"
+old_ok() { out=$("$T/old/prog" 2>&1); [ "$out" = "old 17" ] || { echo "$out" | diag; return 1; }; }
+check "the previous ABI's program runs before the install" old_ok
+cksum "$L/libzmem.so.0.2.0" > "$T/old/sum"
 if $M PREFIX="$P" install > "$T/log" 2>&1; then ok "make install PREFIX=TMP"
 else bad "make install PREFIX=TMP"; diag < "$T/log"; finish; fi
 
-L=$P/lib
+check "the previous ABI's program runs after the install" old_ok
+check "the install left libzmem.so.0.2.0 alone" \
+    sh -c 'cksum "$1/libzmem.so.0.2.0" | cmp -s - "$2"' - "$L" "$T/old/sum"
+check "libzmem.so.1 still names it" test "$(readlink "$L/libzmem.so.1")" = libzmem.so.0.2.0
+check "the installed file is named after the soname ($so.*)" \
+    sh -c 'case $2 in "$1".*) ;; *) exit 1 ;; esac' - "$so" "libzmem.so.$ver"
 missing=""
 for f in lib/libzmem.a "lib/libzmem.so.$ver" "lib/$so" lib/libzmem.so \
          lib/pkgconfig/zmem.pc include/zmem/zmem.h include/zmem/common.h bin/zmem \
@@ -141,10 +166,12 @@ check "DESTDIR: files under DESTDIR only" \
     test -e "$D$P2/lib/$so" -a -e "$D$P2/share/man/man3/libzmem.3" -a ! -e "$P2"
 check "DESTDIR: zmem.pc names the prefix" grep -qx "prefix=$P2" "$D$P2/lib/pkgconfig/zmem.pc"
 
-# uninstall takes it all away again
+# uninstall takes it all away again, but for the previous ABI's library
 $M PREFIX="$P" uninstall > "$T/log" 2>&1
+check "the previous ABI's program runs after the uninstall" old_ok
+rm -f "$L/libzmem.so.0.2.0" "$L/libzmem.so.1"
 left=$(find "$P" ! -type d)
-check "make uninstall leaves no file" test -z "$left"
+check "make uninstall leaves no other file" test -z "$left"
 [ -z "$left" ] || echo "$left" | diag
 
 finish

@@ -47,6 +47,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/cpu.h"
 #include "base/os.h"
 #include "pool/zsmalloc/zsmalloc.h"
 
@@ -368,7 +369,7 @@ static void breathe(struct zs_pool *zp, struct zs_class *c, struct hold *h)
 	hold_unlock(zp, c, h);
 	if (!freed)
 		for (int i = 0; i < ZS_BREATHE_SPINS; i++)
-			__builtin_ia32_pause();
+			zmi_cpu_relax();
 	zs_compact_lock(c);
 	hold_begin(h);
 }
