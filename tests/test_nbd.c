@@ -456,6 +456,64 @@ static void test_block_status_runs(void **state)
 	free(buf);
 }
 
+/* A whole-disk write of zeros is reported as one extent: the disk's last
+ * page, partial when the size is not a multiple of the page, is reported
+ * as the others are (a hole after write-zeroes, zeros after a write of a
+ * zero payload), whatever it held before. */
+static void status_all(struct nc *c, uint64_t size, uint32_t want)
+{
+	struct nc_chunk ch;
+	uint8_t b[256];
+
+	for (int one = 0; one < 2; one++) {
+		assert_int_equal(nc_request(c, NBD_CMD_BLOCK_STATUS, one ? NBD_CMD_FLAG_REQ_ONE : 0, 45,
+					    0, (uint32_t)size, NULL, 0), 0);
+		assert_int_equal(nc_chunk(c, &ch, b, sizeof(b)), 0);
+		assert_int_equal(ch.type, NBD_REPLY_TYPE_BLOCK_STATUS);
+		assert_int_equal(ch.len, 4 + 8);
+		assert_int_equal(get_be32(b + 4), size);
+		assert_int_equal(get_be32(b + 8), want);
+	}
+}
+
+static void test_block_status_whole_disk_zeros(void **state)
+{
+	static const size_t pages[] = { 4096, 32768 };
+
+	for (unsigned k = 0; k < 2; k++) {
+		const uint64_t size = (1u << 20) + 1424;  /* a partial last page */
+		struct zmi_serve_config cfg = { .size = size, .threads = 1, .page_size = pages[k] };
+		struct test_server z;
+		struct nc c;
+		uint8_t *data = malloc(size), *zero = calloc(1, size);
+
+		assert_non_null(data);
+		assert_non_null(zero);
+		for (uint64_t i = 0; i < size; i++)
+			data[i] = (uint8_t)(i * 13 + 1);
+		assert_int_equal(test_server_start(&z, &cfg, "zeros"), 0);
+		assert_int_equal(nc_connect(&c, z.path, true), 0);
+		assert_int_equal(nc_pwrite(&c, data, 0, (uint32_t)size), 0);
+		assert_int_equal(nc_cmd(&c, NBD_CMD_WRITE_ZEROES, 0, 0, size, NULL), 0);
+		status_all(&c, size, NBD_STATE_ZERO | NBD_STATE_HOLE);
+		assert_int_equal(nc_pwrite(&c, data, 0, (uint32_t)size), 0);
+		assert_int_equal(nc_cmd(&c, NBD_CMD_TRIM, 0, 0, size, NULL), 0);
+		status_all(&c, size, NBD_STATE_ZERO | NBD_STATE_HOLE);
+		assert_int_equal(nc_pwrite(&c, data, 0, (uint32_t)size), 0);
+		assert_int_equal(nc_cmd(&c, NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_NO_HOLE, 0, size, NULL), 0);
+		status_all(&c, size, NBD_STATE_ZERO);
+		assert_int_equal(nc_pwrite(&c, data, 0, (uint32_t)size), 0);
+		assert_int_equal(nc_pwrite(&c, zero, 0, (uint32_t)size), 0);
+		status_all(&c, size, NBD_STATE_ZERO);
+		assert_int_equal(nc_pread(&c, data, 0, (uint32_t)size), 0);
+		assert_memory_equal(data, zero, size);
+		nc_close(&c);
+		assert_int_equal(test_server_stop(&z), 0);
+		free(data);
+		free(zero);
+	}
+}
+
 /* Reads longer than a piece leave as several data chunks; with DF (do not
  * fragment) a read leaves in one chunk or gets EOVERFLOW, and up to 64 KiB
  * it must leave whole. */
@@ -649,6 +707,7 @@ int main(void)
 		cmocka_unit_test(test_unaligned_io),
 		cmocka_unit_test(test_structured_and_block_status),
 		cmocka_unit_test(test_block_status_runs),
+		cmocka_unit_test(test_block_status_whole_disk_zeros),
 		cmocka_unit_test(test_read_pieces_and_df),
 		cmocka_unit_test(test_meta_context_namespace),
 		cmocka_unit_test(test_fua_everywhere),

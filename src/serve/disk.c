@@ -119,6 +119,16 @@ static uint32_t page_state(struct zmi_disk *d, uint64_t page)
 	return 0;
 }
 
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	return !p[0] && !memcmp(p, p + 1, n - 1);
+}
+
+/* Zeroes [off, off + len).  A page all of whose bytes on the disk are
+ * zeroed -- a whole page, or the disk's partial last page from its start
+ * -- becomes a hole when may_hole allows, else a zero-filled page, so that
+ * block status reports every page of a range zeroed alike; a page left
+ * all zeros by a partial zeroing becomes a hole too when may_hole allows. */
 int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch)
 {
 	bool zeroed = false;  /* scratch holds a page of zeros */
@@ -127,12 +137,13 @@ int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, voi
 		uint64_t page;
 		size_t in, n = span(d, off, len, &page, &in);
 		pthread_mutex_t *m = stripe(d, page);
+		bool whole = n == d->page_size || (in == 0 && off + n == d->size);
 		int rc = 0;
 
 		pthread_mutex_lock(m);
-		if (n == d->page_size && may_hole) {
+		if (whole && may_hole) {
 			rc = zm_store_discard(d->store, page, 1);
-		} else if (n == d->page_size) {
+		} else if (whole) {
 			if (!zeroed)
 				memset(scratch, 0, d->page_size);
 			zeroed = true;
@@ -142,7 +153,10 @@ int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, voi
 			rc = zm_store_get(d->store, page, scratch);
 			if (!rc) {
 				memset((uint8_t *)scratch + in, 0, n);
-				rc = zm_store_put(d->store, page, scratch);
+				if (may_hole && all_zero(scratch, d->page_size))
+					rc = zm_store_discard(d->store, page, 1);
+				else
+					rc = zm_store_put(d->store, page, scratch);
 			}
 		}
 		pthread_mutex_unlock(m);

@@ -65,9 +65,11 @@ void disk_fini(struct zmi_disk *d);
  * limit, -EIO, -ENOMEM).  scratch: page_size bytes of the caller's. */
 int disk_read(struct zmi_disk *d, uint64_t off, uint32_t len, void *buf, void *scratch);
 int disk_write(struct zmi_disk *d, uint64_t off, uint32_t len, const void *buf, void *scratch);
-/* Zero a range; whole pages become holes when may_hole (trim, or
+/* Zero a range; whole pages (the disk's partial last page counts as
+ * whole when zeroed from its start) become holes when may_hole (trim, or
  * write-zeroes without NO_HOLE), else zero-filled pages (which take no
- * pool memory either, but read back as allocated). */
+ * pool memory either, but read back as allocated); a partial page left
+ * all zeros becomes a hole when may_hole. */
 int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch);
 
 /* base:allocation extents from off, at most max of them, covering at most
