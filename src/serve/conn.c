@@ -12,6 +12,11 @@
  * a second later for every SERVE_MIN_RATE bytes that get through, so
  * that a slow but steady link is not cut off mid-transfer.  Without a
  * limit a read is one plain blocking recv, as before limits existed.
+ *
+ * When the server stops it writes to its drain pipe: a read waiting
+ * between requests (or in the handshake) gives up, one within a request
+ * goes on, so that a payload the client is still sending arrives whole
+ * (the drain's own deadline, server.c, bounds it).
  */
 #include <errno.h>
 #include <poll.h>
@@ -31,12 +36,14 @@ uint64_t serve_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Wait until fd is ready for events, or deadline (0: never) passes:
- * 0, or -1 on a timeout or error. */
-static int wait_ready(int fd, short events, uint64_t deadline)
+/* Wait until fd is ready for events, or deadline (0: never) passes, or
+ * stop_fd (-1: none) is readable: 0, -1 on a timeout or error, 1 for
+ * stop_fd. */
+static int wait_ready(int fd, short events, uint64_t deadline, int stop_fd)
 {
 	for (;;) {
-		struct pollfd pf = { .fd = fd, .events = events };
+		struct pollfd pf[2] = { { .fd = fd, .events = events },
+					{ .fd = stop_fd, .events = POLLIN } };
 		int ms = -1, r;
 
 		if (deadline) {
@@ -48,7 +55,9 @@ static int wait_ready(int fd, short events, uint64_t deadline)
 
 			ms = left > 1000000000 ? 1000000000 : (int)left;
 		}
-		r = poll(&pf, 1, ms);
+		r = poll(pf, 2, ms);
+		if (r > 0 && pf[1].revents)
+			return 1;
 		if (r > 0)
 			return 0;
 		if (r < 0 && errno != EINTR)
@@ -84,25 +93,35 @@ int conn_sock_recv(void *ctx, void *buf, size_t n)
 	uint8_t *p = buf;
 
 	while (n) {
+		/* the server's stop ends a wait between requests, never one
+		 * within a request: the client may still be sending a
+		 * payload the server has taken on */
+		int stop_fd = c->rx_stop == RX_STOP_ANY || (c->rx_stop == RX_STOP_IDLE && p == buf)
+			      ? c->srv->drain_fd[0] : -1;
+
 		if (p != buf && !idle_s && c->rx_rest_idle_s) {
 			/* the first bytes came: the rest may not pause longer */
 			idle_s = c->rx_rest_idle_s;
 			timed = true;
 		}
-		/* without a limit a plain blocking read; with one, read what
-		 * is there and wait for the rest no longer than the limit */
-		ssize_t r = recv(c->fd, p, n, timed ? MSG_DONTWAIT : 0);
+		/* without a limit or a stop to watch a plain blocking read;
+		 * with them, read what is there and wait for the rest no
+		 * longer than the limit, nor past the stop */
+		ssize_t r = recv(c->fd, p, n, timed || stop_fd >= 0 ? MSG_DONTWAIT : 0);
 
 		if (r == 0)
 			return -1;
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			if (timed && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-				if (wait_ready(c->fd, POLLIN, rx_deadline(c, idle_s))) {
+			if ((timed || stop_fd >= 0) && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+				int w = wait_ready(c->fd, POLLIN, timed ? rx_deadline(c, idle_s) : 0,
+						   stop_fd);
+
+				if (w < 0)
 					__atomic_store_n(&c->timed_out, true, __ATOMIC_RELAXED);
+				if (w)
 					return -1;
-				}
 				continue;
 			}
 			return -1;
@@ -135,7 +154,7 @@ int conn_sock_send(void *ctx, const struct iovec *iov, int n)
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
 				/* the whole reply within the time limit, however
 				 * the client trickles it out */
-				if (wait_ready(c->fd, POLLOUT, deadline)) {
+				if (wait_ready(c->fd, POLLOUT, deadline, -1)) {
 					__atomic_store_n(&c->timed_out, true, __ATOMIC_RELAXED);
 					return -1;
 				}

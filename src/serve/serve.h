@@ -120,6 +120,8 @@ struct nbd_conn {
 				     this long (a request header); 0: forever */
 	uint64_t tx_deadline_ns;  /* a reply sent in pieces ends by then; 0:
 				     each send gets the time limit */
+	unsigned rx_stop;         /* what a read may give up when the server
+				     stops (RX_STOP_*) */
 	bool timed_out;           /* a limit ended the connection (atomic: the
 				     reader and a worker may both set it) */
 	/* state */
@@ -142,6 +144,16 @@ struct nbd_conn {
 	size_t buf_cap[CONN_BUFS];
 	pthread_t thread;
 	struct nbd_conn *next, *prev;  /* server list; server.lock */
+};
+
+/* nbd_conn.rx_stop: a read never gives up for the server's stop midway
+ * through a request, whose payload the client may still be sending (a
+ * request taken is answered); it gives up between requests and in the
+ * handshake. */
+enum {
+	RX_STOP_NEVER,            /* a request's header begun, or its payload */
+	RX_STOP_IDLE,             /* until the first byte (a request header) */
+	RX_STOP_ANY,              /* the handshake */
 };
 
 /* Set up and tear down a connection's locks and buffer cache. */
@@ -286,6 +298,9 @@ struct zmi_server {
 	/* what zmem list and ctl show; set before the control thread starts */
 	char uri[4200];
 	int stop_fd;              /* written to stop the server (ctl stop); -1 */
+	int drain_fd[2];          /* a pipe, written once the connections
+				     stop taking requests: readers waiting
+				     between requests see it; -1 when none */
 };
 
 /* The time limit from now, as a deadline for conn.c. */
