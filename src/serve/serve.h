@@ -51,11 +51,19 @@
  * cost 160 KiB. */
 #define DISK_STRIPES 4096
 
+/* Block status reports a run of pages that read as zeros (written zeros
+ * or holes) shorter than this as data, and a run of holes shorter than
+ * this inside a longer run of zeros as zeros (disk.c): clients walk
+ * extents one by one, and real data's scattered zero pages made thousands
+ * of them (docs/results/2026-12-04-block-status.md). */
+#define SERVE_ZERO_RUN_MIN (64u << 10)
+
 struct zmi_disk {
 	struct zm_store *store;
 	uint64_t size;            /* bytes exported */
 	size_t page_size;
 	unsigned page_shift;
+	uint64_t zero_run_pages;  /* SERVE_ZERO_RUN_MIN in pages, at least 1 */
 	pthread_mutex_t stripe[DISK_STRIPES];
 };
 
@@ -74,8 +82,9 @@ int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, voi
 
 /* base:allocation extents from off, at most max of them, covering at most
  * len bytes: lengths and NBD_STATE_* flags into ext[2*i], ext[2*i+1].
- * Each extent runs as far as its status does (so with max 1, NBD's
- * REQ_ONE, the one extent still covers the whole run), and stretches
+ * Zero and hole runs shorter than SERVE_ZERO_RUN_MIN are reported as the
+ * run around them.  Each extent runs as far as its status does (so with
+ * max 1, NBD's REQ_ONE, the one extent still covers the whole run), and stretches
  * never written are skipped without a look at their pages: a sparse 1 TiB
  * disk answers in microseconds.  Returns how many (at least 1). */
 unsigned disk_extents(struct zmi_disk *d, uint64_t off, uint32_t len, uint32_t *ext,
