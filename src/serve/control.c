@@ -485,6 +485,10 @@ static void *control_thread(void *arg)
 			}
 			break;  /* shut down */
 		}
+		if (!serve_peer_allowed(fd)) {  /* another user: told so (peer.c) */
+			close(fd);
+			continue;
+		}
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 		n = recv(fd, line, sizeof(line) - 1, 0);

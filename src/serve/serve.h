@@ -231,6 +231,8 @@ struct zmi_serve_config {
 	unsigned threads;         /* workers; 0 = run requests in the reader */
 	const char *socket;       /* Unix socket path */
 	const char *control;      /* control socket path; NULL = socket + ".ctl" */
+	unsigned socket_mode;     /* the Unix socket's permissions; 0 = 0600
+				     (the control socket is always 0600) */
 	const char *bind;         /* TCP address (with port) */
 	int port;                 /* TCP port; 0 = Unix socket */
 	bool foreground;
@@ -377,9 +379,17 @@ int serve_main(const struct zmi_serve_config *cfg);
 
 /* ---- process.c ------------------------------------------------------ */
 
-/* A default path: $XDG_RUNTIME_DIR/zmem SUFFIX, else /tmp/zmem-UID SUFFIX
- * (".sock", ".d", "-tcp-PORT.ctl"). */
+/* A default path: $XDG_RUNTIME_DIR/zmem SUFFIX, else /tmp/zmem-UID/zmem
+ * SUFFIX (".sock", ".d", "-tcp-PORT.ctl"). */
 void serve_default_path(char *buf, size_t n, const char *suffix);
+/* The folder of the default paths into dir, made (0700) if create when
+ * it is /tmp/zmem-UID: 0, or -1 (errno; EPERM when it is not a folder of
+ * the user's own that no one else may use).  $XDG_RUNTIME_DIR is taken
+ * as it is. */
+int serve_private_dir(char *dir, size_t n, bool create);
+/* Before listening: -1 (said on stderr) when a socket of cfg's would go
+ * into a default folder that is not private. */
+int serve_check_private(const struct zmi_serve_config *cfg);
 /* Fork; the parent exits when the child calls serve_ready (status 0,
  * printing the announcement on its stdout) or serve_not_ready (1).  In
  * the child: 0 and *ready_fd; -1 if fork failed. */
@@ -407,9 +417,14 @@ pid_t serve_run_captive(const char *cmd, const char *uri, const char *sock, cons
 
 /* The control socket's thread. */
 int control_start(struct zmi_server *s, const char *path, pthread_t *thread, int *fd);
-/* A listening Unix socket at path; a stale socket file there (nobody
- * answers) is replaced, anything else is left alone.  fd or -1. */
+/* A listening Unix socket at path, created 0600 whatever the umask; a
+ * stale socket file there (nobody answers) is replaced, anything else is
+ * left alone.  fd or -1. */
 int serve_listen_unix(const char *path);
+/* peer.c: may the peer on a control connection drive the server?  Its
+ * user must be the server's, or root; anyone else is told so on fd and
+ * false is returned. */
+bool serve_peer_allowed(int fd);
 /* The client side: send one line to the control socket at path (or, for
  * a data socket's path, path.ctl) and copy the answer to out.  Exit
  * status: 0, 1 when the server answered an error or could not be

@@ -394,6 +394,19 @@ static void conn_accept(struct zmi_server *s, int lfd)
 
 /* ---- listening ------------------------------------------------------- */
 
+static int bind_private(int fd, const struct sockaddr_un *a)
+{
+	/* the file gets 0777 & ~umask: owner-only whatever the caller's
+	 * umask, from the start (a chmod after would leave a window) */
+	mode_t old = umask(0177);
+	int rc = bind(fd, (const struct sockaddr *)a, sizeof(*a));
+	int err = errno;
+
+	umask(old);
+	errno = err;
+	return rc;
+}
+
 int serve_listen_unix(const char *path)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
@@ -407,7 +420,7 @@ int serve_listen_unix(const char *path)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a))) {
+	if (bind_private(fd, &a)) {
 		/* a stale socket file: remove it only if nobody answers on it */
 		int err = errno, probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		struct stat st;
@@ -418,7 +431,7 @@ int serve_listen_unix(const char *path)
 
 		if (probe >= 0)
 			close(probe);
-		if (!stale || unlink(path) || bind(fd, (struct sockaddr *)&a, sizeof(a))) {
+		if (!stale || unlink(path) || bind_private(fd, &a)) {
 			fprintf(stderr, "zmem serve: %s: %s\n", path,
 				in_use && !sock ? "exists and is not a socket (not replaced)"
 				: in_use ? "in use by a running server"
@@ -537,6 +550,12 @@ static int listen_all(struct zmi_serve_config *cfg, int *lfd, char *sockpath, si
 	else if (getcwd(sockpath, n - 2))
 		snprintf(sockpath + strlen(sockpath), n - strlen(sockpath), "/%s", cfg->socket);
 	lfd[0] = serve_listen_unix(sockpath);
+	if (lfd[0] >= 0 && cfg->socket_mode && chmod(sockpath, cfg->socket_mode)) {
+		fprintf(stderr, "zmem serve: chmod %s: %s\n", sockpath, strerror(errno));
+		close(lfd[0]);
+		unlink(sockpath);
+		return 0;
+	}
 	return lfd[0] >= 0;
 }
 
@@ -598,6 +617,8 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 
 	if (cfg.run || cfg.exit_with_parent)
 		cfg.foreground = true;  /* tied to a process: never detach */
+	if (serve_check_private(&cfg))
+		return 1;
 	nl = listen_all(&cfg, lfd, sockpath, sizeof(sockpath), &activated);
 	if (!nl)
 		return 1;  /* the listeners said why */
