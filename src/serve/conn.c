@@ -13,10 +13,12 @@
  * that a slow but steady link is not cut off mid-transfer.  Without a
  * limit a read is one plain blocking recv, as before limits existed.
  *
- * When the server stops it writes to its drain pipe: a read waiting
- * between requests (or in the handshake) gives up, one within a request
- * goes on, so that a payload the client is still sending arrives whole
- * (the drain's own deadline, server.c, bounds it).
+ * When the server stops, a read waiting between requests or in the
+ * handshake gives up -- the handshake's wait sees the drain pipe, a
+ * blocking read between requests wakes every SERVE_STOP_CHECK_MS (the
+ * socket's receive timeout) to look -- while one within a request goes
+ * on, so that a payload the client is still sending arrives whole (the
+ * drain's own deadline, server.c, bounds it).
  */
 #include <errno.h>
 #include <poll.h>
@@ -96,27 +98,30 @@ int conn_sock_recv(void *ctx, void *buf, size_t n)
 		/* the server's stop ends a wait between requests, never one
 		 * within a request: the client may still be sending a
 		 * payload the server has taken on */
-		int stop_fd = c->rx_stop == RX_STOP_ANY || (c->rx_stop == RX_STOP_IDLE && p == buf)
-			      ? c->srv->drain_fd[0] : -1;
+		bool stoppable = c->rx_stop == RX_STOP_ANY ||
+				 (c->rx_stop == RX_STOP_IDLE && p == buf);
 
 		if (p != buf && !idle_s && c->rx_rest_idle_s) {
 			/* the first bytes came: the rest may not pause longer */
 			idle_s = c->rx_rest_idle_s;
 			timed = true;
 		}
-		/* without a limit or a stop to watch a plain blocking read;
-		 * with them, read what is there and wait for the rest no
-		 * longer than the limit, nor past the stop */
-		ssize_t r = recv(c->fd, p, n, timed || stop_fd >= 0 ? MSG_DONTWAIT : 0);
+		/* without a limit a plain blocking read (a request header:
+		 * the hot path, one system call); with one, read what is
+		 * there and wait for the rest no longer than the limit, nor
+		 * past the stop when it may end the wait */
+		ssize_t r = recv(c->fd, p, n, timed ? MSG_DONTWAIT : 0);
 
 		if (r == 0)
 			return -1;
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			if ((timed || stop_fd >= 0) && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-				int w = wait_ready(c->fd, POLLIN, timed ? rx_deadline(c, idle_s) : 0,
-						   stop_fd);
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				return -1;
+			if (timed) {
+				int w = wait_ready(c->fd, POLLIN, rx_deadline(c, idle_s),
+						   stoppable ? c->srv->drain_fd[0] : -1);
 
 				if (w < 0)
 					__atomic_store_n(&c->timed_out, true, __ATOMIC_RELAXED);
@@ -124,7 +129,12 @@ int conn_sock_recv(void *ctx, void *buf, size_t n)
 					return -1;
 				continue;
 			}
-			return -1;
+			/* a blocking read woken by the socket's receive timeout
+			 * (SERVE_STOP_CHECK_MS): is the server stopping? */
+			if (stoppable &&
+			    __atomic_load_n(&c->srv->stopping_conns, __ATOMIC_SEQ_CST))
+				return -1;
+			continue;
 		}
 		if (c->rx_deadline_ns)
 			c->rx_deadline_ns += credit((size_t)r);

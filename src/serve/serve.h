@@ -155,6 +155,11 @@ struct nbd_conn {
 	struct nbd_conn *next, *prev;  /* server list; server.lock */
 };
 
+/* A reader blocked between requests wakes this often (its socket's
+ * receive timeout) to see whether the server stops: a poll on a stop
+ * pipe there would cost every request two system calls more. */
+#define SERVE_STOP_CHECK_MS 100
+
 /* nbd_conn.rx_stop: a read never gives up for the server's stop midway
  * through a request, whose payload the client may still be sending (a
  * request taken is answered); it gives up between requests and in the
@@ -310,8 +315,8 @@ struct zmi_server {
 	char uri[4200];
 	int stop_fd;              /* written to stop the server (ctl stop); -1 */
 	int drain_fd[2];          /* a pipe, written once the connections
-				     stop taking requests: readers waiting
-				     between requests see it; -1 when none */
+				     stop taking requests: handshakes see
+				     it; -1 when none */
 };
 
 /* The time limit from now, as a deadline for conn.c. */

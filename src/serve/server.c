@@ -315,7 +315,8 @@ static void conns_drain(struct zmi_server *s)
 	uint64_t deadline = serve_now_ns() + DRAIN_S * 1000000000ull;
 	bool left = true;
 
-	/* readers waiting between requests see the pipe and end; one
+	/* readers waiting between requests see stopping_conns (within
+	 * SERVE_STOP_CHECK_MS), handshakes the pipe, and end; one
 	 * within a request reads the rest of it first (its payload may still
 	 * be arriving), answers, then sees stopping_conns.  Shutting the
 	 * sockets' read side instead would refuse the rest of a payload
@@ -368,8 +369,12 @@ static void conn_accept(struct zmi_server *s, int lfd)
 		 * (Nagle held small replies back for a delayed ack); on a Unix
 		 * socket this fails and means nothing */
 		int one = 1;
+		/* a reader blocked between requests wakes this often to see
+		 * whether the server stops (conn.c) */
+		struct timeval tv = { 0, SERVE_STOP_CHECK_MS * 1000 };
 
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
 	conn_init(c, s, (struct nbd_io){ conn_sock_recv, conn_sock_send, NULL }, fd);
 	c->io.ctx = c;
