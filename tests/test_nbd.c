@@ -396,46 +396,74 @@ static uint64_t mono_ns(void)
 
 /* qemu asks block status with REQ_ONE and walks the disk extent by
  * extent: each extent must run as far as its status, over holes, zeros
- * and data alike, or qemu walks page by page.  A sparse 1 TiB disk, never
- * written past its first pages, answers for 4 GiB at once. */
+ * and data alike, or qemu walks page by page.  Zero and hole runs shorter
+ * than SERVE_ZERO_RUN_MIN are reported as the run around them, whichever
+ * page a request starts at.  A sparse 1 TiB disk, never written past its
+ * first pages, answers for 4 GiB at once. */
 static void test_block_status_runs(void **state)
 {
+	enum { P = 4096, M = SERVE_ZERO_RUN_MIN / P };
 	struct test_server big;
 	struct zmi_serve_config cfg = { .size = 1ull << 40, .threads = 1 };
 	struct nc c;
-	uint8_t *buf = malloc(5 * 4096);
+	uint8_t *buf = malloc(5 * P);
 	uint32_t len, st, max = 0xFFFFF000u;  /* the most a request asks: 4 GiB - 4 KiB */
+	const uint64_t z = 11, zh = z + M, z2 = zh + 2, h = z2 + M, last = h + M;
 	uint64_t t0, worst = 0;
 
 	assert_non_null(buf);
 	assert_int_equal(test_server_start(&big, &cfg, "big"), 0);
 	assert_int_equal(nc_connect(&c, big.path, true), 0);
-	/* pages 0-4 data, 5-7 zeros (not holes), 8-9 trimmed, 10 data, the
-	 * rest never written */
-	memset(buf, 0x5a, 5 * 4096);
-	assert_int_equal(nc_pwrite(&c, buf, 0, 5 * 4096), 0);
-	assert_int_equal(nc_cmd(&c, NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_NO_HOLE, 5 * 4096,
-				3 * 4096, NULL), 0);
-	assert_int_equal(nc_pwrite(&c, buf, 8 * 4096, 2 * 4096), 0);
-	assert_int_equal(nc_cmd(&c, NBD_CMD_TRIM, 0, 8 * 4096, 2 * 4096, NULL), 0);
-	assert_int_equal(nc_pwrite(&c, buf, 10 * 4096, 4096), 0);
+	/* pages 0-4 data, 5-7 zeros (not holes), 8-9 trimmed, 10 data: the
+	 * zero run 5-9 is short, all data; then M pages of zeros, 2 trimmed,
+	 * M zeros: one run of zeros; M trimmed: a hole; one page of data,
+	 * and the rest never written */
+	memset(buf, 0x5a, 5 * P);
+	assert_int_equal(nc_pwrite(&c, buf, 0, 5 * P), 0);
+	assert_int_equal(nc_cmd(&c, NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_NO_HOLE, 5 * P, 3 * P,
+				NULL), 0);
+	assert_int_equal(nc_pwrite(&c, buf, 8 * P, 2 * P), 0);
+	assert_int_equal(nc_cmd(&c, NBD_CMD_TRIM, 0, 8 * P, 2 * P, NULL), 0);
+	assert_int_equal(nc_pwrite(&c, buf, 10 * P, P), 0);
+	assert_int_equal(nc_cmd(&c, NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_NO_HOLE, z * P, (h - z) * P,
+				NULL), 0);
+	assert_int_equal(nc_cmd(&c, NBD_CMD_TRIM, 0, zh * P, 2 * P, NULL), 0);
+	assert_int_equal(nc_cmd(&c, NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_NO_HOLE, h * P, M * P,
+				NULL), 0);
+	assert_int_equal(nc_cmd(&c, NBD_CMD_TRIM, 0, h * P, M * P, NULL), 0);
+	assert_int_equal(nc_pwrite(&c, buf, last * P, P), 0);
 
 	status_one(&c, 0, max, &len, &st);
-	assert_int_equal(len, 5 * 4096);
+	assert_int_equal(len, z * P);
 	assert_int_equal(st, 0);
 	status_one(&c, 1000, max, &len, &st);  /* unaligned: to the run's end */
-	assert_int_equal(len, 5 * 4096 - 1000);
-	status_one(&c, 5 * 4096, max, &len, &st);
-	assert_int_equal(len, 3 * 4096);
+	assert_int_equal(len, z * P - 1000);
+	status_one(&c, 6 * P, max, &len, &st);  /* inside the short zero run */
+	assert_int_equal(len, (z - 6) * P);
+	assert_int_equal(st, 0);
+	status_one(&c, 9 * P, max, &len, &st);  /* inside the short hole */
+	assert_int_equal(len, (z - 9) * P);
+	assert_int_equal(st, 0);
+	status_one(&c, z * P, max, &len, &st);
+	assert_int_equal(len, (h - z) * P);
 	assert_int_equal(st, NBD_STATE_ZERO);
-	status_one(&c, 8 * 4096, max, &len, &st);
-	assert_int_equal(len, 2 * 4096);
+	status_one(&c, (zh + 1) * P, max, &len, &st);  /* the short hole in zeros */
+	assert_int_equal(len, (h - zh - 1) * P);
+	assert_int_equal(st, NBD_STATE_ZERO);
+	status_one(&c, (z + M - 1) * P, 3 * P, &len, &st);  /* the request's length */
+	assert_int_equal(len, 3 * P);
+	assert_int_equal(st, NBD_STATE_ZERO);
+	status_one(&c, h * P, max, &len, &st);
+	assert_int_equal(len, M * P);
 	assert_int_equal(st, NBD_STATE_ZERO | NBD_STATE_HOLE);
-	status_one(&c, 10 * 4096, max, &len, &st);
-	assert_int_equal(len, 4096);
+	status_one(&c, (h + M - 1) * P, max, &len, &st);
+	assert_int_equal(len, P);
+	assert_int_equal(st, NBD_STATE_ZERO | NBD_STATE_HOLE);
+	status_one(&c, last * P, max, &len, &st);
+	assert_int_equal(len, P);
 	assert_int_equal(st, 0);
 	/* never written: the whole request, however long, and fast */
-	for (uint64_t off = 11 * 4096; off < (64ull << 30); off += max) {
+	for (uint64_t off = (last + 1) * P; off < (64ull << 30); off += max) {
 		t0 = mono_ns();
 		status_one(&c, off, max, &len, &st);
 		t0 = mono_ns() - t0;
@@ -454,6 +482,64 @@ static void test_block_status_runs(void **state)
 	nc_close(&c);
 	assert_int_equal(test_server_stop(&big), 0);
 	free(buf);
+}
+
+/* A whole-disk write of zeros is reported as one extent: the disk's last
+ * page, partial when the size is not a multiple of the page, is reported
+ * as the others are (a hole after write-zeroes, zeros after a write of a
+ * zero payload), whatever it held before. */
+static void status_all(struct nc *c, uint64_t size, uint32_t want)
+{
+	struct nc_chunk ch;
+	uint8_t b[256];
+
+	for (int one = 0; one < 2; one++) {
+		assert_int_equal(nc_request(c, NBD_CMD_BLOCK_STATUS, one ? NBD_CMD_FLAG_REQ_ONE : 0, 45,
+					    0, (uint32_t)size, NULL, 0), 0);
+		assert_int_equal(nc_chunk(c, &ch, b, sizeof(b)), 0);
+		assert_int_equal(ch.type, NBD_REPLY_TYPE_BLOCK_STATUS);
+		assert_int_equal(ch.len, 4 + 8);
+		assert_int_equal(get_be32(b + 4), size);
+		assert_int_equal(get_be32(b + 8), want);
+	}
+}
+
+static void test_block_status_whole_disk_zeros(void **state)
+{
+	static const size_t pages[] = { 4096, 32768 };
+
+	for (unsigned k = 0; k < 2; k++) {
+		const uint64_t size = (1u << 20) + 1424;  /* a partial last page */
+		struct zmi_serve_config cfg = { .size = size, .threads = 1, .page_size = pages[k] };
+		struct test_server z;
+		struct nc c;
+		uint8_t *data = malloc(size), *zero = calloc(1, size);
+
+		assert_non_null(data);
+		assert_non_null(zero);
+		for (uint64_t i = 0; i < size; i++)
+			data[i] = (uint8_t)(i * 13 + 1);
+		assert_int_equal(test_server_start(&z, &cfg, "zeros"), 0);
+		assert_int_equal(nc_connect(&c, z.path, true), 0);
+		assert_int_equal(nc_pwrite(&c, data, 0, (uint32_t)size), 0);
+		assert_int_equal(nc_cmd(&c, NBD_CMD_WRITE_ZEROES, 0, 0, size, NULL), 0);
+		status_all(&c, size, NBD_STATE_ZERO | NBD_STATE_HOLE);
+		assert_int_equal(nc_pwrite(&c, data, 0, (uint32_t)size), 0);
+		assert_int_equal(nc_cmd(&c, NBD_CMD_TRIM, 0, 0, size, NULL), 0);
+		status_all(&c, size, NBD_STATE_ZERO | NBD_STATE_HOLE);
+		assert_int_equal(nc_pwrite(&c, data, 0, (uint32_t)size), 0);
+		assert_int_equal(nc_cmd(&c, NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_NO_HOLE, 0, size, NULL), 0);
+		status_all(&c, size, NBD_STATE_ZERO);
+		assert_int_equal(nc_pwrite(&c, data, 0, (uint32_t)size), 0);
+		assert_int_equal(nc_pwrite(&c, zero, 0, (uint32_t)size), 0);
+		status_all(&c, size, NBD_STATE_ZERO);
+		assert_int_equal(nc_pread(&c, data, 0, (uint32_t)size), 0);
+		assert_memory_equal(data, zero, size);
+		nc_close(&c);
+		assert_int_equal(test_server_stop(&z), 0);
+		free(data);
+		free(zero);
+	}
 }
 
 /* Reads longer than a piece leave as several data chunks; with DF (do not
@@ -649,6 +735,7 @@ int main(void)
 		cmocka_unit_test(test_unaligned_io),
 		cmocka_unit_test(test_structured_and_block_status),
 		cmocka_unit_test(test_block_status_runs),
+		cmocka_unit_test(test_block_status_whole_disk_zeros),
 		cmocka_unit_test(test_read_pieces_and_df),
 		cmocka_unit_test(test_meta_context_namespace),
 		cmocka_unit_test(test_fua_everywhere),

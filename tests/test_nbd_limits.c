@@ -4,8 +4,8 @@
  * through their payloads, readers that never take their replies.  Each
  * must be cut off by the time limit while everyone else carries on, and
  * the memory they pin must stay within the budget.  Also: requests in
- * flight at SIGTERM get their replies, and TCP connections send without
- * Nagle's delay.
+ * flight at SIGTERM get their replies, a payload still arriving too, and
+ * TCP connections send without Nagle's delay.
  *
  * The servers run in this process with a short time limit
  * (zmi_serve_config.timeout_s), so the limits are seen in seconds.
@@ -367,6 +367,101 @@ static void test_sigterm_answers_requests(void **state)
 	free(buf);
 }
 
+/* 64 writes of 1 MiB in flight on one connection, SIGTERM while a
+ * payload is still arriving: every request whose header the server took
+ * is answered, and answered with success -- the one whose payload was
+ * half in too, its second half sent after the signal -- then the
+ * connection closes.  Requests sent after the stop began are not taken:
+ * no reply, never an error. */
+enum { BIG_WRITES = 64, BIG_LEN = 1u << 20, BIG_CUT = 8 };
+
+struct big_sender {
+	struct nc *c;
+	uint8_t *buf;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int stage;                /* 1: request BIG_CUT half sent; 2: signalled */
+};
+
+static void *big_send(void *arg)
+{
+	struct big_sender *b = arg;
+
+	for (int i = 0; i < BIG_WRITES; i++) {
+		uint32_t half = i == BIG_CUT ? BIG_LEN / 2 : BIG_LEN;
+
+		if (nc_request(b->c, NBD_CMD_WRITE, 0, (uint64_t)i, (uint64_t)i * BIG_LEN, BIG_LEN,
+			       b->buf, half))
+			break;  /* the server closed: the rest were not taken */
+		if (i != BIG_CUT)
+			continue;
+		pthread_mutex_lock(&b->lock);
+		b->stage = 1;
+		pthread_cond_broadcast(&b->cond);
+		while (b->stage != 2)
+			pthread_cond_wait(&b->cond, &b->lock);
+		pthread_mutex_unlock(&b->lock);
+		usleep(200000);  /* the drain has begun */
+		if (nc_send(b->c, b->buf + half, BIG_LEN - half))
+			break;
+	}
+	return NULL;
+}
+
+static void test_sigterm_mid_payload(void **state)
+{
+	struct test_server t;
+	struct zmi_serve_config cfg = { .size = BIG_WRITES * BIG_LEN, .threads = 2 };
+	struct big_sender b = { .lock = PTHREAD_MUTEX_INITIALIZER,
+				.cond = PTHREAD_COND_INITIALIZER };
+	struct nc c;
+	struct timeval rt = { 30, 0 };
+	bool answered[BIG_WRITES] = { false };
+	pthread_t th;
+	int n = 0, errors = 0;
+
+	b.c = &c;
+	b.buf = malloc(BIG_LEN);
+	assert_non_null(b.buf);
+	for (unsigned i = 0; i < BIG_LEN; i++)
+		b.buf[i] = (uint8_t)(i * 31 + (i >> 12));
+	assert_int_equal(test_server_start(&t, &cfg, "midpay"), 0);
+	assert_int_equal(nc_connect(&c, t.path, false), 0);
+	setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof(rt));
+	assert_int_equal(pthread_create(&th, NULL, big_send, &b), 0);
+	pthread_mutex_lock(&b.lock);
+	while (b.stage != 1)
+		pthread_cond_wait(&b.cond, &b.lock);
+	usleep(100000);  /* the half payload is in the server's hands */
+	pthread_kill(t.thread, SIGTERM);
+	b.stage = 2;
+	pthread_cond_broadcast(&b.cond);
+	pthread_mutex_unlock(&b.lock);
+	for (;;) {
+		uint8_t h[NBD_SIMPLE_REPLY_SIZE];
+		uint64_t ck;
+
+		if (nc_recv(&c, h, sizeof(h)))
+			break;  /* closed */
+		assert_int_equal(get_be32(h), NBD_SIMPLE_REPLY_MAGIC);
+		ck = get_be64(h + 8);
+		assert_true(ck < BIG_WRITES);
+		assert_false(answered[ck]);
+		answered[ck] = true;
+		errors += get_be32(h + 4) != 0;
+		n++;
+	}
+	pthread_join(th, NULL);
+	printf("%d of %d writes answered, %d with an error\n", n, BIG_WRITES, errors);
+	assert_int_equal(errors, 0);
+	for (int i = 0; i <= BIG_CUT; i++)
+		assert_true(answered[i]);
+	nc_close(&c);
+	pthread_join(t.thread, NULL);
+	assert_int_equal(t.status, 0);
+	free(b.buf);
+}
+
 /* The accepted socket of a TCP client, found among our own descriptors
  * (the server runs in this process): local port `port`, connected. */
 static int accepted_fd(int port, int client)
@@ -444,6 +539,7 @@ int main(void)
 		cmocka_unit_test(test_held_workers),
 		cmocka_unit_test(test_unread_replies),
 		cmocka_unit_test(test_sigterm_answers_requests),
+		cmocka_unit_test(test_sigterm_mid_payload),
 		cmocka_unit_test(test_tcp_nodelay),
 	};
 

@@ -147,7 +147,7 @@ static int check_tiering(struct zmi_serve_config *cfg, size_t wb_limit, size_t p
 int cmd_serve(int argc, char **argv)
 {
 	struct zmi_serve_config cfg = { 0 };
-	const char *idle_after = NULL;
+	const char *idle_after = NULL, *sock_mode = NULL;
 	char defsock[4096], why[128];
 	size_t size = 0, page = 0, wb_limit = 0;
 	int threads = cli_ncpus(), timeout = SERVE_TIMEOUT_S, port = 0;
@@ -175,7 +175,7 @@ int cmd_serve(int argc, char **argv)
 		      STR(SERVE_TIMEOUT_S), 1, 3600),
 		O_STR("socket", 0, &cfg.socket, "PATH",
 		      "Unix socket to listen on; the control\nsocket is PATH.ctl; without "
-		      "$XDG_RUNTIME_DIR\n/tmp/zmem-UID.sock", "$XDG_RUNTIME_DIR/zmem.sock"),
+		      "$XDG_RUNTIME_DIR\n/tmp/zmem-UID/zmem.sock", "$XDG_RUNTIME_DIR/zmem.sock"),
 		O_INT("port", 0, &port, "PORT",
 		      "listen on TCP instead, on 127.0.0.1\nunless --bind; the control socket is "
 		      "then\nzmem-tcp-PORT.ctl beside the default one", NULL, 1, 65535),
@@ -183,6 +183,10 @@ int cmd_serve(int argc, char **argv)
 		      "127.0.0.1"),
 		O_STR("control", 0, &cfg.control, "PATH", "control socket for zmem stats and ctl",
 		      "SOCKET.ctl"),
+		O_STR("socket-mode", 0, &sock_mode, "MODE",
+		      "the Unix socket's permissions, octal:\n0660 lets its group use the "
+		      "disk; the\ncontrol socket stays 0600 and takes only\nits user and "
+		      "root", "0600"),
 		O_FLAG("foreground", 'f', &fg,
 		       "stay in the foreground (default: detach\nonce listening, printing the "
 		       "URI, pid and\ncontrol socket on stdout)"),
@@ -240,6 +244,16 @@ int cmd_serve(int argc, char **argv)
 						&cfg.idle_after_ms))) ||
 	    (cfg.backing && (rc = check_backing(cfg.backing))))
 		return rc;
+	if (sock_mode) {
+		char *end;
+		unsigned long m = strtoul(sock_mode, &end, 8);
+
+		if (!*sock_mode || *end || (m & ~0666ul) || (m & 0600) != 0600)
+			return cli_usage("serve", "--socket-mode %s: an octal mode with read and "
+					 "write for the owner and no execute bits: 0600, "
+					 "0660, 0666", sock_mode);
+		cfg.socket_mode = (unsigned)m;
+	}
 	cfg.page_size = page;
 	cfg.read_only = read_only;
 	cfg.threads = (unsigned)threads;
@@ -561,7 +575,7 @@ int cmd_list(int argc, char **argv)
 		"size, codec, allocator, data stored, compressed, memory used, ratio\n"
 		"(sizes as zramctl prints them: 64M, 8.0M).",
 		table,
-		"The servers register in $XDG_RUNTIME_DIR/zmem.d/, else /tmp/zmem-UID.d/;\n"
+		"The servers register in $XDG_RUNTIME_DIR/zmem.d/, else /tmp/zmem-UID/zmem.d/;\n"
 		"those that are gone are skipped and their entries removed.\n",
 	};
 

@@ -12,6 +12,13 @@
  * a second later for every SERVE_MIN_RATE bytes that get through, so
  * that a slow but steady link is not cut off mid-transfer.  Without a
  * limit a read is one plain blocking recv, as before limits existed.
+ *
+ * When the server stops, a read waiting between requests or in the
+ * handshake gives up -- the handshake's wait sees the drain pipe, a
+ * blocking read between requests wakes every SERVE_STOP_CHECK_MS (the
+ * socket's receive timeout) to look -- while one within a request goes
+ * on, so that a payload the client is still sending arrives whole (the
+ * drain's own deadline, server.c, bounds it).
  */
 #include <errno.h>
 #include <poll.h>
@@ -31,12 +38,14 @@ uint64_t serve_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Wait until fd is ready for events, or deadline (0: never) passes:
- * 0, or -1 on a timeout or error. */
-static int wait_ready(int fd, short events, uint64_t deadline)
+/* Wait until fd is ready for events, or deadline (0: never) passes, or
+ * stop_fd (-1: none) is readable: 0, -1 on a timeout or error, 1 for
+ * stop_fd. */
+static int wait_ready(int fd, short events, uint64_t deadline, int stop_fd)
 {
 	for (;;) {
-		struct pollfd pf = { .fd = fd, .events = events };
+		struct pollfd pf[2] = { { .fd = fd, .events = events },
+					{ .fd = stop_fd, .events = POLLIN } };
 		int ms = -1, r;
 
 		if (deadline) {
@@ -48,7 +57,9 @@ static int wait_ready(int fd, short events, uint64_t deadline)
 
 			ms = left > 1000000000 ? 1000000000 : (int)left;
 		}
-		r = poll(&pf, 1, ms);
+		r = poll(pf, 2, ms);
+		if (r > 0 && pf[1].revents)
+			return 1;
 		if (r > 0)
 			return 0;
 		if (r < 0 && errno != EINTR)
@@ -84,13 +95,21 @@ int conn_sock_recv(void *ctx, void *buf, size_t n)
 	uint8_t *p = buf;
 
 	while (n) {
+		/* the server's stop ends a wait between requests, never one
+		 * within a request: the client may still be sending a
+		 * payload the server has taken on */
+		bool stoppable = c->rx_stop == RX_STOP_ANY ||
+				 (c->rx_stop == RX_STOP_IDLE && p == buf);
+
 		if (p != buf && !idle_s && c->rx_rest_idle_s) {
 			/* the first bytes came: the rest may not pause longer */
 			idle_s = c->rx_rest_idle_s;
 			timed = true;
 		}
-		/* without a limit a plain blocking read; with one, read what
-		 * is there and wait for the rest no longer than the limit */
+		/* without a limit a plain blocking read (a request header:
+		 * the hot path, one system call); with one, read what is
+		 * there and wait for the rest no longer than the limit, nor
+		 * past the stop when it may end the wait */
 		ssize_t r = recv(c->fd, p, n, timed ? MSG_DONTWAIT : 0);
 
 		if (r == 0)
@@ -98,14 +117,24 @@ int conn_sock_recv(void *ctx, void *buf, size_t n)
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			if (timed && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-				if (wait_ready(c->fd, POLLIN, rx_deadline(c, idle_s))) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				return -1;
+			if (timed) {
+				int w = wait_ready(c->fd, POLLIN, rx_deadline(c, idle_s),
+						   stoppable ? c->srv->drain_fd[0] : -1);
+
+				if (w < 0)
 					__atomic_store_n(&c->timed_out, true, __ATOMIC_RELAXED);
+				if (w)
 					return -1;
-				}
 				continue;
 			}
-			return -1;
+			/* a blocking read woken by the socket's receive timeout
+			 * (SERVE_STOP_CHECK_MS): is the server stopping? */
+			if (stoppable &&
+			    __atomic_load_n(&c->srv->stopping_conns, __ATOMIC_SEQ_CST))
+				return -1;
+			continue;
 		}
 		if (c->rx_deadline_ns)
 			c->rx_deadline_ns += credit((size_t)r);
@@ -135,7 +164,7 @@ int conn_sock_send(void *ctx, const struct iovec *iov, int n)
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
 				/* the whole reply within the time limit, however
 				 * the client trickles it out */
-				if (wait_ready(c->fd, POLLOUT, deadline)) {
+				if (wait_ready(c->fd, POLLOUT, deadline, -1)) {
 					__atomic_store_n(&c->timed_out, true, __ATOMIC_RELAXED);
 					return -1;
 				}

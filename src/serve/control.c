@@ -561,6 +561,9 @@ struct ctl_conn {
 	char line[CONTROL_LINE_MAX + 1];
 	char *out;                /* what is to be sent (malloc) */
 	size_t out_len, out_off;  /* its length, and how much is sent */
+	/* another user's connection (peer.c): its line, once in, gets this
+	 * refusal and runs nothing; "" for a peer that may drive the server */
+	char refused[128];
 };
 
 struct zmi_control {
@@ -757,6 +760,10 @@ static bool conn_read(struct zmi_control *ctl, struct ctl_conn *c)
 	*nl = 0;
 	if (nl > c->line && nl[-1] == '\r')
 		nl[-1] = 0;
+	if (c->refused[0]) {
+		conn_say(ctl, c, "%s", c->refused);
+		return true;
+	}
 	conn_run(ctl, c);
 	return true;
 }
@@ -841,6 +848,10 @@ static void control_accept(struct zmi_control *ctl)
 		c->fd = fd;
 		c->state = CC_READ;
 		c->deadline_ns = serve_deadline(ctl->s);
+		/* another user is answered once its line is in, as anyone is,
+		 * so that its client reads the refusal rather than a reset */
+		if (serve_peer_allowed(fd, c->refused, sizeof(c->refused)))
+			c->refused[0] = 0;
 		ctl->conn[ctl->nconn++] = c;
 	}
 }

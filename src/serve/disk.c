@@ -22,6 +22,9 @@ int disk_init(struct zmi_disk *d, struct zm_store *store, uint64_t size)
 	d->size = size;
 	d->page_size = zm_store_page_size(store);
 	d->page_shift = (unsigned)__builtin_ctzl(d->page_size);
+	d->zero_run_pages = SERVE_ZERO_RUN_MIN >> d->page_shift;
+	if (!d->zero_run_pages)
+		d->zero_run_pages = 1;
 	for (unsigned i = 0; i < DISK_STRIPES; i++)
 		pthread_mutex_init(&d->stripe[i], NULL);
 	return 0;
@@ -119,6 +122,16 @@ static uint32_t page_state(struct zmi_disk *d, uint64_t page)
 	return 0;
 }
 
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	return !p[0] && !memcmp(p, p + 1, n - 1);
+}
+
+/* Zeroes [off, off + len).  A page all of whose bytes on the disk are
+ * zeroed -- a whole page, or the disk's partial last page from its start
+ * -- becomes a hole when may_hole allows, else a zero-filled page, so that
+ * block status reports every page of a range zeroed alike; a page left
+ * all zeros by a partial zeroing becomes a hole too when may_hole allows. */
 int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch)
 {
 	bool zeroed = false;  /* scratch holds a page of zeros */
@@ -127,12 +140,13 @@ int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, voi
 		uint64_t page;
 		size_t in, n = span(d, off, len, &page, &in);
 		pthread_mutex_t *m = stripe(d, page);
+		bool whole = n == d->page_size || (in == 0 && off + n == d->size);
 		int rc = 0;
 
 		pthread_mutex_lock(m);
-		if (n == d->page_size && may_hole) {
+		if (whole && may_hole) {
 			rc = zm_store_discard(d->store, page, 1);
-		} else if (n == d->page_size) {
+		} else if (whole) {
 			if (!zeroed)
 				memset(scratch, 0, d->page_size);
 			zeroed = true;
@@ -142,7 +156,10 @@ int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, voi
 			rc = zm_store_get(d->store, page, scratch);
 			if (!rc) {
 				memset((uint8_t *)scratch + in, 0, n);
-				rc = zm_store_put(d->store, page, scratch);
+				if (may_hole && all_zero(scratch, d->page_size))
+					rc = zm_store_discard(d->store, page, 1);
+				else
+					rc = zm_store_put(d->store, page, scratch);
 			}
 		}
 		pthread_mutex_unlock(m);
@@ -153,33 +170,143 @@ int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, voi
 	return 0;
 }
 
-/* Where the status of the page at off stops being what it is, at most
- * end: holes run to the next stored page (found without reading the
- * stretches never written, zm_store_next_used), a stored page is its own
- * extent and is merged with its neighbours by the caller. */
-static uint64_t extent_end(struct zmi_disk *d, uint64_t off, uint64_t end, uint32_t st)
+/* ---- block status ------------------------------------------------------
+ *
+ * What a client does with block status is skip what reads as zeros and
+ * copy the rest, one extent at a time (qemu-img map and convert ask
+ * extent by extent).  Real data has zero pages scattered through it, and
+ * reporting each as its own extent made qemu-img walk thousands of them,
+ * slower than reading them.  So a run of pages that read as zeros --
+ * written zeros, holes, or both -- shorter than SERVE_ZERO_RUN_MIN bytes
+ * is reported as data; a longer one is reported as zeros, and within it a
+ * run of holes (never written, or trimmed) that long as a hole.  Clearing
+ * a status bit is always allowed (the NBD spec), so a client loses only
+ * the chance to skip short runs, and a page's status depends on the disk
+ * alone, never on where a request starts: a run's length is measured
+ * both ways from the page asked about, at most the minimum each way.
+ * Extents then number at most about 2 x size / SERVE_ZERO_RUN_MIN. */
+
+static uint64_t disk_pages(const struct zmi_disk *d)
 {
-	uint64_t page = off >> d->page_shift, stop = (page + 1) << d->page_shift;
+	return (d->size + d->page_size - 1) >> d->page_shift;
+}
 
-	if (st & NBD_STATE_HOLE) {
-		uint64_t last = (end + d->page_size - 1) >> d->page_shift, used;
+/* The first page in [page, end) that is not a hole, or end; stretches
+ * never written are skipped without a look (zm_store_next_used). */
+static uint64_t hole_end(struct zmi_disk *d, uint64_t page, uint64_t end)
+{
+	uint64_t used;
 
-		if (!zm_store_next_used(d->store, page + 1, last, &used))
-			stop = used << d->page_shift;
+	if (zm_store_next_used(d->store, page, end, &used))
+		return page;
+	return used;
+}
+
+/* How many pages from page on (at most cap) read as zeros: holes, or
+ * holes and zero-filled pages when !holes_only. */
+static uint64_t zero_run_fwd(struct zmi_disk *d, uint64_t page, uint64_t cap, bool holes_only)
+{
+	uint64_t end = disk_pages(d), q = page;
+
+	end = cap < end - page ? page + cap : end;
+	while (q < end) {
+		uint32_t st = page_state(d, q);
+
+		if (st & NBD_STATE_HOLE)
+			q = hole_end(d, q, end);
+		else if ((st & NBD_STATE_ZERO) && !holes_only)
+			q++;
+		else
+			break;
 	}
-	return stop < end ? stop : end;
+	return q - page;
+}
+
+/* The same, for the pages before page (at most cap). */
+static uint64_t zero_run_back(struct zmi_disk *d, uint64_t page, uint64_t cap, bool holes_only)
+{
+	uint64_t n = 0;
+
+	while (n < cap && n < page) {
+		uint32_t st = page_state(d, page - n - 1);
+
+		if (!(st & (holes_only ? NBD_STATE_HOLE : NBD_STATE_ZERO)))
+			break;
+		n++;
+	}
+	return n;
+}
+
+/* The status block status reports for a page (see above). */
+static uint32_t page_report(struct zmi_disk *d, uint64_t page)
+{
+	const uint64_t min = d->zero_run_pages;
+	uint32_t st = page_state(d, page);
+
+	if (!(st & NBD_STATE_ZERO))
+		return 0;
+	if (zero_run_back(d, page, min, false) + zero_run_fwd(d, page, min, false) < min)
+		return 0;
+	if (!(st & NBD_STATE_HOLE))
+		return NBD_STATE_ZERO;
+	if (zero_run_back(d, page, min, true) + zero_run_fwd(d, page, min, true) < min)
+		return NBD_STATE_ZERO;
+	return NBD_STATE_ZERO | NBD_STATE_HOLE;
+}
+
+/* The first page from page (reported as rep) on, before lim, that is
+ * reported otherwise; lim if none.  Runs skipped whole: a short zero run
+ * inside data, a short hole run inside zeros. */
+static uint64_t report_end(struct zmi_disk *d, uint64_t page, uint64_t lim, uint32_t rep)
+{
+	const uint64_t min = d->zero_run_pages;
+	uint64_t q = page;
+
+	if (rep == (NBD_STATE_ZERO | NBD_STATE_HOLE))
+		return hole_end(d, page, lim);
+	while (q < lim) {
+		uint32_t st = page_state(d, q);
+		uint64_t n;
+
+		if (rep == 0 && !(st & NBD_STATE_ZERO)) {
+			q++;
+		} else if (rep == 0) {
+			/* a zero run starts at q (or page is in a short one) */
+			n = zero_run_fwd(d, q, min, false);
+			if (n >= min && q != page)
+				break;
+			q += n;
+		} else if (!(st & NBD_STATE_ZERO)) {
+			break;  /* zeros end at data */
+		} else if (st & NBD_STATE_HOLE) {
+			/* a hole run starts at q (or page is in a short one) */
+			n = hole_end(d, q, disk_pages(d)) - q;
+			if (n >= min && q != page)
+				break;
+			q += n;
+		} else {
+			q++;
+		}
+	}
+	return q < lim ? q : lim;
 }
 
 unsigned disk_extents(struct zmi_disk *d, uint64_t off, uint32_t len, uint32_t *ext,
 		      unsigned max)
 {
 	const uint64_t end = off + len;
+	const uint64_t lim = (end + d->page_size - 1) >> d->page_shift;
 	unsigned n = 0;
 
 	while (off < end) {
-		uint32_t st = page_state(d, off >> d->page_shift);
-		uint64_t stop = extent_end(d, off, end, st);
+		uint64_t page = off >> d->page_shift;
+		uint32_t st = page_report(d, page);
+		uint64_t stop = report_end(d, page, lim, st) << d->page_shift;
 
+		if (stop <= off)  /* the page changed under us: report it alone */
+			stop = (page + 1) << d->page_shift;
+		if (stop > end)
+			stop = end;
 		if (n && ext[2 * (n - 1) + 1] == st) {
 			ext[2 * (n - 1)] += (uint32_t)(stop - off);
 		} else if (n < max) {

@@ -4,8 +4,10 @@
  * reads, and the command a captive server (--run) serves.
  *
  * Default paths live in $XDG_RUNTIME_DIR when it is set (zmem.sock,
- * zmem-tcp-PORT.ctl, zmem.d/), else in /tmp with the user's id in their
- * names (zmem-UID.sock, ...), so that two users never collide.  The
+ * zmem-tcp-PORT.ctl, zmem.d/), else in the folder /tmp/zmem-UID/ under
+ * the same names: the server makes it owner-only and refuses to put its
+ * sockets in one that is not the user's own and private, so that another
+ * user can neither plant files at the names nor reach the sockets.  The
  * registry is a folder with one file per running server, named by its
  * pid, holding its URI and its control socket's path; a server adds its
  * file once it listens and removes it first thing when it stops, and
@@ -26,14 +28,62 @@
 
 #include "serve/serve.h"
 
-void serve_default_path(char *buf, size_t n, const char *suffix)
+static const char *private_dir_name(char *buf, size_t n)
 {
 	const char *rt = getenv("XDG_RUNTIME_DIR");
 
 	if (rt && *rt)
-		snprintf(buf, n, "%s/zmem%s", rt, suffix);
+		snprintf(buf, n, "%s", rt);
 	else
-		snprintf(buf, n, "/tmp/zmem-%u%s", (unsigned)getuid(), suffix);
+		snprintf(buf, n, "/tmp/zmem-%u", (unsigned)getuid());
+	return buf;
+}
+
+void serve_default_path(char *buf, size_t n, const char *suffix)
+{
+	char dir[4096];
+
+	snprintf(buf, n, "%s/zmem%s", private_dir_name(dir, sizeof(dir)), suffix);
+}
+
+int serve_private_dir(char *dir, size_t n, bool create)
+{
+	const char *rt = getenv("XDG_RUNTIME_DIR");
+	struct stat st;
+
+	private_dir_name(dir, n);
+	if (rt && *rt)
+		return 0;  /* the session's own (0700, made by the login manager) */
+	if (create && mkdir(dir, 0700) && errno != EEXIST)
+		return -1;
+	/* in /tmp another user could have made it first, or a link to
+	 * somewhere: only a folder of our own that no one else may use */
+	if (lstat(dir, &st))
+		return -1;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077)) {
+		errno = EPERM;
+		return -1;
+	}
+	return 0;
+}
+
+int serve_check_private(const struct zmi_serve_config *cfg)
+{
+	char dir[4096];
+	size_t len;
+
+	if (!serve_private_dir(dir, sizeof(dir), true))
+		return 0;
+	len = strlen(dir);
+#define IN_DIR(p) ((p) && !strncmp((p), dir, len) && (p)[len] == '/')
+	if (!IN_DIR(cfg->socket) && !IN_DIR(cfg->control) && !(cfg->port && !cfg->control))
+		return 0;  /* nothing of ours goes there (the registry is skipped) */
+#undef IN_DIR
+	fprintf(stderr, "zmem serve: %s: %s; the default paths go there, and it must be a "
+		"folder of this user's own that no one else may use: remove it, set "
+		"XDG_RUNTIME_DIR, or give --socket and --control elsewhere\n", dir,
+		errno == EPERM ? "not this user's private folder" : strerror(errno));
+	return -1;
 }
 
 /* ---- detaching ------------------------------------------------------- */
@@ -143,6 +193,8 @@ int serve_registry_dir(char *dir, size_t n, bool create)
 {
 	struct stat st;
 
+	if (create && serve_private_dir(dir, n, true))
+		return -1;
 	serve_default_path(dir, n, ".d");
 	if (create && mkdir(dir, 0700) && errno != EEXIST)
 		return -1;

@@ -51,11 +51,19 @@
  * cost 160 KiB. */
 #define DISK_STRIPES 4096
 
+/* Block status reports a run of pages that read as zeros (written zeros
+ * or holes) shorter than this as data, and a run of holes shorter than
+ * this inside a longer run of zeros as zeros (disk.c): clients walk
+ * extents one by one, and real data's scattered zero pages made thousands
+ * of them (docs/results/2026-12-04-block-status.md). */
+#define SERVE_ZERO_RUN_MIN (64u << 10)
+
 struct zmi_disk {
 	struct zm_store *store;
 	uint64_t size;            /* bytes exported */
 	size_t page_size;
 	unsigned page_shift;
+	uint64_t zero_run_pages;  /* SERVE_ZERO_RUN_MIN in pages, at least 1 */
 	pthread_mutex_t stripe[DISK_STRIPES];
 };
 
@@ -65,15 +73,18 @@ void disk_fini(struct zmi_disk *d);
  * limit, -EIO, -ENOMEM).  scratch: page_size bytes of the caller's. */
 int disk_read(struct zmi_disk *d, uint64_t off, uint32_t len, void *buf, void *scratch);
 int disk_write(struct zmi_disk *d, uint64_t off, uint32_t len, const void *buf, void *scratch);
-/* Zero a range; whole pages become holes when may_hole (trim, or
+/* Zero a range; whole pages (the disk's partial last page counts as
+ * whole when zeroed from its start) become holes when may_hole (trim, or
  * write-zeroes without NO_HOLE), else zero-filled pages (which take no
- * pool memory either, but read back as allocated). */
+ * pool memory either, but read back as allocated); a partial page left
+ * all zeros becomes a hole when may_hole. */
 int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch);
 
 /* base:allocation extents from off, at most max of them, covering at most
  * len bytes: lengths and NBD_STATE_* flags into ext[2*i], ext[2*i+1].
- * Each extent runs as far as its status does (so with max 1, NBD's
- * REQ_ONE, the one extent still covers the whole run), and stretches
+ * Zero and hole runs shorter than SERVE_ZERO_RUN_MIN are reported as the
+ * run around them.  Each extent runs as far as its status does (so with
+ * max 1, NBD's REQ_ONE, the one extent still covers the whole run), and stretches
  * never written are skipped without a look at their pages: a sparse 1 TiB
  * disk answers in microseconds.  Returns how many (at least 1). */
 unsigned disk_extents(struct zmi_disk *d, uint64_t off, uint32_t len, uint32_t *ext,
@@ -118,6 +129,8 @@ struct nbd_conn {
 				     this long (a request header); 0: forever */
 	uint64_t tx_deadline_ns;  /* a reply sent in pieces ends by then; 0:
 				     each send gets the time limit */
+	unsigned rx_stop;         /* what a read may give up when the server
+				     stops (RX_STOP_*) */
 	bool timed_out;           /* a limit ended the connection (atomic: the
 				     reader and a worker may both set it) */
 	/* state */
@@ -140,6 +153,21 @@ struct nbd_conn {
 	size_t buf_cap[CONN_BUFS];
 	pthread_t thread;
 	struct nbd_conn *next, *prev;  /* server list; server.lock */
+};
+
+/* A reader blocked between requests wakes this often (its socket's
+ * receive timeout) to see whether the server stops: a poll on a stop
+ * pipe there would cost every request two system calls more. */
+#define SERVE_STOP_CHECK_MS 100
+
+/* nbd_conn.rx_stop: a read never gives up for the server's stop midway
+ * through a request, whose payload the client may still be sending (a
+ * request taken is answered); it gives up between requests and in the
+ * handshake. */
+enum {
+	RX_STOP_NEVER,            /* a request's header begun, or its payload */
+	RX_STOP_IDLE,             /* until the first byte (a request header) */
+	RX_STOP_ANY,              /* the handshake */
 };
 
 /* Set up and tear down a connection's locks and buffer cache. */
@@ -208,6 +236,8 @@ struct zmi_serve_config {
 	unsigned threads;         /* workers; 0 = run requests in the reader */
 	const char *socket;       /* Unix socket path */
 	const char *control;      /* control socket path; NULL = socket + ".ctl" */
+	unsigned socket_mode;     /* the Unix socket's permissions; 0 = 0600
+				     (the control socket is always 0600) */
 	const char *bind;         /* TCP address (with port) */
 	int port;                 /* TCP port; 0 = Unix socket */
 	bool foreground;
@@ -284,6 +314,9 @@ struct zmi_server {
 	/* what zmem list and ctl show; set before the control thread starts */
 	char uri[4200];
 	int stop_fd;              /* written to stop the server (ctl stop); -1 */
+	int drain_fd[2];          /* a pipe, written once the connections
+				     stop taking requests: handshakes see
+				     it; -1 when none */
 };
 
 /* The time limit from now, as a deadline for conn.c. */
@@ -351,9 +384,17 @@ int serve_main(const struct zmi_serve_config *cfg);
 
 /* ---- process.c ------------------------------------------------------ */
 
-/* A default path: $XDG_RUNTIME_DIR/zmem SUFFIX, else /tmp/zmem-UID SUFFIX
- * (".sock", ".d", "-tcp-PORT.ctl"). */
+/* A default path: $XDG_RUNTIME_DIR/zmem SUFFIX, else /tmp/zmem-UID/zmem
+ * SUFFIX (".sock", ".d", "-tcp-PORT.ctl"). */
 void serve_default_path(char *buf, size_t n, const char *suffix);
+/* The folder of the default paths into dir, made (0700) if create when
+ * it is /tmp/zmem-UID: 0, or -1 (errno; EPERM when it is not a folder of
+ * the user's own that no one else may use).  $XDG_RUNTIME_DIR is taken
+ * as it is. */
+int serve_private_dir(char *dir, size_t n, bool create);
+/* Before listening: -1 (said on stderr) when a socket of cfg's would go
+ * into a default folder that is not private. */
+int serve_check_private(const struct zmi_serve_config *cfg);
 /* Fork; the parent exits when the child calls serve_ready (status 0,
  * printing the announcement on its stdout) or serve_not_ready (1).  In
  * the child: 0 and *ready_fd; -1 if fork failed. */
@@ -394,9 +435,14 @@ int serve_check_mem_limit(uint64_t bytes, size_t page_size, char *why, size_t n)
 struct zmi_control;
 int control_start(struct zmi_server *s, const char *path, struct zmi_control **ctl);
 void control_stop(struct zmi_control *ctl);
-/* A listening Unix socket at path; a stale socket file there (nobody
- * answers) is replaced, anything else is left alone.  fd or -1. */
+/* A listening Unix socket at path, created 0600 whatever the umask; a
+ * stale socket file there (nobody answers) is replaced, anything else is
+ * left alone.  fd or -1. */
 int serve_listen_unix(const char *path);
+/* peer.c: may the peer on a control connection drive the server?  Its
+ * user must be the server's, or root: true; otherwise false, and the
+ * refusal (one line) into why. */
+bool serve_peer_allowed(int fd, char *why, size_t n);
 /* The client side: send one line to the control socket at path (or, for
  * a data socket's path, path.ctl) and copy the answer to out.  Exit
  * status: 0, 1 when the server answered an error or could not be

@@ -13,9 +13,10 @@
  * its names -- the socket files are removed before their sockets close
  * and the pidfile if it is still the one this server wrote -- so that a
  * server started on the same paths meanwhile keeps them.  Then every
- * connection stops reading requests and gets the replies to those it
- * sent (for up to DRAIN_S seconds; a client not taking them is then cut
- * off), the workers leave and the store is destroyed, so a run under
+ * connection stops taking requests -- one begun is read whole, payload
+ * included, and answered -- and gets the replies to those it sent (for
+ * up to DRAIN_S seconds; a client not sending or not taking them is then
+ * cut off), the workers leave and the store is destroyed, so a run under
  * valgrind or ASan ends with nothing leaked.
  */
 #include <errno.h>
@@ -56,6 +57,7 @@ int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg)
 	memset(s, 0, sizeof(*s));
 	s->cfg = *cfg;
 	s->stop_fd = -1;
+	s->drain_fd[0] = s->drain_fd[1] = -1;
 	if (!s->cfg.timeout_s)
 		s->cfg.timeout_s = SERVE_TIMEOUT_S;
 	if (!cfg->size)
@@ -123,6 +125,11 @@ void server_fini(struct zmi_server *s)
 	pthread_cond_destroy(&s->qcond);
 	pthread_mutex_destroy(&s->budget_lock);
 	s->store = NULL;
+	for (int i = 0; i < 2; i++) {
+		if (s->drain_fd[i] >= 0)
+			close(s->drain_fd[i]);
+		s->drain_fd[i] = -1;
+	}
 }
 
 /* ---- the worker pool ------------------------------------------------- */
@@ -252,6 +259,7 @@ static void *conn_thread(void *arg)
 
 	/* the whole handshake within the time limit, however it trickles */
 	c->rx_deadline_ns = serve_deadline(s);
+	c->rx_stop = RX_STOP_ANY;
 	if (nbd_handshake(c) == 0) {
 		c->rx_deadline_ns = 0;
 		nbd_transmit(c);
@@ -307,11 +315,19 @@ static void conns_drain(struct zmi_server *s)
 	uint64_t deadline = serve_now_ns() + DRAIN_S * 1000000000ull;
 	bool left = true;
 
-	__atomic_store_n(&s->stopping_conns, true, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&s->lock);
-	for (struct nbd_conn *c = s->conns; c; c = c->next)
-		shutdown(c->fd, SHUT_RD);  /* the reader sees EOF; replies still go */
-	pthread_mutex_unlock(&s->lock);
+	/* readers waiting between requests see stopping_conns (within
+	 * SERVE_STOP_CHECK_MS), handshakes the pipe, and end; one
+	 * within a request reads the rest of it first (its payload may still
+	 * be arriving), answers, then sees stopping_conns.  Shutting the
+	 * sockets' read side instead would refuse the rest of a payload
+	 * whose header was taken. */
+	__atomic_store_n(&s->stopping_conns, true, __ATOMIC_SEQ_CST);
+	if (s->drain_fd[1] < 0 || write(s->drain_fd[1], "", 1) != 1) {
+		pthread_mutex_lock(&s->lock);
+		for (struct nbd_conn *c = s->conns; c; c = c->next)
+			shutdown(c->fd, SHUT_RD);  /* no pipe: EOF, replies still go */
+		pthread_mutex_unlock(&s->lock);
+	}
 	while (left && serve_now_ns() < deadline) {
 		left = false;
 		pthread_mutex_lock(&s->lock);
@@ -353,8 +369,12 @@ static void conn_accept(struct zmi_server *s, int lfd)
 		 * (Nagle held small replies back for a delayed ack); on a Unix
 		 * socket this fails and means nothing */
 		int one = 1;
+		/* a reader blocked between requests wakes this often to see
+		 * whether the server stops (conn.c) */
+		struct timeval tv = { 0, SERVE_STOP_CHECK_MS * 1000 };
 
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
 	conn_init(c, s, (struct nbd_io){ conn_sock_recv, conn_sock_send, NULL }, fd);
 	c->io.ctx = c;
@@ -379,6 +399,19 @@ static void conn_accept(struct zmi_server *s, int lfd)
 
 /* ---- listening ------------------------------------------------------- */
 
+static int bind_private(int fd, const struct sockaddr_un *a)
+{
+	/* the file gets 0777 & ~umask: owner-only whatever the caller's
+	 * umask, from the start (a chmod after would leave a window) */
+	mode_t old = umask(0177);
+	int rc = bind(fd, (const struct sockaddr *)a, sizeof(*a));
+	int err = errno;
+
+	umask(old);
+	errno = err;
+	return rc;
+}
+
 int serve_listen_unix(const char *path)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
@@ -392,7 +425,7 @@ int serve_listen_unix(const char *path)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a))) {
+	if (bind_private(fd, &a)) {
 		/* a stale socket file: remove it only if nobody answers on it */
 		int err = errno, probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		struct stat st;
@@ -403,7 +436,7 @@ int serve_listen_unix(const char *path)
 
 		if (probe >= 0)
 			close(probe);
-		if (!stale || unlink(path) || bind(fd, (struct sockaddr *)&a, sizeof(a))) {
+		if (!stale || unlink(path) || bind_private(fd, &a)) {
 			fprintf(stderr, "zmem serve: %s: %s\n", path,
 				in_use && !sock ? "exists and is not a socket (not replaced)"
 				: in_use ? "in use by a running server"
@@ -522,6 +555,12 @@ static int listen_all(struct zmi_serve_config *cfg, int *lfd, char *sockpath, si
 	else if (getcwd(sockpath, n - 2))
 		snprintf(sockpath + strlen(sockpath), n - strlen(sockpath), "/%s", cfg->socket);
 	lfd[0] = serve_listen_unix(sockpath);
+	if (lfd[0] >= 0 && cfg->socket_mode && chmod(sockpath, cfg->socket_mode)) {
+		fprintf(stderr, "zmem serve: chmod %s: %s\n", sockpath, strerror(errno));
+		close(lfd[0]);
+		unlink(sockpath);
+		return 0;
+	}
 	return lfd[0] >= 0;
 }
 
@@ -583,6 +622,8 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 
 	if (cfg.run || cfg.exit_with_parent)
 		cfg.foreground = true;  /* tied to a process: never detach */
+	if (serve_check_private(&cfg))
+		return 1;
 	nl = listen_all(&cfg, lfd, sockpath, sizeof(sockpath), &activated);
 	if (!nl)
 		return 1;  /* the listeners said why */
@@ -646,6 +687,10 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 		goto out_store;
 	}
 	s->stop_fd = stop[1];
+	if (pipe2(s->drain_fd, O_CLOEXEC)) {
+		fprintf(stderr, "zmem serve: cannot start: %s\n", strerror(errno));
+		goto out_store;
+	}
 	if (workers_start(s)) {
 		fprintf(stderr, "zmem serve: cannot start its workers: %s\n", strerror(errno));
 		goto out_workers;

@@ -502,9 +502,13 @@ void nbd_transmit(struct nbd_conn *c)
 		c->rx_idle_s = 0;
 		c->rx_deadline_ns = 0;
 		c->rx_rest_idle_s = s->cfg.timeout_s;
-		if (__atomic_load_n(&s->stopping_conns, __ATOMIC_RELAXED) ||
+		c->rx_stop = RX_STOP_IDLE;
+		if (__atomic_load_n(&s->stopping_conns, __ATOMIC_SEQ_CST) ||
 		    c->io.recv(c->io.ctx, h, sizeof(h)))
 			break;  /* the client left, or the server stops */
+		/* a request begun is a request taken: read it whole, its
+		 * payload too, and answer it, stopping or not */
+		c->rx_stop = RX_STOP_NEVER;
 		c->rx_rest_idle_s = 0;
 		if (get_be32(h) != NBD_REQUEST_MAGIC) {
 			serve_count(s, SC_PROTOCOL_ERRORS, 1);
