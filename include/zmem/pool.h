@@ -36,7 +36,15 @@
  * Errors follow zmem.h.  zm_pool_alloc() returns 0 on failure and sets errno
  * (ENOMEM: the pages ran out or hit their limit; EINVAL: size 0 or larger
  * than a page).  A stale, foreign or double-freed handle is refused with
- * -EINVAL and, in ZM_DEBUG builds, a message naming the handle.
+ * -EINVAL and, in ZM_DEBUG builds, a message naming the handle.  Stale
+ * means freed, or of a destroyed pool: a handle carries its pool's id
+ * (ids come back after ZM_POOL_MAX_POOLS creations) and a generation of
+ * its slot, which a pool that gets the id again starts past the old
+ * pool's; a stale handle could pass for a live one only once its slot's,
+ * or its id's, generations have come all the way round (2^17 to 2^20 by
+ * backend: docs/api.md).  A handle of a destroyed pool of another backend
+ * is refused as a garbage value is, with the probability its fields
+ * give.
  * Every call may be made from any thread at any time, except the two that
  * say they want the pool to themselves: zm_pool_check() and
  * zm_pool_min_moves().

@@ -28,6 +28,10 @@
  *   free   next free index << 21 | 1 << 20 | generation:20
  *   handle index:28 << 21 | generation:20 << 1 | 1
  *
+ * A never-used entry (the word 0) starts at the pool's gen_base, and
+ * destroy, which walks the entries anyway, says how far they went from
+ * it (pool_internal.h).
+ *
  * Free entries are kept on MB_SHARDS lists under small locks (a thread's
  * number picks its list; a free pushes onto the freeing thread's list);
  * an empty list takes the next never-used entry.  The table is reserved
@@ -75,6 +79,7 @@ struct mb_pool {
 	uint64_t peak_bytes;       /* atomic: sampled (see above) */
 	uint64_t *ent;             /* the table; immutable pointer */
 	uint32_t top;              /* atomic: entries ever used, 1.. */
+	uint64_t gen0;             /* immutable: a new entry's generation */
 	struct mb_list {
 		zmi_lock_t lock;
 		uint32_t head;     /* lock: first free entry, or MB_NIL */
@@ -191,6 +196,7 @@ static int mb_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 		return -ENOMEM;
 	}
 	m->top = 1;
+	m->gen0 = pool->gen_base & MB_GEN_MASK;
 	for (unsigned i = 0; i < MB_SHARDS; i++)
 		zmi_lock_init(&m->list[i].lock);
 	pool->priv = m;
@@ -201,11 +207,19 @@ static void mb_destroy(struct zm_pool *pool)
 {
 	struct mb_pool *m = mb(pool);
 	uint32_t top = __atomic_load_n(&m->top, __ATOMIC_ACQUIRE);
+	uint64_t span = 0;
 
-	/* objects still live go with the pool */
-	for (uint32_t i = 1; i < top; i++)
-		if (ent_live(m->ent[i]))
-			free(ent_addr(m->ent[i]));
+	/* objects still live go with the pool; every entry's generation
+	 * (the next its handle gets) counts for the span */
+	for (uint32_t i = 1; i < top; i++) {
+		uint64_t e = m->ent[i], d = ((e & MB_GEN_MASK) - m->gen0) & MB_GEN_MASK;
+
+		if (ent_live(e))
+			free(ent_addr(e));
+		if (e && d >= span)
+			span = d + 1;
+	}
+	pool->gen_span = span;
 	zmi_os_release(m->ent, (size_t)MB_MAX_OBJECTS * sizeof(uint64_t));
 	free(m);
 }
@@ -228,7 +242,7 @@ static zm_handle_t mb_malloc(struct zm_pool *pool, size_t size)
 		errno = ENOMEM;
 		return 0;
 	}
-	gen = m->ent[i] & MB_GEN_MASK;   /* a never-used entry: 0 */
+	gen = m->ent[i] ? m->ent[i] & MB_GEN_MASK : m->gen0;   /* a free entry is never 0 */
 	__atomic_store_n(&m->ent[i], (uint64_t)(uintptr_t)hd >> 4 << MB_ADDR_SHIFT | gen,
 			 __ATOMIC_RELEASE);
 	usable = malloc_usable_size(hd);

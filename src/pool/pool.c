@@ -32,12 +32,16 @@ const char *const *zm_pool_backends(void)
 /* ---- pool ids ---------------------------------------------------------
  * Each live pool has an id in 1..ZM_POOL_MAX_POOLS, carried by its
  * handles.  Ids are handed out round robin, so a destroyed pool's id is
- * reused as late as possible.  ids_lock is a leaf lock. */
+ * reused as late as possible, and each id's generation counter moves past
+ * the generations its last pool used (pool_internal.h), so that the next
+ * pool's handles differ from that pool's.  ids_lock is a leaf lock. */
 static pthread_mutex_t ids_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t ids_used[ZMI_POOL_IDS / 64];   /* ids_lock; bit 0 reserved */
 static unsigned ids_next = 1;                  /* ids_lock */
+static uint64_t ids_gen[ZMI_POOL_IDS];         /* ids_lock: the next gen_base */
 
-static unsigned id_take(void)
+/* An id for pool (and its gen_base), or 0 when every id is in use. */
+static unsigned id_take(struct zm_pool *pool)
 {
 	unsigned id = 0;
 
@@ -51,13 +55,19 @@ static unsigned id_take(void)
 			id = i;
 		}
 	}
+	pool->gen_base = ids_gen[id];
 	pthread_mutex_unlock(&ids_lock);
 	return id;
 }
 
-static void id_give(unsigned id)
+/* The id of a pool whose handles are gone: its next pool's generations
+ * start past those its handles took. */
+static void id_give(const struct zm_pool *pool)
 {
+	unsigned id = pool->id;
+
 	pthread_mutex_lock(&ids_lock);
+	ids_gen[id] = pool->gen_base + pool->gen_span;
 	ids_used[id / 64] &= ~(1ull << (id % 64));
 	pthread_mutex_unlock(&ids_lock);
 }
@@ -161,7 +171,7 @@ int zm_pool_create_sized(const struct zm_pool_config *cfg, size_t cfg_size,
 	if (!pool)
 		return -ENOMEM;
 	pool->ops = backend_of(c.allocator ? c.allocator : "zsmalloc");
-	pool->id = id_take();
+	pool->id = id_take(pool);
 	pool->id_bits = (uint64_t)pool->id << ZMI_POOL_ID_SHIFT;
 	pool->pages = c.pages;
 	if (!pool->ops)
@@ -191,7 +201,7 @@ fail:
 	if (pool->own_pages)
 		zm_pages_destroy(pool->pages);
 	if (pool->id)
-		id_give(pool->id);
+		id_give(pool);  /* gen_span 0: no handle was made */
 	free(pool);
 	return rc;
 }
@@ -210,7 +220,7 @@ void zm_pool_destroy(struct zm_pool *pool)
 	zmi_pool_keys_fini(pool);
 	if (pool->own_pages)
 		zm_pages_destroy(pool->pages);
-	id_give(pool->id);
+	id_give(pool);  /* the backend's destroy set gen_span */
 	zmi_live_free(pool, sizeof(*pool));
 }
 

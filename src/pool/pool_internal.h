@@ -64,6 +64,19 @@ struct zmi_pool_ops {
  * handle of another live pool is refused whatever its backend would make
  * of it; a stale handle of this pool is the backend's to refuse (each
  * keeps a generation per slot).
+ *
+ * Ids come back (after ZM_POOL_MAX_POOLS creations, round robin), and a
+ * new pool's backend would hand out the handles the old one did.  So
+ * each id also has a generation counter, which only grows: a pool's
+ * backend starts the generations it puts in handles at gen_base (the
+ * counter, modulo the number of generations its handles hold), and its
+ * destroy says in gen_span how many generation values from gen_base they
+ * may have taken (the furthest generation from gen_base, + 1); the id's
+ * next pool starts there.  A handle of a destroyed pool can then pass
+ * for one of a later pool with its id only once the generations of that
+ * id's pools have come all the way round the field: what a stale handle
+ * of one pool needs too.  (A handle of another backend's pool is read as
+ * its own encoding: refused as a garbage value is.)
  */
 #define ZMI_POOL_ID_SHIFT 52
 #define ZMI_HANDLE_LIMIT  (1ull << ZMI_POOL_ID_SHIFT)
@@ -74,6 +87,8 @@ struct zm_pool {
 	const struct zmi_pool_ops *ops;  /* immutable */
 	unsigned id;                    /* immutable: 1..ZM_POOL_MAX_POOLS */
 	uint64_t id_bits;               /* immutable: id << ZMI_POOL_ID_SHIFT */
+	uint64_t gen_base;              /* immutable: the id's counter (above) */
+	uint64_t gen_span;              /* set by the backend's destroy (above) */
 	void *priv;                     /* the backend's state */
 	struct zm_pages *pages;         /* page source, or NULL */
 	bool own_pages;

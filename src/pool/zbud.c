@@ -27,7 +27,11 @@
  * buddy's generation moves on each time it is freed, and stays with the
  * page record while the page is back in the pages layer, so a stale or
  * double-freed handle is refused; a foreign one fails the tag, the pfn
- * range or the owner check (and the pool's id, checked by pool.c).
+ * range or the owner check (and the pool's id, checked by pool.c).  A
+ * handle carries the generation plus the pool's gen_base, and destroy
+ * says how far the generations of the pool's pages went
+ * (pool_internal.h): a pool that gets the id again, whose page records
+ * start at 0 as this pool's did, makes other handles.
  *
  * Locking: one lock, zb->lock, protects the lists, the bitmap, the
  * counters and the records of the pool's pages.  Lock order:
@@ -89,6 +93,10 @@ struct zbud_pool {
 	uint32_t head[ZBUD_NCHUNKS];      /* lock: [0] no room, [k] k chunks free */
 	uint64_t nonempty[ZBUD_MAPWORDS]; /* lock: bit k: head[k] != NIL, k >= 1 */
 	uint64_t objects, chunks, npages, pages_max, huge; /* lock */
+	uint32_t gen0;                    /* immutable: gen_base, added to the
+					     generation in handles */
+	uint32_t gen_top;                 /* lock: 1 + the largest generation
+					     of a page given back */
 	uint64_t fail;                    /* atomic */
 };
 
@@ -120,10 +128,19 @@ static inline unsigned list_of(const struct zbud_rec *r)
 	return a && b ? 0 : ZBUD_NCHUNKS - a - b;
 }
 
-static inline zm_handle_t handle_make(zm_pfn_t pfn, uint32_t gen, unsigned side)
+static inline zm_handle_t handle_make(const struct zbud_pool *zb, zm_pfn_t pfn, uint32_t gen,
+				      unsigned side)
 {
 	return (zm_handle_t)pfn << ZBUD_H_PFN_SHIFT | ZBUD_H_SET |
-	       (zm_handle_t)(gen & ZBUD_GEN_MASK) << 1 | side;
+	       (zm_handle_t)((gen + zb->gen0) & ZBUD_GEN_MASK) << 1 | side;
+}
+
+/* A page leaves the pool: its generations count for gen_top. */
+static void gen_note(struct zbud_pool *zb, const struct zbud_rec *r)
+{
+	for (unsigned side = FIRST; side <= LAST; side++)
+		if (bud_gen(r->bud[side]) >= zb->gen_top)
+			zb->gen_top = bud_gen(r->bud[side]) + 1;
 }
 
 /* ---- lists ---------------------------------------------------------- */
@@ -191,7 +208,7 @@ static bool lookup(struct zbud_pool *zb, zm_handle_t h, struct zbud_obj *o, cons
 		goto bad;
 	o->r = rec_of(m);
 	b = o->r->bud[o->side];
-	if (zmi_unlikely(!bud_chunks(b) || bud_gen(b) != ((h >> 1) & ZBUD_GEN_MASK)))
+	if (zmi_unlikely(!bud_chunks(b) || bud_gen(b) != (((h >> 1) - zb->gen0) & ZBUD_GEN_MASK)))
 		goto bad;
 	return true;
 bad:
@@ -225,6 +242,7 @@ static int zb_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	zb->page_size = pool->page_size;
 	zb->page_shift = (unsigned)__builtin_ctzll(pool->page_size);
 	zb->chunk_shift = zb->page_shift - ZBUD_CHUNK_ORDER;
+	zb->gen0 = (uint32_t)(pool->gen_base & ZBUD_GEN_MASK);
 	for (unsigned k = 0; k < ZBUD_NCHUNKS; k++)
 		zb->head[k] = ZBUD_NIL;
 	pool->priv = zb;
@@ -242,11 +260,13 @@ static void zb_destroy(struct zm_pool *pool)
 			struct zm_page_meta *m = zm_pages_meta(zb->pages, pfn);
 			uint32_t next = rec_of(m)->next;
 
+			gen_note(zb, rec_of(m));
 			m->owner = NULL;
 			zm_pages_free(zb->pages, pfn);
 			pfn = next;
 		}
 	}
+	pool->gen_span = zb->gen_top;
 	zmi_lock_destroy(&zb->lock);
 	free(zb);
 }
@@ -300,7 +320,7 @@ static zm_handle_t zb_malloc(struct zm_pool *pool, size_t size)
 	zb->chunks += c;
 	zb->huge += c == ZBUD_NCHUNKS;
 	zmi_unlock(&zb->lock);
-	return handle_make(pfn, gen, side);
+	return handle_make(zb, pfn, gen, side);
 }
 
 static int zb_free(struct zm_pool *pool, zm_handle_t h)
@@ -321,6 +341,7 @@ static int zb_free(struct zm_pool *pool, zm_handle_t h)
 	list_del(zb, o.pfn, o.r, list_of(o.r));
 	o.r->bud[o.side] = bud_make(bud_gen(o.r->bud[o.side]) + 1, 0);
 	if (!bud_chunks(o.r->bud[!o.side])) {
+		gen_note(zb, o.r);
 		zm_pages_meta(zb->pages, o.pfn)->owner = NULL;
 		zb->npages--;
 		release = true;
@@ -355,7 +376,7 @@ static long zb_unit(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_
 		if (!bud_chunks(b))
 			continue;
 		if ((size_t)n < max)
-			out[n] = handle_make(o.pfn, bud_gen(b), side);
+			out[n] = handle_make(zb, o.pfn, bud_gen(b), side);
 		n++;
 	}
 	zmi_unlock(&zb->lock);

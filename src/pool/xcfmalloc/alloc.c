@@ -32,6 +32,7 @@ static int xcf_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	x->pages = pool->pages;
 	x->page_size = pool->page_size;
 	x->base = zm_pages_addr(pool->pages, 0);
+	x->gen0 = (uint32_t)(pool->gen_base & XCF_GEN_MASK);
 	rc = xcf_blocks_init(x);
 	if (rc) {
 		free(x);
@@ -45,7 +46,7 @@ static void xcf_destroy(struct zm_pool *pool)
 {
 	struct xcf_pool *x = xcf_of(pool);
 
-	xcf_blocks_fini(x);
+	pool->gen_span = xcf_blocks_fini(x);
 	zmi_lock_destroy(&x->lock);
 	free(x);
 }

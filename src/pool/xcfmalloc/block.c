@@ -7,7 +7,9 @@
  * Descriptors live in one table reserved up front (address space only,
  * touched as used) and are named by index; unused entries are chained
  * through `next` and keep their generation, so a handle stays refused
- * after its descriptor is recycled.
+ * after its descriptor is recycled.  A new entry's generation is the
+ * pool's gen_base, and the pool's end says how far they went from it
+ * (pool_internal.h).
  *
  * Free lists are doubly linked through the descriptors, one per size in
  * blocks, LIFO; a bitmap of non-empty lists answers "largest smaller" and
@@ -53,21 +55,27 @@ int xcf_blocks_init(struct xcf_pool *x)
 	return 0;
 }
 
-void xcf_blocks_fini(struct xcf_pool *x)
+uint64_t xcf_blocks_fini(struct xcf_pool *x)
 {
+	uint64_t span = 0;
+
 	for (uint32_t i = 1; i < x->top; i++) {
 		struct xcf_desc *d = xcf_desc(x, i);
+		uint64_t gd = (d->gen - x->gen0) & XCF_GEN_MASK;
 
 		if ((d->off_flags & (XCF_FREE | XCF_USED)) && xcf_off(d) == 0)
 			zm_pages_free(x->pages, d->pfn);
+		if (gd >= span)
+			span = gd + 1;
 	}
 	zmi_os_release(x->desc, (size_t)x->cap * sizeof(struct xcf_desc));
 	free(x->nfree);
+	return span;
 }
 
 /* ---- descriptors ---- */
 
-static uint32_t desc_get(struct xcf_pool *x)
+static inline uint32_t desc_get(struct xcf_pool *x)
 {
 	uint32_t i;
 
@@ -79,6 +87,7 @@ static uint32_t desc_get(struct xcf_pool *x)
 		if (x->top >= x->cap)
 			return 0;
 		i = x->top++;
+		xcf_desc(x, i)->gen = x->gen0;
 	}
 	x->live_desc++;
 	return i;

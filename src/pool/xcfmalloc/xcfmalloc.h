@@ -84,6 +84,8 @@ struct xcf_pool {
 	unsigned nwords;          /* words of the list bitmap */
 	struct xcf_desc *desc;    /* the table; entry 0 is never used */
 	uint32_t cap;             /* entries reserved */
+	uint32_t gen0;            /* a new entry's generation: the pool's
+				     gen_base (pool_internal.h) */
 	/* protected by lock */
 	uint32_t top;             /* entries [1, top) have been handed out */
 	uint32_t unused;          /* chain of unused entries (via next) */
@@ -141,7 +143,9 @@ static inline zm_handle_t xcf_handle(uint32_t idx, uint32_t gen)
 
 /* ---- xcfmalloc/block.c (all under the lock) ---- */
 int xcf_blocks_init(struct xcf_pool *x);
-void xcf_blocks_fini(struct xcf_pool *x);
+/* Releases the pool's pages and table; returns its generations' span
+ * from gen0 (pool_internal.h: gen_span). */
+uint64_t xcf_blocks_fini(struct xcf_pool *x);
 /* A block for one piece of need blocks, detached from any list (see the
  * choice order there); 0 when a new page was needed and none came. */
 uint32_t xcf_pick(struct xcf_pool *x, unsigned need, bool last);

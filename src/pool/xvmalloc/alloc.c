@@ -311,7 +311,9 @@ static int xv_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	xp->shift = (unsigned)__builtin_ctz(xp->page_size);
 	xv_lists_init(&xp->lists);
 	xp->first_page = XV_NO_PFN;
-	xp->next_tag = 1;
+	/* tags 1..XV_TAG_MASK in turn, from where the pool's id left off */
+	xp->tag0 = (uint32_t)(pool->gen_base % XV_TAG_MASK) + 1;
+	xp->next_tag = xp->tag0;
 	pool->priv = xp;
 	return 0;
 }
@@ -322,6 +324,8 @@ static void xv_destroy(struct zm_pool *pool)
 
 	while (xp->first_page != XV_NO_PFN)
 		page_put(xp, xp->first_page);
+	/* the tags handed out: tag0 up to next_tag, round the cycle */
+	pool->gen_span = (xp->next_tag + XV_TAG_MASK - xp->tag0) % XV_TAG_MASK;
 	zmi_lock_destroy(&xp->lock);
 	free(xp);
 }

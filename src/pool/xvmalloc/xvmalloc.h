@@ -116,6 +116,8 @@ struct xv_pool {
 	struct xv_lists lists;       /* lock */
 	zm_pfn_t first_page;         /* lock: the pool's pages, linked in meta */
 	uint32_t next_tag;           /* lock: tag for the next object */
+	uint32_t tag0;               /* immutable: the first: from the pool's
+					gen_base (pool_internal.h) */
 	uint64_t pages_held;         /* lock: pages in the list */
 	uint64_t raw_pages;          /* lock: of them raw (one object each) */
 	uint64_t objects;            /* lock: live objects, raw ones included */

@@ -73,7 +73,7 @@ lookup_at(struct zs_pool *zp, zm_handle_t h, uint32_t ref, bool key, unsigned *o
 static __attribute__((noinline)) struct zspage *
 lookup_key(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)
 {
-	if (zmi_unlikely((h & ZS_TAG_MASK) != 1 ||
+	if (zmi_unlikely((h & ZS_TAG_MASK) != zp->key_tag ||
 			(h & ~ZS_H_OWNER) >> ZS_TAG_BITS >= zp->nowner))
 		return NULL;
 	return lookup_at(zp, h, zs_handle_ref(h), true, obj, hz);

@@ -526,7 +526,7 @@ zm_handle_t zs_key_handle_of(struct zm_pool *pool, uint64_t key)
 {
 	struct zs_pool *zp = zs_of(pool);
 
-	return zs_load_ref(zp, (uint32_t)key | ZS_REF_OWNER) & 1 ? zs_key_handle(key) : 0;
+	return zs_load_ref(zp, (uint32_t)key | ZS_REF_OWNER) & 1 ? zs_key_handle(zp, key) : 0;
 }
 
 int zs_free_key(struct zm_pool *pool, uint64_t key)
@@ -563,7 +563,7 @@ long zs_unit(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_t max,
 		 * free_key_obj reads it) */
 		uint64_t k = (h & ~ZS_H_OWNER) >> ZS_TAG_BITS;
 
-		if ((h & ZS_TAG_MASK) != 1 || k >= zp->nowner)
+		if ((h & ZS_TAG_MASK) != zp->key_tag || k >= zp->nowner)
 			return -EINVAL;
 		if ((zs_load_ref(zp, (uint32_t)k | ZS_REF_OWNER) & 3) == 3) {
 			if (max)
@@ -598,7 +598,7 @@ long zs_unit(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_t max,
 			if (!zs_mhdr_live(zp, zs, hd, at))
 				continue;
 			if (ref & ZS_REF_OWNER)
-				x = zs_key_handle(ref & ~ZS_REF_OWNER);
+				x = zs_key_handle(zp, ref & ~ZS_REF_OWNER);
 			else
 				x = (zm_handle_t)ref << ZS_TAG_BITS |
 				    (zs_load_slot(zp, ref) & ZS_TAG_MASK);
@@ -631,7 +631,7 @@ long zs_unit(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_t max,
 			continue;
 		ref = zs_backref(zs, c)[o];
 		if (ref & ZS_REF_OWNER)
-			x = zs_key_handle(ref & ~ZS_REF_OWNER);
+			x = zs_key_handle(zp, ref & ~ZS_REF_OWNER);
 		else
 			x = (zm_handle_t)ref << ZS_TAG_BITS | (zs_load_slot(zp, ref) & ZS_TAG_MASK);
 		if (n < max)

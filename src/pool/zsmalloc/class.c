@@ -202,7 +202,7 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	pthread_mutex_init(&zp->shard_lock, NULL);
 	rc = build_classes(zp);
 	if (!rc)
-		rc = zs_handles_init(zp);
+		rc = zs_handles_init(zp, pool->gen_base);
 	if (!rc && (rc = zs_records_init(zp)))
 		zs_handles_fini(zp);
 	if (rc) {
@@ -247,6 +247,7 @@ void zs_destroy(struct zm_pool *pool)
 			}
 	}
 	zs_records_fini(zp);
+	pool->gen_span = zs_handles_span(zp);
 	zs_handles_fini(zp);
 	pthread_mutex_destroy(&zp->compact_lock);
 	free(zp->scratch);

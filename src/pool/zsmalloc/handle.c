@@ -20,7 +20,7 @@
  * pages only where the system's page is 4 KiB). */
 #define ZS_PGEN_BYTES ((size_t)ZS_MAX_HANDLES / ZS_SPAN * sizeof(uint32_t))
 
-int zs_handles_init(struct zs_pool *zp)
+int zs_handles_init(struct zs_pool *zp, uint64_t gen_base)
 {
 	zp->slot = zmi_os_reserve((size_t)ZS_MAX_HANDLES * sizeof(uint64_t),
 				 zmi_os_page_size());
@@ -32,6 +32,8 @@ int zs_handles_init(struct zs_pool *zp)
 		return -ENOMEM;
 	}
 	zp->slot_free.table = zp->slot;
+	zp->slot_free.gen0 = gen_base * ZS_GEN_ONE & ZS_GEN_MASK;
+	zp->key_tag = zp->slot_free.gen0 | 1;
 	zp->id_free.table = (uint64_t *)zp->ztab;
 	zmi_lock_init(&zp->slot_free.lock);
 	zmi_lock_init(&zp->id_free.lock);
@@ -121,6 +123,11 @@ uint32_t zs_span_take(struct zs_span *sp, uint32_t *used, uint32_t max, uint32_t
 						      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 		sp->next = at;
 		sp->end = at + want;
+		/* new slots: free, at the pool's first generation */
+		if (sp->tf && sp->tf->pgen)
+			for (uint32_t i = at; i < at + want; i++)
+				__atomic_store_n(&sp->tf->table[i], slot_free_val(0, sp->tf->gen0),
+						 __ATOMIC_RELAXED);
 	}
 	first = sp->next;
 	sp->next += chunk;
@@ -151,8 +158,9 @@ uint32_t zs_slot_alloc(struct zs_pool *zp, struct zs_class *c)
 
 		if (!first)
 			return 0;
-		/* the generation a slot has (0 if never used; a page of the
-		 * table given back starts at its own, tfree_take) */
+		/* the generation a slot has (the pool's first if never
+		 * used, zs_span_take; a page of the table given back starts
+		 * at its own, tfree_take) */
 		for (uint32_t i = 0; i < ZS_HANDLE_CHUNK; i++)
 			zs_store_slot(zp, first + i, slot_free_val(
 				i + 1 < ZS_HANDLE_CHUNK ? first + i + 1 : 0,
@@ -173,6 +181,39 @@ void zs_slot_free(struct zs_pool *zp, struct zs_class *c, uint32_t idx)
 	zs_store_slot(zp, idx, slot_free_val(c->nfree_slots ? c->free_slots : 0, gen));
 	c->free_slots = idx;
 	c->nfree_slots++;
+}
+
+static int u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Every slot handed out (the first chunk never is) holds its generation,
+ * but those of pages given back, whose next generation pgen holds: their
+ * entries read 0 now. */
+uint64_t zs_handles_span(struct zs_pool *zp)
+{
+	struct zs_tfree *tf = &zp->slot_free;
+	uint32_t used = __atomic_load_n(&zp->slots_used, __ATOMIC_RELAXED), k = 0;
+	uint64_t d = 0;   /* owner keys' handles carry gen0 itself */
+
+	if (tf->n)
+		qsort(tf->page, tf->n, sizeof(*tf->page), u32_cmp);
+	for (uint32_t i = ZS_HANDLE_CHUNK; i < used; i++) {
+		uint64_t v;
+
+		if (k < tf->n && tf->page[k] == i / ZS_SPAN) {
+			v = tf->pgen[tf->page[k++]];
+			i = (i / ZS_SPAN + 1) * ZS_SPAN - 1;
+		} else {
+			v = zs_load_slot(zp, i);
+		}
+		if (zs_gen_delta(zp, v) > d)
+			d = zs_gen_delta(zp, v);
+	}
+	return d / ZS_GEN_ONE + 1;
 }
 
 /* ---- giving back the tables' free pages ------------------------------ */
@@ -267,12 +308,13 @@ static long trim_table(struct zs_pool *zp, bool slots)
 		if (tf->pgen) {
 			uint64_t g = 0;
 
+			/* the furthest from the pool's first generation */
 			for (uint32_t i = 0; i < ZS_SPAN; i++) {
-				uint64_t v = tf->table[(size_t)p * ZS_SPAN + i] & ZS_GEN_MASK;
+				uint64_t d = zs_gen_delta(zp, tf->table[(size_t)p * ZS_SPAN + i]);
 
-				g = v > g ? v : g;
+				g = d > g ? d : g;
 			}
-			tf->pgen[p] = (uint32_t)((g + ZS_GEN_ONE) & ZS_GEN_MASK);
+			tf->pgen[p] = (uint32_t)((tf->gen0 + g + ZS_GEN_ONE) & ZS_GEN_MASK);
 		}
 		zmi_os_decommit(&tf->table[(size_t)p * ZS_SPAN], ZS_SPAN * sizeof(uint64_t));
 		zmi_lock(&tf->lock);

@@ -60,7 +60,7 @@ static struct zs_class *lock_huge(struct zs_pool *zp, zm_handle_t h, uint64_t *v
 	struct zs_class *c;
 
 	if (h & ZS_H_OWNER) {
-		if (zmi_unlikely((h & ZS_TAG_MASK) != 1 ||
+		if (zmi_unlikely((h & ZS_TAG_MASK) != zp->key_tag ||
 				(h & ~ZS_H_OWNER) >> ZS_TAG_BITS >= zp->nowner))
 			return NULL;
 		h |= ZS_TAG_HUGE;  /* what its word must say */

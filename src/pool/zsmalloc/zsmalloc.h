@@ -433,6 +433,7 @@ struct zs_pool {
 	pthread_mutex_t shard_lock;
 	uint64_t *slot;          /* handle table; immutable pointer */
 	uint64_t *owner;         /* owner words (pool.h), or NULL; immutable */
+	uint64_t key_tag;        /* immutable: an owner key's handle's tag */
 	uint64_t nowner;         /* immutable */
 	uintptr_t *ztab;         /* zspage table: id -> record; free entries
 				    chain ids; immutable pointer */
@@ -457,6 +458,9 @@ struct zs_pool {
 					generation a page's slots start at when
 					it comes back (reserved, touched for pages
 					given back); NULL for the zspage table */
+		uint64_t gen0;       /* immutable: the handle table's: the
+					generation a new slot starts at, the
+					pool's gen_base (pool_internal.h) */
 		uint32_t *page;      /* lock: pages given back */
 		uint32_t n, cap;     /* lock (n read by stats without: atomic) */
 	} slot_free, id_free;
@@ -569,8 +573,11 @@ static inline uint64_t zs_tfree_entries(const struct zs_tfree *tf)
 {
 	return (uint64_t)__atomic_load_n(&tf->n, __ATOMIC_RELAXED) * ZS_SPAN;
 }
-int zs_handles_init(struct zs_pool *zp);
+int zs_handles_init(struct zs_pool *zp, uint64_t gen_base);
 void zs_handles_fini(struct zs_pool *zp);
+/* At destroy: the generations the pool's handles took from gen_base
+ * (pool_internal.h: gen_span). */
+uint64_t zs_handles_span(struct zs_pool *zp);
 
 /* zspage ids; with the class lock held */
 uint32_t zs_id_alloc(struct zs_pool *zp, struct zs_class *c);
@@ -584,13 +591,17 @@ void zs_id_free(struct zs_pool *zp, struct zs_class *c, uint32_t id);
  * The low 22 bits are the tag, which a handle carries and its slot must
  * match: the generation (a slot must be reused 2^20 times before a stale
  * handle to it could pass for live again), whether the object is huge,
- * and whether it is live.
+ * and whether it is live.  A new slot's generation is the pool's
+ * gen_base, and destroy says how far the slots' went from it
+ * (pool_internal.h), so that a handle of a destroyed pool whose id comes
+ * back names a slot of another generation.
  *
  * Owner words (pool.h) hold the same encodings with the generation's 20
  * bits left to their owner (ZM_POOL_OWNER_MASK is exactly ZS_GEN_MASK):
  * read through zs_load_ref, those bits are 0.  An owner key's handle is
- *   ZS_H_OWNER | key:29 | 0:20 | 0 | 1
- * and carries no generation nor huge bit: its word says which.
+ *   ZS_H_OWNER | key:29 | gen_base:20 | 0 | 1   (zp->key_tag below the key)
+ * and carries no object's generation nor huge bit: its word says which;
+ * the pool's gen_base refuses a key's handle of a destroyed pool.
  *
  * Back references (the zspage record's, and what zs_load_ref takes) are
  * a slot index, or an owner key with ZS_REF_OWNER set. */
@@ -627,9 +638,14 @@ static inline void zs_store_slot(struct zs_pool *zp, uint32_t idx, uint64_t v)
 {
 	__atomic_store_n(&zp->slot[idx], v, __ATOMIC_RELEASE);
 }
-static inline zm_handle_t zs_key_handle(uint64_t key)
+static inline zm_handle_t zs_key_handle(const struct zs_pool *zp, uint64_t key)
 {
-	return ZS_H_OWNER | key << ZS_TAG_BITS | 1;
+	return ZS_H_OWNER | key << ZS_TAG_BITS | zp->key_tag;
+}
+/* How far a slot's generation (in word v) is from the pool's first. */
+static inline uint64_t zs_gen_delta(const struct zs_pool *zp, uint64_t v)
+{
+	return ((v & ZS_GEN_MASK) - zp->slot_free.gen0) & ZS_GEN_MASK;
 }
 /* The back reference a handle names (validity is the caller's check). */
 static inline uint32_t zs_handle_ref(zm_handle_t h)
