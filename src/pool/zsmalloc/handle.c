@@ -108,6 +108,7 @@ uint32_t zs_span_take(struct zs_span *sp, uint32_t *used, uint32_t max, uint32_t
 		/* a page of the table given back before: used again first */
 		sp->next = first;
 		sp->end = first + ZS_SPAN;
+		sp->fresh = false;  /* its slots hold their generations */
 		first = 0;
 	}
 	if (sp->end - sp->next < chunk) {
@@ -123,14 +124,17 @@ uint32_t zs_span_take(struct zs_span *sp, uint32_t *used, uint32_t max, uint32_t
 						      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 		sp->next = at;
 		sp->end = at + want;
-		/* new slots: free, at the pool's first generation */
-		if (sp->tf && sp->tf->pgen)
-			for (uint32_t i = at; i < at + want; i++)
-				__atomic_store_n(&sp->tf->table[i], slot_free_val(0, sp->tf->gen0),
-						 __ATOMIC_RELAXED);
+		sp->fresh = true;
 	}
 	first = sp->next;
 	sp->next += chunk;
+	/* never-used slots read 0: give them the pool's first generation,
+	 * chunk by chunk as they are handed out (a whole span at once would
+	 * make the table's page resident before its slots are used) */
+	if (sp->fresh && sp->tf && sp->tf->gen0)
+		for (uint32_t i = first; i < first + chunk; i++)
+			__atomic_store_n(&sp->tf->table[i], slot_free_val(0, sp->tf->gen0),
+					 __ATOMIC_RELAXED);
 out:
 	zmi_unlock(&sp->lock);
 	return first;

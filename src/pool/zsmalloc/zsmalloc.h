@@ -447,6 +447,8 @@ struct zs_pool {
 	struct zs_span {
 		zmi_lock_t lock;
 		uint32_t next, end;  /* lock: the span's part not yet handed out */
+		bool fresh;          /* lock: never used before (not a page of
+					the table given back and taken again) */
 		struct zs_tfree *tf; /* immutable: its table's pages given back */
 	} __attribute__((aligned(64))) slot_span[ZS_MAX_SHARDS], id_span[ZS_MAX_SHARDS];
 	/* The tables' pages whose entries were all free, given back to the
