@@ -21,7 +21,8 @@
 #
 # Tests run N at a time, each with its output in TEST.log, printed whole
 # and in the order given once it is done (with its seconds), whatever
-# order they finish in.  Every running test holds a slot, a lock file in
+# order they finish in (each test's report whole, whatever other run.sh
+# print beside it).  Every running test holds a slot, a lock file in
 # ZM_TEST_SLOTS (a folder; a private one if unset): run.sh processes that
 # name the same folder and the same N share N slots, so that stages run
 # side by side still run N tests at a time in all.  A test named (by its
@@ -176,7 +177,10 @@ while [ $shown -le $n ]; do
         eval "t=\$t_$shown"
         eval "nb=\${notbuilt_$shown:-0}"
         [ "$nb" = 1 ] || [ -f "$t.done" ] || break
-        report $shown "$t"
+        # whole, under a lock: other stages' run.sh print beside us
+        report $shown "$t" > "$slots/report.$$"
+        flock "$slots/print.lock" cat "$slots/report.$$"
+        rm -f "$slots/report.$$"
         shown=$((shown + 1)); printed=1
     done
     [ $started -eq 0 ] && [ $printed -eq 0 ] && sleep 0.1
