@@ -11,12 +11,16 @@
 #   make demo       install missing packages, build, run the main job
 #   make check      install missing packages, run every test in every build,
 #                   each randomized one with a fixed seed (the same steps and
-#                   output every run; a test's --seed N replays another)
+#                   output every run; a test's --seed N replays another);
+#                   the builds side by side, then the stages, two tests at
+#                   a time in all (see "tests" below)
+#   make check-quick  the debug build's C unit tests, two at a time: the
+#                   inner loop
 #   make soak       the randomized tests (models, stress tests) in the debug
 #                   build with random seeds and SOAK (10) times their steps,
-#                   SOAK_ROUNDS (3) times over (7 minutes a round here);
-#                   each prints its seed and steps, so a failure replays
-#                   with --seed N --steps N
+#                   SOAK_ROUNDS (3) times over, the whole structure checked
+#                   after every step; each prints its seed and steps, so a
+#                   failure replays with --seed N --steps N
 #   make install    honours PREFIX and DESTDIR; LIBDIR, INCDIR, BINDIR, MANDIR
 #                   and BASHCOMPDIR follow PREFIX unless given
 
@@ -294,7 +298,7 @@ check: deps
 	@echo "== building every configuration (build/check-build.log)"
 	@$(MAKE) -k -j$(CHECK_BUILD_JOBS) $(CHECK_BUILDS) > build/check-build.log 2>&1 || \
 	  echo "check: a build failed (build/check-build.log; its stage counts it)"
-	ZM_TEST_SLOTS=$(CURDIR)/build/slots $(MAKE) -k -j$(CHECK_JOBS) $(CHECK_STAGES); st=$$?; \
+	@ZM_TEST_SLOTS=$(CURDIR)/build/slots $(MAKE) -k -j$(CHECK_JOBS) $(CHECK_STAGES); st=$$?; \
 	  sh tests/run.sh --times build/results | head -11; \
 	  sh tests/run.sh --total build/results; st2=$$?; \
 	  [ $$st -eq 0 ] && [ $$st2 -eq 0 ]
