@@ -11,12 +11,16 @@
 #   make demo       install missing packages, build, run the main job
 #   make check      install missing packages, run every test in every build,
 #                   each randomized one with a fixed seed (the same steps and
-#                   output every run; a test's --seed N replays another)
+#                   output every run; a test's --seed N replays another);
+#                   the builds side by side, then the stages, two tests at
+#                   a time in all (see "tests" below)
+#   make check-quick  the debug build's C unit tests, two at a time: the
+#                   inner loop
 #   make soak       the randomized tests (models, stress tests) in the debug
 #                   build with random seeds and SOAK (10) times their steps,
-#                   SOAK_ROUNDS (3) times over (7 minutes a round here);
-#                   each prints its seed and steps, so a failure replays
-#                   with --seed N --steps N
+#                   SOAK_ROUNDS (3) times over, the whole structure checked
+#                   after every step; each prints its seed and steps, so a
+#                   failure replays with --seed N --steps N
 #   make install    honours PREFIX and DESTDIR; LIBDIR, INCDIR, BINDIR, MANDIR
 #                   and BASHCOMPDIR follow PREFIX unless given
 
@@ -140,9 +144,9 @@ TESTS    += $(LIBTESTS)
 CLITESTS := $(patsubst tests/cli/%,$(BUILD)/tests/%,$(wildcard tests/cli/test_*.sh))
 TESTS    += $(CLITESTS)
 
-.PHONY: all lib deps demo check check-debug check-asan check-tsan check-fuzz check-memcheck check-arm64 \
-        fuzz test-run soak \
-        install uninstall clean FORCE
+.PHONY: all lib deps demo check check-quick check-debug check-asan check-tsan check-fuzz \
+        check-memcheck check-arm64 check-build-debug check-build-asan check-build-tsan \
+        check-build-fuzz check-build-arm64 fuzz test-run test-build soak install uninstall clean FORCE
 all: lib $(BUILD)/zmem $(BUILD)/zmem.pc
 lib: $(BUILD)/libzmem.a $(BUILD)/libzmem.so $(BUILD)/libzmem-install.a
 
@@ -235,11 +239,33 @@ demo: deps
 	$(BUILD)/zmem pagebench --max-size 64M
 	$(BUILD)/zmem bench
 
-# ---- tests --------------------------------------------------------------
-# test-run runs the tests of one configuration and appends its counts to
-# $(RESULTS); check runs three configurations and prints the total.
+# ---- tests -------------------------------------------------------------
+# test-run runs the tests of one configuration and appends their counts
+# (and seconds) to $(RESULTS); check runs every configuration and prints
+# the total.
 RESULTS ?= $(BUILD)/results
 RUN_TESTS ?= $(TESTS)
+# The C unit tests, the test binaries: what check-quick runs.
+UNIT_TESTS = $(filter-out %.sh,$(TESTS))
+# Tests at a time in test-run (tests/run.sh -j): two for two CPUs.  Each
+# test keeps its output and prints it whole, in the order of the list.
+TEST_JOBS ?= 2
+# Tests that run with nothing else beside them, in any stage: those whose
+# checks are on elapsed time (the server's time limits; qemu-img map's
+# bound).  They run last in their stage.
+TESTS_ALONE := test_nbd_limits test_serve_qemu.sh
+# The slowest tests start first, in this order, so that a stage does not
+# end with one of them running by itself.
+SLOW_TESTS := test_commands.sh test_install.sh test_experiments test_serve_tiering.sh \
+              test_pool_model test_mixed_stress test_nbd
+test_order = $(foreach t,$(SLOW_TESTS),$(filter %/$(t),$(1))) \
+             $(filter-out $(addprefix %/,$(SLOW_TESTS) $(TESTS_ALONE)),$(1)) \
+             $(foreach t,$(TESTS_ALONE),$(filter %/$(t),$(1)))
+# A test that builds and checks a configuration of its own (the release
+# build, installed) does the same work in every stage: the debug stage
+# runs it, the sanitizer stages do not.
+TESTS_ONCE := test_install.sh
+ASAN_TESTS  = $(filter-out $(addprefix %/,$(TESTS_ONCE)),$(TESTS))
 # The tests are built with -k first: a build that fails counts as one
 # failure, and each test it left out of date is removed (an earlier
 # build's binary would run in its place) and counts as another
@@ -249,68 +275,109 @@ test-run:
 	@$(MAKE) -k $(RUN_TESTS) || { echo "== $(BUILD): the build failed (errors above)"; \
 	  mkdir -p $(dir $(RESULTS)); echo "$(BUILD)/build 0 1" >> $(RESULTS); \
 	  for t in $(RUN_TESTS); do $(MAKE) -s -q $$t 2>/dev/null || rm -f $$t; done; }
-	@ZMEM=$(abspath $(BUILD)/zmem) ZM_SAN=$(SAN) sh tests/run.sh $(RESULTS) $(TEST_WRAP) -- $(RUN_TESTS)
+	@ZMEM=$(abspath $(BUILD)/zmem) ZM_SAN=$(SAN) ZM_TESTS_ALONE='$(TESTS_ALONE)' \
+	  sh tests/run.sh -j $(TEST_JOBS) $(RESULTS) $(TEST_WRAP) -- $(call test_order,$(RUN_TESTS))
+# test-build: the same tests built, nothing run (check builds every
+# configuration first, side by side; a failure is counted by test-run).
+test-build:
+	$(MAKE) -k $(RUN_TESTS)
 
+# The configurations, each in its own folder.
+DEBUG_VARS := BUILD=build/check ZM_DEBUG=2 OPT=-O1
+ASAN_VARS  := BUILD=build/asan ZM_DEBUG=2 OPT=-O1 SAN=address,undefined
+TSAN_VARS  := BUILD=build/tsan ZM_DEBUG=1 OPT=-O1 SAN=thread
+
+# make check, on two CPUs: first every configuration's build, two jobs at
+# a time (CHECK_BUILDS); then the stages, CHECK_JOBS at a time, whose
+# tests share TEST_JOBS slots (tests/run.sh, ZM_TEST_SLOTS): two tests run
+# at a time in all, whichever stage they belong to, and a test in
+# TESTS_ALONE runs by itself.  A stage runs its tests with test-run (or
+# tests/run.sh) and appends their counts to build/results; the last line
+# of make check is the total, "N passed, N failed", and make check fails
+# if anything failed.  The longest stage comes first.
+CHECK_STAGES := check-asan check-debug check-tsan check-fuzz check-memcheck check-arm64
+CHECK_BUILDS := check-build-asan check-build-debug check-build-tsan check-build-fuzz \
+                check-build-arm64
+CHECK_JOBS   ?= 2
+CHECK_BUILD_JOBS ?= 2
 check: deps
-	@rm -rf build/results && mkdir -p build
-	$(MAKE) check-debug check-asan check-tsan check-fuzz check-memcheck check-arm64 -k; st=$$?; \
+	@rm -rf build/results build/slots && mkdir -p build/slots
+	@echo "== building every configuration (build/check-build.log)"
+	@$(MAKE) -k -j$(CHECK_BUILD_JOBS) $(CHECK_BUILDS) > build/check-build.log 2>&1 || \
+	  echo "check: a build failed (build/check-build.log; its stage counts it)"
+	@ZM_TEST_SLOTS=$(CURDIR)/build/slots $(MAKE) -k -j$(CHECK_JOBS) $(CHECK_STAGES); st=$$?; \
+	  sh tests/run.sh --times build/results | head -11; \
 	  sh tests/run.sh --total build/results; st2=$$?; \
 	  [ $$st -eq 0 ] && [ $$st2 -eq 0 ]
 
+check-build-debug:
+	$(MAKE) $(DEBUG_VARS) test-build
+check-build-asan:
+	$(MAKE) $(ASAN_VARS) RUN_TESTS='$$(ASAN_TESTS)' test-build
+check-build-tsan:
+	$(MAKE) $(TSAN_VARS) RUN_TESTS='$$(TSAN_TESTS)' test-build
+check-build-fuzz:
+	@if command -v clang >/dev/null 2>&1; then $(MAKE) fuzz; fi
+
 check-debug:
-	$(MAKE) BUILD=build/check ZM_DEBUG=2 OPT=-O1 RESULTS=$(CURDIR)/build/results test-run
+	$(MAKE) $(DEBUG_VARS) RESULTS=$(CURDIR)/build/results test-run
 check-asan:
-	$(MAKE) BUILD=build/asan ZM_DEBUG=2 OPT=-O1 SAN=address,undefined \
-	    RESULTS=$(CURDIR)/build/results test-run
+	$(MAKE) $(ASAN_VARS) RUN_TESTS='$$(ASAN_TESTS)' RESULTS=$(CURDIR)/build/results test-run
 # TSan needs a fixed address layout on kernels with high mmap entropy.
 check-tsan:
-	$(MAKE) BUILD=build/tsan ZM_DEBUG=1 OPT=-O1 SAN=thread TEST_WRAP="setarch -R" \
+	$(MAKE) $(TSAN_VARS) TEST_WRAP="setarch -R" \
 	    RUN_TESTS='$$(TSAN_TESTS)' RESULTS=$(CURDIR)/build/results test-run
+
+# The inner loop: the debug build's C unit tests, two at a time.
+check-quick:
+	@rm -f build/quick-results
+	@$(MAKE) --no-print-directory $(DEBUG_VARS) RESULTS=$(CURDIR)/build/quick-results \
+	    RUN_TESTS='$$(UNIT_TESTS)' test-run; st=$$?; \
+	  sh tests/run.sh --total build/quick-results && [ $$st -eq 0 ]
 
 # memcheck: a store test and tmem tests of the debug build under valgrind
 # (uninitialised reads, which the sanitizer builds do not see); ZM_TESTS
 # picks the cases (tests/testutil.h), about a minute in all.
 MEMCHECK_CASES = test_limit_auto_compact,test_roundtrip,test_flush
 check-memcheck:
-	$(MAKE) BUILD=build/check ZM_DEBUG=2 OPT=-O1 RESULTS=$(CURDIR)/build/results \
+	$(MAKE) $(DEBUG_VARS) RESULTS=$(CURDIR)/build/results \
 	    RUN_TESTS='$$(BUILD)/tests/test_store $$(BUILD)/tests/test_tmem' \
 	    TEST_WRAP="env ZM_TESTS=$(MEMCHECK_CASES) valgrind --tool=memcheck \
 	    --error-exitcode=1 --track-origins=yes -q" test-run
 
 # The randomized tests: the models and stress tests, and the allocators'
 # and the tier's suites, which run a model after their unit tests.  Under
-# ZM_SOAK=N (testutil.h) each draws a new seed and runs N times its steps.
+# ZM_SOAK=N (testutil.h) each draws a new seed, runs N times its steps
+# and checks the whole structure after every step in every build.
 SOAK ?= 10
 SOAK_ROUNDS ?= 3
 SOAK_TESTS = $(filter %_model %_stress %/test_xv %/test_xcf %/test_zbud %/test_store_tier,$(TESTS))
 soak:
 	@rm -f build/soak-results
 	@r=1; while [ $$r -le $(SOAK_ROUNDS) ]; do echo "== soak round $$r of $(SOAK_ROUNDS), ZM_SOAK=$(SOAK)"; \
-	    ZM_SOAK=$(SOAK) $(MAKE) --no-print-directory BUILD=build/check ZM_DEBUG=2 OPT=-O1 \
+	    ZM_SOAK=$(SOAK) $(MAKE) --no-print-directory $(DEBUG_VARS) \
 	        RESULTS=$(CURDIR)/build/soak-results RUN_TESTS='$$(SOAK_TESTS)' test-run || break; \
 	    r=$$((r + 1)); done; sh tests/run.sh --total build/soak-results
 
 # libFuzzer harnesses (tests/fuzz/*.c), built with clang and its runtime;
-# check-fuzz runs each for FUZZ_SECONDS when clang is there, and says so
-# when it is not.
+# check-fuzz runs each for FUZZ_SECONDS, two at a time like the tests
+# (tests/run.sh), when clang is there, and says so when it is not.
 FUZZ_SECONDS ?= 30
 FUZZ_SRC := $(wildcard tests/fuzz/*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/%.c=build/%)
 fuzz:
 	$(MAKE) BUILD=build/fuzz CC=clang ZM_DEBUG=2 OPT=-O1 WERROR=0 \
 	    SAN=address,undefined,fuzzer-no-link build/fuzz/libzmem.a
-	for f in $(FUZZ_SRC); do \
-	    clang $(CPPFLAGS_ZM) -g -O1 -fsanitize=fuzzer,address,undefined \
-	        -o build/fuzz/$$(basename $$f .c) $$f $(SERVE_SRC) build/fuzz/libzmem.a \
-	        $(LDLIBS_ZM) || exit 1; \
-	done
+	$(MAKE) $(FUZZ_BIN)
+$(FUZZ_BIN): build/fuzz/%: tests/fuzz/%.c build/fuzz/libzmem.a $(SERVE_SRC) \
+             $(wildcard src/serve/*.h include/zmem/*.h)
+	clang $(CPPFLAGS_ZM) -g -O1 -fsanitize=fuzzer,address,undefined \
+	    -o $@ $< $(SERVE_SRC) build/fuzz/libzmem.a $(LDLIBS_ZM)
 check-fuzz:
 	@if command -v clang >/dev/null 2>&1; then \
-	    $(MAKE) fuzz && for f in $(FUZZ_SRC); do \
-	        b=build/fuzz/$$(basename $$f .c); echo "== $$b ($(FUZZ_SECONDS) s)"; \
-	        if $$b -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 > $$b.log 2>&1; \
-	        then echo "$$b 1 0" >> $(CURDIR)/build/results; tail -3 $$b.log; \
-	        else echo "$$b 0 1" >> $(CURDIR)/build/results; tail -40 $$b.log; exit 1; fi; \
-	    done; \
+	    if ! $(MAKE) fuzz; then echo "build/fuzz/build 0 1" >> $(CURDIR)/build/results; exit 1; fi; \
+	    FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/run.sh -j $(TEST_JOBS) \
+	        $(CURDIR)/build/results -- $(FUZZ_BIN); \
 	else echo "check-fuzz: clang not found, fuzzing skipped"; fi
 
 # ---- arm64 --------------------------------------------------------------
@@ -344,6 +411,9 @@ ARM64_TESTS  = $(filter-out $(ARM64_SKIP),$(filter-out %.sh,$(TESTS)))
 ARM64_MAKE   = PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
                $(MAKE) BUILD=build/arm64 ZM_DEBUG=2 OPT=-O1 CC=$(ARM64_CROSS)gcc \
                LD=$(ARM64_CROSS)ld OBJCOPY=$(ARM64_CROSS)objcopy
+check-build-arm64:
+	$(ARM64_MAKE) all
+	$(ARM64_MAKE) RUN_TESTS='$$(ARM64_TESTS)' test-build
 # The zmem command runs once too (density: every backend and lz4 on 4 MiB
 # of the system's files), counted as one test.
 check-arm64:

@@ -7,8 +7,9 @@
  * flight at SIGTERM get their replies, a payload still arriving too, and
  * TCP connections send without Nagle's delay.
  *
- * The servers run in this process with a short time limit
- * (zmi_serve_config.timeout_s), so the limits are seen in seconds.
+ * The servers run in this process with a short time limit in milliseconds
+ * (zmi_serve_config.timeout_ms), so the limits are seen within a second
+ * or two; each bound scales with its limit.
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -70,12 +71,12 @@ static bool counter_reaches(const struct test_server *t, const char *name, long 
 }
 
 /* The handshake's limit is on the whole handshake: a client that sends
- * one byte every 300 ms is dropped after the limit, not kept forever
- * by a per-read timeout it keeps resetting. */
+ * one byte every 75 ms is dropped after the limit (500 ms), not kept
+ * forever by a per-read timeout it keeps resetting. */
 static void test_trickled_handshake(void **state)
 {
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = 1u << 20, .threads = 1, .timeout_s = 2 };
+	struct zmi_serve_config cfg = { .size = 1u << 20, .threads = 1, .timeout_ms = 500 };
 	uint8_t greeting[18], opt[16];
 	uint64_t t0;
 	int fd, i;
@@ -91,7 +92,7 @@ static void test_trickled_handshake(void **state)
 		assert_int_equal(nc_recv(&c, greeting, sizeof(greeting)), 0);
 	}
 	/* client flags, then an INFO option with 1000 bytes of data, all a
-	 * byte every 300 ms: each read finishes well within the limit */
+	 * byte every 75 ms: each read finishes well within the limit */
 	put_be32(opt, NBD_FLAG_C_FIXED_NEWSTYLE);
 	assert_int_equal(send(fd, opt, 4, MSG_NOSIGNAL), 4);
 	put_be64(opt, NBD_IHAVEOPT);
@@ -102,13 +103,13 @@ static void test_trickled_handshake(void **state)
 
 		if (send(fd, i < 16 ? opt + i : &z, 1, MSG_NOSIGNAL) != 1)
 			closed = true;
-		usleep(300000);
+		usleep(75000);
 		closed = closed || recv(fd, &b, 1, MSG_DONTWAIT) == 0;
 	}
 	t0 = mono_ms() - t0;
-	printf("trickling client dropped after %.1f s (limit 2 s)\n", (double)t0 / 1000);
+	printf("trickling client dropped after %llu ms (limit 500 ms)\n", (unsigned long long)t0);
 	assert_true(closed);
-	assert_true(t0 >= 1900 && t0 < 4000);
+	assert_true(t0 >= 475 && t0 < 1000);
 	assert_true(counter_reaches(&t, "timeouts", 1, 2000));
 	close(fd);
 	assert_int_equal(test_server_stop(&t), 0);
@@ -120,7 +121,7 @@ static void test_trickled_handshake(void **state)
 static void test_partial_header(void **state)
 {
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = 1u << 20, .threads = 1, .timeout_s = 2 };
+	struct zmi_serve_config cfg = { .size = 1u << 20, .threads = 1, .timeout_ms = 500 };
 	struct nc idle, part;
 	uint8_t h[NBD_REQUEST_SIZE] = { 0 };
 	uint64_t t0;
@@ -133,9 +134,9 @@ static void test_partial_header(void **state)
 	assert_int_equal(nc_send(&part, h, 10), 0);
 	assert_true(nc_closed(&part));  /* waits up to 5 s */
 	t0 = mono_ms() - t0;
-	printf("a header stopped after 10 bytes: dropped after %.1f s (limit 2 s)\n",
-	       (double)t0 / 1000);
-	assert_true(t0 >= 1900 && t0 < 4000);
+	printf("a header stopped after 10 bytes: dropped after %llu ms (limit 500 ms)\n",
+	       (unsigned long long)t0);
+	assert_true(t0 >= 475 && t0 < 1000);
 	/* the idle one, silent all along, is still served */
 	{
 		uint8_t b[512];
@@ -147,12 +148,13 @@ static void test_partial_header(void **state)
 	assert_int_equal(test_server_stop(&t), 0);
 }
 
-/* A payload trickled a byte every 400 ms never pauses for the limit, but
- * it is not in by the deadline: dropped, though each pause is short. */
+/* A payload trickled a byte every 100 ms never pauses for the limit
+ * (500 ms), but it is not in by the deadline: dropped, though each pause
+ * is short. */
 static void test_trickled_payload(void **state)
 {
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = 4u << 20, .threads = 1, .timeout_s = 2 };
+	struct zmi_serve_config cfg = { .size = 4u << 20, .threads = 1, .timeout_ms = 500 };
 	struct nc c;
 	uint64_t t0;
 	bool closed = false;
@@ -164,15 +166,15 @@ static void test_trickled_payload(void **state)
 	for (int i = 0; i < 40 && !closed; i++) {
 		uint8_t b;
 
-		usleep(400000);
+		usleep(100000);
 		closed = send(c.fd, "z", 1, MSG_NOSIGNAL) != 1 ||
 			 recv(c.fd, &b, 1, MSG_DONTWAIT) == 0;
 	}
 	t0 = mono_ms() - t0;
-	printf("a payload trickled a byte every 400 ms: dropped after %.1f s (limit 2 s)\n",
-	       (double)t0 / 1000);
+	printf("a payload trickled a byte every 100 ms: dropped after %llu ms (limit 500 ms)\n",
+	       (unsigned long long)t0);
 	assert_true(closed);
-	assert_true(t0 >= 1900 && t0 < 4000);
+	assert_true(t0 >= 475 && t0 < 1000);
 	nc_close(&c);
 	assert_int_equal(test_server_stop(&t), 0);
 }
@@ -180,13 +182,13 @@ static void test_trickled_payload(void **state)
 /* Eight clients each start a 32 MiB write, send one byte of it and stop:
  * between them they hold the whole payload budget.  A ninth client's
  * writes and reads must still go through at once (done in pieces,
- * outside the budget), and the eight are dropped by the payload's time
- * limit. */
+ * outside the budget), well before the eight are dropped by the
+ * payload's time limit (2 s). */
 static void test_stalled_writers(void **state)
 {
 	enum { STALLED = 8 };
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = 64u << 20, .threads = 2, .timeout_s = 10 };
+	struct zmi_serve_config cfg = { .size = 64u << 20, .threads = 2, .timeout_ms = 2000 };
 	struct nc bad[STALLED], good;
 	struct timeval rt = { 20, 0 };
 	uint8_t *buf = malloc(1u << 20), *back = malloc(1u << 20);
@@ -213,7 +215,7 @@ static void test_stalled_writers(void **state)
 	printf("healthy client beside %d stalled writers: 1 MiB written and read in %llu ms\n",
 	       STALLED, (unsigned long long)t0);
 	/* well before the stalled ones' payloads time out */
-	assert_true(t0 < 8000);
+	assert_true(t0 < 1600);
 	assert_true(counter(&t, "streamed") >= 1);
 	/* then the limit drops them */
 	assert_true(counter_reaches(&t, "timeouts", STALLED, 25000));
@@ -278,7 +280,7 @@ static void test_unread_replies(void **state)
 {
 	enum { READERS = 16, ASKS = 4 };
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = 256u << 20, .threads = 2, .timeout_s = 3 };
+	struct zmi_serve_config cfg = { .size = 256u << 20, .threads = 2, .timeout_ms = 1500 };
 	struct nc r[READERS], slow;
 	size_t before, after;
 	uint64_t t0;
@@ -316,9 +318,9 @@ static void test_unread_replies(void **state)
 	}
 	assert_true(counter_reaches(&t, "timeouts", READERS + 1, 15000));
 	t0 = mono_ms() - t0;
-	printf("all dropped %.1f s after asking (limit 3 s), the slow reader too\n",
-	       (double)t0 / 1000);
-	assert_true(t0 < 6000);
+	printf("all dropped %llu ms after asking (limit 1500 ms), the slow reader too\n",
+	       (unsigned long long)t0);
+	assert_true(t0 < 3000);
 	for (int i = 0; i < READERS; i++)
 		nc_close(&r[i]);
 	nc_close(&slow);

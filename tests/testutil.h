@@ -151,6 +151,40 @@ static inline void test_args(int argc, char **argv, uint64_t *seed, long *steps)
 
 #include "base/os.h"
 
+/*
+ * The sanitizer builds (ASan+UBSan, TSan): they run the same tests, with
+ * the same seeds and steps, as the debug build (ZM_DEBUG=2), each step
+ * several times slower.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ZM_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define ZM_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef ZM_TEST_SANITIZED
+#define ZM_TEST_SANITIZED 0
+#endif
+
+/*
+ * Whether a randomized test runs its whole-structure checker (zm_*_check)
+ * after step s of steps: after every step in the debug build and under
+ * `make soak`; in a sanitizer build under `make check`, after every
+ * ZM_TEST_CHECK_EVERY_SAN-th step and after the last.  The sanitizer
+ * builds replay the debug build's steps (same seed, same steps), whose
+ * checker has seen every state; what they add, a bad access in a step or
+ * in the checker, they catch whenever it happens.
+ */
+#define ZM_TEST_CHECK_EVERY_SAN 16
+
+static inline int test_check_step(long s, long steps)
+{
+	if (!ZM_TEST_SANITIZED || test_soak())
+		return 1;
+	return s % ZM_TEST_CHECK_EVERY_SAN == ZM_TEST_CHECK_EVERY_SAN - 1 || s == steps - 1;
+}
+
 /* Resident set size of the test process in bytes: the library's own
  * reading of /proc/self/statm. */
 static inline size_t test_rss_bytes(void)

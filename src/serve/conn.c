@@ -7,8 +7,8 @@
  * call, so a client trickling a byte at a time cannot stretch them: a
  * reply must leave within the time limit (or by tx_deadline_ns, for a
  * reply sent in pieces), the handshake and a write's payload must be in
- * by rx_deadline_ns; a payload may also pause at most rx_idle_s, and a
- * request header once begun at most rx_rest_idle_s.  Each deadline moves
+ * by rx_deadline_ns; a payload may also pause at most rx_idle_ms, and a
+ * request header once begun at most rx_rest_idle_ms.  Each deadline moves
  * a second later for every SERVE_MIN_RATE bytes that get through, so
  * that a slow but steady link is not cut off mid-transfer.  Without a
  * limit a read is one plain blocking recv, as before limits existed.
@@ -75,12 +75,12 @@ static inline uint64_t credit(size_t n)
 
 /* The earlier of the connection's receive deadline and its idle limit
  * from now; 0 for none. */
-static uint64_t rx_deadline(const struct nbd_conn *c, unsigned idle_s)
+static uint64_t rx_deadline(const struct nbd_conn *c, unsigned idle_ms)
 {
 	uint64_t d = c->rx_deadline_ns;
 
-	if (idle_s) {
-		uint64_t idle = serve_now_ns() + (uint64_t)idle_s * 1000000000ull;
+	if (idle_ms) {
+		uint64_t idle = serve_now_ns() + (uint64_t)idle_ms * 1000000ull;
 
 		d = d && d < idle ? d : idle;
 	}
@@ -90,8 +90,8 @@ static uint64_t rx_deadline(const struct nbd_conn *c, unsigned idle_s)
 int conn_sock_recv(void *ctx, void *buf, size_t n)
 {
 	struct nbd_conn *c = ctx;
-	unsigned idle_s = c->rx_idle_s;
-	bool timed = c->rx_deadline_ns || idle_s;
+	unsigned idle_ms = c->rx_idle_ms;
+	bool timed = c->rx_deadline_ns || idle_ms;
 	uint8_t *p = buf;
 
 	while (n) {
@@ -101,9 +101,9 @@ int conn_sock_recv(void *ctx, void *buf, size_t n)
 		bool stoppable = c->rx_stop == RX_STOP_ANY ||
 				 (c->rx_stop == RX_STOP_IDLE && p == buf);
 
-		if (p != buf && !idle_s && c->rx_rest_idle_s) {
+		if (p != buf && !idle_ms && c->rx_rest_idle_ms) {
 			/* the first bytes came: the rest may not pause longer */
-			idle_s = c->rx_rest_idle_s;
+			idle_ms = c->rx_rest_idle_ms;
 			timed = true;
 		}
 		/* without a limit a plain blocking read (a request header:
@@ -120,7 +120,7 @@ int conn_sock_recv(void *ctx, void *buf, size_t n)
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				return -1;
 			if (timed) {
-				int w = wait_ready(c->fd, POLLIN, rx_deadline(c, idle_s),
+				int w = wait_ready(c->fd, POLLIN, rx_deadline(c, idle_ms),
 						   stoppable ? c->srv->drain_fd[0] : -1);
 
 				if (w < 0)

@@ -124,8 +124,8 @@ struct nbd_conn {
 	 * tx_deadline_ns under send_lock */
 	uint64_t rx_deadline_ns;  /* the handshake, or a payload, must be in by
 				     then; 0: none */
-	unsigned rx_idle_s;       /* a payload may pause this long; 0: forever */
-	unsigned rx_rest_idle_s;  /* once a read has begun, the rest may pause
+	unsigned rx_idle_ms;      /* a payload may pause this long; 0: forever */
+	unsigned rx_rest_idle_ms; /* once a read has begun, the rest may pause
 				     this long (a request header); 0: forever */
 	uint64_t tx_deadline_ns;  /* a reply sent in pieces ends by then; 0:
 				     each send gets the time limit */
@@ -244,6 +244,8 @@ struct zmi_serve_config {
 	const char *pidfile;
 	bool verbose;
 	unsigned timeout_s;       /* the time limit; 0 = SERVE_TIMEOUT_S */
+	unsigned timeout_ms;      /* the time limit in ms, if not 0 (the tests';
+				     zmem serve's --timeout is whole seconds) */
 	bool print_uri;           /* print the URI on stdout once listening */
 	const char *run;          /* captive: serve until this command exits */
 	bool exit_with_parent;    /* stop when the parent process exits */
@@ -286,7 +288,7 @@ struct serve_job {
 };
 
 struct zmi_server {
-	struct zmi_serve_config cfg;   /* timeout_s filled in */
+	struct zmi_serve_config cfg;   /* timeout_ms filled in */
 	struct zm_store *store;
 	struct zmi_disk disk;
 	uint64_t counter[SC_NR];
@@ -322,7 +324,7 @@ struct zmi_server {
 /* The time limit from now, as a deadline for conn.c. */
 static inline uint64_t serve_deadline(const struct zmi_server *s)
 {
-	return serve_now_ns() + (uint64_t)s->cfg.timeout_s * 1000000000ull;
+	return serve_now_ns() + (uint64_t)s->cfg.timeout_ms * 1000000ull;
 }
 
 /* A deadline moves a second later for every SERVE_MIN_RATE bytes that
@@ -355,7 +357,7 @@ void server_fini(struct zmi_server *s);
 bool server_budget_try(struct zmi_server *s, struct nbd_conn *c, size_t bytes);
 void server_budget_put(struct zmi_server *s, struct nbd_conn *c, size_t bytes);
 
-/* The time limit (--timeout, cfg.timeout_s): a client that does not take
+/* The time limit (--timeout, cfg.timeout_s or timeout_ms): a client that does not take
  * a whole reply within it is dropped (so that it cannot hold a worker or
  * a buffer); one that does not finish the handshake within it, from its
  * first byte to its last, too (so that idle sockets cannot use up the

@@ -60,6 +60,8 @@ int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg)
 	s->drain_fd[0] = s->drain_fd[1] = -1;
 	if (!s->cfg.timeout_s)
 		s->cfg.timeout_s = SERVE_TIMEOUT_S;
+	if (!s->cfg.timeout_ms)
+		s->cfg.timeout_ms = s->cfg.timeout_s * 1000u;
 	if (!cfg->size)
 		return -EINVAL;
 	sc.page_size = cfg->page_size ? cfg->page_size : 4096;

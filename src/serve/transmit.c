@@ -499,9 +499,9 @@ void nbd_transmit(struct nbd_conn *c)
 
 		/* idle between requests as long as it likes, but a header once
 		 * begun comes whole within the limit */
-		c->rx_idle_s = 0;
+		c->rx_idle_ms = 0;
 		c->rx_deadline_ns = 0;
-		c->rx_rest_idle_s = s->cfg.timeout_s;
+		c->rx_rest_idle_ms = s->cfg.timeout_ms;
 		c->rx_stop = RX_STOP_IDLE;
 		if (__atomic_load_n(&s->stopping_conns, __ATOMIC_SEQ_CST) ||
 		    c->io.recv(c->io.ctx, h, sizeof(h)))
@@ -509,7 +509,7 @@ void nbd_transmit(struct nbd_conn *c)
 		/* a request begun is a request taken: read it whole, its
 		 * payload too, and answer it, stopping or not */
 		c->rx_stop = RX_STOP_NEVER;
-		c->rx_rest_idle_s = 0;
+		c->rx_rest_idle_ms = 0;
 		if (get_be32(h) != NBD_REQUEST_MAGIC) {
 			serve_count(s, SC_PROTOCOL_ERRORS, 1);
 			break;
@@ -531,7 +531,7 @@ void nbd_transmit(struct nbd_conn *c)
 		if (j->type == NBD_CMD_WRITE) {
 			/* a payload that stops arriving ends it, and so does one
 			 * trickling in slower than the limit allows */
-			c->rx_idle_s = s->cfg.timeout_s;
+			c->rx_idle_ms = s->cfg.timeout_ms;
 			c->rx_deadline_ns = serve_deadline(s);
 		}
 		err = check_request(c, j);
