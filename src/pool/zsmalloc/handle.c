@@ -196,7 +196,10 @@ static int u32_cmp(const void *a, const void *b)
 
 /* Every slot handed out (the first chunk never is) holds its generation,
  * but those of pages given back, whose next generation pgen holds: their
- * entries read 0 now. */
+ * entries read 0 now.  A slot reading 0 otherwise was never handed out
+ * (the rest of a fresh span: zs_span_take writes a chunk's generations as
+ * it hands the chunk out) and counts for nothing; read as a generation it
+ * would be gen0's furthest, and the id's next pool would start over. */
 uint64_t zs_handles_span(struct zs_pool *zp)
 {
 	struct zs_tfree *tf = &zp->slot_free;
@@ -213,6 +216,8 @@ uint64_t zs_handles_span(struct zs_pool *zp)
 			i = (i / ZS_SPAN + 1) * ZS_SPAN - 1;
 		} else {
 			v = zs_load_slot(zp, i);
+			if (!v)
+				continue;
 		}
 		if (zs_gen_delta(zp, v) > d)
 			d = zs_gen_delta(zp, v);
