@@ -340,7 +340,7 @@ check-quick:
 # picks the cases (tests/testutil.h), about a minute in all.
 MEMCHECK_CASES = test_limit_auto_compact,test_roundtrip,test_flush
 check-memcheck:
-	$(MAKE) $(DEBUG_VARS) RESULTS=$(CURDIR)/build/results \
+	ZM_TEST_TAG=memcheck $(MAKE) $(DEBUG_VARS) RESULTS=$(CURDIR)/build/results \
 	    RUN_TESTS='$$(BUILD)/tests/test_store $$(BUILD)/tests/test_tmem' \
 	    TEST_WRAP="env ZM_TESTS=$(MEMCHECK_CASES) valgrind --tool=memcheck \
 	    --error-exitcode=1 --track-origins=yes -q" test-run

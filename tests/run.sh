@@ -43,6 +43,10 @@ if [ "$1" = "--times" ]; then
     exit 0
 fi
 jobs=${ZM_TEST_JOBS:-1}
+# ZM_TEST_TAG names a second run of the same binaries (memcheck's of the
+# debug build's): its logs are TEST.TAG.log and its results TEST.TAG, so
+# that it may run beside the first.
+tag=${ZM_TEST_TAG:+.$ZM_TEST_TAG}
 if [ "$1" = "-j" ]; then jobs=$2; shift 2; fi
 [ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
 results=$1; shift
@@ -92,7 +96,7 @@ take_slots() {
 # start I TEST: run it in the background; TEST.done gets "status ms"
 start() {
     if [ ! -x "$2" ]; then eval "notbuilt_$1=1"; return; fi
-    rm -f "$2.done"
+    rm -f "$2$tag.done"
     (
         take_slots "$2"
         t0=$(now_ms)
@@ -100,15 +104,15 @@ start() {
         */fuzz_*)
             # shellcheck disable=SC2086
             $wrap "$2" -max_total_time="${FUZZ_SECONDS:-30}" -print_final_stats=1 \
-                > "$2.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
+                > "$2$tag.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
             ;;
         *)
             # shellcheck disable=SC2086
-            $wrap "$2" > "$2.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
+            $wrap "$2" > "$2$tag.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
             ;;
         esac
         rc=$?
-        echo "$rc $(($(now_ms) - t0))" > "$2.done.tmp" && mv "$2.done.tmp" "$2.done"
+        echo "$rc $(($(now_ms) - t0))" > "$2$tag.done.tmp" && mv "$2$tag.done.tmp" "$2$tag.done"
     ) &
 }
 
@@ -123,31 +127,31 @@ report() {
         status=1
         return
     fi
-    read -r rc ms < "$t.done"
-    rm -f "$t.done"
+    read -r rc ms < "$t$tag.done"
+    rm -f "$t$tag.done"
     secs=$(awk -v ms="$ms" 'BEGIN { printf "%.1f", ms / 1000 }')
-    echo "== $t ($secs s)"
+    echo "== $t$tag ($secs s)"
     case $t in
-    */fuzz_*) tail -3 "$t.log" ;;
-    *) cat "$t.log" ;;
+    */fuzz_*) tail -3 "$t$tag.log" ;;
+    *) cat "$t$tag.log" ;;
     esac
     case $t in
     *.sh)
-        p=$(grep -c '^ok [0-9][0-9]* - ' "$t.log")
-        f=$(grep -c '^not ok [0-9][0-9]* - ' "$t.log")
-        plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$t.log" | tail -1)
+        p=$(grep -c '^ok [0-9][0-9]* - ' "$t$tag.log")
+        f=$(grep -c '^not ok [0-9][0-9]* - ' "$t$tag.log")
+        plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$t$tag.log" | tail -1)
         if [ -z "$plan" ] || [ "$plan" -ne $((p + f)) ]; then f=$((f + 1)); fi
         ;;
     */fuzz_*)
-        if [ "$rc" -eq 0 ]; then p=1; f=0; else p=0; f=1; tail -40 "$t.log"; fi
+        if [ "$rc" -eq 0 ]; then p=1; f=0; else p=0; f=1; tail -40 "$t$tag.log"; fi
         ;;
     *)
-        p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$t.log" | awk '{s+=$1} END {print s+0}')
-        f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$t.log" | awk '{s+=$1} END {print s+0}')
+        p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$t$tag.log" | awk '{s+=$1} END {print s+0}')
+        f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$t$tag.log" | awk '{s+=$1} END {print s+0}')
         ;;
     esac
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
-    echo "$t $p $f $secs" >> "$results"
+    echo "$t$tag $p $f $secs" >> "$results"
     if [ "$rc" -ne 0 ] || [ "$f" -gt 0 ]; then status=1; fi
 }
 
@@ -163,7 +167,7 @@ while [ $shown -le $n ]; do
     k=$shown
     while [ $k -lt $next ]; do
         eval "t=\$t_$k; nb=\${notbuilt_$k:-0}"
-        [ "$nb" = 1 ] || [ -f "$t.done" ] || running=$((running + 1))
+        [ "$nb" = 1 ] || [ -f "$t$tag.done" ] || running=$((running + 1))
         k=$((k + 1))
     done
     started=0
@@ -176,7 +180,7 @@ while [ $shown -le $n ]; do
     while [ $shown -lt $next ]; do
         eval "t=\$t_$shown"
         eval "nb=\${notbuilt_$shown:-0}"
-        [ "$nb" = 1 ] || [ -f "$t.done" ] || break
+        [ "$nb" = 1 ] || [ -f "$t$tag.done" ] || break
         # whole, under a lock: other stages' run.sh print beside us
         report $shown "$t" > "$slots/report.$$"
         flock "$slots/print.lock" cat "$slots/report.$$"
