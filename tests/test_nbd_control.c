@@ -209,7 +209,7 @@ static void test_idle_connections(void **state)
 	printf("%d idle control connections: stats and stop in %llu ms\n", IDLE,
 	       (unsigned long long)t0);
 	assert_int_equal(t.status, 0);
-	assert_true(t0 < 1500);
+	assert_true(t0 < 5000);  /* 121 s before: 60 x 2 s */
 	for (int i = 0; i < IDLE; i++)
 		close(fd[i]);
 }
@@ -264,7 +264,7 @@ static void test_long_verb(void **state)
 	assert_non_null(strstr(buf, "busy, recompress has been running"));
 	t1 = mono_ms() - t0;
 	printf("reports during a recompression with zstd:19: %llu ms\n", (unsigned long long)t1);
-	assert_true(t1 < 1000);
+	assert_true(t1 < 4000);  /* before: until the whole recompression ended */
 
 	/* still running, and saying so */
 	n = recv(fd, run, sizeof(run) - 1, MSG_DONTWAIT);
@@ -281,7 +281,7 @@ static void test_long_verb(void **state)
 	printf("stop during a recompression with zstd:19: server gone in %llu ms\n",
 	       (unsigned long long)t1);
 	assert_int_equal(t.status, 0);
-	assert_true(t1 < 3000);
+	assert_true(t1 < 5000);  /* the drain's 5 s; 70 s before */
 	n = ctl_read(fd, run, sizeof(run), 1000);
 	close(fd);
 	assert_true(n > 0);
@@ -315,7 +315,7 @@ static void test_client_timeout(void **state)
 		printf("a server that never answers: given up after %llu ms\n",
 		       (unsigned long long)t0);
 		assert_int_equal(rc, 1);
-		assert_true(t0 >= 190 && t0 < 1000);
+		assert_true(t0 >= 190 && t0 < 2000);  /* before: no timeout */
 	}
 	close(lfd);
 	unlink(path);

@@ -109,7 +109,7 @@ static void test_trickled_handshake(void **state)
 	t0 = mono_ms() - t0;
 	printf("trickling client dropped after %llu ms (limit 500 ms)\n", (unsigned long long)t0);
 	assert_true(closed);
-	assert_true(t0 >= 475 && t0 < 1000);
+	assert_true(t0 >= 475 && t0 < 2000);
 	assert_true(counter_reaches(&t, "timeouts", 1, 2000));
 	close(fd);
 	assert_int_equal(test_server_stop(&t), 0);
@@ -136,7 +136,7 @@ static void test_partial_header(void **state)
 	t0 = mono_ms() - t0;
 	printf("a header stopped after 10 bytes: dropped after %llu ms (limit 500 ms)\n",
 	       (unsigned long long)t0);
-	assert_true(t0 >= 475 && t0 < 1000);
+	assert_true(t0 >= 475 && t0 < 2000);
 	/* the idle one, silent all along, is still served */
 	{
 		uint8_t b[512];
@@ -174,7 +174,7 @@ static void test_trickled_payload(void **state)
 	printf("a payload trickled a byte every 100 ms: dropped after %llu ms (limit 500 ms)\n",
 	       (unsigned long long)t0);
 	assert_true(closed);
-	assert_true(t0 >= 475 && t0 < 1000);
+	assert_true(t0 >= 475 && t0 < 2000);
 	nc_close(&c);
 	assert_int_equal(test_server_stop(&t), 0);
 }
