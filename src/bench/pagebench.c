@@ -33,8 +33,13 @@ static const size_t batches[] = { 1, 2, 4, 8, 16, 32, 64, 128 };
 
 struct opts {
 	size_t max_size, page_size;
-	int threads, json;
+	int threads, json, quick;
 };
+
+/* --quick: every timed loop QUICK_DIV times shorter, for a run that only
+ * shows the command works (its figures are rough); 1 otherwise. */
+#define QUICK_DIV 100
+static size_t loop_div = 1;
 
 /* ---- 1. the seed's table -------------------------------------------- */
 
@@ -69,7 +74,7 @@ static double cell(struct zm_pages *p, size_t n, size_t batch, size_t bytes,
 		   zm_pfn_t *pfns)
 {
 	double runs[OUTER];
-	size_t inner = bytes >= INNER_BYTES ? 1 : INNER_BYTES / bytes;
+	size_t inner = bytes >= INNER_BYTES / loop_div ? 1 : INNER_BYTES / loop_div / bytes;
 
 	if (inner > 256)
 		inner = 256;
@@ -133,7 +138,7 @@ static double peer_fill_ns(enum peer k, size_t n, size_t ps, void **v)
 
 static double peer_pair_ns(enum peer k, size_t ps)
 {
-	size_t iters = k == PEER_MMAP ? 200000 : 5000000;
+	size_t iters = (k == PEER_MMAP ? 200000 : 5000000) / loop_div;
 	double runs[OUTER];
 
 	for (int r = 0; r < OUTER; r++) {
@@ -153,7 +158,7 @@ static double peer_pair_ns(enum peer k, size_t ps)
 
 static double zmi_pair_ns(struct zm_pages *p)
 {
-	const size_t iters = 10000000;
+	const size_t iters = 10000000 / loop_div;
 	double runs[OUTER];
 
 	for (int r = 0; r < OUTER; r++) {
@@ -186,7 +191,7 @@ static void *thread_main(void *arg)
 	zm_pfn_t held[THREAD_HOLD];
 
 	pthread_barrier_wait(a->bar);
-	for (size_t i = 0; i < THREAD_OPS / THREAD_HOLD; i++) {
+	for (size_t i = 0; i < THREAD_OPS / loop_div / THREAD_HOLD; i++) {
 		for (int j = 0; j < THREAD_HOLD; j++)
 			if (zm_pages_alloc(a->p, &held[j]))
 				held[j] = UINT32_MAX;
@@ -217,7 +222,8 @@ static double threads_ops(struct zm_pages *p, int n)
 		t0 = cli_now_ns();
 		for (int i = 0; i < n; i++)
 			pthread_join(tid[i], NULL);
-		runs[r] = (double)THREAD_OPS * n * 1e9 / (double)(cli_now_ns() - t0);
+		runs[r] = (double)(THREAD_OPS / loop_div / THREAD_HOLD * THREAD_HOLD) * n * 1e9 /
+			  (double)(cli_now_ns() - t0);
 		pthread_barrier_destroy(&bar);
 	}
 	return cli_median(runs, 3);
@@ -236,6 +242,8 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_INT("threads", 't', &o->threads, "N", "largest thread count",
 		      "the CPUs, at least 2", 1, 64),
 		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead of tables"),
+		O_FLAG("quick", 0, &o->quick, "every timed loop 100 times shorter: a check\n"
+		       "that it runs, with rough figures"),
 		O_END,
 	};
 	const struct opt_cmd cmd = {
@@ -283,6 +291,7 @@ int cmd_pagebench(int argc, char **argv)
 	rc = parse(argc, argv, &o);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
+	loop_div = o.quick ? QUICK_DIV : 1;
 	for (size_t s = 128u << 10; s <= o.max_size && nsizes < MAX_SIZES; s <<= 1)
 		sizes[nsizes++] = s;
 	cfg.page_size = o.page_size;
@@ -322,6 +331,7 @@ int cmd_pagebench(int argc, char **argv)
 
 		json_begin(&j, stdout, "pagebench");
 		json_uint(&j, "page_size", o.page_size);
+		json_bool(&j, "quick", o.quick);
 		json_uint(&j, "size_bytes", sizes[L]);
 		json_object(&j, "ns_per_page");
 		for (size_t b = 0; b < NBATCH; b++) {
@@ -370,7 +380,8 @@ int cmd_pagebench(int argc, char **argv)
 	} else {
 		char sz[32], human[32];
 
-		printf("zmem pagebench: page size %zu, median of %d runs\n\n", o.page_size, OUTER);
+		printf("zmem pagebench: page size %zu, median of %d runs%s\n\n", o.page_size, OUTER,
+		       o.quick ? " (--quick: loops 100 times shorter, rough figures)" : "");
 		printf("Time to allocate the whole size (us), by batch size (pages; 1: the\n"
 		       "single-page loop, the others zm_pages_alloc_bulk):\n\n");
 		printf("%6s", "size");
