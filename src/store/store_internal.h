@@ -323,12 +323,16 @@ static inline void zmi_slot_unlock(struct zm_store *s, uint64_t index, uint32_t 
 
 /* Lock slot index once it is not BUSY (a get, put or discard, which
  * would read or free the page on file being read); returns its info. */
+bool zmi_has_file(const struct zm_store *s);  /* backing.c */
 static inline uint32_t zmi_slot_lock_ready(struct zm_store *s, uint64_t index)
 {
 	for (;;) {
 		uint32_t info = zmi_slot_lock(s, index);
 
-		if (zmi_likely(!slot_busy(info)))
+		/* BUSY in a forked child: its parent's reader is not there
+		 * to end it, and the child is detached from the file: the
+		 * slot is a FILE slot to it (a get of it answers -EIO) */
+		if (zmi_likely(!slot_busy(info)) || !zmi_has_file(s))
 			return info;
 		zmi_slot_unlock(s, index, info, info);
 		zmi_slot_wait(s, index);
