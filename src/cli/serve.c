@@ -584,7 +584,12 @@ int cmd_list(int argc, char **argv)
 		return rc < 0 ? CLI_OK : rc;
 	if ((rc = client_timeout("list", tmo, &ms)))
 		return rc;
-	d = serve_registry_dir(dir, sizeof(dir), false) ? NULL : opendir(dir);
+	d = NULL;
+	if (!serve_registry_dir(dir, sizeof(dir), false))
+		d = opendir(dir);
+	else if (errno == EPERM)
+		fprintf(stderr, "zmem list: %s is not a folder of this user's own that no one "
+			"else may use: its entries are not read\n", dir);
 	printf("%-40s %7s %7s %-8s %-9s %7s %7s %7s %6s\n", "URI", "PID", "DISKSIZE", "CODEC",
 	       "ALLOC", "DATA", "COMPR", "TOTAL", "RATIO");
 	while (d && (e = readdir(d))) {

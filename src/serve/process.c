@@ -193,7 +193,9 @@ int serve_registry_dir(char *dir, size_t n, bool create)
 {
 	struct stat st;
 
-	if (create && serve_private_dir(dir, n, true))
+	/* its parent too, when reading: in a /tmp/zmem-UID of another
+	 * user's, entries could be planted that name their servers */
+	if (serve_private_dir(dir, n, create))
 		return -1;
 	serve_default_path(dir, n, ".d");
 	if (create && mkdir(dir, 0700) && errno != EEXIST)

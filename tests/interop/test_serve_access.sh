@@ -91,4 +91,16 @@ squat() {
 }
 check "a planted file at the old default path does not stop the server" squat
 rm -rf "$PRIV" "$OLD"
+# a registry in a /tmp/zmem-UID of another user's is not read: entries
+# there could name that user's servers as this one's
+planted() {
+    mkdir -m 0755 "$PRIV" && mkdir -m 0700 "$PRIV/zmem.d" && chown nobody "$PRIV/zmem.d" ||
+        return 1
+    as_nobody env -u XDG_RUNTIME_DIR "$ZMEM" list > "$T/out" 2> "$T/err"
+    st=$?
+    cat "$T/err"
+    rm -rf "$PRIV"
+    [ $st -eq 0 ] && grep -q "$PRIV is not a folder of this user's own" "$T/err"
+}
+check "zmem list reads no registry in another user's folder" planted
 finish
