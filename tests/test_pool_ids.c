@@ -138,9 +138,59 @@ static void test_ids_come_back(void **st)
 	assert_true(tried >= (CYCLES - ZM_POOL_MAX_POOLS) * (NSTALE - 1));
 }
 
+/* Pools of two backends made and destroyed in turn, one live at a time:
+ * an id comes back to a pool of the backend its last pool had, whose
+ * generations moved past that pool's (a handle of another backend's pool
+ * would be read in this one's layout, with no such guarantee).  Every
+ * stale handle of the id's last pool is refused, as above. */
+static void test_ids_keep_backend(void **st)
+{
+	static const char *const names[2] = { "zsmalloc", "malloc" };
+	static const char *last[ZM_POOL_MAX_POOLS + 1];
+	const unsigned cycles = 2 * ZM_POOL_MAX_POOLS + 100;
+
+	(void)st;
+	memset(stale, 0, sizeof(stale));
+	memset(last, 0, sizeof(last));
+	zm_set_log(quiet, NULL);
+	for (unsigned cycle = 0; cycle < cycles; cycle++) {
+		struct zm_pool_config c = { .allocator = names[cycle % 2],
+					    .arena_bytes = 4 << 20,
+					    .compact = ZM_COMPACT_OFF };
+		struct zm_pool *p = NULL;
+		zm_handle_t h[NOBJ];
+		unsigned id;
+
+		assert_int_equal(zm_pool_create(&c, &p), 0);
+		for (unsigned i = 0; i < NOBJ; i++) {
+			/* the last a page: zsmalloc's huge objects */
+			h[i] = zm_pool_alloc(p, i + 1 < NOBJ ? 100 : 4096);
+			assert_true(h[i] != 0);
+			assert_int_equal(zm_pool_write(p, h[i], &cycle, sizeof(cycle)), 0);
+		}
+		id = (unsigned)(h[0] >> 52);
+		if (last[id] && strcmp(last[id], names[cycle % 2]))
+			fail_msg("cycle %u: id %u of a %s pool came back to a %s pool", cycle, id,
+				 last[id], names[cycle % 2]);
+		for (unsigned s = 0; s < NOBJ; s++)
+			refused(p, stale[id][s], cycle);
+		for (unsigned i = 0; i < NOBJ; i++) {
+			unsigned got = 0;
+
+			assert_int_equal(zm_pool_read(p, h[i], &got, sizeof(got)), 0);
+			assert_int_equal(got, cycle);
+		}
+		last[id] = names[cycle % 2];
+		for (unsigned i = 0; i < NOBJ; i++)
+			stale[id][i] = h[i];
+		zm_pool_destroy(p);
+	}
+	zm_set_log_stderr();
+}
+
 int main(void)
 {
-	struct CMUnitTest tests[PT_NCONFIGS];
+	struct CMUnitTest tests[PT_NCONFIGS + 1];
 	size_t n = 0;
 
 	/* each backend once: page size and span method change no handle */
@@ -151,5 +201,6 @@ int main(void)
 									(void *)&pt_configs[i]);
 		tests[n++].name = pt_name(&pt_configs[i]);
 	}
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_ids_keep_backend);
 	return _cmocka_run_group_tests("pool ids", tests, test_select(tests, n), NULL, NULL);
 }

@@ -42,9 +42,11 @@
  * its slot, which a pool that gets the id again starts past the old
  * pool's; a stale handle could pass for a live one only once its slot's,
  * or its id's, generations have come all the way round (2^17 to 2^20 by
- * backend: docs/api.md).  A handle of a destroyed pool of another backend
- * is refused as a garbage value is, with the probability its fields
- * give.
+ * backend: docs/api.md).  An id goes back to a pool of the backend that
+ * last had it while such an id (or one never used) is free; only past
+ * that is a handle of a destroyed pool of another backend read in the new
+ * one's layout, and refused as a garbage value is, with the probability
+ * its fields give.
  * Every call may be made from any thread at any time, except the two that
  * say they want the pool to themselves: zm_pool_check() and
  * zm_pool_min_moves().

@@ -34,26 +34,43 @@ const char *const *zm_pool_backends(void)
  * handles.  Ids are handed out round robin, so a destroyed pool's id is
  * reused as late as possible, and each id's generation counter moves past
  * the generations its last pool used (pool_internal.h), so that the next
- * pool's handles differ from that pool's.  ids_lock is a leaf lock. */
+ * pool's handles differ from that pool's.  That holds between pools of
+ * one backend only (another reads a handle in its own layout), so an id
+ * goes to a pool of the backend its last pool had while such an id, or
+ * one never used, is free.  ids_lock is a leaf lock. */
 static pthread_mutex_t ids_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t ids_used[ZMI_POOL_IDS / 64];   /* ids_lock; bit 0 reserved */
 static unsigned ids_next = 1;                  /* ids_lock */
 static uint64_t ids_gen[ZMI_POOL_IDS];         /* ids_lock: the next gen_base */
+static const struct zmi_pool_ops *ids_ops[ZMI_POOL_IDS]; /* ids_lock: the backend
+							    of its last pool */
+
+/* The first free id from ids_next on, of ops' backend or never used
+ * unless any; 0 if none.  ids_lock held. */
+static unsigned id_find(const struct zmi_pool_ops *ops, bool any)
+{
+	unsigned i = ids_next;
+
+	for (unsigned n = 0; n < ZMI_POOL_IDS - 1; n++, i = i % (ZMI_POOL_IDS - 1) + 1)
+		if (!(ids_used[i / 64] & (1ull << (i % 64))) &&
+		    (any || !ids_ops[i] || ids_ops[i] == ops))
+			return i;
+	return 0;
+}
 
 /* An id for pool (and its gen_base), or 0 when every id is in use. */
 static unsigned id_take(struct zm_pool *pool)
 {
-	unsigned id = 0;
+	unsigned id;
 
 	pthread_mutex_lock(&ids_lock);
-	for (unsigned n = 0; n < ZMI_POOL_IDS - 1 && !id; n++) {
-		unsigned i = ids_next;
-
-		ids_next = ids_next % (ZMI_POOL_IDS - 1) + 1;
-		if (!(ids_used[i / 64] & (1ull << (i % 64)))) {
-			ids_used[i / 64] |= 1ull << (i % 64);
-			id = i;
-		}
+	id = id_find(pool->ops, false);
+	if (!id)
+		id = id_find(pool->ops, true);
+	if (id) {
+		ids_used[id / 64] |= 1ull << (id % 64);
+		ids_next = id % (ZMI_POOL_IDS - 1) + 1;
+		ids_ops[id] = pool->ops;
 	}
 	pool->gen_base = ids_gen[id];
 	pthread_mutex_unlock(&ids_lock);
