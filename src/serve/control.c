@@ -149,12 +149,13 @@ static void report_json(struct zmi_server *s, FILE *f)
 	report_json_tiering(s, &st, f);
 	fprintf(f, " \"store\": {\"pages_stored\": %llu, \"puts\": %llu, \"gets\": %llu, "
 		   "\"discards\": %llu, \"failed_reads\": %llu, \"failed_writes\": %llu, "
-		   "\"limit_fails\": %llu, \"pool_objects\": %llu, \"pool_meta_bytes\": %llu, "
-		   "\"store_meta_bytes\": %llu},\n",
+		   "\"limit_fails\": %llu, \"pool_errors\": %llu, \"pool_objects\": %llu, "
+		   "\"pool_meta_bytes\": %llu, \"store_meta_bytes\": %llu},\n",
 		(unsigned long long)st.pages_stored, (unsigned long long)st.puts,
 		(unsigned long long)st.gets, (unsigned long long)st.discards,
 		(unsigned long long)st.failed_reads, (unsigned long long)st.failed_writes,
-		(unsigned long long)st.limit_fails, (unsigned long long)st.pool_objects,
+		(unsigned long long)st.limit_fails, (unsigned long long)st.pool_errors,
+		(unsigned long long)st.pool_objects,
 		(unsigned long long)st.pool_meta_bytes, (unsigned long long)st.store_meta_bytes);
 	fprintf(f, " \"classes\": [");
 	for (unsigned i = 0; i < nc; i++) {

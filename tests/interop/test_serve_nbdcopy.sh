@@ -61,7 +61,7 @@ d = json.load(open(sys.argv[1]))
 m = d["mm_stat"]
 assert m["orig_data_size"] > 0 and 0 < m["compr_data_size"] < m["orig_data_size"], m
 assert m["mem_used_total"] > 0
-assert d["store"]["pages_stored"] > 0
+assert d["store"]["pages_stored"] > 0 and d["store"]["pool_errors"] == 0, d["store"]
 assert len(d["classes"]) > 0
 s = d["server"]
 assert s["connections"] >= 9 and s["writes"] > 0 and s["reads"] > 0, s
