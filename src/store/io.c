@@ -141,19 +141,10 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 	zmi_lazy_mark(&s->slot_arr, index);
 	old = zmi_slot_lock_ready(s, index);
 	old_len = zmi_slot_len(s, index, old);
-	if (zmi_unlikely(zmi_slot_free_object(s, index, old))) {
-		/* the pool kept the old object: so does the slot */
-		zmi_slot_unlock(s, index, old, old);
+	if (zmi_unlikely(zmi_slot_swap(s, index, old, old_len, h)))
 		return put_failed(s, st, h);
-	}
-	if (h && zmi_unlikely(zmi_slot_bind(s, h, index))) {
-		/* the old content is gone and the new has no key: empty */
-		zmi_slot_unlock(s, index, old, ZM_STORE_SLOT_EMPTY);
-		zmi_slot_release(s, old, old_len);
-		return put_failed(s, st, h);
-	} else if (!h && zmi_slot_set_same(s, index, word)) {
+	if (!h && zmi_slot_set_same(s, index, word))
 		info |= SLOT_FLAG;
-	}
 	zmi_slot_unlock(s, index, old, info);
 
 	zmi_account(s, st, info, zmi_slot_len(s, index, info), 1);

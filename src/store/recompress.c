@@ -125,17 +125,8 @@ static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint6
 		zm_pool_free(s->pool, h);
 		return 0;
 	}
-	if (zmi_slot_free_object(s, index, now)) {
-		/* the pool kept the old object: so does the slot */
-		zmi_slot_unlock(s, index, now, now);
+	if (zmi_slot_swap(s, index, now, len, h)) {
 		zm_pool_free(s->pool, h);
-		return -EIO;
-	}
-	if (zmi_slot_bind(s, h, index)) {
-		/* the old object is gone and the new has no key: empty */
-		zmi_slot_unlock(s, index, now, ZM_STORE_SLOT_EMPTY);
-		zm_pool_free(s->pool, h);
-		zmi_slot_release(s, now, len);
 		return -EIO;
 	}
 	info = slot_info_pool((uint32_t)n, true) | (now & SLOT_IDLE);

@@ -137,6 +137,23 @@ int zmi_slot_bind(struct zm_store *s, zm_handle_t h, uint64_t index)
 	return zmi_unlikely(rc) ? pool_error(s, "zm_pool_bind", index, rc) : 0;
 }
 
+int zmi_slot_swap(struct zm_store *s, uint64_t index, uint32_t old, uint32_t old_len,
+		  zm_handle_t h)
+{
+	if (zmi_unlikely(zmi_slot_free_object(s, index, old))) {
+		/* the pool kept the old object: so does the slot */
+		zmi_slot_unlock(s, index, old, old);
+		return -EIO;
+	}
+	if (h && zmi_unlikely(zmi_slot_bind(s, h, index))) {
+		/* the old content is gone and the new has no key: empty */
+		zmi_slot_unlock(s, index, old, ZM_STORE_SLOT_EMPTY);
+		zmi_slot_release(s, old, old_len);
+		return -EIO;
+	}
+	return 0;
+}
+
 int zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info)
 {
 	unsigned kind = slot_kind(info);

@@ -373,6 +373,15 @@ int zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info);
  * caller's to free. */
 int zmi_slot_bind(struct zm_store *s, zm_handle_t h, uint64_t index);
 
+/* Locked slot index, whose info is old (its content old_len bytes),
+ * gives up its object for h (0: none; a SAME or EMPTY content is the
+ * caller's to set).  0: the old object freed and h bound, the slot still
+ * locked.  -EIO (counted in pool_errors): the slot unlocked, as it was
+ * when the pool kept the old object, EMPTY when it did not take h; h is
+ * still the caller's to free. */
+int zmi_slot_swap(struct zm_store *s, uint64_t index, uint32_t old, uint32_t old_len,
+		  zm_handle_t h);
+
 /* Test seam: when set, zmi_slot_bind ('b') and the pool free of
  * zmi_slot_free_object ('f') first call it with the page index; a
  * negative errno it returns is the pool call's result (it is not made). */
