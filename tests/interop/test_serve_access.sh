@@ -13,24 +13,24 @@ need python3 stat
 mode() { stat -c %a "$1"; }
 skip() { ok "$1 # SKIP"; }
 
-umask_000() {
-    (umask 000; exec "$ZMEM" serve -f --size 16M --socket "$T/a.sock" 2> "$T/a.log") &
+# serve_modes SOCK [OPTION...]: a server on SOCK under umask 000; sets m
+# and mc to its data and control sockets' modes
+serve_modes() {
+    sock=$1; shift
+    (umask 000; exec "$ZMEM" serve -f --size 16M --socket "$sock" "$@" 2> "$sock.log") &
     pid=$!
-    i=0; while [ ! -S "$T/a.sock.ctl" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-    m=$(mode "$T/a.sock"); mc=$(mode "$T/a.sock.ctl")
+    i=0; while [ ! -S "$sock.ctl" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    m=$(mode "$sock"); mc=$(mode "$sock.ctl")
     kill -TERM $pid; wait $pid
-    echo "modes $m $mc"; [ "$m" = 600 ] && [ "$mc" = 600 ]
+    echo "modes $m $mc"
+}
+umask_000() {
+    serve_modes "$T/a.sock" && [ "$m" = 600 ] && [ "$mc" = 600 ]
 }
 check "umask 000: both sockets 0600" umask_000
 
 group_mode() {
-    (umask 000; exec "$ZMEM" serve -f --size 16M --socket "$T/g.sock" --socket-mode 0660 \
-        2> "$T/g.log") &
-    pid=$!
-    i=0; while [ ! -S "$T/g.sock.ctl" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-    m=$(mode "$T/g.sock"); mc=$(mode "$T/g.sock.ctl")
-    kill -TERM $pid; wait $pid
-    echo "modes $m $mc"; [ "$m" = 660 ] && [ "$mc" = 600 ]
+    serve_modes "$T/g.sock" --socket-mode 0660 && [ "$m" = 660 ] && [ "$mc" = 600 ]
 }
 check "--socket-mode 0660: the data socket 0660, the control socket 0600" group_mode
 
