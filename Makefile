@@ -99,7 +99,7 @@ ZM_PC_LIBS     := -pthread -lm $(foreach p,$(filter-out $(ZM_PC_REQUIRES),$(ZM_C
 # Every layer is a folder; every .c in it belongs to the library, and so
 # does every .c one folder down (a layer's parts with several files: the
 # pool's backends, src/pool/zsmalloc/ and the others).
-LAYERS   := base pages pool codec store tmem
+LAYERS   := base pages pool codec store tmem region
 LIB_SRC  := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c src/$(l)/*/*.c))
 ifneq ($(ZM_WITH_LZO),1)
 LIB_SRC  := $(filter-out src/codec/lzo.c,$(LIB_SRC))

@@ -115,5 +115,6 @@
 #include <zmem/pool.h>
 #include <zmem/store.h>
 #include <zmem/tmem.h>
+#include <zmem/region.h>
 
 #endif
