@@ -1,0 +1,983 @@
+/*
+ * Unit tests of the region layer (region.h): create and its errors, what
+ * zeros cost, eviction and refault byte for byte, discard, reclaim,
+ * limits, the statistics for a scripted sequence, fork, region memory
+ * given to system calls (the wrappers, pins, ZM_REGION_WAIT, and the
+ * EFAULT a plain call gets in the default mode), 64 regions and one
+ * thread, and userfaultfd refused (through the open seam).
+ *
+ * Where this machine gives no userfaultfd (or under qemu-user) the tests
+ * that need one skip.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+
+#include "regiontest.h"
+
+#if __has_include("region/region_internal.h")
+#include "region/region_internal.h"
+#else
+extern int (*zmi_region_uffd_open)(int flags);
+#endif
+
+static size_t g_ps;
+
+#define PS g_ps
+
+static char *base_of(struct zm_region *r)
+{
+	return zm_region_base(r);
+}
+
+/* ---- create ---------------------------------------------------------- */
+
+static int g_fake_errno;
+static int g_fake_calls;
+
+static int fake_uffd_open(int flags)
+{
+	(void)flags;
+	g_fake_calls++;
+	errno = g_fake_errno;
+	return -1;
+}
+
+/* No userfaultfd (no permission, seccomp, an old kernel): create fails at
+ * once with the errno the open gave, and nothing is left behind.  First
+ * in the list, so that no region of this process has opened one yet. */
+static void test_uffd_refused(void **state)
+{
+	static const int errs[] = { EPERM, ENOSYS };
+	struct zm_region_config c = { .size = 64 << 20, .resident_limit = 1 << 20 };
+	int (*saved)(int) = zmi_region_uffd_open;
+	int threads = rt_threads();
+
+	for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+		struct zm_region *r = (struct zm_region *)&c;
+		uint64_t t0 = zmi_os_now_ns();
+
+		g_fake_errno = errs[i];
+		g_fake_calls = 0;
+		zmi_region_uffd_open = fake_uffd_open;
+		assert_int_equal(zm_region_create(&c, &r), -errs[i]);
+		zmi_region_uffd_open = saved;
+		assert_null(r);
+		assert_true(g_fake_calls >= 1);
+		/* at once: no retry loop, no wait for a thread */
+		assert_true(zmi_os_now_ns() - t0 < 500000000ull);
+	}
+	/* a refused create starts no thread */
+	assert_int_equal(rt_threads(), threads);
+	/* and the next create, with the real open, works */
+	zm_region_destroy(rt_mk(&c));
+}
+
+static void test_create_bad(void **state)
+{
+	struct zm_region_config c = { .size = 1 << 20 };
+	struct zm_store_config sc = { .page_size = 0 };
+	struct zm_region *r;
+	struct {
+		struct zm_region_config c;
+		uint64_t more[4];
+	} big;
+
+	if (rt_emulated())
+		skip();
+	r = (struct zm_region *)&c;
+	assert_int_equal(zm_region_create(NULL, &r), -EINVAL);
+	assert_null(r);
+	assert_int_equal(zm_region_create(&c, NULL), -EINVAL);
+	c.size = 0;
+	r = (struct zm_region *)&c;
+	assert_int_equal(zm_region_create(&c, &r), -EINVAL);
+	assert_null(r);
+	c.size = 1 << 20;
+	c.policy = 99;
+	assert_int_equal(zm_region_create(&c, &r), -EINVAL);
+	c.policy = 0;
+	c.flags = 0x80;
+	assert_int_equal(zm_region_create(&c, &r), -EINVAL);
+	c.flags = 0;
+	/* the region's page: a power of two, at least the system's page */
+	c.store = &sc;
+	c.store_size = sizeof(sc);
+	sc.page_size = PS / 2;
+	assert_int_equal(zm_region_create(&c, &r), -EINVAL);
+	sc.page_size = PS * 3;
+	assert_int_equal(zm_region_create(&c, &r), -EINVAL);
+	sc.page_size = 0;
+	sc.codec = "no-such-codec";
+	assert_int_not_equal(zm_region_create(&c, &r), 0);
+	assert_null(r);
+	sc.codec = NULL;
+	/* a store config whose size is not given */
+	c.store_size = 0;
+	assert_int_equal(zm_region_create(&c, &r), -EINVAL);
+	c.store = NULL;
+
+	/* a config from a newer caller: its unknown fields set, -E2BIG;
+	 * left zero, accepted */
+	memset(&big, 0, sizeof(big));
+	big.c.size = 1 << 20;
+	big.more[2] = 1;
+	r = (struct zm_region *)&c;
+	assert_int_equal(zm_region_create_sized(&big.c, sizeof(big), &r), -E2BIG);
+	assert_null(r);
+	big.more[2] = 0;
+	r = NULL;
+	{
+		int rc = zm_region_create_sized(&big.c, sizeof(big), &r);
+
+		if (rc == -ENOSYS || rc == -EPERM)
+			skip();
+		assert_int_equal(rc, 0);
+		rt_bus_restore();
+		zm_region_destroy(r);
+	}
+	/* a config too short to hold the size */
+	assert_int_equal(zm_region_create_sized(&big.c, 4, &r), -EINVAL);
+
+	/* the calls given NULL */
+	zm_region_destroy(NULL);
+	assert_int_equal(zm_region_reclaim(NULL, PS), -EINVAL);
+	assert_int_equal(zm_region_discard(NULL, 0, PS), -EINVAL);
+	assert_int_equal(zm_region_set_limit(NULL, 0), -EINVAL);
+}
+
+static void test_create_sizes(void **state)
+{
+	struct zm_store_config sc = { .page_size = 4 * PS, .codec = "zstd" };
+	struct zm_region_config c = { .size = 10000, .store = &sc, .store_size = sizeof(sc) };
+	struct zm_region_stats st;
+	struct zm_region *r;
+	char *b, *buf = malloc(4 * PS);
+
+	/* size rounded up to the region's page; the base aligned to it */
+	r = rt_mk(&c);
+	b = base_of(r);
+	assert_int_equal(zm_region_page_size(r), 4 * PS);
+	assert_int_equal(zm_region_size(r), 4 * PS);
+	assert_int_equal((uintptr_t)b % (4 * PS), 0);
+	assert_non_null(zm_region_store(r));
+	rt_fill(buf, 4 * PS, 7);
+	memcpy(b, buf, 4 * PS);
+	assert_int_equal(zm_region_reclaim(r, 1), (long)(4 * PS));
+	assert_int_equal(rt_mincore_pages(b, 4 * PS), 0);
+	assert_memory_equal(b, buf, 4 * PS);
+	st = rt_stats(r);
+	assert_int_equal(st.page_size, 4 * PS);
+	assert_int_equal(st.size, 4 * PS);
+	assert_int_equal(st.faults_refault, 1);
+	zm_region_destroy(r);
+
+	/* a limit below the fewest pages a limit may keep is raised to it */
+	c.store = NULL;
+	c.store_size = 0;
+	c.size = 1024 * PS;
+	c.resident_limit = 3 * PS + 5;
+	r = rt_mk(&c);
+	st = rt_stats(r);
+	assert_true(st.resident_limit >= ZM_REGION_MIN_RESIDENT * PS);
+	assert_int_equal(st.resident_limit % PS, 0);
+	zm_region_destroy(r);
+	free(buf);
+}
+
+/* ---- zeros ----------------------------------------------------------- */
+
+/* Pages never written read as zeros and take no memory. */
+static void test_zeros_cost_nothing(void **state)
+{
+	const size_t n = 512;
+	struct zm_region *r = rt_mk_pages(n, 0, 0);
+	const volatile char *b = base_of(r);
+	struct zm_region_stats st;
+	unsigned sum = 0;
+
+	for (size_t i = 0; i < n * PS; i += 64)
+		sum |= (unsigned char)b[i];
+	assert_int_equal(sum, 0);
+	st = rt_stats(r);
+	assert_int_equal(st.faults_first, n);
+	assert_int_equal(st.faults_refault, 0);
+	assert_int_equal(st.pool_bytes, 0);
+	assert_int_equal(st.stored_bytes, 0);
+	assert_int_equal(st.pages_stored, 0);
+	/* mapped as zeros: the shared zero page, no memory of their own */
+	printf("after reading %zu never-written pages: smaps Rss %zu bytes, mincore %zu "
+	       "pages, resident_bytes %llu\n", n, rt_smaps_rss((const void *)b, n * PS),
+	       rt_mincore_pages((const void *)b, n * PS),
+	       (unsigned long long)st.resident_bytes);
+	assert_true(rt_smaps_rss((const void *)b, n * PS) <= 4 * PS);
+	/* and evicting them stores nothing */
+	assert_true(zm_region_reclaim(r, n * PS) >= 0);
+	st = rt_stats(r);
+	assert_int_equal(st.pool_bytes, 0);
+	assert_int_equal(st.stored_bytes, 0);
+	for (size_t i = 0; i < n * PS; i += 64)
+		sum |= (unsigned char)b[i];
+	assert_int_equal(sum, 0);
+	assert_true(rt_smaps_rss((const void *)b, n * PS) <= 4 * PS);
+	zm_region_destroy(r);
+}
+
+/* A page written full of zeros (or of one repeated word) goes back to
+ * costing nothing once evicted: the store's same-filled pages. */
+static void test_zero_written_costs_nothing(void **state)
+{
+	const size_t n = 64;
+	struct zm_region *r = rt_mk_pages(n, 0, 0);
+	char *b = base_of(r);
+	struct zm_region_stats st;
+
+	for (size_t i = 0; i < n; i++)
+		memset(b + i * PS, 0xA5, PS);
+	for (size_t i = 0; i < n; i++) {
+		if (i % 2)
+			memset(b + i * PS, 0, PS);
+		else
+			for (size_t w = 0; w < PS / 8; w++)
+				((uint64_t *)(b + i * PS))[w] = 0x0123456789ABCDEFull;
+	}
+	assert_int_equal(zm_region_reclaim(r, n * PS), (long)(n * PS));
+	st = rt_stats(r);
+	assert_int_equal(st.pool_bytes, 0);
+	assert_int_equal(st.stored_bytes, 0);
+	assert_int_equal(st.pages_stored, n);
+	assert_int_equal(rt_smaps_rss(b, n * PS), 0);
+	for (size_t i = 0; i < n; i++)
+		for (size_t w = 0; w < PS / 8; w++)
+			assert_int_equal(((uint64_t *)(b + i * PS))[w],
+					 i % 2 ? 0 : 0x0123456789ABCDEFull);
+	zm_region_destroy(r);
+}
+
+/* ---- eviction, refault, statistics ---------------------------------- */
+
+/* Write, evict, read back byte for byte; and the fault counts of a
+ * scripted sequence, with no limit (nothing but the test evicts). */
+static void test_roundtrip_stats(void **state)
+{
+	const size_t n = 256, k = 10;
+	struct zm_region *r = rt_mk_pages(n, 0, 0);
+	char *b = base_of(r), *shadow = malloc(n * PS);
+	struct zm_region_stats st;
+
+	assert_non_null(shadow);
+	for (size_t i = 0; i < n; i++)
+		rt_fill(shadow + i * PS, PS, i);
+	memcpy(b, shadow, n * PS);
+	st = rt_stats(r);
+	assert_int_equal(st.faults_first, n);
+	assert_int_equal(st.faults_refault, 0);
+	assert_int_equal(st.faults_wp, 0);
+	assert_int_equal(st.resident_bytes, n * PS);
+	assert_int_equal(st.pages_stored, 0);
+	assert_int_equal(st.evictions, 0);
+
+	/* evict all: every page compressed */
+	assert_int_equal(zm_region_reclaim(r, n * PS), (long)(n * PS));
+	assert_int_equal(rt_mincore_pages(b, n * PS), 0);
+	st = rt_stats(r);
+	assert_int_equal(st.resident_bytes, 0);
+	assert_int_equal(st.pages_stored, n);
+	assert_int_equal(st.evictions, n);
+	assert_int_equal(st.evictions_clean, 0);
+	assert_true(st.stored_bytes > 0 && st.stored_bytes < n * PS);
+	assert_true(st.pool_bytes > 0);
+	/* nothing left to evict */
+	assert_int_equal(zm_region_reclaim(r, PS), 0);
+
+	/* read back: every page refaults, and comes back clean */
+	assert_memory_equal(b, shadow, n * PS);
+	st = rt_stats(r);
+	assert_int_equal(st.faults_refault, n);
+	assert_int_equal(st.faults_first, n);
+	assert_int_equal(st.pages_clean, n);
+	assert_int_equal(st.resident_bytes, n * PS);
+
+	/* clean pages evict for nothing */
+	assert_int_equal(zm_region_reclaim(r, n * PS), (long)(n * PS));
+	st = rt_stats(r);
+	assert_int_equal(st.evictions, 2 * n);
+	assert_int_equal(st.evictions_clean, n);
+	assert_memory_equal(b, shadow, n * PS);
+
+	/* the first write to a clean page: a write-protect fault, one a page */
+	for (size_t i = 0; i < k; i++) {
+		b[i * 7 * PS + 100] ^= 1;
+		shadow[i * 7 * PS + 100] ^= 1;
+		b[i * 7 * PS + 200] ^= 1;
+		shadow[i * 7 * PS + 200] ^= 1;
+	}
+	st = rt_stats(r);
+	assert_int_equal(st.faults_refault, 2 * n);
+	assert_int_equal(st.faults_wp, k);
+	assert_int_equal(st.pages_clean, n - k);
+	assert_int_equal(zm_region_reclaim(r, n * PS), (long)(n * PS));
+	st = rt_stats(r);
+	assert_int_equal(st.evictions, 3 * n);
+	assert_int_equal(st.evictions_clean, 2 * n - k);
+	assert_memory_equal(b, shadow, n * PS);
+
+	st = rt_stats(r);
+	assert_int_equal(rt_hist_sum(&st), st.faults_first + st.faults_refault + st.faults_wp);
+	assert_true(st.fault_ns > 0);
+	assert_int_equal(st.evict_failures, 0);
+	assert_true(st.resident_max >= n * PS);
+	assert_int_equal(st.resident_limit, 0);
+	assert_true(st.meta_bytes > 0);
+	/* the store below agrees */
+	{
+		struct zm_store_stats ss;
+
+		assert_int_equal(zm_store_stats(zm_region_store(r), &ss), 0);
+		assert_int_equal(ss.compr_data_size, st.stored_bytes);
+	}
+	assert_int_equal(zm_store_check(zm_region_store(r)), 0);
+	zm_region_destroy(r);
+	free(shadow);
+}
+
+/* Refaults within the cold age are counted apart. */
+static void test_refaults_young(void **state)
+{
+	struct zm_region_config c = { .size = 64 * PS, .cold_age_ms = 60000 };
+	struct zm_region *r = rt_mk(&c);
+	volatile char *b = base_of(r);
+	struct zm_region_stats st;
+
+	for (size_t i = 0; i < 64; i++)
+		b[i * PS] = (char)(i + 1);
+	assert_int_equal(zm_region_reclaim(r, 64 * PS), (long)(64 * PS));
+	for (size_t i = 0; i < 64; i++)
+		assert_int_equal(b[i * PS], (char)(i + 1));
+	st = rt_stats(r);
+	assert_int_equal(st.faults_refault, 64);
+	assert_int_equal(st.refaults_young, 64);
+	zm_region_destroy(r);
+}
+
+static void test_stats_sized(void **state)
+{
+	struct zm_region *r = rt_mk_pages(16, 0, 0);
+	struct {
+		struct zm_region_stats st;
+		uint64_t more[3];
+	} big;
+	struct zm_region_stats st;
+	FILE *f = fopen("/dev/null", "w");
+
+	memset(&big, 0xEE, sizeof(big));
+	assert_int_equal(zm_region_stats_sized(r, &big.st, sizeof(big)), 0);
+	assert_int_equal(big.more[0], 0);
+	assert_int_equal(big.more[2], 0);
+	assert_int_equal(big.st.size, 16 * PS);
+	/* an older caller's shorter struct: its part filled, nothing past */
+	memset(&st, 0xEE, sizeof(st));
+	assert_int_equal(zm_region_stats_sized(r, &st, offsetof(struct zm_region_stats, slack)), 0);
+	assert_int_equal(st.size, 16 * PS);
+	assert_int_equal(st.slack, 0xEEEEEEEEEEEEEEEEull);
+	assert_int_not_equal(zm_region_stats_sized(r, NULL, sizeof(st)), 0);
+	assert_int_not_equal(zm_region_stats(NULL, &st), 0);
+	assert_non_null(f);
+	zm_region_print_stats(&big.st, f);
+	fclose(f);
+	zm_region_destroy(r);
+}
+
+/* ---- discard, reclaim, limits ---------------------------------------- */
+
+static void test_discard(void **state)
+{
+	const size_t n = 128;
+	struct zm_region *r = rt_mk_pages(n, 0, 0);
+	char *b = base_of(r);
+	struct zm_region_stats st;
+
+	for (size_t i = 0; i < n; i++)
+		rt_fill(b + i * PS, PS, 100 + i);
+	/* the first half evicted, the second resident */
+	assert_int_equal(zm_region_reclaim(r, n / 2 * PS), (long)(n / 2 * PS));
+	st = rt_stats(r);
+	assert_int_equal(st.pages_stored, n / 2);
+	/* drop a range across both: [n/4, 3n/4) */
+	assert_int_equal(zm_region_discard(r, n / 4 * PS, n / 2 * PS), 0);
+	st = rt_stats(r);
+	assert_int_equal(rt_mincore_pages(b + n / 4 * PS, n / 2 * PS), 0);
+	for (size_t i = n / 4 * PS; i < 3 * n / 4 * PS; i++)
+		if (b[i])
+			fail_msg("byte %zu of a discarded page is %#x", i, b[i]);
+	/* the others kept */
+	for (size_t i = 0; i < n; i++) {
+		char want[PS];
+
+		if (i >= n / 4 && i < 3 * n / 4)
+			continue;
+		rt_fill(want, PS, 100 + i);
+		assert_memory_equal(b + i * PS, want, PS);
+	}
+	/* all dropped: nothing stored, nothing resident */
+	assert_int_equal(zm_region_discard(r, 0, n * PS), 0);
+	st = rt_stats(r);
+	assert_int_equal(st.pages_stored, 0);
+	assert_int_equal(st.stored_bytes, 0);
+	assert_int_equal(st.pool_bytes, 0);
+	assert_int_equal(st.resident_bytes, 0);
+	assert_int_equal(rt_mincore_pages(b, n * PS), 0);
+	assert_int_equal(rt_smaps_rss(b, n * PS), 0);
+	/* a discarded page touched again is a first touch */
+	b[0] = 1;
+	st = rt_stats(r);
+	assert_int_equal(st.faults_first, n + 1);
+
+	assert_int_equal(zm_region_discard(r, 1, PS), -EINVAL);
+	assert_int_equal(zm_region_discard(r, 0, PS + 1), -EINVAL);
+	assert_int_equal(zm_region_discard(r, n * PS, PS), -EINVAL);
+	assert_int_equal(zm_region_discard(r, (n - 1) * PS, 2 * PS), -EINVAL);
+	assert_int_equal(zm_region_discard(r, PS, SIZE_MAX - PS + 1), -EINVAL);
+	zm_region_destroy(r);
+}
+
+static void test_reclaim_bytes(void **state)
+{
+	const size_t n = 100;
+	struct zm_region *r = rt_mk_pages(n, 0, 0);
+	char *b = base_of(r);
+
+	for (size_t i = 0; i < n; i++)
+		rt_fill(b + i * PS, PS, i);
+	assert_int_equal(zm_region_reclaim(r, 1), (long)PS);
+	assert_int_equal(zm_region_reclaim(r, 3 * PS), (long)(3 * PS));
+	assert_int_equal(zm_region_reclaim(r, 3 * PS + 1), (long)(4 * PS));
+	assert_int_equal(rt_mincore_pages(b, n * PS), n - 8);
+	assert_int_equal(zm_region_reclaim(r, SIZE_MAX / 2), (long)((n - 8) * PS));
+	assert_int_equal(zm_region_reclaim(r, SIZE_MAX / 2), 0);
+	assert_int_equal(rt_mincore_pages(b, n * PS), 0);
+	for (size_t i = 0; i < n; i++) {
+		char want[PS];
+
+		rt_fill(want, PS, i);
+		assert_memory_equal(b + i * PS, want, PS);
+	}
+	zm_region_destroy(r);
+}
+
+/* Wait up to 3 s for the region's resident pages (mincore) to be at most
+ * max_pages; returns what they were last. */
+static size_t wait_resident(const char *b, size_t len, size_t max_pages)
+{
+	size_t k = 0;
+
+	for (int i = 0; i < 300; i++) {
+		k = rt_mincore_pages(b, len);
+		if (k <= max_pages)
+			break;
+		rt_sleep_ms(10);
+	}
+	return k;
+}
+
+static void test_limit(void **state)
+{
+	const size_t n = 512, lim = 64;
+	struct zm_region *r = rt_mk_pages(n, lim, 0);
+	char *b = base_of(r);
+	struct zm_region_stats st = rt_stats(r);
+	size_t slack = st.slack / PS, worst = 0;
+
+	assert_int_equal(st.resident_limit, lim * PS);
+	printf("limit %zu pages, slack %zu pages\n", lim, slack);
+	/* one thread writing every page: resident never passes limit + slack */
+	for (size_t i = 0; i < n; i++) {
+		size_t k;
+
+		rt_fill(b + i * PS, PS, i);
+		k = rt_mincore_pages(b, n * PS);
+		if (k > worst)
+			worst = k;
+	}
+	st = rt_stats(r);
+	printf("writing %zu pages: at most %zu resident (mincore), resident_max %llu pages\n",
+	       n, worst, (unsigned long long)(st.resident_max / PS));
+	assert_true(worst <= lim + slack);
+	assert_true(st.resident_max <= (lim + slack) * PS);
+	assert_true(st.evictions >= n - lim - slack);
+	for (size_t i = 0; i < n; i++) {
+		char want[PS];
+
+		rt_fill(want, PS, i);
+		assert_memory_equal(b + i * PS, want, PS);
+	}
+	/* no limit: every page may stay */
+	assert_int_equal(zm_region_set_limit(r, 0), 0);
+	for (size_t i = 0; i < n; i++)
+		b[i * PS] ^= 1;
+	assert_int_equal(rt_mincore_pages(b, n * PS), n);
+	assert_int_equal(rt_stats(r).resident_limit, 0);
+	/* a limit again: the region's thread evicts down to it soon after */
+	assert_int_equal(zm_region_set_limit(r, 100 * PS), 0);
+	assert_int_equal(rt_stats(r).resident_limit, 100 * PS);
+	assert_true(wait_resident(b, n * PS, 100 + slack) <= 100 + slack);
+	for (size_t i = 0; i < n; i++) {
+		char want[PS];
+
+		rt_fill(want, PS, i);
+		want[0] ^= 1;
+		assert_memory_equal(b + i * PS, want, PS);
+	}
+	assert_int_equal(zm_region_set_limit(NULL, PS), -EINVAL);
+	zm_region_destroy(r);
+}
+
+/* ---- fork ------------------------------------------------------------ */
+
+static struct zm_region *g_fork_r;
+
+/* The child: calls on the region say -ECHILD, then a touch of it must be
+ * SIGSEGV (the range is not mapped in a child). */
+static void fork_child(int touch)
+{
+	struct zm_region_stats st;
+	int code = 0;
+
+	signal(SIGSEGV, SIG_DFL);
+	signal(SIGBUS, SIG_DFL);
+	alarm(10);
+	if (zm_region_reclaim(g_fork_r, PS) != -ECHILD)
+		code = 11;
+	else if (zm_region_discard(g_fork_r, 0, PS) != -ECHILD)
+		code = 12;
+	else if (zm_region_set_limit(g_fork_r, 0) != -ECHILD)
+		code = 13;
+	else if (zm_region_stats(g_fork_r, &st) != -ECHILD)
+		code = 14;
+	if (code || !touch) {
+		if (!touch)
+			zm_region_destroy(g_fork_r);
+		_exit(code);
+	}
+	/* a read, then a write: neither may hang nor see garbage */
+	{
+		volatile char *b = base_of(g_fork_r);
+		char c = b[3 * PS];
+
+		b[0] = c;
+	}
+	_exit(20);
+}
+
+static int run_child(int touch)
+{
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		fork_child(touch);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return status;
+}
+
+static void test_fork(void **state)
+{
+	const size_t n = 64;
+	struct zm_region *r = rt_mk_pages(n, 0, 0);
+	char *b = base_of(r);
+	int status;
+
+	for (size_t i = 0; i < n; i++)
+		rt_fill(b + i * PS, PS, 500 + i);
+	assert_int_equal(zm_region_reclaim(r, n / 2 * PS), (long)(n / 2 * PS));
+	g_fork_r = r;
+
+	status = run_child(1);
+	if (WIFEXITED(status))
+		fail_msg("the child exited with %d (11..14: a call did not say -ECHILD; 20: it "
+			 "touched the region and lived)", WEXITSTATUS(status));
+	assert_true(WIFSIGNALED(status));
+	if (WTERMSIG(status) == SIGALRM)
+		fail_msg("the child hung");
+	assert_int_equal(WTERMSIG(status), SIGSEGV);
+
+	/* destroy in the child frees its copy only */
+	status = run_child(0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+
+	/* the parent goes on */
+	for (size_t i = 0; i < n; i++) {
+		char want[PS];
+
+		rt_fill(want, PS, 500 + i);
+		assert_memory_equal(b + i * PS, want, PS);
+	}
+	assert_int_equal(zm_region_reclaim(r, n * PS), (long)(n * PS));
+	b[5] = 9;
+	assert_int_equal(b[5], 9);
+	zm_region_destroy(r);
+}
+
+/* ---- region memory given to the kernel ------------------------------- */
+
+#define IO_OFF (PS / 2 + 3)  /* a buffer across pages */
+#define IO_LEN (3 * PS + 100)
+
+static void fill_bytes(char *p, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (char)(mix64(seed * 7919 + i) >> 17);
+}
+
+/* The pages of [0, 8 pages) of r hold pattern seed; all evicted. */
+static void prime(struct zm_region *r, unsigned seed)
+{
+	fill_bytes(base_of(r), 8 * PS, seed);
+	assert_true(zm_region_reclaim(r, SIZE_MAX / 2) >= (long)(8 * PS));
+	assert_int_equal(rt_mincore_pages(base_of(r), 8 * PS), 0);
+}
+
+/* After a read of IO_LEN bytes of src into the region at IO_OFF: the
+ * bytes read there, the pattern around them. */
+static void check_read_into(struct zm_region *r, unsigned seed, const char *src)
+{
+	char *want = malloc(8 * PS);
+
+	fill_bytes(want, 8 * PS, seed);
+	memcpy(want + IO_OFF, src, IO_LEN);
+	assert_memory_equal(base_of(r), want, 8 * PS);
+	free(want);
+}
+
+static void test_syscalls(void **state)
+{
+	struct zm_region *r = rt_mk_pages(64, 0, 0);
+	char *b = base_of(r), *src = malloc(IO_LEN), *dst = malloc(IO_LEN);
+	char *want = malloc(8 * PS);
+	int p[2], sv[2], mfd;
+	struct iovec iov[3];
+
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	mfd = memfd_create("region-test", 0);
+	assert_true(mfd >= 0);
+	fill_bytes(src, IO_LEN, 77);
+
+	/* read(2) into evicted pages */
+	prime(r, 1);
+	assert_int_equal(write(p[1], src, IO_LEN), IO_LEN);
+	assert_int_equal(zm_region_read(p[0], b + IO_OFF, IO_LEN), IO_LEN);
+	check_read_into(r, 1, src);
+	/* pread */
+	prime(r, 2);
+	assert_int_equal(pwrite(mfd, src, IO_LEN, 4096), IO_LEN);
+	assert_int_equal(zm_region_pread(mfd, b + IO_OFF, IO_LEN, 4096), IO_LEN);
+	check_read_into(r, 2, src);
+	/* readv: three pieces, across pages */
+	prime(r, 3);
+	assert_int_equal(write(p[1], src, IO_LEN), IO_LEN);
+	iov[0] = (struct iovec){ b + IO_OFF, 10 };
+	iov[1] = (struct iovec){ b + IO_OFF + 10, PS };
+	iov[2] = (struct iovec){ b + IO_OFF + 10 + PS, IO_LEN - 10 - PS };
+	assert_int_equal(zm_region_readv(p[0], iov, 3), IO_LEN);
+	check_read_into(r, 3, src);
+	/* recv */
+	prime(r, 4);
+	assert_int_equal(send(sv[1], src, IO_LEN, 0), IO_LEN);
+	assert_int_equal(zm_region_recv(sv[0], b + IO_OFF, IO_LEN, MSG_WAITALL), IO_LEN);
+	check_read_into(r, 4, src);
+
+	/* write(2) from evicted pages */
+	prime(r, 5);
+	fill_bytes(want, 8 * PS, 5);
+	assert_int_equal(zm_region_write(p[1], b + IO_OFF, IO_LEN), IO_LEN);
+	assert_int_equal(read(p[0], dst, IO_LEN), IO_LEN);
+	assert_memory_equal(dst, want + IO_OFF, IO_LEN);
+	/* pwrite */
+	prime(r, 6);
+	fill_bytes(want, 8 * PS, 6);
+	assert_int_equal(zm_region_pwrite(mfd, b + IO_OFF, IO_LEN, 100), IO_LEN);
+	assert_int_equal(pread(mfd, dst, IO_LEN, 100), IO_LEN);
+	assert_memory_equal(dst, want + IO_OFF, IO_LEN);
+	/* writev */
+	prime(r, 7);
+	fill_bytes(want, 8 * PS, 7);
+	iov[0] = (struct iovec){ b + IO_OFF, 10 };
+	iov[1] = (struct iovec){ b + IO_OFF + 10, PS };
+	iov[2] = (struct iovec){ b + IO_OFF + 10 + PS, IO_LEN - 10 - PS };
+	assert_int_equal(zm_region_writev(p[1], iov, 3), IO_LEN);
+	assert_int_equal(read(p[0], dst, IO_LEN), IO_LEN);
+	assert_memory_equal(dst, want + IO_OFF, IO_LEN);
+	/* send */
+	prime(r, 8);
+	fill_bytes(want, 8 * PS, 8);
+	assert_int_equal(zm_region_send(sv[1], b + IO_OFF, IO_LEN, 0), IO_LEN);
+	assert_int_equal(recv(sv[0], dst, IO_LEN, MSG_WAITALL), IO_LEN);
+	assert_memory_equal(dst, want + IO_OFF, IO_LEN);
+
+	/* the wrappers on memory outside every region, and their errors */
+	assert_int_equal(zm_region_write(p[1], src, 100), 100);
+	assert_int_equal(zm_region_read(p[0], dst, 100), 100);
+	assert_memory_equal(dst, src, 100);
+	errno = 0;
+	assert_int_equal(zm_region_read(-1, b, 10), -1);
+	assert_int_equal(errno, EBADF);
+	errno = 0;
+	assert_int_equal(zm_region_write(-1, b, 10), -1);
+	assert_int_equal(errno, EBADF);
+	/* nothing left pinned: everything evicts */
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	assert_int_equal(rt_mincore_pages(b, 64 * PS), 0);
+
+	close(p[0]), close(p[1]), close(sv[0]), close(sv[1]), close(mfd);
+	zm_region_destroy(r);
+	free(src), free(dst), free(want);
+}
+
+/* In the default mode the kernel cannot bring a page back: a plain
+ * read(2) into an evicted page, or into a clean one (write-protected),
+ * and a plain write(2) from an evicted page fail with EFAULT.  This is
+ * the documented behaviour the wrappers and pins exist for. */
+static void test_plain_syscall_efault(void **state)
+{
+	struct zm_region *r = rt_mk_pages(16, 0, 0);
+	char *b = base_of(r), buf[64];
+	int p[2];
+
+	assert_int_equal(pipe(p), 0);
+	prime(r, 9);
+	assert_int_equal(write(p[1], "0123456789", 10), 10);
+	errno = 0;
+	assert_int_equal(read(p[0], b + PS, 10), -1);
+	assert_int_equal(errno, EFAULT);
+	/* a clean page (brought back by a read, its copy kept) */
+	(void)*(volatile char *)(b + PS);
+	assert_int_equal(rt_stats(r).pages_clean, 1);
+	errno = 0;
+	assert_int_equal(read(p[0], b + PS, 10), -1);
+	assert_int_equal(errno, EFAULT);
+	/* the data is still in the pipe: the wrapper reads it */
+	assert_int_equal(zm_region_read(p[0], b + PS, 10), 10);
+	assert_memory_equal(b + PS, "0123456789", 10);
+	/* write(2) from an evicted page */
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	errno = 0;
+	assert_int_equal(write(p[1], b + 2 * PS, 10), -1);
+	assert_int_equal(errno, EFAULT);
+	assert_int_equal(zm_region_write(p[1], b + 2 * PS, 10), 10);
+	assert_int_equal(read(p[0], buf, 10), 10);
+	assert_memory_equal(buf, b + 2 * PS, 10);
+	close(p[0]), close(p[1]);
+	zm_region_destroy(r);
+}
+
+/* ZM_REGION_WAIT: the kernel's own accesses wait for the fault; plain
+ * system calls work. */
+static void test_wait_mode(void **state)
+{
+	struct zm_region_config c = { .size = 64 * PS, .flags = ZM_REGION_WAIT };
+	struct zm_region *r;
+	char *b, *src = malloc(IO_LEN), *dst = malloc(IO_LEN), *want = malloc(8 * PS);
+	int p[2], rc;
+
+	if (rt_emulated())
+		skip();
+	rc = zm_region_create(&c, &r);
+	if (rc == -EPERM || rc == -ENOSYS) {
+		printf("ZM_REGION_WAIT refused here (%s): skipped\n", strerror(-rc));
+		skip();
+	}
+	assert_int_equal(rc, 0);
+	rt_bus_restore();
+	b = base_of(r);
+	assert_int_equal(pipe(p), 0);
+	fill_bytes(src, IO_LEN, 78);
+	/* the program's own touches, then plain read(2) and write(2) */
+	prime(r, 10);
+	fill_bytes(want, 8 * PS, 10);
+	assert_memory_equal(b, want, 8 * PS);
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	assert_int_equal(write(p[1], src, IO_LEN), IO_LEN);
+	assert_int_equal(read(p[0], b + IO_OFF, IO_LEN), IO_LEN);
+	check_read_into(r, 10, src);
+	/* into clean pages */
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	assert_int_equal(b[IO_OFF], src[0]);
+	fill_bytes(src, IO_LEN, 79);
+	assert_int_equal(write(p[1], src, IO_LEN), IO_LEN);
+	assert_int_equal(read(p[0], b + IO_OFF, IO_LEN), IO_LEN);
+	check_read_into(r, 10, src);
+	/* write(2) from evicted pages */
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	assert_int_equal(write(p[1], b + IO_OFF, IO_LEN), IO_LEN);
+	assert_int_equal(read(p[0], dst, IO_LEN), IO_LEN);
+	assert_memory_equal(dst, src, IO_LEN);
+	assert_true(rt_stats(r).faults_refault >= 8);
+	close(p[0]), close(p[1]);
+	zm_region_destroy(r);
+	free(src), free(dst), free(want);
+}
+
+/* A buffer longer than one pin: write and friends loop until done, read
+ * may return short. */
+static void test_syscalls_in_pieces(void **state)
+{
+	const size_t n = 256, lim = 64, len = 48 * PS;
+	struct zm_region *r = rt_mk_pages(n, lim, 0);
+	char *b = base_of(r), *dst = malloc(len), *want = malloc(len);
+	size_t got = 0;
+	int p[2];
+
+	assert_int_equal(pipe(p), 0);
+	assert_true(fcntl(p[0], F_SETPIPE_SZ, 1 << 20) >= (int)len);
+	fill_bytes(b, len, 11);
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	assert_int_equal(zm_region_write(p[1], b, len), (ssize_t)len);
+	assert_int_equal(read(p[0], dst, len), (ssize_t)len);
+	fill_bytes(want, len, 11);
+	assert_memory_equal(dst, want, len);
+	/* and back into the region, a piece at a time */
+	assert_int_equal(write(p[1], dst, len), (ssize_t)len);
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	while (got < len) {
+		ssize_t k = zm_region_read(p[0], b + 128 * PS + got, len - got);
+
+		assert_true(k > 0);
+		got += (size_t)k;
+	}
+	assert_memory_equal(b + 128 * PS, dst, len);
+	close(p[0]), close(p[1]);
+	zm_region_destroy(r);
+	free(dst), free(want);
+}
+
+static void test_pin(void **state)
+{
+	const size_t n = 512, lim = 64;
+	struct zm_region *r = rt_mk_pages(n, lim, 0);
+	char *b = base_of(r), heap[100];
+	struct zm_region_stats st;
+	int p[2];
+
+	for (size_t i = 0; i < 40; i++)
+		rt_fill(b + i * PS, PS, 900 + i);
+	/* a pinned range stays through reclaim; the rest goes */
+	assert_int_equal(zm_region_pin(b + 10 * PS, 10 * PS, ZM_REGION_PIN_WRITE), 0);
+	assert_int_equal(zm_region_reclaim(r, SIZE_MAX / 2), (long)(30 * PS));
+	assert_int_equal(rt_mincore_pages(b + 10 * PS, 10 * PS), 10);
+	assert_int_equal(rt_mincore_pages(b, 10 * PS), 0);
+	/* and through the limit's reclaimer, while other pages come and go */
+	for (size_t i = 40; i < n; i++)
+		b[i * PS] = 1;
+	assert_int_equal(rt_mincore_pages(b + 10 * PS, 10 * PS), 10);
+	/* the kernel may write into a pinned page */
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(write(p[1], "pinned", 6), 6);
+	assert_int_equal(read(p[0], b + 12 * PS + 5, 6), 6);
+	assert_memory_equal(b + 12 * PS + 5, "pinned", 6);
+	/* pins nest */
+	assert_int_equal(zm_region_pin(b + 10 * PS, PS, 0), 0);
+	zm_region_unpin(b + 10 * PS, 10 * PS);
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	assert_int_equal(rt_mincore_page(b + 10 * PS), 1);
+	assert_int_equal(rt_mincore_pages(b + 11 * PS, 9 * PS), 0);
+	/* a pinned page discarded is zeroed in place */
+	assert_int_equal(zm_region_discard(r, 10 * PS, PS), 0);
+	assert_int_equal(rt_mincore_page(b + 10 * PS), 1);
+	for (size_t i = 0; i < PS; i++)
+		assert_int_equal(b[10 * PS + i], 0);
+	zm_region_unpin(b + 10 * PS, PS);
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	assert_int_equal(rt_mincore_pages(b, n * PS), 0);
+	st = rt_stats(r);
+	assert_true(st.pins >= 2);
+
+	/* at most half the limit at once */
+	assert_int_equal(zm_region_pin(b, (lim / 2 + 1) * PS, 0), -E2BIG);
+	assert_int_equal(zm_region_pin(b, lim / 2 * PS, 0), 0);
+	zm_region_unpin(b, lim / 2 * PS);
+	/* memory outside every region: left alone */
+	assert_int_equal(zm_region_pin(heap, sizeof(heap), ZM_REGION_PIN_WRITE), 0);
+	zm_region_unpin(heap, sizeof(heap));
+	assert_int_equal(zm_region_pin(b, SIZE_MAX, 0), -EINVAL);
+	/* the data survived it all */
+	for (size_t i = 0; i < 40; i++) {
+		char want[PS];
+
+		rt_fill(want, PS, 900 + i);
+		if (i == 10)
+			memset(want, 0, PS);
+		if (i == 12)
+			memcpy(want + 5, "pinned", 6);
+		assert_memory_equal(b + i * PS, want, PS);
+	}
+	close(p[0]), close(p[1]);
+	zm_region_destroy(r);
+}
+
+/* ---- one thread for every region -------------------------------------- */
+
+static void use_region(struct zm_region *r)
+{
+	char *b = base_of(r);
+
+	for (size_t i = 0; i < 80; i++)
+		rt_fill(b + i * PS, PS, i);
+	assert_true(zm_region_reclaim(r, 8 * PS) > 0);
+}
+
+static void test_64_regions_one_thread(void **state)
+{
+	struct zm_region *r[64];
+	int t0 = rt_threads(), t1, t64;
+
+	r[0] = rt_mk_pages(4096, 64, 0);
+	use_region(r[0]);
+	rt_sleep_ms(50);
+	t1 = rt_threads();
+	for (int i = 1; i < 64; i++) {
+		r[i] = rt_mk_pages(4096, 64, 0);
+		use_region(r[i]);
+	}
+	rt_sleep_ms(50);
+	t64 = rt_threads();
+	printf("threads: %d before, %d with one region, %d with 64\n", t0, t1, t64);
+	assert_int_equal(t64, t1);
+	assert_true(t1 - t0 <= 2);
+	for (int i = 0; i < 64; i++)
+		zm_region_destroy(r[i]);
+}
+
+int main(void)
+{
+	struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_uffd_refused),
+		cmocka_unit_test(test_create_bad),
+		cmocka_unit_test(test_create_sizes),
+		cmocka_unit_test(test_zeros_cost_nothing),
+		cmocka_unit_test(test_zero_written_costs_nothing),
+		cmocka_unit_test(test_roundtrip_stats),
+		cmocka_unit_test(test_refaults_young),
+		cmocka_unit_test(test_stats_sized),
+		cmocka_unit_test(test_discard),
+		cmocka_unit_test(test_reclaim_bytes),
+		cmocka_unit_test(test_limit),
+		cmocka_unit_test(test_fork),
+		cmocka_unit_test(test_syscalls),
+		cmocka_unit_test(test_plain_syscall_efault),
+		cmocka_unit_test(test_wait_mode),
+		cmocka_unit_test(test_syscalls_in_pieces),
+		cmocka_unit_test(test_pin),
+		cmocka_unit_test(test_64_regions_one_thread),
+	};
+
+	g_ps = (size_t)sysconf(_SC_PAGESIZE);
+	return test_run_selected("region", tests);
+}
