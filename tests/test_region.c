@@ -377,11 +377,8 @@ static void test_stats_sized(void **state)
 	assert_int_equal(big.more[0], 0);
 	assert_int_equal(big.more[2], 0);
 	assert_int_equal(big.st.size, 16 * PS);
-	/* an older caller's shorter struct: its part filled, nothing past */
-	memset(&st, 0xEE, sizeof(st));
-	assert_int_equal(zm_region_stats_sized(r, &st, offsetof(struct zm_region_stats, slack)), 0);
-	assert_int_equal(st.size, 16 * PS);
-	assert_int_equal(st.slack, 0xEEEEEEEEEEEEEEEEull);
+	/* shorter than the first published struct: refused */
+	assert_int_equal(zm_region_stats_sized(r, &st, sizeof(st) - 8), -EINVAL);
 	assert_int_not_equal(zm_region_stats_sized(r, NULL, sizeof(st)), 0);
 	assert_int_not_equal(zm_region_stats(NULL, &st), 0);
 	assert_non_null(f);
@@ -430,10 +427,11 @@ static void test_discard(void **state)
 	assert_int_equal(st.resident_bytes, 0);
 	assert_int_equal(rt_mincore_pages(b, n * PS), 0);
 	assert_int_equal(rt_smaps_rss(b, n * PS), 0);
-	/* a discarded page touched again is a first touch */
+	/* a discarded page touched again is a first touch (as were the
+	 * reads of the discarded range above) */
 	b[0] = 1;
 	st = rt_stats(r);
-	assert_int_equal(st.faults_first, n + 1);
+	assert_int_equal(st.faults_first, n + n / 2 + 1);
 
 	assert_int_equal(zm_region_discard(r, 1, PS), -EINVAL);
 	assert_int_equal(zm_region_discard(r, 0, PS + 1), -EINVAL);

@@ -27,7 +27,7 @@
 #define MAXLEN_PAGES 3
 
 static uint64_t g_seed;
-static long g_steps = 4000;
+static long g_steps = 15000;
 static size_t g_ps;
 static struct zm_region *g_r;
 static char *g_base;

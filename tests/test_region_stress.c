@@ -28,7 +28,7 @@
 #define LIMIT 64u
 
 static uint64_t g_seed;
-static long g_steps = 6000;
+static long g_steps = 20000;
 static size_t g_ps;
 static struct zm_region *g_r;
 static uint64_t *g_base;        /* the region, as words */
@@ -160,6 +160,8 @@ static void *reader(void *arg)
 
 static long g_reclaimed;
 
+/* Calls zm_region_reclaim in a loop: up to *arg pages a call, at
+ * random, or (0) every resident page. */
 static void *reclaimer(void *arg)
 {
 	size_t most = *(size_t *)arg;
@@ -167,7 +169,8 @@ static void *reclaimer(void *arg)
 
 	rng_seed(&r, g_seed * 307);
 	while (!__atomic_load_n(&g_stop, __ATOMIC_RELAXED)) {
-		long k = zm_region_reclaim(g_r, (1 + rng_below(&r, most)) * g_ps);
+		long k = zm_region_reclaim(g_r, most ? (1 + rng_below(&r, most)) * g_ps :
+					       SIZE_MAX / 2);
 
 		if (k < 0 && k != -ENOSPC)
 			__atomic_fetch_add(&g_failed, 1, __ATOMIC_RELAXED);
@@ -263,12 +266,14 @@ static void test_cookies_wait(void **state) { cookies(ZM_REGION_WAIT); }
 #define NS 4            /* threads on the same pages */
 #define HOT 4           /* the pages they share */
 #define SLOT_WORDS 8    /* a thread's word every 64 bytes */
+#define SAME_FACTOR 500 /* rounds a thread, in steps ... */
+#define SAME_SECONDS 2  /* ... or this long, whichever ends first */
 
 static uint64_t g_count[NS][HOT]; /* each thread's last value, its own */
 
 struct sargs {
 	unsigned id;
-	long lost, back;
+	long lost, back, rounds;
 };
 
 static void *same_page(void *arg)
@@ -276,13 +281,22 @@ static void *same_page(void *arg)
 	struct sargs *a = arg;
 	uint64_t seen[NS][HOT];
 
+	uint64_t end = zmi_os_now_ns() + SAME_SECONDS * 1000000000ull;
+
 	memset(seen, 0, sizeof(seen));
-	for (long s = 0; s < g_steps; s++) {
+	for (long s = 0; s < g_steps * SAME_FACTOR; s++) {
+		if (s % 1024 == 0 && zmi_os_now_ns() > end)
+			break;
+		a->rounds++;
 		for (size_t p = 0; p < HOT; p++) {
 			uint64_t *w = g_base + p * g_words;
-			uint64_t v = ++g_count[a->id][p], got;
+			uint64_t v = g_count[a->id][p], got;
 
-			__atomic_store_n(&w[a->id * SLOT_WORDS], v, __ATOMIC_RELAXED);
+			/* every other round only reads, so that pages come back
+			 * clean and the next write takes a write-protect fault */
+			if ((s + a->id) % 2 == 0)
+				__atomic_store_n(&w[a->id * SLOT_WORDS], v = ++g_count[a->id][p],
+						 __ATOMIC_RELAXED);
 			got = __atomic_load_n(&w[a->id * SLOT_WORDS], __ATOMIC_RELAXED);
 			if (got != v && a->lost++ < 3)
 				printf("thread %u page %zu: wrote %llu, read back %llu\n", a->id, p,
@@ -323,8 +337,8 @@ static void test_same_page(void **state)
 	pthread_t t[NS], ct, nt;
 	struct sargs sa[NS];
 	struct zm_region_stats st;
-	size_t most = NPAGES;
-	long lost = 0, back = 0;
+	size_t most = 0;
+	long lost = 0, back = 0, rounds = 0;
 
 	g_r = rt_mk(&c);
 	g_base = zm_region_base(g_r);
@@ -341,7 +355,7 @@ static void test_same_page(void **state)
 	}
 	for (unsigned i = 0; i < NS; i++) {
 		pthread_join(t[i], NULL);
-		lost += sa[i].lost, back += sa[i].back;
+		lost += sa[i].lost, back += sa[i].back, rounds += sa[i].rounds;
 	}
 	__atomic_store_n(&g_stop, 1, __ATOMIC_RELAXED);
 	pthread_join(ct, NULL);
@@ -354,8 +368,8 @@ static void test_same_page(void **state)
 				       (unsigned long long)g_base[p * g_words + i * SLOT_WORDS],
 				       (unsigned long long)g_count[i][p]);
 	st = rt_stats(g_r);
-	printf("same page: %d threads x %ld rounds on %d pages, %ld pages reclaimed by the "
-	       "loop; faults %llu refault, %llu wp, %llu waits; %llu evictions\n", NS, g_steps,
+	printf("same page: %d threads, %ld rounds in all on %d pages, %ld pages reclaimed by "
+	       "the loop; faults %llu refault, %llu wp, %llu waits; %llu evictions\n", NS, rounds,
 	       HOT, g_reclaimed, (unsigned long long)st.faults_refault,
 	       (unsigned long long)st.faults_wp, (unsigned long long)st.fault_waits,
 	       (unsigned long long)st.evictions);
