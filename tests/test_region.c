@@ -901,6 +901,9 @@ static void test_pin(void **state)
 	assert_int_equal(zm_region_pin(b, (lim / 2 + 1) * PS, 0), -E2BIG);
 	assert_int_equal(zm_region_pin(b, lim / 2 * PS, 0), 0);
 	zm_region_unpin(b, lim / 2 * PS);
+	/* the pages a pin brought in are faults, in the histogram too */
+	st = rt_stats(r);
+	assert_int_equal(rt_hist_sum(&st), st.faults_first + st.faults_refault + st.faults_wp);
 	/* memory outside every region: left alone */
 	assert_int_equal(zm_region_pin(heap, sizeof(heap), ZM_REGION_PIN_WRITE), 0);
 	zm_region_unpin(heap, sizeof(heap));

@@ -268,7 +268,9 @@ static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread
 	zmi_rpage_unlock(r, pg, w);
 	if (waited)
 		zmi_rcount(r, RC_WAITS, 1);
-	if (counted && !pins)
+	/* a page a pin brought in is a fault as well: counted by kind in
+	 * fill() and make_dirty's caller, so in the histogram too */
+	if (counted)
 		note_latency(r, t0);
 	return rc;
 }
