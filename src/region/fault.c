@@ -146,6 +146,16 @@ static void note_latency(struct zmi_region *r, uint64_t t0)
 
 static const char zero_page[65536] __attribute__((aligned(4096)));
 
+static bool is_zeros(const void *p, size_t len)
+{
+	const uint64_t *w = p;
+
+	for (size_t i = 0; i < len / 8; i++)
+		if (w[i])
+			return false;
+	return true;
+}
+
 /* Bring page pg in, its lock held and its place admitted; w: its word.
  * Sets *w to the new state.  0 or -errno. */
 static int fill(struct zmi_region *r, uint64_t pg, uint32_t *w, bool write, bool wake)
@@ -184,10 +194,17 @@ static int fill(struct zmi_region *r, uint64_t pg, uint32_t *w, bool write, bool
 	rc = zm_store_get(r->store, pg, buf);
 	if (rc)
 		return rc;
-	rc = zmi_uffd_copy(r->uffd, addr, buf, ps, !write, wake);
-	if (rc)
+	if (!write && is_zeros(buf, ps)) {
+		/* zeros read back cost nothing, as they did before the
+		 * eviction: the shared zero page, as a first read maps it */
+		rc = zmi_uffd_zeropage(r->uffd, addr, ps, wake);
+		if (rc)
+			return rc;
+		zm_store_discard(r->store, pg, 1);
+		*w = (*w & ~RP_KIND_MASK) | RP_ZERO;
+	} else if ((rc = zmi_uffd_copy(r->uffd, addr, buf, ps, !write, wake))) {
 		return rc;
-	if (write) {
+	} else if (write) {
 		zm_store_discard(r->store, pg, 1);
 		*w = (*w & ~RP_KIND_MASK) | RP_DIRTY;
 	} else {
