@@ -923,6 +923,62 @@ static void test_pin(void **state)
 	zm_region_destroy(r);
 }
 
+/* Pins may fill the whole limit (each pin at most half of it, two of
+ * them): a touch of another page must still be served, never wait
+ * forever for room the reclaimer cannot make. */
+struct touch_arg {
+	char *b;
+	size_t from, to;
+	int done;
+};
+
+static void *toucher(void *arg)
+{
+	struct touch_arg *t = arg;
+
+	for (size_t i = t->from; i < t->to; i++)
+		t->b[i * PS] = (char)i;
+	__atomic_store_n(&t->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void test_pins_fill_the_limit(void **state)
+{
+	const size_t n = 512, lim = 64;
+	struct zm_region *r = rt_mk_pages(n, lim, 0);
+	char *b = base_of(r);
+	struct touch_arg t = { .b = b, .from = 100, .to = 300 };
+	pthread_t tid;
+	int ok = 0;
+
+	assert_int_equal(zm_region_pin(b, lim / 2 * PS, ZM_REGION_PIN_WRITE), 0);
+	assert_int_equal(zm_region_pin(b + lim / 2 * PS, lim / 2 * PS, ZM_REGION_PIN_WRITE), 0);
+	pthread_create(&tid, NULL, toucher, &t);
+	for (int i = 0; i < 1000 && !ok; i++) {
+		ok = __atomic_load_n(&t.done, __ATOMIC_ACQUIRE);
+		if (!ok)
+			rt_sleep_ms(10);
+	}
+	if (!ok) {
+		struct zm_region_stats st = rt_stats(r);
+
+		/* unpinning may let it go on */
+		zm_region_unpin(b, lim * PS);
+		fail_msg("touching 200 pages while pins hold the whole limit hung for 10 s "
+			 "(resident %llu pages, %llu waits)",
+			 (unsigned long long)(st.resident_bytes / PS),
+			 (unsigned long long)st.fault_waits);
+	}
+	pthread_join(tid, NULL);
+	for (size_t i = 100; i < 300; i++)
+		assert_int_equal(b[i * PS], (char)i);
+	printf("with the limit pinned: resident_max %llu pages (limit %zu + slack %llu)\n",
+	       (unsigned long long)(rt_stats(r).resident_max / PS), lim,
+	       (unsigned long long)(rt_stats(r).slack / PS));
+	zm_region_unpin(b, lim * PS);
+	zm_region_destroy(r);
+}
+
 /* ---- one thread for every region -------------------------------------- */
 
 static void use_region(struct zm_region *r)
@@ -976,6 +1032,7 @@ int main(void)
 		cmocka_unit_test(test_wait_mode),
 		cmocka_unit_test(test_syscalls_in_pieces),
 		cmocka_unit_test(test_pin),
+		cmocka_unit_test(test_pins_fill_the_limit),
 		cmocka_unit_test(test_64_regions_one_thread),
 	};
 
