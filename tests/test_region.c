@@ -45,6 +45,14 @@ static int fake_uffd_open(int flags)
 	return -1;
 }
 
+static char g_log[512];
+
+static void keep_log(void *arg, enum zm_log_level level, const char *msg)
+{
+	(void)arg, (void)level;
+	snprintf(g_log, sizeof(g_log), "%s", msg);
+}
+
 /* No userfaultfd (no permission, seccomp, an old kernel): create fails at
  * once with the errno the open gave, and nothing is left behind.  First
  * in the list, so that no region of this process has opened one yet. */
@@ -62,8 +70,15 @@ static void test_uffd_refused(void **state)
 		g_fake_errno = errs[i];
 		g_fake_calls = 0;
 		zmi_region_uffd_open = fake_uffd_open;
+		g_log[0] = 0;
+		zm_set_log(keep_log, NULL);
 		assert_int_equal(zm_region_create(&c, &r), -errs[i]);
+		zm_set_log_stderr();
 		zmi_region_uffd_open = saved;
+		/* the message names what to change */
+		printf("%s\n", g_log);
+		assert_non_null(strstr(g_log, errs[i] == EPERM ? "vm.unprivileged_userfaultfd" :
+					      "CONFIG_USERFAULTFD"));
 		assert_null(r);
 		assert_true(g_fake_calls >= 1);
 		/* at once: no retry loop, no wait for a thread */
