@@ -108,7 +108,7 @@ void zmi_policy_admit(struct zmi_region *r, uint64_t pg, uint32_t *word, bool re
 		*word |= RP_QUEUED;
 		if (which) {
 			*word |= RP_PROTECTED;
-			r->protected_pages++;
+			__atomic_fetch_add(&r->protected_pages, 1, __ATOMIC_RELAXED);
 		}
 	}
 	zmi_unlock(&r->qlock);
@@ -149,7 +149,7 @@ static void dequeued(struct zmi_region *r, uint32_t *w, bool prot)
 {
 	if (prot) {
 		zmi_lock(&r->qlock);
-		r->protected_pages--;
+		__atomic_fetch_sub(&r->protected_pages, 1, __ATOMIC_RELAXED);
 		zmi_unlock(&r->qlock);
 	}
 	*w &= ~(RP_QUEUED | RP_PROTECTED);
@@ -200,8 +200,11 @@ uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 	bool prot = false;
 
 	pthread_mutex_lock(&r->reclaim_lock);
-	/* every queued page once, and a little more for the busy ones */
+	/* every queued page once, and a little more for the busy ones (the
+	 * rings change under qlock: read them under it) */
+	zmi_lock(&r->qlock);
 	max_tries = r->q[0].tail - r->q[0].head + r->q[1].tail - r->q[1].head + 64;
+	zmi_unlock(&r->qlock);
 	while (done < n && tries++ < max_tries && pick(r, &pg, &prot)) {
 		if (!zmi_rpage_trylock(r, pg, &w)) {
 			requeue(r, pg, prot); /* being faulted or pinned now */
@@ -223,7 +226,7 @@ uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 			    __atomic_load_n(&r->limit, __ATOMIC_RELAXED) / 4 * 3) {
 			/* demoted, not evicted: a second chance on probation */
 			zmi_lock(&r->qlock);
-			r->protected_pages--;
+			__atomic_fetch_sub(&r->protected_pages, 1, __ATOMIC_RELAXED);
 			q_push(&r->q[0], pg);
 			zmi_unlock(&r->qlock);
 			w &= ~RP_PROTECTED;
