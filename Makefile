@@ -129,7 +129,13 @@ DEPS     = $(LIB_OBJ:.o=.d) $(WORKLOAD_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 # builds run it.
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-TSAN_TESTS := $(filter-out %/test_fork_stress,$(filter %_stress,$(TESTS)))
+# test_region_stress is left out too: a region's writes are ordered with
+# its eviction by the kernel (write-protection through userfaultfd, the
+# faulting thread's SIGBUS), which ThreadSanitizer cannot see, so it
+# reports the compressor reading a page a writer wrote as a race (and
+# under it the ZM_REGION_WAIT case ran past 5 minutes).  The debug and
+# ASan builds run it.
+TSAN_TESTS := $(filter-out %/test_fork_stress %/test_region_stress,$(filter %_stress,$(TESTS)))
 # Interop tests: tests/interop/test_*.sh run zmem serve with real clients
 # (qemu-io, qemu-img, nbdcopy, nbdinfo, fio, valgrind), copied beside the
 # build's test binaries with their shared lib.sh as interop.sh.
