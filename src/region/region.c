@@ -43,7 +43,9 @@ static void region_free(struct zmi_region *r)
 {
 	if (r->uffd >= 0)
 		close(r->uffd);
-	if (r->base)
+	/* a child has no mapping there (MADV_DONTFORK): whatever it mapped
+	 * at that address since is not ours */
+	if (r->base && !in_child(r))
 		munmap(r->base, r->nr_pages << r->page_shift);
 	if (r->pages)
 		zmi_os_release(r->pages, r->nr_pages * sizeof(*r->pages));
