@@ -308,6 +308,30 @@ static size_t null_n;
 	X("zm_tmem_flush_pool(NULL)", zm_tmem_flush_pool(NULL, 1) == -EINVAL) \
 	X("zm_tmem_stats(NULL)", zm_tmem_stats(NULL, 0, &(struct zm_tmem_stats){ 0 }) == -EINVAL) \
 	X("zm_tmem_check(NULL)", zm_tmem_check(NULL) == -EINVAL) \
+	X("zm_region_create(NULL)", zm_region_create(NULL, NULL) == -EINVAL) \
+	X("zm_region_create(cfg NULL)", \
+	  zm_region_create(NULL, &(struct zm_region *){ NULL }) == -EINVAL) \
+	X("zm_region_destroy(NULL)", (zm_region_destroy(NULL), 1)) \
+	X("zm_region_base(NULL)", zm_region_base(NULL) == NULL) \
+	X("zm_region_size(NULL)", zm_region_size(NULL) == 0) \
+	X("zm_region_page_size(NULL)", zm_region_page_size(NULL) == 0) \
+	X("zm_region_store(NULL)", zm_region_store(NULL) == NULL) \
+	X("zm_region_reclaim(NULL)", zm_region_reclaim(NULL, 4096) == -EINVAL) \
+	X("zm_region_discard(NULL)", zm_region_discard(NULL, 0, 4096) == -EINVAL) \
+	X("zm_region_set_limit(NULL)", zm_region_set_limit(NULL, 0) == -EINVAL) \
+	X("zm_region_stats(NULL)", \
+	  zm_region_stats(NULL, &(struct zm_region_stats){ 0 }) == -EINVAL) \
+	X("zm_region_print_stats(NULL)", (zm_region_print_stats(NULL, stdout), 1)) \
+	X("zm_region_pin(NULL, 0)", zm_region_pin(NULL, 0, 0) == 0) \
+	X("zm_region_unpin(NULL)", (zm_region_unpin(NULL, 0), 1)) \
+	X("zm_region_read(buf NULL)", zm_region_read(-1, NULL, 1) == -1 && errno == EBADF) \
+	X("zm_region_write(buf NULL)", zm_region_write(-1, NULL, 1) == -1 && errno == EBADF) \
+	X("zm_region_pread(buf NULL)", zm_region_pread(-1, NULL, 1, 0) == -1 && errno == EBADF) \
+	X("zm_region_pwrite(buf NULL)", zm_region_pwrite(-1, NULL, 1, 0) == -1 && errno == EBADF) \
+	X("zm_region_readv(iov NULL)", zm_region_readv(-1, NULL, 1) == -1 && errno == EINVAL) \
+	X("zm_region_writev(iov NULL)", zm_region_writev(-1, NULL, 1) == -1 && errno == EINVAL) \
+	X("zm_region_recv(buf NULL)", zm_region_recv(-1, NULL, 1, 0) == -1 && errno == EBADF) \
+	X("zm_region_send(buf NULL)", zm_region_send(-1, NULL, 1, 0) == -1 && errno == EBADF) \
 	X("zm_workload_create(out NULL)", zm_workload_create(NULL, NULL) == -EINVAL) \
 	X("zm_workload_destroy(NULL)", (zm_workload_destroy(NULL), 1)) \
 	X("zm_workload_next(NULL)", zm_workload_next(NULL, page, 4096) == -EINVAL) \

@@ -17,6 +17,9 @@
  *   tmem.h    zm_tmem    zcache's pools (transcendent memory): pages
  *                        keyed by (pool, object, index), persistent or
  *                        ephemeral, one budget, eviction by whole units
+ *   region.h  zm_region  compressed regions: memory the program uses
+ *                        directly, compressed beyond a resident limit and
+ *                        brought back on touch (userfaultfd)
  *
  * common.h holds the version, the export marker and the log sink.
  *
@@ -49,6 +52,9 @@
  *     ENOENT      tmem: no page under that key (a miss); a store's page
  *                 not in memory (zm_store_writeback_page)
  *     EDQUOT      a store's writeback_limit spent
+ *     EPERM       no userfaultfd for a region: not permitted here
+ *     ENOSYS      no userfaultfd for a region: not in this kernel
+ *     ECHILD      a region's call in a child of its creator
  *
  *   NULL.  Every call that takes an object (pages, pool, codec, store,
  *   tmem) or a buffer refuses NULL as bad input; what it returns then:

@@ -185,7 +185,7 @@ static int fill(struct zmi_region *r, uint64_t pg, uint32_t *w, bool write, bool
 		if (rc)
 			return rc;
 		zmi_rcount(r, RC_FIRST, 1);
-		zmi_policy_admit(r, pg, w, false, false);
+		zmi_policy_admit(r, pg, false);
 		return 0;
 	}
 	/* STORED */
@@ -211,11 +211,11 @@ static int fill(struct zmi_region *r, uint64_t pg, uint32_t *w, bool write, bool
 		*w = (*w & ~RP_KIND_MASK) | RP_CLEAN;
 	}
 	now_ms = zmi_region_ms(r);
-	young = now_ms - r->pages[pg].evict_ms < r->cold_age_ms;
+	young = (uint16_t)(now_ms / 16 - r->pages[pg].evict_t) < (r->cold_age_ms + 15) / 16;
 	zmi_rcount(r, RC_REFAULT, 1);
 	if (young)
 		zmi_rcount(r, RC_YOUNG, 1);
-	zmi_policy_admit(r, pg, w, true, young);
+	zmi_policy_admit(r, pg, true);
 	return 0;
 }
 

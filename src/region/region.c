@@ -43,12 +43,13 @@ static void region_free(struct zmi_region *r)
 {
 	if (r->uffd >= 0)
 		close(r->uffd);
-	if (r->base)
+	/* a child has no mapping there (MADV_DONTFORK): whatever it mapped
+	 * at that address since is not ours */
+	if (r->base && !in_child(r))
 		munmap(r->base, r->nr_pages << r->page_shift);
 	if (r->pages)
 		zmi_os_release(r->pages, r->nr_pages * sizeof(*r->pages));
-	zmi_rqueue_free(&r->q[0]);
-	zmi_rqueue_free(&r->q[1]);
+	zmi_policy_free(r);
 	zm_store_destroy(r->store);
 	pthread_mutex_destroy(&r->reclaim_lock);
 	free(r);
@@ -110,7 +111,6 @@ int zm_region_create_sized(const struct zm_region_config *ucfg, size_t cfg_size,
 		return -ENOMEM;
 	r->uffd = -1;
 	pthread_mutex_init(&r->reclaim_lock, NULL);
-	zmi_lock_init(&r->qlock);
 	r->page_size = ps;
 	r->page_shift = (unsigned)__builtin_ctzll(ps);
 	r->nr_pages = nr;
@@ -133,7 +133,7 @@ int zm_region_create_sized(const struct zm_region_config *ucfg, size_t cfg_size,
 		goto fail;
 	}
 	r->pages = zmi_os_reserve(nr * sizeof(*r->pages), sys_ps);
-	if (!r->pages || zmi_rqueue_init(&r->q[0], nr) || zmi_rqueue_init(&r->q[1], nr))
+	if (!r->pages || zmi_policy_init(r))
 		goto fail;
 	rc = zmi_uffd_setup(r->base, r->size, cfg.flags & ZM_REGION_WAIT);
 	if (rc < 0)
@@ -224,6 +224,7 @@ static void discard_page(struct zmi_region *r, uint64_t pg, uint32_t *w)
 	if (k == RP_STORED || k == RP_CLEAN || k == RP_DIRTY)
 		zm_store_discard(r->store, pg, 1);
 	*w = (*w & ~RP_KIND_MASK) | RP_EMPTY;
+	zmi_policy_forget(r, pg);
 }
 
 int zm_region_discard(struct zm_region *ur, size_t offset, size_t length)

@@ -21,7 +21,7 @@
  * ZERO, DIRTY and CLEAN; r->resident counts them (and admissions in
  * flight, see fault.c).
  *
- * Lock order: a page's lock, then the region's queue lock (a leaf); the
+ * Lock order: a page's lock, then the region's policy lock (a leaf); the
  * store's and pool's locks are taken inside a page's lock (store put, get
  * and discard of that page's slot).  A page lock is only ever taken with
  * a trylock while another page's lock is held.  No lock of this layer is
@@ -50,13 +50,8 @@ enum {
 #define RP_KIND_MASK 7u
 #define RP_LOCKED    (1u << 3)
 #define RP_WAITERS   (1u << 4)   /* someone sleeps on the word (futex) */
-#define RP_QUEUED    (1u << 5)   /* an entry of a queue names the page */
-#define RP_PROTECTED (1u << 6)   /* its entry is in the protected queue */
 #define RP_PIN_SHIFT 8
 #define RP_PIN_MASK  (0xffu << RP_PIN_SHIFT) /* pins, 255 at most */
-#define RP_HEAT_SHIFT 16
-#define RP_HEAT_MASK (0xffu << RP_HEAT_SHIFT) /* the policy's */
-
 static inline unsigned rp_kind(uint32_t w)
 {
 	return w & RP_KIND_MASK;
@@ -70,27 +65,48 @@ static inline unsigned rp_pins(uint32_t w)
 {
 	return (w & RP_PIN_MASK) >> RP_PIN_SHIFT;
 }
-static inline unsigned rp_heat(uint32_t w)
-{
-	return (w & RP_HEAT_MASK) >> RP_HEAT_SHIFT;
-}
-
-/* One page's record: 16 bytes. */
+/* One page's record: 24 bytes.  word is the page lock's (every change
+ * under it); lst and link are the policy lock's (r->pol.lock); stamp,
+ * evict_t, k and s are written by the page's evictions and refaults
+ * (under its lock) and by the policy's aging (under the policy lock):
+ * numbers for the policy, where a lost update only misjudges a page. */
 struct zmi_rpage {
-	uint32_t word;       /* state, lock and flags (above); atomic */
-	uint32_t evict_seq;  /* r->evict_seq when last evicted (its low 32 bits) */
-	uint32_t evict_ms;   /* the region's clock (ms) when last evicted */
-	uint32_t spare;      /* the policy's */
+	uint32_t word;       /* state, lock, pins (above); atomic */
+	uint32_t stamp;      /* the refault clock at its last eviction */
+	uint32_t link;       /* next in its protected stack */
+	uint16_t evict_t;    /* the region's clock at its last eviction, in
+				units of 16 ms (wraps after 17 minutes: only
+				the young-refault count reads it) */
+	uint8_t lst;         /* which list holds its entry: LST_* */
+	uint8_t pad;
+	float k, s;          /* decayed refaults, and the refault-clock ticks
+				it spent evicted over them */
 };
 
+enum { LST_NONE = 0, LST_PROBATION = 1, LST_PROTECTED = 2 };
+
 /* A queue of resident pages in the order they came in: a ring of page
- * numbers.  A page has at most one entry in all the queues (RP_QUEUED);
- * an entry whose page left (evicted by another path, discarded) is
- * skipped when it comes out. */
+ * numbers.  A page has at most one entry in all the lists (lst says
+ * where); an entry whose page left (discarded) is skipped when it comes
+ * out. */
 struct zmi_rqueue {
 	uint32_t *ring;      /* cap entries, reserved address space */
 	uint64_t cap;        /* a power of two, > the region's pages */
 	uint64_t head, tail; /* entries [head, tail) */
+};
+
+#define PROT_BUCKETS 256
+
+/* The policy's lists (policy.c). */
+struct zmi_rpolicy {
+	zmi_lock_t lock;
+	struct zmi_rqueue prob;        /* probation: FIFO */
+	uint32_t top[PROT_BUCKETS];    /* protected: a stack per score
+					  bucket, UINT32_MAX when empty */
+	uint64_t bits[PROT_BUCKETS / 64]; /* non-empty buckets */
+	uint64_t nprot;                /* entries in the stacks */
+	uint32_t rclock;               /* atomic: refaults so far */
+	uint64_t next_age;             /* evictions at the next aging */
 };
 
 /* Counters, written with relaxed atomics by every thread. */
@@ -129,10 +145,7 @@ struct zmi_region {
 				    admissions stop waiting for room */
 	uint64_t evict_seq;      /* atomic: pages evicted */
 
-	/* the policy's queues: 0 probation (or FIFO), 1 protected */
-	zmi_lock_t qlock;
-	struct zmi_rqueue q[2];
-	uint64_t protected_pages; /* pages with RP_PROTECTED; qlock */
+	struct zmi_rpolicy pol;
 
 	pthread_mutex_t reclaim_lock; /* one evictor at a time per region */
 	int kicked;              /* atomic: the thread was asked to reclaim */
@@ -188,17 +201,30 @@ int zmi_region_make_present(struct zmi_region *r, uint64_t pg, bool write, unsig
 /* The SIGBUS handler's setup (once per process). */
 int zmi_region_signals_init(void);
 
-/* ---- reclaim.c: eviction and the policy ---- */
+/* ---- reclaim.c: eviction ---- */
 /* Evict up to n pages, coldest first; returns pages evicted. */
 uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n);
-/* A page came in (lock held, state set): queue it; young: a refault
- * within the cold age; refault: it came from the store. */
-void zmi_policy_admit(struct zmi_region *r, uint64_t pg, uint32_t *word, bool refault,
-		      bool young);
 /* Recompute the watermarks from r->limit. */
 void zmi_region_set_marks(struct zmi_region *r, uint64_t limit);
-int zmi_rqueue_init(struct zmi_rqueue *q, uint64_t nr_pages);
-void zmi_rqueue_free(struct zmi_rqueue *q);
+
+/* ---- policy.c: cold selection ---- */
+int zmi_policy_init(struct zmi_region *r);
+void zmi_policy_free(struct zmi_region *r);
+/* A page came in (its lock held, its state set): list it.  refault: it
+ * came from the store. */
+void zmi_policy_admit(struct zmi_region *r, uint64_t pg, bool refault);
+/* The next page to try evicting, taken off its list, or false when no
+ * page is listed. */
+bool zmi_policy_pick(struct zmi_region *r, uint32_t *pg);
+/* A picked page that stays resident (busy, pinned, refused): list it
+ * again, on probation. */
+void zmi_policy_putback(struct zmi_region *r, uint32_t pg);
+/* A picked page was evicted (its lock held): stamp it. */
+void zmi_policy_evicted(struct zmi_region *r, uint64_t pg);
+/* A page was discarded: forget its history (its lock held). */
+void zmi_policy_forget(struct zmi_region *r, uint64_t pg);
+/* Periodic work before an eviction round (reclaim lock held). */
+void zmi_policy_tick(struct zmi_region *r);
 
 /* ---- registry.c: regions by address; the region thread ---- */
 int zmi_region_register(struct zmi_region *r);
