@@ -228,8 +228,14 @@ static void *sampler_main(void *arg)
 	struct sampler *sm = arg;
 
 	while (!__atomic_load_n(&g_stop, __ATOMIC_RELAXED)) {
-		size_t bound = __atomic_load_n(&g_bound_pages, __ATOMIC_RELAXED);
+		size_t bound = __atomic_load_n(&g_bound_pages, __ATOMIC_ACQUIRE);
 		size_t k = rt_mincore_pages(g_base, NPAGES * PS);
+		size_t after = __atomic_load_n(&g_bound_pages, __ATOMIC_ACQUIRE);
+
+		/* a limit raised while mincore ran (the bound goes up before
+		 * the limit does) holds for the pages it counted */
+		if (after > bound)
+			bound = after;
 
 		sm->samples++;
 		if (k > sm->worst)

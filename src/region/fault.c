@@ -17,7 +17,8 @@
  * Admission: a page coming in first reserves its place in r->resident.
  * Past limit + slack the fault waits (off the page's lock) until the
  * region thread has made room, unless eviction is stuck (the store is
- * full), in which case the limit gives way rather than hang the program.
+ * full), or pins have held the whole limit for PINS_FULL_MS: then the
+ * limit gives way rather than hang the program.
  *
  * Everything on the handler's path is async-signal-safe but the store's
  * get (locks of its own slot and pool, which the interrupted code cannot
@@ -89,11 +90,18 @@ static void note_max(struct zmi_region *r, uint64_t n)
 		;
 }
 
+/* How long a fault waits for room while pins hold the whole limit
+ * before it goes on over the limit: pins of system calls end in
+ * microseconds; a program that pins its whole limit for longer must not
+ * hang its other threads. */
+#define PINS_FULL_MS 100
+
 /* Reserve a resident page.  Returns true if it waited. */
 static bool admit(struct zmi_region *r)
 {
 	bool waited = false;
 	uint64_t n, lim;
+	uint32_t full;
 
 	for (;;) {
 		n = __atomic_add_fetch(&r->resident, 1, __ATOMIC_ACQ_REL);
@@ -103,7 +111,9 @@ static bool admit(struct zmi_region *r)
 		if (n > __atomic_load_n(&r->high, __ATOMIC_RELAXED))
 			zmi_region_kick(r);
 		if (n <= lim + __atomic_load_n(&r->slack, __ATOMIC_RELAXED) ||
-		    __atomic_load_n(&r->stuck, __ATOMIC_RELAXED))
+		    __atomic_load_n(&r->stuck, __ATOMIC_RELAXED) ||
+		    ((full = __atomic_load_n(&r->pins_full_ms, __ATOMIC_RELAXED)) &&
+		     zmi_region_ms(r) - full >= PINS_FULL_MS))
 			break;
 		/* full: give the place back and wait for room */
 		__atomic_sub_fetch(&r->resident, 1, __ATOMIC_ACQ_REL);

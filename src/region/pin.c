@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "region/region_internal.h"
@@ -43,11 +44,46 @@ static int each_region(const char *a, size_t len, range_fn fn, void *arg, const 
 	return 0;
 }
 
+/* Pins of a region together ask for at most half its limit, so that
+ * faults always find pages to evict: a pin that would pass it waits for
+ * others to end (holding no pin of this region), PIN_WAIT_MS at most,
+ * and then goes on (a thread that pins more than that itself must not
+ * wait for itself). */
+#define PIN_WAIT_MS 100
+
+static void budget_take(struct zmi_region *r, uint64_t n)
+{
+	uint64_t lim = __atomic_load_n(&r->limit, __ATOMIC_RELAXED), used;
+	struct timespec ms = { 0, 1000000 };
+
+	for (int i = 0; lim && i < PIN_WAIT_MS; i++) {
+		used = __atomic_load_n(&r->pin_pages, __ATOMIC_RELAXED);
+		if (used + n <= lim / 2 &&
+		    __atomic_compare_exchange_n(&r->pin_pages, &used, used + n, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			return;
+		if (used + n <= lim / 2)
+			continue;
+		nanosleep(&ms, NULL);
+	}
+	__atomic_add_fetch(&r->pin_pages, n, __ATOMIC_ACQ_REL);
+}
+
+static void budget_give(struct zmi_region *r, uint64_t n)
+{
+	uint64_t used = __atomic_load_n(&r->pin_pages, __ATOMIC_RELAXED);
+
+	while (!__atomic_compare_exchange_n(&r->pin_pages, &used, used > n ? used - n : 0,
+					    false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		;
+}
+
 static int unpin_range(struct zmi_region *r, uint64_t first, uint64_t end, void *arg)
 {
 	(void)arg;
 	if (r->pid != getpid())
 		return 0;
+	budget_give(r, end - first);
 	for (uint64_t pg = first; pg < end; pg++) {
 		uint32_t w = zmi_rpage_lock(r, pg, NULL);
 		if (rp_pins(w))
@@ -70,11 +106,13 @@ static int pin_range(struct zmi_region *r, uint64_t first, uint64_t end, void *a
 		return -ECHILD;
 	if (lim && end - first > lim / 2)
 		return -E2BIG;
+	budget_take(r, end - first);
 	for (uint64_t pg = first; pg < end; pg++) {
 		int rc = zmi_region_make_present(r, pg, pa->write, 1);
 		if (rc) {
 			if (pg > first)
 				unpin_range(r, first, pg, NULL);
+			budget_give(r, end - pg);
 			return rc;
 		}
 	}

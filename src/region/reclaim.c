@@ -74,18 +74,28 @@ static int evict_one(struct zmi_region *r, uint64_t pg, uint32_t *w)
 	return 0;
 }
 
+/* Pages a round could not evict (busy, pinned) are set aside and put
+ * back when it ends, so that it goes on to others (protected ones
+ * included) instead of meeting them again. */
+#define ASIDE 256
+
 uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 {
-	uint64_t done = 0, tries = 0, fails = 0, max_tries;
-	uint32_t pg, w;
+	uint64_t done = 0, tries = 0, fails = 0, pinned = 0, max_tries;
+	uint32_t pg, w, aside[ASIDE];
+	unsigned naside = 0;
 
 	pthread_mutex_lock(&r->reclaim_lock);
 	zmi_policy_tick(r);
-	/* every resident page once, and a little more for the busy ones */
+	/* every resident page once, and a little more */
 	max_tries = __atomic_load_n(&r->resident, __ATOMIC_RELAXED) + 64;
 	while (done < n && tries++ < max_tries && zmi_policy_pick(r, &pg)) {
 		if (!zmi_rpage_trylock(r, pg, &w)) {
-			zmi_policy_putback(r, pg); /* being faulted or pinned now */
+			/* being faulted or pinned now */
+			if (naside < ASIDE)
+				aside[naside++] = pg;
+			else
+				zmi_policy_putback(r, pg);
 			continue;
 		}
 		if (!rp_resident(w)) {
@@ -94,8 +104,12 @@ uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 			continue;
 		}
 		if (rp_pins(w)) {
-			zmi_policy_putback(r, pg);
+			pinned++;
 			zmi_rpage_unlock(r, pg, w);
+			if (naside < ASIDE)
+				aside[naside++] = pg;
+			else
+				zmi_policy_putback(r, pg);
 			continue;
 		}
 		if (evict_one(r, pg, &w)) {
@@ -111,9 +125,28 @@ uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 		if ((done & 7) == 0)
 			room_made(r);
 	}
+	for (unsigned i = 0; i < naside; i++)
+		zmi_policy_putback(r, aside[i]);
 	pthread_mutex_unlock(&r->reclaim_lock);
 	if (done)
 		room_made(r);
-	__atomic_store_n(&r->stuck, done == 0 && n > 0 && fails > 0, __ATOMIC_RELAXED);
+	/* nothing could go: the store refuses pages (stuck: the faults
+	 * waiting for room go on over the limit rather than wait for ever),
+	 * or pins hold the whole limit (the faults wait a while for a pin to
+	 * end before they go on: PINS_FULL_MS in fault.c) */
+	if (done == 0 && n > 0 && pinned >= __atomic_load_n(&r->limit, __ATOMIC_RELAXED)) {
+		uint32_t none = 0;
+		/* since when (0: not full; the clock's 0 counts as 1) */
+		__atomic_compare_exchange_n(&r->pins_full_ms, &none, zmi_region_ms(r) | 1, false,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	} else {
+		__atomic_store_n(&r->pins_full_ms, 0, __ATOMIC_RELAXED);
+	}
+	if (done == 0 && n > 0 && fails) {
+		__atomic_store_n(&r->stuck, 1, __ATOMIC_RELAXED);
+		room_made(r); /* wake the waiters */
+	} else {
+		__atomic_store_n(&r->stuck, 0, __ATOMIC_RELAXED);
+	}
 	return done;
 }

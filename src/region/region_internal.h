@@ -140,6 +140,10 @@ struct zmi_region {
 	uint64_t resident_max;   /* atomic */
 	uint32_t room_seq;       /* futex: bumped when room is made */
 	uint32_t room_waiters;   /* atomic */
+	uint32_t pins_full_ms;   /* atomic: since when (the region's clock)
+				    eviction rounds find only pinned pages,
+				    as many as the limit; 0: they do not */
+	uint64_t pin_pages;      /* atomic: pages the live pins asked for */
 	int stuck;               /* atomic: the last eviction round found
 				    nothing it could evict (the store full):
 				    admissions stop waiting for room */
