@@ -76,7 +76,7 @@ static void copy_page(uint64_t *dst, size_t page)
 	const uint64_t *src = g_base + page * g_words;
 
 	for (size_t i = 0; i < g_words; i++)
-		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
 }
 
 struct wargs {
@@ -105,13 +105,14 @@ static void *writer(void *arg)
 				report("writer", p, cur, tmp);
 			a->checks++;
 		}
-		__atomic_fetch_add(&g_seq[p], 1, __ATOMIC_RELEASE);
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		/* the count odd before any word changes: the words' stores
+		 * are releases, ordered after it (no fences: TSan has none) */
+		__atomic_fetch_add(&g_seq[p], 1, __ATOMIC_SEQ_CST);
 		if (op < 92) {
 			uint64_t c = cookie_of(a->id, p, ++gen);
 
 			for (size_t i = g_words; i-- > 0; )
-				__atomic_store_n(&w[i], word_of(c, i), __ATOMIC_RELAXED);
+				__atomic_store_n(&w[i], word_of(c, i), __ATOMIC_RELEASE);
 			__atomic_store_n(&g_cookie[p], c, __ATOMIC_RELAXED);
 			a->writes++;
 		} else {
@@ -143,8 +144,7 @@ static void *reader(void *arg)
 		uint64_t s1 = __atomic_load_n(&g_seq[p], __ATOMIC_ACQUIRE), s2, c;
 
 		c = __atomic_load_n(&g_cookie[p], __ATOMIC_RELAXED);
-		copy_page(tmp, p);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		copy_page(tmp, p);      /* acquire loads: s2 is read after them */
 		s2 = __atomic_load_n(&g_seq[p], __ATOMIC_RELAXED);
 		if ((s1 & 1) || s1 != s2) {
 			a->skipped++;
