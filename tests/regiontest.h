@@ -16,27 +16,11 @@
 
 /*
  * cmocka sets a handler of its own for SIGBUS (and SIGSEGV) around each
- * test and puts the previous one back after it, without chaining to it:
- * the region library's handler, installed at the first create, is gone
- * from the second test on.  By region.h's rule (a program that installs
- * its own SIGBUS handler must chain) that is the test harness's doing,
- * not the library's; so rt_mk() keeps the library's action as the first
- * create left it and puts it back after every later create.  The
- * library's handler then chains unknown faults to cmocka's, which is
- * what a test wants.
+ * test and puts the previous one back after it, without chaining to it.
+ * The library installs its handler again at every create when it is not
+ * the one in place (chaining to the one it replaces), so each test's
+ * regions work with no help from here.
  */
-static struct sigaction g_rt_bus;
-static int g_rt_bus_known;
-
-static inline void rt_bus_restore(void)
-{
-	if (!g_rt_bus_known) {
-		sigaction(SIGBUS, NULL, &g_rt_bus);
-		g_rt_bus_known = 1;
-	} else {
-		sigaction(SIGBUS, &g_rt_bus, NULL);
-	}
-}
 
 /* Whether regions cannot work here: under qemu-user (make check-arm64
  * sets ZM_TEST_EMULATED), whose emulated process has no userfaultfd of
@@ -65,7 +49,6 @@ static inline struct zm_region *rt_mk(const struct zm_region_config *c)
 	}
 	assert_int_equal(rc, 0);
 	assert_non_null(r);
-	rt_bus_restore();
 	return r;
 }
 

@@ -150,7 +150,6 @@ static void test_create_bad(void **state)
 		if (rc == -ENOSYS || rc == -EPERM)
 			skip();
 		assert_int_equal(rc, 0);
-		rt_bus_restore();
 		zm_region_destroy(r);
 	}
 	/* a config too short to hold the size */
@@ -808,7 +807,6 @@ static void test_wait_mode(void **state)
 		skip();
 	}
 	assert_int_equal(rc, 0);
-	rt_bus_restore();
 	b = base_of(r);
 	assert_int_equal(pipe(p), 0);
 	fill_bytes(src, IO_LEN, 78);

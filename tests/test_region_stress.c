@@ -203,7 +203,6 @@ static void cookies(unsigned flags)
 		skip();
 	}
 	assert_int_equal(rc, 0);
-	rt_bus_restore();
 	g_base = zm_region_base(g_r);
 	g_words = g_ps / 8;
 	memset(g_seq, 0, sizeof(g_seq));

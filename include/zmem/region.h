@@ -39,12 +39,14 @@
  *     kernel waits for them as it waits for the disk: every access is
  *     right, system calls included, at about 40 us a fault instead of 5.
  *
- * The SIGBUS handler.  The library installs one handler for SIGBUS at the
- * first region's create; a SIGBUS that is not a region's fault goes to
- * the handler that was there before (or kills the process as SIGBUS
- * does).  A program that installs its own SIGBUS handler after creating a
- * region must call the previous one for faults it does not know, or
- * regions stop working.  The faulting thread may hold any lock of its
+ * The SIGBUS handler.  The library installs one handler for SIGBUS at a
+ * region's create, unless it is in place already; a SIGBUS that is not a
+ * region's fault goes to the handler it replaced (or kills the process as
+ * SIGBUS does).  A program that installs its own SIGBUS handler while
+ * regions live must call the previous one for faults it does not know,
+ * or regions stop working until the next create puts the library's back
+ * in front.  A thread must not block SIGBUS while it may touch a region
+ * (the kernel kills a process faulting with SIGBUS blocked).  The faulting thread may hold any lock of its
  * own; the handler takes only the region's page locks, decodes with the
  * store, and may allocate (a thread's first fault allocates its codec
  * workspace), so region memory must not be touched from inside malloc or

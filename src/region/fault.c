@@ -383,27 +383,39 @@ static void on_sigbus(int sig, siginfo_t *si, void *uctx)
 	errno = saved;
 }
 
-static pthread_once_t sig_once = PTHREAD_ONCE_INIT;
-static int sig_rc;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void sig_init(void)
+static void key_init(void)
 {
-	struct sigaction sa;
-
 	pthread_key_create(&page_key, page_free);
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_sigbus;
-	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGBUS, &sa, &old_bus))
-		sig_rc = -errno;
 }
 
+/* Install the handler, unless it is there: at every create, so that a
+ * handler set over ours since (a test harness's, a program's) is chained
+ * to and ours comes first again.  The one we replace is the one we chain
+ * to. */
 int zmi_region_signals_init(void)
 {
-	pthread_once(&sig_once, sig_init);
+	struct sigaction sa, cur;
+	int rc = 0;
+
+	pthread_once(&key_once, key_init);
+	pthread_mutex_lock(&sig_lock);
+	if (sigaction(SIGBUS, NULL, &cur)) {
+		rc = -errno;
+	} else if (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != on_sigbus) {
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_sigaction = on_sigbus;
+		sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
+		sigemptyset(&sa.sa_mask);
+		old_bus = cur;
+		if (sigaction(SIGBUS, &sa, NULL))
+			rc = -errno;
+	}
+	pthread_mutex_unlock(&sig_lock);
 	/* the creating thread's buffer now, off the handler's path */
-	if (!sig_rc && !thread_page(4096))
-		return -ENOMEM;
-	return sig_rc;
+	if (!rc && !thread_page(4096))
+		rc = -ENOMEM;
+	return rc;
 }
