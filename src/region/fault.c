@@ -1,0 +1,380 @@
+/*
+ * Bringing pages in: the fault path, shared by the SIGBUS handler (the
+ * faulting thread serves its own fault), the region thread (faults of
+ * ZM_REGION_WAIT regions, read from the userfaultfd) and pinning.
+ *
+ * A fault takes the page's lock and looks at its state:
+ *   EMPTY    first touch: a read maps the zero page (costs nothing); a
+ *            write maps a zeroed private page, DIRTY
+ *   STORED   decode from the store into this thread's buffer and map it:
+ *            a read maps it write-protected and keeps the store's copy
+ *            (CLEAN); a write maps it writable and drops the copy (DIRTY)
+ *   CLEAN    a write to a write-protected page: lift the protection, drop
+ *            the store's copy (DIRTY)
+ *   ZERO, DIRTY  another thread served it first: nothing to do
+ * Why a racing write is never lost: docs/region.md, "Eviction and writes".
+ *
+ * Admission: a page coming in first reserves its place in r->resident.
+ * Past limit + slack the fault waits (off the page's lock) until the
+ * region thread has made room, unless eviction is stuck (the store is
+ * full), in which case the limit gives way rather than hang the program.
+ *
+ * Everything on the handler's path is async-signal-safe but the store's
+ * get (locks of its own slot and pool, which the interrupted code cannot
+ * hold: region.h forbids giving unpinned region memory to the library)
+ * and a thread's first decode, which may allocate its codec workspace.
+ */
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "base/debug.h"
+#include "region/region_internal.h"
+
+/* ---- the thread's page buffer ---- */
+
+static __thread char *tls_page __attribute__((tls_model("initial-exec")));
+static __thread size_t tls_page_cap __attribute__((tls_model("initial-exec")));
+static pthread_key_t page_key;
+
+static void page_free(void *p)
+{
+	/* the buffer's mapping starts 64 bytes before it, with its size */
+	size_t *hdr = (size_t *)p - 8;
+	munmap(hdr, hdr[0]);
+}
+
+/* The calling thread's buffer of at least size bytes (mmap: no malloc on
+ * the handler's path), or NULL. */
+static char *thread_page(size_t size)
+{
+	size_t total;
+	size_t *hdr;
+
+	if (tls_page_cap >= size)
+		return tls_page;
+	total = size + 64;
+	hdr = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (hdr == MAP_FAILED)
+		return NULL;
+	hdr[0] = total;
+	if (tls_page)
+		page_free(tls_page);
+	tls_page = (char *)(hdr + 8);
+	tls_page_cap = size;
+	pthread_setspecific(page_key, tls_page); /* the destructor unmaps it */
+	return tls_page;
+}
+
+/* ---- admission ---- */
+
+static void futex_wait_ms(uint32_t *w, uint32_t val, unsigned ms)
+{
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)ms * 1000000 };
+	syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+}
+
+static void note_max(struct zmi_region *r, uint64_t n)
+{
+	uint64_t m = __atomic_load_n(&r->resident_max, __ATOMIC_RELAXED);
+
+	while (n > m && !__atomic_compare_exchange_n(&r->resident_max, &m, n, true,
+						     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+/* Reserve a resident page.  Returns true if it waited. */
+static bool admit(struct zmi_region *r)
+{
+	bool waited = false;
+	uint64_t n, lim;
+
+	for (;;) {
+		n = __atomic_add_fetch(&r->resident, 1, __ATOMIC_ACQ_REL);
+		lim = __atomic_load_n(&r->limit, __ATOMIC_RELAXED);
+		if (!lim)
+			break;
+		if (n > __atomic_load_n(&r->high, __ATOMIC_RELAXED))
+			zmi_region_kick(r);
+		if (n <= lim + __atomic_load_n(&r->slack, __ATOMIC_RELAXED) ||
+		    __atomic_load_n(&r->stuck, __ATOMIC_RELAXED))
+			break;
+		/* full: give the place back and wait for room */
+		__atomic_sub_fetch(&r->resident, 1, __ATOMIC_ACQ_REL);
+		waited = true;
+		if (zmi_region_on_thread()) {
+			if (!zmi_region_evict(r, 16))
+				__atomic_store_n(&r->stuck, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		uint32_t seq = __atomic_load_n(&r->room_seq, __ATOMIC_ACQUIRE);
+		__atomic_add_fetch(&r->room_waiters, 1, __ATOMIC_ACQ_REL);
+		if (__atomic_load_n(&r->resident, __ATOMIC_ACQUIRE) >= lim +
+		    __atomic_load_n(&r->slack, __ATOMIC_RELAXED)) {
+			zmi_region_kick(r);
+			futex_wait_ms(&r->room_seq, seq, 10);
+		}
+		__atomic_sub_fetch(&r->room_waiters, 1, __ATOMIC_ACQ_REL);
+	}
+	note_max(r, n);
+	return waited;
+}
+
+static void unadmit(struct zmi_region *r)
+{
+	__atomic_sub_fetch(&r->resident, 1, __ATOMIC_ACQ_REL);
+}
+
+/* ---- serving a fault ---- */
+
+static void note_latency(struct zmi_region *r, uint64_t t0)
+{
+	uint64_t ns = zmi_now_ns() - t0;
+	unsigned b = ns ? 63 - (unsigned)__builtin_clzll(ns) : 0;
+
+	if (b >= ZM_REGION_HIST_BUCKETS)
+		b = ZM_REGION_HIST_BUCKETS - 1;
+	__atomic_fetch_add(&r->hist[b], 1, __ATOMIC_RELAXED);
+	zmi_rcount(r, RC_FAULT_NS, ns);
+}
+
+static const char zero_page[65536] __attribute__((aligned(4096)));
+
+/* Bring page pg in, its lock held and its place admitted; w: its word.
+ * Sets *w to the new state.  0 or -errno. */
+static int fill(struct zmi_region *r, uint64_t pg, uint32_t *w, bool write, bool wake)
+{
+	void *addr = zmi_page_addr(r, pg);
+	size_t ps = r->page_size;
+	uint32_t now_ms;
+	bool young;
+	char *buf;
+	int rc;
+
+	if (rp_kind(*w) == RP_EMPTY) {
+		if (write) {
+			const void *src = zero_page;
+			if (ps > sizeof(zero_page)) {
+				if (!(buf = thread_page(ps)))
+					return -ENOMEM;
+				memset(buf, 0, ps);
+				src = buf;
+			}
+			rc = zmi_uffd_copy(r->uffd, addr, src, ps, false, wake);
+			*w = (*w & ~RP_KIND_MASK) | RP_DIRTY;
+		} else {
+			rc = zmi_uffd_zeropage(r->uffd, addr, ps, wake);
+			*w = (*w & ~RP_KIND_MASK) | RP_ZERO;
+		}
+		if (rc)
+			return rc;
+		zmi_rcount(r, RC_FIRST, 1);
+		zmi_policy_admit(r, pg, w, false, false);
+		return 0;
+	}
+	/* STORED */
+	if (!(buf = thread_page(ps)))
+		return -ENOMEM;
+	rc = zm_store_get(r->store, pg, buf);
+	if (rc)
+		return rc;
+	rc = zmi_uffd_copy(r->uffd, addr, buf, ps, !write, wake);
+	if (rc)
+		return rc;
+	if (write) {
+		zm_store_discard(r->store, pg, 1);
+		*w = (*w & ~RP_KIND_MASK) | RP_DIRTY;
+	} else {
+		*w = (*w & ~RP_KIND_MASK) | RP_CLEAN;
+	}
+	now_ms = zmi_region_ms(r);
+	young = now_ms - r->pages[pg].evict_ms < r->cold_age_ms;
+	zmi_rcount(r, RC_REFAULT, 1);
+	if (young)
+		zmi_rcount(r, RC_YOUNG, 1);
+	zmi_policy_admit(r, pg, w, true, young);
+	return 0;
+}
+
+/* Make a CLEAN page writable: lift the protection, drop the copy. */
+static int make_dirty(struct zmi_region *r, uint64_t pg, uint32_t *w, bool wake)
+{
+	int rc = zmi_uffd_protect(r->uffd, zmi_page_addr(r, pg), r->page_size, false, wake);
+
+	if (rc)
+		return rc;
+	zm_store_discard(r->store, pg, 1);
+	*w = (*w & ~RP_KIND_MASK) | RP_DIRTY;
+	return 0;
+}
+
+static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread,
+		 unsigned pins)
+{
+	uint64_t t0 = zmi_now_ns();
+	bool admitted = false, waited = false, counted = false;
+	uint32_t w;
+	int rc = 0;
+
+	if (!rp_resident(__atomic_load_n(&r->pages[pg].word, __ATOMIC_RELAXED))) {
+		waited = admit(r);
+		admitted = true;
+	}
+	for (;;) {
+		w = zmi_rpage_lock(r, pg, &waited);
+		if (rp_resident(w) || admitted)
+			break;
+		/* it left between the look and the lock: admit it first */
+		zmi_rpage_unlock(r, pg, w);
+		waited |= admit(r);
+		admitted = true;
+	}
+	switch (rp_kind(w)) {
+	case RP_EMPTY:
+	case RP_STORED:
+		rc = fill(r, pg, &w, write, from_thread);
+		if (rc) {
+			unadmit(r);
+			break;
+		}
+		admitted = false;
+		counted = true;
+		break;
+	case RP_CLEAN:
+		if (write) {
+			rc = make_dirty(r, pg, &w, from_thread);
+			if (!rc)
+				zmi_rcount(r, RC_WP, 1);
+			counted = true;
+		} else if (from_thread) {
+			zmi_uffd_wake(r->uffd, zmi_page_addr(r, pg), r->page_size);
+		}
+		break;
+	default: /* served by another thread meanwhile */
+		if (from_thread)
+			zmi_uffd_wake(r->uffd, zmi_page_addr(r, pg), r->page_size);
+		break;
+	}
+	if (admitted)
+		unadmit(r);
+	if (!rc && pins)
+		w += pins << RP_PIN_SHIFT;
+	zmi_rpage_unlock(r, pg, w);
+	if (waited)
+		zmi_rcount(r, RC_WAITS, 1);
+	if (counted && !pins)
+		note_latency(r, t0);
+	return rc;
+}
+
+int zmi_region_fault(struct zmi_region *r, uint64_t pg, bool write, bool from_thread)
+{
+	return serve(r, pg, write, from_thread, 0);
+}
+
+int zmi_region_make_present(struct zmi_region *r, uint64_t pg, bool write, unsigned pins)
+{
+	return serve(r, pg, write, false, pins);
+}
+
+/* ---- the SIGBUS handler ---- */
+
+static struct sigaction old_bus;
+
+/* Was the access a write?  Where the context does not say, a read: the
+ * page is then mapped write-protected and a write takes a second fault. */
+static bool fault_is_write(void *uctx)
+{
+#if defined(__x86_64__)
+	const ucontext_t *uc = uctx;
+	return (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#elif defined(__aarch64__)
+	const ucontext_t *uc = uctx;
+	const unsigned char *p = (const unsigned char *)uc->uc_mcontext.__reserved;
+	const unsigned char *end = p + sizeof(uc->uc_mcontext.__reserved);
+
+	while (p + 8 <= end) {
+		uint32_t magic, size;
+		memcpy(&magic, p, 4);
+		memcpy(&size, p + 4, 4);
+		if (!magic || size < 8)
+			break;
+		if (magic == 0x45535201 && size >= 16) { /* ESR_MAGIC */
+			uint64_t esr;
+			memcpy(&esr, p + 8, 8);
+			return (esr >> 6) & 1; /* WnR */
+		}
+		p += size;
+	}
+	return false;
+#else
+	(void)uctx;
+	return false;
+#endif
+}
+
+static void chain(int sig, siginfo_t *si, void *uctx)
+{
+	if (old_bus.sa_flags & SA_SIGINFO) {
+		if (old_bus.sa_sigaction) {
+			old_bus.sa_sigaction(sig, si, uctx);
+			return;
+		}
+	} else if (old_bus.sa_handler != SIG_DFL && old_bus.sa_handler != SIG_IGN) {
+		old_bus.sa_handler(sig);
+		return;
+	}
+	/* the default: let the access repeat and kill the process */
+	signal(SIGBUS, SIG_DFL);
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *uctx)
+{
+	int saved = errno;
+	struct zmi_region *r = si->si_code == BUS_ADRERR ? zmi_region_find(si->si_addr) : NULL;
+
+	if (!r) {
+		chain(sig, si, uctx);
+	} else {
+		uint64_t pg = (uint64_t)((char *)si->si_addr - r->base) >> r->page_shift;
+		int rc = zmi_region_fault(r, pg, fault_is_write(uctx), false);
+		if (rc) {
+			zmi_log_error("zm_region: page %llu of the region at %p could not be "
+				      "brought back (errno %d): the program cannot go on",
+				      (unsigned long long)pg, (void *)r->base, -rc);
+			signal(SIGBUS, SIG_DFL);
+		}
+	}
+	errno = saved;
+}
+
+static pthread_once_t sig_once = PTHREAD_ONCE_INIT;
+static int sig_rc;
+
+static void sig_init(void)
+{
+	struct sigaction sa;
+
+	pthread_key_create(&page_key, page_free);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGBUS, &sa, &old_bus))
+		sig_rc = -errno;
+}
+
+int zmi_region_signals_init(void)
+{
+	pthread_once(&sig_once, sig_init);
+	/* the creating thread's buffer now, off the handler's path */
+	if (!sig_rc && !thread_page(4096))
+		return -ENOMEM;
+	return sig_rc;
+}

@@ -1,0 +1,215 @@
+/*
+ * The region layer's internals: the page table, its state machine, the
+ * queues of resident pages, and the process-wide parts (the registry of
+ * regions by address, the SIGBUS handler, the region thread).
+ *
+ * Page states (the low three bits of a page's word; docs/region.md draws
+ * the machine):
+ *
+ *   EMPTY   never written, or discarded: not mapped, nothing stored
+ *   ZERO    mapped as the shared zero page by a first read (or, written
+ *           since, a private page the kernel gave it on that write without
+ *           telling us): resident, treated as dirty
+ *   DIRTY   mapped writable; the store's copy, if any, is stale (dropped)
+ *   CLEAN   mapped write-protected; the store holds its exact content
+ *   STORED  not mapped; the store holds its content (a same-filled page
+ *           costs only its slot)
+ *
+ * Every change of a page's state, and every mapping, unmapping or
+ * protection change of the page, is made holding the page's lock (the
+ * LOCKED bit of its word, a futex when contended).  Resident pages are
+ * ZERO, DIRTY and CLEAN; r->resident counts them (and admissions in
+ * flight, see fault.c).
+ *
+ * Lock order: a page's lock, then the region's queue lock (a leaf); the
+ * store's and pool's locks are taken inside a page's lock (store put, get
+ * and discard of that page's slot).  A page lock is only ever taken with
+ * a trylock while another page's lock is held.  No lock of this layer is
+ * held while region memory that may not be resident is touched: the only
+ * region memory the layer reads is a page it holds locked and resident.
+ */
+#ifndef ZM_REGION_INTERNAL_H
+#define ZM_REGION_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <zmem/region.h>
+
+#include "base/lock.h"
+
+enum {
+	RP_EMPTY = 0,
+	RP_ZERO = 1,
+	RP_DIRTY = 2,
+	RP_CLEAN = 3,
+	RP_STORED = 4,
+};
+
+#define RP_KIND_MASK 7u
+#define RP_LOCKED    (1u << 3)
+#define RP_WAITERS   (1u << 4)   /* someone sleeps on the word (futex) */
+#define RP_QUEUED    (1u << 5)   /* an entry of a queue names the page */
+#define RP_PROTECTED (1u << 6)   /* its entry is in the protected queue */
+#define RP_PIN_SHIFT 8
+#define RP_PIN_MASK  (0xffu << RP_PIN_SHIFT) /* pins, 255 at most */
+#define RP_HEAT_SHIFT 16
+#define RP_HEAT_MASK (0xffu << RP_HEAT_SHIFT) /* the policy's */
+
+static inline unsigned rp_kind(uint32_t w)
+{
+	return w & RP_KIND_MASK;
+}
+static inline bool rp_resident(uint32_t w)
+{
+	unsigned k = rp_kind(w);
+	return k == RP_ZERO || k == RP_DIRTY || k == RP_CLEAN;
+}
+static inline unsigned rp_pins(uint32_t w)
+{
+	return (w & RP_PIN_MASK) >> RP_PIN_SHIFT;
+}
+static inline unsigned rp_heat(uint32_t w)
+{
+	return (w & RP_HEAT_MASK) >> RP_HEAT_SHIFT;
+}
+
+/* One page's record: 16 bytes. */
+struct zmi_rpage {
+	uint32_t word;       /* state, lock and flags (above); atomic */
+	uint32_t evict_seq;  /* r->evict_seq when last evicted (its low 32 bits) */
+	uint32_t evict_ms;   /* the region's clock (ms) when last evicted */
+	uint32_t spare;      /* the policy's */
+};
+
+/* A queue of resident pages in the order they came in: a ring of page
+ * numbers.  A page has at most one entry in all the queues (RP_QUEUED);
+ * an entry whose page left (evicted by another path, discarded) is
+ * skipped when it comes out. */
+struct zmi_rqueue {
+	uint32_t *ring;      /* cap entries, reserved address space */
+	uint64_t cap;        /* a power of two, > the region's pages */
+	uint64_t head, tail; /* entries [head, tail) */
+};
+
+/* Counters, written with relaxed atomics by every thread. */
+enum {
+	RC_FIRST, RC_REFAULT, RC_WP, RC_YOUNG, RC_WAITS, RC_FAULT_NS, RC_EVICT,
+	RC_EVICT_CLEAN, RC_EVICT_FAIL, RC_PINS, RC_COUNTERS
+};
+
+struct zmi_region {
+	/* set at create, read-only after */
+	char *base;
+	size_t size;
+	size_t page_size;
+	unsigned page_shift;
+	uint64_t nr_pages;
+	unsigned flags;
+	unsigned policy;
+	unsigned cold_age_ms;
+	int uffd;
+	pid_t pid;               /* the creator: a child is refused */
+	struct zm_store *store;
+	struct zmi_rpage *pages; /* nr_pages records, reserved */
+	uint64_t t0_ns;          /* the region's clock starts here */
+
+	/* the limit, in pages (0: none), and its watermarks; atomic */
+	uint64_t limit;
+	uint64_t slack;          /* hard cap: limit + slack */
+	uint64_t high, low;      /* the thread evicts from high down to low */
+
+	uint64_t resident;       /* atomic: resident pages + admissions */
+	uint64_t resident_max;   /* atomic */
+	uint32_t room_seq;       /* futex: bumped when room is made */
+	uint32_t room_waiters;   /* atomic */
+	int stuck;               /* atomic: the last eviction round found
+				    nothing it could evict (the store full):
+				    admissions stop waiting for room */
+	uint64_t evict_seq;      /* atomic: pages evicted */
+
+	/* the policy's queues: 0 probation (or FIFO), 1 protected */
+	zmi_lock_t qlock;
+	struct zmi_rqueue q[2];
+	uint64_t protected_pages; /* pages with RP_PROTECTED; qlock */
+
+	pthread_mutex_t reclaim_lock; /* one evictor at a time per region */
+	int kicked;              /* atomic: the thread was asked to reclaim */
+
+	uint64_t count[RC_COUNTERS];
+	uint64_t hist[ZM_REGION_HIST_BUCKETS];
+	struct zmi_region *next_live; /* the thread's list; registry lock */
+};
+
+/* ---- uffd.c: the userfaultfd, behind a seam for tests ---- */
+
+/* Opens a userfaultfd with these flags (O_CLOEXEC | O_NONBLOCK, maybe
+ * UFFD_USER_MODE_ONLY); returns the fd or -1 with errno set.  Tests set it
+ * to refuse; NULL means the system's. */
+extern int (*zmi_region_uffd_open)(int flags);
+/* A region's userfaultfd, set up and registered over [base, base+size):
+ * the fd, or -errno after a message naming what is missing. */
+int zmi_uffd_setup(void *base, size_t size, bool wait_mode);
+int zmi_uffd_copy(int uffd, void *dst, const void *src, size_t len, bool wp, bool wake);
+int zmi_uffd_zeropage(int uffd, void *dst, size_t len, bool wake);
+int zmi_uffd_protect(int uffd, void *addr, size_t len, bool wp, bool wake);
+int zmi_uffd_wake(int uffd, void *addr, size_t len);
+
+/* ---- page.c: page locks, the region's clock ---- */
+uint32_t zmi_rpage_lock(struct zmi_region *r, uint64_t pg, bool *waited);
+bool zmi_rpage_trylock(struct zmi_region *r, uint64_t pg, uint32_t *word);
+/* Unlock, setting the word's state bits to w (LOCKED and WAITERS are
+ * the lock's own). */
+void zmi_rpage_unlock(struct zmi_region *r, uint64_t pg, uint32_t w);
+uint64_t zmi_now_ns(void);
+static inline uint32_t zmi_region_ms(const struct zmi_region *r)
+{
+	return (uint32_t)((zmi_now_ns() - r->t0_ns) / 1000000);
+}
+static inline void *zmi_page_addr(const struct zmi_region *r, uint64_t pg)
+{
+	return r->base + (pg << r->page_shift);
+}
+static inline void zmi_rcount(struct zmi_region *r, int c, uint64_t n)
+{
+	__atomic_fetch_add(&r->count[c], n, __ATOMIC_RELAXED);
+}
+
+/* ---- fault.c: bringing pages in ---- */
+/* Serve a fault at page pg (write: the access was a write, as far as is
+ * known).  from_thread: the region thread serving a ZM_REGION_WAIT fault
+ * (it wakes the faulting thread).  0, or -errno (the page could not be
+ * brought back: -EIO). */
+int zmi_region_fault(struct zmi_region *r, uint64_t pg, bool write, bool from_thread);
+/* Make page pg resident (writable if write), add pins to its count.
+ * 0 or -errno. */
+int zmi_region_make_present(struct zmi_region *r, uint64_t pg, bool write, unsigned pins);
+/* The SIGBUS handler's setup (once per process). */
+int zmi_region_signals_init(void);
+
+/* ---- reclaim.c: eviction and the policy ---- */
+/* Evict up to n pages, coldest first; returns pages evicted. */
+uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n);
+/* A page came in (lock held, state set): queue it; young: a refault
+ * within the cold age; refault: it came from the store. */
+void zmi_policy_admit(struct zmi_region *r, uint64_t pg, uint32_t *word, bool refault,
+		      bool young);
+/* Recompute the watermarks from r->limit. */
+void zmi_region_set_marks(struct zmi_region *r, uint64_t limit);
+int zmi_rqueue_init(struct zmi_rqueue *q, uint64_t nr_pages);
+void zmi_rqueue_free(struct zmi_rqueue *q);
+
+/* ---- registry.c: regions by address; the region thread ---- */
+int zmi_region_register(struct zmi_region *r);
+void zmi_region_unregister(struct zmi_region *r);
+/* The region holding addr, or NULL: async-signal-safe. */
+struct zmi_region *zmi_region_find(const void *addr);
+/* The first region overlapping [from, end), or NULL. */
+struct zmi_region *zmi_region_find_from(const void *from, const void *end);
+/* Ask the region thread to reclaim r (async-signal-safe). */
+void zmi_region_kick(struct zmi_region *r);
+/* The calling thread is the region thread. */
+bool zmi_region_on_thread(void);
+
+#endif
