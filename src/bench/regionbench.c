@@ -579,12 +579,12 @@ static int cg_create(struct cgroup *cg, uint64_t limit, char *why, size_t wl)
 		return -1;
 	}
 	if (mkdir(cg->dir, 0755) && errno != EEXIST) {
-		snprintf(why, wl, "mkdir %s: %s", cg->dir, strerror(errno));
+		snprintf(why, wl, "mkdir %.120s: %s", cg->dir, strerror(errno));
 		return -1;
 	}
 	rc = cg_set_limit(cg, limit);
 	if (rc) {
-		snprintf(why, wl, "setting the limit of %s: %s", cg->dir, strerror(-rc));
+		snprintf(why, wl, "setting the limit of %.120s: %s", cg->dir, strerror(-rc));
 		rmdir(cg->dir);
 		return -1;
 	}
@@ -856,7 +856,7 @@ static int run_child(struct job *j, const struct cgroup *cg, const struct kswap 
 	}
 	close(up[1]), close(down[0]);
 	if (cg_enter(cg, pid)) {
-		snprintf(why, wl, "moving the child into %s failed", cg->dir);
+		snprintf(why, wl, "moving the child into %.120s failed", cg->dir);
 		kill(pid, SIGKILL);
 	} else if (write(down[1], &go, 1) != 1) {
 		kill(pid, SIGKILL);
@@ -1465,10 +1465,34 @@ static int parse_list(const char *s, const char *const *names, int n, bool *on,
 	return 0;
 }
 
+/* A count, with an optional k, M or G (10^3, 10^6, 10^9): 0, or -1. */
+static int parse_count(const char *s, uint64_t *v)
+{
+	static const char units[] = "kMG";
+	char num[32];
+	size_t n = strlen(s);
+	uint64_t mul = 1;
+	const char *u;
+
+	if (!n || n >= sizeof(num))
+		return -1;
+	memcpy(num, s, n + 1);
+	if ((u = strchr(units, num[n - 1])) && num[n - 1]) {
+		for (long k = u - units; k >= 0; k--)
+			mul *= 1000;
+		num[--n] = 0;
+	}
+	if (cli_parse_u64(num, v) || !*v || *v > UINT64_MAX / mul)
+		return -1;
+	*v *= mul;
+	return 0;
+}
+
 static int parse(int argc, char **argv, struct opts *o)
 {
 	static const char *const policies[] = { "auto", "fifo", "both", NULL };
 	const char *tmp = getenv("TMPDIR"), *traces = "all", *hot = NULL, *policy = "both";
+	const char *accesses = NULL;
 	uint64_t writes = DEF_WRITES, threads = 1;
 	char seed_def[24];
 	int rc;
@@ -1480,7 +1504,8 @@ static int parse(int argc, char **argv, struct opts *o)
 		       (double)(ZM_REGION_MIN_RESIDENT * 4096), (double)((uint64_t)1 << 40)),
 		O_STR("trace", 't', &traces, "LIST", "of seq,random,hot,heap", "all"),
 		O_STR("hot", 'H', &hot, "A/P", "A% of the accesses go to P% of the pages", "80/20"),
-		O_U64("accesses", 'a', &o->accesses, "N", "accesses per trace", "4 per page", 1, 0),
+		O_STR("accesses", 'a', &accesses, "N", "accesses per trace (k, M, G: 10^3, 10^6,\n10^9)",
+		      "4 per page"),
 		O_U64("writes", 'w', &writes, "PCT", "accesses that also write", "25", 0, 100),
 		O_STR("data", 'd', &o->data, "SPEC", "what the pages hold, as zmem bench takes it",
 		      "text:0.5"),
@@ -1525,6 +1550,9 @@ static int parse(int argc, char **argv, struct opts *o)
 	if (rc)
 		return rc;
 	o->writes = (unsigned)writes;
+	if (accesses && parse_count(accesses, &o->accesses))
+		return cli_usage("regionbench", "invalid --accesses '%s' (a count: 3000000, 3M)",
+				 accesses);
 	o->threads = (unsigned)threads;
 	if (parse_list(traces, trace_names, NTRACES, o->traces, "trace"))
 		return CLI_USAGE;
