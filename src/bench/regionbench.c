@@ -878,8 +878,8 @@ static int run_child(struct job *j, const struct cgroup *cg, const struct kswap 
 				res->row.total += v[2];  /* mem_used_total */
 			}
 		} else if (k->side == S_ZSWAP) {
+			/* zswap's pool is charged to the cgroup: in its usage */
 			res->compressed = meminfo("Zswap");
-			res->row.total += res->compressed;
 		}
 		(void)!write(down[1], &go, 1);
 	} else {
@@ -1202,7 +1202,7 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 	       "side);\nfaults: the region's (first touch + refault + write-protect), the "
 	       "kernel's major faults;\npeak: resident pages at most (the kernel: the cgroup's "
 	       "peak usage); total: resident +\npool + metadata at the end (the kernel: the "
-	       "cgroup's usage + zram's or zswap's pool);\nx plain: time / plain memory's; "
+	       "cgroup's usage, + zram's pool);\nx plain: time / plain memory's; "
 	       "auto/fifo: the region's faults against FIFO's.\n", SLOW_NS);
 	for (int t = 0, first = 1; t < NTRACES; t++)
 		for (int s = S_AUTO; s <= S_FIFO; s++) {
