@@ -824,6 +824,46 @@ static int child_trace(struct job *j, void *arg, struct row *w, uint64_t *majflt
 	return rc;
 }
 
+/* Interrupting a kernel side must not leave its swap on, its zram device
+ * or its cgroup behind: SIGINT, SIGTERM and SIGHUP only note themselves
+ * (in whatever thread they land: the region's thread runs too) until the
+ * side is torn down, then take effect.  The child takes them at once.
+ * SIGPIPE is ignored: a child killed by its cgroup closes the pipe. */
+static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
+#define NSTOP (sizeof(stop_signals) / sizeof(stop_signals[0]))
+static volatile sig_atomic_t stop_signal;
+
+static void note_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static void kernel_signals(bool hold, struct sigaction *old)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = note_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (hold) {
+		signal(SIGPIPE, SIG_IGN);
+		for (size_t i = 0; i < NSTOP; i++)
+			sigaction(stop_signals[i], &sa, &old[i]);
+		return;
+	}
+	for (size_t i = 0; i < NSTOP; i++)
+		sigaction(stop_signals[i], &old[i], NULL);
+	if (stop_signal)
+		raise(stop_signal);
+}
+
+static void child_signals(void)
+{
+	for (size_t i = 0; i < NSTOP; i++)
+		signal(stop_signals[i], SIG_DFL);
+}
+
 /* Run fn in a child in cg; fill r (peak and compressed read while the
  * child waits at its end).  0, or -1 with why. */
 static int run_child(struct job *j, const struct cgroup *cg, const struct kswap *k,
@@ -845,6 +885,7 @@ static int run_child(struct job *j, const struct cgroup *cg, const struct kswap 
 	if (!pid) {
 		struct child_res cr = { 0 };
 
+		child_signals();
 		close(up[0]), close(down[1]);
 		if (read(down[0], &go, 1) != 1)
 			_exit(1);
@@ -903,6 +944,7 @@ static int run_kernel(struct job *j, enum side s, uint64_t limit, child_fn fn, v
 	struct kswap k = { .side = s, .zram_id = -1 };
 	struct child_res res;
 	struct cgroup cg;
+	struct sigaction old[NSTOP];
 	/* twice the pages: slots held by pages in the swap cache too, and a
 	 * full swap would end in the cgroup's out-of-memory killer */
 	size_t bytes = 2 * j->npages * j->ps;
@@ -912,6 +954,7 @@ static int run_kernel(struct job *j, enum side s, uint64_t limit, child_fn fn, v
 		snprintf(why, wl, "needs root (a memory cgroup and swapon)");
 		return -1;
 	}
+	kernel_signals(true, old);
 	if ((s == S_ZRAM ? zram_up : zswap_up)(j->o, &k, bytes, why, wl))
 		goto down;
 	if (cg_create(&cg, limit, why, wl))
@@ -929,6 +972,7 @@ static int run_kernel(struct job *j, enum side s, uint64_t limit, child_fn fn, v
 	}
 down:
 	kswap_down(&k);
+	kernel_signals(false, old);
 	return rc;
 }
 
@@ -1132,8 +1176,10 @@ static int fault_cost(const struct opts *o, const struct bench_data *d, struct f
 		struct cgroup cg;
 		char why[256] = "";
 		struct fc_arg a = { perm, n, &cg };
+		struct sigaction old[NSTOP];
 
 		cli_progress("fault cost: kernel zram");
+		kernel_signals(true, old);
 		if (geteuid() != 0)
 			snprintf(why, sizeof(why), "needs root");
 		else if (!zram_up(o, &k, 2 * n * ps, why, sizeof(why)) &&
@@ -1149,6 +1195,7 @@ static int fault_cost(const struct opts *o, const struct bench_data *d, struct f
 			cg_destroy(&cg);
 		}
 		kswap_down(&k);
+		kernel_signals(false, old);
 		if (!rows[FC_KERNEL].ran) {
 			cli_progress_done();
 			cli_note("fault cost: kernel zram: skipped: %s", why);
