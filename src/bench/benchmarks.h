@@ -21,6 +21,7 @@ int cmd_churn(int argc, char **argv);
 int cmd_churn_child(int argc, char **argv);
 int cmd_tierbench(int argc, char **argv);
 int cmd_cachebench(int argc, char **argv);
+int cmd_regionbench(int argc, char **argv);
 
 /* churn.c, for zmem bench --churn */
 struct churn_summary {

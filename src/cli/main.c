@@ -30,6 +30,8 @@ static const struct {
 	  "sequences built to hurt each allocator, on every backend, by pool size" },
 	{ "tierbench", cmd_tierbench,
 	  "cold data against a memory limit: recompression, writeback, a hot set" },
+	{ "regionbench", cmd_regionbench,
+	  "compressed regions against plain memory and the kernel's zram and zswap" },
 	{ "cachebench", cmd_cachebench,
 	  "tmem under memory pressure: frontswap, cleancache, tmem against the store" },
 	{ "gen", cmd_gen,

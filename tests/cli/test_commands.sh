@@ -180,7 +180,7 @@ help_lists() {
 check "zmem help lists the commands, not the internal ones" help_lists
 help_command() {
     for c in bench mapbench pagebench allocbench churn worstcase density gen capture \
-             tierbench cachebench serve stats ctl stop list; do
+             tierbench regionbench cachebench serve stats ctl stop list; do
         "$ZMEM" help "$c" > "$T/h1" && "$ZMEM" "$c" --help > "$T/h2" && cmp -s "$T/h1" "$T/h2" &&
         grep -q "^usage: zmem $c" "$T/h1" && grep -q -- '--quiet' "$T/h1" || return 1
     done
