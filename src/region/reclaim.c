@@ -16,9 +16,11 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/os.h"
 #include "region/region_internal.h"
 
 void zmi_region_set_marks(struct zmi_region *r, uint64_t limit)
@@ -45,33 +47,64 @@ static void room_made(struct zmi_region *r)
 		syscall(SYS_futex, &r->room_seq, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
-/* Evict page pg, its lock held and resident, *w its word.  0 or -errno. */
-static int evict_one(struct zmi_region *r, uint64_t pg, uint32_t *w)
+/* Pages whose content is safe (CLEAN, or DIRTY and stored now) wait in
+ * a batch, locked and still mapped, to be unmapped together: one
+ * process_madvise, so one TLB flush of the other CPUs for the batch
+ * instead of one a page.  A read meanwhile still finds the page; a
+ * write faults (a stored page is write-protected) and waits for the
+ * page's lock until the batch is done. */
+#define BATCH 32
+
+struct batch {
+	unsigned n;
+	uint32_t pg[BATCH], w[BATCH];
+	struct iovec iov[BATCH];
+};
+
+/* Prepare page pg (its lock held, resident, *w its word) for the batch:
+ * a dirty page is write-protected and stored.  0 or -errno (the page
+ * stays as it was). */
+static int evict_prepare(struct zmi_region *r, uint64_t pg, uint32_t *w)
 {
 	void *addr = zmi_page_addr(r, pg);
 	int rc;
 
-	if (rp_kind(*w) == RP_CLEAN) {
-		zmi_rcount(r, RC_EVICT_CLEAN, 1);
-	} else {
-		rc = zmi_uffd_protect(r->uffd, addr, r->page_size, true, false);
-		if (rc)
-			return rc;
-		rc = zm_store_put(r->store, pg, addr);
-		if (rc) {
-			zmi_uffd_protect(r->uffd, addr, r->page_size, false, true);
-			zmi_rcount(r, RC_EVICT_FAIL, 1);
-			return rc;
-		}
+	if (rp_kind(*w) == RP_CLEAN)
+		return 0;
+	rc = zmi_uffd_protect(r->uffd, addr, r->page_size, true, false);
+	if (rc)
+		return rc;
+	rc = zm_store_put(r->store, pg, addr);
+	if (rc) {
+		zmi_uffd_protect(r->uffd, addr, r->page_size, false, true);
+		zmi_rcount(r, RC_EVICT_FAIL, 1);
 	}
-	if (madvise(addr, r->page_size, MADV_DONTNEED))
-		return -errno; /* cannot happen on our own mapping */
-	*w = (*w & ~RP_KIND_MASK) | RP_STORED;
-	__atomic_add_fetch(&r->evict_seq, 1, __ATOMIC_RELAXED);
-	r->pages[pg].evict_t = (uint16_t)(zmi_region_ms(r) / 16);
-	__atomic_sub_fetch(&r->resident, 1, __ATOMIC_ACQ_REL);
-	zmi_rcount(r, RC_EVICT, 1);
-	return 0;
+	return rc;
+}
+
+/* Unmap the batch's pages and let them go. */
+static void batch_flush(struct zmi_region *r, struct batch *b)
+{
+	uint16_t now = (uint16_t)(zmi_region_ms(r) / 16);
+	unsigned clean = 0;
+
+	if (!b->n)
+		return;
+	zmi_os_decommit_many(b->iov, b->n); /* cannot fail on our own mapping */
+	for (unsigned i = 0; i < b->n; i++) {
+		uint32_t pg = b->pg[i], w = b->w[i];
+		clean += rp_kind(w) == RP_CLEAN;
+		w = (w & ~RP_KIND_MASK) | RP_STORED;
+		r->pages[pg].evict_t = now;
+		zmi_policy_evicted(r, pg);
+		zmi_rpage_unlock(r, pg, w);
+	}
+	__atomic_add_fetch(&r->evict_seq, b->n, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&r->resident, b->n, __ATOMIC_ACQ_REL);
+	zmi_rcount(r, RC_EVICT, b->n);
+	zmi_rcount(r, RC_EVICT_CLEAN, clean);
+	b->n = 0;
+	room_made(r);
 }
 
 /* Pages a round could not evict (busy, pinned) are set aside and put
@@ -84,7 +117,9 @@ uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 	uint64_t done = 0, tries = 0, fails = 0, pinned = 0, max_tries;
 	uint32_t pg, w, aside[ASIDE];
 	unsigned naside = 0;
+	struct batch b;
 
+	b.n = 0;
 	pthread_mutex_lock(&r->reclaim_lock);
 	zmi_policy_tick(r);
 	/* every resident page once, and a little more */
@@ -112,24 +147,25 @@ uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 				zmi_policy_putback(r, pg);
 			continue;
 		}
-		if (evict_one(r, pg, &w)) {
+		if (evict_prepare(r, pg, &w)) {
 			zmi_policy_putback(r, pg);
 			zmi_rpage_unlock(r, pg, w);
 			if (++fails >= 8)
 				break; /* the store is full */
 			continue;
 		}
-		zmi_policy_evicted(r, pg);
-		zmi_rpage_unlock(r, pg, w);
+		b.pg[b.n] = pg;
+		b.w[b.n] = w;
+		b.iov[b.n].iov_base = zmi_page_addr(r, pg);
+		b.iov[b.n++].iov_len = r->page_size;
 		done++;
-		if ((done & 7) == 0)
-			room_made(r);
+		if (b.n == BATCH)
+			batch_flush(r, &b);
 	}
+	batch_flush(r, &b);
 	for (unsigned i = 0; i < naside; i++)
 		zmi_policy_putback(r, aside[i]);
 	pthread_mutex_unlock(&r->reclaim_lock);
-	if (done)
-		room_made(r);
 	/* nothing could go: the store refuses pages (stuck: the faults
 	 * waiting for room go on over the limit rather than wait for ever),
 	 * or pins hold the whole limit (the faults wait a while for a pin to
