@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -119,8 +120,13 @@ static bool admit(struct zmi_region *r)
 		__atomic_sub_fetch(&r->resident, 1, __ATOMIC_ACQ_REL);
 		waited = true;
 		if (zmi_region_on_thread()) {
+			/* the region thread serving a ZM_REGION_WAIT fault
+			 * makes the room itself; a round that found nothing
+			 * to evict (pages busy in another thread's reclaim)
+			 * is tried again after a yield: eviction sets stuck
+			 * and pins_full_ms itself when nothing ever will go */
 			if (!zmi_region_evict(r, 16))
-				__atomic_store_n(&r->stuck, 1, __ATOMIC_RELAXED);
+				sched_yield();
 			continue;
 		}
 		uint32_t seq = __atomic_load_n(&r->room_seq, __ATOMIC_ACQUIRE);
@@ -262,10 +268,14 @@ static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread
 		waited |= admit(r);
 		admitted = true;
 	}
+	/* a ZM_REGION_WAIT fault's thread is woken once the page's state and
+	 * lists are right and its lock is dropped, not by the ioctl that maps
+	 * it: woken early, it could ask for an eviction of a page not yet
+	 * listed */
 	switch (rp_kind(w)) {
 	case RP_EMPTY:
 	case RP_STORED:
-		rc = fill(r, pg, &w, write, from_thread);
+		rc = fill(r, pg, &w, write, false);
 		if (rc) {
 			unadmit(r);
 			break;
@@ -275,17 +285,13 @@ static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread
 		break;
 	case RP_CLEAN:
 		if (write) {
-			rc = make_dirty(r, pg, &w, from_thread);
+			rc = make_dirty(r, pg, &w, false);
 			if (!rc)
 				zmi_rcount(r, RC_WP, 1);
 			counted = true;
-		} else if (from_thread) {
-			zmi_uffd_wake(r->uffd, zmi_page_addr(r, pg), r->page_size);
 		}
 		break;
 	default: /* served by another thread meanwhile */
-		if (from_thread)
-			zmi_uffd_wake(r->uffd, zmi_page_addr(r, pg), r->page_size);
 		break;
 	}
 	if (admitted)
@@ -293,6 +299,8 @@ static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread
 	if (!rc && pins)
 		w += pins << RP_PIN_SHIFT;
 	zmi_rpage_unlock(r, pg, w);
+	if (from_thread)
+		zmi_uffd_wake(r->uffd, zmi_page_addr(r, pg), r->page_size);
 	if (waited)
 		zmi_rcount(r, RC_WAITS, 1);
 	/* a page a pin brought in is a fault as well: counted by kind in

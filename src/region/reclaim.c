@@ -111,6 +111,37 @@ static void batch_flush(struct zmi_region *r, struct batch *b)
  * back when it ends, so that it goes on to others (protected ones
  * included) instead of meeting them again. */
 #define ASIDE 256
+#define BUSY (1u << 31) /* in aside[]: its lock was taken (page numbers are
+			   below 2^31: ZM_STORE_MAX_PAGES) */
+
+/* Page pg is locked (w its word): into the batch if it can go (0), or
+ * unlocked and left (1: not resident any more, pinned, or refused). */
+static int try_page(struct zmi_region *r, uint32_t pg, uint32_t w, struct batch *b,
+		    uint64_t *pinned, uint64_t *fails)
+{
+	if (!rp_resident(w)) {
+		/* discarded after it was listed: off the lists now */
+		zmi_rpage_unlock(r, pg, w);
+		return -1;
+	}
+	if (rp_pins(w)) {
+		(*pinned)++;
+		zmi_rpage_unlock(r, pg, w);
+		return 1;
+	}
+	if (evict_prepare(r, pg, &w)) {
+		(*fails)++;
+		zmi_rpage_unlock(r, pg, w);
+		return 1;
+	}
+	b->pg[b->n] = pg;
+	b->w[b->n] = w;
+	b->iov[b->n].iov_base = zmi_page_addr(r, pg);
+	b->iov[b->n++].iov_len = r->page_size;
+	if (b->n == BATCH)
+		batch_flush(r, b);
+	return 0;
+}
 
 uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 {
@@ -126,45 +157,45 @@ uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 	max_tries = __atomic_load_n(&r->resident, __ATOMIC_RELAXED) + 64;
 	while (done < n && tries++ < max_tries && zmi_policy_pick(r, &pg)) {
 		if (!zmi_rpage_trylock(r, pg, &w)) {
-			/* being faulted or pinned now */
+			/* being faulted or pinned now: a second look at the
+			 * end, if the round is short (busy bit set) */
 			if (naside < ASIDE)
-				aside[naside++] = pg;
+				aside[naside++] = pg | BUSY;
 			else
 				zmi_policy_putback(r, pg);
 			continue;
 		}
-		if (!rp_resident(w)) {
-			/* discarded after it was listed: off the lists now */
-			zmi_rpage_unlock(r, pg, w);
-			continue;
-		}
-		if (rp_pins(w)) {
-			pinned++;
-			zmi_rpage_unlock(r, pg, w);
+		int rc = try_page(r, pg, w, &b, &pinned, &fails);
+		if (rc < 0)
+			continue; /* not resident: off the lists */
+		if (rc) {
 			if (naside < ASIDE)
 				aside[naside++] = pg;
 			else
 				zmi_policy_putback(r, pg);
-			continue;
-		}
-		if (evict_prepare(r, pg, &w)) {
-			zmi_policy_putback(r, pg);
-			zmi_rpage_unlock(r, pg, w);
-			if (++fails >= 8)
+			if (fails >= 8)
 				break; /* the store is full */
 			continue;
 		}
-		b.pg[b.n] = pg;
-		b.w[b.n] = w;
-		b.iov[b.n].iov_base = zmi_page_addr(r, pg);
-		b.iov[b.n++].iov_len = r->page_size;
 		done++;
-		if (b.n == BATCH)
-			batch_flush(r, &b);
 	}
 	batch_flush(r, &b);
-	for (unsigned i = 0; i < naside; i++)
-		zmi_policy_putback(r, aside[i]);
+	/* the pages that were busy: a fault or a pin was bringing them in, a
+	 * moment ago; waited for now (no page lock is held), as the round
+	 * fell short */
+	for (unsigned i = 0; i < naside; i++) {
+		pg = aside[i] & ~BUSY;
+		if (done < n && (aside[i] & BUSY)) {
+			int rc;
+			w = zmi_rpage_lock(r, pg, NULL);
+			rc = try_page(r, pg, w, &b, &pinned, &fails);
+			done += rc == 0;
+			if (rc <= 0)
+				continue;
+		}
+		zmi_policy_putback(r, pg);
+	}
+	batch_flush(r, &b);
 	pthread_mutex_unlock(&r->reclaim_lock);
 	/* nothing could go: the store refuses pages (stuck: the faults
 	 * waiting for room go on over the limit rather than wait for ever),
