@@ -1894,8 +1894,8 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_STR("data", 'd', &o->data, "SPEC", "what the pages hold, as zmem bench takes it",
 		      "text:0.5"),
 		O_STR("threads", 'T', &threads, "LIST",
-		      "thread counts, on disjoint parts: each trace\nonce per count (1,2: "
-		      "and the ratio)", "1"),
+		      "thread counts, on disjoint parts: each trace\nonce per count; 1,2: also "
+		      "2 threads' ops/s\nagainst 1 thread's", "1"),
 		O_STR("codec", 'c', &o->codec, "NAME", "the regions' codec", "lz4"),
 		O_STR("allocator", 'A', &o->allocator, "NAME", "the regions' pool", "zsmalloc"),
 		O_STR("policy", 'p', &policy, "P", "the regions' cold selection", "both",
@@ -1917,8 +1917,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	const struct opt_cmd cmd = {
 		"regionbench", "[OPTIONS]",
 		"Compressed regions against plain memory and the kernel's compressed swap:\n"
-		"sequential, random, hot-set and heap traces over --size bytes with --resident\n"
-		"of them uncompressed, side by side.",
+		"sequential, random, hot-set, heap and hash-table traces over --size bytes\n"
+		"with --resident of them uncompressed, side by side.",
 		table,
 		"Exit status 77: no userfaultfd here (nothing measured).\n",
 	};
