@@ -16,11 +16,22 @@
  *            pages (zm_region_discard; madvise(MADV_DONTNEED) elsewhere),
  *            grows again into them (new content), then the hot trace over
  *            its pages
+ *   table    what a program keeps: a chained hash table of records (a
+ *            64-bit key, the next record's offset, a value of 128..888
+ *            bytes of the --data set) laid end to end by a bump allocator
+ *            (the fill); then lookups by key, --hot A/P of them on P% of
+ *            the records, --writes PCT updating the value in place; every
+ *            lookup checks the record's key and its value's checksum
+ *            against a copy kept outside the memory measured, and one
+ *            wrong record fails the run
  *
- * --threads N: each thread has its own contiguous part of the pages and
- * its own share of the accesses; the same seed gives every side the same
- * accesses, so the pages end with the same bytes on every side, which is
- * checked (a hash of every page, against plain memory's).
+ * --threads LIST: each trace runs once per count; each thread has its own
+ * contiguous part of the pages (its own table) and its share of the
+ * accesses; the same seed and count give every side the same accesses,
+ * so the pages end with the same bytes on every side, which is checked (a
+ * hash of every page, against plain memory's with the same count).  Each
+ * count's ops/s is set against the smallest count's, side by side, plain
+ * memory's ratio being the machine's ceiling in the same run.
  *
  * The sides:
  *   plain         anonymous memory, no limit: the floor
@@ -85,14 +96,16 @@
 #define LAT_SUB 16                   /* histogram: sub-buckets per power of 2 */
 #define LAT_BUCKETS (61 * LAT_SUB)
 #define MAX_THREADS 64
+#define MAX_TC 8                     /* thread counts in --threads LIST */
+#define THREADS_TARGET 1.6           /* N threads against the base count */
 #define EXIT_NO_UFFD 77
 #define MIB 1048576.0
 #define SWAP_PRIO 32767              /* above any swap already in use */
 
-enum trace { T_SEQ, T_RANDOM, T_HOT, T_HEAP, NTRACES };
+enum trace { T_SEQ, T_RANDOM, T_HOT, T_HEAP, T_TABLE, NTRACES };
 enum side { S_PLAIN, S_AUTO, S_FIFO, S_ZRAM, S_ZSWAP, NSIDES };
 
-static const char *const trace_names[NTRACES] = { "seq", "random", "hot", "heap" };
+static const char *const trace_names[NTRACES] = { "seq", "random", "hot", "heap", "table" };
 static const char *const side_names[NSIDES] = { "plain", "region auto", "region fifo",
 						"kernel zram", "kernel zswap" };
 static const char *const side_keys[NSIDES] = { "plain", "region-auto", "region-fifo",
@@ -102,9 +115,13 @@ struct opts {
 	const char *data, *codec, *allocator, *plot, *dir;
 	size_t size, resident;
 	uint64_t accesses, seed;
-	unsigned hot_access, hot_pages, writes, threads;
+	unsigned hot_access, hot_pages, writes;
+	unsigned tc[MAX_TC], ntc;       /* --threads LIST, ascending; tc[0]: the base */
+	unsigned threads;               /* the largest count */
 	bool traces[NTRACES], sides[NSIDES];
 	int json, kernel, fault_cost;
+	int corrupt;                    /* hidden, for the tests: the regions' tables
+					   are damaged after the fill */
 };
 
 /* One trace on one side. */
@@ -119,8 +136,13 @@ struct row {
 	uint64_t faults_first, faults_refault, faults_wp, refaults_young, evictions;
 	double handler_p50, handler_p99; /* us, its fault histogram */
 	uint64_t hash;
+	uint64_t bad;                   /* table: lookups that found a wrong record */
+	char bad_what[160];             /* the first of them */
 	char note[128];
 };
+
+/* Every trace and side, for one thread count. */
+typedef struct row rowset[NTRACES][NSIDES];
 
 /* ---- access latencies ----------------------------------------------- */
 
@@ -196,6 +218,7 @@ struct job {
 	uint8_t *base;
 	size_t ps, npages, ndata;
 	struct zm_region *r;            /* NULL: plain memory */
+	unsigned nt;                    /* threads */
 	pthread_barrier_t bar;
 };
 
@@ -205,6 +228,11 @@ struct worker {
 	pthread_t th;
 	uint64_t ops, sink;
 	int err;
+	/* the table trace: its buckets at tb, nb of them; the records'
+	 * value checksums, outside the memory measured */
+	size_t tb, nb, nrec, to;
+	uint64_t *sums, bad;
+	char bad_what[160];
 	uint64_t hist[LAT_BUCKETS];
 };
 
@@ -256,6 +284,163 @@ static uint32_t *shuffled(size_t lo, size_t m, uint64_t *s)
 	return perm;
 }
 
+
+/* ---- the table trace: a chained hash table built in the memory ------- */
+
+/* A record: its key, the offset of the next record of its chain (from
+ * the base; 0 ends the chain: offset 0 is a bucket, never a record), and
+ * a value of VAL_MIN..VAL_MAX bytes of the data set (text-like), laid end
+ * to end by a bump allocator, 8-byte aligned. */
+struct rec {
+	uint64_t key, next;
+	uint32_t len, pad;
+	uint64_t val[];
+};
+
+#define VAL_MIN 128
+#define VAL_STEPS 96                 /* lengths VAL_MIN + 8 * (0..95): 128..888 */
+#define VAL_AVG (VAL_MIN + 4 * VAL_STEPS)
+#define VAL_WRITE 4                  /* words an update overwrites */
+
+/* Record idx of thread id: keys unique (zmi_mix64 is a bijection). */
+static uint64_t table_key(const struct worker *w, size_t idx)
+{
+	return zmi_mix64(zmi_mix64(w->j->o->seed) ^ ((uint64_t)w->id << 40) ^ idx);
+}
+
+static uint32_t table_len(uint64_t key)
+{
+	return VAL_MIN + 8 * (uint32_t)(zmi_mix64(key) % VAL_STEPS);
+}
+
+static uint64_t val_sum(const uint64_t *v, uint32_t len)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (uint32_t i = 0; i < len / 8; i++)
+		h = (h ^ v[i]) * 1099511628211ull;
+	return h;
+}
+
+/* Fill the thread's part [from, to) of the memory: the buckets, then
+ * records until the next would not fit. */
+static int table_build(struct worker *w, size_t from, size_t to)
+{
+	const struct job *j = w->j;
+	size_t est = (to - from) / (sizeof(struct rec) + VAL_AVG) + 1, nb = 1, off, idx;
+	uint64_t *buckets;
+
+	while (nb < est)
+		nb <<= 1;
+	w->sums = malloc(((to - from) / (sizeof(struct rec) + VAL_MIN) + 1) * sizeof(*w->sums));
+	if (!w->sums)
+		return -ENOMEM;
+	w->tb = from, w->nb = nb, w->to = to;
+	buckets = (uint64_t *)(j->base + from);
+	memset(buckets, 0, nb * sizeof(*buckets));
+	off = from + nb * sizeof(*buckets);
+	for (idx = 0;; idx++) {
+		uint64_t key = table_key(w, idx);
+		uint32_t len = table_len(key);
+		size_t src = (size_t)(zmi_mix64(key ^ 1) % (j->d->len - len)) & ~(size_t)7;
+		struct rec *r = (struct rec *)(j->base + off);
+
+		if (off + sizeof(*r) + len > to)
+			break;
+		r->key = key, r->len = len, r->pad = 0;
+		memcpy(r->val, j->d->buf + src, len);
+		r->next = buckets[key & (nb - 1)];
+		buckets[key & (nb - 1)] = off;
+		w->sums[idx] = val_sum(r->val, len);
+		off += sizeof(*r) + len;
+	}
+	w->nrec = idx;
+	if (j->o->corrupt && j->r)
+		for (size_t p = from; p < to; p += j->ps)
+			j->base[p + j->ps / 2] ^= 0x20;
+	return 0;
+}
+
+static void table_bad(struct worker *w, size_t idx, uint64_t key, size_t off, const char *what)
+{
+	if (!w->bad++)
+		snprintf(w->bad_what, sizeof(w->bad_what),
+			 "thread %u, record %zu, key %016llx at offset %zu: %s", w->id, idx,
+			 (unsigned long long)key, off, what);
+}
+
+/* Look record idx up by its key, check it, maybe update its value; timed. */
+static void table_lookup(struct worker *w, size_t idx, uint64_t rnd, bool wr)
+{
+	const struct job *j = w->j;
+	uint64_t t0 = cli_now_ns(), key = table_key(w, idx), sum;
+	const uint64_t *buckets = (const uint64_t *)(j->base + w->tb);
+	size_t off = buckets[key & (w->nb - 1)], lo = w->tb + w->nb * sizeof(uint64_t), steps = 0;
+	struct rec *r = NULL;
+
+	for (; off; off = r->next) {
+		/* a wrong offset must not be followed out of the part */
+		if (off < lo || off % 8 || off + sizeof(*r) > w->to || ++steps > w->nrec) {
+			table_bad(w, idx, key, off, "a chain leads out of the table");
+			return;
+		}
+		r = (struct rec *)(j->base + off);
+		if (r->key == key)
+			break;
+	}
+	if (!off) {
+		table_bad(w, idx, key, 0, "not found");
+		return;
+	}
+	if (r->len != table_len(key) || off + sizeof(*r) + r->len > w->to) {
+		table_bad(w, idx, key, off, "the value's length is wrong");
+		return;
+	}
+	sum = val_sum(r->val, r->len);
+	if (sum != w->sums[idx]) {
+		table_bad(w, idx, key, off, "the value's checksum is wrong");
+		return;
+	}
+	if (wr) {
+		/* VAL_WRITE words of other text, in place */
+		uint32_t words = r->len / 8, at = (uint32_t)(rnd % (words - VAL_WRITE + 1));
+		size_t src = (size_t)((rnd >> 20) % (j->d->len - 8 * VAL_WRITE));
+
+		memcpy(&r->val[at], j->d->buf + src, 8 * VAL_WRITE);
+		w->sums[idx] = val_sum(r->val, r->len);
+	}
+	w->hist[lat_bucket(cli_now_ns() - t0)]++;
+	w->sink += sum;
+}
+
+static void run_table(struct worker *w, uint64_t n, uint64_t *s)
+{
+	const struct opts *o = w->j->o;
+	size_t m = w->nrec, nhot;
+	uint32_t *perm;
+
+	if (!m)
+		return;
+	perm = shuffled(0, m, s);
+	if (!perm) {
+		w->err = -ENOMEM;
+		return;
+	}
+	nhot = m * o->hot_pages / 100;
+	if (!nhot)
+		nhot = 1;
+	for (uint64_t k = 0; k < n; k++) {
+		uint64_t a = zmi_rand(s), b = zmi_rand(s);
+		bool wr = (a >> 32) % 100 < o->writes;
+		size_t i = nhot == m || (a & 0xffff) % 100 < o->hot_access ?
+				   perm[b % nhot] : perm[nhot + b % (m - nhot)];
+
+		table_lookup(w, i, a >> 16, wr);
+	}
+	w->ops += n;
+	free(perm);
+}
+
 static void run_trace(struct worker *w, size_t lo, size_t m, uint64_t n, uint64_t *s)
 {
 	const struct opts *o = w->j->o;
@@ -263,6 +448,10 @@ static void run_trace(struct worker *w, size_t lo, size_t m, uint64_t n, uint64_
 	uint32_t *perm = NULL;
 	size_t nhot = 0;
 
+	if (t == T_TABLE) {
+		run_table(w, n, s);
+		return;
+	}
 	if (t == T_HEAP) {
 		/* free a random half, grow again into it */
 		perm = shuffled(lo, m, s);
@@ -317,16 +506,20 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct job *j = w->j;
-	unsigned nt = j->o->threads;
+	unsigned nt = j->nt;
 	size_t lo = j->npages * w->id / nt, hi = j->npages * (w->id + 1) / nt;
 	uint64_t n = j->o->accesses / nt + (w->id < j->o->accesses % nt);
 	uint64_t s = zmi_mix64(j->o->seed * 0x9E3779B97F4A7C15ull + w->id * 1000003u + j->t) | 1;
 
-	for (size_t i = lo; i < hi; i++)
-		fill_page(j, i, 0);
+	if (j->t == T_TABLE) {
+		w->err = table_build(w, lo * j->ps, hi * j->ps);
+	} else {
+		for (size_t i = lo; i < hi; i++)
+			fill_page(j, i, 0);
+	}
 	pthread_barrier_wait(&j->bar);  /* filled */
 	pthread_barrier_wait(&j->bar);  /* go */
-	if (hi > lo)
+	if (hi > lo && !w->err)
 		run_trace(w, lo, hi - lo, n, &s);
 	return NULL;
 }
@@ -348,13 +541,13 @@ struct hooks {
 	void *ctx;
 };
 
-/* Fill and run the trace on base with o->threads threads; time, ops and
- * the latencies into w. */
+/* Fill and run the trace on base with j->nt threads; time, ops and the
+ * latencies into w; -EBADMSG if a table lookup found a wrong record. */
 static int run_job(struct job *j, const struct hooks *hk, struct row *w)
 {
-	struct worker *ws = calloc(j->o->threads, sizeof(*ws));
+	struct worker *ws = calloc(j->nt, sizeof(*ws));
 	uint64_t t0, t1, t2, hist[LAT_BUCKETS] = { 0 };
-	unsigned nt = j->o->threads, started = 0;
+	unsigned nt = j->nt, started = 0;
 	int rc = 0;
 
 	if (!ws || pthread_barrier_init(&j->bar, NULL, nt + 1)) {
@@ -390,10 +583,16 @@ static int run_job(struct job *j, const struct hooks *hk, struct row *w)
 		w->ops += ws[i].ops;
 		if (ws[i].err && !rc)
 			rc = ws[i].err;
+		if (ws[i].bad && !w->bad)
+			snprintf(w->bad_what, sizeof(w->bad_what), "%s", ws[i].bad_what);
+		w->bad += ws[i].bad;
 		for (unsigned b = 0; b < LAT_BUCKETS; b++)
 			hist[b] += ws[i].hist[b];
+		free(ws[i].sums);
 	}
 	free(ws);
+	if (w->bad && !rc)
+		rc = -EBADMSG;
 	w->time_s = (double)(t2 - t1) / 1e9;
 	for (unsigned b = lat_bucket(SLOW_NS); b < LAT_BUCKETS; b++)
 		w->slow += hist[b];
@@ -937,7 +1136,9 @@ static int run_child(struct job *j, const struct cgroup *cg, const struct kswap 
 	return 0;
 }
 
-/* Bring up side s's swap and cgroup, run fn in a child there, tear down. */
+/* Bring up side s's swap and cgroup, run fn in a child there, tear down:
+ * 0, -EBADMSG (the child's table lookups found wrong records), or -1 with
+ * why (the side is skipped). */
 static int run_kernel(struct job *j, enum side s, uint64_t limit, child_fn fn, void *arg,
 		      struct row *w, char *why, size_t wl)
 {
@@ -965,7 +1166,9 @@ static int run_kernel(struct job *j, enum side s, uint64_t limit, child_fn fn, v
 		*w = res.row;
 		w->faults = res.majflt;
 		w->compressed = res.compressed;
-		if (res.rc) {
+		if (res.rc == -EBADMSG) {
+			rc = -EBADMSG;  /* wrong records: a failure, not a skip */
+		} else if (res.rc) {
 			snprintf(why, wl, "in the child: %s", strerror(-res.rc));
 			rc = -1;
 		}
@@ -982,11 +1185,11 @@ down:
  * cgroup gets on top of the limit (zswap's pool is charged to it; zram's
  * is charged to nobody) */
 static int run_side(const struct opts *o, const struct bench_data *d, enum trace t,
-		    enum side s, uint64_t pool, struct row *w)
+		    enum side s, unsigned nt, uint64_t pool, struct row *w)
 {
 	struct job j = {
 		.o = o, .d = d, .t = t, .ps = 4096, .npages = o->size / 4096,
-		.ndata = d->len / 4096,
+		.ndata = d->len / 4096, .nt = nt,
 	};
 	char why[256] = "";
 	int rc;
@@ -1001,14 +1204,22 @@ static int run_side(const struct opts *o, const struct bench_data *d, enum trace
 		rc = run_region(&j, s == S_AUTO ? ZM_REGION_POLICY_AUTO : ZM_REGION_POLICY_FIFO, w);
 		break;
 	default:
-		if (run_kernel(&j, s, o->resident + (s == S_ZSWAP ? pool : 0), child_trace, NULL,
-			       w, why, sizeof(why))) {
+		rc = run_kernel(&j, s, o->resident + (s == S_ZSWAP ? pool : 0), child_trace, NULL,
+				w, why, sizeof(why));
+		if (rc == -1) {
 			cli_progress_done();
 			cli_note("%s: %s: skipped: %s", trace_names[t], side_names[s], why);
 			return 0;
 		}
-		rc = 0;
 		break;
+	}
+	if (rc == -EBADMSG) {
+		cli_progress_done();
+		fprintf(stderr, "zmem regionbench: %s on %s, %u thread%s: %llu lookup%s found a "
+			"wrong record; the first: %s\n", trace_names[t], side_names[s], nt,
+			nt > 1 ? "s" : "", (unsigned long long)w->bad, w->bad == 1 ? "" : "s",
+			w->bad_what);
+		return rc;
 	}
 	if (rc) {
 		cli_progress_done();
@@ -1213,65 +1424,115 @@ static double ratio(double a, double b)
 	return b > 0 ? a / b : -1;
 }
 
-static void print_table(const struct opts *o, const struct bench_data *d,
-			struct row (*rows)[NSIDES])
+static double ops_per_s(const struct row *w)
 {
-	char lim[32], sz[32];
+	return w->time_s > 0 ? (double)w->ops / w->time_s : 0;
+}
 
-	printf("zmem regionbench: %s of %s, resident limit %s, %s/%s, %u thread%s, "
+/* Side s's ops/s with thread count k against the base count's (tc[0]),
+ * on trace t: -1 if either did not run or k is the base. */
+static double threads_ratio(const struct opts *o, const rowset *rows, unsigned k, int t, int s)
+{
+	const struct row *w = &rows[k][t][s], *b = &rows[0][t][s];
+
+	if (!k || o->ntc < 2 || !w->ran || !b->ran)
+		return -1;
+	return ratio(ops_per_s(w), ops_per_s(b));
+}
+
+/* The threads target: THREADS_TARGET, or plain memory's own ratio in the
+ * same run if that is lower (the machine's ceiling). */
+static double threads_target(double plain)
+{
+	return plain >= 0 && plain < THREADS_TARGET ? plain : THREADS_TARGET;
+}
+
+static void thread_list(const struct opts *o, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (unsigned k = 0; k < o->ntc && n < len; k++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%u", k ? "," : "", o->tc[k]);
+}
+
+static void print_table(const struct opts *o, const struct bench_data *d, const rowset *rows)
+{
+	char lim[32], sz[32], tl[64], xb[16];
+
+	thread_list(o, tl, sizeof(tl));
+	snprintf(xb, sizeof(xb), "x %u thr", o->tc[0]);
+	printf("zmem regionbench: %s of %s, resident limit %s, %s/%s, %s thread%s, "
 	       "%llu accesses, %u%% writes, hot %u/%u\n\n",
 	       zmi_human_bytes(o->size, sz, sizeof(sz)), d->name,
-	       zmi_human_bytes(o->resident, lim, sizeof(lim)), o->codec, o->allocator, o->threads,
-	       o->threads > 1 ? "s" : "", (unsigned long long)o->accesses, o->writes,
+	       zmi_human_bytes(o->resident, lim, sizeof(lim)), o->codec, o->allocator, tl,
+	       o->ntc > 1 || o->tc[0] > 1 ? "s" : "", (unsigned long long)o->accesses, o->writes,
 	       o->hot_access, o->hot_pages);
-	printf("%-6s %-12s %7s %9s %9s %8s %8s %8s %8s %8s %8s %7s %9s\n", "trace", "side", "time s",
-	       "ops/s", "faults/s", "p50 us", "p99 us", "p99.9 us", "peak MiB", "compr MiB",
-	       "total MiB", "x plain", "auto/fifo");
+	printf("%-6s %-12s %3s %7s %9s %9s %8s %8s %8s %8s %8s %8s %7s %9s", "trace", "side",
+	       "thr", "time s", "ops/s", "faults/s", "p50 us", "p99 us", "p99.9 us", "peak MiB",
+	       "compr MiB", "total MiB", "x plain", "auto/fifo");
+	if (o->ntc > 1)
+		printf(" %8s", xb);
+	printf("\n");
 	for (int t = 0; t < NTRACES; t++)
-		for (int s = 0; s < NSIDES; s++) {
-			const struct row *w = &rows[t][s];
-			double af = s == S_AUTO && rows[t][S_FIFO].ran ?
-					    ratio((double)w->faults, (double)rows[t][S_FIFO].faults) : -1;
+		for (unsigned k = 0; k < o->ntc; k++)
+			for (int s = 0; s < NSIDES; s++) {
+				const rowset *rs = &rows[k];
+				const struct row *w = &(*rs)[t][s], *p = &(*rs)[t][S_PLAIN];
+				double af = s == S_AUTO && (*rs)[t][S_FIFO].ran ?
+					ratio((double)w->faults, (double)(*rs)[t][S_FIFO].faults) : -1;
+				double tr = threads_ratio(o, rows, k, t, s);
 
-			if (!w->ran)
-				continue;
-			printf("%-6s %-12s %7.3f %9.0f %9.0f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %7.2f",
-			       trace_names[t], side_names[s], w->time_s,
-			       w->time_s > 0 ? (double)w->ops / w->time_s : 0,
-			       w->time_s > 0 ? (double)w->faults / w->time_s : 0, w->p50, w->p99,
-			       w->p999, w->peak_resident / MIB, w->compressed / MIB, w->total / MIB,
-			       rows[t][S_PLAIN].ran ? ratio(w->time_s, rows[t][S_PLAIN].time_s) : 0);
-			if (af >= 0)
-				printf(" %9.2f", af);
-			printf("%s\n", w->verified || s == S_PLAIN ? "" : "  WRONG BYTES");
-		}
+				if (!w->ran)
+					continue;
+				printf("%-6s %-12s %3u %7.3f %9.0f %9.0f %8.1f %8.1f %8.1f %8.1f %8.1f "
+				       "%8.1f %7.2f", trace_names[t], side_names[s], o->tc[k], w->time_s,
+				       ops_per_s(w), w->time_s > 0 ? (double)w->faults / w->time_s : 0,
+				       w->p50, w->p99, w->p999, w->peak_resident / MIB,
+				       w->compressed / MIB, w->total / MIB,
+				       p->ran ? ratio(w->time_s, p->time_s) : 0);
+				if (af >= 0)
+					printf(" %9.2f", af);
+				else if (tr >= 0)
+					printf(" %9s", "");
+				if (tr >= 0)
+					printf(" %8.2f", tr);
+				printf("%s\n", w->verified || s == S_PLAIN ? "" : "  WRONG BYTES");
+			}
 	printf("\nfault latency: the accesses that took %d ns or more (timed alike on every "
-	       "side);\nfaults: the region's (first touch + refault + write-protect), the "
-	       "kernel's major faults;\npeak: resident pages at most (the kernel: the cgroup's "
-	       "peak usage); total: resident +\npool + metadata at the end (the kernel: the "
-	       "cgroup's usage, + zram's pool);\nx plain: time / plain memory's; "
-	       "auto/fifo: the region's faults against FIFO's.\n", SLOW_NS);
+	       "side; table:\nwhole lookups); faults: the region's (first touch + refault + "
+	       "write-protect), the\nkernel's major faults; peak: resident pages at most (the "
+	       "kernel: the cgroup's peak\nusage); total: resident + pool + metadata at the end "
+	       "(the kernel: the cgroup's usage,\n+ zram's pool); x plain: time / plain memory's; "
+	       "auto/fifo: the region's faults\nagainst FIFO's.\n", SLOW_NS);
+	if (o->ntc > 1)
+		printf("%s: ops/s against the same side's with %u thread%s (each thread on a "
+		       "part of\nits own).\n", xb, o->tc[0], o->tc[0] > 1 ? "s" : "");
 	for (int t = 0, first = 1; t < NTRACES; t++)
-		for (int s = S_AUTO; s <= S_FIFO; s++) {
-			const struct row *w = &rows[t][s];
+		for (unsigned k = 0; k < o->ntc; k++)
+			for (int s = S_AUTO; s <= S_FIFO; s++) {
+				const struct row *w = &rows[k][t][s];
 
-			if (!w->ran)
-				continue;
-			if (first)
-				printf("\nRegion faults (first / refault / write-protect, young "
-				       "refaults, evictions; handler p50/p99 us):\n");
-			first = 0;
-			printf("  %-6s %-12s %llu / %llu / %llu, %llu, %llu; %.1f / %.1f\n",
-			       trace_names[t], side_names[s], (unsigned long long)w->faults_first,
-			       (unsigned long long)w->faults_refault,
-			       (unsigned long long)w->faults_wp,
-			       (unsigned long long)w->refaults_young,
-			       (unsigned long long)w->evictions, w->handler_p50, w->handler_p99);
-		}
-	if (rows[T_HOT][S_AUTO].ran) {
-		const struct row *a = &rows[T_HOT][S_AUTO], *z = &rows[T_HOT][S_ZRAM];
+				if (!w->ran)
+					continue;
+				if (first)
+					printf("\nRegion faults (first / refault / write-protect, young "
+					       "refaults, evictions; handler p50/p99 us):\n");
+				first = 0;
+				printf("  %-6s %-12s %3u  %llu / %llu / %llu, %llu, %llu; %.1f / %.1f\n",
+				       trace_names[t], side_names[s], o->tc[k],
+				       (unsigned long long)w->faults_first,
+				       (unsigned long long)w->faults_refault,
+				       (unsigned long long)w->faults_wp,
+				       (unsigned long long)w->refaults_young,
+				       (unsigned long long)w->evictions, w->handler_p50, w->handler_p99);
+			}
+	if (rows[0][T_HOT][S_AUTO].ran) {
+		const struct row *a = &rows[0][T_HOT][S_AUTO], *z = &rows[0][T_HOT][S_ZRAM];
+		const struct row *f = &rows[0][T_HOT][S_FIFO];
 
-		printf("\nTargets (hot trace; figures only):\n");
+		printf("\nTargets (hot trace, %u thread%s; figures only):\n", o->tc[0],
+		       o->tc[0] > 1 ? "s" : "");
 		if (z->ran)
 			printf("  time: region %.2f s, kernel zram %.2f s (%.2fx; target <= 1)\n",
 			       a->time_s, z->time_s, ratio(a->time_s, z->time_s));
@@ -1279,12 +1540,34 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 		       "(%.3fx of limit + compressed)\n", a->total / MIB,
 		       1.05 * ((double)o->resident + (double)a->compressed) / MIB,
 		       ratio((double)a->total, (double)o->resident + (double)a->compressed));
-		if (rows[T_HOT][S_FIFO].ran)
+		if (f->ran)
 			printf("  faults: auto %llu, fifo %llu (%.2fx; target <= 0.5)\n",
-			       (unsigned long long)a->faults,
-			       (unsigned long long)rows[T_HOT][S_FIFO].faults,
-			       ratio((double)a->faults, (double)rows[T_HOT][S_FIFO].faults));
+			       (unsigned long long)a->faults, (unsigned long long)f->faults,
+			       ratio((double)a->faults, (double)f->faults));
 	}
+	for (unsigned k = 1, first = 1; k < o->ntc; k++)
+		for (int t = 0; t < NTRACES; t++) {
+			double p = threads_ratio(o, rows, k, t, S_PLAIN), tg = threads_target(p);
+
+			if (p < 0 || (threads_ratio(o, rows, k, t, S_AUTO) < 0 &&
+				      threads_ratio(o, rows, k, t, S_FIFO) < 0))
+				continue;
+			if (first)
+				printf("\nTargets (threads: N threads' ops/s against %u thread%s, each "
+				       "on its own part;\nat least %.1fx, or plain memory's ratio in "
+				       "this run, the machine's ceiling):\n", o->tc[0],
+				       o->tc[0] > 1 ? "s'" : "'s", THREADS_TARGET);
+			first = 0;
+			printf("  %-6s %u threads: plain %.2fx;", trace_names[t], o->tc[k], p);
+			for (int s = S_AUTO; s <= S_FIFO; s++) {
+				double r = threads_ratio(o, rows, k, t, s);
+
+				if (r >= 0)
+					printf(" %s %.2fx (%s);", side_names[s], r,
+					       r >= tg ? "met" : "missed");
+			}
+			printf(" target >= %.2fx\n", tg);
+		}
 }
 
 static void print_fc(const struct opts *o, const struct fc_row *rows)
@@ -1325,7 +1608,12 @@ static void json_params(struct json *j, const struct opts *o, const struct bench
 	json_uint(j, "page_size", 4096);
 	json_str(j, "codec", o->codec);
 	json_str(j, "allocator", o->allocator);
-	json_uint(j, "threads", o->threads);
+	json_array(j, "threads");
+	for (unsigned k = 0; k < o->ntc; k++)
+		json_uint(j, NULL, o->tc[k]);
+	json_array_end(j);
+	json_uint(j, "threads_base", o->tc[0]);
+	json_fixed(j, "threads_target", THREADS_TARGET, 2);
 	json_uint(j, "accesses", o->accesses);
 	json_uint(j, "writes_pct", o->writes);
 	json_uint(j, "hot_access_pct", o->hot_access);
@@ -1335,8 +1623,7 @@ static void json_params(struct json *j, const struct opts *o, const struct bench
 	json_str(j, "plot", o->plot);
 }
 
-static void print_json(const struct opts *o, const struct bench_data *d,
-		       struct row (*rows)[NSIDES])
+static void print_json(const struct opts *o, const struct bench_data *d, const rowset *rows)
 {
 	struct json j;
 
@@ -1344,46 +1631,63 @@ static void print_json(const struct opts *o, const struct bench_data *d,
 	json_params(&j, o, d);
 	json_array(&j, "rows");
 	for (int t = 0; t < NTRACES; t++)
-		for (int s = 0; s < NSIDES; s++) {
-			const struct row *w = &rows[t][s];
+		for (unsigned k = 0; k < o->ntc; k++)
+			for (int s = 0; s < NSIDES; s++) {
+				const struct row *w = &rows[k][t][s], *p = &rows[k][t][S_PLAIN];
+				const struct row *f = &rows[k][t][S_FIFO];
+				double tr = threads_ratio(o, rows, k, t, s);
+				double tp = threads_ratio(o, rows, k, t, S_PLAIN);
 
-			if (!w->ran)
-				continue;
-			json_object(&j, NULL);
-			json_str(&j, "trace", trace_names[t]);
-			json_str(&j, "side", side_keys[s]);
-			json_fixed(&j, "time_s", w->time_s, 4);
-			json_fixed(&j, "fill_s", w->fill_s, 4);
-			json_uint(&j, "ops", w->ops);
-			json_fixed(&j, "ops_per_s", w->time_s > 0 ? (double)w->ops / w->time_s : 0, 0);
-			json_uint(&j, "faults", w->faults);
-			json_fixed(&j, "faults_per_s",
-				   w->time_s > 0 ? (double)w->faults / w->time_s : 0, 0);
-			json_uint(&j, "slow_accesses", w->slow);
-			json_fixed(&j, "fault_p50_us", w->p50, 2);
-			json_fixed(&j, "fault_p99_us", w->p99, 2);
-			json_fixed(&j, "fault_p999_us", w->p999, 2);
-			json_uint(&j, "peak_resident_bytes", w->peak_resident);
-			json_uint(&j, "compressed_bytes", w->compressed);
-			json_uint(&j, "total_bytes", w->total);
-			if (rows[t][S_PLAIN].ran)
-				json_fixed(&j, "time_vs_plain", ratio(w->time_s, rows[t][S_PLAIN].time_s),
-					   3);
-			if (s == S_AUTO || s == S_FIFO) {
-				json_uint(&j, "faults_first", w->faults_first);
-				json_uint(&j, "faults_refault", w->faults_refault);
-				json_uint(&j, "faults_wp", w->faults_wp);
-				json_uint(&j, "refaults_young", w->refaults_young);
-				json_uint(&j, "evictions", w->evictions);
-				json_fixed(&j, "handler_p50_us", w->handler_p50, 2);
-				json_fixed(&j, "handler_p99_us", w->handler_p99, 2);
+				if (!w->ran)
+					continue;
+				json_object(&j, NULL);
+				json_str(&j, "trace", trace_names[t]);
+				json_str(&j, "side", side_keys[s]);
+				json_uint(&j, "threads", o->tc[k]);
+				json_fixed(&j, "time_s", w->time_s, 4);
+				json_fixed(&j, "fill_s", w->fill_s, 4);
+				json_uint(&j, "ops", w->ops);
+				json_fixed(&j, "ops_per_s", ops_per_s(w), 0);
+				json_uint(&j, "faults", w->faults);
+				json_fixed(&j, "faults_per_s",
+					   w->time_s > 0 ? (double)w->faults / w->time_s : 0, 0);
+				json_uint(&j, "slow_accesses", w->slow);
+				json_fixed(&j, "fault_p50_us", w->p50, 2);
+				json_fixed(&j, "fault_p99_us", w->p99, 2);
+				json_fixed(&j, "fault_p999_us", w->p999, 2);
+				json_uint(&j, "peak_resident_bytes", w->peak_resident);
+				json_uint(&j, "compressed_bytes", w->compressed);
+				json_uint(&j, "total_bytes", w->total);
+				if (p->ran)
+					json_fixed(&j, "time_vs_plain", ratio(w->time_s, p->time_s), 3);
+				if (s == S_AUTO || s == S_FIFO) {
+					json_uint(&j, "faults_first", w->faults_first);
+					json_uint(&j, "faults_refault", w->faults_refault);
+					json_uint(&j, "faults_wp", w->faults_wp);
+					json_uint(&j, "refaults_young", w->refaults_young);
+					json_uint(&j, "evictions", w->evictions);
+					json_fixed(&j, "handler_p50_us", w->handler_p50, 2);
+					json_fixed(&j, "handler_p99_us", w->handler_p99, 2);
+				}
+				if (s == S_AUTO && f->ran)
+					json_fixed(&j, "faults_vs_fifo",
+						   ratio((double)w->faults, (double)f->faults), 3);
+				if (tr >= 0) {
+					/* ops/s against the base count's, the same side */
+					json_fixed(&j, "threads_ratio", tr, 3);
+					if (s != S_PLAIN && tp >= 0) {
+						json_fixed(&j, "threads_ratio_plain", tp, 3);
+						json_fixed(&j, "threads_target_ratio",
+							   threads_target(tp), 3);
+						json_bool(&j, "threads_target_met",
+							  tr >= threads_target(tp));
+					}
+				}
+				if (t == T_TABLE)
+					json_uint(&j, "lookups_wrong", w->bad);
+				json_bool(&j, "verified", w->verified || s == S_PLAIN);
+				json_object_end(&j);
 			}
-			if (s == S_AUTO && rows[t][S_FIFO].ran)
-				json_fixed(&j, "faults_vs_fifo",
-					   ratio((double)w->faults, (double)rows[t][S_FIFO].faults), 3);
-			json_bool(&j, "verified", w->verified || s == S_PLAIN);
-			json_object_end(&j);
-		}
 	json_array_end(&j);
 	json_end(&j);
 }
@@ -1419,7 +1723,8 @@ static void print_fc_json(const struct opts *o, const struct bench_data *d,
 	json_end(&j);
 }
 
-/* Time, total memory and fault p99 by trace, a line per side. */
+/* Time, total memory and fault p99 by trace, a line per side (rows: the
+ * base thread count's). */
 static int write_plot(const char *path, const struct opts *o, const struct bench_data *d,
 		      struct row (*rows)[NSIDES])
 {
@@ -1512,6 +1817,38 @@ static int parse_list(const char *s, const char *const *names, int n, bool *on,
 	return 0;
 }
 
+/* --threads LIST: counts 1..MAX_THREADS, at most MAX_TC of them, into
+ * o->tc ascending without repeats.  0, or -1. */
+static int parse_threads(const char *s, struct opts *o)
+{
+	char buf[128], *save, *tok;
+
+	if (strlen(s) >= sizeof(buf))
+		return -1;
+	strcpy(buf, s);
+	o->ntc = 0;
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		uint64_t v;
+		unsigned k;
+
+		if (cli_parse_u64(tok, &v) || v < 1 || v > MAX_THREADS)
+			return -1;
+		for (k = 0; k < o->ntc && o->tc[k] < v; k++)
+			;
+		if (k < o->ntc && o->tc[k] == v)
+			continue;
+		if (o->ntc == MAX_TC)
+			return -1;
+		memmove(&o->tc[k + 1], &o->tc[k], (o->ntc - k) * sizeof(o->tc[0]));
+		o->tc[k] = (unsigned)v;
+		o->ntc++;
+	}
+	if (!o->ntc)
+		return -1;
+	o->threads = o->tc[o->ntc - 1];
+	return 0;
+}
+
 /* A count, with an optional k, M or G (10^3, 10^6, 10^9): 0, or -1. */
 static int parse_count(const char *s, uint64_t *v)
 {
@@ -1539,8 +1876,8 @@ static int parse(int argc, char **argv, struct opts *o)
 {
 	static const char *const policies[] = { "auto", "fifo", "both", NULL };
 	const char *tmp = getenv("TMPDIR"), *traces = "all", *hot = NULL, *policy = "both";
-	const char *accesses = NULL;
-	uint64_t writes = DEF_WRITES, threads = 1;
+	const char *accesses = NULL, *threads = "1";
+	uint64_t writes = DEF_WRITES;
 	char seed_def[24];
 	int rc;
 	const struct opt table[] = {
@@ -1549,15 +1886,16 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_SIZE("resident", 'r', &o->resident, "LIMIT",
 		       "the regions' resident limit, the kernel's\ncgroup limit", "a quarter of --size",
 		       (double)(ZM_REGION_MIN_RESIDENT * 4096), (double)((uint64_t)1 << 40)),
-		O_STR("trace", 't', &traces, "LIST", "of seq,random,hot,heap", "all"),
+		O_STR("trace", 't', &traces, "LIST", "of seq,random,hot,heap,table", "all"),
 		O_STR("hot", 'H', &hot, "A/P", "A% of the accesses go to P% of the pages", "80/20"),
 		O_STR("accesses", 'a', &accesses, "N", "accesses per trace (k, M, G: 10^3, 10^6,\n10^9)",
 		      "4 per page"),
 		O_U64("writes", 'w', &writes, "PCT", "accesses that also write", "25", 0, 100),
 		O_STR("data", 'd', &o->data, "SPEC", "what the pages hold, as zmem bench takes it",
 		      "text:0.5"),
-		O_U64("threads", 'T', &threads, "N", "threads, on disjoint parts", "1", 1,
-		      MAX_THREADS),
+		O_STR("threads", 'T', &threads, "LIST",
+		      "thread counts, on disjoint parts: each trace\nonce per count; 1,2: also "
+		      "2 threads' ops/s\nagainst 1 thread's", "1"),
 		O_STR("codec", 'c', &o->codec, "NAME", "the regions' codec", "lz4"),
 		O_STR("allocator", 'A', &o->allocator, "NAME", "the regions' pool", "zsmalloc"),
 		O_STR("policy", 'p', &policy, "P", "the regions' cold selection", "both",
@@ -1572,13 +1910,15 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_STR("plot", 'P', &o->plot, "FILE.svg", "time, memory and fault p99 by trace",
 		      "none"),
 		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead of the tables"),
+		O_FLAG("test-corrupt-table", 0, &o->corrupt, "damage the regions' tables",
+		       .hidden = 1),
 		O_END,
 	};
 	const struct opt_cmd cmd = {
 		"regionbench", "[OPTIONS]",
 		"Compressed regions against plain memory and the kernel's compressed swap:\n"
-		"sequential, random, hot-set and heap traces over --size bytes with --resident\n"
-		"of them uncompressed, side by side.",
+		"sequential, random, hot-set, heap and hash-table traces over --size bytes\n"
+		"with --resident of them uncompressed, side by side.",
 		table,
 		"Exit status 77: no userfaultfd here (nothing measured).\n",
 	};
@@ -1600,7 +1940,9 @@ static int parse(int argc, char **argv, struct opts *o)
 	if (accesses && parse_count(accesses, &o->accesses))
 		return cli_usage("regionbench", "invalid --accesses '%s' (a count: 3000000, 3M)",
 				 accesses);
-	o->threads = (unsigned)threads;
+	if (parse_threads(threads, o))
+		return cli_usage("regionbench", "--threads must be a list of at most %d counts "
+				 "1..%d (1,2), not '%s'", MAX_TC, MAX_THREADS, threads);
 	if (parse_list(traces, trace_names, NTRACES, o->traces, "trace"))
 		return CLI_USAGE;
 	o->sides[S_PLAIN] = true;
@@ -1669,7 +2011,7 @@ static int probe(const struct opts *o)
 
 int cmd_regionbench(int argc, char **argv)
 {
-	static struct row rows[NTRACES][NSIDES];
+	static rowset rows[MAX_TC];
 	static struct fc_row fc[NFC];
 	struct bench_data d = { 0 };
 	struct opts o;
@@ -1707,26 +2049,31 @@ int cmd_regionbench(int argc, char **argv)
 	for (int t = 0; t < NTRACES; t++) {
 		if (!o.traces[t])
 			continue;
-		for (int s = 0; s < NSIDES; s++) {
-			if (!o.sides[s])
-				continue;
-			cli_progress("%s: %s", trace_names[t], side_names[s]);
-			uint64_t pool = rows[t][S_AUTO].ran ? rows[t][S_AUTO].pool :
-					rows[t][S_FIFO].pool;
+		for (unsigned k = 0; k < o.ntc; k++)
+			for (int s = 0; s < NSIDES; s++) {
+				struct row *rt = rows[k][t];
 
-			if (run_side(&o, &d, (enum trace)t, (enum side)s, pool, &rows[t][s]))
-				goto out;
-			if (rows[t][s].ran && s != S_PLAIN) {
-				rows[t][s].verified = rows[t][s].hash == rows[t][S_PLAIN].hash;
-				if (!rows[t][s].verified) {
-					cli_progress_done();
-					fprintf(stderr, "zmem regionbench: %s on %s: the pages end "
-						"different from plain memory's\n", trace_names[t],
-						side_names[s]);
-					bad++;
+				if (!o.sides[s])
+					continue;
+				cli_progress("%s: %s, %u thread%s", trace_names[t], side_names[s],
+					     o.tc[k], o.tc[k] > 1 ? "s" : "");
+				uint64_t pool = rt[S_AUTO].ran ? rt[S_AUTO].pool : rt[S_FIFO].pool;
+
+				if (run_side(&o, &d, (enum trace)t, (enum side)s, o.tc[k], pool,
+					     &rt[s]))
+					goto out;
+				if (rt[s].ran && s != S_PLAIN) {
+					rt[s].verified = rt[s].hash == rt[S_PLAIN].hash;
+					if (!rt[s].verified) {
+						cli_progress_done();
+						fprintf(stderr, "zmem regionbench: %s on %s, %u "
+							"thread%s: the pages end different from plain "
+							"memory's\n", trace_names[t], side_names[s],
+							o.tc[k], o.tc[k] > 1 ? "s" : "");
+						bad++;
+					}
 				}
 			}
-		}
 	}
 	cli_progress_done();
 	if (o.json)
@@ -1734,7 +2081,7 @@ int cmd_regionbench(int argc, char **argv)
 	else
 		print_table(&o, &d, rows);
 	if (o.plot) {
-		int rc = write_plot(o.plot, &o, &d, rows);
+		int rc = write_plot(o.plot, &o, &d, rows[0]);
 
 		if (rc)
 			fprintf(stderr, "zmem regionbench: writing %s: %s\n", o.plot, strerror(-rc));
