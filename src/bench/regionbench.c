@@ -119,7 +119,7 @@ struct opts {
 	unsigned tc[MAX_TC], ntc;       /* --threads LIST, ascending; tc[0]: the base */
 	unsigned threads;               /* the largest count */
 	bool traces[NTRACES], sides[NSIDES];
-	int json, kernel, fault_cost;
+	int json, kernel, fault_cost, wait;
 	int corrupt;                    /* hidden, for the tests: the regions' tables
 					   are damaged after the fill */
 };
@@ -637,6 +637,7 @@ static int region_open(const struct opts *o, unsigned policy, size_t size, size_
 	struct zm_store_config sc = { .codec = o->codec, .allocator = o->allocator };
 	struct zm_region_config cfg = {
 		.size = size, .resident_limit = limit, .policy = policy,
+		.flags = o->wait ? ZM_REGION_WAIT : 0,
 		.store = &sc, .store_size = sizeof(sc),
 	};
 
@@ -1574,9 +1575,10 @@ static void print_fc(const struct opts *o, const struct fc_row *rows)
 {
 	char sz[32], lim[32];
 
-	printf("zmem regionbench --fault-cost: %s of %s, resident limit %s, %s, one thread\n\n",
+	printf("zmem regionbench --fault-cost: %s of %s, resident limit %s, %s, one thread%s\n\n",
 	       zmi_human_bytes(o->size, sz, sizeof(sz)), o->data,
-	       zmi_human_bytes(o->resident, lim, sizeof(lim)), o->codec);
+	       zmi_human_bytes(o->resident, lim, sizeof(lim)), o->codec,
+	       o->wait ? ", faults served by the region thread (--wait)" : "");
 	printf("%-18s %9s %9s %8s %8s %9s %11s %11s\n", "side", "touches", "faults", "p50 us",
 	       "p99 us", "p99.9 us", "handler p50", "handler p99");
 	for (int i = 0; i < NFC; i++) {
@@ -1608,6 +1610,7 @@ static void json_params(struct json *j, const struct opts *o, const struct bench
 	json_uint(j, "page_size", 4096);
 	json_str(j, "codec", o->codec);
 	json_str(j, "allocator", o->allocator);
+	json_bool(j, "wait", o->wait);
 	json_array(j, "threads");
 	for (unsigned k = 0; k < o->ntc; k++)
 		json_uint(j, NULL, o->tc[k]);
@@ -1904,6 +1907,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		       "also the kernel's zram and zswap as swap of a\nmemory cgroup (root)"),
 		O_FLAG("fault-cost", 'f', &o->fault_cost,
 		       "the cost of one touch of a compressed page\ninstead of the traces"),
+		O_FLAG("wait", 'W', &o->wait,
+		       "regions whose faults the region thread serves\n(ZM_REGION_WAIT) instead "
+		       "of the faulting\nthread's SIGBUS handler"),
 		O_STR("dir", 'D', &o->dir, "DIR", "where zswap's swap file goes (removed after)",
 		      "$TMPDIR or /var/tmp"),
 		O_U64("seed", 'S', &o->seed, "S", "the traces' seed", seed_def, 0, 0),
