@@ -71,6 +71,9 @@ int bench_memory_child(size_t size);
  * returns 0, or returns -1 with the reason in why. */
 int bench_kernel(const struct bench_data *d, size_t page_size, const char *codec,
 		 struct bench_row *row, char *why, size_t why_len);
+/* ... and the small file (a sysfs or cgroup attribute) at path into buf,
+ * NUL-terminated: 0 or -errno. */
+int bench_file_read(const char *path, char *buf, size_t cap);
 
 /* bench_svg.c: write the plot; 0 or -errno. */
 int bench_svg(const char *path, const struct bench_row *rows, size_t nrows,

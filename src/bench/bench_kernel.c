@@ -28,14 +28,11 @@
 #define ZRAM_DEV "/dev/zram0"
 #define IO_CHUNK (1u << 20) /* bytes per O_DIRECT write/read */
 
-static int sys_read(const char *attr, char *buf, size_t cap)
+int bench_file_read(const char *path, char *buf, size_t cap)
 {
-	char path[128];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n;
-	int fd;
 
-	snprintf(path, sizeof(path), ZRAM_SYS "/%s", attr);
-	fd = open(path, O_RDONLY);
 	if (fd < 0)
 		return -errno;
 	n = read(fd, buf, cap - 1);
@@ -44,6 +41,14 @@ static int sys_read(const char *attr, char *buf, size_t cap)
 		return -errno;
 	buf[n] = '\0';
 	return 0;
+}
+
+static int sys_read(const char *attr, char *buf, size_t cap)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), ZRAM_SYS "/%s", attr);
+	return bench_file_read(path, buf, cap);
 }
 
 static int sys_write(const char *attr, const char *val)

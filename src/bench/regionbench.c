@@ -413,6 +413,16 @@ static void table_lookup(struct worker *w, size_t idx, uint64_t rnd, bool wr)
 	w->sink += sum;
 }
 
+/* An item of the hot set (the first nhot of perm) for hot_access% of the
+ * draws, of the rest otherwise; a and b: two random words. */
+static size_t pick_hot(const struct opts *o, const uint32_t *perm, size_t nhot, size_t m,
+		       uint64_t a, uint64_t b)
+{
+	if (nhot == m || (a & 0xffff) % 100 < o->hot_access)
+		return perm[b % nhot];
+	return perm[nhot + b % (m - nhot)];
+}
+
 static void run_table(struct worker *w, uint64_t n, uint64_t *s)
 {
 	const struct opts *o = w->j->o;
@@ -432,10 +442,7 @@ static void run_table(struct worker *w, uint64_t n, uint64_t *s)
 	for (uint64_t k = 0; k < n; k++) {
 		uint64_t a = zmi_rand(s), b = zmi_rand(s);
 		bool wr = (a >> 32) % 100 < o->writes;
-		size_t i = nhot == m || (a & 0xffff) % 100 < o->hot_access ?
-				   perm[b % nhot] : perm[nhot + b % (m - nhot)];
-
-		table_lookup(w, i, a >> 16, wr);
+		table_lookup(w, pick_hot(o, perm, nhot, m, a, b), a >> 16, wr);
 	}
 	w->ops += n;
 	free(perm);
@@ -490,10 +497,7 @@ static void run_trace(struct worker *w, size_t lo, size_t m, uint64_t n, uint64_
 			i = lo + (size_t)(b % m);
 			break;
 		default:
-			if (nhot == m || (a & 0xffff) % 100 < o->hot_access)
-				i = perm[b % nhot];
-			else
-				i = perm[nhot + b % (m - nhot)];
+			i = pick_hot(o, perm, nhot, m, a, b);
 			break;
 		}
 		access_page(w, i, a >> 16, wr);
@@ -715,26 +719,11 @@ static int file_write(const char *path, const char *val)
 	return n == (ssize_t)strlen(val) ? 0 : n < 0 ? (int)n : -EIO;
 }
 
-static int file_read(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, cap - 1);
-	close(fd);
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	return 0;
-}
-
 static uint64_t file_u64(const char *path)
 {
 	char buf[64];
 
-	return file_read(path, buf, sizeof(buf)) ? 0 : strtoull(buf, NULL, 10);
+	return bench_file_read(path, buf, sizeof(buf)) ? 0 : strtoull(buf, NULL, 10);
 }
 
 /* A memory cgroup of our own: v1 (memory.limit_in_bytes) or v2
@@ -768,7 +757,7 @@ static int cg_create(struct cgroup *cg, uint64_t limit, char *why, size_t wl)
 	if (!access("/sys/fs/cgroup/memory/memory.limit_in_bytes", F_OK)) {
 		snprintf(cg->dir, sizeof(cg->dir), "/sys/fs/cgroup/memory/zmem-regionbench.%d",
 			 (int)getpid());
-	} else if (!file_read("/sys/fs/cgroup/cgroup.controllers", buf, sizeof(buf)) &&
+	} else if (!bench_file_read("/sys/fs/cgroup/cgroup.controllers", buf, sizeof(buf)) &&
 		   strstr(buf, "memory")) {
 		cg->v2 = true;
 		file_write("/sys/fs/cgroup/cgroup.subtree_control", "+memory");
@@ -906,7 +895,7 @@ static int zram_up(const struct opts *o, struct kswap *k, size_t bytes, char *wh
 	int rc;
 
 	k->zram_id = -1;
-	if (file_read("/sys/class/zram-control/hot_add", buf, sizeof(buf))) {
+	if (bench_file_read("/sys/class/zram-control/hot_add", buf, sizeof(buf))) {
 		snprintf(why, wl, "no /sys/class/zram-control (zram not loaded; try modprobe zram)");
 		return -1;
 	}
@@ -939,17 +928,17 @@ static int zswap_up(const struct opts *o, struct kswap *k, size_t bytes, char *w
 	char algo[32];
 	int fd, rc;
 
-	if (file_read("/sys/module/zswap/parameters/enabled", k->zs_enabled,
+	if (bench_file_read("/sys/module/zswap/parameters/enabled", k->zs_enabled,
 		      sizeof(k->zs_enabled))) {
 		snprintf(why, wl, "this kernel has no zswap");
 		return -1;
 	}
 	k->zs_enabled[strcspn(k->zs_enabled, "\n")] = 0;
-	file_read("/sys/module/zswap/parameters/compressor", k->zs_comp, sizeof(k->zs_comp));
+	bench_file_read("/sys/module/zswap/parameters/compressor", k->zs_comp, sizeof(k->zs_comp));
 	k->zs_comp[strcspn(k->zs_comp, "\n")] = 0;
 	/* the pool is charged to the cgroup: past its share, its coldest
 	 * pages go on to the swap file instead of the cgroup running out */
-	if (!file_read("/sys/module/zswap/parameters/shrinker_enabled", k->zs_shrinker,
+	if (!bench_file_read("/sys/module/zswap/parameters/shrinker_enabled", k->zs_shrinker,
 		       sizeof(k->zs_shrinker))) {
 		k->zs_shrinker[strcspn(k->zs_shrinker, "\n")] = 0;
 		file_write("/sys/module/zswap/parameters/shrinker_enabled", "Y");
@@ -1113,7 +1102,7 @@ static int run_child(struct job *j, const struct cgroup *cg, const struct kswap 
 			unsigned long long v[4] = { 0 };
 
 			snprintf(p2, sizeof(p2), "%s/mm_stat", k->sys);
-			if (!file_read(p2, buf, sizeof(buf)) &&
+			if (!bench_file_read(p2, buf, sizeof(buf)) &&
 			    sscanf(buf, "%llu %llu %llu", &v[0], &v[1], &v[2]) == 3) {
 				res->compressed = v[1];
 				res->row.total += v[2];  /* mem_used_total */
