@@ -657,6 +657,47 @@ static void test_recompress_at_limit(void **state)
 	free(text);
 }
 
+/* A pool packed to its limit with idle pages, and a backing file: one
+ * recompression run re-encodes most of the idle pages in the pool.
+ * Re-encoding needs room for the new object beside the old: the run
+ * compacts, and writes back a batch of the pages it picks when that
+ * frees nothing, as often as the room it made was used, so that the
+ * automatic tiering of a full store goes on (a run that made room only
+ * once stopped after a hundred pages, and the tiering of `zmem serve`
+ * with a small --mem-limit could stall for good). */
+static void test_recompress_full_pool(void **state)
+{
+	enum { LIMIT_PAGES = 4096, N = 16384 };
+	char path[256];
+	struct zm_store_config c = { .backing_path = path, .limit_bytes = LIMIT_PAGES * PS,
+				     .recompress_codec = "zstd" };
+	uint8_t *text = make_pages(N, PS, PK_TEXT, 690);
+	struct zm_store *s;
+	uint64_t writes, in_pool;
+	long got;
+
+	tmp_file(path, sizeof(path), NULL);
+	s = test_store_mk(&c, N);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	/* pack the pool: compacted, every page idle */
+	zm_store_compact(s);
+	zm_store_mark_idle(s, 0);
+	writes = stats(s).bd_writes;
+	in_pool = stats(s).pool_objects;
+	got = zm_store_recompress(s, ZM_STORE_PICK_IDLE, ALL);
+	printf("recompress(PICK_IDLE) of a full pool of %llu pages: %ld re-encoded, %llu "
+	       "written back\n", (unsigned long long)in_pool, got,
+	       (unsigned long long)(stats(s).bd_writes - writes));
+	for (int i = 0; i < N; i++)
+		expect_page(s, (uint64_t)i, text + i * PS);
+	CHECK(s);
+	assert_true(got > 0 && (uint64_t)got >= in_pool / 2);
+	assert_true(stats(s).mem_used_total <= LIMIT_PAGES * PS);
+	zm_store_destroy(s);
+	free(text);
+}
+
 /* ---- writeback ---------------------------------------------------------- */
 
 static void writeback_at(size_t ps, bool punch)
@@ -2269,6 +2310,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_recompress, teardown),
 		cmocka_unit_test_teardown(test_recompress_not_smaller, teardown),
 		cmocka_unit_test_teardown(test_recompress_at_limit, teardown),
+		cmocka_unit_test_teardown(test_recompress_full_pool, teardown),
 		cmocka_unit_test_teardown(test_writeback, teardown),
 		cmocka_unit_test_teardown(test_writeback_pick, teardown),
 		cmocka_unit_test_teardown(test_writeback_limit, teardown),

@@ -24,7 +24,8 @@
  * Gets decode a page with the codec its slot names (SLOT_SEC).
  *
  * A full pool (the memory limit) has no room for the new objects, which
- * go to other size classes than the old: a run then compacts once and
+ * go to other size classes than the old: a run then compacts once (and,
+ * with a backing file, writes back a batch of the pages it picks) and
  * stops if there is still none.  Runs compact after themselves once what
  * they saved adds up to an eighth of the pool's bytes (and a megabyte).
  *
@@ -138,12 +139,20 @@ static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint6
 	return (int)(len - (uint32_t)n);
 }
 
-/* Make room in a full pool for recompressed objects: compact.  (Not a
- * writeback: that would spend the writeback limit on pages `which` did
- * not pick.)  0 if there may be room now. */
-static int make_room(struct zm_store *s)
+/* Make room in a full pool for recompressed objects: compact; if that
+ * frees nothing and the store has a backing file, write back a batch of
+ * the pages the run picks (`which`, never 0 here: a writeback must not
+ * spend the writeback limit on pages the run did not pick).  Without it
+ * the automatic tiering of a pool packed to its limit would stop for
+ * good: a re-encoded object needs room beside the old one.  0 if there
+ * may be room now. */
+#define RECOMP_WB_BATCH 32
+
+static int make_room(struct zm_store *s, unsigned which, uint64_t cutoff_ns)
 {
-	return zm_pool_shrink(s->pool, RECOMP_ROOM) > 0 ? 0 : -ENOSPC;
+	if (zm_pool_shrink(s->pool, RECOMP_ROOM) > 0)
+		return 0;
+	return which && zmi_writeback_pick(s, which, cutoff_ns, RECOMP_WB_BATCH) > 0 ? 0 : -ENOSPC;
 }
 
 long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
@@ -153,7 +162,7 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 	struct zmi_store_stripe *st = zmi_stripe(s);
 	uint64_t visited = 0, saved = 0, i;
 	bool made_room = false;
-	long done = 0, err = 0;
+	long done = 0, done_at_room = 0, err = 0;
 
 	pthread_mutex_lock(&s->recomp_lock);
 	while ((uint64_t)done < max_pages && !(stop && __atomic_load_n(stop, __ATOMIC_RELAXED)) &&
@@ -161,16 +170,18 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 		int rc = recompress_one(s, st, i, which, cutoff_ns);
 
 		if (rc == -ENOSPC) {
-			/* a full pool: make room once a run and try this page
-			 * again; if there is still none, stop rather than
-			 * compress pages that cannot be kept */
-			if (made_room || make_room(s)) {
+			/* a full pool: make room and try this page again; if
+			 * the room made last time took no page, or none can
+			 * be made, stop rather than compress pages that
+			 * cannot be kept */
+			if ((made_room && done == done_at_room) || make_room(s, which, cutoff_ns)) {
 				if (full)
 					*full = true;
 				*cursor = i;
 				break;
 			}
 			made_room = true;
+			done_at_room = done;
 			*cursor = i;
 			visited--;
 			continue;

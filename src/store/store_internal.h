@@ -20,7 +20,9 @@
  *
  *     wb_lock -> mark_lock -> slot lock -> pool locks (inside zm_pool_*)
  *     recomp_lock -> slot lock
- *     recomp_lock -> wb_lock -> mark_lock (only the checker takes them all)
+ *     recomp_lock -> wb_lock -> mark_lock (the checker takes them all; a
+ *                                          recompression in a full pool
+ *                                          takes wb_lock to write back)
  *
  * A slot lock is one bit of the slot's word, and its waiters spin: it is
  * never held across a system call that can block.  It protects the slot's
@@ -513,6 +515,7 @@ int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index
  * allocation): write pages back until it may have.  0 (try again) or
  * -ENOSPC (no backing file, or it is full or its limit spent). */
 int zmi_reclaim(struct zm_store *s, size_t size, bool pool_full);
+long zmi_writeback_pick(struct zm_store *s, unsigned which, uint64_t cutoff_ns, uint64_t n);
 
 /* tier.c: automatic tiering on the process's worker */
 int zmi_tier_start(struct zm_store *s, unsigned idle_after_ms, unsigned rate);

@@ -270,6 +270,29 @@ out:
 	return 0;
 }
 
+/* Write back up to n pages that `which` picks (not 0: a pick), idle
+ * since cutoff_ns when it says idle, from reclaim's clock hand, and give
+ * the pool's freed pages back.  For a recompression that found the pool
+ * full: the pages it would have re-encoded go to the file, as a put at
+ * the limit would send them, and the room they leave takes the others.
+ * Returns the pages written, or -ENOSPC (no file, the file full, the
+ * writeback limit spent, nothing to write). */
+long zmi_writeback_pick(struct zm_store *s, unsigned which, uint64_t cutoff_ns, uint64_t n)
+{
+	uint64_t before = zmi_counter_sum(s, C_COMPR);
+	long rc;
+
+	if (!which || !zmi_has_file(s) || !__atomic_load_n(&s->wb_left, __ATOMIC_RELAXED))
+		return -ENOSPC;
+	pthread_mutex_lock(&s->wb_lock);
+	rc = writeback_round(s, which, cutoff_ns, n, &s->wb_hand);
+	pthread_mutex_unlock(&s->wb_lock);
+	if (rc <= 0)
+		return -ENOSPC;
+	zm_pool_shrink(s->pool, before - zmi_counter_sum(s, C_COMPR));
+	return rc;
+}
+
 /* ---- reading a page on file ----------------------------------------- */
 
 /* Read the page of record rec into buf (src: where its bytes go first,
