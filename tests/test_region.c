@@ -476,6 +476,10 @@ static void test_reclaim_bytes(void **state)
 		rt_fill(want, PS, i);
 		assert_memory_equal(b + i * PS, want, PS);
 	}
+	/* SIZE_MAX: everything (the rounding up to pages must not wrap) */
+	assert_int_equal(rt_mincore_pages(b, n * PS), n);
+	assert_int_equal(zm_region_reclaim(r, SIZE_MAX), (long)(n * PS));
+	assert_int_equal(rt_mincore_pages(b, n * PS), 0);
 	zm_region_destroy(r);
 }
 

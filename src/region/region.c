@@ -192,7 +192,8 @@ long zm_region_reclaim(struct zm_region *ur, size_t bytes)
 		return -EINVAL;
 	if (in_child(r))
 		return -ECHILD;
-	n = (bytes + r->page_size - 1) >> r->page_shift;
+	/* rounded up to pages without wrapping: SIZE_MAX asks for all */
+	n = (bytes >> r->page_shift) + ((bytes & (r->page_size - 1)) != 0);
 	fails0 = __atomic_load_n(&r->count[RC_EVICT_FAIL], __ATOMIC_RELAXED);
 	done = zmi_region_evict(r, n);
 	if (!done && n && __atomic_load_n(&r->count[RC_EVICT_FAIL], __ATOMIC_RELAXED) != fails0)
