@@ -940,6 +940,37 @@ static void test_pin(void **state)
 	zm_region_destroy(r);
 }
 
+/* Pins nest without a bound the caller can reach: many threads may pin
+ * the same page at once (small buffers of many zm_region_read calls in
+ * one page).  300 pins of one page keep it resident through a reclaim
+ * until the last unpin. */
+static void test_pins_nest_deep(void **state)
+{
+	const size_t n = 64, deep = 300;
+	struct zm_region *r = rt_mk_pages(n, 0, 0);
+	char *b = base_of(r);
+
+	rt_fill(b, PS, 77);
+	for (size_t i = 0; i < deep; i++)
+		assert_int_equal(zm_region_pin(b + 8, 8, ZM_REGION_PIN_WRITE), 0);
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	assert_int_equal(rt_mincore_page(b), 1);
+	for (size_t i = 0; i < deep - 1; i++)
+		zm_region_unpin(b + 8, 8);
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	assert_int_equal(rt_mincore_page(b), 1);
+	zm_region_unpin(b + 8, 8);
+	assert_int_equal(zm_region_reclaim(r, SIZE_MAX / 2), (long)PS);
+	assert_int_equal(rt_mincore_page(b), 0);
+	{
+		char want[PS];
+
+		rt_fill(want, PS, 77);
+		assert_memory_equal(b, want, PS);
+	}
+	zm_region_destroy(r);
+}
+
 /* Pins may fill the whole limit (each pin at most half of it, two of
  * them): a touch of another page must still be served, never wait
  * forever for room the reclaimer cannot make. */
@@ -1053,6 +1084,7 @@ int main(void)
 		cmocka_unit_test(test_syscalls_in_pieces),
 		cmocka_unit_test(test_pin),
 		cmocka_unit_test(test_pins_fill_the_limit),
+		cmocka_unit_test(test_pins_nest_deep),
 		cmocka_unit_test(test_64_regions_one_thread),
 	};
 

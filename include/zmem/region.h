@@ -238,7 +238,8 @@ ZM_API void zm_region_print_stats_sized(const struct zm_region_stats *st, size_t
  * buffer before a system call.  Pins nest (a count per page).  A range
  * of more than half a region's limit cannot be pinned at once: -E2BIG
  * (pin and call in pieces; the wrappers below do).  0, or -EINVAL (len
- * overflows), -E2BIG, -EIO (the store could not give a page back). */
+ * overflows), -E2BIG, -EIO (the store could not give a page back),
+ * -EOVERFLOW (a page is pinned 2^24 - 1 times already). */
 ZM_API int zm_region_pin(const void *addr, size_t len, unsigned flags);
 ZM_API void zm_region_unpin(const void *addr, size_t len);
 

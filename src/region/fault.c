@@ -296,8 +296,12 @@ static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread
 	}
 	if (admitted)
 		unadmit(r);
-	if (!rc && pins)
-		w += pins << RP_PIN_SHIFT;
+	if (!rc && pins) {
+		if (rp_pins(w) > RP_PIN_MAX - pins)
+			rc = -EOVERFLOW; /* brought in, but not pinned */
+		else
+			w += pins << RP_PIN_SHIFT;
+	}
 	zmi_rpage_unlock(r, pg, w);
 	if (from_thread)
 		zmi_uffd_wake(r->uffd, zmi_page_addr(r, pg), r->page_size);
