@@ -971,6 +971,34 @@ static void test_pins_nest_deep(void **state)
 	zm_region_destroy(r);
 }
 
+/* A page first read (mapped as zeros), then pinned and written by the
+ * kernel (read(2) into it), then discarded while pinned: it reads as
+ * zeros after, as region.h promises of a discarded page. */
+static void test_discard_pinned_zero_page(void **state)
+{
+	struct zm_region *r = rt_mk_pages(16, 0, 0);
+	volatile char *b = base_of(r);
+	int p[2];
+
+	assert_int_equal(b[100], 0); /* a first read: the zero page */
+	assert_int_equal(zm_region_pin((char *)b, PS, ZM_REGION_PIN_WRITE), 0);
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(write(p[1], "kernel", 6), 6);
+	assert_int_equal(read(p[0], (char *)b + 100, 6), 6);
+	b[200] = 'x'; /* and the program */
+	assert_int_equal(zm_region_discard(r, 0, PS), 0);
+	for (size_t i = 0; i < PS; i++)
+		if (b[i])
+			fail_msg("byte %zu of a discarded pinned page is %#x", i, b[i]);
+	zm_region_unpin((char *)b, PS);
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	for (size_t i = 0; i < PS; i++)
+		if (b[i])
+			fail_msg("byte %zu of a discarded page is %#x after reclaim", i, b[i]);
+	close(p[0]), close(p[1]);
+	zm_region_destroy(r);
+}
+
 /* Pins may fill the whole limit (each pin at most half of it, two of
  * them): a touch of another page must still be served, never wait
  * forever for room the reclaimer cannot make. */
@@ -1085,6 +1113,7 @@ int main(void)
 		cmocka_unit_test(test_pin),
 		cmocka_unit_test(test_pins_fill_the_limit),
 		cmocka_unit_test(test_pins_nest_deep),
+		cmocka_unit_test(test_discard_pinned_zero_page),
 		cmocka_unit_test(test_64_regions_one_thread),
 	};
 

@@ -201,6 +201,16 @@ long zm_region_reclaim(struct zm_region *ur, size_t bytes)
 	return (long)(done << r->page_shift);
 }
 
+static bool zeros(const void *p, size_t len)
+{
+	const uint64_t *w = p;
+
+	for (size_t i = 0; i < len / 8; i++)
+		if (w[i])
+			return false;
+	return true;
+}
+
 /* Drop page pg (its lock held, *w its word). */
 static void discard_page(struct zmi_region *r, uint64_t pg, uint32_t *w)
 {
@@ -213,7 +223,10 @@ static void discard_page(struct zmi_region *r, uint64_t pg, uint32_t *w)
 			zmi_uffd_protect(r->uffd, addr, r->page_size, false, true);
 		if (k == RP_CLEAN || k == RP_DIRTY)
 			zm_store_discard(r->store, pg, 1);
-		if (k != RP_ZERO)
+		/* a ZERO page too: a write since (the kernel's, through the
+		 * pin, or the program's) made it a private page we were not
+		 * told of; zeroed only if so, so that the zero page stays */
+		if (k != RP_ZERO || !zeros(addr, r->page_size))
 			memset(addr, 0, r->page_size);
 		*w = (*w & ~RP_KIND_MASK) | (k == RP_ZERO ? RP_ZERO : RP_DIRTY);
 		return;
