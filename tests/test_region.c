@@ -999,6 +999,37 @@ static void test_discard_pinned_zero_page(void **state)
 	zm_region_destroy(r);
 }
 
+/* A page the store cannot give back (its backing file lost its data): a
+ * pin fails with -EIO and leaves the resident count as it was. */
+static void test_pin_eio_keeps_count(void **state)
+{
+	char path[] = "/tmp/zm-region-eio-XXXXXX";
+	int fd = mkstemp(path);
+	struct zm_store_config sc = { .backing_fd = fd };
+	struct zm_region_config c = { .size = 64 * PS, .store = &sc, .store_size = sizeof(sc) };
+	struct zm_region *r;
+	char *b;
+
+	assert_true(fd >= 0);
+	unlink(path);
+	r = rt_mk(&c);
+	b = base_of(r);
+	for (size_t i = 0; i < 8; i++)
+		rt_fill(b + i * PS, PS, 300 + i);
+	assert_int_equal(zm_region_reclaim(r, SIZE_MAX / 2), (long)(8 * PS));
+	assert_int_equal(rt_stats(r).resident_bytes, 0);
+	assert_int_equal(zm_store_writeback(zm_region_store(r), 0, 8), 8);
+	assert_int_equal(ftruncate(fd, 0), 0);
+	assert_int_equal(zm_region_pin(b, PS, 0), -EIO);
+	assert_int_equal(rt_stats(r).resident_bytes, 0);
+	assert_int_equal(zm_region_pin(b + PS, PS, ZM_REGION_PIN_WRITE), -EIO);
+	assert_int_equal(rt_stats(r).resident_bytes, 0);
+	zm_region_discard(r, 0, 64 * PS);
+	assert_int_equal(rt_stats(r).resident_bytes, 0);
+	zm_region_destroy(r);
+	close(fd);
+}
+
 /* Pins may fill the whole limit (each pin at most half of it, two of
  * them): a touch of another page must still be served, never wait
  * forever for room the reclaimer cannot make. */
@@ -1114,6 +1145,7 @@ int main(void)
 		cmocka_unit_test(test_pins_fill_the_limit),
 		cmocka_unit_test(test_pins_nest_deep),
 		cmocka_unit_test(test_discard_pinned_zero_page),
+		cmocka_unit_test(test_pin_eio_keeps_count),
 		cmocka_unit_test(test_64_regions_one_thread),
 	};
 

@@ -276,10 +276,8 @@ static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread
 	case RP_EMPTY:
 	case RP_STORED:
 		rc = fill(r, pg, &w, write, false);
-		if (rc) {
-			unadmit(r);
-			break;
-		}
+		if (rc)
+			break; /* its place is given back below, once */
 		admitted = false;
 		counted = true;
 		break;
