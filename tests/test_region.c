@@ -641,6 +641,68 @@ static void test_fork(void **state)
 	zm_region_destroy(r);
 }
 
+/* A child that creates a region of its own gets a region thread of its
+ * own; that thread must leave the parent's regions alone.  The child's
+ * copy of their bookkeeping is what it was at the fork, and their
+ * userfaultfds, inherited, still act on the parent's memory: evicting
+ * there would write-protect or unmap the parent's pages behind the
+ * parent's back (its next write to such a page would fault for ever),
+ * and read pages the child does not have.  The fork is taken as if in a
+ * burst of faults, before the parent's thread caught up: the child's
+ * copy of the count is set above the high watermark (white box). */
+static void test_fork_child_region(void **state)
+{
+#if __has_include("region/region_internal.h")
+	const size_t n = 256, lim = 64;
+	struct zm_region *r = rt_mk_pages(n, lim, 0);
+	char *b = base_of(r);
+	int status;
+	pid_t pid;
+
+	for (size_t i = 0; i < 100; i++)
+		rt_fill(b + i * PS, PS, 700 + i);
+	rt_sleep_ms(200); /* the parent's thread down to its low mark */
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct zmi_region *ir = (struct zmi_region *)r;
+		struct zm_region *mine = NULL;
+
+		signal(SIGSEGV, SIG_DFL);
+		signal(SIGBUS, SIG_DFL);
+		alarm(10);
+		__atomic_store_n(&ir->resident, ir->high + 32, __ATOMIC_RELAXED);
+		if (zm_region_create(&(struct zm_region_config){ .size = 16 * PS }, &mine))
+			_exit(30);
+		memset(zm_region_base(mine), 1, 16 * PS);
+		rt_sleep_ms(300); /* the child's thread looks at every region */
+		zm_region_destroy(mine);
+		zm_region_destroy(r);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		fail_msg("the child died of signal %d", WTERMSIG(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* the parent's pages are all there, and writable without a hang */
+	alarm(10);
+	for (size_t i = 0; i < 100; i++) {
+		char want[PS];
+
+		rt_fill(want, PS, 700 + i);
+		assert_memory_equal(b + i * PS, want, PS);
+		b[i * PS] = 5;
+	}
+	alarm(0);
+	assert_true(rt_stats(r).resident_max <= (lim + rt_stats(r).slack / PS) * PS);
+	zm_region_destroy(r);
+#else
+	skip();
+#endif
+}
+
 /* ---- region memory given to the kernel ------------------------------- */
 
 #define IO_OFF (PS / 2 + 3)  /* a buffer across pages */
@@ -1137,6 +1199,7 @@ int main(void)
 		cmocka_unit_test(test_reclaim_bytes),
 		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_fork),
+		cmocka_unit_test(test_fork_child_region),
 		cmocka_unit_test(test_syscalls),
 		cmocka_unit_test(test_plain_syscall_efault),
 		cmocka_unit_test(test_wait_mode),
