@@ -703,6 +703,47 @@ static void test_fork_child_region(void **state)
 #endif
 }
 
+/* A thread's exit runs the destructors of its thread-specific data; one
+ * of the program's may touch region memory after the library's own has
+ * freed the thread's page buffer (a thread-local cache flushed into a
+ * heap in a region).  That fault must still be served. */
+static pthread_key_t g_exit_key;
+static volatile char *g_exit_b;
+static int g_exit_seen = -1;
+
+static void exit_dtor(void *arg)
+{
+	(void)arg;
+	g_exit_seen = g_exit_b[1]; /* page 0, evicted */
+}
+
+static void *exit_thread(void *arg)
+{
+	struct zm_region *r = arg;
+
+	assert_int_equal(g_exit_b[PS + 1], 8); /* a refault: the buffer is made */
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	pthread_setspecific(g_exit_key, (void *)1);
+	return NULL;
+}
+
+static void test_fault_at_thread_exit(void **state)
+{
+	struct zm_region *r = rt_mk_pages(16, 0, 0);
+	pthread_t tid;
+
+	g_exit_b = base_of(r);
+	memset((char *)g_exit_b, 7, PS);
+	memset((char *)g_exit_b + PS, 8, PS);
+	assert_int_equal(pthread_key_create(&g_exit_key, exit_dtor), 0);
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	assert_int_equal(pthread_create(&tid, NULL, exit_thread, r), 0);
+	pthread_join(tid, NULL);
+	assert_int_equal(g_exit_seen, 7);
+	pthread_key_delete(g_exit_key);
+	zm_region_destroy(r);
+}
+
 /* ---- region memory given to the kernel ------------------------------- */
 
 #define IO_OFF (PS / 2 + 3)  /* a buffer across pages */
@@ -1200,6 +1241,7 @@ int main(void)
 		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_fork),
 		cmocka_unit_test(test_fork_child_region),
+		cmocka_unit_test(test_fault_at_thread_exit),
 		cmocka_unit_test(test_syscalls),
 		cmocka_unit_test(test_plain_syscall_efault),
 		cmocka_unit_test(test_wait_mode),

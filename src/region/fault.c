@@ -52,6 +52,19 @@ static void page_free(void *p)
 	munmap(hdr, hdr[0]);
 }
 
+/* The key's destructor, at the thread's exit.  Another destructor that
+ * runs after it may touch region memory and fault: the thread then
+ * makes a new buffer (set again, so freed by a later round of
+ * destructors) instead of decoding into the one unmapped here. */
+static void page_dtor(void *p)
+{
+	if (p == tls_page) {
+		tls_page = NULL;
+		tls_page_cap = 0;
+	}
+	page_free(p);
+}
+
 /* The calling thread's buffer of at least size bytes (mmap: no malloc on
  * the handler's path), or NULL. */
 static char *thread_page(size_t size)
@@ -70,7 +83,7 @@ static char *thread_page(size_t size)
 		page_free(tls_page);
 	tls_page = (char *)(hdr + 8);
 	tls_page_cap = size;
-	pthread_setspecific(page_key, tls_page); /* the destructor unmaps it */
+	pthread_setspecific(page_key, tls_page); /* page_dtor unmaps it */
 	return tls_page;
 }
 
@@ -398,7 +411,7 @@ static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void key_init(void)
 {
-	pthread_key_create(&page_key, page_free);
+	pthread_key_create(&page_key, page_dtor);
 }
 
 /* Install the handler, unless it is there: at every create, so that a
