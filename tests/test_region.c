@@ -976,6 +976,42 @@ static void test_syscalls_in_pieces(void **state)
 	free(dst), free(want);
 }
 
+/* A datagram is never cut by the wrappers (region.h): one larger than a
+ * region can pin at once fails with E2BIG, whole; one that fits goes as
+ * one message. */
+static void test_datagram_not_cut(void **state)
+{
+	const size_t n = 256, lim = 64, big = 40 * PS, small = 16 * PS;
+	struct zm_region *r = rt_mk_pages(n, lim, 0);
+	char *b = base_of(r), *dst = malloc(big);
+	struct iovec iov[2] = { { b, 34 * PS }, { b + 34 * PS, big - 34 * PS } };
+	int sv[2], sz = 1 << 20;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	fill_bytes(b, big, 21);
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	errno = 0;
+	assert_int_equal(zm_region_send(sv[0], b, big, 0), -1);
+	assert_int_equal(errno, E2BIG);
+	errno = 0;
+	assert_int_equal(zm_region_write(sv[0], b, big), -1);
+	assert_int_equal(errno, E2BIG);
+	errno = 0;
+	assert_int_equal(zm_region_writev(sv[0], iov, 2), -1);
+	assert_int_equal(errno, E2BIG);
+	/* nothing was sent */
+	assert_int_equal(recv(sv[1], dst, big, MSG_DONTWAIT), -1);
+	/* one that fits: one message */
+	assert_int_equal(zm_region_send(sv[0], b, small, 0), (ssize_t)small);
+	assert_int_equal(recv(sv[1], dst, big, MSG_DONTWAIT), (ssize_t)small);
+	assert_memory_equal(dst, b, small);
+	close(sv[0]), close(sv[1]);
+	free(dst);
+	zm_region_destroy(r);
+}
+
 static void test_pin(void **state)
 {
 	const size_t n = 512, lim = 64;
@@ -1246,6 +1282,7 @@ int main(void)
 		cmocka_unit_test(test_plain_syscall_efault),
 		cmocka_unit_test(test_wait_mode),
 		cmocka_unit_test(test_syscalls_in_pieces),
+		cmocka_unit_test(test_datagram_not_cut),
 		cmocka_unit_test(test_pin),
 		cmocka_unit_test(test_pins_fill_the_limit),
 		cmocka_unit_test(test_pins_nest_deep),
