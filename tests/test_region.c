@@ -13,7 +13,9 @@
 #include <pthread.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "regiontest.h"
 
@@ -744,6 +746,67 @@ static void test_fault_at_thread_exit(void **state)
 	zm_region_destroy(r);
 }
 
+/* A signal handler of the program may read region memory (a profiler's,
+ * a timer's).  When its signal lands while the thread serves a fault of
+ * its own (the SIGBUS handler, between the decode and the copy into the
+ * page), the fault it takes must not disturb the one it interrupted:
+ * every page still reads as written. */
+static volatile char *g_sig_b;
+static volatile long g_sig_hits, g_sig_bad;
+
+static void sig_reader(int sig)
+{
+	static unsigned k;
+	size_t pg = 128 + (k++ % 128);
+	char want = (char)pg;
+
+	(void)sig;
+	if (g_sig_b[pg * PS + 7] != want)
+		g_sig_bad++;
+	g_sig_hits++;
+}
+
+static void test_signal_handler_touches(void **state)
+{
+	const size_t n = 256;
+	struct zm_region *r = rt_mk_pages(n, 0, 0);
+	struct sigevent sev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGALRM };
+	struct itimerspec its = { { 0, 20000 }, { 0, 20000 } };
+	sigset_t alrm;
+	timer_t t;
+	long bad = 0, rounds = 0;
+	uint64_t t_end;
+
+	g_sig_b = base_of(r);
+	for (size_t i = 0; i < n; i++)
+		memset((char *)g_sig_b + i * PS, (int)(char)i, PS);
+	sigemptyset(&alrm);
+	sigaddset(&alrm, SIGALRM);
+	signal(SIGALRM, sig_reader);
+	sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+	assert_int_equal(timer_create(CLOCK_MONOTONIC, &sev, &t), 0);
+	assert_int_equal(timer_settime(t, 0, &its, NULL), 0);
+	t_end = zmi_now_ns() + 1500000000ull;
+	while (zmi_now_ns() < t_end && !bad) {
+		/* the library's own calls are not to be interrupted by it */
+		sigprocmask(SIG_BLOCK, &alrm, NULL);
+		zm_region_reclaim(r, SIZE_MAX / 2);
+		sigprocmask(SIG_UNBLOCK, &alrm, NULL);
+		for (size_t i = 0; i < 128; i++)
+			for (size_t j = 0; j < PS; j += 512)
+				if (g_sig_b[i * PS + j] != (char)i)
+					bad++;
+		rounds++;
+	}
+	timer_delete(t);
+	signal(SIGALRM, SIG_DFL);
+	printf("%ld rounds, %ld signals, %ld bad reads in the handler\n", rounds,
+	       (long)g_sig_hits, (long)g_sig_bad);
+	assert_int_equal(bad, 0);
+	assert_int_equal(g_sig_bad, 0);
+	zm_region_destroy(r);
+}
+
 /* ---- region memory given to the kernel ------------------------------- */
 
 #define IO_OFF (PS / 2 + 3)  /* a buffer across pages */
@@ -1278,6 +1341,7 @@ int main(void)
 		cmocka_unit_test(test_fork),
 		cmocka_unit_test(test_fork_child_region),
 		cmocka_unit_test(test_fault_at_thread_exit),
+		cmocka_unit_test(test_signal_handler_touches),
 		cmocka_unit_test(test_syscalls),
 		cmocka_unit_test(test_plain_syscall_efault),
 		cmocka_unit_test(test_wait_mode),

@@ -50,7 +50,11 @@
  * own; the handler takes only the region's page locks, decodes with the
  * store, and may allocate (a thread's first fault allocates its codec
  * workspace), so region memory must not be touched from inside malloc or
- * from another signal handler that interrupted malloc.
+ * from another signal handler that interrupted malloc.  The handler
+ * blocks the asynchronous signals while it serves a fault, so a signal
+ * handler of the program may touch region memory, unless the signal
+ * interrupted a zmem call of its thread (a pin or wrapper, reclaim,
+ * discard): that call may hold the page's lock.
  *
  * fork: a region is not inherited.  Its range is not mapped in a child
  * (MADV_DONTFORK), so a child that touches it gets SIGSEGV; calls on the

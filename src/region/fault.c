@@ -431,7 +431,20 @@ int zmi_region_signals_init(void)
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_sigaction = on_sigbus;
 		sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
-		sigemptyset(&sa.sa_mask);
+		/* The program's asynchronous signals wait until the fault is
+		 * served: a handler of theirs that touched region memory in
+		 * the middle of it would fault on the same thread, decode
+		 * into the same buffer (the page being served would be
+		 * mapped with the other's bytes) or wait for a page lock the
+		 * thread holds.  Synchronous ones stay open: blocked, they
+		 * kill the process. */
+		sigfillset(&sa.sa_mask);
+		sigdelset(&sa.sa_mask, SIGBUS);
+		sigdelset(&sa.sa_mask, SIGSEGV);
+		sigdelset(&sa.sa_mask, SIGILL);
+		sigdelset(&sa.sa_mask, SIGFPE);
+		sigdelset(&sa.sa_mask, SIGTRAP);
+		sigdelset(&sa.sa_mask, SIGSYS);
 		old_bus = cur;
 		if (sigaction(SIGBUS, &sa, NULL))
 			rc = -errno;
