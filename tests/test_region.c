@@ -807,6 +807,64 @@ static void test_signal_handler_touches(void **state)
 	zm_region_destroy(r);
 }
 
+/* A fork taken while another thread looks a region up (its SIGBUS
+ * handler does at every fault; here zm_region_pin of memory outside every
+ * region, to widen the window) must leave the child able to create and
+ * destroy regions: the child has no such thread, nothing is in flight. */
+struct lookup_loop {
+	int stop;
+};
+
+static void *lookup_looper(void *arg)
+{
+	struct lookup_loop *l = arg;
+	char heap[64];
+
+	while (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE))
+		zm_region_pin(heap, sizeof(heap), 0);
+	return NULL;
+}
+
+static void test_fork_during_lookups(void **state)
+{
+	struct zm_region *r = rt_mk_pages(64, 0, 0);
+	struct lookup_loop l = { 0 };
+	pthread_t tid;
+	int hung = 0, forks = 200;
+
+	pthread_create(&tid, NULL, lookup_looper, &l);
+	for (int k = 0; k < forks && !hung; k++) {
+		int status;
+		pid_t pid;
+
+		fflush(stdout);
+		fflush(stderr);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			struct zm_region *mine;
+
+			signal(SIGALRM, SIG_DFL);
+			alarm(2);
+			if (zm_region_create(&(struct zm_region_config){ .size = 16 * PS }, &mine))
+				_exit(30);
+			zm_region_destroy(mine);
+			zm_region_destroy(r);
+			_exit(0);
+		}
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+			hung = k + 1;
+		else
+			assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	__atomic_store_n(&l.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(tid, NULL);
+	if (hung)
+		fail_msg("the child of fork %d of %d hung in create or destroy", hung, forks);
+	zm_region_destroy(r);
+}
+
 /* ---- region memory given to the kernel ------------------------------- */
 
 #define IO_OFF (PS / 2 + 3)  /* a buffer across pages */
@@ -1340,6 +1398,7 @@ int main(void)
 		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_fork),
 		cmocka_unit_test(test_fork_child_region),
+		cmocka_unit_test(test_fork_during_lookups),
 		cmocka_unit_test(test_fault_at_thread_exit),
 		cmocka_unit_test(test_signal_handler_touches),
 		cmocka_unit_test(test_syscalls),

@@ -277,6 +277,9 @@ static void fork_child(void)
 	live = NULL;
 	nr_live = 0;
 	gen++;
+	/* a lookup in flight in another thread at the fork (a fault's, a
+	 * pin's) never ends here: publish() must not wait for it */
+	__atomic_store_n(&readers, 0, __ATOMIC_SEQ_CST);
 	pthread_mutex_unlock(&reg_lock);
 }
 
