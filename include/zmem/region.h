@@ -186,8 +186,8 @@ struct zm_region;
  * an unknown policy or flag), -EPERM / -ENOSYS (no userfaultfd here, see
  * above), -E2BIG (unknown config fields set), -ENOMEM, or what
  * zm_store_create returns.  *out is NULL on failure.
- * Cost: address space for the mapping and for 24 bytes a page of
- * bookkeeping (a 16-byte record and two 4-byte queue entries), written
+ * Cost: address space for the mapping and for 28 bytes a page of
+ * bookkeeping (a 24-byte record and a 4-byte queue entry), written
  * only where pages are used; the store's (store.h); no thread but the
  * process's one region thread. */
 ZM_API int zm_region_create_sized(const struct zm_region_config *cfg, size_t cfg_size,
