@@ -13,7 +13,9 @@
 #include <pthread.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "regiontest.h"
 
@@ -476,6 +478,10 @@ static void test_reclaim_bytes(void **state)
 		rt_fill(want, PS, i);
 		assert_memory_equal(b + i * PS, want, PS);
 	}
+	/* SIZE_MAX: everything (the rounding up to pages must not wrap) */
+	assert_int_equal(rt_mincore_pages(b, n * PS), n);
+	assert_int_equal(zm_region_reclaim(r, SIZE_MAX), (long)(n * PS));
+	assert_int_equal(rt_mincore_pages(b, n * PS), 0);
 	zm_region_destroy(r);
 }
 
@@ -634,6 +640,228 @@ static void test_fork(void **state)
 	assert_int_equal(zm_region_reclaim(r, n * PS), (long)(n * PS));
 	b[5] = 9;
 	assert_int_equal(b[5], 9);
+	zm_region_destroy(r);
+}
+
+/* A child that creates a region of its own gets a region thread of its
+ * own; that thread must leave the parent's regions alone.  The child's
+ * copy of their bookkeeping is what it was at the fork, and their
+ * userfaultfds, inherited, still act on the parent's memory: evicting
+ * there would write-protect or unmap the parent's pages behind the
+ * parent's back (its next write to such a page would fault for ever),
+ * and read pages the child does not have.  The fork is taken as if in a
+ * burst of faults, before the parent's thread caught up: the child's
+ * copy of the count is set above the high watermark (white box). */
+static void test_fork_child_region(void **state)
+{
+#if __has_include("region/region_internal.h")
+	const size_t n = 256, lim = 64;
+	struct zm_region *r = rt_mk_pages(n, lim, 0);
+	char *b = base_of(r);
+	int status;
+	pid_t pid;
+
+	for (size_t i = 0; i < 100; i++)
+		rt_fill(b + i * PS, PS, 700 + i);
+	rt_sleep_ms(200); /* the parent's thread down to its low mark */
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct zmi_region *ir = (struct zmi_region *)r;
+		struct zm_region *mine = NULL;
+
+		signal(SIGSEGV, SIG_DFL);
+		signal(SIGBUS, SIG_DFL);
+		alarm(10);
+		__atomic_store_n(&ir->resident, ir->high + 32, __ATOMIC_RELAXED);
+		if (zm_region_create(&(struct zm_region_config){ .size = 16 * PS }, &mine))
+			_exit(30);
+		memset(zm_region_base(mine), 1, 16 * PS);
+		rt_sleep_ms(300); /* the child's thread looks at every region */
+		zm_region_destroy(mine);
+		zm_region_destroy(r);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		fail_msg("the child died of signal %d", WTERMSIG(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* the parent's pages are all there, and writable without a hang */
+	alarm(10);
+	for (size_t i = 0; i < 100; i++) {
+		char want[PS];
+
+		rt_fill(want, PS, 700 + i);
+		assert_memory_equal(b + i * PS, want, PS);
+		b[i * PS] = 5;
+	}
+	alarm(0);
+	assert_true(rt_stats(r).resident_max <= (lim + rt_stats(r).slack / PS) * PS);
+	zm_region_destroy(r);
+#else
+	skip();
+#endif
+}
+
+/* A thread's exit runs the destructors of its thread-specific data; one
+ * of the program's may touch region memory after the library's own has
+ * freed the thread's page buffer (a thread-local cache flushed into a
+ * heap in a region).  That fault must still be served. */
+static pthread_key_t g_exit_key;
+static volatile char *g_exit_b;
+static int g_exit_seen = -1;
+
+static void exit_dtor(void *arg)
+{
+	(void)arg;
+	g_exit_seen = g_exit_b[1]; /* page 0, evicted */
+}
+
+static void *exit_thread(void *arg)
+{
+	struct zm_region *r = arg;
+
+	assert_int_equal(g_exit_b[PS + 1], 8); /* a refault: the buffer is made */
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	pthread_setspecific(g_exit_key, (void *)1);
+	return NULL;
+}
+
+static void test_fault_at_thread_exit(void **state)
+{
+	struct zm_region *r = rt_mk_pages(16, 0, 0);
+	pthread_t tid;
+
+	g_exit_b = base_of(r);
+	memset((char *)g_exit_b, 7, PS);
+	memset((char *)g_exit_b + PS, 8, PS);
+	assert_int_equal(pthread_key_create(&g_exit_key, exit_dtor), 0);
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	assert_int_equal(pthread_create(&tid, NULL, exit_thread, r), 0);
+	pthread_join(tid, NULL);
+	assert_int_equal(g_exit_seen, 7);
+	pthread_key_delete(g_exit_key);
+	zm_region_destroy(r);
+}
+
+/* A signal handler of the program may read region memory (a profiler's,
+ * a timer's).  When its signal lands while the thread serves a fault of
+ * its own (the SIGBUS handler, between the decode and the copy into the
+ * page), the fault it takes must not disturb the one it interrupted:
+ * every page still reads as written. */
+static volatile char *g_sig_b;
+static volatile long g_sig_hits, g_sig_bad;
+
+static void sig_reader(int sig)
+{
+	static unsigned k;
+	size_t pg = 128 + (k++ % 128);
+	char want = (char)pg;
+
+	(void)sig;
+	if (g_sig_b[pg * PS + 7] != want)
+		g_sig_bad++;
+	g_sig_hits++;
+}
+
+static void test_signal_handler_touches(void **state)
+{
+	const size_t n = 256;
+	struct zm_region *r = rt_mk_pages(n, 0, 0);
+	struct sigevent sev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGALRM };
+	struct itimerspec its = { { 0, 20000 }, { 0, 20000 } };
+	sigset_t alrm;
+	timer_t t;
+	long bad = 0, rounds = 0;
+	uint64_t t_end;
+
+	g_sig_b = base_of(r);
+	for (size_t i = 0; i < n; i++)
+		memset((char *)g_sig_b + i * PS, (int)(char)i, PS);
+	sigemptyset(&alrm);
+	sigaddset(&alrm, SIGALRM);
+	signal(SIGALRM, sig_reader);
+	sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+	assert_int_equal(timer_create(CLOCK_MONOTONIC, &sev, &t), 0);
+	assert_int_equal(timer_settime(t, 0, &its, NULL), 0);
+	t_end = zmi_now_ns() + 1500000000ull;
+	while (zmi_now_ns() < t_end && !bad) {
+		/* the library's own calls are not to be interrupted by it */
+		sigprocmask(SIG_BLOCK, &alrm, NULL);
+		zm_region_reclaim(r, SIZE_MAX / 2);
+		sigprocmask(SIG_UNBLOCK, &alrm, NULL);
+		for (size_t i = 0; i < 128; i++)
+			for (size_t j = 0; j < PS; j += 512)
+				if (g_sig_b[i * PS + j] != (char)i)
+					bad++;
+		rounds++;
+	}
+	timer_delete(t);
+	signal(SIGALRM, SIG_DFL);
+	printf("%ld rounds, %ld signals, %ld bad reads in the handler\n", rounds,
+	       (long)g_sig_hits, (long)g_sig_bad);
+	assert_int_equal(bad, 0);
+	assert_int_equal(g_sig_bad, 0);
+	zm_region_destroy(r);
+}
+
+/* A fork taken while another thread looks a region up (its SIGBUS
+ * handler does at every fault; here zm_region_pin of memory outside every
+ * region, to widen the window) must leave the child able to create and
+ * destroy regions: the child has no such thread, nothing is in flight. */
+struct lookup_loop {
+	int stop;
+};
+
+static void *lookup_looper(void *arg)
+{
+	struct lookup_loop *l = arg;
+	char heap[64];
+
+	while (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE))
+		zm_region_pin(heap, sizeof(heap), 0);
+	return NULL;
+}
+
+static void test_fork_during_lookups(void **state)
+{
+	struct zm_region *r = rt_mk_pages(64, 0, 0);
+	struct lookup_loop l = { 0 };
+	pthread_t tid;
+	int hung = 0, forks = 200;
+
+	pthread_create(&tid, NULL, lookup_looper, &l);
+	for (int k = 0; k < forks && !hung; k++) {
+		int status;
+		pid_t pid;
+
+		fflush(stdout);
+		fflush(stderr);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			struct zm_region *mine;
+
+			signal(SIGALRM, SIG_DFL);
+			alarm(2);
+			if (zm_region_create(&(struct zm_region_config){ .size = 16 * PS }, &mine))
+				_exit(30);
+			zm_region_destroy(mine);
+			zm_region_destroy(r);
+			_exit(0);
+		}
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+			hung = k + 1;
+		else
+			assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	__atomic_store_n(&l.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(tid, NULL);
+	if (hung)
+		fail_msg("the child of fork %d of %d hung in create or destroy", hung, forks);
 	zm_region_destroy(r);
 }
 
@@ -869,6 +1097,42 @@ static void test_syscalls_in_pieces(void **state)
 	free(dst), free(want);
 }
 
+/* A datagram is never cut by the wrappers (region.h): one larger than a
+ * region can pin at once fails with E2BIG, whole; one that fits goes as
+ * one message. */
+static void test_datagram_not_cut(void **state)
+{
+	const size_t n = 256, lim = 64, big = 40 * PS, small = 16 * PS;
+	struct zm_region *r = rt_mk_pages(n, lim, 0);
+	char *b = base_of(r), *dst = malloc(big);
+	struct iovec iov[2] = { { b, 34 * PS }, { b + 34 * PS, big - 34 * PS } };
+	int sv[2], sz = 1 << 20;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	fill_bytes(b, big, 21);
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	errno = 0;
+	assert_int_equal(zm_region_send(sv[0], b, big, 0), -1);
+	assert_int_equal(errno, E2BIG);
+	errno = 0;
+	assert_int_equal(zm_region_write(sv[0], b, big), -1);
+	assert_int_equal(errno, E2BIG);
+	errno = 0;
+	assert_int_equal(zm_region_writev(sv[0], iov, 2), -1);
+	assert_int_equal(errno, E2BIG);
+	/* nothing was sent */
+	assert_int_equal(recv(sv[1], dst, big, MSG_DONTWAIT), -1);
+	/* one that fits: one message */
+	assert_int_equal(zm_region_send(sv[0], b, small, 0), (ssize_t)small);
+	assert_int_equal(recv(sv[1], dst, big, MSG_DONTWAIT), (ssize_t)small);
+	assert_memory_equal(dst, b, small);
+	close(sv[0]), close(sv[1]);
+	free(dst);
+	zm_region_destroy(r);
+}
+
 static void test_pin(void **state)
 {
 	const size_t n = 512, lim = 64;
@@ -934,6 +1198,96 @@ static void test_pin(void **state)
 	}
 	close(p[0]), close(p[1]);
 	zm_region_destroy(r);
+}
+
+/* Pins nest without a bound the caller can reach: many threads may pin
+ * the same page at once (small buffers of many zm_region_read calls in
+ * one page).  300 pins of one page keep it resident through a reclaim
+ * until the last unpin. */
+static void test_pins_nest_deep(void **state)
+{
+	const size_t n = 64, deep = 300;
+	struct zm_region *r = rt_mk_pages(n, 0, 0);
+	char *b = base_of(r);
+
+	rt_fill(b, PS, 77);
+	for (size_t i = 0; i < deep; i++)
+		assert_int_equal(zm_region_pin(b + 8, 8, ZM_REGION_PIN_WRITE), 0);
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	assert_int_equal(rt_mincore_page(b), 1);
+	for (size_t i = 0; i < deep - 1; i++)
+		zm_region_unpin(b + 8, 8);
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	assert_int_equal(rt_mincore_page(b), 1);
+	zm_region_unpin(b + 8, 8);
+	assert_int_equal(zm_region_reclaim(r, SIZE_MAX / 2), (long)PS);
+	assert_int_equal(rt_mincore_page(b), 0);
+	{
+		char want[PS];
+
+		rt_fill(want, PS, 77);
+		assert_memory_equal(b, want, PS);
+	}
+	zm_region_destroy(r);
+}
+
+/* A page first read (mapped as zeros), then pinned and written by the
+ * kernel (read(2) into it), then discarded while pinned: it reads as
+ * zeros after, as region.h promises of a discarded page. */
+static void test_discard_pinned_zero_page(void **state)
+{
+	struct zm_region *r = rt_mk_pages(16, 0, 0);
+	volatile char *b = base_of(r);
+	int p[2];
+
+	assert_int_equal(b[100], 0); /* a first read: the zero page */
+	assert_int_equal(zm_region_pin((char *)b, PS, ZM_REGION_PIN_WRITE), 0);
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(write(p[1], "kernel", 6), 6);
+	assert_int_equal(read(p[0], (char *)b + 100, 6), 6);
+	b[200] = 'x'; /* and the program */
+	assert_int_equal(zm_region_discard(r, 0, PS), 0);
+	for (size_t i = 0; i < PS; i++)
+		if (b[i])
+			fail_msg("byte %zu of a discarded pinned page is %#x", i, b[i]);
+	zm_region_unpin((char *)b, PS);
+	zm_region_reclaim(r, SIZE_MAX / 2);
+	for (size_t i = 0; i < PS; i++)
+		if (b[i])
+			fail_msg("byte %zu of a discarded page is %#x after reclaim", i, b[i]);
+	close(p[0]), close(p[1]);
+	zm_region_destroy(r);
+}
+
+/* A page the store cannot give back (its backing file lost its data): a
+ * pin fails with -EIO and leaves the resident count as it was. */
+static void test_pin_eio_keeps_count(void **state)
+{
+	char path[] = "/tmp/zm-region-eio-XXXXXX";
+	int fd = mkstemp(path);
+	struct zm_store_config sc = { .backing_fd = fd };
+	struct zm_region_config c = { .size = 64 * PS, .store = &sc, .store_size = sizeof(sc) };
+	struct zm_region *r;
+	char *b;
+
+	assert_true(fd >= 0);
+	unlink(path);
+	r = rt_mk(&c);
+	b = base_of(r);
+	for (size_t i = 0; i < 8; i++)
+		rt_fill(b + i * PS, PS, 300 + i);
+	assert_int_equal(zm_region_reclaim(r, SIZE_MAX / 2), (long)(8 * PS));
+	assert_int_equal(rt_stats(r).resident_bytes, 0);
+	assert_int_equal(zm_store_writeback(zm_region_store(r), 0, 8), 8);
+	assert_int_equal(ftruncate(fd, 0), 0);
+	assert_int_equal(zm_region_pin(b, PS, 0), -EIO);
+	assert_int_equal(rt_stats(r).resident_bytes, 0);
+	assert_int_equal(zm_region_pin(b + PS, PS, ZM_REGION_PIN_WRITE), -EIO);
+	assert_int_equal(rt_stats(r).resident_bytes, 0);
+	zm_region_discard(r, 0, 64 * PS);
+	assert_int_equal(rt_stats(r).resident_bytes, 0);
+	zm_region_destroy(r);
+	close(fd);
 }
 
 /* Pins may fill the whole limit (each pin at most half of it, two of
@@ -1043,12 +1397,20 @@ int main(void)
 		cmocka_unit_test(test_reclaim_bytes),
 		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_fork),
+		cmocka_unit_test(test_fork_child_region),
+		cmocka_unit_test(test_fork_during_lookups),
+		cmocka_unit_test(test_fault_at_thread_exit),
+		cmocka_unit_test(test_signal_handler_touches),
 		cmocka_unit_test(test_syscalls),
 		cmocka_unit_test(test_plain_syscall_efault),
 		cmocka_unit_test(test_wait_mode),
 		cmocka_unit_test(test_syscalls_in_pieces),
+		cmocka_unit_test(test_datagram_not_cut),
 		cmocka_unit_test(test_pin),
 		cmocka_unit_test(test_pins_fill_the_limit),
+		cmocka_unit_test(test_pins_nest_deep),
+		cmocka_unit_test(test_discard_pinned_zero_page),
+		cmocka_unit_test(test_pin_eio_keeps_count),
 		cmocka_unit_test(test_64_regions_one_thread),
 	};
 

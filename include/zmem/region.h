@@ -50,7 +50,11 @@
  * own; the handler takes only the region's page locks, decodes with the
  * store, and may allocate (a thread's first fault allocates its codec
  * workspace), so region memory must not be touched from inside malloc or
- * from another signal handler that interrupted malloc.
+ * from another signal handler that interrupted malloc.  The handler
+ * blocks the asynchronous signals while it serves a fault, so a signal
+ * handler of the program may touch region memory, unless the signal
+ * interrupted a zmem call of its thread (a pin or wrapper, reclaim,
+ * discard): that call may hold the page's lock.
  *
  * fork: a region is not inherited.  Its range is not mapped in a child
  * (MADV_DONTFORK), so a child that touches it gets SIGSEGV; calls on the
@@ -238,7 +242,8 @@ ZM_API void zm_region_print_stats_sized(const struct zm_region_stats *st, size_t
  * buffer before a system call.  Pins nest (a count per page).  A range
  * of more than half a region's limit cannot be pinned at once: -E2BIG
  * (pin and call in pieces; the wrappers below do).  0, or -EINVAL (len
- * overflows), -E2BIG, -EIO (the store could not give a page back). */
+ * overflows), -E2BIG, -EIO (the store could not give a page back),
+ * -EOVERFLOW (a page is pinned 2^24 - 1 times already). */
 ZM_API int zm_region_pin(const void *addr, size_t len, unsigned flags);
 ZM_API void zm_region_unpin(const void *addr, size_t len);
 

@@ -52,6 +52,19 @@ static void page_free(void *p)
 	munmap(hdr, hdr[0]);
 }
 
+/* The key's destructor, at the thread's exit.  Another destructor that
+ * runs after it may touch region memory and fault: the thread then
+ * makes a new buffer (set again, so freed by a later round of
+ * destructors) instead of decoding into the one unmapped here. */
+static void page_dtor(void *p)
+{
+	if (p == tls_page) {
+		tls_page = NULL;
+		tls_page_cap = 0;
+	}
+	page_free(p);
+}
+
 /* The calling thread's buffer of at least size bytes (mmap: no malloc on
  * the handler's path), or NULL. */
 static char *thread_page(size_t size)
@@ -70,7 +83,7 @@ static char *thread_page(size_t size)
 		page_free(tls_page);
 	tls_page = (char *)(hdr + 8);
 	tls_page_cap = size;
-	pthread_setspecific(page_key, tls_page); /* the destructor unmaps it */
+	pthread_setspecific(page_key, tls_page); /* page_dtor unmaps it */
 	return tls_page;
 }
 
@@ -276,10 +289,8 @@ static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread
 	case RP_EMPTY:
 	case RP_STORED:
 		rc = fill(r, pg, &w, write, false);
-		if (rc) {
-			unadmit(r);
-			break;
-		}
+		if (rc)
+			break; /* its place is given back below, once */
 		admitted = false;
 		counted = true;
 		break;
@@ -296,8 +307,12 @@ static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread
 	}
 	if (admitted)
 		unadmit(r);
-	if (!rc && pins)
-		w += pins << RP_PIN_SHIFT;
+	if (!rc && pins) {
+		if (rp_pins(w) > RP_PIN_MAX - pins)
+			rc = -EOVERFLOW; /* brought in, but not pinned */
+		else
+			w += pins << RP_PIN_SHIFT;
+	}
 	zmi_rpage_unlock(r, pg, w);
 	if (from_thread)
 		zmi_uffd_wake(r->uffd, zmi_page_addr(r, pg), r->page_size);
@@ -396,7 +411,7 @@ static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void key_init(void)
 {
-	pthread_key_create(&page_key, page_free);
+	pthread_key_create(&page_key, page_dtor);
 }
 
 /* Install the handler, unless it is there: at every create, so that a
@@ -416,7 +431,20 @@ int zmi_region_signals_init(void)
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_sigaction = on_sigbus;
 		sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
-		sigemptyset(&sa.sa_mask);
+		/* The program's asynchronous signals wait until the fault is
+		 * served: a handler of theirs that touched region memory in
+		 * the middle of it would fault on the same thread, decode
+		 * into the same buffer (the page being served would be
+		 * mapped with the other's bytes) or wait for a page lock the
+		 * thread holds.  Synchronous ones stay open: blocked, they
+		 * kill the process. */
+		sigfillset(&sa.sa_mask);
+		sigdelset(&sa.sa_mask, SIGBUS);
+		sigdelset(&sa.sa_mask, SIGSEGV);
+		sigdelset(&sa.sa_mask, SIGILL);
+		sigdelset(&sa.sa_mask, SIGFPE);
+		sigdelset(&sa.sa_mask, SIGTRAP);
+		sigdelset(&sa.sa_mask, SIGSYS);
 		old_bus = cur;
 		if (sigaction(SIGBUS, &sa, NULL))
 			rc = -errno;

@@ -195,6 +195,19 @@ ssize_t zm_region_recv(int fd, void *buf, size_t len, int flags)
 	WRAP_IN(recv, buf, len, fd, buf, n_, flags);
 }
 
+/* fd is a socket whose writes are messages (datagrams, records), which
+ * a write in pieces would cut into several. */
+static bool msg_socket(int fd)
+{
+	int type = 0, e = errno;
+	socklen_t len = sizeof(type);
+	bool msg = getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
+		   (type == SOCK_DGRAM || type == SOCK_SEQPACKET || type == SOCK_RDM);
+
+	errno = e;
+	return msg;
+}
+
 /* Writes go on piece after piece until all is written, a short write or
  * an error (which is returned only if nothing was written). */
 #define WRAP_OUT(call, buf, count, off, ...)                                    \
@@ -207,6 +220,12 @@ ssize_t zm_region_recv(int fd, void *buf, size_t len, int flags)
 			int e_;                                                 \
 			if (with_pin(p_, &n_, false))                           \
 				return done_ ? (ssize_t)done_ : -1;             \
+			if (n_ < left_ && msg_socket(fd)) {                     \
+				/* a message is never cut: whole or not */      \
+				zm_region_unpin(p_, n_);                        \
+				errno = E2BIG;                                  \
+				return -1;                                      \
+			}                                                       \
 			ret_ = call(__VA_ARGS__);                               \
 			e_ = errno;                                             \
 			zm_region_unpin(p_, n_);                                \
@@ -264,8 +283,8 @@ static ssize_t vec(int fd, const struct iovec *iov, int iovcnt, bool in)
 	}
 	while (--i >= 0)
 		zm_region_unpin(iov[i].iov_base, iov[i].iov_len);
-	if (rc != -E2BIG) {
-		errno = -rc;
+	if (rc != -E2BIG || (!in && msg_socket(fd))) {
+		errno = -rc; /* a message in pieces would be several */
 		return -1;
 	}
 	for (i = 0; i < iovcnt; i++) {

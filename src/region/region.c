@@ -192,12 +192,23 @@ long zm_region_reclaim(struct zm_region *ur, size_t bytes)
 		return -EINVAL;
 	if (in_child(r))
 		return -ECHILD;
-	n = (bytes + r->page_size - 1) >> r->page_shift;
+	/* rounded up to pages without wrapping: SIZE_MAX asks for all */
+	n = (bytes >> r->page_shift) + ((bytes & (r->page_size - 1)) != 0);
 	fails0 = __atomic_load_n(&r->count[RC_EVICT_FAIL], __ATOMIC_RELAXED);
 	done = zmi_region_evict(r, n);
 	if (!done && n && __atomic_load_n(&r->count[RC_EVICT_FAIL], __ATOMIC_RELAXED) != fails0)
 		return -ENOSPC;
 	return (long)(done << r->page_shift);
+}
+
+static bool zeros(const void *p, size_t len)
+{
+	const uint64_t *w = p;
+
+	for (size_t i = 0; i < len / 8; i++)
+		if (w[i])
+			return false;
+	return true;
 }
 
 /* Drop page pg (its lock held, *w its word). */
@@ -212,7 +223,10 @@ static void discard_page(struct zmi_region *r, uint64_t pg, uint32_t *w)
 			zmi_uffd_protect(r->uffd, addr, r->page_size, false, true);
 		if (k == RP_CLEAN || k == RP_DIRTY)
 			zm_store_discard(r->store, pg, 1);
-		if (k != RP_ZERO)
+		/* a ZERO page too: a write since (the kernel's, through the
+		 * pin, or the program's) made it a private page we were not
+		 * told of; zeroed only if so, so that the zero page stays */
+		if (k != RP_ZERO || !zeros(addr, r->page_size))
 			memset(addr, 0, r->page_size);
 		*w = (*w & ~RP_KIND_MASK) | (k == RP_ZERO ? RP_ZERO : RP_DIRTY);
 		return;

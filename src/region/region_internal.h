@@ -51,7 +51,9 @@ enum {
 #define RP_LOCKED    (1u << 3)
 #define RP_WAITERS   (1u << 4)   /* someone sleeps on the word (futex) */
 #define RP_PIN_SHIFT 8
-#define RP_PIN_MASK  (0xffu << RP_PIN_SHIFT) /* pins, 255 at most */
+#define RP_PIN_MAX   0xffffffu   /* pins of one page at once: a count that
+				     wrapped would let a pinned page go */
+#define RP_PIN_MASK  (RP_PIN_MAX << RP_PIN_SHIFT)
 static inline unsigned rp_kind(uint32_t w)
 {
 	return w & RP_KIND_MASK;

@@ -266,7 +266,20 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+	/* The parent's regions are not the child's to work on: their
+	 * bookkeeping here is a copy, their memory is not mapped here
+	 * (MADV_DONTFORK), and their userfaultfds still act on the parent's
+	 * memory.  A thread the child starts for regions of its own must not
+	 * evict theirs nor read their faults: off the live list (they stay
+	 * in the registry, for the -ECHILD of calls on them, until the
+	 * child's destroy). */
 	thr = NULL;
+	live = NULL;
+	nr_live = 0;
+	gen++;
+	/* a lookup in flight in another thread at the fork (a fault's, a
+	 * pin's) never ends here: publish() must not wait for it */
+	__atomic_store_n(&readers, 0, __ATOMIC_SEQ_CST);
 	pthread_mutex_unlock(&reg_lock);
 }
 
