@@ -187,6 +187,9 @@ uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 		pg = aside[i] & ~BUSY;
 		if (done < n && (aside[i] & BUSY)) {
 			int rc;
+			/* a blocking lock: with no other page's held (the
+			 * lock order, region_internal.h) */
+			batch_flush(r, &b);
 			w = zmi_rpage_lock(r, pg, NULL);
 			rc = try_page(r, pg, w, &b, &pinned, &fails);
 			done += rc == 0;
