@@ -55,6 +55,7 @@
  *     EPERM       no userfaultfd for a region: not permitted here
  *     ENOSYS      no userfaultfd for a region: not in this kernel
  *     ECHILD      a region's call in a child of its creator
+ *     EOVERFLOW   a region page's pin count full
  *
  *   NULL.  Every call that takes an object (pages, pool, codec, store,
  *   tmem) or a buffer refuses NULL as bad input; what it returns then:
