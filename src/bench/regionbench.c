@@ -413,6 +413,23 @@ static void table_lookup(struct worker *w, size_t idx, uint64_t rnd, bool wr)
 	w->sink += sum;
 }
 
+/* The items lo .. lo + m - 1 in a random order, the first *nhot of them
+ * (hot_pages% of m, at least one) the hot set; NULL (w->err set) without
+ * memory. */
+static uint32_t *hot_set(struct worker *w, size_t lo, size_t m, uint64_t *s, size_t *nhot)
+{
+	uint32_t *perm = shuffled(lo, m, s);
+
+	if (!perm) {
+		w->err = -ENOMEM;
+		return NULL;
+	}
+	*nhot = m * w->j->o->hot_pages / 100;
+	if (!*nhot)
+		*nhot = 1;
+	return perm;
+}
+
 /* An item of the hot set (the first nhot of perm) for hot_access% of the
  * draws, of the rest otherwise; a and b: two random words. */
 static size_t pick_hot(const struct opts *o, const uint32_t *perm, size_t nhot, size_t m,
@@ -429,16 +446,8 @@ static void run_table(struct worker *w, uint64_t n, uint64_t *s)
 	size_t m = w->nrec, nhot;
 	uint32_t *perm;
 
-	if (!m)
+	if (!m || !(perm = hot_set(w, 0, m, s, &nhot)))
 		return;
-	perm = shuffled(0, m, s);
-	if (!perm) {
-		w->err = -ENOMEM;
-		return;
-	}
-	nhot = m * o->hot_pages / 100;
-	if (!nhot)
-		nhot = 1;
 	for (uint64_t k = 0; k < n; k++) {
 		uint64_t a = zmi_rand(s), b = zmi_rand(s);
 		bool wr = (a >> 32) % 100 < o->writes;
@@ -474,16 +483,8 @@ static void run_trace(struct worker *w, size_t lo, size_t m, uint64_t n, uint64_
 		free(perm);
 		perm = NULL;
 	}
-	if (t == T_HOT || t == T_HEAP) {
-		perm = shuffled(lo, m, s);
-		if (!perm) {
-			w->err = -ENOMEM;
-			return;
-		}
-		nhot = m * o->hot_pages / 100;
-		if (!nhot)
-			nhot = 1;
-	}
+	if ((t == T_HOT || t == T_HEAP) && !(perm = hot_set(w, lo, m, s, &nhot)))
+		return;
 	for (uint64_t k = 0; k < n; k++) {
 		uint64_t a = zmi_rand(s), b = zmi_rand(s);
 		bool wr = (a >> 32) % 100 < o->writes;
