@@ -827,10 +827,20 @@ static void *lookup_looper(void *arg)
 
 static void test_fork_during_lookups(void **state)
 {
-	struct zm_region *r = rt_mk_pages(64, 0, 0);
+	struct zm_region *r;
 	struct lookup_loop l = { 0 };
 	pthread_t tid;
 	int hung = 0, forks = 200;
+
+	/* ASan's allocator has no fork handlers: a child forked while
+	 * another thread (this test's own, or the region thread) was inside
+	 * malloc or free hangs in its first allocation, in ASan's lock, not
+	 * in ours (seen in 4 runs of 10 here).  The debug build runs it. */
+	if (ZM_TEST_SANITIZED) {
+		printf("under a sanitizer: skipped (its allocator is not fork-safe)\n");
+		skip();
+	}
+	r = rt_mk_pages(64, 0, 0);
 
 	pthread_create(&tid, NULL, lookup_looper, &l);
 	for (int k = 0; k < forks && !hung; k++) {
@@ -845,7 +855,7 @@ static void test_fork_during_lookups(void **state)
 			struct zm_region *mine;
 
 			signal(SIGALRM, SIG_DFL);
-			alarm(2);
+			alarm(5);
 			if (zm_region_create(&(struct zm_region_config){ .size = 16 * PS }, &mine))
 				_exit(30);
 			zm_region_destroy(mine);
