@@ -854,6 +854,20 @@ struct kswap {
 	bool on;
 };
 
+/* Swap on k's device or file, at the priority the runs use; 0, or -1
+ * with the reason in why. */
+static int kswap_on(struct kswap *k, char *why, size_t wl)
+{
+	int rc = swap_on(k->dev);
+
+	if (rc) {
+		snprintf(why, wl, "swapon %s: %s", k->dev, strerror(-rc));
+		return -1;
+	}
+	k->on = true;
+	return 0;
+}
+
 static void kswap_down(struct kswap *k)
 {
 	char path[128], val[16];
@@ -893,7 +907,6 @@ static void kernel_codec(const char *codec, char *out, size_t len)
 static int zram_up(const struct opts *o, struct kswap *k, size_t bytes, char *why, size_t wl)
 {
 	char buf[256], path[128], algo[32];
-	int rc;
 
 	k->zram_id = -1;
 	if (bench_file_read("/sys/class/zram-control/hot_add", buf, sizeof(buf))) {
@@ -915,13 +928,7 @@ static int zram_up(const struct opts *o, struct kswap *k, size_t bytes, char *wh
 	}
 	for (int i = 0; i < 100 && access(k->dev, F_OK); i++)
 		usleep(10000);  /* udev makes the node */
-	rc = swap_on(k->dev);
-	if (rc) {
-		snprintf(why, wl, "swapon %s: %s", k->dev, strerror(-rc));
-		return -1;
-	}
-	k->on = true;
-	return 0;
+	return kswap_on(k, why, wl);
 }
 
 static int zswap_up(const struct opts *o, struct kswap *k, size_t bytes, char *why, size_t wl)
@@ -964,13 +971,7 @@ static int zswap_up(const struct opts *o, struct kswap *k, size_t bytes, char *w
 		snprintf(why, wl, "cannot enable zswap");
 		return -1;
 	}
-	rc = swap_on(k->dev);
-	if (rc) {
-		snprintf(why, wl, "swapon %s: %s", k->dev, strerror(-rc));
-		return -1;
-	}
-	k->on = true;
-	return 0;
+	return kswap_on(k, why, wl);
 }
 
 /* What the child sends back. */
