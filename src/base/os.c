@@ -11,6 +11,8 @@
 
 #include "base/os.h"
 
+__thread unsigned zmi_in_lib __attribute__((tls_model("initial-exec")));
+
 void *zmi_os_reserve(size_t bytes, size_t align)
 {
 	size_t span = bytes + align;

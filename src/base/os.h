@@ -30,6 +30,15 @@ int zmi_os_decommit_many(const struct iovec *iov, size_t n);
  * fault per page later (MADV_POPULATE_WRITE, Linux 5.14+); 0 or -errno
  * (-EINVAL where the kernel does not know it: the faults happen later). */
 int zmi_os_prefault(void *addr, size_t bytes);
+/* Nonzero on a thread while it runs the library's own code that must not
+ * be given region memory: the threads the library starts (the worker,
+ * the region threads) hold it from their start, and a preload that
+ * replaces malloc and mmap (src/run/) raises it around each call it
+ * makes into the library.  While it is raised, such a preload hands
+ * every allocation and mapping to the system's own.  Initial-exec TLS:
+ * reading it never allocates. */
+extern __thread unsigned zmi_in_lib __attribute__((tls_model("initial-exec")));
+
 /* The system's page size. */
 size_t zmi_os_page_size(void);
 /* Resident set size of this process in bytes (from /proc/self/statm),

@@ -186,6 +186,7 @@ static struct zmi_work *pick(uint64_t now, uint64_t *wait_until)
 
 static void *worker_main(void *unused)
 {
+	zmi_in_lib = 1; /* base/os.h: never given region memory */
 	pthread_mutex_lock(&wk.lock);
 	for (;;) {
 		uint64_t now = zmi_os_now_ns(), until;

@@ -32,6 +32,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "base/os.h"
 #include "base/worker.h"
 #include "region/region_internal.h"
 
@@ -209,6 +210,7 @@ static void *thread_main(void *arg)
 	nfds_t nfd = 1;
 
 	on_thread = true;
+	zmi_in_lib = 1; /* base/os.h: never given region memory */
 	while (!__atomic_load_n(&me->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t v;
 		bool more;
