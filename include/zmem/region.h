@@ -90,8 +90,12 @@ extern "C" {
 #endif
 
 /* flags */
-#define ZM_REGION_WAIT 1u /* faults served by the library's thread; the
+#define ZM_REGION_WAIT 1u /* faults served by the library's threads; the
 			     kernel's own accesses wait too (slower) */
+#define ZM_REGION_INHERIT 2u /* a child of fork keeps the region: its own
+				copy of the pages and the store, served and
+				evicted in the child as in the parent (see
+				fork above) */
 
 /* cold selection */
 #define ZM_REGION_POLICY_AUTO 0u /* frequency-aware (docs/region.md) */
@@ -218,6 +222,23 @@ ZM_API long zm_region_reclaim(struct zm_region *r, size_t bytes);
  * of the page size.  A pinned page in the range is zeroed in place.
  * 0, or -EINVAL (out of the region, unaligned), -ECHILD. */
 ZM_API int zm_region_discard(struct zm_region *r, size_t offset, size_t length);
+
+/* mprotect(2) on [offset, offset + length) of the region, kept right
+ * with the region: pages made unreadable (prot without PROT_READ) are
+ * compressed away first and are never evicted while so (the evictor
+ * must read a page to store it); making them readable again lets them
+ * come back on touch.  offset and length are multiples of the page size.
+ * 0, or -EINVAL, -ECHILD, or mprotect's -errno. */
+ZM_API int zm_region_protect(struct zm_region *r, size_t offset, size_t length, int prot);
+
+/* mprotect(2) on [offset, offset + length) of the region, kept right
+ * with the region: pages made unreadable (prot without PROT_READ) are
+ * compressed away first and are never evicted while so (the evictor
+ * must read a page to store it); made readable again, they come back on
+ * touch as before.  offset and length are multiples of the page size.
+ * 0, or -EINVAL (out of the region, unaligned), -ECHILD, or mprotect's
+ * -errno. */
+ZM_API int zm_region_protect(struct zm_region *r, size_t offset, size_t length, int prot);
 
 /* Change the resident limit (0: none); the region's thread evicts down to
  * it soon after.  0, or -EINVAL, -ECHILD. */

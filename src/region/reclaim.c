@@ -107,6 +107,25 @@ static void batch_flush(struct zmi_region *r, struct batch *b)
 	room_made(r);
 }
 
+int zmi_region_evict_page(struct zmi_region *r, uint64_t pg, uint32_t *w)
+{
+	struct batch b;
+	int rc = evict_prepare(r, pg, w);
+
+	if (rc)
+		return rc;
+	b.n = 1;
+	b.pg[0] = (uint32_t)pg;
+	b.w[0] = *w;
+	b.iov[0].iov_base = zmi_page_addr(r, pg);
+	b.iov[0].iov_len = r->page_size;
+	/* batch_flush unlocks the page: take the lock again for the caller
+	 * (no other page's lock is held, region_internal.h) */
+	batch_flush(r, &b);
+	*w = zmi_rpage_lock(r, pg, NULL);
+	return 0;
+}
+
 /* Pages a round could not evict (busy, pinned) are set aside and put
  * back when it ends, so that it goes on to others (protected ones
  * included) instead of meeting them again. */
@@ -123,6 +142,11 @@ static int try_page(struct zmi_region *r, uint32_t pg, uint32_t w, struct batch 
 		/* discarded after it was listed: off the lists now */
 		zmi_rpage_unlock(r, pg, w);
 		return -1;
+	}
+	if (w & RP_NOREAD) {
+		/* unreadable (zm_region_protect): storing it would fault */
+		zmi_rpage_unlock(r, pg, w);
+		return 1;
 	}
 	if (rp_pins(w)) {
 		(*pinned)++;

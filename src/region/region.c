@@ -267,6 +267,52 @@ int zm_region_discard(struct zm_region *ur, size_t offset, size_t length)
 	return 0;
 }
 
+int zm_region_protect(struct zm_region *ur, size_t offset, size_t length, int prot)
+{
+	struct zmi_region *r = R(ur);
+	uint64_t first, end;
+	bool readable = prot & PROT_READ;
+
+	if (!r || offset > r->size || length > r->size - offset ||
+	    ((offset | length) & (r->page_size - 1))) {
+		zmi_bad_input("zm_region_protect: no region, or a range out of it or not "
+			      "aligned to its pages");
+		return -EINVAL;
+	}
+	if (in_child(r))
+		return -ECHILD;
+	first = offset >> r->page_shift;
+	end = (offset + length) >> r->page_shift;
+	if (readable) {
+		/* readable first, then evictable: between the two the
+		 * evictor only passes the pages by */
+		if (mprotect(r->base + offset, length, prot))
+			return -errno;
+		for (uint64_t pg = first; pg < end; pg++) {
+			uint32_t w = __atomic_load_n(&r->pages[pg].word, __ATOMIC_RELAXED);
+			if (!(w & RP_NOREAD))
+				continue;
+			w = zmi_rpage_lock(r, pg, NULL);
+			zmi_rpage_unlock(r, pg, w & ~RP_NOREAD);
+		}
+		return 0;
+	}
+	/* Unreadable: marked first (the evictor leaves the page alone from
+	 * then on), its content stored and unmapped while it can still be
+	 * read, then protected.  A page the program brings back in between
+	 * (its own race) stays resident, marked, never read by us. */
+	for (uint64_t pg = first; pg < end; pg++) {
+		uint32_t w = zmi_rpage_lock(r, pg, NULL);
+
+		if (rp_resident(w) && !rp_pins(w))
+			zmi_region_evict_page(r, pg, &w); /* refused: stays */
+		zmi_rpage_unlock(r, pg, w | RP_NOREAD);
+	}
+	if (mprotect(r->base + offset, length, prot))
+		return -errno;
+	return 0;
+}
+
 int zm_region_set_limit(struct zm_region *ur, size_t bytes)
 {
 	struct zmi_region *r = R(ur);

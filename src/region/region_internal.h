@@ -50,6 +50,9 @@ enum {
 #define RP_KIND_MASK 7u
 #define RP_LOCKED    (1u << 3)
 #define RP_WAITERS   (1u << 4)   /* someone sleeps on the word (futex) */
+#define RP_NOREAD    (1u << 5)   /* its mapping is unreadable now
+				     (zm_region_protect): never evicted, as
+				     storing it would read it */
 #define RP_PIN_SHIFT 8
 #define RP_PIN_MAX   0xffffffu   /* pins of one page at once: a count that
 				     wrapped would let a pinned page go */
@@ -210,6 +213,10 @@ int zmi_region_signals_init(void);
 /* ---- reclaim.c: eviction ---- */
 /* Evict up to n pages, coldest first; returns pages evicted. */
 uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n);
+/* Evict page pg now, outside the policy's order: its lock held, *w its
+ * word, resident and not pinned.  0 (*w is STORED), or -errno (the store
+ * refused it: it stays resident). */
+int zmi_region_evict_page(struct zmi_region *r, uint64_t pg, uint32_t *w);
 /* Recompute the watermarks from r->limit. */
 void zmi_region_set_marks(struct zmi_region *r, uint64_t limit);
 
