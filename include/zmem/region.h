@@ -35,9 +35,10 @@
  *     zm_region_write, ...) pin their buffer around the call.  Use them,
  *     or pin, for every system call and every library call (zm_store_*
  *     included) given region memory;
- *   - ZM_REGION_WAIT: faults are served by the library's thread, and the
- *     kernel waits for them as it waits for the disk: every access is
- *     right, system calls included, at about 40 us a fault instead of 5.
+ *   - ZM_REGION_WAIT: faults are served by the library's threads (one per
+ *     CPU), and the kernel waits for them as it waits for the disk: every
+ *     access is right, system calls and futexes included, for a few
+ *     microseconds more a fault.
  *
  * The SIGBUS handler.  The library installs one handler for SIGBUS at a
  * region's create, unless it is in place already; a SIGBUS that is not a
@@ -59,7 +60,11 @@
  * fork: a region is not inherited.  Its range is not mapped in a child
  * (MADV_DONTFORK), so a child that touches it gets SIGSEGV; calls on the
  * region in the child return -ECHILD, and zm_region_destroy() there frees
- * only the child's copy of the bookkeeping.
+ * only the child's copy of the bookkeeping.  With ZM_REGION_INHERIT the
+ * child keeps a working copy instead, as it keeps the rest of its
+ * memory: its own userfaultfd and threads, the same contents, its
+ * changes its own (pages on a backing file excepted: they read -EIO
+ * there, store.h).
  *
  * Requirements: Linux with userfaultfd write-protection of anonymous
  * memory (5.7 or later).  Without permission (an unprivileged process

@@ -191,11 +191,15 @@ static int fill(struct zmi_region *r, uint64_t pg, uint32_t *w, bool write, bool
 {
 	void *addr = zmi_page_addr(r, pg);
 	size_t ps = r->page_size;
+	uint64_t hw = __atomic_load_n(&r->hw_pages, __ATOMIC_RELAXED);
 	uint32_t now_ms;
 	bool young;
 	char *buf;
 	int rc;
 
+	while (pg >= hw && !__atomic_compare_exchange_n(&r->hw_pages, &hw, pg + 1, true,
+							 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
 	if (rp_kind(*w) == RP_EMPTY) {
 		if (write) {
 			const void *src = zero_page;

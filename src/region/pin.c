@@ -84,12 +84,14 @@ static int unpin_range(struct zmi_region *r, uint64_t first, uint64_t end, void 
 	if (r->pid != getpid())
 		return 0;
 	budget_give(r, end - first);
+	pthread_rwlock_rdlock(&r->call_lock);
 	for (uint64_t pg = first; pg < end; pg++) {
 		uint32_t w = zmi_rpage_lock(r, pg, NULL);
 		if (rp_pins(w))
 			w -= 1u << RP_PIN_SHIFT;
 		zmi_rpage_unlock(r, pg, w);
 	}
+	pthread_rwlock_unlock(&r->call_lock);
 	return 0;
 }
 
@@ -108,7 +110,10 @@ static int pin_range(struct zmi_region *r, uint64_t first, uint64_t end, void *a
 		return -E2BIG;
 	budget_take(r, end - first);
 	for (uint64_t pg = first; pg < end; pg++) {
-		int rc = zmi_region_make_present(r, pg, pa->write, 1);
+		int rc;
+		pthread_rwlock_rdlock(&r->call_lock);
+		rc = zmi_region_make_present(r, pg, pa->write, 1);
+		pthread_rwlock_unlock(&r->call_lock);
 		if (rc) {
 			if (pg > first)
 				unpin_range(r, first, pg, NULL);

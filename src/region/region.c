@@ -52,6 +52,7 @@ static void region_free(struct zmi_region *r)
 	zmi_policy_free(r);
 	zm_store_destroy(r->store);
 	pthread_mutex_destroy(&r->reclaim_lock);
+	pthread_rwlock_destroy(&r->call_lock);
 	free(r);
 }
 
@@ -75,7 +76,7 @@ int zm_region_create_sized(const struct zm_region_config *ucfg, size_t cfg_size,
 	rc = zmi_struct_in(&cfg, sizeof(cfg), ucfg, cfg_size, CONFIG_MIN);
 	if (rc)
 		return rc;
-	if (!cfg.size || (cfg.flags & ~ZM_REGION_WAIT) || cfg.policy > ZM_REGION_POLICY_FIFO ||
+	if (!cfg.size || (cfg.flags & ~(ZM_REGION_WAIT | ZM_REGION_INHERIT)) || cfg.policy > ZM_REGION_POLICY_FIFO ||
 	    (cfg.store && !cfg.store_size)) {
 		zmi_bad_input("zm_region_create: size 0, unknown flags or policy, or a store "
 			      "config without its size");
@@ -111,6 +112,7 @@ int zm_region_create_sized(const struct zm_region_config *ucfg, size_t cfg_size,
 		return -ENOMEM;
 	r->uffd = -1;
 	pthread_mutex_init(&r->reclaim_lock, NULL);
+	zmi_rwlock_init(&r->call_lock);
 	r->page_size = ps;
 	r->page_shift = (unsigned)__builtin_ctzll(ps);
 	r->nr_pages = nr;
@@ -126,9 +128,9 @@ int zm_region_create_sized(const struct zm_region_config *ucfg, size_t cfg_size,
 	if (!r->base)
 		goto fail;
 	/* no transparent huge pages (a fault fills one page of ours); not
-	 * inherited by a child (region.h, fork) */
+	 * inherited by a child (region.h, fork) unless asked */
 	madvise(r->base, r->size, MADV_NOHUGEPAGE);
-	if (madvise(r->base, r->size, MADV_DONTFORK)) {
+	if (!(cfg.flags & ZM_REGION_INHERIT) && madvise(r->base, r->size, MADV_DONTFORK)) {
 		rc = -errno;
 		goto fail;
 	}
@@ -151,6 +153,36 @@ int zm_region_create_sized(const struct zm_region_config *ucfg, size_t cfg_size,
 fail:
 	region_free(r);
 	return rc;
+}
+
+int zmi_region_adopt(struct zmi_region *r)
+{
+	uint64_t hw = __atomic_load_n(&r->hw_pages, __ATOMIC_RELAXED), pg = 0;
+	int fd = zmi_uffd_setup(r->base, r->size, r->flags & ZM_REGION_WAIT);
+
+	if (fd < 0)
+		return fd;
+	/* the parent's userfaultfd acts on the parent's memory: this copy
+	 * of its descriptor only goes */
+	close(r->uffd);
+	r->uffd = fd;
+	r->pid = getpid();
+	r->room_waiters = 0;
+	/* The child's mapping lost the write-protection with the
+	 * registration: a clean page would take a write unseen and be
+	 * evicted as clean, the write lost.  Protected again, run by run. */
+	while (pg < hw) {
+		uint64_t e;
+		if (rp_kind(r->pages[pg].word) != RP_CLEAN) {
+			pg++;
+			continue;
+		}
+		for (e = pg + 1; e < hw && rp_kind(r->pages[e].word) == RP_CLEAN; e++)
+			;
+		zmi_uffd_protect(fd, zmi_page_addr(r, pg), (e - pg) << r->page_shift, true, false);
+		pg = e;
+	}
+	return 0;
 }
 
 void zm_region_destroy(struct zm_region *ur)
@@ -195,7 +227,9 @@ long zm_region_reclaim(struct zm_region *ur, size_t bytes)
 	/* rounded up to pages without wrapping: SIZE_MAX asks for all */
 	n = (bytes >> r->page_shift) + ((bytes & (r->page_size - 1)) != 0);
 	fails0 = __atomic_load_n(&r->count[RC_EVICT_FAIL], __ATOMIC_RELAXED);
+	pthread_rwlock_rdlock(&r->call_lock);
 	done = zmi_region_evict(r, n);
+	pthread_rwlock_unlock(&r->call_lock);
 	if (!done && n && __atomic_load_n(&r->count[RC_EVICT_FAIL], __ATOMIC_RELAXED) != fails0)
 		return -ENOSPC;
 	return (long)(done << r->page_shift);
@@ -256,6 +290,7 @@ int zm_region_discard(struct zm_region *ur, size_t offset, size_t length)
 		return -ECHILD;
 	first = offset >> r->page_shift;
 	end = (offset + length) >> r->page_shift;
+	pthread_rwlock_rdlock(&r->call_lock);
 	for (uint64_t pg = first; pg < end; pg++) {
 		uint32_t w = __atomic_load_n(&r->pages[pg].word, __ATOMIC_RELAXED);
 		if (rp_kind(w) == RP_EMPTY && !(w & RP_LOCKED))
@@ -264,14 +299,18 @@ int zm_region_discard(struct zm_region *ur, size_t offset, size_t length)
 		discard_page(r, pg, &w);
 		zmi_rpage_unlock(r, pg, w);
 	}
+	pthread_rwlock_unlock(&r->call_lock);
 	return 0;
 }
+
+static int protect_range(struct zmi_region *r, uint64_t first, uint64_t end, size_t offset,
+			 size_t length, int prot);
 
 int zm_region_protect(struct zm_region *ur, size_t offset, size_t length, int prot)
 {
 	struct zmi_region *r = R(ur);
 	uint64_t first, end;
-	bool readable = prot & PROT_READ;
+	int rc;
 
 	if (!r || offset > r->size || length > r->size - offset ||
 	    ((offset | length) & (r->page_size - 1))) {
@@ -283,6 +322,17 @@ int zm_region_protect(struct zm_region *ur, size_t offset, size_t length, int pr
 		return -ECHILD;
 	first = offset >> r->page_shift;
 	end = (offset + length) >> r->page_shift;
+	pthread_rwlock_rdlock(&r->call_lock);
+	rc = protect_range(r, first, end, offset, length, prot);
+	pthread_rwlock_unlock(&r->call_lock);
+	return rc;
+}
+
+static int protect_range(struct zmi_region *r, uint64_t first, uint64_t end, size_t offset,
+			 size_t length, int prot)
+{
+	bool readable = prot & PROT_READ;
+
 	if (readable) {
 		/* readable first, then evictable: between the two the
 		 * evictor only passes the pages by */

@@ -21,7 +21,8 @@
  * ZERO, DIRTY and CLEAN; r->resident counts them (and admissions in
  * flight, see fault.c).
  *
- * Lock order: a page's lock, then the region's policy lock (a leaf); the
+ * Lock order: the registry's locks (registry.c), then a region's call
+ * lock, its reclaim lock, a page's lock, then the region's policy lock (a leaf); the
  * store's and pool's locks are taken inside a page's lock (store put, get
  * and discard of that page's slot).  A page lock is only ever taken with
  * a trylock while another page's lock is held.  No lock of this layer is
@@ -157,6 +158,14 @@ struct zmi_region {
 	struct zmi_rpolicy pol;
 
 	pthread_mutex_t reclaim_lock; /* one evictor at a time per region */
+	pthread_rwlock_t call_lock; /* read side: a call on the region from
+				       a program's thread (reclaim, discard,
+				       protect, pin) that takes page locks;
+				       write side: fork's prepare, so no page
+				       lock is held across a fork */
+	uint64_t hw_pages;       /* atomic: 1 + the highest page ever
+				    brought in (the child of a fork looks
+				    at no page above it) */
 	int kicked;              /* atomic: the thread was asked to reclaim */
 
 	uint64_t count[RC_COUNTERS];
@@ -238,6 +247,26 @@ void zmi_policy_evicted(struct zmi_region *r, uint64_t pg);
 void zmi_policy_forget(struct zmi_region *r, uint64_t pg);
 /* Periodic work before an eviction round (reclaim lock held). */
 void zmi_policy_tick(struct zmi_region *r);
+
+/* A reader-writer lock whose writer does not starve behind a stream of
+ * readers (a fork's prepare, a destroy).  Also how the child of a fork
+ * sets free one its parent's prepare held: glibc's unlock tells a
+ * writer by its thread id, which the child's thread does not have. */
+static inline void zmi_rwlock_init(pthread_rwlock_t *l)
+{
+	pthread_rwlockattr_t at;
+
+	pthread_rwlockattr_init(&at);
+	pthread_rwlockattr_setkind_np(&at, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(l, &at);
+	pthread_rwlockattr_destroy(&at);
+}
+
+/* ---- region.c ---- */
+/* In the child of a fork, take over an inheriting region: a userfaultfd
+ * of the child's own over the same range, the clean pages protected
+ * again.  0, or -errno (the region stays the parent's copy: -ECHILD). */
+int zmi_region_adopt(struct zmi_region *r);
 
 /* ---- registry.c: regions by address; the region thread ---- */
 int zmi_region_register(struct zmi_region *r);
