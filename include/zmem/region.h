@@ -101,6 +101,11 @@ extern "C" {
 				copy of the pages and the store, served and
 				evicted in the child as in the parent (see
 				fork above) */
+#define ZM_REGION_AROUND 4u /* a first touch right after a resident page
+			       (memory filled in order) maps the next
+			       pages as zeros too, up to 16: one fault of
+			       the library's in 16 while a heap grows; they
+			       count as resident (stats: pages_around) */
 
 /* cold selection */
 #define ZM_REGION_POLICY_AUTO 0u /* frequency-aware (docs/region.md) */
@@ -184,6 +189,10 @@ struct zm_region_stats {
 	uint64_t evict_failures;  /* evictions abandoned: the store refused
 				     the page (its limit, no memory) */
 	uint64_t pins;            /* zm_region_pin calls that pinned pages */
+	uint64_t pages_around;    /* pages mapped as zeros ahead of a first
+				     touch that followed a resident page
+				     (memory filled in order), sparing them
+				     a fault each */
 };
 
 struct zm_region;

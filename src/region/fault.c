@@ -264,9 +264,76 @@ static int make_dirty(struct zmi_region *r, uint64_t pg, uint32_t *w, bool wake)
 	return 0;
 }
 
+/* Fault-around (ZM_REGION_AROUND): a first touch of page pg that follows a resident page
+ * (memory being filled in order: a heap, an arena, an array growing) also
+ * maps the next EMPTY pages, up to AROUND in all, as zeros in one
+ * UFFDIO_ZEROPAGE.  They cost no memory until written, and a write then
+ * takes the kernel's own fault (a fresh page), not a trip through the
+ * library: filling memory in order costs one fault of ours in AROUND.
+ * They count as resident (ZERO, as a first read maps them), and only as
+ * many as fit under the high watermark are taken, without waiting. */
+#define AROUND 16
+
+static void fault_around(struct zmi_region *r, uint64_t pg)
+{
+	uint64_t first = pg + 1, end = pg + AROUND, n = 0, lim, res, high;
+	uint32_t w[AROUND];
+
+	if (!pg || !rp_resident(__atomic_load_n(&r->pages[pg - 1].word, __ATOMIC_RELAXED)))
+		return;
+	if (end > r->nr_pages)
+		end = r->nr_pages;
+	/* trylocks only: pg's lock is dropped, and these are taken in
+	 * order (region_internal.h) */
+	for (uint64_t q = first; q < end; q++) {
+		if (!zmi_rpage_trylock(r, q, &w[n]))
+			break;
+		if (rp_kind(w[n]) != RP_EMPTY || (w[n] & RP_NOREAD)) {
+			zmi_rpage_unlock(r, q, w[n]);
+			break;
+		}
+		n++;
+	}
+	if (!n)
+		return;
+	res = __atomic_add_fetch(&r->resident, n, __ATOMIC_ACQ_REL);
+	lim = __atomic_load_n(&r->limit, __ATOMIC_RELAXED);
+	high = __atomic_load_n(&r->high, __ATOMIC_RELAXED);
+	if (lim && res > high) {
+		uint64_t over = res - high < n ? res - high : n;
+		__atomic_sub_fetch(&r->resident, over, __ATOMIC_ACQ_REL);
+		while (over--) {
+			n--;
+			zmi_rpage_unlock(r, first + n, w[n]);
+		}
+	}
+	if (n && zmi_uffd_zeropage(r->uffd, zmi_page_addr(r, first), n << r->page_shift, false)) {
+		/* cannot happen on pages that are EMPTY and locked: left so */
+		__atomic_sub_fetch(&r->resident, n, __ATOMIC_ACQ_REL);
+		for (uint64_t i = 0; i < n; i++)
+			zmi_rpage_unlock(r, first + i, w[i]);
+		return;
+	}
+	if (n)
+		note_max(r, res);
+	for (uint64_t i = 0; i < n; i++) {
+		zmi_policy_admit(r, first + i, false);
+		zmi_rpage_unlock(r, first + i, (w[i] & ~RP_KIND_MASK) | RP_ZERO);
+	}
+	if (n) {
+		uint64_t hw = __atomic_load_n(&r->hw_pages, __ATOMIC_RELAXED);
+		while (first + n > hw &&
+		       !__atomic_compare_exchange_n(&r->hw_pages, &hw, first + n, true,
+						    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			;
+		zmi_rcount(r, RC_AROUND, n);
+	}
+}
+
 static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread,
 		 unsigned pins)
 {
+	bool first_touch = false;
 	uint64_t t0 = zmi_now_ns();
 	bool admitted = false, waited = false, counted = false;
 	uint32_t w;
@@ -291,6 +358,8 @@ static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread
 	 * listed */
 	switch (rp_kind(w)) {
 	case RP_EMPTY:
+		first_touch = true;
+		/* fall through */
 	case RP_STORED:
 		rc = fill(r, pg, &w, write, false);
 		if (rc)
@@ -320,6 +389,8 @@ static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread
 	zmi_rpage_unlock(r, pg, w);
 	if (from_thread)
 		zmi_uffd_wake(r->uffd, zmi_page_addr(r, pg), r->page_size);
+	if (first_touch && !rc && (r->flags & ZM_REGION_AROUND))
+		fault_around(r, pg);
 	if (waited)
 		zmi_rcount(r, RC_WAITS, 1);
 	/* a page a pin brought in is a fault as well: counted by kind in

@@ -76,7 +76,7 @@ int zm_region_create_sized(const struct zm_region_config *ucfg, size_t cfg_size,
 	rc = zmi_struct_in(&cfg, sizeof(cfg), ucfg, cfg_size, CONFIG_MIN);
 	if (rc)
 		return rc;
-	if (!cfg.size || (cfg.flags & ~(ZM_REGION_WAIT | ZM_REGION_INHERIT)) || cfg.policy > ZM_REGION_POLICY_FIFO ||
+	if (!cfg.size || (cfg.flags & ~(ZM_REGION_WAIT | ZM_REGION_INHERIT | ZM_REGION_AROUND)) || cfg.policy > ZM_REGION_POLICY_FIFO ||
 	    (cfg.store && !cfg.store_size)) {
 		zmi_bad_input("zm_region_create: size 0, unknown flags or policy, or a store "
 			      "config without its size");
@@ -381,7 +381,7 @@ int zm_region_stats_sized(struct zm_region *ur, struct zm_region_stats *ust, siz
 	struct zmi_region *r = R(ur);
 	struct zm_region_stats st;
 	struct zm_store_stats ss;
-	uint64_t clean = 0, stored = 0;
+	uint64_t clean = 0, stored = 0, hw;
 
 	if (!r || !ust || st_size < STATS_MIN)
 		return -EINVAL;
@@ -389,11 +389,14 @@ int zm_region_stats_sized(struct zm_region *ur, struct zm_region_stats *ust, siz
 		return -ECHILD;
 	memset(&st, 0, sizeof(st));
 	zm_store_stats(r->store, &ss);
-	/* the page table's words: one pass over the pages in use */
-	for (uint64_t pg = 0; pg < r->nr_pages; pg++) {
+	/* the page table's words: one pass over the pages in use (none
+	 * above the highest ever brought in: a large region mostly unused
+	 * costs nothing here) */
+	hw = __atomic_load_n(&r->hw_pages, __ATOMIC_RELAXED);
+	for (uint64_t pg = 0; pg < hw; pg++) {
 		uint32_t w;
 		uint64_t next;
-		if ((pg & 1023) == 0 && zm_store_next_used(r->store, pg, r->nr_pages, &next) == 0 &&
+		if ((pg & 1023) == 0 && zm_store_next_used(r->store, pg, hw, &next) == 0 &&
 		    next > pg + 1024) {
 			/* no stored page in this stretch: clean ones need one */
 			pg += 1023;
@@ -426,6 +429,7 @@ int zm_region_stats_sized(struct zm_region *ur, struct zm_region_stats *ust, siz
 		st.fault_hist[i] = __atomic_load_n(&r->hist[i], __ATOMIC_RELAXED);
 	st.evictions = __atomic_load_n(&r->count[RC_EVICT], __ATOMIC_RELAXED);
 	st.evictions_clean = __atomic_load_n(&r->count[RC_EVICT_CLEAN], __ATOMIC_RELAXED);
+	st.pages_around = __atomic_load_n(&r->count[RC_AROUND], __ATOMIC_RELAXED);
 	st.evict_failures = __atomic_load_n(&r->count[RC_EVICT_FAIL], __ATOMIC_RELAXED);
 	st.pins = __atomic_load_n(&r->count[RC_PINS], __ATOMIC_RELAXED);
 	return zmi_struct_out(ust, st_size, STATS_MIN, &st, sizeof(st));
@@ -455,8 +459,10 @@ void zm_region_print_stats_sized(const struct zm_region_stats *ust, size_t st_si
 	fprintf(f, "metadata      %" PRIu64 " bytes\n", st.meta_bytes);
 	fprintf(f, "faults        %" PRIu64 ": first touch %" PRIu64 ", refault %" PRIu64
 		   " (%.1f%% within the cold age), write-protect %" PRIu64 ", waited %" PRIu64
-		   "\n", faults, st.faults_first, st.faults_refault,
-		pct_of(st.refaults_young, st.faults_refault), st.faults_wp, st.fault_waits);
+		   "; %" PRIu64 " pages mapped ahead\n", faults, st.faults_first, st.faults_refault,
+		pct_of(st.refaults_young, st.faults_refault), st.faults_wp, st.fault_waits,
+		st_size >= offsetof(struct zm_region_stats, pages_around) + sizeof(uint64_t)
+			? st.pages_around : 0);
 	fprintf(f, "fault time    %.2f us a fault on average\n",
 		faults ? (double)st.fault_ns / 1e3 / (double)faults : 0.0);
 	fprintf(f, "evictions     %" PRIu64 " (%" PRIu64 " clean), %" PRIu64 " refused by the "

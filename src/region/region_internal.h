@@ -118,7 +118,7 @@ struct zmi_rpolicy {
 /* Counters, written with relaxed atomics by every thread. */
 enum {
 	RC_FIRST, RC_REFAULT, RC_WP, RC_YOUNG, RC_WAITS, RC_FAULT_NS, RC_EVICT,
-	RC_EVICT_CLEAN, RC_EVICT_FAIL, RC_PINS, RC_COUNTERS
+	RC_EVICT_CLEAN, RC_EVICT_FAIL, RC_PINS, RC_AROUND, RC_COUNTERS
 };
 
 struct zmi_region {
