@@ -279,15 +279,26 @@ static bool slot_read(const struct zmi_board *b, unsigned i, struct run_slot *ou
 	return out->pid != 0;
 }
 
-/* Is the process of a LIVE slot still there? */
-static bool slot_alive(const struct run_slot *s)
+/* Is the process of a LIVE slot still there?  A program that execs
+ * another keeps its pid, and the new one claims a slot of its own: the
+ * older slot of the same pid is its past. */
+static bool slot_alive(const struct zmi_board *b, const struct run_slot *s)
 {
-	return s->state == RUN_SLOT_LIVE && (!kill(s->pid, 0) || errno == EPERM);
+	if (s->state != RUN_SLOT_LIVE || (kill(s->pid, 0) && errno != EPERM))
+		return false;
+	for (unsigned i = 0; i < RUN_BOARD_SLOTS; i++) {
+		const struct run_slot *o = &b->slot[i];
+
+		if (o != s && __atomic_load_n(&o->pid, __ATOMIC_RELAXED) == s->pid &&
+		    __atomic_load_n(&o->started_ns, __ATOMIC_RELAXED) > s->started_ns)
+			return false;
+	}
+	return true;
 }
 
-static const char *slot_state(const struct run_slot *s)
+static const char *slot_state(const struct zmi_board *b, const struct run_slot *s)
 {
-	return s->state == RUN_SLOT_EXITED ? "exited" : slot_alive(s) ? "live" : "gone";
+	return s->state == RUN_SLOT_EXITED ? "exited" : slot_alive(b, s) ? "live" : "gone";
 }
 
 /* The sums over the processes: numbers now over those alive, peaks and
@@ -309,7 +320,7 @@ static void totals(const struct run *r, struct run_totals *t)
 
 		if (!slot_read(r->board, i, &s))
 			continue;
-		alive = slot_alive(&s);
+		alive = slot_alive(r->board, &s);
 		t->procs++;
 		t->live += alive;
 		for (size_t k = 0; k < sizeof(s.st) / sizeof(uint64_t); k++) {
@@ -337,7 +348,7 @@ static void post(struct run *r, enum run_cmd cmd, uint64_t arg, unsigned *done, 
 
 		*done = *of = 0;
 		for (unsigned i = 0; i < RUN_BOARD_SLOTS; i++) {
-			if (!slot_read(b, i, &s) || !slot_alive(&s))
+			if (!slot_read(b, i, &s) || !slot_alive(b, &s))
 				continue;
 			(*of)++;
 			*done += (int32_t)(__atomic_load_n(&b->slot[i].cmd_done,
@@ -429,7 +440,7 @@ static void report_json(const struct run *r, FILE *f)
 		json_int(&j, "pid", s.pid);
 		json_int(&j, "ppid", s.ppid);
 		json_str(&j, "comm", s.comm);
-		json_str(&j, "state", slot_state(&s));
+		json_str(&j, "state", slot_state(r->board, &s));
 		json_stats(&j, NULL, &s.st);
 		json_object_end(&j);
 	}
@@ -480,7 +491,7 @@ static void report_text(const struct run *r, FILE *f)
 			continue;
 		st = &s.st;
 		fprintf(f, "  %-7d %-7d %-6s %9s %9s %9s %9s %9s %9llu %9llu %8.1f  %s\n", s.pid,
-			s.ppid, slot_state(&s), hb(st->heap_max, a), hb(st->resident_max, b),
+			s.ppid, slot_state(r->board, &s), hb(st->heap_max, a), hb(st->resident_max, b),
 			st->resident_limit ? hb(st->resident_limit, c) : "none",
 			hb(st->stored_bytes, d), hb(st->pool_bytes, e),
 			(unsigned long long)(st->faults_first + st->faults_refault + st->faults_wp),
