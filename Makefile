@@ -232,6 +232,18 @@ $(BUILD)/tests/%.sh: tests/cli/%.sh $(BUILD)/tests/tap.sh $(BUILD)/zmem
 	@mkdir -p $(dir $@)
 	cp $< $@ && chmod +x $@
 
+# zmem run's tests: a stand-in for the preload library that speaks the
+# board (the launcher's side tested apart from the library), and a C
+# program of large malloc arrays.  Built without the sanitizers: they run
+# under LD_PRELOAD, and a sanitizer's runtime must come first there.
+$(BUILD)/tests/run-fake.so: tests/run/fake_preload.c src/run/board.h Makefile
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -fPIC -shared -pthread $(WARN) -Isrc -o $@ $<
+$(BUILD)/tests/run-malloc: tests/run/malloc_work.c Makefile
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g $(WARN) -o $@ $<
+$(BUILD)/tests/test_run.sh: $(BUILD)/tests/run-fake.so $(BUILD)/tests/run-malloc
+
 # test_experiments runs the zmem command of the same build.
 $(BUILD)/tests/test_experiments: $(BUILD)/zmem
 

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/os.h"
 #include "base/rand.h"
@@ -20,6 +21,29 @@ int cmd_stop(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+
+/* Checks of the store's options shared by serve and run (serve.c): 0, or
+ * CLI_USAGE after one line "zmem CMD: ..." naming the option, the value
+ * and the choices. */
+int cli_check_codec(const char *cmd, const char *opt, const char *name);
+int cli_check_allocator(const char *cmd, const char *name);
+/* a duration (500ms, 30s, 10m, 1h; bare: seconds) into *ms */
+int cli_check_duration(const char *cmd, const char *opt, const char *a, unsigned *ms);
+/* a file that may be read and written (or created) now */
+int cli_check_backing(const char *cmd, const char *path);
+
+/* run.c: the control socket of a run named as a target of zmem stats,
+ * ctl and stop: "run" (the only one running) or "run:PID" (the pid zmem
+ * list shows).  Its path into buf: 0; or -1 after a line on stderr. */
+int run_target(const char *cmd, const char *arg, char *buf, size_t n);
+/* zmem ctl's request line for a run's VERB and its one ARG (NULL: none),
+ * sizes made bytes: 0, or CLI_USAGE after the message. */
+int run_ctl_line(const char *verb, const char *arg, char *line, size_t n);
+static inline int run_is_target(const char *arg)
+{
+	return arg && (!strcmp(arg, "run") || !strncmp(arg, "run:", 4));
+}
 
 /* monotonic nanoseconds */
 static inline uint64_t cli_now_ns(void)

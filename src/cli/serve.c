@@ -34,8 +34,9 @@ static void list_names(char *buf, size_t n, const char *const *names)
 }
 
 /* The codec and allocator are tried here, so that a bad name is told
- * with the choices, before the server forks or listens. */
-static int check_codec(const char *opt, const char *name)
+ * with the choices, before the server forks or listens (or zmem run
+ * starts its command). */
+int cli_check_codec(const char *cmd, const char *opt, const char *name)
 {
 	struct zm_codec *c;
 	int rc = zm_codec_create(name, 0, &c);
@@ -46,12 +47,12 @@ static int check_codec(const char *opt, const char *name)
 		return 0;
 	}
 	list_names(list, sizeof(list), zm_codec_list());
-	return cli_usage("serve", "%s %s: %s; choices: %s (a level follows a colon: zstd:3)",
+	return cli_usage(cmd, "%s %s: %s; choices: %s (a level follows a colon: zstd:3)",
 			 opt, name, rc == -EOPNOTSUPP ? "not in this build"
 			 : "unknown codec or bad level", list);
 }
 
-static int check_allocator(const char *name)
+int cli_check_allocator(const char *cmd, const char *name)
 {
 	const char *const *b = zm_pool_backends();
 	char list[256];
@@ -60,13 +61,13 @@ static int check_allocator(const char *name)
 		if (!strcmp(b[i], name))
 			return 0;
 	list_names(list, sizeof(list), b);
-	return cli_usage("serve", "--allocator %s: unknown; choices: %s", name, list);
+	return cli_usage(cmd, "--allocator %s: unknown; choices: %s", name, list);
 }
 
 /* A duration into milliseconds: a number with ms, s, m or h after it,
  * seconds without; at least 1 ms and less than 49 days (it must fit the
  * store's unsigned milliseconds). */
-static int check_duration(const char *cmd, const char *opt, const char *a, unsigned *ms)
+int cli_check_duration(const char *cmd, const char *opt, const char *a, unsigned *ms)
 {
 	static const struct { const char *suffix; double ms; } units[] = {
 		{ "", 1000 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
@@ -94,7 +95,7 @@ static int check_duration(const char *cmd, const char *opt, const char *a, unsig
 /* The backing file must be one we may read and write (or create) now:
  * told here, before the server forks, with the path.  A file made to
  * find out is removed again; the store makes its own. */
-static int check_backing(const char *path)
+int cli_check_backing(const char *cmd, const char *path)
 {
 	struct stat st = { 0 };
 	/* O_NONBLOCK: a FIFO must not wait here for a writer */
@@ -106,11 +107,11 @@ static int check_backing(const char *path)
 		made = fd >= 0;
 	}
 	if (fd < 0)
-		return cli_usage("serve", "--backing %s: cannot open it for reading and "
+		return cli_usage(cmd, "--backing %s: cannot open it for reading and "
 				 "writing: %s", path, strerror(errno));
 	if (fstat(fd, &st) || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))) {
 		close(fd);
-		return cli_usage("serve", "--backing %s: not a regular file or block device "
+		return cli_usage(cmd, "--backing %s: not a regular file or block device "
 				 "(%s)", path, S_ISFIFO(st.st_mode) ? "a FIFO"
 				 : S_ISCHR(st.st_mode) ? "a character device"
 				 : S_ISSOCK(st.st_mode) ? "a socket" : "not a file");
@@ -237,12 +238,12 @@ int cmd_serve(int argc, char **argv)
 	if (page && (page & (page - 1)))
 		return cli_usage("serve", "--page-size must be a power of two in 4K..64K, not %zu",
 				 page);
-	if ((cfg.codec && (rc = check_codec("--codec", cfg.codec))) ||
-	    (cfg.allocator && (rc = check_allocator(cfg.allocator))) ||
-	    (cfg.recompress && (rc = check_codec("--recompress", cfg.recompress))) ||
-	    (idle_after && (rc = check_duration("serve", "--idle-after", idle_after,
-						&cfg.idle_after_ms))) ||
-	    (cfg.backing && (rc = check_backing(cfg.backing))))
+	if ((cfg.codec && (rc = cli_check_codec("serve", "--codec", cfg.codec))) ||
+	    (cfg.allocator && (rc = cli_check_allocator("serve", cfg.allocator))) ||
+	    (cfg.recompress && (rc = cli_check_codec("serve", "--recompress", cfg.recompress))) ||
+	    (idle_after && (rc = cli_check_duration("serve", "--idle-after", idle_after,
+						    &cfg.idle_after_ms))) ||
+	    (cfg.backing && (rc = cli_check_backing("serve", cfg.backing))))
 		return rc;
 	if (sock_mode) {
 		char *end;
@@ -298,14 +299,18 @@ int cmd_serve(int argc, char **argv)
 /* ---- the running servers --------------------------------------------- */
 
 /* The control socket of what the user named: nothing (the default
- * socket), a socket path, or HOST:PORT / PORT of a TCP server (whose
- * control socket has a default name by port). */
-static const char *target(const char *arg, char *buf, size_t n)
+ * socket), a socket path, HOST:PORT / PORT of a TCP server (whose
+ * control socket has a default name by port), or a zmem run ("run",
+ * "run:PID", found in the registry).  NULL when a run named is not
+ * there (said on stderr). */
+static const char *target(const char *cmd, const char *arg, char *buf, size_t n)
 {
 	const char *colon;
 	char *end;
 	long port;
 
+	if (run_is_target(arg))
+		return run_target(cmd, arg, buf, n) ? NULL : buf;
 	if (!arg) {
 		serve_default_path(buf, n, ".sock");
 		return buf;
@@ -349,14 +354,15 @@ static int parse_target(const struct opt_cmd *cmd, int argc, char **argv, const 
 static int client_timeout(const char *cmd, const char *arg, unsigned *ms)
 {
 	*ms = CONTROL_CLIENT_TIMEOUT_MS;
-	return arg ? check_duration(cmd, "--timeout", arg, ms) : 0;
+	return arg ? cli_check_duration(cmd, "--timeout", arg, ms) : 0;
 }
 
-#define TARGET_ARGS "[OPTIONS] [SOCKET | HOST:PORT]"
+#define TARGET_ARGS "[OPTIONS] [SOCKET | HOST:PORT | run[:PID]]"
 #define TARGET_MORE \
 	"SOCKET is a server's socket (its control socket is SOCKET.ctl, or the\n" \
 	"one its --control names); HOST:PORT or PORT a TCP server's.  Without\n" \
-	"it, the server on the default socket.\n"
+	"it, the server on the default socket.  run:PID is the zmem run of that\n" \
+	"pid (zmem list shows them), run alone the only one running.\n"
 
 int cmd_stats(int argc, char **argv)
 {
@@ -383,7 +389,8 @@ int cmd_stats(int argc, char **argv)
 		return rc < 0 ? CLI_OK : rc;
 	if ((rc = client_timeout("stats", tmo, &ms)))
 		return rc;
-	where = target(where, buf, sizeof(buf));
+	if (!(where = target("stats", where, buf, sizeof(buf))))
+		return CLI_FAIL;
 	return control_send("stats", where, json ? "json" : "text", stdout, ms) ? CLI_FAIL
 									       : CLI_OK;
 }
@@ -392,7 +399,8 @@ static bool is_verb(const char *a)
 {
 	static const char *const verbs[] = { "compact", "mem-limit", "reset-max", "stop",
 					     "info", "stats", "json", "text", "idle",
-					     "writeback", "recompress", NULL };
+					     "writeback", "recompress", "reclaim", "untrack",
+					     NULL };
 
 	for (int i = 0; verbs[i]; i++)
 		if (!strcmp(a, verbs[i]))
@@ -421,7 +429,7 @@ int cmd_ctl(int argc, char **argv)
 	unsigned ms;
 	const struct opt table[] = { O_TIMEOUT(&tmo), O_END };
 	const struct opt_cmd cmd = {
-		"ctl", "[OPTIONS] [SOCKET | HOST:PORT] VERB [ARG...]",
+		"ctl", "[OPTIONS] [SOCKET | HOST:PORT | run[:PID]] VERB [ARG...]",
 		"Drive a running zmem serve, as zram's sysfs files do.",
 		table,
 		"Verbs:\n"
@@ -442,6 +450,12 @@ int cmd_ctl(int argc, char **argv)
 		"                   huge_idle or all (the default)\n"
 		"  stop             stop the server (requests in flight are answered)\n"
 		"  info             one line of JSON: URI, pid, size, codec, what is stored\n\n"
+		"Verbs of a zmem run (run:PID):\n"
+		"  reclaim [SIZE]   compress SIZE of each process's heap now (none: all)\n"
+		"  mem-limit SIZE|PCT|none\n"
+		"                   each process's resident limit: 512M, or 25% of its heap\n"
+		"  untrack          stop compressing: no limit, new memory outside regions\n"
+		"  stop             SIGTERM to the command; info, text, json as above\n\n"
 		"Options come before SOCKET and VERB; what follows VERB is its arguments.\n"
 		TARGET_MORE,
 	};
@@ -466,7 +480,10 @@ int cmd_ctl(int argc, char **argv)
 	arg2 = i < argc && takes_words(verb) ? argv[i++] : NULL;
 	if (i < argc)
 		return cli_usage("ctl", "unexpected argument '%s' (zmem ctl --help)", argv[i]);
-	if (!strcmp(verb, "mem-limit")) {
+	if (run_is_target(where)) {
+		if ((rc = run_ctl_line(verb, arg, line, sizeof(line))))
+			return rc;
+	} else if (!strcmp(verb, "mem-limit")) {
 		uint64_t u = 0;
 
 		if (!arg || (strcmp(arg, "none") && (cli_size(arg, &u) || u > SIZE_MAX)))
@@ -485,7 +502,8 @@ int cmd_ctl(int argc, char **argv)
 		/* unknown verbs go too: the server names the ones it knows */
 		snprintf(line, sizeof(line), "%.100s", verb);
 	}
-	where = target(where, buf, sizeof(buf));
+	if (!(where = target("ctl", where, buf, sizeof(buf))))
+		return CLI_FAIL;
 	return control_send("ctl", where, line, stdout, ms) ? CLI_FAIL : CLI_OK;
 }
 
@@ -509,7 +527,8 @@ int cmd_stop(int argc, char **argv)
 		return rc < 0 ? CLI_OK : rc;
 	if ((rc = client_timeout("stop", tmo, &ms)))
 		return rc;
-	where = target(where, buf, sizeof(buf));
+	if (!(where = target("stop", where, buf, sizeof(buf))))
+		return CLI_FAIL;
 	if (control_send("stop", where, "stop", stdout, ms))
 		return CLI_FAIL;
 	/* done when the server has let go of its names (its first step), so
@@ -573,7 +592,8 @@ int cmd_list(int argc, char **argv)
 		"list", "[OPTIONS]",
 		"The zmem serve processes of this user, like zramctl: URI, pid, disk\n"
 		"size, codec, allocator, data stored, compressed, memory used, ratio\n"
-		"(sizes as zramctl prints them: 64M, 8.0M).",
+		"(sizes as zramctl prints them: 64M, 8.0M).  A zmem run shows as\n"
+		"run:PID and its command; its size is its heap now.",
 		table,
 		"The servers register in $XDG_RUNTIME_DIR/zmem.d/, else /tmp/zmem-UID/zmem.d/;\n"
 		"those that are gone are skipped and their entries removed.\n",
@@ -594,7 +614,7 @@ int cmd_list(int argc, char **argv)
 	       "ALLOC", "DATA", "COMPR", "TOTAL", "RATIO");
 	while (d && (e = readdir(d))) {
 		char path[4400], uri[4200] = "", ctl[4200] = "", info[4096] = "";
-		char size[32], codec[64], alloc[32], orig[32], compr[32], total[32];
+		char size[32], codec[64], alloc[32], orig[32], compr[32], total[32], what[48];
 		char hs[16], ho[16], hc[16], ht[16];
 		long pid = strtol(e->d_name, NULL, 10);
 		FILE *f, *mem;
@@ -640,6 +660,9 @@ int cmd_list(int argc, char **argv)
 		    !field(info, "compr_data_size", compr, sizeof(compr)) ||
 		    !field(info, "mem_used_total", total, sizeof(total)))
 			continue;
+		if (!strncmp(uri, "run:", 4) && field(info, "command", what, sizeof(what)))
+			/* a run: its command beside its name */
+			snprintf(uri + strlen(uri), sizeof(uri) - strlen(uri), " %s", what);
 		human(hs, sizeof(hs), size);
 		human(ho, sizeof(ho), orig);
 		human(hc, sizeof(hc), compr);
