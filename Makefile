@@ -116,9 +116,16 @@ CLI_SRC  := $(wildcard src/cli/*.c src/bench/*.c) $(SERVE_SRC)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 SERVE_OBJ := $(SERVE_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+# The preload library of zmem run (src/run/, docs/run.md): libzmem's
+# objects and its own in one shared library, loaded into programs with
+# LD_PRELOAD, exporting only the calls it interposes (src/run/exports.map).
+# It loads Debian's libmimalloc (libmimalloc2.0; libmimalloc-dev for its
+# header) at run time.
+RUN_SRC  := $(wildcard src/run/*.c)
+RUN_OBJ  := $(RUN_SRC:%.c=$(BUILD)/%.o)
 # Header dependencies are the compiler's (-MMD -MP: a .d file beside each
 # object), so that editing one header rebuilds only what includes it.
-DEPS     = $(LIB_OBJ:.o=.d) $(WORKLOAD_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
+DEPS     = $(LIB_OBJ:.o=.d) $(RUN_OBJ:.o=.d) $(WORKLOAD_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 
 # Tests: tests/test_*.c, one binary each, linked with cmocka.
 # Threaded tests are named test_*_stress.c; TSan runs only those, but for
@@ -153,7 +160,7 @@ TESTS    += $(CLITESTS)
 .PHONY: all lib deps demo check check-quick check-debug check-asan check-tsan check-fuzz \
         check-memcheck check-arm64 check-build-debug check-build-asan check-build-tsan \
         check-build-fuzz check-build-arm64 fuzz test-run test-build soak install uninstall clean FORCE
-all: lib $(BUILD)/zmem $(BUILD)/zmem.pc
+all: lib $(BUILD)/zmem $(BUILD)/zmem.pc $(BUILD)/libzmem-run.so
 lib: $(BUILD)/libzmem.a $(BUILD)/libzmem.so $(BUILD)/libzmem-install.a
 
 # Objects also depend on this file: its flags are theirs, and an object
@@ -177,6 +184,10 @@ $(BUILD)/libzmem-install.a: $(LIB_OBJ)
 
 $(BUILD)/libzmem.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libzmem.so.$(SOVERSION) $(LDFLAGS_ZM) $(LDFLAGS) -o $@ $^ $(LDLIBS_ZM)
+
+$(BUILD)/libzmem-run.so: $(RUN_OBJ) $(LIB_OBJ) src/run/exports.map
+	$(CC) -shared -Wl,--version-script=src/run/exports.map $(LDFLAGS_ZM) $(LDFLAGS) \
+	    -o $@ $(RUN_OBJ) $(LIB_OBJ) $(LDLIBS_ZM) -ldl
 
 $(BUILD)/libzmem-workload.a: $(WORKLOAD_OBJ)
 	rm -f $@ && ar rcs $@ $^
@@ -455,6 +466,8 @@ install: all
 	install -m 644 include/zmem/*.h $(DESTDIR)$(INCDIR)/zmem/
 	install -m 644 $(BUILD)/zmem.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
 	install -m 755 $(BUILD)/zmem $(DESTDIR)$(BINDIR)/
+	install -d $(DESTDIR)$(LIBDIR)/zmem
+	install -m 755 $(BUILD)/libzmem-run.so $(DESTDIR)$(LIBDIR)/zmem/
 	install -m 644 docs/libzmem.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 644 docs/zmem.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 scripts/zmem.bash $(DESTDIR)$(BASHCOMPDIR)/zmem
@@ -464,7 +477,8 @@ uninstall:
 	      $(DESTDIR)$(LIBDIR)/libzmem.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libzmem.so.$(VERSION) \
 	      $(DESTDIR)$(LIBDIR)/pkgconfig/zmem.pc $(DESTDIR)$(BINDIR)/zmem \
 	      $(DESTDIR)$(MANDIR)/man3/libzmem.3 $(DESTDIR)$(MANDIR)/man1/zmem.1 \
-	      $(DESTDIR)$(BASHCOMPDIR)/zmem
+	      $(DESTDIR)$(BASHCOMPDIR)/zmem $(DESTDIR)$(LIBDIR)/zmem/libzmem-run.so
+	rmdir $(DESTDIR)$(LIBDIR)/zmem 2>/dev/null || true
 	rm -rf $(DESTDIR)$(INCDIR)/zmem
 
 clean:
