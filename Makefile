@@ -156,6 +156,11 @@ TESTS    += $(LIBTESTS)
 # input, help, --json, progress), copied beside the build's test binaries.
 CLITESTS := $(patsubst tests/cli/%,$(BUILD)/tests/%,$(wildcard tests/cli/test_*.sh))
 TESTS    += $(CLITESTS)
+# Preload tests: tests/run/test_*.sh run the programs of tests/run/ (plain
+# C programs that check their own heap) under libzmem-run.so.
+RUNTESTS := $(patsubst tests/run/%,$(BUILD)/tests/%,$(wildcard tests/run/test_*.sh))
+RUN_PROGS := $(BUILD)/tests/run/heap $(BUILD)/tests/run/board
+TESTS    += $(RUNTESTS)
 
 .PHONY: all lib deps demo check check-quick check-debug check-asan check-tsan check-fuzz \
         check-memcheck check-arm64 check-build-debug check-build-asan check-build-tsan \
@@ -242,6 +247,18 @@ $(BUILD)/tests/%.sh: tests/lib/%.sh $(BUILD)/tests/tap.sh $(BUILD)/libzmem.so $(
 $(BUILD)/tests/%.sh: tests/cli/%.sh $(BUILD)/tests/tap.sh $(BUILD)/zmem
 	@mkdir -p $(dir $@)
 	cp $< $@ && chmod +x $@
+
+$(BUILD)/tests/%.sh: tests/run/%.sh $(BUILD)/tests/tap.sh $(BUILD)/libzmem-run.so $(RUN_PROGS)
+	@mkdir -p $(dir $@)
+	cp $< $@ && chmod +x $@
+
+# the programs run under the preload: not linked with libzmem
+$(BUILD)/tests/run/heap: tests/run/heap.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(OPT) -g -pthread $(WARN) -o $@ $< -pthread
+$(BUILD)/tests/run/board: tests/run/board.c src/run/board.c src/run/run.h src/run/board.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ZM) -std=gnu11 $(OPT) -g $(WARN) -o $@ tests/run/board.c src/run/board.c
 
 # test_experiments runs the zmem command of the same build.
 $(BUILD)/tests/test_experiments: $(BUILD)/zmem

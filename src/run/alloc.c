@@ -67,11 +67,15 @@ void zmr_sys_free(void *p)
 	__libc_free(p);
 }
 
+void zmr_alloc_early(void)
+{
+	sys_usable_size = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+}
+
 int zmr_alloc_setup(void)
 {
 	void *h = dlopen("libmimalloc.so.2", RTLD_NOW | RTLD_LOCAL);
 
-	sys_usable_size = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
 	if (!h) {
 		zmr_say("libmimalloc.so.2 not found (package libmimalloc2.0): running uncompressed");
 		return -ENOENT;
@@ -227,11 +231,28 @@ EXPORT void *reallocarray(void *p, size_t n, size_t size)
 	return realloc(p, total);
 }
 
+/* Debian's mimalloc 2.0.9 returns blocks misaligned for alignments of
+ * 256 and 512 (mi_malloc_aligned(512, 256) gives an address ending in
+ * 0x180): a block that is not aligned is freed and asked for again with
+ * the alignment 4 times larger, which it gets right. */
+static void *mi_aligned(size_t n, size_t align)
+{
+	for (;;) {
+		void *p = mi.malloc_aligned(n, align);
+
+		if (!p || !((uintptr_t)p & (align - 1)))
+			return p;
+		mi.free(p);
+		n = n > align * 4 ? n : align * 4;
+		align *= 4;
+	}
+}
+
 static void *aligned(size_t align, size_t n)
 {
 	if (!zmr_active())
 		return __libc_memalign(align, n);
-	ZMR_ALLOC(mi.malloc_aligned(n, align), n + align, __libc_memalign(align, n));
+	ZMR_ALLOC(mi_aligned(n, align), n + align, __libc_memalign(align, n));
 }
 
 EXPORT int posix_memalign(void **out, size_t align, size_t n)

@@ -16,7 +16,9 @@
  *   mremap           grow in place when the space after is free, else
  *                    move (copy, the old range dropped); shrink in place.
  * Any page-aligned part of earlier mappings may be given, several at once.
- * The parts of a call outside the region go to the kernel.
+ * The parts of a call outside the region go to the kernel, and so does
+ * every call made with zmi_in_lib raised: libzmem's own (the region's
+ * discard and protect call madvise and mprotect, and find this file's).
  *
  * Invariant: free space reads as zeros (a range is dropped before it is
  * given back), so a new mapping needs only its protection set.
@@ -195,7 +197,7 @@ EXPORT int munmap(void *addr, size_t len)
 {
 	uintptr_t lo = (uintptr_t)addr, hi, a, b;
 
-	if (!zmr.size || !len || !clip(lo, lo + len, &a, &b))
+	if (zmi_in_lib || !zmr.size || !len || !clip(lo, lo + len, &a, &b))
 		return zmr_sys_munmap(addr, len);
 	if (lo % zmr.page || lo + len < lo) {
 		errno = EINVAL;
@@ -215,7 +217,7 @@ EXPORT int madvise(void *addr, size_t len, int advice)
 {
 	uintptr_t lo = (uintptr_t)addr, a, b;
 
-	if (!zmr.size || !len || !clip(lo, lo + page_up(len), &a, &b))
+	if (zmi_in_lib || !zmr.size || !len || !clip(lo, lo + page_up(len), &a, &b))
 		return (int)syscall(SYS_madvise, addr, len, advice);
 	if (lo % zmr.page) {
 		errno = EINVAL;
@@ -248,7 +250,7 @@ EXPORT int mprotect(void *addr, size_t len, int prot)
 	uintptr_t lo = (uintptr_t)addr, a, b;
 	int rc;
 
-	if (!zmr.size || !len || !clip(lo, lo + page_up(len), &a, &b))
+	if (zmi_in_lib || !zmr.size || !len || !clip(lo, lo + page_up(len), &a, &b))
 		return zmr_sys_mprotect(addr, len, prot);
 	if (lo % zmr.page) {
 		errno = EINVAL;
@@ -314,7 +316,7 @@ EXPORT void *mremap(void *old, size_t oldlen, size_t newlen, int flags, ...)
 		to = va_arg(ap, void *);
 		va_end(ap);
 	}
-	if (!zmr.size || !clip(lo, lo + page_up(oldlen ? oldlen : 1), &a, &b)) {
+	if (zmi_in_lib || !zmr.size || !clip(lo, lo + page_up(oldlen ? oldlen : 1), &a, &b)) {
 		/* the kernel's, but never into the region */
 		if (to && clip((uintptr_t)to, (uintptr_t)to + page_up(newlen), &a, &b)) {
 			errno = EINVAL;

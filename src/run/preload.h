@@ -31,20 +31,6 @@
 #include "run/board.h"
 #include "run/space.h"
 
-/* The region calls this library needs from the region layer that are
- * newer than some trees: a forked child's working copy of the region,
- * and mprotect kept consistent with the store.  Where region.h lacks
- * them, the flag is asked for (create falls back without it) and the
- * call is a weak reference: without it, region memory made unreadable
- * is dropped first when its content goes anyway (munmap, a decommit by
- * mmap over it) and otherwise left readable (zmr_protect). */
-#ifndef ZM_REGION_INHERIT
-#define ZM_REGION_INHERIT 2u
-#define ZMR_PROTECT_WEAK 1
-ZM_API int zm_region_protect(struct zm_region *r, size_t offset, size_t length, int prot)
-	__attribute__((weak));
-#endif
-
 enum zmr_state {
 	ZMR_UNINIT = 0,   /* constructor not run: everything to the system */
 	ZMR_STARTING = 1, /* one thread is starting it */
@@ -117,7 +103,7 @@ void zmr_unlock(void);
 
 /* Region calls with zmi_in_lib raised (base/os.h), on offsets from its
  * base: discard drops pages (they read as zeros); protect sets the
- * protection, keeping the content (see ZMR_PROTECT_WEAK above). */
+ * protection, keeping the content (zm_region_protect). */
 int zmr_discard(uintptr_t addr, size_t len);
 int zmr_protect(uintptr_t addr, size_t len, int prot);
 /* Drop and protect in one: for ranges whose content goes. */
@@ -137,7 +123,10 @@ void zmr_sys_free(void *p);
  * succeed now (alloc.c). */
 bool zmr_grow(size_t need, unsigned gen);
 unsigned zmr_chunk_gen(void);
-/* Set mimalloc's options; 0 or -errno (alloc.c). */
+/* Find glibc's malloc_usable_size (for the pointers of the system's
+ * allocator), before anything else at start (alloc.c). */
+void zmr_alloc_early(void);
+/* Load mimalloc and set its options; 0 or -errno (alloc.c). */
 int zmr_alloc_setup(void);
 
 /* One line on stderr, "zmem run: ...", without allocating. */

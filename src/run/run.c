@@ -82,16 +82,6 @@ int zmr_protect(uintptr_t addr, size_t len, int prot)
 {
 	int rc;
 
-#ifdef ZMR_PROTECT_WEAK
-	if (!zm_region_protect) {
-		/* Without the region's protect, memory the store may evict
-		 * must stay readable: PROT_NONE is not applied (content is
-		 * kept; a touch does not fault).  zmr_drop applies it. */
-		if (prot == PROT_NONE)
-			return 0;
-		return zmr_sys_mprotect((void *)addr, len, prot) ? -errno : 0;
-	}
-#endif
 	zmi_in_lib++;
 	rc = zm_region_protect(zmr.region, addr - zmr.base, len, prot);
 	zmi_in_lib--;
@@ -102,11 +92,6 @@ int zmr_drop(uintptr_t addr, size_t len, int prot)
 {
 	int rc = zmr_discard(addr, len);
 
-#ifdef ZMR_PROTECT_WEAK
-	/* dropped pages are not resident: no access is safe for them */
-	if (!rc && !zm_region_protect)
-		return zmr_sys_mprotect((void *)addr, len, prot) ? -errno : 0;
-#endif
 	return rc ? rc : zmr_protect(addr, len, prot);
 }
 
@@ -445,14 +430,19 @@ static int make_region(void)
 	if (c->pct_x100)
 		rc.resident_limit = limit_floor();
 	rc.flags = ZM_REGION_WAIT | ZM_REGION_INHERIT;
-#ifdef ZMR_PROTECT_WEAK
-	/* a region layer without zm_region_protect has no INHERIT either */
-	if (!zm_region_protect)
-		rc.flags = ZM_REGION_WAIT;
-#endif
 	rc.store = &sc;
 	rc.store_size = sizeof(sc);
+	/* a region layer without ZM_REGION_INHERIT refuses it: asked in
+	 * silence, then without (a forked child that touches its heap then
+	 * dies, docs/run.md) */
+	zm_set_log(NULL, NULL);
 	err = zm_region_create(&rc, &zmr.region);
+	if (!env("ZMEM_LOG") || strcmp(env("ZMEM_LOG"), "off"))
+		zm_set_log_stderr();
+	if (err == -EINVAL) {
+		rc.flags = ZM_REGION_WAIT;
+		err = zm_region_create(&rc, &zmr.region);
+	}
 	zmr.inherit = rc.flags & ZM_REGION_INHERIT;
 	if (err == -EPERM || err == -ENOSYS) {
 		zmr_say("no userfaultfd here (%s): running uncompressed", strerror(-err));
@@ -471,6 +461,7 @@ static int start(void)
 	int err;
 
 	zmr.page = zmi_os_page_size();
+	zmr_alloc_early();
 	if (read_config(&zmr.cfg) || zmr_alloc_setup())
 		return -EINVAL;
 	if (zmr.cfg.board && (err = zmr_board_attach(zmr.cfg.board, &zmr.board)))
