@@ -116,9 +116,16 @@ CLI_SRC  := $(wildcard src/cli/*.c src/bench/*.c) $(SERVE_SRC)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 SERVE_OBJ := $(SERVE_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+# The preload library of zmem run (src/run/, docs/run.md): libzmem's
+# objects and its own in one shared library, loaded into programs with
+# LD_PRELOAD, exporting only the calls it interposes (src/run/exports.map).
+# It loads Debian's libmimalloc (libmimalloc2.0; libmimalloc-dev for its
+# header) at run time.
+RUN_SRC  := $(wildcard src/run/*.c)
+RUN_OBJ  := $(RUN_SRC:%.c=$(BUILD)/%.o)
 # Header dependencies are the compiler's (-MMD -MP: a .d file beside each
 # object), so that editing one header rebuilds only what includes it.
-DEPS     = $(LIB_OBJ:.o=.d) $(WORKLOAD_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
+DEPS     = $(LIB_OBJ:.o=.d) $(RUN_OBJ:.o=.d) $(WORKLOAD_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 
 # Tests: tests/test_*.c, one binary each, linked with cmocka.
 # Threaded tests are named test_*_stress.c; TSan runs only those, but for
@@ -149,11 +156,16 @@ TESTS    += $(LIBTESTS)
 # input, help, --json, progress), copied beside the build's test binaries.
 CLITESTS := $(patsubst tests/cli/%,$(BUILD)/tests/%,$(wildcard tests/cli/test_*.sh))
 TESTS    += $(CLITESTS)
+# Preload tests: tests/run/test_*.sh run the programs of tests/run/ (plain
+# C programs that check their own heap) under libzmem-run.so.
+RUNTESTS := $(patsubst tests/run/%,$(BUILD)/tests/%,$(wildcard tests/run/test_*.sh))
+RUN_PROGS := $(BUILD)/tests/run/heap $(BUILD)/tests/run/board
+TESTS    += $(RUNTESTS)
 
 .PHONY: all lib deps demo check check-quick check-debug check-asan check-tsan check-fuzz \
         check-memcheck check-arm64 check-build-debug check-build-asan check-build-tsan \
         check-build-fuzz check-build-arm64 fuzz test-run test-build soak install uninstall clean FORCE
-all: lib $(BUILD)/zmem $(BUILD)/zmem.pc
+all: lib $(BUILD)/zmem $(BUILD)/zmem.pc $(BUILD)/libzmem-run.so
 lib: $(BUILD)/libzmem.a $(BUILD)/libzmem.so $(BUILD)/libzmem-install.a
 
 # Objects also depend on this file: its flags are theirs, and an object
@@ -177,6 +189,10 @@ $(BUILD)/libzmem-install.a: $(LIB_OBJ)
 
 $(BUILD)/libzmem.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libzmem.so.$(SOVERSION) $(LDFLAGS_ZM) $(LDFLAGS) -o $@ $^ $(LDLIBS_ZM)
+
+$(BUILD)/libzmem-run.so: $(RUN_OBJ) $(LIB_OBJ) src/run/exports.map
+	$(CC) -shared -Wl,--version-script=src/run/exports.map $(LDFLAGS_ZM) $(LDFLAGS) \
+	    -o $@ $(RUN_OBJ) $(LIB_OBJ) $(LDLIBS_ZM) -ldl
 
 $(BUILD)/libzmem-workload.a: $(WORKLOAD_OBJ)
 	rm -f $@ && ar rcs $@ $^
@@ -242,7 +258,20 @@ $(BUILD)/tests/run-fake.so: tests/run/fake_preload.c src/run/board.h Makefile
 $(BUILD)/tests/run-malloc: tests/run/malloc_work.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g $(WARN) -o $@ $<
-$(BUILD)/tests/test_run.sh: $(BUILD)/tests/run-fake.so $(BUILD)/tests/run-malloc
+$(BUILD)/tests/test_run.sh: $(BUILD)/tests/run-fake.so $(BUILD)/tests/run-malloc \
+                            $(BUILD)/libzmem-run.so
+
+$(BUILD)/tests/%.sh: tests/run/%.sh $(BUILD)/tests/tap.sh $(BUILD)/libzmem-run.so $(RUN_PROGS)
+	@mkdir -p $(dir $@)
+	cp $< $@ && chmod +x $@
+
+# the programs run under the preload: not linked with libzmem
+$(BUILD)/tests/run/heap: tests/run/heap.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(OPT) -g -pthread $(WARN) -o $@ $< -pthread
+$(BUILD)/tests/run/board: tests/run/board.c src/run/board.c src/run/run.h src/run/board.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ZM) -std=gnu11 $(OPT) -g $(WARN) -o $@ tests/run/board.c src/run/board.c
 
 # test_experiments runs the zmem command of the same build.
 $(BUILD)/tests/test_experiments: $(BUILD)/zmem
@@ -467,6 +496,8 @@ install: all
 	install -m 644 include/zmem/*.h $(DESTDIR)$(INCDIR)/zmem/
 	install -m 644 $(BUILD)/zmem.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
 	install -m 755 $(BUILD)/zmem $(DESTDIR)$(BINDIR)/
+	install -d $(DESTDIR)$(LIBDIR)/zmem
+	install -m 755 $(BUILD)/libzmem-run.so $(DESTDIR)$(LIBDIR)/zmem/
 	install -m 644 docs/libzmem.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 644 docs/zmem.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 scripts/zmem.bash $(DESTDIR)$(BASHCOMPDIR)/zmem
@@ -476,7 +507,8 @@ uninstall:
 	      $(DESTDIR)$(LIBDIR)/libzmem.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libzmem.so.$(VERSION) \
 	      $(DESTDIR)$(LIBDIR)/pkgconfig/zmem.pc $(DESTDIR)$(BINDIR)/zmem \
 	      $(DESTDIR)$(MANDIR)/man3/libzmem.3 $(DESTDIR)$(MANDIR)/man1/zmem.1 \
-	      $(DESTDIR)$(BASHCOMPDIR)/zmem
+	      $(DESTDIR)$(BASHCOMPDIR)/zmem $(DESTDIR)$(LIBDIR)/zmem/libzmem-run.so
+	rmdir $(DESTDIR)$(LIBDIR)/zmem 2>/dev/null || true
 	rm -rf $(DESTDIR)$(INCDIR)/zmem
 
 clean:

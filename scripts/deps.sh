@@ -9,6 +9,9 @@ set -eu
 PKGS="gcc make pkg-config libcmocka-dev liblz4-dev libzstd-dev liblzo2-dev util-linux"
 # the peers of the churn benchmark (loaded with LD_PRELOAD, never linked)
 PKGS="$PKGS libjemalloc2 libmimalloc2.0"
+# zmem run's preload library: mimalloc over region memory (its header to
+# build, its library loaded at run time)
+PKGS="$PKGS libmimalloc-dev"
 # libFuzzer (make check fuzzes the pool for a bounded time)
 PKGS="$PKGS clang libclang-rt-14-dev"
 # zmem serve's clients in the interop tests, and nbdkit for bench/nbd-vs-nbdkit

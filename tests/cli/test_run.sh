@@ -192,6 +192,7 @@ uffd_ok() {
 # --resident 25% are the same, and the run evicted pages
 real() {
     name=$1 prog=$2; shift 2
+    if [ -n "${ZM_SAN:-}" ]; then skip "$name" "the sanitizers' runtime replaces malloc"; return; fi
     if [ ! -f "$LIB" ]; then skip "$name" "no $LIB (not built)"; return; fi
     if ! command -v "$prog" > /dev/null 2>&1; then skip "$name" "no $prog here"; return; fi
     if ! uffd_ok; then skip "$name" "no userfaultfd for this process"; return; fi

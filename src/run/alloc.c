@@ -1,0 +1,317 @@
+/*
+ * malloc & co over region memory: mimalloc (Debian's libmimalloc 2.0)
+ * given chunks of the region as its arenas, with OS allocation turned off
+ * (mi_option_limit_os_alloc), so that every block it hands out is region
+ * memory.  When it runs out, a chunk big enough is added and the call
+ * tried again; when the region is full, the system's allocator serves it
+ * (counted in outside_bytes).
+ *
+ * mimalloc is loaded with dlopen(RTLD_LOCAL): the Debian library also
+ * defines malloc, free and __libc_malloc, which must not be seen by the
+ * program or by this file's own references to glibc's allocator.  Its
+ * own calls to mmap, madvise and mprotect (decommitting and resetting
+ * parts of its segments) still reach this library's (map.c).
+ *
+ * The system's allocator is glibc's: __libc_malloc and its kind, which
+ * glibc exports for preloads such as this one.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <mimalloc.h>
+
+#include "run/preload.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* glibc's allocator */
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+extern void *__libc_memalign(size_t, size_t);
+
+/* mimalloc's calls, found in the library loaded by zmr_alloc_setup */
+static struct {
+	void *(*malloc)(size_t);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void (*free)(void *);
+	size_t (*usable_size)(const void *);
+	void *(*malloc_aligned)(size_t, size_t);
+	void (*option_set)(mi_option_t, long);
+	bool (*manage_os_memory)(void *, size_t, bool, bool, bool, int);
+} mi;
+/* glibc's malloc_usable_size (the program's finds this file's) */
+static size_t (*sys_usable_size)(void *);
+
+/* The number of chunks added so far: a thread that failed to allocate
+ * before a chunk was added tries again instead of adding another. */
+static unsigned chunk_gen;
+/* Tries of an allocation after chunks were added for it. */
+#define ZMR_GROW_TRIES 3
+
+
+void *zmr_sys_malloc(size_t n)
+{
+	return __libc_malloc(n);
+}
+
+void zmr_sys_free(void *p)
+{
+	__libc_free(p);
+}
+
+void zmr_alloc_early(void)
+{
+	sys_usable_size = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+}
+
+int zmr_alloc_setup(void)
+{
+	void *h = dlopen("libmimalloc.so.2", RTLD_NOW | RTLD_LOCAL);
+
+	if (!h) {
+		zmr_say("libmimalloc.so.2 not found (package libmimalloc2.0): running uncompressed");
+		return -ENOENT;
+	}
+#define SYM(f, name) (*(void **)&mi.f = dlsym(h, name))
+	if (!SYM(malloc, "mi_malloc") || !SYM(calloc, "mi_calloc") ||
+	    !SYM(realloc, "mi_realloc") || !SYM(free, "mi_free") ||
+	    !SYM(usable_size, "mi_usable_size") || !SYM(malloc_aligned, "mi_malloc_aligned") ||
+	    !SYM(option_set, "mi_option_set") ||
+	    !SYM(manage_os_memory, "mi_manage_os_memory") || !sys_usable_size) {
+		zmr_say("libmimalloc.so.2 lacks mi_manage_os_memory (mimalloc 2.0 or later "
+			"needed): running uncompressed");
+		return -ENOENT;
+	}
+#undef SYM
+	mi.option_set(mi_option_limit_os_alloc, 1);
+	mi.option_set(mi_option_show_errors, 0);
+	return 0;
+}
+
+unsigned zmr_chunk_gen(void)
+{
+	return __atomic_load_n(&chunk_gen, __ATOMIC_ACQUIRE);
+}
+
+/* Give [lo, hi) back: dropped first (free space reads as zeros). */
+static void chunk_undo(uintptr_t lo, size_t len)
+{
+	zmr_drop(lo, len, PROT_NONE);
+	zmr_space_free(&zmr.space, lo, len);
+}
+
+bool zmr_grow(size_t need, unsigned gen)
+{
+	size_t len, min;
+	uintptr_t a = 0;
+	bool ok = false;
+
+	/* a huge block's segment: the block, its segment's header, and the
+	 * arena's alignment */
+	if (need > zmr.size)
+		return false;
+	min = (need + 2 * ZMR_MI_SEGMENT + ZMR_MI_SEGMENT - 1) & ~(ZMR_MI_SEGMENT - 1);
+	zmr_lock();
+	if (zmr_chunk_gen() != gen) {
+		zmr_unlock();
+		return true;
+	}
+	len = zmr.next_chunk > min ? zmr.next_chunk : min;
+	if (zmr.nchunks < ZMR_CHUNKS_MAX) {
+		a = zmr_space_alloc(&zmr.space, len, ZMR_MI_SEGMENT);
+		if (!a && len > min)
+			a = zmr_space_alloc(&zmr.space, len = min, ZMR_MI_SEGMENT);
+	}
+	if (a && !zmr_protect(a, len, PROT_READ | PROT_WRITE)) {
+		zmi_in_lib++;
+		ok = mi.manage_os_memory((void *)a, len, true, false, true, -1);
+		zmi_in_lib--;
+	}
+	if (ok) {
+		zmr.chunk[zmr.nchunks++] = (struct zmr_extent){ a, a + len };
+		zmr.next_chunk = len * 2;
+		__atomic_fetch_add(&chunk_gen, 1, __ATOMIC_RELEASE);
+	} else if (a) {
+		chunk_undo(a, len);
+	}
+	zmr_unlock();
+	return ok;
+}
+
+static void *outside(void *p, size_t n)
+{
+	if (p)
+		__atomic_fetch_add(&zmr.outside_bytes, n, __ATOMIC_RELAXED);
+	return p;
+}
+
+/* Try call; while it fails, add a chunk for need bytes and try again;
+ * then the system's allocator (sys). */
+#define ZMR_ALLOC(call, need, sys)                                        \
+	do {                                                              \
+		unsigned gen_ = zmr_chunk_gen();                          \
+		void *p_ = (call);                                        \
+		for (int t_ = 0; !p_ && t_ < ZMR_GROW_TRIES &&            \
+				 zmr_grow((need), gen_); t_++) {          \
+			gen_ = zmr_chunk_gen();                           \
+			p_ = (call);                                      \
+		}                                                         \
+		return p_ ? p_ : outside((sys), (need));                  \
+	} while (0)
+
+EXPORT void *malloc(size_t n)
+{
+	if (!zmr_active())
+		return __libc_malloc(n);
+	ZMR_ALLOC(mi.malloc(n), n, __libc_malloc(n));
+}
+
+EXPORT void *calloc(size_t n, size_t size)
+{
+	size_t total;
+
+	if (!zmr_active())
+		return __libc_calloc(n, size);
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ZMR_ALLOC(mi.calloc(n, size), total, __libc_calloc(n, size));
+}
+
+EXPORT void free(void *p)
+{
+	if (!p)
+		return;
+	if (zmr_in_region(p))
+		mi.free(p);
+	else
+		__libc_free(p);
+}
+
+/* A block of mimalloc's moved to the system's allocator (the region is
+ * full). */
+static void *realloc_out(void *p, size_t n)
+{
+	size_t old = mi.usable_size(p);
+	void *q = __libc_malloc(n);
+
+	if (q) {
+		memcpy(q, p, old < n ? old : n);
+		mi.free(p);
+	}
+	return outside(q, n);
+}
+
+EXPORT void *realloc(void *p, size_t n)
+{
+	if (!p)
+		return malloc(n);
+	if (!zmr_in_region(p))
+		return __libc_realloc(p, n);
+	ZMR_ALLOC(mi.realloc(p, n), n, realloc_out(p, n));
+}
+
+EXPORT void *reallocarray(void *p, size_t n, size_t size)
+{
+	size_t total;
+
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return realloc(p, total);
+}
+
+/* Debian's mimalloc 2.0.9 returns blocks misaligned for alignments of
+ * 256 and 512 (mi_malloc_aligned(512, 256) gives an address ending in
+ * 0x180): a block that is not aligned is freed and asked for again with
+ * the alignment 4 times larger, which it gets right. */
+static void *mi_aligned(size_t n, size_t align)
+{
+	for (;;) {
+		void *p = mi.malloc_aligned(n, align);
+
+		if (!p || !((uintptr_t)p & (align - 1)))
+			return p;
+		mi.free(p);
+		n = n > align * 4 ? n : align * 4;
+		align *= 4;
+	}
+}
+
+static void *aligned(size_t align, size_t n)
+{
+	if (!zmr_active())
+		return __libc_memalign(align, n);
+	ZMR_ALLOC(mi_aligned(n, align), n + align, __libc_memalign(align, n));
+}
+
+EXPORT int posix_memalign(void **out, size_t align, size_t n)
+{
+	void *p;
+
+	if (!align || (align & (align - 1)) || align % sizeof(void *))
+		return EINVAL;
+	p = aligned(align, n);
+	if (!p)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+	if (!align || (align & (align - 1))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return aligned(align, n);
+}
+
+EXPORT void *memalign(size_t align, size_t n)
+{
+	/* glibc's: a non-power of two is rounded up to one */
+	size_t a = sizeof(void *);
+
+	while (a < align && a)
+		a <<= 1;
+	if (!a) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return aligned(a, n);
+}
+
+EXPORT void *valloc(size_t n)
+{
+	return aligned((size_t)sysconf(_SC_PAGESIZE), n);
+}
+
+EXPORT void *pvalloc(size_t n)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	if (n > SIZE_MAX - page) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return aligned(page, (n + page - 1) & ~(page - 1));
+}
+
+EXPORT size_t malloc_usable_size(void *p)
+{
+	if (!p)
+		return 0;
+	if (zmr_in_region(p))
+		return mi.usable_size(p);
+	return sys_usable_size ? sys_usable_size(p) : 0;
+}

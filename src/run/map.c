@@ -1,0 +1,335 @@
+/*
+ * mmap and its kind over region memory.
+ *
+ * Anonymous private mappings of at least ZMEM_RUN_MMAP_MIN bytes (the
+ * arenas of Python, V8's heap, jemalloc's extents), readable and
+ * writable or reserved (PROT_NONE), are placed in the region, from its
+ * address-space allocator (space.h); the rest goes to the kernel.  The
+ * calls on region memory are kept consistent with the region's store:
+ *   munmap           drop (discard, then no access: a use after unmap
+ *                    still faults) and give the range back;
+ *   madvise          DONTNEED, FREE, REMOVE: discard (the pages read as
+ *                    zeros after, as the kernel's do); any other advice: 0;
+ *   mprotect         the region's protect (content kept);
+ *   mmap(MAP_FIXED)  over region memory (mimalloc's decommit, V8's
+ *                    commit): drop and protect as asked;
+ *   mremap           grow in place when the space after is free, else
+ *                    move (copy, the old range dropped); shrink in place.
+ * Any page-aligned part of earlier mappings may be given, several at once.
+ * The parts of a call outside the region go to the kernel, and so does
+ * every call made with zmi_in_lib raised: libzmem's own (the region's
+ * discard and protect call madvise and mprotect, and find this file's).
+ *
+ * Invariant: free space reads as zeros (a range is dropped before it is
+ * given back), so a new mapping needs only its protection set.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "run/preload.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+#define RW (PROT_READ | PROT_WRITE)
+/* Flags that keep a mapping out of the region (besides MAP_SHARED):
+ * a stack (grows down, or must stay as the kernel maps stacks), huge
+ * pages, or placed low for 32-bit code. */
+#define NOT_REGION_FLAGS (MAP_STACK | MAP_GROWSDOWN | MAP_HUGETLB | MAP_32BIT)
+
+void *zmr_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+int zmr_sys_munmap(void *addr, size_t len)
+{
+	return (int)syscall(SYS_munmap, addr, len);
+}
+
+int zmr_sys_mprotect(void *addr, size_t len, int prot)
+{
+	return (int)syscall(SYS_mprotect, addr, len, prot);
+}
+
+static size_t page_up(size_t len)
+{
+	return (len + zmr.page - 1) & ~(zmr.page - 1);
+}
+
+/* [lo, hi) clipped to the region; false if they do not meet. */
+static bool clip(uintptr_t lo, uintptr_t hi, uintptr_t *a, uintptr_t *b)
+{
+	uintptr_t end = zmr.base + zmr.size;
+
+	if (zmr.size == 0 || hi <= zmr.base || lo >= end)
+		return false;
+	*a = lo > zmr.base ? lo : zmr.base;
+	*b = hi < end ? hi : end;
+	return true;
+}
+
+/* Give [lo, hi) back to the space but for mimalloc's chunks (a mapping
+ * never lies in one; a program's stray munmap there only drops pages).
+ * Returns the bytes that were in use.  Caller holds zmr.lock. */
+static size_t release(uintptr_t lo, uintptr_t hi)
+{
+	size_t n;
+
+	for (unsigned i = 0; i < zmr.nchunks; i++) {
+		const struct zmr_extent *c = &zmr.chunk[i];
+
+		if (c->lo < hi && lo < c->hi)
+			return (lo < c->lo ? release(lo, c->lo) : 0) +
+			       (c->hi < hi ? release(c->hi, hi) : 0);
+	}
+	n = zmr_space_free(&zmr.space, lo, hi - lo);
+	return n == (size_t)-1 ? 0 : n;
+}
+
+static void unmap_region(uintptr_t lo, uintptr_t hi)
+{
+	size_t n;
+
+	zmr_drop(lo, hi - lo, PROT_NONE);
+	zmr_lock();
+	n = release(lo, hi);
+	zmr_unlock();
+	__atomic_fetch_sub(&zmr.mmap_bytes, n, __ATOMIC_RELAXED);
+}
+
+static void *map_region(size_t len, int prot)
+{
+	uintptr_t a;
+
+	zmr_lock();
+	a = zmr_space_alloc(&zmr.space, len, zmr.page);
+	zmr_unlock();
+	if (!a)
+		return NULL;
+	if (zmr_protect(a, len, prot)) {
+		unmap_region(a, a + len);
+		return NULL;
+	}
+	__atomic_fetch_add(&zmr.mmap_bytes, len, __ATOMIC_RELAXED);
+	return (void *)a;
+}
+
+/* Whether [lo, hi) meets one of mimalloc's chunks.  Caller holds
+ * zmr.lock. */
+static bool in_chunk(uintptr_t lo, uintptr_t hi)
+{
+	for (unsigned i = 0; i < zmr.nchunks; i++)
+		if (zmr.chunk[i].lo < hi && lo < zmr.chunk[i].hi)
+			return true;
+	return false;
+}
+
+/* mmap(MAP_FIXED) over region memory: the range is the program's from
+ * now on whatever it was, its content dropped.  In mimalloc's chunks (its
+ * decommit) the range stays the chunk's. */
+static void *map_fixed(uintptr_t lo, size_t len, int prot)
+{
+	size_t was;
+
+	if (zmr_drop(lo, len, prot)) {
+		errno = ENOMEM;
+		return MAP_FAILED;
+	}
+	zmr_lock();
+	if (!in_chunk(lo, lo + len)) {
+		was = zmr_space_free(&zmr.space, lo, len);
+		if (was != (size_t)-1 && zmr_space_alloc_at(&zmr.space, lo, len))
+			__atomic_fetch_add(&zmr.mmap_bytes, len - was, __ATOMIC_RELAXED);
+	}
+	zmr_unlock();
+	return (void *)lo;
+}
+
+static bool wanted(size_t len, int prot, int flags, int fd)
+{
+	return zmr_active() && len >= zmr.cfg.mmap_min && (flags & MAP_ANONYMOUS) &&
+	       (flags & MAP_TYPE) == MAP_PRIVATE && !(flags & NOT_REGION_FLAGS) && fd == -1 &&
+	       (prot == RW || prot == PROT_NONE);
+}
+
+EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	uintptr_t lo = (uintptr_t)addr, a, b;
+	void *p;
+
+	if (zmi_in_lib || __atomic_load_n(&zmr.state, __ATOMIC_ACQUIRE) != ZMR_READY)
+		return zmr_sys_mmap(addr, len, prot, flags, fd, off);
+	if ((flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) && len &&
+	    clip(lo, lo + page_up(len), &a, &b)) {
+		/* a fixed mapping over region memory: only what the region
+		 * can be (anonymous, private), and only inside it */
+		if ((flags & MAP_FIXED_NOREPLACE) && !(flags & MAP_FIXED)) {
+			errno = EEXIST;
+			return MAP_FAILED;
+		}
+		if (lo % zmr.page || a != lo || b != lo + page_up(len) ||
+		    !(flags & MAP_ANONYMOUS) || (flags & MAP_TYPE) != MAP_PRIVATE ||
+		    (flags & NOT_REGION_FLAGS) || fd != -1) {
+			errno = EINVAL;
+			return MAP_FAILED;
+		}
+		return map_fixed(lo, page_up(len), prot);
+	}
+	if (!(flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) && wanted(len, prot, flags, fd)) {
+		p = map_region(page_up(len), prot);
+		if (p)
+			return p;
+		__atomic_fetch_add(&zmr.outside_bytes, len, __ATOMIC_RELAXED);
+	}
+	return zmr_sys_mmap(addr, len, prot, flags, fd, off);
+}
+
+EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return mmap(addr, len, prot, flags, fd, off);
+}
+
+EXPORT int munmap(void *addr, size_t len)
+{
+	uintptr_t lo = (uintptr_t)addr, hi, a, b;
+
+	if (zmi_in_lib || !zmr.size || !len || !clip(lo, lo + len, &a, &b))
+		return zmr_sys_munmap(addr, len);
+	if (lo % zmr.page || lo + len < lo) {
+		errno = EINVAL;
+		return -1;
+	}
+	hi = lo + page_up(len);
+	b = b > hi ? b : page_up(b - zmr.base) + zmr.base;
+	if (a > lo && zmr_sys_munmap(addr, a - lo))
+		return -1;
+	if (hi > b && zmr_sys_munmap((void *)b, hi - b))
+		return -1;
+	unmap_region(a, b);
+	return 0;
+}
+
+EXPORT int madvise(void *addr, size_t len, int advice)
+{
+	uintptr_t lo = (uintptr_t)addr, a, b;
+
+	if (zmi_in_lib || !zmr.size || !len || !clip(lo, lo + page_up(len), &a, &b))
+		return (int)syscall(SYS_madvise, addr, len, advice);
+	if (lo % zmr.page) {
+		errno = EINVAL;
+		return -1;
+	}
+	if ((a > lo && syscall(SYS_madvise, addr, a - lo, advice)) ||
+	    (lo + page_up(len) > b && syscall(SYS_madvise, (void *)b, lo + page_up(len) - b, advice)))
+		return -1;
+	if (advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE) {
+		int rc = zmr_discard(a, b - a);
+
+		if (rc) {
+			errno = -rc;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+EXPORT int posix_madvise(void *addr, size_t len, int advice)
+{
+	/* POSIX_MADV_DONTNEED is advice only in glibc: nothing dropped */
+	if (advice == POSIX_MADV_DONTNEED)
+		return 0;
+	return madvise(addr, len, advice) ? errno : 0;
+}
+
+EXPORT int mprotect(void *addr, size_t len, int prot)
+{
+	uintptr_t lo = (uintptr_t)addr, a, b;
+	int rc;
+
+	if (zmi_in_lib || !zmr.size || !len || !clip(lo, lo + page_up(len), &a, &b))
+		return zmr_sys_mprotect(addr, len, prot);
+	if (lo % zmr.page) {
+		errno = EINVAL;
+		return -1;
+	}
+	if ((a > lo && zmr_sys_mprotect(addr, a - lo, prot)) ||
+	    (lo + page_up(len) > b && zmr_sys_mprotect((void *)b, lo + page_up(len) - b, prot)))
+		return -1;
+	rc = zmr_protect(a, b - a, prot);
+	if (rc) {
+		errno = -rc;
+		return -1;
+	}
+	return 0;
+}
+
+/* mremap of region memory: shrink in place; grow in place when the
+ * space after is free; else move (MREMAP_MAYMOVE): copy and drop. */
+static void *remap_region(uintptr_t old, size_t oldlen, size_t newlen, int flags)
+{
+	uintptr_t a;
+	bool in_place;
+
+	if (newlen <= oldlen) {
+		if (newlen < oldlen)
+			unmap_region(old + newlen, old + oldlen);
+		return (void *)old;
+	}
+	zmr_lock();
+	in_place = zmr_space_alloc_at(&zmr.space, old + oldlen, newlen - oldlen);
+	zmr_unlock();
+	if (in_place) {
+		if (zmr_protect(old + oldlen, newlen - oldlen, RW)) {
+			unmap_region(old + oldlen, old + newlen);
+			errno = ENOMEM;
+			return MAP_FAILED;
+		}
+		__atomic_fetch_add(&zmr.mmap_bytes, newlen - oldlen, __ATOMIC_RELAXED);
+		return (void *)old;
+	}
+	if (!(flags & MREMAP_MAYMOVE)) {
+		errno = ENOMEM;
+		return MAP_FAILED;
+	}
+	a = (uintptr_t)map_region(newlen, RW);
+	if (!a) {
+		errno = ENOMEM;
+		return MAP_FAILED;
+	}
+	memcpy((void *)a, (void *)old, oldlen);
+	unmap_region(old, old + oldlen);
+	return (void *)a;
+}
+
+EXPORT void *mremap(void *old, size_t oldlen, size_t newlen, int flags, ...)
+{
+	uintptr_t lo = (uintptr_t)old, a, b;
+	void *to = NULL;
+	va_list ap;
+
+	if (flags & MREMAP_FIXED) {
+		va_start(ap, flags);
+		to = va_arg(ap, void *);
+		va_end(ap);
+	}
+	if (zmi_in_lib || !zmr.size || !clip(lo, lo + page_up(oldlen ? oldlen : 1), &a, &b)) {
+		/* the kernel's, but never into the region */
+		if (to && clip((uintptr_t)to, (uintptr_t)to + page_up(newlen), &a, &b)) {
+			errno = EINVAL;
+			return MAP_FAILED;
+		}
+		return (void *)syscall(SYS_mremap, old, oldlen, newlen, flags, to);
+	}
+	if (lo % zmr.page || !newlen || !oldlen || a != lo || b < lo + page_up(oldlen) ||
+	    (flags & ~MREMAP_MAYMOVE)) {
+		/* MREMAP_FIXED and MREMAP_DONTUNMAP of region memory are not
+		 * supported; nor is a range that leaves the region */
+		errno = EINVAL;
+		return MAP_FAILED;
+	}
+	return remap_region(lo, page_up(oldlen), page_up(newlen), flags);
+}
