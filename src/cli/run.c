@@ -452,9 +452,9 @@ static void report_json(const struct run *r, FILE *f)
 	json_end(&j);
 }
 
-static const char *hb(uint64_t v, char *buf)
+static const char *hb(uint64_t v, char buf[24])
 {
-	return zmi_human_bytes(v, buf, 16);
+	return zmi_human_bytes(v, buf, 24);
 }
 
 /* The report people read: --stats on stderr, zmem stats. */
@@ -462,7 +462,7 @@ static void report_text(const struct run *r, FILE *f)
 {
 	struct run_totals t;
 	struct run_slot s;
-	char a[16], b[16], c[16], d[16], e[16], g[16];
+	char a[24], b[24], c[24], d[24], e[24], g[24];
 	const struct run_proc_stats *st;
 
 	totals(r, &t);
