@@ -299,6 +299,10 @@ static int prog_argv(const struct env *e, enum prog p, char **v, char (*buf)[600
 		return -1;
 	if (d->interp)
 		v[n++] = (char *)(p == P_PYTHON && e->python[0] ? e->python : d->interp);
+	/* node sizes its heap from the cgroup's limit and aborts past it:
+	 * the same fixed ceiling on every side */
+	if (p == P_NODE)
+		v[n++] = (char *)"--max-old-space-size=4096";
 	v[n++] = buf[0];
 	v[n++] = (char *)(e->o->quick ? d->quick : d->size);
 	v[n] = NULL;
@@ -358,7 +362,7 @@ static void files(const struct env *e, enum prog p, enum side s, char *out, char
 
 static int run_plain(const struct env *e, enum prog p, struct row *w)
 {
-	char *argv[8], buf[1][600], out[320], err[320], stats[320], why[200] = "";
+	char *argv[10], buf[1][600], out[320], err[320], stats[320], why[200] = "";
 	struct spawn sp = { .argv = argv, .out = out, .err = err };
 
 	files(e, p, S_PLAIN, out, err, stats);
@@ -378,7 +382,7 @@ static int run_plain(const struct env *e, enum prog p, struct row *w)
 static int run_zmem(const struct env *e, enum prog p, uint64_t limit, struct row *w)
 {
 	char *argv[16], buf[1][600], out[320], err[320], stats[320], why[200] = "", lim[32];
-	char *pa[8];
+	char *pa[10];
 	struct spawn sp = { .argv = argv, .out = out, .err = err };
 	int n = 0, k;
 
@@ -419,7 +423,7 @@ static int run_zmem(const struct env *e, enum prog p, uint64_t limit, struct row
 static int run_kernel(const struct env *e, enum prog p, enum side s, uint64_t limit,
 		      uint64_t swap_bytes, struct row *w)
 {
-	char *argv[8], buf[1][600], out[320], err[320], stats[320], why[200] = "";
+	char *argv[10], buf[1][600], out[320], err[320], stats[320], why[200] = "";
 	struct spawn sp = { .argv = argv, .out = out, .err = err, .sample_zswap = s == S_ZSWAP };
 	struct sigaction old[KSWAP_NSTOP];
 	struct kcgroup cg;
