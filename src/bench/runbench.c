@@ -586,7 +586,7 @@ static void print_table(const struct env *e)
 				    ratio(z->time_s, w->time_s) : -1);
 			print_ratio(s >= S_ZRAM && z->ran && !z->failed ?
 				    ratio((double)z->total, (double)w->total) : -1);
-			printf("  %s%s%s\n", s == S_PLAIN ? (w->failed ? "failed" : "-") :
+			printf("  %s%s%s\n", w->failed ? "failed" : s == S_PLAIN ? "-" :
 			       w->output_equal ? "same" : "DIFFERENT",
 			       w->note[0] ? "  " : "", w->note);
 		}
@@ -598,7 +598,7 @@ static void print_table(const struct env *e)
 	       "metadata; zswap with cgroup v2: the cgroup's peak, the pool charged to it);\n"
 	       "RSS: the process's peak RSS; t/plain, m/plain: time and total against plain;\n"
 	       "zm/k t, zm/k m: zmem run's time and total against this kernel side's; output:\n"
-	       "the same bytes as plain's.\n");
+	       "the same bytes as plain's (failed: the run did not end with status 0).\n");
 }
 
 static void print_json(const struct env *e)
