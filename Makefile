@@ -161,11 +161,15 @@ TESTS    += $(CLITESTS)
 RUNTESTS := $(patsubst tests/run/%,$(BUILD)/tests/%,$(wildcard tests/run/test_*.sh))
 RUN_PROGS := $(BUILD)/tests/run/heap $(BUILD)/tests/run/board
 TESTS    += $(RUNTESTS)
+# The programs `zmem runbench` runs (and the run tests may): bench/run/,
+# the scripts copied and the C program built beside the zmem binary, in
+# $(BUILD)/bench/run/, where runbench looks for them.
+RUNPROGS := $(BUILD)/bench/run/dict.py $(BUILD)/bench/run/objects.js $(BUILD)/bench/run/arrays
 
 .PHONY: all lib deps demo check check-quick check-debug check-asan check-tsan check-fuzz \
         check-memcheck check-arm64 check-build-debug check-build-asan check-build-tsan \
         check-build-fuzz check-build-arm64 fuzz test-run test-build soak install uninstall clean FORCE
-all: lib $(BUILD)/zmem $(BUILD)/zmem.pc $(BUILD)/libzmem-run.so
+all: lib $(BUILD)/zmem $(BUILD)/zmem.pc $(BUILD)/libzmem-run.so $(RUNPROGS)
 lib: $(BUILD)/libzmem.a $(BUILD)/libzmem.so $(BUILD)/libzmem-install.a
 
 # Objects also depend on this file: its flags are theirs, and an object
@@ -272,6 +276,19 @@ $(BUILD)/tests/run/heap: tests/run/heap.c
 $(BUILD)/tests/run/board: tests/run/board.c src/run/board.c src/run/run.h src/run/board.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ZM) -std=gnu11 $(OPT) -g $(WARN) -o $@ tests/run/board.c src/run/board.c
+
+$(BUILD)/bench/run/%: bench/run/%
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+# a plain program as users build theirs: no library, no sanitizer (a
+# sanitizer's allocator would stand where zmem run puts its own), -O2 in
+# every build so its times compare
+$(BUILD)/bench/run/arrays: bench/run/arrays.c Makefile
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g $(WARN) -o $@ $<
+
+$(BUILD)/tests/test_runbench.sh: $(RUNPROGS)
 
 # test_experiments runs the zmem command of the same build.
 $(BUILD)/tests/test_experiments: $(BUILD)/zmem

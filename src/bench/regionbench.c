@@ -82,6 +82,7 @@
 #include <zmem/store.h>
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
+#include "bench/kswap.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 #include "cli/plot.h"
@@ -100,7 +101,6 @@
 #define THREADS_TARGET 1.6           /* N threads against the base count */
 #define EXIT_NO_UFFD 77
 #define MIB 1048576.0
-#define SWAP_PRIO 32767              /* above any swap already in use */
 
 enum trace { T_SEQ, T_RANDOM, T_HOT, T_HEAP, T_TABLE, NTRACES };
 enum side { S_PLAIN, S_AUTO, S_FIFO, S_ZRAM, S_ZSWAP, NSIDES };
@@ -704,275 +704,7 @@ static int run_region(struct job *j, unsigned policy, struct row *w)
 	return rc;
 }
 
-/* ---- the kernel's side: a memory cgroup and a swap ----------------------- */
-
-static int file_write(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, val, strlen(val));
-	if (n < 0)
-		n = -errno;
-	close(fd);
-	return n == (ssize_t)strlen(val) ? 0 : n < 0 ? (int)n : -EIO;
-}
-
-static uint64_t file_u64(const char *path)
-{
-	char buf[64];
-
-	return bench_file_read(path, buf, sizeof(buf)) ? 0 : strtoull(buf, NULL, 10);
-}
-
-/* A memory cgroup of our own: v1 (memory.limit_in_bytes) or v2
- * (memory.max). */
-struct cgroup {
-	char dir[256];
-	bool v2;
-};
-
-static int cg_file(const struct cgroup *cg, const char *v1, const char *v2, char *path,
-		   size_t len)
-{
-	return snprintf(path, len, "%s/%s", cg->dir, cg->v2 ? v2 : v1) >= (int)len ? -1 : 0;
-}
-
-static int cg_set_limit(const struct cgroup *cg, uint64_t bytes)
-{
-	char path[320], val[32];
-
-	cg_file(cg, "memory.limit_in_bytes", "memory.max", path, sizeof(path));
-	snprintf(val, sizeof(val), "%llu", (unsigned long long)bytes);
-	return file_write(path, val);
-}
-
-static int cg_create(struct cgroup *cg, uint64_t limit, char *why, size_t wl)
-{
-	char buf[256];
-	int rc;
-
-	memset(cg, 0, sizeof(*cg));
-	if (!access("/sys/fs/cgroup/memory/memory.limit_in_bytes", F_OK)) {
-		snprintf(cg->dir, sizeof(cg->dir), "/sys/fs/cgroup/memory/zmem-regionbench.%d",
-			 (int)getpid());
-	} else if (!bench_file_read("/sys/fs/cgroup/cgroup.controllers", buf, sizeof(buf)) &&
-		   strstr(buf, "memory")) {
-		cg->v2 = true;
-		file_write("/sys/fs/cgroup/cgroup.subtree_control", "+memory");
-		snprintf(cg->dir, sizeof(cg->dir), "/sys/fs/cgroup/zmem-regionbench.%d",
-			 (int)getpid());
-	} else {
-		snprintf(why, wl, "no memory cgroup controller mounted");
-		return -1;
-	}
-	if (mkdir(cg->dir, 0755) && errno != EEXIST) {
-		snprintf(why, wl, "mkdir %.120s: %s", cg->dir, strerror(errno));
-		return -1;
-	}
-	rc = cg_set_limit(cg, limit);
-	if (rc) {
-		snprintf(why, wl, "setting the limit of %.120s: %s", cg->dir, strerror(-rc));
-		rmdir(cg->dir);
-		return -1;
-	}
-	return 0;
-}
-
-static void cg_destroy(struct cgroup *cg)
-{
-	for (int i = 0; i < 50 && rmdir(cg->dir) && errno == EBUSY; i++)
-		usleep(20000);
-}
-
-static int cg_enter(const struct cgroup *cg, pid_t pid)
-{
-	char path[320], val[32];
-
-	snprintf(path, sizeof(path), "%s/cgroup.procs", cg->dir);
-	snprintf(val, sizeof(val), "%d", (int)pid);
-	return file_write(path, val);
-}
-
-/* A field of /proc/meminfo, bytes. */
-static uint64_t meminfo(const char *key)
-{
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[256];
-	size_t kl = strlen(key);
-	uint64_t v = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, kl) && line[kl] == ':') {
-			v = strtoull(line + kl + 1, NULL, 10) * 1024;
-			break;
-		}
-	fclose(f);
-	return v;
-}
-
-/* mkswap PATH, quietly. */
-static int mkswap(const char *path)
-{
-	pid_t pid = fork();
-	int st;
-
-	if (pid < 0)
-		return -errno;
-	if (!pid) {
-		int fd = open("/dev/null", O_WRONLY);
-
-		if (fd >= 0)
-			dup2(fd, 1), dup2(fd, 2);
-		execlp("mkswap", "mkswap", path, (char *)NULL);
-		_exit(127);
-	}
-	if (waitpid(pid, &st, 0) < 0)
-		return -errno;
-	return WIFEXITED(st) && !WEXITSTATUS(st) ? 0 : -EIO;
-}
-
-static int swap_on(const char *path)
-{
-	if (mkswap(path))
-		return -EIO;
-	return swapon(path, SWAP_FLAG_PREFER |
-			     ((SWAP_PRIO << SWAP_FLAG_PRIO_SHIFT) & SWAP_FLAG_PRIO_MASK)) ? -errno : 0;
-}
-
-/* The swap a kernel side runs with. */
-struct kswap {
-	enum side side;
-	char dev[64];           /* the swap device or file */
-	char sys[64];           /* zram: /sys/block/zramN */
-	int zram_id;
-	char zs_enabled[8], zs_comp[32], zs_shrinker[8]; /* zswap: what to restore */
-	bool on;
-};
-
-/* Swap on k's device or file, at the priority the runs use; 0, or -1
- * with the reason in why. */
-static int kswap_on(struct kswap *k, char *why, size_t wl)
-{
-	int rc = swap_on(k->dev);
-
-	if (rc) {
-		snprintf(why, wl, "swapon %s: %s", k->dev, strerror(-rc));
-		return -1;
-	}
-	k->on = true;
-	return 0;
-}
-
-static void kswap_down(struct kswap *k)
-{
-	char path[128], val[16];
-
-	if (k->on && swapoff(k->dev))
-		fprintf(stderr, "zmem regionbench: warning: swapoff %s: %s\n", k->dev,
-			strerror(errno));
-	k->on = false;
-	if (k->side == S_ZRAM && k->zram_id >= 0) {
-		snprintf(path, sizeof(path), "%s/reset", k->sys);
-		file_write(path, "1");
-		snprintf(val, sizeof(val), "%d", k->zram_id);
-		if (file_write("/sys/class/zram-control/hot_remove", val))
-			fprintf(stderr, "zmem regionbench: warning: could not remove %s\n", k->dev);
-		k->zram_id = -1;
-	}
-	if (k->side == S_ZSWAP) {
-		if (k->zs_comp[0])
-			file_write("/sys/module/zswap/parameters/compressor", k->zs_comp);
-		if (k->zs_enabled[0])
-			file_write("/sys/module/zswap/parameters/enabled", k->zs_enabled);
-		if (k->zs_shrinker[0])
-			file_write("/sys/module/zswap/parameters/shrinker_enabled", k->zs_shrinker);
-		if (k->dev[0])
-			unlink(k->dev);
-	}
-}
-
-/* The kernel's name for the codec: "lz4" of "lz4:1". */
-static void kernel_codec(const char *codec, char *out, size_t len)
-{
-	const char *colon = strchr(codec, ':');
-
-	snprintf(out, len, "%.*s", (int)(colon ? (size_t)(colon - codec) : strlen(codec)), codec);
-}
-
-static int zram_up(const struct opts *o, struct kswap *k, size_t bytes, char *why, size_t wl)
-{
-	char buf[256], path[128], algo[32];
-
-	k->zram_id = -1;
-	if (bench_file_read("/sys/class/zram-control/hot_add", buf, sizeof(buf))) {
-		snprintf(why, wl, "no /sys/class/zram-control (zram not loaded; try modprobe zram)");
-		return -1;
-	}
-	k->zram_id = atoi(buf);
-	snprintf(k->sys, sizeof(k->sys), "/sys/block/zram%d", k->zram_id);
-	snprintf(k->dev, sizeof(k->dev), "/dev/zram%d", k->zram_id);
-	kernel_codec(o->codec, algo, sizeof(algo));
-	snprintf(path, sizeof(path), "%s/comp_algorithm", k->sys);
-	if (file_write(path, algo))
-		cli_note("kernel zram: no %s, its default codec", algo);
-	snprintf(path, sizeof(path), "%s/disksize", k->sys);
-	snprintf(buf, sizeof(buf), "%zu", bytes);
-	if (file_write(path, buf)) {
-		snprintf(why, wl, "setting %s failed", path);
-		return -1;
-	}
-	for (int i = 0; i < 100 && access(k->dev, F_OK); i++)
-		usleep(10000);  /* udev makes the node */
-	return kswap_on(k, why, wl);
-}
-
-static int zswap_up(const struct opts *o, struct kswap *k, size_t bytes, char *why, size_t wl)
-{
-	char algo[32];
-	int fd, rc;
-
-	if (bench_file_read("/sys/module/zswap/parameters/enabled", k->zs_enabled,
-		      sizeof(k->zs_enabled))) {
-		snprintf(why, wl, "this kernel has no zswap");
-		return -1;
-	}
-	k->zs_enabled[strcspn(k->zs_enabled, "\n")] = 0;
-	bench_file_read("/sys/module/zswap/parameters/compressor", k->zs_comp, sizeof(k->zs_comp));
-	k->zs_comp[strcspn(k->zs_comp, "\n")] = 0;
-	/* the pool is charged to the cgroup: past its share, its coldest
-	 * pages go on to the swap file instead of the cgroup running out */
-	if (!bench_file_read("/sys/module/zswap/parameters/shrinker_enabled", k->zs_shrinker,
-		       sizeof(k->zs_shrinker))) {
-		k->zs_shrinker[strcspn(k->zs_shrinker, "\n")] = 0;
-		file_write("/sys/module/zswap/parameters/shrinker_enabled", "Y");
-	}
-	snprintf(k->dev, sizeof(k->dev), "%s/zmem-regionbench-swap.XXXXXX", o->dir);
-	fd = mkstemp(k->dev);
-	if (fd < 0) {
-		snprintf(why, wl, "creating a swap file in %s: %s", o->dir, strerror(errno));
-		k->dev[0] = 0;
-		return -1;
-	}
-	rc = posix_fallocate(fd, 0, (off_t)bytes);
-	close(fd);
-	if (rc) {
-		snprintf(why, wl, "allocating %zu bytes of swap file: %s", bytes, strerror(rc));
-		return -1;
-	}
-	kernel_codec(o->codec, algo, sizeof(algo));
-	if (file_write("/sys/module/zswap/parameters/compressor", algo))
-		cli_note("kernel zswap: no %s, compressor %s", algo, k->zs_comp);
-	if (file_write("/sys/module/zswap/parameters/enabled", "Y")) {
-		snprintf(why, wl, "cannot enable zswap");
-		return -1;
-	}
-	return kswap_on(k, why, wl);
-}
+/* ---- the kernel's side: a memory cgroup and a swap (kswap.h) ----------- */
 
 /* What the child sends back. */
 struct child_res {
@@ -1015,53 +747,13 @@ static int child_trace(struct job *j, void *arg, struct row *w, uint64_t *majflt
 	return rc;
 }
 
-/* Interrupting a kernel side must not leave its swap on, its zram device
- * or its cgroup behind: SIGINT, SIGTERM and SIGHUP only note themselves
- * (in whatever thread they land: the region's thread runs too) until the
- * side is torn down, then take effect.  The child takes them at once.
- * SIGPIPE is ignored: a child killed by its cgroup closes the pipe. */
-static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
-#define NSTOP (sizeof(stop_signals) / sizeof(stop_signals[0]))
-static volatile sig_atomic_t stop_signal;
-
-static void note_signal(int sig)
-{
-	stop_signal = sig;
-}
-
-static void kernel_signals(bool hold, struct sigaction *old)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = note_signal;
-	sa.sa_flags = SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	if (hold) {
-		signal(SIGPIPE, SIG_IGN);
-		for (size_t i = 0; i < NSTOP; i++)
-			sigaction(stop_signals[i], &sa, &old[i]);
-		return;
-	}
-	for (size_t i = 0; i < NSTOP; i++)
-		sigaction(stop_signals[i], &old[i], NULL);
-	if (stop_signal)
-		raise(stop_signal);
-}
-
-static void child_signals(void)
-{
-	for (size_t i = 0; i < NSTOP; i++)
-		signal(stop_signals[i], SIG_DFL);
-}
-
 /* Run fn in a child in cg; fill r (peak and compressed read while the
  * child waits at its end).  0, or -1 with why. */
-static int run_child(struct job *j, const struct cgroup *cg, const struct kswap *k,
+static int run_child(struct job *j, const struct kcgroup *cg, const struct kswap *k,
 		     child_fn fn, void *arg, struct child_res *res, char *why, size_t wl)
 {
 	int up[2], down[2], st;
-	char go = 1, path[320];
+	char go = 1;
 	pid_t pid;
 
 	if (pipe(up) || pipe(down)) {
@@ -1076,7 +768,7 @@ static int run_child(struct job *j, const struct cgroup *cg, const struct kswap 
 	if (!pid) {
 		struct child_res cr = { 0 };
 
-		child_signals();
+		kswap_signals_child();
 		close(up[0]), close(down[1]);
 		if (read(down[0], &go, 1) != 1)
 			_exit(1);
@@ -1087,7 +779,7 @@ static int run_child(struct job *j, const struct cgroup *cg, const struct kswap 
 		_exit(0);
 	}
 	close(up[1]), close(down[0]);
-	if (cg_enter(cg, pid)) {
+	if (kcg_enter(cg, pid)) {
 		snprintf(why, wl, "moving the child into %.120s failed", cg->dir);
 		kill(pid, SIGKILL);
 	} else if (write(down[1], &go, 1) != 1) {
@@ -1095,23 +787,18 @@ static int run_child(struct job *j, const struct cgroup *cg, const struct kswap 
 	}
 	memset(res, 0, sizeof(*res));
 	if (read(up[0], res, sizeof(*res)) == sizeof(*res)) {
-		cg_file(cg, "memory.max_usage_in_bytes", "memory.peak", path, sizeof(path));
-		res->row.peak_resident = file_u64(path);
-		cg_file(cg, "memory.usage_in_bytes", "memory.current", path, sizeof(path));
-		res->row.total = file_u64(path);
-		if (k->side == S_ZRAM) {
-			char buf[256], p2[128];
-			unsigned long long v[4] = { 0 };
+		res->row.peak_resident = kcg_peak(cg);
+		res->row.total = kcg_usage(cg);
+		if (k->kind == KSWAP_ZRAM) {
+			uint64_t v[3];
 
-			snprintf(p2, sizeof(p2), "%s/mm_stat", k->sys);
-			if (!bench_file_read(p2, buf, sizeof(buf)) &&
-			    sscanf(buf, "%llu %llu %llu", &v[0], &v[1], &v[2]) == 3) {
+			if (!kswap_zram_mm(k, v, 3)) {
 				res->compressed = v[1];
 				res->row.total += v[2];  /* mem_used_total */
 			}
-		} else if (k->side == S_ZSWAP) {
+		} else {
 			/* zswap's pool is charged to the cgroup: in its usage */
-			res->compressed = meminfo("Zswap");
+			res->compressed = kswap_meminfo("Zswap");
 		}
 		(void)!write(down[1], &go, 1);
 	} else {
@@ -1134,10 +821,10 @@ static int run_child(struct job *j, const struct cgroup *cg, const struct kswap 
 static int run_kernel(struct job *j, enum side s, uint64_t limit, child_fn fn, void *arg,
 		      struct row *w, char *why, size_t wl)
 {
-	struct kswap k = { .side = s, .zram_id = -1 };
+	struct kswap k;
 	struct child_res res;
-	struct cgroup cg;
-	struct sigaction old[NSTOP];
+	struct kcgroup cg;
+	struct sigaction old[KSWAP_NSTOP];
 	/* twice the pages: slots held by pages in the swap cache too, and a
 	 * full swap would end in the cgroup's out-of-memory killer */
 	size_t bytes = 2 * j->npages * j->ps;
@@ -1147,13 +834,14 @@ static int run_kernel(struct job *j, enum side s, uint64_t limit, child_fn fn, v
 		snprintf(why, wl, "needs root (a memory cgroup and swapon)");
 		return -1;
 	}
-	kernel_signals(true, old);
-	if ((s == S_ZRAM ? zram_up : zswap_up)(j->o, &k, bytes, why, wl))
+	kswap_signals_hold(old);
+	if (kswap_up(&k, s == S_ZRAM ? KSWAP_ZRAM : KSWAP_ZSWAP, j->o->codec, j->o->dir, bytes,
+		     why, wl))
 		goto down;
-	if (cg_create(&cg, limit, why, wl))
+	if (kcg_create(&cg, "zmem-regionbench", limit, why, wl))
 		goto down;
 	rc = run_child(j, &cg, &k, fn, arg, &res, why, wl);
-	cg_destroy(&cg);
+	kcg_destroy(&cg);
 	if (!rc) {
 		*w = res.row;
 		w->faults = res.majflt;
@@ -1167,7 +855,7 @@ static int run_kernel(struct job *j, enum side s, uint64_t limit, child_fn fn, v
 	}
 down:
 	kswap_down(&k);
-	kernel_signals(false, old);
+	kswap_signals_release(old);
 	return rc;
 }
 
@@ -1308,7 +996,7 @@ static int fc_region(const struct opts *o, const struct bench_data *d, const uin
 struct fc_arg {
 	const uint32_t *perm;
 	size_t n;
-	const struct cgroup *cg;
+	const struct kcgroup *cg;
 };
 
 /* In the kernel's child: fill, push everything to swap (the limit lowered
@@ -1325,8 +1013,8 @@ static int child_fault_cost(struct job *j, void *arg, struct row *w, uint64_t *m
 		return -ENOMEM;
 	for (size_t i = 0; i < a->n; i++)
 		memcpy(base + i * ps, j->d->buf + i % j->ndata * ps, ps);
-	cg_set_limit(a->cg, (uint64_t)16 << 20);
-	cg_set_limit(a->cg, j->o->resident);
+	kcg_set_limit(a->cg, (uint64_t)16 << 20);
+	kcg_set_limit(a->cg, j->o->resident);
 	getrusage(RUSAGE_SELF, &r0);
 	touch_all(base, ps, a->perm, a->n, skip, hist);
 	getrusage(RUSAGE_SELF, &r1);
@@ -1374,19 +1062,19 @@ static int fault_cost(const struct opts *o, const struct bench_data *d, struct f
 	}
 	if (!rc && o->kernel) {
 		struct job j = { .o = o, .d = d, .ps = ps, .npages = n, .ndata = d->len / ps };
-		struct kswap k = { .side = S_ZRAM, .zram_id = -1 };
+		struct kswap k = { .zram_id = -1 };
 		struct child_res res;
-		struct cgroup cg;
+		struct kcgroup cg;
 		char why[256] = "";
 		struct fc_arg a = { perm, n, &cg };
-		struct sigaction old[NSTOP];
+		struct sigaction old[KSWAP_NSTOP];
 
 		cli_progress("fault cost: kernel zram");
-		kernel_signals(true, old);
+		kswap_signals_hold(old);
 		if (geteuid() != 0)
 			snprintf(why, sizeof(why), "needs root");
-		else if (!zram_up(o, &k, 2 * n * ps, why, sizeof(why)) &&
-			 !cg_create(&cg, o->resident, why, sizeof(why))) {
+		else if (!kswap_up(&k, KSWAP_ZRAM, o->codec, o->dir, 2 * n * ps, why, sizeof(why)) &&
+			 !kcg_create(&cg, "zmem-regionbench", o->resident, why, sizeof(why))) {
 			if (!run_child(&j, &cg, &k, child_fault_cost, &a, &res, why, sizeof(why))) {
 				struct fc_row *w = &rows[FC_KERNEL];
 
@@ -1395,10 +1083,10 @@ static int fault_cost(const struct opts *o, const struct bench_data *d, struct f
 				w->faults = res.majflt;
 				w->p50 = res.row.p50, w->p99 = res.row.p99, w->p999 = res.row.p999;
 			}
-			cg_destroy(&cg);
+			kcg_destroy(&cg);
 		}
 		kswap_down(&k);
-		kernel_signals(false, old);
+		kswap_signals_release(old);
 		if (!rows[FC_KERNEL].ran) {
 			cli_progress_done();
 			cli_note("fault cost: kernel zram: skipped: %s", why);

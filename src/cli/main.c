@@ -32,6 +32,8 @@ static const struct {
 	  "cold data against a memory limit: recompression, writeback, a hot set" },
 	{ "regionbench", cmd_regionbench,
 	  "compressed regions against plain memory and the kernel's zram and zswap" },
+	{ "runbench", cmd_runbench,
+	  "programs under zmem run against the kernel's zram and zswap in a cgroup" },
 	{ "cachebench", cmd_cachebench,
 	  "tmem under memory pressure: frontswap, cleancache, tmem against the store" },
 	{ "gen", cmd_gen,
