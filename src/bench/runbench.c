@@ -367,7 +367,7 @@ static int run_plain(const struct env *e, enum prog p, struct row *w)
 
 	files(e, p, S_PLAIN, out, err, stats);
 	if (prog_argv(e, p, argv, buf) < 0) {
-		set_note(w, "n/a: %s not built or copied (make)", buf[0]);
+		set_note(w, "n/a: %.160s not built or copied (make)", buf[0]);
 		return 0;
 	}
 	if (spawn_run(&sp, why, sizeof(why))) {
@@ -393,7 +393,7 @@ static int run_zmem(const struct env *e, enum prog p, uint64_t limit, struct row
 	}
 	files(e, p, S_ZMEM, out, err, stats);
 	if (prog_argv(e, p, pa, buf) < 0) {
-		set_note(w, "n/a: %s not built or copied (make)", buf[0]);
+		set_note(w, "n/a: %.160s not built or copied (make)", buf[0]);
 		return 0;
 	}
 	snprintf(lim, sizeof(lim), "%llu", (unsigned long long)limit);
@@ -437,7 +437,7 @@ static int run_kernel(const struct env *e, enum prog p, enum side s, uint64_t li
 	}
 	files(e, p, s, out, err, stats);
 	if (prog_argv(e, p, argv, buf) < 0) {
-		set_note(w, "n/a: %s not built or copied (make)", buf[0]);
+		set_note(w, "n/a: %.160s not built or copied (make)", buf[0]);
 		return 0;
 	}
 	kswap_signals_hold(old);
