@@ -221,7 +221,9 @@ static int fill(struct zmi_region *r, uint64_t pg, uint32_t *w, bool write, bool
 		zmi_policy_admit(r, pg, false);
 		return 0;
 	}
-	/* STORED */
+	/* STORED: a page that was written after its last read refault is
+	 * taken as written now (RPF_WRITER) */
+	write |= r->pages[pg].flags & RPF_WRITER;
 	if (!(buf = thread_page(ps)))
 		return -ENOMEM;
 	rc = zm_store_get(r->store, pg, buf);
@@ -261,6 +263,7 @@ static int make_dirty(struct zmi_region *r, uint64_t pg, uint32_t *w, bool wake)
 		return rc;
 	zm_store_discard(r->store, pg, 1);
 	*w = (*w & ~RP_KIND_MASK) | RP_DIRTY;
+	r->pages[pg].flags |= RPF_WRITER;
 	return 0;
 }
 

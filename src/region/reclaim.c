@@ -69,8 +69,11 @@ static int evict_prepare(struct zmi_region *r, uint64_t pg, uint32_t *w)
 	void *addr = zmi_page_addr(r, pg);
 	int rc;
 
-	if (rp_kind(*w) == RP_CLEAN)
+	if (rp_kind(*w) == RP_CLEAN) {
+		/* only read since it came back */
+		r->pages[pg].flags &= (uint8_t)~RPF_WRITER;
 		return 0;
+	}
 	rc = zmi_uffd_protect(r->uffd, addr, r->page_size, true, false);
 	if (rc)
 		return rc;

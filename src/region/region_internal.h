@@ -84,12 +84,18 @@ struct zmi_rpage {
 				units of 16 ms (wraps after 17 minutes: only
 				the young-refault count reads it) */
 	uint8_t lst;         /* which list holds its entry: LST_* */
-	uint8_t pad;
+	uint8_t flags;       /* RPF_*, under the page's lock */
 	float k, s;          /* decayed refaults, and the refault-clock ticks
 				it spent evicted over them */
 };
 
 enum { LST_NONE = 0, LST_PROBATION = 1, LST_PROTECTED = 2 };
+
+/* A page brought back by a read was then written (a write-protect fault
+ * on it): its next read fault maps it writable at once and drops its
+ * copy, as a write fault does, sparing the second fault.  Cleared when
+ * the page is evicted clean (brought back, only read). */
+#define RPF_WRITER 1u
 
 /* A queue of resident pages in the order they came in: a ring of page
  * numbers.  A page has at most one entry in all the lists (lst says

@@ -132,7 +132,7 @@ bool zmr_grow(size_t need, unsigned gen)
 	}
 	if (a && !zmr_protect(a, len, PROT_READ | PROT_WRITE)) {
 		zmi_in_lib++;
-		ok = mi.manage_os_memory((void *)a, len, true, false, true, -1);
+		ok = mi.manage_os_memory((void *)a, len, false, false, true, -1);
 		zmi_in_lib--;
 	}
 	if (ok) {
