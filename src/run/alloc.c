@@ -14,8 +14,20 @@
  *
  * The system's allocator is glibc's: __libc_malloc and its kind, which
  * glibc exports for preloads such as this one.
+ *
+ * What the C library and the dynamic loader allocate for themselves
+ * (locale data, stdio buffers, directory streams, thread-local storage of
+ * libraries loaded later) goes to glibc's allocator too, told by the
+ * caller's address: glibc's own code reads some of it where no fault may
+ * be taken.  A thread starting reads the locale's tables
+ * (__ctype_init); in the child of a fork the library's fault threads
+ * start anew, and the first one to start would wait on a page of the
+ * program's locale data that only it could bring back (seen: bash under
+ * zmem run hung in a command substitution).  Small, and not the
+ * program's data: nothing worth compressing is lost.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stdlib.h>
@@ -67,9 +79,47 @@ void zmr_sys_free(void *p)
 	__libc_free(p);
 }
 
+/* The executable code of libc and of the dynamic loader (found once, at
+ * start): a caller there gets glibc's allocator. */
+#define SYS_TEXT_MAX 8
+static struct zmr_extent sys_text[SYS_TEXT_MAX];
+static unsigned nsys_text;
+
+static int note_text(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	const char *name = info->dlpi_name ? info->dlpi_name : "";
+	const char *base = strrchr(name, '/');
+
+	(void)size;
+	(void)arg;
+	base = base ? base + 1 : name;
+	if (strncmp(base, "libc.so", 7) && strncmp(base, "ld-linux", 8) &&
+	    strncmp(base, "ld64.so", 7))
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum && nsys_text < SYS_TEXT_MAX; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X))
+			sys_text[nsys_text++] = (struct zmr_extent){
+				info->dlpi_addr + ph->p_vaddr, info->dlpi_addr + ph->p_vaddr + ph->p_memsz
+			};
+	}
+	return 0;
+}
+
+static bool from_sys(const void *ret)
+{
+	uintptr_t a = (uintptr_t)ret;
+
+	for (unsigned i = 0; i < nsys_text; i++)
+		if (a - sys_text[i].lo < sys_text[i].hi - sys_text[i].lo)
+			return true;
+	return false;
+}
+
 void zmr_alloc_early(void)
 {
 	sys_usable_size = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+	dl_iterate_phdr(note_text, NULL);
 }
 
 int zmr_alloc_setup(void)
@@ -169,7 +219,7 @@ static void *outside(void *p, size_t n)
 
 EXPORT void *malloc(size_t n)
 {
-	if (!zmr_active())
+	if (!zmr_active() || from_sys(__builtin_return_address(0)))
 		return __libc_malloc(n);
 	ZMR_ALLOC(mi.malloc(n), n, __libc_malloc(n));
 }
@@ -178,7 +228,7 @@ EXPORT void *calloc(size_t n, size_t size)
 {
 	size_t total;
 
-	if (!zmr_active())
+	if (!zmr_active() || from_sys(__builtin_return_address(0)))
 		return __libc_calloc(n, size);
 	if (__builtin_mul_overflow(n, size, &total)) {
 		errno = ENOMEM;
@@ -214,7 +264,7 @@ static void *realloc_out(void *p, size_t n)
 EXPORT void *realloc(void *p, size_t n)
 {
 	if (!p)
-		return malloc(n);
+		return from_sys(__builtin_return_address(0)) ? __libc_malloc(n) : malloc(n);
 	if (!zmr_in_region(p))
 		return __libc_realloc(p, n);
 	ZMR_ALLOC(mi.realloc(p, n), n, realloc_out(p, n));
@@ -248,9 +298,9 @@ static void *mi_aligned(size_t n, size_t align)
 	}
 }
 
-static void *aligned(size_t align, size_t n)
+static void *aligned(size_t align, size_t n, const void *caller)
 {
-	if (!zmr_active())
+	if (!zmr_active() || from_sys(caller))
 		return __libc_memalign(align, n);
 	ZMR_ALLOC(mi_aligned(n, align), n + align, __libc_memalign(align, n));
 }
@@ -261,7 +311,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
 
 	if (!align || (align & (align - 1)) || align % sizeof(void *))
 		return EINVAL;
-	p = aligned(align, n);
+	p = aligned(align, n, __builtin_return_address(0));
 	if (!p)
 		return ENOMEM;
 	*out = p;
@@ -274,7 +324,7 @@ EXPORT void *aligned_alloc(size_t align, size_t n)
 		errno = EINVAL;
 		return NULL;
 	}
-	return aligned(align, n);
+	return aligned(align, n, __builtin_return_address(0));
 }
 
 EXPORT void *memalign(size_t align, size_t n)
@@ -288,12 +338,12 @@ EXPORT void *memalign(size_t align, size_t n)
 		errno = EINVAL;
 		return NULL;
 	}
-	return aligned(a, n);
+	return aligned(a, n, __builtin_return_address(0));
 }
 
 EXPORT void *valloc(size_t n)
 {
-	return aligned((size_t)sysconf(_SC_PAGESIZE), n);
+	return aligned((size_t)sysconf(_SC_PAGESIZE), n, __builtin_return_address(0));
 }
 
 EXPORT void *pvalloc(size_t n)
@@ -304,7 +354,7 @@ EXPORT void *pvalloc(size_t n)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return aligned(page, (n + page - 1) & ~(page - 1));
+	return aligned(page, (n + page - 1) & ~(page - 1), __builtin_return_address(0));
 }
 
 EXPORT size_t malloc_usable_size(void *p)

@@ -149,6 +149,109 @@ static void *map_fixed(uintptr_t lo, size_t len, int prot)
 	return (void *)lo;
 }
 
+/* ---- foreign ranges (preload.h) ---- */
+
+/* The first foreign range meeting [lo, hi), or NULL.  Caller holds
+ * zmr.lock, or reads a count of 0 without it. */
+static const struct zmr_extent *foreign_meeting(uintptr_t lo, uintptr_t hi)
+{
+	for (unsigned i = 0; i < zmr.nforeign; i++)
+		if (zmr.foreign[i].lo < hi && lo < zmr.foreign[i].hi)
+			return &zmr.foreign[i];
+	return NULL;
+}
+
+static bool any_foreign(void)
+{
+	return __atomic_load_n(&zmr.nforeign, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* Whether [lo, hi) meets a foreign range (takes zmr.lock). */
+static bool foreign_in(uintptr_t lo, uintptr_t hi)
+{
+	bool yes;
+
+	if (!any_foreign())
+		return false;
+	zmr_lock();
+	yes = foreign_meeting(lo, hi) != NULL;
+	zmr_unlock();
+	return yes;
+}
+
+/* The part of [lo, hi) from lo that is all foreign or all not: its end,
+ * and whether foreign. */
+static uintptr_t piece(uintptr_t lo, uintptr_t hi, bool *foreign)
+{
+	uintptr_t end = hi;
+
+	zmr_lock();
+	*foreign = false;
+	for (unsigned i = 0; i < zmr.nforeign; i++) {
+		const struct zmr_extent *f = &zmr.foreign[i];
+		if (f->lo <= lo && lo < f->hi) {
+			*foreign = true;
+			end = f->hi < hi ? f->hi : hi;
+			break;
+		}
+		if (f->lo > lo && f->lo < end)
+			end = f->lo;
+	}
+	zmr_unlock();
+	return end;
+}
+
+/* mmap(MAP_FIXED) of what the region cannot hold (a file, shared memory,
+ * executable memory) over region memory. */
+static void *map_foreign(uintptr_t lo, size_t len, int prot, int flags, int fd, off_t off)
+{
+	void *p;
+
+	zmr_lock();
+	if (zmr.nforeign == ZMR_FOREIGN_MAX && !foreign_meeting(lo, lo + len)) {
+		zmr_unlock();
+		errno = ENOMEM;
+		return MAP_FAILED;
+	}
+	zmr_unlock();
+	/* the region's pages there dropped first: none stays resident
+	 * where the region's userfaultfd no longer reaches */
+	if (zmr_drop(lo, len, PROT_NONE)) {
+		errno = ENOMEM;
+		return MAP_FAILED;
+	}
+	p = zmr_sys_mmap((void *)lo, len, prot, flags, fd, off);
+	if (p == MAP_FAILED)
+		return p;
+	zmr_lock();
+	if (!foreign_meeting(lo, lo + len) || zmr.nforeign < ZMR_FOREIGN_MAX) {
+		/* merged with one it meets, else a new entry */
+		struct zmr_extent *f = (struct zmr_extent *)foreign_meeting(lo, lo + len);
+		if (f) {
+			f->lo = f->lo < lo ? f->lo : lo;
+			f->hi = f->hi > lo + len ? f->hi : lo + len;
+		} else {
+			zmr.foreign[zmr.nforeign] = (struct zmr_extent){ lo, lo + len };
+			__atomic_store_n(&zmr.nforeign, zmr.nforeign + 1, __ATOMIC_RELEASE);
+		}
+	}
+	/* kept out of the space: never handed out again */
+	if (zmr_space_alloc_at(&zmr.space, lo, len))
+		__atomic_fetch_add(&zmr.mmap_bytes, len, __ATOMIC_RELAXED);
+	zmr_unlock();
+	return p;
+}
+
+/* munmap of a foreign piece: unmapped, then reserved again so that the
+ * kernel places nothing there (the region's range stays ours). */
+static int unmap_foreign(uintptr_t lo, uintptr_t hi)
+{
+	void *p = zmr_sys_mmap((void *)lo, hi - lo, PROT_NONE,
+			       MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	return p == MAP_FAILED ? -1 : 0;
+}
+
 static bool wanted(size_t len, int prot, int flags, int fd)
 {
 	return zmr_active() && len >= zmr.cfg.mmap_min && (flags & MAP_ANONYMOUS) &&
@@ -171,12 +274,14 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 			errno = EEXIST;
 			return MAP_FAILED;
 		}
-		if (lo % zmr.page || a != lo || b != lo + page_up(len) ||
-		    !(flags & MAP_ANONYMOUS) || (flags & MAP_TYPE) != MAP_PRIVATE ||
-		    (flags & NOT_REGION_FLAGS) || fd != -1) {
+		if (lo % zmr.page || a != lo || b != lo + page_up(len)) {
 			errno = EINVAL;
 			return MAP_FAILED;
 		}
+		if (!(flags & MAP_ANONYMOUS) || (flags & MAP_TYPE) != MAP_PRIVATE ||
+		    (flags & NOT_REGION_FLAGS) || fd != -1 || (prot & PROT_EXEC) ||
+		    foreign_in(lo, lo + page_up(len)))
+			return map_foreign(lo, page_up(len), prot, flags, fd, off);
 		return map_fixed(lo, page_up(len), prot);
 	}
 	if (!(flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) && wanted(len, prot, flags, fd)) {
@@ -209,7 +314,15 @@ EXPORT int munmap(void *addr, size_t len)
 		return -1;
 	if (hi > b && zmr_sys_munmap((void *)b, hi - b))
 		return -1;
-	unmap_region(a, b);
+	while (any_foreign() && a < b) {
+		bool f;
+		uintptr_t e = piece(a, b, &f);
+		if (f ? unmap_foreign(a, e) : (unmap_region(a, e), 0))
+			return -1;
+		a = e;
+	}
+	if (a < b)
+		unmap_region(a, b);
 	return 0;
 }
 
@@ -226,13 +339,20 @@ EXPORT int madvise(void *addr, size_t len, int advice)
 	if ((a > lo && syscall(SYS_madvise, addr, a - lo, advice)) ||
 	    (lo + page_up(len) > b && syscall(SYS_madvise, (void *)b, lo + page_up(len) - b, advice)))
 		return -1;
-	if (advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE) {
-		int rc = zmr_discard(a, b - a);
+	while (a < b) {
+		bool f = false;
+		uintptr_t e = any_foreign() ? piece(a, b, &f) : b;
+		int rc = 0;
 
+		if (f)
+			rc = syscall(SYS_madvise, (void *)a, e - a, advice) ? -errno : 0;
+		else if (advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE)
+			rc = zmr_discard(a, e - a);
 		if (rc) {
 			errno = -rc;
 			return -1;
 		}
+		a = e;
 	}
 	return 0;
 }
@@ -259,10 +379,17 @@ EXPORT int mprotect(void *addr, size_t len, int prot)
 	if ((a > lo && zmr_sys_mprotect(addr, a - lo, prot)) ||
 	    (lo + page_up(len) > b && zmr_sys_mprotect((void *)b, lo + page_up(len) - b, prot)))
 		return -1;
-	rc = zmr_protect(a, b - a, prot);
-	if (rc) {
-		errno = -rc;
-		return -1;
+	while (a < b) {
+		bool f = false;
+		uintptr_t e = any_foreign() ? piece(a, b, &f) : b;
+
+		rc = f ? (zmr_sys_mprotect((void *)a, e - a, prot) ? -errno : 0)
+		       : zmr_protect(a, e - a, prot);
+		if (rc) {
+			errno = -rc;
+			return -1;
+		}
+		a = e;
 	}
 	return 0;
 }
@@ -319,6 +446,14 @@ EXPORT void *mremap(void *old, size_t oldlen, size_t newlen, int flags, ...)
 	if (zmi_in_lib || !zmr.size || !clip(lo, lo + page_up(oldlen ? oldlen : 1), &a, &b)) {
 		/* the kernel's, but never into the region */
 		if (to && clip((uintptr_t)to, (uintptr_t)to + page_up(newlen), &a, &b)) {
+			errno = EINVAL;
+			return MAP_FAILED;
+		}
+		return (void *)syscall(SYS_mremap, old, oldlen, newlen, flags, to);
+	}
+	if (foreign_in(lo, lo + page_up(oldlen))) {
+		/* a foreign mapping moves or grows only where it is */
+		if (flags & (MREMAP_MAYMOVE | MREMAP_FIXED)) {
 			errno = EINVAL;
 			return MAP_FAILED;
 		}

@@ -46,6 +46,7 @@ enum zmr_state {
 #define ZMR_MI_SEGMENT  (32ul << 20)
 #define ZMR_CHUNK_FIRST (256ul << 20)
 #define ZMR_CHUNKS_MAX  48
+#define ZMR_FOREIGN_MAX 64
 
 struct zmr_config {
 	uint64_t space;          /* bytes of address space, ZMEM_RUN_SPACE */
@@ -70,6 +71,14 @@ struct zmr {
 	struct zmr_space space;
 	struct zmr_extent chunk[ZMR_CHUNKS_MAX]; /* mimalloc's arenas */
 	unsigned nchunks;
+	/* Foreign ranges: parts of the region a program mapped something
+	 * else over with MAP_FIXED (a file, shared memory: V8 maps its
+	 * builtins' code so).  Out of the region for good: their pages were
+	 * dropped, the kernel's calls on them go to the kernel, and the
+	 * space is never handed out again (unmapped, they are reserved
+	 * again, PROT_NONE, so that the kernel places nothing there). */
+	struct zmr_extent foreign[ZMR_FOREIGN_MAX];
+	unsigned nforeign;               /* atomic for the lock-free look */
 	size_t next_chunk;
 
 	/* counters, atomic */
