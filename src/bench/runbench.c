@@ -218,7 +218,7 @@ static ssize_t slurp(const char *path, char *buf, size_t n)
  * "totals" if the document has one; 0 if none is there. */
 static uint64_t stats_get(const char *doc, const char *const *keys)
 {
-	const char *tot = strstr(doc, "\"totals\"");
+	const char *tot = strstr(doc, "\"total\"");
 
 	for (; *keys; keys++) {
 		char pat[64];
@@ -270,6 +270,11 @@ static void zmem_stats(const char *path, struct row *w)
 		snprintf(w->note, sizeof(w->note), "no figures in the stats file: RSS");
 	}
 	w->total = w->peak_resident + w->compressed + w->meta;
+	/* the process's own peak holds all of it at one moment, and what is
+	 * not in the region (code, the C library's heap): the machine's
+	 * cost, as the cgroup's peak is the kernel sides' */
+	if (w->rss_peak > w->total)
+		w->total = w->rss_peak;
 }
 
 /* ---- the sides ----------------------------------------------------------- */

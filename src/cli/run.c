@@ -388,6 +388,12 @@ static void json_stats(struct json *j, const char *key, const struct run_proc_st
 	json_uint(j, "evictions", st->evictions);
 	json_uint(j, "outside_bytes", st->outside_bytes);
 	json_uint(j, "rss_bytes", st->rss_bytes);
+	json_uint(j, "resident_max_bytes", st->resident_max);
+	json_uint(j, "pool_max_bytes", st->pool_max);
+	json_uint(j, "stored_max_bytes", st->stored_max);
+	json_uint(j, "meta_max_bytes", st->meta_max);
+	json_uint(j, "total_max_bytes", st->total_max);
+	json_uint(j, "rss_max_bytes", st->rss_max);
 	if (key)
 		json_object_end(j);
 }

@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #define RUN_BOARD_MAGIC   0x31646275726d7a00ull /* "\0zmrubd1", little-endian */
-#define RUN_BOARD_VERSION 1u
+#define RUN_BOARD_VERSION 2u
 /* Processes one run reports at once: a build's or a test suite's worth.
  * Processes beyond it run compressed but unreported (counted in
  * board.unreported). */
@@ -83,6 +83,13 @@ struct run_proc_stats {
 				     system's allocator or mmap */
 	uint64_t rss_bytes;       /* the process's resident set (VmRSS),
 				     region pages included */
+	/* the most each has been, at the process's samples (every
+	 * RUN_PUBLISH_MS: a peak shorter than that may be missed) */
+	uint64_t pool_max;
+	uint64_t stored_max;
+	uint64_t meta_max;
+	uint64_t total_max;       /* resident + pool + meta, at one sample */
+	uint64_t rss_max;
 };
 
 struct run_slot {

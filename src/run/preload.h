@@ -86,6 +86,7 @@ struct zmr {
 	uint64_t outside_bytes;          /* allocations that found the region
 					    full */
 	uint64_t heap_max;
+	struct run_proc_stats max;       /* the run thread's: peaks it saw */
 
 	/* the run thread and the board */
 	struct zmi_board *board;

@@ -316,6 +316,13 @@ static void tick(uint32_t state)
 	st.evictions = rs.evictions;
 	st.outside_bytes = __atomic_load_n(&zmr.outside_bytes, __ATOMIC_RELAXED);
 	st.rss_bytes = zmi_os_rss_bytes();
+#define MAXOF(f, v) (zmr.max.f = zmr.max.f > (v) ? zmr.max.f : (v))
+	st.pool_max = MAXOF(pool_max, st.pool_bytes);
+	st.stored_max = MAXOF(stored_max, st.stored_bytes);
+	st.meta_max = MAXOF(meta_max, st.meta_bytes);
+	st.total_max = MAXOF(total_max, st.resident_bytes + st.pool_bytes + st.meta_bytes);
+	st.rss_max = MAXOF(rss_max, st.rss_bytes);
+#undef MAXOF
 	if (zmr.board && zmr.slot >= 0) {
 		zmr_board_publish(zmr.board, (unsigned)zmr.slot, &st, state);
 		if (state == RUN_SLOT_LIVE && zmr_board_take_cmd(zmr.board, (unsigned)zmr.slot,
@@ -382,6 +389,7 @@ static void fork_child(void)
 		return;
 	zmi_in_lib++;
 	zmr.heap_max = 0;
+	memset(&zmr.max, 0, sizeof(zmr.max));
 	claim_slot(getppid());
 	start_thread();
 	zmi_in_lib--;
