@@ -551,6 +551,38 @@ static void test_fault_around(void **state)
 	assert_int_equal(st.faults_first, n / 2);
 	zm_region_destroy(r);
 
+	/* read back in order after an eviction: read-ahead brings the
+	 * next pages with each refault (one fault in 9 once it is going),
+	 * and every byte is right */
+	r = rt_mk_pages(n, 0, ZM_REGION_AROUND);
+	b = base_of(r);
+	for (size_t i = 0; i < n; i++)
+		b[i * PS + 3] = (char)(i * 7);
+	assert_int_equal(zm_region_reclaim(r, n * PS), (long)(n * PS));
+	{
+		struct zm_region_stats before = rt_stats(r);
+		for (size_t i = 0; i < n; i++)
+			assert_int_equal(b[i * PS + 3], (char)(i * 7));
+		st = rt_stats(r);
+		assert_true(st.faults_refault - before.faults_refault <= n / 8);
+		assert_int_equal(st.faults_refault - before.faults_refault +
+				 st.pages_around - before.pages_around, n);
+	}
+	/* at random: no read-ahead to speak of */
+	assert_int_equal(zm_region_reclaim(r, n * PS), (long)(n * PS));
+	{
+		struct zm_region_stats before = rt_stats(r);
+		unsigned x = 12345;
+		for (size_t i = 0; i < n / 2; i++) {
+			x = x * 1103515245u + 12345u;
+			size_t p = (x >> 8) % n;
+			assert_int_equal(b[p * PS + 3], (char)(p * 7));
+		}
+		st = rt_stats(r);
+		assert_true(st.pages_around - before.pages_around < n / 16);
+	}
+	zm_region_destroy(r);
+
 	/* under a limit: never past limit + slack */
 	r = rt_mk_pages(n, lim, ZM_REGION_AROUND);
 	b = base_of(r);

@@ -259,6 +259,11 @@ static void cookies(unsigned flags)
 
 static void test_cookies(void **state) { cookies(0); }
 static void test_cookies_wait(void **state) { cookies(ZM_REGION_WAIT); }
+/* as zmem run makes its region: read-ahead and fault-around in the race */
+static void test_cookies_run(void **state)
+{
+	cookies(ZM_REGION_WAIT | ZM_REGION_AROUND | ZM_REGION_INHERIT);
+}
 
 /* ---- the same page, many threads -------------------------------------- */
 
@@ -386,6 +391,7 @@ int main(int argc, char **argv)
 	struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cookies),
 		cmocka_unit_test(test_cookies_wait),
+		cmocka_unit_test(test_cookies_run),
 		cmocka_unit_test(test_same_page),
 	};
 

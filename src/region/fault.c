@@ -333,10 +333,68 @@ static void fault_around(struct zmi_region *r, uint64_t pg)
 	}
 }
 
+/* Read-ahead (ZM_REGION_AROUND): a refault right where a sequential
+ * reader's next fault would be (r->seq_next: the page after the last
+ * refault, or after its read-ahead) also brings back the next STORED
+ * pages, up to AHEAD, as a read would (clean, their copies kept; a page
+ * marked RPF_WRITER writable).  A heap scanned in order (a garbage
+ * collector's sweep, an array walked) then takes one fault in AHEAD+1;
+ * pages brought back and not used leave again for the price of an
+ * unmap.  Not counted as refaults (the policy learns from those): as
+ * pages_around.  Only as many as fit under the high watermark. */
+#define AHEAD 8
+
+static void read_ahead(struct zmi_region *r, uint64_t pg)
+{
+	uint64_t expect = __atomic_load_n(&r->seq_next, __ATOMIC_RELAXED), q, n = 0;
+	char *buf;
+
+	if (pg != expect && pg != expect + 1) {
+		__atomic_store_n(&r->seq_next, pg + 1, __ATOMIC_RELAXED);
+		return;
+	}
+	buf = thread_page(r->page_size);
+	for (q = pg + 1; buf && q < r->nr_pages && q <= pg + AHEAD; q++) {
+		uint32_t w;
+		bool write;
+		void *addr = zmi_page_addr(r, q);
+		uint64_t res;
+		if (!zmi_rpage_trylock(r, q, &w))
+			break;
+		if (rp_kind(w) != RP_STORED || (w & RP_NOREAD)) {
+			zmi_rpage_unlock(r, q, w);
+			break;
+		}
+		res = __atomic_add_fetch(&r->resident, 1, __ATOMIC_ACQ_REL);
+		if (__atomic_load_n(&r->limit, __ATOMIC_RELAXED) &&
+		    res > __atomic_load_n(&r->high, __ATOMIC_RELAXED)) {
+			__atomic_sub_fetch(&r->resident, 1, __ATOMIC_ACQ_REL);
+			zmi_rpage_unlock(r, q, w);
+			break;
+		}
+		write = r->pages[q].flags & RPF_WRITER;
+		if (zm_store_get(r->store, q, buf) ||
+		    zmi_uffd_copy(r->uffd, addr, buf, r->page_size, !write, false)) {
+			__atomic_sub_fetch(&r->resident, 1, __ATOMIC_ACQ_REL);
+			zmi_rpage_unlock(r, q, w);
+			break;
+		}
+		if (write)
+			zm_store_discard(r->store, q, 1);
+		note_max(r, res);
+		zmi_policy_admit(r, q, false);
+		zmi_rpage_unlock(r, q, (w & ~RP_KIND_MASK) | (write ? RP_DIRTY : RP_CLEAN));
+		n++;
+	}
+	__atomic_store_n(&r->seq_next, q, __ATOMIC_RELAXED);
+	if (n)
+		zmi_rcount(r, RC_AROUND, n);
+}
+
 static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread,
 		 unsigned pins)
 {
-	bool first_touch = false;
+	bool first_touch = false, refault = false;
 	uint64_t t0 = zmi_now_ns();
 	bool admitted = false, waited = false, counted = false;
 	uint32_t w;
@@ -364,6 +422,7 @@ static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread
 		first_touch = true;
 		/* fall through */
 	case RP_STORED:
+		refault = !first_touch;
 		rc = fill(r, pg, &w, write, false);
 		if (rc)
 			break; /* its place is given back below, once */
@@ -394,6 +453,8 @@ static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread
 		zmi_uffd_wake(r->uffd, zmi_page_addr(r, pg), r->page_size);
 	if (first_touch && !rc && (r->flags & ZM_REGION_AROUND))
 		fault_around(r, pg);
+	if (refault && !rc && (r->flags & ZM_REGION_AROUND))
+		read_ahead(r, pg);
 	if (waited)
 		zmi_rcount(r, RC_WAITS, 1);
 	/* a page a pin brought in is a fault as well: counted by kind in

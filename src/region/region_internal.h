@@ -160,6 +160,8 @@ struct zmi_region {
 				    nothing it could evict (the store full):
 				    admissions stop waiting for room */
 	uint64_t evict_seq;      /* atomic: pages evicted */
+	uint64_t seq_next;       /* atomic: where a sequential reader's next
+				    refault would be (fault.c, read-ahead) */
 
 	struct zmi_rpolicy pol;
 
