@@ -275,6 +275,66 @@ static void discard_page(struct zmi_region *r, uint64_t pg, uint32_t *w)
 	zmi_policy_forget(r, pg);
 }
 
+/* Discard pages [first, end).  Resident pages that follow each other are
+ * unmapped together, one madvise for up to DISCARD_RUN of them (one TLB
+ * flush, not one a page: an allocator giving back a large block, as
+ * mimalloc does through zmem run's madvise, drops many at once); the
+ * later pages of a run are taken with a trylock, as the lock order asks,
+ * and a run ends at the first that is busy. */
+#define DISCARD_RUN 64
+
+static void discard_flush(struct zmi_region *r, uint64_t from, unsigned n, uint32_t *w)
+{
+	if (!n)
+		return;
+	madvise(zmi_page_addr(r, from), (size_t)n << r->page_shift, MADV_DONTNEED);
+	__atomic_sub_fetch(&r->resident, n, __ATOMIC_ACQ_REL);
+	for (unsigned i = 0; i < n; i++) {
+		unsigned k = rp_kind(w[i]);
+		if (k == RP_CLEAN || k == RP_DIRTY)
+			zm_store_discard(r->store, from + i, 1);
+		zmi_policy_forget(r, from + i);
+		zmi_rpage_unlock(r, from + i, (w[i] & ~RP_KIND_MASK) | RP_EMPTY);
+	}
+}
+
+static void discard_range(struct zmi_region *r, uint64_t first, uint64_t end)
+{
+	uint32_t w[DISCARD_RUN];
+	uint64_t from = 0;
+	unsigned n = 0;
+
+	for (uint64_t pg = first; pg < end; pg++) {
+		uint32_t x = __atomic_load_n(&r->pages[pg].word, __ATOMIC_RELAXED);
+		if (rp_kind(x) == RP_EMPTY && !(x & RP_LOCKED)) {
+			/* nothing there (a fault in flight takes the lock) */
+			discard_flush(r, from, n, w);
+			n = 0;
+			continue;
+		}
+		if (n && (n == DISCARD_RUN || !zmi_rpage_trylock(r, pg, &x))) {
+			discard_flush(r, from, n, w);
+			n = 0;
+		} else if (n) {
+			goto got;
+		}
+		x = zmi_rpage_lock(r, pg, NULL);
+got:
+		if (rp_resident(x) && !rp_pins(x)) {
+			if (!n)
+				from = pg;
+			w[n++] = x;
+			continue;
+		}
+		/* stored, empty, or pinned: one at a time, after the run */
+		discard_flush(r, from, n, w);
+		n = 0;
+		discard_page(r, pg, &x);
+		zmi_rpage_unlock(r, pg, x);
+	}
+	discard_flush(r, from, n, w);
+}
+
 int zm_region_discard(struct zm_region *ur, size_t offset, size_t length)
 {
 	struct zmi_region *r = R(ur);
@@ -291,14 +351,7 @@ int zm_region_discard(struct zm_region *ur, size_t offset, size_t length)
 	first = offset >> r->page_shift;
 	end = (offset + length) >> r->page_shift;
 	pthread_rwlock_rdlock(&r->call_lock);
-	for (uint64_t pg = first; pg < end; pg++) {
-		uint32_t w = __atomic_load_n(&r->pages[pg].word, __ATOMIC_RELAXED);
-		if (rp_kind(w) == RP_EMPTY && !(w & RP_LOCKED))
-			continue; /* nothing there (a fault in flight takes the lock) */
-		w = zmi_rpage_lock(r, pg, NULL);
-		discard_page(r, pg, &w);
-		zmi_rpage_unlock(r, pg, w);
-	}
+	discard_range(r, first, end);
 	pthread_rwlock_unlock(&r->call_lock);
 	return 0;
 }
