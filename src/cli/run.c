@@ -416,7 +416,7 @@ static void report_json(const struct run *r, FILE *f)
 	json_array_end(&j);
 	json_str(&j, "resident", r->resident);
 	json_str(&j, "codec", r->codec ? r->codec : "lz4");
-	json_str(&j, "allocator", r->allocator ? r->allocator : "zsmalloc");
+	json_str(&j, "allocator", r->allocator ? r->allocator : RUN_ALLOCATOR);
 	json_str(&j, "recompress", r->recompress);
 	json_str(&j, "backing", r->backing);
 	json_fixed(&j, "seconds", run_seconds(r), 3);
@@ -482,7 +482,7 @@ static void report_text(const struct run *r, FILE *f)
 		fprintf(f, ", exit status %d\n", WEXITSTATUS(r->status));
 	fprintf(f, "  resident limit %s, codec %s, allocator %s%s%s\n",
 		r->resident ? r->resident : "none", r->codec ? r->codec : "lz4",
-		r->allocator ? r->allocator : "zsmalloc", r->recompress ? ", recompress " : "",
+		r->allocator ? r->allocator : RUN_ALLOCATOR, r->recompress ? ", recompress " : "",
 		r->recompress ? r->recompress : "");
 	if (!t.procs) {
 		fprintf(f, "  no process reported (the library did not load, or had no "
@@ -546,7 +546,7 @@ static void report_info(const struct run *r, FILE *f)
 		"\"resident_limit\": %llu, \"stored_bytes\": %llu, \"pool_bytes\": %llu, "
 		"\"total_bytes\": %llu}\n",
 		(unsigned long long)n->heap_bytes, r->codec ? r->codec : "lz4",
-		r->allocator ? r->allocator : "zsmalloc", (unsigned long long)orig,
+		r->allocator ? r->allocator : RUN_ALLOCATOR, (unsigned long long)orig,
 		(unsigned long long)n->stored_bytes, (unsigned long long)n->pool_bytes, t.live,
 		(unsigned long long)n->heap_bytes, (unsigned long long)n->resident_bytes,
 		(unsigned long long)n->resident_limit, (unsigned long long)n->stored_bytes,
@@ -1032,7 +1032,7 @@ int cmd_run(int argc, char **argv)
 		      "share\nof the heap seen so far (25%)", "no limit"),
 		O_STR("codec", 0, &r.codec, "NAME", "lz4, zstd[:LEVEL], lzo, none", "lz4"),
 		O_STR("allocator", 0, &r.allocator, "NAME", "the store's pool backend",
-		      "zsmalloc"),
+		      RUN_ALLOCATOR),
 		O_STR("recompress", 0, &r.recompress, "CODEC",
 		      "the secondary codec for idle or huge\npages: zstd, zstd:19, ...", "none"),
 		O_STR("backing", 0, &r.backing, "FILE",

@@ -42,6 +42,13 @@
 #define RUN_BOARD_SLOTS   256u
 /* How often a process's numbers are refreshed, and commands looked for. */
 #define RUN_PUBLISH_MS    100u
+/* The store's allocator when none is asked for: xcfmalloc, not the
+ * store's own default (zsmalloc).  A program's heap churns (blocks freed
+ * and allocated, pages evicted and brought back over and over), and
+ * under that churn zsmalloc's pool held 14-34% more than the bytes it
+ * stored where xcfmalloc's held 2-3%, at the same speed (bench/run's
+ * three programs at a quarter of their peak: docs/results/). */
+#define RUN_ALLOCATOR     "xcfmalloc"
 
 enum run_cmd {
 	RUN_CMD_NONE = 0,

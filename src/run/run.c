@@ -419,7 +419,7 @@ static int make_region(void)
 	int err;
 
 	sc.codec = c->codec;
-	sc.allocator = c->allocator;
+	sc.allocator = c->allocator ? c->allocator : RUN_ALLOCATOR;
 	sc.recompress_codec = c->recompress;
 	sc.idle_after_ms = c->idle_after_ms;
 	if (c->backing) {
