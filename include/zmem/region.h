@@ -103,9 +103,11 @@ extern "C" {
 				fork above) */
 #define ZM_REGION_AROUND 4u /* a first touch right after a resident page
 			       (memory filled in order) maps the next
-			       pages as zeros too, up to 16: one fault of
-			       the library's in 16 while a heap grows; they
-			       count as resident (stats: pages_around) */
+			       pages as zeros too, up to 16; a refault
+			       where a sequential reader's next fault would
+			       be brings the next stored pages back, up to
+			       8 (read-ahead).  They count as resident
+			       (stats: pages_around) */
 
 /* cold selection */
 #define ZM_REGION_POLICY_AUTO 0u /* frequency-aware (docs/region.md) */
@@ -189,10 +191,10 @@ struct zm_region_stats {
 	uint64_t evict_failures;  /* evictions abandoned: the store refused
 				     the page (its limit, no memory) */
 	uint64_t pins;            /* zm_region_pin calls that pinned pages */
-	uint64_t pages_around;    /* pages mapped as zeros ahead of a first
-				     touch that followed a resident page
-				     (memory filled in order), sparing them
-				     a fault each */
+	uint64_t pages_around;    /* pages mapped ahead of a fault
+				     (ZM_REGION_AROUND): as zeros ahead of a
+				     first touch, or read ahead of a
+				     sequential refault; each spared a fault */
 };
 
 struct zm_region;

@@ -379,7 +379,56 @@ static int case_fork(void)
 	return 0;
 }
 
+/* A file mapped with MAP_FIXED over a reservation, as V8 maps its
+ * builtins' code over its code range: the file's bytes there, the
+ * calls on them passed to the kernel, and the reservation's other pages
+ * kept right through the heap's evictions around it. */
+static int case_foreign(void)
+{
+	size_t pg = 4096, n = 512 * pg;
+	char path[] = "/tmp/zmem-heap-foreign.XXXXXX";
+	int fd = mkstemp(path);
+	unsigned char *p, *f, *q;
+
+	if (fd < 0)
+		FAIL("mkstemp: %s", strerror(errno));
+	unlink(path);
+	for (size_t i = 0; i < 16 * pg; i++)
+		if (write(fd, &(unsigned char){ (unsigned char)(i * 13 + 1) }, 1) != 1)
+			FAIL("write: %s", strerror(errno));
+	p = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED || mprotect(p, n, PROT_READ | PROT_WRITE))
+		FAIL("reserve: %s", strerror(errno));
+	fill(p, n, 21);
+	f = mmap(p + 100 * pg, 16 * pg, PROT_READ | PROT_EXEC, MAP_FIXED | MAP_PRIVATE, fd, 0);
+	if (f != p + 100 * pg)
+		FAIL("file over the reservation: %s", f == MAP_FAILED ? strerror(errno) : "moved");
+	for (size_t i = 0; i < 16 * pg; i++)
+		if (f[i] != (unsigned char)(i * 13 + 1))
+			FAIL("the file's byte %zu", i);
+	/* the rest of the reservation as it was, all of it evicted and back */
+	q = malloc(8 << 20); /* heap churn: pushes pages out at a small limit */
+	if (!q)
+		FAIL("malloc");
+	fill(q, 8 << 20, 22);
+	if (check(p, 100 * pg, 21))
+		FAIL("the reservation before the file");
+	for (size_t i = 116 * pg; i < n; i++)
+		if (p[i] != (unsigned char)(21 * 131 + i * 7 + (i >> 12) + 1))
+			FAIL("the reservation after the file, at %zu", i);
+	if (mprotect(f, 16 * pg, PROT_READ) || madvise(f, 16 * pg, MADV_DONTNEED))
+		FAIL("calls on the file's pages: %s", strerror(errno));
+	if (f[5] != 5 * 13 + 1)
+		FAIL("the file's page after DONTNEED");
+	free(q);
+	if (munmap(p, n))
+		FAIL("munmap: %s", strerror(errno));
+	close(fd);
+	return 0;
+}
+
 static const struct { const char *name; int (*fn)(void); } cases[] = {
+	{ "foreign", case_foreign },
 	{ "malloc", case_malloc }, { "calloc", case_calloc }, { "realloc", case_realloc },
 	{ "align", case_align }, { "mmap", case_mmap }, { "io", case_io },
 	{ "threads", case_threads }, { "fork", case_fork },

@@ -36,7 +36,7 @@ if ! env LD_PRELOAD="$LIB" ZMEM_RUN_RESIDENT=2M "$HEAP" 2>&1 | grep -q "no userf
 fi
 
 # each but align (a few hundred KiB) has its pages evicted while it runs
-for c in malloc calloc realloc align mmap io threads; do
+for c in malloc calloc realloc align mmap foreign io threads; do
     if run "$c" && grep -qx "ok $c" "$T/out" && { evicted || [ "$c" = align ]; }; then
         ok "$c ($(head -1 "$T/out" | sed 's/^# //'), evictions $(awk '{print $4}' "$T/slots" | sort -n | tail -1))"
     else
