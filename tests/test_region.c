@@ -868,6 +868,56 @@ static void test_fork_inherit_wait(void **state)
 	inherit_case(ZM_REGION_WAIT);
 }
 
+/* A page that cannot come back in a ZM_REGION_WAIT region (on the
+ * parent's backing file, in a child of fork: -EIO there) stops the child
+ * with SIGBUS, as in the default mode; it used to retry the access for
+ * ever (the child hung until the alarm, SIGALRM). */
+static void test_wait_eio_stops(void **state)
+{
+	const size_t n = 64;
+	char path[] = "/tmp/zmem-test-wb.XXXXXX";
+	int fd = mkstemp(path);
+	struct zm_store_config sc = { .backing_path = path };
+	struct zm_region_config c = { .size = n * PS, .flags = ZM_REGION_WAIT | ZM_REGION_INHERIT,
+				      .store = &sc, .store_size = sizeof(sc) };
+	struct zm_region *r;
+	char *b;
+	int status;
+	pid_t pid;
+
+	assert_true(fd >= 0);
+	close(fd);
+	r = rt_mk(&c);
+	b = base_of(r);
+	for (size_t i = 0; i < n; i++)
+		rt_fill(b + i * PS, PS, 900 + i);
+	assert_int_equal(zm_region_reclaim(r, n * PS), (long)(n * PS));
+	assert_true(zm_store_writeback(zm_region_store(r), 0, n) > 0);
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		volatile char *vb = b;
+		signal(SIGBUS, SIG_DFL);
+		alarm(10);
+		for (size_t i = 0; i < n; i++)
+			(void)vb[i * PS];
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(WTERMSIG(status), SIGBUS);
+	/* the parent reads its pages from its file */
+	for (size_t i = 0; i < n; i++) {
+		char want[PS];
+		rt_fill(want, PS, 900 + i);
+		assert_memory_equal(b + i * PS, want, PS);
+	}
+	zm_region_destroy(r);
+	unlink(path);
+}
+
 /* A child that creates a region of its own gets a region thread of its
  * own; that thread must leave the parent's regions alone.  The child's
  * copy of their bookkeeping is what it was at the fork, and their
@@ -1632,6 +1682,7 @@ int main(void)
 		cmocka_unit_test(test_fault_around),
 		cmocka_unit_test(test_fork_inherit),
 		cmocka_unit_test(test_fork_inherit_wait),
+		cmocka_unit_test(test_wait_eio_stops),
 		cmocka_unit_test(test_discard),
 		cmocka_unit_test(test_reclaim_bytes),
 		cmocka_unit_test(test_limit),

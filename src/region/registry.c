@@ -40,11 +40,13 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "base/debug.h"
 #include "base/os.h"
 #include "base/worker.h"
 #include "region/region_internal.h"
@@ -205,8 +207,18 @@ static void serve_uffd(struct zmi_region *r)
 			pg = (a - (uintptr_t)r->base) >> r->page_shift;
 			write = msg[i].arg.pagefault.flags &
 				(UFFD_PAGEFAULT_FLAG_WRITE | UFFD_PAGEFAULT_FLAG_WP);
-			if (zmi_region_fault(r, pg, write, true))
+			if (zmi_region_fault(r, pg, write, true)) {
+				/* the page cannot come back (-EIO: its copy was
+				 * on a file this process cannot read, or lost):
+				 * as in the default mode, the process is stopped
+				 * with SIGBUS rather than left retrying the
+				 * access for ever */
+				zmi_log_error("zm_region: page %llu of the region at %p could "
+					      "not be brought back: the program cannot go on",
+					      (unsigned long long)pg, (void *)r->base);
+				kill(getpid(), SIGBUS);
 				zmi_uffd_wake(r->uffd, zmi_page_addr(r, pg), r->page_size);
+			}
 		}
 	}
 }
