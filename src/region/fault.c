@@ -270,7 +270,8 @@ static int make_dirty(struct zmi_region *r, uint64_t pg, uint32_t *w, bool wake)
 /* Fault-around (ZM_REGION_AROUND): a first touch of page pg that follows a resident page
  * (memory being filled in order: a heap, an arena, an array growing) also
  * maps the next EMPTY pages, up to AROUND in all, as zeros in one
- * UFFDIO_ZEROPAGE.  They cost no memory until written, and a write then
+ * UFFDIO_ZEROPAGE; another first touch, while the region is below its low
+ * watermark (or has no limit), the rest of its aligned block of AROUND.  They cost no memory until written, and a write then
  * takes the kernel's own fault (a fresh page), not a trip through the
  * library: filling memory in order costs one fault of ours in AROUND.
  * They count as resident (ZERO, as a first read maps them), and only as
@@ -282,8 +283,17 @@ static void fault_around(struct zmi_region *r, uint64_t pg)
 	uint64_t first = pg + 1, end = pg + AROUND, n = 0, lim, res, high;
 	uint32_t w[AROUND];
 
-	if (!pg || !rp_resident(__atomic_load_n(&r->pages[pg - 1].word, __ATOMIC_RELAXED)))
-		return;
+	lim = __atomic_load_n(&r->limit, __ATOMIC_RELAXED);
+	if (!pg || !rp_resident(__atomic_load_n(&r->pages[pg - 1].word, __ATOMIC_RELAXED))) {
+		/* not in order: the rest of the page's aligned block of AROUND,
+		 * while memory is plentiful (no limit, or below the low mark):
+		 * an allocator fills its blocks in pieces, not page after
+		 * page from its start */
+		if (lim && __atomic_load_n(&r->resident, __ATOMIC_RELAXED) >=
+			   __atomic_load_n(&r->low, __ATOMIC_RELAXED))
+			return;
+		end = (pg | (AROUND - 1)) + 1;
+	}
 	if (end > r->nr_pages)
 		end = r->nr_pages;
 	/* trylocks only: pg's lock is dropped, and these are taken in
@@ -300,7 +310,6 @@ static void fault_around(struct zmi_region *r, uint64_t pg)
 	if (!n)
 		return;
 	res = __atomic_add_fetch(&r->resident, n, __ATOMIC_ACQ_REL);
-	lim = __atomic_load_n(&r->limit, __ATOMIC_RELAXED);
 	high = __atomic_load_n(&r->high, __ATOMIC_RELAXED);
 	if (lim && res > high) {
 		uint64_t over = res - high < n ? res - high : n;
