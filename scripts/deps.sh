@@ -12,6 +12,9 @@ PKGS="$PKGS libjemalloc2 libmimalloc2.0"
 # zmem run's preload library: mimalloc over region memory (its header to
 # build, its library loaded at run time)
 PKGS="$PKGS libmimalloc-dev"
+# the real programs zmem run's tests and zmem runbench run under it
+# (python3 is below)
+PKGS="$PKGS sqlite3 nodejs"
 # libFuzzer (make check fuzzes the pool for a bounded time)
 PKGS="$PKGS clang libclang-rt-14-dev"
 # zmem serve's clients in the interop tests, and nbdkit for bench/nbd-vs-nbdkit
