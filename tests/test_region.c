@@ -609,6 +609,63 @@ static void test_fault_around(void **state)
 	zm_region_destroy(r);
 }
 
+/* The store refuses pages (its memory limit): eviction gives up on them,
+ * each with its protection lifted, so the program goes on writing them
+ * (a page left write-protected would take a fault for ever in WAIT mode
+ * and in the default one alike), reads every byte right, and the limit
+ * gives way instead of hanging the faults (stuck).  Random bytes do not
+ * compress: the store's 256 KiB fill at once.  Mutation seen failing:
+ * not lifting the protection of a refused page hangs the writes below
+ * (the test's alarm). */
+static void refused_case(unsigned flags)
+{
+	const size_t n = 512, lim = 64;
+	struct zm_store_config sc = { .limit_bytes = 256 << 10 };
+	struct zm_region_config c = { .size = n * PS, .resident_limit = lim * PS, .flags = flags,
+				      .store = &sc, .store_size = sizeof(sc) };
+	struct zm_region *r = rt_mk(&c);
+	unsigned char *b = (unsigned char *)base_of(r);
+	struct zm_region_stats st;
+	uint64_t x = 88172645463325252ull;
+
+	alarm(60);
+	for (size_t i = 0; i < n * PS; i += 8) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		memcpy(b + i, &x, 8);
+	}
+	/* every page written again, then read back */
+	for (size_t i = 0; i < n; i++)
+		b[i * PS + 1] ^= 0x5a;
+	x = 88172645463325252ull;
+	for (size_t i = 0; i < n * PS; i += 8) {
+		uint64_t v;
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		v = x;
+		if (i % PS == 0)
+			((unsigned char *)&v)[1] ^= 0x5a;
+		assert_memory_equal(b + i, &v, 8);
+	}
+	alarm(0);
+	st = rt_stats(r);
+	assert_true(st.evict_failures > 0);
+	assert_true(st.resident_bytes > st.resident_limit);
+	zm_region_destroy(r);
+}
+
+static void test_store_refuses(void **state)
+{
+	refused_case(0);
+}
+
+static void test_store_refuses_wait(void **state)
+{
+	refused_case(ZM_REGION_WAIT);
+}
+
 static void test_reclaim_bytes(void **state)
 {
 	const size_t n = 100;
@@ -1691,6 +1748,8 @@ int main(void)
 		cmocka_unit_test(test_refaults_young),
 		cmocka_unit_test(test_stats_sized),
 		cmocka_unit_test(test_protect),
+		cmocka_unit_test(test_store_refuses),
+		cmocka_unit_test(test_store_refuses_wait),
 		cmocka_unit_test(test_fault_around),
 		cmocka_unit_test(test_fork_inherit),
 		cmocka_unit_test(test_fork_inherit_wait),

@@ -57,6 +57,7 @@ static void room_made(struct zmi_region *r)
 
 struct batch {
 	unsigned n;
+	bool prepared;          /* its pages stored already (evict_page) */
 	uint32_t pg[BATCH], w[BATCH];
 	struct iovec iov[BATCH];
 };
@@ -85,8 +86,70 @@ static int evict_prepare(struct zmi_region *r, uint64_t pg, uint32_t *w)
 	return rc;
 }
 
+/* Prepare the batch's pages (locked, resident, unpinned, readable): the
+ * dirty ones are write-protected, in one call for each run of pages that
+ * follow each other (a TLB flush of the other CPUs a run, not a page:
+ * pages come to eviction in the order they came in, so filled memory
+ * comes in runs), then stored; the clean ones need nothing.  A page the
+ * store refuses gets its protection back, is unlocked and listed again,
+ * and leaves the batch.  Returns how many left. */
+static unsigned batch_prepare(struct zmi_region *r, struct batch *b, uint64_t *fails)
+{
+	unsigned dirty[BATCH], nd = 0, left = 0, k = 0;
+
+	for (unsigned i = 0; i < b->n; i++) {
+		if (rp_kind(b->w[i]) == RP_CLEAN) {
+			/* only read since it came back */
+			r->pages[b->pg[i]].flags &= (uint8_t)~RPF_WRITER;
+			continue;
+		}
+		/* by page number (insertion: a batch is short) */
+		unsigned j = nd++;
+		while (j && b->pg[dirty[j - 1]] > b->pg[i]) {
+			dirty[j] = dirty[j - 1];
+			j--;
+		}
+		dirty[j] = i;
+	}
+	for (unsigned i = 0; i < nd;) {
+		unsigned e = i + 1;
+		int rc;
+
+		while (e < nd && b->pg[dirty[e]] == b->pg[dirty[e - 1]] + 1)
+			e++;
+		rc = zmi_uffd_protect(r->uffd, zmi_page_addr(r, b->pg[dirty[i]]),
+				      (size_t)(e - i) << r->page_shift, true, false);
+		for (; i < e; i++) {
+			unsigned x = dirty[i];
+			uint32_t pg = b->pg[x];
+			void *addr = zmi_page_addr(r, pg);
+
+			if (!rc && !zm_store_put(r->store, pg, addr))
+				continue;
+			if (!rc)
+				zmi_uffd_protect(r->uffd, addr, r->page_size, false, true);
+			zmi_rcount(r, RC_EVICT_FAIL, 1);
+			(*fails)++;
+			zmi_rpage_unlock(r, pg, b->w[x]);
+			zmi_policy_putback(r, pg);
+			b->pg[x] = UINT32_MAX; /* left */
+			left++;
+		}
+	}
+	if (left) {
+		for (unsigned i = 0; i < b->n; i++)
+			if (b->pg[i] != UINT32_MAX) {
+				b->pg[k] = b->pg[i];
+				b->w[k] = b->w[i];
+				b->iov[k++] = b->iov[i];
+			}
+		b->n = k;
+	}
+	return left;
+}
+
 /* Unmap the batch's pages and let them go. */
-static void batch_flush(struct zmi_region *r, struct batch *b)
+static void batch_unmap(struct zmi_region *r, struct batch *b)
 {
 	uint16_t now = (uint16_t)(zmi_region_ms(r) / 16);
 	unsigned clean = 0;
@@ -110,6 +173,16 @@ static void batch_flush(struct zmi_region *r, struct batch *b)
 	room_made(r);
 }
 
+/* Prepare (unless prepared) and unmap the batch: the pages that could
+ * not go, counted into *fails, are returned. */
+static unsigned batch_flush(struct zmi_region *r, struct batch *b, uint64_t *fails)
+{
+	unsigned left = b->prepared || !b->n ? 0 : batch_prepare(r, b, fails);
+
+	batch_unmap(r, b);
+	return left;
+}
+
 int zmi_region_evict_page(struct zmi_region *r, uint64_t pg, uint32_t *w)
 {
 	struct batch b;
@@ -118,13 +191,14 @@ int zmi_region_evict_page(struct zmi_region *r, uint64_t pg, uint32_t *w)
 	if (rc)
 		return rc;
 	b.n = 1;
+	b.prepared = true;
 	b.pg[0] = (uint32_t)pg;
 	b.w[0] = *w;
 	b.iov[0].iov_base = zmi_page_addr(r, pg);
 	b.iov[0].iov_len = r->page_size;
-	/* batch_flush unlocks the page: take the lock again for the caller
+	/* batch_unmap unlocks the page: take the lock again for the caller
 	 * (no other page's lock is held, region_internal.h) */
-	batch_flush(r, &b);
+	batch_unmap(r, &b);
 	*w = zmi_rpage_lock(r, pg, NULL);
 	return 0;
 }
@@ -156,17 +230,11 @@ static int try_page(struct zmi_region *r, uint32_t pg, uint32_t w, struct batch 
 		zmi_rpage_unlock(r, pg, w);
 		return 1;
 	}
-	if (evict_prepare(r, pg, &w)) {
-		(*fails)++;
-		zmi_rpage_unlock(r, pg, w);
-		return 1;
-	}
+	(void)fails; /* a refusal of the store is met when the batch goes */
 	b->pg[b->n] = pg;
 	b->w[b->n] = w;
 	b->iov[b->n].iov_base = zmi_page_addr(r, pg);
 	b->iov[b->n++].iov_len = r->page_size;
-	if (b->n == BATCH)
-		batch_flush(r, b);
 	return 0;
 }
 
@@ -178,6 +246,7 @@ uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 	struct batch b;
 
 	b.n = 0;
+	b.prepared = false;
 	pthread_mutex_lock(&r->reclaim_lock);
 	zmi_policy_tick(r);
 	/* every resident page once, and a little more */
@@ -200,13 +269,16 @@ uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 				aside[naside++] = pg;
 			else
 				zmi_policy_putback(r, pg);
-			if (fails >= 8)
-				break; /* the store is full */
 			continue;
 		}
 		done++;
+		if (b.n == BATCH) {
+			done -= batch_flush(r, &b, &fails);
+			if (fails >= 8)
+				break; /* the store is full */
+		}
 	}
-	batch_flush(r, &b);
+	done -= batch_flush(r, &b, &fails);
 	/* the pages that were busy: a fault or a pin was bringing them in, a
 	 * moment ago; waited for now (no page lock is held), as the round
 	 * fell short */
@@ -216,7 +288,7 @@ uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 			int rc;
 			/* a blocking lock: with no other page's held (the
 			 * lock order, region_internal.h) */
-			batch_flush(r, &b);
+			done -= batch_flush(r, &b, &fails);
 			w = zmi_rpage_lock(r, pg, NULL);
 			rc = try_page(r, pg, w, &b, &pinned, &fails);
 			done += rc == 0;
@@ -225,7 +297,7 @@ uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 		}
 		zmi_policy_putback(r, pg);
 	}
-	batch_flush(r, &b);
+	done -= batch_flush(r, &b, &fails);
 	pthread_mutex_unlock(&r->reclaim_lock);
 	/* nothing could go: the store refuses pages (stuck: the faults
 	 * waiting for room go on over the limit rather than wait for ever),
