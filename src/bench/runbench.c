@@ -376,7 +376,7 @@ static int run_plain(const struct env *e, enum prog p, struct row *w)
 		return 0;
 	}
 	if (spawn_run(&sp, why, sizeof(why))) {
-		set_note(w, "n/a: %s", why);
+		set_note(w, "n/a: %.150s", why);
 		return 0;
 	}
 	check_output(e, p, S_PLAIN, &sp, w);
@@ -393,7 +393,7 @@ static int run_zmem(const struct env *e, enum prog p, uint64_t limit, struct row
 
 	w->limit = limit;
 	if (!e->zmem_ok) {
-		set_note(w, "n/a: %s", e->zmem_why);
+		set_note(w, "n/a: %.150s", e->zmem_why);
 		return 0;
 	}
 	files(e, p, S_ZMEM, out, err, stats);
@@ -416,7 +416,7 @@ static int run_zmem(const struct env *e, enum prog p, uint64_t limit, struct row
 	argv[n] = NULL;
 	unlink(stats);
 	if (spawn_run(&sp, why, sizeof(why))) {
-		set_note(w, "n/a: %s", why);
+		set_note(w, "n/a: %.150s", why);
 		return 0;
 	}
 	check_output(e, p, S_ZMEM, &sp, w);
@@ -437,7 +437,7 @@ static int run_kernel(const struct env *e, enum prog p, enum side s, uint64_t li
 
 	w->limit = limit;
 	if (!e->kernel_ok) {
-		set_note(w, "n/a: %s", e->kernel_why);
+		set_note(w, "n/a: %.150s", e->kernel_why);
 		return 0;
 	}
 	files(e, p, s, out, err, stats);
@@ -451,12 +451,12 @@ static int run_kernel(const struct env *e, enum prog p, enum side s, uint64_t li
 	    kcg_create(&cg, "zmem-runbench", limit, why, sizeof(why))) {
 		kswap_down(&k);
 		kswap_signals_release(old);
-		set_note(w, "n/a: %s", why);
+		set_note(w, "n/a: %.150s", why);
 		return 0;
 	}
 	sp.cg = &cg;
 	if (spawn_run(&sp, why, sizeof(why))) {
-		set_note(w, "n/a: %s", why);
+		set_note(w, "n/a: %.150s", why);
 	} else {
 		check_output(e, p, s, &sp, w);
 		w->peak_resident = kcg_peak(&cg);
@@ -482,7 +482,10 @@ static int run_kernel(const struct env *e, enum prog p, enum side s, uint64_t li
 /* Does this zmem have a run command, and this process userfaultfd? */
 static void probe_zmem(struct env *e)
 {
-	char *argv[] = { e->self, (char *)"run", (char *)"--help", NULL };
+	/* a program started through it, not only its --help: the library
+	 * must load into a program here (in a sanitizer's build it cannot:
+	 * the sanitizer's runtime must come first in a program) */
+	char *argv[] = { e->self, (char *)"run", (char *)"-q", (char *)"--", (char *)"true", NULL };
 	char out[320], err[320], why[200];
 	struct spawn sp = { .argv = argv, .out = out, .err = err };
 	struct zm_region_config cfg = { .size = (size_t)1 << 20,
@@ -493,7 +496,8 @@ static void probe_zmem(struct env *e)
 	snprintf(out, sizeof(out), "%s/probe.out", e->tmp);
 	snprintf(err, sizeof(err), "%s/probe.err", e->tmp);
 	if (spawn_run(&sp, why, sizeof(why)) || sp.status) {
-		snprintf(e->zmem_why, sizeof(e->zmem_why), "this zmem has no run command");
+		snprintf(e->zmem_why, sizeof(e->zmem_why),
+			 "zmem run does not start a program here (see %.100s)", err);
 		return;
 	}
 	rc = zm_region_create(&cfg, &r);
