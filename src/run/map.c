@@ -38,7 +38,11 @@
 /* Flags that keep a mapping out of the region (besides MAP_SHARED):
  * a stack (grows down, or must stay as the kernel maps stacks), huge
  * pages, or placed low for 32-bit code. */
+#ifdef MAP_32BIT /* x86-64 only */
 #define NOT_REGION_FLAGS (MAP_STACK | MAP_GROWSDOWN | MAP_HUGETLB | MAP_32BIT)
+#else
+#define NOT_REGION_FLAGS (MAP_STACK | MAP_GROWSDOWN | MAP_HUGETLB)
+#endif
 
 void *zmr_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
