@@ -335,21 +335,33 @@ got:
 	discard_flush(r, from, n, w);
 }
 
-int zm_region_discard(struct zm_region *ur, size_t offset, size_t length)
+/* The checks of a call on [offset, offset + length) of a region: 0, or
+ * -EINVAL (said on the log sink, naming the call), -ECHILD.  The pages
+ * into *first and *end. */
+static int range_of(const struct zmi_region *r, const char *call, size_t offset, size_t length,
+		    uint64_t *first, uint64_t *end)
 {
-	struct zmi_region *r = R(ur);
-	uint64_t first, end;
-
 	if (!r || offset > r->size || length > r->size - offset ||
 	    ((offset | length) & (r->page_size - 1))) {
-		zmi_bad_input("zm_region_discard: no region, or a range out of it or not "
-			      "aligned to its pages");
+		zmi_bad_input("%s: no region, or a range out of it or not aligned to its pages",
+			      call);
 		return -EINVAL;
 	}
 	if (in_child(r))
 		return -ECHILD;
-	first = offset >> r->page_shift;
-	end = (offset + length) >> r->page_shift;
+	*first = offset >> r->page_shift;
+	*end = (offset + length) >> r->page_shift;
+	return 0;
+}
+
+int zm_region_discard(struct zm_region *ur, size_t offset, size_t length)
+{
+	struct zmi_region *r = R(ur);
+	uint64_t first, end;
+	int rc = range_of(r, "zm_region_discard", offset, length, &first, &end);
+
+	if (rc)
+		return rc;
 	pthread_rwlock_rdlock(&r->call_lock);
 	discard_range(r, first, end);
 	pthread_rwlock_unlock(&r->call_lock);
@@ -363,18 +375,10 @@ int zm_region_protect(struct zm_region *ur, size_t offset, size_t length, int pr
 {
 	struct zmi_region *r = R(ur);
 	uint64_t first, end;
-	int rc;
+	int rc = range_of(r, "zm_region_protect", offset, length, &first, &end);
 
-	if (!r || offset > r->size || length > r->size - offset ||
-	    ((offset | length) & (r->page_size - 1))) {
-		zmi_bad_input("zm_region_protect: no region, or a range out of it or not "
-			      "aligned to its pages");
-		return -EINVAL;
-	}
-	if (in_child(r))
-		return -ECHILD;
-	first = offset >> r->page_shift;
-	end = (offset + length) >> r->page_shift;
+	if (rc)
+		return rc;
 	pthread_rwlock_rdlock(&r->call_lock);
 	rc = protect_range(r, first, end, offset, length, prot);
 	pthread_rwlock_unlock(&r->call_lock);
