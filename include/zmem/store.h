@@ -134,7 +134,24 @@ struct zm_store_config {
 	bool backing_readback;    /* a get of a written-back page brings it
 				     back into memory when the limit allows
 				     (the file's copy is dropped) */
+
+	/* Multi-page units (docs/store.md): 0 or 1 = every page compressed
+	 * on its own; 2 .. ZM_STORE_UNIT_MAX (a power of two): adjacent
+	 * pages stored together (zm_store_put_range) may be kept as one
+	 * compressed object of up to this many pages, aligned to a multiple
+	 * of it, when that pays; unit_pages * page_size at most
+	 * ZM_STORE_UNIT_MAX_BYTES */
+	unsigned unit_pages;
+	unsigned unit_min_saving; /* percent a unit must save over its pages
+				     compressed alone to be kept; 0 = the
+				     default, ZM_STORE_UNIT_MIN_SAVING */
 };
+
+/* Units: at most this many pages, and bytes before compression. */
+#define ZM_STORE_UNIT_MAX 16u
+#define ZM_STORE_UNIT_MAX_BYTES ((size_t)256 << 10)
+/* Default share a unit must save to be kept, percent (docs/store.md). */
+#define ZM_STORE_UNIT_MIN_SAVING 4u
 
 /* Default bound of automatic recompression: pages a second (with zstd:3
  * on 4 KiB pages, about a fifth of a core). */
@@ -210,6 +227,20 @@ struct zm_store_stats {
 					(count): a pool corrupted or its
 					objects freed behind the store; each
 					made its call fail with -EIO */
+	/* units (docs/store.md); their objects' bytes are in
+	   compr_data_size, their pages in pages_stored */
+	uint64_t units;              /* units in memory now (count) */
+	uint64_t unit_pages;         /* pages held in them (count) */
+	uint64_t unit_bytes;         /* their compressed bytes */
+	uint64_t unit_saved;         /* bytes they save over their pages
+					compressed alone (as measured or
+					estimated when each formed) */
+	uint64_t units_formed;       /* units ever kept (count) */
+	uint64_t units_declined;     /* units that did not pay: their pages
+					were stored alone (count) */
+	uint64_t unit_splits;        /* units rewritten as single pages once
+					most of their pages were replaced
+					or discarded (count) */
 };
 
 /* mem_used_max is sampled every this many puts (per thread stripe):
@@ -260,6 +291,16 @@ ZM_API void zm_store_destroy(struct zm_store *store);
  * pool freed the old object and then refused to bind the new one (-EIO,
  * the slot is then empty). */
 ZM_API int zm_store_put(struct zm_store *store, uint64_t index, const void *page);
+
+/* Store count adjacent pages (count * page_size bytes from pages) at
+ * index .. index + count - 1, as zm_store_put() would one by one, but
+ * with the store's unit_pages set, runs of adjacent pages within one
+ * aligned unit are compressed together and kept as one object when that
+ * pays (docs/store.md).  Same-filled pages stay in their slots.  Returns
+ * 0, or the first error as zm_store_put(); on failure each page holds
+ * either its new content or its previous one. */
+ZM_API int zm_store_put_range(struct zm_store *store, uint64_t index, uint64_t count,
+			      const void *pages);
 
 /* Copy the page at index into buf (page_size bytes).  Returns 0 (zeros
  * for an empty slot), -EINVAL (NULL argument, index >= nr_pages), -EIO
@@ -384,6 +425,8 @@ ZM_API int zm_store_writeback_page(struct zm_store *store, uint64_t index);
 #define ZM_STORE_SLOT_HUGE  3u  /* raw page in the pool */
 #define ZM_STORE_SLOT_FILE  4u  /* written back; *handle is 0, *len its
 				   bytes on the file */
+#define ZM_STORE_SLOT_UNIT  5u  /* one page of a unit; *handle is 0, *len
+				   the unit's compressed bytes */
 ZM_API int zm_store_slot_info(struct zm_store *store, uint64_t index, unsigned *kind,
 		       zm_handle_t *handle, size_t *len);
 

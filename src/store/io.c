@@ -214,3 +214,24 @@ int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 		zmi_count(st, C_FAILED_READS, 1);
 	return rc;
 }
+
+/* ---- put_range ------------------------------------------------------ */
+
+int zm_store_put_range(struct zm_store *s, uint64_t index, uint64_t count, const void *pages)
+{
+	const char *p = pages;
+
+	if (zmi_unlikely(!s || (!pages && count) || index > s->nr_pages ||
+			 count > s->nr_pages - index)) {
+		zmi_bad_input("zm_store_put_range: no store or pages, or range %llu+%llu beyond it",
+			     (unsigned long long)index, (unsigned long long)count);
+		return -EINVAL;
+	}
+	for (uint64_t i = 0; i < count; i++) {
+		int rc = zm_store_put(s, index + i, p + i * s->page_size);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
+}

@@ -47,6 +47,14 @@ static int check_config(const struct zm_store_config *c, size_t ps)
 			      "backing file");
 		return -EINVAL;
 	}
+	if (c->unit_pages > ZM_STORE_UNIT_MAX || (c->unit_pages & (c->unit_pages - 1)) ||
+	    (size_t)c->unit_pages * ps > ZM_STORE_UNIT_MAX_BYTES || c->unit_min_saving >= 100) {
+		zmi_bad_input("zm_store_create: unit_pages %u is not a power of two up to %u "
+			      "of at most %zu bytes, or unit_min_saving %u is not a percentage",
+			      c->unit_pages, ZM_STORE_UNIT_MAX, ZM_STORE_UNIT_MAX_BYTES,
+			      c->unit_min_saving);
+		return -EINVAL;
+	}
 	if (c->huge_size > ps) {
 		zmi_bad_input("zm_store_create: huge_size %zu above the page size",
 			     c->huge_size);
@@ -132,6 +140,9 @@ int zm_store_create_sized(const struct zm_store_config *ucfg, size_t cfg_size,
 	s->max_mean_zsize = cfg->max_mean_zsize;
 	s->limit_bytes = s->limit_max = cfg->limit_bytes;
 	s->readback = cfg->backing_readback;
+	s->unit_pages = cfg->unit_pages ? cfg->unit_pages : 1;
+	s->unit_min_saving = cfg->unit_min_saving ? cfg->unit_min_saving
+						  : ZM_STORE_UNIT_MIN_SAVING;
 	s->bfd = -1;
 	pthread_mutex_init(&s->mark_lock, NULL);
 	pthread_mutex_init(&s->wb_lock, NULL);

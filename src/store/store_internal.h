@@ -228,6 +228,8 @@ struct zm_store {
 	size_t huge_size;
 	size_t max_zsize;
 	size_t max_mean_zsize;
+	unsigned unit_pages;       /* 1: no units (unit.c) */
+	unsigned unit_min_saving;  /* percent */
 	size_t limit_max;          /* the limit at create (0: none): the most
 				      zm_store_set_limit may set */
 	size_t limit_bytes;        /* atomic: the limit now; 0 = none */
