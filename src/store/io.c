@@ -167,9 +167,11 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 			     (unsigned long long)index);
 		return -EINVAL;
 	}
+	if (s->unit_pages == 1)
+		return zmi_put_page(s, zmi_stripe(s), index, page, NULL);
+	zmi_unit_begin(s);
 	rc = zmi_put_page(s, zmi_stripe(s), index, page, NULL);
-	if (s->unit_pages > 1)
-		zmi_unit_flush(s);
+	zmi_unit_flush(s);
 	return rc;
 }
 

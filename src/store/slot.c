@@ -248,6 +248,8 @@ int zm_store_discard(struct zm_store *s, uint64_t index, uint64_t count)
 			     (unsigned long long)index, (unsigned long long)count);
 		return -EINVAL;
 	}
+	if (s->unit_pages > 1)
+		zmi_unit_begin(s);
 	for (uint64_t i = zmi_slot_next_touched(s, index, index + count); i < index + count;
 	     i = zmi_slot_next_touched(s, i + 1, index + count)) {
 		/* Unlocked peek: an empty slot stays empty unless a put races

@@ -463,8 +463,11 @@ struct zmi_unit {
 /* Page index (locked, UNIT) leaves its unit, which is freed when it was
  * the last; may ask for a split, which zmi_unit_flush runs.  0. */
 int zmi_unit_leave(struct zm_store *s, uint64_t index);
-/* Run the splits this thread asked for (with no lock held): the public
- * calls that may make pages leave units end with it. */
+/* A put or discard that may make pages leave units begins with
+ * zmi_unit_begin and ends with zmi_unit_flush, which runs the splits
+ * its leaves asked for (with no lock held).  Leaves outside such a call
+ * (destroy, the cold path) ask for none. */
+void zmi_unit_begin(struct zm_store *s);
 void zmi_unit_flush(struct zm_store *s);
 /* Get page index, locked with info (UNIT), into buf; returns with the
  * slot unlocked.  0, -EIO, -ENOMEM, or -EAGAIN (buffers were grown with

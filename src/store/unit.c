@@ -46,7 +46,8 @@
  * when its last page leaves.  So that a unit whose pages were mostly
  * rewritten does not keep their old bytes, once half or more of its
  * members have left, the thread that saw it asks for a split, run at the
- * end of its call (zmi_unit_flush, with no lock held): the unit decoded,
+ * end of its call (zmi_unit_flush, with no lock held; only puts and
+ * discards ask, between zmi_unit_begin and zmi_unit_flush): the unit decoded,
  * each page still in it stored alone (only if it still is: a page
  * rewritten meanwhile keeps its new content), and the unit freed with
  * its last page.
@@ -103,6 +104,8 @@ struct unit_tls {
 	size_t zcap, deccap;
 	unsigned declines;   /* units in a row that did not pay */
 	unsigned skip;       /* groups to store page by page before a try */
+	struct zm_store *split_store; /* the store whose call may split
+				 (zmi_unit_begin .. zmi_unit_flush) */
 	unsigned npending;
 	struct zm_store *pending_store[PENDING_MAX];
 	struct zmi_unit *pending[PENDING_MAX];
@@ -218,7 +221,7 @@ int zmi_unit_leave(struct zm_store *s, uint64_t index)
 	u->live &= (uint16_t)~(1u << k);
 	left = --u->refs;
 	live = (unsigned)__builtin_popcount(u->live);
-	if (live && !u->splitting && live * 2 <= u->members && !s->destroying &&
+	if (live && !u->splitting && live * 2 <= u->members && tls.split_store == s &&
 	    tls.npending < PENDING_MAX) {
 		u->splitting = true;   /* once: the split takes what is left */
 		u->refs++;
@@ -253,14 +256,17 @@ static int unit_read(struct zm_store *s, struct zmi_unit *u, char *buf)
 	return rc;
 }
 
-/* Decode a unit's bytes (in tls.z) into tls.dec, which then caches it. */
-static int unit_decode(struct zm_store *s, const struct zmi_unit *u, uint64_t gen)
+/* Decode len bytes (in tls.z) of a unit of span pages, encoded with the
+ * secondary codec if sec, into tls.dec, which then caches it as gen.
+ * Takes the unit's fields, not the unit: a get decodes after it let go
+ * of its page, and the unit may be gone by then. */
+static int unit_decode(struct zm_store *s, uint32_t len, unsigned span, bool sec, uint64_t gen)
 {
 	int rc;
 
 	tls.gen = 0;
-	rc = zm_codec_decompress(u->sec ? s->codec2 : s->codec, tls.z, u->len, tls.dec,
-				 (size_t)u->span * s->page_size);
+	rc = zm_codec_decompress(sec ? s->codec2 : s->codec, tls.z, len, tls.dec,
+				 (size_t)span * s->page_size);
 	if (zmi_unlikely(rc))
 		return rc == -ENOMEM ? -ENOMEM : -EIO;
 	tls.gen = gen;
@@ -272,6 +278,9 @@ int zmi_unit_get(struct zm_store *s, uint64_t index, uint32_t info, void *buf)
 	struct zmi_unit *u = zmi_slot_unit(s, index);
 	size_t ps = s->page_size, k = (size_t)(index - u->base);
 	uint64_t gen = u->gen;
+	uint32_t len = u->len;
+	unsigned span = u->span;
+	bool sec = u->sec;
 	int rc;
 
 	if (tls.gen == gen) {
@@ -291,7 +300,7 @@ int zmi_unit_get(struct zm_store *s, uint64_t index, uint32_t info, void *buf)
 	zmi_slot_unlock(s, index, info, info & ~SLOT_IDLE);
 	/* the bytes copied are the page's content as of the lock */
 	if (!rc)
-		rc = unit_decode(s, u, gen);
+		rc = unit_decode(s, len, span, sec, gen);
 	if (zmi_unlikely(rc))
 		return rc;
 	memcpy(buf, tls.dec + k * ps, ps);
@@ -330,7 +339,7 @@ static void unit_split(struct zm_store *s, struct zmi_unit *u)
 	live = u->live;
 	unit_unlock(u);
 	if (live && !tls_reserve((size_t)s->unit_pages * ps, (size_t)s->unit_pages * ps) &&
-	    !unit_read(s, u, tls.z) && !unit_decode(s, u, u->gen)) {
+	    !unit_read(s, u, tls.z) && !unit_decode(s, u->len, u->span, u->sec, u->gen)) {
 		/* tls.dec is not touched by a put: the pages are copied from
 		 * it one by one */
 		for (unsigned k = 0; k < u->span; k++)
@@ -339,6 +348,11 @@ static void unit_split(struct zm_store *s, struct zmi_unit *u)
 		zmi_count(st, C_UNIT_SPLITS, 1);
 	}
 	unit_put_ref(s, u);
+}
+
+void zmi_unit_begin(struct zm_store *s)
+{
+	tls.split_store = s;
 }
 
 void zmi_unit_flush(struct zm_store *s)
@@ -350,6 +364,7 @@ void zmi_unit_flush(struct zm_store *s)
 
 		unit_split(tls.pending_store[i], tls.pending[i]);
 	}
+	tls.split_store = NULL;
 	(void)s;
 }
 
@@ -570,6 +585,7 @@ int zm_store_put_range(struct zm_store *s, uint64_t index, uint64_t count, const
 			rc = zmi_put_page(s, st, i, p + (i - index) * s->page_size, NULL);
 		return rc;
 	}
+	zmi_unit_begin(s);
 	while (i < end && !rc) {
 		uint64_t next = (i / s->unit_pages + 1) * s->unit_pages;
 
