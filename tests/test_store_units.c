@@ -1546,6 +1546,54 @@ static void test_tiering(void **state)
 	free(data), free(t);
 }
 
+/* The memory limit with a backing file: a put that would pass the limit
+ * writes idle pages (any, if none is idle) back to make room, and fails
+ * with -ENOSPC only when the file is full or the writeback limit spent
+ * (store.h).  A store whose pages are in units must make room too. */
+static void test_limit_backing(void **state)
+{
+	enum { N = 512, LIMIT_PAGES = 48, RUN = 16 };
+	const char *d = getenv("TMPDIR");
+	char path[256];
+	uint8_t *data = text_pages(N, 0.4, 18);
+	struct zm_store_config c = { .unit_pages = 4, .backing_path = path,
+				     .limit_bytes = LIMIT_PAGES * PS };
+	struct zm_store *s;
+	struct zm_store_stats st;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/zmem-units-XXXXXX", d && *d ? d : "/tmp");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	units_pay_again();
+	s = test_store_mk(&c, N);
+	for (uint64_t i = 0; i < N; i += RUN) {
+		int rc = zm_store_put_range(s, i, RUN, data + i * PS);
+
+		if (rc) {
+			st = stats(s);
+			fail_msg("put_range %llu+%d: %d; %llu units of %llu pages, %llu pages on "
+				 "file, compr %llu, limit %llu", (unsigned long long)i, RUN, rc,
+				 (unsigned long long)st.units, (unsigned long long)st.unit_pages,
+				 (unsigned long long)st.bd_count,
+				 (unsigned long long)st.compr_data_size,
+				 (unsigned long long)st.mem_limit);
+		}
+	}
+	st = stats(s);
+	printf("%d pages under a limit of %d: %llu in %llu units, %llu on file, %llu formed\n",
+	       N, LIMIT_PAGES, (unsigned long long)st.unit_pages, (unsigned long long)st.units,
+	       (unsigned long long)st.bd_count, (unsigned long long)st.units_formed);
+	assert_true(st.units_formed > 0);
+	assert_true(st.compr_data_size <= LIMIT_PAGES * PS);
+	expect_all(s, data, N);
+	consistent(s, 4, false);
+	zm_store_destroy(s);
+	unlink(path);
+	free(data);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest unit[] = {
@@ -1560,6 +1608,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_corrupt_flips),
 		cmocka_unit_test(test_split),
 		cmocka_unit_test(test_tiering),
+		cmocka_unit_test(test_limit_backing),
 	};
 	enum { NU = sizeof(unit) / sizeof(unit[0]),
 	       NM = sizeof(model_cfgs) / sizeof(model_cfgs[0]),
