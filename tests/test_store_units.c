@@ -194,14 +194,16 @@ static struct walk walk(struct zm_store *s, unsigned unit_pages)
 		long nc;
 		uint64_t u;
 
-		assert_int_equal(zm_store_slot_info(s, i, &kind, NULL, &len), 0);
+		zm_handle_t sh = 1;
+
+		assert_int_equal(zm_store_slot_info(s, i, &kind, &sh, &len), 0);
 		switch (kind) {
 		case ZM_STORE_SLOT_EMPTY: w.empty++; continue;
 		case ZM_STORE_SLOT_SAME: w.same++; continue;
 		case ZM_STORE_SLOT_POOL: w.pool++; w.pool_bytes += len; continue;
 		case ZM_STORE_SLOT_HUGE: w.huge++; w.pool_bytes += len; continue;
 		case ZM_STORE_SLOT_FILE: w.file++; continue;
-		case ZM_STORE_SLOT_UNIT: w.unit++; break;
+		case ZM_STORE_SLOT_UNIT: w.unit++; assert_int_equal(sh, 0); break;
 		default: fail_msg("slot %llu: kind %u", (unsigned long long)i, kind);
 		}
 		assert_true(unit_pages > 1);
@@ -943,15 +945,17 @@ struct model_cfg {
 	const char *codec;
 	unsigned unit_pages;
 	size_t limit_pages;   /* 0: none */
+	bool no_same_filled;  /* same-filled pages in units too */
 };
 
 static const struct model_cfg model_cfgs[] = {
-	{ "u4_lz4", "lz4", 4, 0 },
-	{ "u16_lz4", "lz4", 16, 0 },
-	{ "u4_zstd", "zstd", 4, 0 },
-	{ "u16_zstd", "zstd", 16, 0 },
-	{ "u4_lz4_limit", "lz4", 4, 56 },
-	{ "u16_zstd_limit", "zstd", 16, 40 },
+	{ "u4_lz4", "lz4", 4, 0, false },
+	{ "u16_lz4", "lz4", 16, 0, false },
+	{ "u4_zstd", "zstd", 4, 0, false },
+	{ "u16_zstd", "zstd", 16, 0, false },
+	{ "u4_lz4_limit", "lz4", 4, 56, false },
+	{ "u16_zstd_limit", "zstd", 16, 40, false },
+	{ "u16_lz4_nosame", "lz4", 16, 0, true },
 };
 
 #define MODEL_PAGES 192
@@ -1017,13 +1021,29 @@ static void model_check(struct model *m)
 		if (kind == ZM_STORE_SLOT_UNIT && !m->ranged[i])
 			fail_msg("step %ld: page %llu is in a unit, but its last put was "
 				 "a single page's", m->step, (unsigned long long)i);
+		if (kind == ZM_STORE_SLOT_SAME && m->mc->no_same_filled)
+			fail_msg("step %ld: page %llu same-filled with no_same_filled",
+				 m->step, (unsigned long long)i);
+	}
+	/* where pages are stored: units' pages too */
+	for (uint64_t i = 0; i < MODEL_PAGES; i++) {
+		uint64_t next, want = i;
+
+		while (want < MODEL_PAGES && !m->written[want])
+			want++;
+		assert_int_equal(zm_store_next_used(m->s, i, MODEL_PAGES, &next), 0);
+		if (next != want)
+			fail_msg("step %ld: next_used from %llu: %llu, want %llu", m->step,
+				 (unsigned long long)i, (unsigned long long)next,
+				 (unsigned long long)want);
 	}
 }
 
 static void model_run(const struct model_cfg *mc)
 {
 	struct zm_store_config c = { .codec = mc->codec, .unit_pages = mc->unit_pages,
-				     .limit_bytes = mc->limit_pages * PS };
+				     .limit_bytes = mc->limit_pages * PS,
+				     .no_same_filled = mc->no_same_filled };
 	unsigned u = mc->unit_pages;
 	uint64_t maxlen = 2 * u + 3;
 	uint8_t *buf = malloc(maxlen * PS), *old = malloc(maxlen * PS);
@@ -1236,14 +1256,16 @@ struct th_cfg {
 	unsigned unit_pages;
 	unsigned run;      /* owned: each thread owns runs of this many pages
 			      (index / run % NT); 0: every page shared */
+	size_t limit_pages; /* shared only: puts may fail -ENOSPC; 0: no limit */
 };
 
 static const struct th_cfg th_cfgs[] = {
-	{ "owned_u16_lz4", "lz4", 16, 4 },     /* a quarter of each unit each */
-	{ "owned_u4_zstd", "zstd", 4, 3 },     /* runs across units' edges */
-	{ "owned_u16_zstd", "zstd", 16, 5 },
-	{ "shared_u16_lz4", "lz4", 16, 0 },
-	{ "shared_u4_zstd", "zstd", 4, 0 },
+	{ "owned_u16_lz4", "lz4", 16, 4, 0 },     /* a quarter of each unit each */
+	{ "owned_u4_zstd", "zstd", 4, 3, 0 },     /* runs across units' edges */
+	{ "owned_u16_zstd", "zstd", 16, 5, 0 },
+	{ "shared_u16_lz4", "lz4", 16, 0, 0 },
+	{ "shared_u4_zstd", "zstd", 4, 0, 0 },
+	{ "shared_u16_lz4_limit", "lz4", 16, 0, 72 },
 };
 
 #define TH_PAGES 128
@@ -1256,7 +1278,7 @@ static int g_stop;                 /* atomic */
 
 struct targ {
 	unsigned id;
-	long bad, puts, ranges, gets;
+	long bad, puts, ranges, gets, nospc;
 	uint64_t mine[TH_PAGES];   /* owned: the cookie each own page holds (0: zeros) */
 };
 
@@ -1348,6 +1370,10 @@ static void *th_worker(void *arg)
 			__atomic_store_n(&g_published[t->id], version, __ATOMIC_RELEASE);
 			rc = n == 1 && rng_below(&r, 2) ? zm_store_put(g_store, at, buf)
 							: zm_store_put_range(g_store, at, n, buf);
+			if (rc == -ENOSPC && g_tc->limit_pages) {
+				t->nospc++;
+				continue;
+			}
 			if (rc) {
 				th_bad(t, "put", at, rc, 0, buf[0], 0);
 				continue;
@@ -1379,7 +1405,7 @@ static void *th_watcher(void *arg)
 
 	while (!__atomic_load_n(&g_stop, __ATOMIC_RELAXED)) {
 		zm_store_stats(g_store, &st);
-		if (st.failed_reads || st.failed_writes)
+		if (st.failed_reads)   /* (the others move apart for a moment) */
 			(*(int *)arg)++;
 		zm_store_compact(g_store);
 		usleep(300);
@@ -1390,11 +1416,12 @@ static void *th_watcher(void *arg)
 static void test_threads(void **state)
 {
 	const struct th_cfg *tc = *state;
-	struct zm_store_config c = { .codec = tc->codec, .unit_pages = tc->unit_pages };
+	struct zm_store_config c = { .codec = tc->codec, .unit_pages = tc->unit_pages,
+				     .limit_bytes = tc->limit_pages * PS };
 	struct targ ta[NT];
 	pthread_t tid[NT], wt;
 	struct zm_store_stats st;
-	long puts = 0, ranges = 0, gets = 0;
+	long puts = 0, ranges = 0, gets = 0, nospc = 0;
 	int watch_bad = 0;
 
 	g_tc = tc;
@@ -1412,13 +1439,14 @@ static void test_threads(void **state)
 	for (unsigned i = 0; i < NT; i++) {
 		pthread_join(tid[i], NULL);
 		puts += ta[i].puts, ranges += ta[i].ranges, gets += ta[i].gets;
+		nospc += ta[i].nospc;
 	}
 	__atomic_store_n(&g_stop, 1, __ATOMIC_RELAXED);
 	pthread_join(wt, NULL);
 	for (unsigned i = 0; i < NT; i++)
 		assert_int_equal(ta[i].bad, 0);
 	assert_int_equal(watch_bad, 0);
-	consistent(g_store, tc->unit_pages, true);
+	consistent(g_store, tc->unit_pages, !tc->limit_pages);
 	/* every page as its owner left it, or whole */
 	for (uint64_t i = 0; i < TH_PAGES; i++) {
 		uint64_t out[WORDS];
@@ -1431,13 +1459,21 @@ static void test_threads(void **state)
 					assert_int_equal(out[0], ta[k].mine[i]);
 	}
 	st = stats(g_store);
-	printf("%-15s %ld pages put (%ld ranges), %ld gets: %llu units now, %llu formed, "
-	       "%llu declined, %llu splits, %llu pages compacted\n", tc->name, puts, ranges,
-	       gets, (unsigned long long)st.units, (unsigned long long)st.units_formed,
+	printf("%-15s %ld pages put (%ld ranges, %ld refused), %ld gets: %llu units now, "
+	       "%llu formed, %llu declined, %llu splits, %llu pages compacted\n", tc->name,
+	       puts, ranges, nospc, gets, (unsigned long long)st.units,
+	       (unsigned long long)st.units_formed,
 	       (unsigned long long)st.units_declined, (unsigned long long)st.unit_splits,
 	       (unsigned long long)st.pages_compacted);
 	assert_true(st.units_formed > 0);
 	assert_true(st.unit_splits > 0);
+	assert_int_equal(st.failed_reads, 0);
+	/* every put refused was refused by the limit */
+	assert_int_equal(st.failed_writes, st.limit_fails);
+	if (tc->limit_pages)
+		assert_true(nospc > 0);
+	else
+		assert_int_equal(st.failed_writes, 0);
 	zm_store_destroy(g_store);
 	g_store = NULL;
 	free(g_text);
