@@ -1582,6 +1582,97 @@ static void test_tiering(void **state)
 	free(data), free(t);
 }
 
+/* Automatic tiering (idle_after_ms, recompression on the process's
+ * worker) running while pages of units are put, read and discarded:
+ * every page reads back as its last put. */
+static void test_auto_tiering(void **state)
+{
+	enum { N = 96, ROUNDS = 300 };
+	uint8_t *a = text_pages(N, 0.5, 19), *b = heap_pages(N, 7000);
+	uint8_t *cur = malloc(N * PS);
+	struct zm_store_config c = { .unit_pages = 4, .recompress_codec = "zstd",
+				     .idle_after_ms = 2 };
+	struct zm_store *s;
+	struct rng r;
+
+	assert_non_null(cur);
+	rng_seed(&r, g_seed ^ 0xA7);
+	units_pay_again();
+	s = test_store_mk(&c, N);
+	memcpy(cur, a, N * PS);
+	assert_int_equal(zm_store_put_range(s, 0, N, cur), 0);
+	for (int round = 0; round < ROUNDS; round++) {
+		uint64_t at = rng_below(&r, N), n = 1 + rng_below(&r, 8);
+		const uint8_t *src = rng_below(&r, 2) ? a : b;
+
+		n = at + n > N ? N - at : n;
+		switch (rng_below(&r, 4)) {
+		case 0:
+			assert_int_equal(zm_store_put_range(s, at, n, src + at * PS), 0);
+			memcpy(cur + at * PS, src + at * PS, n * PS);
+			break;
+		case 1:
+			assert_int_equal(zm_store_put(s, at, src + at * PS), 0);
+			memcpy(cur + at * PS, src + at * PS, PS);
+			break;
+		case 2:
+			assert_int_equal(zm_store_discard(s, at, n), 0);
+			memset(cur + at * PS, 0, n * PS);
+			break;
+		default:
+			for (uint64_t i = at; i < at + n; i++)
+				expect_page(s, i, cur + i * PS);
+		}
+		if (round % 50 == 0)
+			usleep(3000);   /* the worker's turn: pages go idle */
+	}
+	usleep(20000);
+	expect_all(s, cur, N);
+	consistent(s, 4, true);
+	printf("%llu pages recompressed, %llu in units\n",
+	       (unsigned long long)stats(s).recompressed_pages,
+	       (unsigned long long)stats(s).unit_pages);
+	zm_store_destroy(s);
+	free(a), free(b), free(cur);
+}
+
+/* Stores whose last group is short, and a store smaller than a unit. */
+static void test_short_groups(void **state)
+{
+	static const struct { uint64_t n; unsigned u; } geo[] = {
+		{ 10, 16 }, { 10, 4 }, { 1, 16 }, { 3, 4 }, { 17, 16 },
+	};
+	uint8_t *text = text_pages(17, 0.4, 20), *cur = malloc(17 * PS);
+
+	assert_non_null(cur);
+	for (size_t g = 0; g < sizeof(geo) / sizeof(geo[0]); g++) {
+		uint64_t n = geo[g].n;
+		struct zm_store *s = mk("lz4", geo[g].u, n);
+
+		units_pay_again();
+		memcpy(cur, text, n * PS);
+		assert_int_equal(zm_store_put_range(s, 0, n, cur), 0);
+		expect_all(s, cur, n);
+		consistent(s, geo[g].u, true);
+		if (n >= 3)
+			assert_true(stats(s).units > 0);
+		else
+			assert_int_equal(stats(s).units, 0);
+		/* the last page rewritten, the first discarded */
+		assert_int_equal(zm_store_put(s, n - 1, text), 0);
+		memcpy(cur + (n - 1) * PS, text, PS);
+		assert_int_equal(zm_store_discard(s, 0, 1), 0);
+		memset(cur, 0, PS);
+		expect_all(s, cur, n);
+		consistent(s, geo[g].u, true);
+		assert_int_equal(zm_store_put_range(s, n - 1, 2, text), -EINVAL);
+		assert_int_equal(zm_store_discard(s, 0, n), 0);
+		assert_int_equal(stats(s).compr_data_size + stats(s).units, 0);
+		zm_store_destroy(s);
+	}
+	free(text), free(cur);
+}
+
 /* The memory limit with a backing file: a put that would pass the limit
  * writes idle pages (any, if none is idle) back to make room, and fails
  * with -ENOSPC only when the file is full or the writeback limit spent
@@ -1644,6 +1735,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_corrupt_flips),
 		cmocka_unit_test(test_split),
 		cmocka_unit_test(test_tiering),
+		cmocka_unit_test(test_auto_tiering),
+		cmocka_unit_test(test_short_groups),
 		cmocka_unit_test(test_limit_backing),
 	};
 	enum { NU = sizeof(unit) / sizeof(unit[0]),
