@@ -79,7 +79,7 @@ static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint6
 	int n, rc;
 
 	info = zmi_slot_lock(s, index);
-	if (!zmi_pick(s, index, info, which, cutoff_ns) || (info & SLOT_SEC) ||
+	if (slot_is_unit(info) || !zmi_pick(s, index, info, which, cutoff_ns) || (info & SLOT_SEC) ||
 	    (!(info & SLOT_POOL) && (info & SLOT_FLAG))) {
 		zmi_slot_unlock(s, index, info, info);
 		return 0;

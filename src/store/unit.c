@@ -153,54 +153,70 @@ static int tls_reserve(size_t zcap, size_t deccap)
 
 /* ---- records ---------------------------------------------------------- */
 
-static void unit_lock(struct zmi_unit *u)
+void zmi_unit_lock(struct zmi_unit *u)
 {
 	while (__atomic_exchange_n(&u->lock, 1, __ATOMIC_ACQUIRE))
 		while (__atomic_load_n(&u->lock, __ATOMIC_RELAXED))
 			zmi_cpu_relax();
 }
 
-static void unit_unlock(struct zmi_unit *u)
+void zmi_unit_unlock(struct zmi_unit *u)
 {
 	__atomic_store_n(&u->lock, 0, __ATOMIC_RELEASE);
 }
+
+#define unit_lock zmi_unit_lock
+#define unit_unlock zmi_unit_unlock
 
 static size_t unit_rec_size(unsigned nchunks)
 {
 	return sizeof(struct zmi_unit) + nchunks * sizeof(zm_handle_t);
 }
 
-/* Chunk c's length: len cut into n pieces as equal as they go. */
-static uint32_t chunk_len(uint32_t len, unsigned n, unsigned c)
-{
-	return len / n + (c < len % n);
-}
+#define chunk_len zmi_unit_chunk_len
 
-/* A unit entering (sign 1) or leaving (-1) the store's counts. */
+/* A unit entering (sign 1) or leaving (-1) the store's counts: its bytes
+ * in memory (compr_data_size, pool objects) or on file (bd_bytes; its
+ * pages count in bd_count while it is there: writeback.c). */
 static void unit_account(struct zm_store *s, const struct zmi_unit *u, int sign)
 {
 	struct zmi_store_stripe *st = zmi_stripe(s);
 
 	zmi_count(st, C_UNITS, sign);
 	zmi_count(st, C_UNIT_BYTES, (int64_t)sign * u->len);
-	zmi_count(st, C_COMPR, (int64_t)sign * u->len);
-	zmi_count(st, C_OBJECTS, (int64_t)sign * u->nchunks);
+	if (u->file) {
+		zmi_count(st, C_FILE_BYTES, (int64_t)sign * u->len);
+	} else {
+		zmi_count(st, C_COMPR, (int64_t)sign * u->len);
+		zmi_count(st, C_OBJECTS, (int64_t)sign * u->nchunks);
+	}
 	zmi_count(st, C_UNIT_SAVED, (int64_t)sign * u->saved);
-	zmi_count(st, C_UNIT_META, (int64_t)sign * (int64_t)unit_rec_size(u->nchunks));
+	zmi_count(st, C_UNIT_META, (int64_t)sign * (int64_t)unit_rec_size(u->nalloc));
 }
 
 /* Free a unit no page and no split refers to any more. */
 static void unit_free(struct zm_store *s, struct zmi_unit *u)
 {
 	unit_account(s, u, -1);
-	for (unsigned c = 0; c < u->nchunks; c++)
-		if (zmi_unlikely(zm_pool_free(s->pool, u->chunk[c])))
-			zmi_count(zmi_stripe(s), C_POOL_ERRORS, 1);
+	if (u->file) {
+		/* a forked child's store leaves the parent's file be, and
+		 * destroy leaves its holes */
+		if (!s->destroying && zmi_has_file(s))
+			for (unsigned c = 0; c < u->nchunks; c++)
+				zmi_backing_free(s, u->base + c, u->chunk[c],
+						 chunk_len(u->len, u->nchunks, c));
+	} else {
+		for (unsigned c = 0; c < u->nchunks; c++)
+			if (zmi_unlikely(zm_pool_free(s->pool, u->chunk[c])))
+				zmi_count(zmi_stripe(s), C_POOL_ERRORS, 1);
+	}
 	free(u);
 }
 
+#define unit_put_ref zmi_unit_put_ref
+
 /* Drop a reference (a page's or a split's); frees the unit at the last. */
-static void unit_put_ref(struct zm_store *s, struct zmi_unit *u)
+void zmi_unit_put_ref(struct zm_store *s, struct zmi_unit *u)
 {
 	unsigned left;
 
@@ -221,7 +237,11 @@ int zmi_unit_leave(struct zm_store *s, uint64_t index)
 	u->live &= (uint16_t)~(1u << k);
 	left = --u->refs;
 	live = (unsigned)__builtin_popcount(u->live);
-	if (live && !u->splitting && live * 2 <= u->members && tls.split_store == s &&
+	if (u->file)
+		zmi_count(zmi_stripe(s), C_FILE, -1);   /* a page on file less */
+	/* a unit on file is not split (that would bring cold pages back
+	 * into memory): its file space goes with its last page */
+	if (live && !u->splitting && !u->file && live * 2 <= u->members && tls.split_store == s &&
 	    tls.npending < PENDING_MAX) {
 		u->splitting = true;   /* once: the split takes what is left */
 		u->refs++;
@@ -238,19 +258,40 @@ int zmi_unit_leave(struct zm_store *s, uint64_t index)
 	return 0;
 }
 
-/* Copy a unit's bytes into buf (u->len bytes); the caller holds a page's
- * slot lock or a reference.  0 or -EIO. */
-static int unit_read(struct zm_store *s, struct zmi_unit *u, char *buf)
+int zmi_unit_fetch(struct zm_store *s, struct zmi_unit *u, char *buf, uint32_t *len, bool *sec)
 {
-	uint32_t off = 0;
+	uint64_t off[ZM_STORE_UNIT_MAX];
+	unsigned nch;
+	uint32_t at = 0;
 	int rc = 0;
 
 	unit_lock(u);
-	for (unsigned c = 0; c < u->nchunks && !rc; c++) {
-		uint32_t n = chunk_len(u->len, u->nchunks, c);
+	*len = u->len;
+	*sec = u->sec;
+	nch = u->nchunks;
+	if (u->file) {
+		/* the offsets stay the unit's while it lives (the caller's
+		 * reference): read with no lock held */
+		for (unsigned c = 0; c < nch; c++)
+			off[c] = u->chunk[c];
+		unit_unlock(u);
+		if (!zmi_has_file(s))
+			return -EIO;   /* a forked child: the file is the parent's */
+		for (unsigned c = 0; c < nch && !rc; c++) {
+			uint32_t n = chunk_len(*len, nch, c);
 
-		rc = zm_pool_read(s->pool, u->chunk[c], buf + off, n) ? -EIO : 0;
-		off += n;
+			rc = zmi_backing_read(s, u->base + c, off[c], buf + at, n) ? -EIO : 0;
+			at += n;
+		}
+		if (!rc)
+			zmi_count(zmi_stripe(s), C_BD_READS, 1);
+		return rc;
+	}
+	for (unsigned c = 0; c < nch && !rc; c++) {
+		uint32_t n = chunk_len(*len, nch, c);
+
+		rc = zm_pool_read(s->pool, u->chunk[c], buf + at, n) ? -EIO : 0;
+		at += n;
 	}
 	unit_unlock(u);
 	return rc;
@@ -278,9 +319,10 @@ int zmi_unit_get(struct zm_store *s, uint64_t index, uint32_t info, void *buf)
 	struct zmi_unit *u = zmi_slot_unit(s, index);
 	size_t ps = s->page_size, k = (size_t)(index - u->base);
 	uint64_t gen = u->gen;
-	uint32_t len = u->len;
 	unsigned span = u->span;
-	bool sec = u->sec;
+	uint32_t len;    /* copied with the bytes, under the unit's lock: a
+			    recompression changes them (recompress.c) */
+	bool sec, file;
 	int rc;
 
 	if (tls.gen == gen) {
@@ -296,11 +338,27 @@ int zmi_unit_get(struct zm_store *s, uint64_t index, uint32_t info, void *buf)
 		rc = tls_reserve((size_t)s->unit_pages * ps, (size_t)s->unit_pages * ps);
 		return rc ? rc : -EAGAIN;
 	}
-	rc = unit_read(s, u, tls.z);
-	zmi_slot_unlock(s, index, info, info & ~SLOT_IDLE);
-	/* the bytes copied are the page's content as of the lock */
+	unit_lock(u);
+	file = u->file;
+	if (file)
+		u->refs++;   /* pinned: its bytes on file stay while it is read */
+	unit_unlock(u);
+	if (file) {
+		/* no lock held across the read: a put or discard of the page
+		 * meanwhile makes it leave the unit, whose bytes stay until
+		 * the pin goes; the page read is its content as of the lock */
+		zmi_slot_unlock(s, index, info, info & ~SLOT_IDLE);
+		rc = zmi_unit_fetch(s, u, tls.z, &len, &sec);
+	} else {
+		rc = zmi_unit_fetch(s, u, tls.z, &len, &sec);
+		zmi_slot_unlock(s, index, info, info & ~SLOT_IDLE);
+	}
+	/* the bytes copied are the page's content as of the lock; the
+	 * unit's span and base never change */
 	if (!rc)
 		rc = unit_decode(s, len, span, sec, gen);
+	if (file)
+		unit_put_ref(s, u);
 	if (zmi_unlikely(rc))
 		return rc;
 	memcpy(buf, tls.dec + k * ps, ps);
@@ -318,9 +376,11 @@ int zmi_unit_chunks(struct zm_store *s, uint64_t index, zm_handle_t *h, unsigned
 	info = zmi_slot_lock(s, index);
 	if (slot_kind(info) == ZM_STORE_SLOT_UNIT) {
 		u = zmi_slot_unit(s, index);
-		n = u->nchunks;
-		for (unsigned c = 0; c < u->nchunks && c < max; c++)
+		unit_lock(u);
+		n = u->file ? 0 : u->nchunks;   /* on file: no chunks in the pool */
+		for (int c = 0; c < n && c < (int)max; c++)
 			h[c] = u->chunk[c];
+		unit_unlock(u);
 	}
 	zmi_slot_unlock(s, index, info, info);
 	return n;
@@ -334,12 +394,14 @@ static void unit_split(struct zm_store *s, struct zmi_unit *u)
 	struct zmi_store_stripe *st = zmi_stripe(s);
 	size_t ps = s->page_size;
 	uint16_t live;
+	uint32_t len;
+	bool sec;
 
 	unit_lock(u);
 	live = u->live;
 	unit_unlock(u);
 	if (live && !tls_reserve((size_t)s->unit_pages * ps, (size_t)s->unit_pages * ps) &&
-	    !unit_read(s, u, tls.z) && !unit_decode(s, u->len, u->span, u->sec, u->gen)) {
+	    !zmi_unit_fetch(s, u, tls.z, &len, &sec) && !unit_decode(s, len, u->span, sec, u->gen)) {
 		/* tls.dec is not touched by a put: the pages are copied from
 		 * it one by one */
 		for (unsigned k = 0; k < u->span; k++)
@@ -420,24 +482,18 @@ static bool unit_pays(struct zm_store *s, const char *in, uint32_t mask, unsigne
 	return (uint64_t)zlen * 100 <= *alone * (100 - s->unit_min_saving);
 }
 
-/* Keep zlen bytes (in buf) as unit of span pages from base, whose members
- * are mask; their slots are swapped one by one.  0, -ENOSPC or -ENOMEM
- * (nothing stored: the caller stores the pages alone), or -EIO (a page
- * whose old object the pool would not free keeps it). */
-static int unit_store(struct zm_store *s, struct zmi_store_stripe *st, uint64_t base,
-		      unsigned span, uint32_t mask, const char *buf, size_t zlen, uint64_t alone)
+struct zmi_unit *zmi_unit_make(struct zm_store *s, uint64_t base, unsigned span,
+			       uint32_t mask, const char *buf, size_t zlen, uint64_t saved,
+			       bool sec)
 {
 	size_t ps = s->page_size;
-	unsigned nch = (unsigned)((zlen + ps - 1) / ps), members = 0;
+	unsigned nch = (unsigned)((zlen + ps - 1) / ps);
 	struct zmi_unit *u;
 	uint32_t off = 0;
-	int rc = 0;
 
-	if (zmi_limit_check(s, zlen))
-		return -ENOSPC;
 	u = malloc(unit_rec_size(nch));
 	if (!u)
-		return -ENOMEM;
+		return NULL;
 	for (unsigned c = 0; c < nch; c++) {
 		uint32_t n = chunk_len((uint32_t)zlen, nch, c);
 
@@ -447,7 +503,7 @@ static int unit_store(struct zm_store *s, struct zmi_store_stripe *st, uint64_t 
 				if (u->chunk[d])
 					zm_pool_free(s->pool, u->chunk[d]);
 			free(u);
-			return -ENOMEM;
+			return NULL;
 		}
 		off += n;
 	}
@@ -455,22 +511,40 @@ static int unit_store(struct zm_store *s, struct zmi_store_stripe *st, uint64_t 
 	u->base = base;
 	u->lock = 0;
 	u->len = (uint32_t)zlen;
-	u->saved = (uint32_t)(alone - zlen);
+	u->saved = (uint32_t)saved;
 	u->live = (uint16_t)mask;
-	u->refs = (uint16_t)__builtin_popcount(mask);
+	u->refs = (uint16_t)(__builtin_popcount(mask) + 1);
 	u->span = (uint8_t)span;
-	u->members = (uint8_t)u->refs;
+	u->members = (uint8_t)__builtin_popcount(mask);
 	u->nchunks = (uint8_t)nch;
-	u->sec = false;
+	u->nalloc = (uint8_t)nch;
+	u->sec = sec;
 	u->splitting = false;
+	u->file = false;
+	u->moving = false;
 	unit_account(s, u, 1);
-	zmi_count(st, C_UNITS_FORMED, 1);
+	zmi_count(zmi_stripe(s), C_UNITS_FORMED, 1);
+	return u;
+}
 
+/* Keep zlen bytes (in buf) as unit of span pages from base, whose members
+ * are mask; their slots are swapped one by one.  0, -ENOSPC or -ENOMEM
+ * (nothing stored: the caller stores the pages alone), or -EIO (a page
+ * whose old object the pool would not free keeps it). */
+static int unit_store(struct zm_store *s, struct zmi_store_stripe *st, uint64_t base,
+		      unsigned span, uint32_t mask, const char *buf, size_t zlen, uint64_t alone)
+{
+	unsigned members = 0;
+	struct zmi_unit *u;
+	int rc = 0;
+
+	if (zmi_limit_check(s, zlen))
+		return -ENOSPC;
 	/* u has a reference per member: each page either joins or drops
-	 * its reference; hold one more so that u outlives the loop */
-	unit_lock(u);
-	u->refs++;
-	unit_unlock(u);
+	 * its reference; and one more so that u outlives the loop */
+	u = zmi_unit_make(s, base, span, mask, buf, zlen, alone - zlen, false);
+	if (!u)
+		return -ENOMEM;
 	for (unsigned k = 0; k < span; k++) {
 		uint64_t j = base + k;
 		uint32_t old, old_len;
