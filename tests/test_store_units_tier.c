@@ -2,7 +2,9 @@
  * Tests of multi-page units on the store's cold-data side: idle marks on
  * the pages of units, units written back whole (by hand, by pick, and by
  * reclaim at the memory limit) and read back from the backing file,
- * pages of units on file discarded and rewritten, and a forked child, detached from the file, reading a unit on file.
+ * pages of units on file discarded and rewritten, units re-encoded with
+ * the secondary codec, idle single pages re-encoded together into units,
+ * and a forked child, detached from the file, reading a unit on file.
  * Every page must read back as its last put, and zm_store_check() must
  * pass after every phase.
  */
@@ -225,6 +227,70 @@ static void test_file_discard_rewrite(void **state)
 	zm_store_destroy(s);
 }
 
+/* ---- recompression -------------------------------------------------------- */
+
+static void test_recompress_units(void **state)
+{
+	enum { N = 64 };
+	struct zm_store *s = mk(N, 0, "zstd", true);
+	struct zm_store_stats a, b;
+	uint8_t buf[PS];
+
+	put_range(s, 0, N, 1);
+	a = stats(s);
+	assert_int_equal(a.units, N / UP);
+	assert_int_equal(zm_store_mark_idle(s, 0), N);
+	/* one page read: its unit stays as it is under an idle pick */
+	assert_int_equal(zm_store_get(s, 9, buf), 0);
+	assert_int_equal(zm_store_recompress(s, ZM_STORE_PICK_IDLE, ALL), N - UP);
+	b = stats(s);
+	assert_int_equal(b.recompressed_pages, N - UP);
+	assert_true(b.unit_bytes < a.unit_bytes);
+	assert_int_equal(b.compr_data_size, b.unit_bytes);
+	assert_int_equal(b.units, N / UP);
+	verify(s, N);
+	/* again: nothing left to re-encode but the unit read */
+	assert_int_equal(zm_store_recompress(s, 0, ALL), UP);
+	assert_int_equal(zm_store_recompress(s, 0, ALL), 0);
+	verify(s, N);
+	/* and they go to the file re-encoded */
+	assert_int_equal(zm_store_writeback(s, 0, ALL), N);
+	verify(s, N);
+	zm_store_destroy(s);
+}
+
+static void test_recompress_neighbours(void **state)
+{
+	enum { N = 64 };
+	struct zm_store *s = mk(N, 0, "zstd", true);
+	struct zm_store_stats a, b;
+	uint8_t buf[PS];
+
+	for (uint64_t i = 0; i < N; i++)
+		put_one(s, i, 1);
+	a = stats(s);
+	assert_int_equal(a.units, 0);
+	assert_int_equal(zm_store_mark_idle(s, 0), N);
+	/* page 10 read: its group's other three go together */
+	assert_int_equal(zm_store_get(s, 10, buf), 0);
+	assert_int_equal(zm_store_recompress(s, ZM_STORE_PICK_IDLE, ALL), N - 1);
+	b = stats(s);
+	assert_int_equal(b.units, N / UP);
+	assert_int_equal(b.unit_pages, N - 1);
+	assert_int_equal(kind(s, 10), ZM_STORE_SLOT_POOL);
+	assert_int_equal(kind(s, 11), ZM_STORE_SLOT_UNIT);
+	assert_true(b.compr_data_size < a.compr_data_size * 2 / 3);
+	CHECK(s);
+	/* the units' pages are still idle (a recompression is no access) */
+	assert_int_equal(zm_store_writeback(s, ZM_STORE_PICK_IDLE, ALL), N - 1);
+	assert_int_equal(stats(s).bd_count, N - 1);
+	verify(s, N);
+	/* a page rewritten in a unit on file, then the rest of its unit */
+	put_one(s, 0, 2);
+	verify(s, N);
+	zm_store_destroy(s);
+}
+
 /* ---- a forked child ------------------------------------------------------- */
 
 static int child_reads(struct zm_store *s)
@@ -279,6 +345,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_idle_writeback, teardown),
 		cmocka_unit_test_teardown(test_reclaim, teardown),
 		cmocka_unit_test_teardown(test_file_discard_rewrite, teardown),
+		cmocka_unit_test_teardown(test_recompress_units, teardown),
+		cmocka_unit_test_teardown(test_recompress_neighbours, teardown),
 		cmocka_unit_test_teardown(test_fork_child, teardown),
 	};
 
