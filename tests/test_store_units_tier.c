@@ -6,9 +6,12 @@
  * the secondary codec, idle single pages re-encoded together into units,
  * and a forked child, detached from the file, reading a unit on file.
  * Every page must read back as its last put, and zm_store_check() must
- * pass after every phase.
+ * pass after every phase.  The threaded test is randomized:
+ *
+ *   test_store_units_tier [--seed N] [--steps N]     (or ZM_TEST_SEED=N)
  */
 #include <errno.h>
+#include <pthread.h>
 #include <sys/wait.h>
 
 #include "store/store_internal.h"  /* first: the advanced tier of the headers */
@@ -339,6 +342,107 @@ static void test_fork_child(void **state)
 	zm_store_destroy(s);
 }
 
+/* ---- threads ----------------------------------------------------------- */
+
+/* Writers, each owning its own groups, put ranges and pages, discard and
+ * read back against their reference, while a tiering thread marks,
+ * writes back and recompresses, and the limit makes puts reclaim. */
+#define TH_W 2
+#define TH_N 256
+
+static struct zm_store *g_ts;
+static int g_stop;
+static uint64_t g_seed;
+static long g_steps = 3000;
+
+struct th_arg {
+	unsigned id;
+	int err;
+};
+
+static void *th_writer(void *arg)
+{
+	struct th_arg *a = arg;
+	struct rng r;
+	uint8_t buf[PS];
+
+	rng_seed(&r, g_seed + a->id);
+	for (long step = 0; step < g_steps && !a->err; step++) {
+		/* the writer's groups: those whose number is id mod TH_W */
+		uint64_t g = rng_below(&r, TH_N / UP / TH_W) * TH_W + a->id;
+		uint64_t i = g * UP + rng_below(&r, UP), v = (uint64_t)step + 1;
+		unsigned op = (unsigned)rng_below(&r, 10);
+
+		if (op < 2) {
+			for (uint64_t k = g * UP; k < g * UP + UP; k++)
+				fill(ref(k), k, v);
+			a->err = zm_store_put_range(g_ts, g * UP, UP, ref(g * UP)) ? 1 : 0;
+		} else if (op < 4) {
+			fill(ref(i), i, v);
+			a->err = zm_store_put(g_ts, i, ref(i)) ? 2 : 0;
+		} else if (op < 5) {
+			memset(ref(i), 0, PS);
+			a->err = zm_store_discard(g_ts, i, 1) ? 3 : 0;
+		} else {
+			a->err = zm_store_get(g_ts, i, buf) || memcmp(buf, ref(i), PS) ? 4 : 0;
+		}
+	}
+	return NULL;
+}
+
+static void *th_tier(void *arg)
+{
+	unsigned n = 0;
+
+	(void)arg;
+	while (!__atomic_load_n(&g_stop, __ATOMIC_RELAXED)) {
+		switch (n++ % 4) {
+		case 0:
+			zm_store_mark_idle(g_ts, 0);
+			break;
+		case 1:
+			zm_store_writeback(g_ts, ZM_STORE_PICK_IDLE, 32);
+			break;
+		case 2:
+			zm_store_recompress(g_ts, ZM_STORE_PICK_IDLE, 32);
+			break;
+		default:
+			zm_store_writeback_page(g_ts, n % TH_N);
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void test_threads(void **state)
+{
+	pthread_t w[TH_W], t;
+	struct th_arg a[TH_W];
+	struct zm_store_stats st;
+
+	g_ts = mk(TH_N, 256 << 10, "zstd", true);
+	for (uint64_t i = 0; i < TH_N; i += UP)
+		put_range(g_ts, i, UP, 0);
+	g_stop = 0;
+	assert_int_equal(pthread_create(&t, NULL, th_tier, NULL), 0);
+	for (unsigned k = 0; k < TH_W; k++) {
+		a[k] = (struct th_arg){ .id = k };
+		assert_int_equal(pthread_create(&w[k], NULL, th_writer, &a[k]), 0);
+	}
+	for (unsigned k = 0; k < TH_W; k++)
+		pthread_join(w[k], NULL);
+	__atomic_store_n(&g_stop, 1, __ATOMIC_RELAXED);
+	pthread_join(t, NULL);
+	for (unsigned k = 0; k < TH_W; k++)
+		assert_int_equal(a[k].err, 0);
+	st = stats(g_ts);
+	printf("threads: %llu units, %llu pages on file, %llu recompressed, %llu bd reads\n",
+	       (unsigned long long)st.units, (unsigned long long)st.bd_count,
+	       (unsigned long long)st.recompressed_pages, (unsigned long long)st.bd_reads);
+	verify(g_ts, TH_N);
+	zm_store_destroy(g_ts);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -348,9 +452,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_recompress_units, teardown),
 		cmocka_unit_test_teardown(test_recompress_neighbours, teardown),
 		cmocka_unit_test_teardown(test_fork_child, teardown),
+		cmocka_unit_test_teardown(test_threads, teardown),
 	};
 
-	(void)argc;
-	(void)argv;
+	test_args(argc, argv, &g_seed, &g_steps);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
