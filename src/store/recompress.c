@@ -84,13 +84,15 @@ static int recompress_unit(struct zm_store *s, struct zmi_store_stripe *st, uint
 	bool sec;
 	int z, rc = 0;
 
-	u = zmi_unit_take(s, index, false);
+	u = zmi_unit_take(s, index);
 	if (!u)
 		return 0;
 	if (u->sec || !zmi_unit_picked(s, u, which, cutoff_ns) ||
 	    zmi_unit_fetch(s, u, obj, &len, &sec))
 		goto out;
-	zmi_count(st, C_RECOMP_TRIED, 1);
+	zmi_unit_lock(u);
+	zmi_count(st, C_RECOMP_TRIED, __builtin_popcount(u->live));   /* in pages */
+	zmi_unit_unlock(u);
 	if (zm_codec_decompress(s->codec, obj, len, dec, (size_t)u->span * ps))
 		goto out;   /* corrupt: a get will say so */
 	z = zm_codec_compress(s->codec2, dec, (size_t)u->span * ps, out, len - 1);
@@ -200,7 +202,7 @@ static int recompress_group(struct zm_store *s, struct zmi_store_stripe *st, uin
 	first = (unsigned)__builtin_ctz(mask);
 	last = 31u - (unsigned)__builtin_clz(mask);
 	span = last - first + 1;
-	zmi_count(st, C_RECOMP_TRIED, 1);
+	zmi_count(st, C_RECOMP_TRIED, members);
 	for (unsigned k = first; k <= last; k++) {
 		char *p = dec + (size_t)(k - first) * ps;
 

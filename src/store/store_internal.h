@@ -638,8 +638,8 @@ long zmi_writeback_pick(struct zm_store *s, unsigned which, uint64_t cutoff_ns, 
 
 /* The unit of page index, taken for a writeback or recompression (its
  * moving flag set, a reference held), unless another has it, it is to
- * be split, or it is on file (unless file_too).  NULL: none taken. */
-struct zmi_unit *zmi_unit_take(struct zm_store *s, uint64_t index, bool file_too);
+ * be split, or it is on file.  NULL: none taken.  writeback.c */
+struct zmi_unit *zmi_unit_take(struct zm_store *s, uint64_t index);
 /* Does `which` take every page still in unit u (taken)?  writeback.c */
 bool zmi_unit_picked(struct zm_store *s, struct zmi_unit *u, unsigned which,
 		     uint64_t cutoff_ns);

@@ -86,27 +86,23 @@ bool zmi_unit_picked(struct zm_store *s, struct zmi_unit *u, unsigned which,
 	return ok && live;
 }
 
-struct zmi_unit *zmi_unit_take(struct zm_store *s, uint64_t index, bool file_too)
+struct zmi_unit *zmi_unit_take(struct zm_store *s, uint64_t index)
 {
 	uint32_t info = zmi_slot_lock(s, index);
-	struct zmi_unit *u = NULL;
+	struct zmi_unit *u, *taken = NULL;
 
 	if (slot_is_unit(info)) {
 		u = zmi_slot_unit(s, index);
 		zmi_unit_lock(u);
-		if (u->moving || u->splitting || (u->file && !file_too)) {
-			u = NULL;
-		} else {
+		if (!u->moving && !u->splitting && !u->file) {
 			u->moving = true;
 			u->refs++;
+			taken = u;
 		}
-		if (u)
-			zmi_unit_unlock(u);
-		else
-			zmi_unit_unlock(zmi_slot_unit(s, index));
+		zmi_unit_unlock(u);
 	}
 	zmi_slot_unlock(s, index, info, info);
-	return u;
+	return taken;
 }
 
 void zmi_unit_give(struct zm_store *s, struct zmi_unit *u)
@@ -135,7 +131,7 @@ static int writeback_unit(struct zm_store *s, struct zmi_store_stripe *st, uint6
 
 	if (!zmi_backing_packed(s))
 		return 0;   /* a unit's chunks have no place of their own there */
-	u = zmi_unit_take(s, index, false);
+	u = zmi_unit_take(s, index);
 	if (!u)
 		return 0;
 	if (!zmi_unit_picked(s, u, which, cutoff_ns))
