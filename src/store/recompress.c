@@ -277,9 +277,11 @@ static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint6
 	*pages = 0;
 	info = zmi_slot_lock(s, index);
 	if (slot_is_unit(info)) {
+		/* zmi_pick reads the unit: only under the slot lock */
+		bool pick = zmi_pick(s, index, info, which, cutoff_ns);
+
 		zmi_slot_unlock(s, index, info, info);
-		return zmi_pick(s, index, info, which, cutoff_ns)
-			       ? recompress_unit(s, st, index, which, cutoff_ns, pages) : 0;
+		return pick ? recompress_unit(s, st, index, which, cutoff_ns, pages) : 0;
 	}
 	if (s->unit_pages > 1 && zmi_pick(s, index, info, which, cutoff_ns) &&
 	    !(info & SLOT_SEC)) {

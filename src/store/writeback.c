@@ -215,9 +215,11 @@ static int writeback_one(struct zm_store *s, struct zmi_store_stripe *st, uint64
 
 	info = zmi_slot_lock(s, index);
 	if (slot_is_unit(info)) {
+		/* zmi_pick reads the unit: only under the slot lock */
+		bool pick = zmi_pick(s, index, info, which, cutoff_ns);
+
 		zmi_slot_unlock(s, index, info, info);
-		return zmi_pick(s, index, info, which, cutoff_ns)
-			       ? writeback_unit(s, st, index, which, cutoff_ns) : 0;
+		return pick ? writeback_unit(s, st, index, which, cutoff_ns) : 0;
 	}
 	if (!zmi_pick(s, index, info, which, cutoff_ns)) {
 		zmi_slot_unlock(s, index, info, info);
