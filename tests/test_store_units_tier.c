@@ -166,6 +166,48 @@ static void test_idle_writeback(void **state)
 	zm_store_destroy(s);
 }
 
+/* ---- readback ------------------------------------------------------------ */
+
+static void test_readback(void **state)
+{
+	enum { N = 32 };
+	struct zm_store_config c = { .unit_pages = UP, .backing_readback = true };
+	struct zm_store *s;
+	struct zm_store_stats a, b;
+	uint8_t buf[PS];
+
+	/* mk's file, with readback */
+	s = mk(N, 0, NULL, true);
+	zm_store_destroy(s);
+	c.backing_path = g_path;
+	s = test_store_mk(&c, N);
+	put_range(s, 0, N, 1);
+	a = stats(s);
+	assert_int_equal(zm_store_writeback(s, 0, ALL), N);
+	/* a get of one page brings its unit back, whole */
+	assert_int_equal(zm_store_get(s, 5, buf), 0);
+	assert_memory_equal(buf, ref(5), PS);
+	b = stats(s);
+	assert_int_equal(b.bd_count, N - UP);
+	assert_int_equal(b.bd_reads, 1);
+	assert_int_equal(b.units, N / UP);
+	assert_true(b.compr_data_size > 0);
+	assert_int_equal(b.compr_data_size + b.bd_bytes, a.compr_data_size);
+	CHECK(s);
+	/* its neighbours read from memory now */
+	assert_int_equal(zm_store_get(s, 6, buf), 0);
+	assert_int_equal(stats(s).bd_reads, 1);
+	verify(s, N);
+	b = stats(s);
+	assert_int_equal(b.bd_count, 0);
+	assert_int_equal(b.bd_bytes, 0);
+	assert_int_equal(b.compr_data_size, a.compr_data_size);
+	/* and can go again */
+	assert_int_equal(zm_store_writeback(s, 0, ALL), N);
+	verify(s, N);
+	zm_store_destroy(s);
+}
+
 /* ---- reclaim at the limit ---------------------------------------------- */
 
 static void test_reclaim(void **state)
@@ -420,8 +462,14 @@ static void test_threads(void **state)
 	pthread_t w[TH_W], t;
 	struct th_arg a[TH_W];
 	struct zm_store_stats st;
+	struct zm_store_config c = { .unit_pages = UP, .limit_bytes = 256 << 10,
+				     .recompress_codec = "zstd", .backing_readback = true };
 
-	g_ts = mk(TH_N, 256 << 10, "zstd", true);
+	/* mk's reference and file, with readback */
+	g_ts = mk(TH_N, 0, NULL, true);
+	zm_store_destroy(g_ts);
+	c.backing_path = g_path;
+	g_ts = test_store_mk(&c, TH_N);
 	for (uint64_t i = 0; i < TH_N; i += UP)
 		put_range(g_ts, i, UP, 0);
 	g_stop = 0;
@@ -448,6 +496,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_idle_writeback, teardown),
+		cmocka_unit_test_teardown(test_readback, teardown),
 		cmocka_unit_test_teardown(test_reclaim, teardown),
 		cmocka_unit_test_teardown(test_file_discard_rewrite, teardown),
 		cmocka_unit_test_teardown(test_recompress_units, teardown),

@@ -474,6 +474,8 @@ struct zmi_unit {
 	bool file;           /* on the backing file: chunk[] are offsets */
 	bool moving;         /* a writeback or recompression works on it */
 	uint8_t nalloc;      /* chunk[] entries allocated */
+	uint16_t readers;    /* gets and splits reading it from the file:
+				its file space stays while any does */
 	zm_handle_t chunk[]; /* nchunks handles, not bound to keys; on file,
 				the chunks' offsets in it (backing.c) */
 };

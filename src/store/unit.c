@@ -271,18 +271,22 @@ int zmi_unit_fetch(struct zm_store *s, struct zmi_unit *u, char *buf, uint32_t *
 	nch = u->nchunks;
 	if (u->file) {
 		/* the offsets stay the unit's while it lives (the caller's
-		 * reference): read with no lock held */
+		 * reference) and a reader reads them (readback waits for no
+		 * readers): read with no lock held */
 		for (unsigned c = 0; c < nch; c++)
 			off[c] = u->chunk[c];
+		u->readers++;
 		unit_unlock(u);
-		if (!zmi_has_file(s))
-			return -EIO;   /* a forked child: the file is the parent's */
+		rc = zmi_has_file(s) ? 0 : -EIO;   /* a forked child: the parent's file */
 		for (unsigned c = 0; c < nch && !rc; c++) {
 			uint32_t n = chunk_len(*len, nch, c);
 
 			rc = zmi_backing_read(s, u->base + c, off[c], buf + at, n) ? -EIO : 0;
 			at += n;
 		}
+		unit_lock(u);
+		u->readers--;
+		unit_unlock(u);
 		if (!rc)
 			zmi_count(zmi_stripe(s), C_BD_READS, 1);
 		return rc;
@@ -295,6 +299,58 @@ int zmi_unit_fetch(struct zm_store *s, struct zmi_unit *u, char *buf, uint32_t *
 	}
 	unit_unlock(u);
 	return rc;
+}
+
+/* With readback: bring unit u (a reference held), whose len bytes a get
+ * just read from the file into buf, back into the pool, if the limit
+ * allows and the pool has room, and no other get is reading it from the
+ * file (its file space is then freed).  Else it stays on file. */
+static void unit_readback(struct zm_store *s, struct zmi_unit *u, const char *buf, uint32_t len)
+{
+	struct zmi_store_stripe *st;
+	size_t ps = s->page_size;
+	unsigned nch = (unsigned)((len + ps - 1) / ps), pages;
+	zm_handle_t h[ZM_STORE_UNIT_MAX];
+	uint64_t off[ZM_STORE_UNIT_MAX];
+	uint32_t at = 0;
+
+	if (!s->readback || zmi_limit_check(s, len))
+		return;
+	for (unsigned c = 0; c < nch; c++) {
+		uint32_t n = chunk_len(len, nch, c);
+
+		h[c] = zm_pool_alloc(s->pool, n);
+		if (!h[c] || zm_pool_write(s->pool, h[c], buf + at, n)) {
+			for (unsigned d = 0; d <= c; d++)
+				if (h[d])
+					zm_pool_free(s->pool, h[d]);
+			return;
+		}
+		at += n;
+	}
+	unit_lock(u);
+	if (!u->file || u->readers || u->moving || !u->live || u->len != len ||
+	    u->nchunks != nch) {
+		unit_unlock(u);
+		for (unsigned c = 0; c < nch; c++)
+			zm_pool_free(s->pool, h[c]);
+		return;
+	}
+	for (unsigned c = 0; c < nch; c++) {
+		off[c] = u->chunk[c];
+		u->chunk[c] = h[c];
+	}
+	__atomic_store_n(&u->file, false, __ATOMIC_RELAXED);   /* zmi_pick peeks */
+	pages = (unsigned)__builtin_popcount(u->live);
+	st = zmi_stripe(s);
+	zmi_count(st, C_FILE, -(int64_t)pages);   /* under its lock, as leaves */
+	unit_unlock(u);
+	zmi_count(st, C_FILE_BYTES, -(int64_t)len);
+	zmi_count(st, C_COMPR, len);
+	zmi_count(st, C_OBJECTS, nch);
+	/* no reader has the offsets: a new one finds the unit in memory */
+	for (unsigned c = 0; c < nch; c++)
+		zmi_backing_free(s, u->base + c, off[c], chunk_len(len, nch, c));
 }
 
 /* Decode len bytes (in tls.z) of a unit of span pages, encoded with the
@@ -349,6 +405,8 @@ int zmi_unit_get(struct zm_store *s, uint64_t index, uint32_t info, void *buf)
 		 * the pin goes; the page read is its content as of the lock */
 		zmi_slot_unlock(s, index, info, info & ~SLOT_IDLE);
 		rc = zmi_unit_fetch(s, u, tls.z, &len, &sec);
+		if (!rc)
+			unit_readback(s, u, tls.z, len);
 	} else {
 		rc = zmi_unit_fetch(s, u, tls.z, &len, &sec);
 		zmi_slot_unlock(s, index, info, info & ~SLOT_IDLE);
@@ -522,6 +580,7 @@ struct zmi_unit *zmi_unit_make(struct zm_store *s, uint64_t base, unsigned span,
 	u->splitting = false;
 	u->file = false;
 	u->moving = false;
+	u->readers = 0;
 	unit_account(s, u, 1);
 	zmi_count(zmi_stripe(s), C_UNITS_FORMED, 1);
 	return u;
