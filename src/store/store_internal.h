@@ -270,6 +270,9 @@ struct zm_store {
 	 * from units measured both ways, by how well the unit compressed
 	 * (UNIT_EST_BUCKETS of len / bytes in): atomics */
 	uint64_t unit_est[16][2];  /* [bucket][0: unit bytes, 1: alone bytes] */
+	unsigned unit_declines;    /* atomic: units in a row that did not pay */
+	unsigned unit_skip;        /* atomic: groups to store page by page
+				      before the next try */
 
 	/* cold data (idle.c, recompress.c, backing.c, writeback.c, tier.c) */
 	struct zm_codec *codec2;   /* the secondary codec; NULL = none */

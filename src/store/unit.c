@@ -24,7 +24,7 @@
  * that as its cap).  The sampled units cost their members' compression
  * once more: with UNIT_EST_EVERY 32, about 3-5% more compression work.
  * Units that do not pay cost their compression twice (the unit, then
- * its pages); after a few in a row a thread backs off (UNIT_DECLINES).
+ * its pages); after a few in a row the store backs off (UNIT_DECLINES).
  *
  * Where a unit lives: its bytes, cut into nchunks pieces of at most a
  * page (pool objects are at most a page), in pool objects with handles
@@ -81,7 +81,7 @@
 /* Halve a bucket's sums past this many unit bytes, so that it follows
  * the data (about 64 MiB of units). */
 #define UNIT_EST_DECAY ((uint64_t)1 << 26)
-/* After this many units in a row did not pay, a thread tries units on
+/* After this many units in a row did not pay, a store tries units on
  * fewer groups: it skips 1, 2, 4 .. UNIT_SKIP_MAX groups between tries
  * (a group it skips is stored page by page at once), until one pays.
  * A unit that does not pay costs its compression twice, and data that
@@ -102,8 +102,6 @@ struct unit_tls {
 	uint64_t gen;        /* the unit in dec, 0: none */
 	char *z, *dec;       /* compressed copy; decoded unit / scratch */
 	size_t zcap, deccap;
-	unsigned declines;   /* units in a row that did not pay */
-	unsigned skip;       /* groups to store page by page before a try */
 	struct zm_store *split_store; /* the store whose call may split
 				 (zmi_unit_begin .. zmi_unit_flush) */
 	unsigned npending;
@@ -651,10 +649,10 @@ static int put_group(struct zm_store *s, struct zmi_store_stripe *st, uint64_t a
 	members = (unsigned)__builtin_popcount(mask);
 	if (members < 2)
 		goto alone;
-	if (tls.skip) {
-		tls.skip--;
-		goto alone;
-	}
+	for (unsigned v = __atomic_load_n(&s->unit_skip, __ATOMIC_RELAXED); v;)
+		if (__atomic_compare_exchange_n(&s->unit_skip, &v, v - 1, true, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			goto alone;   /* backing off (never below 0) */
 	first = (unsigned)__builtin_ctz(mask);
 	last = 31u - (unsigned)__builtin_clz(mask);
 	span = last - first + 1;
@@ -666,14 +664,18 @@ static int put_group(struct zm_store *s, struct zmi_store_stripe *st, uint64_t a
 	z = zm_codec_compress(s->codec, src + first * ps, (size_t)span * ps, zbuf, cap);
 	if (z <= 0 || !unit_pays(s, src + first * ps, mask >> first, span, (size_t)z, &alone)) {
 		zmi_count(st, C_UNITS_DECLINED, 1);
-		if (++tls.declines >= UNIT_DECLINES) {
-			unsigned d = tls.declines - UNIT_DECLINES;
+		unsigned nd = __atomic_add_fetch(&s->unit_declines, 1, __ATOMIC_RELAXED);
 
-			tls.skip = d < 5 ? 1u << d : UNIT_SKIP_MAX;
+		if (nd >= UNIT_DECLINES) {
+			unsigned d = nd - UNIT_DECLINES;
+
+			__atomic_store_n(&s->unit_skip, d < 5 ? 1u << d : UNIT_SKIP_MAX,
+					 __ATOMIC_RELAXED);
 		}
 		goto alone;
 	}
-	tls.declines = 0;
+	if (__atomic_load_n(&s->unit_declines, __ATOMIC_RELAXED))
+		__atomic_store_n(&s->unit_declines, 0, __ATOMIC_RELAXED);
 	zlen = (size_t)z;
 	rc = unit_store(s, st, a + first, span, mask >> first, zbuf, zlen, alone);
 	if (rc == -ENOSPC || rc == -ENOMEM)
