@@ -164,37 +164,53 @@ static struct zm_store *mk(const char *codec, unsigned unit_pages, uint64_t n)
 	return test_store_mk(&c, n);
 }
 
+/* A fresh, empty file in TMPDIR for a backing file. */
+static void tmp_file(char *path, size_t size)
+{
+	const char *d = getenv("TMPDIR");
+	int fd;
+
+	snprintf(path, size, "%s/zmem-units-XXXXXX", d && *d ? d : "/tmp");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+}
+
 /* What a walk of the slots and of the units finds. */
 struct walk {
 	uint64_t empty, same, pool, huge, unit, file;  /* slots of each kind */
 	uint64_t pool_bytes;    /* lengths of the POOL and HUGE slots */
-	uint64_t units;         /* distinct units (their first chunks) */
+	uint64_t file_bytes;    /* lengths of the FILE slots */
+	uint64_t units;         /* distinct units, in memory or on file */
 	uint64_t unit_bytes;    /* their compressed bytes (slot_info's len) */
-	uint64_t chunks;        /* their chunks in the pool */
+	uint64_t chunks;        /* the chunks in the pool of those in memory */
+	uint64_t file_units;    /* units on the backing file */
+	uint64_t file_unit_pages, file_unit_bytes;  /* their pages and bytes */
 	uint64_t small_units;   /* units of a single page */
 };
 
-/* Walk pages 0 .. n-1 (all of the store): every UNIT slot's unit, as its
- * chunks name it, must lie in one aligned group of unit_pages pages, have
- * one compressed length, and hold that length in chunks of at most a
- * page. */
+/* Walk every slot of the store: every UNIT slot's unit (its record, as
+ * the slot names it) must lie in one aligned group of unit_pages pages
+ * and have one compressed length; one in memory (zmi_unit_chunks > 0)
+ * holds that length in chunks of at most a page, one on file has none
+ * in the pool. */
 static struct walk walk(struct zm_store *s, unsigned unit_pages)
 {
 	uint64_t n = zm_store_nr_pages(s);
 	struct walk w = { 0 };
-	zm_handle_t *first = calloc(n, sizeof(*first));
+	const void **rec = calloc(n, sizeof(*rec));
 	uint64_t *group = calloc(n, sizeof(*group)), *members = calloc(n, sizeof(*members));
 	size_t *lens = calloc(n, sizeof(*lens));
+	bool *on_file = calloc(n, sizeof(*on_file));
 
-	assert_true(first && group && members && lens);
+	assert_true(rec && group && members && lens && on_file);
 	for (uint64_t i = 0; i < n; i++) {
-		zm_handle_t h[MAX_CHUNKS];
+		zm_handle_t h[MAX_CHUNKS], sh = 1;
+		const void *r;
 		unsigned kind;
 		size_t len;
 		long nc;
 		uint64_t u;
-
-		zm_handle_t sh = 1;
 
 		assert_int_equal(zm_store_slot_info(s, i, &kind, &sh, &len), 0);
 		switch (kind) {
@@ -202,55 +218,61 @@ static struct walk walk(struct zm_store *s, unsigned unit_pages)
 		case ZM_STORE_SLOT_SAME: w.same++; continue;
 		case ZM_STORE_SLOT_POOL: w.pool++; w.pool_bytes += len; continue;
 		case ZM_STORE_SLOT_HUGE: w.huge++; w.pool_bytes += len; continue;
-		case ZM_STORE_SLOT_FILE: w.file++; continue;
+		case ZM_STORE_SLOT_FILE: w.file++; w.file_bytes += len; continue;
 		case ZM_STORE_SLOT_UNIT: w.unit++; assert_int_equal(sh, 0); break;
 		default: fail_msg("slot %llu: kind %u", (unsigned long long)i, kind);
 		}
 		assert_true(unit_pages > 1);
 		nc = unit_chunks(s, i, h, MAX_CHUNKS);
-		if (nc <= 0)
+		if (nc < 0)
 			fail_msg("slot %llu is a unit's page, zmi_unit_chunks: %ld",
 				 (unsigned long long)i, nc);
 		assert_true(nc <= MAX_CHUNKS);
+		r = zmi_slot_unit(s, i);   /* no one else uses the store */
 		for (u = 0; u < w.units; u++)
-			if (first[u] == h[0])
+			if (rec[u] == r)
 				break;
 		if (u == w.units) {     /* a unit seen for the first time */
 			size_t room = 0;
 
-			first[u] = h[0];
+			rec[u] = r;
 			group[u] = i / unit_pages;
 			lens[u] = len;
+			on_file[u] = nc == 0;
 			w.units++;
 			w.unit_bytes += len;
 			w.chunks += (uint64_t)nc;
+			w.file_units += nc == 0;
+			w.file_unit_bytes += nc == 0 ? len : 0;
 			for (long k = 0; k < nc; k++) {
 				size_t sz = zm_pool_obj_size(zm_store_pool(s), h[k]);
 
 				assert_true(sz > 0 && sz <= zm_store_page_size(s));
 				room += sz;
 			}
-			if (room < len)
+			if (nc && room < len)
 				fail_msg("unit of slot %llu: %zu bytes in %ld chunks of %zu bytes",
 					 (unsigned long long)i, len, nc, room);
 		}
-		if (group[u] != i / unit_pages || lens[u] != len)
-			fail_msg("slot %llu: its unit (chunk %#llx) is in group %llu, %zu bytes; "
-				 "the slot says group %llu, %zu bytes", (unsigned long long)i,
-				 (unsigned long long)h[0], (unsigned long long)group[u], lens[u],
-				 (unsigned long long)(i / unit_pages), len);
+		if (group[u] != i / unit_pages || lens[u] != len || on_file[u] != (nc == 0))
+			fail_msg("slot %llu: its unit (%p) is in group %llu, %zu bytes%s; the "
+				 "slot says group %llu, %zu bytes%s", (unsigned long long)i, r,
+				 (unsigned long long)group[u], lens[u], on_file[u] ? " on file" : "",
+				 (unsigned long long)(i / unit_pages), len, nc ? "" : " on file");
+		w.file_unit_pages += nc == 0;
 		members[u]++;
 	}
 	for (uint64_t u = 0; u < w.units; u++)
 		w.small_units += members[u] < 2;
-	free(first), free(group), free(members), free(lens);
+	free(rec), free(group), free(members), free(lens), free(on_file);
 	return w;
 }
 
 /* The checker, and the counters against a walk.  split_done: every unit
  * must have two pages or more (a unit is rewritten as pages once half
  * of it left, so one with a single page left is one whose rewrite
- * failed: only under a memory limit, or when the unit is corrupt). */
+ * failed: under a memory limit, when the unit is corrupt, or on file,
+ * where units are never split). */
 static struct walk consistent(struct zm_store *s, unsigned unit_pages, bool split_done)
 {
 	struct zm_store_stats st;
@@ -272,11 +294,13 @@ static struct walk consistent(struct zm_store *s, unsigned unit_pages, bool spli
 	assert_int_equal(st.unit_pages, w.unit);
 	assert_int_equal(st.units, w.units);
 	assert_int_equal(st.unit_bytes, w.unit_bytes);
-	assert_int_equal(st.compr_data_size, w.pool_bytes + w.unit_bytes);
+	assert_int_equal(st.compr_data_size, w.pool_bytes + w.unit_bytes - w.file_unit_bytes);
 	assert_int_equal(st.pool_objects, w.pool + w.huge + w.chunks);
+	assert_int_equal(st.bd_count, w.file + w.file_unit_pages);
+	assert_int_equal(st.bd_bytes, w.file_bytes + w.file_unit_bytes);
 	assert_true(st.units_formed >= st.units);
-	assert_true(st.unit_pages >= 2 * st.units || !split_done);
-	if (split_done && w.small_units)
+	assert_true(st.unit_pages >= 2 * st.units || !split_done || w.file_units);
+	if (split_done && !w.file_units && w.small_units)
 		fail_msg("%llu units of a single page", (unsigned long long)w.small_units);
 	if (unit_pages <= 1)
 		assert_int_equal(st.units_formed + st.units_declined + st.unit_splits, 0);
@@ -946,16 +970,23 @@ struct model_cfg {
 	unsigned unit_pages;
 	size_t limit_pages;   /* 0: none */
 	bool no_same_filled;  /* same-filled pages in units too */
+	int tier;             /* 1: a backing file and a secondary codec, and
+				 marks, recompressions and writebacks among the
+				 steps; 2: with backing_readback */
 };
 
 static const struct model_cfg model_cfgs[] = {
-	{ "u4_lz4", "lz4", 4, 0, false },
-	{ "u16_lz4", "lz4", 16, 0, false },
-	{ "u4_zstd", "zstd", 4, 0, false },
-	{ "u16_zstd", "zstd", 16, 0, false },
-	{ "u4_lz4_limit", "lz4", 4, 56, false },
-	{ "u16_zstd_limit", "zstd", 16, 40, false },
-	{ "u16_lz4_nosame", "lz4", 16, 0, true },
+	{ "u4_lz4", "lz4", 4, 0, false, 0 },
+	{ "u16_lz4", "lz4", 16, 0, false, 0 },
+	{ "u4_zstd", "zstd", 4, 0, false, 0 },
+	{ "u16_zstd", "zstd", 16, 0, false, 0 },
+	{ "u4_lz4_limit", "lz4", 4, 56, false, 0 },
+	{ "u16_zstd_limit", "zstd", 16, 40, false, 0 },
+	{ "u16_lz4_nosame", "lz4", 16, 0, true, 0 },
+	{ "u4_lz4_tier", "lz4", 4, 0, false, 1 },
+	{ "u16_lz4_tier_readback", "lz4", 16, 0, false, 2 },
+	{ "u4_zstd_tier_limit", "zstd", 4, 48, false, 1 },
+	{ "u16_lz4_tier_readback_limit", "lz4", 16, 40, false, 2 },
 };
 
 #define MODEL_PAGES 192
@@ -1018,7 +1049,8 @@ static void model_check(struct model *m)
 			fail_msg("step %ld: page %llu: kind %u, %s", m->step,
 				 (unsigned long long)i, kind,
 				 m->written[i] ? "written" : "not written");
-		if (kind == ZM_STORE_SLOT_UNIT && !m->ranged[i])
+		/* (recompression forms units of idle single pages) */
+		if (kind == ZM_STORE_SLOT_UNIT && !m->ranged[i] && !m->mc->tier)
 			fail_msg("step %ld: page %llu is in a unit, but its last put was "
 				 "a single page's", m->step, (unsigned long long)i);
 		if (kind == ZM_STORE_SLOT_SAME && m->mc->no_same_filled)
@@ -1043,17 +1075,26 @@ static void model_run(const struct model_cfg *mc)
 {
 	struct zm_store_config c = { .codec = mc->codec, .unit_pages = mc->unit_pages,
 				     .limit_bytes = mc->limit_pages * PS,
-				     .no_same_filled = mc->no_same_filled };
+				     .no_same_filled = mc->no_same_filled,
+				     .recompress_codec = mc->tier ? "zstd" : NULL,
+				     .backing_readback = mc->tier == 2 };
 	unsigned u = mc->unit_pages;
 	uint64_t maxlen = 2 * u + 3;
 	uint8_t *buf = malloc(maxlen * PS), *old = malloc(maxlen * PS);
 	struct model m = { .mc = mc };
 	long nospc = 0, ranges = 0, partial = 0;
+	long cold[4] = { 0 };   /* marked, recompressed, written back, by hand */
 	struct zm_store_stats st;
+	char path[256] = "";
 	struct rng r;
 
 	assert_true(buf && old);
-	rng_seed(&r, g_seed ^ mix64(u * 131 + mc->limit_pages + (mc->codec[0] == 'z')));
+	rng_seed(&r, g_seed ^ mix64(u * 131 + mc->limit_pages + (mc->codec[0] == 'z') +
+				    1000 * (uint64_t)mc->tier));
+	if (mc->tier) {
+		tmp_file(path, sizeof(path));
+		c.backing_path = path;
+	}
 	m.src[SK_TEXT] = text_pages(MODEL_SRC, 0.5, 11);
 	m.src[SK_HEAP] = heap_pages(MODEL_SRC, 5000);
 	m.src[SK_RANDOM] = random_pages(MODEL_SRC, 12);
@@ -1135,6 +1176,35 @@ static void model_run(const struct model_cfg *mc)
 			memset(m.data + i * PS, 0, n * PS);
 			memset(m.written + i, 0, n);
 			memset(m.ranged + i, 0, n);
+		} else if (op < 80 && mc->tier) {       /* the cold path */
+			static const unsigned picks[] = { 0, ZM_STORE_PICK_IDLE };
+			unsigned which = picks[rng_below(&r, 2)];
+			uint64_t max = rng_below(&r, 3) ? 1 + rng_below(&r, 24) : ALL;
+			long got;
+
+			switch (rng_below(&r, 4)) {
+			case 0:
+				got = zm_store_mark_idle(m.s, (unsigned)rng_below(&r, 2));
+				assert_true(got >= 0);
+				cold[0] += got;
+				break;
+			case 1:
+				got = zm_store_recompress(m.s, which, max);
+				assert_true(got >= 0);
+				cold[1] += got;
+				break;
+			case 2:
+				got = zm_store_writeback(m.s, which, max);
+				assert_true(got >= 0);
+				cold[2] += got;
+				break;
+			default:
+				rc = zm_store_writeback_page(m.s, i);
+				if (rc && rc != -ENOENT)
+					fail_msg("step %ld: writeback_page %llu (kind %u): %d",
+						 m.step, (unsigned long long)i, kind_of(m.s, i), rc);
+				cold[3] += rc == 0;
+			}
 		} else if (op < 90) {                   /* get */
 			model_verify(&m, i);
 		} else if (op < 96) {                   /* a group's pages in a row */
@@ -1164,11 +1234,20 @@ static void model_run(const struct model_cfg *mc)
 	       mc->name, g_steps, ranges, nospc, partial, (unsigned long long)st.units,
 	       (unsigned long long)st.unit_pages, (unsigned long long)st.units_formed,
 	       (unsigned long long)st.units_declined, (unsigned long long)st.unit_splits);
+	if (mc->tier)
+		printf("%-15s %ld marked, %ld recompressed, %ld written back, %ld by hand; "
+		       "%llu on file, %llu read from it\n", "", cold[0], cold[1], cold[2],
+		       cold[3], (unsigned long long)st.bd_count,
+		       (unsigned long long)st.bd_reads);
 	/* the run did what it is for */
 	assert_true(st.units_formed > 0);
+	if (mc->tier)
+		assert_true(cold[1] > 0 && cold[2] > 0);
 	assert_true(st.unit_splits > 0 || g_steps < 1000);
-	if (mc->limit_pages)
+	if (mc->limit_pages && !mc->tier)
 		assert_true(nospc > 0 || g_steps < 1000);
+	if (mc->tier)   /* the limit makes room on the file instead */
+		assert_int_equal(nospc, 0);
 	/* everything discarded: nothing left */
 	assert_int_equal(zm_store_discard(m.s, 0, MODEL_PAGES), 0);
 	st = stats(m.s);
@@ -1176,6 +1255,8 @@ static void model_run(const struct model_cfg *mc)
 	assert_int_equal(st.compr_data_size + st.pool_objects + st.pages_stored, 0);
 	CHECK(m.s);
 	zm_store_destroy(m.s);
+	if (*path)
+		unlink(path);
 	for (int k = 0; k < SK_NR; k++)
 		free(m.src[k]);
 	free(m.data), free(buf), free(old);
@@ -1481,105 +1562,160 @@ static void test_threads(void **state)
 
 /* ---- cold data ---------------------------------------------------------- */
 
-/* Idle marking, recompression and writeback of a store holding units:
- * whatever they do with them (pages of a unit are taken as its unit, or
- * left), every page reads back right and the counters stay consistent. */
+/* 128 pages: text, then heap records, every 11th zero. */
+static void tier_data(uint8_t *data, const uint8_t *text, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		if (i % 11 == 0)
+			memset(data + i * PS, 0, PS);
+		else if (i < n / 2)
+			memcpy(data + i * PS, text + i * PS, PS);
+		else
+			heap_page(data + i * PS, 6000 + i);
+	}
+}
+
+/* Idle marking, recompression and writeback of a store holding units
+ * (docs/tiering.md, "Units"): marks count each page of a unit; units
+ * are recompressed and written back whole, and read from the file; with
+ * backing_readback a get brings its unit back into memory, whole; puts
+ * and discards over units on file.  Every page reads back right. */
 static void test_tiering(void **state)
 {
 	enum { N = 128 };
-	const char *d = getenv("TMPDIR");
 	char path[256];
-	uint8_t *data = heap_pages(N, 6000), *t = text_pages(N, 0.5, 14);
-	struct zm_store_config c = { .unit_pages = 4, .recompress_codec = "zstd",
-				     .backing_path = path };
+	uint8_t *data = malloc(N * PS), *t = text_pages(N, 0.5, 14);
+	struct zm_store_config c = { .recompress_codec = "zstd", .backing_path = path };
 	struct zm_store *s;
 	struct zm_store_stats st;
 	long got;
-	int fd;
-	units_pay_again();
 
-	snprintf(path, sizeof(path), "%s/zmem-units-XXXXXX", d && *d ? d : "/tmp");
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	close(fd);
-	memcpy(data, t, N / 2 * PS);   /* text, then heap records */
-	for (uint64_t i = 0; i < N; i += 11)
-		memset(data + i * PS, 0, PS);
-	for (unsigned u = 4; u <= 16; u *= 4) {
+	assert_non_null(data);
+	tmp_file(path, sizeof(path));
+	for (int pass = 0; pass < 4; pass++) {
+		unsigned u = pass % 2 ? 16 : 4;
+		uint64_t in_pool;
+		struct walk w;
+
 		c.unit_pages = u;
+		c.backing_readback = pass >= 2;
+		tier_data(data, t, N);
+		units_pay_again();
 		s = test_store_mk(&c, N);
 		assert_int_equal(zm_store_put_range(s, 0, N, data), 0);
 		st = stats(s);
 		assert_true(st.units > 0);
+		in_pool = st.pages_stored - st.same_pages;
 
+		/* every page of a unit is marked, and a read clears its own */
 		got = zm_store_mark_idle(s, 0);
-		st = stats(s);
-		printf("unit_pages %2u: %llu pages, %llu same, %llu in %llu units: "
-		       "%ld marked idle", u, (unsigned long long)st.pages_stored,
-		       (unsigned long long)st.same_pages, (unsigned long long)st.unit_pages,
-		       (unsigned long long)st.units, got);
-		assert_true(got >= 0 && (uint64_t)got <= st.pages_stored - st.same_pages);
-		assert_int_equal(st.idle_pages, got);
-		expect_page(s, 5, data + 5 * PS);       /* one page of a unit read */
+		assert_int_equal(got, (long)in_pool);
+		assert_int_equal(stats(s).idle_pages, in_pool);
+		expect_page(s, 5, data + 5 * PS);
+		assert_int_equal(zm_store_mark_idle(s, 0), (long)in_pool);
+
 		got = zm_store_recompress(s, ZM_STORE_PICK_IDLE, ALL);
-		printf(", %ld recompressed", got);
-		assert_true(got >= 0);
+		assert_true(got > 0 && (uint64_t)got <= in_pool);
+		st = stats(s);
+		printf("unit_pages %2u%s: %llu pages in %llu units, %ld recompressed", u,
+		       pass >= 2 ? " readback" : "", (unsigned long long)st.unit_pages,
+		       (unsigned long long)st.units, got);
 		expect_all(s, data, N);
 		consistent(s, u, true);
-		got = zm_store_recompress(s, 0, ALL);
-		assert_true(got >= 0);
+		assert_true(zm_store_recompress(s, 0, ALL) >= 0);
 		expect_all(s, data, N);
 		consistent(s, u, true);
 
-		assert_true(zm_store_mark_idle(s, 0) >= 0);
-		got = zm_store_writeback(s, ZM_STORE_PICK_IDLE, 10);
-		printf(", %ld written back", got);
-		assert_true(got >= 0 && got <= 10);
-		expect_all(s, data, N);
-		consistent(s, u, true);
+		/* everything to the file: units whole, the pool empty */
 		got = zm_store_writeback(s, 0, ALL);
-		assert_true(got >= 0);
 		st = stats(s);
-		printf(" (%llu on file, %llu units left)", (unsigned long long)st.bd_count,
-		       (unsigned long long)st.units);
-		expect_all(s, data, N);
-		consistent(s, u, true);
-		/* one page of a unit, by hand: written back or refused as
-		 * not a pool page (-ENOENT), never lost */
+		printf(", %ld written back (%llu units on file)\n", got,
+		       (unsigned long long)walk(s, u).file_units);
+		assert_int_equal(got, (long)in_pool);
+		assert_int_equal(st.bd_count, in_pool);
+		assert_int_equal(st.compr_data_size, 0);
+		assert_int_equal(st.pool_objects, 0);
+		w = consistent(s, u, true);
+		assert_int_equal(w.file_units, st.units);
+		/* read from the file, backwards; with readback, each get that
+		 * reads the file brings its unit back whole (the unit this
+		 * thread decoded last is read from its cache, not the file) */
+		for (uint64_t k = 0; k < N; k++)
+			expect_page(s, N - 1 - k, data + (N - 1 - k) * PS);
+		w = consistent(s, u, true);
+		st = stats(s);
+		if (pass >= 2) {
+			assert_true(w.file_units <= 1);
+			assert_true(st.bd_count <= u);
+			assert_true(st.bd_reads > 0);
+		} else {
+			assert_int_equal(w.file_units, st.units);
+		}
+
+		/* one page of a unit, by hand, writes its unit */
 		assert_int_equal(zm_store_put_range(s, 0, u, data), 0);
 		if (kind_of(s, 1) == ZM_STORE_SLOT_UNIT) {
-			int rc = zm_store_writeback_page(s, 1);
+			uint64_t before = stats(s).bd_count;
 
-			printf(", writeback_page of a unit's page: %d", rc);
-			assert_true(rc == 0 || rc == -ENOENT);
+			assert_int_equal(zm_store_writeback_page(s, 1), 0);
+			assert_true(stats(s).bd_count >= before + 2);
+			assert_int_equal(zm_store_writeback_page(s, 1), -ENOENT);
 		}
-		printf("\n");
 		expect_all(s, data, N);
 		consistent(s, u, true);
 		/* puts and discards over pages on file and in units */
 		assert_int_equal(zm_store_put_range(s, 1, N / 2, t + PS), 0);
 		memcpy(data + PS, t + PS, N / 2 * PS);
+		assert_int_equal(zm_store_put(s, N - 2, t), 0);
+		memcpy(data + (N - 2) * PS, t, PS);
 		assert_int_equal(zm_store_discard(s, N / 2 + 3, 5), 0);
 		memset(data + (N / 2 + 3) * PS, 0, 5 * PS);
 		expect_all(s, data, N);
-		consistent(s, u, true);
+		consistent(s, u, false);
 		assert_int_equal(zm_store_discard(s, 0, N), 0);
 		st = stats(s);
-		assert_int_equal(st.compr_data_size + st.units + st.bd_count + st.pages_stored, 0);
+		assert_int_equal(st.compr_data_size + st.units + st.bd_count + st.bd_bytes +
+				 st.pages_stored, 0);
 		consistent(s, u, true);
 		zm_store_destroy(s);
-		/* the next round starts from the original data */
-		for (uint64_t i = 0; i < N; i++) {
-			if (i % 11 == 0)
-				memset(data + i * PS, 0, PS);
-			else if (i < N / 2)
-				memcpy(data + i * PS, t + i * PS, PS);
-			else
-				heap_page(data + i * PS, 6000 + i);
-		}
 	}
 	unlink(path);
 	free(data), free(t);
+}
+
+/* Recompression and writeback take at most the pages asked for
+ * (store.h: "up to max_pages pages"), units whole or not. */
+static void test_cold_max_pages(void **state)
+{
+	enum { N = 64 };
+	char path[256];
+	uint8_t *text = text_pages(N, 0.5, 21);
+	struct zm_store_config c = { .unit_pages = 16, .recompress_codec = "zstd",
+				     .backing_path = path };
+	struct zm_store *s;
+	long got;
+
+	tmp_file(path, sizeof(path));
+	units_pay_again();
+	s = test_store_mk(&c, N);
+	assert_int_equal(zm_store_put_range(s, 0, N, text), 0);
+	assert_int_equal(stats(s).units, N / 16);
+	for (uint64_t max = 1; max <= 8; max *= 2) {
+		got = zm_store_recompress(s, 0, max);
+		printf("recompress(0, %llu): %ld", (unsigned long long)max, got);
+		got = got < 0 ? got : zm_store_writeback(s, 0, max);
+		printf(", writeback(0, %llu): %ld\n", (unsigned long long)max, got);
+		assert_true(got >= 0 && (uint64_t)got <= max);
+	}
+	for (uint64_t max = 1; max <= 8; max *= 2) {
+		got = zm_store_recompress(s, 0, max);
+		assert_true(got >= 0 && (uint64_t)got <= max);
+	}
+	expect_all(s, text, N);
+	consistent(s, 16, true);
+	zm_store_destroy(s);
+	unlink(path);
+	free(text);
 }
 
 /* Automatic tiering (idle_after_ms, recompression on the process's
@@ -1680,19 +1816,14 @@ static void test_short_groups(void **state)
 static void test_limit_backing(void **state)
 {
 	enum { N = 512, LIMIT_PAGES = 48, RUN = 16 };
-	const char *d = getenv("TMPDIR");
 	char path[256];
 	uint8_t *data = text_pages(N, 0.4, 18);
 	struct zm_store_config c = { .unit_pages = 4, .backing_path = path,
 				     .limit_bytes = LIMIT_PAGES * PS };
 	struct zm_store *s;
 	struct zm_store_stats st;
-	int fd;
 
-	snprintf(path, sizeof(path), "%s/zmem-units-XXXXXX", d && *d ? d : "/tmp");
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	close(fd);
+	tmp_file(path, sizeof(path));
 	units_pay_again();
 	s = test_store_mk(&c, N);
 	for (uint64_t i = 0; i < N; i += RUN) {
@@ -1735,6 +1866,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_corrupt_flips),
 		cmocka_unit_test(test_split),
 		cmocka_unit_test(test_tiering),
+		cmocka_unit_test(test_cold_max_pages),
 		cmocka_unit_test(test_auto_tiering),
 		cmocka_unit_test(test_short_groups),
 		cmocka_unit_test(test_limit_backing),
