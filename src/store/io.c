@@ -114,19 +114,13 @@ static int put_failed(struct zm_store *s, struct zmi_store_stripe *st, zm_handle
 	return -EIO;
 }
 
-int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
+int zmi_put_page(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+		 const void *page, const struct zmi_unit *only)
 {
-	struct zmi_store_stripe *st;
 	uint32_t info, old, old_len;
 	uint64_t h, word = 0;
 	int rc;
 
-	if (zmi_unlikely(!s || !page || index >= s->nr_pages)) {
-		zmi_bad_input("zm_store_put: no store or page, or index %llu beyond it",
-			     (unsigned long long)index);
-		return -EINVAL;
-	}
-	st = zmi_stripe(s);
 	h = 0;
 	if (s->same_filled && zmi_page_same_filled(page, s->page_size, &word)) {
 		info = slot_info_sub(SUB_SAME, false);
@@ -140,6 +134,13 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 	}
 	zmi_lazy_mark(&s->slot_arr, index);
 	old = zmi_slot_lock_ready(s, index);
+	if (only && (slot_kind(old) != ZM_STORE_SLOT_UNIT || zmi_slot_unit(s, index) != only)) {
+		/* a split's page rewritten or discarded meanwhile: keep that */
+		zmi_slot_unlock(s, index, old, old);
+		if (h)
+			zm_pool_free(s->pool, h);
+		return 0;
+	}
 	old_len = zmi_slot_len(s, index, old);
 	if (zmi_unlikely(zmi_slot_swap(s, index, old, old_len, h)))
 		return put_failed(s, st, h);
@@ -149,10 +150,29 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 
 	zmi_account(s, st, info, zmi_slot_len(s, index, info), 1);
 	zmi_slot_release(s, old, old_len);
+	if (only)
+		return 0;   /* a split's rewrite: not a put of the caller's */
 	if (zmi_unlikely(__atomic_fetch_add(&st->c[C_PUTS], 1, __ATOMIC_RELAXED) %
 			ZM_STORE_SAMPLE_PUTS == 0))
 		zmi_sample_used(s);
 	return 0;
+}
+
+int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
+{
+	int rc;
+
+	if (zmi_unlikely(!s || !page || index >= s->nr_pages)) {
+		zmi_bad_input("zm_store_put: no store or page, or index %llu beyond it",
+			     (unsigned long long)index);
+		return -EINVAL;
+	}
+	if (s->unit_pages == 1)
+		return zmi_put_page(s, zmi_stripe(s), index, page, NULL);
+	zmi_unit_begin(s);
+	rc = zmi_put_page(s, zmi_stripe(s), index, page, NULL);
+	zmi_unit_flush(s);
+	return rc;
 }
 
 /* ---- get ------------------------------------------------------------ */
@@ -172,9 +192,18 @@ int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 	}
 	st = zmi_stripe(s);
 	zmi_count(st, C_GETS, 1);
+again:
 	info = zmi_slot_lock_ready(s, index);
 	held = info;
 	switch (slot_kind(info)) {
+	case ZM_STORE_SLOT_UNIT:
+		/* decoded with the slot unlocked; it unlocks */
+		rc = zmi_unit_get(s, index, info, buf);
+		if (rc == -EAGAIN)
+			goto again;
+		if (zmi_unlikely(rc))
+			zmi_count(st, C_FAILED_READS, 1);
+		return rc;
 	case ZM_STORE_SLOT_EMPTY:
 		zmi_slot_unlock(s, index, info, info);
 		memset(buf, 0, s->page_size);
@@ -213,25 +242,4 @@ int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 	if (zmi_unlikely(rc))
 		zmi_count(st, C_FAILED_READS, 1);
 	return rc;
-}
-
-/* ---- put_range ------------------------------------------------------ */
-
-int zm_store_put_range(struct zm_store *s, uint64_t index, uint64_t count, const void *pages)
-{
-	const char *p = pages;
-
-	if (zmi_unlikely(!s || (!pages && count) || index > s->nr_pages ||
-			 count > s->nr_pages - index)) {
-		zmi_bad_input("zm_store_put_range: no store or pages, or range %llu+%llu beyond it",
-			     (unsigned long long)index, (unsigned long long)count);
-		return -EINVAL;
-	}
-	for (uint64_t i = 0; i < count; i++) {
-		int rc = zm_store_put(s, index + i, p + i * s->page_size);
-
-		if (rc)
-			return rc;
-	}
-	return 0;
 }

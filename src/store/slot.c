@@ -165,6 +165,8 @@ int zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info)
 			rc = zm_pool_free_key(s->pool, index);
 		if (zmi_unlikely(rc))
 			return pool_error(s, "zm_pool_free_key", index, rc);
+	} else if (kind == ZM_STORE_SLOT_UNIT) {
+		return zmi_unit_leave(s, index);
 	} else if (kind == ZM_STORE_SLOT_FILE && !s->destroying && zmi_has_file(s)) {
 		uint64_t rec = s->same_val[index];
 
@@ -246,6 +248,8 @@ int zm_store_discard(struct zm_store *s, uint64_t index, uint64_t count)
 			     (unsigned long long)index, (unsigned long long)count);
 		return -EINVAL;
 	}
+	if (s->unit_pages > 1)
+		zmi_unit_begin(s);
 	for (uint64_t i = zmi_slot_next_touched(s, index, index + count); i < index + count;
 	     i = zmi_slot_next_touched(s, i + 1, index + count)) {
 		/* Unlocked peek: an empty slot stays empty unless a put races
@@ -255,6 +259,8 @@ int zm_store_discard(struct zm_store *s, uint64_t index, uint64_t count)
 			rc = -EIO;  /* that page stays; the others go */
 	}
 	zmi_count(zmi_stripe(s), C_DISCARDS, (int64_t)count);
+	if (s->unit_pages > 1)
+		zmi_unit_flush(s);
 	return rc;
 }
 
@@ -272,6 +278,8 @@ int zm_store_slot_info(struct zm_store *s, uint64_t index, unsigned *kind,
 	else if (slot_in_pool(info))
 		h = zmi_slot_handle(s, index);
 	n = zmi_slot_len(s, index, info);
+	if (slot_kind(info) == ZM_STORE_SLOT_UNIT)
+		n = zmi_slot_unit(s, index)->len;
 	zmi_slot_unlock(s, index, info, info);
 	if (kind)
 		*kind = slot_kind(info);

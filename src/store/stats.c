@@ -45,6 +45,10 @@ void zmi_account(struct zm_store *s, struct zmi_store_stripe *st, uint32_t info,
 	if (kind == ZM_STORE_SLOT_EMPTY)
 		return;
 	zmi_count(st, C_PAGES, sign);
+	if (kind == ZM_STORE_SLOT_UNIT) {
+		zmi_count(st, C_UNIT_PAGES, sign);   /* the unit's bytes: unit.c */
+		return;
+	}
 	if (kind == ZM_STORE_SLOT_SAME) {
 		zmi_count(st, C_SAME, sign);
 		return;
@@ -137,7 +141,7 @@ static void fill_stats(struct zm_store *s, struct zm_store_stats *st)
 	st->pool_meta_bytes = ps.meta_bytes;
 	st->store_meta_bytes = zmi_lazy_bytes(&s->slot_arr) + zmi_lazy_bytes(&s->same_arr) +
 			       sizeof(*s);
-	st->store_meta_bytes += zmi_lazy_bytes(&s->age_arr);
+	st->store_meta_bytes += zmi_lazy_bytes(&s->age_arr) + zmi_counter_sum(s, C_UNIT_META);
 	st->pool_objects = ps.objects;
 	st->recompressed_pages = zmi_counter_sum(s, C_RECOMP);
 	st->recompress_saved = zmi_counter_sum(s, C_RECOMP_SAVED);
@@ -152,6 +156,13 @@ static void fill_stats(struct zm_store *s, struct zm_store_stats *st)
 	st->pool_errors = zmi_counter_sum(s, C_POOL_ERRORS);
 	st->writeback_left = !zmi_has_file(s) ? 0 : __atomic_load_n(&s->wb_left, __ATOMIC_RELAXED);
 	st->idle_pages = __atomic_load_n(&s->idle_count, __ATOMIC_RELAXED);
+	st->units = zmi_counter_sum(s, C_UNITS);
+	st->unit_pages = zmi_counter_sum(s, C_UNIT_PAGES);
+	st->unit_bytes = zmi_counter_sum(s, C_UNIT_BYTES);
+	st->unit_saved = zmi_counter_sum(s, C_UNIT_SAVED);
+	st->units_formed = zmi_counter_sum(s, C_UNITS_FORMED);
+	st->units_declined = zmi_counter_sum(s, C_UNITS_DECLINED);
+	st->unit_splits = zmi_counter_sum(s, C_UNIT_SPLITS);
 	st->nr_pages = s->nr_pages;
 	st->page_size = s->page_size;
 	for (int i = 0; i < ZM_STORE_STRIPES; i++)
@@ -237,6 +248,11 @@ void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FI
 			" there, %" PRIu64 " failures)\n", "on the backing file",
 			st->bd_count, st->bd_reads, st->bd_writes, H(0, st->bd_bytes),
 			st->writeback_failures);
+	if (st->units || st->units_formed || st->units_declined)
+		fprintf(f, "%-24s %14" PRIu64 "  holding %" PRIu64 " pages in %s, %s saved (%"
+			PRIu64 " formed, %" PRIu64 " declined, %" PRIu64 " split)\n", "units",
+			st->units, st->unit_pages, H(0, st->unit_bytes), H(1, st->unit_saved),
+			st->units_formed, st->units_declined, st->unit_splits);
 	if (st->pool_errors)
 		fprintf(f, "%-24s %14" PRIu64 "  (calls failed with -EIO)\n", "pool errors",
 			st->pool_errors);
@@ -261,7 +277,7 @@ void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FI
 int zm_store_check(struct zm_store *s)
 {
 	uint64_t pages = 0, same = 0, huge = 0, objs = 0, compr = 0, sec = 0, incomp = 0;
-	uint64_t files = 0, file_bytes = 0;
+	uint64_t files = 0, file_bytes = 0, units = 0, unit_pages = 0, unit_bytes = 0;
 	uint64_t hist[ZM_STORE_HIST_BUCKETS] = { 0 };
 	int bad = 0;
 
@@ -278,6 +294,7 @@ int zm_store_check(struct zm_store *s)
 		unsigned kind = slot_kind(info);
 		uint32_t len = zmi_slot_len(s, i, info);
 		uint64_t rec = kind == ZM_STORE_SLOT_FILE ? s->same_val[i] : 0;
+		uint64_t rec_unit = kind == ZM_STORE_SLOT_UNIT ? s->same_val[i] : 0;
 		uint64_t h = zm_pool_key_handle(s->pool, i);
 
 		zmi_slot_unlock(s, i, info, info);
@@ -288,6 +305,35 @@ int zm_store_check(struct zm_store *s)
 			continue;
 		}
 		pages++;
+		if (kind == ZM_STORE_SLOT_UNIT) {
+			struct zmi_unit *u = (struct zmi_unit *)(uintptr_t)rec_unit;
+			uint64_t k = i - u->base;
+
+			unit_pages++;
+			if (h || (info & SLOT_IDLE) || i < u->base || k >= u->span ||
+			    !(u->live >> k & 1) || !u->nchunks || u->len < u->nchunks ||
+			    (u->sec && !s->codec2)) {
+				ZM_CHECK_FAIL("store: slot %" PRIu64 " of unit %p (base %" PRIu64
+					      " span %u live %#x) is not one of its pages", i,
+					      (void *)u, u->base, u->span, u->live);
+				continue;
+			}
+			if (k != (uint64_t)__builtin_ctz(u->live))
+				continue;   /* the unit is counted at its first live page */
+			units++;
+			unit_bytes += u->len;
+			objs += u->nchunks;
+			compr += u->len;
+			if (u->refs != __builtin_popcount(u->live))
+				ZM_CHECK_FAIL("store: unit %p has %u references for live pages %#x",
+					      (void *)u, u->refs, u->live);
+			for (unsigned c = 0; c < u->nchunks; c++)
+				if (!u->chunk[c] || zm_pool_obj_size(s->pool, u->chunk[c]) <
+				    u->len / u->nchunks)
+					ZM_CHECK_FAIL("store: unit %p chunk %u handle %#" PRIx64
+						      " is bad or short", (void *)u, c, u->chunk[c]);
+			continue;
+		}
 		if (kind == ZM_STORE_SLOT_SAME || kind == ZM_STORE_SLOT_FILE) {
 			if (h || (info & SLOT_IDLE))
 				ZM_CHECK_FAIL("store: slot %" PRIu64 " of kind %u has handle %#"
@@ -343,6 +389,12 @@ int zm_store_check(struct zm_store *s)
 		     pages, same, huge, objs, compr, zmi_counter_sum(s, C_PAGES),
 		     zmi_counter_sum(s, C_SAME), zmi_counter_sum(s, C_HUGE),
 		     zmi_counter_sum(s, C_OBJECTS), zmi_counter_sum(s, C_COMPR));
+	if (units != zmi_counter_sum(s, C_UNITS) || unit_pages != zmi_counter_sum(s, C_UNIT_PAGES) ||
+	    unit_bytes != zmi_counter_sum(s, C_UNIT_BYTES))
+		ZM_CHECK_FAIL("store: slots hold %" PRIu64 " units of %" PRIu64 " pages in %" PRIu64
+			      " bytes; counters say %" PRIu64 ", %" PRIu64 ", %" PRIu64, units,
+			      unit_pages, unit_bytes, zmi_counter_sum(s, C_UNITS),
+			      zmi_counter_sum(s, C_UNIT_PAGES), zmi_counter_sum(s, C_UNIT_BYTES));
 	for (int b = 0; b < ZM_STORE_HIST_BUCKETS; b++) {
 		uint64_t v = 0;
 

@@ -15,6 +15,8 @@
  *   backing.c the backing file's I/O
  *   writeback.c   pages to and from the backing file; reclaim at the limit
  *   tier.c    automatic tiering on the process's worker
+ *   unit.c    multi-page units: put_range, a page's get from its unit,
+ *             pages leaving units, splits
  *
  * Lock order (outer first):
  *
@@ -34,7 +36,8 @@
  * waits, asleep, on busy_cond until the read is over (zmi_slot_lock_ready),
  * and no one else changes a FILE slot.  The pool never calls back into the store, so any pool call may be
  * made under a slot lock; zm_pool_alloc (and the compression before it) is not,
- * to keep the lock short.  No thread ever holds two slot locks.  Counters
+ * to keep the lock short.  No thread ever holds two slot locks (a unit's lock is
+ * not a slot lock: it is taken under its page's).  Counters
  * are atomics and need no lock.
  */
 #ifndef ZM_STORE_INTERNAL_H
@@ -71,7 +74,9 @@
  *     bits 4..19   the object's length, 1 .. 65535 (a compressed page is
  *                  shorter than huge_size <= page_size <= 65536)
  *   bit  2 clear: bits 3..4 say what else the slot holds:
- *     0 EMPTY      nothing (the whole info is 0)
+ *     0 EMPTY      nothing (the whole info is 0); with bit 5 set, UNIT:
+ *                  one page of a unit, whose record (struct zmi_unit)
+ *                  same_val[] points to (unit.c)
  *     1 SAME       same-filled; bit 5 set when the fill word is in
  *                  same_val[] (clear: a zero page)
  *     2 HUGE       a raw page in the pool; bit 5: incompressible (the
@@ -104,6 +109,7 @@
 #define SLOT_SUB_MASK   (3u << SLOT_SUB_SHIFT)
 #define SLOT_FLAG       (1u << 5)   /* SAME: word in same_val; HUGE: incompressible */
 #define SLOT_BUSY       SLOT_FLAG   /* FILE: a get is reading it */
+#define SLOT_INFO_UNIT  SLOT_FLAG   /* EMPTY's sub-kind with the flag */
 
 enum { SUB_EMPTY, SUB_SAME, SUB_HUGE, SUB_FILE };
 
@@ -138,6 +144,8 @@ static inline unsigned slot_kind(uint32_t info)
 
 	if (info & SLOT_POOL)
 		return ZM_STORE_SLOT_POOL;
+	if ((info & (SLOT_SUB_MASK | SLOT_FLAG)) == SLOT_INFO_UNIT)
+		return ZM_STORE_SLOT_UNIT;
 	return sub_kind[(info & SLOT_SUB_MASK) >> SLOT_SUB_SHIFT];
 }
 
@@ -204,6 +212,14 @@ enum zmi_store_counter {
 	C_BD_WRITES,
 	C_WB_FAILS,
 	C_POOL_ERRORS,  /* zm_pool_bind or zm_pool_free_key failed */
+	C_UNITS,        /* units in memory */
+	C_UNIT_PAGES,   /* pages in them */
+	C_UNIT_BYTES,   /* their compressed bytes (also in C_COMPR) */
+	C_UNIT_SAVED,
+	C_UNIT_META,    /* bytes of their records (malloc) */
+	C_UNITS_FORMED,
+	C_UNITS_DECLINED,
+	C_UNIT_SPLITS,
 	C_NR
 };
 
@@ -236,6 +252,11 @@ struct zm_store {
 	/* atomics */
 	uint64_t used_max;         /* sampled high-water mark of pool_bytes */
 	struct zmi_store_stripe stripe[ZM_STORE_STRIPES];
+
+	/* units (unit.c): what a unit saved over its pages alone, learnt
+	 * from units measured both ways, by how well the unit compressed
+	 * (UNIT_EST_BUCKETS of len / bytes in): atomics */
+	uint64_t unit_est[16][2];  /* [bucket][0: unit bytes, 1: alone bytes] */
 
 	/* cold data (idle.c, recompress.c, backing.c, writeback.c, tier.c) */
 	struct zm_codec *codec2;   /* the secondary codec; NULL = none */
@@ -419,6 +440,53 @@ bool zmi_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word);
 
 /* Count out what a slot held (already emptied): info and zmi_slot_len. */
 void zmi_slot_release(struct zm_store *s, uint32_t info, uint32_t len);
+
+/* unit.c: a unit's record; a UNIT slot's same_val[] points to it.
+ * Its fields but live, refs and splitting never change while it lives;
+ * those three are under its lock, taken under a page's slot lock. */
+struct zmi_unit {
+	uint64_t gen;        /* unique in the process: the thread caches' key */
+	uint64_t base;       /* the index of its first page */
+	uint32_t lock;       /* atomic: 1 = held (spins, as a slot lock) */
+	uint32_t len;        /* compressed bytes, in its chunks one after another */
+	uint32_t saved;      /* bytes saved over its pages alone, at formation */
+	uint16_t live;       /* bit k: page base + k is still in it */
+	uint16_t refs;       /* live pages and pins: freed at 0 */
+	uint8_t span;        /* pages it decodes to (base .. base + span - 1) */
+	uint8_t members;     /* pages it held when formed */
+	uint8_t nchunks;     /* pool objects holding its bytes */
+	bool sec;            /* encoded with the secondary codec */
+	bool splitting;      /* a split was asked for (once in its life) */
+	zm_handle_t chunk[]; /* nchunks handles, not bound to keys */
+};
+
+/* Page index (locked, UNIT) leaves its unit, which is freed when it was
+ * the last; may ask for a split, which zmi_unit_flush runs.  0. */
+int zmi_unit_leave(struct zm_store *s, uint64_t index);
+/* A put or discard that may make pages leave units begins with
+ * zmi_unit_begin and ends with zmi_unit_flush, which runs the splits
+ * its leaves asked for (with no lock held).  Leaves outside such a call
+ * (destroy, the cold path) ask for none. */
+void zmi_unit_begin(struct zm_store *s);
+void zmi_unit_flush(struct zm_store *s);
+/* Get page index, locked with info (UNIT), into buf; returns with the
+ * slot unlocked.  0, -EIO, -ENOMEM, or -EAGAIN (buffers were grown with
+ * the slot unlocked: call again). */
+int zmi_unit_get(struct zm_store *s, uint64_t index, uint32_t info, void *buf);
+/* The unit of a locked UNIT slot. */
+static inline struct zmi_unit *zmi_slot_unit(const struct zm_store *s, uint64_t index)
+{
+	return (struct zmi_unit *)(uintptr_t)s->same_val[index];
+}
+/* Test seam: the chunks' handles of the unit page index is in (up to
+ * max of them); returns how many it has, or -ENOENT. */
+int zmi_unit_chunks(struct zm_store *s, uint64_t index, zm_handle_t *h, unsigned max);
+
+/* io.c: put page at index (st: the caller's stripe); only (not NULL):
+ * only if the slot is still a page of that unit (a split), else the
+ * new object is dropped and 0 returned. */
+int zmi_put_page(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+		 const void *page, const struct zmi_unit *only);
 
 /* same.c */
 bool zmi_page_same_filled(const void *page, size_t len, uint64_t *word);
