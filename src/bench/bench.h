@@ -109,9 +109,11 @@ struct bench_unit_row {
 	uint64_t pages, same_pages, huge_pages;
 	uint64_t orig_bytes, compr_bytes, mem_used, meta_bytes;
 	uint64_t units, unit_pages_held, unit_bytes, unit_saved, units_formed, units_declined;
-	double fill_MBps, put_MBps;           /* put_range: empty store, again */
-	double read_p50_ns, read_p99_ns;      /* one random page's get */
-	double read_MBps;                     /* over the random trace */
+	double fill_MBps, put_MBps;           /* put_range: empty store, again;
+						 per CPU second of the thread */
+	double read_p50_ns, read_p99_ns;      /* one random page's get, wall */
+	double read_MBps;                     /* over the random trace, CPU */
+	double fill_wall_MBps, put_wall_MBps, read_wall_MBps;  /* wall clock */
 };
 
 /* Run d through a store per allocator and unit size (nalloc * nunits
