@@ -227,9 +227,11 @@ struct zm_store_stats {
 					(count): a pool corrupted or its
 					objects freed behind the store; each
 					made its call fail with -EIO */
-	/* units (docs/store.md); their objects' bytes are in
-	   compr_data_size, their pages in pages_stored */
-	uint64_t units;              /* units in memory now (count) */
+	/* units (docs/store.md); their pages are in pages_stored, their
+	   bytes in compr_data_size, or once written back (docs/tiering.md)
+	   in bd_bytes, with their pages in bd_count */
+	uint64_t units;              /* units now, in memory or on file
+					(count) */
 	uint64_t unit_pages;         /* pages held in them (count) */
 	uint64_t unit_bytes;         /* their compressed bytes */
 	uint64_t unit_saved;         /* bytes they save over their pages

@@ -116,6 +116,7 @@ struct opts {
 	size_t size, resident;
 	uint64_t accesses, seed;
 	unsigned hot_access, hot_pages, writes;
+	unsigned unit_pages;            /* the regions' store's (store.h) */
 	unsigned tc[MAX_TC], ntc;       /* --threads LIST, ascending; tc[0]: the base */
 	unsigned threads;               /* the largest count */
 	bool traces[NTRACES], sides[NSIDES];
@@ -639,7 +640,8 @@ static int run_plain(struct job *j, struct row *w)
 static int region_open(const struct opts *o, unsigned policy, size_t size, size_t limit,
 		       struct zm_region **r)
 {
-	struct zm_store_config sc = { .codec = o->codec, .allocator = o->allocator };
+	struct zm_store_config sc = { .codec = o->codec, .allocator = o->allocator,
+				      .unit_pages = o->unit_pages };
 	struct zm_region_config cfg = {
 		.size = size, .resident_limit = limit, .policy = policy,
 		.flags = o->wait ? ZM_REGION_WAIT : 0,
@@ -1142,10 +1144,11 @@ static void print_table(const struct opts *o, const struct bench_data *d, const 
 
 	thread_list(o, tl, sizeof(tl));
 	snprintf(xb, sizeof(xb), "x %u thr", o->tc[0]);
-	printf("zmem regionbench: %s of %s, resident limit %s, %s/%s, %s thread%s, "
-	       "%llu accesses, %u%% writes, hot %u/%u\n\n",
+	printf("zmem regionbench: %s of %s, resident limit %s, %s/%s, units of %u page%s, "
+	       "%s thread%s, %llu accesses, %u%% writes, hot %u/%u\n\n",
 	       zmi_human_bytes(o->size, sz, sizeof(sz)), d->name,
-	       zmi_human_bytes(o->resident, lim, sizeof(lim)), o->codec, o->allocator, tl,
+	       zmi_human_bytes(o->resident, lim, sizeof(lim)), o->codec, o->allocator,
+	       o->unit_pages, o->unit_pages > 1 ? "s" : "", tl,
 	       o->ntc > 1 || o->tc[0] > 1 ? "s" : "", (unsigned long long)o->accesses, o->writes,
 	       o->hot_access, o->hot_pages);
 	printf("%-6s %-12s %3s %7s %9s %9s %8s %8s %8s %8s %8s %8s %7s %9s", "trace", "side",
@@ -1254,9 +1257,10 @@ static void print_fc(const struct opts *o, const struct fc_row *rows)
 {
 	char sz[32], lim[32];
 
-	printf("zmem regionbench --fault-cost: %s of %s, resident limit %s, %s, one thread%s\n\n",
-	       zmi_human_bytes(o->size, sz, sizeof(sz)), o->data,
-	       zmi_human_bytes(o->resident, lim, sizeof(lim)), o->codec,
+	printf("zmem regionbench --fault-cost: %s of %s, resident limit %s, %s, units of %u "
+	       "page%s, one thread%s\n\n", zmi_human_bytes(o->size, sz, sizeof(sz)), o->data,
+	       zmi_human_bytes(o->resident, lim, sizeof(lim)), o->codec, o->unit_pages,
+	       o->unit_pages > 1 ? "s" : "",
 	       o->wait ? ", faults served by the region thread (--wait)" : "");
 	printf("%-18s %9s %9s %8s %8s %9s %11s %11s\n", "side", "touches", "faults", "p50 us",
 	       "p99 us", "p99.9 us", "handler p50", "handler p99");
@@ -1289,6 +1293,7 @@ static void json_params(struct json *j, const struct opts *o, const struct bench
 	json_uint(j, "page_size", 4096);
 	json_str(j, "codec", o->codec);
 	json_str(j, "allocator", o->allocator);
+	json_uint(j, "unit_pages", o->unit_pages);
 	json_bool(j, "wait", o->wait);
 	json_array(j, "threads");
 	for (unsigned k = 0; k < o->ntc; k++)
@@ -1559,7 +1564,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	static const char *const policies[] = { "auto", "fifo", "both", NULL };
 	const char *tmp = getenv("TMPDIR"), *traces = "all", *hot = NULL, *policy = "both";
 	const char *accesses = NULL, *threads = "1";
-	uint64_t writes = DEF_WRITES;
+	uint64_t writes = DEF_WRITES, unit_pages = 1;
 	char seed_def[24];
 	int rc;
 	const struct opt table[] = {
@@ -1580,6 +1585,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		      "2 threads' ops/s\nagainst 1 thread's", "1"),
 		O_STR("codec", 'c', &o->codec, "NAME", "the regions' codec", "lz4"),
 		O_STR("allocator", 'A', &o->allocator, "NAME", "the regions' pool", "zsmalloc"),
+		O_U64("unit-pages", 'u', &unit_pages, "N",
+		      "the regions' store keeps up to N adjacent pages\nevicted together as one "
+		      "unit (1, 4, 16)", "1", 1, ZM_STORE_UNIT_MAX),
 		O_STR("policy", 'p', &policy, "P", "the regions' cold selection", "both",
 		      .choices = policies),
 		O_FLAG("kernel", 'k', &o->kernel,
@@ -1622,6 +1630,9 @@ static int parse(int argc, char **argv, struct opts *o)
 	if (rc)
 		return rc;
 	o->writes = (unsigned)writes;
+	o->unit_pages = (unsigned)unit_pages;
+	if (unit_pages & (unit_pages - 1))
+		return cli_usage("regionbench", "--unit-pages must be a power of two (1, 4, 16)");
 	if (accesses && parse_count(accesses, &o->accesses))
 		return cli_usage("regionbench", "invalid --accesses '%s' (a count: 3000000, 3M)",
 				 accesses);

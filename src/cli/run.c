@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include <zmem/common.h>
+#include <zmem/store.h>
 #include "base/units.h"
 #include "cli/cli.h"
 #include "cli/json.h"
@@ -67,6 +68,8 @@ struct run {
 	const char *resident, *codec, *allocator, *recompress, *backing, *idle_after;
 	const char *stats_file;
 	int stats;
+	uint64_t unit_pages;      /* --unit-pages; 1: none */
+	char unit_env[8];         /* ZMEM_RUN_UNIT_PAGES */
 	char resident_env[64];    /* ZMEM_RUN_RESIDENT: bytes, or "P%" */
 	char idle_env[32];        /* ZMEM_RUN_IDLE_AFTER: "Nms" */
 	char lib[PATH_MAX];
@@ -419,6 +422,7 @@ static void report_json(const struct run *r, FILE *f)
 	json_str(&j, "allocator", r->allocator ? r->allocator : RUN_ALLOCATOR);
 	json_str(&j, "recompress", r->recompress);
 	json_str(&j, "backing", r->backing);
+	json_uint(&j, "unit_pages", r->unit_pages);
 	json_fixed(&j, "seconds", run_seconds(r), 3);
 	if (r->ended) {
 		json_bool(&j, "running", false);
@@ -480,10 +484,13 @@ static void report_text(const struct run *r, FILE *f)
 		fprintf(f, ", killed by signal %d\n", WTERMSIG(r->status));
 	else
 		fprintf(f, ", exit status %d\n", WEXITSTATUS(r->status));
-	fprintf(f, "  resident limit %s, codec %s, allocator %s%s%s\n",
+	fprintf(f, "  resident limit %s, codec %s, allocator %s%s%s",
 		r->resident ? r->resident : "none", r->codec ? r->codec : "lz4",
 		r->allocator ? r->allocator : RUN_ALLOCATOR, r->recompress ? ", recompress " : "",
 		r->recompress ? r->recompress : "");
+	if (r->unit_pages > 1)
+		fprintf(f, ", units of %u pages", (unsigned)r->unit_pages);
+	fprintf(f, "\n");
 	if (!t.procs) {
 		fprintf(f, "  no process reported (the library did not load, or had no "
 			"userfaultfd: see the lines above)\n");
@@ -811,6 +818,7 @@ static int set_env(const struct run *r)
 	    set_opt("ZMEM_RUN_CODEC", r->codec) || set_opt("ZMEM_RUN_ALLOCATOR", r->allocator) ||
 	    set_opt("ZMEM_RUN_RECOMPRESS", r->recompress) ||
 	    set_opt("ZMEM_RUN_BACKING", r->backing) ||
+	    set_opt("ZMEM_RUN_UNIT_PAGES", r->unit_pages > 1 ? r->unit_env : NULL) ||
 	    set_opt("ZMEM_RUN_IDLE_AFTER", r->idle_after ? r->idle_env : NULL))
 		return -1;
 	return 0;
@@ -962,6 +970,9 @@ static int check_options(struct run *r)
 	    (r->recompress && (rc = cli_check_codec("run", "--recompress", r->recompress))) ||
 	    (r->backing && (rc = check_backing(r->backing))))
 		return rc;
+	if (r->unit_pages & (r->unit_pages - 1))
+		return cli_usage("run", "--unit-pages must be 1, 2, 4, 8 or 16");
+	snprintf(r->unit_env, sizeof(r->unit_env), "%u", (unsigned)r->unit_pages);
 	if (r->idle_after) {
 		unsigned ms;
 
@@ -1023,7 +1034,7 @@ static int exit_status(const struct run *r)
 
 int cmd_run(int argc, char **argv)
 {
-	struct run r = { .lfd = -1 };
+	struct run r = { .lfd = -1, .unit_pages = 1 };
 	sigset_t blocked;
 	int at, rc;
 	const struct opt table[] = {
@@ -1041,6 +1052,9 @@ int cmd_run(int argc, char **argv)
 		O_STR("idle-after", 0, &r.idle_after, "DURATION",
 		      "pages not touched this long are\nrecompressed or written back: 500ms,\n"
 		      "30s, 10m (needs --recompress or\n--backing)", "never"),
+		O_U64("unit-pages", 0, &r.unit_pages, "N",
+		      "adjacent pages evicted together are\nkept as one compressed unit of up to N\n"
+		      "pages where that pays: 1 (none), 4, 16", "1", 1, ZM_STORE_UNIT_MAX),
 		O_FLAG("stats", 0, &r.stats,
 		       "a summary on stderr at the end: peak\nheap and resident, compressed, "
 		       "faults,\ntime in faults, per process"),

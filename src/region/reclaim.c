@@ -11,6 +11,13 @@
  *                 still to do.  If the store refuses the page, the
  *                 protection is lifted and the page stays.
  *
+ * With the store's unit_pages above 1, the dirty pages of a batch that
+ * follow each other (one buffer in the region, protected in one call)
+ * are stored with one zm_store_put_range: pages evicted together, which
+ * came in together, may be kept as one compressed unit (docs/region.md,
+ * "Units").  Everything above holds for each page of the run: each is
+ * locked and protected before the store reads it and unmapped after.
+ *
  * Which page: the policy's (policy.c).
  */
 #include <errno.h>
@@ -86,6 +93,22 @@ static int evict_prepare(struct zmi_region *r, uint64_t pg, uint32_t *w)
 	return rc;
 }
 
+/* Store the run of n dirty pages from pg (locked, write-protected, one
+ * buffer in the region) with one zm_store_put_range, when the store
+ * keeps units: adjacent pages evicted together are compressed together
+ * where that pays.  True if every page of the run is stored; false (the
+ * store refused one: no way to tell which) and the caller stores them
+ * one by one, as without units.  A put_range that fails leaves each page
+ * with its new content or its previous one; a dirty page's slot was
+ * empty before (its copy is dropped when it turns dirty), so the
+ * page-by-page pass that follows decides what each one holds. */
+static bool store_run(struct zmi_region *r, uint64_t pg, unsigned n)
+{
+	if (r->unit_pages <= 1 || n < 2)
+		return false;
+	return zm_store_put_range(r->store, pg, n, zmi_page_addr(r, pg)) == 0;
+}
+
 /* Prepare the batch's pages (locked, resident, unpinned, readable): the
  * dirty ones are write-protected, in one call for each run of pages that
  * follow each other (a TLB flush of the other CPUs a run, not a page:
@@ -119,15 +142,22 @@ static unsigned batch_prepare(struct zmi_region *r, struct batch *b, uint64_t *f
 			e++;
 		rc = zmi_uffd_protect(r->uffd, zmi_page_addr(r, b->pg[dirty[i]]),
 				      (size_t)(e - i) << r->page_shift, true, false);
+		/* the run in one call: units where the store finds they pay */
+		bool whole = !rc && store_run(r, b->pg[dirty[i]], e - i);
 		for (; i < e; i++) {
 			unsigned x = dirty[i];
 			uint32_t pg = b->pg[x];
 			void *addr = zmi_page_addr(r, pg);
 
-			if (!rc && !zm_store_put(r->store, pg, addr))
+			if (whole || (!rc && !zm_store_put(r->store, pg, addr)))
 				continue;
-			if (!rc)
+			if (!rc) {
+				/* a failed put_range may have left the new
+				 * content: a dirty page keeps no copy */
+				if (r->unit_pages > 1)
+					zm_store_discard(r->store, pg, 1);
 				zmi_uffd_protect(r->uffd, addr, r->page_size, false, true);
+			}
 			zmi_rcount(r, RC_EVICT_FAIL, 1);
 			(*fails)++;
 			zmi_rpage_unlock(r, pg, b->w[x]);

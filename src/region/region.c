@@ -144,6 +144,7 @@ int zm_region_create_sized(const struct zm_region_config *ucfg, size_t cfg_size,
 	rc = zm_store_create(&sc, &r->store);
 	if (rc)
 		goto fail;
+	r->unit_pages = sc.unit_pages;
 	zmi_region_set_marks(r, limit_pages(cfg.resident_limit, ps));
 	rc = zmi_region_register(r);
 	if (rc)

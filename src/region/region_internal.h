@@ -140,6 +140,9 @@ struct zmi_region {
 	int uffd;
 	pid_t pid;               /* the creator: a child is refused */
 	struct zm_store *store;
+	unsigned unit_pages;     /* the store's (store.h): > 1, runs of
+				    dirty pages evicted together are
+				    stored with zm_store_put_range */
 	struct zmi_rpage *pages; /* nr_pages records, reserved */
 	uint64_t t0_ns;          /* the region's clock starts here */
 

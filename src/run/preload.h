@@ -55,6 +55,8 @@ struct zmr_config {
 	size_t mmap_min;         /* ZMEM_RUN_MMAP_MIN */
 	const char *codec, *allocator, *recompress, *backing, *board;
 	unsigned idle_after_ms;
+	unsigned unit_pages;     /* the store's (store.h), ZMEM_RUN_UNIT_PAGES;
+				    0: 1 */
 };
 
 struct zmr {

@@ -205,6 +205,14 @@ static int read_config(struct zmr_config *c)
 	}
 	if ((v = env("ZMEM_RUN_IDLE_AFTER")) && parse_duration(v, &c->idle_after_ms))
 		return bad("ZMEM_RUN_IDLE_AFTER", v, "not a duration (500ms, 30s, 10m, 1h)");
+	if ((v = env("ZMEM_RUN_UNIT_PAGES"))) {
+		char *end;
+		unsigned long u = strtoul(v, &end, 10);
+
+		if (*end || !u || u > ZM_STORE_UNIT_MAX || (u & (u - 1)))
+			return bad("ZMEM_RUN_UNIT_PAGES", v, "not 1, 2, 4, 8 or 16");
+		c->unit_pages = (unsigned)u;
+	}
 	c->codec = env("ZMEM_RUN_CODEC");
 	c->allocator = env("ZMEM_RUN_ALLOCATOR");
 	c->recompress = env("ZMEM_RUN_RECOMPRESS");
@@ -422,6 +430,7 @@ static int make_region(void)
 	sc.allocator = c->allocator ? c->allocator : RUN_ALLOCATOR;
 	sc.recompress_codec = c->recompress;
 	sc.idle_after_ms = c->idle_after_ms;
+	sc.unit_pages = c->unit_pages;
 	if (c->backing) {
 		/* one file a process: the launcher's child has the path, every
 		 * other process path.PID */

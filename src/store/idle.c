@@ -24,6 +24,12 @@
  * to the oldest number left, so a page idle for more than 255 marks is
  * dated 255 marks back (younger than it is, never older).
  *
+ * Pages of units (unit.c) are marked and dated as single pages are, each
+ * by its own slot: a get of one clears its bit only.  Recompression and
+ * writeback take a unit whole when all its pages still in it are picked
+ * (writeback.c, recompress.c); a unit on file is not counted idle (as a
+ * page on file is not marked).
+ *
  * Locks: mark_lock (one mark at a time) -> slot locks, one at a time.
  */
 #include <errno.h>
@@ -76,10 +82,10 @@ uint64_t zmi_idle_sweep(struct zm_store *s, unsigned min_age_ms, uint64_t *idle)
 		/* unlocked peek: pages come and go while a mark runs, and
 		 * one that arrives just after it was passed is simply not
 		 * marked, as if it had come after the mark */
-		if (!slot_in_pool(word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED))))
+		if (!slot_cold(word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED))))
 			continue;
 		info = zmi_slot_lock(s, i);
-		if (!slot_in_pool(info)) {
+		if (!slot_cold(info)) {
 			zmi_slot_unlock(s, i, info, info);
 			continue;
 		}
@@ -106,8 +112,17 @@ bool zmi_pick(const struct zm_store *s, uint64_t index, uint32_t info, unsigned 
 {
 	bool huge = !(info & SLOT_POOL);
 
-	if (!slot_in_pool(info))
+	if (slot_is_unit(info)) {
+		/* a page of a unit in memory: never huge; a unit on file has
+		 * nothing left to pick (its flag is read without the unit's
+		 * lock: a choice, which the caller checks again) */
+		if (__atomic_load_n(&zmi_slot_unit(s, index)->file, __ATOMIC_RELAXED) ||
+		    (which & (ZM_STORE_PICK_HUGE | ZM_STORE_PICK_INCOMPRESSIBLE)))
+			return false;
+		huge = false;
+	} else if (!slot_in_pool(info)) {
 		return false;
+	}
 	if ((which & ZM_STORE_PICK_HUGE) && !huge)
 		return false;
 	if ((which & ZM_STORE_PICK_INCOMPRESSIBLE) && !(huge && (info & SLOT_FLAG)))

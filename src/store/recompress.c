@@ -52,7 +52,8 @@ int zmi_recomp_init(struct zm_store *s, const char *codec, int level)
 	rc = zm_codec_create(codec, level, &s->codec2);
 	if (rc)
 		return rc;
-	s->rc_buf = malloc(3 * s->page_size);
+	/* units: three units' room (objects, decoded, result) */
+	s->rc_buf = malloc(3 * s->page_size * s->unit_pages);
 	return s->rc_buf ? 0 : -ENOMEM;
 }
 
@@ -64,12 +65,207 @@ void zmi_recomp_fini(struct zm_store *s)
 	s->rc_buf = NULL;
 }
 
-/* Recompress slot index if `which` takes it: the bytes it saved (> 0) if
- * re-encoded, 0 if not, -ENOSPC if the pool had no room for the new
- * object, -EIO if the pool refused the swap (the page stays, or is lost
- * if its old object was freed and the new one could not be bound). */
+/* ---- units ------------------------------------------------------------ */
+
+/* Re-encode the unit of page index, whole, with the secondary codec if
+ * it was the primary's and `which` takes all its pages, and if that is
+ * smaller: its chunks are replaced under its lock (the decoded bytes are
+ * the same, so its generation and the threads' caches stay).  As
+ * recompress_one; *pages: its pages re-encoded. */
+static int recompress_unit(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+			   unsigned which, uint64_t cutoff_ns, unsigned *pages)
+{
+	size_t ps = s->page_size, room = ps * s->unit_pages;
+	char *obj = s->rc_buf, *dec = obj + room, *out = dec + room;
+	zm_handle_t h[ZM_STORE_UNIT_MAX], old[ZM_STORE_UNIT_MAX];
+	unsigned nch, onch;
+	struct zmi_unit *u;
+	uint32_t len, n, at = 0;
+	bool sec;
+	int z, rc = 0;
+
+	u = zmi_unit_take(s, index);
+	if (!u)
+		return 0;
+	if (u->sec || !zmi_unit_picked(s, u, which, cutoff_ns) ||
+	    zmi_unit_fetch(s, u, obj, &len, &sec))
+		goto out;
+	zmi_unit_lock(u);
+	zmi_count(st, C_RECOMP_TRIED, __builtin_popcount(u->live));   /* in pages */
+	zmi_unit_unlock(u);
+	if (zm_codec_decompress(s->codec, obj, len, dec, (size_t)u->span * ps))
+		goto out;   /* corrupt: a get will say so */
+	z = zm_codec_compress(s->codec2, dec, (size_t)u->span * ps, out, len - 1);
+	if (z <= 0)
+		goto out;
+	n = (uint32_t)z;
+	nch = (unsigned)((n + ps - 1) / ps);
+	for (unsigned c = 0; c < nch; c++) {
+		uint32_t cl = zmi_unit_chunk_len(n, nch, c);
+
+		h[c] = zm_pool_alloc(s->pool, cl);
+		if (h[c] && zm_pool_write(s->pool, h[c], out + at, cl)) {
+			zm_pool_free(s->pool, h[c]);
+			h[c] = 0;
+		}
+		at += cl;
+		if (!h[c]) {
+			for (unsigned d = 0; d < c; d++)
+				zm_pool_free(s->pool, h[d]);
+			rc = -ENOSPC;   /* the pool is full: the caller makes room */
+			goto out;
+		}
+	}
+	zmi_unit_lock(u);
+	if (!u->live) {
+		zmi_unit_unlock(u);
+		for (unsigned c = 0; c < nch; c++)
+			zm_pool_free(s->pool, h[c]);
+		goto out;   /* its pages all left: it goes with the pin */
+	}
+	onch = u->nchunks;
+	for (unsigned c = 0; c < onch; c++)
+		old[c] = u->chunk[c];
+	for (unsigned c = 0; c < nch; c++)   /* nch <= onch: n < len */
+		u->chunk[c] = h[c];
+	u->nchunks = (uint8_t)nch;
+	u->len = n;
+	u->sec = true;
+	u->saved += len - n;
+	*pages = (unsigned)__builtin_popcount(u->live);
+	zmi_unit_unlock(u);
+	for (unsigned c = 0; c < onch; c++)
+		if (zmi_unlikely(zm_pool_free(s->pool, old[c])))
+			zmi_count(st, C_POOL_ERRORS, 1);
+	zmi_count(st, C_COMPR, -(int64_t)(len - n));
+	zmi_count(st, C_UNIT_BYTES, -(int64_t)(len - n));
+	zmi_count(st, C_OBJECTS, (int64_t)nch - (int64_t)onch);
+	zmi_count(st, C_UNIT_SAVED, len - n);
+	zmi_count(st, C_RECOMP, *pages);
+	zmi_count(st, C_RECOMP_SAVED, len - n);
+	rc = (int)(len - n);
+out:
+	zmi_unit_give(s, u);
+	return rc;
+}
+
+/* Idle neighbours into a unit: the single pages of index's aligned
+ * group that `which` takes (at least two, index the first of them, and
+ * not of the secondary codec: a group that did not pay is tried once,
+ * its first page then being re-encoded alone), decoded side by side and
+ * encoded as one with the secondary codec; kept as a unit if that saves
+ * unit_min_saving over what they take now.  Each page joins the unit
+ * only if unchanged since it was copied (zmi_slot_unchanged), keeping
+ * its idle bit and age.  As recompress_one; 0 when no unit formed (the
+ * caller re-encodes the page alone). */
+static int recompress_group(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+			    unsigned which, uint64_t cutoff_ns, unsigned *pages)
+{
+	size_t ps = s->page_size, room = ps * s->unit_pages, at = 0, cap;
+	char *obj = s->rc_buf, *dec = obj + room, *out = dec + room;
+	uint64_t g = index / s->unit_pages * s->unit_pages, alone = 0, joined = 0;
+	uint32_t info[ZM_STORE_UNIT_MAX], len[ZM_STORE_UNIT_MAX], mask = 0;
+	size_t objoff[ZM_STORE_UNIT_MAX];
+	unsigned first, last, span, members;
+	struct zmi_unit *u;
+	int z;
+
+	if (s->unit_pages == 1 || s->max_zsize || s->max_mean_zsize ||
+	    (which & (ZM_STORE_PICK_HUGE | ZM_STORE_PICK_INCOMPRESSIBLE)))
+		return 0;
+	for (unsigned k = 0; k < s->unit_pages && g + k < s->nr_pages; k++) {
+		uint64_t j = g + k;
+		uint32_t i;
+
+		if (!slot_in_pool(word_info(__atomic_load_n(&s->slots[j], __ATOMIC_RELAXED))))
+			continue;
+		i = zmi_slot_lock(s, j);
+		if (slot_in_pool(i) && zmi_pick(s, j, i, which, cutoff_ns) &&
+		    ((i & SLOT_POOL) || !(i & SLOT_FLAG))) {
+			len[k] = zmi_slot_len(s, j, i);
+			if (!zm_pool_read(s->pool, zmi_slot_handle(s, j), obj + at, len[k])) {
+				info[k] = i;
+				objoff[k] = at;
+				at += len[k];
+				alone += len[k];
+				mask |= 1u << k;
+			}
+		}
+		zmi_slot_unlock(s, j, i, i);
+		if (j == index && mask != 1u << k)
+			return 0;   /* index is not the group's first */
+	}
+	members = (unsigned)__builtin_popcount(mask);
+	if (members < 2 || !(mask & (1u << (index - g))) ||
+	    (info[index - g] & SLOT_SEC))
+		return 0;
+	first = (unsigned)__builtin_ctz(mask);
+	last = 31u - (unsigned)__builtin_clz(mask);
+	span = last - first + 1;
+	zmi_count(st, C_RECOMP_TRIED, members);
+	for (unsigned k = first; k <= last; k++) {
+		char *p = dec + (size_t)(k - first) * ps;
+
+		if (!(mask >> k & 1))
+			memset(p, 0, ps);   /* not a member: any bytes */
+		else if (!(info[k] & SLOT_POOL))
+			memcpy(p, obj + objoff[k], ps);
+		else if (zm_codec_decompress(zmi_slot_codec(s, info[k]), obj + objoff[k], len[k], p,
+					     ps))
+			return 0;   /* corrupt: a get will say so */
+	}
+	cap = (size_t)(alone * (100 - s->unit_min_saving) / 100);
+	z = cap ? zm_codec_compress(s->codec2, dec, (size_t)span * ps, out, cap) : -ENOSPC;
+	if (z <= 0)
+		return 0;   /* it does not pay */
+	u = zmi_unit_make(s, g + first, span, mask >> first, out, (size_t)z, alone - (uint64_t)z,
+			  true);
+	if (!u)
+		return -ENOSPC;
+	for (unsigned k = first; k <= last; k++) {
+		uint64_t j = g + k;
+		uint32_t now;
+
+		if (!(mask >> k & 1))
+			continue;
+		zmi_lazy_mark(&s->same_arr, j);
+		now = zmi_slot_lock(s, j);
+		if (!zmi_slot_unchanged(s, j, now, info[k], obj + objoff[k], len[k]) ||
+		    zmi_slot_free_object(s, j, now)) {
+			/* rewritten meanwhile (or the pool kept it): not in it */
+			zmi_slot_unlock(s, j, now, now);
+			zmi_unit_lock(u);
+			u->live &= (uint16_t)~(1u << (k - first));
+			u->refs--;
+			zmi_unit_unlock(u);
+			continue;
+		}
+		s->same_val[j] = (uint64_t)(uintptr_t)u;
+		zmi_slot_unlock(s, j, now, SLOT_INFO_UNIT | (now & SLOT_IDLE));
+		zmi_account(s, st, now, len[k], -1);
+		zmi_account(s, st, SLOT_INFO_UNIT, 0, 1);
+		joined += len[k];
+		(*pages)++;
+	}
+	zmi_unit_put_ref(s, u);
+	if (!*pages)
+		return 0;
+	zmi_count(st, C_RECOMP, *pages);
+	if (joined > (uint64_t)z)
+		zmi_count(st, C_RECOMP_SAVED, (int64_t)(joined - (uint64_t)z));
+	return joined > (uint64_t)z ? (int)(joined - (uint64_t)z) : 1;
+}
+
+/* ---- pages ------------------------------------------------------------- */
+
+/* Recompress slot index if `which` takes it (or its unit, or its group
+ * into a unit): the bytes it saved (> 0) if re-encoded, with the pages
+ * that were in *pages, 0 if not, -ENOSPC if the pool had no room for
+ * the new object, -EIO if the pool refused the swap (the page stays, or
+ * is lost if its old object was freed and the new one could not be
+ * bound). */
 static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
-			  unsigned which, uint64_t cutoff_ns)
+			  unsigned which, uint64_t cutoff_ns, unsigned *pages)
 {
 	char *obj = s->rc_buf, *page = obj + s->page_size, *out = page + s->page_size;
 	uint32_t info, now, len;
@@ -78,7 +274,23 @@ static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint6
 	zm_handle_t h;
 	int n, rc;
 
+	*pages = 0;
 	info = zmi_slot_lock(s, index);
+	if (slot_is_unit(info)) {
+		/* zmi_pick reads the unit: only under the slot lock */
+		bool pick = zmi_pick(s, index, info, which, cutoff_ns);
+
+		zmi_slot_unlock(s, index, info, info);
+		return pick ? recompress_unit(s, st, index, which, cutoff_ns, pages) : 0;
+	}
+	if (s->unit_pages > 1 && zmi_pick(s, index, info, which, cutoff_ns) &&
+	    !(info & SLOT_SEC)) {
+		zmi_slot_unlock(s, index, info, info);
+		rc = recompress_group(s, st, index, which, cutoff_ns, pages);
+		if (rc)
+			return rc;
+		info = zmi_slot_lock(s, index);
+	}
 	if (!zmi_pick(s, index, info, which, cutoff_ns) || (info & SLOT_SEC) ||
 	    (!(info & SLOT_POOL) && (info & SLOT_FLAG))) {
 		zmi_slot_unlock(s, index, info, info);
@@ -136,6 +348,7 @@ static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint6
 	zmi_account(s, st, info, (uint32_t)n, 1);
 	zmi_count(st, C_RECOMP, 1);
 	zmi_count(st, C_RECOMP_SAVED, (int64_t)(len - (uint32_t)n));
+	*pages = 1;
 	return (int)(len - (uint32_t)n);
 }
 
@@ -167,7 +380,8 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 	pthread_mutex_lock(&s->recomp_lock);
 	while ((uint64_t)done < max_pages && !(stop && __atomic_load_n(stop, __ATOMIC_RELAXED)) &&
 	       zmi_slot_walk(s, cursor, &visited, max_visit, &i)) {
-		int rc = recompress_one(s, st, i, which, cutoff_ns);
+		unsigned pages;
+		int rc = recompress_one(s, st, i, which, cutoff_ns, &pages);
 
 		if (rc == -ENOSPC) {
 			/* a full pool: make room and try this page again; if
@@ -187,7 +401,7 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 			continue;
 		}
 		if (rc > 0) {
-			done++;
+			done += pages;
 			saved += (uint64_t)rc;
 		}
 		if (rc == -EIO)

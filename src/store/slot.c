@@ -209,7 +209,7 @@ bool zmi_slot_walk(struct zm_store *s, uint64_t *cursor, uint64_t *visited, uint
 		}
 		*visited += next - i + 1;
 		i = next + 1 == s->nr_pages ? 0 : next + 1;
-		if (slot_in_pool(word_info(__atomic_load_n(&s->slots[next], __ATOMIC_RELAXED)))) {
+		if (slot_cold(word_info(__atomic_load_n(&s->slots[next], __ATOMIC_RELAXED)))) {
 			*cursor = i;
 			*index = next;
 			return true;

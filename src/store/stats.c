@@ -310,24 +310,31 @@ int zm_store_check(struct zm_store *s)
 			uint64_t k = i - u->base;
 
 			unit_pages++;
-			if (h || (info & SLOT_IDLE) || i < u->base || k >= u->span ||
+			/* its pages are marked idle as single pages are */
+			if (h || i < u->base || k >= u->span ||
 			    !(u->live >> k & 1) || !u->nchunks || u->len < u->nchunks ||
-			    (u->sec && !s->codec2)) {
+			    u->nchunks > u->nalloc || (u->sec && !s->codec2) ||
+			    (u->file && s->bfd < 0) || u->moving) {
 				ZM_CHECK_FAIL("store: slot %" PRIu64 " of unit %p (base %" PRIu64
 					      " span %u live %#x) is not one of its pages", i,
 					      (void *)u, u->base, u->span, u->live);
 				continue;
 			}
+			files += u->file;   /* its pages on file count in bd_count */
 			if (k != (uint64_t)__builtin_ctz(u->live))
 				continue;   /* the unit is counted at its first live page */
 			units++;
 			unit_bytes += u->len;
-			objs += u->nchunks;
-			compr += u->len;
+			if (u->file) {
+				file_bytes += u->len;
+			} else {
+				objs += u->nchunks;
+				compr += u->len;
+			}
 			if (u->refs != __builtin_popcount(u->live))
 				ZM_CHECK_FAIL("store: unit %p has %u references for live pages %#x",
 					      (void *)u, u->refs, u->live);
-			for (unsigned c = 0; c < u->nchunks; c++)
+			for (unsigned c = 0; c < u->nchunks && !u->file; c++)
 				if (!u->chunk[c] || zm_pool_obj_size(s->pool, u->chunk[c]) <
 				    u->len / u->nchunks)
 					ZM_CHECK_FAIL("store: unit %p chunk %u handle %#" PRIx64

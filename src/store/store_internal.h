@@ -165,11 +165,24 @@ static inline uint32_t slot_info_sub(unsigned sub, bool flag)
 	return ((uint32_t)sub << SLOT_SUB_SHIFT) | (flag ? SLOT_FLAG : 0);
 }
 
+/* Is the slot one page of a unit? */
+static inline bool slot_is_unit(uint32_t info)
+{
+	return !(info & SLOT_POOL) && (info & (SLOT_SUB_MASK | SLOT_FLAG)) == SLOT_INFO_UNIT;
+}
+
 /* Does the slot hold an object in the pool (POOL or HUGE)? */
 static inline bool slot_in_pool(uint32_t info)
 {
 	return (info & SLOT_POOL) ||
 	       (info & SLOT_SUB_MASK) == ((uint32_t)SUB_HUGE << SLOT_SUB_SHIFT);
+}
+
+/* Is the slot one the cold-data work looks at: an object in the pool or
+ * a page of a unit (in memory or on file: zmi_pick tells)? */
+static inline bool slot_cold(uint32_t info)
+{
+	return slot_in_pool(info) || slot_is_unit(info);
 }
 
 static inline uint32_t word_info(uint64_t w)
@@ -257,6 +270,9 @@ struct zm_store {
 	 * from units measured both ways, by how well the unit compressed
 	 * (UNIT_EST_BUCKETS of len / bytes in): atomics */
 	uint64_t unit_est[16][2];  /* [bucket][0: unit bytes, 1: alone bytes] */
+	unsigned unit_declines;    /* atomic: units in a row that did not pay */
+	unsigned unit_skip;        /* atomic: groups to store page by page
+				      before the next try */
 
 	/* cold data (idle.c, recompress.c, backing.c, writeback.c, tier.c) */
 	struct zm_codec *codec2;   /* the secondary codec; NULL = none */
@@ -421,8 +437,8 @@ extern int (*zmi_store_pool_fault)(int op, uint64_t index);
 bool zmi_slot_unchanged(struct zm_store *s, uint64_t index, uint32_t now, uint32_t info,
 			const void *copy, uint32_t len);
 
-/* A clock walk over the slots holding an object in the pool (peeked
- * without their locks), for recompression and writeback: from *cursor
+/* A clock walk over the slots holding an object in the pool or a page
+ * of a unit (slot_cold, peeked without their locks), for recompression and writeback: from *cursor
  * on, going round at nr_pages, stretches never written skipped; *visited
  * counts the slots passed.  Sets *index to the next such slot and moves
  * *cursor past it, or returns false once nr_pages or max_visit slots
@@ -457,8 +473,40 @@ struct zmi_unit {
 	uint8_t nchunks;     /* pool objects holding its bytes */
 	bool sec;            /* encoded with the secondary codec */
 	bool splitting;      /* a split was asked for (once in its life) */
-	zm_handle_t chunk[]; /* nchunks handles, not bound to keys */
+	/* cold data (writeback.c, recompress.c): under its lock */
+	bool file;           /* on the backing file: chunk[] are offsets */
+	bool moving;         /* a writeback or recompression works on it */
+	uint8_t nalloc;      /* chunk[] entries allocated */
+	uint16_t readers;    /* gets and splits reading it from the file:
+				its file space stays while any does */
+	zm_handle_t chunk[]; /* nchunks handles, not bound to keys; on file,
+				the chunks' offsets in it (backing.c) */
 };
+
+/* A unit's lock (a spin bit, as a slot lock). */
+void zmi_unit_lock(struct zmi_unit *u);
+void zmi_unit_unlock(struct zmi_unit *u);
+/* Chunk c's length: len cut into n pieces as equal as they go. */
+static inline uint32_t zmi_unit_chunk_len(uint32_t len, unsigned n, unsigned c)
+{
+	return len / n + (c < len % n);
+}
+/* Drop a reference (a page's or a pin); frees the unit at the last. */
+void zmi_unit_put_ref(struct zm_store *s, struct zmi_unit *u);
+/* A new unit of zlen bytes (buf) over span pages from base, members
+ * mask, encoded with the secondary codec if sec: its chunks allocated
+ * and written, counted, with a reference per member and one more for
+ * the caller (each member's slot is the caller's to point at it, or
+ * to give its reference back).  NULL: no room (-ENOMEM or the limit). */
+struct zmi_unit *zmi_unit_make(struct zm_store *s, uint64_t base, unsigned span,
+			       uint32_t mask, const char *buf, size_t zlen, uint64_t saved,
+			       bool sec);
+/* Copy unit u's bytes into buf (at least span pages' room) and its
+ * length and codec into *len and *sec.  The caller holds a page's slot
+ * lock (a unit in memory) or a reference (in memory or on file: a unit
+ * on file is read with no lock held).  0, -EIO. */
+int zmi_unit_fetch(struct zm_store *s, struct zmi_unit *u, char *buf, uint32_t *len,
+		   bool *sec);
 
 /* Page index (locked, UNIT) leaves its unit, which is freed when it was
  * the last; may ask for a split, which zmi_unit_flush runs.  0. */
@@ -550,6 +598,12 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 			uint64_t max_pages, uint64_t max_visit, uint64_t *cursor, bool *full,
 			const int *stop);
 
+/* backing.c: is the file laid out packed (4 KiB pages: any page's bytes
+ * anywhere)?  Units are written back only then. */
+static inline bool zmi_backing_packed(const struct zm_store *s)
+{
+	return s->page_size == 4096;
+}
 /* backing.c: the backing file.  Each I/O is one page's (index, for the
  * seam below) at offset off; each returns 0 or a negative errno. */
 int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limit);
@@ -586,6 +640,16 @@ int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index
  * -ENOSPC (no backing file, or it is full or its limit spent). */
 int zmi_reclaim(struct zm_store *s, size_t size, bool pool_full);
 long zmi_writeback_pick(struct zm_store *s, unsigned which, uint64_t cutoff_ns, uint64_t n);
+
+/* The unit of page index, taken for a writeback or recompression (its
+ * moving flag set, a reference held), unless another has it, it is to
+ * be split, or it is on file.  NULL: none taken.  writeback.c */
+struct zmi_unit *zmi_unit_take(struct zm_store *s, uint64_t index);
+/* Does `which` take every page still in unit u (taken)?  writeback.c */
+bool zmi_unit_picked(struct zm_store *s, struct zmi_unit *u, unsigned which,
+		     uint64_t cutoff_ns);
+/* Give back what zmi_unit_take took. */
+void zmi_unit_give(struct zm_store *s, struct zmi_unit *u);
 
 /* tier.c: automatic tiering on the process's worker */
 int zmi_tier_start(struct zm_store *s, unsigned idle_after_ms, unsigned rate);

@@ -24,7 +24,7 @@
  * that as its cap).  The sampled units cost their members' compression
  * once more: with UNIT_EST_EVERY 32, about 3-5% more compression work.
  * Units that do not pay cost their compression twice (the unit, then
- * its pages); after a few in a row a thread backs off (UNIT_DECLINES).
+ * its pages); after a few in a row the store backs off (UNIT_DECLINES).
  *
  * Where a unit lives: its bytes, cut into nchunks pieces of at most a
  * page (pool objects are at most a page), in pool objects with handles
@@ -81,7 +81,7 @@
 /* Halve a bucket's sums past this many unit bytes, so that it follows
  * the data (about 64 MiB of units). */
 #define UNIT_EST_DECAY ((uint64_t)1 << 26)
-/* After this many units in a row did not pay, a thread tries units on
+/* After this many units in a row did not pay, a store tries units on
  * fewer groups: it skips 1, 2, 4 .. UNIT_SKIP_MAX groups between tries
  * (a group it skips is stored page by page at once), until one pays.
  * A unit that does not pay costs its compression twice, and data that
@@ -102,8 +102,6 @@ struct unit_tls {
 	uint64_t gen;        /* the unit in dec, 0: none */
 	char *z, *dec;       /* compressed copy; decoded unit / scratch */
 	size_t zcap, deccap;
-	unsigned declines;   /* units in a row that did not pay */
-	unsigned skip;       /* groups to store page by page before a try */
 	struct zm_store *split_store; /* the store whose call may split
 				 (zmi_unit_begin .. zmi_unit_flush) */
 	unsigned npending;
@@ -153,54 +151,70 @@ static int tls_reserve(size_t zcap, size_t deccap)
 
 /* ---- records ---------------------------------------------------------- */
 
-static void unit_lock(struct zmi_unit *u)
+void zmi_unit_lock(struct zmi_unit *u)
 {
 	while (__atomic_exchange_n(&u->lock, 1, __ATOMIC_ACQUIRE))
 		while (__atomic_load_n(&u->lock, __ATOMIC_RELAXED))
 			zmi_cpu_relax();
 }
 
-static void unit_unlock(struct zmi_unit *u)
+void zmi_unit_unlock(struct zmi_unit *u)
 {
 	__atomic_store_n(&u->lock, 0, __ATOMIC_RELEASE);
 }
+
+#define unit_lock zmi_unit_lock
+#define unit_unlock zmi_unit_unlock
 
 static size_t unit_rec_size(unsigned nchunks)
 {
 	return sizeof(struct zmi_unit) + nchunks * sizeof(zm_handle_t);
 }
 
-/* Chunk c's length: len cut into n pieces as equal as they go. */
-static uint32_t chunk_len(uint32_t len, unsigned n, unsigned c)
-{
-	return len / n + (c < len % n);
-}
+#define chunk_len zmi_unit_chunk_len
 
-/* A unit entering (sign 1) or leaving (-1) the store's counts. */
+/* A unit entering (sign 1) or leaving (-1) the store's counts: its bytes
+ * in memory (compr_data_size, pool objects) or on file (bd_bytes; its
+ * pages count in bd_count while it is there: writeback.c). */
 static void unit_account(struct zm_store *s, const struct zmi_unit *u, int sign)
 {
 	struct zmi_store_stripe *st = zmi_stripe(s);
 
 	zmi_count(st, C_UNITS, sign);
 	zmi_count(st, C_UNIT_BYTES, (int64_t)sign * u->len);
-	zmi_count(st, C_COMPR, (int64_t)sign * u->len);
-	zmi_count(st, C_OBJECTS, (int64_t)sign * u->nchunks);
+	if (u->file) {
+		zmi_count(st, C_FILE_BYTES, (int64_t)sign * u->len);
+	} else {
+		zmi_count(st, C_COMPR, (int64_t)sign * u->len);
+		zmi_count(st, C_OBJECTS, (int64_t)sign * u->nchunks);
+	}
 	zmi_count(st, C_UNIT_SAVED, (int64_t)sign * u->saved);
-	zmi_count(st, C_UNIT_META, (int64_t)sign * (int64_t)unit_rec_size(u->nchunks));
+	zmi_count(st, C_UNIT_META, (int64_t)sign * (int64_t)unit_rec_size(u->nalloc));
 }
 
 /* Free a unit no page and no split refers to any more. */
 static void unit_free(struct zm_store *s, struct zmi_unit *u)
 {
 	unit_account(s, u, -1);
-	for (unsigned c = 0; c < u->nchunks; c++)
-		if (zmi_unlikely(zm_pool_free(s->pool, u->chunk[c])))
-			zmi_count(zmi_stripe(s), C_POOL_ERRORS, 1);
+	if (u->file) {
+		/* a forked child's store leaves the parent's file be, and
+		 * destroy leaves its holes */
+		if (!s->destroying && zmi_has_file(s))
+			for (unsigned c = 0; c < u->nchunks; c++)
+				zmi_backing_free(s, u->base + c, u->chunk[c],
+						 chunk_len(u->len, u->nchunks, c));
+	} else {
+		for (unsigned c = 0; c < u->nchunks; c++)
+			if (zmi_unlikely(zm_pool_free(s->pool, u->chunk[c])))
+				zmi_count(zmi_stripe(s), C_POOL_ERRORS, 1);
+	}
 	free(u);
 }
 
+#define unit_put_ref zmi_unit_put_ref
+
 /* Drop a reference (a page's or a split's); frees the unit at the last. */
-static void unit_put_ref(struct zm_store *s, struct zmi_unit *u)
+void zmi_unit_put_ref(struct zm_store *s, struct zmi_unit *u)
 {
 	unsigned left;
 
@@ -221,7 +235,11 @@ int zmi_unit_leave(struct zm_store *s, uint64_t index)
 	u->live &= (uint16_t)~(1u << k);
 	left = --u->refs;
 	live = (unsigned)__builtin_popcount(u->live);
-	if (live && !u->splitting && live * 2 <= u->members && tls.split_store == s &&
+	if (u->file)
+		zmi_count(zmi_stripe(s), C_FILE, -1);   /* a page on file less */
+	/* a unit on file is not split (that would bring cold pages back
+	 * into memory): its file space goes with its last page */
+	if (live && !u->splitting && !u->file && live * 2 <= u->members && tls.split_store == s &&
 	    tls.npending < PENDING_MAX) {
 		u->splitting = true;   /* once: the split takes what is left */
 		u->refs++;
@@ -238,22 +256,99 @@ int zmi_unit_leave(struct zm_store *s, uint64_t index)
 	return 0;
 }
 
-/* Copy a unit's bytes into buf (u->len bytes); the caller holds a page's
- * slot lock or a reference.  0 or -EIO. */
-static int unit_read(struct zm_store *s, struct zmi_unit *u, char *buf)
+int zmi_unit_fetch(struct zm_store *s, struct zmi_unit *u, char *buf, uint32_t *len, bool *sec)
 {
-	uint32_t off = 0;
+	uint64_t off[ZM_STORE_UNIT_MAX];
+	unsigned nch;
+	uint32_t at = 0;
 	int rc = 0;
 
 	unit_lock(u);
-	for (unsigned c = 0; c < u->nchunks && !rc; c++) {
-		uint32_t n = chunk_len(u->len, u->nchunks, c);
+	*len = u->len;
+	*sec = u->sec;
+	nch = u->nchunks;
+	if (u->file) {
+		/* the offsets stay the unit's while it lives (the caller's
+		 * reference) and a reader reads them (readback waits for no
+		 * readers): read with no lock held */
+		for (unsigned c = 0; c < nch; c++)
+			off[c] = u->chunk[c];
+		u->readers++;
+		unit_unlock(u);
+		rc = zmi_has_file(s) ? 0 : -EIO;   /* a forked child: the parent's file */
+		for (unsigned c = 0; c < nch && !rc; c++) {
+			uint32_t n = chunk_len(*len, nch, c);
 
-		rc = zm_pool_read(s->pool, u->chunk[c], buf + off, n) ? -EIO : 0;
-		off += n;
+			rc = zmi_backing_read(s, u->base + c, off[c], buf + at, n) ? -EIO : 0;
+			at += n;
+		}
+		unit_lock(u);
+		u->readers--;
+		unit_unlock(u);
+		if (!rc)
+			zmi_count(zmi_stripe(s), C_BD_READS, 1);
+		return rc;
+	}
+	for (unsigned c = 0; c < nch && !rc; c++) {
+		uint32_t n = chunk_len(*len, nch, c);
+
+		rc = zm_pool_read(s->pool, u->chunk[c], buf + at, n) ? -EIO : 0;
+		at += n;
 	}
 	unit_unlock(u);
 	return rc;
+}
+
+/* With readback: bring unit u (a reference held), whose len bytes a get
+ * just read from the file into buf, back into the pool, if the limit
+ * allows and the pool has room, and no other get is reading it from the
+ * file (its file space is then freed).  Else it stays on file. */
+static void unit_readback(struct zm_store *s, struct zmi_unit *u, const char *buf, uint32_t len)
+{
+	struct zmi_store_stripe *st;
+	size_t ps = s->page_size;
+	unsigned nch = (unsigned)((len + ps - 1) / ps), pages;
+	zm_handle_t h[ZM_STORE_UNIT_MAX];
+	uint64_t off[ZM_STORE_UNIT_MAX];
+	uint32_t at = 0;
+
+	if (!s->readback || zmi_limit_check(s, len))
+		return;
+	for (unsigned c = 0; c < nch; c++) {
+		uint32_t n = chunk_len(len, nch, c);
+
+		h[c] = zm_pool_alloc(s->pool, n);
+		if (!h[c] || zm_pool_write(s->pool, h[c], buf + at, n)) {
+			for (unsigned d = 0; d <= c; d++)
+				if (h[d])
+					zm_pool_free(s->pool, h[d]);
+			return;
+		}
+		at += n;
+	}
+	unit_lock(u);
+	if (!u->file || u->readers || u->moving || !u->live || u->len != len ||
+	    u->nchunks != nch) {
+		unit_unlock(u);
+		for (unsigned c = 0; c < nch; c++)
+			zm_pool_free(s->pool, h[c]);
+		return;
+	}
+	for (unsigned c = 0; c < nch; c++) {
+		off[c] = u->chunk[c];
+		u->chunk[c] = h[c];
+	}
+	__atomic_store_n(&u->file, false, __ATOMIC_RELAXED);   /* zmi_pick peeks */
+	pages = (unsigned)__builtin_popcount(u->live);
+	st = zmi_stripe(s);
+	zmi_count(st, C_FILE, -(int64_t)pages);   /* under its lock, as leaves */
+	unit_unlock(u);
+	zmi_count(st, C_FILE_BYTES, -(int64_t)len);
+	zmi_count(st, C_COMPR, len);
+	zmi_count(st, C_OBJECTS, nch);
+	/* no reader has the offsets: a new one finds the unit in memory */
+	for (unsigned c = 0; c < nch; c++)
+		zmi_backing_free(s, u->base + c, off[c], chunk_len(len, nch, c));
 }
 
 /* Decode len bytes (in tls.z) of a unit of span pages, encoded with the
@@ -278,9 +373,10 @@ int zmi_unit_get(struct zm_store *s, uint64_t index, uint32_t info, void *buf)
 	struct zmi_unit *u = zmi_slot_unit(s, index);
 	size_t ps = s->page_size, k = (size_t)(index - u->base);
 	uint64_t gen = u->gen;
-	uint32_t len = u->len;
 	unsigned span = u->span;
-	bool sec = u->sec;
+	uint32_t len;    /* copied with the bytes, under the unit's lock: a
+			    recompression changes them (recompress.c) */
+	bool sec, file;
 	int rc;
 
 	if (tls.gen == gen) {
@@ -296,11 +392,29 @@ int zmi_unit_get(struct zm_store *s, uint64_t index, uint32_t info, void *buf)
 		rc = tls_reserve((size_t)s->unit_pages * ps, (size_t)s->unit_pages * ps);
 		return rc ? rc : -EAGAIN;
 	}
-	rc = unit_read(s, u, tls.z);
-	zmi_slot_unlock(s, index, info, info & ~SLOT_IDLE);
-	/* the bytes copied are the page's content as of the lock */
+	unit_lock(u);
+	file = u->file;
+	if (file)
+		u->refs++;   /* pinned: its bytes on file stay while it is read */
+	unit_unlock(u);
+	if (file) {
+		/* no lock held across the read: a put or discard of the page
+		 * meanwhile makes it leave the unit, whose bytes stay until
+		 * the pin goes; the page read is its content as of the lock */
+		zmi_slot_unlock(s, index, info, info & ~SLOT_IDLE);
+		rc = zmi_unit_fetch(s, u, tls.z, &len, &sec);
+		if (!rc)
+			unit_readback(s, u, tls.z, len);
+	} else {
+		rc = zmi_unit_fetch(s, u, tls.z, &len, &sec);
+		zmi_slot_unlock(s, index, info, info & ~SLOT_IDLE);
+	}
+	/* the bytes copied are the page's content as of the lock; the
+	 * unit's span and base never change */
 	if (!rc)
 		rc = unit_decode(s, len, span, sec, gen);
+	if (file)
+		unit_put_ref(s, u);
 	if (zmi_unlikely(rc))
 		return rc;
 	memcpy(buf, tls.dec + k * ps, ps);
@@ -318,9 +432,11 @@ int zmi_unit_chunks(struct zm_store *s, uint64_t index, zm_handle_t *h, unsigned
 	info = zmi_slot_lock(s, index);
 	if (slot_kind(info) == ZM_STORE_SLOT_UNIT) {
 		u = zmi_slot_unit(s, index);
-		n = u->nchunks;
-		for (unsigned c = 0; c < u->nchunks && c < max; c++)
+		unit_lock(u);
+		n = u->file ? 0 : u->nchunks;   /* on file: no chunks in the pool */
+		for (int c = 0; c < n && c < (int)max; c++)
 			h[c] = u->chunk[c];
+		unit_unlock(u);
 	}
 	zmi_slot_unlock(s, index, info, info);
 	return n;
@@ -334,12 +450,14 @@ static void unit_split(struct zm_store *s, struct zmi_unit *u)
 	struct zmi_store_stripe *st = zmi_stripe(s);
 	size_t ps = s->page_size;
 	uint16_t live;
+	uint32_t len;
+	bool sec;
 
 	unit_lock(u);
 	live = u->live;
 	unit_unlock(u);
 	if (live && !tls_reserve((size_t)s->unit_pages * ps, (size_t)s->unit_pages * ps) &&
-	    !unit_read(s, u, tls.z) && !unit_decode(s, u->len, u->span, u->sec, u->gen)) {
+	    !zmi_unit_fetch(s, u, tls.z, &len, &sec) && !unit_decode(s, len, u->span, sec, u->gen)) {
 		/* tls.dec is not touched by a put: the pages are copied from
 		 * it one by one */
 		for (unsigned k = 0; k < u->span; k++)
@@ -420,24 +538,18 @@ static bool unit_pays(struct zm_store *s, const char *in, uint32_t mask, unsigne
 	return (uint64_t)zlen * 100 <= *alone * (100 - s->unit_min_saving);
 }
 
-/* Keep zlen bytes (in buf) as unit of span pages from base, whose members
- * are mask; their slots are swapped one by one.  0, -ENOSPC or -ENOMEM
- * (nothing stored: the caller stores the pages alone), or -EIO (a page
- * whose old object the pool would not free keeps it). */
-static int unit_store(struct zm_store *s, struct zmi_store_stripe *st, uint64_t base,
-		      unsigned span, uint32_t mask, const char *buf, size_t zlen, uint64_t alone)
+struct zmi_unit *zmi_unit_make(struct zm_store *s, uint64_t base, unsigned span,
+			       uint32_t mask, const char *buf, size_t zlen, uint64_t saved,
+			       bool sec)
 {
 	size_t ps = s->page_size;
-	unsigned nch = (unsigned)((zlen + ps - 1) / ps), members = 0;
+	unsigned nch = (unsigned)((zlen + ps - 1) / ps);
 	struct zmi_unit *u;
 	uint32_t off = 0;
-	int rc = 0;
 
-	if (zmi_limit_check(s, zlen))
-		return -ENOSPC;
 	u = malloc(unit_rec_size(nch));
 	if (!u)
-		return -ENOMEM;
+		return NULL;
 	for (unsigned c = 0; c < nch; c++) {
 		uint32_t n = chunk_len((uint32_t)zlen, nch, c);
 
@@ -447,7 +559,7 @@ static int unit_store(struct zm_store *s, struct zmi_store_stripe *st, uint64_t 
 				if (u->chunk[d])
 					zm_pool_free(s->pool, u->chunk[d]);
 			free(u);
-			return -ENOMEM;
+			return NULL;
 		}
 		off += n;
 	}
@@ -455,22 +567,41 @@ static int unit_store(struct zm_store *s, struct zmi_store_stripe *st, uint64_t 
 	u->base = base;
 	u->lock = 0;
 	u->len = (uint32_t)zlen;
-	u->saved = (uint32_t)(alone - zlen);
+	u->saved = (uint32_t)saved;
 	u->live = (uint16_t)mask;
-	u->refs = (uint16_t)__builtin_popcount(mask);
+	u->refs = (uint16_t)(__builtin_popcount(mask) + 1);
 	u->span = (uint8_t)span;
-	u->members = (uint8_t)u->refs;
+	u->members = (uint8_t)__builtin_popcount(mask);
 	u->nchunks = (uint8_t)nch;
-	u->sec = false;
+	u->nalloc = (uint8_t)nch;
+	u->sec = sec;
 	u->splitting = false;
+	u->file = false;
+	u->moving = false;
+	u->readers = 0;
 	unit_account(s, u, 1);
-	zmi_count(st, C_UNITS_FORMED, 1);
+	zmi_count(zmi_stripe(s), C_UNITS_FORMED, 1);
+	return u;
+}
 
+/* Keep zlen bytes (in buf) as unit of span pages from base, whose members
+ * are mask; their slots are swapped one by one.  0, -ENOSPC or -ENOMEM
+ * (nothing stored: the caller stores the pages alone), or -EIO (a page
+ * whose old object the pool would not free keeps it). */
+static int unit_store(struct zm_store *s, struct zmi_store_stripe *st, uint64_t base,
+		      unsigned span, uint32_t mask, const char *buf, size_t zlen, uint64_t alone)
+{
+	unsigned members = 0;
+	struct zmi_unit *u;
+	int rc = 0;
+
+	if (zmi_limit_check(s, zlen))
+		return -ENOSPC;
 	/* u has a reference per member: each page either joins or drops
-	 * its reference; hold one more so that u outlives the loop */
-	unit_lock(u);
-	u->refs++;
-	unit_unlock(u);
+	 * its reference; and one more so that u outlives the loop */
+	u = zmi_unit_make(s, base, span, mask, buf, zlen, alone - zlen, false);
+	if (!u)
+		return -ENOMEM;
 	for (unsigned k = 0; k < span; k++) {
 		uint64_t j = base + k;
 		uint32_t old, old_len;
@@ -518,10 +649,10 @@ static int put_group(struct zm_store *s, struct zmi_store_stripe *st, uint64_t a
 	members = (unsigned)__builtin_popcount(mask);
 	if (members < 2)
 		goto alone;
-	if (tls.skip) {
-		tls.skip--;
-		goto alone;
-	}
+	for (unsigned v = __atomic_load_n(&s->unit_skip, __ATOMIC_RELAXED); v;)
+		if (__atomic_compare_exchange_n(&s->unit_skip, &v, v - 1, true, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			goto alone;   /* backing off (never below 0) */
 	first = (unsigned)__builtin_ctz(mask);
 	last = 31u - (unsigned)__builtin_clz(mask);
 	span = last - first + 1;
@@ -533,14 +664,18 @@ static int put_group(struct zm_store *s, struct zmi_store_stripe *st, uint64_t a
 	z = zm_codec_compress(s->codec, src + first * ps, (size_t)span * ps, zbuf, cap);
 	if (z <= 0 || !unit_pays(s, src + first * ps, mask >> first, span, (size_t)z, &alone)) {
 		zmi_count(st, C_UNITS_DECLINED, 1);
-		if (++tls.declines >= UNIT_DECLINES) {
-			unsigned d = tls.declines - UNIT_DECLINES;
+		unsigned nd = __atomic_add_fetch(&s->unit_declines, 1, __ATOMIC_RELAXED);
 
-			tls.skip = d < 5 ? 1u << d : UNIT_SKIP_MAX;
+		if (nd >= UNIT_DECLINES) {
+			unsigned d = nd - UNIT_DECLINES;
+
+			__atomic_store_n(&s->unit_skip, d < 5 ? 1u << d : UNIT_SKIP_MAX,
+					 __ATOMIC_RELAXED);
 		}
 		goto alone;
 	}
-	tls.declines = 0;
+	if (__atomic_load_n(&s->unit_declines, __ATOMIC_RELAXED))
+		__atomic_store_n(&s->unit_declines, 0, __ATOMIC_RELAXED);
 	zlen = (size_t)z;
 	rc = unit_store(s, st, a + first, span, mask >> first, zbuf, zlen, alone);
 	if (rc == -ENOSPC || rc == -ENOMEM)

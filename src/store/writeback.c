@@ -58,10 +58,153 @@
 /* Pages written back between two looks at the room made. */
 #define RECLAIM_BATCH 64
 
-/* Write back slot index if `which` takes it (cutoff_ns as zmi_pick's).
- * 1 written, 0 not taken (or changed meanwhile), or a negative errno:
- * the write failed (counted) or the limit is spent (-EDQUOT).  wb_lock
- * held. */
+/* ---- units ---------------------------------------------------------- */
+
+/* Does `which` take every page still in unit u (pinned)?  Each is looked
+ * at under its own slot lock, one at a time. */
+bool zmi_unit_picked(struct zm_store *s, struct zmi_unit *u, unsigned which,
+		     uint64_t cutoff_ns)
+{
+	uint16_t live;
+	bool ok = true;
+
+	zmi_unit_lock(u);
+	live = u->live;
+	zmi_unit_unlock(u);
+	for (unsigned k = 0; k < u->span && ok; k++) {
+		uint64_t j = u->base + k;
+		uint32_t info;
+
+		if (!(live >> k & 1))
+			continue;
+		info = zmi_slot_lock(s, j);
+		/* a page that left meanwhile is not the unit's to judge */
+		if (slot_is_unit(info) && zmi_slot_unit(s, j) == u)
+			ok = zmi_pick(s, j, info, which, cutoff_ns);
+		zmi_slot_unlock(s, j, info, info);
+	}
+	return ok && live;
+}
+
+struct zmi_unit *zmi_unit_take(struct zm_store *s, uint64_t index)
+{
+	uint32_t info = zmi_slot_lock(s, index);
+	struct zmi_unit *u, *taken = NULL;
+
+	if (slot_is_unit(info)) {
+		u = zmi_slot_unit(s, index);
+		zmi_unit_lock(u);
+		if (!u->moving && !u->splitting && !u->file) {
+			u->moving = true;
+			u->refs++;
+			taken = u;
+		}
+		zmi_unit_unlock(u);
+	}
+	zmi_slot_unlock(s, index, info, info);
+	return taken;
+}
+
+void zmi_unit_give(struct zm_store *s, struct zmi_unit *u)
+{
+	zmi_unit_lock(u);
+	u->moving = false;
+	zmi_unit_unlock(u);
+	zmi_unit_put_ref(s, u);
+}
+
+/* Write back the unit of page index, whole, if `which` takes all its
+ * pages: each chunk (at most a page) goes to the file as a page's
+ * object would (packed layout), the chunks' pool objects are freed and
+ * the record keeps their offsets (the unit is "on file": its pages read
+ * it from there, unit.c).  Returns the pages written back (its pages
+ * still in it), 0, or a negative errno as writeback_one.  wb_lock held. */
+static int writeback_unit(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+			  unsigned which, uint64_t cutoff_ns)
+{
+	uint64_t off[ZM_STORE_UNIT_MAX], left;
+	zm_handle_t h[ZM_STORE_UNIT_MAX];
+	struct zmi_unit *u;
+	unsigned nch = 0, c, pages;
+	uint32_t len = 0;
+	int rc = 0;
+
+	if (!zmi_backing_packed(s))
+		return 0;   /* a unit's chunks have no place of their own there */
+	u = zmi_unit_take(s, index);
+	if (!u)
+		return 0;
+	if (!zmi_unit_picked(s, u, which, cutoff_ns))
+		goto out;
+	/* moving: its chunks are this writeback's to read and free */
+	len = u->len;
+	nch = u->nchunks;
+	left = __atomic_load_n(&s->wb_left, __ATOMIC_RELAXED);
+	zmi_unit_lock(u);
+	pages = (unsigned)__builtin_popcount(u->live);
+	zmi_unit_unlock(u);
+	if (left < pages) {
+		rc = -EDQUOT;
+		goto out;
+	}
+	for (c = 0; c < nch; c++) {
+		uint32_t n = zmi_unit_chunk_len(len, nch, c);
+
+		off[c] = UINT64_MAX;
+		rc = zm_pool_read(s->pool, u->chunk[c], s->wb_buf, n) ? -EIO : 0;
+		if (!rc)
+			rc = zmi_backing_alloc(s, u->base + c, n, &off[c]);
+		if (!rc)
+			rc = zmi_backing_write(s, u->base + c, off[c], s->wb_buf, n);
+		if (rc) {
+			zmi_count(st, C_WB_FAILS, pages);
+			if (off[c] != UINT64_MAX)
+				c++;   /* its room goes back too */
+			goto undo;
+		}
+	}
+	/* its pages accessed while it was written stay in memory */
+	if ((which & ZM_STORE_PICK_IDLE) && !zmi_unit_picked(s, u, which, cutoff_ns))
+		goto undo;
+	zmi_unit_lock(u);
+	if (!u->live) {
+		zmi_unit_unlock(u);
+		goto undo;   /* its pages all left: it goes with the pin */
+	}
+	pages = (unsigned)__builtin_popcount(u->live);
+	for (c = 0; c < nch; c++) {
+		h[c] = u->chunk[c];
+		u->chunk[c] = off[c];
+	}
+	__atomic_store_n(&u->file, true, __ATOMIC_RELAXED);   /* zmi_pick peeks */
+	/* under its lock, as the pages leaving count themselves out */
+	zmi_count(st, C_FILE, pages);
+	zmi_unit_unlock(u);
+	/* readers copy the chunks under the unit's lock: none reads these
+	 * any more */
+	for (c = 0; c < nch; c++)
+		if (zmi_unlikely(zm_pool_free(s->pool, h[c])))
+			zmi_count(st, C_POOL_ERRORS, 1);
+	zmi_count(st, C_COMPR, -(int64_t)len);
+	zmi_count(st, C_OBJECTS, -(int64_t)nch);
+	zmi_count(st, C_FILE_BYTES, len);
+	zmi_count(st, C_BD_WRITES, pages);
+	if (left != UINT64_MAX)
+		__atomic_store_n(&s->wb_left, left - pages, __ATOMIC_RELAXED);
+	zmi_unit_give(s, u);
+	return (int)pages;
+undo:
+	for (unsigned d = 0; d < c; d++)
+		zmi_backing_free(s, u->base + d, off[d], zmi_unit_chunk_len(len, nch, d));
+out:
+	zmi_unit_give(s, u);
+	return rc;
+}
+
+/* Write back slot index if `which` takes it (cutoff_ns as zmi_pick's),
+ * or its unit.  The pages written (a unit's: all its pages), 0 not taken
+ * (or changed meanwhile), or a negative errno: the write failed
+ * (counted) or the limit is spent (-EDQUOT).  wb_lock held. */
 static int writeback_one(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
 			 unsigned which, uint64_t cutoff_ns)
 {
@@ -71,6 +214,13 @@ static int writeback_one(struct zm_store *s, struct zmi_store_stripe *st, uint64
 	int rc;
 
 	info = zmi_slot_lock(s, index);
+	if (slot_is_unit(info)) {
+		/* zmi_pick reads the unit: only under the slot lock */
+		bool pick = zmi_pick(s, index, info, which, cutoff_ns);
+
+		zmi_slot_unlock(s, index, info, info);
+		return pick ? writeback_unit(s, st, index, which, cutoff_ns) : 0;
+	}
 	if (!zmi_pick(s, index, info, which, cutoff_ns)) {
 		zmi_slot_unlock(s, index, info, info);
 		return 0;
@@ -201,12 +351,13 @@ int zm_store_writeback_page(struct zm_store *s, uint64_t index)
 	/* a put racing with the copy makes it miss; the new content is as
 	 * good a page to write back */
 	for (int tries = 0; tries < 3 && rc == 0; tries++) {
-		if (!slot_in_pool(word_info(__atomic_load_n(&s->slots[index], __ATOMIC_RELAXED))))
+		if (!slot_cold(word_info(__atomic_load_n(&s->slots[index], __ATOMIC_RELAXED))))
 			break;
+		/* a page of a unit: its unit, whole */
 		rc = writeback_one(s, zmi_stripe(s), index, 0, 0);
 	}
 	pthread_mutex_unlock(&s->wb_lock);
-	return rc == 1 ? 0 : rc < 0 ? rc : -ENOENT;
+	return rc >= 1 ? 0 : rc < 0 ? rc : -ENOENT;
 }
 
 /* ---- reclaim -------------------------------------------------------- */
