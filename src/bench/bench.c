@@ -63,6 +63,9 @@ struct opts {
 	int threads, reps, json, kernel, no_same, verbose, wide;
 	int seed_table, size_set, codec_set;
 	double churn;            /* --churn FRACTION (0: no churn phase) */
+	const char *unit_list;   /* --unit-pages LIST: the units mode */
+	int threads_set;
+	struct bench_units units;
 };
 
 /* the churn phase's results (churn.c), by allocator */
@@ -739,7 +742,49 @@ static const char more[] =
 	"allocator, same-filled elision off; pool pages / pages stored beside the\n"
 	"seed's figures.  The seed ran in a 256 MB cgroup; that is not emulated\n"
 	"(nothing is evicted), only the store is.  Honours --allocator, --codec,\n"
-	"--size and --json.\n";
+	"--size and --json.\n"
+	"\n--unit-pages LIST (e.g. 1,4,16; each 1, 2, 4, 8 or 16, a unit at most\n"
+	"256K): instead, for each data set and allocator (zsmalloc unless given),\n"
+	"a store per unit size: puts through zm_store_put_range in aligned 64K\n"
+	"chunks, then a random single-page read trace; memory, put speed, read\n"
+	"p50/p99 and throughput, and their ratios to unit 1.  One thread, no plot.\n";
+
+/* --unit-pages LIST into o->units: sizes 1..ZM_STORE_UNIT_MAX, powers of
+ * two, a unit at most ZM_STORE_UNIT_MAX_BYTES; not with the options of the
+ * other modes.  0 or a usage error. */
+static int parse_units(struct opts *o, int plot_set)
+{
+	const char *p = o->unit_list;
+	struct bench_units *u = &o->units;
+
+	if (o->kernel || o->churn > 0 || o->seed_table || plot_set || o->threads_set)
+		return cli_usage("bench", "--unit-pages runs alone: not with --kernel, --churn, "
+				 "--seed-table, --plot or --threads");
+	while (*p) {
+		char *end;
+		unsigned long v = strtoul(p, &end, 10);
+
+		if (end == p || (*end && *end != ',') || !v || v > ZM_STORE_UNIT_MAX ||
+		    (v & (v - 1)))
+			return cli_usage("bench", "--unit-pages '%s': a list of 1, 2, 4, 8 or 16",
+					 o->unit_list);
+		if (v * o->page_size > ZM_STORE_UNIT_MAX_BYTES)
+			return cli_usage("bench", "--unit-pages %lu of %zu-byte pages: a unit is at "
+					 "most %zu KiB", v, o->page_size,
+					 ZM_STORE_UNIT_MAX_BYTES >> 10);
+		if (u->nunits == BENCH_MAX_UNITS)
+			return cli_usage("bench", "--unit-pages lists at most %d sizes",
+					 BENCH_MAX_UNITS);
+		u->units[u->nunits++] = (unsigned)v;
+		p = *end ? end + 1 : end;
+		if (*end && !*p)
+			return cli_usage("bench", "--unit-pages '%s': a list of 1, 2, 4, 8 or 16",
+					 o->unit_list);
+	}
+	if (!u->nunits)
+		return cli_usage("bench", "--unit-pages '%s' lists no size", o->unit_list);
+	return 0;
+}
 
 static int parse(int argc, char **argv, struct opts *o)
 {
@@ -753,7 +798,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		      .seen = &o->codec_set),
 		O_INT("threads", 't', &o->threads, "N",
 		      "puts and gets split over N threads;\nN > 1 also runs 1 thread, for the scaling",
-		      "1", 1, MAX_THREADS),
+		      "1", 1, MAX_THREADS, .seen = &o->threads_set),
 		O_SIZE("size", 's', &o->size, "SIZE", "bytes per data set", "64M", 4096,
 		       (double)((uint64_t)1 << 40), .seen = &o->size_set),
 		O_SIZE("page-size", 'p', &o->page_size, "SIZE", "a power of two", "4096", 4096,
@@ -773,6 +818,9 @@ static int parse(int argc, char **argv, struct opts *o)
 			 "then free that part of a fill of each\nallocator and show the overhead "
 			 "right after,\nafter 100 ms and after 1 s (as zmem churn)", NULL, 0, 1,
 			 .open = OPEN),
+		O_STR("unit-pages", 'u', &o->unit_list, "LIST",
+		      "instead: the store's multi-page units,\nthese sizes side by side "
+		      "(1,4,16; below)", NULL),
 		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead"),
 		O_FLAG("wide", 'w', &o->wide, "every column of the table (about 150)"),
 		O_FLAG("verbose", 'v', &o->verbose, "also each store's statistics and class table"),
@@ -802,8 +850,10 @@ static int parse(int argc, char **argv, struct opts *o)
 				 o->page_size, o->size);
 	if (no_plot && plot_set)
 		return cli_usage("bench", "--plot and --no-plot together");
+	if (o->unit_list && (rc = parse_units(o, plot_set)))
+		return rc;
 	/* the plot is a file nobody asked for under --json */
-	if (!no_plot && (plot_set || !o->json))
+	if (!no_plot && !o->unit_list && (plot_set || !o->json))
 		o->plot = plot_set ? o->plot : "zmem-bench.svg";
 	else
 		o->plot = NULL;
@@ -811,6 +861,8 @@ static int parse(int argc, char **argv, struct opts *o)
 		for (size_t i = 0; i < sizeof(default_data) / sizeof(default_data[0]); i++)
 			o->data[o->ndata++] = default_data[i];
 	}
+	if (!o->nalloc && o->unit_list)
+		o->alloc[o->nalloc++] = "zsmalloc";
 	if (!o->nalloc) {
 		const char *const *b = zm_pool_backends();
 
@@ -853,6 +905,59 @@ static int check_names(const struct opts *o)
 	return 0;
 }
 
+/* zmem bench --unit-pages: each data set through bench_units_one; the
+ * exit status. */
+static int bench_units_main(struct opts *o)
+{
+	static struct bench_unit_row rows[BENCH_MAX_ROWS];
+	struct bench_units *u = &o->units;
+	size_t nrows = 0, per = o->nalloc * u->nunits;
+	int status = 1;
+
+	u->codec = o->codec;
+	u->size = o->size;
+	u->page_size = o->page_size;
+	u->huge_size = o->huge_size;
+	u->reps = o->reps;
+	u->no_same = o->no_same;
+	u->alloc = o->alloc;
+	u->nalloc = o->nalloc;
+	if (o->ndata * per > BENCH_MAX_ROWS) {
+		fprintf(stderr, "zmem bench: too many data sets x allocators x unit sizes\n");
+		return CLI_USAGE;
+	}
+	for (size_t i = 0; i < o->ndata; i++) {
+		struct bench_data d;
+		uint64_t t0 = cli_now_ns();
+
+		cli_progress("%s: preparing %zu MiB", o->data[i], o->size >> 20);
+		if (bench_data_make(o->data[i], o->size, o->page_size, o->codec, &d)) {
+			cli_progress_done();
+			bench_data_free(&d);
+			if (!strcmp(o->data[i], "memory")) {
+				fprintf(stderr, "zmem bench: skipping the data set 'memory'\n");
+				continue;
+			}
+			return 1;
+		}
+		cli_progress_done();
+		cli_note("%s: %zu pages, %s", d.name, d.len / o->page_size, d.note);
+		if (bench_units_one(u, &d, rows + nrows)) {
+			bench_data_free(&d);
+			return 1;
+		}
+		nrows += per;
+		cli_note("%s: done in %.1f s", d.name, (double)(cli_now_ns() - t0) / 1e9);
+		bench_data_free(&d);
+	}
+	bench_units_print(u, rows, nrows, o->json);
+	status = 0;
+	for (size_t i = 0; i < nrows; i++)
+		if (!rows[i].verified)
+			status = 1;
+	return status;
+}
+
 int cmd_bench(int argc, char **argv)
 {
 	static struct bench_row rows[BENCH_MAX_ROWS];
@@ -878,6 +983,8 @@ int cmd_bench(int argc, char **argv)
 	for (size_t i = 0; i < o.ndata; i++)
 		if (bench_data_check(o.data[i]))
 			return CLI_USAGE;
+	if (o.unit_list)
+		return bench_units_main(&o);
 	if (o.seed_table)
 		return bench_seed_table(o.size_set ? o.size : BENCH_SEED_SIZE,
 					o.codec_set ? o.codec : NULL, o.alloc, o.nalloc, o.json);

@@ -86,5 +86,41 @@ int bench_svg(const char *path, const struct bench_row *rows, size_t nrows,
 int bench_seed_table(size_t size, const char *codec, const char *const *alloc,
 		     size_t nalloc, int json);
 
+/* bench_units.c: zmem bench --unit-pages, the store's multi-page units
+ * side by side with pages alone. */
+#define BENCH_MAX_UNITS 5
+struct bench_units {
+	const char *codec;
+	size_t size, page_size, huge_size;
+	int reps, no_same;
+	const char *const *alloc;
+	size_t nalloc;
+	unsigned units[BENCH_MAX_UNITS];  /* unit_pages, as listed */
+	size_t nunits;
+};
+
+/* One data set through one allocator at one unit size. */
+struct bench_unit_row {
+	char data[BENCH_NAME];
+	char allocator[32];
+	char codec[32];
+	unsigned unit_pages;
+	bool verified;
+	uint64_t pages, same_pages, huge_pages;
+	uint64_t orig_bytes, compr_bytes, mem_used, meta_bytes;
+	uint64_t units, unit_pages_held, unit_bytes, unit_saved, units_formed, units_declined;
+	double fill_MBps, put_MBps;           /* put_range: empty store, again;
+						 per CPU second of the thread */
+	double read_p50_ns, read_p99_ns;      /* one random page's get, wall */
+	double read_MBps;                     /* over the random trace, CPU */
+	double fill_wall_MBps, put_wall_MBps, read_wall_MBps;  /* wall clock */
+};
+
+/* Run d through a store per allocator and unit size (nalloc * nunits
+ * rows, allocator-major); 0 or -1 after a message. */
+int bench_units_one(const struct bench_units *u, const struct bench_data *d,
+		    struct bench_unit_row *rows);
+void bench_units_print(const struct bench_units *u, const struct bench_unit_row *rows, size_t n,
+		       bool json);
 
 #endif

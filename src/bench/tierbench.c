@@ -130,7 +130,7 @@ struct opts {
 	const char *data, *codec, *recompress, *dir, *plot;
 	size_t size, limit, page_size;
 	uint64_t ops, seed;
-	unsigned hot_access, hot_pages, rewrite, idle_after, rate;
+	unsigned hot_access, hot_pages, rewrite, idle_after, rate, unit_pages;
 	bool modes[NMODES];
 	int json, readback;
 };
@@ -229,6 +229,26 @@ static void do_put(struct run *r, uint64_t idx, uint32_t src, uint64_t *failed)
 		(*failed)++;
 	else
 		note_error(r, "put", idx, rc);
+}
+
+/* The fill: count pages from idx, their own data, as one put_range.  When
+ * it fails for the limit, a page at a time, and a page that does not fit
+ * is discarded: every page's content stays known. */
+static void put_run(struct run *r, uint32_t idx, uint32_t count, uint64_t *failed)
+{
+	int rc = zm_store_put_range(r->store, idx, count, r->d->buf + (size_t)idx * r->ps);
+
+	for (uint32_t i = 0; i < count && !rc; i++)
+		r->ref[idx + i] = idx + i;
+	if (rc && rc != -ENOSPC)
+		note_error(r, "put_range", idx, rc);
+	for (uint32_t i = 0; i < count && rc == -ENOSPC; i++) {
+		uint64_t before = *failed;
+
+		do_put(r, idx + i, idx + i, failed);
+		if (*failed != before && zm_store_discard(r->store, idx + i, 1) == 0)
+			r->ref[idx + i] = NO_SRC;
+	}
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -404,6 +424,7 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 		.idle_after_ms = has_recompress(m) ? o->idle_after : 0,
 		.recompress_rate = o->rate,
 		.backing_readback = o->readback,
+		.unit_pages = o->unit_pages,
 	};
 	struct run r = { .o = o, .d = d, .ps = o->page_size, .row = w, .fd = -1 };
 	uint64_t warm = o->ops * WARMUP_PCT / 100, nlat = 0, t0;
@@ -437,15 +458,18 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 	}
 	cli_progress("%s: fill", mode_names[m]);
 	t0 = cli_now_ns();
-	for (uint32_t i = 0; i < n; i++) {
-		/* recompress modes: the pages of the chunks before cool while
-		 * a chunk arrives (FILL_CHUNKS) */
-		if (has_recompress(m) && i % (n / FILL_CHUNKS + 1) == 0) {
+	for (uint32_t i = 0, run, chunk = n / FILL_CHUNKS + 1; i < n; i += run) {
+		/* a unit's pages at a time (units form there); recompress
+		 * modes: the pages of the chunks before cool while a chunk
+		 * arrives (FILL_CHUNKS) */
+		run = o->unit_pages - i % o->unit_pages;
+		run = run < n - i ? run : n - i;
+		if (has_recompress(m) && (!i || i / chunk != (i - 1) / chunk)) {
 			if (i)
 				zm_store_recompress(r.store, ZM_STORE_PICK_IDLE, UINT64_MAX);
 			zm_store_mark_idle(r.store, 0);
 		}
-		do_put(&r, i, i, &w->failed_fill);
+		put_run(&r, i, run, &w->failed_fill);
 	}
 	w->fill_MBps = (double)d->len / ((double)(cli_now_ns() - t0) / 1e9) / MB;
 	zm_store_mark_idle(r.store, 0);
@@ -578,10 +602,11 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 {
 	char h[2][32];
 
-	printf("zmem tierbench: %s, %llu pages of %zu bytes (%s), limit %s;\ncodec %s, "
-	       "secondary %s; %llu accesses, %u%% to %u%% of the pages, %u%% rewrites,\n"
-	       "seed %llu (measured: the last %d%%)\n\n", d->name, (unsigned long long)n,
-	       o->page_size, zmi_human_bytes(d->len, h[0], 32),
+	printf("zmem tierbench: %s, %llu pages of %zu bytes (%s) in units of up to %u, limit "
+	       "%s;\ncodec %s, secondary %s; %llu accesses, %u%% to %u%% of the pages, %u%% "
+	       "rewrites,\nseed %llu (measured: the last %d%%)\n\n", d->name,
+	       (unsigned long long)n, o->page_size, zmi_human_bytes(d->len, h[0], 32),
+	       o->unit_pages,
 	       zmi_human_bytes(o->limit, h[1], 32),
 	       o->codec, o->recompress, (unsigned long long)o->ops, o->hot_access, o->hot_pages,
 	       o->rewrite, (unsigned long long)o->seed, 100 - WARMUP_PCT);
@@ -673,6 +698,7 @@ static void print_json(const struct opts *o, const struct bench_data *d,
 	json_str(&j, "data", d->name);
 	json_uint(&j, "pages", n);
 	json_uint(&j, "page_size", o->page_size);
+	json_uint(&j, "unit_pages", o->unit_pages);
 	json_uint(&j, "limit_bytes", o->limit);
 	json_str(&j, "codec", o->codec);
 	json_str(&j, "recompress_codec", o->recompress);
@@ -817,7 +843,7 @@ static int parse_modes(const char *s, bool *on)
 static int parse(int argc, char **argv, struct opts *o)
 {
 	const char *tmp = getenv("TMPDIR"), *modes = NULL, *hot = NULL;
-	uint64_t idle = DEF_IDLE_AFTER, rate = 0, rewrite = DEF_REWRITE;
+	uint64_t idle = DEF_IDLE_AFTER, rate = 0, rewrite = DEF_REWRITE, units = 1;
 	char idle_def[16], seed_def[24], rate_def[48];
 	int rc;
 	const struct opt table[] = {
@@ -849,6 +875,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		      "where the backing files go (removed after)", "$TMPDIR or /var/tmp"),
 		O_SIZE("page-size", 'p', &o->page_size, "SIZE", "a power of two", "4096", 4096,
 		       65536),
+		O_U64("unit-pages", 'u', &units, "N",
+		      "the store's multi-page units: 1, 2, 4, 8 or\n16 (the fill puts a unit at "
+		      "a time)", "1", 1, ZM_STORE_UNIT_MAX),
 		O_STR("plot", 'P', &o->plot, "FILE.svg", "memory and throughput by mode", "none"),
 		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead of the tables"),
 		O_END,
@@ -880,6 +909,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	o->idle_after = (unsigned)idle;
 	o->rate = (unsigned)rate;
 	o->rewrite = (unsigned)rewrite;
+	o->unit_pages = (unsigned)units;
 	if (modes && parse_modes(modes, o->modes))
 		return CLI_USAGE;
 	if (hot) {
@@ -894,6 +924,13 @@ static int parse(int argc, char **argv, struct opts *o)
 	if (o->page_size & (o->page_size - 1))
 		return cli_usage("tierbench", "--page-size must be a power of two, not %zu",
 				 o->page_size);
+	if (o->unit_pages & (o->unit_pages - 1))
+		return cli_usage("tierbench", "--unit-pages must be 1, 2, 4, 8 or 16, not %u",
+				 o->unit_pages);
+	if (o->unit_pages * o->page_size > ZM_STORE_UNIT_MAX_BYTES)
+		return cli_usage("tierbench", "--unit-pages %u of %zu-byte pages: a unit is at "
+				 "most %zu KiB", o->unit_pages, o->page_size,
+				 ZM_STORE_UNIT_MAX_BYTES >> 10);
 	if (!o->size)
 		o->size = (o->limit ? o->limit : DEF_LIMIT) * DATA_PER_LIMIT;
 	if (o->size / o->page_size < 2 || o->size / o->page_size >= UINT32_MAX)

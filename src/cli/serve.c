@@ -151,7 +151,7 @@ int cmd_serve(int argc, char **argv)
 	const char *idle_after = NULL, *sock_mode = NULL;
 	char defsock[4096], why[128];
 	size_t size = 0, page = 0, wb_limit = 0;
-	int threads = cli_ncpus(), timeout = SERVE_TIMEOUT_S, port = 0;
+	int threads = cli_ncpus(), timeout = SERVE_TIMEOUT_S, port = 0, units = 0, units_set = 0;
 	int read_only = 0, fg = 0, print_uri = 0, ewp = 0, verbose = 0, readback = 0;
 	int rc;
 	const struct opt table[] = {
@@ -161,9 +161,14 @@ int cmd_serve(int argc, char **argv)
 		O_STR("codec", 0, &cfg.codec, "NAME", "lz4, zstd[:LEVEL], lzo, none", "lz4"),
 		O_STR("allocator", 0, &cfg.allocator, "NAME", "the pool backend", "zsmalloc"),
 		O_SIZE("page-size", 0, &page, "SIZE",
-		       "the unit compressed, a power of two;\nlarger pages compress better and "
-		       "stream\nfaster, small random writes cost more", "4K, 32K with zstd",
-		       4096, SERVE_MAX_PAGE),
+		       "the store's page, a power of two;\nlarger pages compress better and "
+		       "stream\nfaster, small random writes cost more", "4K", 4096,
+		       SERVE_MAX_PAGE),
+		O_INT("unit-pages", 0, &units, "N",
+		      "1, 2, 4, 8 or 16: a write's adjacent\npages are compressed together, "
+		      "up to N\n(at most 256K), where that saves memory;\na page is still "
+		      "read and written alone", "16 with zstd, else 1", 1,
+		      (int)ZM_STORE_UNIT_MAX, .seen = &units_set),
 		O_SIZE("mem-limit", 0, &cfg.mem_limit, "SIZE",
 		       "memory the store may hold; writes beyond\nget ENOSPC, or with --backing "
 		       "pages go\nto the file to make room; 0 or at\nleast a page", "none", 0, 0),
@@ -238,6 +243,12 @@ int cmd_serve(int argc, char **argv)
 	if (page && (page & (page - 1)))
 		return cli_usage("serve", "--page-size must be a power of two in 4K..64K, not %zu",
 				 page);
+	if (units_set && (units & (units - 1)))
+		return cli_usage("serve", "--unit-pages must be 1, 2, 4, 8 or 16, not %d", units);
+	if (units_set && (size_t)units * (page ? page : 4096) > ZM_STORE_UNIT_MAX_BYTES)
+		return cli_usage("serve", "--unit-pages %d of %zu-byte pages: a unit is at most "
+				 "%zu KiB", units, page ? page : 4096,
+				 ZM_STORE_UNIT_MAX_BYTES >> 10);
 	if ((cfg.codec && (rc = cli_check_codec("serve", "--codec", cfg.codec))) ||
 	    (cfg.allocator && (rc = cli_check_allocator("serve", cfg.allocator))) ||
 	    (cfg.recompress && (rc = cli_check_codec("serve", "--recompress", cfg.recompress))) ||
@@ -265,12 +276,13 @@ int cmd_serve(int argc, char **argv)
 	cfg.exit_with_parent = ewp;
 	cfg.verbose = verbose;
 	cfg.readback = readback;
-	/* zstd's default unit: 32 KiB pages, as nbdkit's zstd allocator:
-	 * denser and faster to copy than 4 KiB ones, at the price of a
-	 * read-modify-write of 32 KiB for a random 4 KiB write (docs/serve.md
-	 * has the figures) */
-	if (!cfg.page_size && cfg.codec && !strncmp(cfg.codec, "zstd", 4))
-		cfg.page_size = SERVE_ZSTD_PAGE_SIZE;
+	/* zstd's default: 4 KiB pages in units, which a sequential copy fills
+	 * with neighbours compressed together (a large page's density) while
+	 * a random 4 KiB write stays a 4 KiB page's (docs/serve.md has the
+	 * figures); --page-size alone keeps pages alone */
+	cfg.unit_pages = (unsigned)units;
+	if (!units_set && !cfg.page_size && cfg.codec && !strncmp(cfg.codec, "zstd", 4))
+		cfg.unit_pages = SERVE_ZSTD_UNIT_PAGES;
 	page = cfg.page_size ? cfg.page_size : 4096;
 	if ((size + page - 1) / page > ZM_STORE_MAX_PAGES) {
 		char a[32], b[32], c[32];

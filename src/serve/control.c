@@ -123,6 +123,12 @@ static void report_json_tiering(struct zmi_server *s, const struct zm_store_stat
 	fputs("},\n", f);
 }
 
+/* The store's unit_pages (1: pages alone). */
+static unsigned unit_pages(const struct zmi_server *s)
+{
+	return s->cfg.unit_pages ? s->cfg.unit_pages : 1;
+}
+
 static void report_json(struct zmi_server *s, FILE *f)
 {
 	struct zm_store_stats st;
@@ -133,9 +139,11 @@ static void report_json(struct zmi_server *s, FILE *f)
 	zm_store_stats(s->store, &st);
 	/* the zmem command's common keys first: zmem stats --json prints this */
 	fprintf(f, "{\"zmem\": \"%s\", \"command\": \"stats\", ", zm_version_string());
-	fprintf(f, "\"export\": {\"size\": %llu, \"page_size\": %zu, \"codec\": \"%s\", "
-		   "\"allocator\": \"%s\", \"read_only\": %s, \"threads\": %u, \"uptime_s\": %.3f},\n",
-		(unsigned long long)s->disk.size, st.page_size, s->cfg.codec ? s->cfg.codec : "lz4",
+	fprintf(f, "\"export\": {\"size\": %llu, \"page_size\": %zu, \"unit_pages\": %u, "
+		   "\"codec\": \"%s\", \"allocator\": \"%s\", \"read_only\": %s, \"threads\": %u, "
+		   "\"uptime_s\": %.3f},\n",
+		(unsigned long long)s->disk.size, st.page_size, unit_pages(s),
+		s->cfg.codec ? s->cfg.codec : "lz4",
 		zm_pool_backend(pool), s->cfg.read_only ? "true" : "false", s->nworkers, uptime(s));
 	fprintf(f, " \"mm_stat\": {\"orig_data_size\": %llu, \"compr_data_size\": %llu, "
 		   "\"mem_used_total\": %llu, \"mem_limit\": %llu, \"mem_used_max\": %llu, "
@@ -150,13 +158,19 @@ static void report_json(struct zmi_server *s, FILE *f)
 	fprintf(f, " \"store\": {\"pages_stored\": %llu, \"puts\": %llu, \"gets\": %llu, "
 		   "\"discards\": %llu, \"failed_reads\": %llu, \"failed_writes\": %llu, "
 		   "\"limit_fails\": %llu, \"pool_errors\": %llu, \"pool_objects\": %llu, "
-		   "\"pool_meta_bytes\": %llu, \"store_meta_bytes\": %llu},\n",
+		   "\"pool_meta_bytes\": %llu, \"store_meta_bytes\": %llu, \"units\": %llu, "
+		   "\"unit_pages\": %llu, \"unit_bytes\": %llu, \"unit_saved\": %llu, "
+		   "\"units_formed\": %llu, \"units_declined\": %llu, \"unit_splits\": %llu},\n",
 		(unsigned long long)st.pages_stored, (unsigned long long)st.puts,
 		(unsigned long long)st.gets, (unsigned long long)st.discards,
 		(unsigned long long)st.failed_reads, (unsigned long long)st.failed_writes,
 		(unsigned long long)st.limit_fails, (unsigned long long)st.pool_errors,
 		(unsigned long long)st.pool_objects,
-		(unsigned long long)st.pool_meta_bytes, (unsigned long long)st.store_meta_bytes);
+		(unsigned long long)st.pool_meta_bytes, (unsigned long long)st.store_meta_bytes,
+		(unsigned long long)st.units, (unsigned long long)st.unit_pages,
+		(unsigned long long)st.unit_bytes, (unsigned long long)st.unit_saved,
+		(unsigned long long)st.units_formed, (unsigned long long)st.units_declined,
+		(unsigned long long)st.unit_splits);
 	fprintf(f, " \"classes\": [");
 	for (unsigned i = 0; i < nc; i++) {
 		struct zm_pool_class_stats cs;
@@ -205,10 +219,13 @@ static void report_text(struct zmi_server *s, FILE *f)
 	char h[32];
 
 	zm_store_stats(s->store, &st);
-	fprintf(f, "export: %s, %s, %s%s, %u workers, up %.1f s\n",
+	fprintf(f, "export: %s, %s, %s, %zu-byte pages",
 		zmi_human_bytes(s->disk.size, h, sizeof(h)), s->cfg.codec ? s->cfg.codec : "lz4",
-		zm_pool_backend(pool), s->cfg.read_only ? ", read-only" : "", s->nworkers,
-		uptime(s));
+		zm_pool_backend(pool), st.page_size);
+	if (unit_pages(s) > 1)
+		fprintf(f, " in units of up to %u", unit_pages(s));
+	fprintf(f, "%s, %u workers, up %.1f s\n", s->cfg.read_only ? ", read-only" : "",
+		s->nworkers, uptime(s));
 	fprintf(f, "mm_stat: ");
 	zm_store_print_mm_stat(&st, f);
 	/* zram's format: bd_stat_show(), pages, widths of 8 */
@@ -239,10 +256,10 @@ static void report_info(struct zmi_server *s, FILE *f)
 	zm_store_stats(s->store, &st);
 	fputs("{\"uri\": ", f);
 	json_str(f, s->uri);
-	fprintf(f, ", \"pid\": %d, \"size\": %llu, \"page_size\": %zu, "
+	fprintf(f, ", \"pid\": %d, \"size\": %llu, \"page_size\": %zu, \"unit_pages\": %u, "
 		   "\"codec\": \"%s\", \"allocator\": \"%s\", \"orig_data_size\": %llu, "
 		   "\"compr_data_size\": %llu, \"mem_used_total\": %llu, \"mem_limit\": %llu}\n",
-		(int)getpid(), (unsigned long long)s->disk.size, st.page_size,
+		(int)getpid(), (unsigned long long)s->disk.size, st.page_size, unit_pages(s),
 		s->cfg.codec ? s->cfg.codec : "lz4", zm_pool_backend(zm_store_pool(s->store)),
 		(unsigned long long)st.orig_data_size, (unsigned long long)st.compr_data_size,
 		(unsigned long long)st.mem_used_total, (unsigned long long)st.mem_limit);

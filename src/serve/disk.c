@@ -9,6 +9,11 @@
  * of one sector could write back, over a concurrent whole-page write, the
  * page's other sectors as they were before it.  Reads take no lock: the
  * store returns one complete page that some put stored.
+ *
+ * With units (the store's unit_pages > 1), a write's whole pages go to
+ * zm_store_put_range a unit at a time (the run of them inside one aligned
+ * unit), so that pages arriving together can be compressed together; the
+ * stripes are then by unit, and one lock covers every page of the run.
  */
 #include <errno.h>
 #include <string.h>
@@ -16,12 +21,13 @@
 #include "serve/nbd.h"
 #include "serve/serve.h"
 
-int disk_init(struct zmi_disk *d, struct zm_store *store, uint64_t size)
+int disk_init(struct zmi_disk *d, struct zm_store *store, uint64_t size, unsigned unit_pages)
 {
 	d->store = store;
 	d->size = size;
 	d->page_size = zm_store_page_size(store);
 	d->page_shift = (unsigned)__builtin_ctzl(d->page_size);
+	d->unit_shift = unit_pages > 1 ? (unsigned)__builtin_ctz(unit_pages) : 0;
 	d->zero_run_pages = SERVE_ZERO_RUN_MIN >> d->page_shift;
 	if (!d->zero_run_pages)
 		d->zero_run_pages = 1;
@@ -51,9 +57,19 @@ static inline size_t span(const struct zmi_disk *d, uint64_t off, uint64_t len,
 
 static pthread_mutex_t *stripe(struct zmi_disk *d, uint64_t page)
 {
-	/* neighbouring pages on different stripes: sequential writers from
-	 * several connections do not queue on one lock */
-	return &d->stripe[page % DISK_STRIPES];
+	/* neighbouring units (pages, without units) on different stripes:
+	 * sequential writers from several connections do not queue on one
+	 * lock; the pages of one unit on one, which its put_range takes */
+	return &d->stripe[(page >> d->unit_shift) % DISK_STRIPES];
+}
+
+/* Whole pages from page on, at most max, that lie in page's unit. */
+static inline uint64_t unit_run(const struct zmi_disk *d, uint64_t page, uint64_t max)
+{
+	uint64_t left = ((page >> d->unit_shift) + 1) << d->unit_shift;
+
+	left -= page;
+	return left < max ? left : max;
 }
 
 int disk_read(struct zmi_disk *d, uint64_t off, uint32_t len, void *buf, void *scratch)
@@ -90,7 +106,13 @@ int disk_write(struct zmi_disk *d, uint64_t off, uint32_t len, const void *buf, 
 
 		pthread_mutex_lock(m);
 		if (n == d->page_size) {
-			rc = zm_store_put(d->store, page, src);
+			/* the whole pages of this request in page's unit: with
+			 * units, compressed together if that pays */
+			uint64_t run = unit_run(d, page, len >> d->page_shift);
+
+			n = (size_t)run << d->page_shift;
+			rc = run == 1 ? zm_store_put(d->store, page, src)
+				      : zm_store_put_range(d->store, page, run, src);
 		} else {
 			rc = zm_store_get(d->store, page, scratch);
 			if (!rc) {

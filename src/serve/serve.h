@@ -64,10 +64,13 @@ struct zmi_disk {
 	size_t page_size;
 	unsigned page_shift;
 	uint64_t zero_run_pages;  /* SERVE_ZERO_RUN_MIN in pages, at least 1 */
+	unsigned unit_shift;      /* log2 of the store's unit_pages: whole
+				     pages of a write go to the store a unit
+				     at a time, under the unit's stripe */
 	pthread_mutex_t stripe[DISK_STRIPES];
 };
 
-int disk_init(struct zmi_disk *d, struct zm_store *store, uint64_t size);
+int disk_init(struct zmi_disk *d, struct zm_store *store, uint64_t size, unsigned unit_pages);
 void disk_fini(struct zmi_disk *d);
 /* All return 0 or a negative errno from the store (-ENOSPC for the memory
  * limit, -EIO, -ENOMEM).  scratch: page_size bytes of the caller's. */
@@ -222,15 +225,18 @@ void nbd_transmit(struct nbd_conn *c);
 
 /* ---- server.c ------------------------------------------------------- */
 
-/* zmem serve's page size with zstd unless --page-size says otherwise;
- * 4096 with the other codecs.  Chosen by bench/nbd-vs-nbdkit. */
-#define SERVE_ZSTD_PAGE_SIZE 32768
+/* zmem serve's pages with zstd unless --page-size or --unit-pages says
+ * otherwise: 4 KiB pages in units of this many (a random 4 KiB write
+ * costs a 4 KiB page's, a sequential copy gets a unit's density); 4 KiB
+ * pages alone with the other codecs (docs/serve.md). */
+#define SERVE_ZSTD_UNIT_PAGES 16
 
 struct zmi_serve_config {
 	uint64_t size;            /* bytes */
 	const char *codec;        /* NULL = lz4 */
 	const char *allocator;    /* NULL = zsmalloc */
 	size_t page_size;         /* store page; 0 = 4096 */
+	unsigned unit_pages;      /* the store's unit_pages; 0 = 1 */
 	size_t mem_limit;         /* 0 = none */
 	bool read_only;
 	unsigned threads;         /* workers; 0 = run requests in the reader */

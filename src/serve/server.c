@@ -66,6 +66,7 @@ int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg)
 		return -EINVAL;
 	sc.page_size = cfg->page_size ? cfg->page_size : 4096;
 	sc.nr_pages = (cfg->size + sc.page_size - 1) / sc.page_size;
+	sc.unit_pages = cfg->unit_pages;
 	sc.codec = cfg->codec;
 	sc.allocator = cfg->allocator;
 	sc.limit_bytes = cfg->mem_limit;
@@ -80,7 +81,7 @@ int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg)
 	rc = zm_store_create(&sc, &s->store);
 	if (rc)
 		return rc;
-	disk_init(&s->disk, s->store, cfg->size);
+	disk_init(&s->disk, s->store, cfg->size, cfg->unit_pages);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->qlock, NULL);
 	pthread_cond_init(&s->qcond, NULL);

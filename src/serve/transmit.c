@@ -320,22 +320,23 @@ static void acquire(struct nbd_conn *c, struct serve_job *j, size_t bytes)
 }
 
 /* A write that found no room in the budget: receive its payload a page at
- * a time into the connection's small buffer and write each piece as it
- * arrives (pieces after the first start on page boundaries, so none is
- * read-modify-written twice).  After a failed piece the rest is still
- * read, then the error answered.  0, or -1 when the client is gone. */
+ * a time (a unit, with units) into the connection's small buffer and write
+ * each piece as it arrives (pieces after the first start on page (unit)
+ * boundaries, so none is read-modify-written twice and a unit's pages
+ * still arrive together).  After a failed piece the rest is still read,
+ * then the error answered.  0, or -1 when the client is gone. */
 static int stream_write(struct nbd_conn *c, struct serve_job *j)
 {
 	struct zmi_disk *d = &c->srv->disk;
-	size_t cap;
-	uint8_t *buf = conn_buf_get(c, d->page_size, &cap);
+	size_t cap, piece = d->page_size << d->unit_shift;
+	uint8_t *buf = conn_buf_get(c, piece, &cap);
 	void *page = scratch(c);
 	uint64_t off = j->offset;
 	uint32_t left = j->len;
 	int rc = buf && page ? 0 : -ENOMEM;
 
 	while (left) {
-		uint32_t n = (uint32_t)(d->page_size - (off & (d->page_size - 1)));
+		uint32_t n = (uint32_t)(piece - (off & (piece - 1)));
 
 		n = n < left ? n : left;
 		if (!buf) {

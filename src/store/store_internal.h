@@ -270,6 +270,7 @@ struct zm_store {
 	 * from units measured both ways, by how well the unit compressed
 	 * (UNIT_EST_BUCKETS of len / bytes in): atomics */
 	uint64_t unit_est[16][2];  /* [bucket][0: unit bytes, 1: alone bytes] */
+	unsigned unit_count;       /* atomic: units tried (which to measure) */
 	unsigned unit_declines;    /* atomic: units in a row that did not pay */
 	unsigned unit_skip;        /* atomic: groups to store page by page
 				      before the next try */

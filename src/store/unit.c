@@ -45,7 +45,7 @@
  * (its bit in live goes, a reference with it), and the unit is freed
  * when its last page leaves.  So that a unit whose pages were mostly
  * rewritten does not keep their old bytes, once half or more of its
- * members have left, the thread that saw it asks for a split, run at the
+ * members have left (UNIT_SPLIT_SHARE), the thread that saw it asks for a split, run at the
  * end of its call (zmi_unit_flush, with no lock held; only puts and
  * discards ask, between zmi_unit_begin and zmi_unit_flush): the unit decoded,
  * each page still in it stored alone (only if it still is: a page
@@ -89,6 +89,11 @@
  * on every group. */
 #define UNIT_DECLINES 4
 #define UNIT_SKIP_MAX 16
+/* A unit is split once at most 1 / UNIT_SPLIT_SHARE of the pages it
+ * was formed with are left in it.  A split recompresses what is left
+ * page by page: at a half, a page for every page rewritten, and at
+ * most half the unit's bytes kept dead until then. */
+#define UNIT_SPLIT_SHARE 2
 /* Splits a thread may have asked for in one call; more are not asked. */
 #define PENDING_MAX 8
 
@@ -239,7 +244,7 @@ int zmi_unit_leave(struct zm_store *s, uint64_t index)
 		zmi_count(zmi_stripe(s), C_FILE, -1);   /* a page on file less */
 	/* a unit on file is not split (that would bring cold pages back
 	 * into memory): its file space goes with its last page */
-	if (live && !u->splitting && !u->file && live * 2 <= u->members && tls.split_store == s &&
+	if (live && !u->splitting && !u->file && live * UNIT_SPLIT_SHARE <= u->members && tls.split_store == s &&
 	    tls.npending < PENDING_MAX) {
 		u->splitting = true;   /* once: the split takes what is left */
 		u->refs++;
@@ -513,7 +518,6 @@ static uint64_t alone_bytes(struct zm_store *s, const char *in, uint32_t mask)
 static bool unit_pays(struct zm_store *s, const char *in, uint32_t mask, unsigned span,
 		      size_t zlen, uint64_t *alone)
 {
-	static __thread unsigned nunits;
 	size_t ps = s->page_size;
 	uint64_t raw = (uint64_t)__builtin_popcount(mask) * ps;
 	unsigned b = (unsigned)(zlen * UNIT_EST_BUCKETS / ((size_t)span * ps));
@@ -521,7 +525,7 @@ static bool unit_pays(struct zm_store *s, const char *in, uint32_t mask, unsigne
 	uint64_t eu = __atomic_load_n(&est[0], __ATOMIC_RELAXED);
 	uint64_t ea = __atomic_load_n(&est[1], __ATOMIC_RELAXED);
 
-	if (eu < UNIT_EST_WARM * ps || ++nunits % UNIT_EST_EVERY == 0) {
+	if (eu < UNIT_EST_WARM * ps || __atomic_add_fetch(&s->unit_count, 1, __ATOMIC_RELAXED) % UNIT_EST_EVERY == 0) {
 		*alone = alone_bytes(s, in, mask);
 		if (__atomic_add_fetch(&est[0], zlen, __ATOMIC_RELAXED) > UNIT_EST_DECAY) {
 			/* racy halving: the sums are an estimate */

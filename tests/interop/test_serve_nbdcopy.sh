@@ -34,8 +34,8 @@ for k in ("can_flush", "can_fua", "can_trim", "can_zero", "can_fast_zero",
           "can_multi_conn", "can_cache", "can_df"):
     assert e[k] is True, k
 assert e["is_read_only"] is False
-# the preferred size is the page size: 32 KiB, zstd's default
-assert e["block_size_minimum"] == 1 and e["block_size_preferred"] == 32768
+# the preferred size is the page size: 4 KiB, zstd's default (in units)
+assert e["block_size_minimum"] == 1 and e["block_size_preferred"] == 4096
 assert e["block_size_maximum"] == 32 << 20
 assert "base:allocation" in e["contexts"]
 PY
