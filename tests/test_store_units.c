@@ -1683,6 +1683,123 @@ static void test_tiering(void **state)
 	free(data), free(t);
 }
 
+/* The backing file's fault seam: every I/O of operation g_fault_op
+ * fails with -EIO. */
+static int g_fault_op;
+
+static int fault_fn(int op, uint64_t index)
+{
+	(void)index;
+	return op == g_fault_op ? -EIO : 0;
+}
+
+static int fault_teardown(void **state)
+{
+	zmi_backing_fault = NULL;
+	return 0;
+}
+
+/* I/O errors on a unit on file: a read error fails the gets of its pages
+ * only (-EIO, counted), and they read again once the file does; a write
+ * error keeps the unit in memory, whole, counted in writeback_failures. */
+static void test_file_faults(void **state)
+{
+	enum { N = 32 };
+	char path[256];
+	uint8_t *text = text_pages(N, 0.4, 22), out[PS];
+	struct zm_store_config c = { .unit_pages = 4, .backing_path = path };
+	struct zm_store *s;
+	struct zm_store_stats st;
+	zm_handle_t h[MAX_CHUNKS];
+
+	tmp_file(path, sizeof(path));
+	units_pay_again();
+	s = test_store_mk(&c, N);
+	assert_int_equal(zm_store_put_range(s, 0, N, text), 0);
+	assert_int_equal(stats(s).units, N / 4);
+	assert_int_equal(zm_store_writeback_page(s, 5), 0);    /* the unit of 4..7 */
+	assert_int_equal(unit_chunks(s, 5, h, MAX_CHUNKS), 0);
+	assert_int_equal(stats(s).bd_count, 4);
+	consistent(s, 4, true);
+
+	g_fault_op = 'r';
+	zmi_backing_fault = fault_fn;
+	expect_page(s, 0, text);            /* the thread's cache: another unit */
+	for (uint64_t i = 0; i < N; i++) {
+		if (i / 4 == 1)
+			assert_int_equal(zm_store_get(s, i, out), -EIO);
+		else
+			expect_page(s, i, text + i * PS);
+	}
+	assert_int_equal(zm_store_get(s, 6, out), -EIO);
+	st = stats(s);
+	assert_int_equal(st.failed_reads, 5);
+	zmi_backing_fault = NULL;
+	expect_all(s, text, N);
+	consistent(s, 4, true);
+
+	g_fault_op = 'w';
+	zmi_backing_fault = fault_fn;
+	assert_true(zm_store_writeback_page(s, 9) < 0);
+	assert_true(zm_store_writeback(s, 0, ALL) <= 0);
+	zmi_backing_fault = NULL;
+	st = stats(s);
+	printf("write errors: %llu pages kept in memory\n",
+	       (unsigned long long)st.writeback_failures);
+	assert_true(st.writeback_failures >= 4);
+	assert_int_equal(st.bd_count, 4);
+	assert_true(unit_chunks(s, 9, h, MAX_CHUNKS) > 0);
+	expect_all(s, text, N);
+	consistent(s, 4, true);
+	/* and the file works again */
+	assert_int_equal(zm_store_writeback(s, 0, ALL), N - 4);
+	expect_all(s, text, N);
+	consistent(s, 4, true);
+	zm_store_destroy(s);
+	unlink(path);
+	free(text);
+}
+
+/* A unit on file is not split when most of its pages leave (that would
+ * bring cold pages back); read back into memory with backing_readback,
+ * it must be, as a unit in memory would have been: no unit in memory
+ * keeps the bytes of pages that mostly left it. */
+static void test_readback_split(void **state)
+{
+	enum { N = 16 };
+	char path[256];
+	uint8_t *text = text_pages(N, 0.4, 23), *other = heap_pages(N, 8000);
+	uint8_t *cur = malloc(N * PS);
+	struct zm_store_config c = { .unit_pages = 4, .backing_path = path,
+				     .backing_readback = true };
+	struct zm_store *s;
+	struct zm_store_stats st;
+
+	assert_non_null(cur);
+	tmp_file(path, sizeof(path));
+	units_pay_again();
+	s = test_store_mk(&c, N);
+	memcpy(cur, text, N * PS);
+	assert_int_equal(zm_store_put_range(s, 0, N, cur), 0);
+	assert_int_equal(zm_store_writeback(s, 0, ALL), N);
+	/* three of the first unit's pages rewritten while it is on file */
+	for (uint64_t i = 0; i < 3; i++) {
+		memcpy(cur + i * PS, other + i * PS, PS);
+		assert_int_equal(zm_store_put(s, i, cur + i * PS), 0);
+	}
+	expect_page(s, 12, cur + 12 * PS);   /* the thread's cache: another unit */
+	expect_page(s, 3, cur + 3 * PS);     /* read from the file, back in memory */
+	expect_all(s, cur, N);
+	st = stats(s);
+	printf("page 3: kind %u; %llu units of %llu pages, %llu on file, %llu splits\n",
+	       kind_of(s, 3), (unsigned long long)st.units, (unsigned long long)st.unit_pages,
+	       (unsigned long long)st.bd_count, (unsigned long long)st.unit_splits);
+	consistent(s, 4, true);
+	zm_store_destroy(s);
+	unlink(path);
+	free(text), free(other), free(cur);
+}
+
 /* Recompression and writeback take at most the pages asked for
  * (store.h: "up to max_pages pages"), units whole or not. */
 static void test_cold_max_pages(void **state)
@@ -1867,6 +1984,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_split),
 		cmocka_unit_test(test_tiering),
 		cmocka_unit_test(test_cold_max_pages),
+		cmocka_unit_test(test_readback_split),
+		cmocka_unit_test_teardown(test_file_faults, fault_teardown),
 		cmocka_unit_test(test_auto_tiering),
 		cmocka_unit_test(test_short_groups),
 		cmocka_unit_test(test_limit_backing),
