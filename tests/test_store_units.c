@@ -5,17 +5,20 @@
  *     through units, gets, compaction, against a reference copy of every
  *     page, for 4 and 16 pages a unit, lz4 and zstd, with and without a
  *     memory limit (under the limit a put may fail, and then every page
- *     holds its new content or its old one);
+ *     holds its new content or its old one), and with the cold path
+ *     (marks, recompression, writeback, readback) among its steps;
  *   - units form where they pay and save memory; a unit that does not pay
  *     (incompressible data, a high unit_min_saving) is stored as pages and
  *     never takes more memory than pages alone;
- *   - a corrupted unit gives -EIO for its own pages and no other;
+ *   - a corrupted unit gives -EIO for its own pages and no other, in
+ *     memory and on the backing file;
  *   - pages leaving a unit: it is rewritten as single pages once half of
  *     it has left, its memory freed when the last one leaves;
  *   - threads on neighbouring pages of the same units, each page holding a
  *     cookie that names its writer, slot and version;
- *   - bad input; idle marking, recompression and writeback of a store
- *     holding units (every page still reads back right).
+ *   - bad input; larger pages; stores shorter than a unit; idle marking,
+ *     recompression and writeback of units, by hand, automatic and at
+ *     the memory limit.
  *
  * After each phase the counters are checked against a walk of the slots
  * and of the units (zmi_unit_chunks), and zm_store_check() must pass.
@@ -257,7 +260,8 @@ static struct walk walk(struct zm_store *s, unsigned unit_pages)
 		if (group[u] != i / unit_pages || lens[u] != len || on_file[u] != (nc == 0))
 			fail_msg("slot %llu: its unit (%p) is in group %llu, %zu bytes%s; the "
 				 "slot says group %llu, %zu bytes%s", (unsigned long long)i, r,
-				 (unsigned long long)group[u], lens[u], on_file[u] ? " on file" : "",
+				 (unsigned long long)group[u], lens[u],
+				 on_file[u] ? " on file" : "",
 				 (unsigned long long)(i / unit_pages), len, nc ? "" : " on file");
 		w.file_unit_pages += nc == 0;
 		members[u]++;
@@ -305,22 +309,6 @@ static struct walk consistent(struct zm_store *s, unsigned unit_pages, bool spli
 	if (unit_pages <= 1)
 		assert_int_equal(st.units_formed + st.units_declined + st.unit_splits, 0);
 	return w;
-}
-
-/* Units that did not pay make the thread that tried them try fewer for a
- * while (unit.c's back-off).  A test that counts units starts from a
- * thread whose last unit paid: this stores groups of text, which pay,
- * until the back-off is over. */
-static void units_pay_again(void)
-{
-	enum { N = 4 * 40 };   /* more groups than the back-off skips */
-	uint8_t *text = text_pages(N, 0.3, 99);
-	struct zm_store *s = mk("lz4", 4, N);
-
-	assert_int_equal(zm_store_put_range(s, 0, N, text), 0);
-	assert_int_equal(kind_of(s, N - 4), ZM_STORE_SLOT_UNIT);
-	zm_store_destroy(s);
-	free(text);
 }
 
 /* ---- bad input ---------------------------------------------------------- */
@@ -414,7 +402,6 @@ static void test_units_pay(void **state)
 	static const char *const codecs[] = { "lz4", "zstd" };
 	static const unsigned units[] = { 1, 4, 16 };
 	uint8_t *data = pay_data();
-	units_pay_again();
 
 	for (int c = 0; c < 2; c++) {
 		uint64_t compr[3];
@@ -483,7 +470,6 @@ static void test_min_saving(void **state)
 	struct zm_store_config c = { .unit_pages = 4, .unit_min_saving = 50 };
 	struct zm_store *s = test_store_mk(&c, N);
 	struct zm_store_stats st;
-	units_pay_again();
 
 	assert_int_equal(zm_store_put_range(s, 0, N, text), 0);
 	st = stats(s);
@@ -496,7 +482,6 @@ static void test_min_saving(void **state)
 	zm_store_destroy(s);
 
 	c.unit_min_saving = 1;
-	units_pay_again();
 	s = test_store_mk(&c, N);
 	assert_int_equal(zm_store_put_range(s, 0, N, text), 0);
 	st = stats(s);
@@ -516,7 +501,6 @@ static void test_no_pay_random(void **state)
 	static const char *const codecs[] = { "lz4", "zstd" };
 	enum { N = 64 };
 	uint8_t *rnd = random_pages(N, 5);
-	units_pay_again();
 
 	for (int c = 0; c < 2; c++) {
 		struct zm_store *s1 = mk(codecs[c], 1, N);
@@ -528,7 +512,6 @@ static void test_no_pay_random(void **state)
 			struct zm_store *s;
 			struct zm_store_stats st;
 
-			units_pay_again();
 			s = mk(codecs[c], u, N);
 			assert_int_equal(zm_store_put_range(s, 0, N, rnd), 0);
 			st = stats(s);
@@ -563,7 +546,6 @@ static void test_no_pay_mix(void **state)
 	enum { NG = sizeof(groups) / sizeof(groups[0]), N = NG * 4 };
 	uint8_t *data = malloc(N * PS), *t = text_pages(N, 0.5, 6);
 	uint8_t *h = heap_pages(N, 2000);
-	units_pay_again();
 
 	assert_non_null(data);
 	for (size_t g = 0; g < NG; g++)
@@ -584,7 +566,6 @@ static void test_no_pay_mix(void **state)
 			struct zm_store_stats st1, st;
 
 			assert_int_equal(zm_store_put_range(s1, 0, N, data), 0);
-			units_pay_again();
 			assert_int_equal(zm_store_put_range(s, 0, N, data), 0);
 			st1 = stats(s1);
 			st = stats(s);
@@ -603,7 +584,8 @@ static void test_no_pay_mix(void **state)
 			assert_true(st.units > 0 || u == 16);
 			assert_true(st.units_declined > 0);
 			if (u == 4) {
-				/* the all-text and all-heap groups pay, the all-random ones do not */
+				/* the all-text and all-heap groups pay, the
+				 * all-random ones do not */
 				assert_int_equal(kind_of(s, 1 * 4), ZM_STORE_SLOT_UNIT);
 				assert_int_equal(kind_of(s, 5 * 4), ZM_STORE_SLOT_UNIT);
 				assert_int_equal(kind_of(s, 0), ZM_STORE_SLOT_HUGE);
@@ -627,7 +609,6 @@ static void test_declines_per_store(void **state)
 	struct zm_store *a, *b;
 	struct zm_store_stats st;
 
-	units_pay_again();
 	a = mk("lz4", 4, NR);
 	b = mk("lz4", 4, NT_);
 	assert_int_equal(zm_store_put_range(a, 0, NR, rnd), 0);
@@ -664,7 +645,6 @@ static void test_large_pages(void **state)
 			assert_int_equal(zm_workload_fill(ZM_WORKLOAD_TEXT, 0.4, NULL, 17, data,
 							  N * ps, ps, NULL), 0);
 			memset(data + 3 * ps, 0, ps);
-			units_pay_again();
 			assert_int_equal(zm_store_put_range(s, 0, N, data), 0);
 			st = stats(s);
 			printf("%zu KiB pages, unit_pages %u, %s: %llu units, %llu declined\n",
@@ -744,7 +724,6 @@ static void test_corrupt(void **state)
 	enum { N = 64, AT = 18 };  /* the unit of page 18 is damaged */
 	uint8_t *data = text_pages(N, 0.4, 8), out[PS];
 	struct rng r;
-	units_pay_again();
 
 	rng_seed(&r, g_seed ^ 0xC0);
 	/* same-filled pages inside the damaged unit's group */
@@ -774,7 +753,8 @@ static void test_corrupt(void **state)
 						if (pass == 2 && !member[i])
 							continue;
 						if (member[i]) {
-							assert_int_equal(zm_store_get(s, i, out), -EIO);
+							assert_int_equal(zm_store_get(s, i, out),
+									 -EIO);
 							eio++;
 						} else {
 							expect_page(s, i, data + i * PS);
@@ -790,7 +770,8 @@ static void test_corrupt(void **state)
 				 * the rest, which stay lost (-EIO) and counted */
 				for (uint64_t i = 0, k = 0; i < N && k < m / 2; i++)
 					if (member[i]) {
-						assert_int_equal(zm_store_put(s, i, data + i * PS), 0);
+						assert_int_equal(zm_store_put(s, i, data + i * PS),
+								 0);
 						expect_page(s, i, data + i * PS);
 						member[i] = false;
 						k++;
@@ -826,7 +807,6 @@ static void test_corrupt_flips(void **state)
 	enum { N = 64 };
 	uint8_t *data = heap_pages(N, 3000), out[PS];
 	struct rng r;
-	units_pay_again();
 
 	rng_seed(&r, g_seed ^ 0xF1);
 	for (int c = 0; c < 2; c++)
@@ -865,7 +845,6 @@ static void test_split(void **state)
 	enum { N = 64 };
 	uint8_t *data = text_pages(N, 0.4, 9), *newer = heap_pages(N, 4000);
 	uint8_t *cur = malloc(N * PS);
-	units_pay_again();
 
 	assert_non_null(cur);
 	for (int c = 0; c < 2; c++)
@@ -1033,7 +1012,8 @@ static void model_verify(struct model *m, uint64_t i)
 	if (rc || memcmp(out, m->data + i * PS, PS))
 		fail_msg("step %ld: page %llu: get %d, %s (slot kind %u, %s)", m->step,
 			 (unsigned long long)i, rc, rc ? "failed" : "not its last content",
-			 kind_of(m->s, i), m->written[i] ? "written" : "never written or discarded");
+			 kind_of(m->s, i),
+			 m->written[i] ? "written" : "never written or discarded");
 }
 
 /* The slots against what the model knows of them, and the counters. */
@@ -1136,7 +1116,8 @@ static void model_run(const struct model_cfg *mc)
 				assert_int_equal(zm_store_get(m.s, i + j, out), 0);
 				if (!memcmp(buf + j * PS, old + j * PS, PS)) {
 					/* the same either way: the slot tells */
-					m.written[i + j] = kind_of(m.s, i + j) != ZM_STORE_SLOT_EMPTY;
+					m.written[i + j] =
+						kind_of(m.s, i + j) != ZM_STORE_SLOT_EMPTY;
 					m.ranged[i + j] |= m.written[i + j];
 					if (memcmp(out, old + j * PS, PS))
 						fail_msg("step %ld: page %llu changed by a refused "
@@ -1150,7 +1131,8 @@ static void model_run(const struct model_cfg *mc)
 					fail_msg("step %ld: put_range %llu+%llu refused: page %llu "
 						 "holds neither its new content nor its old",
 						 m.step, (unsigned long long)i,
-						 (unsigned long long)n, (unsigned long long)(i + j));
+						 (unsigned long long)n,
+						 (unsigned long long)(i + j));
 				}
 			}
 		} else if (op < 43) {                   /* put */
@@ -1202,7 +1184,8 @@ static void model_run(const struct model_cfg *mc)
 				rc = zm_store_writeback_page(m.s, i);
 				if (rc && rc != -ENOENT)
 					fail_msg("step %ld: writeback_page %llu (kind %u): %d",
-						 m.step, (unsigned long long)i, kind_of(m.s, i), rc);
+						 m.step, (unsigned long long)i, kind_of(m.s, i),
+						 rc);
 				cold[3] += rc == 0;
 			}
 		} else if (op < 90) {                   /* get */
@@ -1600,7 +1583,6 @@ static void test_tiering(void **state)
 		c.unit_pages = u;
 		c.backing_readback = pass >= 2;
 		tier_data(data, t, N);
-		units_pay_again();
 		s = test_store_mk(&c, N);
 		assert_int_equal(zm_store_put_range(s, 0, N, data), 0);
 		st = stats(s);
@@ -1713,7 +1695,6 @@ static void test_file_faults(void **state)
 	zm_handle_t h[MAX_CHUNKS];
 
 	tmp_file(path, sizeof(path));
-	units_pay_again();
 	s = test_store_mk(&c, N);
 	assert_int_equal(zm_store_put_range(s, 0, N, text), 0);
 	assert_int_equal(stats(s).units, N / 4);
@@ -1777,7 +1758,6 @@ static void test_readback_split(void **state)
 
 	assert_non_null(cur);
 	tmp_file(path, sizeof(path));
-	units_pay_again();
 	s = test_store_mk(&c, N);
 	memcpy(cur, text, N * PS);
 	assert_int_equal(zm_store_put_range(s, 0, N, cur), 0);
@@ -1813,7 +1793,6 @@ static void test_cold_max_pages(void **state)
 	long got;
 
 	tmp_file(path, sizeof(path));
-	units_pay_again();
 	s = test_store_mk(&c, N);
 	assert_int_equal(zm_store_put_range(s, 0, N, text), 0);
 	assert_int_equal(stats(s).units, N / 16);
@@ -1850,7 +1829,6 @@ static void test_auto_tiering(void **state)
 
 	assert_non_null(cur);
 	rng_seed(&r, g_seed ^ 0xA7);
-	units_pay_again();
 	s = test_store_mk(&c, N);
 	memcpy(cur, a, N * PS);
 	assert_int_equal(zm_store_put_range(s, 0, N, cur), 0);
@@ -1902,7 +1880,6 @@ static void test_short_groups(void **state)
 		uint64_t n = geo[g].n;
 		struct zm_store *s = mk("lz4", geo[g].u, n);
 
-		units_pay_again();
 		memcpy(cur, text, n * PS);
 		assert_int_equal(zm_store_put_range(s, 0, n, cur), 0);
 		expect_all(s, cur, n);
@@ -1941,7 +1918,6 @@ static void test_limit_backing(void **state)
 	struct zm_store_stats st;
 
 	tmp_file(path, sizeof(path));
-	units_pay_again();
 	s = test_store_mk(&c, N);
 	for (uint64_t i = 0; i < N; i += RUN) {
 		int rc = zm_store_put_range(s, i, RUN, data + i * PS);
