@@ -278,8 +278,13 @@ int zm_store_slot_info(struct zm_store *s, uint64_t index, unsigned *kind,
 	else if (slot_in_pool(info))
 		h = zmi_slot_handle(s, index);
 	n = zmi_slot_len(s, index, info);
-	if (slot_kind(info) == ZM_STORE_SLOT_UNIT)
-		n = zmi_slot_unit(s, index)->len;
+	if (slot_kind(info) == ZM_STORE_SLOT_UNIT) {
+		struct zmi_unit *u = zmi_slot_unit(s, index);
+
+		zmi_unit_lock(u);   /* a recompression changes len under it */
+		n = u->len;
+		zmi_unit_unlock(u);
+	}
 	zmi_slot_unlock(s, index, info, info);
 	if (kind)
 		*kind = slot_kind(info);

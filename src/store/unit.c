@@ -390,7 +390,9 @@ int zmi_unit_get(struct zm_store *s, uint64_t index, uint32_t info, void *buf)
 		zmi_slot_unlock(s, index, info, info & ~SLOT_IDLE);
 		return 0;
 	}
-	if (zmi_unlikely(tls.zcap < u->len || tls.deccap < (size_t)u->span * ps)) {
+	/* span, not len: a recompression changes len under the unit's lock
+	 * only, and a unit is never longer than its span's pages */
+	if (zmi_unlikely(tls.zcap < (size_t)span * ps || tls.deccap < (size_t)span * ps)) {
 		/* no allocation under a slot lock: grow, and the caller
 		 * starts over (the unit may be gone by then) */
 		zmi_slot_unlock(s, index, info, info);
