@@ -386,7 +386,8 @@ ZM_API long zm_store_mark_idle(struct zm_store *store, unsigned min_age_ms);
  * lock is held while compressing: a page accessed meanwhile keeps its
  * new content.  Returns the pages re-encoded, or -EINVAL, -EOPNOTSUPP (no
  * recompress_codec), -EIO (none re-encoded, and the pool refused a swap:
- * pool_errors). */
+ * pool_errors).  A unit (unit_pages) is re-encoded whole: the last one
+ * taken may bring the count past max_pages, by less than a unit. */
 ZM_API long zm_store_recompress(struct zm_store *store, unsigned which, uint64_t max_pages);
 
 /* zm_store_recompress that another thread may end early (a server that
@@ -406,7 +407,9 @@ ZM_API long zm_store_recompress_stoppable(struct zm_store *store, unsigned which
  * pages written, or -EINVAL, -EOPNOTSUPP (no backing file), -EDQUOT
  * (writeback_limit spent, nothing written), -ENOSPC (the file full,
  * nothing written), -EIO (every write tried failed, or the pool refused
- * to free a page's object: pool_errors). */
+ * to free a page's object: pool_errors).  A unit (unit_pages) is written
+ * back whole: the last one taken may bring the count past max_pages, by
+ * less than a unit. */
 ZM_API long zm_store_writeback(struct zm_store *store, unsigned which, uint64_t max_pages);
 
 /* Write back the page at index (zram's page_index=).  0, or -EINVAL,

@@ -332,8 +332,11 @@ static void unit_readback(struct zm_store *s, struct zmi_unit *u, const char *bu
 		at += n;
 	}
 	unit_lock(u);
+	/* a unit most of whose pages have left would be split in memory:
+	 * it stays on file, which its last page frees */
 	if (!u->file || u->readers || u->moving || !u->live || u->len != len ||
-	    u->nchunks != nch) {
+	    u->nchunks != nch ||
+	    (unsigned)__builtin_popcount(u->live) * UNIT_SPLIT_SHARE <= u->members) {
 		unit_unlock(u);
 		for (unsigned c = 0; c < nch; c++)
 			zm_pool_free(s->pool, h[c]);
