@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <sched.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -258,6 +259,7 @@ static void fault_set(int op, uint64_t index, int err)
 static void fault_clear(void)
 {
 	zmi_backing_fault = NULL;
+	zmi_backing_cache_fail = 0;
 	g_fault_err = 0;
 }
 
@@ -1605,6 +1607,141 @@ static int child_tmpfs(const char *dir)
 	return check_full_file(dir, 64, false);
 }
 
+/* ---- the page cache ----------------------------------------------------- */
+
+/* Bytes of the file at path in the page cache (mincore over a mapping). */
+static uint64_t cached_bytes(const char *path)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uint64_t n = 0;
+	unsigned char *vec;
+	struct stat sb;
+	size_t pages;
+	void *map;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &sb), 0);
+	if (!sb.st_size) {
+		close(fd);
+		return 0;
+	}
+	pages = ((size_t)sb.st_size + (size_t)pg - 1) / (size_t)pg;
+	map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(map != MAP_FAILED);
+	vec = malloc(pages);
+	assert_non_null(vec);
+	assert_int_equal(mincore(map, (size_t)sb.st_size, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	free(vec);
+	munmap(map, (size_t)sb.st_size);
+	close(fd);
+	return n * (uint64_t)pg;
+}
+
+/* What the page cache may keep of a writeback of `written` bytes: 5% of
+ * them and a block (the packed layout's block being filled). */
+static uint64_t cache_bound(uint64_t written)
+{
+	return written / 20 + 4096;
+}
+
+/* Pages written back leave the page cache: by zm_store_writeback, by the
+ * reclaim of puts at the limit, and those read back (the blocks a get
+ * pulled in are dropped again), each way with packed 4 KiB pages and with
+ * 16 KiB pages at their index.  Through the page cache, every block
+ * written stayed there. */
+static void check_cache_dropped(size_t ps)
+{
+	enum { N = 2048 };
+	char path[256];
+	struct zm_store_config c = { .backing_path = path, .page_size = ps };
+	uint8_t *text = make_pages(N, ps, PK_TEXT, 910);
+	struct zm_store_stats st;
+	struct zm_store *s;
+	uint64_t cached;
+
+	tmp_file(path, sizeof(path), NULL);
+	s = test_store_mk(&c, N);
+	st = stats(s);
+	if (st.backing_cache_mode != ZM_STORE_CACHE_DROP) {
+		printf("note: %s keeps the file's pages (tmpfs?): not checked\n", tmp_dir());
+		zm_store_destroy(s);
+		free(text);
+		return;
+	}
+	/* zm_store_writeback */
+	for (int i = 0; i < N / 2; i++)
+		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * ps), 0);
+	assert_int_equal(zm_store_writeback(s, 0, ALL), N / 2);
+	st = stats(s);
+	cached = cached_bytes(path);
+	printf("ps %zu: %llu bytes written back, %llu in the page cache\n", ps,
+	       (unsigned long long)st.bd_bytes, (unsigned long long)cached);
+	assert_true(cached <= cache_bound(st.bd_bytes));
+	/* reclaim at the limit: a quarter of the pages in the pool */
+	assert_int_equal(zm_store_set_limit(s, st.compr_data_size + N / 8 * ps / 3), 0);
+	for (int i = N / 2; i < N; i++)
+		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * ps), 0);
+	st = stats(s);
+	cached = cached_bytes(path);
+	printf("ps %zu: after reclaim %llu bytes on file, %llu in the page cache\n", ps,
+	       (unsigned long long)st.bd_bytes, (unsigned long long)cached);
+	assert_true(st.bd_count > N / 2);
+	assert_true(cached <= cache_bound(st.bd_bytes));
+	/* reads */
+	assert_int_equal(zm_store_set_limit(s, 0), 0);
+	for (int i = 0; i < N; i++)
+		expect_page(s, (uint64_t)i, text + i * ps);
+	cached = cached_bytes(path);
+	printf("ps %zu: after reading every page, %llu in the page cache\n", ps,
+	       (unsigned long long)cached);
+	assert_true(cached <= cache_bound(st.bd_bytes));
+	CHECK(s);
+	zm_store_destroy(s);
+	free(text);
+}
+
+static void test_cache_dropped_4k(void **state)
+{
+	check_cache_dropped(4096);
+}
+
+static void test_cache_dropped_16k(void **state)
+{
+	check_cache_dropped(16384);
+}
+
+/* The seam makes the flush-and-drop mode fail at open: the store says so
+ * and uses the file through the page cache, every page read back equal
+ * (the tier model runs so too: "file limit kept"). */
+static void test_cache_fallback(void **state)
+{
+	enum { N = 512 };
+	char path[256];
+	struct zm_store_config c = { .backing_path = path };
+	uint8_t *text = make_pages(N, PS, PK_TEXT, 920);
+	struct zm_store *s;
+
+	tmp_file(path, sizeof(path), NULL);
+	zmi_backing_cache_fail = 1;
+	s = test_store_mk(&c, N);
+	zmi_backing_cache_fail = 0;
+	assert_int_equal(stats(s).backing_cache_mode, ZM_STORE_CACHE_NONE);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	assert_int_equal(zm_store_writeback(s, 0, ALL), N);
+	printf("page cache kept: %llu bytes written back, %llu in the page cache\n",
+	       (unsigned long long)stats(s).bd_bytes, (unsigned long long)cached_bytes(path));
+	for (int i = 0; i < N; i++)
+		expect_page(s, (uint64_t)i, text + i * PS);
+	CHECK(s);
+	zm_store_destroy(s);
+	free(text);
+}
+
+
 static void test_file_full_tmpfs(void **state)
 {
 	char dir[256];
@@ -1723,19 +1860,22 @@ struct model_cfg {
 	bool backing;
 	size_t limit_pages;   /* 0: none */
 	uint64_t wb_limit;
+	bool cache_kept;      /* the file through the page cache (the seam) */
 };
 
 static const struct model_cfg model_cfgs[] = {
-	{ "4k", 4096, false, 0, 0 },
-	{ "4k limit", 4096, false, 64, 0 },
-	{ "4k file", 4096, true, 0, 0 },
-	{ "4k file limit", 4096, true, 64, 0 },
-	{ "4k file limit wbl", 4096, true, 64, 60 },
-	{ "16k", 16384, false, 0, 0 },
-	{ "16k limit", 16384, false, 40, 0 },
-	{ "16k file", 16384, true, 0, 0 },
-	{ "16k file limit", 16384, true, 40, 0 },
-	{ "16k file limit wbl", 16384, true, 40, 60 },
+	{ "4k", 4096, false, 0, 0, false },
+	{ "4k limit", 4096, false, 64, 0, false },
+	{ "4k file", 4096, true, 0, 0, false },
+	{ "4k file limit", 4096, true, 64, 0, false },
+	{ "4k file limit wbl", 4096, true, 64, 60, false },
+	{ "4k file limit kept", 4096, true, 64, 0, true },
+	{ "16k", 16384, false, 0, 0, false },
+	{ "16k limit", 16384, false, 40, 0, false },
+	{ "16k file", 16384, true, 0, 0, false },
+	{ "16k file limit", 16384, true, 40, 0, false },
+	{ "16k file limit wbl", 16384, true, 40, 60, false },
+	{ "16k file limit kept", 16384, true, 40, 0, true },
 };
 
 #define MODEL_PAGES 160
@@ -1867,7 +2007,11 @@ static void model_run(const struct model_cfg *mc)
 		tmp_file(path, sizeof(path), NULL);
 		c.backing_path = path;
 	}
+	zmi_backing_cache_fail = mc->cache_kept;
 	m.s = test_store_mk(&c, MODEL_PAGES);
+	zmi_backing_cache_fail = 0;
+	if (mc->cache_kept)
+		assert_int_equal(stats(m.s).backing_cache_mode, ZM_STORE_CACHE_NONE);
 	m.data = calloc(MODEL_PAGES, ps);
 	assert_non_null(m.data);
 	for (long step = 0; step < g_steps; step++) {
@@ -2327,6 +2471,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_fault_punch, teardown),
 		cmocka_unit_test_teardown(test_file_full_rlimit, teardown),
 		cmocka_unit_test_teardown(test_file_full_tmpfs, teardown),
+		cmocka_unit_test_teardown(test_cache_dropped_4k, teardown),
+		cmocka_unit_test_teardown(test_cache_dropped_16k, teardown),
+		cmocka_unit_test_teardown(test_cache_fallback, teardown),
 		cmocka_unit_test_teardown(test_auto_recompress, teardown),
 		cmocka_unit_test_teardown(test_auto_recompress_rate, teardown),
 		cmocka_unit_test_teardown(test_fork_child, teardown),

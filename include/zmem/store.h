@@ -243,7 +243,17 @@ struct zm_store_stats {
 	uint64_t unit_splits;        /* units rewritten as single pages once
 					most of their pages were replaced
 					or discarded (count) */
+	uint64_t backing_cache_mode; /* how pages written back leave the page
+					cache: ZM_STORE_CACHE_* (NONE also
+					without a backing file) */
 };
+
+/* backing_cache_mode */
+#define ZM_STORE_CACHE_NONE   0 /* they stay until the kernel reclaims them */
+#define ZM_STORE_CACHE_DROP   1 /* flushed and dropped after each writeback
+				   (sync_file_range + POSIX_FADV_DONTNEED),
+				   as are the blocks each read pulls in */
+#define ZM_STORE_CACHE_DIRECT 2 /* O_DIRECT: never cached (not yet used) */
 
 /* mem_used_max is sampled every this many puts (per thread stripe):
  * reading the pool's totals takes each size class's lock. */

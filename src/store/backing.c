@@ -27,8 +27,18 @@
  *     one hole punched over the range.
  *
  * What either gives up is O_DIRECT (lengths are not block multiples): the
- * pages pass through the page cache, which the kernel writes out and
- * reclaims as it does any file's.  docs/tiering.md has the measurements.
+ * pages pass through the page cache.  Left there, the kernel would keep a
+ * copy of every page written back until it reclaimed it, charged to the
+ * same program: the memory the pool gave up would not have left.  So
+ * (ZM_STORE_CACHE_DROP, chosen at open where the file allows it) what a
+ * writeback wrote is flushed and dropped from the page cache before it
+ * lets go of wb_lock (zmi_backing_flush; sooner if it wrote DROP_BATCH),
+ * its blocks rounded out to whole ones: the packed layout's block being
+ * filled goes too, and is read again by the next write into it.  A read
+ * drops the blocks it pulled in, and the file is read without readahead
+ * (POSIX_FADV_RANDOM).  On tmpfs or ramfs the file's pages are memory
+ * and cannot leave: ZM_STORE_CACHE_NONE.  docs/tiering.md has the
+ * measurements and what O_DIRECT would need.
  *
  * Errors are the system calls', with EDQUOT and EFBIG (a file that cannot
  * grow) reported as ENOSPC: full, whatever the reason.  A short write is retried; a short read (the file
@@ -44,14 +54,26 @@
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "store/store_internal.h"
 
 int (*zmi_backing_fault)(int op, uint64_t index);
+int zmi_backing_cache_fail;
 
 /* The file system's block, the packed layout's unit. */
 #define BLOCK 4096u
+/* A writeback drops what it wrote at least every this many bytes of file
+ * (the page cache holds no more of it), and spreads the cost of a drop
+ * (two system calls and a wait for the disk) over as many pages. */
+#define DROP_BATCH (4ull << 20)
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
+#ifndef RAMFS_MAGIC
+#define RAMFS_MAGIC 0x858458f6
+#endif
 
 struct zmi_file_space {
 	pthread_mutex_t lock;
@@ -188,6 +210,50 @@ bool zmi_has_file(const struct zm_store *s)
 	return s->bfd >= 0 && s->bfd_pid == getpid();
 }
 
+/* How the file's pages leave the page cache: flushed and dropped where
+ * the file allows both (and its pages are not memory themselves), else
+ * not at all. */
+static int cache_mode(int fd)
+{
+	struct statfs fs;
+
+	if (zmi_backing_cache_fail)
+		return ZM_STORE_CACHE_NONE;
+	if (!fstatfs(fd, &fs) && ((unsigned long)fs.f_type == TMPFS_MAGIC ||
+				  (unsigned long)fs.f_type == RAMFS_MAGIC))
+		return ZM_STORE_CACHE_NONE;
+	/* nothing is written yet: cheap, and fails where it cannot work */
+	if (sync_file_range(fd, 0, BLOCK, SYNC_FILE_RANGE_WRITE))
+		return ZM_STORE_CACHE_NONE;
+	if (posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) ||
+	    posix_fadvise(fd, 0, BLOCK, POSIX_FADV_DONTNEED))
+		return ZM_STORE_CACHE_NONE;
+	return ZM_STORE_CACHE_DROP;
+}
+
+/* Write [lo, hi) out, waiting for it, and drop its blocks, whole, from the
+ * page cache.  Failures change nothing the store relies on: the blocks
+ * stay cached (a write error the kernel met is the file's, as without
+ * this). */
+static void drop_range(int fd, uint64_t lo, uint64_t hi)
+{
+	lo = lo / BLOCK * BLOCK;
+	hi = (hi + BLOCK - 1) / BLOCK * BLOCK;
+	(void)sync_file_range(fd, (off_t)lo, (off_t)(hi - lo),
+			      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+				      SYNC_FILE_RANGE_WAIT_AFTER);
+	(void)posix_fadvise(fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_DONTNEED);
+}
+
+void zmi_backing_flush(struct zm_store *s)
+{
+	if (s->wb_lo == s->wb_hi)
+		return;
+	if (s->bcache == ZM_STORE_CACHE_DROP && zmi_has_file(s))
+		drop_range(s->bfd, s->wb_lo, s->wb_hi);
+	s->wb_lo = s->wb_hi = 0;
+}
+
 int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limit)
 {
 	/* packed: two blocks a page at most (one that runs on into a second
@@ -261,6 +327,7 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 	if (packed(s) && zmi_lazy_init(&sp->refs_arr, sp->cap, sizeof(uint16_t)))
 		return -ENOMEM;
 	sp->refs = sp->refs_arr.base;
+	s->bcache = cache_mode(fd);
 	return 0;
 }
 
@@ -293,6 +360,8 @@ void zmi_backing_close(struct zm_store *s)
 	free(s->wb_buf);
 	s->wb_buf = NULL;
 	s->bfd = -1;
+	s->bcache = ZM_STORE_CACHE_NONE;
+	s->wb_lo = s->wb_hi = 0;
 }
 
 int zmi_backing_write(struct zm_store *s, uint64_t index, uint64_t off, const void *buf,
@@ -318,6 +387,20 @@ int zmi_backing_write(struct zm_store *s, uint64_t index, uint64_t off, const vo
 		}
 		done += (size_t)n;
 	}
+	if (s->bcache != ZM_STORE_CACHE_DROP)
+		return 0;
+	/* the range to drop: this write's, with the batch's while they stay
+	 * within DROP_BATCH of each other (packed writes run on, mostly) */
+	if (s->wb_lo != s->wb_hi &&
+	    (off + len > s->wb_lo + DROP_BATCH || off + DROP_BATCH < s->wb_hi))
+		zmi_backing_flush(s);
+	if (s->wb_lo == s->wb_hi) {
+		s->wb_lo = off;
+		s->wb_hi = off + len;
+	} else {
+		s->wb_lo = off < s->wb_lo ? off : s->wb_lo;
+		s->wb_hi = off + len > s->wb_hi ? off + len : s->wb_hi;
+	}
 	return 0;
 }
 
@@ -337,5 +420,11 @@ int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf
 			return -EIO;
 		done += (size_t)n;
 	}
+	/* the blocks it pulled in (a dirty one of a writeback under way is
+	 * left be by the kernel) */
+	if (s->bcache == ZM_STORE_CACHE_DROP)
+		(void)posix_fadvise(s->bfd, (off_t)(off / BLOCK * BLOCK),
+				    (off_t)((off + len + BLOCK - 1) / BLOCK * BLOCK - off / BLOCK * BLOCK),
+				    POSIX_FADV_DONTNEED);
 	return 0;
 }

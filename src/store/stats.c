@@ -163,6 +163,7 @@ static void fill_stats(struct zm_store *s, struct zm_store_stats *st)
 	st->units_formed = zmi_counter_sum(s, C_UNITS_FORMED);
 	st->units_declined = zmi_counter_sum(s, C_UNITS_DECLINED);
 	st->unit_splits = zmi_counter_sum(s, C_UNIT_SPLITS);
+	st->backing_cache_mode = zmi_has_file(s) ? (uint64_t)s->bcache : ZM_STORE_CACHE_NONE;
 	st->nr_pages = s->nr_pages;
 	st->page_size = s->page_size;
 	for (int i = 0; i < ZM_STORE_STRIPES; i++)
@@ -248,6 +249,11 @@ void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FI
 			" there, %" PRIu64 " failures)\n", "on the backing file",
 			st->bd_count, st->bd_reads, st->bd_writes, H(0, st->bd_bytes),
 			st->writeback_failures);
+	if (st->bd_count || st->bd_writes || st->writeback_failures)
+		fprintf(f, "%-24s %14s\n", "backing page cache",
+			st->backing_cache_mode == ZM_STORE_CACHE_DROP	  ? "dropped"
+			: st->backing_cache_mode == ZM_STORE_CACHE_DIRECT ? "direct"
+									  : "kept");
 	if (st->units || st->units_formed || st->units_declined)
 		fprintf(f, "%-24s %14" PRIu64 "  holding %" PRIu64 " pages in %s, %s saved (%"
 			PRIu64 " formed, %" PRIu64 " declined, %" PRIu64 " split)\n", "units",

@@ -302,6 +302,10 @@ struct zm_store {
 	pthread_mutex_t wb_lock;   /* one writeback at a time: wb_hand, wb_buf */
 	uint64_t wb_hand;          /* the reclaim's clock hand */
 	char *wb_buf;              /* page_size bytes */
+	int bcache;                /* ZM_STORE_CACHE_*: how the file's pages
+				      leave the page cache (backing.c) */
+	uint64_t wb_lo, wb_hi;     /* the range written since the last drop
+				      (wb_lock); wb_lo == wb_hi: none */
 
 	pthread_mutex_t recomp_lock; /* one recompression at a time: rc_buf */
 	char *rc_buf;              /* 3 * page_size: object, page, result */
@@ -624,10 +628,18 @@ void zmi_backing_free(struct zm_store *s, uint64_t index, uint64_t off, size_t l
 int zmi_backing_write(struct zm_store *s, uint64_t index, uint64_t off, const void *buf,
 		      size_t len);
 int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf, size_t len);
+/* Flush what zmi_backing_write wrote since the last call and drop it from
+ * the page cache (ZM_STORE_CACHE_DROP; nothing otherwise).  wb_lock held:
+ * each writeback calls it before letting go. */
+void zmi_backing_flush(struct zm_store *s);
 /* Test seam: when set, each backing-file I/O first calls it with the
  * operation ('r' read, 'w' write, 'p' punch a hole) and the page index;
  * a negative errno it returns is that I/O's result (nothing is done). */
 extern int (*zmi_backing_fault)(int op, uint64_t index);
+/* Test seam: nonzero, zmi_backing_open finds the flush-and-drop mode
+ * failing, as on a file that cannot, and uses the file through the page
+ * cache (ZM_STORE_CACHE_NONE). */
+extern int zmi_backing_cache_fail;
 
 /* writeback.c */
 /* Read FILE slot index, locked (not BUSY) with info `info`, into buf,

@@ -43,6 +43,9 @@
  * discards of that page wait asleep (zmi_slot_lock_ready).  With
  * readback, the object is made while BUSY and bound once locked again.
  *
+ * What a writeback wrote leaves the page cache before it lets go of
+ * wb_lock (zmi_backing_flush): one drop a call, not one a page.
+ *
  * Locks: wb_lock -> (mark_lock, in b) -> slot locks, one at a time ->
  * pool.  A put calls zmi_reclaim holding no lock.  busy_lock is a leaf,
  * taken with no slot lock held.
@@ -330,6 +333,7 @@ long zm_store_writeback(struct zm_store *s, unsigned which, uint64_t max_pages)
 	pthread_mutex_lock(&s->wb_lock);
 	rc = writeback_round(s, which, __atomic_load_n(&s->idle_cutoff_ns, __ATOMIC_RELAXED),
 			     max_pages, &hand);
+	zmi_backing_flush(s);
 	pthread_mutex_unlock(&s->wb_lock);
 	return rc;
 }
@@ -356,6 +360,7 @@ int zm_store_writeback_page(struct zm_store *s, uint64_t index)
 		/* a page of a unit: its unit, whole */
 		rc = writeback_one(s, zmi_stripe(s), index, 0, 0);
 	}
+	zmi_backing_flush(s);
 	pthread_mutex_unlock(&s->wb_lock);
 	return rc >= 1 ? 0 : rc < 0 ? rc : -ENOENT;
 }
@@ -402,6 +407,7 @@ int zmi_reclaim(struct zm_store *s, size_t size, bool pool_full)
 			rc = writeback_round(s, which, UINT64_MAX, RECLAIM_BATCH, &s->wb_hand);
 			if (rc == -ENOSPC || rc == -EDQUOT) {
 				/* the file is full, or its limit spent */
+				zmi_backing_flush(s);
 				pthread_mutex_unlock(&s->wb_lock);
 				return -ENOSPC;
 			}
@@ -411,10 +417,12 @@ int zmi_reclaim(struct zm_store *s, size_t size, bool pool_full)
 		}
 	}
 	if (!wrote) {
+		zmi_backing_flush(s);
 		pthread_mutex_unlock(&s->wb_lock);
 		return -ENOSPC;  /* nothing left in the pool to write back */
 	}
 out:
+	zmi_backing_flush(s);
 	pthread_mutex_unlock(&s->wb_lock);
 	if (pool_full)
 		zm_pool_shrink(s->pool, want);
@@ -437,6 +445,7 @@ long zmi_writeback_pick(struct zm_store *s, unsigned which, uint64_t cutoff_ns, 
 		return -ENOSPC;
 	pthread_mutex_lock(&s->wb_lock);
 	rc = writeback_round(s, which, cutoff_ns, n, &s->wb_hand);
+	zmi_backing_flush(s);
 	pthread_mutex_unlock(&s->wb_lock);
 	if (rc <= 0)
 		return -ENOSPC;
