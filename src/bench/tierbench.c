@@ -13,6 +13,10 @@
  *               for speed
  *   zstd-only   no limit, no tiering, the secondary codec as the only
  *               one: the reference for memory
+ *   wb-cached   writeback with the backing file's pages left in the page
+ *               cache (as a file system that cannot drop them would):
+ *               writeback's reference for memory; not run unless --modes
+ *               names it
  *
  * The trace: every index of the store is one page of the data set; a
  * seeded shuffle picks the hot set (--hot 80/20: 80% of the accesses go
@@ -43,7 +47,9 @@
  *   5. the measured trace: the rest of the trace, each access timed; the
  *      speeds and the get latency come from this part only;
  *   6. statistics, a census of the slots (zm_store_slot_info), resident
- *      memory, then every page read back and compared with its last
+ *      memory, the backing file's bytes in the page cache (cachestat(2),
+ *      or mincore over a mapping of it where the kernel lacks that), then
+ *      every page read back and compared with its last
  *      successful write (a failed put leaves the old content, as the
  *      store promises).  Reads in the trace are compared too.
  *
@@ -65,7 +71,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <zmem/codec.h>
@@ -100,15 +108,18 @@
 #define MB 1e6
 #define MIB 1048576.0
 
-enum mode { M_NONE, M_RECOMPRESS, M_WRITEBACK, M_BOTH, M_LZ4, M_ZSTD, NMODES };
+enum mode { M_NONE, M_RECOMPRESS, M_WRITEBACK, M_BOTH, M_LZ4, M_ZSTD, M_WB_CACHED, NMODES };
 
 static const char *const mode_names[NMODES] = {
-	"none", "recompress", "writeback", "both", "lz4-only", "zstd-only",
+	"none", "recompress", "writeback", "both", "lz4-only", "zstd-only", "wb-cached",
 };
+
+/* The store's seam (store_internal.h): the file's pages stay cached. */
+extern int zmi_backing_cache_fail;
 
 static bool has_limit(enum mode m)
 {
-	return m <= M_BOTH;
+	return m <= M_BOTH || m == M_WB_CACHED;
 }
 
 static bool has_recompress(enum mode m)
@@ -118,7 +129,7 @@ static bool has_recompress(enum mode m)
 
 static bool has_backing(enum mode m)
 {
-	return m == M_WRITEBACK || m == M_BOTH;
+	return m == M_WRITEBACK || m == M_BOTH || m == M_WB_CACHED;
 }
 
 /* One access: a get of idx, or a put of data page src at idx. */
@@ -146,6 +157,8 @@ struct row {
 	uint64_t in_memory, in_pool, on_file; /* the slot census */
 	uint64_t bd_count, bd_bytes, bd_writes, bd_reads, writeback_failures;
 	uint64_t file_bytes;          /* the backing file's blocks, in bytes */
+	uint64_t cache_bytes;         /* its bytes in the page cache */
+	uint64_t cache_mode;          /* backing_cache_mode */
 	uint64_t recompressed, secondary, tried;
 	uint64_t step_tried, step_recompressed, step_written; /* the tiering step */
 	double recompress_ns, writeback_ns; /* per page tried, per page written */
@@ -334,6 +347,48 @@ static void tier_step(struct run *r, enum mode m)
 	}
 }
 
+#ifndef __NR_cachestat
+#define __NR_cachestat 451   /* the same number on every architecture */
+#endif
+
+/* Bytes of the file fd in the page cache: cachestat(2), else mincore
+ * over a read-only mapping of it (which faults nothing in). */
+static uint64_t file_cached(int fd)
+{
+	struct { uint64_t off, len; } range = { 0, 0 };  /* 0: to its end */
+	struct { uint64_t cache, dirty, writeback, evicted, recently_evicted; } cs;
+	long pg = sysconf(_SC_PAGESIZE);
+	unsigned char *vec;
+	struct stat sb;
+	uint64_t n = 0;
+	size_t pages;
+	void *map;
+
+	if (!syscall(__NR_cachestat, fd, &range, &cs, 0))
+		return cs.cache * (uint64_t)pg;
+	if (fstat(fd, &sb) || !sb.st_size)
+		return 0;
+	pages = ((size_t)sb.st_size + (size_t)pg - 1) / (size_t)pg;
+	map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return 0;
+	vec = malloc(pages);
+	if (vec && !mincore(map, (size_t)sb.st_size, vec))
+		for (size_t i = 0; i < pages; i++)
+			n += vec[i] & 1;
+	free(vec);
+	munmap(map, (size_t)sb.st_size);
+	return n * (uint64_t)pg;
+}
+
+/* The memory the store takes on the machine: what it added to the
+ * process's resident memory (the pool's pages are among it) and its
+ * file's bytes in the page cache. */
+static uint64_t machine_bytes(const struct row *w)
+{
+	return w->rss_bytes + w->cache_bytes;
+}
+
 /* Step 6: the counters, the census, and every page read back. */
 static void finish(struct run *r, size_t rss0)
 {
@@ -358,7 +413,9 @@ static void finish(struct run *r, size_t rss0)
 
 		if (!fstat(r->fd, &sb))
 			w->file_bytes = (uint64_t)sb.st_blocks * 512;
+		w->cache_bytes = file_cached(r->fd);
 	}
+	w->cache_mode = st.backing_cache_mode;
 	w->recompressed = st.recompressed_pages;
 	w->secondary = st.secondary_pages;
 	w->tried = st.recompress_tried;
@@ -450,7 +507,9 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 		r.fd = fd;
 	}
 	rss0 = zmi_os_rss_bytes();
+	zmi_backing_cache_fail = m == M_WB_CACHED;
 	rc = zm_store_create(&cfg, &r.store);
+	zmi_backing_cache_fail = 0;
 	if (rc) {
 		fprintf(stderr, "zmem tierbench: %s: creating the store: %s\n", mode_names[m],
 			strerror(-rc));
@@ -610,25 +669,28 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 	       zmi_human_bytes(o->limit, h[1], 32),
 	       o->codec, o->recompress, (unsigned long long)o->ops, o->hot_access, o->hot_pages,
 	       o->rewrite, (unsigned long long)o->seed, 100 - WARMUP_PCT);
-	printf("%-10s %8s %6s %8s %6s %8s %7s %7s %7s %6s %10s\n", "mode", "ops", "MB/s",
-	       "hot MB/s", "failed", "pool MiB", "rss MiB", "in mem", "on file", "recomp",
-	       "get p99 us");
+	printf("%-10s %8s %6s %8s %6s %8s %7s %9s %11s %7s %7s %6s %10s\n", "mode", "ops",
+	       "MB/s", "hot MB/s", "failed", "pool MiB", "rss MiB", "cache MiB", "machine MiB",
+	       "in mem", "on file", "recomp", "get p99 us");
 	for (int m = 0; m < NMODES; m++) {
 		const struct row *w = &rows[m];
 
 		if (!w->ran)
 			continue;
-		printf("%-10s %8llu %6.0f %8.0f %6llu %8.1f %7.1f %7llu %7llu %6llu %10.1f\n",
+		printf("%-10s %8llu %6.0f %8.0f %6llu %8.1f %7.1f %9.1f %11.1f %7llu %7llu %6llu "
+		       "%10.1f\n",
 		       mode_names[m], (unsigned long long)w->ops, w->MBps, w->hot_MBps,
 		       (unsigned long long)(w->failed_fill + w->failed_trace),
-		       w->pool_bytes / MIB, w->rss_bytes / MIB, (unsigned long long)w->in_memory,
+		       w->pool_bytes / MIB, w->rss_bytes / MIB, w->cache_bytes / MIB,
+		       machine_bytes(w) / MIB, (unsigned long long)w->in_memory,
 		       (unsigned long long)w->on_file, (unsigned long long)w->recompressed,
 		       w->get_p99_us);
 	}
 	printf("\nfailed = puts refused (fill + trace); hot MB/s = the hot pages' accesses "
 	       "alone;\nin mem / on file = the slots' census at the end (same-filled pages are "
-	       "in memory);\nrss = resident memory the store added; recomp = pages re-encoded "
-	       "with the secondary codec.\n");
+	       "in memory);\nrss = resident memory the store added (the pool's pages among it); "
+	       "cache = the backing\nfile's bytes in the page cache after the trace; machine = "
+	       "rss + cache;\nrecomp = pages re-encoded with the secondary codec.\n");
 	for (int m = 0, first = 1; m < NMODES; m++) {
 		const struct row *w = &rows[m];
 
@@ -658,11 +720,16 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 			       "bytes there):\n");
 		first = 0;
 		printf("  %-10s %.1f MiB for %.1f MiB (%.2fx; whole pages %.1f MiB); %llu writes, "
-		       "%llu reads\n", mode_names[m], (double)w->file_bytes / MIB,
+		       "%llu reads;\n  %-10s page cache %s: %.1f MiB cached, %.1f%% of the bytes "
+		       "there\n", mode_names[m], (double)w->file_bytes / MIB,
 		       (double)w->bd_bytes / MIB,
 		       w->bd_bytes ? (double)w->file_bytes / (double)w->bd_bytes : 0,
 		       (double)w->bd_count * (double)o->page_size / MIB,
-		       (unsigned long long)w->bd_writes, (unsigned long long)w->bd_reads);
+		       (unsigned long long)w->bd_writes, (unsigned long long)w->bd_reads, "",
+		       w->cache_mode == ZM_STORE_CACHE_DROP ? "dropped" :
+		       w->cache_mode == ZM_STORE_CACHE_DIRECT ? "direct" : "kept",
+		       (double)w->cache_bytes / MIB,
+		       w->bd_bytes ? 100.0 * (double)w->cache_bytes / (double)w->bd_bytes : 0);
 	}
 	printf("\nTargets (figures only):\n");
 
@@ -675,6 +742,23 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 		       "<= 1.10), %.3fx lz4-only's;\n              hot-page throughput %.3fx "
 		       "lz4-only's (target >= 0.90)\n", s->mem_vs_zstd, s->page_vs_zstd,
 		       s->mem_vs_lz4, s->hot_vs_lz4);
+	for (int m = 0; m < NMODES; m++) {
+		const struct row *w = &rows[m], *l4 = &rows[M_LZ4];
+
+		if (!w->ran || !has_backing((enum mode)m) || !w->bd_bytes)
+			continue;
+		printf("  %s: page cache %.1f MiB, %.1f%% of the %.1f MiB on file (target <= 5%%)",
+		       mode_names[m], w->cache_bytes / MIB,
+		       100.0 * (double)w->cache_bytes / (double)w->bd_bytes, w->bd_bytes / MIB);
+		if (l4->ran)
+			printf(";\n    machine memory %.1f MiB, lz4-only's %.1f MiB: %.1f MiB less, "
+			       "%.0f%% of the bytes on file (target >= 90%%)",
+			       machine_bytes(w) / MIB, machine_bytes(l4) / MIB,
+			       ((double)machine_bytes(l4) - (double)machine_bytes(w)) / MIB,
+			       100.0 * ((double)machine_bytes(l4) - (double)machine_bytes(w)) /
+				       (double)w->bd_bytes);
+		putchar('\n');
+	}
 	if (s->wb_ns >= 0)
 		printf("  writeback (%s): %.0f ns per page over %llu pages; a bare pwrite of %.0f "
 		       "bytes %.0f ns: %.2fx\n", s->wb_mode, s->wb_ns, (unsigned long long)s->wb_pages,
@@ -746,6 +830,9 @@ static void print_json(const struct opts *o, const struct bench_data *d,
 		json_uint(&j, "mismatches", w->mismatches);
 		json_bool(&j, "verified", !(w->mismatches || w->errors));
 		json_uint(&j, "file_bytes", w->file_bytes);
+		json_uint(&j, "file_cache_bytes", w->cache_bytes);
+		json_uint(&j, "backing_cache_mode", w->cache_mode);
+		json_uint(&j, "machine_bytes", machine_bytes(w));
 		jnum(&j, "recompress_ns_per_try", w->step_tried ? w->recompress_ns : -1);
 		jnum(&j, "writeback_ns_per_page", w->step_written ? w->writeback_ns : -1);
 		json_object_end(&j);
@@ -834,7 +921,7 @@ static int parse_modes(const char *s, bool *on)
 			;
 		if (m == NMODES)
 			return cli_usage("tierbench", "unknown mode '%s' in --modes (none, recompress, "
-					 "writeback, both, lz4-only, zstd-only)", tok);
+					 "writeback, both, lz4-only, zstd-only, wb-cached)", tok);
 		on[m] = true;
 	}
 	return 0;
@@ -854,7 +941,8 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_SIZE("mem-limit", 'l', &o->limit, "SIZE", "the tiered modes' memory limit",
 		       "a quarter of the data", 4096, (double)((uint64_t)1 << 40)),
 		O_STR("modes", 'm', &modes, "LIST",
-		      "of none,recompress,writeback,both,lz4-only,\nzstd-only", "all"),
+		      "of none,recompress,writeback,both,lz4-only,\nzstd-only,wb-cached",
+		      "all but wb-cached"),
 		O_STR("codec", 'c', &o->codec, "NAME", "the primary codec", "lz4"),
 		O_STR("recompress", 'R', &o->recompress, "NAME",
 		      "the secondary codec, and zstd-only's", "zstd:3"),
@@ -902,7 +990,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	snprintf(rate_def, sizeof(rate_def), "the store's, %u", ZM_STORE_RECOMPRESS_RATE);
 	snprintf(seed_def, sizeof(seed_def), "%d", DEF_SEED);
 	for (int m = 0; m < NMODES; m++)
-		o->modes[m] = true;
+		o->modes[m] = m != M_WB_CACHED;
 	rc = opt_parse(&cmd, argc, argv, NULL);
 	if (rc)
 		return rc;
