@@ -246,6 +246,11 @@ struct zm_store_stats {
 	uint64_t backing_cache_mode; /* how pages written back leave the page
 					cache: ZM_STORE_CACHE_* (NONE also
 					without a backing file) */
+	/* the packed backing file (4 KiB pages; 0 for other sizes):
+	   zm_store_compact_file keeps the first near the second */
+	uint64_t file_alloc_bytes;   /* bytes of the file's blocks in use
+					(the block being filled included) */
+	uint64_t file_live_bytes;    /* bytes of the pages and units on it */
 };
 
 /* backing_cache_mode */
@@ -426,6 +431,21 @@ ZM_API long zm_store_writeback(struct zm_store *store, unsigned which, uint64_t 
  * -EOPNOTSUPP, -EDQUOT, -ENOSPC, -EIO as above, -ENOENT (the page is not
  * in the pool: empty, same-filled or on file already). */
 ZM_API int zm_store_writeback_page(struct zm_store *store, uint64_t index);
+
+/* Clean the packed backing file (4 KiB pages): the pages in its blocks
+ * held mostly by dead space are moved, sparsest blocks first, to the
+ * block being filled, and the blocks they leave are punched, until the
+ * blocks in use (file_alloc_bytes) are at most 1.1x the live bytes on
+ * it (file_live_bytes); a churn leaves it at 1.4-1.5x.  At most
+ * max_bytes of pages are moved (0: no bound), so that a caller bounds
+ * the rate; the next call goes on from there.  Pages of a unit written
+ * back are not moved (the blocks they are in stay).  Gets, puts and
+ * discards run meanwhile; writebacks wait between batches.  Returns the
+ * bytes of the file freed (file_alloc_bytes before less after, 0 when
+ * writebacks filled as many meanwhile), or -EINVAL, -EOPNOTSUPP (no
+ * backing file), or the file's error (-EIO, -ENOSPC) when a move failed
+ * and nothing was freed. */
+ZM_API long zm_store_compact_file(struct zm_store *store, uint64_t max_bytes);
 
 /* What a slot holds, for tests and tools: flags ZM_STORE_SLOT_* and, for a
  * page in the pool, its handle and object length; for a same-filled page,

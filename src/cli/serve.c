@@ -409,7 +409,7 @@ int cmd_stats(int argc, char **argv)
 
 static bool is_verb(const char *a)
 {
-	static const char *const verbs[] = { "compact", "mem-limit", "reset-max", "stop",
+	static const char *const verbs[] = { "compact", "compact-file", "mem-limit", "reset-max", "stop",
 					     "info", "stats", "json", "text", "idle",
 					     "writeback", "recompress", "reclaim", "untrack",
 					     NULL };
@@ -424,7 +424,7 @@ static bool is_verb(const char *a)
 static bool takes_words(const char *verb)
 {
 	return !strcmp(verb, "idle") || !strcmp(verb, "writeback") ||
-	       !strcmp(verb, "recompress");
+	       !strcmp(verb, "recompress") || !strcmp(verb, "compact-file");
 }
 
 /* A word for the server: no spaces, not too long. */
@@ -446,6 +446,9 @@ int cmd_ctl(int argc, char **argv)
 		table,
 		"Verbs:\n"
 		"  compact          compact the pool now\n"
+		"  compact-file [MAX_BYTES]\n"
+		"                   clean the --backing file now: pages moved out of blocks\n"
+		"                   mostly dead, at most MAX_BYTES (bytes) of them\n"
 		"  mem-limit SIZE   change the memory limit (64M, 1G, ...; 0 or none: no limit;\n"
 		"                   a server started with --mem-limit may lower or restore it)\n"
 		"  reset-max        start mem_used_max over from the memory used now\n"

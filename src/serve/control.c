@@ -8,6 +8,9 @@
  *   info              one line of JSON: the URI, pid, size, codec and
  *                     what is stored (zmem list)
  *   compact           compact the pool now (zram's compact)
+ *   compact-file [MAX_BYTES]
+ *                     clean the packed backing file now: pages moved out
+ *                     of its blocks mostly dead (at most MAX_BYTES)
  *   mem-limit BYTES   change the memory limit, 0 for none (mem_limit)
  *   reset-max         start mem_used_max over (zram's reset)
  *   idle all|SECONDS  mark idle the pages not accessed for SECONDS, or
@@ -113,13 +116,19 @@ static void report_json_tiering(struct zmi_server *s, const struct zm_store_stat
 		   "\"recompress_saved\": %llu, \"recompress_tried\": %llu, "
 		   "\"secondary_pages\": %llu, \"incompressible_pages\": %llu, "
 		   "\"idle_pages\": %llu, \"bd_bytes\": %llu, \"writeback_failures\": %llu, "
+		   "\"file_alloc_bytes\": %llu, \"file_live_bytes\": %llu, "
 		   "\"writeback_left\": ",
 		s->cfg.idle_after_ms, (unsigned long long)st->recompressed_pages,
 		(unsigned long long)st->recompress_saved, (unsigned long long)st->recompress_tried,
 		(unsigned long long)st->secondary_pages,
 		(unsigned long long)st->incompressible_pages, (unsigned long long)st->idle_pages,
-		(unsigned long long)st->bd_bytes, (unsigned long long)st->writeback_failures);
+		(unsigned long long)st->bd_bytes, (unsigned long long)st->writeback_failures,
+		(unsigned long long)st->file_alloc_bytes, (unsigned long long)st->file_live_bytes);
 	json_limit(f, st->writeback_left);
+	fprintf(f, ", \"backing_cache\": \"%s\"",
+		st->backing_cache_mode == ZM_STORE_CACHE_DROP     ? "dropped"
+		: st->backing_cache_mode == ZM_STORE_CACHE_DIRECT ? "direct"
+								  : "kept");
 	fputs("},\n", f);
 }
 
@@ -286,7 +295,8 @@ static int parse_u64(const char *a, uint64_t *v)
 	return errno || (*end && *end != '\n') ? -1 : 0;
 }
 
-static const char KNOWN[] = "text, json, info, compact, mem-limit BYTES, reset-max, "
+static const char KNOWN[] = "text, json, info, compact, compact-file [MAX_BYTES], "
+			    "mem-limit BYTES, reset-max, "
 			    "idle all|SECONDS, writeback TYPE [MAX_PAGES], writeback page INDEX, "
 			    "recompress [TYPE] [MAX_PAGES], stop";
 
@@ -425,6 +435,44 @@ static long writeback_steps(struct zm_store *st, unsigned which, uint64_t max, c
 	return done;
 }
 
+/* Bytes of pages the cleaner moves at a time, so that a stop is seen
+ * between steps. */
+#define CLEAN_STEP (16u << 20)
+
+/* compact-file [MAX_BYTES]: the packed backing file cleaned, in steps;
+ * ended early once *stop is set. */
+static void do_compact_file(struct zmi_server *s, char *arg, FILE *f, const int *stop)
+{
+	uint64_t max = UINT64_MAX, done = 0;
+	long n = 0;
+
+	if (arg && (next_word(arg) || parse_u64(arg, &max) || !max)) {
+		fprintf(f, "error: compact-file takes a number of bytes to move at most\n");
+		return;
+	}
+	while (!stopped(stop)) {
+		n = zm_store_compact_file(s->store, max < CLEAN_STEP ? max : CLEAN_STEP);
+		if (n <= 0)
+			break;
+		done += (uint64_t)n;
+		if (max != UINT64_MAX) {
+			/* a step moved at most what it was given: count that */
+			max = max > CLEAN_STEP ? max - CLEAN_STEP : 0;
+			if (!max)
+				break;
+		}
+	}
+	if (n < 0 && !done)
+		fprintf(f, "error: compact-file: %s\n", n == -EOPNOTSUPP
+			? "no backing file (the server was started without --backing)"
+			: strerror((int)-n));
+	else if (stopped(stop))
+		fprintf(f, "error: compact-file: interrupted (the server is stopping, or the client "
+			"left) after %llu bytes freed\n", (unsigned long long)done);
+	else
+		fprintf(f, "ok: file compacted, %llu bytes freed\n", (unsigned long long)done);
+}
+
 /* writeback TYPE [MAX_PAGES] | page INDEX; recompress [TYPE] [MAX_PAGES];
  * ended early once *stop is set (the server stops, the client left). */
 static void do_tier(struct zmi_server *s, const char *verb, char *arg, FILE *f, const int *stop)
@@ -484,6 +532,8 @@ static void control_do(struct zmi_server *s, char *line, FILE *f, const int *sto
 			fprintf(f, "error: compact: %s\n", strerror((int)-n));
 		else
 			fprintf(f, "ok: compacted, %ld pages freed\n", n);
+	} else if (!strcmp(line, "compact-file")) {
+		do_compact_file(s, arg, f, stop);
 	} else if (!strcmp(line, "mem-limit")) {
 		char why[128];
 
@@ -655,7 +705,8 @@ static bool conn_say(struct zmi_control *ctl, struct ctl_conn *c, const char *fm
 /* Does the verb of line take long (run in the job thread)? */
 static bool long_verb(const char *line, char *verb, size_t n)
 {
-	static const char *const slow[] = { "compact", "idle", "writeback", "recompress", NULL };
+	static const char *const slow[] = { "compact", "compact-file", "idle", "writeback",
+					    "recompress", NULL };
 	size_t len = strcspn(line, " ");
 
 	snprintf(verb, n, "%.*s", (int)len, line);

@@ -9,11 +9,14 @@
  *
  *   - 4 KiB pages (the file system's block): packed.  Pages are laid end
  *     to end in the block being filled; one that does not fit the rest of
- *     it starts a block of its own if one was freed, else runs on into the
- *     next block, never used (so that the blocks ever used stay those in
- *     use plus one, and the free list never holds more than they).  So a
- *     first writeback is packed densely, and blocks freed later are reused
- *     first, a page to a block's start.  Each block counts the
+ *     it runs on into the next block if that one is free (freed, or never
+ *     used while no block is free), else starts a block of its own, a
+ *     freed one if there is one, else the next never used (so that the
+ *     blocks ever used stay those in use plus one).  So a first writeback
+ *     is packed densely, and blocks freed later are reused first, a page
+ *     to a block's start, running on where freed blocks are neighbours
+ *     (a page that ran on is not cut off at the block's end: the rest of
+ *     the block would be lost).  Each block counts the
  *     pages in it, a page running across counting in both (plus one while
  *     it is the block being filled); the last page out punches it to a
  *     hole and puts it on the free list.  A block not free holds a page,
@@ -43,6 +46,10 @@
  * Errors are the system calls', with EDQUOT and EFBIG (a file that cannot
  * grow) reported as ENOSPC: full, whatever the reason.  A short write is retried; a short read (the file
  * truncated under the store) is -EIO.
+ *
+ * Each block also counts its live bytes (a page running across counts its
+ * part in each), and the space the blocks in use hold: what the cleaner
+ * (clean.c) looks at to find blocks mostly dead.
  *
  * Locks: space->lock, a leaf, for the packed layout's counts and free
  * list; it is taken under a slot lock (a put freeing a page on file) or
@@ -80,7 +87,15 @@ struct zmi_file_space {
 	uint16_t *refs;          /* per block: pages in it (+1: the block being
 				    filled); refs_arr's elements */
 	struct zmi_lazy refs_arr;
-	uint64_t *free;          /* punched blocks, a stack */
+	uint16_t *live;          /* per block: live bytes of pages in it
+				    (live_arr's elements) */
+	struct zmi_lazy live_arr;
+	uint64_t held;           /* blocks with a reference */
+	uint64_t live_bytes;     /* the sum of live[] */
+	uint64_t *free;          /* punched blocks, a stack; an entry whose
+				    block has references again (taken by a
+				    page running on into it) is stale, and
+				    skipped */
 	uint64_t nfree, free_cap;
 	uint64_t next;           /* blocks from here on were never used */
 	uint64_t cap;            /* blocks the file has room for */
@@ -109,6 +124,30 @@ static void punch(struct zm_store *s, uint64_t index, uint64_t off, uint64_t len
 			(off_t)len);
 }
 
+/* Is block b free: punched, with no reference (space->lock held)? */
+static bool block_free(const struct zmi_file_space *sp, uint64_t b)
+{
+	return b < sp->next && b != sp->cur && !sp->refs[b];
+}
+
+/* Drop the free list's stale entries and repeats (space->lock held). */
+static void free_tidy(struct zmi_file_space *sp)
+{
+	uint64_t kept = 0;
+
+	for (uint64_t k = 0; k < sp->nfree; k++) {
+		uint64_t b = sp->free[k];
+
+		if (block_free(sp, b)) {
+			sp->refs[b] = UINT16_MAX;   /* seen: a repeat is dropped */
+			sp->free[kept++] = b;
+		}
+	}
+	for (uint64_t k = 0; k < kept; k++)
+		sp->refs[sp->free[k]] = 0;
+	sp->nfree = kept;
+}
+
 /* Drop a reference to block b (space->lock held); the last punches it. */
 static void block_put(struct zm_store *s, uint64_t index, uint64_t b)
 {
@@ -117,7 +156,11 @@ static void block_put(struct zm_store *s, uint64_t index, uint64_t b)
 	ZM_ASSERT(sp->refs[b] > 0);
 	if (--sp->refs[b])
 		return;
+	ZM_ASSERT(!sp->live[b]);
+	sp->held--;
 	punch(s, index, b * BLOCK, BLOCK);
+	if (sp->nfree == sp->free_cap)
+		free_tidy(sp);
 	if (sp->nfree == sp->free_cap) {
 		uint64_t cap = sp->free_cap ? sp->free_cap * 2 : 1024;
 		uint64_t *f = realloc(sp->free, cap * sizeof(*f));
@@ -135,7 +178,24 @@ static void block_take(struct zm_store *s, uint64_t b)
 {
 	ZM_ASSERT(b < s->space->cap);
 	zmi_lazy_mark(&s->space->refs_arr, b);
+	zmi_lazy_mark(&s->space->live_arr, b);
 	s->space->refs[b] = 1;
+	s->space->held++;
+}
+
+/* Count len bytes at off in (sign 1) or out of (-1) the live bytes of the
+ * blocks they are in (space->lock held; the blocks taken). */
+static void live_count(struct zmi_file_space *sp, uint64_t off, size_t len, int sign)
+{
+	uint64_t b = off / BLOCK;
+	uint32_t first = (uint32_t)(BLOCK - off % BLOCK);
+
+	if (first > len)
+		first = (uint32_t)len;
+	sp->live[b] = (uint16_t)(sp->live[b] + sign * (int)first);
+	if (len > first)
+		sp->live[b + 1] = (uint16_t)(sp->live[b + 1] + sign * (int)(len - first));
+	sp->live_bytes += (uint64_t)((int64_t)sign * (int64_t)len);
 }
 
 int zmi_backing_alloc(struct zm_store *s, uint64_t index, size_t len, uint64_t *off)
@@ -153,27 +213,37 @@ int zmi_backing_alloc(struct zm_store *s, uint64_t index, size_t len, uint64_t *
 		*off = sp->cur * BLOCK + sp->cur_used;
 		sp->cur_used += len;
 		sp->refs[sp->cur]++;
-	} else if (sp->cur != UINT64_MAX && sp->cur_used < BLOCK && !sp->nfree &&
-		   sp->cur + 1 == sp->next && sp->next < sp->cap) {
-		/* no block is free and the next was never used: the page runs
-		 * on into it (freed blocks go first, so that the blocks ever
-		 * used stay those in use, plus one) */
+	} else if (sp->cur != UINT64_MAX && sp->cur_used < BLOCK &&
+		   (block_free(sp, sp->cur + 1) ||
+		    (sp->held == sp->next && sp->cur + 1 == sp->next && sp->next < sp->cap))) {
+		/* the next block is free, or no block is and the next was
+		 * never used: the page runs on into it (freed blocks go
+		 * first, so that the blocks ever used stay those in use, plus
+		 * one); a freed one's entry on the free list goes stale */
 		*off = sp->cur * BLOCK + sp->cur_used;
 		sp->refs[sp->cur]++;
+		b = sp->cur + 1;
 		block_put(s, index, sp->cur);  /* its filling is over */
-		block_take(s, sp->next++);
-		sp->cur++;
+		block_take(s, b);
+		if (b == sp->next)
+			sp->next++;
+		sp->cur = b;
 		sp->cur_used = sp->cur_used + len - BLOCK;
 		sp->refs[sp->cur]++;
 	} else {
 		/* a block of its own to start: a freed one, else the next */
-		if (sp->nfree)
+		b = UINT64_MAX;
+		while (sp->nfree && b == UINT64_MAX) {
 			b = sp->free[--sp->nfree];
-		else if (sp->next < sp->cap)
+			if (!block_free(sp, b))
+				b = UINT64_MAX;   /* stale */
+		}
+		if (b == UINT64_MAX) {
+			if (sp->next == sp->cap) {
+				pthread_mutex_unlock(&sp->lock);
+				return -ENOSPC;
+			}
 			b = sp->next++;
-		else {
-			pthread_mutex_unlock(&sp->lock);
-			return -ENOSPC;
 		}
 		if (sp->cur != UINT64_MAX)
 			block_put(s, index, sp->cur);  /* its filling is over */
@@ -183,6 +253,7 @@ int zmi_backing_alloc(struct zm_store *s, uint64_t index, size_t len, uint64_t *
 		sp->cur_used = len;
 		sp->refs[b]++;
 	}
+	live_count(sp, *off, len, 1);
 	pthread_mutex_unlock(&sp->lock);
 	return 0;
 }
@@ -196,10 +267,81 @@ void zmi_backing_free(struct zm_store *s, uint64_t index, uint64_t off, size_t l
 		return;
 	}
 	pthread_mutex_lock(&sp->lock);
+	live_count(sp, off, len, -1);
 	block_put(s, index, off / BLOCK);
 	if ((off + len - 1) / BLOCK != off / BLOCK)
 		block_put(s, index, off / BLOCK + 1);  /* it ran on into the next */
 	pthread_mutex_unlock(&sp->lock);
+}
+
+void zmi_backing_usage(struct zm_store *s, uint64_t *held, uint64_t *live)
+{
+	struct zmi_file_space *sp = s->space;
+
+	*held = *live = 0;
+	if (!sp || !packed(s))
+		return;
+	pthread_mutex_lock(&sp->lock);
+	*held = sp->held * BLOCK;
+	*live = sp->live_bytes;
+	pthread_mutex_unlock(&sp->lock);
+}
+
+/* Live bytes by sixteenths of a block, for the cleaner's threshold. */
+#define LIVE_BUCKETS 16
+
+uint32_t zmi_backing_clean_threshold(struct zm_store *s, unsigned target_pct)
+{
+	struct zmi_file_space *sp = s->space;
+	uint64_t n[LIVE_BUCKETS] = { 0 }, bytes[LIVE_BUCKETS] = { 0 };
+	uint64_t held, live, goal, moved = 0, blocks = 0;
+	uint32_t max_live = 0;
+
+	if (!sp || !packed(s))
+		return 0;
+	pthread_mutex_lock(&sp->lock);
+	held = sp->held * BLOCK;
+	live = sp->live_bytes;
+	goal = live / 100 * target_pct + live % 100 * target_pct / 100;
+	if (held > goal) {
+		for (uint64_t b = zmi_lazy_next(&sp->refs_arr, 0, sp->next); b < sp->next;
+		     b = zmi_lazy_next(&sp->refs_arr, b + 1, sp->next)) {
+			unsigned k;
+
+			if (!sp->refs[b] || b == sp->cur)
+				continue;
+			k = sp->live[b] * LIVE_BUCKETS / (BLOCK + 1);
+			n[k]++;
+			bytes[k] += sp->live[b];
+		}
+		/* the sparsest first, until moving them (their bytes packed
+		 * anew, a tenth of it lost to blocks' ends) brings the file
+		 * to the goal; never blocks more than 7/8 full */
+		for (unsigned k = 0; k < LIVE_BUCKETS - 2; k++) {
+			blocks += n[k];
+			moved += bytes[k];
+			max_live = (k + 1) * BLOCK / LIVE_BUCKETS;
+			if (held - blocks * BLOCK + moved + moved / 10 <= goal)
+				break;
+		}
+	}
+	pthread_mutex_unlock(&sp->lock);
+	return max_live;
+}
+
+bool zmi_backing_sparse(struct zm_store *s, uint64_t off, size_t len, uint32_t max_live)
+{
+	struct zmi_file_space *sp = s->space;
+	uint64_t b = off / BLOCK, e = (off + len - 1) / BLOCK;
+	bool yes;
+
+	if (!sp || !packed(s) || !max_live)
+		return false;
+	pthread_mutex_lock(&sp->lock);
+	/* the block being filled is where the page would go */
+	yes = b != sp->cur && e != sp->cur && (sp->live[b] < max_live || sp->live[e] < max_live);
+	pthread_mutex_unlock(&sp->lock);
+	return yes;
 }
 
 bool zmi_has_file(const struct zm_store *s)
@@ -328,6 +470,9 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 		return -ENOMEM;
 	sp->refs = sp->refs_arr.base;
 	s->bcache = cache_mode(fd);
+	if (packed(s) && zmi_lazy_init(&sp->live_arr, sp->cap, sizeof(uint16_t)))
+		return -ENOMEM;
+	sp->live = sp->live_arr.base;
 	return 0;
 }
 
@@ -352,6 +497,7 @@ void zmi_backing_close(struct zm_store *s)
 	}
 	if (s->space) {
 		zmi_lazy_fini(&s->space->refs_arr);
+		zmi_lazy_fini(&s->space->live_arr);
 		free(s->space->free);
 		pthread_mutex_destroy(&s->space->lock);
 		free(s->space);

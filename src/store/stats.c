@@ -164,6 +164,8 @@ static void fill_stats(struct zm_store *s, struct zm_store_stats *st)
 	st->units_declined = zmi_counter_sum(s, C_UNITS_DECLINED);
 	st->unit_splits = zmi_counter_sum(s, C_UNIT_SPLITS);
 	st->backing_cache_mode = zmi_has_file(s) ? (uint64_t)s->bcache : ZM_STORE_CACHE_NONE;
+	if (zmi_has_file(s))
+		zmi_backing_usage(s, &st->file_alloc_bytes, &st->file_live_bytes);
 	st->nr_pages = s->nr_pages;
 	st->page_size = s->page_size;
 	for (int i = 0; i < ZM_STORE_STRIPES; i++)

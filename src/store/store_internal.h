@@ -13,6 +13,7 @@
  *   idle.c    idle tracking: the marks and pages' ages
  *   recompress.c  re-encoding pages with the secondary codec
  *   backing.c the backing file's I/O
+ *   clean.c   the packed file's cleaner: pages moved out of sparse blocks
  *   writeback.c   pages to and from the backing file; reclaim at the limit
  *   tier.c    automatic tiering on the process's worker
  *   unit.c    multi-page units: put_range, a page's get from its unit,
@@ -301,6 +302,7 @@ struct zm_store {
 				      UINT64_MAX = no limit */
 	pthread_mutex_t wb_lock;   /* one writeback at a time: wb_hand, wb_buf */
 	uint64_t wb_hand;          /* the reclaim's clock hand */
+	uint64_t clean_hand;       /* the cleaner's (clean.c), under wb_lock */
 	char *wb_buf;              /* page_size bytes */
 	int bcache;                /* ZM_STORE_CACHE_*: how the file's pages
 				      leave the page cache (backing.c) */
@@ -632,6 +634,17 @@ int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf
  * the page cache (ZM_STORE_CACHE_DROP; nothing otherwise).  wb_lock held:
  * each writeback calls it before letting go. */
 void zmi_backing_flush(struct zm_store *s);
+/* The packed file's blocks in use, in bytes (*held), and the live bytes
+ * of the pages and units' chunks in them (*live); 0 and 0 for the other
+ * layout. */
+void zmi_backing_usage(struct zm_store *s, uint64_t *held, uint64_t *live);
+/* For the cleaner: the live bytes below which a block is worth emptying
+ * so that the blocks in use come to target_pct percent of the live
+ * bytes (0: they are there already, or the layout is not packed). */
+uint32_t zmi_backing_clean_threshold(struct zm_store *s, unsigned target_pct);
+/* Is the record of len bytes at off in a block with fewer than max_live
+ * live bytes, not the block being filled? */
+bool zmi_backing_sparse(struct zm_store *s, uint64_t off, size_t len, uint32_t max_live);
 /* Test seam: when set, each backing-file I/O first calls it with the
  * operation ('r' read, 'w' write, 'p' punch a hole) and the page index;
  * a negative errno it returns is that I/O's result (nothing is done). */
