@@ -6,6 +6,7 @@
 #define ZM_STORETEST_H
 
 #include "testutil.h"
+#include <zmem/store.h>
 
 #define ST_PS 4096
 #define ST_WORDS (ST_PS / 8)
@@ -77,6 +78,24 @@ static inline int st_check_cookie(const uint64_t *w, uint64_t idx, unsigned nt,
 	if (((c & 0xFFFFFFFF) >> 2) > __atomic_load_n(&published[tid], __ATOMIC_ACQUIRE))
 		return -3;
 	return 1;
+}
+
+/* The store's statistics (asserting the call succeeds). */
+static inline struct zm_store_stats stats(struct zm_store *s)
+{
+	struct zm_store_stats st;
+
+	assert_int_equal(zm_store_stats(s, &st), 0);
+	return st;
+}
+
+/* What slot idx holds now (ZM_STORE_SLOT_*). */
+static inline unsigned kind_of(struct zm_store *s, uint64_t idx)
+{
+	unsigned kind = 99;
+
+	assert_int_equal(zm_store_slot_info(s, idx, &kind, NULL, NULL), 0);
+	return kind;
 }
 
 #endif

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "store/store_internal.h"  /* first: the advanced tier of the headers */
+#include "storetest.h"
 #include "testutil.h"
 
 #define PS 4096
@@ -47,14 +48,6 @@ static void expect_page(struct zm_store *s, uint64_t idx, uint64_t v)
 		       (unsigned long long)v);
 		fail();
 	}
-}
-
-static struct zm_store_stats stats(struct zm_store *s)
-{
-	struct zm_store_stats st;
-
-	assert_int_equal(zm_store_stats(s, &st), 0);
-	return st;
 }
 
 static char g_path[256];

@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 
 #include "store/store_internal.h"  /* first: the advanced tier of the headers */
+#include "storetest.h"
 #include "testutil.h"
 #include "workload/workload.h"
 
@@ -113,22 +114,6 @@ static void expect_zero(struct zm_store *s, uint64_t idx)
 
 	expect_page(s, idx, zero);
 	free(zero);
-}
-
-static struct zm_store_stats stats(struct zm_store *s)
-{
-	struct zm_store_stats st;
-
-	assert_int_equal(zm_store_stats(s, &st), 0);
-	return st;
-}
-
-static unsigned kind_of(struct zm_store *s, uint64_t idx)
-{
-	unsigned kind = 99;
-
-	assert_int_equal(zm_store_slot_info(s, idx, &kind, NULL, NULL), 0);
-	return kind;
 }
 
 static size_t len_of(struct zm_store *s, uint64_t idx)

@@ -29,6 +29,7 @@
 #include <pthread.h>
 
 #include "store/store_internal.h"  /* first: the advanced tier of the headers */
+#include "storetest.h"
 #include "testutil.h"
 #include <zmem/codec.h>
 #include "workload/workload.h"
@@ -127,22 +128,6 @@ static void same_page(uint8_t *p, uint64_t w)
 }
 
 /* ---- store helpers ------------------------------------------------------ */
-
-static struct zm_store_stats stats(struct zm_store *s)
-{
-	struct zm_store_stats st;
-
-	assert_int_equal(zm_store_stats(s, &st), 0);
-	return st;
-}
-
-static unsigned kind_of(struct zm_store *s, uint64_t idx)
-{
-	unsigned kind = 99;
-
-	assert_int_equal(zm_store_slot_info(s, idx, &kind, NULL, NULL), 0);
-	return kind;
-}
 
 static void expect_page(struct zm_store *s, uint64_t idx, const void *want)
 {

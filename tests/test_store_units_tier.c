@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 
 #include "store/store_internal.h"  /* first: the advanced tier of the headers */
+#include "storetest.h"
 #include "testutil.h"
 
 #define PS 4096
@@ -78,14 +79,6 @@ static int teardown(void **state)
 	free(g_ref);
 	g_ref = NULL;
 	return 0;
-}
-
-static struct zm_store_stats stats(struct zm_store *s)
-{
-	struct zm_store_stats st;
-
-	assert_int_equal(zm_store_stats(s, &st), 0);
-	return st;
 }
 
 static unsigned kind(struct zm_store *s, uint64_t i)
