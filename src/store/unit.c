@@ -22,7 +22,7 @@
  * data never pays, and a unit the codec cannot shrink below its pages'
  * raw bytes less the saving is not even finished (the codec is given
  * that as its cap).  The sampled units cost their members' compression
- * once more: with UNIT_EST_EVERY 32, about 3-5% more compression work.
+ * once more, which is why they are few.
  * Units that do not pay cost their compression twice (the unit, then
  * its pages); after a few in a row the store backs off (UNIT_DECLINES).
  *
