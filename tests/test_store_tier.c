@@ -1260,6 +1260,54 @@ static void test_fault_write_one(void **state)
 	free(text);
 }
 
+/* A writeback copies a batch of pages out of the pool and writes each run
+ * of them lying end to end in the packed file with one system call: N
+ * pages cost far fewer than N writes, and every page reads back.  With a
+ * bad page among them, the runs split there and only it stays. */
+static void test_writeback_batched(void **state)
+{
+	enum { N = 512 };
+	char path[256];
+	struct zm_store_config c = { .backing_path = path };
+	uint8_t *text = make_pages(N, PS, PK_TEXT, 1960);
+	struct zm_store_stats st;
+	struct zm_store *s;
+	uint64_t calls;
+	long got;
+
+	(void)state;
+	tmp_file(path, sizeof(path), NULL);
+	s = test_store_mk(&c, N);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	calls = __atomic_load_n(&zmi_backing_pwrites, __ATOMIC_RELAXED);
+	got = zm_store_writeback(s, 0, ALL);
+	calls = __atomic_load_n(&zmi_backing_pwrites, __ATOMIC_RELAXED) - calls;
+	printf("writeback of %d pages: %ld written with %llu write calls\n", N, got,
+	       (unsigned long long)calls);
+	assert_int_equal(got, N);
+	assert_true(calls * 8 <= N);
+	for (int i = 0; i < N; i++)
+		expect_page(s, (uint64_t)i, text + i * PS);
+	CHECK(s);
+	/* all back in memory, one bad page among them */
+	for (int i = 0; i < N; i++)
+		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	fault_set('w', 100, -EIO);
+	got = zm_store_writeback(s, 0, ALL);
+	st = stats(s);
+	assert_int_equal(got, N - 1);
+	assert_int_equal(st.writeback_failures, 1);
+	assert_int_equal(kind_of(s, 100), ZM_STORE_SLOT_POOL);
+	fault_clear();
+	for (int i = 0; i < N; i++)
+		expect_page(s, (uint64_t)i, text + i * PS);
+	CHECK(s);
+	zm_store_destroy(s);
+	unlink(path);
+	free(text);
+}
+
 /* The same at the memory limit: one bad page must not stop the puts that
  * need room from writing the others back. */
 static void test_fault_write_one_at_limit(void **state)
@@ -2451,6 +2499,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_fault_read, teardown),
 		cmocka_unit_test_teardown(test_fault_write, teardown),
 		cmocka_unit_test_teardown(test_fault_write_one, teardown),
+		cmocka_unit_test_teardown(test_writeback_batched, teardown),
 		cmocka_unit_test_teardown(test_fault_write_one_at_limit, teardown),
 		cmocka_unit_test_teardown(test_fault_auto_writeback, teardown),
 		cmocka_unit_test_teardown(test_fault_punch, teardown),

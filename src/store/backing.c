@@ -68,6 +68,7 @@
 
 int (*zmi_backing_fault)(int op, uint64_t index);
 int zmi_backing_cache_fail;
+uint64_t zmi_backing_pwrites;
 
 /* The file system's block, the packed layout's unit. */
 #define BLOCK 4096u
@@ -413,7 +414,7 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 	pthread_mutex_init(&sp->lock, NULL);
 	sp->cur = UINT64_MAX;
 	s->space = sp;
-	s->wb_buf = malloc(s->page_size);
+	s->wb_buf = malloc(s->page_size > ZMI_WB_BATCH_BYTES ? s->page_size : ZMI_WB_BATCH_BYTES);
 	if (!s->wb_buf)
 		return -ENOMEM;
 	if (path) {
@@ -510,18 +511,20 @@ void zmi_backing_close(struct zm_store *s)
 	s->wb_lo = s->wb_hi = 0;
 }
 
-int zmi_backing_write(struct zm_store *s, uint64_t index, uint64_t off, const void *buf,
-		      size_t len)
+int zmi_backing_write_fault(uint64_t index)
+{
+	return fault('w', index);
+}
+
+int zmi_backing_write_run(struct zm_store *s, uint64_t off, const void *buf, size_t len)
 {
 	size_t done = 0;
-	int rc = fault('w', index);
 
-	if (rc)
-		return rc;
 	while (done < len) {
 		ssize_t n = pwrite(s->bfd, (const char *)buf + done, len - done,
 				   (off_t)(off + done));
 
+		__atomic_fetch_add(&zmi_backing_pwrites, 1, __ATOMIC_RELAXED);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
@@ -548,6 +551,14 @@ int zmi_backing_write(struct zm_store *s, uint64_t index, uint64_t off, const vo
 		s->wb_hi = off + len > s->wb_hi ? off + len : s->wb_hi;
 	}
 	return 0;
+}
+
+int zmi_backing_write(struct zm_store *s, uint64_t index, uint64_t off, const void *buf,
+		      size_t len)
+{
+	int rc = fault('w', index);
+
+	return rc ? rc : zmi_backing_write_run(s, off, buf, len);
 }
 
 int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf, size_t len)

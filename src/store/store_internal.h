@@ -303,7 +303,8 @@ struct zm_store {
 	pthread_mutex_t wb_lock;   /* one writeback at a time: wb_hand, wb_buf */
 	uint64_t wb_hand;          /* the reclaim's clock hand */
 	uint64_t clean_hand;       /* the cleaner's (clean.c), under wb_lock */
-	char *wb_buf;              /* page_size bytes */
+	char *wb_buf;              /* ZMI_WB_BATCH_BYTES, at least page_size:
+				      a writeback's batch (writeback.c) */
 	int bcache;                /* ZM_STORE_CACHE_*: how the file's pages
 				      leave the page cache (backing.c) */
 	uint64_t wb_lo, wb_hi;     /* the range written since the last drop
@@ -630,6 +631,15 @@ void zmi_backing_free(struct zm_store *s, uint64_t index, uint64_t off, size_t l
 int zmi_backing_write(struct zm_store *s, uint64_t index, uint64_t off, const void *buf,
 		      size_t len);
 int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf, size_t len);
+/* A writeback's batch, in bytes (wb_buf's size, at least a page): the
+ * pages it copies out of the pool before writing them, each run of them
+ * lying end to end in the file with one write. */
+#define ZMI_WB_BATCH_BYTES (256u << 10)
+/* zmi_backing_write in two: the seam's say for page index ('w'), then
+ * the write of len bytes at off, which may be several pages' (a run of
+ * them end to end in the file, written once).  wb_lock held. */
+int zmi_backing_write_fault(uint64_t index);
+int zmi_backing_write_run(struct zm_store *s, uint64_t off, const void *buf, size_t len);
 /* Flush what zmi_backing_write wrote since the last call and drop it from
  * the page cache (ZM_STORE_CACHE_DROP; nothing otherwise).  wb_lock held:
  * each writeback calls it before letting go. */
@@ -653,6 +663,8 @@ extern int (*zmi_backing_fault)(int op, uint64_t index);
  * failing, as on a file that cannot, and uses the file through the page
  * cache (ZM_STORE_CACHE_NONE). */
 extern int zmi_backing_cache_fail;
+/* For tests: the write system calls made to backing files (atomic). */
+extern uint64_t zmi_backing_pwrites;
 
 /* writeback.c */
 /* Read FILE slot index, locked (not BUSY) with info `info`, into buf,

@@ -4,17 +4,27 @@
  * memory limit reached (zmi_reclaim, zswap's way), and come back through
  * gets.
  *
- * One page, never holding its slot lock across the write:
+ * A batch of pages at a time (up to BATCH_PAGES, ZMI_WB_BATCH_BYTES of
+ * them), never holding a slot lock across the write:
  *
- *   1. lock; if the page is one `which` takes, copy its object (as it is
- *      in the pool: compressed, or raw) into wb_buf; unlock;
- *   2. write the copy at the page's offset in the file; on failure (the
- *      file full, an I/O error) the page stays in the pool, counted in
- *      writeback_failures, and the range is punched back to a hole;
- *   3. lock; if the slot still holds what was copied (zmi_slot_unchanged),
- *      free the object, record the page as on file (its length, codec,
- *      raw or not, in same_val[]), unlock; else unlock and punch the range
- *      (the page changed meanwhile: it stays, as it now is, in the pool).
+ *   1. for each page: lock; if it is one `which` takes, copy its object
+ *      (as it is in the pool: compressed, or raw) into wb_buf after the
+ *      batch's others; unlock; find it room in the file
+ *      (zmi_backing_alloc: the packed layout gives pages taken one after
+ *      another places end to end, mostly);
+ *   2. write each run of the batch's pages lying end to end in the file
+ *      with one system call (zram's batched writeback: the cost of a
+ *      write is mostly the call's, not the bytes'); a page whose run
+ *      failed (the file full, an I/O error) stays in the pool, counted
+ *      in writeback_failures, and its range is punched back to a hole;
+ *   3. for each page written: lock; if the slot still holds what was
+ *      copied (zmi_slot_unchanged), free the object, record the page as
+ *      on file (its length, codec, raw or not, in same_val[]), unlock;
+ *      else unlock and punch the range (the page changed meanwhile: it
+ *      stays, as it now is, in the pool).
+ *
+ * A unit's page ends the batch before it: the unit is written by itself,
+ * a write a chunk (writeback_unit).
  *
  * Only a writeback makes a slot FILE, and one runs at a time (wb_lock), so
  * no two writes of one index's range ever race; a FILE slot's range is
@@ -204,59 +214,104 @@ out:
 	return rc;
 }
 
-/* Write back slot index if `which` takes it (cutoff_ns as zmi_pick's),
- * or its unit.  The pages written (a unit's: all its pages), 0 not taken
- * (or changed meanwhile), or a negative errno: the write failed
- * (counted) or the limit is spent (-EDQUOT).  wb_lock held. */
-static int writeback_one(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
-			 unsigned which, uint64_t cutoff_ns)
+/* A writeback's batch: pages copied out of the pool into wb_buf, one
+ * after another, each with its room in the file, not yet written. */
+#define BATCH_PAGES 64
+
+struct wb_page {
+	uint64_t index, off;
+	uint32_t info, len;   /* the slot's info when copied, the bytes */
+	uint32_t pos;         /* where in wb_buf */
+	int rc;               /* its write's result */
+};
+
+struct wb_batch {
+	struct wb_page p[BATCH_PAGES];
+	unsigned n;
+	uint32_t used;        /* bytes of wb_buf taken */
+	uint64_t taken;       /* pages taken that wb_left counts */
+};
+
+/* Room in the batch for one more page? */
+static bool batch_room(const struct zm_store *s, const struct wb_batch *b)
 {
-	char *buf = s->wb_buf;
-	uint32_t info, now, len;
-	uint64_t rec, left, off = UINT64_MAX;
+	uint32_t cap = s->page_size > ZMI_WB_BATCH_BYTES ? (uint32_t)s->page_size
+							 : ZMI_WB_BATCH_BYTES;
+
+	return b->n < BATCH_PAGES && b->used + s->page_size <= cap;
+}
+
+/* Take slot index into the batch if `which` takes it (cutoff_ns as
+ * zmi_pick's): copy its object, find its room in the file.  1 taken, 0
+ * not (or a unit's page: *unit set), or a negative errno: the room or the
+ * seam's write refused (counted), or the limit spent (-EDQUOT).  wb_lock
+ * held; the batch has room. */
+static int batch_take(struct zm_store *s, struct zmi_store_stripe *st, struct wb_batch *b,
+		      uint64_t index, unsigned which, uint64_t cutoff_ns, bool *unit)
+{
+	struct wb_page *p = &b->p[b->n];
+	uint64_t left, off = UINT64_MAX;
+	uint32_t info, len;
 	int rc;
 
+	*unit = false;
 	info = zmi_slot_lock(s, index);
 	if (slot_is_unit(info)) {
 		/* zmi_pick reads the unit: only under the slot lock */
-		bool pick = zmi_pick(s, index, info, which, cutoff_ns);
-
+		*unit = zmi_pick(s, index, info, which, cutoff_ns);
 		zmi_slot_unlock(s, index, info, info);
-		return pick ? writeback_unit(s, st, index, which, cutoff_ns) : 0;
+		return 0;
 	}
 	if (!zmi_pick(s, index, info, which, cutoff_ns)) {
 		zmi_slot_unlock(s, index, info, info);
 		return 0;
 	}
 	left = __atomic_load_n(&s->wb_left, __ATOMIC_RELAXED);
-	if (!left) {
+	if (left != UINT64_MAX && left <= b->taken) {
 		zmi_slot_unlock(s, index, info, info);
 		return -EDQUOT;
 	}
 	len = zmi_slot_len(s, index, info);
-	rc = zm_pool_read(s->pool, zmi_slot_handle(s, index), buf, len);
+	rc = zm_pool_read(s->pool, zmi_slot_handle(s, index), s->wb_buf + b->used, len);
 	zmi_slot_unlock(s, index, info, info);
 	if (rc)
 		return 0;
 
 	rc = zmi_backing_alloc(s, index, len, &off);
 	if (!rc)
-		rc = zmi_backing_write(s, index, off, buf, len);
+		rc = zmi_backing_write_fault(index);
 	if (rc) {
 		zmi_count(st, C_WB_FAILS, 1);
-		if (off != UINT64_MAX)  /* the write failed, not the room */
+		if (off != UINT64_MAX)  /* the write refused, not the room */
 			zmi_backing_free(s, index, off, len);
 		return rc;
 	}
+	*p = (struct wb_page){ .index = index, .off = off, .info = info, .len = len,
+			       .pos = b->used };
+	b->n++;
+	b->used += len;
+	b->taken++;
+	return 1;
+}
+
+/* Page p of the batch, written: on file if its slot still holds what was
+ * copied, else its room goes back.  1 or 0 pages written, -EIO (the pool
+ * kept the object).  wb_lock held. */
+static int batch_settle(struct zm_store *s, struct zmi_store_stripe *st, unsigned which,
+			const struct wb_page *p)
+{
+	const char *buf = s->wb_buf + p->pos;
+	uint64_t index = p->index, rec, left;
+	uint32_t now, info;
 
 	now = zmi_slot_lock(s, index);
-	if (!zmi_slot_unchanged(s, index, now, info, buf, len) ||
+	if (!zmi_slot_unchanged(s, index, now, p->info, buf, p->len) ||
 	    ((which & ZM_STORE_PICK_IDLE) && !(now & SLOT_IDLE))) {
 		zmi_slot_unlock(s, index, now, now);
-		zmi_backing_free(s, index, off, len);
+		zmi_backing_free(s, index, p->off, p->len);
 		return 0;
 	}
-	rec = len | off << FILE_OFF_SHIFT;
+	rec = p->len | p->off << FILE_OFF_SHIFT;
 	if (!(now & SLOT_POOL))
 		rec |= FILE_RAW;
 	else if (now & SLOT_SEC)
@@ -264,46 +319,134 @@ static int writeback_one(struct zm_store *s, struct zmi_store_stripe *st, uint64
 	if (zmi_slot_free_object(s, index, now)) {
 		/* the pool kept the object: the page stays in memory */
 		zmi_slot_unlock(s, index, now, now);
-		zmi_backing_free(s, index, off, len);
+		zmi_backing_free(s, index, p->off, p->len);
 		return -EIO;
 	}
 	zmi_lazy_mark(&s->same_arr, index);
 	s->same_val[index] = rec;
 	info = slot_info_sub(SUB_FILE, false);
 	zmi_slot_unlock(s, index, now, info);
-	zmi_account(s, st, now, len, -1);
-	zmi_account(s, st, info, len, 1);
+	zmi_account(s, st, now, p->len, -1);
+	zmi_account(s, st, info, p->len, 1);
 	zmi_count(st, C_BD_WRITES, 1);
-	if (left != UINT64_MAX)
+	left = __atomic_load_n(&s->wb_left, __ATOMIC_RELAXED);
+	if (left != UINT64_MAX && left)
 		__atomic_store_n(&s->wb_left, left - 1, __ATOMIC_RELAXED);
 	return 1;
 }
 
+/* Write the batch: each run of its pages lying end to end in the file
+ * (the packed layout allocates them so, mostly) with one write, then
+ * settle each page; a page whose run failed stays in memory (counted)
+ * and its room goes back.  Returns the pages written, or the first error
+ * when none was; *full: a write found the file full (-ENOSPC).  Empties
+ * the batch. */
+static long batch_write(struct zm_store *s, struct zmi_store_stripe *st, unsigned which,
+			struct wb_batch *b, bool *full)
+{
+	long done = 0;
+	int err = 0;
+
+	for (unsigned k = 0, e; k < b->n; k = e) {
+		uint64_t end = b->p[k].off + b->p[k].len;
+		int rc;
+
+		/* wb_buf holds the batch's pages end to end too */
+		for (e = k + 1; e < b->n && b->p[e].off == end; e++)
+			end += b->p[e].len;
+		rc = zmi_backing_write_run(s, b->p[k].off, s->wb_buf + b->p[k].pos,
+					   end - b->p[k].off);
+		for (unsigned j = k; j < e; j++)
+			b->p[j].rc = rc;
+	}
+	for (unsigned k = 0; k < b->n; k++) {
+		const struct wb_page *p = &b->p[k];
+		int rc = p->rc;
+
+		if (rc) {
+			zmi_count(st, C_WB_FAILS, 1);
+			zmi_backing_free(s, p->index, p->off, p->len);
+		} else {
+			rc = batch_settle(s, st, which, p);
+		}
+		if (rc > 0)
+			done += rc;
+		else if (rc < 0 && (!err || rc == -ENOSPC))
+			err = rc;
+	}
+	*full = err == -ENOSPC;
+	b->n = 0;
+	b->used = 0;
+	b->taken = 0;
+	return done ? done : err;
+}
+
+/* Write back slot index if `which` takes it (cutoff_ns as zmi_pick's),
+ * or its unit: a batch of one.  The pages written (a unit's: all its
+ * pages), 0 not taken (or changed meanwhile), or a negative errno: the
+ * write failed (counted) or the limit is spent (-EDQUOT).  wb_lock held. */
+static int writeback_one(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+			 unsigned which, uint64_t cutoff_ns)
+{
+	struct wb_batch b = { .n = 0 };
+	bool unit, full;
+	int rc = batch_take(s, st, &b, index, which, cutoff_ns, &unit);
+
+	if (unit)
+		return writeback_unit(s, st, index, which, cutoff_ns);
+	return rc <= 0 ? rc : (int)batch_write(s, st, which, &b, &full);
+}
+
 /* Write back from *hand on, pages `which` takes, until max_pages are
- * written or a whole round was looked at.  Returns the pages written, or
- * the first error when none was; *hand moves on. */
+ * written or a whole round was looked at: a batch at a time, a unit
+ * (written by itself) after the batch before it.  Returns the pages
+ * written, or the first error when none was; *hand moves on. */
 static long writeback_round(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 			    uint64_t max_pages, uint64_t *hand)
 {
 	struct zmi_store_stripe *st = zmi_stripe(s);
-	uint64_t visited = 0, i;
-	long done = 0;
+	struct wb_batch b = { .n = 0 };
+	uint64_t visited = 0, i = 0;
+	bool stop = false, over = false;
+	long done = 0, rc;
 	int err = 0;
 
-	while ((uint64_t)done < max_pages && zmi_slot_walk(s, hand, &visited, UINT64_MAX, &i)) {
-		int rc = writeback_one(s, st, i, which, cutoff_ns);
+	for (;;) {
+		bool unit = false, more, full = false;
 
+		more = !stop && !over && (uint64_t)done + b.n < max_pages;
+		if (more && !zmi_slot_walk(s, hand, &visited, UINT64_MAX, &i))
+			more = false, over = true;
+		rc = more ? batch_take(s, st, &b, i, which, cutoff_ns, &unit) : 0;
 		/* the file full or the limit spent ends the round; a page
 		 * whose write failed stays, and the next is tried (a bad
 		 * block stops nothing but itself) */
-		if (rc == -ENOSPC || rc == -EDQUOT) {
-			err = rc;
-			break;
+		if (rc == -ENOSPC || rc == -EDQUOT)
+			err = (int)rc, stop = true, more = false;
+		else if (rc < 0 && !err)
+			err = (int)rc;
+		if (b.n && (!more || unit || !batch_room(s, &b))) {
+			rc = batch_write(s, st, which, &b, &full);
+			if (rc > 0)
+				done += rc;
+			else if (rc < 0 && (!err || full))
+				err = (int)rc;
+			if (full)
+				stop = true, unit = false;
 		}
-		if (rc < 0 && !err)
-			err = rc;
-		if (rc > 0)
-			done += rc;
+		if (unit) {
+			rc = writeback_unit(s, st, i, which, cutoff_ns);
+			if (rc == -ENOSPC || rc == -EDQUOT)
+				err = (int)rc, stop = true;
+			else if (rc < 0 && !err)
+				err = (int)rc;
+			else if (rc > 0)
+				done += rc;
+		}
+		/* a batch that did not all go (pages changed meanwhile) lets
+		 * the walk go on for more, up to max_pages */
+		if (!b.n && (stop || over || (uint64_t)done >= max_pages))
+			break;
 	}
 	return done ? done : err;
 }
