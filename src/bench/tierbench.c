@@ -566,66 +566,38 @@ fail:
 
 /* ns per pwrite() of len bytes, for count pages at the offsets of every
  * stride-th index, into a fresh file in dir the size of the store's; -1
- * if it could not be made. */
-static double pwrite_ns(const char *dir, size_t len, size_t ps, uint64_t count, uint64_t n)
-{
-	uint64_t stride = count && n / count ? n / count : 1, t0, ns;
-	uint8_t *b = malloc(len ? len : 1);
-	int fd = scratch_file(dir);
-
-	if (fd < 0 || !b || ftruncate(fd, (off_t)(n * ps))) {
-		if (fd >= 0)
-			close(fd);
-		free(b);
-		return -1;
-	}
-	for (size_t i = 0; i < len; i++)  /* not same-filled, like a page */
-		b[i] = (uint8_t)(i * 131 + 7);
-	t0 = cli_now_ns();
-	for (uint64_t i = 0; i < count; i++)
-		if (pwrite(fd, b, len, (off_t)((i * stride % n) * ps)) != (ssize_t)len) {
-			close(fd);
-			free(b);
-			return -1;
-		}
-	ns = cli_now_ns() - t0;
-	close(fd);
-	free(b);
-	return count ? (double)ns / (double)count : -1;
-}
-
-/* ns per synchronous O_DIRECT pwrite() of a whole page, page by page, at
- * the offsets pwrite_ns writes: the floor of a writeback that writes a
- * page a call (zram's before its batching); -1 where the file system
+ * if it could not be made.  direct: synchronous O_DIRECT writes of a
+ * whole page each (len is then ps): the floor of a writeback that writes
+ * a page a call (zram's before its batching); -1 where the file system
  * refuses O_DIRECT. */
-static double direct_ns(const char *dir, size_t ps, uint64_t count, uint64_t n)
+static double pwrite_ns(const char *dir, size_t len, size_t ps, uint64_t count, uint64_t n,
+			bool direct)
 {
-	uint64_t stride = count && n / count ? n / count : 1, t0, ns;
+	uint64_t stride = count && n / count ? n / count : 1, t0, ns = 0;
 	int fd = scratch_file(dir), fl;
-	void *b = NULL;
+	uint8_t *b = NULL;
+	bool ok;
 
 	if (fd < 0)
 		return -1;
-	fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_DIRECT) || posix_memalign(&b, 4096, ps) ||
-	    ftruncate(fd, (off_t)(n * ps))) {
-		close(fd);
-		free(b);
-		return -1;
+	if (direct) {
+		fl = fcntl(fd, F_GETFL);
+		ok = fl >= 0 && !fcntl(fd, F_SETFL, fl | O_DIRECT) &&
+		     !posix_memalign((void **)&b, 4096, ps);
+	} else {
+		ok = (b = malloc(len ? len : 1)) != NULL;
 	}
-	for (size_t i = 0; i < ps; i++)
-		((uint8_t *)b)[i] = (uint8_t)(i * 131 + 7);
+	ok = ok && !ftruncate(fd, (off_t)(n * ps));
+	for (size_t i = 0; ok && i < len; i++)  /* not same-filled, like a page */
+		b[i] = (uint8_t)(i * 131 + 7);
 	t0 = cli_now_ns();
-	for (uint64_t i = 0; i < count; i++)
-		if (pwrite(fd, b, ps, (off_t)((i * stride % n) * ps)) != (ssize_t)ps) {
-			close(fd);
-			free(b);
-			return -1;
-		}
-	ns = cli_now_ns() - t0;
+	for (uint64_t i = 0; ok && i < count; i++)
+		ok = pwrite(fd, b, len, (off_t)((i * stride % n) * ps)) == (ssize_t)len;
+	if (ok)
+		ns = cli_now_ns() - t0;
 	close(fd);
 	free(b);
-	return count ? (double)ns / (double)count : -1;
+	return ok && count ? (double)ns / (double)count : -1;
 }
 
 /* ---- output --------------------------------------------------------- */
@@ -689,8 +661,9 @@ static void summarize(const struct opts *o, const struct row *rows, uint64_t n,
 		s->wb_bytes = (double)l4->compr_bytes / (double)l4->in_pool;
 	else
 		s->wb_bytes = (double)o->page_size / 2;
-	s->pw_ns = pwrite_ns(o->dir, (size_t)(s->wb_bytes + 0.5), o->page_size, s->wb_pages, n);
-	s->od_ns = direct_ns(o->dir, o->page_size, s->wb_pages, n);
+	s->pw_ns = pwrite_ns(o->dir, (size_t)(s->wb_bytes + 0.5), o->page_size, s->wb_pages, n,
+			     false);
+	s->od_ns = pwrite_ns(o->dir, o->page_size, o->page_size, s->wb_pages, n, true);
 }
 
 static void print_table(const struct opts *o, const struct bench_data *d,
