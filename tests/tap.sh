@@ -15,6 +15,24 @@ bad() { fail=$((fail + 1)); echo "not ok $((pass + fail)) - $1"; }
 check() { name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
 # diag: standard input as comment lines, for the details of a failure
 diag() { sed 's/^/# /'; }
+# zmem_usage ARGS... -- WANT: "$ZMEM" ARGS exits 2 within USAGE_TIMEOUT
+# seconds (5) with exactly one line on standard error, which contains
+# WANT, and nothing on standard output (files in "$T").  The library's
+# own log is off: the debug builds also warn of bad input there.
+zmem_usage() {
+    args=""
+    while [ "$1" != "--" ]; do args="$args '$1'"; shift; done
+    want=$2
+    eval "ZMEM_LOG=off timeout ${USAGE_TIMEOUT:-5} \"\$ZMEM\" $args" > "$T/out" 2> "$T/err"
+    rc=$?
+    if [ $rc -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && [ ! -s "$T/out" ] &&
+       grep -qF -- "$want" "$T/err"; then
+        ok "zmem$args: $want"
+    else
+        bad "zmem$args: want status 2 and '$want', got $rc:"
+        cat "$T/err" "$T/out" | head -5 | diag
+    fi
+}
 # tap_end: the plan and the counts; false if a check failed
 tap_end() {
     echo "1..$((pass + fail))"

@@ -17,24 +17,9 @@ tap=$(dirname "$0")/tap.sh
 [ -f "$tap" ] || tap=$(dirname "$0")/../tap.sh
 . "$tap"
 
-# usage ARGS... -- WANT: zmem ARGS exits 2 within a second with exactly
-# one line on stderr, which contains WANT, and nothing on stdout.  The
-# library's own log is off: the debug builds also warn of bad input
-# (an unknown codec name) there, besides the command's message.
-usage() {
-    args=""
-    while [ "$1" != "--" ]; do args="$args '$1'"; shift; done
-    want=$2
-    eval "ZMEM_LOG=off timeout 1 \"\$ZMEM\" $args" > "$T/out" 2> "$T/err"
-    rc=$?
-    if [ $rc -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && [ ! -s "$T/out" ] &&
-       grep -qF -- "$want" "$T/err"; then
-        ok "zmem$args: $want"
-    else
-        bad "zmem$args: want status 2 and '$want', got $rc:"
-        cat "$T/err" "$T/out" | head -5
-    fi
-}
+# usage ARGS... -- WANT: zmem ARGS is refused at once (tap.sh zmem_usage)
+USAGE_TIMEOUT=1
+usage() { zmem_usage "$@"; }
 
 # ---- bad input: one line, status 2 ----------------------------------
 usage bench --size -1 -- "zmem bench: invalid --size '-1'"

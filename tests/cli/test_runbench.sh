@@ -17,20 +17,7 @@ tap=$(dirname "$0")/tap.sh
 . "$tap"
 skip() { ok "$1 # SKIP $2"; }
 
-# usage ARGS... -- WANT: status 2, one line naming WANT
-usage() {
-    args=""
-    while [ "$1" != "--" ]; do args="$args '$1'"; shift; done
-    want=$2
-    eval "ZMEM_LOG=off timeout 5 \"\$ZMEM\" runbench $args" > "$T/out" 2> "$T/err"
-    rc=$?
-    if [ $rc -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && grep -qF -- "$want" "$T/err"; then
-        ok "runbench$args: $want"
-    else
-        bad "runbench$args: want status 2 and '$want', got $rc:"
-        cat "$T/err" "$T/out" | head -5 | diag
-    fi
-}
+usage() { zmem_usage runbench "$@"; }   # tap.sh
 usage --programs ruby -- "unknown program 'ruby'"
 usage --sides zfs -- "unknown side 'zfs'"
 usage --fraction 1.5 -- "--fraction"

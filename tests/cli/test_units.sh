@@ -26,21 +26,7 @@ cleanup() {
 trap cleanup EXIT
 skip() { ok "$1 # SKIP $2"; }
 
-# usage ARGS... -- WANT: status 2, one line on stderr containing WANT
-usage() {
-    args=""
-    while [ "$1" != "--" ]; do args="$args '$1'"; shift; done
-    want=$2
-    eval "ZMEM_LOG=off timeout 5 \"\$ZMEM\" $args" > "$T/out" 2> "$T/err"
-    rc=$?
-    if [ $rc -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && [ ! -s "$T/out" ] &&
-       grep -qF -- "$want" "$T/err"; then
-        ok "zmem$args: $want"
-    else
-        bad "zmem$args: want status 2 and '$want', got $rc:"
-        cat "$T/err" "$T/out" | head -5 | diag
-    fi
-}
+usage() { zmem_usage "$@"; }   # tap.sh
 
 usage serve --size 1G --unit-pages 3 -- "zmem serve: --unit-pages must be 1, 2, 4, 8 or 16, not 3"
 usage serve --size 1G --unit-pages 0 -- "zmem serve: --unit-pages must be 1..16, not 0"
