@@ -393,7 +393,10 @@ static long g_steps = 3000;
 
 struct th_arg {
 	unsigned id;
-	int err;
+	int err;       /* which operation failed: 1 range, 2 put, 3 discard, 4 get */
+	int rc;        /* and what it returned */
+	long step;
+	uint64_t index;
 };
 
 static void *th_writer(void *arg)
@@ -409,19 +412,28 @@ static void *th_writer(void *arg)
 		uint64_t i = g * UP + rng_below(&r, UP), v = (uint64_t)step + 1;
 		unsigned op = (unsigned)rng_below(&r, 10);
 
+		int rc;
+
 		if (op < 2) {
 			for (uint64_t k = g * UP; k < g * UP + UP; k++)
 				fill(ref(k), k, v);
-			a->err = zm_store_put_range(g_ts, g * UP, UP, ref(g * UP)) ? 1 : 0;
+			rc = zm_store_put_range(g_ts, g * UP, UP, ref(g * UP));
+			a->err = rc ? 1 : 0;
 		} else if (op < 4) {
 			fill(ref(i), i, v);
-			a->err = zm_store_put(g_ts, i, ref(i)) ? 2 : 0;
+			rc = zm_store_put(g_ts, i, ref(i));
+			a->err = rc ? 2 : 0;
 		} else if (op < 5) {
 			memset(ref(i), 0, PS);
-			a->err = zm_store_discard(g_ts, i, 1) ? 3 : 0;
+			rc = zm_store_discard(g_ts, i, 1);
+			a->err = rc ? 3 : 0;
 		} else {
-			a->err = zm_store_get(g_ts, i, buf) || memcmp(buf, ref(i), PS) ? 4 : 0;
+			rc = zm_store_get(g_ts, i, buf);
+			a->err = rc || memcmp(buf, ref(i), PS) ? 4 : 0;
 		}
+		a->rc = rc;
+		a->step = step;
+		a->index = i;
 	}
 	return NULL;
 }
@@ -475,9 +487,16 @@ static void test_threads(void **state)
 		pthread_join(w[k], NULL);
 	__atomic_store_n(&g_stop, 1, __ATOMIC_RELAXED);
 	pthread_join(t, NULL);
-	for (unsigned k = 0; k < TH_W; k++)
-		assert_int_equal(a[k].err, 0);
 	st = stats(g_ts);
+	for (unsigned k = 0; k < TH_W; k++)
+		if (a[k].err)
+			fail_msg("writer %u: operation %d at step %ld (page %llu) returned %d; "
+				 "%llu bytes of %llu, %llu on file, %llu limit fails, %llu writeback "
+				 "failures",
+				 k, a[k].err, a[k].step, (unsigned long long)a[k].index, a[k].rc,
+				 (unsigned long long)st.compr_data_size, (unsigned long long)c.limit_bytes,
+				 (unsigned long long)st.bd_count, (unsigned long long)st.limit_fails,
+				 (unsigned long long)st.writeback_failures);
 	printf("threads: %llu units, %llu pages on file, %llu recompressed, %llu bd reads\n",
 	       (unsigned long long)st.units, (unsigned long long)st.bd_count,
 	       (unsigned long long)st.recompressed_pages, (unsigned long long)st.bd_reads);
