@@ -483,7 +483,8 @@ struct zmi_unit {
 	bool splitting;      /* a split was asked for (once in its life) */
 	/* cold data (writeback.c, recompress.c): under its lock */
 	bool file;           /* on the backing file: chunk[] are offsets */
-	bool moving;         /* a writeback or recompression works on it */
+	bool moving;         /* a writeback or recompression works on it,
+				or its pages are still joining it */
 	uint8_t nalloc;      /* chunk[] entries allocated */
 	uint16_t readers;    /* gets and splits reading it from the file:
 				its file space stays while any does */
@@ -505,10 +506,24 @@ void zmi_unit_put_ref(struct zm_store *s, struct zmi_unit *u);
  * mask, encoded with the secondary codec if sec: its chunks allocated
  * and written, counted, with a reference per member and one more for
  * the caller (each member's slot is the caller's to point at it, or
- * to give its reference back).  NULL: no room (-ENOMEM or the limit). */
+ * to give its reference back), and moving (forming: taken by no
+ * writeback or recompression) until the caller's zmi_unit_give, once
+ * its members have joined.  NULL: no room (-ENOMEM or the limit). */
 struct zmi_unit *zmi_unit_make(struct zm_store *s, uint64_t base, unsigned span,
 			       uint32_t mask, const char *buf, size_t zlen, uint64_t saved,
 			       bool sec);
+/* Test seam: when set, called after each member's slot joins a unit
+ * being formed (by a put of a range or a recompression), with no lock
+ * held, with the page joined. */
+extern void (*zmi_unit_join_hook)(struct zm_store *s, uint64_t index);
+static inline void zmi_unit_joined(struct zm_store *s, uint64_t index)
+{
+	void (*f)(struct zm_store *, uint64_t) =
+		__atomic_load_n(&zmi_unit_join_hook, __ATOMIC_RELAXED);
+
+	if (zmi_unlikely(f != NULL))
+		f(s, index);
+}
 /* Copy unit u's bytes into buf (at least span pages' room) and its
  * length and codec into *len and *sec.  The caller holds a page's slot
  * lock (a unit in memory) or a reference (in memory or on file: a unit
