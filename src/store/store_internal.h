@@ -431,6 +431,16 @@ int zmi_slot_bind(struct zm_store *s, zm_handle_t h, uint64_t index);
 int zmi_slot_swap(struct zm_store *s, uint64_t index, uint32_t old, uint32_t old_len,
 		  zm_handle_t h);
 
+/* Locked slot index, whose info is old (its content old_len bytes),
+ * takes size bytes of buf as its new object in one pool call
+ * (zm_pool_put_key), its old object freed in it, or its old content
+ * (a unit's page, a page on file) after it.  0: the slot still locked,
+ * its info the caller's to set.  -ENOMEM: no room, nothing changed, the
+ * slot still locked.  -EIO (counted in pool_errors): the slot unlocked,
+ * as it was when the pool kept the old object, EMPTY when it did not. */
+int zmi_slot_put(struct zm_store *s, uint64_t index, uint32_t old, uint32_t old_len,
+		 const void *buf, size_t size);
+
 /* Test seam: when set, zmi_slot_bind ('b') and the pool free of
  * zmi_slot_free_object ('f') first call it with the page index; a
  * negative errno it returns is the pool call's result (it is not made). */
