@@ -3,11 +3,13 @@
  *
  * put:  same-filled?  -> the word goes in the slot
  *       else compress into the thread's buffer (no lock held), place it
- *       (policy.c), charge the limit, zm_pool_alloc + zm_pool_write;
- *       then lock the slot, free the old object from the slot's key, bind
- *       the new one to it (zm_pool_bind), set the info, unlock; count.
+ *       (policy.c); then lock the slot, charge the limit and put the
+ *       object in one pool call (zm_pool_put_key: allocate, write, free
+ *       the key's old object, bind the new one), set the info, unlock;
+ *       count.
  * get:  lock the slot; decompress straight from the pool object (mapped
- *       read-only) into the caller's buffer with the codec that encoded
+ *       read-only for the decoding callback, zm_pool_get_key) into the
+ *       caller's buffer with the codec that encoded
  *       it, or copy a raw page, or fill the same-filled word; unlock,
  *       clearing the idle bit.  A page on the backing file is read with
  *       the slot marked BUSY and unlocked (writeback.c): no spinning lock
@@ -18,12 +20,13 @@
  * pages back to make room (writeback.c) instead of failing.
  *
  * So a get holds the slot lock across its decompression and a put only
- * across the swap (a free and a bind): a put on the same slot waits for
+ * across its pool call (an allocation, a copy, a free and a bind): a put
+ * on the same slot waits for
  * the get to finish before it can free the object the get is reading, and
  * a get sees either the old content or the new, never a mix.
  *
  * The per-thread buffer (base/tbuf.h) holds one compressed page between
- * compression and zm_pool_write.
+ * compression and zm_pool_put_key.
  *
  * Lock order: slot lock -> pool (see store_internal.h).
  */

@@ -36,8 +36,8 @@
  * the lock for the read; a get, put or discard that finds the slot BUSY
  * waits, asleep, on busy_cond until the read is over (zmi_slot_lock_ready),
  * and no one else changes a FILE slot.  The pool never calls back into the store, so any pool call may be
- * made under a slot lock; zm_pool_alloc (and the compression before it) is not,
- * to keep the lock short.  No thread ever holds two slot locks (a unit's lock is
+ * made under a slot lock (a get's decoding callback makes none); the
+ * compression before a put is not, to keep the lock short.  No thread ever holds two slot locks (a unit's lock is
  * not a slot lock: it is taken under its page's).  Counters
  * are atomics and need no lock.
  */
