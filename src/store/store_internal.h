@@ -36,8 +36,8 @@
  * the lock for the read; a get, put or discard that finds the slot BUSY
  * waits, asleep, on busy_cond until the read is over (zmi_slot_lock_ready),
  * and no one else changes a FILE slot.  The pool never calls back into the store, so any pool call may be
- * made under a slot lock; zm_pool_alloc (and the compression before it) is not,
- * to keep the lock short.  No thread ever holds two slot locks (a unit's lock is
+ * made under a slot lock (a get's decoding callback makes none); the
+ * compression before a put is not, to keep the lock short.  No thread ever holds two slot locks (a unit's lock is
  * not a slot lock: it is taken under its page's).  Counters
  * are atomics and need no lock.
  */
@@ -430,6 +430,16 @@ int zmi_slot_bind(struct zm_store *s, zm_handle_t h, uint64_t index);
  * still the caller's to free. */
 int zmi_slot_swap(struct zm_store *s, uint64_t index, uint32_t old, uint32_t old_len,
 		  zm_handle_t h);
+
+/* Locked slot index, whose info is old (its content old_len bytes),
+ * takes size bytes of buf as its new object in one pool call
+ * (zm_pool_put_key), its old object freed in it, or its old content
+ * (a unit's page, a page on file) after it.  0: the slot still locked,
+ * its info the caller's to set.  -ENOMEM: no room, nothing changed, the
+ * slot still locked.  -EIO (counted in pool_errors): the slot unlocked,
+ * as it was when the pool kept the old object, EMPTY when it did not. */
+int zmi_slot_put(struct zm_store *s, uint64_t index, uint32_t old, uint32_t old_len,
+		 const void *buf, size_t size);
 
 /* Test seam: when set, zmi_slot_bind ('b') and the pool free of
  * zmi_slot_free_object ('f') first call it with the page index; a
