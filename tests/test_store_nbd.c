@@ -49,10 +49,12 @@ static void fill(uint8_t *p, uint64_t index, uint64_t v)
 			 0);
 }
 
+#ifdef ZM_HAVE_LIBNBD
 static bool have_nbdkit(void)
 {
 	return !system("nbdkit --version >/dev/null 2>&1");
 }
+#endif
 
 /* nbdkit's memory plugin, size bytes, empty, on g_sock. */
 static void kit_start(const char *size)
