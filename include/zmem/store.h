@@ -145,6 +145,18 @@ struct zm_store_config {
 	unsigned unit_min_saving; /* percent a unit must save over its pages
 				     compressed alone to be kept; 0 = the
 				     default, ZM_STORE_UNIT_MIN_SAVING */
+
+	/* Cold data on another machine (docs/tiering.md): the backing store
+	 * an NBD export instead of a file, a libnbd URI
+	 * ("nbd://host:port/name", "nbd+unix:///name?socket=PATH"); not
+	 * with backing_path or backing_fd.  Laid out as the file; its size
+	 * is the room (at least nr_pages + 2 pages: -ENOSPC below).  If the
+	 * export goes away, its pages read as -EIO and writeback stops (a
+	 * put at the limit fails with -ENOSPC) until a reconnection, tried
+	 * at most once a second; an export back without them (restarted
+	 * empty) has lost them: they stay -EIO, counted in bd_lost.
+	 * -EOPNOTSUPP when zmem was built without libnbd.  NULL = none */
+	const char *backing_uri;
 };
 
 /* Units: at most this many pages, and bytes before compression. */
@@ -251,6 +263,9 @@ struct zm_store_stats {
 	uint64_t file_alloc_bytes;   /* bytes of the file's blocks in use
 					(the block being filled included) */
 	uint64_t file_live_bytes;    /* bytes of the pages and units on it */
+	uint64_t bd_lost;            /* pages on an NBD backing store that a
+					restart of the export lost (count,
+					ever): they read as -EIO */
 };
 
 /* backing_cache_mode */

@@ -17,6 +17,9 @@
  *               cache (as a file system that cannot drop them would):
  *               writeback's reference for memory; not run unless --modes
  *               names it
+ *   wb-nbd      writeback to the NBD export --backing-uri names instead
+ *               of a file (a zmem serve or nbdkit elsewhere, or on
+ *               loopback); run when that is given
  *
  * The trace: every index of the store is one page of the data set; a
  * seeded shuffle picks the hot set (--hot 80/20: 80% of the accesses go
@@ -110,10 +113,11 @@
 #define MB 1e6
 #define MIB 1048576.0
 
-enum mode { M_NONE, M_RECOMPRESS, M_WRITEBACK, M_BOTH, M_LZ4, M_ZSTD, M_WB_CACHED, NMODES };
+enum mode { M_NONE, M_RECOMPRESS, M_WRITEBACK, M_BOTH, M_LZ4, M_ZSTD, M_WB_CACHED, M_WB_NBD,
+	    NMODES };
 
 static const char *const mode_names[NMODES] = {
-	"none", "recompress", "writeback", "both", "lz4-only", "zstd-only", "wb-cached",
+	"none", "recompress", "writeback", "both", "lz4-only", "zstd-only", "wb-cached", "wb-nbd",
 };
 
 /* The store's seam (store_internal.h): the file's pages stay cached. */
@@ -121,7 +125,7 @@ extern int zmi_backing_cache_fail;
 
 static bool has_limit(enum mode m)
 {
-	return m <= M_BOTH || m == M_WB_CACHED;
+	return m <= M_BOTH || m == M_WB_CACHED || m == M_WB_NBD;
 }
 
 static bool has_recompress(enum mode m)
@@ -131,7 +135,7 @@ static bool has_recompress(enum mode m)
 
 static bool has_backing(enum mode m)
 {
-	return m == M_WRITEBACK || m == M_BOTH || m == M_WB_CACHED;
+	return m == M_WRITEBACK || m == M_BOTH || m == M_WB_CACHED || m == M_WB_NBD;
 }
 
 /* One access: a get of idx, or a put of data page src at idx. */
@@ -141,6 +145,7 @@ struct access {
 
 struct opts {
 	const char *data, *codec, *recompress, *dir, *plot;
+	const char *uri;   /* wb-nbd's export */
 	size_t size, limit, page_size;
 	uint64_t ops, seed;
 	unsigned hot_access, hot_pages, rewrite, idle_after, rate, unit_pages;
@@ -501,7 +506,9 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 	}
 	for (uint32_t i = 0; i < n; i++)
 		r.ref[i] = NO_SRC;
-	if (has_backing(m)) {
+	if (m == M_WB_NBD) {
+		cfg.backing_uri = o->uri;
+	} else if (has_backing(m)) {
 		fd = scratch_file(o->dir);
 		if (fd < 0)
 			goto fail;
@@ -773,6 +780,11 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 		printf("  writeback (%s): %.0f ns per page over %llu pages; a bare pwrite of %.0f "
 		       "bytes %.0f ns: %.2fx\n", s->wb_mode, s->wb_ns, (unsigned long long)s->wb_pages,
 		       s->wb_bytes, s->pw_ns, ratio(s->wb_ns, s->pw_ns));
+	if (rows[M_WB_NBD].writeback_ns > 0 && rows[M_WRITEBACK].writeback_ns > 0)
+		printf("  wb-nbd: writeback %.0f ns per page to the export, the file's %.0f ns: "
+		       "%.2fx its throughput (target >= 0.5)\n", rows[M_WB_NBD].writeback_ns,
+		       rows[M_WRITEBACK].writeback_ns,
+		       rows[M_WRITEBACK].writeback_ns / rows[M_WB_NBD].writeback_ns);
 	if (s->wb_ns > 0 && s->od_ns >= 0)
 		printf("  writeback against a page-by-page O_DIRECT pwrite (%.0f ns): %.2fx as fast "
 		       "(target >= 4x)\n", s->od_ns, s->od_ns / s->wb_ns);
@@ -936,7 +948,7 @@ static int parse_modes(const char *s, bool *on)
 			;
 		if (m == NMODES)
 			return cli_usage("tierbench", "unknown mode '%s' in --modes (none, recompress, "
-					 "writeback, both, lz4-only, zstd-only, wb-cached)", tok);
+					 "writeback, both, lz4-only, zstd-only, wb-cached, wb-nbd)", tok);
 		on[m] = true;
 	}
 	return 0;
@@ -956,8 +968,11 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_SIZE("mem-limit", 'l', &o->limit, "SIZE", "the tiered modes' memory limit",
 		       "a quarter of the data", 4096, (double)((uint64_t)1 << 40)),
 		O_STR("modes", 'm', &modes, "LIST",
-		      "of none,recompress,writeback,both,lz4-only,\nzstd-only,wb-cached",
-		      "all but wb-cached"),
+		      "of none,recompress,writeback,both,lz4-only,\nzstd-only,wb-cached,wb-nbd",
+		      "all but wb-cached (wb-nbd with\n--backing-uri)"),
+		O_STR("backing-uri", 'U', &o->uri, "URI",
+		      "wb-nbd's NBD export (nbd+unix:///?socket=\nPATH, nbd://HOST/NAME): at "
+		      "least the data's\nsize and two pages", "none"),
 		O_STR("codec", 'c', &o->codec, "NAME", "the primary codec", "lz4"),
 		O_STR("recompress", 'R', &o->recompress, "NAME",
 		      "the secondary codec, and zstd-only's", "zstd:3"),
@@ -1007,6 +1022,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	for (int m = 0; m < NMODES; m++)
 		o->modes[m] = m != M_WB_CACHED;
 	rc = opt_parse(&cmd, argc, argv, NULL);
+	o->modes[M_WB_NBD] = o->uri && !modes;
 	if (rc)
 		return rc;
 	o->idle_after = (unsigned)idle;
@@ -1015,6 +1031,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	o->unit_pages = (unsigned)units;
 	if (modes && parse_modes(modes, o->modes))
 		return CLI_USAGE;
+	if (o->modes[M_WB_NBD] && !o->uri)
+		return cli_usage("tierbench", "mode wb-nbd needs --backing-uri URI");
 	if (hot) {
 		char end;
 

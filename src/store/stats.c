@@ -166,6 +166,7 @@ static void fill_stats(struct zm_store *s, struct zm_store_stats *st)
 	st->backing_cache_mode = zmi_has_file(s) ? (uint64_t)s->bcache : ZM_STORE_CACHE_NONE;
 	if (zmi_has_file(s))
 		zmi_backing_usage(s, &st->file_alloc_bytes, &st->file_live_bytes);
+	st->bd_lost = s->nbd ? zmi_nbd_lost(s) : 0;
 	st->nr_pages = s->nr_pages;
 	st->page_size = s->page_size;
 	for (int i = 0; i < ZM_STORE_STRIPES; i++)
@@ -251,6 +252,9 @@ void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FI
 			" there, %" PRIu64 " failures)\n", "on the backing file",
 			st->bd_count, st->bd_reads, st->bd_writes, H(0, st->bd_bytes),
 			st->writeback_failures);
+	if (st->bd_lost)
+		fprintf(f, "%-24s %14" PRIu64 "  pages (the NBD export restarted without "
+			"them: they read as errors)\n", "lost on the backing store", st->bd_lost);
 	if (st->bd_count || st->bd_writes || st->writeback_failures)
 		fprintf(f, "%-24s %14s\n", "backing page cache",
 			st->backing_cache_mode == ZM_STORE_CACHE_DROP	  ? "dropped"
@@ -322,7 +326,7 @@ int zm_store_check(struct zm_store *s)
 			if (h || i < u->base || k >= u->span ||
 			    !(u->live >> k & 1) || !u->nchunks || u->len < u->nchunks ||
 			    u->nchunks > u->nalloc || (u->sec && !s->codec2) ||
-			    (u->file && s->bfd < 0) || u->moving) {
+			    (u->file && !zmi_backing_any(s)) || u->moving) {
 				ZM_CHECK_FAIL("store: slot %" PRIu64 " of unit %p (base %" PRIu64
 					      " span %u live %#x) is not one of its pages", i,
 					      (void *)u, u->base, u->span, u->live);
@@ -362,7 +366,7 @@ int zm_store_check(struct zm_store *s)
 			files++;
 			file_bytes += len;
 			if (!len || len > s->page_size || ((rec & FILE_RAW) && len != s->page_size) ||
-			    ((rec & FILE_SEC) && !s->codec2) || s->bfd < 0)
+			    ((rec & FILE_SEC) && !s->codec2) || !zmi_backing_any(s))
 				ZM_CHECK_FAIL("store: slot %" PRIu64 " on file has record %#" PRIx64,
 					      i, rec);
 			continue;

@@ -13,6 +13,7 @@
  *   idle.c    idle tracking: the marks and pages' ages
  *   recompress.c  re-encoding pages with the secondary codec
  *   backing.c the backing file's I/O
+ *   backing_nbd.c  the backing store on an NBD export (libnbd)
  *   clean.c   the packed file's cleaner: pages moved out of sparse blocks
  *   writeback.c   pages to and from the backing file; reclaim at the limit
  *   tier.c    automatic tiering on the process's worker
@@ -295,6 +296,9 @@ struct zm_store {
 				      child the store is detached from it
 				      (zmi_has_file) */
 	struct zmi_file_space *space; /* where pages go in it (backing.c) */
+	struct zmi_nbd *nbd;       /* the backing store is an NBD export
+				      instead of a file (backing_nbd.c);
+				      NULL = none */
 	bool bfd_own;              /* opened by the store (closed at destroy) */
 	bool readback;
 	bool destroying;           /* destroy: leave the file's holes be */
@@ -637,6 +641,12 @@ static inline bool zmi_backing_packed(const struct zm_store *s)
 {
 	return s->page_size == 4096;
 }
+/* Does the store have a backing store (file or NBD export), whatever the
+ * process (see zmi_has_file)? */
+static inline bool zmi_backing_any(const struct zm_store *s)
+{
+	return s->bfd >= 0 || s->nbd;
+}
 /* backing.c: the backing file.  Each I/O is one page's (index, for the
  * seam below) at offset off; each returns 0 or a negative errno. */
 int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limit);
@@ -690,6 +700,36 @@ extern int (*zmi_backing_fault)(int op, uint64_t index);
 extern int zmi_backing_cache_fail;
 /* For tests: the write system calls made to backing files (atomic). */
 extern uint64_t zmi_backing_pwrites;
+/* Open the NBD export at uri (a libnbd URI) as the backing store, laid
+ * out as the file is.  0, or -EOPNOTSUPP (built without libnbd), -EIO
+ * (no connection), -ENOSPC (the export too small), -ENOMEM. */
+int zmi_backing_open_uri(struct zm_store *s, const char *uri);
+
+/* backing_nbd.c: the NBD export's I/O, for backing.c's dispatch.  The
+ * offsets are the packed layout's; each returns 0 or a negative errno. */
+/* Connect to uri; the room for pages in *room.  need: the least room
+ * the store accepts. */
+int zmi_nbd_open(struct zm_store *s, const char *uri, uint64_t need, uint64_t *room);
+void zmi_nbd_close(struct zm_store *s);
+/* Is the export connected, reconnecting if it is time to try again?
+ * 0 with its connection's epoch in *epoch (pages written under an older
+ * one are lost), or -ENOSPC: no writeback now.  wb_lock held. */
+int zmi_nbd_ready(struct zm_store *s, uint64_t *epoch);
+/* wb_lock held (the trims queued so far go first). */
+int zmi_nbd_write(struct zm_store *s, uint64_t off, const void *buf, size_t len);
+/* Any thread: -EIO when the bytes were lost or the export is away. */
+int zmi_nbd_read(struct zm_store *s, uint64_t off, void *buf, size_t len);
+/* Any thread, any lock: queues a trim, sent by the next write or flush. */
+void zmi_nbd_trim(struct zm_store *s, uint64_t off, uint64_t len);
+/* A page's record at off is freed (under its slot lock or wb_lock). */
+void zmi_nbd_forget(struct zm_store *s, uint64_t off);
+/* Send the queued trims.  wb_lock held. */
+void zmi_nbd_flush(struct zm_store *s);
+/* Pages the export lost (restarted without them), ever. */
+uint64_t zmi_nbd_lost(const struct zm_store *s);
+/* Test seam: nonzero, the reconnection is tried at every call, not at
+ * most once a second. */
+extern int zmi_nbd_retry_now;
 
 /* writeback.c */
 /* Read FILE slot index, locked (not BUSY) with info `info`, into buf,
