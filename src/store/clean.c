@@ -242,6 +242,8 @@ static long clean_run(struct zm_store *s, uint64_t max_bytes, const struct zmi_w
 		rc = slot_is_unit(info) ? move_unit(s, i, max_live) : move_one(s, i, max_live);
 		i++;
 		if (rc > 0) {
+			/* counted as it goes: a long run shows its progress */
+			zmi_count(zmi_stripe(s), C_CLEAN_BYTES, rc);
 			moved += (uint64_t)rc;
 		} else if (rc < 0) {
 			/* a full file or a failing one: the next call tries */
@@ -265,12 +267,8 @@ static long clean_run(struct zm_store *s, uint64_t max_bytes, const struct zmi_w
 	s->clean_hand = i < s->nr_pages ? i : 0;
 	zmi_backing_flush(s);
 	pthread_mutex_unlock(&s->wb_lock);
-	if (moved) {
-		struct zmi_store_stripe *st = zmi_stripe(s);
-
-		zmi_count(st, C_CLEAN_RUNS, 1);
-		zmi_count(st, C_CLEAN_BYTES, (int64_t)moved);
-	}
+	if (moved)
+		zmi_count(zmi_stripe(s), C_CLEAN_RUNS, 1);
 	*moved_out += moved;
 	return err && !moved ? err : 0;
 }
