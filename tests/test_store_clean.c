@@ -484,16 +484,26 @@ static bool at_goal(struct zm_store *s)
 }
 
 /* Wait up to max_s seconds for the automatic cleaner to bring the file
- * to the goal; the seconds it took. */
+ * to the goal and finish (its moved bytes still for 300 ms); the seconds
+ * it took to reach the goal. */
 static double wait_goal(struct zm_store *s, double max_s)
 {
 	struct timespec t0;
-	double t;
+	double t = -1;
+	uint64_t last = UINT64_MAX;
+	int quiet = 0;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (!at_goal(s) && (t = secs_since(&t0)) < max_s)
+	while (secs_since(&t0) < max_s && (t < 0 || quiet < 15)) {
+		uint64_t now = stats(s).file_clean_bytes;
+
+		if (t < 0 && at_goal(s))
+			t = secs_since(&t0);
+		quiet = now == last ? quiet + 1 : 0;
+		last = now;
 		usleep(20000);
-	t = secs_since(&t0);
+	}
+	assert_true(t >= 0);
 	assert_true(at_goal(s));
 	return t;
 }
@@ -518,13 +528,14 @@ static void test_clean_auto(void **state)
 	rng_seed(&r, g_seed + 3);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	churn(s, N, ver, &r);
-	t = wait_goal(s, 30);
-	t += secs_since(&t0) - t;   /* from the churn's start */
+	t = secs_since(&t0);         /* from the churn's start */
+	t += wait_goal(s, 30);
 	st = stats(s);
-	/* what moving the bytes takes at the rate, twice over and a few
+	/* what moving the bytes takes at the rate, four times over and ten
 	 * seconds more: the churn itself, and a slow or busy machine (the
-	 * worker's ticks come late, and a debug build moves slowly) */
-	bound = 2.0 * (double)st.file_clean_bytes / RATE + 5.0;
+	 * cleaner reads each page it moves from the file: on a slow disk it
+	 * moves below the rate, and a debug build is slower still) */
+	bound = 4.0 * (double)st.file_clean_bytes / RATE + 10.0;
 	printf("automatic: %.3fx after %.2f s (bound %.2f s), %llu runs moved %llu bytes\n",
 	       (double)st.file_alloc_bytes / (double)st.file_live_bytes, t, bound,
 	       (unsigned long long)st.file_clean_runs, (unsigned long long)st.file_clean_bytes);
