@@ -167,6 +167,8 @@ static void fill_stats(struct zm_store *s, struct zm_store_stats *st)
 	if (zmi_has_file(s))
 		zmi_backing_usage(s, &st->file_alloc_bytes, &st->file_live_bytes);
 	st->bd_lost = s->nbd ? zmi_nbd_lost(s) : 0;
+	st->file_clean_runs = zmi_counter_sum(s, C_CLEAN_RUNS);
+	st->file_clean_bytes = zmi_counter_sum(s, C_CLEAN_BYTES);
 	st->nr_pages = s->nr_pages;
 	st->page_size = s->page_size;
 	for (int i = 0; i < ZM_STORE_STRIPES; i++)
@@ -260,6 +262,10 @@ void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FI
 			st->backing_cache_mode == ZM_STORE_CACHE_DROP	  ? "dropped"
 			: st->backing_cache_mode == ZM_STORE_CACHE_DIRECT ? "direct"
 									  : "kept");
+	if (st->file_alloc_bytes || st->file_clean_runs)
+		fprintf(f, "%-24s %14s  for %s live (cleaner: %" PRIu64 " runs moved %s)\n",
+			"backing file blocks", H(0, st->file_alloc_bytes), H(1, st->file_live_bytes),
+			st->file_clean_runs, H(2, st->file_clean_bytes));
 	if (st->units || st->units_formed || st->units_declined)
 		fprintf(f, "%-24s %14" PRIu64 "  holding %" PRIu64 " pages in %s, %s saved (%"
 			PRIu64 " formed, %" PRIu64 " declined, %" PRIu64 " split)\n", "units",

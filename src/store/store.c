@@ -191,6 +191,9 @@ int zm_store_create_sized(const struct zm_store_config *ucfg, size_t cfg_size,
 	rc = zmi_tier_start(s, cfg->idle_after_ms, cfg->recompress_rate);
 	if (rc)
 		goto fail;
+	rc = zmi_clean_start(s, cfg->file_clean_rate);
+	if (rc)
+		goto fail;
 	*out = s;
 	return 0;
 fail:
@@ -203,6 +206,7 @@ void zm_store_destroy(struct zm_store *s)
 	if (!s || !zmi_live_take(s, ZMI_LIVE_STORE, "zm_store_destroy"))
 		return;   /* destroyed twice: a message in ZM_DEBUG builds */
 	zmi_tier_stop(s);           /* first: it walks the slots */
+	zmi_clean_stop(s);          /* so does the cleaner */
 	s->destroying = true;       /* the file is emptied whole below */
 	if (s->pool && s->slots)
 		release_all(s);

@@ -235,6 +235,8 @@ enum zmi_store_counter {
 	C_UNITS_FORMED,
 	C_UNITS_DECLINED,
 	C_UNIT_SPLITS,
+	C_CLEAN_RUNS,   /* cleaner runs that moved something */
+	C_CLEAN_BYTES,  /* bytes they moved */
 	C_NR
 };
 
@@ -320,6 +322,8 @@ struct zm_store {
 				      compaction for them (recomp_lock) */
 
 	struct zmi_tier *tier;     /* automatic tiering; NULL = off */
+	struct zmi_cleaner *cleaner; /* automatic file cleaning (clean.c);
+				      NULL = off */
 
 	pthread_mutex_t busy_lock; /* with busy_cond: waiting for a BUSY slot */
 	pthread_cond_t busy_cond;  /* broadcast when a slot stops being BUSY */
@@ -753,6 +757,12 @@ bool zmi_unit_picked(struct zm_store *s, struct zmi_unit *u, unsigned which,
 		     uint64_t cutoff_ns);
 /* Give back what zmi_unit_take took. */
 void zmi_unit_give(struct zm_store *s, struct zmi_unit *u);
+
+/* clean.c: the packed file's automatic cleaner on the process's worker,
+ * at rate bytes a second (0, no file, or not packed: none).  0 or
+ * -ENOMEM. */
+int zmi_clean_start(struct zm_store *s, uint64_t rate);
+void zmi_clean_stop(struct zm_store *s);
 
 /* tier.c: automatic tiering on the process's worker */
 int zmi_tier_start(struct zm_store *s, unsigned idle_after_ms, unsigned rate);
