@@ -17,6 +17,10 @@
  *               cache (as a file system that cannot drop them would):
  *               writeback's reference for memory; not run unless --modes
  *               names it
+ *   wb-drop     writeback with the file written through the page cache,
+ *               flushed and dropped (O_DIRECT refused at open, as on a
+ *               file system without it), where writeback opens it
+ *               O_DIRECT; not run unless --modes names it
  *
  * The trace: every index of the store is one page of the data set; a
  * seeded shuffle picks the hot set (--hot 80/20: 80% of the accesses go
@@ -110,18 +114,22 @@
 #define MB 1e6
 #define MIB 1048576.0
 
-enum mode { M_NONE, M_RECOMPRESS, M_WRITEBACK, M_BOTH, M_LZ4, M_ZSTD, M_WB_CACHED, NMODES };
-
-static const char *const mode_names[NMODES] = {
-	"none", "recompress", "writeback", "both", "lz4-only", "zstd-only", "wb-cached",
+enum mode {
+	M_NONE, M_RECOMPRESS, M_WRITEBACK, M_BOTH, M_LZ4, M_ZSTD, M_WB_CACHED, M_WB_DROP, NMODES
 };
 
-/* The store's seam (store_internal.h): the file's pages stay cached. */
+static const char *const mode_names[NMODES] = {
+	"none", "recompress", "writeback", "both", "lz4-only", "zstd-only", "wb-cached", "wb-drop",
+};
+
+/* The store's seams (store_internal.h): the file's pages stay cached; the
+ * file is not opened O_DIRECT. */
 extern int zmi_backing_cache_fail;
+extern int zmi_backing_direct_fail;
 
 static bool has_limit(enum mode m)
 {
-	return m <= M_BOTH || m == M_WB_CACHED;
+	return m <= M_BOTH || m == M_WB_CACHED || m == M_WB_DROP;
 }
 
 static bool has_recompress(enum mode m)
@@ -131,7 +139,7 @@ static bool has_recompress(enum mode m)
 
 static bool has_backing(enum mode m)
 {
-	return m == M_WRITEBACK || m == M_BOTH || m == M_WB_CACHED;
+	return m == M_WRITEBACK || m == M_BOTH || m == M_WB_CACHED || m == M_WB_DROP;
 }
 
 /* One access: a get of idx, or a put of data page src at idx. */
@@ -510,8 +518,10 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 	}
 	rss0 = zmi_os_rss_bytes();
 	zmi_backing_cache_fail = m == M_WB_CACHED;
+	zmi_backing_direct_fail = m == M_WB_DROP;
 	rc = zm_store_create(&cfg, &r.store);
 	zmi_backing_cache_fail = 0;
+	zmi_backing_direct_fail = 0;
 	if (rc) {
 		fprintf(stderr, "zmem tierbench: %s: creating the store: %s\n", mode_names[m],
 			strerror(-rc));
@@ -936,7 +946,7 @@ static int parse_modes(const char *s, bool *on)
 			;
 		if (m == NMODES)
 			return cli_usage("tierbench", "unknown mode '%s' in --modes (none, recompress, "
-					 "writeback, both, lz4-only, zstd-only, wb-cached)", tok);
+					 "writeback, both, lz4-only, zstd-only, wb-cached, wb-drop)", tok);
 		on[m] = true;
 	}
 	return 0;
@@ -956,8 +966,8 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_SIZE("mem-limit", 'l', &o->limit, "SIZE", "the tiered modes' memory limit",
 		       "a quarter of the data", 4096, (double)((uint64_t)1 << 40)),
 		O_STR("modes", 'm', &modes, "LIST",
-		      "of none,recompress,writeback,both,lz4-only,\nzstd-only,wb-cached",
-		      "all but wb-cached"),
+		      "of none,recompress,writeback,both,lz4-only,\nzstd-only,wb-cached,wb-drop",
+		      "all but wb-cached and wb-drop"),
 		O_STR("codec", 'c', &o->codec, "NAME", "the primary codec", "lz4"),
 		O_STR("recompress", 'R', &o->recompress, "NAME",
 		      "the secondary codec, and zstd-only's", "zstd:3"),
@@ -1005,7 +1015,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	snprintf(rate_def, sizeof(rate_def), "the store's, %u", ZM_STORE_RECOMPRESS_RATE);
 	snprintf(seed_def, sizeof(seed_def), "%d", DEF_SEED);
 	for (int m = 0; m < NMODES; m++)
-		o->modes[m] = m != M_WB_CACHED;
+		o->modes[m] = m != M_WB_CACHED && m != M_WB_DROP;
 	rc = opt_parse(&cmd, argc, argv, NULL);
 	if (rc)
 		return rc;
