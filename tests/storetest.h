@@ -5,6 +5,13 @@
 #ifndef ZM_STORETEST_H
 #define ZM_STORETEST_H
 
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "testutil.h"
 #include <zmem/store.h>
 
@@ -96,6 +103,54 @@ static inline unsigned kind_of(struct zm_store *s, uint64_t idx)
 
 	assert_int_equal(zm_store_slot_info(s, idx, &kind, NULL, NULL), 0);
 	return kind;
+}
+
+/* A directory for backing files where O_DIRECT works (the store opens its
+ * file so there): TMPDIR, else /var/tmp, else /tmp; TMPDIR (or /tmp) with
+ * a note printed once when none takes it, the store then falling back
+ * (*works false). */
+static inline const char *st_direct_probe(bool *works)
+{
+	static const char *dir;
+	static bool ok;
+	const char *env = getenv("TMPDIR");
+	const char *cand[] = { env && *env ? env : "/tmp", "/var/tmp", "/tmp" };
+	char path[300];
+	void *buf;
+
+	*works = ok;
+	if (dir)
+		return dir;
+	if (posix_memalign(&buf, 4096, 4096))
+		return cand[0];
+	memset(buf, 0, 4096);
+	for (size_t k = 0; k < sizeof(cand) / sizeof(cand[0]) && !dir; k++) {
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/zmem-odirect-XXXXXX", cand[k]);
+		fd = mkstemp(path);
+		if (fd < 0)
+			continue;
+		unlink(path);
+		if (!fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_DIRECT) &&
+		    pwrite(fd, buf, 4096, 0) == 4096)
+			dir = cand[k];
+		close(fd);
+	}
+	free(buf);
+	*works = ok = dir != NULL;
+	if (!dir) {
+		dir = cand[0];
+		printf("note: no directory takes O_DIRECT: backing files in %s, buffered\n", dir);
+	}
+	return dir;
+}
+
+static inline const char *st_direct_dir(void)
+{
+	bool works;
+
+	return st_direct_probe(&works);
 }
 
 #endif

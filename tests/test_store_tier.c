@@ -245,6 +245,7 @@ static void fault_clear(void)
 {
 	zmi_backing_fault = NULL;
 	zmi_backing_cache_fail = 0;
+	zmi_backing_direct_fail = 0;
 	g_fault_err = 0;
 }
 
@@ -1683,23 +1684,35 @@ static uint64_t cache_bound(uint64_t written)
 /* Pages written back leave the page cache: by zm_store_writeback, by the
  * reclaim of puts at the limit, and those read back (the blocks a get
  * pulled in are dropped again), each way with packed 4 KiB pages and with
- * 16 KiB pages at their index.  Through the page cache, every block
- * written stayed there. */
-static void check_cache_dropped(size_t ps)
+ * 16 KiB pages at their index, with the file opened O_DIRECT (nothing
+ * ever cached; every write of a packed run starting inside a block takes
+ * that block's head from the copy of the last block written, none reads
+ * it back) and, under the seam that makes O_DIRECT fail, flushed and
+ * dropped.  Through the page cache, every block written stayed there. */
+static void check_cache_left(size_t ps, bool direct)
 {
 	enum { N = 2048 };
 	char path[256];
 	struct zm_store_config c = { .backing_path = path, .page_size = ps };
 	uint8_t *text = make_pages(N, ps, PK_TEXT, 910);
+	int want = direct ? ZM_STORE_CACHE_DIRECT : ZM_STORE_CACHE_DROP;
+	uint64_t bound, head_reads = zmi_backing_head_reads;
 	struct zm_store_stats st;
 	struct zm_store *s;
 	uint64_t cached;
+	bool works;
 
-	tmp_file(path, sizeof(path), NULL);
+	tmp_file(path, sizeof(path), st_direct_probe(&works));
+	zmi_backing_direct_fail = !direct;
 	s = test_store_mk(&c, N);
+	zmi_backing_direct_fail = 0;
 	st = stats(s);
-	if (st.backing_cache_mode != ZM_STORE_CACHE_DROP) {
-		printf("note: %s keeps the file's pages (tmpfs?): not checked\n", tmp_dir());
+	/* where the file system takes O_DIRECT, the store opens it so */
+	if (works)
+		assert_int_equal(st.backing_cache_mode, want);
+	if (st.backing_cache_mode != (uint64_t)want) {
+		printf("note: %s keeps the file's pages (tmpfs?) or refuses O_DIRECT: mode %llu, "
+		       "not checked\n", st_direct_dir(), (unsigned long long)st.backing_cache_mode);
 		zm_store_destroy(s);
 		free(text);
 		return;
@@ -1710,19 +1723,22 @@ static void check_cache_dropped(size_t ps)
 	assert_int_equal(zm_store_writeback(s, 0, ALL), N / 2);
 	st = stats(s);
 	cached = cached_bytes(path);
-	printf("ps %zu: %llu bytes written back, %llu in the page cache\n", ps,
-	       (unsigned long long)st.bd_bytes, (unsigned long long)cached);
-	assert_true(cached <= cache_bound(st.bd_bytes));
+	bound = direct ? 0 : cache_bound(st.bd_bytes);
+	printf("ps %zu %s: %llu bytes written back, %llu in the page cache\n", ps,
+	       direct ? "direct" : "drop", (unsigned long long)st.bd_bytes,
+	       (unsigned long long)cached);
+	assert_true(cached <= bound);
 	/* reclaim at the limit: a quarter of the pages in the pool */
 	assert_int_equal(zm_store_set_limit(s, st.compr_data_size + N / 8 * ps / 3), 0);
 	for (int i = N / 2; i < N; i++)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * ps), 0);
 	st = stats(s);
 	cached = cached_bytes(path);
+	bound = direct ? 0 : cache_bound(st.bd_bytes);
 	printf("ps %zu: after reclaim %llu bytes on file, %llu in the page cache\n", ps,
 	       (unsigned long long)st.bd_bytes, (unsigned long long)cached);
 	assert_true(st.bd_count > N / 2);
-	assert_true(cached <= cache_bound(st.bd_bytes));
+	assert_true(cached <= bound);
 	/* reads */
 	assert_int_equal(zm_store_set_limit(s, 0), 0);
 	for (int i = 0; i < N; i++)
@@ -1730,26 +1746,38 @@ static void check_cache_dropped(size_t ps)
 	cached = cached_bytes(path);
 	printf("ps %zu: after reading every page, %llu in the page cache\n", ps,
 	       (unsigned long long)cached);
-	assert_true(cached <= cache_bound(st.bd_bytes));
+	assert_true(cached <= bound);
+	assert_int_equal(zmi_backing_head_reads, head_reads);
 	CHECK(s);
 	zm_store_destroy(s);
 	free(text);
 }
 
+static void test_cache_direct_4k(void **state)
+{
+	check_cache_left(4096, true);
+}
+
+static void test_cache_direct_16k(void **state)
+{
+	check_cache_left(16384, true);
+}
+
 static void test_cache_dropped_4k(void **state)
 {
-	check_cache_dropped(4096);
+	check_cache_left(4096, false);
 }
 
 static void test_cache_dropped_16k(void **state)
 {
-	check_cache_dropped(16384);
+	check_cache_left(16384, false);
 }
 
-/* The seam makes the flush-and-drop mode fail at open: the store says so
- * and uses the file through the page cache, every page read back equal
- * (the tier model runs so too: "file limit kept"). */
-static void test_cache_fallback(void **state)
+/* The seams make O_DIRECT fail at open (the store falls back to flushing
+ * and dropping), or every way of leaving the page cache (the store uses
+ * the file through it); the store says which, and every page reads back
+ * equal (the tier model runs each way too: "buffered", "kept"). */
+static void check_cache_fallback(int *seam, int want)
 {
 	enum { N = 512 };
 	char path[256];
@@ -1757,15 +1785,19 @@ static void test_cache_fallback(void **state)
 	uint8_t *text = make_pages(N, PS, PK_TEXT, 920);
 	struct zm_store *s;
 
-	tmp_file(path, sizeof(path), NULL);
-	zmi_backing_cache_fail = 1;
+	tmp_file(path, sizeof(path), st_direct_dir());
+	*seam = 1;
 	s = test_store_mk(&c, N);
-	zmi_backing_cache_fail = 0;
-	assert_int_equal(stats(s).backing_cache_mode, ZM_STORE_CACHE_NONE);
+	*seam = 0;
+	if (want == ZM_STORE_CACHE_DROP && stats(s).backing_cache_mode == ZM_STORE_CACHE_NONE)
+		printf("note: %s keeps the file's pages (tmpfs?)\n", st_direct_dir());
+	else
+		assert_int_equal(stats(s).backing_cache_mode, want);
 	for (int i = 0; i < N; i++)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
 	assert_int_equal(zm_store_writeback(s, 0, ALL), N);
-	printf("page cache kept: %llu bytes written back, %llu in the page cache\n",
+	printf("mode %llu: %llu bytes written back, %llu in the page cache\n",
+	       (unsigned long long)stats(s).backing_cache_mode,
 	       (unsigned long long)stats(s).bd_bytes, (unsigned long long)cached_bytes(path));
 	for (int i = 0; i < N; i++)
 		expect_page(s, (uint64_t)i, text + i * PS);
@@ -1774,6 +1806,15 @@ static void test_cache_fallback(void **state)
 	free(text);
 }
 
+static void test_cache_fallback(void **state)
+{
+	check_cache_fallback(&zmi_backing_cache_fail, ZM_STORE_CACHE_NONE);
+}
+
+static void test_direct_fallback(void **state)
+{
+	check_cache_fallback(&zmi_backing_direct_fail, ZM_STORE_CACHE_DROP);
+}
 
 static void test_file_full_tmpfs(void **state)
 {
@@ -1894,21 +1935,25 @@ struct model_cfg {
 	size_t limit_pages;   /* 0: none */
 	uint64_t wb_limit;
 	bool cache_kept;      /* the file through the page cache (the seam) */
+	bool buffered;        /* O_DIRECT refused (the seam): flush and drop */
 };
 
 static const struct model_cfg model_cfgs[] = {
-	{ "4k", 4096, false, 0, 0, false },
-	{ "4k limit", 4096, false, 64, 0, false },
-	{ "4k file", 4096, true, 0, 0, false },
-	{ "4k file limit", 4096, true, 64, 0, false },
-	{ "4k file limit wbl", 4096, true, 64, 60, false },
-	{ "4k file limit kept", 4096, true, 64, 0, true },
-	{ "16k", 16384, false, 0, 0, false },
-	{ "16k limit", 16384, false, 40, 0, false },
-	{ "16k file", 16384, true, 0, 0, false },
-	{ "16k file limit", 16384, true, 40, 0, false },
-	{ "16k file limit wbl", 16384, true, 40, 60, false },
-	{ "16k file limit kept", 16384, true, 40, 0, true },
+	{ "4k", 4096, false, 0, 0, false, false },
+	{ "4k limit", 4096, false, 64, 0, false, false },
+	{ "4k file", 4096, true, 0, 0, false, false },
+	{ "4k file limit", 4096, true, 64, 0, false, false },
+	{ "4k file limit wbl", 4096, true, 64, 60, false, false },
+	{ "4k file limit kept", 4096, true, 64, 0, true, false },
+	{ "4k file buffered", 4096, true, 0, 0, false, true },
+	{ "4k file limit buffered", 4096, true, 64, 0, false, true },
+	{ "16k", 16384, false, 0, 0, false, false },
+	{ "16k limit", 16384, false, 40, 0, false, false },
+	{ "16k file", 16384, true, 0, 0, false, false },
+	{ "16k file limit", 16384, true, 40, 0, false, false },
+	{ "16k file limit wbl", 16384, true, 40, 60, false, false },
+	{ "16k file limit kept", 16384, true, 40, 0, true, false },
+	{ "16k file limit buffered", 16384, true, 40, 0, false, true },
 };
 
 #define MODEL_PAGES 160
@@ -2037,14 +2082,27 @@ static void model_run(const struct model_cfg *mc)
 	for (int k = 0; k < PK_NR; k++)
 		src[k] = make_pages(SRC, ps, (enum page_kind)k, 5000 + 100 * (uint64_t)k);
 	if (mc->backing) {
-		tmp_file(path, sizeof(path), NULL);
+		tmp_file(path, sizeof(path), st_direct_dir());
 		c.backing_path = path;
 	}
 	zmi_backing_cache_fail = mc->cache_kept;
+	zmi_backing_direct_fail = mc->buffered;
 	m.s = test_store_mk(&c, MODEL_PAGES);
 	zmi_backing_cache_fail = 0;
+	zmi_backing_direct_fail = 0;
 	if (mc->cache_kept)
 		assert_int_equal(stats(m.s).backing_cache_mode, ZM_STORE_CACHE_NONE);
+	if (mc->backing && !mc->cache_kept) {
+		bool works;
+
+		st_direct_probe(&works);
+		printf("backing_cache_mode %llu\n",
+		       (unsigned long long)stats(m.s).backing_cache_mode);
+		if (mc->buffered)
+			assert_int_not_equal(stats(m.s).backing_cache_mode, ZM_STORE_CACHE_DIRECT);
+		else if (works)
+			assert_int_equal(stats(m.s).backing_cache_mode, ZM_STORE_CACHE_DIRECT);
+	}
 	m.data = calloc(MODEL_PAGES, ps);
 	assert_non_null(m.data);
 	for (long step = 0; step < g_steps; step++) {
@@ -2505,9 +2563,12 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_fault_punch, teardown),
 		cmocka_unit_test_teardown(test_file_full_rlimit, teardown),
 		cmocka_unit_test_teardown(test_file_full_tmpfs, teardown),
+		cmocka_unit_test_teardown(test_cache_direct_4k, teardown),
+		cmocka_unit_test_teardown(test_cache_direct_16k, teardown),
 		cmocka_unit_test_teardown(test_cache_dropped_4k, teardown),
 		cmocka_unit_test_teardown(test_cache_dropped_16k, teardown),
 		cmocka_unit_test_teardown(test_cache_fallback, teardown),
+		cmocka_unit_test_teardown(test_direct_fallback, teardown),
 		cmocka_unit_test_teardown(test_auto_recompress, teardown),
 		cmocka_unit_test_teardown(test_auto_recompress_rate, teardown),
 		cmocka_unit_test_teardown(test_fork_child, teardown),

@@ -54,11 +54,11 @@ static struct zm_store *mk(uint64_t n, size_t limit, const char *codec2, bool fi
 		.limit_bytes = limit,
 		.recompress_codec = codec2,
 	};
+	struct zm_store *s;
 	int fd;
 
 	if (file) {
-		snprintf(g_path, sizeof(g_path), "%s/zmem-units-XXXXXX",
-			 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+		snprintf(g_path, sizeof(g_path), "%s/zmem-units-XXXXXX", st_direct_dir());
 		fd = mkstemp(g_path);
 		assert_true(fd >= 0);
 		close(fd);
@@ -67,7 +67,10 @@ static struct zm_store *mk(uint64_t n, size_t limit, const char *codec2, bool fi
 	free(g_ref);
 	g_ref = calloc(n, PS);
 	assert_non_null(g_ref);
-	return test_store_mk(&c, n);
+	s = test_store_mk(&c, n);
+	if (file && zmi_backing_direct_fail)
+		assert_int_not_equal(stats(s).backing_cache_mode, ZM_STORE_CACHE_DIRECT);
+	return s;
 }
 
 static int teardown(void **state)
@@ -558,6 +561,14 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_threads, teardown),
 	};
 
+	int failed;
+
 	test_args(argc, argv, &g_seed, &g_steps);
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	/* the file opened O_DIRECT where the file system takes it, then
+	 * through the page cache, flushed and dropped (the seam) */
+	failed = cmocka_run_group_tests_name("store_units_tier", tests, NULL, NULL);
+	zmi_backing_direct_fail = 1;
+	failed += cmocka_run_group_tests_name("store_units_tier buffered", tests, NULL, NULL);
+	zmi_backing_direct_fail = 0;
+	return failed;
 }

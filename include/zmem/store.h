@@ -288,7 +288,7 @@ struct zm_store_stats {
 #define ZM_STORE_CACHE_DROP   1 /* flushed and dropped after each writeback
 				   (sync_file_range + POSIX_FADV_DONTNEED),
 				   as are the blocks each read pulls in */
-#define ZM_STORE_CACHE_DIRECT 2 /* O_DIRECT: never cached (not yet used) */
+#define ZM_STORE_CACHE_DIRECT 2 /* O_DIRECT: never cached */
 
 /* mem_used_max is sampled every this many puts (per thread stripe):
  * reading the pool's totals takes each size class's lock. */

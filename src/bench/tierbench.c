@@ -24,6 +24,10 @@
  *               (file_clean_rate, --clean-rate): against writeback, what
  *               the cleaner keeps the file to after the trace's churn of
  *               rewrites and pages written back again
+ *   wb-drop     writeback with the file written through the page cache,
+ *               flushed and dropped (O_DIRECT refused at open, as on a
+ *               file system without it), where writeback opens it
+ *               O_DIRECT; not run unless --modes names it
  *
  * The trace: every index of the store is one page of the data set; a
  * seeded shuffle picks the hot set (--hot 80/20: 80% of the accesses go
@@ -119,20 +123,25 @@
 #define MB 1e6
 #define MIB 1048576.0
 
-enum mode { M_NONE, M_RECOMPRESS, M_WRITEBACK, M_BOTH, M_LZ4, M_ZSTD, M_WB_CACHED, M_WB_NBD,
-	    M_WB_CLEAN, NMODES };
-
-static const char *const mode_names[NMODES] = {
-	"none", "recompress", "writeback", "both", "lz4-only", "zstd-only", "wb-cached", "wb-nbd",
-	"wb-clean",
+enum mode {
+	M_NONE, M_RECOMPRESS, M_WRITEBACK, M_BOTH, M_LZ4, M_ZSTD, M_WB_CACHED, M_WB_DROP, M_WB_NBD,
+	M_WB_CLEAN, NMODES
 };
 
-/* The store's seam (store_internal.h): the file's pages stay cached. */
+static const char *const mode_names[NMODES] = {
+	"none", "recompress", "writeback", "both", "lz4-only", "zstd-only", "wb-cached", "wb-drop",
+	"wb-nbd", "wb-clean",
+};
+
+/* The store's seams (store_internal.h): the file's pages stay cached; the
+ * file is not opened O_DIRECT. */
 extern int zmi_backing_cache_fail;
+extern int zmi_backing_direct_fail;
 
 static bool has_limit(enum mode m)
 {
-	return m <= M_BOTH || m == M_WB_CACHED || m == M_WB_NBD || m == M_WB_CLEAN;
+	return m <= M_BOTH || m == M_WB_CACHED || m == M_WB_DROP || m == M_WB_NBD ||
+	       m == M_WB_CLEAN;
 }
 
 static bool has_recompress(enum mode m)
@@ -142,8 +151,8 @@ static bool has_recompress(enum mode m)
 
 static bool has_backing(enum mode m)
 {
-	return m == M_WRITEBACK || m == M_BOTH || m == M_WB_CACHED || m == M_WB_NBD ||
-	       m == M_WB_CLEAN;
+	return m == M_WRITEBACK || m == M_BOTH || m == M_WB_CACHED || m == M_WB_DROP ||
+	       m == M_WB_NBD || m == M_WB_CLEAN;
 }
 
 /* One access: a get of idx, or a put of data page src at idx. */
@@ -563,8 +572,10 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 	}
 	rss0 = zmi_os_rss_bytes();
 	zmi_backing_cache_fail = m == M_WB_CACHED;
+	zmi_backing_direct_fail = m == M_WB_DROP;
 	rc = zm_store_create(&cfg, &r.store);
 	zmi_backing_cache_fail = 0;
+	zmi_backing_direct_fail = 0;
 	if (rc) {
 		fprintf(stderr, "zmem tierbench: %s: creating the store: %s\n", mode_names[m],
 			strerror(-rc));
@@ -1024,8 +1035,8 @@ static int parse_modes(const char *s, bool *on)
 			;
 		if (m == NMODES)
 			return cli_usage("tierbench", "unknown mode '%s' in --modes (none, recompress, "
-					 "writeback, both, lz4-only, zstd-only, wb-cached, wb-nbd, "
-					 "wb-clean)", tok);
+					 "writeback, both, lz4-only, zstd-only, wb-cached, wb-drop, "
+					 "wb-nbd, wb-clean)", tok);
 		on[m] = true;
 	}
 	return 0;
@@ -1045,8 +1056,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_SIZE("mem-limit", 'l', &o->limit, "SIZE", "the tiered modes' memory limit",
 		       "a quarter of the data", 4096, (double)((uint64_t)1 << 40)),
 		O_STR("modes", 'm', &modes, "LIST",
-		      "of none,recompress,writeback,both,lz4-only,\nzstd-only,wb-cached,wb-nbd,wb-clean",
-		      "all but wb-cached (wb-nbd with\n--backing-uri)"),
+		      "of none,recompress,writeback,both,lz4-only,\nzstd-only,wb-cached,wb-drop,wb-nbd,\n"
+		      "wb-clean",
+		      "all but wb-cached and wb-drop (wb-nbd\nwith --backing-uri)"),
 		O_STR("backing-uri", 'U', &o->uri, "URI",
 		      "wb-nbd's NBD export (nbd+unix:///?socket=\nPATH, nbd://HOST/NAME): at "
 		      "least the data's\nsize and two pages", "none"),
@@ -1103,7 +1115,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		 (unsigned long long)(ZM_STORE_CLEAN_RATE >> 20));
 	o->clean_rate = ZM_STORE_CLEAN_RATE;
 	for (int m = 0; m < NMODES; m++)
-		o->modes[m] = m != M_WB_CACHED;
+		o->modes[m] = m != M_WB_CACHED && m != M_WB_DROP;
 	rc = opt_parse(&cmd, argc, argv, NULL);
 	o->modes[M_WB_NBD] = o->uri && !modes;
 	if (rc)

@@ -29,19 +29,58 @@
  *     a third takes 3 blocks of 8); no allocation at all, and freeing is
  *     one hole punched over the range.
  *
- * What either gives up is O_DIRECT (lengths are not block multiples): the
- * pages pass through the page cache.  Left there, the kernel would keep a
- * copy of every page written back until it reclaimed it, charged to the
- * same program: the memory the pool gave up would not have left.  So
- * (ZM_STORE_CACHE_DROP, chosen at open where the file allows it) what a
- * writeback wrote is flushed and dropped from the page cache before it
- * lets go of wb_lock (zmi_backing_flush; sooner if it wrote DROP_BATCH),
- * its blocks rounded out to whole ones: the packed layout's block being
- * filled goes too, and is read again by the next write into it.  A read
- * drops the blocks it pulled in, and the file is read without readahead
- * (POSIX_FADV_RANDOM).  On tmpfs or ramfs the file's pages are memory
- * and cannot leave: ZM_STORE_CACHE_NONE.  docs/tiering.md has the
- * measurements and what O_DIRECT would need.
+ * How pages written back leave the page cache, chosen at open
+ * (backing_cache_mode), the first that works:
+ *
+ *   - ZM_STORE_CACHE_DIRECT: a second open of the file with O_DIRECT
+ *     (the same open file: /proc/self/fd, checked by inode), tried with a
+ *     write and a read of block 0 (unused yet, punched again after).  The
+ *     pages never enter the page cache.  O_DIRECT wants whole aligned
+ *     blocks from an aligned buffer, so each write is rounded out to its
+ *     blocks in dbuf: the head of its first block (the bytes before it)
+ *     from `head`, the copy of the last block a write ended inside, the
+ *     tail of its last block zeros, and `head` becomes that last block as
+ *     written.  A read is rounded out the same way into a bounce buffer.
+ *     Holes are punched, and the file sized and emptied, through the
+ *     first fd as before.
+ *   - ZM_STORE_CACHE_DROP: written through the page cache, then (before
+ *     a writeback lets go of wb_lock: zmi_backing_flush; sooner if it
+ *     wrote DROP_BATCH) flushed and dropped, its blocks rounded out to
+ *     whole ones: the packed layout's block being filled goes too, and
+ *     is read again by the next write into it.  A read drops the blocks
+ *     it pulled in, and the file is read without readahead
+ *     (POSIX_FADV_RANDOM).
+ *   - ZM_STORE_CACHE_NONE: tmpfs or ramfs (the file's pages are memory
+ *     and cannot leave), or where neither works.
+ *
+ * Why padding and the head copy are enough (O_DIRECT).  Every write is
+ * of pages zmi_backing_alloc just gave room, under wb_lock, in the order
+ * the room was given (a batch's runs in order, a unit's chunks and the
+ * cleaner's pages one by one), and the packed layout fills a block from
+ * its start up, once between two punches (it is reused only when no page
+ * is left in it, its bytes all dead).  Hence, when a write is made:
+ *
+ *   - the bytes of its last block after its end hold no live page: their
+ *     room is given later (and written later, with this block's head
+ *     from `head`), or never: zeros will do;
+ *   - the live bytes of its first block before its start were written
+ *     since the block was last taken, by writes of whole blocks, the last
+ *     of which ended inside this block and left it in `head` (so `head`
+ *     is the block being filled, sp->cur, as far as the writes have
+ *     reached it; a freed block taken again is written from its start,
+ *     or run on into from the block before it, where the write starts,
+ *     and needs no head of its own); when
+ *     `head` names another block (room was given in this block and never
+ *     written, its page freed at once: dead bytes), the block is read
+ *     back from the file first (zmi_backing_head_reads counts it; the
+ *     tests see none without faults).  If `head` names this block from
+ *     before its last punch, no write since put a live byte before the
+ *     start (it would have renewed `head`): its stale bytes are dead.
+ *
+ * Nothing else writes the file.  Larger pages start at a block and own
+ * their blocks whole: only the tail is padded.
+ *
+ * docs/tiering.md has the measurements of the three ways.
  *
  * Errors are the system calls', with EDQUOT and EFBIG (a file that cannot
  * grow) reported as ENOSPC: full, whatever the reason.  A short write is retried; a short read (the file
@@ -56,12 +95,15 @@
  *
  * Locks: space->lock, a leaf, for the packed layout's counts and free
  * list; it is taken under a slot lock (a put freeing a page on file) or
- * under wb_lock (allocating: one writeback at a time).
+ * under wb_lock (allocating: one writeback at a time).  Every write
+ * holds wb_lock: dbuf, head and head_blk are under it.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -71,7 +113,9 @@
 
 int (*zmi_backing_fault)(int op, uint64_t index);
 int zmi_backing_cache_fail;
+int zmi_backing_direct_fail;
 uint64_t zmi_backing_pwrites;
+uint64_t zmi_backing_head_reads;
 
 /* The file system's block, the packed layout's unit. */
 #define BLOCK 4096u
@@ -106,6 +150,14 @@ struct zmi_file_space {
 	uint64_t cur, cur_used;  /* the block being filled; UINT64_MAX: none */
 	uint64_t epoch;          /* NBD: the connection's epoch the block
 				    being filled was taken under */
+	/* O_DIRECT (ZM_STORE_CACHE_DIRECT) */
+	int dfd;                 /* the file opened O_DIRECT (set at open) */
+	char *dbuf;              /* dbuf_len, aligned: a write rounded out to
+				    blocks (wb_lock) */
+	size_t dbuf_len;
+	char *head;              /* a block, aligned: block head_blk as the
+				    last write ended inside it (wb_lock) */
+	uint64_t head_blk;       /* UINT64_MAX: none */
 };
 
 static int fault(int op, uint64_t index)
@@ -373,18 +425,109 @@ bool zmi_has_file(const struct zm_store *s)
 	return (s->bfd >= 0 || s->nbd) && s->bfd_pid == getpid();
 }
 
-/* How the file's pages leave the page cache: flushed and dropped where
- * the file allows both (and its pages are not memory themselves), else
- * not at all. */
-static int cache_mode(int fd)
+/* Is the file on tmpfs or ramfs, its pages memory themselves? */
+static bool file_in_memory(int fd)
 {
 	struct statfs fs;
 
-	if (zmi_backing_cache_fail)
+	return !fstatfs(fd, &fs) && ((unsigned long)fs.f_type == TMPFS_MAGIC ||
+				     (unsigned long)fs.f_type == RAMFS_MAGIC);
+}
+
+/* Round x up to blocks. */
+static uint64_t block_up(uint64_t x)
+{
+	return (x + BLOCK - 1) / BLOCK * BLOCK;
+}
+
+/* Read n bytes (whole blocks) at off into buf, aligned, through the
+ * O_DIRECT fd: 0 or -EIO (a short read: the file cut under the store). */
+static int direct_pread(int dfd, void *buf, size_t n, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = pread(dfd, (char *)buf + done, n - done, (off_t)(off + done));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -EIO;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+/* Write n bytes (whole blocks) at off from buf, aligned, through the
+ * O_DIRECT fd: 0 or a negative errno as zmi_backing_write_run's. */
+static int direct_pwrite(int dfd, const void *buf, size_t n, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t w = pwrite(dfd, (const char *)buf + done, n - done, (off_t)(off + done));
+
+		__atomic_fetch_add(&zmi_backing_pwrites, 1, __ATOMIC_RELAXED);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w < 0 && (errno == EFBIG || errno == EDQUOT))
+				return -ENOSPC;
+			return w < 0 ? -errno : -EIO;
+		}
+		done += (size_t)w;
+	}
+	return 0;
+}
+
+/* Open the file fd again with O_DIRECT (the same file, not the same
+ * path: it may have moved) and try it on block 0, unused yet: 0 and
+ * sp->dfd set, or -1 where the file system refuses (or the seam). */
+static int direct_open(struct zm_store *s, int fd, bool regular)
+{
+	struct zmi_file_space *sp = s->space;
+	struct stat a, b;
+	char name[64];
+	int dfd;
+
+	if (zmi_backing_direct_fail || zmi_backing_cache_fail || file_in_memory(fd))
+		return -1;
+	snprintf(name, sizeof(name), "/proc/self/fd/%d", fd);
+	dfd = open(name, O_RDWR | O_DIRECT | O_CLOEXEC);
+	if (dfd < 0)
+		return -1;
+	/* a write a batch (or a page), rounded out: a block more each side */
+	sp->dbuf_len = (s->page_size > ZMI_WB_BATCH_BYTES ? s->page_size : ZMI_WB_BATCH_BYTES) +
+		       2 * BLOCK;
+	if (fstat(fd, &a) || fstat(dfd, &b) || a.st_dev != b.st_dev || a.st_ino != b.st_ino ||
+	    posix_memalign((void **)&sp->dbuf, BLOCK, sp->dbuf_len) ||
+	    posix_memalign((void **)&sp->head, BLOCK, BLOCK))
+		goto fail;
+	memset(sp->dbuf, 0, BLOCK);
+	if (direct_pwrite(dfd, sp->dbuf, BLOCK, 0) || direct_pread(dfd, sp->head, BLOCK, 0) ||
+	    memcmp(sp->dbuf, sp->head, BLOCK))
+		goto fail;
+	if (regular)   /* sparse again */
+		(void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, BLOCK);
+	sp->dfd = dfd;
+	return 0;
+fail:
+	free(sp->dbuf);
+	free(sp->head);
+	sp->dbuf = sp->head = NULL;
+	close(dfd);
+	return -1;
+}
+
+/* How the file's pages leave the page cache: never entering it where the
+ * file takes O_DIRECT, else flushed and dropped where the file allows
+ * both (and its pages are not memory themselves), else not at all. */
+static int cache_mode(struct zm_store *s, int fd, bool regular)
+{
+	if (zmi_backing_cache_fail || file_in_memory(fd))
 		return ZM_STORE_CACHE_NONE;
-	if (!fstatfs(fd, &fs) && ((unsigned long)fs.f_type == TMPFS_MAGIC ||
-				  (unsigned long)fs.f_type == RAMFS_MAGIC))
-		return ZM_STORE_CACHE_NONE;
+	if (!direct_open(s, fd, regular))
+		return ZM_STORE_CACHE_DIRECT;
 	/* nothing is written yet: cheap, and fails where it cannot work */
 	if (sync_file_range(fd, 0, BLOCK, SYNC_FILE_RANGE_WRITE))
 		return ZM_STORE_CACHE_NONE;
@@ -437,6 +580,8 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 		return -ENOMEM;
 	pthread_mutex_init(&sp->lock, NULL);
 	sp->cur = UINT64_MAX;
+	sp->dfd = -1;
+	sp->head_blk = UINT64_MAX;
 	s->space = sp;
 	s->wb_buf = malloc(s->page_size > ZMI_WB_BATCH_BYTES ? s->page_size : ZMI_WB_BATCH_BYTES);
 	if (!s->wb_buf)
@@ -494,7 +639,7 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 	if (packed(s) && zmi_lazy_init(&sp->refs_arr, sp->cap, sizeof(uint16_t)))
 		return -ENOMEM;
 	sp->refs = sp->refs_arr.base;
-	s->bcache = cache_mode(fd);
+	s->bcache = cache_mode(s, fd, S_ISREG(sb.st_mode));
 	if (packed(s) && zmi_lazy_init(&sp->live_arr, sp->cap, sizeof(uint16_t)))
 		return -ENOMEM;
 	sp->live = sp->live_arr.base;
@@ -522,6 +667,11 @@ void zmi_backing_close(struct zm_store *s)
 			close(s->bfd);
 	}
 	if (s->space) {
+		/* ours in a forked child too (its copy of the fd) */
+		if (s->space->dfd >= 0)
+			close(s->space->dfd);
+		free(s->space->dbuf);
+		free(s->space->head);
 		zmi_lazy_fini(&s->space->refs_arr);
 		zmi_lazy_fini(&s->space->live_arr);
 		free(s->space->free);
@@ -541,12 +691,49 @@ int zmi_backing_write_fault(uint64_t index)
 	return fault('w', index);
 }
 
+/* zmi_backing_write_run through the O_DIRECT fd: [off, off + len) rounded
+ * out to its blocks in dbuf, the head of the first from `head` (or the
+ * file), the tail of the last zeros (why that is enough: the comment at
+ * the top), then `head` is the last block as written.  wb_lock held. */
+static int direct_write(struct zm_store *s, uint64_t off, const void *buf, size_t len)
+{
+	struct zmi_file_space *sp = s->space;
+	uint64_t lo = off / BLOCK * BLOCK, n = block_up(off + len) - lo;
+	size_t in = (size_t)(off - lo);
+	int rc;
+
+	if (n > sp->dbuf_len)
+		return -EINVAL;   /* no caller writes more than a batch */
+	if (in && sp->head_blk == lo / BLOCK) {
+		memcpy(sp->dbuf, sp->head, in);
+	} else if (in) {
+		rc = direct_pread(sp->dfd, sp->dbuf, BLOCK, lo);
+		__atomic_fetch_add(&zmi_backing_head_reads, 1, __ATOMIC_RELAXED);
+		if (rc)
+			return rc;
+	}
+	memcpy(sp->dbuf + in, buf, len);
+	memset(sp->dbuf + in + len, 0, (size_t)(n - in - len));
+	rc = direct_pwrite(sp->dfd, sp->dbuf, (size_t)n, lo);
+	/* what the write meant to leave, even if it failed: its pages are
+	 * then freed, dead, and the live bytes before them were right */
+	if ((off + len) % BLOCK) {
+		sp->head_blk = (off + len) / BLOCK;
+		memcpy(sp->head, sp->dbuf + n - BLOCK, BLOCK);
+	} else {
+		sp->head_blk = UINT64_MAX;
+	}
+	return rc;
+}
+
 int zmi_backing_write_run(struct zm_store *s, uint64_t off, const void *buf, size_t len)
 {
 	size_t done = 0;
 
 	if (s->nbd)
 		return zmi_nbd_write(s, off, buf, len);
+	if (s->bcache == ZM_STORE_CACHE_DIRECT)
+		return direct_write(s, off, buf, len);
 	while (done < len) {
 		ssize_t n = pwrite(s->bfd, (const char *)buf + done, len - done,
 				   (off_t)(off + done));
@@ -588,6 +775,26 @@ int zmi_backing_write(struct zm_store *s, uint64_t index, uint64_t off, const vo
 	return rc ? rc : zmi_backing_write_run(s, off, buf, len);
 }
 
+/* zmi_backing_read through the O_DIRECT fd: the record's blocks into an
+ * aligned bounce buffer of the caller's own (reads run in parallel, with
+ * no lock), then its bytes out. */
+static int direct_read(struct zm_store *s, uint64_t off, void *buf, size_t len)
+{
+	uint64_t lo = off / BLOCK * BLOCK, n = block_up(off + len) - lo;
+	_Alignas(BLOCK) char two[2 * BLOCK];   /* a packed page's at most */
+	char *b = two;
+	int rc;
+
+	if (n > sizeof(two) && posix_memalign((void **)&b, BLOCK, (size_t)n))
+		return -ENOMEM;
+	rc = direct_pread(s->space->dfd, b, (size_t)n, lo);
+	if (!rc)
+		memcpy(buf, b + (off - lo), len);
+	if (b != two)
+		free(b);
+	return rc;
+}
+
 int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf, size_t len)
 {
 	size_t done = 0;
@@ -597,6 +804,8 @@ int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf
 		return rc;
 	if (s->nbd)
 		return zmi_nbd_read(s, off, buf, len);
+	if (s->bcache == ZM_STORE_CACHE_DIRECT)
+		return direct_read(s, off, buf, len);
 	while (done < len) {
 		ssize_t n = pread(s->bfd, (char *)buf + done, len - done, (off_t)(off + done));
 

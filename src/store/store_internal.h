@@ -698,10 +698,13 @@ bool zmi_backing_sparse(struct zm_store *s, uint64_t off, size_t len, uint32_t m
  * operation ('r' read, 'w' write, 'p' punch a hole) and the page index;
  * a negative errno it returns is that I/O's result (nothing is done). */
 extern int (*zmi_backing_fault)(int op, uint64_t index);
-/* Test seam: nonzero, zmi_backing_open finds the flush-and-drop mode
- * failing, as on a file that cannot, and uses the file through the page
- * cache (ZM_STORE_CACHE_NONE). */
+/* Test seam: nonzero, zmi_backing_open finds O_DIRECT and the
+ * flush-and-drop mode failing, as on a file that cannot, and uses the
+ * file through the page cache (ZM_STORE_CACHE_NONE). */
 extern int zmi_backing_cache_fail;
+/* Test seam: nonzero, zmi_backing_open finds O_DIRECT unavailable (as on
+ * a file system that refuses it) and picks the next mode. */
+extern int zmi_backing_direct_fail;
 /* For tests: the write system calls made to backing files (atomic). */
 extern uint64_t zmi_backing_pwrites;
 /* Open the NBD export at uri (a libnbd URI) as the backing store, laid
@@ -734,6 +737,9 @@ uint64_t zmi_nbd_lost(const struct zm_store *s);
 /* Test seam: nonzero, the reconnection is tried at every call, not at
  * most once a second. */
 extern int zmi_nbd_retry_now;
+/* For tests: O_DIRECT writes that read their first block back (it was not
+ * the block the last write ended in; atomic). */
+extern uint64_t zmi_backing_head_reads;
 
 /* writeback.c */
 /* Read FILE slot index, locked (not BUSY) with info `info`, into buf,
