@@ -14,6 +14,7 @@
  *   test_store_nbd [--seed N]     (or ZM_TEST_SEED=N)
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -52,7 +53,7 @@ static void fill(uint8_t *p, uint64_t index, uint64_t v)
 #ifdef ZM_HAVE_LIBNBD
 static bool have_nbdkit(void)
 {
-	return !system("nbdkit --version >/dev/null 2>&1");
+	return !system("nbdkit --version </dev/null >/dev/null 2>&1");
 }
 #endif
 
@@ -66,6 +67,17 @@ static void kit_start(const char *size)
 	g_kit = fork();
 	assert_true(g_kit >= 0);
 	if (!g_kit) {
+		/* nbdkit refuses to start without its standard streams,
+		 * which a test run's may not have (stdin closed) */
+		int nul = open("/dev/null", O_RDWR);
+
+		if (nul >= 0) {
+			dup2(nul, 0);
+			if (fcntl(1, F_GETFD) < 0)
+				dup2(nul, 1);
+			if (nul > 2)
+				close(nul);
+		}
 		execlp("nbdkit", "nbdkit", "--foreground", "--exit-with-parent", "-U", g_sock,
 		       "-P", g_pid, "memory", size, (char *)NULL);
 		_exit(127);
