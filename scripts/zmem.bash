@@ -22,6 +22,14 @@ _zmem()
         mapfile -t COMPREPLY < <(compgen -W "$words" -- "$cur")
         return
     fi
+    if [ "$cmd" = list ] && { [ "$prev" = -o ] || [ "$prev" = --output ]; }; then
+        # list's columns, from the table after "Columns:" in its --help
+        words=$("${COMP_WORDS[0]}" list --help 2>/dev/null |
+                sed -n '/^Columns:/,/^$/s/^  \([A-Z][A-Z-]*\) .*/\1/p')
+        mapfile -t COMPREPLY < <(compgen -W "$words" -- "${cur#+}")
+        [ "${cur#+}" = "$cur" ] || COMPREPLY=("${COMPREPLY[@]/#/+}")
+        return
+    fi
     case $prev in
         -o|--output|--plot|--corpus|--backing|--pidfile|--socket|--control)
             mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;

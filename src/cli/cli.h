@@ -33,6 +33,16 @@ int cli_check_duration(const char *cmd, const char *opt, const char *a, unsigned
 /* a file that may be read and written (or created) now */
 int cli_check_backing(const char *cmd, const char *path);
 
+/* --timeout of the commands that ask a server (an entry of their
+ * option table, opt.h): how long to wait for it; cli_client_timeout()
+ * makes it *ms, CONTROL_CLIENT_TIMEOUT_MS unless given (0, or CLI_USAGE
+ * after the message). */
+#define O_TIMEOUT(str) \
+	O_STR("timeout", 0, (str), "DURATION", \
+	      "how long to wait for the server: to\nconnect, then for each piece of its\n" \
+	      "answer (500ms, 30s, ...)", "10s")
+int cli_client_timeout(const char *cmd, const char *arg, unsigned *ms);
+
 /* run.c: the control socket of a run named as a target of zmem stats,
  * ctl and stop: "run" (the only one running) or "run:PID" (the pid zmem
  * list shows).  Its path into buf: 0; or -1 after a line on stderr. */

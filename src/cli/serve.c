@@ -3,13 +3,15 @@
  * zmem stats, ctl, stop, list: a running server, through its control
  * socket, the way zram is read and driven through sysfs and zramctl.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -149,7 +151,7 @@ int cmd_serve(int argc, char **argv)
 {
 	struct zmi_serve_config cfg = { 0 };
 	const char *idle_after = NULL, *sock_mode = NULL;
-	char defsock[4096], why[128];
+	char defsock[4096], tmp[4000] = "", why[128];
 	size_t size = 0, page = 0, wb_limit = 0;
 	int threads = cli_ncpus(), timeout = SERVE_TIMEOUT_S, port = 0, units = 0, units_set = 0;
 	int read_only = 0, fg = 0, print_uri = 0, ewp = 0, verbose = 0, readback = 0;
@@ -181,7 +183,9 @@ int cmd_serve(int argc, char **argv)
 		      STR(SERVE_TIMEOUT_S), 1, 3600),
 		O_STR("socket", 0, &cfg.socket, "PATH",
 		      "Unix socket to listen on; the control\nsocket is PATH.ctl; without "
-		      "$XDG_RUNTIME_DIR\n/tmp/zmem-UID/zmem.sock", "$XDG_RUNTIME_DIR/zmem.sock"),
+		      "$XDG_RUNTIME_DIR\n/tmp/zmem-UID/zmem.sock; - (as --run\nwithout "
+		      "--socket): zmem.sock in a new\nfolder in $TMPDIR, removed at exit",
+		      "$XDG_RUNTIME_DIR/zmem.sock"),
 		O_INT("port", 0, &port, "PORT",
 		      "listen on TCP instead, on 127.0.0.1\nunless --bind; the control socket is "
 		      "then\nzmem-tcp-PORT.ctl beside the default one", NULL, 1, 65535),
@@ -199,7 +203,8 @@ int cmd_serve(int argc, char **argv)
 		O_FLAG("print-uri", 0, &print_uri, "print the URI on stdout once listening"),
 		O_STR("run", 0, &cfg.run, "CMD",
 		      "captive: serve until the shell command\nCMD exits, with $uri, $nbd and "
-		      "$socket\n(or $port) set; exit with its status", NULL),
+		      "$socket\n($unixsocket; or $port) set; exit with its\nstatus; on a "
+		      "private socket (--socket -)\nunless --socket or --port", NULL),
 		O_FLAG("exit-with-parent", 0, &ewp,
 		       "stop when the process that started zmem\nserve exits"),
 		O_STR("pidfile", 0, &cfg.pidfile, "FILE", "write the server's pid there", NULL),
@@ -304,21 +309,143 @@ int cmd_serve(int argc, char **argv)
 		return rc;
 	if (cfg.bind && !cfg.port)
 		return cli_usage("serve", "--bind needs --port");
-	if (!cfg.socket) {
+	if (cfg.socket && !strcmp(cfg.socket, "-") && cfg.port)
+		return cli_usage("serve", "--socket - and --port: one or the other");
+	/* as nbdkit's -U -: a captive server (or --socket -) listens in a
+	 * folder of its own, beside any server on the default socket */
+	if (cfg.socket ? !strcmp(cfg.socket, "-") : cfg.run && !cfg.port) {
+		const char *t = getenv("TMPDIR");
+
+		snprintf(tmp, sizeof(tmp), "%s/zmem-XXXXXX", t && *t ? t : "/tmp");
+		if (!mkdtemp(tmp))
+			return cli_fail("serve", "cannot make a private folder in %s: %s",
+					t && *t ? t : "/tmp", strerror(errno));
+		snprintf(defsock, sizeof(defsock), "%s/zmem.sock", tmp);
+		cfg.socket = defsock;
+		cfg.foreground = 1;  /* this process removes the folder */
+	} else if (!cfg.socket) {
 		serve_default_path(defsock, sizeof(defsock), ".sock");
 		cfg.socket = defsock;
 	}
-	return serve_main(&cfg);
+	rc = serve_main(&cfg);
+	if (tmp[0]) {
+		char left[4200];
+
+		unlink(defsock);  /* normally gone already */
+		snprintf(left, sizeof(left), "%s.ctl", defsock);
+		unlink(left);
+		if (rmdir(tmp))
+			fprintf(stderr, "zmem serve: cannot remove %s: %s\n", tmp, strerror(errno));
+	}
+	return rc;
 }
 
 /* ---- the running servers --------------------------------------------- */
 
+/* Does one of host's addresses equal one of bound's, or, bound a
+ * wildcard (0.0.0.0, ::), is host an address of this machine's (one a
+ * socket may bind)?  0, or a gai error (host unknown), or 1: no. */
+static int same_host(const char *host, const char *bound)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_DGRAM }, *h, *b = NULL;
+	int rc = getaddrinfo(host, NULL, &hints, &h);
+
+	if (rc)
+		return rc;
+	hints.ai_flags = AI_NUMERICHOST;
+	if (getaddrinfo(bound, NULL, &hints, &b)) {
+		freeaddrinfo(h);
+		return 1;
+	}
+	rc = 1;
+	for (struct addrinfo *x = h; x && rc; x = x->ai_next) {
+		for (struct addrinfo *y = b; y && rc; y = y->ai_next) {
+			const void *xa, *ya;
+			size_t len;
+			int fd;
+
+			if (x->ai_family != y->ai_family)
+				continue;
+			xa = x->ai_family == AF_INET
+			     ? (const void *)&((struct sockaddr_in *)x->ai_addr)->sin_addr
+			     : (const void *)&((struct sockaddr_in6 *)x->ai_addr)->sin6_addr;
+			ya = y->ai_family == AF_INET
+			     ? (const void *)&((struct sockaddr_in *)y->ai_addr)->sin_addr
+			     : (const void *)&((struct sockaddr_in6 *)y->ai_addr)->sin6_addr;
+			len = x->ai_family == AF_INET ? 4 : 16;
+			if (!memcmp(xa, ya, len)) {
+				rc = 0;
+			} else if (!strcmp(bound, "0.0.0.0") || !strcmp(bound, "::")) {
+				fd = socket(x->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+				if (fd >= 0 && !bind(fd, x->ai_addr, x->ai_addrlen))
+					rc = 0;
+				if (fd >= 0)
+					close(fd);
+			}
+		}
+	}
+	freeaddrinfo(h);
+	freeaddrinfo(b);
+	return rc;
+}
+
+/* HOST:PORT or PORT names the TCP server listening there.  Its control
+ * socket is found by port, on this machine; the server must be there,
+ * and for HOST:PORT its URI's host must be HOST (or a wildcard HOST is
+ * local to): never another server.  0, or -1 after the message. */
+static int check_tcp(const char *cmd, const char *arg, const char *host, const char *ctl,
+		     unsigned ms)
+{
+	char info[4096] = "", uri[4200], *bound, *end;
+	FILE *mem;
+	size_t got;
+	int rc;
+
+	if (control_probe(ctl)) {
+		cli_fail(cmd, "%s: no zmem serve --port listens there (no control socket %s)",
+			 arg, ctl);
+		return -1;
+	}
+	if (!host)
+		return 0;
+	if (!(mem = fmemopen(info, sizeof(info) - 1, "w")))
+		return -1;
+	rc = control_send(cmd, ctl, "info", mem, ms);
+	got = (size_t)ftell(mem);
+	fclose(mem);
+	if (rc)
+		return -1;
+	info[got] = 0;
+	bound = strstr(info, "\"uri\": \"nbd://");
+	if (!bound) {
+		cli_fail(cmd, "%s: the server at %s is not a TCP server", arg, ctl);
+		return -1;
+	}
+	bound += strlen("\"uri\": \"nbd://");
+	snprintf(uri, sizeof(uri), "%.*s", (int)strcspn(bound, "/\""), bound);
+	bound = uri;
+	if (*bound == '[') {  /* [v6]:PORT */
+		end = strchr(++bound, ']');
+	} else {
+		end = strrchr(bound, ':');
+	}
+	if (end)
+		*end = 0;
+	rc = same_host(host, bound);
+	if (rc > 0)
+		cli_fail(cmd, "%s: the server on port %s listens on %s, not on %s", arg,
+			 strrchr(arg, ':') + 1, bound, host);
+	else if (rc)
+		cli_fail(cmd, "%s: %s", arg, gai_strerror(rc));
+	return rc ? -1 : 0;
+}
+
 /* The control socket of what the user named: nothing (the default
  * socket), a socket path, HOST:PORT / PORT of a TCP server (whose
- * control socket has a default name by port), or a zmem run ("run",
- * "run:PID", found in the registry).  NULL when a run named is not
- * there (said on stderr). */
-static const char *target(const char *cmd, const char *arg, char *buf, size_t n)
+ * control socket has a default name by port, checked by check_tcp), or
+ * a zmem run ("run", "run:PID", found in the registry).  NULL when what
+ * was named is not there (said on stderr). */
+static const char *target(const char *cmd, const char *arg, char *buf, size_t n, unsigned ms)
 {
 	const char *colon;
 	char *end;
@@ -334,11 +461,17 @@ static const char *target(const char *cmd, const char *arg, char *buf, size_t n)
 	if (!strchr(arg, '/') && (colon || (arg[0] >= '0' && arg[0] <= '9'))) {
 		port = strtol(colon ? colon + 1 : arg, &end, 10);
 		if (!*end && port > 0 && port < 65536) {
-			char suffix[32];
+			char suffix[32], host[256] = "";
 
 			snprintf(suffix, sizeof(suffix), "-tcp-%ld.ctl", port);
 			serve_default_path(buf, n, suffix);
-			return buf;
+			if (colon) {  /* [v6]:PORT too */
+				const char *h = arg[0] == '[' ? arg + 1 : arg;
+				size_t len = (size_t)(colon - h) - (arg[0] == '[');
+
+				snprintf(host, sizeof(host), "%.*s", (int)len, h);
+			}
+			return check_tcp(cmd, arg, colon ? host : NULL, buf, ms) ? NULL : buf;
 		}
 	}
 	return arg;
@@ -359,14 +492,7 @@ static int parse_target(const struct opt_cmd *cmd, int argc, char **argv, const 
 	return 0;
 }
 
-/* --timeout of the commands that ask a server: how long to wait for it
- * (CONTROL_CLIENT_TIMEOUT_MS unless given), into *ms. */
-#define O_TIMEOUT(str) \
-	O_STR("timeout", 0, (str), "DURATION", \
-	      "how long to wait for the server: to\nconnect, then for each piece of its\n" \
-	      "answer (500ms, 30s, ...)", "10s")
-
-static int client_timeout(const char *cmd, const char *arg, unsigned *ms)
+int cli_client_timeout(const char *cmd, const char *arg, unsigned *ms)
 {
 	*ms = CONTROL_CLIENT_TIMEOUT_MS;
 	return arg ? cli_check_duration(cmd, "--timeout", arg, ms) : 0;
@@ -383,10 +509,11 @@ int cmd_stats(int argc, char **argv)
 {
 	const char *where = NULL, *tmo = NULL;
 	char buf[4200];
-	int json = 0, rc;
+	int json = 0, wide = 0, rc;
 	unsigned ms;
 	const struct opt table[] = {
-		O_FLAG("json", 0, &json, "one JSON document, sizes in bytes"),
+		O_FLAG("json", 'j', &json, "one JSON document, sizes in bytes"),
+		O_FLAG("wide", 0, &wide, "the class table's every column (past 80)"),
 		O_TIMEOUT(&tmo),
 		O_END,
 	};
@@ -402,38 +529,111 @@ int cmd_stats(int argc, char **argv)
 	rc = parse_target(&cmd, argc, argv, &where);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
-	if ((rc = client_timeout("stats", tmo, &ms)))
+	if ((rc = cli_client_timeout("stats", tmo, &ms)))
 		return rc;
-	if (!(where = target("stats", where, buf, sizeof(buf))))
+	if (!(where = target("stats", where, buf, sizeof(buf), ms)))
 		return CLI_FAIL;
-	return control_send("stats", where, json ? "json" : "text", stdout, ms) ? CLI_FAIL
-									       : CLI_OK;
+	return control_send("stats", where, json ? "json" : wide ? "text wide" : "text", stdout,
+			    ms) ? CLI_FAIL : CLI_OK;
 }
 
-static bool is_verb(const char *a)
-{
-	static const char *const verbs[] = { "compact", "compact-file", "mem-limit", "reset-max", "stop",
-					     "info", "stats", "json", "text", "idle",
-					     "writeback", "recompress", "reclaim", "untrack",
-					     NULL };
+/* zmem ctl's verbs: a server's, then a run's (run.c checks its
+ * arguments).  The control protocol's own requests (text, json: zmem
+ * stats) are not verbs of ctl. */
+static const char *const server_verbs[] = {
+	"compact", "compact-file", "mem-limit", "reset-max", "idle", "writeback",
+	"recompress", "stop", "info", NULL,
+};
+static const char *const run_verbs[] = {
+	"reclaim", "mem-limit", "untrack", "stop", "info", NULL,
+};
 
-	for (int i = 0; verbs[i]; i++)
-		if (!strcmp(a, verbs[i]))
+static bool in(const char *const *list, const char *a)
+{
+	for (int i = 0; list[i]; i++)
+		if (!strcmp(a, list[i]))
 			return true;
 	return false;
 }
 
-/* The cold-data verbs take up to two words, checked by the server. */
+static bool is_verb(const char *a)
+{
+	return in(server_verbs, a) || in(run_verbs, a);
+}
+
+/* The cold-data verbs take up to two words. */
 static bool takes_words(const char *verb)
 {
 	return !strcmp(verb, "idle") || !strcmp(verb, "writeback") ||
 	       !strcmp(verb, "recompress") || !strcmp(verb, "compact-file");
 }
 
-/* A word for the server: no spaces, not too long. */
-static bool plain_word(const char *a)
+/* A plain decimal count (at least 1 if positive), or NULL. */
+static bool count_ok(const char *a, bool positive)
 {
-	return !a || (strlen(a) <= 40 && !strpbrk(a, " \t\r\n"));
+	uint64_t v;
+
+	return !a || (!cli_parse_u64(a, &v) && (!positive || v));
+}
+
+static bool one_of(const char *a, const char *const *list)
+{
+	return a && in(list, a);
+}
+
+/* A server verb's arguments, as the server would refuse them: 0, or
+ * CLI_USAGE after the message.  (The server checks them again, and what
+ * only it knows: a page index against the disk's size.) */
+static int check_args(const char *verb, const char *arg, const char *arg2)
+{
+	static const char *const wb_types[] = { "idle", "huge", "huge_idle", "incompressible",
+						"all", NULL };
+	static const char *const rc_types[] = { "idle", "huge", "huge_idle", "all", NULL };
+	uint64_t v;
+
+	if (!strcmp(verb, "idle")) {
+		if (!arg || arg2 || (strcmp(arg, "all") && (cli_parse_u64(arg, &v) ||
+							   v > UINT32_MAX / 1000)))
+			return cli_usage("ctl", "idle takes all or SECONDS (at most %u), not '%s'",
+					 UINT32_MAX / 1000, arg ? arg : "");
+	} else if (!strcmp(verb, "writeback")) {
+		if (!arg)
+			return cli_usage("ctl", "writeback takes a type: idle, huge, huge_idle, "
+					 "incompressible, all, or page INDEX");
+		if (!strcmp(arg, "page")) {
+			if (!arg2 || cli_parse_u64(arg2, &v))
+				return cli_usage("ctl", "writeback page takes a page INDEX, not "
+						 "'%s'", arg2 ? arg2 : "");
+		} else if (!one_of(arg, wb_types)) {
+			return cli_usage("ctl", "writeback: type idle, huge, huge_idle, "
+					 "incompressible or all, not '%s'", arg);
+		} else if (!count_ok(arg2, true)) {
+			return cli_usage("ctl", "writeback: MAX_PAGES is a number of pages, at "
+					 "least 1, not '%s'", arg2);
+		}
+	} else if (!strcmp(verb, "recompress")) {
+		if (arg && !one_of(arg, rc_types))
+			return cli_usage("ctl", "recompress: type idle, huge, huge_idle or all, "
+					 "not '%s'", arg);
+		if (!count_ok(arg2, true))
+			return cli_usage("ctl", "recompress: MAX_PAGES is a number of pages, at "
+					 "least 1, not '%s'", arg2);
+	} else if (!strcmp(verb, "compact-file")) {
+		if (arg2 || !count_ok(arg, false))
+			return cli_usage("ctl", "compact-file: MAX_BYTES is a number of bytes, "
+					 "not '%s'", arg2 ? arg2 : arg);
+	}
+	return 0;
+}
+
+static int unknown_verb(const char *verb, bool run)
+{
+	const char *const *v = run ? run_verbs : server_verbs;
+	char list[256];
+
+	list_names(list, sizeof(list), v);
+	return cli_usage("ctl", "unknown verb '%s'; verbs%s: %s (zmem ctl --help)", verb,
+			 run ? " of a run" : "", list);
 }
 
 int cmd_ctl(int argc, char **argv)
@@ -485,7 +685,7 @@ int cmd_ctl(int argc, char **argv)
 	rc = opt_parse(&cmd, i, argv, NULL);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
-	if ((rc = client_timeout("ctl", tmo, &ms)))
+	if ((rc = cli_client_timeout("ctl", tmo, &ms)))
 		return rc;
 	if (i < argc && !strcmp(argv[i], "--"))
 		i++;
@@ -498,6 +698,8 @@ int cmd_ctl(int argc, char **argv)
 	arg2 = i < argc && takes_words(verb) ? argv[i++] : NULL;
 	if (i < argc)
 		return cli_usage("ctl", "unexpected argument '%s' (zmem ctl --help)", argv[i]);
+	if (!in(run_is_target(where) ? run_verbs : server_verbs, verb))
+		return unknown_verb(verb, run_is_target(where));
 	if (run_is_target(where)) {
 		if ((rc = run_ctl_line(verb, arg, line, sizeof(line))))
 			return rc;
@@ -509,18 +711,16 @@ int cmd_ctl(int argc, char **argv)
 					 "not '%s'", arg ? arg : "");
 		snprintf(line, sizeof(line), "mem-limit %zu", (size_t)u);
 	} else if (takes_words(verb)) {
-		if (!plain_word(arg) || !plain_word(arg2))
-			return cli_usage("ctl", "invalid %s argument '%s' (zmem ctl --help)", verb,
-					 plain_word(arg) ? arg2 : arg);
+		if ((rc = check_args(verb, arg, arg2)))
+			return rc;
 		snprintf(line, sizeof(line), "%s%s%s%s%s", verb, arg ? " " : "", arg ? arg : "",
 			 arg2 ? " " : "", arg2 ? arg2 : "");
 	} else if (arg) {
 		return cli_usage("ctl", "%s takes no argument, not '%s'", verb, arg);
 	} else {
-		/* unknown verbs go too: the server names the ones it knows */
-		snprintf(line, sizeof(line), "%.100s", verb);
+		snprintf(line, sizeof(line), "%s", verb);
 	}
-	if (!(where = target("ctl", where, buf, sizeof(buf))))
+	if (!(where = target("ctl", where, buf, sizeof(buf), ms)))
 		return CLI_FAIL;
 	return control_send("ctl", where, line, stdout, ms) ? CLI_FAIL : CLI_OK;
 }
@@ -543,9 +743,9 @@ int cmd_stop(int argc, char **argv)
 	rc = parse_target(&cmd, argc, argv, &where);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
-	if ((rc = client_timeout("stop", tmo, &ms)))
+	if ((rc = cli_client_timeout("stop", tmo, &ms)))
 		return rc;
-	if (!(where = target("stop", where, buf, sizeof(buf))))
+	if (!(where = target("stop", where, buf, sizeof(buf), ms)))
 		return CLI_FAIL;
 	if (control_send("stop", where, "stop", stdout, ms))
 		return CLI_FAIL;
@@ -559,138 +759,4 @@ int cmd_stop(int argc, char **argv)
 	} while (serve_now_ns() < end);
 	return cli_fail("stop", "the server still answers after %.3g s (--timeout)",
 			(double)ms / 1000);
-}
-
-/* A JSON number or string field of a flat one-line object. */
-static bool field(const char *js, const char *key, char *out, size_t n)
-{
-	char k[64];
-	const char *p;
-	size_t len;
-
-	snprintf(k, sizeof(k), "\"%s\": ", key);
-	p = strstr(js, k);
-	if (!p)
-		return false;
-	p += strlen(k);
-	if (*p == '"') {
-		len = strcspn(++p, "\"");
-	} else {
-		len = strcspn(p, ",}");
-	}
-	snprintf(out, n, "%.*s", (int)len, p);
-	return true;
-}
-
-/* zramctl's sizes: "64M", "8.0M", "512B" (one word, for its columns) */
-static void human(char *out, size_t n, const char *bytes)
-{
-	static const char units[] = "BKMGTP";
-	double v = strtod(bytes, NULL);
-	int u = 0;
-
-	while (v >= 1024 && u < 5)
-		v /= 1024, u++;
-	if (u == 0)
-		snprintf(out, n, "%.0fB", v);
-	else
-		snprintf(out, n, v < 10 ? "%.1f%c" : "%.0f%c", v, units[u]);
-}
-
-int cmd_list(int argc, char **argv)
-{
-	char dir[4096];
-	struct dirent *e;
-	DIR *d;
-	const char *tmo = NULL;
-	unsigned ms;
-	int shown = 0, rc;
-	const struct opt table[] = { O_TIMEOUT(&tmo), O_END };
-	const struct opt_cmd cmd = {
-		"list", "[OPTIONS]",
-		"The zmem serve processes of this user, like zramctl: URI, pid, disk\n"
-		"size, codec, allocator, data stored, compressed, memory used, ratio\n"
-		"(sizes as zramctl prints them: 64M, 8.0M).  A zmem run shows as\n"
-		"run:PID and its command; its size is its heap now.",
-		table,
-		"The servers register in $XDG_RUNTIME_DIR/zmem.d/, else /tmp/zmem-UID/zmem.d/;\n"
-		"those that are gone are skipped and their entries removed.\n",
-	};
-
-	rc = opt_parse(&cmd, argc, argv, NULL);
-	if (rc)
-		return rc < 0 ? CLI_OK : rc;
-	if ((rc = client_timeout("list", tmo, &ms)))
-		return rc;
-	d = NULL;
-	if (!serve_registry_dir(dir, sizeof(dir), false))
-		d = opendir(dir);
-	else if (errno == EPERM)
-		fprintf(stderr, "zmem list: %s is not a folder of this user's own that no one "
-			"else may use: its entries are not read\n", dir);
-	printf("%-40s %7s %7s %-8s %-9s %7s %7s %7s %6s\n", "URI", "PID", "DISKSIZE", "CODEC",
-	       "ALLOC", "DATA", "COMPR", "TOTAL", "RATIO");
-	while (d && (e = readdir(d))) {
-		char path[4400], uri[4200] = "", ctl[4200] = "", info[4096] = "";
-		char size[32], codec[64], alloc[32], orig[32], compr[32], total[32], what[48];
-		char hs[16], ho[16], hc[16], ht[16];
-		long pid = strtol(e->d_name, NULL, 10);
-		FILE *f, *mem;
-		size_t got;
-		double ratio;
-
-		if (pid <= 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if (kill((pid_t)pid, 0) && errno == ESRCH) {
-			unlink(path);  /* a server that was killed outright */
-			continue;
-		}
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (!fgets(uri, sizeof(uri), f) || !fgets(ctl, sizeof(ctl), f))
-			ctl[0] = 0;
-		fclose(f);
-		uri[strcspn(uri, "\n")] = 0;
-		ctl[strcspn(ctl, "\n")] = 0;
-		if (!ctl[0])
-			continue;
-		if (control_probe(ctl) && (errno == ECONNREFUSED || errno == ENOENT)) {
-			/* nobody listens: a server killed outright, its pid a
-			 * zombie its parent has not reaped yet, or reused */
-			unlink(path);
-			continue;
-		}
-		if (!(mem = fmemopen(info, sizeof(info) - 1, "w")))
-			continue;
-		if (control_send("list", ctl, "info", mem, ms)) {
-			fclose(mem);
-			continue;
-		}
-		got = (size_t)ftell(mem);
-		fclose(mem);
-		info[got] = 0;
-		if (!field(info, "size", size, sizeof(size)) ||
-		    !field(info, "codec", codec, sizeof(codec)) ||
-		    !field(info, "allocator", alloc, sizeof(alloc)) ||
-		    !field(info, "orig_data_size", orig, sizeof(orig)) ||
-		    !field(info, "compr_data_size", compr, sizeof(compr)) ||
-		    !field(info, "mem_used_total", total, sizeof(total)))
-			continue;
-		if (!strncmp(uri, "run:", 4) && field(info, "command", what, sizeof(what)))
-			/* a run: its command beside its name */
-			snprintf(uri + strlen(uri), sizeof(uri) - strlen(uri), " %s", what);
-		human(hs, sizeof(hs), size);
-		human(ho, sizeof(ho), orig);
-		human(hc, sizeof(hc), compr);
-		human(ht, sizeof(ht), total);
-		ratio = strtod(total, NULL) > 0 ? strtod(orig, NULL) / strtod(total, NULL) : 0;
-		printf("%-40s %7ld %7s %-8s %-9s %7s %7s %7s %6.2f\n", uri, pid, hs, codec, alloc, ho,
-		       hc, ht, ratio);
-		shown++;
-	}
-	if (d)
-		closedir(d);
-	return 0;
 }

@@ -202,8 +202,9 @@ int serve_registry_dir(char *dir, size_t n, bool create)
 		return -1;
 	/* in /tmp another user could have made it first, or a link to one
 	 * of ours: only a folder of our own that no one else may write */
-	if (lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
-	    (st.st_mode & 077)) {
+	if (lstat(dir, &st))
+		return -1;  /* ENOENT: no server has registered yet */
+	if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077)) {
 		errno = EPERM;
 		return -1;
 	}
@@ -244,7 +245,7 @@ void serve_unregister(const char *entry)
 /* Does env entry e set one of the variables a captive command gets? */
 static int ours(const char *e)
 {
-	static const char *const names[] = { "uri=", "nbd=", "socket=", "port=" };
+	static const char *const names[] = { "uri=", "nbd=", "socket=", "unixsocket=", "port=" };
 
 	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strncmp(e, names[i], strlen(names[i])))
@@ -256,7 +257,7 @@ pid_t serve_run_captive(const char *cmd, const char *uri, const char *sock, cons
 			int port, const sigset_t *blocked)
 {
 	extern char **environ;
-	char v_uri[4200], v_nbd[4200], v_sock[4200], v_port[32], **envp;
+	char v_uri[4200], v_nbd[4200], v_sock[4200], v_usock[4200], v_port[32], **envp;
 	bool v6 = !sock && strchr(host, ':');
 	size_t n = 0, k = 0;
 	pid_t pid;
@@ -267,6 +268,8 @@ pid_t serve_run_captive(const char *cmd, const char *uri, const char *sock, cons
 	if (sock) {
 		snprintf(v_nbd, sizeof(v_nbd), "nbd=nbd:unix:%s", sock);
 		snprintf(v_sock, sizeof(v_sock), "socket=%s", sock);
+		/* nbdkit's name for it */
+		snprintf(v_usock, sizeof(v_usock), "unixsocket=%s", sock);
 	} else {
 		snprintf(v_nbd, sizeof(v_nbd), "nbd=nbd:%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "",
 			 port);
@@ -274,7 +277,7 @@ pid_t serve_run_captive(const char *cmd, const char *uri, const char *sock, cons
 	}
 	while (environ[n])
 		n++;
-	envp = calloc(n + 4, sizeof(char *));
+	envp = calloc(n + 5, sizeof(char *));
 	if (!envp)
 		return -1;
 	for (size_t i = 0; i < n; i++)
@@ -283,6 +286,8 @@ pid_t serve_run_captive(const char *cmd, const char *uri, const char *sock, cons
 	envp[k++] = v_uri;
 	envp[k++] = v_nbd;
 	envp[k++] = sock ? v_sock : v_port;
+	if (sock)
+		envp[k++] = v_usock;
 	pid = fork();
 	if (pid == 0) {  /* the caller's signals back, then a shell */
 		sigprocmask(SIG_UNBLOCK, blocked, NULL);
