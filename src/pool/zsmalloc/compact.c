@@ -859,7 +859,7 @@ static bool mixed_repack(struct zs_pool *zp, struct zs_class *m, struct zspage *
 	uint64_t v;
 	uint32_t np = m->npages;
 
-	to = zs_mixed_place(zp, m, len, ref, &dst, &dead);
+	to = zs_mixed_place(zp, m, len, ref, ZS_PLACE_DENSE, &dst, &dead);
 	h->grown += (int32_t)(m->npages - np);
 	if (to == ZS_NONE) {
 		if (dead) {

@@ -212,6 +212,47 @@ static inline unsigned zs_mgran(size_t len)
 	return (unsigned)((ZS_MHDR_BYTES + len + ZS_GRANULE - 1) / ZS_GRANULE);
 }
 
+/*
+ * The holes of a mixed zspage (zsmalloc/alloc.c).  A free gives the
+ * object's granules to an index of the zspage's holes, kept in its record
+ * (struct zs_mholes, after the 48 bytes, in the record's second cache
+ * line): segregated lists by the hole's extent in granules (header
+ * included, to the next header), ZS_MHOLE_BINS of them, two to each
+ * power of two above 16 granules, one to each two granules below, with a
+ * bitmap of the lists that are not empty.  A list runs through the holes'
+ * headers: a hole keeps its header, with its length (so every walk of the
+ * headers steps over it as before) and, in place of its back reference,
+ * the granule of the next hole of its list (ZS_NONE: the last); no word
+ * names a hole's granule, so it reads as free whatever its reference.
+ * An object placed in a hole takes its start; the rest, if two granules
+ * or more, is a hole again with a header of its own (a length that steps
+ * to the next header), on the list of its extent; a hole is taken only
+ * where the rest is none or two granules at least.  Neighbouring holes
+ * are not merged: a free reads the object's header, not its neighbours'.
+ */
+#define ZS_MHOLE_BINS 32
+struct zs_mholes {
+	uint32_t mask;                    /* bit b set: head[b] is a hole */
+	uint16_t head[ZS_MHOLE_BINS];     /* each list's first hole, or ZS_NONE */
+};
+/* The list of a hole of e granules (2 <= e < 2^16). */
+static inline unsigned zs_mhole_bin(unsigned e)
+{
+	unsigned k;
+
+	if (e < 16)
+		return e >> 1;
+	k = 31u - (unsigned)__builtin_clz(e);
+	return 8 + 2 * (k - 4) + ((e >> (k - 1)) & 1);
+}
+/* The smallest extent of list b. */
+static inline unsigned zs_mhole_min(unsigned b)
+{
+	unsigned k = (b - 8) / 2 + 4;
+
+	return b < 8 ? 2 * b : (1u << k) | (((b - 8) & 1u) << (k - 1));
+}
+
 static inline void zs_set_magic(struct zspage *zs, uint32_t v)
 {
 #if ZM_DEBUG >= 1
@@ -242,6 +283,7 @@ struct zs_class {
 	uint16_t gmask;          /* lock: bit g set when group[g] is not empty */
 	uint32_t gmul;           /* immutable: 9 * 2^20 / objs, for zs_group_of */
 	uint16_t idx;            /* immutable: shard << cshift | class number */
+	bool mixed;              /* the shard's mixed class; immutable */
 	struct zspage *spare;    /* lock: a retired record (with its id) to reuse */
 	uint32_t reuse_pfn;      /* lock: 1 + the first page of the zspage last
 				    retired here, which may still sit in the
@@ -263,14 +305,16 @@ struct zs_class {
 	uint32_t nfree_ids;               /* lock */
 	uint32_t nsplit;                  /* lock: zspages with a pfn array
 					     (struct zspage's pfnx) */
-	bool mixed;                       /* the shard's mixed class; immutable */
 	uint32_t mgran, mplaced;          /* mixed, lock (read without it,
 					     zs_count): granules of its zspages
 					     below their bumps, objects placed
 					     there (live and freed) */
 	struct zspage *front[ZS_MIXED_OPEN]; /* mixed, lock: the zspages
 						open for allocation, or NULL */
+	struct zspage *hole;              /* mixed, lock: the zspage whose holes
+					     allocations take first, or NULL */
 } __attribute__((aligned(64)));
+
 
 /* Compaction (of objects, of records, of the handle table) takes and
  * drops class locks through these, so that an allocation that finds a
@@ -317,7 +361,8 @@ static inline void zs_stat_add(uint64_t *ctr, uint64_t d)
 /* Bytes of one zspage record of class c. */
 static inline size_t zs_record_size(const struct zs_class *c)
 {
-	return sizeof(struct zspage) + (c->mixed ? 0 : (size_t)c->objs * sizeof(uint32_t));
+	return sizeof(struct zspage) + (c->mixed ? sizeof(struct zs_mholes) :
+					(size_t)c->objs * sizeof(uint32_t));
 }
 
 /* A record takes whole cache lines of its own: records of two shards'
@@ -935,12 +980,20 @@ long zs_sweep(struct zs_pool *zp);
  * less those the moved objects took where they went; *emptied (if not
  * NULL) gets the first alone.  Caller holds zp->compact_lock. */
 long zs_mixed_compact(struct zs_pool *zp, unsigned *budget, long *emptied);
-/* Mixed zspage zs is no longer open for allocation, if it was (lock held). */
+/* Mixed zspage zs is no longer open for allocation, if it was, at its
+ * tail nor in its holes (lock held). */
 static inline void zs_mixed_close(struct zs_class *m, const struct zspage *zs)
 {
 	for (unsigned i = 0; i < ZS_MIXED_OPEN; i++)
 		if (m->front[i] == zs)
 			m->front[i] = NULL;
+	if (m->hole == zs)
+		m->hole = NULL;
+}
+/* The hole index of mixed zspage zs (struct zs_mholes). */
+static inline struct zs_mholes *zs_holes_of(struct zspage *zs)
+{
+	return (struct zs_mholes *)(void *)zs->data;
 }
 /* Is mixed zspage zs one the compactor evacuates: live objects below 3/4
  * of those placed?  (An open one too: it is closed first.) */
@@ -965,14 +1018,21 @@ static inline bool zs_mixed_for(const struct zs_pool *zp, const struct zs_class 
 }
 
 /* Place an object of size bytes whose word (slot or owner word) is ref
- * at the tail of one of m's open zspages, the one with the least room
- * that holds it, or of a new one opened in place of the fullest (m's
- * lock held): writes its header, counts it, and returns its granule,
- * *where its zspage; the caller writes the object and then its word.
- * ZS_NONE if no zspage or page could be had; *dead is then a zspage made
- * for it and retired, for zs_zspage_free once m's lock is dropped. */
+ * in a hole of one of m's zspages (zsmalloc/alloc.c: the one it took
+ * holes from last, else the fullest), else at the tail of one of m's
+ * open zspages, the one with the least room that holds it, or of a new
+ * one opened in place of the fullest (m's lock held): writes its header,
+ * counts it, and returns its granule, *where its zspage; the caller
+ * writes the object and then its word.  ZS_NONE if no zspage or page
+ * could be had; *dead is then a zspage made for it and retired, for
+ * zs_zspage_free once m's lock is dropped.  How:
+ *   ANY    a hole, else a tail (allocation);
+ *   DENSE  a hole of a zspage the compactor keeps (not sparse: one it
+ *          would evacuate would move the object again), else a tail
+ *          (the compactor packing, mixed_repack). */
+enum zs_place { ZS_PLACE_ANY, ZS_PLACE_DENSE };
 unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uint32_t ref,
-			struct zspage **where, struct zspage **dead);
+			enum zs_place how, struct zspage **where, struct zspage **dead);
 /* Does the compactor pack the objects of a shard's sparse mixed zspages
  * into its open mixed zspages rather than into their classes (those
  * with no zspage of their own; the others keep theirs)?  When they hold
