@@ -299,14 +299,14 @@ static unsigned hole_take(struct zs_pool *zp, struct zs_class *m, struct zspage 
  * evacuated: the compactor takes the emptiest): its granule and *where,
  * or ZS_NONE.  Only when some object of m was freed (fewer live than
  * placed), so that a fill never looks. */
-static unsigned hole_find(struct zs_pool *zp, struct zs_class *m, unsigned need, bool dense,
+static unsigned hole_find(struct zs_pool *zp, struct zs_class *m, unsigned need,
 			  struct zspage **where)
 {
 	unsigned look = 0, g;
 
 	if (m->used >= m->mplaced)
 		return ZS_NONE;
-	if (m->hole && !(dense && zs_mixed_sparse(m->hole))) {
+	if (m->hole) {
 		g = hole_take(zp, m, m->hole, need);
 		if (g != ZS_NONE) {
 			*where = m->hole;
@@ -316,8 +316,7 @@ static unsigned hole_find(struct zs_pool *zp, struct zs_class *m, unsigned need,
 	for (unsigned gr = ZS_GROUPS - 1; gr >= 1 && look < ZS_MHOLE_LOOK; gr--)
 		for (struct zspage *zs = m->group[gr]; zs && look < ZS_MHOLE_LOOK; zs = zs->next) {
 			if (zs == m->hole || !zs_holes_of(zs)->mask ||
-			    __atomic_load_n(&zs->migrating, __ATOMIC_RELAXED) ||
-			    (dense && zs_mixed_sparse(zs)))
+			    __atomic_load_n(&zs->migrating, __ATOMIC_RELAXED))
 				continue;
 			look++;
 			g = hole_take(zp, m, zs, need);
@@ -339,11 +338,12 @@ unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uin
 
 	*dead = NULL;
 	/* a hole first: no page taken, and the zspage fuller */
-	g = hole_find(zp, m, need, how == ZS_PLACE_DENSE, &zs);
+	g = how == ZS_PLACE_ANY ? hole_find(zp, m, need, &zs) : ZS_NONE;
 	if (g != ZS_NONE) {
 		hd = zs_mhdr(zp, zs, g);
 		hd->ref = ref;
 		hd->len = (uint16_t)size;
+		zs_holes_of(zs)->live += need;
 		zs->inuse++;
 		zs_count(&m->used, 1);
 		zs_mixed_group_set(m, zs);
@@ -370,6 +370,7 @@ unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uin
 			return ZS_NONE;
 		zs->placed = 0;
 		zs_holes_of(zs)->mask = 0;
+		zs_holes_of(zs)->live = 0;
 		m->zspages++;
 		for (unsigned i = 0; i < ZS_MIXED_OPEN; i++)
 			if (!m->front[i] || (m->front[k] && m->front[i]->bump > m->front[k]->bump))
@@ -394,6 +395,7 @@ unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uin
 	/* the granules below the bump: a granule skipped at a page's end too */
 	zs_count(&m->mgran, (int32_t)(g + need - zs->bump));
 	zs->bump = (uint16_t)(g + need);
+	zs_holes_of(zs)->live += need;
 	zs->inuse++;
 	zs->placed++;
 	zs_count(&m->used, 1);
@@ -545,6 +547,7 @@ static __attribute__((noinline)) int mixed_free(struct zs_pool *zp, struct zs_cl
 		/* its granules: a hole for the next objects */
 		const struct zs_mhdr *hd = zs_mhdr(zp, zs, obj);
 
+		zs_holes_of(zs)->live -= zs_mgran(hd->len);
 		hole_put(zp, zs, obj, hole_end(zp, zs, obj, hd) - obj);
 	}
 	zs_poison_obj(zp, zs, obj);

@@ -195,7 +195,7 @@ static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *z
  * objects' bytes still poisoned. */
 static int check_mixed(struct zs_pool *zp, struct zs_class *m, struct zspage *zs, unsigned g)
 {
-	unsigned objs = 0, placed = 0, at = 0;
+	unsigned objs = 0, placed = 0, at = 0, live = 0;
 	uint64_t dead[(ZS_MIXED_MAX_GRANULES + 1) / 64];   /* free headers */
 	const struct zs_mholes *mh = zs_holes_of(zs);
 	/* the largest class's slot: larger objects are huge */
@@ -237,6 +237,7 @@ static int check_mixed(struct zs_pool *zp, struct zs_class *m, struct zspage *zs
 		placed++;
 		if (zs_mhdr_live(zp, zs, hd, at)) {
 			objs++;
+			live += n;
 		} else {
 			dead[at / 64] |= 1ull << (at % 64);
 #if ZM_DEBUG >= 2
@@ -247,9 +248,10 @@ static int check_mixed(struct zs_pool *zp, struct zs_class *m, struct zspage *zs
 		}
 		at = zs_mnext(zp, at, hd->len);
 	}
-	if (objs != zs->inuse || placed != zs->placed)
-		ZM_CHECK_FAIL("check: mixed zspage %p: %u objects placed, %u live; counters "
-			      "%u/%u", (void *)zs, placed, objs, zs->placed, zs->inuse);
+	if (objs != zs->inuse || placed != zs->placed || live != mh->live)
+		ZM_CHECK_FAIL("check: mixed zspage %p: %u objects placed, %u live of %u "
+			      "granules; counters %u/%u/%u", (void *)zs, placed, objs, live,
+			      zs->placed, zs->inuse, mh->live);
 	/* the hole index: each list's holes free headers, each once, each
 	 * at least as long as its list's smallest (an allocation takes a
 	 * list's head unseen) */
