@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pool/zsmalloc/zsmalloc.h"
@@ -204,8 +205,20 @@ out:
  * (lock held). */
 static void hole_put(struct zs_pool *zp, struct zspage *zs, unsigned g, unsigned e)
 {
-	struct zs_mholes *mh = zs_holes_of(zs);
+	struct zs_mholes *mh = zs_mrec_of(zs)->ix;
 	unsigned b = zs_mhole_bin(e);
+
+	if (zmi_unlikely(!mh)) {
+		/* the zspage's first hole: its index (without one, the hole
+		 * waits for the compactor, as all did before) */
+		mh = malloc(sizeof(*mh));
+		if (!mh)
+			return;
+		mh->mask = 0;
+		zs_mrec_of(zs)->ix = mh;
+		__atomic_fetch_add(&zp->mholes_bytes, zs_malloc_cost(sizeof(*mh)),
+				   __ATOMIC_RELAXED);
+	}
 
 	zs_mhdr(zp, zs, g)->ref = mh->mask >> b & 1 ? mh->head[b] : ZS_NONE;
 	mh->head[b] = (uint16_t)g;
@@ -247,12 +260,12 @@ static inline bool hole_fits(const struct zs_pool *zp, unsigned g, unsigned end,
 static unsigned hole_take(struct zs_pool *zp, struct zs_class *m, struct zspage *zs,
 			  unsigned need)
 {
-	struct zs_mholes *mh = zs_holes_of(zs);
+	struct zs_mholes *mh = zs_mrec_of(zs)->ix;
 	unsigned b = zs_mhole_bin(need), g = ZS_NONE, end = 0, rest = 0;
 	uint32_t above;
 	struct zs_mhdr *hd;
 
-	if (!mh->mask)
+	if (!mh || !mh->mask)
 		return ZS_NONE;
 	if (mh->mask >> b & 1) {
 		g = mh->head[b];
@@ -315,7 +328,7 @@ static unsigned hole_find(struct zs_pool *zp, struct zs_class *m, unsigned need,
 	}
 	for (unsigned gr = ZS_GROUPS - 1; gr >= 1 && look < ZS_MHOLE_LOOK; gr--)
 		for (struct zspage *zs = m->group[gr]; zs && look < ZS_MHOLE_LOOK; zs = zs->next) {
-			if (zs == m->hole || !zs_holes_of(zs)->mask ||
+			if (zs == m->hole || !zs_mrec_of(zs)->ix || !zs_mrec_of(zs)->ix->mask ||
 			    __atomic_load_n(&zs->migrating, __ATOMIC_RELAXED))
 				continue;
 			look++;
@@ -343,7 +356,7 @@ unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uin
 		hd = zs_mhdr(zp, zs, g);
 		hd->ref = ref;
 		hd->len = (uint16_t)size;
-		zs_holes_of(zs)->live += need;
+		zs_mrec_of(zs)->live += need;
 		zs->inuse++;
 		zs_count(&m->used, 1);
 		zs_mixed_group_set(m, zs);
@@ -369,8 +382,8 @@ unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uin
 		if (!zs)
 			return ZS_NONE;
 		zs->placed = 0;
-		zs_holes_of(zs)->mask = 0;
-		zs_holes_of(zs)->live = 0;
+		zs_mrec_of(zs)->live = 0;
+		zs_mrec_of(zs)->ix = NULL;
 		m->zspages++;
 		for (unsigned i = 0; i < ZS_MIXED_OPEN; i++)
 			if (!m->front[i] || (m->front[k] && m->front[i]->bump > m->front[k]->bump))
@@ -395,7 +408,7 @@ unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uin
 	/* the granules below the bump: a granule skipped at a page's end too */
 	zs_count(&m->mgran, (int32_t)(g + need - zs->bump));
 	zs->bump = (uint16_t)(g + need);
-	zs_holes_of(zs)->live += need;
+	zs_mrec_of(zs)->live += need;
 	zs->inuse++;
 	zs->placed++;
 	zs_count(&m->used, 1);
@@ -547,7 +560,7 @@ static __attribute__((noinline)) int mixed_free(struct zs_pool *zp, struct zs_cl
 		/* its granules: a hole for the next objects */
 		const struct zs_mhdr *hd = zs_mhdr(zp, zs, obj);
 
-		zs_holes_of(zs)->live -= zs_mgran(hd->len);
+		zs_mrec_of(zs)->live -= zs_mgran(hd->len);
 		hole_put(zp, zs, obj, hole_end(zp, zs, obj, hd) - obj);
 	}
 	zs_poison_obj(zp, zs, obj);

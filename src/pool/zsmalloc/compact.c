@@ -876,7 +876,7 @@ static bool mixed_repack(struct zs_pool *zp, struct zs_class *m, struct zspage *
 	/* the source's object is free now, poisoned as a free would; m
 	 * counted the object again where it went */
 	zs_poison_obj(zp, src, g);
-	zs_holes_of(src)->live -= zs_mgran(len);
+	zs_mrec_of(src)->live -= zs_mgran(len);
 	src->inuse--;
 	zs_count(&m->used, -1);
 	zs_stat_add(&zp->objects_repacked, 1);
@@ -930,7 +930,7 @@ static bool mixed_move(struct zs_pool *zp, struct zs_class *m, struct zspage *sr
 	/* the source's object is free now (its word names the new place),
 	 * poisoned as a free would */
 	zs_poison_obj(zp, src, g);
-	zs_holes_of(src)->live -= zs_mgran(len);
+	zs_mrec_of(src)->live -= zs_mgran(len);
 	src->inuse--;
 	zs_count(&m->used, -1);
 	return true;

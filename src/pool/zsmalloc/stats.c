@@ -62,6 +62,7 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 			ids_unused - zs_tfree_entries(&zp->id_free)) * sizeof(uintptr_t);
 	}
 	rec += zs_record_bytes(zp);
+	rec += __atomic_load_n(&zp->mholes_bytes, __ATOMIC_RELAXED);
 	st->record_bytes = rec;
 	st->pages_meta_bytes = ZM_PAGES_META_BYTES(pages);
 	meta += st->handle_bytes + rec + st->pages_meta_bytes;
@@ -197,7 +198,7 @@ static int check_mixed(struct zs_pool *zp, struct zs_class *m, struct zspage *zs
 {
 	unsigned objs = 0, placed = 0, at = 0, live = 0;
 	uint64_t dead[(ZS_MIXED_MAX_GRANULES + 1) / 64];   /* free headers */
-	const struct zs_mholes *mh = zs_holes_of(zs);
+	const struct zs_mholes *mh = zs_mrec_of(zs)->ix;
 	/* the largest class's slot: larger objects are huge */
 	size_t max = zp->nclasses > 1 ? zp->proto[zp->nclasses - 2].size : zp->page_size;
 	int bad = 0;
@@ -248,14 +249,14 @@ static int check_mixed(struct zs_pool *zp, struct zs_class *m, struct zspage *zs
 		}
 		at = zs_mnext(zp, at, hd->len);
 	}
-	if (objs != zs->inuse || placed != zs->placed || live != mh->live)
+	if (objs != zs->inuse || placed != zs->placed || live != zs_mrec_of(zs)->live)
 		ZM_CHECK_FAIL("check: mixed zspage %p: %u objects placed, %u live of %u "
 			      "granules; counters %u/%u/%u", (void *)zs, placed, objs, live,
-			      zs->placed, zs->inuse, mh->live);
+			      zs->placed, zs->inuse, zs_mrec_of(zs)->live);
 	/* the hole index: each list's holes free headers, each once, each
 	 * at least as long as its list's smallest (an allocation takes a
 	 * list's head unseen) */
-	for (unsigned b = 0; b < ZS_MHOLE_BINS; b++) {
+	for (unsigned b = 0; mh && b < ZS_MHOLE_BINS; b++) {
 		unsigned n = 0;
 
 		if (!(mh->mask >> b & 1))

@@ -214,12 +214,14 @@ static inline unsigned zs_mgran(size_t len)
 
 /*
  * The holes of a mixed zspage (zsmalloc/alloc.c).  A free gives the
- * object's granules to an index of the zspage's holes, kept in its record
- * (struct zs_mholes, after the 48 bytes, in the record's second cache
- * line): segregated lists by the hole's extent in granules (header
- * included, to the next header), ZS_MHOLE_BINS of them, two to each
- * power of two above 16 granules, one to each two granules below, with a
- * bitmap of the lists that are not empty.  A list runs through the holes'
+ * object's granules to an index of the zspage's holes (struct zs_mholes,
+ * 68 bytes from malloc, made with the zspage's first free and freed with
+ * the zspage, so that a fresh fill pays nothing for it and the record
+ * keeps to one cache line: struct zs_mrec): segregated lists by the
+ * hole's extent in granules (header included, to the next header),
+ * ZS_MHOLE_BINS of them, two to each power of two above 16 granules, one
+ * to each two granules below, with a bitmap of the lists that are not
+ * empty.  A list runs through the holes'
  * headers: a hole keeps its header, with its length (so every walk of the
  * headers steps over it as before) and, in place of its back reference,
  * the granule of the next hole of its list (ZS_NONE: the last); no word
@@ -233,9 +235,14 @@ static inline unsigned zs_mgran(size_t len)
 #define ZS_MHOLE_BINS 32
 struct zs_mholes {
 	uint32_t mask;                    /* bit b set: head[b] is a hole */
+	uint16_t head[ZS_MHOLE_BINS];     /* each list's first hole, or ZS_NONE */
+};
+/* What a mixed zspage's record has after the 48 bytes (in place of the
+ * back references, which its headers hold). */
+struct zs_mrec {
 	uint32_t live;                    /* the live objects' granules
 					     (zs_mgran of their lengths) */
-	uint16_t head[ZS_MHOLE_BINS];     /* each list's first hole, or ZS_NONE */
+	struct zs_mholes *ix;             /* its holes, or NULL */
 };
 /* The list of a hole of e granules (2 <= e < 2^16). */
 static inline unsigned zs_mhole_bin(unsigned e)
@@ -363,7 +370,7 @@ static inline void zs_stat_add(uint64_t *ctr, uint64_t d)
 /* Bytes of one zspage record of class c. */
 static inline size_t zs_record_size(const struct zs_class *c)
 {
-	return sizeof(struct zspage) + (c->mixed ? sizeof(struct zs_mholes) :
+	return sizeof(struct zspage) + (c->mixed ? sizeof(struct zs_mrec) :
 					(size_t)c->objs * sizeof(uint32_t));
 }
 
@@ -528,6 +535,8 @@ struct zs_pool {
 	uint64_t records_moved;           /* likewise (zsmalloc/record.c; tests) */
 	uint64_t objects_repacked;        /* likewise: moves into mixed zspages
 					     (mixed_repack; tests) */
+	uint64_t mholes_bytes;            /* atomic: the mixed zspages' hole
+					     indexes, as malloc charges them */
 	uint8_t pass;                     /* compact_lock: pass number */
 	char *scratch;                    /* compact_lock: work space */
 	struct zs_auto *autoc;            /* background compactor, or NULL */
@@ -903,7 +912,7 @@ static inline bool zs_group_set(struct zs_class *c, struct zspage *zs)
  * them). */
 static inline unsigned zs_mixed_group_of(const struct zs_class *m, const struct zspage *zs)
 {
-	return zs->inuse ? zs_group_of(m, ((const struct zs_mholes *)(const void *)zs->data)->live)
+	return zs->inuse ? zs_group_of(m, ((const struct zs_mrec *)(const void *)zs->data)->live)
 			 : 0;
 }
 static inline bool zs_mixed_group_set(struct zs_class *m, struct zspage *zs)
@@ -990,10 +999,10 @@ static inline void zs_mixed_close(struct zs_class *m, const struct zspage *zs)
 	if (m->hole == zs)
 		m->hole = NULL;
 }
-/* The hole index of mixed zspage zs (struct zs_mholes). */
-static inline struct zs_mholes *zs_holes_of(struct zspage *zs)
+/* What the record of mixed zspage zs has after the 48 bytes. */
+static inline struct zs_mrec *zs_mrec_of(struct zspage *zs)
 {
-	return (struct zs_mholes *)(void *)zs->data;
+	return (struct zs_mrec *)(void *)zs->data;
 }
 /* Is mixed zspage zs one the compactor evacuates: its live objects'
  * granules below 3/4 of those below its bump?  (An open one too: it is
@@ -1005,7 +1014,7 @@ static inline struct zs_mholes *zs_holes_of(struct zspage *zs)
 #define ZS_MIXED_KEEP_DEN 4
 static inline bool zs_mixed_sparse(const struct zspage *zs)
 {
-	return (uint64_t)((const struct zs_mholes *)(const void *)zs->data)->live *
+	return (uint64_t)((const struct zs_mrec *)(const void *)zs->data)->live *
 	       ZS_MIXED_KEEP_DEN <
 	       (uint64_t)zs->bump * ZS_MIXED_KEEP_NUM;
 }
