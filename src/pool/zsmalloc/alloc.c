@@ -147,9 +147,11 @@ static inline struct zs_class *collided(struct zs_pool *zp, struct zs_class *c, 
 
 /*
  * Mixed zspages (zsmalloc/zsmalloc.h).  An object whose class has no zspage
- * (zs_mixed_for, zsmalloc.h) goes to the tail of the one of its shard's open
- * mixed zspages with the least room that holds it; when none has room, a
- * new one opens in place of the one with the least room, which closes.
+ * (zs_mixed_for, zsmalloc.h) goes to a hole that a free left in one of its
+ * shard's mixed zspages (hole_find), else to the tail of the one of its
+ * shard's open mixed zspages with the least room that holds it; when none
+ * has room, a new one opens in place of the one with the least room,
+ * which closes.
  * Under the mixed class's lock alone: no class lock is held meanwhile
  * (lock order: mixed lock -> class lock, the compactor's).
  */
@@ -528,10 +530,10 @@ lock_obj(struct zs_pool *zp, zm_handle_t h, bool key, struct zspage **zsp, unsig
 }
 
 /* Free object obj of mixed zspage zs of m (m's lock held, dropped): its
- * slot (or owner word) no longer names it, which makes it free; neither
- * its header nor its bytes are touched (in debug builds, poisoned), its
- * granules not used again (the compactor evacuates a zspage that frees
- * leave sparse); the zspage goes with its last object, open or not. */
+ * slot (or owner word) no longer names it, which makes it free; its
+ * granules go on the zspage's hole index for the next objects (its
+ * header read for its length, its bytes untouched: in debug builds,
+ * poisoned); the zspage goes with its last object, open or not. */
 static __attribute__((noinline)) int mixed_free(struct zs_pool *zp, struct zs_class *m,
 						struct zspage *zs, unsigned obj, zm_handle_t h,
 						bool key)

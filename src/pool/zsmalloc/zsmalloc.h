@@ -182,16 +182,16 @@ struct zspage {
  * never straddles a page: the granule where one would (the page's last)
  * is skipped (zs_mfirst, zs_mnext).  The header gives the length.  An
  * object is live while the word its header's back reference names (slot
- * or owner word) names it; a free touches neither the header nor the
- * object (a header read on every free was a cache miss: allocbench's
- * all-free ran several times slower), only the counters, and its
- * granules are not used again: frees leave holes, and a mixed zspage
- * whose live objects fall below 3/4 of those placed is evacuated by the
+ * or owner word) names it; a free reads the header for the length and
+ * puts the object's granules on the zspage's hole index (below), which
+ * allocations take before any tail.  A mixed zspage whose live objects'
+ * granules fall below 3/4 of those below its bump is evacuated by the
  * compactor, its objects moving into their own classes, or, after a mass
  * free, packed into the shard's open mixed zspages (mixed_repack;
  * zsmalloc/compact.c).  Two zspages of a shard are open for allocation
- * (front[]); an object goes to the one with the least room that holds
- * it.  Records have no back references: the headers hold them.
+ * at their tails (front[]); an object goes to the one with the least
+ * room that holds it.  Records have no back references: the headers hold
+ * them.
  */
 #define ZS_GRANULE 4
 #define ZS_MHDR_BYTES 6
