@@ -306,8 +306,11 @@ static unsigned hole_take(struct zs_pool *zp, struct zs_class *m, struct zspage 
 
 /* Zspages of m whose hole indexes an allocation looks at, fullest first,
  * when the one it took holes from last has none that fits; beyond them
- * the object goes to a tail. */
+ * the object goes to a tail.  And the records it reads at most for them
+ * (zspages with no hole are passed over: the fill's closed ones sit at
+ * the top), so that its cost stays bounded whatever the zspages hold. */
 #define ZS_MHOLE_LOOK 16
+#define ZS_MHOLE_VISIT 64
 
 /* A hole of m for an object of need granules, in the zspage it took
  * holes from last or in one of the ZS_MHOLE_LOOK fullest (not one being
@@ -317,7 +320,7 @@ static unsigned hole_take(struct zs_pool *zp, struct zs_class *m, struct zspage 
 static unsigned hole_find(struct zs_pool *zp, struct zs_class *m, unsigned need,
 			  struct zspage **where)
 {
-	unsigned look = 0, g;
+	unsigned look = 0, visit = 0, g;
 
 	if (m->used >= m->mplaced)
 		return ZS_NONE;
@@ -329,7 +332,8 @@ static unsigned hole_find(struct zs_pool *zp, struct zs_class *m, unsigned need,
 		}
 	}
 	for (unsigned gr = ZS_GROUPS - 1; gr >= 1 && look < ZS_MHOLE_LOOK; gr--)
-		for (struct zspage *zs = m->group[gr]; zs && look < ZS_MHOLE_LOOK; zs = zs->next) {
+		for (struct zspage *zs = m->group[gr];
+		     zs && look < ZS_MHOLE_LOOK && visit++ < ZS_MHOLE_VISIT; zs = zs->next) {
 			if (zs == m->hole || !zs_mrec_of(zs)->ix || !zs_mrec_of(zs)->ix->mask ||
 			    __atomic_load_n(&zs->migrating, __ATOMIC_RELAXED))
 				continue;
