@@ -242,6 +242,82 @@ static void test_class_table(void **st)
 	zm_pool_destroy(p);
 }
 
+/* Is h among the live objects of the zspage of `in` (zm_pool_unit)? */
+static bool same_zspage(struct zm_pool *p, zm_handle_t in, zm_handle_t h)
+{
+	static zm_handle_t u[1024];
+	size_t pages;
+	long n = zm_pool_unit(p, in, u, 1024, &pages);
+
+	assert_true(n > 0 && n <= 1024);
+	for (long i = 0; i < n; i++)
+		if (u[i] == h)
+			return true;
+	return false;
+}
+
+/*
+ * Holes in mixed zspages are taken fullest first, before any tail.  600
+ * objects of 1,000 bytes fill mixed zspages A and B and part of C (the
+ * open one; no compactor: nothing moves).  One in ten of A's objects is
+ * freed (A stays 90% live), nine in ten of B's.  The next objects, as
+ * many as A lost, all go to A's holes; the one after to B's, not to C's
+ * tail; and the pool takes no page.
+ *
+ * Mutation: the hole search walking the zspages emptiest first (groups
+ * upwards): the first new object went to B.  With the hole index
+ * disabled, it went to C's tail and the pool grew.
+ */
+static void test_holes_fullest_first(void **st)
+{
+	enum { N = 600, SZ = 1000 };
+	static zm_handle_t h[N], x[N];
+	struct zm_pool *p = mk(&(struct zm_pool_config){ .compact = ZM_COMPACT_OFF,
+							   .mixed_zspages = 1 });
+	struct zm_pool_stats s0, s1;
+	size_t pages, na, nb, freed_a = 0;
+	zm_handle_t keep_a = 0, keep_b = 0, y;
+
+	(void)st;
+	for (size_t i = 0; i < N; i++)
+		h[i] = alloc_ok(p, SZ);
+	na = (size_t)zm_pool_unit(p, h[0], NULL, 0, &pages);
+	nb = (size_t)zm_pool_unit(p, h[na], NULL, 0, &pages);
+	assert_true(na > 100 && nb > 100 && na + nb < N);
+	assert_true(same_zspage(p, h[0], h[na - 1]) && !same_zspage(p, h[0], h[na]));
+	for (size_t i = 0; i < na + nb; i++) {
+		bool in_a = i < na;
+
+		if (in_a ? i % 10 == 5 : i % 10 != 5) {
+			assert_int_equal(zm_pool_free(p, h[i]), 0);
+			freed_a += in_a;
+			h[i] = 0;
+		} else if (in_a) {
+			keep_a = h[i];
+		} else {
+			keep_b = h[i];
+		}
+	}
+	zm_pool_stats(p, &s0);
+	for (size_t i = 0; i < freed_a; i++) {
+		x[i] = alloc_ok(p, SZ);
+		if (!same_zspage(p, keep_a, x[i]))
+			fail_msg("new object %zu of %zu went elsewhere than the fullest "
+				 "zspage's holes", i, freed_a);
+	}
+	y = alloc_ok(p, SZ);
+	if (!same_zspage(p, keep_b, y))
+		fail_msg("with the fullest zspage's holes taken, the next object went "
+			 "elsewhere than the next zspage's holes");
+	zm_pool_stats(p, &s1);
+	printf("holes: %zu objects into A's holes, then one into B's; %llu pages, %llu "
+	       "after\n", freed_a, (unsigned long long)s0.pool_pages,
+	       (unsigned long long)s1.pool_pages);
+	assert_true(s1.pool_pages == s0.pool_pages);
+	assert_int_equal(zm_pool_check(p), 0);
+	zm_pool_destroy(p);
+}
+
 /*
  * Borrowing (class_borrow) takes a free slot of a class above through
  * zs_room_in(), which must also pick the fullest zspage with room: three
@@ -1191,6 +1267,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_class_table),
 		cmocka_unit_test(test_placement_fullest_first),
+		cmocka_unit_test(test_holes_fullest_first),
 		cmocka_unit_test(test_borrow_fullest_first),
 		cmocka_unit_test(test_churn_density),
 		cmocka_unit_test(test_compact_direction),

@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pool/zsmalloc/zsmalloc.h"
@@ -146,9 +147,11 @@ static inline struct zs_class *collided(struct zs_pool *zp, struct zs_class *c, 
 
 /*
  * Mixed zspages (zsmalloc/zsmalloc.h).  An object whose class has no zspage
- * (zs_mixed_for, zsmalloc.h) goes to the tail of the one of its shard's open
- * mixed zspages with the least room that holds it; when none has room, a
- * new one opens in place of the one with the least room, which closes.
+ * (zs_mixed_for, zsmalloc.h) goes to a hole that a free left in one of its
+ * shard's mixed zspages (hole_find), else to the tail of the one of its
+ * shard's open mixed zspages with the least room that holds it; when none
+ * has room, a new one opens in place of the one with the least room,
+ * which closes.
  * Under the mixed class's lock alone: no class lock is held meanwhile
  * (lock order: mixed lock -> class lock, the compactor's).
  */
@@ -176,7 +179,7 @@ static zm_handle_t mixed_alloc(struct zs_pool *zp, unsigned sh, size_t size)
 	idx = zs_slot_alloc(zp, m);
 	if (zmi_unlikely(!idx))
 		goto out;
-	g = zs_mixed_place(zp, m, size, idx, &zs, &dead);
+	g = zs_mixed_place(zp, m, size, idx, ZS_PLACE_ANY, &zs, &dead);
 	if (zmi_unlikely(g == ZS_NONE)) {
 		zs_slot_free(zp, m, idx);
 		zmi_unlock(&m->lock);
@@ -199,14 +202,173 @@ out:
 	return 0;
 }
 
+/* Put the hole at granule g of mixed zspage zs (its header there, with
+ * its length), e granules to the next header, on the list of its extent
+ * (lock held). */
+static void hole_put(struct zs_pool *zp, struct zspage *zs, unsigned g, unsigned e)
+{
+	struct zs_mholes *mh = zs_mrec_of(zs)->ix;
+	unsigned b = zs_mhole_bin(e);
+
+	if (zmi_unlikely(!mh)) {
+		/* the zspage's first hole: its index (without one, the hole
+		 * waits for the compactor, as all did before) */
+		mh = malloc(sizeof(*mh));
+		if (!mh)
+			return;
+		mh->mask = 0;
+		zs_mrec_of(zs)->ix = mh;
+		__atomic_fetch_add(&zp->mholes_bytes, zs_malloc_cost(sizeof(*mh)),
+				   __ATOMIC_RELAXED);
+	}
+
+	zs_mhdr(zp, zs, g)->ref = mh->mask >> b & 1 ? mh->head[b] : ZS_NONE;
+	mh->head[b] = (uint16_t)g;
+	mh->mask |= 1u << b;
+}
+
+/* The end of the hole or object at granule g of zs (header hd): the next
+ * header's granule, or the bump if that is sooner (the granule a page's
+ * end skips after the last object is not the zspage's). */
+static inline unsigned hole_end(const struct zs_pool *zp, const struct zspage *zs, unsigned g,
+				const struct zs_mhdr *hd)
+{
+	unsigned end = zs_mnext(zp, g, hd->len);
+
+	return end < zs->bump ? end : zs->bump;
+}
+
+/* Does a hole at granule g, to `end`, hold an object of need granules:
+ * its rest none, or two granules at least (room for a header)?  *rest:
+ * where the rest starts. */
+static inline bool hole_fits(const struct zs_pool *zp, unsigned g, unsigned end, unsigned need,
+			     unsigned *rest)
+{
+	unsigned r;
+
+	if (g + need > end)
+		return false;
+	r = zs_mfirst(zp, g + need);
+	*rest = r;
+	return r >= end || end - r >= 2;
+}
+
+/* Take a hole of mixed zspage zs of m for an object of need granules
+ * (m's lock held): the head of the list of need's extent, if it fits,
+ * else the head of the first list whose every hole fits (their smallest
+ * extent need + 3: the rest two granules, and one a page's end may
+ * skip).  The rest, if any, goes back as a hole of its own.  Returns the
+ * granule for the object's header, or ZS_NONE. */
+static unsigned hole_take(struct zs_pool *zp, struct zs_class *m, struct zspage *zs,
+			  unsigned need)
+{
+	struct zs_mholes *mh = zs_mrec_of(zs)->ix;
+	unsigned b = zs_mhole_bin(need), g = ZS_NONE, end = 0, rest = 0;
+	uint32_t above;
+	struct zs_mhdr *hd;
+
+	if (!mh || !mh->mask)
+		return ZS_NONE;
+	if (mh->mask >> b & 1) {
+		g = mh->head[b];
+		hd = zs_mhdr(zp, zs, g);
+		end = hole_end(zp, zs, g, hd);
+		if (!hole_fits(zp, g, end, need, &rest))
+			g = ZS_NONE;
+	}
+	if (g == ZS_NONE) {
+		above = mh->mask & ~((2u << zs_mhole_bin(need + 2)) - 1);
+		if (!above)
+			return ZS_NONE;
+		b = (unsigned)__builtin_ctz(above);
+		g = mh->head[b];
+		hd = zs_mhdr(zp, zs, g);
+		end = hole_end(zp, zs, g, hd);
+		if (zmi_unlikely(!hole_fits(zp, g, end, need, &rest)))
+			return ZS_NONE;   /* not reached: the list's holes all fit */
+	}
+	mh->head[b] = (uint16_t)hd->ref;
+	if (mh->head[b] == ZS_NONE)
+		mh->mask &= ~(1u << b);
+	if (rest < end) {
+		/* the rest: a hole with a header of its own, a length that
+		 * steps to the next header */
+		struct zs_mhdr *rh = zs_mhdr(zp, zs, rest);
+
+		rh->len = (uint16_t)((end - rest) * ZS_GRANULE - ZS_MHDR_BYTES);
+		zs_poison_obj(zp, zs, rest);
+		hole_put(zp, zs, rest, end - rest);
+		zs->placed++;
+		zs_count(&m->mplaced, 1);
+	}
+	return g;
+}
+
+/* Zspages of m whose hole indexes an allocation looks at, fullest first,
+ * when the one it took holes from last has none that fits; beyond them
+ * the object goes to a tail.  And the records it reads at most for them
+ * (zspages with no hole are passed over: the fill's closed ones sit at
+ * the top), so that its cost stays bounded whatever the zspages hold. */
+#define ZS_MHOLE_LOOK 16
+#define ZS_MHOLE_VISIT 64
+
+/* A hole of m for an object of need granules, in the zspage it took
+ * holes from last or in one of the ZS_MHOLE_LOOK fullest (not one being
+ * evacuated: the compactor takes the emptiest): its granule and *where,
+ * or ZS_NONE.  Only when some object of m was freed (fewer live than
+ * placed), so that a fill never looks. */
+static unsigned hole_find(struct zs_pool *zp, struct zs_class *m, unsigned need,
+			  struct zspage **where)
+{
+	unsigned look = 0, visit = 0, g;
+
+	if (m->used >= m->mplaced)
+		return ZS_NONE;
+	if (m->hole) {
+		g = hole_take(zp, m, m->hole, need);
+		if (g != ZS_NONE) {
+			*where = m->hole;
+			return g;
+		}
+	}
+	for (unsigned gr = ZS_GROUPS - 1; gr >= 1 && look < ZS_MHOLE_LOOK; gr--)
+		for (struct zspage *zs = m->group[gr];
+		     zs && look < ZS_MHOLE_LOOK && visit++ < ZS_MHOLE_VISIT; zs = zs->next) {
+			if (zs == m->hole || !zs_mrec_of(zs)->ix || !zs_mrec_of(zs)->ix->mask ||
+			    __atomic_load_n(&zs->migrating, __ATOMIC_RELAXED))
+				continue;
+			look++;
+			g = hole_take(zp, m, zs, need);
+			if (g != ZS_NONE) {
+				m->hole = zs;
+				*where = zs;
+				return g;
+			}
+		}
+	return ZS_NONE;
+}
+
 unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uint32_t ref,
-			struct zspage **where, struct zspage **dead)
+			enum zs_place how, struct zspage **where, struct zspage **dead)
 {
 	unsigned need = zs_mgran(size), g;
 	struct zspage *zs = NULL;
 	struct zs_mhdr *hd;
 
 	*dead = NULL;
+	/* a hole first: no page taken, and the zspage fuller */
+	g = how == ZS_PLACE_ANY ? hole_find(zp, m, need, &zs) : ZS_NONE;
+	if (g != ZS_NONE) {
+		hd = zs_mhdr(zp, zs, g);
+		hd->ref = ref;
+		hd->len = (uint16_t)size;
+		zs_mrec_of(zs)->live += need;
+		zs->inuse++;
+		zs_count(&m->used, 1);
+		zs_mixed_group_set(m, zs);
+		*where = zs;
+		return g;
+	}
 	/* the open zspage with the least room that holds it (its tail
 	 * filled by the objects small enough, not left unused) */
 	for (unsigned i = 0, best = UINT32_MAX; i < ZS_MIXED_OPEN; i++) {
@@ -226,6 +388,8 @@ unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uin
 		if (!zs)
 			return ZS_NONE;
 		zs->placed = 0;
+		zs_mrec_of(zs)->live = 0;
+		zs_mrec_of(zs)->ix = NULL;
 		m->zspages++;
 		for (unsigned i = 0; i < ZS_MIXED_OPEN; i++)
 			if (!m->front[i] || (m->front[k] && m->front[i]->bump > m->front[k]->bump))
@@ -250,6 +414,7 @@ unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uin
 	/* the granules below the bump: a granule skipped at a page's end too */
 	zs_count(&m->mgran, (int32_t)(g + need - zs->bump));
 	zs->bump = (uint16_t)(g + need);
+	zs_mrec_of(zs)->live += need;
 	zs->inuse++;
 	zs->placed++;
 	zs_count(&m->used, 1);
@@ -369,10 +534,10 @@ lock_obj(struct zs_pool *zp, zm_handle_t h, bool key, struct zspage **zsp, unsig
 }
 
 /* Free object obj of mixed zspage zs of m (m's lock held, dropped): its
- * slot (or owner word) no longer names it, which makes it free; neither
- * its header nor its bytes are touched (in debug builds, poisoned), its
- * granules not used again (the compactor evacuates a zspage that frees
- * leave sparse); the zspage goes with its last object, open or not. */
+ * slot (or owner word) no longer names it, which makes it free; its
+ * granules go on the zspage's hole index for the next objects (its
+ * header read for its length, its bytes untouched: in debug builds,
+ * poisoned); the zspage goes with its last object, open or not. */
 static __attribute__((noinline)) int mixed_free(struct zs_pool *zp, struct zs_class *m,
 						struct zspage *zs, unsigned obj, zm_handle_t h,
 						bool key)
@@ -396,6 +561,13 @@ static __attribute__((noinline)) int mixed_free(struct zs_pool *zp, struct zs_cl
 		zs_zspage_free(zp, m, zs);
 		zs_mixed_unsettle(zp, m->idx >> zp->cshift);
 		return 0;
+	}
+	{
+		/* its granules: a hole for the next objects */
+		const struct zs_mhdr *hd = zs_mhdr(zp, zs, obj);
+
+		zs_mrec_of(zs)->live -= zs_mgran(hd->len);
+		hole_put(zp, zs, obj, hole_end(zp, zs, obj, hd) - obj);
 	}
 	zs_poison_obj(zp, zs, obj);
 	zs->inuse--;

@@ -859,7 +859,7 @@ static bool mixed_repack(struct zs_pool *zp, struct zs_class *m, struct zspage *
 	uint64_t v;
 	uint32_t np = m->npages;
 
-	to = zs_mixed_place(zp, m, len, ref, &dst, &dead);
+	to = zs_mixed_place(zp, m, len, ref, ZS_PLACE_TAIL, &dst, &dead);
 	h->grown += (int32_t)(m->npages - np);
 	if (to == ZS_NONE) {
 		if (dead) {
@@ -876,6 +876,7 @@ static bool mixed_repack(struct zs_pool *zp, struct zs_class *m, struct zspage *
 	/* the source's object is free now, poisoned as a free would; m
 	 * counted the object again where it went */
 	zs_poison_obj(zp, src, g);
+	zs_mrec_of(src)->live -= zs_mgran(len);
 	src->inuse--;
 	zs_count(&m->used, -1);
 	zs_stat_add(&zp->objects_repacked, 1);
@@ -929,6 +930,7 @@ static bool mixed_move(struct zs_pool *zp, struct zs_class *m, struct zspage *sr
 	/* the source's object is free now (its word names the new place),
 	 * poisoned as a free would */
 	zs_poison_obj(zp, src, g);
+	zs_mrec_of(src)->live -= zs_mgran(len);
 	src->inuse--;
 	zs_count(&m->used, -1);
 	return true;

@@ -614,6 +614,8 @@ static long move_class(struct zs_pool *zp, struct zs_class *c)
 			for (unsigned f = 0; f < ZS_MIXED_OPEN; f++)
 				if (c->front[f] == zs)
 					c->front[f] = nz;
+			if (c->hole == zs)
+				c->hole = nz;
 			__atomic_store_n(&zp->ztab[nz->id], (uintptr_t)nz, __ATOMIC_RELEASE);
 			old[no++] = zs;
 		}

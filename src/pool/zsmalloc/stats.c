@@ -62,6 +62,7 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 			ids_unused - zs_tfree_entries(&zp->id_free)) * sizeof(uintptr_t);
 	}
 	rec += zs_record_bytes(zp);
+	rec += __atomic_load_n(&zp->mholes_bytes, __ATOMIC_RELAXED);
 	st->record_bytes = rec;
 	st->pages_meta_bytes = ZM_PAGES_META_BYTES(pages);
 	meta += st->handle_bytes + rec + st->pages_meta_bytes;
@@ -195,7 +196,9 @@ static int check_zspage(struct zs_pool *zp, struct zs_class *c, struct zspage *z
  * objects' bytes still poisoned. */
 static int check_mixed(struct zs_pool *zp, struct zs_class *m, struct zspage *zs, unsigned g)
 {
-	unsigned objs = 0, placed = 0, at = 0;
+	unsigned objs = 0, placed = 0, at = 0, live = 0;
+	uint64_t dead[(ZS_MIXED_MAX_GRANULES + 1) / 64];   /* free headers */
+	const struct zs_mholes *mh = zs_mrec_of(zs)->ix;
 	/* the largest class's slot: larger objects are huge */
 	size_t max = zp->nclasses > 1 ? zp->proto[zp->nclasses - 2].size : zp->page_size;
 	int bad = 0;
@@ -219,6 +222,7 @@ static int check_mixed(struct zs_pool *zp, struct zs_class *m, struct zspage *zs
 			      (void *)zs, zs->npop, zs->bump);
 	if (bad)
 		return bad;   /* the walk below would read past its pages */
+	memset(dead, 0, ((size_t)zs->bump + 64) / 64 * 8);
 	while (at < zs->bump) {
 		const struct zs_mhdr *hd = zs_mhdr(zp, zs, at);
 		unsigned n = zs_mgran(hd->len);
@@ -232,18 +236,49 @@ static int check_mixed(struct zs_pool *zp, struct zs_class *m, struct zspage *zs
 			return bad;
 		}
 		placed++;
-		if (zs_mhdr_live(zp, zs, hd, at))
+		if (zs_mhdr_live(zp, zs, hd, at)) {
 			objs++;
+			live += n;
+		} else {
+			dead[at / 64] |= 1ull << (at % 64);
 #if ZM_DEBUG >= 2
-		else if (!poisoned(zp, zs, at))
-			ZM_CHECK_FAIL("check: free object at granule %u of mixed zspage %p was "
-				      "written after it was freed", at, (void *)zs);
+			if (!poisoned(zp, zs, at))
+				ZM_CHECK_FAIL("check: free object at granule %u of mixed zspage "
+					      "%p was written after it was freed", at, (void *)zs);
 #endif
+		}
 		at = zs_mnext(zp, at, hd->len);
 	}
-	if (objs != zs->inuse || placed != zs->placed)
-		ZM_CHECK_FAIL("check: mixed zspage %p: %u objects placed, %u live; counters "
-			      "%u/%u", (void *)zs, placed, objs, zs->placed, zs->inuse);
+	if (objs != zs->inuse || placed != zs->placed || live != zs_mrec_of(zs)->live)
+		ZM_CHECK_FAIL("check: mixed zspage %p: %u objects placed, %u live of %u "
+			      "granules; counters %u/%u/%u", (void *)zs, placed, objs, live,
+			      zs->placed, zs->inuse, zs_mrec_of(zs)->live);
+	/* the hole index: each list's holes free headers, each once, each
+	 * at least as long as its list's smallest (an allocation takes a
+	 * list's head unseen) */
+	for (unsigned b = 0; mh && b < ZS_MHOLE_BINS; b++) {
+		unsigned n = 0;
+
+		if (!(mh->mask >> b & 1))
+			continue;
+		for (unsigned h = mh->head[b]; h != ZS_NONE; h = zs_mhdr(zp, zs, h)->ref) {
+			const struct zs_mhdr *hd;
+			unsigned end;
+
+			if (h >= zs->bump || !(dead[h / 64] >> (h % 64) & 1) || ++n > placed) {
+				ZM_CHECK_FAIL("check: mixed zspage %p: hole list %u names granule "
+					      "%u, not a free header", (void *)zs, b, h);
+				break;
+			}
+			dead[h / 64] &= ~(1ull << (h % 64));   /* once */
+			hd = zs_mhdr(zp, zs, h);
+			end = zs_mnext(zp, h, hd->len);
+			if ((end < zs->bump ? end : zs->bump) - h < zs_mhole_min(b))
+				ZM_CHECK_FAIL("check: mixed zspage %p: hole at granule %u of %u "
+					      "granules on list %u", (void *)zs, h,
+					      (end < zs->bump ? end : zs->bump) - h, b);
+		}
+	}
 	return bad;
 }
 

@@ -182,16 +182,16 @@ struct zspage {
  * never straddles a page: the granule where one would (the page's last)
  * is skipped (zs_mfirst, zs_mnext).  The header gives the length.  An
  * object is live while the word its header's back reference names (slot
- * or owner word) names it; a free touches neither the header nor the
- * object (a header read on every free was a cache miss: allocbench's
- * all-free ran several times slower), only the counters, and its
- * granules are not used again: frees leave holes, and a mixed zspage
- * whose live objects fall below 3/4 of those placed is evacuated by the
+ * or owner word) names it; a free reads the header for the length and
+ * puts the object's granules on the zspage's hole index (below), which
+ * allocations take before any tail.  A mixed zspage whose live objects'
+ * granules fall below 3/4 of those below its bump is evacuated by the
  * compactor, its objects moving into their own classes, or, after a mass
  * free, packed into the shard's open mixed zspages (mixed_repack;
  * zsmalloc/compact.c).  Two zspages of a shard are open for allocation
- * (front[]); an object goes to the one with the least room that holds
- * it.  Records have no back references: the headers hold them.
+ * at their tails (front[]); an object goes to the one with the least
+ * room that holds it.  Records have no back references: the headers hold
+ * them.
  */
 #define ZS_GRANULE 4
 #define ZS_MHDR_BYTES 6
@@ -210,6 +210,56 @@ struct zs_class;
 static inline unsigned zs_mgran(size_t len)
 {
 	return (unsigned)((ZS_MHDR_BYTES + len + ZS_GRANULE - 1) / ZS_GRANULE);
+}
+
+/*
+ * The holes of a mixed zspage (zsmalloc/alloc.c).  A free gives the
+ * object's granules to an index of the zspage's holes (struct zs_mholes,
+ * 68 bytes from malloc, made with the zspage's first free and freed with
+ * the zspage, so that a fresh fill pays nothing for it and the record
+ * keeps to one cache line: struct zs_mrec): segregated lists by the
+ * hole's extent in granules (header included, to the next header),
+ * ZS_MHOLE_BINS of them, two to each power of two above 16 granules, one
+ * to each two granules below, with a bitmap of the lists that are not
+ * empty.  A list runs through the holes'
+ * headers: a hole keeps its header, with its length (so every walk of the
+ * headers steps over it as before) and, in place of its back reference,
+ * the granule of the next hole of its list (ZS_NONE: the last); no word
+ * names a hole's granule, so it reads as free whatever its reference.
+ * An object placed in a hole takes its start; the rest, if two granules
+ * or more, is a hole again with a header of its own (a length that steps
+ * to the next header), on the list of its extent; a hole is taken only
+ * where the rest is none or two granules at least.  Neighbouring holes
+ * are not merged: a free reads the object's header, not its neighbours'.
+ */
+#define ZS_MHOLE_BINS 32
+struct zs_mholes {
+	uint32_t mask;                    /* bit b set: head[b] is a hole */
+	uint16_t head[ZS_MHOLE_BINS];     /* each list's first hole, or ZS_NONE */
+};
+/* What a mixed zspage's record has after the 48 bytes (in place of the
+ * back references, which its headers hold). */
+struct zs_mrec {
+	uint32_t live;                    /* the live objects' granules
+					     (zs_mgran of their lengths) */
+	struct zs_mholes *ix;             /* its holes, or NULL */
+};
+/* The list of a hole of e granules (2 <= e < 2^16). */
+static inline unsigned zs_mhole_bin(unsigned e)
+{
+	unsigned k;
+
+	if (e < 16)
+		return e >> 1;
+	k = 31u - (unsigned)__builtin_clz(e);
+	return 8 + 2 * (k - 4) + ((e >> (k - 1)) & 1);
+}
+/* The smallest extent of list b. */
+static inline unsigned zs_mhole_min(unsigned b)
+{
+	unsigned k = (b - 8) / 2 + 4;
+
+	return b < 8 ? 2 * b : (1u << k) | (((b - 8) & 1u) << (k - 1));
 }
 
 static inline void zs_set_magic(struct zspage *zs, uint32_t v)
@@ -242,6 +292,7 @@ struct zs_class {
 	uint16_t gmask;          /* lock: bit g set when group[g] is not empty */
 	uint32_t gmul;           /* immutable: 9 * 2^20 / objs, for zs_group_of */
 	uint16_t idx;            /* immutable: shard << cshift | class number */
+	bool mixed;              /* the shard's mixed class; immutable */
 	struct zspage *spare;    /* lock: a retired record (with its id) to reuse */
 	uint32_t reuse_pfn;      /* lock: 1 + the first page of the zspage last
 				    retired here, which may still sit in the
@@ -263,14 +314,16 @@ struct zs_class {
 	uint32_t nfree_ids;               /* lock */
 	uint32_t nsplit;                  /* lock: zspages with a pfn array
 					     (struct zspage's pfnx) */
-	bool mixed;                       /* the shard's mixed class; immutable */
 	uint32_t mgran, mplaced;          /* mixed, lock (read without it,
 					     zs_count): granules of its zspages
 					     below their bumps, objects placed
 					     there (live and freed) */
 	struct zspage *front[ZS_MIXED_OPEN]; /* mixed, lock: the zspages
 						open for allocation, or NULL */
+	struct zspage *hole;              /* mixed, lock: the zspage whose holes
+					     allocations take first, or NULL */
 } __attribute__((aligned(64)));
+
 
 /* Compaction (of objects, of records, of the handle table) takes and
  * drops class locks through these, so that an allocation that finds a
@@ -317,7 +370,8 @@ static inline void zs_stat_add(uint64_t *ctr, uint64_t d)
 /* Bytes of one zspage record of class c. */
 static inline size_t zs_record_size(const struct zs_class *c)
 {
-	return sizeof(struct zspage) + (c->mixed ? 0 : (size_t)c->objs * sizeof(uint32_t));
+	return sizeof(struct zspage) + (c->mixed ? sizeof(struct zs_mrec) :
+					(size_t)c->objs * sizeof(uint32_t));
 }
 
 /* A record takes whole cache lines of its own: records of two shards'
@@ -481,6 +535,8 @@ struct zs_pool {
 	uint64_t records_moved;           /* likewise (zsmalloc/record.c; tests) */
 	uint64_t objects_repacked;        /* likewise: moves into mixed zspages
 					     (mixed_repack; tests) */
+	uint64_t mholes_bytes;            /* atomic: the mixed zspages' hole
+					     indexes, as malloc charges them */
 	uint8_t pass;                     /* compact_lock: pass number */
 	char *scratch;                    /* compact_lock: work space */
 	struct zs_auto *autoc;            /* background compactor, or NULL */
@@ -851,15 +907,13 @@ static inline bool zs_group_set(struct zs_class *c, struct zspage *zs)
 	zs_group_move(c, zs, g);
 	return true;
 }
-/* A mixed zspage's fullness group: by its granules used, in the part of
- * its objects live (a free does not read the header that has the
- * object's length). */
+/* A mixed zspage's fullness group: by its live objects' granules, of
+ * all it has (a hole's granules count as free: the next objects take
+ * them). */
 static inline unsigned zs_mixed_group_of(const struct zs_class *m, const struct zspage *zs)
 {
-	if (zmi_likely(zs->inuse == zs->placed))   /* nothing freed: no division */
-		return zs_group_of(m, zs->bump);
-	return zs->inuse ? zs_group_of(m, (unsigned)((uint64_t)zs->bump * zs->inuse /
-						    zs->placed)) : 0;
+	return zs->inuse ? zs_group_of(m, ((const struct zs_mrec *)(const void *)zs->data)->live)
+			 : 0;
 }
 static inline bool zs_mixed_group_set(struct zs_class *m, struct zspage *zs)
 {
@@ -935,20 +989,34 @@ long zs_sweep(struct zs_pool *zp);
  * less those the moved objects took where they went; *emptied (if not
  * NULL) gets the first alone.  Caller holds zp->compact_lock. */
 long zs_mixed_compact(struct zs_pool *zp, unsigned *budget, long *emptied);
-/* Mixed zspage zs is no longer open for allocation, if it was (lock held). */
+/* Mixed zspage zs is no longer open for allocation, if it was, at its
+ * tail nor in its holes (lock held). */
 static inline void zs_mixed_close(struct zs_class *m, const struct zspage *zs)
 {
 	for (unsigned i = 0; i < ZS_MIXED_OPEN; i++)
 		if (m->front[i] == zs)
 			m->front[i] = NULL;
+	if (m->hole == zs)
+		m->hole = NULL;
 }
-/* Is mixed zspage zs one the compactor evacuates: live objects below 3/4
- * of those placed?  (An open one too: it is closed first.) */
+/* What the record of mixed zspage zs has after the 48 bytes. */
+static inline struct zs_mrec *zs_mrec_of(struct zspage *zs)
+{
+	return (struct zs_mrec *)(void *)zs->data;
+}
+/* Is mixed zspage zs one the compactor evacuates: its live objects'
+ * granules below 3/4 of those below its bump?  (An open one too: it is
+ * closed first.)  By granules, not objects: a hole split by a smaller
+ * object adds a header that is not live, and counted by objects the
+ * zspages whose holes allocations take would look sparser with each one
+ * (test_policy's steady churn moved 267-1,894 objects in 600 ms). */
 #define ZS_MIXED_KEEP_NUM 3
 #define ZS_MIXED_KEEP_DEN 4
 static inline bool zs_mixed_sparse(const struct zspage *zs)
 {
-	return (uint32_t)zs->inuse * ZS_MIXED_KEEP_DEN < (uint32_t)zs->placed * ZS_MIXED_KEEP_NUM;
+	return (uint64_t)((const struct zs_mrec *)(const void *)zs->data)->live *
+	       ZS_MIXED_KEEP_DEN <
+	       (uint64_t)zs->bump * ZS_MIXED_KEEP_NUM;
 }
 /* Does an object of class c (which has no zspage) go to a mixed zspage?
  * Their holes come back only by compaction: with no background
@@ -965,14 +1033,21 @@ static inline bool zs_mixed_for(const struct zs_pool *zp, const struct zs_class 
 }
 
 /* Place an object of size bytes whose word (slot or owner word) is ref
- * at the tail of one of m's open zspages, the one with the least room
- * that holds it, or of a new one opened in place of the fullest (m's
- * lock held): writes its header, counts it, and returns its granule,
- * *where its zspage; the caller writes the object and then its word.
- * ZS_NONE if no zspage or page could be had; *dead is then a zspage made
- * for it and retired, for zs_zspage_free once m's lock is dropped. */
+ * in a hole of one of m's zspages (zsmalloc/alloc.c: the one it took
+ * holes from last, else the fullest), else at the tail of one of m's
+ * open zspages, the one with the least room that holds it, or of a new
+ * one opened in place of the fullest (m's lock held): writes its header,
+ * counts it, and returns its granule, *where its zspage; the caller
+ * writes the object and then its word.  ZS_NONE if no zspage or page
+ * could be had; *dead is then a zspage made for it and retired, for
+ * zs_zspage_free once m's lock is dropped.  How:
+ *   ANY    a hole, else a tail (allocation);
+ *   TAIL   a tail only (the compactor packing, mixed_repack: the
+ *          zspages whose holes it would fill are those frees thin out
+ *          again, and their objects would move twice). */
+enum zs_place { ZS_PLACE_ANY, ZS_PLACE_TAIL };
 unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uint32_t ref,
-			struct zspage **where, struct zspage **dead);
+			enum zs_place how, struct zspage **where, struct zspage **dead);
 /* Does the compactor pack the objects of a shard's sparse mixed zspages
  * into its open mixed zspages rather than into their classes (those
  * with no zspage of their own; the others keep theirs)?  When they hold

@@ -186,6 +186,12 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 
 void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 {
+	if (c->mixed && zs_mrec_of(zs)->ix) {
+		free(zs_mrec_of(zs)->ix);
+		zs_mrec_of(zs)->ix = NULL;
+		__atomic_fetch_sub(&zp->mholes_bytes, zs_malloc_cost(sizeof(struct zs_mholes)),
+				   __ATOMIC_RELAXED);
+	}
 	zs_count(&c->npages, -(int32_t)zs->npop);
 	c->nsplit -= zs->pfnx != NULL;
 	zs_set_magic(zs, 0);
