@@ -89,7 +89,7 @@ check "ctl writeback page INDEX: that page, once; read back" one_page
 check "ctl: a bad type, count or index is refused by name" sh -c "
     ! '$ZMEM' ctl '$SOCK' writeback sideways 2> '$T/err' && grep -q 'type idle, huge' '$T/err' &&
     ! '$ZMEM' ctl '$SOCK' recompress idle 0 2> '$T/err' && grep -q 'MAX_PAGES' '$T/err' &&
-    ! '$ZMEM' ctl '$SOCK' idle soon 2> '$T/err' && grep -q 'number of seconds' '$T/err'"
+    ! '$ZMEM' ctl '$SOCK' idle soon 2> '$T/err' && grep -q 'SECONDS' '$T/err'"
 check "stats: still no failed write or writeback" json \
     "s['failed_writes'] == 0 and t['writeback_failures'] == 0 and s['failed_reads'] == 0"
 # a second server on the same file would empty it under this one
