@@ -102,9 +102,58 @@ uint64_t zmi_nbd_lost(const struct zm_store *s)
 
 #else
 
+#include <dlfcn.h>
 #include <libnbd.h>
 #include <poll.h>
 #include <pthread.h>
+
+/*
+ * libnbd is loaded when a store first asks for it (dlopen of its shared
+ * library, LIBNBD_SO), not linked: a program that never names a
+ * backing_uri needs neither libnbd nor its own dependencies (GnuTLS,
+ * libxml2), and links libzmem statically without them.  Its header gives
+ * the calls' types; the macros below send each call through the pointer
+ * dlsym found.
+ */
+#define LIBNBD_SO "libnbd.so.0"
+#define NBD_CALLS(X)                                                          \
+	X(nbd_aio_get_fd) X(nbd_can_trim) X(nbd_close) X(nbd_connect_uri)     \
+	X(nbd_create) X(nbd_flush) X(nbd_get_error) X(nbd_get_size)           \
+	X(nbd_is_read_only) X(nbd_pread) X(nbd_pwrite) X(nbd_shutdown)        \
+	X(nbd_trim)
+#define NBD_PTR(f) __typeof__(f) *f;
+static struct {
+	NBD_CALLS(NBD_PTR)
+} lib;
+static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
+static bool lib_ok;
+
+static void lib_load(void)
+{
+	void *h = dlopen(LIBNBD_SO, RTLD_NOW | RTLD_LOCAL);
+	bool ok = h != NULL;
+
+	if (!h)
+		return;
+#define NBD_SYM(f) ok = ok && (*(void **)&lib.f = dlsym(h, #f)) != NULL;
+	NBD_CALLS(NBD_SYM)
+	/* the handle stays open: the calls live in it */
+	lib_ok = ok;
+}
+
+#define nbd_aio_get_fd (*lib.nbd_aio_get_fd)
+#define nbd_can_trim (*lib.nbd_can_trim)
+#define nbd_close (*lib.nbd_close)
+#define nbd_connect_uri (*lib.nbd_connect_uri)
+#define nbd_create (*lib.nbd_create)
+#define nbd_flush (*lib.nbd_flush)
+#define nbd_get_error (*lib.nbd_get_error)
+#define nbd_get_size (*lib.nbd_get_size)
+#define nbd_is_read_only (*lib.nbd_is_read_only)
+#define nbd_pread (*lib.nbd_pread)
+#define nbd_pwrite (*lib.nbd_pwrite)
+#define nbd_shutdown (*lib.nbd_shutdown)
+#define nbd_trim (*lib.nbd_trim)
 
 /* The layout's block (backing.c's). */
 #define BLOCK 4096u
@@ -243,6 +292,13 @@ int zmi_nbd_open(struct zm_store *s, const char *uri, uint64_t need, uint64_t *r
 
 	if (!n)
 		return -ENOMEM;
+	pthread_once(&lib_once, lib_load);
+	if (!lib_ok) {
+		free(n);
+		zmi_log("zm_store_create: backing_uri %s: %s not found (Debian's libnbd0)", uri,
+			LIBNBD_SO);
+		return -EOPNOTSUPP;
+	}
 	pthread_mutex_init(&n->lock, NULL);
 	pthread_mutex_init(&n->tlock, NULL);
 	s->nbd = n;
