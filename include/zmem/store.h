@@ -145,6 +145,15 @@ struct zm_store_config {
 	unsigned unit_min_saving; /* percent a unit must save over its pages
 				     compressed alone to be kept; 0 = the
 				     default, ZM_STORE_UNIT_MIN_SAVING */
+
+	bool writeback_sync;      /* true: a put at the memory limit writes
+				     pages back itself, as many as make room
+				     for the next puts too; false (the
+				     default): the store's writer thread
+				     (started on first need) writes back
+				     ahead of the limit and a put waits only
+				     until there is room for its own page
+				     (docs/tiering.md) */
 };
 
 /* Units: at most this many pages, and bytes before compression. */
@@ -251,6 +260,11 @@ struct zm_store_stats {
 	uint64_t file_alloc_bytes;   /* bytes of the file's blocks in use
 					(the block being filled included) */
 	uint64_t file_live_bytes;    /* bytes of the pages and units on it */
+	/* the writer (docs/tiering.md, "At the memory limit") */
+	uint64_t writeback_waits;    /* puts at the limit that waited for room
+					(count) */
+	uint64_t writeback_wait_ns;  /* the time they waited, in all */
+	uint64_t writer_wakeups;     /* the writer's rounds (count) */
 };
 
 /* backing_cache_mode */

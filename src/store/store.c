@@ -175,6 +175,9 @@ int zm_store_create_sized(const struct zm_store_config *ucfg, size_t cfg_size,
 	rc = zmi_backing_open(s, cfg->backing_path, cfg->backing_fd, cfg->writeback_limit);
 	if (rc)
 		goto fail;
+	rc = zmi_writer_init(s, cfg->writeback_sync);
+	if (rc)
+		goto fail;
 	if (cfg->idle_after_ms && !s->codec2 && s->bfd < 0) {
 		zmi_bad_input("zm_store_create: idle_after_ms without a recompress_codec or "
 			      "backing file has nothing to do");
@@ -196,6 +199,7 @@ void zm_store_destroy(struct zm_store *s)
 	if (!s || !zmi_live_take(s, ZMI_LIVE_STORE, "zm_store_destroy"))
 		return;   /* destroyed twice: a message in ZM_DEBUG builds */
 	zmi_tier_stop(s);           /* first: it walks the slots */
+	zmi_writer_stop(s);         /* it writes back: before the pages go */
 	s->destroying = true;       /* the file is emptied whole below */
 	if (s->pool && s->slots)
 		release_all(s);
