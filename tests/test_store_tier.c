@@ -15,6 +15,7 @@
  *   test_store_tier [--seed N] [--steps N]     (or ZM_TEST_SEED=N)
  */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sched.h>
@@ -1385,6 +1386,113 @@ static void test_fault_auto_writeback(void **state)
 	free(rnd);
 }
 
+/* ---- the writer ---------------------------------------------------------- */
+
+static int g_stall;   /* atomic: writes wait while set */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int stall_fn(int op, uint64_t index)
+{
+	(void)index;
+	while (op == 'w' && __atomic_load_n(&g_stall, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	return 0;
+}
+
+struct put_arg {
+	struct zm_store *s;
+	uint64_t idx;
+	const uint8_t *page;
+	int rc;
+	int done;   /* atomic */
+};
+
+static void *put_thread(void *arg)
+{
+	struct put_arg *a = arg;
+
+	a->rc = zm_store_put(a->s, a->idx, a->page);
+	__atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* A put at the limit with the writer stalled waits for it (counted in
+ * writeback_waits) and goes through once it writes again; with the
+ * writes failing, puts at the limit get -ENOSPC promptly, never hang;
+ * destroy with the writer mid-round returns. */
+static void test_writer_wait(void **state)
+{
+	enum { LIMIT_PAGES = 64, N = 4 * LIMIT_PAGES };
+	char path[256];
+	struct zm_store_config c = { .backing_path = path, .limit_bytes = LIMIT_PAGES * PS };
+	uint8_t *rnd = make_pages(N, PS, PK_RANDOM, 2050);
+	struct put_arg a;
+	pthread_t th;
+	struct zm_store *s;
+	uint64_t t0;
+	size_t n = 0;
+
+	(void)state;
+	tmp_file(path, sizeof(path), NULL);
+	s = test_store_mk(&c, N);
+	__atomic_store_n(&g_stall, 1, __ATOMIC_RELEASE);
+	zmi_backing_fault = stall_fn;
+	/* below the limit, puts never wait */
+	while (stats(s).compr_data_size + PS <= LIMIT_PAGES * PS)
+		assert_int_equal(zm_store_put(s, n, rnd + n * PS), 0), n++;
+	assert_int_equal(stats(s).writeback_waits, 0);
+	a = (struct put_arg){ .s = s, .idx = n, .page = rnd + n * PS };
+	assert_int_equal(pthread_create(&th, NULL, put_thread, &a), 0);
+	usleep(100 * 1000);
+	assert_int_equal(__atomic_load_n(&a.done, __ATOMIC_ACQUIRE), 0);  /* waiting */
+	__atomic_store_n(&g_stall, 0, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	assert_int_equal(a.rc, 0);
+	assert_int_equal(stats(s).writeback_waits, 1);
+	assert_true(stats(s).writeback_wait_ns >= 50 * 1000 * 1000);
+	assert_true(stats(s).writer_wakeups >= 1);
+	n++;
+	for (size_t i = 0; i < n; i++)
+		expect_page(s, i, rnd + i * PS);
+	CHECK(s);
+
+	/* the writes failing: -ENOSPC at the limit, promptly */
+	fault_set('w', FAULT_ANY, -ENOSPC);
+	zmi_writer_quiesce(s);
+	while (zm_store_put(s, n, rnd + n * PS) == 0)
+		assert_true(++n < N - 1);
+	t0 = now_ns();
+	for (int k = 0; k < 8; k++)
+		assert_int_equal(zm_store_put(s, n, rnd + n * PS), -ENOSPC);
+	assert_true(now_ns() - t0 < 5ull * 1000 * 1000 * 1000);
+	fault_clear();
+	assert_int_equal(zm_store_put(s, n, rnd + n * PS), 0);
+	n++;
+	for (size_t i = 0; i < n; i++)
+		expect_page(s, i, rnd + i * PS);
+	CHECK(s);
+
+	/* destroy with the writer stalled mid-round: it ends the round at
+	 * the batch it is in */
+	__atomic_store_n(&g_stall, 1, __ATOMIC_RELEASE);
+	zmi_backing_fault = stall_fn;
+	zm_store_set_limit(s, (stats(s).compr_data_size / 2) | 1);
+	zmi_writer_kick(s);
+	usleep(20 * 1000);
+	__atomic_store_n(&g_stall, 0, __ATOMIC_RELEASE);
+	zm_store_destroy(s);
+	fault_clear();
+	unlink(path);
+	free(rnd);
+}
+
 /* A punch that fails leaks file space, never data. */
 static void test_fault_punch(void **state)
 {
@@ -2504,6 +2612,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_fault_write_one_at_limit, teardown),
 		cmocka_unit_test_teardown(test_fault_auto_writeback, teardown),
 		cmocka_unit_test_teardown(test_fault_punch, teardown),
+		cmocka_unit_test_teardown(test_writer_wait, teardown),
 		cmocka_unit_test_teardown(test_file_full_rlimit, teardown),
 		cmocka_unit_test_teardown(test_file_full_tmpfs, teardown),
 		cmocka_unit_test_teardown(test_cache_dropped_4k, teardown),
