@@ -31,8 +31,28 @@
  * punched under that slot's lock when it stops being FILE (put, discard,
  * readback), which a later writeback of the index waits for.
  *
- * Reclaim.  A put that finds no room (the compressed bytes or the pool's
- * pages at the limit) calls zmi_reclaim, which writes back, from a clock
+ * The writer.  A store with a backing file has a writer thread (started
+ * on first need, joined at destroy): once the objects pass
+ * ZMI_WRITER_HIGH (limit - limit/16; zmi_limit_check kicks it) it writes
+ * back, as reclaim below picks, until a page fits below ZMI_WRITER_LOW
+ * (limit - limit/8), in chunks of WRITER_FLUSH_BATCHES batches under
+ * wb_lock, each chunk dropped from the page cache before wb_lock goes.
+ * A put that finds the objects at the limit waits on the writer's `room`
+ * (reclaim_wait) only until its own object fits: the writer wakes the
+ * waiters after each batch is settled, before the chunk's drop waits
+ * for the disk.  A round that cannot make room (the file full, its
+ * limit spent, nothing to write, or stopping) ends; the puts waiting
+ * since before it began get -ENOSPC (a round begun earlier may have
+ * failed on what has changed since: it answers no one).  destroy stops
+ * the writer and waits for the waiters to leave.  fork: a hook (the
+ * first of the library's, from a constructor) waits for each writer to
+ * leave its chunk and holds its lock across fork; the child's writers
+ * have no thread and never get one (the child's store has no file).
+ * The pool's pages full while the objects are not (pool_full), a store
+ * made with writeback_sync, or one whose thread could not start: the
+ * put reclaims itself (reclaim_sync).
+ *
+ * Reclaim by the put.  reclaim_sync writes back, from a clock
  * hand going round the slots:
  *
  *   a. idle pages (marked by zm_store_mark_idle or a mark of the
@@ -57,8 +77,11 @@
  * wb_lock (zmi_backing_flush): one drop a call, not one a page.
  *
  * Locks: wb_lock -> (mark_lock, in b) -> slot locks, one at a time ->
- * pool.  A put calls zmi_reclaim holding no lock.  busy_lock is a leaf,
- * taken with no slot lock held.
+ * pool; wb_lock -> writer lock (its broadcasts), which is otherwise a
+ * leaf: a put waits holding it alone, zmi_writer_kick takes it under no
+ * slot lock; the fork hook takes wr_lock -> each writer lock.  A put
+ * calls zmi_reclaim holding no lock.  busy_lock is a leaf, taken with no
+ * slot lock held.
  */
 #include <errno.h>
 #include <signal.h>
