@@ -86,6 +86,17 @@ endif
 CPPFLAGS_ZM += $(shell pkg-config --cflags $(ZM_CODEC_PKGS) 2>/dev/null)
 LDLIBS_ZM   += $(shell pkg-config --libs $(ZM_CODEC_PKGS) 2>/dev/null || \
                  echo -llz4 -lzstd $(if $(filter lzo2,$(ZM_CODEC_PKGS)),-llzo2))
+# NBD as the backing store (backing_uri, src/store/backing_nbd.c): with
+# libnbd when pkg-config finds it; without, backing_uri is -EOPNOTSUPP.
+ZM_WITH_LIBNBD ?= auto
+ifeq ($(ZM_WITH_LIBNBD),auto)
+override ZM_WITH_LIBNBD := $(shell pkg-config --exists libnbd 2>/dev/null && echo 1 || echo 0)
+endif
+ifeq ($(ZM_WITH_LIBNBD),1)
+ZM_CODEC_PKGS += libnbd   # for zmem.pc, as the codecs
+CPPFLAGS_ZM += -DZM_HAVE_LIBNBD=1 $(shell pkg-config --cflags libnbd 2>/dev/null)
+LDLIBS_ZM   += $(shell pkg-config --libs libnbd 2>/dev/null || echo -lnbd)
+endif
 # What zmem.pc asks of a program that links libzmem statically.  Users'
 # `pkg-config --cflags zmem` must name zmem's headers and nothing else, and
 # pkg-config hands every Requires.private package's cflags on: so only the

@@ -19,6 +19,8 @@ PKGS="$PKGS sqlite3 nodejs"
 PKGS="$PKGS clang libclang-rt-14-dev"
 # zmem serve's clients in the interop tests, and nbdkit for bench/nbd-vs-nbdkit
 PKGS="$PKGS qemu-utils libnbd-bin python3-libnbd fio valgrind python3 nbdkit"
+# NBD as the backing store (backing_uri); the arm64 build goes without
+PKGS="$PKGS libnbd-dev"
 # the install test renders the man page (man-db brings groff-base)
 PKGS="$PKGS man-db"
 # make check-arm64: Debian's aarch64 cross compiler, the arm64 builds of

@@ -5,8 +5,10 @@
 #                            run each TEST (under WRAPPER), N at a time
 #                            (default ZM_TEST_JOBS, else 1); append "name
 #                            passed failed seconds" to RESULTS
-#   run.sh --total RESULTS   print the tests that failed, one a line, then
-#                            "N passed, N failed"; status 1 if anything
+#   run.sh --total RESULTS   print where each failed test failed (the
+#                            failure lines of its log, at most 40), the
+#                            tests that failed, one a line, then "N
+#                            passed, N failed"; status 1 if anything
 #                            failed or nothing ran
 #   run.sh --times RESULTS   the tests' seconds, slowest first, and their sum
 #
@@ -31,6 +33,14 @@
 set -u
 if [ "$1" = "--total" ]; then
     [ -f "$2" ] || { echo "0 passed, 1 failed"; exit 1; }
+    # what each failed test said where it failed (its log's failure
+    # lines, else its end), so that the run's last lines tell why
+    for t in $(awk '$3 > 0 { print $1 }' "$2"); do
+        [ -f "$t.log" ] || continue
+        echo "-- $t.log, where it failed:"
+        { grep -n -B2 -A6 -E '^\[  (ERROR|FAILED) +\]|^not ok |ERROR: [A-Za-z]*Sanitizer|runtime error|Assertion|failure|: error: ' \
+              "$t.log" || tail -20 "$t.log"; } | head -40
+    done
     awk '$3 > 0 { bad = bad "  failed: " $1 " (" $3 ")\n" }
          { p += $2; f += $3 }
          END { printf "%s%d passed, %d failed\n", bad, p, f; exit (f > 0 || p == 0) }' "$2"

@@ -645,6 +645,132 @@ static void test_obj_size(void **st)
 	}
 }
 
+struct key_read {
+	uint8_t *buf;
+	size_t size;
+};
+
+static int key_copy(void *arg, const void *obj, size_t len)
+{
+	struct key_read *k = arg;
+
+	if (len < k->size)
+		return -EMSGSIZE;
+	memcpy(k->buf, obj, k->size);
+	return 0;
+}
+
+/* The key's object is size bytes of pattern cookie. */
+static void expect_key(struct zm_pool *p, uint64_t key, size_t size, uint64_t cookie)
+{
+	uint8_t *buf = malloc(size);
+	struct key_read k = { buf, size };
+
+	assert_int_equal(zm_pool_get_key(p, key, key_copy, &k), 0);
+	assert_int_equal(pt_check(buf, size, cookie), 0);
+	free(buf);
+}
+
+static uint64_t pool_objects(struct zm_pool *p)
+{
+	struct zm_pool_stats st;
+
+	assert_int_equal(zm_pool_stats(p, &st), 0);
+	return st.objects;
+}
+
+/* zm_pool_put_key over a key that holds an object: the old one is freed
+ * exactly once (the pool's object count stays, the checker finds no
+ * leak, and when the key goes the pool gives back every page). */
+static void test_put_key_replaces(void **st)
+{
+	for (size_t k = 0; k < PT_NCONFIGS; k++) {
+		struct zm_pool_config c = pt_configs[k];
+		size_t P = psize(&c), sizes[] = { 100, P, 2000, 40, P / 2 + 7 };
+		uint64_t w[4] = { 0 };
+		uint8_t *buf = malloc(P);
+		struct zm_pool_stats ps;
+		struct zm_pool *p;
+
+		c.words = w;
+		c.nwords = 4;
+		c.arena_bytes = 256 << 20;
+		assert_int_equal(zm_pool_create(&c, &p), 0);
+		for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			pt_fill(buf, sizes[i], 100 + i);
+			assert_int_equal(zm_pool_put_key(p, 2, buf, sizes[i]), 0);
+			assert_int_equal(pool_objects(p), 1);
+			assert_true(w[2] & 1);
+			expect_key(p, 2, sizes[i], 100 + i);
+			assert_int_equal(zm_pool_check(p), 0);
+		}
+		/* bad input changes nothing */
+		assert_int_equal(zm_pool_put_key(p, 4, buf, 10), -EINVAL);
+		assert_int_equal(zm_pool_put_key(p, 2, NULL, 10), -EINVAL);
+		assert_int_equal(zm_pool_put_key(p, 2, buf, 0), -EINVAL);
+		assert_int_equal(zm_pool_put_key(p, 2, buf, P + 1), -EINVAL);
+		assert_int_equal(zm_pool_get_key(p, 1, key_copy, NULL), -EINVAL);
+		assert_int_equal(zm_pool_get_key(p, 4, key_copy, NULL), -EINVAL);
+		expect_key(p, 2, P / 2 + 7, 104);
+		assert_int_equal(zm_pool_free_key(p, 2), 0);
+		assert_int_equal(w[2], 0);
+		zm_pool_stats(p, &ps);
+		assert_int_equal(ps.objects, 0);
+		if (strcmp(c.allocator, "malloc"))
+			assert_int_equal(ps.pool_pages, 0);
+		assert_int_equal(zm_pool_check(p), 0);
+		zm_pool_destroy(p);
+		free(buf);
+	}
+}
+
+/* A put_key whose allocation fails (the pages at their limit) answers
+ * -ENOMEM and leaves the key's old object as it was. */
+static void test_put_key_no_room(void **st)
+{
+	for (size_t k = 0; k < PT_NCONFIGS; k++) {
+		struct zm_pool_config c = pt_configs[k];
+		size_t P = psize(&c), n = 0;
+		uint64_t w[2] = { 0 };
+		zm_handle_t h[4096];
+		uint8_t *buf = malloc(P);
+		struct zm_pool *p;
+
+		if (!strcmp(c.allocator, "malloc")) {
+			free(buf);
+			continue;  /* malloc has no limit of its own */
+		}
+		c.words = w;
+		c.nwords = 2;
+		c.limit_bytes = 16 * P;
+		c.arena_bytes = 256 << 20;
+		assert_int_equal(zm_pool_create(&c, &p), 0);
+		pt_fill(buf, 300, 5);
+		assert_int_equal(zm_pool_put_key(p, 1, buf, 300), 0);
+		/* fill every page with whole-page objects */
+		while ((h[n] = zm_pool_alloc(p, P)) != 0)
+			assert_true(++n < 4096);
+		pt_fill(buf, P, 6);
+		assert_int_equal(zm_pool_put_key(p, 1, buf, P), -ENOMEM);
+		assert_int_equal(zm_pool_put_key(p, 0, buf, P), -ENOMEM);
+		assert_int_equal(w[0], 0);
+		assert_int_equal(pool_objects(p), n + 1);
+		expect_key(p, 1, 300, 5);
+		assert_int_equal(zm_pool_check(p), 0);
+		/* with room again, the put goes through */
+		assert_int_equal(zm_pool_free(p, h[--n]), 0);
+		assert_int_equal(zm_pool_put_key(p, 1, buf, P), 0);
+		expect_key(p, 1, P, 6);
+		assert_int_equal(pool_objects(p), n + 1);
+		while (n)
+			assert_int_equal(zm_pool_free(p, h[--n]), 0);
+		assert_int_equal(zm_pool_free_key(p, 1), 0);
+		assert_int_equal(zm_pool_check(p), 0);
+		zm_pool_destroy(p);
+		free(buf);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -660,6 +786,8 @@ int main(void)
 		cmocka_unit_test(test_stats_and_return),
 		cmocka_unit_test(test_shared_pages),
 		cmocka_unit_test(test_owner_words),
+		cmocka_unit_test(test_put_key_replaces),
+		cmocka_unit_test(test_put_key_no_room),
 		cmocka_unit_test(test_obj_size),
 	};
 

@@ -305,6 +305,42 @@ ZM_API zm_handle_t zm_pool_key_handle(struct zm_pool *pool, uint64_t key);
 
 /* Free key's object; the key is empty afterwards.  0 or -EINVAL. */
 ZM_API int zm_pool_free_key(struct zm_pool *pool, uint64_t key);
+
+/*
+ * One call a put, one a get: what a caller that keeps an object per key
+ * (the store: a page per key) does on its hot paths, with the key and
+ * the handle checked once, instead of alloc, write, free_key and bind
+ * (four calls, each checking its handle again) and key_handle with
+ * map/unmap.  The same rules as the calls above: calls for one key must
+ * not race each other.
+ */
+
+/* Put size bytes (1 .. page size) of buf as key's object: allocate,
+ * write, free the object key held (if any) and give the new one to key,
+ * in one call.  0: key holds the new object, the old one is freed.
+ * -EINVAL (nothing changed): no owner words, key out of range, buf NULL
+ * or size outside 1 .. page size.  -ENOMEM (nothing changed: key keeps
+ * its object, untouched): no room, the pages ran out or hit their limit.
+ * -EIO: the pool refused the key's old object or the new one's binding
+ * (a pool corrupted, or an object freed behind the caller's back); the
+ * new object is dropped, and key holds the old one or, when it went
+ * first, nothing: zm_pool_key_handle() tells. */
+ZM_API int zm_pool_put_key(struct zm_pool *pool, uint64_t key, const void *buf, size_t size);
+
+/* What zm_pool_get_key() calls with key's object: obj points to len
+ * bytes, its slot (zm_pool_obj_size()), read-only, valid during the
+ * call only.  Its return value is zm_pool_get_key()'s.  It may map
+ * other objects (the thread holds this one as one of its maps) but must
+ * not free key's object nor destroy the pool. */
+typedef int (*zm_pool_get_fn)(void *arg, const void *obj, size_t len);
+
+/* Call fn(arg, obj, len) with key's object mapped read-only (decode it
+ * straight from the pool, or copy it out), as one call.  Returns what
+ * fn returns, or: -EINVAL (fn not called) when key holds nothing, is
+ * out of range or the pool has no owner words; -EBUSY when the thread
+ * holds ZM_POOL_MAX_MAPS maps already; -ENOMEM when an object in two
+ * pieces finds no memory for the thread's copy of it. */
+ZM_API int zm_pool_get_key(struct zm_pool *pool, uint64_t key, zm_pool_get_fn fn, void *arg);
 #endif /* ZMEM_ADVANCED */
 
 /* Move objects to free whole pages: per class, out of the emptiest zspages

@@ -146,6 +146,25 @@ struct zm_store_config {
 				     compressed alone to be kept; 0 = the
 				     default, ZM_STORE_UNIT_MIN_SAVING */
 
+	/* Cold data on another machine (docs/tiering.md): the backing store
+	 * an NBD export instead of a file, a libnbd URI
+	 * ("nbd://host:port/name", "nbd+unix:///name?socket=PATH"); not
+	 * with backing_path or backing_fd.  Laid out as the file; its size
+	 * is the room (at least nr_pages + 2 pages: -ENOSPC below).  If the
+	 * export goes away, its pages read as -EIO and writeback stops (a
+	 * put at the limit fails with -ENOSPC) until a reconnection, tried
+	 * at most once a second; an export back without them (restarted
+	 * empty) has lost them: they stay -EIO, counted in bd_lost.
+	 * -EOPNOTSUPP when zmem was built without libnbd.  NULL = none */
+	const char *backing_uri;
+	/* The packed backing file's automatic cleaner (docs/tiering.md):
+	 * once its blocks in use pass 1.2x the live bytes on it, pages are
+	 * moved out of its sparsest blocks, at most this many bytes a
+	 * second, until it is at 1.1x; 0 = off (zm_store_compact_file
+	 * only).  ZM_STORE_CLEAN_RATE is a good value.  Nothing without a
+	 * backing file, or with pages larger than 4 KiB (not packed). */
+	uint64_t file_clean_rate;
+
 	bool writeback_sync;      /* true: a put at the memory limit writes
 				     pages back itself, as many as make room
 				     for the next puts too; false (the
@@ -161,6 +180,10 @@ struct zm_store_config {
 #define ZM_STORE_UNIT_MAX_BYTES ((size_t)256 << 10)
 /* Default share a unit must save to be kept, percent (docs/store.md). */
 #define ZM_STORE_UNIT_MIN_SAVING 4u
+
+/* A rate for the automatic cleaner, bytes a second: `zmem serve`'s
+ * default.  A run moves about a block's bytes for each block it frees. */
+#define ZM_STORE_CLEAN_RATE ((uint64_t)8 << 20)
 
 /* Default bound of automatic recompression: pages a second (with zstd:3
  * on 4 KiB pages, about a fifth of a core). */
@@ -260,6 +283,13 @@ struct zm_store_stats {
 	uint64_t file_alloc_bytes;   /* bytes of the file's blocks in use
 					(the block being filled included) */
 	uint64_t file_live_bytes;    /* bytes of the pages and units on it */
+	uint64_t bd_lost;            /* pages on an NBD backing store that a
+					restart of the export lost (count,
+					ever): they read as -EIO */
+	uint64_t file_clean_runs;    /* cleaner runs that moved pages, by
+					zm_store_compact_file or automatic
+					(file_clean_rate) (count) */
+	uint64_t file_clean_bytes;   /* bytes they moved */
 	/* the writer (docs/tiering.md, "At the memory limit") */
 	uint64_t writeback_waits;    /* puts at the limit that waited for room
 					(count) */
@@ -452,9 +482,10 @@ ZM_API int zm_store_writeback_page(struct zm_store *store, uint64_t index);
  * blocks in use (file_alloc_bytes) are at most 1.1x the live bytes on
  * it (file_live_bytes); a churn leaves it at 1.4-1.5x.  At most
  * max_bytes of pages are moved (0: no bound), so that a caller bounds
- * the rate; the next call goes on from there.  Pages of a unit written
- * back are not moved (the blocks they are in stay).  Gets, puts and
- * discards run meanwhile; writebacks wait between batches.  Returns the
+ * the rate; the next call goes on from there.  Units written back are
+ * moved as pages are (a unit being read is left for the next call).
+ * Gets, puts and discards run meanwhile; writebacks wait between
+ * batches.  file_clean_rate runs the same automatically.  Returns the
  * bytes of the file freed (file_alloc_bytes before less after, 0 when
  * writebacks filled as many meanwhile), or -EINVAL, -EOPNOTSUPP (no
  * backing file), or the file's error (-EIO, -ENOSPC) when a move failed

@@ -17,6 +17,13 @@
  *               cache (as a file system that cannot drop them would):
  *               writeback's reference for memory; not run unless --modes
  *               names it
+ *   wb-nbd      writeback to the NBD export --backing-uri names instead
+ *               of a file (a zmem serve or nbdkit elsewhere, or on
+ *               loopback); run when that is given
+ *   wb-clean    writeback with the packed file's automatic cleaner on
+ *               (file_clean_rate, --clean-rate): against writeback, what
+ *               the cleaner keeps the file to after the trace's churn of
+ *               rewrites and pages written back again
  *
  * The trace: every index of the store is one page of the data set; a
  * seeded shuffle picks the hot set (--hot 80/20: 80% of the accesses go
@@ -46,7 +53,9 @@
  *      (automatic);
  *   5. the measured trace: the rest of the trace, each access timed; the
  *      speeds and the get latency come from this part only;
- *   6. statistics, a census of the slots (zm_store_slot_info), resident
+ *   6. wb-clean: the automatic cleaner's work left after the trace, for
+ *      up to SETTLE_MAX_MS (the file's state as the trace ended is kept
+ *      too); then statistics, a census of the slots (zm_store_slot_info), resident
  *      memory, the backing file's bytes in the page cache (cachestat(2),
  *      or mincore over a mapping of it where the kernel lacks that), then
  *      every page read back and compared with its last
@@ -110,10 +119,12 @@
 #define MB 1e6
 #define MIB 1048576.0
 
-enum mode { M_NONE, M_RECOMPRESS, M_WRITEBACK, M_BOTH, M_LZ4, M_ZSTD, M_WB_CACHED, NMODES };
+enum mode { M_NONE, M_RECOMPRESS, M_WRITEBACK, M_BOTH, M_LZ4, M_ZSTD, M_WB_CACHED, M_WB_NBD,
+	    M_WB_CLEAN, NMODES };
 
 static const char *const mode_names[NMODES] = {
-	"none", "recompress", "writeback", "both", "lz4-only", "zstd-only", "wb-cached",
+	"none", "recompress", "writeback", "both", "lz4-only", "zstd-only", "wb-cached", "wb-nbd",
+	"wb-clean",
 };
 
 /* The store's seam (store_internal.h): the file's pages stay cached. */
@@ -121,7 +132,7 @@ extern int zmi_backing_cache_fail;
 
 static bool has_limit(enum mode m)
 {
-	return m <= M_BOTH || m == M_WB_CACHED;
+	return m <= M_BOTH || m == M_WB_CACHED || m == M_WB_NBD || m == M_WB_CLEAN;
 }
 
 static bool has_recompress(enum mode m)
@@ -131,7 +142,8 @@ static bool has_recompress(enum mode m)
 
 static bool has_backing(enum mode m)
 {
-	return m == M_WRITEBACK || m == M_BOTH || m == M_WB_CACHED;
+	return m == M_WRITEBACK || m == M_BOTH || m == M_WB_CACHED || m == M_WB_NBD ||
+	       m == M_WB_CLEAN;
 }
 
 /* One access: a get of idx, or a put of data page src at idx. */
@@ -141,7 +153,8 @@ struct access {
 
 struct opts {
 	const char *data, *codec, *recompress, *dir, *plot;
-	size_t size, limit, page_size;
+	const char *uri;   /* wb-nbd's export */
+	size_t size, limit, page_size, clean_rate;
 	uint64_t ops, seed;
 	unsigned hot_access, hot_pages, rewrite, idle_after, rate, unit_pages;
 	bool modes[NMODES];
@@ -159,6 +172,10 @@ struct row {
 	uint64_t in_memory, in_pool, on_file; /* the slot census */
 	uint64_t bd_count, bd_bytes, bd_writes, bd_reads, writeback_failures;
 	uint64_t file_bytes;          /* the backing file's blocks, in bytes */
+	uint64_t file_alloc, file_live; /* file_alloc_bytes, file_live_bytes */
+	uint64_t clean_runs, clean_bytes; /* the cleaner's (file_clean_*) */
+	double end_alloc_x;           /* file_alloc / file_live as the trace ended */
+	double settle_s;              /* the cleaner's work after it, seconds */
 	uint64_t cache_bytes;         /* its bytes in the page cache */
 	uint64_t cache_mode;          /* backing_cache_mode */
 	uint64_t recompressed, secondary, tried;
@@ -391,6 +408,35 @@ static uint64_t machine_bytes(const struct row *w)
 	return w->rss_bytes + w->cache_bytes;
 }
 
+/* wb-clean, after the trace: wait for the automatic cleaner to finish
+ * what the churn left it (its moved bytes still for SETTLE_QUIET_MS), at
+ * most SETTLE_MAX_MS.  The file's state as the trace ended is kept. */
+#define SETTLE_QUIET_MS 500
+#define SETTLE_MAX_MS 5000
+
+static void settle(struct run *r, enum mode m)
+{
+	struct row *w = r->row;
+	struct zm_store_stats st;
+	uint64_t t0 = cli_now_ns(), last, quiet = 0;
+
+	zm_store_stats(r->store, &st);
+	w->end_alloc_x = st.file_live_bytes ? (double)st.file_alloc_bytes /
+						      (double)st.file_live_bytes : 0;
+	if (m != M_WB_CLEAN)
+		return;
+	last = st.file_clean_bytes;
+	while (quiet < SETTLE_QUIET_MS && cli_now_ns() - t0 < SETTLE_MAX_MS * 1000000ull) {
+		usleep(50000);
+		zm_store_stats(r->store, &st);
+		quiet = st.file_clean_bytes == last ? quiet + 50 : 0;
+		last = st.file_clean_bytes;
+	}
+	w->settle_s = (double)(cli_now_ns() - t0) / 1e9 - SETTLE_QUIET_MS / 1e3;
+	if (w->settle_s < 0)
+		w->settle_s = 0;
+}
+
 /* Step 6: the counters, the census, and every page read back. */
 static void finish(struct run *r, size_t rss0)
 {
@@ -410,6 +456,10 @@ static void finish(struct run *r, size_t rss0)
 	w->bd_writes = st.bd_writes;
 	w->bd_reads = st.bd_reads;
 	w->writeback_failures = st.writeback_failures;
+	w->file_alloc = st.file_alloc_bytes;
+	w->file_live = st.file_live_bytes;
+	w->clean_runs = st.file_clean_runs;
+	w->clean_bytes = st.file_clean_bytes;
 	if (r->fd >= 0) {
 		struct stat sb;
 
@@ -484,6 +534,7 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 		.recompress_rate = o->rate,
 		.backing_readback = o->readback,
 		.unit_pages = o->unit_pages,
+		.file_clean_rate = m == M_WB_CLEAN ? o->clean_rate : 0,
 	};
 	struct run r = { .o = o, .d = d, .ps = o->page_size, .row = w, .fd = -1 };
 	uint64_t warm = o->ops * WARMUP_PCT / 100, nlat = 0, t0;
@@ -501,7 +552,9 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 	}
 	for (uint32_t i = 0; i < n; i++)
 		r.ref[i] = NO_SRC;
-	if (has_backing(m)) {
+	if (m == M_WB_NBD) {
+		cfg.backing_uri = o->uri;
+	} else if (has_backing(m)) {
 		fd = scratch_file(o->dir);
 		if (fd < 0)
 			goto fail;
@@ -544,6 +597,10 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 		qsort(lat, nlat, sizeof(*lat), cmp_u32);
 		p99 = lat[(nlat - 1) * 99 / 100];
 		w->get_p99_us = p99 / 1e3;
+	}
+	if (has_backing(m)) {
+		cli_progress("%s: settle", mode_names[m]);
+		settle(&r, m);
 	}
 	cli_progress("%s: verify", mode_names[m]);
 	finish(&r, rss0);
@@ -679,28 +736,30 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 	       zmi_human_bytes(o->limit, h[1], 32),
 	       o->codec, o->recompress, (unsigned long long)o->ops, o->hot_access, o->hot_pages,
 	       o->rewrite, (unsigned long long)o->seed, 100 - WARMUP_PCT);
-	printf("%-10s %8s %6s %8s %6s %8s %7s %9s %11s %7s %7s %6s %10s\n", "mode", "ops",
+	printf("%-10s %8s %6s %8s %6s %8s %7s %9s %11s %7s %7s %6s %10s %10s\n", "mode", "ops",
 	       "MB/s", "hot MB/s", "failed", "pool MiB", "rss MiB", "cache MiB", "machine MiB",
-	       "in mem", "on file", "recomp", "get p99 us");
+	       "in mem", "on file", "recomp", "get p99 us", "file alloc");
 	for (int m = 0; m < NMODES; m++) {
 		const struct row *w = &rows[m];
 
 		if (!w->ran)
 			continue;
 		printf("%-10s %8llu %6.0f %8.0f %6llu %8.1f %7.1f %9.1f %11.1f %7llu %7llu %6llu "
-		       "%10.1f\n",
+		       "%10.1f %9.2fx\n",
 		       mode_names[m], (unsigned long long)w->ops, w->MBps, w->hot_MBps,
 		       (unsigned long long)(w->failed_fill + w->failed_trace),
 		       w->pool_bytes / MIB, w->rss_bytes / MIB, w->cache_bytes / MIB,
 		       machine_bytes(w) / MIB, (unsigned long long)w->in_memory,
 		       (unsigned long long)w->on_file, (unsigned long long)w->recompressed,
-		       w->get_p99_us);
+		       w->get_p99_us, w->file_live ? (double)w->file_alloc / (double)w->file_live : 0);
 	}
 	printf("\nfailed = puts refused (fill + trace); hot MB/s = the hot pages' accesses "
 	       "alone;\nin mem / on file = the slots' census at the end (same-filled pages are "
 	       "in memory);\nrss = resident memory the store added (the pool's pages among it); "
 	       "cache = the backing\nfile's bytes in the page cache after the trace; machine = "
-	       "rss + cache;\nrecomp = pages re-encoded with the secondary codec.\n");
+	       "rss + cache;\nrecomp = pages re-encoded with the secondary codec; file alloc = the "
+	       "packed file's\nblocks in use over the live bytes on it (file_alloc_bytes / "
+	       "file_live_bytes).\n");
 	for (int m = 0, first = 1; m < NMODES; m++) {
 		const struct row *w = &rows[m];
 
@@ -729,9 +788,16 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 			printf("\nOn file (the blocks the backing file takes, against the pages' "
 			       "bytes there):\n");
 		first = 0;
+		printf("  %-10s blocks in use %.1f MiB for %.1f MiB live (%.2fx; st_blocks %.1f MiB; "
+		       "%.2fx as the trace ended);\n  %-10s cleaner: %llu runs moved %.1f MiB, "
+		       "%.2f s after the trace\n", mode_names[m], w->file_alloc / MIB,
+		       w->file_live / MIB,
+		       w->file_live ? (double)w->file_alloc / (double)w->file_live : 0,
+		       w->file_bytes / MIB, w->end_alloc_x, "", (unsigned long long)w->clean_runs,
+		       w->clean_bytes / MIB, w->settle_s);
 		printf("  %-10s %.1f MiB for %.1f MiB (%.2fx; whole pages %.1f MiB); %llu writes, "
 		       "%llu reads;\n  %-10s page cache %s: %.1f MiB cached, %.1f%% of the bytes "
-		       "there\n", mode_names[m], (double)w->file_bytes / MIB,
+		       "there\n", "", (double)w->file_bytes / MIB,
 		       (double)w->bd_bytes / MIB,
 		       w->bd_bytes ? (double)w->file_bytes / (double)w->bd_bytes : 0,
 		       (double)w->bd_count * (double)o->page_size / MIB,
@@ -769,10 +835,25 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 				       (double)w->bd_bytes);
 		putchar('\n');
 	}
+	for (int m = 0; m < NMODES; m++) {
+		const struct row *w = &rows[m];
+
+		if (!w->ran || !has_backing((enum mode)m) || !w->file_live)
+			continue;
+		printf("  %s: file blocks %.2fx the live bytes after the trace (target <= 1.2 "
+		       "with the cleaner%s); %.2fx as it ended\n", mode_names[m],
+		       (double)w->file_alloc / (double)w->file_live,
+		       m == M_WB_CLEAN ? "" : "; off here", w->end_alloc_x);
+	}
 	if (s->wb_ns >= 0)
 		printf("  writeback (%s): %.0f ns per page over %llu pages; a bare pwrite of %.0f "
 		       "bytes %.0f ns: %.2fx\n", s->wb_mode, s->wb_ns, (unsigned long long)s->wb_pages,
 		       s->wb_bytes, s->pw_ns, ratio(s->wb_ns, s->pw_ns));
+	if (rows[M_WB_NBD].writeback_ns > 0 && rows[M_WRITEBACK].writeback_ns > 0)
+		printf("  wb-nbd: writeback %.0f ns per page to the export, the file's %.0f ns: "
+		       "%.2fx its throughput (target >= 0.5)\n", rows[M_WB_NBD].writeback_ns,
+		       rows[M_WRITEBACK].writeback_ns,
+		       rows[M_WRITEBACK].writeback_ns / rows[M_WB_NBD].writeback_ns);
 	if (s->wb_ns > 0 && s->od_ns >= 0)
 		printf("  writeback against a page-by-page O_DIRECT pwrite (%.0f ns): %.2fx as fast "
 		       "(target >= 4x)\n", s->od_ns, s->od_ns / s->wb_ns);
@@ -805,6 +886,7 @@ static void print_json(const struct opts *o, const struct bench_data *d,
 	json_uint(&j, "rewrite_pct", o->rewrite);
 	json_uint(&j, "seed", o->seed);
 	json_uint(&j, "idle_after_ms", o->idle_after);
+	json_uint(&j, "file_clean_rate", (uint64_t)o->clean_rate);
 	json_str(&j, "plot", o->plot);
 	json_array(&j, "results");
 	for (int m = 0; m < NMODES; m++) {
@@ -843,6 +925,12 @@ static void print_json(const struct opts *o, const struct bench_data *d,
 		json_uint(&j, "mismatches", w->mismatches);
 		json_bool(&j, "verified", !(w->mismatches || w->errors));
 		json_uint(&j, "file_bytes", w->file_bytes);
+		json_uint(&j, "file_alloc_bytes", w->file_alloc);
+		json_uint(&j, "file_live_bytes", w->file_live);
+		json_uint(&j, "file_clean_runs", w->clean_runs);
+		json_uint(&j, "file_clean_bytes", w->clean_bytes);
+		jnum(&j, "file_alloc_x_trace_end", w->file_live ? w->end_alloc_x : -1);
+		jnum(&j, "clean_settle_s", m == M_WB_CLEAN ? w->settle_s : -1);
 		json_uint(&j, "file_cache_bytes", w->cache_bytes);
 		json_uint(&j, "backing_cache_mode", w->cache_mode);
 		json_uint(&j, "machine_bytes", machine_bytes(w));
@@ -936,7 +1024,8 @@ static int parse_modes(const char *s, bool *on)
 			;
 		if (m == NMODES)
 			return cli_usage("tierbench", "unknown mode '%s' in --modes (none, recompress, "
-					 "writeback, both, lz4-only, zstd-only, wb-cached)", tok);
+					 "writeback, both, lz4-only, zstd-only, wb-cached, wb-nbd, "
+					 "wb-clean)", tok);
 		on[m] = true;
 	}
 	return 0;
@@ -946,7 +1035,7 @@ static int parse(int argc, char **argv, struct opts *o)
 {
 	const char *tmp = getenv("TMPDIR"), *modes = NULL, *hot = NULL;
 	uint64_t idle = DEF_IDLE_AFTER, rate = 0, rewrite = DEF_REWRITE, units = 1;
-	char idle_def[16], seed_def[24], rate_def[48];
+	char idle_def[16], seed_def[24], rate_def[48], clean_def[48];
 	int rc;
 	const struct opt table[] = {
 		O_STR("data", 'd', &o->data, "SPEC", "the data set, as zmem bench takes it",
@@ -956,8 +1045,11 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_SIZE("mem-limit", 'l', &o->limit, "SIZE", "the tiered modes' memory limit",
 		       "a quarter of the data", 4096, (double)((uint64_t)1 << 40)),
 		O_STR("modes", 'm', &modes, "LIST",
-		      "of none,recompress,writeback,both,lz4-only,\nzstd-only,wb-cached",
-		      "all but wb-cached"),
+		      "of none,recompress,writeback,both,lz4-only,\nzstd-only,wb-cached,wb-nbd,wb-clean",
+		      "all but wb-cached (wb-nbd with\n--backing-uri)"),
+		O_STR("backing-uri", 'U', &o->uri, "URI",
+		      "wb-nbd's NBD export (nbd+unix:///?socket=\nPATH, nbd://HOST/NAME): at "
+		      "least the data's\nsize and two pages", "none"),
 		O_STR("codec", 'c', &o->codec, "NAME", "the primary codec", "lz4"),
 		O_STR("recompress", 'R', &o->recompress, "NAME",
 		      "the secondary codec, and zstd-only's", "zstd:3"),
@@ -972,6 +1064,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		      "30", 0, 100),
 		O_U64("ops", 'o', &o->ops, "N", "accesses", "4 per page of data", 1, 0),
 		O_U64("seed", 'S', &o->seed, "S", "the trace's seed (printed)", seed_def, 0, 0),
+		O_SIZE("clean-rate", 'C', &o->clean_rate, "SIZE",
+		       "wb-clean's automatic file cleaner, bytes a\nsecond", clean_def, 1,
+		       (double)((uint64_t)1 << 40)),
 		O_FLAG("readback", 'b', &o->readback,
 		       "a get of a written-back page brings it back\nto memory"),
 		O_STR("dir", 'D', &o->dir, "DIR",
@@ -1004,9 +1099,13 @@ static int parse(int argc, char **argv, struct opts *o)
 	snprintf(idle_def, sizeof(idle_def), "%d", DEF_IDLE_AFTER);
 	snprintf(rate_def, sizeof(rate_def), "the store's, %u", ZM_STORE_RECOMPRESS_RATE);
 	snprintf(seed_def, sizeof(seed_def), "%d", DEF_SEED);
+	snprintf(clean_def, sizeof(clean_def), "%lluM (the store's suggestion)",
+		 (unsigned long long)(ZM_STORE_CLEAN_RATE >> 20));
+	o->clean_rate = ZM_STORE_CLEAN_RATE;
 	for (int m = 0; m < NMODES; m++)
 		o->modes[m] = m != M_WB_CACHED;
 	rc = opt_parse(&cmd, argc, argv, NULL);
+	o->modes[M_WB_NBD] = o->uri && !modes;
 	if (rc)
 		return rc;
 	o->idle_after = (unsigned)idle;
@@ -1015,6 +1114,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	o->unit_pages = (unsigned)units;
 	if (modes && parse_modes(modes, o->modes))
 		return CLI_USAGE;
+	if (o->modes[M_WB_NBD] && !o->uri)
+		return cli_usage("tierbench", "mode wb-nbd needs --backing-uri URI");
 	if (hot) {
 		char end;
 

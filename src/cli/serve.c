@@ -204,9 +204,11 @@ int cmd_serve(int argc, char **argv)
 		       "stop when the process that started zmem\nserve exits"),
 		O_STR("pidfile", 0, &cfg.pidfile, "FILE", "write the server's pid there", NULL),
 		O_FLAG("verbose", 'v', &verbose, "log connections to stderr"),
-		O_STR("backing", 0, &cfg.backing, "FILE",
+		O_STR("backing", 0, &cfg.backing, "FILE|URI",
 		      "cold data: backing file for pages written\nback (created if missing; what "
-		      "it held is\nlost); without --mem-limit only zmem ctl\nwriteback fills it",
+		      "it held is\nlost), or an NBD export's URI (nbd://HOST/\nNAME, "
+		      "nbd+unix:///NAME?socket=PATH);\nwithout --mem-limit only zmem ctl\n"
+		      "writeback fills it",
 		      "none"),
 		O_SIZE("writeback-limit", 0, &wb_limit, "SIZE",
 		       "most data ever written to the backing\nfile (zram's writeback_limit, "
@@ -254,7 +256,8 @@ int cmd_serve(int argc, char **argv)
 	    (cfg.recompress && (rc = cli_check_codec("serve", "--recompress", cfg.recompress))) ||
 	    (idle_after && (rc = cli_check_duration("serve", "--idle-after", idle_after,
 						    &cfg.idle_after_ms))) ||
-	    (cfg.backing && (rc = cli_check_backing("serve", cfg.backing))))
+	    (cfg.backing && !serve_backing_is_uri(cfg.backing) &&
+	     (rc = cli_check_backing("serve", cfg.backing))))
 		return rc;
 	if (sock_mode) {
 		char *end;

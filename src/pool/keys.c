@@ -110,3 +110,69 @@ int zm_pool_free_key(struct zm_pool *pool, uint64_t key)
 	__atomic_fetch_and(&pool->words[key], ~1ull, __ATOMIC_RELEASE);
 	return zm_pool_free(pool, h);
 }
+
+/* ---- one call a put, one a get ----------------------------------------
+ * For backends without their own: the calls above, in the order that
+ * keeps the key's object until the new one is written (a failed
+ * allocation changes nothing). */
+
+static int put_key_calls(struct zm_pool *pool, uint64_t key, const void *buf, size_t size)
+{
+	zm_handle_t h = zm_pool_alloc(pool, size);
+	int rc;
+
+	if (zmi_unlikely(!h))
+		return errno == EINVAL ? -EINVAL : -ENOMEM;
+	rc = zm_pool_write(pool, h, buf, size);
+	if (!rc && zm_pool_key_handle(pool, key))
+		rc = zm_pool_free_key(pool, key);
+	if (!rc)
+		rc = zm_pool_bind(pool, h, key);
+	if (zmi_unlikely(rc)) {
+		zm_pool_free(pool, h);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int get_key_calls(struct zm_pool *pool, uint64_t key, zm_pool_get_fn fn, void *arg)
+{
+	zm_handle_t h = zm_pool_key_handle(pool, key);
+	const void *p;
+	size_t len;
+	int rc;
+
+	if (zmi_unlikely(!h)) {
+		zmi_bad_input("zm_pool_get_key: key %llu holds nothing", (unsigned long long)key);
+		return -EINVAL;
+	}
+	len = zm_pool_obj_size(pool, h);
+	p = zm_pool_map(pool, h, ZM_MAP_RO);
+	if (zmi_unlikely(!p))
+		return errno == EBUSY || errno == ENOMEM ? -errno : -EINVAL;
+	rc = fn(arg, p, len);
+	zm_pool_unmap(pool, h);
+	return rc;
+}
+
+int zm_pool_put_key(struct zm_pool *pool, uint64_t key, const void *buf, size_t size)
+{
+	if (zmi_unlikely(!key_ok(pool, key, "zm_pool_put_key")))
+		return -EINVAL;
+	if (zmi_unlikely(!buf || size == 0 || size > pool->page_size)) {
+		zmi_bad_input("zm_pool_put_key: no buffer, or size %zu is not 1..page size", size);
+		return -EINVAL;
+	}
+	if (pool->ops->put_key)
+		return pool->ops->put_key(pool, key, buf, size);
+	return put_key_calls(pool, key, buf, size);
+}
+
+int zm_pool_get_key(struct zm_pool *pool, uint64_t key, zm_pool_get_fn fn, void *arg)
+{
+	if (zmi_unlikely(!key_ok(pool, key, "zm_pool_get_key") || !fn))
+		return -EINVAL;
+	if (pool->ops->get_key)
+		return pool->ops->get_key(pool, key, fn, arg);
+	return get_key_calls(pool, key, fn, arg);
+}

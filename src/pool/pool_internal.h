@@ -54,6 +54,13 @@ struct zmi_pool_ops {
 	 * unit that freeing them all gives back */
 	long (*unit)(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_t max,
 		     size_t *pages);
+	/* zm_pool_put_key / zm_pool_get_key (pool.h), arguments checked;
+	 * NULL: keys.c makes them of the calls above */
+	int (*put_key)(struct zm_pool *pool, uint64_t key, const void *buf, size_t size);
+	/* fn: a zm_pool_get_fn (spelled out: a user of this header may have
+	 * included pool.h without its advanced tier) */
+	int (*get_key)(struct zm_pool *pool, uint64_t key,
+		       int (*fn)(void *arg, const void *obj, size_t len), void *arg);
 };
 
 /*

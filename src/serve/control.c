@@ -116,14 +116,15 @@ static void report_json_tiering(struct zmi_server *s, const struct zm_store_stat
 		   "\"recompress_saved\": %llu, \"recompress_tried\": %llu, "
 		   "\"secondary_pages\": %llu, \"incompressible_pages\": %llu, "
 		   "\"idle_pages\": %llu, \"bd_bytes\": %llu, \"writeback_failures\": %llu, "
-		   "\"file_alloc_bytes\": %llu, \"file_live_bytes\": %llu, "
+		   "\"file_alloc_bytes\": %llu, \"file_live_bytes\": %llu, \"bd_lost\": %llu, "
 		   "\"writeback_left\": ",
 		s->cfg.idle_after_ms, (unsigned long long)st->recompressed_pages,
 		(unsigned long long)st->recompress_saved, (unsigned long long)st->recompress_tried,
 		(unsigned long long)st->secondary_pages,
 		(unsigned long long)st->incompressible_pages, (unsigned long long)st->idle_pages,
 		(unsigned long long)st->bd_bytes, (unsigned long long)st->writeback_failures,
-		(unsigned long long)st->file_alloc_bytes, (unsigned long long)st->file_live_bytes);
+		(unsigned long long)st->file_alloc_bytes, (unsigned long long)st->file_live_bytes,
+		(unsigned long long)st->bd_lost);
 	json_limit(f, st->writeback_left);
 	fprintf(f, ", \"backing_cache\": \"%s\"",
 		st->backing_cache_mode == ZM_STORE_CACHE_DROP     ? "dropped"

@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -256,7 +257,8 @@ struct zmi_serve_config {
 	const char *run;          /* captive: serve until this command exits */
 	bool exit_with_parent;    /* stop when the parent process exits */
 	/* cold data (the store's config of the same names) */
-	const char *backing;      /* backing file for writeback; NULL = none */
+	const char *backing;      /* backing file for writeback, or an NBD
+				     URI (serve_backing_is_uri); NULL = none */
 	uint64_t writeback_limit; /* pages that may go to it; 0 = no limit */
 	const char *recompress;   /* secondary codec, name[:LEVEL]; NULL = none */
 	unsigned idle_after_ms;   /* automatic tiering after this idle time;
@@ -451,6 +453,14 @@ int serve_listen_unix(const char *path);
  * user must be the server's, or root: true; otherwise false, and the
  * refusal (one line) into why. */
 bool serve_peer_allowed(int fd, char *why, size_t n);
+
+/* Is --backing's value an NBD URI (the store's backing_uri) rather than
+ * a file's path: nbd://, nbds://, nbd+unix://, nbds+unix://, nbd+vsock://? */
+static inline bool serve_backing_is_uri(const char *v)
+{
+	return v && (!strncmp(v, "nbd://", 6) || !strncmp(v, "nbds://", 7) ||
+		     !strncmp(v, "nbd+", 4) || !strncmp(v, "nbds+", 5));
+}
 /* The client side: send one line to the control socket at path (or, for
  * a data socket's path, path.ctl) and copy the answer to out.  Exit
  * status: 0, 1 when the server answered an error or could not be

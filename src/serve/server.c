@@ -73,7 +73,10 @@ int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg)
 	/* the store takes an exclusive lock on it: a second server given
 	 * the same file gets -EBUSY, as the kernel refuses a backing_dev
 	 * that is in use */
-	sc.backing_path = cfg->backing;
+	if (serve_backing_is_uri(cfg->backing))
+		sc.backing_uri = cfg->backing;   /* another server's export */
+	else
+		sc.backing_path = cfg->backing;
 	sc.writeback_limit = cfg->writeback_limit;
 	sc.recompress_codec = cfg->recompress;
 	sc.idle_after_ms = cfg->idle_after_ms;
@@ -670,7 +673,8 @@ int serve_main(const struct zmi_serve_config *cfg_in)
 				"server\n", cfg.backing);
 		else if (cfg.backing)
 			fprintf(stderr, "zmem serve: cannot create the store with the backing "
-				"file %s: %s\n", cfg.backing, strerror(-rc));
+				"%s %s: %s\n", serve_backing_is_uri(cfg.backing) ? "export" : "file",
+				cfg.backing, strerror(-rc));
 		else
 			fprintf(stderr, "zmem serve: cannot create the store: %s\n",
 				strerror(-rc));

@@ -51,6 +51,9 @@
  * part in each), and the space the blocks in use hold: what the cleaner
  * (clean.c) looks at to find blocks mostly dead.
  *
+ * The backing store may be an NBD export instead (backing_uri): the same
+ * layout, its I/O in backing_nbd.c, to which each I/O here hands over.
+ *
  * Locks: space->lock, a leaf, for the packed layout's counts and free
  * list; it is taken under a slot lock (a put freeing a page on file) or
  * under wb_lock (allocating: one writeback at a time).
@@ -101,6 +104,8 @@ struct zmi_file_space {
 	uint64_t next;           /* blocks from here on were never used */
 	uint64_t cap;            /* blocks the file has room for */
 	uint64_t cur, cur_used;  /* the block being filled; UINT64_MAX: none */
+	uint64_t epoch;          /* NBD: the connection's epoch the block
+				    being filled was taken under */
 };
 
 static int fault(int op, uint64_t index)
@@ -121,6 +126,10 @@ static void punch(struct zm_store *s, uint64_t index, uint64_t off, uint64_t len
 	 * written over when used again */
 	if (fault('p', index))
 		return;
+	if (s->nbd) {
+		zmi_nbd_trim(s, off, len);
+		return;
+	}
 	(void)fallocate(s->bfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
 			(off_t)len);
 }
@@ -202,13 +211,22 @@ static void live_count(struct zmi_file_space *sp, uint64_t off, size_t len, int 
 int zmi_backing_alloc(struct zm_store *s, uint64_t index, size_t len, uint64_t *off)
 {
 	struct zmi_file_space *sp = s->space;
-	uint64_t b;
+	uint64_t b, epoch = 0;
+	int rc = s->nbd ? zmi_nbd_ready(s, &epoch) : 0;
 
+	if (rc)
+		return rc;
 	if (!packed(s)) {
 		*off = index * s->page_size;
 		return 0;
 	}
 	pthread_mutex_lock(&sp->lock);
+	if (sp->epoch != epoch && sp->cur != UINT64_MAX) {
+		/* the export lost the block's pages: none joins them */
+		block_put(s, index, sp->cur);
+		sp->cur = UINT64_MAX;
+	}
+	sp->epoch = epoch;
 	if (sp->cur != UINT64_MAX && sp->cur_used + len <= BLOCK) {
 		/* it fits the block being filled */
 		*off = sp->cur * BLOCK + sp->cur_used;
@@ -263,6 +281,8 @@ void zmi_backing_free(struct zm_store *s, uint64_t index, uint64_t off, size_t l
 {
 	struct zmi_file_space *sp = s->space;
 
+	if (s->nbd)
+		zmi_nbd_forget(s, off);
 	if (!packed(s)) {
 		punch(s, index, off, s->page_size);
 		return;
@@ -350,7 +370,7 @@ bool zmi_has_file(const struct zm_store *s)
 	/* getpid() rather than a fork handler: it also sees a child made
 	 * by a clone() that runs no handlers; every caller is about to
 	 * make a system call on the file anyway */
-	return s->bfd >= 0 && s->bfd_pid == getpid();
+	return (s->bfd >= 0 || s->nbd) && s->bfd_pid == getpid();
 }
 
 /* How the file's pages leave the page cache: flushed and dropped where
@@ -390,6 +410,10 @@ static void drop_range(int fd, uint64_t lo, uint64_t hi)
 
 void zmi_backing_flush(struct zm_store *s)
 {
+	if (s->nbd) {
+		zmi_nbd_flush(s);
+		return;
+	}
 	if (s->wb_lo == s->wb_hi)
 		return;
 	if (s->bcache == ZM_STORE_CACHE_DROP && zmi_has_file(s))
@@ -479,6 +503,7 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 
 void zmi_backing_close(struct zm_store *s)
 {
+	zmi_nbd_close(s);
 	if (s->bfd >= 0 && !zmi_has_file(s)) {
 		/* a forked child's: the file and its lock stay the parent's
 		 * (the lock belongs to the open file both share) */
@@ -520,6 +545,8 @@ int zmi_backing_write_run(struct zm_store *s, uint64_t off, const void *buf, siz
 {
 	size_t done = 0;
 
+	if (s->nbd)
+		return zmi_nbd_write(s, off, buf, len);
 	while (done < len) {
 		ssize_t n = pwrite(s->bfd, (const char *)buf + done, len - done,
 				   (off_t)(off + done));
@@ -568,6 +595,8 @@ int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf
 
 	if (rc)
 		return rc;
+	if (s->nbd)
+		return zmi_nbd_read(s, off, buf, len);
 	while (done < len) {
 		ssize_t n = pread(s->bfd, (char *)buf + done, len - done, (off_t)(off + done));
 
@@ -583,5 +612,38 @@ int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf
 		(void)posix_fadvise(s->bfd, (off_t)(off / BLOCK * BLOCK),
 				    (off_t)((off + len + BLOCK - 1) / BLOCK * BLOCK - off / BLOCK * BLOCK),
 				    POSIX_FADV_DONTNEED);
+	return 0;
+}
+
+int zmi_backing_open_uri(struct zm_store *s, const char *uri)
+{
+	/* as a block device: room for every page once (and a block), more
+	 * used up to two blocks a page */
+	uint64_t size = (s->nr_pages * (packed(s) ? 2 : 1) + 1) * s->page_size;
+	uint64_t room;
+	struct zmi_file_space *sp = calloc(1, sizeof(*sp));
+	int rc;
+
+	if (!sp)
+		return -ENOMEM;
+	pthread_mutex_init(&sp->lock, NULL);
+	sp->cur = UINT64_MAX;
+	s->space = sp;
+	s->wb_buf = malloc(s->page_size > ZMI_WB_BATCH_BYTES ? s->page_size : ZMI_WB_BATCH_BYTES);
+	if (!s->wb_buf)
+		return -ENOMEM;
+	s->bfd_pid = getpid();
+	rc = zmi_nbd_open(s, uri, (s->nr_pages + 1) * s->page_size, &room);
+	if (rc)
+		return rc;
+	if (room < size)
+		size = room;
+	sp->cap = size / BLOCK;
+	if (packed(s) && (zmi_lazy_init(&sp->refs_arr, sp->cap, sizeof(uint16_t)) ||
+			  zmi_lazy_init(&sp->live_arr, sp->cap, sizeof(uint16_t))))
+		return -ENOMEM;
+	sp->refs = sp->refs_arr.base;
+	sp->live = sp->live_arr.base;
+	s->bcache = ZM_STORE_CACHE_NONE;   /* no page cache on this side */
 	return 0;
 }

@@ -3,11 +3,13 @@
  *
  * put:  same-filled?  -> the word goes in the slot
  *       else compress into the thread's buffer (no lock held), place it
- *       (policy.c), charge the limit, zm_pool_alloc + zm_pool_write;
- *       then lock the slot, free the old object from the slot's key, bind
- *       the new one to it (zm_pool_bind), set the info, unlock; count.
+ *       (policy.c); then lock the slot, charge the limit and put the
+ *       object in one pool call (zm_pool_put_key: allocate, write, free
+ *       the key's old object, bind the new one), set the info, unlock;
+ *       count.
  * get:  lock the slot; decompress straight from the pool object (mapped
- *       read-only) into the caller's buffer with the codec that encoded
+ *       read-only for the decoding callback, zm_pool_get_key) into the
+ *       caller's buffer with the codec that encoded
  *       it, or copy a raw page, or fill the same-filled word; unlock,
  *       clearing the idle bit.  A page on the backing file is read with
  *       the slot marked BUSY and unlocked (writeback.c): no spinning lock
@@ -18,12 +20,13 @@
  * pages back to make room (writeback.c) instead of failing.
  *
  * So a get holds the slot lock across its decompression and a put only
- * across the swap (a free and a bind): a put on the same slot waits for
+ * across its pool call (an allocation, a copy, a free and a bind): a put
+ * on the same slot waits for
  * the get to finish before it can free the object the get is reading, and
  * a get sees either the old content or the new, never a mix.
  *
  * The per-thread buffer (base/tbuf.h) holds one compressed page between
- * compression and zm_pool_write.
+ * compression and zm_pool_put_key.
  *
  * Lock order: slot lock -> pool (see store_internal.h).
  */
@@ -42,16 +45,15 @@
  * take the room as fast as it is made. */
 #define RECLAIM_TRIES 8
 
-/* Compress page and store it in the pool: sets *handle and *info, or
- * returns a negative errno (counted here when it is a policy's). */
-static int store_object(struct zm_store *s, struct zmi_store_stripe *st,
-			const void *page, uint64_t *handle, uint32_t *info)
+/* Compress page into the thread's buffer and place it (policy.c): sets
+ * *src and *size to what goes into the pool and *info to the slot's info
+ * for it, or returns a negative errno (counted here when it is a
+ * policy's). */
+static int compress_page(struct zm_store *s, struct zmi_store_stripe *st, const void *page,
+			 const void **src, size_t *size, uint32_t *info)
 {
 	char *buf = zmi_thread_buf(s->page_size);
-	const void *src;
-	size_t zlen = 0, size;
-	unsigned kind;
-	zm_handle_t h;
+	size_t zlen = 0;
 	int n;
 
 	if (zmi_unlikely(!buf))
@@ -69,83 +71,88 @@ static int store_object(struct zm_store *s, struct zmi_store_stripe *st,
 		zmi_count(st, C_REJECT_MEAN, 1);
 		return -E2BIG;
 	case ZM_PLACE_HUGE:
-		src = page, size = s->page_size, kind = ZM_STORE_SLOT_HUGE;
-		break;
+		*src = page, *size = s->page_size;
+		*info = slot_info_sub(SUB_HUGE, false);
+		return 0;
 	default:
-		src = buf, size = zlen, kind = ZM_STORE_SLOT_POOL;
-		break;
+		*src = buf, *size = zlen;
+		*info = slot_info_pool((uint32_t)zlen, false);
+		return 0;
 	}
-	/* At the limit, a store with a backing file writes pages back to
-	 * make room (writeback.c) and tries again; the buffer is the
-	 * thread's, which a reclaim does not touch. */
-	for (int tries = 0;; tries++) {
-		bool pool_full = false;
-
-		if (!zmi_limit_check(s, size)) {
-			h = zm_pool_alloc(s->pool, size);
-			if (zmi_likely(h))
-				break;
-			if (!__atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED))
-				return -ENOMEM;
-			pool_full = true;
-		}
-		if (tries == RECLAIM_TRIES || !zmi_has_file(s) || zmi_reclaim(s, size, pool_full)) {
-			zmi_count(st, C_LIMIT_FAILS, 1);
-			return -ENOSPC;
-		}
-	}
-	if (zmi_unlikely(zm_pool_write(s->pool, h, src, size))) {
-		zm_pool_free(s->pool, h);
-		return -EIO;
-	}
-	*handle = h;
-	*info = kind == ZM_STORE_SLOT_HUGE ? slot_info_sub(SUB_HUGE, false)
-					   : slot_info_pool((uint32_t)size, false);
-	return 0;
 }
 
-/* A put the pool refused at the swap: its new object (if any) goes. */
-static int put_failed(struct zm_store *s, struct zmi_store_stripe *st, zm_handle_t h)
+/* A put that stored nothing: counted, its error returned. */
+static int put_failed(struct zmi_store_stripe *st, int rc)
 {
-	if (h)
-		zm_pool_free(s->pool, h);
 	zmi_count(st, C_FAILED_WRITES, 1);
 	zmi_count(st, C_PUTS, 1);
-	return -EIO;
+	return rc;
+}
+
+/* Lock slot index for a put: its info in *old, or false (the slot
+ * unlocked) when `only` says the put is not to be made. */
+static bool put_lock(struct zm_store *s, uint64_t index, const struct zmi_unit *only,
+		     uint32_t *old)
+{
+	*old = zmi_slot_lock_ready(s, index);
+	if (only && (slot_kind(*old) != ZM_STORE_SLOT_UNIT || zmi_slot_unit(s, index) != only)) {
+		/* a split's page rewritten or discarded meanwhile: keep that */
+		zmi_slot_unlock(s, index, *old, *old);
+		return false;
+	}
+	return true;
 }
 
 int zmi_put_page(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
 		 const void *page, const struct zmi_unit *only)
 {
 	uint32_t info, old, old_len;
-	uint64_t h, word = 0;
+	const void *src = NULL;
+	uint64_t word = 0;
+	size_t size = 0;
 	int rc;
 
-	h = 0;
 	if (s->same_filled && zmi_page_same_filled(page, s->page_size, &word)) {
 		info = slot_info_sub(SUB_SAME, false);
 	} else {
-		rc = store_object(s, st, page, &h, &info);
-		if (rc) {
-			zmi_count(st, C_FAILED_WRITES, 1);
-			zmi_count(st, C_PUTS, 1);
-			return rc;
-		}
+		rc = compress_page(s, st, page, &src, &size, &info);
+		if (rc)
+			return put_failed(st, rc);
 	}
 	zmi_lazy_mark(&s->slot_arr, index);
-	old = zmi_slot_lock_ready(s, index);
-	if (only && (slot_kind(old) != ZM_STORE_SLOT_UNIT || zmi_slot_unit(s, index) != only)) {
-		/* a split's page rewritten or discarded meanwhile: keep that */
+	/* At the limit, a store with a backing file writes pages back to
+	 * make room (writeback.c), with the slot unlocked, and tries again;
+	 * the buffer is the thread's, which a reclaim does not touch. */
+	for (int tries = 0;; tries++) {
+		bool pool_full = false;
+
+		if (!put_lock(s, index, only, &old))
+			return 0;
+		old_len = zmi_slot_len(s, index, old);
+		if (!size) {
+			/* same-filled: the old content goes, nothing comes */
+			if (zmi_unlikely(zmi_slot_swap(s, index, old, old_len, 0)))
+				return put_failed(st, -EIO);
+			if (zmi_slot_set_same(s, index, word))
+				info |= SLOT_FLAG;
+			break;
+		}
+		if (!zmi_limit_check(s, size)) {
+			rc = zmi_slot_put(s, index, old, old_len, src, size);
+			if (zmi_likely(!rc))
+				break;
+			if (rc != -ENOMEM)
+				return put_failed(st, rc);   /* it unlocked */
+			pool_full = true;
+		}
 		zmi_slot_unlock(s, index, old, old);
-		if (h)
-			zm_pool_free(s->pool, h);
-		return 0;
+		if (pool_full && !__atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED))
+			return put_failed(st, -ENOMEM);
+		if (tries == RECLAIM_TRIES || !zmi_has_file(s) || zmi_reclaim(s, size, pool_full)) {
+			zmi_count(st, C_LIMIT_FAILS, 1);
+			return put_failed(st, -ENOSPC);
+		}
 	}
-	old_len = zmi_slot_len(s, index, old);
-	if (zmi_unlikely(zmi_slot_swap(s, index, old, old_len, h)))
-		return put_failed(s, st, h);
-	if (!h && zmi_slot_set_same(s, index, word))
-		info |= SLOT_FLAG;
 	zmi_slot_unlock(s, index, old, info);
 
 	zmi_account(s, st, info, zmi_slot_len(s, index, info), 1);
@@ -177,10 +184,32 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 
 /* ---- get ------------------------------------------------------------ */
 
+/* A get's decoding, straight from the pool's object (zm_pool_get_key):
+ * with the codec that encoded it, or a raw page copied (codec NULL). */
+struct get_dec {
+	struct zm_codec *codec;
+	size_t len;           /* the compressed length (the slot's info) */
+	void *buf;
+	size_t page_size;
+};
+
+static int get_decode(void *arg, const void *obj, size_t len)
+{
+	struct get_dec *d = arg;
+
+	if (!d->codec) {
+		if (zmi_unlikely(len < d->page_size))
+			return -EIO;
+		memcpy(d->buf, obj, d->page_size);
+		return 0;
+	}
+	return zm_codec_decompress(d->codec, obj, d->len, d->buf, d->page_size);
+}
+
 int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 {
 	struct zmi_store_stripe *st;
-	const void *src;
+	struct get_dec dec = { .buf = buf, .page_size = s ? s->page_size : 0 };
 	uint32_t info, held;
 	uint64_t h;
 	int rc;
@@ -214,8 +243,8 @@ again:
 		zmi_page_fill(buf, s->page_size, h);
 		return 0;
 	case ZM_STORE_SLOT_HUGE:
-		h = zmi_slot_handle(s, index);
-		rc = zm_pool_read(s->pool, h, buf, s->page_size) ? -EIO : 0;
+		dec.codec = NULL;
+		rc = zm_pool_get_key(s->pool, index, get_decode, &dec) ? -EIO : 0;
 		break;
 	case ZM_STORE_SLOT_FILE:
 		/* read with the slot BUSY, not locked; it unlocks */
@@ -224,15 +253,9 @@ again:
 			zmi_count(st, C_FAILED_READS, 1);
 		return rc;
 	default:
-		h = zmi_slot_handle(s, index);
-		src = zm_pool_map(s->pool, h, ZM_MAP_RO);
-		if (zmi_unlikely(!src)) {
-			rc = errno == ENOMEM ? -ENOMEM : -EIO;
-			break;
-		}
-		rc = zm_codec_decompress(zmi_slot_codec(s, info), src, slot_pool_len(info), buf,
-					 s->page_size);
-		zm_pool_unmap(s->pool, h);
+		dec.codec = zmi_slot_codec(s, info);
+		dec.len = slot_pool_len(info);
+		rc = zm_pool_get_key(s->pool, index, get_decode, &dec);
 		if (rc && rc != -ENOMEM)
 			rc = -EIO;
 		break;

@@ -246,8 +246,9 @@ static int recompress_group(struct zm_store *s, struct zmi_store_stripe *st, uin
 		zmi_account(s, st, SLOT_INFO_UNIT, 0, 1);
 		joined += len[k];
 		(*pages)++;
+		zmi_unit_joined(s, j);
 	}
-	zmi_unit_put_ref(s, u);
+	zmi_unit_give(s, u);   /* formed */
 	if (!*pages)
 		return 0;
 	zmi_count(st, C_RECOMP, *pages);

@@ -154,6 +154,51 @@ int zmi_slot_swap(struct zm_store *s, uint64_t index, uint32_t old, uint32_t old
 	return 0;
 }
 
+int zmi_slot_put(struct zm_store *s, uint64_t index, uint32_t old, uint32_t old_len,
+		 const void *buf, size_t size)
+{
+	bool in_pool = slot_in_pool(old);
+	int rc;
+
+	if (zmi_unlikely(__atomic_load_n(&zmi_store_pool_fault, __ATOMIC_RELAXED))) {
+		/* the seam says what the free and the bind do: the calls
+		 * one at a time, as the pool makes them */
+		zm_handle_t h = zm_pool_alloc(s->pool, size);
+
+		if (!h)
+			return -ENOMEM;
+		if (zm_pool_write(s->pool, h, buf, size)) {
+			zm_pool_free(s->pool, h);
+			zmi_slot_unlock(s, index, old, old);
+			return -EIO;
+		}
+		if (zmi_slot_swap(s, index, old, old_len, h)) {
+			zm_pool_free(s->pool, h);
+			return -EIO;
+		}
+		return 0;
+	}
+	rc = zm_pool_put_key(s->pool, index, buf, size);
+	if (zmi_likely(!rc)) {
+		/* a unit's page or a page on file: its old content was not
+		 * the key's, and goes now that the new one is there */
+		if (!in_pool)
+			zmi_slot_free_object(s, index, old);
+		return 0;
+	}
+	if (rc == -ENOMEM)
+		return rc;
+	pool_error(s, "zm_pool_put_key", index, rc);
+	if (!in_pool || zm_pool_key_handle(s->pool, index)) {
+		zmi_slot_unlock(s, index, old, old);
+	} else {
+		/* the old object went, the new one did not come: empty */
+		zmi_slot_unlock(s, index, old, ZM_STORE_SLOT_EMPTY);
+		zmi_slot_release(s, old, old_len);
+	}
+	return -EIO;
+}
+
 int zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info)
 {
 	unsigned kind = slot_kind(info);

@@ -166,6 +166,9 @@ static void fill_stats(struct zm_store *s, struct zm_store_stats *st)
 	st->backing_cache_mode = zmi_has_file(s) ? (uint64_t)s->bcache : ZM_STORE_CACHE_NONE;
 	if (zmi_has_file(s))
 		zmi_backing_usage(s, &st->file_alloc_bytes, &st->file_live_bytes);
+	st->bd_lost = s->nbd ? zmi_nbd_lost(s) : 0;
+	st->file_clean_runs = zmi_counter_sum(s, C_CLEAN_RUNS);
+	st->file_clean_bytes = zmi_counter_sum(s, C_CLEAN_BYTES);
 	st->writeback_waits = zmi_counter_sum(s, C_WB_WAITS);
 	st->writeback_wait_ns = zmi_counter_sum(s, C_WB_WAIT_NS);
 	st->writer_wakeups = zmi_counter_sum(s, C_WB_WAKEUPS);
@@ -254,6 +257,9 @@ void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FI
 			" there, %" PRIu64 " failures)\n", "on the backing file",
 			st->bd_count, st->bd_reads, st->bd_writes, H(0, st->bd_bytes),
 			st->writeback_failures);
+	if (st->bd_lost)
+		fprintf(f, "%-24s %14" PRIu64 "  pages (the NBD export restarted without "
+			"them: they read as errors)\n", "lost on the backing store", st->bd_lost);
 	if (st->writeback_waits || st->writer_wakeups)
 		fprintf(f, "%-24s %14" PRIu64 "  puts (%.1f us each; %" PRIu64 " writer rounds)\n",
 			"waited for room", st->writeback_waits,
@@ -265,6 +271,10 @@ void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FI
 			st->backing_cache_mode == ZM_STORE_CACHE_DROP	  ? "dropped"
 			: st->backing_cache_mode == ZM_STORE_CACHE_DIRECT ? "direct"
 									  : "kept");
+	if (st->file_alloc_bytes || st->file_clean_runs)
+		fprintf(f, "%-24s %14s  for %s live (cleaner: %" PRIu64 " runs moved %s)\n",
+			"backing file blocks", H(0, st->file_alloc_bytes), H(1, st->file_live_bytes),
+			st->file_clean_runs, H(2, st->file_clean_bytes));
 	if (st->units || st->units_formed || st->units_declined)
 		fprintf(f, "%-24s %14" PRIu64 "  holding %" PRIu64 " pages in %s, %s saved (%"
 			PRIu64 " formed, %" PRIu64 " declined, %" PRIu64 " split)\n", "units",
@@ -331,7 +341,7 @@ int zm_store_check(struct zm_store *s)
 			if (h || i < u->base || k >= u->span ||
 			    !(u->live >> k & 1) || !u->nchunks || u->len < u->nchunks ||
 			    u->nchunks > u->nalloc || (u->sec && !s->codec2) ||
-			    (u->file && s->bfd < 0) || u->moving) {
+			    (u->file && !zmi_backing_any(s)) || u->moving) {
 				ZM_CHECK_FAIL("store: slot %" PRIu64 " of unit %p (base %" PRIu64
 					      " span %u live %#x) is not one of its pages", i,
 					      (void *)u, u->base, u->span, u->live);
@@ -371,7 +381,7 @@ int zm_store_check(struct zm_store *s)
 			files++;
 			file_bytes += len;
 			if (!len || len > s->page_size || ((rec & FILE_RAW) && len != s->page_size) ||
-			    ((rec & FILE_SEC) && !s->codec2) || s->bfd < 0)
+			    ((rec & FILE_SEC) && !s->codec2) || !zmi_backing_any(s))
 				ZM_CHECK_FAIL("store: slot %" PRIu64 " on file has record %#" PRIx64,
 					      i, rec);
 			continue;

@@ -42,7 +42,12 @@ static int check_config(const struct zm_store_config *c, size_t ps)
 			     "in 4096..65536", ps);
 		return -EINVAL;
 	}
-	if ((c->writeback_limit || c->backing_readback) && !c->backing_path && c->backing_fd <= 0) {
+	if (c->backing_uri && (c->backing_path || c->backing_fd > 0)) {
+		zmi_bad_input("zm_store_create: backing_uri with a backing file");
+		return -EINVAL;
+	}
+	if ((c->writeback_limit || c->backing_readback) && !c->backing_path && c->backing_fd <= 0 &&
+	    !c->backing_uri) {
 		zmi_bad_input("zm_store_create: writeback_limit or backing_readback without a "
 			      "backing file");
 		return -EINVAL;
@@ -173,18 +178,23 @@ int zm_store_create_sized(const struct zm_store_config *ucfg, size_t cfg_size,
 	if (rc)
 		goto fail;
 	rc = zmi_backing_open(s, cfg->backing_path, cfg->backing_fd, cfg->writeback_limit);
+	if (!rc && cfg->backing_uri)
+		rc = zmi_backing_open_uri(s, cfg->backing_uri);
 	if (rc)
 		goto fail;
 	rc = zmi_writer_init(s, cfg->writeback_sync);
 	if (rc)
 		goto fail;
-	if (cfg->idle_after_ms && !s->codec2 && s->bfd < 0) {
+	if (cfg->idle_after_ms && !s->codec2 && !zmi_backing_any(s)) {
 		zmi_bad_input("zm_store_create: idle_after_ms without a recompress_codec or "
 			      "backing file has nothing to do");
 		rc = -EINVAL;
 		goto fail;
 	}
 	rc = zmi_tier_start(s, cfg->idle_after_ms, cfg->recompress_rate);
+	if (rc)
+		goto fail;
+	rc = zmi_clean_start(s, cfg->file_clean_rate);
 	if (rc)
 		goto fail;
 	*out = s;
@@ -199,6 +209,7 @@ void zm_store_destroy(struct zm_store *s)
 	if (!s || !zmi_live_take(s, ZMI_LIVE_STORE, "zm_store_destroy"))
 		return;   /* destroyed twice: a message in ZM_DEBUG builds */
 	zmi_tier_stop(s);           /* first: it walks the slots */
+	zmi_clean_stop(s);          /* so does the cleaner */
 	zmi_writer_stop(s);         /* it writes back: before the pages go */
 	s->destroying = true;       /* the file is emptied whole below */
 	if (s->pool && s->slots)

@@ -13,6 +13,7 @@
  *   idle.c    idle tracking: the marks and pages' ages
  *   recompress.c  re-encoding pages with the secondary codec
  *   backing.c the backing file's I/O
+ *   backing_nbd.c  the backing store on an NBD export (libnbd)
  *   clean.c   the packed file's cleaner: pages moved out of sparse blocks
  *   writeback.c   pages to and from the backing file; reclaim at the limit
  *   tier.c    automatic tiering on the process's worker
@@ -36,8 +37,8 @@
  * the lock for the read; a get, put or discard that finds the slot BUSY
  * waits, asleep, on busy_cond until the read is over (zmi_slot_lock_ready),
  * and no one else changes a FILE slot.  The pool never calls back into the store, so any pool call may be
- * made under a slot lock; zm_pool_alloc (and the compression before it) is not,
- * to keep the lock short.  No thread ever holds two slot locks (a unit's lock is
+ * made under a slot lock (a get's decoding callback makes none); the
+ * compression before a put is not, to keep the lock short.  No thread ever holds two slot locks (a unit's lock is
  * not a slot lock: it is taken under its page's).  Counters
  * are atomics and need no lock.
  */
@@ -234,6 +235,8 @@ enum zmi_store_counter {
 	C_UNITS_FORMED,
 	C_UNITS_DECLINED,
 	C_UNIT_SPLITS,
+	C_CLEAN_RUNS,   /* cleaner runs that moved something */
+	C_CLEAN_BYTES,  /* bytes they moved */
 	C_WB_WAITS,     /* puts at the limit that waited for the writer */
 	C_WB_WAIT_NS,   /* the time they waited */
 	C_WB_WAKEUPS,   /* the writer's rounds (writeback.c) */
@@ -298,6 +301,9 @@ struct zm_store {
 				      child the store is detached from it
 				      (zmi_has_file) */
 	struct zmi_file_space *space; /* where pages go in it (backing.c) */
+	struct zmi_nbd *nbd;       /* the backing store is an NBD export
+				      instead of a file (backing_nbd.c);
+				      NULL = none */
 	bool bfd_own;              /* opened by the store (closed at destroy) */
 	bool readback;
 	bool destroying;           /* destroy: leave the file's holes be */
@@ -321,6 +327,8 @@ struct zm_store {
 				      compaction for them (recomp_lock) */
 
 	struct zmi_tier *tier;     /* automatic tiering; NULL = off */
+	struct zmi_cleaner *cleaner; /* automatic file cleaning (clean.c);
+				      NULL = off */
 
 	pthread_mutex_t busy_lock; /* with busy_cond: waiting for a BUSY slot */
 	pthread_cond_t busy_cond;  /* broadcast when a slot stops being BUSY */
@@ -436,6 +444,16 @@ int zmi_slot_bind(struct zm_store *s, zm_handle_t h, uint64_t index);
 int zmi_slot_swap(struct zm_store *s, uint64_t index, uint32_t old, uint32_t old_len,
 		  zm_handle_t h);
 
+/* Locked slot index, whose info is old (its content old_len bytes),
+ * takes size bytes of buf as its new object in one pool call
+ * (zm_pool_put_key), its old object freed in it, or its old content
+ * (a unit's page, a page on file) after it.  0: the slot still locked,
+ * its info the caller's to set.  -ENOMEM: no room, nothing changed, the
+ * slot still locked.  -EIO (counted in pool_errors): the slot unlocked,
+ * as it was when the pool kept the old object, EMPTY when it did not. */
+int zmi_slot_put(struct zm_store *s, uint64_t index, uint32_t old, uint32_t old_len,
+		 const void *buf, size_t size);
+
 /* Test seam: when set, zmi_slot_bind ('b') and the pool free of
  * zmi_slot_free_object ('f') first call it with the page index; a
  * negative errno it returns is the pool call's result (it is not made). */
@@ -488,7 +506,8 @@ struct zmi_unit {
 	bool splitting;      /* a split was asked for (once in its life) */
 	/* cold data (writeback.c, recompress.c): under its lock */
 	bool file;           /* on the backing file: chunk[] are offsets */
-	bool moving;         /* a writeback or recompression works on it */
+	bool moving;         /* a writeback or recompression works on it,
+				or its pages are still joining it */
 	uint8_t nalloc;      /* chunk[] entries allocated */
 	uint16_t readers;    /* gets and splits reading it from the file:
 				its file space stays while any does */
@@ -510,10 +529,24 @@ void zmi_unit_put_ref(struct zm_store *s, struct zmi_unit *u);
  * mask, encoded with the secondary codec if sec: its chunks allocated
  * and written, counted, with a reference per member and one more for
  * the caller (each member's slot is the caller's to point at it, or
- * to give its reference back).  NULL: no room (-ENOMEM or the limit). */
+ * to give its reference back), and moving (forming: taken by no
+ * writeback or recompression) until the caller's zmi_unit_give, once
+ * its members have joined.  NULL: no room (-ENOMEM or the limit). */
 struct zmi_unit *zmi_unit_make(struct zm_store *s, uint64_t base, unsigned span,
 			       uint32_t mask, const char *buf, size_t zlen, uint64_t saved,
 			       bool sec);
+/* Test seam: when set, called after each member's slot joins a unit
+ * being formed (by a put of a range or a recompression), with no lock
+ * held, with the page joined. */
+extern void (*zmi_unit_join_hook)(struct zm_store *s, uint64_t index);
+static inline void zmi_unit_joined(struct zm_store *s, uint64_t index)
+{
+	void (*f)(struct zm_store *, uint64_t) =
+		__atomic_load_n(&zmi_unit_join_hook, __ATOMIC_RELAXED);
+
+	if (zmi_unlikely(f != NULL))
+		f(s, index);
+}
 /* Copy unit u's bytes into buf (at least span pages' room) and its
  * length and codec into *len and *sec.  The caller holds a page's slot
  * lock (a unit in memory) or a reference (in memory or on file: a unit
@@ -617,6 +650,12 @@ static inline bool zmi_backing_packed(const struct zm_store *s)
 {
 	return s->page_size == 4096;
 }
+/* Does the store have a backing store (file or NBD export), whatever the
+ * process (see zmi_has_file)? */
+static inline bool zmi_backing_any(const struct zm_store *s)
+{
+	return s->bfd >= 0 || s->nbd;
+}
 /* backing.c: the backing file.  Each I/O is one page's (index, for the
  * seam below) at offset off; each returns 0 or a negative errno. */
 int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limit);
@@ -670,6 +709,36 @@ extern int (*zmi_backing_fault)(int op, uint64_t index);
 extern int zmi_backing_cache_fail;
 /* For tests: the write system calls made to backing files (atomic). */
 extern uint64_t zmi_backing_pwrites;
+/* Open the NBD export at uri (a libnbd URI) as the backing store, laid
+ * out as the file is.  0, or -EOPNOTSUPP (built without libnbd), -EIO
+ * (no connection), -ENOSPC (the export too small), -ENOMEM. */
+int zmi_backing_open_uri(struct zm_store *s, const char *uri);
+
+/* backing_nbd.c: the NBD export's I/O, for backing.c's dispatch.  The
+ * offsets are the packed layout's; each returns 0 or a negative errno. */
+/* Connect to uri; the room for pages in *room.  need: the least room
+ * the store accepts. */
+int zmi_nbd_open(struct zm_store *s, const char *uri, uint64_t need, uint64_t *room);
+void zmi_nbd_close(struct zm_store *s);
+/* Is the export connected, reconnecting if it is time to try again?
+ * 0 with its connection's epoch in *epoch (pages written under an older
+ * one are lost), or -ENOSPC: no writeback now.  wb_lock held. */
+int zmi_nbd_ready(struct zm_store *s, uint64_t *epoch);
+/* wb_lock held (the trims queued so far go first). */
+int zmi_nbd_write(struct zm_store *s, uint64_t off, const void *buf, size_t len);
+/* Any thread: -EIO when the bytes were lost or the export is away. */
+int zmi_nbd_read(struct zm_store *s, uint64_t off, void *buf, size_t len);
+/* Any thread, any lock: queues a trim, sent by the next write or flush. */
+void zmi_nbd_trim(struct zm_store *s, uint64_t off, uint64_t len);
+/* A page's record at off is freed (under its slot lock or wb_lock). */
+void zmi_nbd_forget(struct zm_store *s, uint64_t off);
+/* Send the queued trims.  wb_lock held. */
+void zmi_nbd_flush(struct zm_store *s);
+/* Pages the export lost (restarted without them), ever. */
+uint64_t zmi_nbd_lost(const struct zm_store *s);
+/* Test seam: nonzero, the reconnection is tried at every call, not at
+ * most once a second. */
+extern int zmi_nbd_retry_now;
 
 /* writeback.c */
 /* Read FILE slot index, locked (not BUSY) with info `info`, into buf,
@@ -708,6 +777,12 @@ bool zmi_unit_picked(struct zm_store *s, struct zmi_unit *u, unsigned which,
 		     uint64_t cutoff_ns);
 /* Give back what zmi_unit_take took. */
 void zmi_unit_give(struct zm_store *s, struct zmi_unit *u);
+
+/* clean.c: the packed file's automatic cleaner on the process's worker,
+ * at rate bytes a second (0, no file, or not packed: none).  0 or
+ * -ENOMEM. */
+int zmi_clean_start(struct zm_store *s, uint64_t rate);
+void zmi_clean_stop(struct zm_store *s);
 
 /* tier.c: automatic tiering on the process's worker */
 int zmi_tier_start(struct zm_store *s, unsigned idle_after_ms, unsigned rate);

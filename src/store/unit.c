@@ -547,6 +547,8 @@ static bool unit_pays(struct zm_store *s, const char *in, uint32_t mask, unsigne
 	return (uint64_t)zlen * 100 <= *alone * (100 - s->unit_min_saving);
 }
 
+void (*zmi_unit_join_hook)(struct zm_store *s, uint64_t index);
+
 struct zmi_unit *zmi_unit_make(struct zm_store *s, uint64_t base, unsigned span,
 			       uint32_t mask, const char *buf, size_t zlen, uint64_t saved,
 			       bool sec)
@@ -586,7 +588,12 @@ struct zmi_unit *zmi_unit_make(struct zm_store *s, uint64_t base, unsigned span,
 	u->sec = sec;
 	u->splitting = false;
 	u->file = false;
-	u->moving = false;
+	/* forming: its pages join one by one, and until they all have, it
+	 * holds pages that are not in it (and may never be: rewritten
+	 * meanwhile).  No writeback or recompression may take it before
+	 * (zmi_unit_take): it would count those pages as its own.  The
+	 * caller's zmi_unit_give ends it. */
+	u->moving = true;
 	u->readers = 0;
 	unit_account(s, u, 1);
 	zmi_count(zmi_stripe(s), C_UNITS_FORMED, 1);
@@ -635,8 +642,9 @@ static int unit_store(struct zm_store *s, struct zmi_store_stripe *st, uint64_t 
 		zmi_account(s, st, SLOT_INFO_UNIT, 0, 1);
 		zmi_slot_release(s, old, old_len);
 		members++;
+		zmi_unit_joined(s, j);
 	}
-	unit_put_ref(s, u);
+	zmi_unit_give(s, u);   /* formed */
 	zmi_count(st, C_PUTS, members);
 	return rc;
 }

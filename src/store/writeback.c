@@ -827,7 +827,7 @@ int zmi_writer_init(struct zm_store *s, bool sync)
 	struct zmi_writer *w;
 	pthread_condattr_t at;
 
-	if (sync || s->bfd < 0)
+	if (sync || !zmi_backing_any(s))
 		return 0;
 	w = calloc(1, sizeof(*w));
 	if (!w)

@@ -188,6 +188,53 @@ int zs_write(struct zm_pool *pool, zm_handle_t h, const void *buf, size_t len)
 	return copy(pool, h, (void *)buf, len, true);
 }
 
+/* zm_pool_get_key (pool.h): zs_map, the call and zs_unmap, with the
+ * key's handle made here and no lookup of the map slot at the end. */
+int zs_get_key(struct zm_pool *pool, uint64_t key, zm_pool_get_fn fn, void *arg)
+{
+	struct zs_pool *zp = zs_of(pool);
+	unsigned hz = zmi_self.nmaps, obj;
+	struct zmi_map_slot *s;
+	struct zspage *zs;
+	char *seg[2], *buf;
+	size_t len[2];
+	zm_handle_t h;
+	int rc;
+
+	if (zmi_unlikely(hz >= ZM_POOL_MAX_MAPS))
+		return -EBUSY;
+	if (zmi_unlikely(!(zs_load_ref(zp, (uint32_t)key | ZS_REF_OWNER) & 1))) {
+		zmi_bad_input("zsmalloc: get of key %llu, which holds nothing",
+			     (unsigned long long)key);
+		return -EINVAL;
+	}
+	h = zs_key_handle(zp, key);
+	zs = lookup(zp, h, &obj, hz);
+	if (zmi_unlikely(!zs))
+		return -EINVAL;
+	if (zmi_likely(zs_obj_segs(zp, zs, obj, seg, len) == 1)) {
+		/* held as one of the thread's maps while fn runs */
+		s = &zmi_self.slot[hz];
+		zmi_self.nmaps = hz + 1;
+		s->handle = h;
+		s->pool = pool;
+		s->copied = false;
+		rc = fn(arg, seg[0], len[0]);
+	} else {
+		s = zmi_map_push(zp->page_size, &buf);
+		if (zmi_unlikely(!s)) {
+			rc = errno == EBUSY ? -EBUSY : -ENOMEM;
+			zmi_hazard_clear(hz);
+			return rc;
+		}
+		zmi_map_copy_in(s, pool, h, ZM_MAP_RO, buf, seg, len);
+		rc = fn(arg, buf, len[0] + len[1]);
+	}
+	zmi_map_pop();
+	zmi_hazard_clear(hz);
+	return rc;
+}
+
 size_t zs_obj_size(struct zm_pool *pool, zm_handle_t h)
 {
 	struct zs_pool *zp = zs_of(pool);

@@ -541,6 +541,71 @@ int zs_free_key(struct zm_pool *pool, uint64_t key)
 	return zs_free(pool, h);
 }
 
+/* Copy buf into h's object (a slot's, not huge, just allocated) and give
+ * it to the owner word kref (which holds nothing), with one lookup for
+ * both: under the class lock, where the object cannot move.  0, or
+ * -EINVAL for a bad handle. */
+static int write_bind(struct zs_pool *zp, zm_handle_t h, uint32_t kref, const void *buf,
+		      size_t size)
+{
+	struct zs_class *c;
+	struct zspage *zs;
+	unsigned obj;
+	char *seg[2];
+	size_t l[2];
+
+	c = lock_obj(zp, h, false, &zs, &obj);
+	if (zmi_unlikely(!c))
+		return -EINVAL;
+	if (zs_obj_segs(zp, zs, obj, seg, l) == 1 || size <= l[0]) {
+		memcpy(seg[0], buf, size);
+	} else {
+		memcpy(seg[0], buf, l[0]);
+		memcpy(seg[1], (const char *)buf + l[0], size - l[0]);
+	}
+	/* as zs_bind: the word first, then the back reference */
+	zs_store_ref(zp, kref, zs_slot_live(zs->id, obj, 1));
+	if (c->mixed)
+		zs_mhdr(zp, zs, obj)->ref = kref;
+	else
+		zs_backref(zs, c)[obj] = kref;
+	zs_slot_free(zp, c, zs_handle_idx(h));
+	zmi_unlock(&c->lock);
+	return 0;
+}
+
+/* zm_pool_put_key (pool.h): the new object is allocated as zs_malloc
+ * allocates (a handle slot names it while it has no key, so that the
+ * compactor may move it as any other), the key's old object freed only
+ * then (a failed allocation leaves it), and the new one written and
+ * bound under one class lock. */
+int zs_put_key(struct zm_pool *pool, uint64_t key, const void *buf, size_t size)
+{
+	struct zs_pool *zp = zs_of(pool);
+	uint32_t kref = (uint32_t)key | ZS_REF_OWNER;
+	zm_handle_t h = zs_malloc(pool, size);
+	int rc = 0;
+
+	if (zmi_unlikely(!h))
+		return -ENOMEM;
+	if (zs_load_ref(zp, kref) & 1)
+		rc = free_key_obj(zp, zs_key_handle(zp, key));
+	if (zmi_likely(!rc)) {
+		if (zmi_unlikely(h & ZS_TAG_HUGE)) {
+			rc = zs_write(pool, h, buf, size);
+			if (!rc)
+				rc = zs_huge_bind(zp, h, kref);
+		} else {
+			rc = write_bind(zp, h, kref, buf, size);
+		}
+	}
+	if (zmi_unlikely(rc)) {
+		zs_free(pool, h);
+		return -EIO;
+	}
+	return 0;
+}
+
 /* ---- units (pool.h: zm_pool_unit) ------------------------------------ */
 
 /* The live objects of h's zspage: every object below the bump that is not

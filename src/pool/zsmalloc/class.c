@@ -290,4 +290,6 @@ const struct zmi_pool_ops zmi_zsmalloc_ops = {
 	.key_handle = zs_key_handle_of,
 	.free_key = zs_free_key,
 	.unit = zs_unit,
+	.put_key = zs_put_key,
+	.get_key = zs_get_key,
 };
