@@ -2583,6 +2583,102 @@ static void test_fork_child(void **state)
 	free(g_fk_pages);
 }
 
+/* ---- fork with the writer busy ----------------------------------------- */
+
+static int slow_write_fn(int op, uint64_t index)
+{
+	(void)index;
+	if (op == 'w')
+		usleep(200);   /* a writer's round lasts: forks land in it */
+	return 0;
+}
+
+/* The child of a parent whose writer was writing back: it finds the
+ * store as the parent left it between two chunks (the fork hook), pages
+ * in memory read back, pages on file read -EIO, puts at the limit fail
+ * with -ENOSPC at once (no writer to wait for), and destroy returns.
+ * SIGALRM ends a child that hangs (its status then fails the test). */
+static int fk_child_busy(const char *arg)
+{
+	struct zm_store *s = g_fk_store;
+	uint8_t out[PS];
+	int on_file = 0, in_mem = 0;
+
+	(void)arg;
+	alarm(30);
+	g_child_bad = 0;
+	for (uint64_t i = 0; i < FK_N; i++) {
+		int rc = zm_store_get(s, i, out);
+
+		if (rc == -EIO) {
+			on_file++;
+			CK_SOFT(kind_of_ck(s, i) == ZM_STORE_SLOT_FILE, i);
+		} else {
+			in_mem++;
+			CK_SOFT(rc == 0 && !memcmp(out, fk_page(i), PS), rc);
+		}
+	}
+	CK(on_file > 0 && in_mem > 0);
+	for (uint64_t i = 0; i < 64; i++) {
+		int rc = zm_store_put(s, i, fk_page(i + 1));
+
+		CK_SOFT(rc == 0 || rc == -ENOSPC, rc);
+		if (!rc) {
+			CK(zm_store_get(s, i, out) == 0);
+			CK_SOFT(!memcmp(out, fk_page(i + 1), PS), i);
+		}
+	}
+	CK(zm_store_check(s) == 0);
+	zm_store_destroy(s);
+	return g_child_bad;
+}
+
+/* Forks while the store's writer is mid-round (the limit lowered under
+ * the objects, writes slowed down): every child passes, and the parent's
+ * writer goes on (its pages all read back, it writes back again). */
+static void test_fork_writer_busy(void **state)
+{
+	char path[256];
+	struct zm_store_config c = { .backing_path = path, .limit_bytes = 1 << 20 };
+	struct zm_store *s;
+	uint64_t seed = 4242;
+
+	(void)state;
+	if (getenv("ZM_TEST_EMULATED"))
+		skip();
+	tmp_file(path, sizeof(path), NULL);
+	g_fk_pages = malloc((size_t)FK_N * PS);
+	assert_non_null(g_fk_pages);
+	for (uint64_t i = 0; i < FK_N; i++)
+		fill_page(fk_page(i), PS, i % 3 == 0 ? PK_TEXT : i % 3 == 1 ? PK_RANDOM : PK_SYM32,
+			  2100 + i);
+	s = test_store_mk(&c, FK_N);
+	g_fk_store = s;
+	for (uint64_t i = 0; i < FK_N; i++)
+		assert_int_equal(zm_store_put(s, i, fk_page(i)), 0);
+	zmi_backing_fault = slow_write_fn;
+	for (int k = 0; k < 6; k++) {
+		uint64_t w0 = stats(s).bd_writes;
+
+		/* bring pages back to memory, then make the writer write */
+		for (uint64_t i = (uint64_t)k * 64; i < (uint64_t)k * 64 + 256; i++)
+			assert_int_equal(zm_store_put(s, i, fk_page(i)), 0);
+		zmi_writer_quiesce(s);
+		zm_store_set_limit(s, (size_t)(stats(s).compr_data_size / 2));
+		zmi_writer_kick(s);
+		usleep((useconds_t)(500 + zmi_rand(&seed) % 3000));
+		assert_int_equal(in_child(fk_child_busy, NULL), 0);
+		zmi_writer_quiesce(s);
+		assert_true(stats(s).bd_writes > w0);   /* it wrote, before or after */
+		zm_store_set_limit(s, 1 << 20);
+	}
+	zmi_backing_fault = NULL;
+	fk_verify(s);
+	zm_store_destroy(s);
+	unlink(path);
+	free(g_fk_pages);
+}
+
 static void test_model(void **state)
 {
 	model_run(*state);
@@ -2621,6 +2717,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_auto_recompress, teardown),
 		cmocka_unit_test_teardown(test_auto_recompress_rate, teardown),
 		cmocka_unit_test_teardown(test_fork_child, teardown),
+		cmocka_unit_test_teardown(test_fork_writer_busy, teardown),
 		cmocka_unit_test_teardown(test_pool_errors, pf_teardown),
 	};
 	enum { NU = sizeof(unit) / sizeof(unit[0]),
