@@ -184,6 +184,7 @@ struct row {
 	double get_p99_us;
 	/* the fill's puts, us: below the limit and at it (step 1) */
 	double put_lo_p50, put_lo_p99, put_hi_p50, put_hi_p99;
+	double put_lo_p999, put_hi_p999; /* p99.9: where a put's own reclaim shows */
 	uint64_t put_lo_n, put_hi_n;
 	double limit_MBps;            /* the fill's puts at the limit, MB/s */
 	uint64_t waits, wait_ns;      /* writeback_waits, writeback_wait_ns */
@@ -334,13 +335,14 @@ static int cmp_u32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The pct-th percentile of n latencies (sorted here), us; 0 for none. */
-static double pct_us(uint32_t *lat, uint64_t n, unsigned pct)
+/* The permille-th per mille of n latencies (sorted here), us; 0 for
+ * none. */
+static double pct_us(uint32_t *lat, uint64_t n, unsigned permille)
 {
 	if (!n)
 		return 0;
 	qsort(lat, n, sizeof(*lat), cmp_u32);
-	return lat[(n - 1) * pct / 100] / 1e3;
+	return lat[(n - 1) * permille / 1000] / 1e3;
 }
 
 /* Which phase the fill's next puts are in: the bytes stored (in memory
@@ -663,10 +665,12 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 	r.pl = NULL;
 	w->fill_MBps = (double)d->len / ((double)(cli_now_ns() - t0) / 1e9) / MB;
 	w->put_lo_n = pl.nlo, w->put_hi_n = pl.nhi;
-	w->put_lo_p50 = pct_us(pl.lo, pl.nlo, 50);
-	w->put_lo_p99 = pct_us(pl.lo, pl.nlo, 99);
-	w->put_hi_p50 = pct_us(pl.hi, pl.nhi, 50);
-	w->put_hi_p99 = pct_us(pl.hi, pl.nhi, 99);
+	w->put_lo_p50 = pct_us(pl.lo, pl.nlo, 500);
+	w->put_lo_p99 = pct_us(pl.lo, pl.nlo, 990);
+	w->put_lo_p999 = pct_us(pl.lo, pl.nlo, 999);
+	w->put_hi_p50 = pct_us(pl.hi, pl.nhi, 500);
+	w->put_hi_p99 = pct_us(pl.hi, pl.nhi, 990);
+	w->put_hi_p999 = pct_us(pl.hi, pl.nhi, 999);
 	w->limit_MBps = pl.hi_ns ? (double)pl.hi_pages * (double)r.ps / ((double)pl.hi_ns / 1e9) / MB
 				 : 0;
 	zm_store_mark_idle(r.store, 0);
@@ -871,10 +875,12 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 			printf("\nThe fill's puts (us; below = the bytes stored under %d/%d of the "
 			       "limit, at = past it):\n", BELOW_NUM, BELOW_DEN);
 		first = 0;
-		printf("  %-10s below p50 %6.1f p99 %7.1f (%llu); at p50 %6.1f p99 %7.1f (%llu), "
-		       "%.0f MB/s;\n  %-10s %llu puts waited for room, %.1f us each\n",
-		       mode_names[m], w->put_lo_p50, w->put_lo_p99, (unsigned long long)w->put_lo_n,
-		       w->put_hi_p50, w->put_hi_p99, (unsigned long long)w->put_hi_n, w->limit_MBps,
+		printf("  %-10s below p50 %5.1f p99 %6.1f p99.9 %7.1f (%llu puts);\n  %-10s at    "
+		       "p50 %5.1f p99 %6.1f p99.9 %7.1f (%llu puts), %.0f MB/s;\n  %-10s %llu puts "
+		       "waited for room, %.1f us each\n",
+		       mode_names[m], w->put_lo_p50, w->put_lo_p99, w->put_lo_p999,
+		       (unsigned long long)w->put_lo_n, "", w->put_hi_p50, w->put_hi_p99,
+		       w->put_hi_p999, (unsigned long long)w->put_hi_n, w->limit_MBps,
 		       "", (unsigned long long)w->waits,
 		       w->waits ? (double)w->wait_ns / 1e3 / (double)w->waits : 0.0);
 	}
@@ -1035,9 +1041,11 @@ static void print_json(const struct opts *o, const struct bench_data *d,
 		json_uint(&j, "put_below_n", w->put_lo_n);
 		json_fixed(&j, "put_below_p50_us", w->put_lo_p50, 2);
 		json_fixed(&j, "put_below_p99_us", w->put_lo_p99, 2);
+		json_fixed(&j, "put_below_p999_us", w->put_lo_p999, 2);
 		json_uint(&j, "put_limit_n", w->put_hi_n);
 		json_fixed(&j, "put_limit_p50_us", w->put_hi_p50, 2);
 		json_fixed(&j, "put_limit_p99_us", w->put_hi_p99, 2);
+		json_fixed(&j, "put_limit_p999_us", w->put_hi_p999, 2);
 		json_fixed(&j, "put_limit_MBps", w->limit_MBps, 1);
 		json_uint(&j, "writeback_waits", w->waits);
 		json_uint(&j, "writeback_wait_ns", w->wait_ns);
