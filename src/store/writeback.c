@@ -79,8 +79,10 @@
  * Locks: wb_lock -> (mark_lock, in b) -> slot locks, one at a time ->
  * pool; wb_lock -> writer lock (its broadcasts), which is otherwise a
  * leaf: a put waits holding it alone, zmi_writer_kick takes it under no
- * slot lock; the fork hook takes wr_lock -> each writer lock.  A put
- * calls zmi_reclaim holding no lock.  busy_lock is a leaf, taken with no
+ * slot lock; the fork hook takes wr_lock -> each writer lock, so a
+ * writer is in the registry from init to stop and its thread starts
+ * under its lock without wr_lock.  A put calls zmi_reclaim holding no
+ * lock.  busy_lock is a leaf, taken with no
  * slot lock held.
  */
 #include <errno.h>
@@ -642,9 +644,13 @@ struct zmi_writer {
 	uint64_t last_fail;      /* the last round that could not make room
 				    (rounds are numbered from 1) */
 	struct zmi_writer *next, *prev; /* the registry (wr_lock) */
+	bool registered;         /* in it (wr_lock): from init to stop, in
+				    the process that made it */
 };
 
-/* Every writer with a thread, for the fork handlers. */
+/* Every writer, from init to stop, for the fork handlers.  wr_lock ->
+ * a writer's lock, never the other way: the thread's start, under the
+ * writer's lock, does not touch the registry. */
 static pthread_mutex_t wr_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct zmi_writer *wr_head;
 
@@ -685,6 +691,7 @@ static void wr_fork_child(void)
 		w->nothread = true;
 		w->waiters = 0;
 		w->next = w->prev = NULL;
+		w->registered = false;   /* the child's registry is empty */
 		pthread_cond_init(&w->wake, NULL);
 		pthread_cond_init(&w->room, NULL);
 		pthread_cond_init(&w->paused, NULL);
@@ -840,6 +847,13 @@ int zmi_writer_init(struct zm_store *s, bool sync)
 	pthread_cond_init(&w->room, &at);
 	pthread_cond_init(&w->paused, &at);
 	pthread_condattr_destroy(&at);
+	pthread_mutex_lock(&wr_lock);
+	w->next = wr_head;
+	if (wr_head)
+		wr_head->prev = w;
+	wr_head = w;
+	w->registered = true;
+	pthread_mutex_unlock(&wr_lock);
 	s->writer = w;
 	return 0;
 }
@@ -857,16 +871,7 @@ static bool writer_start(struct zmi_writer *w)
 	/* the thread takes no signal of the program's */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_mutex_lock(&wr_lock);
 	rc = pthread_create(&w->thread, NULL, writer_main, w);
-	if (!rc) {
-		w->next = wr_head;
-		w->prev = NULL;
-		if (wr_head)
-			wr_head->prev = w;
-		wr_head = w;
-	}
-	pthread_mutex_unlock(&wr_lock);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc) {
 		w->nothread = true;  /* from now on each put reclaims */
@@ -912,17 +917,18 @@ void zmi_writer_stop(struct zm_store *s)
 	while (w->waiters)  /* puts racing destroy: they leave with -ENOSPC */
 		pthread_cond_wait(&w->room, &w->lock);
 	pthread_mutex_unlock(&w->lock);
-	if (join) {
+	if (join)
 		pthread_join(w->thread, NULL);
-		pthread_mutex_lock(&wr_lock);
+	pthread_mutex_lock(&wr_lock);
+	if (w->registered) {
 		if (w->prev)
 			w->prev->next = w->next;
 		else
 			wr_head = w->next;
 		if (w->next)
 			w->next->prev = w->prev;
-		pthread_mutex_unlock(&wr_lock);
 	}
+	pthread_mutex_unlock(&wr_lock);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->wake);
 	pthread_cond_destroy(&w->room);
