@@ -730,7 +730,7 @@ static void test_worstcase(void **state)
 static void test_tierbench(void **state)
 {
 	static const char *const modes[] = { "none", "recompress", "writeback", "both",
-					     "lz4-only", "zstd-only", "wb-clean" };
+					     "lz4-only", "zstd-only", "wb-clean", "wb-sync" };
 	static const char *const keys[] = { "ops", "MBps", "failed_writes", "pool_bytes",
 					    "rss_bytes", "pages_in_memory", "pages_on_file",
 					    "bd_writes", "bd_reads", "recompressed_pages",

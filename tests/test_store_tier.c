@@ -15,6 +15,7 @@
  *   test_store_tier [--seed N] [--steps N]     (or ZM_TEST_SEED=N)
  */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sched.h>
@@ -1386,6 +1387,113 @@ static void test_fault_auto_writeback(void **state)
 	free(rnd);
 }
 
+/* ---- the writer ---------------------------------------------------------- */
+
+static int g_stall;   /* atomic: writes wait while set */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int stall_fn(int op, uint64_t index)
+{
+	(void)index;
+	while (op == 'w' && __atomic_load_n(&g_stall, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	return 0;
+}
+
+struct put_arg {
+	struct zm_store *s;
+	uint64_t idx;
+	const uint8_t *page;
+	int rc;
+	int done;   /* atomic */
+};
+
+static void *put_thread(void *arg)
+{
+	struct put_arg *a = arg;
+
+	a->rc = zm_store_put(a->s, a->idx, a->page);
+	__atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* A put at the limit with the writer stalled waits for it (counted in
+ * writeback_waits) and goes through once it writes again; with the
+ * writes failing, puts at the limit get -ENOSPC promptly, never hang;
+ * destroy with the writer mid-round returns. */
+static void test_writer_wait(void **state)
+{
+	enum { LIMIT_PAGES = 64, N = 4 * LIMIT_PAGES };
+	char path[256];
+	struct zm_store_config c = { .backing_path = path, .limit_bytes = LIMIT_PAGES * PS };
+	uint8_t *rnd = make_pages(N, PS, PK_RANDOM, 2050);
+	struct put_arg a;
+	pthread_t th;
+	struct zm_store *s;
+	uint64_t t0;
+	size_t n = 0;
+
+	(void)state;
+	tmp_file(path, sizeof(path), NULL);
+	s = test_store_mk(&c, N);
+	__atomic_store_n(&g_stall, 1, __ATOMIC_RELEASE);
+	zmi_backing_fault = stall_fn;
+	/* below the limit, puts never wait */
+	while (stats(s).compr_data_size + PS <= LIMIT_PAGES * PS)
+		assert_int_equal(zm_store_put(s, n, rnd + n * PS), 0), n++;
+	assert_int_equal(stats(s).writeback_waits, 0);
+	a = (struct put_arg){ .s = s, .idx = n, .page = rnd + n * PS };
+	assert_int_equal(pthread_create(&th, NULL, put_thread, &a), 0);
+	usleep(100 * 1000);
+	assert_int_equal(__atomic_load_n(&a.done, __ATOMIC_ACQUIRE), 0);  /* waiting */
+	__atomic_store_n(&g_stall, 0, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	assert_int_equal(a.rc, 0);
+	assert_int_equal(stats(s).writeback_waits, 1);
+	assert_true(stats(s).writeback_wait_ns >= 50 * 1000 * 1000);
+	assert_true(stats(s).writer_wakeups >= 1);
+	n++;
+	for (size_t i = 0; i < n; i++)
+		expect_page(s, i, rnd + i * PS);
+	CHECK(s);
+
+	/* the writes failing: -ENOSPC at the limit, promptly */
+	fault_set('w', FAULT_ANY, -ENOSPC);
+	zmi_writer_quiesce(s);
+	while (zm_store_put(s, n, rnd + n * PS) == 0)
+		assert_true(++n < N - 1);
+	t0 = now_ns();
+	for (int k = 0; k < 8; k++)
+		assert_int_equal(zm_store_put(s, n, rnd + n * PS), -ENOSPC);
+	assert_true(now_ns() - t0 < 5ull * 1000 * 1000 * 1000);
+	fault_clear();
+	assert_int_equal(zm_store_put(s, n, rnd + n * PS), 0);
+	n++;
+	for (size_t i = 0; i < n; i++)
+		expect_page(s, i, rnd + i * PS);
+	CHECK(s);
+
+	/* destroy with the writer stalled mid-round: it ends the round at
+	 * the batch it is in */
+	__atomic_store_n(&g_stall, 1, __ATOMIC_RELEASE);
+	zmi_backing_fault = stall_fn;
+	zm_store_set_limit(s, (stats(s).compr_data_size / 2) | 1);
+	zmi_writer_kick(s);
+	usleep(20 * 1000);
+	__atomic_store_n(&g_stall, 0, __ATOMIC_RELEASE);
+	zm_store_destroy(s);
+	fault_clear();
+	unlink(path);
+	free(rnd);
+}
+
 /* A punch that fails leaks file space, never data. */
 static void test_fault_punch(void **state)
 {
@@ -1732,6 +1840,7 @@ static void check_cache_left(size_t ps, bool direct)
 	assert_int_equal(zm_store_set_limit(s, st.compr_data_size + N / 8 * ps / 3), 0);
 	for (int i = N / 2; i < N; i++)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * ps), 0);
+	zmi_writer_quiesce(s);   /* its last chunk dropped too */
 	st = stats(s);
 	cached = cached_bytes(path);
 	bound = direct ? 0 : cache_bound(st.bd_bytes);
@@ -2532,6 +2641,102 @@ static void test_fork_child(void **state)
 	free(g_fk_pages);
 }
 
+/* ---- fork with the writer busy ----------------------------------------- */
+
+static int slow_write_fn(int op, uint64_t index)
+{
+	(void)index;
+	if (op == 'w')
+		usleep(200);   /* a writer's round lasts: forks land in it */
+	return 0;
+}
+
+/* The child of a parent whose writer was writing back: it finds the
+ * store as the parent left it between two chunks (the fork hook), pages
+ * in memory read back, pages on file read -EIO, puts at the limit fail
+ * with -ENOSPC at once (no writer to wait for), and destroy returns.
+ * SIGALRM ends a child that hangs (its status then fails the test). */
+static int fk_child_busy(const char *arg)
+{
+	struct zm_store *s = g_fk_store;
+	uint8_t out[PS];
+	int on_file = 0, in_mem = 0;
+
+	(void)arg;
+	alarm(30);
+	g_child_bad = 0;
+	for (uint64_t i = 0; i < FK_N; i++) {
+		int rc = zm_store_get(s, i, out);
+
+		if (rc == -EIO) {
+			on_file++;
+			CK_SOFT(kind_of_ck(s, i) == ZM_STORE_SLOT_FILE, i);
+		} else {
+			in_mem++;
+			CK_SOFT(rc == 0 && !memcmp(out, fk_page(i), PS), rc);
+		}
+	}
+	CK(on_file > 0 && in_mem > 0);
+	for (uint64_t i = 0; i < 64; i++) {
+		int rc = zm_store_put(s, i, fk_page(i + 1));
+
+		CK_SOFT(rc == 0 || rc == -ENOSPC, rc);
+		if (!rc) {
+			CK(zm_store_get(s, i, out) == 0);
+			CK_SOFT(!memcmp(out, fk_page(i + 1), PS), i);
+		}
+	}
+	CK(zm_store_check(s) == 0);
+	zm_store_destroy(s);
+	return g_child_bad;
+}
+
+/* Forks while the store's writer is mid-round (the limit lowered under
+ * the objects, writes slowed down): every child passes, and the parent's
+ * writer goes on (its pages all read back, it writes back again). */
+static void test_fork_writer_busy(void **state)
+{
+	char path[256];
+	struct zm_store_config c = { .backing_path = path, .limit_bytes = 1 << 20 };
+	struct zm_store *s;
+	uint64_t seed = 4242;
+
+	(void)state;
+	if (getenv("ZM_TEST_EMULATED"))
+		skip();
+	tmp_file(path, sizeof(path), NULL);
+	g_fk_pages = malloc((size_t)FK_N * PS);
+	assert_non_null(g_fk_pages);
+	for (uint64_t i = 0; i < FK_N; i++)
+		fill_page(fk_page(i), PS, i % 3 == 0 ? PK_TEXT : i % 3 == 1 ? PK_RANDOM : PK_SYM32,
+			  2100 + i);
+	s = test_store_mk(&c, FK_N);
+	g_fk_store = s;
+	for (uint64_t i = 0; i < FK_N; i++)
+		assert_int_equal(zm_store_put(s, i, fk_page(i)), 0);
+	zmi_backing_fault = slow_write_fn;
+	for (int k = 0; k < 6; k++) {
+		uint64_t w0 = stats(s).bd_writes;
+
+		/* bring pages back to memory, then make the writer write */
+		for (uint64_t i = (uint64_t)k * 64; i < (uint64_t)k * 64 + 256; i++)
+			assert_int_equal(zm_store_put(s, i, fk_page(i)), 0);
+		zmi_writer_quiesce(s);
+		zm_store_set_limit(s, (size_t)(stats(s).compr_data_size / 2));
+		zmi_writer_kick(s);
+		usleep((useconds_t)(500 + zmi_rand(&seed) % 3000));
+		assert_int_equal(in_child(fk_child_busy, NULL), 0);
+		zmi_writer_quiesce(s);
+		assert_true(stats(s).bd_writes > w0);   /* it wrote, before or after */
+		zm_store_set_limit(s, 1 << 20);
+	}
+	zmi_backing_fault = NULL;
+	fk_verify(s);
+	zm_store_destroy(s);
+	unlink(path);
+	free(g_fk_pages);
+}
+
 static void test_model(void **state)
 {
 	model_run(*state);
@@ -2561,6 +2766,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_fault_write_one_at_limit, teardown),
 		cmocka_unit_test_teardown(test_fault_auto_writeback, teardown),
 		cmocka_unit_test_teardown(test_fault_punch, teardown),
+		cmocka_unit_test_teardown(test_writer_wait, teardown),
 		cmocka_unit_test_teardown(test_file_full_rlimit, teardown),
 		cmocka_unit_test_teardown(test_file_full_tmpfs, teardown),
 		cmocka_unit_test_teardown(test_cache_direct_4k, teardown),
@@ -2572,6 +2778,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_auto_recompress, teardown),
 		cmocka_unit_test_teardown(test_auto_recompress_rate, teardown),
 		cmocka_unit_test_teardown(test_fork_child, teardown),
+		cmocka_unit_test_teardown(test_fork_writer_busy, teardown),
 		cmocka_unit_test_teardown(test_pool_errors, pf_teardown),
 	};
 	enum { NU = sizeof(unit) / sizeof(unit[0]),

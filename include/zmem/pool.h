@@ -350,7 +350,9 @@ ZM_API int zm_pool_get_key(struct zm_pool *pool, uint64_t key, zm_pool_get_fn fn
 ZM_API long zm_pool_compact(struct zm_pool *pool);
 
 /* Compact, classes with the most slack first, until about bytes are freed
- * (for a caller under memory pressure).  Returns bytes freed or
+ * (for a caller under memory pressure); first, the pages the calling
+ * thread's cache holds go back to the pool's pages, where any thread's
+ * allocation finds them (bytes 0: only that).  Returns bytes freed or
  * -EOPNOTSUPP. */
 ZM_API long zm_pool_shrink(struct zm_pool *pool, size_t bytes);
 

@@ -164,6 +164,15 @@ struct zm_store_config {
 	 * only).  ZM_STORE_CLEAN_RATE is a good value.  Nothing without a
 	 * backing file, or with pages larger than 4 KiB (not packed). */
 	uint64_t file_clean_rate;
+
+	bool writeback_sync;      /* true: a put at the memory limit writes
+				     pages back itself, as many as make room
+				     for the next puts too; false (the
+				     default): the store's writer thread
+				     (started on first need) writes back
+				     ahead of the limit and a put waits only
+				     until there is room for its own page
+				     (docs/tiering.md) */
 };
 
 /* Units: at most this many pages, and bytes before compression. */
@@ -281,6 +290,11 @@ struct zm_store_stats {
 					zm_store_compact_file or automatic
 					(file_clean_rate) (count) */
 	uint64_t file_clean_bytes;   /* bytes they moved */
+	/* the writer (docs/tiering.md, "At the memory limit") */
+	uint64_t writeback_waits;    /* puts at the limit that waited for room
+					(count) */
+	uint64_t writeback_wait_ns;  /* the time they waited, in all */
+	uint64_t writer_wakeups;     /* the writer's rounds (count) */
 };
 
 /* backing_cache_mode */

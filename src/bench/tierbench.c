@@ -28,6 +28,9 @@
  *               flushed and dropped (O_DIRECT refused at open, as on a
  *               file system without it), where writeback opens it
  *               O_DIRECT; not run unless --modes names it
+ *   wb-sync     writeback with writeback_sync: a put at the limit writes
+ *               pages back itself, no writer thread: writeback's
+ *               reference for the put latency at the limit
  *
  * The trace: every index of the store is one page of the data set; a
  * seeded shuffle picks the hot set (--hot 80/20: 80% of the accesses go
@@ -39,7 +42,12 @@
  *
  * Each mode, in this order:
  *
- *   1. fill: put every page into the empty store (failed puts count);
+ *   1. fill: put every page into the empty store (failed puts count),
+ *      each put timed: below the limit (the bytes stored, in memory and
+ *      on file, under BELOW_NUM/BELOW_DEN of it) and at the limit (once
+ *      they have passed it, so that every byte more is one written
+ *      back), looked at every PHASE_EVERY puts; a unit's put_range is one
+ *      put;
  *      recompress modes fill in FILL_CHUNKS chunks, marking every page
  *      idle before a chunk and re-encoding the idle ones after it (the
  *      chunks before), as if the data arrived more slowly than it cools;
@@ -122,15 +130,21 @@
 #define NO_SRC UINT32_MAX  /* an access that reads; a slot never written */
 #define MB 1e6
 #define MIB 1048576.0
+/* The fill's puts "below the limit": the bytes stored under 7/8 of it,
+ * clear of the writer's high watermark (limit - limit/16), so that no
+ * writeback runs beside them. */
+#define BELOW_NUM 7
+#define BELOW_DEN 8
+#define PHASE_EVERY 256  /* puts between two looks at the bytes stored */
 
 enum mode {
 	M_NONE, M_RECOMPRESS, M_WRITEBACK, M_BOTH, M_LZ4, M_ZSTD, M_WB_CACHED, M_WB_DROP, M_WB_NBD,
-	M_WB_CLEAN, NMODES
+	M_WB_CLEAN, M_WB_SYNC, NMODES
 };
 
 static const char *const mode_names[NMODES] = {
 	"none", "recompress", "writeback", "both", "lz4-only", "zstd-only", "wb-cached", "wb-drop",
-	"wb-nbd", "wb-clean",
+	"wb-nbd", "wb-clean", "wb-sync",
 };
 
 /* The store's seams (store_internal.h): the file's pages stay cached; the
@@ -141,7 +155,7 @@ extern int zmi_backing_direct_fail;
 static bool has_limit(enum mode m)
 {
 	return m <= M_BOTH || m == M_WB_CACHED || m == M_WB_DROP || m == M_WB_NBD ||
-	       m == M_WB_CLEAN;
+	       m == M_WB_CLEAN || m == M_WB_SYNC;
 }
 
 static bool has_recompress(enum mode m)
@@ -152,7 +166,7 @@ static bool has_recompress(enum mode m)
 static bool has_backing(enum mode m)
 {
 	return m == M_WRITEBACK || m == M_BOTH || m == M_WB_CACHED || m == M_WB_DROP ||
-	       m == M_WB_NBD || m == M_WB_CLEAN;
+	       m == M_WB_NBD || m == M_WB_CLEAN || m == M_WB_SYNC;
 }
 
 /* One access: a get of idx, or a put of data page src at idx. */
@@ -176,6 +190,12 @@ struct row {
 	uint64_t ops, hot_ops;        /* the measured trace */
 	double MBps, hot_MBps, fill_MBps;
 	double get_p99_us;
+	/* the fill's puts, us: below the limit and at it (step 1) */
+	double put_lo_p50, put_lo_p99, put_hi_p50, put_hi_p99;
+	double put_lo_p999, put_hi_p999; /* p99.9: where a put's own reclaim shows */
+	uint64_t put_lo_n, put_hi_n;
+	double limit_MBps;            /* the fill's puts at the limit, MB/s */
+	uint64_t waits, wait_ns;      /* writeback_waits, writeback_wait_ns */
 	uint64_t failed_fill, failed_trace, errors, mismatches;
 	uint64_t pool_bytes, pool_max, compr_bytes, rss_bytes;
 	uint64_t in_memory, in_pool, on_file; /* the slot census */
@@ -233,6 +253,14 @@ static struct access *make_trace(const struct opts *o, uint32_t n, uint8_t **hot
 
 /* ---- one mode ------------------------------------------------------- */
 
+/* The fill's put latencies (step 1), ns, in two phases. */
+struct put_lat {
+	uint32_t *lo, *hi;    /* as many as the fill's puts each */
+	uint64_t nlo, nhi;
+	uint64_t hi_ns, hi_pages; /* the time and pages of the puts at the limit */
+	int phase;            /* 0 below, 1 between, 2 at the limit */
+};
+
 struct run {
 	const struct opts *o;
 	const struct bench_data *d;
@@ -242,6 +270,7 @@ struct run {
 	size_t ps;
 	struct row *row;
 	int fd;                /* the backing file; -1 = none */
+	struct put_lat *pl;    /* the fill's; NULL outside it */
 };
 
 /* Does buf hold what the slot at idx was last given? */
@@ -277,7 +306,22 @@ static void do_put(struct run *r, uint64_t idx, uint32_t src, uint64_t *failed)
  * is discarded: every page's content stays known. */
 static void put_run(struct run *r, uint32_t idx, uint32_t count, uint64_t *failed)
 {
+	uint64_t t0 = cli_now_ns();
 	int rc = zm_store_put_range(r->store, idx, count, r->d->buf + (size_t)idx * r->ps);
+	uint64_t ns = cli_now_ns() - t0;
+	struct put_lat *pl = r->pl;
+
+	if (pl && pl->phase != 1) {
+		uint32_t v = ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
+
+		if (!pl->phase) {
+			pl->lo[pl->nlo++] = v;
+		} else {
+			pl->hi[pl->nhi++] = v;
+			pl->hi_ns += ns;
+			pl->hi_pages += count;
+		}
+	}
 
 	for (uint32_t i = 0; i < count && !rc; i++)
 		r->ref[idx + i] = idx + i;
@@ -297,6 +341,31 @@ static int cmp_u32(const void *a, const void *b)
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
 	return (x > y) - (x < y);
+}
+
+/* The permille-th per mille of n latencies (sorted here), us; 0 for
+ * none. */
+static double pct_us(uint32_t *lat, uint64_t n, unsigned permille)
+{
+	if (!n)
+		return 0;
+	qsort(lat, n, sizeof(*lat), cmp_u32);
+	return lat[(n - 1) * permille / 1000] / 1e3;
+}
+
+/* Which phase the fill's next puts are in: the bytes stored (in memory
+ * and on file) under BELOW_NUM/BELOW_DEN of the limit, or past it. */
+static void put_phase(struct run *r, struct put_lat *pl)
+{
+	struct zm_store_stats st;
+	uint64_t stored;
+
+	zm_store_stats(r->store, &st);
+	stored = st.compr_data_size + st.bd_bytes;
+	if (stored > r->o->limit)
+		pl->phase = 2;
+	else if (stored >= r->o->limit / BELOW_DEN * BELOW_NUM)
+		pl->phase = 1;
 }
 
 /* Replay accesses [from, to).  Timed if lat is not NULL: each access
@@ -469,6 +538,8 @@ static void finish(struct run *r, size_t rss0)
 	w->file_live = st.file_live_bytes;
 	w->clean_runs = st.file_clean_runs;
 	w->clean_bytes = st.file_clean_bytes;
+	w->waits = st.writeback_waits;
+	w->wait_ns = st.writeback_wait_ns;
 	if (r->fd >= 0) {
 		struct stat sb;
 
@@ -544,8 +615,10 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 		.backing_readback = o->readback,
 		.unit_pages = o->unit_pages,
 		.file_clean_rate = m == M_WB_CLEAN ? o->clean_rate : 0,
+		.writeback_sync = m == M_WB_SYNC,
 	};
 	struct run r = { .o = o, .d = d, .ps = o->page_size, .row = w, .fd = -1 };
+	struct put_lat pl = { .lo = lat, .hi = lat + n };
 	uint64_t warm = o->ops * WARMUP_PCT / 100, nlat = 0, t0;
 	uint32_t p99;
 	size_t rss0;
@@ -582,6 +655,7 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 		goto fail;
 	}
 	cli_progress("%s: fill", mode_names[m]);
+	r.pl = &pl;
 	t0 = cli_now_ns();
 	for (uint32_t i = 0, run, chunk = n / FILL_CHUNKS + 1; i < n; i += run) {
 		/* a unit's pages at a time (units form there); recompress
@@ -594,9 +668,21 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 				zm_store_recompress(r.store, ZM_STORE_PICK_IDLE, UINT64_MAX);
 			zm_store_mark_idle(r.store, 0);
 		}
+		if (has_limit(m) && pl.phase < 2 && i / PHASE_EVERY != (i + run) / PHASE_EVERY)
+			put_phase(&r, &pl);
 		put_run(&r, i, run, &w->failed_fill);
 	}
+	r.pl = NULL;
 	w->fill_MBps = (double)d->len / ((double)(cli_now_ns() - t0) / 1e9) / MB;
+	w->put_lo_n = pl.nlo, w->put_hi_n = pl.nhi;
+	w->put_lo_p50 = pct_us(pl.lo, pl.nlo, 500);
+	w->put_lo_p99 = pct_us(pl.lo, pl.nlo, 990);
+	w->put_lo_p999 = pct_us(pl.lo, pl.nlo, 999);
+	w->put_hi_p50 = pct_us(pl.hi, pl.nhi, 500);
+	w->put_hi_p99 = pct_us(pl.hi, pl.nhi, 990);
+	w->put_hi_p999 = pct_us(pl.hi, pl.nhi, 999);
+	w->limit_MBps = pl.hi_ns ? (double)pl.hi_pages * (double)r.ps / ((double)pl.hi_ns / 1e9) / MB
+				 : 0;
 	zm_store_mark_idle(r.store, 0);
 	cli_progress("%s: warm-up", mode_names[m]);
 	replay(&r, t, 0, warm, hot, NULL, NULL);
@@ -793,6 +879,24 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 	for (int m = 0, first = 1; m < NMODES; m++) {
 		const struct row *w = &rows[m];
 
+		if (!w->ran || !has_backing((enum mode)m) || !w->put_hi_n)
+			continue;
+		if (first)
+			printf("\nThe fill's puts (us; below = the bytes stored under %d/%d of the "
+			       "limit, at = past it):\n", BELOW_NUM, BELOW_DEN);
+		first = 0;
+		printf("  %-10s below p50 %5.1f p99 %6.1f p99.9 %7.1f (%llu puts);\n  %-10s at    "
+		       "p50 %5.1f p99 %6.1f p99.9 %7.1f (%llu puts), %.0f MB/s;\n  %-10s %llu puts "
+		       "waited for room, %.1f us each\n",
+		       mode_names[m], w->put_lo_p50, w->put_lo_p99, w->put_lo_p999,
+		       (unsigned long long)w->put_lo_n, "", w->put_hi_p50, w->put_hi_p99,
+		       w->put_hi_p999, (unsigned long long)w->put_hi_n, w->limit_MBps,
+		       "", (unsigned long long)w->waits,
+		       w->waits ? (double)w->wait_ns / 1e3 / (double)w->waits : 0.0);
+	}
+	for (int m = 0, first = 1; m < NMODES; m++) {
+		const struct row *w = &rows[m];
+
 		if (!w->bd_count && !w->bd_writes && !w->bd_reads)
 			continue;
 		if (first)
@@ -868,6 +972,18 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 	if (s->wb_ns > 0 && s->od_ns >= 0)
 		printf("  writeback against a page-by-page O_DIRECT pwrite (%.0f ns): %.2fx as fast "
 		       "(target >= 4x)\n", s->od_ns, s->od_ns / s->wb_ns);
+	for (int m = 0; m < NMODES; m++) {
+		const struct row *w = &rows[m], *sy = &rows[M_WB_SYNC];
+
+		if (!w->ran || !has_backing((enum mode)m) || !w->put_hi_n || !w->put_lo_p99)
+			continue;
+		printf("  %s: put p99 at the limit %.2fx below it (target <= 2)", mode_names[m],
+		       w->put_hi_p99 / w->put_lo_p99);
+		if (m != M_WB_SYNC && sy->ran && sy->limit_MBps > 0)
+			printf("; puts at the limit %.2fx wb-sync's MB/s (target >= 1)",
+			       w->limit_MBps / sy->limit_MBps);
+		putchar('\n');
+	}
 }
 
 static void jnum(struct json *j, const char *key, double v)
@@ -932,6 +1048,17 @@ static void print_json(const struct opts *o, const struct bench_data *d,
 		json_uint(&j, "step_recompressed", w->step_recompressed);
 		json_uint(&j, "step_written", w->step_written);
 		json_fixed(&j, "get_p99_us", w->get_p99_us, 2);
+		json_uint(&j, "put_below_n", w->put_lo_n);
+		json_fixed(&j, "put_below_p50_us", w->put_lo_p50, 2);
+		json_fixed(&j, "put_below_p99_us", w->put_lo_p99, 2);
+		json_fixed(&j, "put_below_p999_us", w->put_lo_p999, 2);
+		json_uint(&j, "put_limit_n", w->put_hi_n);
+		json_fixed(&j, "put_limit_p50_us", w->put_hi_p50, 2);
+		json_fixed(&j, "put_limit_p99_us", w->put_hi_p99, 2);
+		json_fixed(&j, "put_limit_p999_us", w->put_hi_p999, 2);
+		json_fixed(&j, "put_limit_MBps", w->limit_MBps, 1);
+		json_uint(&j, "writeback_waits", w->waits);
+		json_uint(&j, "writeback_wait_ns", w->wait_ns);
 		json_uint(&j, "errors", w->errors);
 		json_uint(&j, "mismatches", w->mismatches);
 		json_bool(&j, "verified", !(w->mismatches || w->errors));
@@ -1036,7 +1163,7 @@ static int parse_modes(const char *s, bool *on)
 		if (m == NMODES)
 			return cli_usage("tierbench", "unknown mode '%s' in --modes (none, recompress, "
 					 "writeback, both, lz4-only, zstd-only, wb-cached, wb-drop, "
-					 "wb-nbd, wb-clean)", tok);
+					 "wb-nbd, wb-clean, wb-sync)", tok);
 		on[m] = true;
 	}
 	return 0;
@@ -1057,7 +1184,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		       "a quarter of the data", 4096, (double)((uint64_t)1 << 40)),
 		O_STR("modes", 'm', &modes, "LIST",
 		      "of none,recompress,writeback,both,lz4-only,\nzstd-only,wb-cached,wb-drop,wb-nbd,\n"
-		      "wb-clean",
+		      "wb-clean,wb-sync",
 		      "all but wb-cached and wb-drop (wb-nbd\nwith --backing-uri)"),
 		O_STR("backing-uri", 'U', &o->uri, "URI",
 		      "wb-nbd's NBD export (nbd+unix:///?socket=\nPATH, nbd://HOST/NAME): at "
@@ -1177,7 +1304,7 @@ int cmd_tierbench(int argc, char **argv)
 	struct access *trace = NULL;
 	uint8_t *hot = NULL;
 	uint32_t *lat = NULL;
-	uint64_t n, bad = 0;
+	uint64_t n, nlat, bad = 0;
 	struct opts o;
 	char human[32];
 	int status = 1;
@@ -1206,12 +1333,14 @@ int cmd_tierbench(int argc, char **argv)
 	cli_note("%s: %llu pages, %s; seed %llu", d.name, (unsigned long long)n, d.note,
 		 (unsigned long long)o.seed);
 	trace = make_trace(&o, (uint32_t)n, &hot);
-	lat = malloc(o.ops * sizeof(*lat));
+	/* the trace's gets, or the fill's puts in two phases (2 n) */
+	nlat = o.ops > 2 * n ? o.ops : 2 * n;
+	lat = malloc(nlat * sizeof(*lat));
 	if (!trace || !lat) {
 		fprintf(stderr, "zmem tierbench: out of memory for the trace\n");
 		goto out;
 	}
-	memset(lat, 0, o.ops * sizeof(*lat));  /* resident before any store's RSS */
+	memset(lat, 0, nlat * sizeof(*lat));  /* resident before any store's RSS */
 	for (int m = 0; m < NMODES; m++) {
 		if (!o.modes[m])
 			continue;

@@ -72,5 +72,11 @@ int zmi_limit_check(struct zm_store *s, size_t size)
 	 * counted out on one stripe before it is seen counted in on another
 	 * can make the sum "negative" for a moment */
 	used = (int64_t)zmi_counter_sum(s, C_COMPR);
-	return (uint64_t)(used > 0 ? used : 0) + size > limit ? -ENOSPC : 0;
+	if (used < 0)
+		used = 0;
+	/* past the high watermark: the writer starts making room before
+	 * the puts find none (writeback.c) */
+	if (s->writer && (uint64_t)used + size > ZMI_WRITER_HIGH(limit))
+		zmi_writer_kick(s);
+	return (uint64_t)used + size > limit ? -ENOSPC : 0;
 }

@@ -169,6 +169,9 @@ static void fill_stats(struct zm_store *s, struct zm_store_stats *st)
 	st->bd_lost = s->nbd ? zmi_nbd_lost(s) : 0;
 	st->file_clean_runs = zmi_counter_sum(s, C_CLEAN_RUNS);
 	st->file_clean_bytes = zmi_counter_sum(s, C_CLEAN_BYTES);
+	st->writeback_waits = zmi_counter_sum(s, C_WB_WAITS);
+	st->writeback_wait_ns = zmi_counter_sum(s, C_WB_WAIT_NS);
+	st->writer_wakeups = zmi_counter_sum(s, C_WB_WAKEUPS);
 	st->nr_pages = s->nr_pages;
 	st->page_size = s->page_size;
 	for (int i = 0; i < ZM_STORE_STRIPES; i++)
@@ -257,6 +260,12 @@ void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FI
 	if (st->bd_lost)
 		fprintf(f, "%-24s %14" PRIu64 "  pages (the NBD export restarted without "
 			"them: they read as errors)\n", "lost on the backing store", st->bd_lost);
+	if (st->writeback_waits || st->writer_wakeups)
+		fprintf(f, "%-24s %14" PRIu64 "  puts (%.1f us each; %" PRIu64 " writer rounds)\n",
+			"waited for room", st->writeback_waits,
+			st->writeback_waits ? (double)st->writeback_wait_ns / 1e3 /
+						      (double)st->writeback_waits : 0.0,
+			st->writer_wakeups);
 	if (st->bd_count || st->bd_writes || st->writeback_failures)
 		fprintf(f, "%-24s %14s\n", "backing page cache",
 			st->backing_cache_mode == ZM_STORE_CACHE_DROP	  ? "dropped"

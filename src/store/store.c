@@ -182,6 +182,9 @@ int zm_store_create_sized(const struct zm_store_config *ucfg, size_t cfg_size,
 		rc = zmi_backing_open_uri(s, cfg->backing_uri);
 	if (rc)
 		goto fail;
+	rc = zmi_writer_init(s, cfg->writeback_sync);
+	if (rc)
+		goto fail;
 	if (cfg->idle_after_ms && !s->codec2 && !zmi_backing_any(s)) {
 		zmi_bad_input("zm_store_create: idle_after_ms without a recompress_codec or "
 			      "backing file has nothing to do");
@@ -207,6 +210,7 @@ void zm_store_destroy(struct zm_store *s)
 		return;   /* destroyed twice: a message in ZM_DEBUG builds */
 	zmi_tier_stop(s);           /* first: it walks the slots */
 	zmi_clean_stop(s);          /* so does the cleaner */
+	zmi_writer_stop(s);         /* it writes back: before the pages go */
 	s->destroying = true;       /* the file is emptied whole below */
 	if (s->pool && s->slots)
 		release_all(s);

@@ -237,6 +237,9 @@ enum zmi_store_counter {
 	C_UNIT_SPLITS,
 	C_CLEAN_RUNS,   /* cleaner runs that moved something */
 	C_CLEAN_BYTES,  /* bytes they moved */
+	C_WB_WAITS,     /* puts at the limit that waited for the writer */
+	C_WB_WAIT_NS,   /* the time they waited */
+	C_WB_WAKEUPS,   /* the writer's rounds (writeback.c) */
 	C_NR
 };
 
@@ -315,6 +318,8 @@ struct zm_store {
 				      leave the page cache (backing.c) */
 	uint64_t wb_lo, wb_hi;     /* the range written since the last drop
 				      (wb_lock); wb_lo == wb_hi: none */
+	struct zmi_writer *writer; /* the background writer (writeback.c);
+				      NULL: none (no file, or writeback_sync) */
 
 	pthread_mutex_t recomp_lock; /* one recompression at a time: rc_buf */
 	char *rc_buf;              /* 3 * page_size: object, page, result */
@@ -753,6 +758,21 @@ int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index
  * -ENOSPC (no backing file, or it is full or its limit spent). */
 int zmi_reclaim(struct zm_store *s, size_t size, bool pool_full);
 long zmi_writeback_pick(struct zm_store *s, unsigned which, uint64_t cutoff_ns, uint64_t n);
+/* The background writer of a store with a backing file (writeback.c):
+ * it writes back from ZMI_WRITER_HIGH(limit) down to ZMI_WRITER_LOW,
+ * and a put that finds no room waits for it in zmi_reclaim.  init at
+ * create (the thread starts on first need; 0 or -ENOMEM), stop at
+ * destroy (joins it; a forked child's store has none to join), kick when
+ * the objects pass the high watermark (one relaxed load when it was
+ * kicked already; any lock but a slot lock may be held). */
+#define ZMI_WRITER_HIGH(limit) ((limit) - (limit) / 16)
+#define ZMI_WRITER_LOW(limit) ((limit) - (limit) / 8)
+int zmi_writer_init(struct zm_store *s, bool sync);
+void zmi_writer_stop(struct zm_store *s);
+void zmi_writer_kick(struct zm_store *s);
+/* Wait until the writer has no round running or asked for (for tests:
+ * what it wrote is then dropped from the page cache). */
+void zmi_writer_quiesce(struct zm_store *s);
 
 /* The unit of page index, taken for a writeback or recompression (its
  * moving flag set, a reference held), unless another has it, it is to

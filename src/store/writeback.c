@@ -31,8 +31,28 @@
  * punched under that slot's lock when it stops being FILE (put, discard,
  * readback), which a later writeback of the index waits for.
  *
- * Reclaim.  A put that finds no room (the compressed bytes or the pool's
- * pages at the limit) calls zmi_reclaim, which writes back, from a clock
+ * The writer.  A store with a backing file has a writer thread (started
+ * on first need, joined at destroy): once the objects pass
+ * ZMI_WRITER_HIGH (limit - limit/16; zmi_limit_check kicks it) it writes
+ * back, as reclaim below picks, until a page fits below ZMI_WRITER_LOW
+ * (limit - limit/8), in chunks of WRITER_FLUSH_BATCHES batches under
+ * wb_lock, each chunk dropped from the page cache before wb_lock goes.
+ * A put that finds the objects at the limit waits on the writer's `room`
+ * (reclaim_wait) only until its own object fits: the writer wakes the
+ * waiters after each batch is settled, before the chunk's drop waits
+ * for the disk.  A round that cannot make room (the file full, its
+ * limit spent, nothing to write, or stopping) ends; the puts waiting
+ * since before it began get -ENOSPC (a round begun earlier may have
+ * failed on what has changed since: it answers no one).  destroy stops
+ * the writer and waits for the waiters to leave.  fork: a hook (the
+ * first of the library's, from a constructor) waits for each writer to
+ * leave its chunk and holds its lock across fork; the child's writers
+ * have no thread and never get one (the child's store has no file).
+ * The pool's pages full while the objects are not (pool_full), a store
+ * made with writeback_sync, or one whose thread could not start: the
+ * put reclaims itself (reclaim_sync).
+ *
+ * Reclaim by the put.  reclaim_sync writes back, from a clock
  * hand going round the slots:
  *
  *   a. idle pages (marked by zm_store_mark_idle or a mark of the
@@ -57,12 +77,23 @@
  * wb_lock (zmi_backing_flush): one drop a call, not one a page.
  *
  * Locks: wb_lock -> (mark_lock, in b) -> slot locks, one at a time ->
- * pool.  A put calls zmi_reclaim holding no lock.  busy_lock is a leaf,
- * taken with no slot lock held.
+ * pool; wb_lock -> writer lock (its broadcasts), which is otherwise a
+ * leaf: a put waits holding it alone, zmi_writer_kick takes it under no
+ * slot lock; the fork hook takes wr_lock -> each writer lock, so a
+ * writer is in the registry from init to stop and its thread starts
+ * under its lock without wr_lock.  A put calls zmi_reclaim holding no
+ * lock.  busy_lock is a leaf, taken with no
+ * slot lock held.
  */
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "base/os.h"
 #include "base/tbuf.h"
+#include "base/worker.h"
 #include "store/store_internal.h"
 
 /* Reclaim frees this share of the limit beyond what the put needs: 1/32,
@@ -518,15 +549,24 @@ static bool has_room(struct zm_store *s, size_t size)
 	return !limit || !zmi_limit_check(s, size + RECLAIM_SLACK(limit));
 }
 
-int zmi_reclaim(struct zm_store *s, size_t size, bool pool_full)
+/* Would size bytes more keep the objects at or below `mark`?  (No kick
+ * of the writer, unlike zmi_limit_check.) */
+static bool below(struct zm_store *s, size_t size, uint64_t mark)
+{
+	int64_t used = (int64_t)zmi_counter_sum(s, C_COMPR);
+
+	return (uint64_t)(used > 0 ? used : 0) + size <= mark;
+}
+
+/* The put's own reclaim (writeback_sync, or no writer thread): write
+ * back until the objects are RECLAIM_SLACK below the limit. */
+static int reclaim_sync(struct zm_store *s, size_t size, bool pool_full)
 {
 	uint64_t limit = __atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED);
 	uint64_t before = zmi_counter_sum(s, C_COMPR);
 	size_t want = size;
 	long wrote = 0;
 
-	if (!limit || !zmi_has_file(s))
-		return -ENOSPC;
 	/* the pool's pages were full while the objects were not: free a
 	 * batch's worth of objects whatever the counter says, then compact */
 	if (pool_full)
@@ -570,6 +610,409 @@ out:
 	if (pool_full)
 		zm_pool_shrink(s->pool, want);
 	return 0;
+}
+
+/* ---- the writer ------------------------------------------------------ */
+
+/* Batches the writer writes between two drops of what it wrote from the
+ * page cache (zmi_backing_flush waits for the disk): 8 of up to 64
+ * pages, so that the dirty bytes stay a few MiB while a drop's wait is
+ * shared by many pages.  It lets go of wb_lock at each drop. */
+#define WRITER_FLUSH_BATCHES 8
+
+struct zmi_writer {
+	struct zm_store *s;
+	pthread_mutex_t lock;    /* the fields below; taken under wb_lock,
+				    never the other way (puts wait holding it
+				    alone) */
+	pthread_cond_t wake;     /* the writer waits here for a kick */
+	pthread_cond_t room;     /* puts wait here: broadcast after each
+				    batch written and each round */
+	pthread_cond_t paused;   /* fork's prepare waits here for the writer
+				    to leave its chunk */
+	pthread_t thread;
+	pid_t pid;               /* the process whose thread it is */
+	int kicked;              /* atomic: a round is asked for */
+	bool started;            /* a thread runs (in pid) */
+	bool nothread;           /* none could be started: puts reclaim */
+	bool stop;               /* destroy: the thread ends, puts fail */
+	bool forking;            /* fork's prepare: start no chunk */
+	bool in_chunk;           /* it holds wb_lock and writes */
+	unsigned waiters;        /* puts waiting on room */
+	uint64_t rounds;         /* rounds started */
+	uint64_t done;           /* rounds ended */
+	uint64_t last_fail;      /* the last round that could not make room
+				    (rounds are numbered from 1) */
+	struct zmi_writer *next, *prev; /* the registry (wr_lock) */
+	bool registered;         /* in it (wr_lock): from init to stop, in
+				    the process that made it */
+};
+
+/* Every writer, from init to stop, for the fork handlers.  wr_lock ->
+ * a writer's lock, never the other way: the thread's start, under the
+ * writer's lock, does not touch the registry. */
+static pthread_mutex_t wr_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct zmi_writer *wr_head;
+
+/* fork: each writer leaves its chunk (it then holds no lock of the
+ * store or its pool) and waits; its lock is held across fork.  The
+ * child has no writer threads: their state is made afresh, never to be
+ * started (the child's store has no file, zmi_has_file). */
+static void wr_fork_prepare(void)
+{
+	pthread_mutex_lock(&wr_lock);
+	for (struct zmi_writer *w = wr_head; w; w = w->next) {
+		pthread_mutex_lock(&w->lock);
+		w->forking = true;
+		while (w->in_chunk)
+			pthread_cond_wait(&w->paused, &w->lock);
+	}
+}
+
+static void wr_fork_parent(void)
+{
+	for (struct zmi_writer *w = wr_head; w; w = w->next) {
+		w->forking = false;
+		pthread_cond_signal(&w->wake);
+		pthread_mutex_unlock(&w->lock);
+	}
+	pthread_mutex_unlock(&wr_lock);
+}
+
+static void wr_fork_child(void)
+{
+	struct zmi_writer *w = wr_head;
+
+	wr_head = NULL;
+	while (w) {
+		struct zmi_writer *n = w->next;
+
+		w->started = w->forking = w->stop = false;
+		w->nothread = true;
+		w->waiters = 0;
+		w->next = w->prev = NULL;
+		w->registered = false;   /* the child's registry is empty */
+		pthread_cond_init(&w->wake, NULL);
+		pthread_cond_init(&w->room, NULL);
+		pthread_cond_init(&w->paused, NULL);
+		pthread_mutex_unlock(&w->lock);
+		w = n;
+	}
+	pthread_mutex_unlock(&wr_lock);
+}
+
+/* First among the library's fork hooks (a constructor registers it
+ * before any pool's): a writer mid-chunk may wait for the locks the
+ * pool layer's hooks take. */
+__attribute__((constructor)) static void wr_hook(void)
+{
+	zmi_fork_hook(wr_fork_prepare, wr_fork_parent, wr_fork_child);
+}
+
+static void wr_broadcast(struct zmi_writer *w)
+{
+	pthread_mutex_lock(&w->lock);
+	pthread_cond_broadcast(&w->room);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* Take wb_lock for a chunk, unless stopping; waits out a fork. */
+static bool chunk_begin(struct zm_store *s, struct zmi_writer *w)
+{
+	pthread_mutex_lock(&w->lock);
+	while (w->forking && !w->stop)
+		pthread_cond_wait(&w->wake, &w->lock);
+	if (w->stop) {
+		pthread_mutex_unlock(&w->lock);
+		return false;
+	}
+	w->in_chunk = true;
+	pthread_mutex_unlock(&w->lock);
+	pthread_mutex_lock(&s->wb_lock);
+	return true;
+}
+
+static void chunk_end(struct zm_store *s, struct zmi_writer *w)
+{
+	zmi_backing_flush(s);
+	pthread_mutex_unlock(&s->wb_lock);
+	pthread_mutex_lock(&w->lock);
+	w->in_chunk = false;
+	pthread_cond_broadcast(&w->paused);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* Has the round done its work: room for a page below the low watermark? */
+static bool round_done(struct zm_store *s)
+{
+	uint64_t limit = __atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED);
+
+	return !limit || below(s, s->page_size, ZMI_WRITER_LOW(limit));
+}
+
+/* One round: write back (idle pages, then a mark's, then any, as
+ * reclaim_sync) until round_done, in chunks of WRITER_FLUSH_BATCHES
+ * batches under wb_lock, the waiting puts woken after each batch.
+ * 0, or -ENOSPC: the file full, its limit spent, nothing left to write,
+ * or stopped. */
+static int writer_round(struct zm_store *s, struct zmi_writer *w)
+{
+	int step = 0, n = 0, err = 0;
+	long rc;
+
+	if (round_done(s))
+		return 0;
+	if (!__atomic_load_n(&s->wb_left, __ATOMIC_RELAXED))
+		return -ENOSPC;
+	if (!chunk_begin(s, w))
+		return -ENOSPC;
+	while (step < 3) {
+		if (round_done(s))
+			break;
+		if (n == WRITER_FLUSH_BATCHES) {
+			chunk_end(s, w);
+			if (!chunk_begin(s, w))
+				return -ENOSPC;
+			n = 0;
+		}
+		rc = writeback_round(s, step < 2 ? ZM_STORE_PICK_IDLE : 0, UINT64_MAX,
+				     RECLAIM_BATCH, &s->wb_hand);
+		if (rc == -ENOSPC || rc == -EDQUOT) {
+			err = -ENOSPC;   /* the file is full, or its limit spent */
+			break;
+		}
+		if (rc <= 0) {
+			/* a whole round wrote none: next step */
+			if (++step == 1)
+				zmi_idle_sweep(s, 0, NULL);
+			continue;
+		}
+		n++;
+		/* the pool's pages it freed go where the puts' allocations
+		 * find them (not this thread's page cache) */
+		zm_pool_shrink(s->pool, 0);
+		wr_broadcast(w);   /* room made: before the disk has it */
+	}
+	if (step == 3 && !round_done(s))
+		err = -ENOSPC;     /* nothing left in the pool to write back */
+	chunk_end(s, w);
+	return err;
+}
+
+static void *writer_main(void *arg)
+{
+	struct zmi_writer *w = arg;
+	struct zm_store *s = w->s;
+
+	zmi_in_lib = 1; /* base/os.h: never given region memory */
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		int rc;
+
+		while (!w->stop && (w->forking || !__atomic_load_n(&w->kicked, __ATOMIC_RELAXED)))
+			pthread_cond_wait(&w->wake, &w->lock);
+		if (w->stop)
+			break;
+		/* kicks from here on ask for another round */
+		__atomic_store_n(&w->kicked, 0, __ATOMIC_RELAXED);
+		w->rounds++;
+		pthread_mutex_unlock(&w->lock);
+		zmi_count(zmi_stripe(s), C_WB_WAKEUPS, 1);
+		rc = writer_round(s, w);
+		pthread_mutex_lock(&w->lock);
+		w->done++;
+		if (rc)
+			w->last_fail = w->rounds;  /* one round at a time */
+		pthread_cond_broadcast(&w->room);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+int zmi_writer_init(struct zm_store *s, bool sync)
+{
+	struct zmi_writer *w;
+	pthread_condattr_t at;
+
+	if (sync || !zmi_backing_any(s))
+		return 0;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->s = s;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_condattr_init(&at);
+	pthread_condattr_setclock(&at, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->wake, &at);
+	pthread_cond_init(&w->room, &at);
+	pthread_cond_init(&w->paused, &at);
+	pthread_condattr_destroy(&at);
+	pthread_mutex_lock(&wr_lock);
+	w->next = wr_head;
+	if (wr_head)
+		wr_head->prev = w;
+	wr_head = w;
+	w->registered = true;
+	pthread_mutex_unlock(&wr_lock);
+	s->writer = w;
+	return 0;
+}
+
+/* Start the thread (w->lock held).  false: none could be. */
+static bool writer_start(struct zmi_writer *w)
+{
+	sigset_t all, old;
+	int rc;
+
+	if (w->started)
+		return true;
+	if (w->nothread || w->stop)
+		return false;
+	/* the thread takes no signal of the program's */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&w->thread, NULL, writer_main, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		w->nothread = true;  /* from now on each put reclaims */
+		return false;
+	}
+	w->started = true;
+	w->pid = getpid();
+	return true;
+}
+
+void zmi_writer_kick(struct zm_store *s)
+{
+	struct zmi_writer *w = s->writer;
+
+	if (__atomic_load_n(&w->kicked, __ATOMIC_RELAXED) || !zmi_has_file(s))
+		return;
+	pthread_mutex_lock(&w->lock);
+	if (writer_start(w)) {
+		__atomic_store_n(&w->kicked, 1, __ATOMIC_RELAXED);
+		pthread_cond_signal(&w->wake);
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+void zmi_writer_stop(struct zm_store *s)
+{
+	struct zmi_writer *w = s->writer;
+	bool join;
+
+	if (!w)
+		return;
+	s->writer = NULL;
+	if (w->started && w->pid != getpid()) {
+		/* a child made by a clone() that ran no fork handler: the
+		 * thread and the lock's holder may be the parent's */
+		return;
+	}
+	pthread_mutex_lock(&w->lock);
+	w->stop = true;
+	join = w->started;
+	pthread_cond_broadcast(&w->wake);
+	pthread_cond_broadcast(&w->room);
+	while (w->waiters)  /* puts racing destroy: they leave with -ENOSPC */
+		pthread_cond_wait(&w->room, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+	if (join)
+		pthread_join(w->thread, NULL);
+	pthread_mutex_lock(&wr_lock);
+	if (w->registered) {
+		if (w->prev)
+			w->prev->next = w->next;
+		else
+			wr_head = w->next;
+		if (w->next)
+			w->next->prev = w->prev;
+	}
+	pthread_mutex_unlock(&wr_lock);
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->wake);
+	pthread_cond_destroy(&w->room);
+	pthread_cond_destroy(&w->paused);
+	free(w);
+}
+
+void zmi_writer_quiesce(struct zm_store *s)
+{
+	struct zmi_writer *w = s->writer;
+
+	if (!w || !zmi_has_file(s))
+		return;
+	pthread_mutex_lock(&w->lock);
+	while (w->started && !w->stop &&
+	       (__atomic_load_n(&w->kicked, __ATOMIC_RELAXED) || w->done != w->rounds))
+		pthread_cond_wait(&w->room, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* A put with no room for size bytes waits for the writer: until they
+ * fit, a round begun after it began waiting fails, or the store stops.  0 (try
+ * again), -ENOSPC, or -EAGAIN: no writer thread (reclaim_sync instead). */
+static int reclaim_wait(struct zm_store *s, size_t size)
+{
+	struct zmi_writer *w = s->writer;
+	uint64_t t0 = 0, ticket;
+	int rc = 0;
+
+	pthread_mutex_lock(&w->lock);
+	if (!writer_start(w)) {
+		pthread_mutex_unlock(&w->lock);
+		return w->stop ? -ENOSPC : -EAGAIN;
+	}
+	/* a round running now may have begun before the room it lacked
+	 * could be made (a file that works again): only one begun after
+	 * this put asked answers it */
+	ticket = w->rounds;
+	w->waiters++;
+	for (;;) {
+		uint64_t limit = __atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED);
+
+		if (w->stop || w->last_fail > ticket) {
+			rc = -ENOSPC;
+			break;
+		}
+		if (!limit || below(s, size, limit))
+			break;
+		if (!t0)
+			t0 = zmi_os_now_ns();
+		if (!__atomic_load_n(&w->kicked, __ATOMIC_RELAXED)) {
+			__atomic_store_n(&w->kicked, 1, __ATOMIC_RELAXED);
+			pthread_cond_signal(&w->wake);
+		}
+		pthread_cond_wait(&w->room, &w->lock);
+	}
+	if (!--w->waiters && w->stop)
+		pthread_cond_broadcast(&w->room);   /* destroy waits for none left */
+	pthread_mutex_unlock(&w->lock);
+	if (t0) {
+		struct zmi_store_stripe *st = zmi_stripe(s);
+
+		zmi_count(st, C_WB_WAITS, 1);
+		zmi_count(st, C_WB_WAIT_NS, (int64_t)(zmi_os_now_ns() - t0));
+	}
+	return rc;
+}
+
+int zmi_reclaim(struct zm_store *s, size_t size, bool pool_full)
+{
+	uint64_t limit = __atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED);
+	int rc;
+
+	if (!limit || !zmi_has_file(s))
+		return -ENOSPC;
+	/* pool_full: the pool's pages are what is full, and the pages the
+	 * writer's frees left go back to the pool only through this
+	 * thread's own compaction: the put reclaims itself */
+	if (s->writer && !pool_full) {
+		rc = reclaim_wait(s, size);
+		if (rc != -EAGAIN)
+			return rc;
+	}
+	return reclaim_sync(s, size, pool_full);
 }
 
 /* Write back up to n pages that `which` picks (not 0: a pick), idle

@@ -1155,6 +1155,10 @@ long zs_shrink(struct zm_pool *pool, size_t bytes)
 	long freed = 0;
 	int pf;
 
+	/* the pages this thread freed (a store's writer thread, freeing
+	 * what it wrote back) are any thread's to take again: at a limit
+	 * the pages layer takes back only the allocating thread's cache */
+	zm_pages_flush_thread(zp->pages);
 	if (!want)
 		return 0;
 	pthread_mutex_lock(&zp->compact_lock);
