@@ -43,6 +43,7 @@
 #include <zmem/pool.h>
 #include "base/cpu.h"
 #include "bench/benchmarks.h"
+#include "cli/check.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 #include "cli/plot.h"
@@ -540,6 +541,8 @@ int cmd_allocbench(int argc, char **argv)
 		if (want)
 			names[nb++] = all[k];
 	}
+	if (cli_check_output("allocbench", "--plot", o.plot))
+		return CLI_FAIL;
 	ncells = nb * (NPATTERN * o.nsizes + 1) * (size_t)o.maxt;
 	cap = nb * NPATTERN * (o.nsizes + 1) * (size_t)o.maxt;
 	rows = calloc(cap, sizeof(*rows));

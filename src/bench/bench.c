@@ -40,6 +40,7 @@
 #include <zmem/store.h>
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
+#include "cli/check.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 
@@ -983,6 +984,13 @@ int cmd_bench(int argc, char **argv)
 	for (size_t i = 0; i < o.ndata; i++)
 		if (bench_data_check(o.data[i]))
 			return CLI_USAGE;
+	/* what cannot end well fails now, not after the run (check.h) */
+	for (size_t i = 0; i < o.ndata; i++)
+		if (cli_check_data("bench", o.data[i]))
+			return CLI_FAIL;
+	if (cli_check_output("bench", "--plot", o.plot) ||
+	    cli_check_memory("bench", "--size", o.size, 1))
+		return CLI_FAIL;
 	if (o.unit_list)
 		return bench_units_main(&o);
 	if (o.seed_table)

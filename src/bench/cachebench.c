@@ -88,6 +88,7 @@
 #include "workload/workload.h"
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
+#include "cli/check.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 #include "cli/plot.h"
@@ -1864,6 +1865,17 @@ int cmd_cachebench(int argc, char **argv)
 	for (size_t i = 0; i < o.ndata; i++)
 		if (bench_data_check(o.data[i]))
 			return CLI_USAGE;
+	/* what cannot end well fails now, not after a phase (check.h) */
+	for (size_t i = 0; i < o.ndata; i++)
+		if (cli_check_data("cachebench", o.data[i]))
+			return CLI_FAIL;
+	if (cli_check_input("cachebench", "--files", o.files) ||
+	    (!o.files && (o.modes & (M_CLEANCACHE | M_MIXED)) &&
+	     cli_check_dir("cachebench", "--dir", o.dir)) ||
+	    cli_check_output("cachebench", "--plot", o.plot) ||
+	    ((o.modes & (M_FRONTSWAP | M_SPEED)) && cli_check_memory("cachebench", "--size",
+								     o.size, 1)))
+		return CLI_FAIL;
 	rc = zm_codec_create(o.codec, 0, &cd);
 	if (rc) {
 		fprintf(stderr, "zmem cachebench: codec '%s': %s\n", o.codec,

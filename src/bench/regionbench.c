@@ -83,6 +83,7 @@
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
 #include "bench/kswap.h"
+#include "cli/check.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 #include "cli/plot.h"
@@ -1719,6 +1720,11 @@ int cmd_regionbench(int argc, char **argv)
 		return status < 0 ? CLI_OK : status;
 	if (check_codec(o.codec) || bench_data_check(o.data))
 		return CLI_USAGE;
+	/* what cannot end well fails now, not after the run (check.h) */
+	if (cli_check_data("regionbench", o.data) ||
+	    cli_check_dir("regionbench", "--dir", o.dir) ||
+	    cli_check_output("regionbench", "--plot", o.plot))
+		return CLI_FAIL;
 	status = probe(&o);
 	if (status)
 		return status;

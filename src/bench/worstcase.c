@@ -50,6 +50,7 @@
 #include <zmem/pages.h>
 #include <zmem/pool.h>
 #include "bench/benchmarks.h"
+#include "cli/check.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 #include "cli/plot.h"
@@ -674,9 +675,11 @@ int cmd_worstcase(int argc, char **argv)
 		if (want)
 			names[nb++] = all[k];
 	}
+	if (cli_check_output("worstcase", "--plot", plot_path))
+		return CLI_FAIL;
 	cells = calloc(NSEQ * nb * ns, sizeof(*cells));
 	if (!cells)
-		return 1;
+		return cli_no_memory("worstcase", "the cells", NSEQ * nb * ns * sizeof(*cells));
 	for (size_t q = 0; q < NSEQ; q++) {
 		int want = !noseq;
 

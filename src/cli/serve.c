@@ -17,6 +17,7 @@
 
 #include <zmem/codec.h>
 #include <zmem/pool.h>
+#include "cli/check.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
 #include "serve/serve.h"
@@ -309,6 +310,8 @@ int cmd_serve(int argc, char **argv)
 		return rc;
 	if (cfg.bind && !cfg.port)
 		return cli_usage("serve", "--bind needs --port");
+	if (cli_check_output("serve", "--pidfile", cfg.pidfile))
+		return CLI_FAIL;
 	if (cfg.socket && !strcmp(cfg.socket, "-") && cfg.port)
 		return cli_usage("serve", "--socket - and --port: one or the other");
 	/* as nbdkit's -U -: a captive server (or --socket -) listens in a
