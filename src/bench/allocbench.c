@@ -301,7 +301,7 @@ static void print_row(const struct opts *o, struct json *j, const struct row *r)
 		json_object(j, NULL);
 		json_str(j, "allocator", r->backend);
 		json_str(j, "pattern", pattern_names[r->pat]);
-		json_uint(j, "size", r->size);
+		json_uint(j, "size_bytes", r->size);
 		json_int(j, "threads", r->threads);
 		json_fixed(j, "ns_per_op", r->ns, 2);
 		json_fixed(j, "mops", r->mops, 3);

@@ -636,7 +636,7 @@ static void print_json(const struct opts *o, const struct bench_row *rows, size_
 
 	json_begin(&j, stdout, "bench");
 	json_str(&j, "codec", o->codec);
-	json_uint(&j, "page_size", o->page_size);
+	json_uint(&j, "page_size_bytes", o->page_size);
 	json_uint(&j, "size_bytes", o->size);
 	json_int(&j, "threads", o->threads);
 	json_int(&j, "reps", o->reps);
@@ -1060,7 +1060,7 @@ int cmd_bench(int argc, char **argv)
 	}
 	for (size_t i = 0; i < nrows; i++)
 		if (verbose[i])
-			fputs(verbose[i], stdout);
+			fputs(verbose[i], o.json ? stderr : stdout);
 	if (o.plot) {
 		int rc = bench_svg(o.plot, rows, nrows, o.codec, o.page_size);
 

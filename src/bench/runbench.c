@@ -633,7 +633,7 @@ static void print_json(const struct env *e)
 		json_object_end(&j);
 	}
 	json_array_end(&j);
-	json_array(&j, "rows");
+	json_array(&j, "results");
 	for (int p = 0; p < NPROGS; p++)
 		for (int s = 0; s < NSIDES; s++) {
 			const struct row *w = &rows[p][s], *pl = &rows[p][S_PLAIN];
