@@ -43,6 +43,7 @@
 #include <zmem/pool.h>
 #include "base/cpu.h"
 #include "bench/benchmarks.h"
+#include "cli/check.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 #include "cli/plot.h"
@@ -300,7 +301,7 @@ static void print_row(const struct opts *o, struct json *j, const struct row *r)
 		json_object(j, NULL);
 		json_str(j, "allocator", r->backend);
 		json_str(j, "pattern", pattern_names[r->pat]);
-		json_uint(j, "size", r->size);
+		json_uint(j, "size_bytes", r->size);
 		json_int(j, "threads", r->threads);
 		json_fixed(j, "ns_per_op", r->ns, 2);
 		json_fixed(j, "mops", r->mops, 3);
@@ -540,6 +541,8 @@ int cmd_allocbench(int argc, char **argv)
 		if (want)
 			names[nb++] = all[k];
 	}
+	if (cli_check_output("allocbench", "--plot", o.plot))
+		return CLI_FAIL;
 	ncells = nb * (NPATTERN * o.nsizes + 1) * (size_t)o.maxt;
 	cap = nb * NPATTERN * (o.nsizes + 1) * (size_t)o.maxt;
 	rows = calloc(cap, sizeof(*rows));

@@ -40,6 +40,7 @@
 #include <zmem/store.h>
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
+#include "cli/check.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 
@@ -635,7 +636,7 @@ static void print_json(const struct opts *o, const struct bench_row *rows, size_
 
 	json_begin(&j, stdout, "bench");
 	json_str(&j, "codec", o->codec);
-	json_uint(&j, "page_size", o->page_size);
+	json_uint(&j, "page_size_bytes", o->page_size);
 	json_uint(&j, "size_bytes", o->size);
 	json_int(&j, "threads", o->threads);
 	json_int(&j, "reps", o->reps);
@@ -983,6 +984,13 @@ int cmd_bench(int argc, char **argv)
 	for (size_t i = 0; i < o.ndata; i++)
 		if (bench_data_check(o.data[i]))
 			return CLI_USAGE;
+	/* what cannot end well fails now, not after the run (check.h) */
+	for (size_t i = 0; i < o.ndata; i++)
+		if (cli_check_data("bench", o.data[i]))
+			return CLI_FAIL;
+	if (cli_check_output("bench", "--plot", o.plot) ||
+	    cli_check_memory("bench", "--size", o.size, 1))
+		return CLI_FAIL;
 	if (o.unit_list)
 		return bench_units_main(&o);
 	if (o.seed_table)
@@ -1052,7 +1060,7 @@ int cmd_bench(int argc, char **argv)
 	}
 	for (size_t i = 0; i < nrows; i++)
 		if (verbose[i])
-			fputs(verbose[i], stdout);
+			fputs(verbose[i], o.json ? stderr : stdout);
 	if (o.plot) {
 		int rc = bench_svg(o.plot, rows, nrows, o.codec, o.page_size);
 

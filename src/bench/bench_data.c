@@ -23,6 +23,7 @@
 #include <zmem/codec.h>
 #include "workload/workload.h"
 #include "bench/bench.h"
+#include "cli/check.h"
 #include "cli/opt.h"
 
 #define BENCH_SEED 20111 /* any constant: the same data in every run */
@@ -61,7 +62,7 @@ static int generate(enum zm_workload_kind kind, const char *arg, double def,
 	d->buf = malloc(d->len);
 	if (!d->buf) {
 		zm_codec_destroy(codec);
-		fprintf(stderr, "zmem %s: %s: out of memory\n", cli_cmd, d->name);
+		cli_no_memory(cli_cmd, d->name, d->len);
 		return -1;
 	}
 	rc = zm_workload_fill(kind, ratio, codec, BENCH_SEED, d->buf, d->len, ps, &st);
@@ -88,7 +89,7 @@ static int from_file(const char *path, size_t size, size_t ps, struct bench_data
 	d->buf = calloc(1, size / ps * ps);
 	if (!d->buf) {
 		fclose(f);
-		fprintf(stderr, "zmem %s: %s: out of memory\n", cli_cmd, path);
+		cli_no_memory(cli_cmd, path, size / ps * ps);
 		return -1;
 	}
 	got = fread(d->buf, 1, size / ps * ps, f);
@@ -170,8 +171,10 @@ int bench_data_make(const char *spec, size_t size, size_t ps, const char *codec,
 	if (klen == 4 && !strncmp(spec, "zero", 4) && !arg) {
 		d->len = size / ps * ps;
 		d->buf = malloc(d->len);
-		if (!d->buf)
+		if (!d->buf) {
+			cli_no_memory(cli_cmd, d->name, d->len);
 			return -1;
+		}
 		memset(d->buf, 0, d->len);
 		snprintf(d->note, sizeof(d->note), "zero-filled pages");
 		return 0;

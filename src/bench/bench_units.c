@@ -329,7 +329,7 @@ static void print_units_json(const struct bench_units *u, const struct bench_uni
 
 	json_begin(&j, stdout, "bench");
 	json_str(&j, "codec", u->codec);
-	json_uint(&j, "page_size", u->page_size);
+	json_uint(&j, "page_size_bytes", u->page_size);
 	json_uint(&j, "size_bytes", u->size);
 	json_int(&j, "threads", 1);
 	json_int(&j, "reps", u->reps);
@@ -340,7 +340,7 @@ static void print_units_json(const struct bench_units *u, const struct bench_uni
 	json_array_end(&j);
 	json_uint(&j, "chunk_bytes", UNIT_CHUNK);
 	json_uint(&j, "reads", UNIT_READS);
-	json_array(&j, "units");
+	json_array(&j, "results");
 	for (size_t i = 0; i < n; i++) {
 		const struct bench_unit_row *r = &rows[i], *b = base_of(rows, n, i);
 

@@ -61,7 +61,7 @@
  *
  * Codec: --codec, default lzo1x when built (zcache's), else lz4.
  * Output: a table per mode (or --json: {"zmem": VERSION, "command":
- * "cachebench", ..., "rows": [...]}, every row with the same keys, null
+ * "cachebench", ..., "results": [...]}, every row with the same keys, null
  * where a figure does not apply), and --plot FILE.svg: the cleancache hit
  * ratio and memory against the budget, a line per allocator.  The exit
  * status is 1 if any page came back wrong or a call failed unexpectedly,
@@ -88,6 +88,7 @@
 #include "workload/workload.h"
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
+#include "cli/check.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 #include "cli/plot.h"
@@ -1407,7 +1408,7 @@ static void print_json(const struct opts *o, const struct rows *rs, const struct
 	J = &j;
 	json_begin(&j, stdout, "cachebench");
 	json_str(&j, "codec", o->codec);
-	ju("page_size", PS);
+	ju("page_size_bytes", PS);
 	ju("seed", o->seed);
 	ju("frontswap_bytes", o->size);
 	ju("ram_bytes", o->ram);
@@ -1423,7 +1424,7 @@ static void print_json(const struct opts *o, const struct rows *rs, const struct
 	ju("file_pages", fs ? fs->pages : 0);
 	ju("speed_reps", SPEED_REPS);
 	json_str(&j, "plot", o->plot);
-	json_array(&j, "rows");
+	json_array(&j, "results");
 	for (size_t i = 0; i < rs->n; i++) {
 		const struct row *r = &rs->v[i];
 		double ppo = div0((double)r->evicted_pages, (double)r->evicted_objects);
@@ -1864,6 +1865,17 @@ int cmd_cachebench(int argc, char **argv)
 	for (size_t i = 0; i < o.ndata; i++)
 		if (bench_data_check(o.data[i]))
 			return CLI_USAGE;
+	/* what cannot end well fails now, not after a phase (check.h) */
+	for (size_t i = 0; i < o.ndata; i++)
+		if (cli_check_data("cachebench", o.data[i]))
+			return CLI_FAIL;
+	if (cli_check_input("cachebench", "--files", o.files) ||
+	    (!o.files && (o.modes & (M_CLEANCACHE | M_MIXED)) &&
+	     cli_check_dir("cachebench", "--dir", o.dir)) ||
+	    cli_check_output("cachebench", "--plot", o.plot) ||
+	    ((o.modes & (M_FRONTSWAP | M_SPEED)) && cli_check_memory("cachebench", "--size",
+								     o.size, 1)))
+		return CLI_FAIL;
 	rc = zm_codec_create(o.codec, 0, &cd);
 	if (rc) {
 		fprintf(stderr, "zmem cachebench: codec '%s': %s\n", o.codec,

@@ -535,7 +535,7 @@ int cmd_churn(int argc, char **argv)
 		json_uint(&j, "objects", c.n);
 		json_uint(&j, "obj_bytes", c.bytes);
 		corpus_json(&c, &j);
-		json_array(&j, "allocators");
+		json_array(&j, "results");
 		for (int k = 0; k < NALLOC; k++) {
 			struct churn_row *r = &rows[k];
 

@@ -12,6 +12,7 @@
 
 #include <zmem/codec.h>
 #include "bench/corpus.h"
+#include "cli/check.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 
@@ -21,6 +22,8 @@ static struct corpus *g_c;
 static struct corpus_source *g_src;
 static struct zm_codec *g_codec;
 static size_t g_cap, g_target, g_fcap;
+static int g_err;               /* the first file that could not be read */
+static char g_errpath[4096];
 
 static int same_filled(const uint64_t *w)
 {
@@ -55,23 +58,28 @@ static void add_page(struct corpus *c, const void *page)
 	c->bytes += (size_t)r;
 }
 
+/* 0, or -errno if the file cannot be opened or read */
 static int add_file(const char *path)
 {
 	uint64_t page[PAGE / 8];
 	int fd = open(path, O_RDONLY);
-	ssize_t r;
+	ssize_t r = 0;
 
 	size_t got = 0;
 
 	if (fd < 0)
-		return -1;
+		return -errno;
 	while (g_c->bytes < g_target && (r = read(fd, page, PAGE)) > 0) {
 		if (r < PAGE)
 			memset((char *)page + r, 0, PAGE - (size_t)r);
 		add_page(g_c, page);
 		got += (size_t)r;
 	}
+	if (r < 0)
+		r = -errno;
 	close(fd);
+	if (r < 0)
+		return (int)r;
 	if (!got)
 		return 0;
 	if (g_c->nfiles == g_fcap) {
@@ -97,7 +105,16 @@ static int walk_cb(const char *path, const struct stat *st, int type, struct FTW
 		cli_progress("reading pages: %s of %s compressed, from %s",
 			     zmi_human_bytes(g_c->bytes, a, 32), zmi_human_bytes(g_target, b, 32),
 			     g_src->path);
-		add_file(path);
+		/* the system's files: those we may not read are not ours;
+		 * a file the user named, or one in a tree they named, is
+		 * read or the run fails with its error */
+		int rc = add_file(path);
+
+		if (rc && !g_c->defaults) {
+			g_err = rc;
+			snprintf(g_errpath, sizeof(g_errpath), "%s", path);
+			return 1;
+		}
 	}
 	return g_c->bytes >= g_target;
 }
@@ -115,12 +132,13 @@ int corpus_load(const char *const *paths, int npaths, size_t target, struct corp
 	g_cap = 0;
 	g_fcap = 0;
 	g_target = target;
+	g_err = 0;
 	if (!npaths) {
 		paths = dflt;
 		npaths = 3;
 		c->defaults = 1;
 	}
-	for (int i = 0; i < npaths && i < CORPUS_SOURCES && c->bytes < target; i++) {
+	for (int i = 0; i < npaths && i < CORPUS_SOURCES && c->bytes < target && !g_err; i++) {
 		g_src = &c->src[c->nsrc++];
 		g_src->path = paths[i];
 		if (nftw(paths[i], walk_cb, 32, FTW_PHYS) < 0) {
@@ -132,17 +150,26 @@ int corpus_load(const char *const *paths, int npaths, size_t target, struct corp
 	cli_progress_done();
 	zm_codec_destroy(g_codec);
 	g_codec = NULL;
+	if (g_err)
+		return g_err;
 	return c->n ? 0 : -ENOENT;
 }
 
 int corpus_load_cmd(const char *cmd, const char *const *paths, int npaths, size_t target,
 		    struct corpus *c)
 {
-	int rc = corpus_load(paths, npaths, target, c);
+	int rc;
 
+	/* every path given is there and readable before any work */
+	for (int i = 0; i < npaths; i++)
+		if (cli_check_input(cmd, "--corpus", paths[i]))
+			return CLI_FAIL;
+	rc = corpus_load(paths, npaths, target, c);
 	if (!rc)
 		return 0;
 	corpus_free(c);
+	if (g_err)
+		return cli_fail(cmd, "--corpus: %s: %s", g_errpath, strerror(-g_err));
 	return rc == -ENOENT ? cli_fail(cmd, "no pages of 4096 bytes or more in %s",
 					npaths ? "the --corpus paths" :
 					"/usr/lib, /usr/bin, /usr/share") :

@@ -652,7 +652,7 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 		json_str(&j, "allocator", "zsmalloc");
 		json_int(&j, "threads", o->threads);
 		json_int(&j, "rounds", o->rounds);
-		json_int(&j, "ms", o->ms);
+		json_int(&j, "round_ms", o->ms);
 		json_uint(&j, "bytes", o->bytes);
 		json_int(&j, "free_pct", o->free_pct);
 		json_str(&j, "on", on_names[o->on]);

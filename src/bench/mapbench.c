@@ -121,7 +121,7 @@ int cmd_mapbench(int argc, char **argv)
 		return rc < 0 ? CLI_OK : rc;
 	if (json) {
 		json_begin(&doc, stdout, "mapbench");
-		json_int(&doc, "object_size", OBJ_SIZE);
+		json_int(&doc, "object_size_bytes", OBJ_SIZE);
 		json_int(&doc, "runs", RUNS);
 		json_int(&doc, "pairs_per_run", ITERS);
 		json_array(&doc, "results");
@@ -181,7 +181,7 @@ int cmd_mapbench(int argc, char **argv)
 						json_str(&doc, "mode", modes[mode]);
 						json_bool(&doc, "spanning", span);
 						json_int(&doc, "threads", nt);
-						json_fixed(&doc, "ns", cli_median(ns, RUNS), 2);
+						json_fixed(&doc, "ns_per_pair", cli_median(ns, RUNS), 2);
 						json_fixed(&doc, "cycles", cli_median(cyc, RUNS), 1);
 						json_object_end(&doc);
 					} else {

@@ -330,7 +330,7 @@ int cmd_pagebench(int argc, char **argv)
 		char key[16];
 
 		json_begin(&j, stdout, "pagebench");
-		json_uint(&j, "page_size", o.page_size);
+		json_uint(&j, "page_size_bytes", o.page_size);
 		json_bool(&j, "quick", o.quick);
 		json_uint(&j, "size_bytes", sizes[L]);
 		json_object(&j, "ns_per_page");
@@ -349,11 +349,11 @@ int cmd_pagebench(int argc, char **argv)
 			json_object_end(&j);
 		}
 		json_array_end(&j);
-		json_array(&j, "table");
+		json_array(&j, "results");
 		for (size_t i = 0; i < nsizes; i++) {
 			json_object(&j, NULL);
-			json_uint(&j, "bytes", sizes[i]);
-			json_object(&j, "ms");
+			json_uint(&j, "size_bytes", sizes[i]);
+			json_object(&j, "batch_ms");
 			for (size_t b = 0; b < NBATCH; b++) {
 				snprintf(key, sizeof(key), "%zu", batches[b]);
 				json_num(&j, key, t[i][b] / 1e6);

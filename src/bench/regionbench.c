@@ -83,6 +83,7 @@
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
 #include "bench/kswap.h"
+#include "cli/check.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 #include "cli/plot.h"
@@ -1288,9 +1289,9 @@ static void json_params(struct json *j, const struct opts *o, const struct bench
 {
 	json_str(j, "data", d->name);
 	json_str(j, "data_note", d->note);
-	json_uint(j, "size", o->size);
-	json_uint(j, "resident_limit", o->resident);
-	json_uint(j, "page_size", 4096);
+	json_uint(j, "size_bytes", o->size);
+	json_uint(j, "resident_limit_bytes", o->resident);
+	json_uint(j, "page_size_bytes", 4096);
 	json_str(j, "codec", o->codec);
 	json_str(j, "allocator", o->allocator);
 	json_uint(j, "unit_pages", o->unit_pages);
@@ -1316,7 +1317,7 @@ static void print_json(const struct opts *o, const struct bench_data *d, const r
 
 	json_begin(&j, stdout, "regionbench");
 	json_params(&j, o, d);
-	json_array(&j, "rows");
+	json_array(&j, "results");
 	for (int t = 0; t < NTRACES; t++)
 		for (unsigned k = 0; k < o->ntc; k++)
 			for (int s = 0; s < NSIDES; s++) {
@@ -1387,7 +1388,7 @@ static void print_fc_json(const struct opts *o, const struct bench_data *d,
 	json_begin(&j, stdout, "regionbench");
 	json_params(&j, o, d);
 	json_str(&j, "mode", "fault-cost");
-	json_array(&j, "rows");
+	json_array(&j, "results");
 	for (int i = 0; i < NFC; i++) {
 		const struct fc_row *w = &rows[i];
 
@@ -1719,6 +1720,11 @@ int cmd_regionbench(int argc, char **argv)
 		return status < 0 ? CLI_OK : status;
 	if (check_codec(o.codec) || bench_data_check(o.data))
 		return CLI_USAGE;
+	/* what cannot end well fails now, not after the run (check.h) */
+	if (cli_check_data("regionbench", o.data) ||
+	    cli_check_dir("regionbench", "--dir", o.dir) ||
+	    cli_check_output("regionbench", "--plot", o.plot))
+		return CLI_FAIL;
 	status = probe(&o);
 	if (status)
 		return status;

@@ -49,6 +49,7 @@
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
 #include "bench/kswap.h"
+#include "cli/check.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 #include "cli/plot.h"
@@ -632,7 +633,7 @@ static void print_json(const struct env *e)
 		json_object_end(&j);
 	}
 	json_array_end(&j);
-	json_array(&j, "rows");
+	json_array(&j, "results");
 	for (int p = 0; p < NPROGS; p++)
 		for (int s = 0; s < NSIDES; s++) {
 			const struct row *w = &rows[p][s], *pl = &rows[p][S_PLAIN];
@@ -847,6 +848,10 @@ int cmd_runbench(int argc, char **argv)
 	status = parse(argc, argv, &o, prog_dir, sizeof(prog_dir));
 	if (status)
 		return status < 0 ? CLI_OK : status;
+	/* what cannot end well fails now, not after the run (check.h) */
+	if (cli_check_dir("runbench", "--dir", o.dir) ||
+	    cli_check_output("runbench", "--plot", o.plot))
+		return CLI_FAIL;
 	memset(&e, 0, sizeof(e));
 	e.o = &o;
 	n = readlink("/proc/self/exe", e.self, sizeof(e.self) - 1);

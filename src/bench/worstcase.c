@@ -50,6 +50,7 @@
 #include <zmem/pages.h>
 #include <zmem/pool.h>
 #include "bench/benchmarks.h"
+#include "cli/check.h"
 #include "cli/json.h"
 #include "cli/opt.h"
 #include "cli/plot.h"
@@ -489,8 +490,8 @@ static void print_json(const struct cell *cells, size_t n, const char *const *na
 	struct json j;
 
 	json_begin(&j, stdout, "worstcase");
-	json_uint(&j, "mem_cap", mem_cap);
-	json_array(&j, "sizes");
+	json_uint(&j, "mem_cap_bytes", mem_cap);
+	json_array(&j, "sizes_bytes");
 	for (size_t k = 0; k < ns; k++)
 		json_uint(&j, NULL, sizes[k]);
 	json_array_end(&j);
@@ -509,7 +510,7 @@ static void print_json(const struct cell *cells, size_t n, const char *const *na
 		json_object(&j, NULL);
 		json_str(&j, "sequence", c->seq);
 		json_str(&j, "allocator", c->backend);
-		json_uint(&j, "size", c->size);
+		json_uint(&j, "size_bytes", c->size);
 		json_uint(&j, "live_bytes", c->live);
 		json_uint(&j, "objects", c->objects);
 		json_uint(&j, "ops", c->ops);
@@ -674,9 +675,11 @@ int cmd_worstcase(int argc, char **argv)
 		if (want)
 			names[nb++] = all[k];
 	}
+	if (cli_check_output("worstcase", "--plot", plot_path))
+		return CLI_FAIL;
 	cells = calloc(NSEQ * nb * ns, sizeof(*cells));
 	if (!cells)
-		return 1;
+		return cli_no_memory("worstcase", "the cells", NSEQ * nb * ns * sizeof(*cells));
 	for (size_t q = 0; q < NSEQ; q++) {
 		int want = !noseq;
 

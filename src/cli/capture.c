@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "workload/workload.h"
+#include "cli/check.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
 
@@ -50,6 +51,8 @@ int cmd_capture(int argc, char **argv)
 	pid = strtol(argv[1], &end, 10);
 	if (*end || end == argv[1] || pid <= 0 || pid > 0x7fffffff)
 		return cli_usage("capture", "'%s' is not a process id", argv[1]);
+	if (cli_check_output("capture", "-o", out) || cli_check_binary_stdout("capture", out))
+		return CLI_FAIL;
 	f = strcmp(out, "-") ? fopen(out, "wb") : stdout;
 	if (!f) {
 		fprintf(stderr, "zmem capture: %s: %s\n", out, strerror(errno));

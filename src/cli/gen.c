@@ -14,6 +14,7 @@
 #include <zmem/codec.h>
 #include "workload/workload.h"
 #include "bench/bench.h"
+#include "cli/check.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
 
@@ -124,6 +125,8 @@ int cmd_gen(int argc, char **argv)
 	rc = parse(argc, argv, &o);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
+	if (cli_check_output("gen", "-o", o.out) || cli_check_binary_stdout("gen", o.out))
+		return CLI_FAIL;
 	if (o.memory)
 		return gen_memory(&o);
 	rc = zm_codec_create(o.codec, 0, &codec);

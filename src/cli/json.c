@@ -1,8 +1,10 @@
 /* The zmem command's JSON writer (json.h). */
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
 #include <zmem/common.h>
+#include "cli/check.h"
 #include "cli/json.h"
 
 /* the length of the UTF-8 sequence at s, or 0 if it is not one */
@@ -115,7 +117,8 @@ void json_end(struct json *j)
 		close_(j, j->closer[j->depth]);  /* whatever is still open */
 	fputs("}\n", j->f);
 	j->depth = 0;
-	fflush(j->f);
+	if (fflush(j->f))
+		cli_write_failed(j->f, errno);
 }
 
 void json_object(struct json *j, const char *key)

@@ -1,10 +1,12 @@
 /* zmem: the command-line front end.  One subcommand per file: the user
  * commands here, the benchmarks in src/bench/. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <zmem/common.h>
 #include "bench/benchmarks.h"
+#include "cli/check.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
 
@@ -140,6 +142,8 @@ int main(int argc, char **argv)
 {
 	int i;
 
+	/* a failed write to stdout is a failure (check.h) */
+	atexit(cli_check_stdout);
 	if (argc < 2) {
 		usage(stderr);
 		return CLI_USAGE;

@@ -378,7 +378,7 @@ static void json_stats(struct json *j, const char *key, const struct run_proc_st
 	json_uint(j, "heap_max", st->heap_max);
 	json_uint(j, "resident_bytes", st->resident_bytes);
 	json_uint(j, "resident_max", st->resident_max);
-	json_uint(j, "resident_limit", st->resident_limit);
+	json_uint(j, "resident_limit_bytes", st->resident_limit);
 	json_uint(j, "stored_bytes", st->stored_bytes);
 	json_uint(j, "pool_bytes", st->pool_bytes);
 	json_uint(j, "meta_bytes", st->meta_bytes);
@@ -423,7 +423,7 @@ static void report_json(const struct run *r, FILE *f)
 	json_str(&j, "recompress", r->recompress);
 	json_str(&j, "backing", r->backing);
 	json_uint(&j, "unit_pages", r->unit_pages);
-	json_fixed(&j, "seconds", run_seconds(r), 3);
+	json_fixed(&j, "elapsed_s", run_seconds(r), 3);
 	if (r->ended) {
 		json_bool(&j, "running", false);
 		if (WIFSIGNALED(r->status)) {

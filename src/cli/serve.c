@@ -16,8 +16,11 @@
 #include <unistd.h>
 
 #include <zmem/codec.h>
+#include <zmem/common.h>
 #include <zmem/pool.h>
+#include "cli/check.h"
 #include "cli/cli.h"
+#include "cli/json.h"
 #include "cli/opt.h"
 #include "serve/serve.h"
 
@@ -309,6 +312,8 @@ int cmd_serve(int argc, char **argv)
 		return rc;
 	if (cfg.bind && !cfg.port)
 		return cli_usage("serve", "--bind needs --port");
+	if (cli_check_output("serve", "--pidfile", cfg.pidfile))
+		return CLI_FAIL;
 	if (cfg.socket && !strcmp(cfg.socket, "-") && cfg.port)
 		return cli_usage("serve", "--socket - and --port: one or the other");
 	/* as nbdkit's -U -: a captive server (or --socket -) listens in a
@@ -636,6 +641,38 @@ static int unknown_verb(const char *verb, bool run)
 			 run ? " of a run" : "", list);
 }
 
+/* zmem ctl info and json: the server's object in the envelope of every
+ * --json (docs/json.md), {"zmem", "command": "ctl", "verb", ...} */
+static int ctl_document(const char *where, const char *verb, const char *line, unsigned ms)
+{
+	char *doc = NULL, *p;
+	size_t len = 0;
+	FILE *mem = open_memstream(&doc, &len);
+	int rc;
+
+	if (!mem)
+		return cli_fail("ctl", "%s", strerror(errno));
+	rc = control_send("ctl", where, line, mem, ms);
+	fclose(mem);
+	for (p = doc; p && (*p == ' ' || *p == '\n'); p++)
+		;
+	if (rc || !p || *p != '{') {
+		if (doc)
+			fputs(doc, stdout);
+		free(doc);
+		return rc ? CLI_FAIL : CLI_OK;
+	}
+	for (p++; *p == ' ' || *p == '\n'; p++)
+		;
+	printf("{\"zmem\": ");
+	json_write_string(stdout, zm_version_string());
+	printf(", \"command\": \"ctl\", \"verb\": ");
+	json_write_string(stdout, verb);
+	printf("%s%s", *p == '}' ? "" : ", ", p);
+	free(doc);
+	return CLI_OK;
+}
+
 int cmd_ctl(int argc, char **argv)
 {
 	const char *where = NULL, *verb, *arg, *arg2, *tmo = NULL;
@@ -722,6 +759,8 @@ int cmd_ctl(int argc, char **argv)
 	}
 	if (!(where = target("ctl", where, buf, sizeof(buf), ms)))
 		return CLI_FAIL;
+	if (!strcmp(verb, "info") || !strcmp(verb, "json"))
+		return ctl_document(where, verb, line, ms);
 	return control_send("ctl", where, line, stdout, ms) ? CLI_FAIL : CLI_OK;
 }
 

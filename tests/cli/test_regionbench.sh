@@ -46,8 +46,8 @@ d = json.load(open(sys.argv[1]))
 assert d["command"] == "regionbench" and "zmem" in d, d
 assert d["threads"] == [1, 2] and d["threads_base"] == 1, d
 assert d["threads_target"] == 1.6, d
-rows = {(r["trace"], r["side"], r["threads"]): r for r in d["rows"]}
-assert len(rows) == len(d["rows"]) == 5 * 3 * 2, sorted(rows)
+rows = {(r["trace"], r["side"], r["threads"]): r for r in d["results"]}
+assert len(rows) == len(d["results"]) == 5 * 3 * 2, sorted(rows)
 for t in ("seq", "random", "hot", "heap", "table"):
     for s in ("plain", "region-auto", "region-fifo"):
         for n in (1, 2):
@@ -101,7 +101,7 @@ rc=$?
 if [ $rc -eq 0 ] && python3 - "$T/fc.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-rows = {r["side"]: r for r in d["rows"]}
+rows = {r["side"]: r for r in d["results"]}
 for s in ("region", "region-zero", "plain-first-touch"):
     assert rows[s]["touches"] > 0 and rows[s]["p50_us"] > 0, rows[s]
 assert rows["region"]["touches"] == 768, rows["region"]

@@ -37,9 +37,9 @@ d = json.load(open(sys.argv[1]))
 assert d["command"] == "runbench" and "zmem" in d and d["quick"] is True, d
 assert d["fraction"] == 0.25, d
 assert [p["name"] for p in d["programs"]] == ["python", "node", "c"], d["programs"]
-rows = {(r["program"], r["side"]): r for r in d["rows"]}
+rows = {(r["program"], r["side"]): r for r in d["results"]}
 sides = ("plain", "zmem-run", "kernel-zram", "kernel-zswap")
-assert len(rows) == len(d["rows"]) == 3 * 4, sorted(rows)
+assert len(rows) == len(d["results"]) == 3 * 4, sorted(rows)
 ran = 0
 for p in ("python", "node", "c"):
     plain = rows[(p, "plain")]

@@ -44,8 +44,8 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["command"] == "bench" and "zmem" in d, d
 assert d["unit_pages"] == [1, 4, 16] and d["codec"] == "zstd", d
-rows = {(r["data"], r["unit_pages"]): r for r in d["units"]}
-assert len(rows) == len(d["units"]) == 6, sorted(rows)
+rows = {(r["data"], r["unit_pages"]): r for r in d["results"]}
+assert len(rows) == len(d["results"]) == 6, sorted(rows)
 for (data, unit), r in rows.items():
     assert r["verified"] and r["allocator"] == "zsmalloc", r
     assert r["pages"] == 512 and r["orig_data_size"] == 2 << 20, r
