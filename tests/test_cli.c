@@ -12,6 +12,7 @@
 #include "cli/opt.c"
 #include "cli/util.c"
 #include "cli/plot.c"
+#include "cli/check.c"
 
 /* ---- a strict JSON string reader ------------------------------------ */
 

@@ -420,7 +420,7 @@ static void test_allocbench(void **state)
 
 					if (strcmp(jstr(row, "allocator"), *b) ||
 					    strcmp(jstr(row, "pattern"), pats[p]) ||
-					    jnum(row, "size") != size)
+					    jnum(row, "size_bytes") != size)
 						continue;
 					found++;
 					assert_true(jnum(row, "ns_per_op") > 0);
@@ -628,7 +628,7 @@ static void test_churn(void **state)
 	assert_true(jnum(&doc, "objects") > 0);
 	assert_true(jnum(&doc, "obj_bytes") >= 512 << 10);
 	assert_non_null(jget(&doc, "corpus"));
-	a = jget(&doc, "allocators");
+	a = jget(&doc, "results");
 	assert_non_null(a);
 	assert_int_equal(a->t, J_ARR);
 	for (size_t i = 0; i < a->n; i++) {
@@ -701,8 +701,8 @@ static void test_worstcase(void **state)
 				    strcmp(jstr(row, "sequence"), seqs[q]))
 					continue;
 				found++;
-				assert_true(jnum(row, "size") == 4 << 20 ||
-					    jnum(row, "size") == 8 << 20);
+				assert_true(jnum(row, "size_bytes") == 4 << 20 ||
+					    jnum(row, "size_bytes") == 8 << 20);
 				assert_true(jnum(row, "ns_per_op") > 0);
 				assert_true(jnum(row, "live_bytes") > 0);
 				/* pool + metadata hold at least the live bytes, and
@@ -826,7 +826,7 @@ static void test_cachebench(void **state)
 	assert_string_equal(jstr(&doc, "command"), "cachebench");
 	assert_true(strlen(jstr(&doc, "zmem")) > 0);
 	assert_true(jnum(&doc, "seed") >= 0);
-	r = jget(&doc, "rows");
+	r = jget(&doc, "results");
 	assert_non_null(r);
 	assert_int_equal(r->t, J_ARR);
 	for (size_t i = 0; i < r->n; i++) {
