@@ -16,7 +16,7 @@
  * anything: the pages go straight into the store, which is what the
  * figure measures.
  *
- * The text is generated once (zm_workload, tuned per page to the ratio
+ * The text is generated once (workload, tuned per page to the ratio
  * with the codec used) and kept in memory for all backends: generating
  * costs more than storing.  Peak memory is that buffer plus one store.
  */
@@ -132,7 +132,7 @@ static int one(const char *allocator, const char *codec, const uint8_t *buf, int
 }
 
 static void print_table(const struct seed_row *rows, size_t n, const char *codec,
-			size_t size, const struct zm_workload_stats *ws)
+			size_t size, const struct workload_stats *ws)
 {
 	char human[32];
 
@@ -172,7 +172,7 @@ static void print_table(const struct seed_row *rows, size_t n, const char *codec
 }
 
 static void print_json(const struct seed_row *rows, size_t n, const char *codec,
-		       size_t size, const struct zm_workload_stats *ws)
+		       size_t size, const struct workload_stats *ws)
 {
 	struct json j;
 
@@ -223,7 +223,7 @@ int bench_seed_table(size_t size, const char *codec, const char *const *alloc,
 		     size_t nalloc, int json)
 {
 	struct seed_row *rows = calloc(SEED_DATA * nalloc, sizeof(*rows));
-	struct zm_workload_stats ws = { 0 };
+	struct workload_stats ws = { 0 };
 	struct zm_codec *cd = NULL;
 	size_t npages = size / SEED_PAGE, n = 0;
 	uint8_t *text = NULL;
@@ -243,8 +243,8 @@ int bench_seed_table(size_t size, const char *codec, const char *const *alloc,
 		goto out;
 	}
 	cli_progress("seed table: generating %zu MiB of text", size >> 20);
-	rc = zm_workload_fill(ZM_WORKLOAD_TEXT, SEED_TEXT, cd, SEED_RANDOM, text,
-			      npages * SEED_PAGE, SEED_PAGE, &ws);
+	rc = workload_fill(WORKLOAD_TEXT, SEED_TEXT, cd, SEED_RANDOM, text,
+			   npages * SEED_PAGE, SEED_PAGE, &ws);
 	cli_progress_done();
 	if (rc) {
 		fprintf(stderr, "zmem bench: --seed-table: generating text: %s\n", strerror(-rc));

@@ -115,15 +115,15 @@ static const char *const kind_names[] = { "frontswap", "cleancache", "speed", "m
 /* The generated file set: a ratio per file, drawn with these weights
  * (percent of files); 1.0 is random data, which does not compress. */
 static const struct {
-	enum zm_workload_kind kind;
+	enum workload_kind kind;
 	double ratio;
 	unsigned weight;
 } file_mix[] = {
-	{ ZM_WORKLOAD_TEXT, 0.25, 20 },
-	{ ZM_WORKLOAD_TEXT, 0.40, 25 },
-	{ ZM_WORKLOAD_TEXT, 0.55, 25 },
-	{ ZM_WORKLOAD_TEXT, 0.75, 20 },
-	{ ZM_WORKLOAD_RANDOM, 1.00, 10 },
+	{ WORKLOAD_TEXT, 0.25, 20 },
+	{ WORKLOAD_TEXT, 0.40, 25 },
+	{ WORKLOAD_TEXT, 0.55, 25 },
+	{ WORKLOAD_TEXT, 0.75, 20 },
+	{ WORKLOAD_RANDOM, 1.00, 10 },
 };
 #define FILE_MIN_PAGES 1
 #define FILE_MAX_PAGES 1024  /* 4 MiB */
@@ -528,8 +528,8 @@ static int gen_files(const struct opts *o, struct fileset *fs)
 			size = left;
 		while (w >= file_mix[m].weight)
 			w -= file_mix[m++].weight;
-		rc = zm_workload_fill(file_mix[m].kind, file_mix[m].ratio, codec,
-				      o->seed + fs->n, buf, (size_t)pages * PS, PS, NULL);
+		rc = workload_fill(file_mix[m].kind, file_mix[m].ratio, codec,
+				   o->seed + fs->n, buf, (size_t)pages * PS, PS, NULL);
 		if (rc) {
 			fprintf(stderr, "zmem cachebench: generating a file: %s\n", strerror(-rc));
 			break;
