@@ -6,7 +6,7 @@
  * a seeded randomized run against a model that also checks that objects
  * stay inside one page and never overlap.
  *
- *   test_xv [--seed N] [--steps N]      (or ZM_TEST_SEED=N in the environment)
+ *   test_xvmalloc [--seed N] [--steps N]      (or ZM_TEST_SEED=N in the environment)
  */
 #include <errno.h>
 
