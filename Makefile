@@ -428,7 +428,7 @@ check-memcheck:
 # and checks the whole structure after every step in every build.
 SOAK ?= 10
 SOAK_ROUNDS ?= 3
-SOAK_TESTS = $(filter %_model %_stress %/test_xvmalloc %/test_xcf %/test_zbud %/test_store_tier,$(TESTS))
+SOAK_TESTS = $(filter %_model %_stress %/test_xvmalloc %/test_xcfmalloc %/test_zbud %/test_store_tier,$(TESTS))
 soak:
 	@rm -f build/soak-results
 	@r=1; while [ $$r -le $(SOAK_ROUNDS) ]; do echo "== soak round $$r of $(SOAK_ROUNDS), ZM_SOAK=$(SOAK)"; \
