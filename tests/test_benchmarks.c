@@ -1,5 +1,5 @@
 /*
- * Smoke test of the experiments: runs the zmem command that sits
+ * Smoke test of the benchmark commands: runs the zmem command that sits
  * next to this test's directory (or $ZMEM) with tiny sizes --
  *
  *   zmem bench --seed-table --size 8M --json
@@ -951,7 +951,7 @@ int main(int argc, char **argv)
 	const char *env = getenv("ZMEM");
 	int rc;
 
-	/* build/X/tests/test_experiments -> build/X/zmem */
+	/* build/X/tests/test_benchmarks -> build/X/zmem */
 	if (env && *env) {
 		snprintf(zmem_path, sizeof(zmem_path), "%s", env);
 	} else {
@@ -972,7 +972,7 @@ int main(int argc, char **argv)
 		snprintf(zmem_path, sizeof(zmem_path), "%s/zmem", slash ? self : "..");
 	}
 	if (access(zmem_path, X_OK)) {
-		fprintf(stderr, "test_experiments: no zmem at %s (set ZMEM)\n", zmem_path);
+		fprintf(stderr, "test_benchmarks: no zmem at %s (set ZMEM)\n", zmem_path);
 		return 1;
 	}
 	if (!mkdtemp(tmpdir)) {
