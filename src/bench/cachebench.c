@@ -192,7 +192,7 @@ static double reported_for(const char *allocator, const char *data)
 
 	if (!text && strcmp(data, "zero"))
 		return -1;
-	r = bench_seed_reported(allocator, text);
+	r = bench_2011_reported(allocator, text);
 	return r > 0 ? r : -1;
 }
 
