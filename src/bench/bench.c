@@ -1,6 +1,6 @@
 /*
  * zmem bench: the main job.  The same pages through every allocator, side
- * by side, the way the seeds' reviewers asked for (background §1).
+ * by side, the way zcache's reviewers asked for (background §1).
  *
  * For each data set (bench_data.c) and each run (--reps, default 3):
  *
@@ -609,7 +609,8 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 	}
 	for (size_t i = 0; i < n; i++)
 		if (!strcmp(rows[i].data, "text:0.75")) {
-			printf("\nThe seeds' table, text compressing to 75%%: effective compression\n ");
+			printf("\nxcfmalloc's 2011 table, text compressing to 75%%: "
+			       "effective compression\n ");
 			for (size_t j = 0; j < n; j++)
 				if (!strcmp(rows[j].data, "text:0.75"))
 					printf(" %s %.2f%%", rows[j].allocator,

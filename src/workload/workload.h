@@ -13,8 +13,8 @@
  *   text     readable English-like text: words from a built-in vocabulary
  *            with a Zipf-like distribution, sentences, punctuation and
  *            paragraphs, tuned so that each page compresses to about the
- *            requested ratio with the given codec (the seeds' "English text
- *            compressing to 75%" is ratio 0.75 with lzo).  The tuning knob
+ *            requested ratio with the given codec (xcfmalloc's 2011 "English
+ *            text compressing to 75%" is ratio 0.75 with lzo).  The tuning knob
  *            mixes in repeated sentences (to compress better) or random
  *            "words" of letters and digits (to compress worse); each page
  *            is generated, compressed and regenerated with a corrected mix
