@@ -302,8 +302,8 @@ $(BUILD)/bench/run/arrays: bench/run/arrays.c Makefile
 
 $(BUILD)/tests/test_runbench.sh: $(RUNPROGS)
 
-# test_experiments runs the zmem command of the same build.
-$(BUILD)/tests/test_experiments: $(BUILD)/zmem
+# test_benchmarks runs the zmem command of the same build.
+$(BUILD)/tests/test_benchmarks: $(BUILD)/zmem
 
 # ---- set-up -------------------------------------------------------------
 deps:
@@ -334,7 +334,7 @@ TEST_JOBS ?= 2
 TESTS_ALONE := test_nbd_limits test_serve_qemu.sh test_serve_access.sh
 # The slowest tests start first, in this order, so that a stage does not
 # end with one of them running by itself.
-SLOW_TESTS := test_commands.sh test_install.sh test_experiments test_serve_tiering.sh \
+SLOW_TESTS := test_commands.sh test_install.sh test_benchmarks test_serve_tiering.sh \
               test_pool_model test_mixed_stress test_nbd
 test_order = $(foreach t,$(SLOW_TESTS),$(filter %/$(t),$(1))) \
              $(filter-out $(addprefix %/,$(SLOW_TESTS) $(TESTS_ALONE)),$(1)) \
@@ -429,7 +429,7 @@ check-memcheck:
 # and checks the whole structure after every step in every build.
 SOAK ?= 10
 SOAK_ROUNDS ?= 3
-SOAK_TESTS = $(filter %_model %_stress %/test_xv %/test_xcf %/test_zbud %/test_store_tier,$(TESTS))
+SOAK_TESTS = $(filter %_model %_stress %/test_xvmalloc %/test_xcfmalloc %/test_zbud %/test_store_tier,$(TESTS))
 soak:
 	@rm -f build/soak-results
 	@r=1; while [ $$r -le $(SOAK_ROUNDS) ]; do echo "== soak round $$r of $(SOAK_ROUNDS), ZM_SOAK=$(SOAK)"; \
@@ -479,7 +479,7 @@ check-fuzz:
 #     under qemu;
 #   test_nbd_limits: the server's deadlines, in seconds;
 #   test_fixed_cost: resident memory, which under qemu is the emulator's;
-#   test_experiments: runs the zmem command, an arm64 program the host
+#   test_benchmarks: runs the zmem command, an arm64 program the host
 #     cannot start without binfmt_misc;
 #   test_pool_ids: 65,000 pool creations, each reserving its tables'
 #     address space; qemu-user kept what the pools gave back and grew to
@@ -487,7 +487,7 @@ check-fuzz:
 ARM64_CROSS ?= aarch64-linux-gnu-
 ARM64_QEMU  ?= qemu-aarch64
 ARM64_SKIP  := %_stress %/test_pool_model %/test_nbd_limits %/test_fixed_cost \
-               %/test_experiments %/test_pool_ids
+               %/test_benchmarks %/test_pool_ids
 ARM64_TESTS  = $(filter-out $(ARM64_SKIP),$(filter-out %.sh,$(TESTS)))
 ARM64_MAKE   = PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
                $(MAKE) BUILD=build/arm64 ZM_DEBUG=2 OPT=-O1 CC=$(ARM64_CROSS)gcc \

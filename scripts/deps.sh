@@ -5,7 +5,7 @@
 set -eu
 
 # build + unit tests + sanitizers; codecs (lzo is GPL and optional at
-# build time, but installed here so that the seeds' codec can be measured).
+# build time, but installed here so that zcache's 2011 codec can be measured).
 PKGS="gcc make pkg-config libcmocka-dev liblz4-dev libzstd-dev liblzo2-dev util-linux"
 # the peers of the churn benchmark (loaded with LD_PRELOAD, never linked)
 PKGS="$PKGS libjemalloc2 libmimalloc2.0"

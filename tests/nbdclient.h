@@ -27,7 +27,7 @@
 /* ---- an in-process server -------------------------------------------- */
 
 struct test_server {
-	struct zmi_serve_config cfg;
+	struct serve_config cfg;
 	char path[108];
 	pthread_t thread;
 	int status;
@@ -56,7 +56,7 @@ static int nc_connect_path(const char *path)
 
 /* Start a server on a fresh socket; cfg's socket and foreground are set
  * here.  Returns when it accepts connections. */
-static inline int test_server_start(struct test_server *t, const struct zmi_serve_config *cfg,
+static inline int test_server_start(struct test_server *t, const struct serve_config *cfg,
 				    const char *tag)
 {
 	memset(t, 0, sizeof(*t));

@@ -336,15 +336,15 @@ static size_t null_n;
 	X("zm_region_writev(iov NULL)", zm_region_writev(-1, NULL, 1) == -1 && errno == EINVAL) \
 	X("zm_region_recv(buf NULL)", zm_region_recv(-1, NULL, 1, 0) == -1 && BADF_OR_FAULT) \
 	X("zm_region_send(buf NULL)", zm_region_send(-1, NULL, 1, 0) == -1 && BADF_OR_FAULT) \
-	X("zm_workload_create(out NULL)", zm_workload_create(NULL, NULL) == -EINVAL) \
-	X("zm_workload_destroy(NULL)", (zm_workload_destroy(NULL), 1)) \
-	X("zm_workload_next(NULL)", zm_workload_next(NULL, page, 4096) == -EINVAL) \
-	X("zm_workload_kind_parse(NULL)", zm_workload_kind_parse(NULL, NULL) == -EINVAL) \
-	X("zm_workload_stats(NULL)", \
-	  zm_workload_stats(NULL, &(struct zm_workload_stats){ 0 }) == -EINVAL) \
-	X("zm_workload_capture(fn NULL)", zm_workload_capture(1, 0, NULL, NULL, NULL) == -EINVAL) \
-	X("zm_workload_capture_mem(buf NULL)", \
-	  zm_workload_capture_mem(1, 0, NULL, NULL, NULL) == -EINVAL)
+	X("workload_create(out NULL)", workload_create(NULL, NULL) == -EINVAL) \
+	X("workload_destroy(NULL)", (workload_destroy(NULL), 1)) \
+	X("workload_next(NULL)", workload_next(NULL, page, 4096) == -EINVAL) \
+	X("workload_kind_parse(NULL)", workload_kind_parse(NULL, NULL) == -EINVAL) \
+	X("workload_stats(NULL)", \
+	  workload_stats(NULL, &(struct workload_stats){ 0 }) == -EINVAL) \
+	X("workload_capture(fn NULL)", workload_capture(1, 0, NULL, NULL, NULL) == -EINVAL) \
+	X("workload_capture_mem(buf NULL)", \
+	  workload_capture_mem(1, 0, NULL, NULL, NULL) == -EINVAL)
 
 static const char *const null_calls[] = {
 #define NAME(call, ok) call,

@@ -40,28 +40,28 @@ static const char *const backends[] = { "zsmalloc", "xvmalloc", "xcfmalloc", "zb
 
 struct corpus {
 	const char *name;
-	enum zm_workload_kind kind;
+	enum workload_kind kind;
 	double ratio;
 	uint64_t seed;
 	double base[NB];   /* overhead measured, in the order of backends[] */
 };
 
 static const struct corpus corpora[] = {
-	{ "text 0.30", ZM_WORKLOAD_TEXT, 0.30, 1000, { 1.0142, 1.1214, 1.0655, 1.6868, 1.0329 } },
-	{ "text 0.50", ZM_WORKLOAD_TEXT, 0.50, 1001, { 1.0132, 1.3598, 1.0434, 1.1676, 1.0197 } },
-	{ "text 0.75", ZM_WORKLOAD_TEXT, 0.75, 1002, { 1.0081, 1.3390, 1.0312, 1.3466, 1.0133 } },
-	{ "zero", ZM_WORKLOAD_ZERO, 0, 1, { 1.3517, 1.9724, 3.5706, 79.7188, 2.5099 } },
+	{ "text 0.30", WORKLOAD_TEXT, 0.30, 1000, { 1.0142, 1.1214, 1.0655, 1.6868, 1.0329 } },
+	{ "text 0.50", WORKLOAD_TEXT, 0.50, 1001, { 1.0132, 1.3598, 1.0434, 1.1676, 1.0197 } },
+	{ "text 0.75", WORKLOAD_TEXT, 0.75, 1002, { 1.0081, 1.3390, 1.0312, 1.3466, 1.0133 } },
+	{ "zero", WORKLOAD_ZERO, 0, 1, { 1.3517, 1.9724, 3.5706, 79.7188, 2.5099 } },
 };
 
 static uint8_t *g_pages;
 
 static void run_corpus(const struct corpus *cp)
 {
-	struct zm_workload_stats ws;
+	struct workload_stats ws;
 	int bad = 0;
 
-	assert_int_equal(zm_workload_fill(cp->kind, cp->ratio, NULL, cp->seed, g_pages,
-					  (size_t)NPAGES * PS, PS, &ws), 0);
+	assert_int_equal(workload_fill(cp->kind, cp->ratio, NULL, cp->seed, g_pages,
+				       (size_t)NPAGES * PS, PS, &ws), 0);
 	printf("%s: %d pages, ratio %.4f, %zu incompressible\n", cp->name, NPAGES, ws.ratio,
 	       ws.huge_pages);
 	for (size_t b = 0; b < NB; b++) {

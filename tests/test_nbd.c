@@ -39,7 +39,7 @@ static int setup(void **state)
 	if (ext && *ext) {
 		path = ext;
 	} else {
-		struct zmi_serve_config cfg = { .size = SIZE, .threads = 2 };
+		struct serve_config cfg = { .size = SIZE, .threads = 2 };
 
 		if (test_server_start(&srv, &cfg, "main"))
 			return -1;
@@ -404,7 +404,7 @@ static void test_block_status_runs(void **state)
 {
 	enum { P = 4096, M = SERVE_ZERO_RUN_MIN / P };
 	struct test_server big;
-	struct zmi_serve_config cfg = { .size = 1ull << 40, .threads = 1 };
+	struct serve_config cfg = { .size = 1ull << 40, .threads = 1 };
 	struct nc c;
 	uint8_t *buf = malloc(5 * P);
 	uint32_t len, st, max = 0xFFFFF000u;  /* the most a request asks: 4 GiB - 4 KiB */
@@ -510,7 +510,7 @@ static void test_block_status_whole_disk_zeros(void **state)
 
 	for (unsigned k = 0; k < 2; k++) {
 		const uint64_t size = (1u << 20) + 1424;  /* a partial last page */
-		struct zmi_serve_config cfg = { .size = size, .threads = 1, .page_size = pages[k] };
+		struct serve_config cfg = { .size = size, .threads = 1, .page_size = pages[k] };
 		struct test_server z;
 		struct nc c;
 		uint8_t *data = malloc(size), *zero = calloc(1, size);
@@ -671,7 +671,7 @@ static void test_stalled_client(void **state)
 static void test_read_only(void **state)
 {
 	struct test_server ro;
-	struct zmi_serve_config cfg = { .size = 1u << 20, .read_only = true };
+	struct serve_config cfg = { .size = 1u << 20, .read_only = true };
 	struct nc c;
 	uint8_t buf[4096] = { 1 };
 
@@ -690,7 +690,7 @@ static void test_read_only(void **state)
 static void test_memory_limit(void **state)
 {
 	struct test_server lim;
-	struct zmi_serve_config cfg = { .size = 64u << 20, .mem_limit = 512u << 10, .threads = 1 };
+	struct serve_config cfg = { .size = 64u << 20, .mem_limit = 512u << 10, .threads = 1 };
 	struct nc c;
 	uint8_t first[4096], buf[4096];
 	uint64_t seed = 99;

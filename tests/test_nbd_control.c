@@ -103,7 +103,7 @@ static long long mem_limit(const struct test_server *t)
 static void test_partial_line(void **state)
 {
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = 16u << 20, .threads = 1 };
+	struct serve_config cfg = { .size = 16u << 20, .threads = 1 };
 	char buf[512];
 	int fd;
 
@@ -139,7 +139,7 @@ static void test_partial_line(void **state)
 static void test_line_limit(void **state)
 {
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = 16u << 20, .threads = 1 };
+	struct serve_config cfg = { .size = 16u << 20, .threads = 1 };
 	char line[3 * LINE_MAX_BYTES], buf[4096];
 	int fd;
 
@@ -186,7 +186,7 @@ static void test_idle_connections(void **state)
 {
 	enum { IDLE = 60 };
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = 16u << 20, .threads = 1 };
+	struct serve_config cfg = { .size = 16u << 20, .threads = 1 };
 	int fd[IDLE];
 	char buf[1 << 16];
 	uint64_t t0;
@@ -233,7 +233,7 @@ static void test_long_verb(void **state)
 {
 	enum { LEN = 1u << 20, MIB = 48 };
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = 64u << 20, .threads = 1, .recompress = "zstd:19" };
+	struct serve_config cfg = { .size = 64u << 20, .threads = 1, .recompress = "zstd:19" };
 	uint8_t *data = malloc(LEN);
 	char *buf = malloc(1 << 16), run[4096];
 	struct nc c;

@@ -8,7 +8,7 @@
  * TCP connections send without Nagle's delay.
  *
  * The servers run in this process with a short time limit in milliseconds
- * (zmi_serve_config.timeout_ms), so the limits are seen within a second
+ * (serve_config.timeout_ms), so the limits are seen within a second
  * or two; each bound scales with its limit.
  */
 #include <netinet/in.h>
@@ -76,7 +76,7 @@ static bool counter_reaches(const struct test_server *t, const char *name, long 
 static void test_trickled_handshake(void **state)
 {
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = 1u << 20, .threads = 1, .timeout_ms = 500 };
+	struct serve_config cfg = { .size = 1u << 20, .threads = 1, .timeout_ms = 500 };
 	uint8_t greeting[18], opt[16];
 	uint64_t t0;
 	int fd, i;
@@ -121,7 +121,7 @@ static void test_trickled_handshake(void **state)
 static void test_partial_header(void **state)
 {
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = 1u << 20, .threads = 1, .timeout_ms = 500 };
+	struct serve_config cfg = { .size = 1u << 20, .threads = 1, .timeout_ms = 500 };
 	struct nc idle, part;
 	uint8_t h[NBD_REQUEST_SIZE] = { 0 };
 	uint64_t t0;
@@ -154,7 +154,7 @@ static void test_partial_header(void **state)
 static void test_trickled_payload(void **state)
 {
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = 4u << 20, .threads = 1, .timeout_ms = 500 };
+	struct serve_config cfg = { .size = 4u << 20, .threads = 1, .timeout_ms = 500 };
 	struct nc c;
 	uint64_t t0;
 	bool closed = false;
@@ -188,7 +188,7 @@ static void test_stalled_writers(void **state)
 {
 	enum { STALLED = 8 };
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = 64u << 20, .threads = 2, .timeout_ms = 2000 };
+	struct serve_config cfg = { .size = 64u << 20, .threads = 2, .timeout_ms = 2000 };
 	struct nc bad[STALLED], good;
 	struct timeval rt = { 20, 0 };
 	uint8_t *buf = malloc(1u << 20), *back = malloc(1u << 20);
@@ -238,7 +238,7 @@ static void test_held_workers(void **state)
 {
 	enum { LEN = 1u << 20 };
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = 64u << 20, .threads = 2, .timeout_s = 10,
+	struct serve_config cfg = { .size = 64u << 20, .threads = 2, .timeout_s = 10,
 					.codec = "zstd:19" };
 	struct nc bad[2], good;
 	uint8_t *buf = malloc(LEN);
@@ -280,7 +280,7 @@ static void test_unread_replies(void **state)
 {
 	enum { READERS = 16, ASKS = 4 };
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = 256u << 20, .threads = 2, .timeout_ms = 1500 };
+	struct serve_config cfg = { .size = 256u << 20, .threads = 2, .timeout_ms = 1500 };
 	struct nc r[READERS], slow;
 	size_t before, after;
 	uint64_t t0;
@@ -334,7 +334,7 @@ static void test_sigterm_answers_requests(void **state)
 {
 	enum { CLIENTS = 8, LEN = 1u << 20 };
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = 64u << 20, .threads = 2, .codec = "zstd:19" };
+	struct serve_config cfg = { .size = 64u << 20, .threads = 2, .codec = "zstd:19" };
 	struct nc c[CLIENTS];
 	uint8_t *buf = malloc(LEN);
 	uint64_t x = 12345;
@@ -413,7 +413,7 @@ static void *big_send(void *arg)
 static void test_sigterm_mid_payload(void **state)
 {
 	struct test_server t;
-	struct zmi_serve_config cfg = { .size = BIG_WRITES * BIG_LEN, .threads = 2 };
+	struct serve_config cfg = { .size = BIG_WRITES * BIG_LEN, .threads = 2 };
 	struct big_sender b = { .lock = PTHREAD_MUTEX_INITIALIZER,
 				.cond = PTHREAD_COND_INITIALIZER };
 	struct nc c;
@@ -505,7 +505,7 @@ static void test_tcp_nodelay(void **state)
 	assert_int_equal(getsockname(probe, (struct sockaddr *)&a, &al), 0);
 	close(probe);
 	snprintf(ctl, sizeof(ctl), "/tmp/zmem-test-%d-tcp.ctl", (int)getpid());
-	t.cfg = (struct zmi_serve_config){ .size = 1u << 20, .threads = 1, .port = ntohs(a.sin_port),
+	t.cfg = (struct serve_config){ .size = 1u << 20, .threads = 1, .port = ntohs(a.sin_port),
 					   .control = ctl, .foreground = true };
 	assert_int_equal(pthread_create(&t.thread, NULL, test_server_main, &t), 0);
 	for (int i = 0; i < 1000 && fd < 0; i++) {

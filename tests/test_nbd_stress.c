@@ -142,7 +142,7 @@ static void *reader(void *arg)
 
 static void test_concurrent_unaligned_writers(void **state)
 {
-	struct zmi_serve_config cfg = { .size = NSECT * SECTOR, .threads = 4 };
+	struct serve_config cfg = { .size = NSECT * SECTOR, .threads = 4 };
 	pthread_t wt[WRITERS], rt;
 	struct writer_arg wa[WRITERS];
 	int bad = 0;
@@ -211,7 +211,7 @@ static void *churn_client(void *arg)
 
 static void test_many_connections(void **state)
 {
-	struct zmi_serve_config cfg = { .size = 1u << 20, .threads = 2 };
+	struct serve_config cfg = { .size = 1u << 20, .threads = 2 };
 	pthread_t t[16];
 
 	assert_int_equal(test_server_start(&srv, &cfg, "many"), 0);
@@ -234,7 +234,7 @@ static void test_many_connections(void **state)
 #define DISK_ROUNDS 20000
 
 struct disk_arg {
-	struct zmi_disk *d;
+	struct serve_disk *d;
 	uint32_t w;
 	uint32_t last[16];
 };
@@ -258,8 +258,8 @@ static void *disk_writer(void *arg)
 
 static void test_disk_read_modify_write_race(void **state)
 {
-	struct zmi_server s;
-	struct zmi_serve_config cfg = { .size = 8192 };
+	struct serve_server s;
+	struct serve_config cfg = { .size = 8192 };
 	struct disk_arg a[DISK_THREADS];
 	pthread_t t[DISK_THREADS];
 	uint8_t page[8192], scratch[4096];

@@ -21,8 +21,8 @@ static uint8_t *text_pages(size_t n, double ratio, uint64_t seed)
 	uint8_t *b = malloc(n * PS);
 
 	assert_non_null(b);
-	assert_int_equal(zm_workload_fill(ZM_WORKLOAD_TEXT, ratio, NULL, seed, b,
-					  n * PS, PS, NULL), 0);
+	assert_int_equal(workload_fill(WORKLOAD_TEXT, ratio, NULL, seed, b,
+				       n * PS, PS, NULL), 0);
 	return b;
 }
 
@@ -731,8 +731,8 @@ static void test_page_sizes(void **st)
 		uint8_t *in = malloc(4 * ps), *out = malloc(ps);
 		struct zm_store_stats ss;
 
-		assert_int_equal(zm_workload_fill(ZM_WORKLOAD_TEXT, 0.5, NULL, 3, in, ps,
-						  ps, NULL), 0);
+		assert_int_equal(workload_fill(WORKLOAD_TEXT, 0.5, NULL, 3, in, ps,
+					       ps, NULL), 0);
 		memset(in + ps, 0x11, ps);
 		for (size_t i = 0; i < ps; i++)
 			in[2 * ps + i] = (uint8_t)((i * 2654435761u) >> 13);

@@ -45,8 +45,8 @@ static void fill(uint8_t *p, uint64_t index, uint64_t v)
 		}
 		return;
 	}
-	assert_int_equal(zm_workload_fill(ZM_WORKLOAD_TEXT, 0.5, NULL,
-					  mix64(g_seed ^ (index << 8) ^ v), p, PS, PS, NULL),
+	assert_int_equal(workload_fill(WORKLOAD_TEXT, 0.5, NULL,
+				       mix64(g_seed ^ (index << 8) ^ v), p, PS, PS, NULL),
 			 0);
 }
 

@@ -56,8 +56,8 @@ static void fill_page(uint8_t *p, size_t ps, enum page_kind kind, uint64_t seed)
 	switch (kind) {
 	case PK_TEXT:
 	case PK_HALF:
-		assert_int_equal(zm_workload_fill(ZM_WORKLOAD_TEXT, 0.5, NULL, seed, p, ps, ps,
-						  NULL), 0);
+		assert_int_equal(workload_fill(WORKLOAD_TEXT, 0.5, NULL, seed, p, ps, ps,
+					       NULL), 0);
 		if (kind == PK_HALF)
 			memset(p + ps / 2, 0, ps / 2);
 		break;

@@ -97,8 +97,8 @@ static uint8_t *text_pages(size_t n, double ratio, uint64_t seed)
 	uint8_t *b = malloc(n * PS);
 
 	assert_non_null(b);
-	assert_int_equal(zm_workload_fill(ZM_WORKLOAD_TEXT, ratio, NULL, seed, b, n * PS, PS,
-					  NULL), 0);
+	assert_int_equal(workload_fill(WORKLOAD_TEXT, ratio, NULL, seed, b, n * PS, PS,
+				       NULL), 0);
 	return b;
 }
 
@@ -627,8 +627,8 @@ static void test_large_pages(void **state)
 			struct zm_store_stats st;
 
 			assert_true(data && out);
-			assert_int_equal(zm_workload_fill(ZM_WORKLOAD_TEXT, 0.4, NULL, 17, data,
-							  N * ps, ps, NULL), 0);
+			assert_int_equal(workload_fill(WORKLOAD_TEXT, 0.4, NULL, 17, data,
+						       N * ps, ps, NULL), 0);
 			memset(data + 3 * ps, 0, ps);
 			assert_int_equal(zm_store_put_range(s, 0, N, data), 0);
 			st = stats(s);

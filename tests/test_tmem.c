@@ -749,16 +749,16 @@ static void test_corrupt(void **state)
 
 		for (int k = 0; k < 2; k++) {
 			int id = mkpool(t, k ? ZM_TMEM_PERSISTENT : ZM_TMEM_EPHEMERAL, 0);
-			struct tm_pool *p = tm_pool_of(t, id, NULL);
-			struct tm_shard *sh = tm_shard_of(p, 4, 5);
-			struct tm_page *pg;
+			struct zmi_tmem_pool *p = zmi_tmem_pool_of(t, id, NULL);
+			struct zmi_tmem_shard *sh = zmi_tmem_shard_of(p, 4, 5);
+			struct zmi_tmem_page *pg;
 			struct zm_tmem_stats st;
 			uint8_t *m;
 			size_t hl = k ? 0 : TM_HDR;
 
 			put_ok(t, id, 4, 5, tt_cookie(1, 1), PS);
 			put_ok(t, id, 4, 6, tt_cookie(2, 1), PS);
-			pg = tm_page_find(tm_obj_find(sh, 4), 5);
+			pg = zmi_tmem_page_find(zmi_tmem_obj_find(sh, 4), 5);
 			assert_non_null(pg);
 			assert_false(pg->raw);
 			m = zm_pool_map(p->zp, pg->h, ZM_MAP_RW);

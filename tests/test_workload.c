@@ -23,62 +23,62 @@ static uint64_t seed;
 
 static void test_kinds(void **st)
 {
-	enum zm_workload_kind k;
+	enum workload_kind k;
 
-	assert_int_equal(zm_workload_kind_parse("zero", &k), 0);
-	assert_int_equal(k, ZM_WORKLOAD_ZERO);
-	assert_int_equal(zm_workload_kind_parse("random", &k), 0);
-	assert_int_equal(k, ZM_WORKLOAD_RANDOM);
-	assert_int_equal(zm_workload_kind_parse("text", &k), 0);
-	assert_int_equal(k, ZM_WORKLOAD_TEXT);
-	assert_int_equal(zm_workload_kind_parse("Text", &k), -EINVAL);
-	assert_int_equal(zm_workload_kind_parse(NULL, &k), -EINVAL);
-	assert_string_equal(zm_workload_kind_name(ZM_WORKLOAD_TEXT), "text");
-	assert_null(zm_workload_kind_name((enum zm_workload_kind)42));
+	assert_int_equal(workload_kind_parse("zero", &k), 0);
+	assert_int_equal(k, WORKLOAD_ZERO);
+	assert_int_equal(workload_kind_parse("random", &k), 0);
+	assert_int_equal(k, WORKLOAD_RANDOM);
+	assert_int_equal(workload_kind_parse("text", &k), 0);
+	assert_int_equal(k, WORKLOAD_TEXT);
+	assert_int_equal(workload_kind_parse("Text", &k), -EINVAL);
+	assert_int_equal(workload_kind_parse(NULL, &k), -EINVAL);
+	assert_string_equal(workload_kind_name(WORKLOAD_TEXT), "text");
+	assert_null(workload_kind_name((enum workload_kind)42));
 }
 
 static void test_bad_args(void **st)
 {
-	struct zm_workload_config cfg = { .kind = ZM_WORKLOAD_TEXT };
-	struct zm_workload *w = (void *)1;
+	struct workload_config cfg = { .kind = WORKLOAD_TEXT };
+	struct workload *w = (void *)1;
 	unsigned char buf[2 * PS];
 
 	cfg.ratio = 1.5;
-	assert_int_equal(zm_workload_create(&cfg, &w), -EINVAL);
+	assert_int_equal(workload_create(&cfg, &w), -EINVAL);
 	assert_null(w);
 	cfg.ratio = -0.1;
-	assert_int_equal(zm_workload_create(&cfg, &w), -EINVAL);
+	assert_int_equal(workload_create(&cfg, &w), -EINVAL);
 	cfg.ratio = NAN;
-	assert_int_equal(zm_workload_create(&cfg, &w), -EINVAL);
+	assert_int_equal(workload_create(&cfg, &w), -EINVAL);
 	cfg.ratio = 0.5;
 	cfg.page_size = 100;
-	assert_int_equal(zm_workload_create(&cfg, &w), -EINVAL);
+	assert_int_equal(workload_create(&cfg, &w), -EINVAL);
 	cfg.page_size = 2u << 20;
-	assert_int_equal(zm_workload_create(&cfg, &w), -EINVAL);
+	assert_int_equal(workload_create(&cfg, &w), -EINVAL);
 	cfg.page_size = PS;
-	cfg.kind = (enum zm_workload_kind)7;
-	assert_int_equal(zm_workload_create(&cfg, &w), -EINVAL);
-	assert_int_equal(zm_workload_create(NULL, &w), -EINVAL);
-	cfg.kind = ZM_WORKLOAD_TEXT;
-	assert_int_equal(zm_workload_create(&cfg, NULL), -EINVAL);
-	assert_int_equal(zm_workload_create(&cfg, &w), 0);
-	assert_int_equal(zm_workload_next(w, buf, PS + 1), -EINVAL);
-	assert_int_equal(zm_workload_next(w, NULL, PS), -EINVAL);
-	assert_int_equal(zm_workload_next(w, buf, 0), 0);
-	zm_workload_destroy(w);
-	zm_workload_destroy(NULL);
-	assert_int_equal(zm_workload_fill(ZM_WORKLOAD_TEXT, 0.5, NULL, 1, buf, 100, PS, NULL),
+	cfg.kind = (enum workload_kind)7;
+	assert_int_equal(workload_create(&cfg, &w), -EINVAL);
+	assert_int_equal(workload_create(NULL, &w), -EINVAL);
+	cfg.kind = WORKLOAD_TEXT;
+	assert_int_equal(workload_create(&cfg, NULL), -EINVAL);
+	assert_int_equal(workload_create(&cfg, &w), 0);
+	assert_int_equal(workload_next(w, buf, PS + 1), -EINVAL);
+	assert_int_equal(workload_next(w, NULL, PS), -EINVAL);
+	assert_int_equal(workload_next(w, buf, 0), 0);
+	workload_destroy(w);
+	workload_destroy(NULL);
+	assert_int_equal(workload_fill(WORKLOAD_TEXT, 0.5, NULL, 1, buf, 100, PS, NULL),
 			 -EINVAL);
 }
 
 static void test_zero(void **st)
 {
 	unsigned char *buf = malloc(NPAGES * PS);
-	struct zm_workload_stats s;
+	struct workload_stats s;
 
 	memset(buf, 0xff, NPAGES * PS);
-	assert_int_equal(zm_workload_fill(ZM_WORKLOAD_ZERO, 0, NULL, seed, buf,
-					  NPAGES * PS, PS, &s), 0);
+	assert_int_equal(workload_fill(WORKLOAD_ZERO, 0, NULL, seed, buf,
+				       NPAGES * PS, PS, &s), 0);
 	for (size_t i = 0; i < NPAGES * PS; i++)
 		if (buf[i])
 			fail_msg("byte %zu of the zero kind is %u", i, buf[i]);
@@ -102,23 +102,23 @@ static double measure(struct zm_codec *c, const unsigned char *buf, size_t npage
 	return sum / (double)npages;
 }
 
-static void check_ratio(enum zm_workload_kind kind, const char *codec, double target)
+static void check_ratio(enum workload_kind kind, const char *codec, double target)
 {
 	unsigned char *buf = malloc(NPAGES * PS);
-	struct zm_workload_stats s;
+	struct workload_stats s;
 	struct zm_codec *c;
 	double got;
 
 	assert_int_equal(zm_codec_create(codec, 0, &c), 0);
-	assert_int_equal(zm_workload_fill(kind, target, c, seed, buf, NPAGES * PS, PS, &s), 0);
+	assert_int_equal(workload_fill(kind, target, c, seed, buf, NPAGES * PS, PS, &s), 0);
 	got = measure(c, buf, NPAGES);
 	printf("  %-6s %-4s target %.3f measured %.4f (generator says %.4f, "
-	       "%.1f compressions/page)\n", zm_workload_kind_name(kind), codec, target,
+	       "%.1f compressions/page)\n", workload_kind_name(kind), codec, target,
 	       got, s.ratio, (double)s.compress_calls / (double)s.pages);
 	assert_true(fabs(got - target) <= RATIO_TOL);
 	assert_true(fabs(got - s.ratio) < 1e-6);
 	assert_int_equal(s.pages, NPAGES);
-	if (kind == ZM_WORKLOAD_TEXT)
+	if (kind == WORKLOAD_TEXT)
 		for (size_t i = 0; i < NPAGES * PS; i++)
 			if (!(buf[i] == '\n' || (buf[i] >= 32 && buf[i] < 127)))
 				fail_msg("text byte %zu is %u", i, buf[i]);
@@ -128,30 +128,30 @@ static void check_ratio(enum zm_workload_kind kind, const char *codec, double ta
 
 static void test_text_ratio(void **st)
 {
-	check_ratio(ZM_WORKLOAD_TEXT, "lz4", 0.5);
-	check_ratio(ZM_WORKLOAD_TEXT, "lz4", 0.75);
-	check_ratio(ZM_WORKLOAD_TEXT, "zstd", 0.5);
+	check_ratio(WORKLOAD_TEXT, "lz4", 0.5);
+	check_ratio(WORKLOAD_TEXT, "lz4", 0.75);
+	check_ratio(WORKLOAD_TEXT, "zstd", 0.5);
 #ifdef ZM_HAVE_LZO
-	check_ratio(ZM_WORKLOAD_TEXT, "lzo", 0.5);
-	check_ratio(ZM_WORKLOAD_TEXT, "lzo", 0.75);
+	check_ratio(WORKLOAD_TEXT, "lzo", 0.5);
+	check_ratio(WORKLOAD_TEXT, "lzo", 0.75);
 #endif
 }
 
 static void test_random_ratio(void **st)
 {
-	check_ratio(ZM_WORKLOAD_RANDOM, "lz4", 0.3);
-	check_ratio(ZM_WORKLOAD_RANDOM, "lz4", 1.0);
+	check_ratio(WORKLOAD_RANDOM, "lz4", 0.3);
+	check_ratio(WORKLOAD_RANDOM, "lz4", 1.0);
 }
 
 /* Out of reach: the nearest reachable ratio, and no error. */
 static void test_unreachable(void **st)
 {
 	unsigned char *buf = malloc(16 * PS);
-	struct zm_workload_stats s;
+	struct workload_stats s;
 	struct zm_codec *c;
 
 	assert_int_equal(zm_codec_create("zstd", 0, &c), 0);
-	assert_int_equal(zm_workload_fill(ZM_WORKLOAD_TEXT, 1.0, c, seed, buf, 16 * PS, PS, &s), 0);
+	assert_int_equal(workload_fill(WORKLOAD_TEXT, 1.0, c, seed, buf, 16 * PS, PS, &s), 0);
 	assert_true(s.ratio > 0.7 && s.ratio < 1.0);
 	zm_codec_destroy(c);
 	free(buf);
@@ -161,17 +161,17 @@ static void test_reproducible(void **st)
 {
 	const size_t n = 32 * PS;
 	unsigned char *a = malloc(n), *b = malloc(n);
-	struct zm_workload_config cfg = { .kind = ZM_WORKLOAD_TEXT, .ratio = 0.6,
+	struct workload_config cfg = { .kind = WORKLOAD_TEXT, .ratio = 0.6,
 					  .seed = seed, .page_size = PS };
-	struct zm_workload *w;
+	struct workload *w;
 
-	assert_int_equal(zm_workload_fill(ZM_WORKLOAD_TEXT, 0.6, NULL, seed, a, n, PS, NULL), 0);
-	assert_int_equal(zm_workload_create(&cfg, &w), 0);
-	assert_int_equal(zm_workload_next(w, b, 5 * PS), 0);
-	assert_int_equal(zm_workload_next(w, b + 5 * PS, n - 5 * PS), 0);
-	zm_workload_destroy(w);
+	assert_int_equal(workload_fill(WORKLOAD_TEXT, 0.6, NULL, seed, a, n, PS, NULL), 0);
+	assert_int_equal(workload_create(&cfg, &w), 0);
+	assert_int_equal(workload_next(w, b, 5 * PS), 0);
+	assert_int_equal(workload_next(w, b + 5 * PS, n - 5 * PS), 0);
+	workload_destroy(w);
 	assert_memory_equal(a, b, n);
-	assert_int_equal(zm_workload_fill(ZM_WORKLOAD_TEXT, 0.6, NULL, seed + 1, b, n, PS, NULL), 0);
+	assert_int_equal(workload_fill(WORKLOAD_TEXT, 0.6, NULL, seed + 1, b, n, PS, NULL), 0);
 	assert_memory_not_equal(a, b, n);
 	free(a);
 	free(b);
@@ -181,10 +181,10 @@ static void test_page_sizes(void **st)
 {
 	for (size_t ps = 1024; ps <= 65536; ps <<= 2) {
 		unsigned char *buf = malloc(8 * ps);
-		struct zm_workload_stats s;
+		struct workload_stats s;
 
-		assert_int_equal(zm_workload_fill(ZM_WORKLOAD_TEXT, 0.7, NULL, seed, buf,
-						  8 * ps, ps, &s), 0);
+		assert_int_equal(workload_fill(WORKLOAD_TEXT, 0.7, NULL, seed, buf,
+					       8 * ps, ps, &s), 0);
 		assert_int_equal(s.pages, 8);
 		assert_true(fabs(s.ratio - 0.7) < 0.05);
 		free(buf);
@@ -234,13 +234,13 @@ static void *plant_cookies(void)
 
 static void test_capture_self(void **st)
 {
-	struct zm_capture_stats cs;
+	struct workload_capture_stats cs;
 	struct scan sc = { 0 };
 	char *m = plant_cookies();
 	void *buf;
 	size_t len;
 
-	assert_int_equal(zm_workload_capture(getpid(), 0, scan_page, &sc, &cs), 0);
+	assert_int_equal(workload_capture(getpid(), 0, scan_page, &sc, &cs), 0);
 	/* the cookie lives in this function's mapping, and the string
 	 * constant elsewhere, which does not start a page */
 	assert_int_equal(sc.found, COOKIE_PAGES);
@@ -251,7 +251,7 @@ static void test_capture_self(void **st)
 	       "%zu reservations skipped\n", cs.pages, cs.regions, cs.unreadable,
 	       cs.unpopulated, cs.regions_skipped);
 
-	assert_int_equal(zm_workload_capture_mem(getpid(), 10 * PS, &buf, &len, &cs), 0);
+	assert_int_equal(workload_capture_mem(getpid(), 10 * PS, &buf, &len, &cs), 0);
 	assert_non_null(buf);
 	assert_int_equal(len, 10 * PS);
 	assert_int_equal(cs.pages, 10);
@@ -262,7 +262,7 @@ static void test_capture_self(void **st)
 
 static void test_capture_child(void **st)
 {
-	struct zm_capture_stats cs;
+	struct workload_capture_stats cs;
 	struct scan sc = { 0 };
 	int go[2], ready[2];
 	char c = 0;
@@ -280,7 +280,7 @@ static void test_capture_child(void **st)
 		_exit(0);
 	}
 	assert_int_equal(read(ready[0], &c, 1), 1);
-	rc = zm_workload_capture(pid, 0, scan_page, &sc, &cs);
+	rc = workload_capture(pid, 0, scan_page, &sc, &cs);
 	if (write(go[1], "g", 1) != 1)
 		kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
@@ -298,7 +298,7 @@ static void test_capture_child(void **st)
 
 static void test_capture_errors(void **st)
 {
-	struct zm_capture_stats cs;
+	struct workload_capture_stats cs;
 	struct scan sc = { 0 };
 	void *buf = (void *)1;
 	size_t len;
@@ -308,13 +308,13 @@ static void test_capture_errors(void **st)
 	if (pid == 0)
 		_exit(0);
 	waitpid(pid, NULL, 0); /* reaped: the pid names no process now */
-	assert_int_equal(zm_workload_capture(pid, 0, scan_page, &sc, &cs), -ESRCH);
-	assert_int_equal(zm_workload_capture_mem(pid, 0, &buf, &len, NULL), -ESRCH);
+	assert_int_equal(workload_capture(pid, 0, scan_page, &sc, &cs), -ESRCH);
+	assert_int_equal(workload_capture_mem(pid, 0, &buf, &len, NULL), -ESRCH);
 	assert_null(buf);
-	assert_int_equal(zm_workload_capture(0, 0, scan_page, &sc, NULL), -EINVAL);
-	assert_int_equal(zm_workload_capture(-5, 0, scan_page, &sc, NULL), -EINVAL);
-	assert_int_equal(zm_workload_capture(getpid(), 0, NULL, NULL, NULL), -EINVAL);
-	assert_int_equal(zm_workload_capture_mem(getpid(), 0, NULL, &len, NULL), -EINVAL);
+	assert_int_equal(workload_capture(0, 0, scan_page, &sc, NULL), -EINVAL);
+	assert_int_equal(workload_capture(-5, 0, scan_page, &sc, NULL), -EINVAL);
+	assert_int_equal(workload_capture(getpid(), 0, NULL, NULL, NULL), -EINVAL);
+	assert_int_equal(workload_capture_mem(getpid(), 0, NULL, &len, NULL), -EINVAL);
 }
 
 int main(int argc, char **argv)

@@ -162,7 +162,8 @@ struct zm_pool_stats {
 				      the pool holds */
 };
 
-/* One row of the per-class table (the seeds' columns). */
+/* One row of the per-class table (the columns of the kernel zsmalloc's
+ * debugfs classes file). */
 struct zm_pool_class_stats {
 	unsigned size;             /* slot size */
 	unsigned pages_per_zspage;

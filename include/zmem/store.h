@@ -9,7 +9,7 @@
  *   - same-filled (every 8-byte word equal; zero pages are the common
  *     case): the word is kept in the slot itself and takes no pool memory.
  *     no_same_filled = true in the configuration turns this off, so that
- *     allocators can be compared on every page, as the seeds did;
+ *     allocators can be compared on every page, as zcache's did (2011);
  *   - compressed to zsize bytes:
  *       zsize > max_zsize (if set)            rejected, -E2BIG
  *       zsize > max_mean_zsize (if set) and

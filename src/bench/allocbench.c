@@ -13,7 +13,8 @@
  * swept over sizes, with 1..T threads each running its own copy of the
  * sequence on the shared pool.  N is --count (default 200000) or as many
  * objects as fit in --bytes per thread (default 48 MiB), whichever is
- * smaller; --count 1000000 gives the seed's "million allocations".
+ * smaller; --count 1000000 gives the "million allocations" zcache's
+ * reviewers asked for (background §1).
  * Reports ns per operation (an allocation or a free) per thread, the
  * median of --reps runs after one warm-up run, the throughput and its
  * scaling against one thread, and allocations that failed.  The threads
@@ -448,7 +449,8 @@ static int parse(int argc, char **argv, struct opts *o)
 		      "object sizes, comma-separated, each 1..4096\n(default 32,128,512,1024,1632,"
 		      "2048,2100,\n3072,4000)", NULL),
 		O_U64("count", 'n', &count, "N",
-		      "objects per sequence (1000000: the seed's\nmillion); one-one does 10 N pairs",
+		      "objects per sequence (1000000: the 2011\nreview's million); "
+		      "one-one does 10 N pairs",
 		      cdef, 1, 0),
 		O_SIZE("bytes", 'b', &o->bytes, "SIZE", "at most this many bytes of objects per thread",
 		       "48M", 4096, 0),

@@ -1,6 +1,6 @@
 /*
  * zmem bench: the main job.  The same pages through every allocator, side
- * by side, the way the seeds' reviewers asked for (background §1).
+ * by side, the way zcache's reviewers asked for (background §1).
  *
  * For each data set (bench_data.c) and each run (--reps, default 3):
  *
@@ -62,7 +62,7 @@ struct opts {
 	const char *plot;
 	size_t size, page_size, huge_size;
 	int threads, reps, json, kernel, no_same, verbose, wide;
-	int seed_table, size_set, codec_set;
+	int compare_2011, size_set, codec_set;
 	double churn;            /* --churn FRACTION (0: no churn phase) */
 	const char *unit_list;   /* --unit-pages LIST: the units mode */
 	int threads_set;
@@ -610,7 +610,8 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 	}
 	for (size_t i = 0; i < n; i++)
 		if (!strcmp(rows[i].data, "text:0.75")) {
-			printf("\nThe seeds' table, text compressing to 75%%: effective compression\n ");
+			printf("\nxcfmalloc's 2011 table, text compressing to 75%%: "
+			       "effective compression\n ");
 			for (size_t j = 0; j < n; j++)
 				if (!strcmp(rows[j].data, "text:0.75"))
 					printf(" %s %.2f%%", rows[j].allocator,
@@ -737,13 +738,13 @@ static const char more[] =
 	"Output: the table on stdout (--wide: every column), progress on stderr;\n"
 	"the plot goes to zmem-bench.svg unless --no-plot, or --json is given\n"
 	"without --plot.  Exit status 1 if any page read back differs.\n"
-	"\n--seed-table: instead, the xcfmalloc seed's table (background §1): zero\n"
+	"\n--compare-2011: instead, xcfmalloc's 2011 table (background §1): zero\n"
 	"pages and text compressing to 75% (lzo, or lz4 in builds without it),\n"
 	"--size of each (default 512M) put one page at a time into a store per\n"
 	"allocator, same-filled elision off; pool pages / pages stored beside the\n"
-	"seed's figures.  The seed ran in a 256 MB cgroup; that is not emulated\n"
-	"(nothing is evicted), only the store is.  Honours --allocator, --codec,\n"
-	"--size and --json.\n"
+	"figures reported with xcfmalloc.  That test ran in a 256 MB cgroup; that\n"
+	"is not emulated (nothing is evicted), only the store is.  Honours\n"
+	"--allocator, --codec, --size and --json.\n"
 	"\n--unit-pages LIST (e.g. 1,4,16; each 1, 2, 4, 8 or 16, a unit at most\n"
 	"256K): instead, for each data set and allocator (zsmalloc unless given),\n"
 	"a store per unit size: puts through zm_store_put_range in aligned 64K\n"
@@ -758,9 +759,9 @@ static int parse_units(struct opts *o, int plot_set)
 	const char *p = o->unit_list;
 	struct bench_units *u = &o->units;
 
-	if (o->kernel || o->churn > 0 || o->seed_table || plot_set || o->threads_set)
+	if (o->kernel || o->churn > 0 || o->compare_2011 || plot_set || o->threads_set)
 		return cli_usage("bench", "--unit-pages runs alone: not with --kernel, --churn, "
-				 "--seed-table, --plot or --threads");
+				 "--compare-2011, --plot or --threads");
 	while (*p) {
 		char *end;
 		unsigned long v = strtoul(p, &end, 10);
@@ -825,8 +826,11 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead"),
 		O_FLAG("wide", 'w', &o->wide, "every column of the table (about 150)"),
 		O_FLAG("verbose", 'v', &o->verbose, "also each store's statistics and class table"),
-		O_FLAG("seed-table", 'T', &o->seed_table,
-		       "instead: the xcfmalloc seed's table (below)"),
+		O_FLAG("compare-2011", 'T', &o->compare_2011,
+		       "instead: xcfmalloc's 2011 table of "
+		       "effective\ncompression, every allocator (below)"),
+		/* its old spelling, for scripts that use it */
+		O_FLAG("seed-table", 0, &o->compare_2011, "--compare-2011", .hidden = 1),
 		O_END,
 	};
 	const struct opt_cmd cmd = { "bench", "[OPTIONS]", summary, table, more };
@@ -993,8 +997,8 @@ int cmd_bench(int argc, char **argv)
 		return CLI_FAIL;
 	if (o.unit_list)
 		return bench_units_main(&o);
-	if (o.seed_table)
-		return bench_seed_table(o.size_set ? o.size : BENCH_SEED_SIZE,
+	if (o.compare_2011)
+		return bench_2011_table(o.size_set ? o.size : BENCH_2011_SIZE,
 					o.codec_set ? o.codec : NULL, o.alloc, o.nalloc, o.json);
 	if (o.ndata * (o.nalloc + (size_t)o.kernel) > BENCH_MAX_ROWS) {
 		fprintf(stderr, "zmem bench: too many data sets x allocators\n");

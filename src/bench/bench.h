@@ -1,7 +1,7 @@
 /* zmem bench: what its files share (bench.c drives; bench_data.c makes the
  * data sets; bench_child.c is the spawned workload; bench_kernel.c drives
- * the kernel's zram; bench_svg.c draws the plot; bench_seed.c prints the
- * seed's table). */
+ * the kernel's zram; bench_svg.c draws the plot; bench_2011.c measures
+ * xcfmalloc's 2011 table again). */
 #ifndef ZM_BENCH_BENCH_H
 #define ZM_BENCH_BENCH_H
 
@@ -79,11 +79,11 @@ int bench_file_read(const char *path, char *buf, size_t cap);
 int bench_svg(const char *path, const struct bench_row *rows, size_t nrows,
 	      const char *codec, size_t page_size);
 
-/* bench_seed.c: zmem bench --seed-table, size bytes of each data set
- * (BENCH_SEED_SIZE unless given), codec NULL = lzo if built, else lz4;
+/* bench_2011.c: zmem bench --compare-2011, size bytes of each data set
+ * (BENCH_2011_SIZE unless given), codec NULL = lzo if built, else lz4;
  * the exit status. */
-#define BENCH_SEED_SIZE ((size_t)512 << 20)
-int bench_seed_table(size_t size, const char *codec, const char *const *alloc,
+#define BENCH_2011_SIZE ((size_t)512 << 20)
+int bench_2011_table(size_t size, const char *codec, const char *const *alloc,
 		     size_t nalloc, int json);
 
 /* bench_units.c: zmem bench --unit-pages, the store's multi-page units

@@ -2,7 +2,7 @@
  * zmem bench: the "memory" data set, the realistic one.  What a compressed
  * swap really holds is the private memory of processes, so bench spawns a
  * process that builds a typical in-memory data set and captures its memory
- * page by page (zm_workload_capture, the same as `zmem capture`).
+ * page by page (workload_capture, the same as `zmem capture`).
  *
  * The child is zmem itself, re-executed as "zmem bench --memory-child
  * SIZE" so that it starts clean (a forked copy would carry the parent's
@@ -315,7 +315,7 @@ int bench_memory_child(size_t size)
 		return 1;
 	while (read(0, &cmd, 1) == 1) {
 		if (cmd == 'd') /* capture ourselves, pages to stdout */
-			return zm_workload_capture(getpid(), size, write_page, NULL, NULL) ? 1 : 0;
+			return workload_capture(getpid(), size, write_page, NULL, NULL) ? 1 : 0;
 	}
 	return 0;
 }
@@ -363,7 +363,7 @@ static int read_dump(int in, int out, size_t size, struct bench_data *d)
 
 int bench_memory(size_t size, size_t ps, struct bench_data *d)
 {
-	struct zm_capture_stats st = { 0 };
+	struct workload_capture_stats st = { 0 };
 	int to_child[2], from_child[2], status, rc = -1;
 	char arg[32], line[64];
 	void *buf = NULL;
@@ -393,7 +393,7 @@ int bench_memory(size_t size, size_t ps, struct bench_data *d)
 		fprintf(stderr, "zmem %s: the workload process did not start\n", cli_cmd);
 		goto out;
 	}
-	rc = zm_workload_capture_mem(pid, size, &buf, &d->len, &st);
+	rc = workload_capture_mem(pid, size, &buf, &d->len, &st);
 	if (!rc) {
 		d->buf = buf;
 		snprintf(d->note, sizeof(d->note), "captured from a spawned process (PID %d): "

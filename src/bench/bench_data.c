@@ -40,10 +40,10 @@ static int parse_ratio(const char *s, double def, double *r)
 	return *end || end == s || !(*r > 0 && *r <= 1) ? -1 : 0;
 }
 
-static int generate(enum zm_workload_kind kind, const char *arg, double def,
+static int generate(enum workload_kind kind, const char *arg, double def,
 		    size_t size, size_t ps, const char *codec_name, struct bench_data *d)
 {
-	struct zm_workload_stats st;
+	struct workload_stats st;
 	struct zm_codec *codec = NULL;
 	double ratio;
 	int rc;
@@ -65,7 +65,7 @@ static int generate(enum zm_workload_kind kind, const char *arg, double def,
 		cli_no_memory(cli_cmd, d->name, d->len);
 		return -1;
 	}
-	rc = zm_workload_fill(kind, ratio, codec, BENCH_SEED, d->buf, d->len, ps, &st);
+	rc = workload_fill(kind, ratio, codec, BENCH_SEED, d->buf, d->len, ps, &st);
 	if (rc) {
 		fprintf(stderr, "zmem %s: generating %s: %s\n", cli_cmd, d->name, strerror(-rc));
 		zm_codec_destroy(codec);
@@ -105,7 +105,7 @@ static int from_file(const char *path, size_t size, size_t ps, struct bench_data
 
 static int from_capture(const char *arg, size_t size, size_t ps, struct bench_data *d)
 {
-	struct zm_capture_stats st;
+	struct workload_capture_stats st;
 	void *buf = NULL;
 	char *end;
 	long pid = strtol(arg, &end, 10);
@@ -115,7 +115,7 @@ static int from_capture(const char *arg, size_t size, size_t ps, struct bench_da
 		fprintf(stderr, "zmem %s: '%s' is not a process id\n", cli_cmd, arg);
 		return -1;
 	}
-	rc = zm_workload_capture_mem((pid_t)pid, size, &buf, &d->len, &st);
+	rc = workload_capture_mem((pid_t)pid, size, &buf, &d->len, &st);
 	if (rc) {
 		fprintf(stderr, "zmem %s: capturing PID %ld: %s%s\n", cli_cmd, pid, strerror(-rc),
 			rc == -EPERM ? " (run as root, or as its user with ptrace allowed)" : "");
@@ -180,9 +180,9 @@ int bench_data_make(const char *spec, size_t size, size_t ps, const char *codec,
 		return 0;
 	}
 	if (klen == 4 && !strncmp(spec, "text", 4))
-		return generate(ZM_WORKLOAD_TEXT, arg, 0.75, size, ps, codec, d);
+		return generate(WORKLOAD_TEXT, arg, 0.75, size, ps, codec, d);
 	if (klen == 6 && !strncmp(spec, "random", 6))
-		return generate(ZM_WORKLOAD_RANDOM, arg, 1.0, size, ps, codec, d);
+		return generate(WORKLOAD_RANDOM, arg, 1.0, size, ps, codec, d);
 	if (klen == 4 && !strncmp(spec, "file", 4) && arg && *arg)
 		return from_file(arg, size, ps, d);
 	if (klen == 7 && !strncmp(spec, "capture", 7) && arg)

@@ -4,7 +4,7 @@
  *   1. overhead = (pool + metadata) / compressed bytes, a bar per allocator
  *      for each data set (the axis starts at 1: no overhead);
  *   2. effective compression = (pool + metadata) / original bytes, the
- *      seeds' figure, on the same layout;
+ *      figure of xcfmalloc's 2011 table, on the same layout;
  *   3. the histogram of compressed sizes of each data set (the pages that
  *      went to the pool), the zcache statistic.
  */

@@ -53,10 +53,10 @@ static inline size_t bench_comp_size(uint64_t *s)
 /* allocbench.c's --latency mode (latency.c) */
 int allocbench_latency(int argc, char **argv);
 
-/* bench_seed.c: the xcfmalloc seed's effective compression for
+/* bench_2011.c: the effective compression reported with xcfmalloc (2011) for
  * allocator (percent), of zero pages or (text) text compressing to 75%;
  * 0 if it has none. */
-double bench_seed_reported(const char *allocator, int text);
+double bench_2011_reported(const char *allocator, int text);
 /* zcache's codec, lzo1x, in builds with it; else lz4. */
 const char *bench_zcache_codec(void);
 

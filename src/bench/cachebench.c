@@ -5,7 +5,7 @@
  *
  *   frontswap   a program's memory larger than its RAM: it writes --size
  *               bytes one page at a time into a "RAM" of --ram bytes
- *               (default half), in the spirit of the seed's 512 MB into a
+ *               (default half), in the spirit of xcfmalloc's 2011 512 MB into a
  *               256 MB cgroup.  The RAM is an LRU of pages; when it is
  *               full, the oldest page is swapped out: put into a
  *               PERSISTENT pool (object 0, index = page number).  A page
@@ -17,13 +17,13 @@
  *               in the pool is fetched and compared.  The sweeps are
  *               sequential, so the LRU is also first in, first out.
  *               Reported: pages stored and pool pages at the end of the
- *               write (effective = pool pages / pages stored, the seed's
- *               figure, beside the seed's own), refusals by cause, ns per
+ *               write (effective = pool pages / pages stored, the 2011
+ *               figure, beside the one reported then), refusals by cause, ns per
  *               put and get.  Policies (--policy): "zcache", the pool's
  *               defaults (zcache's max_zsize and max_mean_zsize), and
  *               "off" (only pages that do not compress are refused):
  *               text compressing to 75% is above zcache's mean bound, so
- *               "zcache" refuses nearly all of it, and the seed's figure
+ *               "zcache" refuses nearly all of it, and the 2011 figure
  *               is about "off".
  *   cleancache  a file-reading workload over a set of files larger than a
  *               page cache of --cache bytes (an LRU of pages kept here):
@@ -116,15 +116,15 @@ static const char *const kind_names[] = { "frontswap", "cleancache", "speed", "m
 /* The generated file set: a ratio per file, drawn with these weights
  * (percent of files); 1.0 is random data, which does not compress. */
 static const struct {
-	enum zm_workload_kind kind;
+	enum workload_kind kind;
 	double ratio;
 	unsigned weight;
 } file_mix[] = {
-	{ ZM_WORKLOAD_TEXT, 0.25, 20 },
-	{ ZM_WORKLOAD_TEXT, 0.40, 25 },
-	{ ZM_WORKLOAD_TEXT, 0.55, 25 },
-	{ ZM_WORKLOAD_TEXT, 0.75, 20 },
-	{ ZM_WORKLOAD_RANDOM, 1.00, 10 },
+	{ WORKLOAD_TEXT, 0.25, 20 },
+	{ WORKLOAD_TEXT, 0.40, 25 },
+	{ WORKLOAD_TEXT, 0.55, 25 },
+	{ WORKLOAD_TEXT, 0.75, 20 },
+	{ WORKLOAD_RANDOM, 1.00, 10 },
 };
 #define FILE_MIN_PAGES 1
 #define FILE_MAX_PAGES 1024  /* 4 MiB */
@@ -160,7 +160,7 @@ struct row {
 	uint64_t pages, pool_pages, pool_bytes, meta_bytes; /* at the end of the
 							       write, or now */
 	uint64_t orig_bytes, compr_bytes;
-	double reference;        /* the seed's effective, percent; < 0 none */
+	double reference;        /* effective reported in 2011, percent; < 0 none */
 	double ns_get, ns_put;
 	double ns_hit, ns_miss;  /* cleancache: gets that hit, that missed */
 	uint64_t mismatches, errors;
@@ -193,7 +193,7 @@ static double reported_for(const char *allocator, const char *data)
 
 	if (!text && strcmp(data, "zero"))
 		return -1;
-	r = bench_seed_reported(allocator, text);
+	r = bench_2011_reported(allocator, text);
 	return r > 0 ? r : -1;
 }
 
@@ -377,7 +377,7 @@ static int run_frontswap(const struct opts *o, const char *alloc, const struct b
 	for (uint32_t p = 0; p < n; p++)
 		touch(&s, p, buf);
 	zm_tmem_stats(s.t, s.pool, &b);
-	take_stats(r, &a, &b);  /* what the seed's figure is about */
+	take_stats(r, &a, &b);  /* what the 2011 figure is about */
 	/* a second sweep: every swapped page comes back */
 	for (uint32_t p = 0; p < n; p++)
 		touch(&s, p, buf);
@@ -529,8 +529,8 @@ static int gen_files(const struct opts *o, struct fileset *fs)
 			size = left;
 		while (w >= file_mix[m].weight)
 			w -= file_mix[m++].weight;
-		rc = zm_workload_fill(file_mix[m].kind, file_mix[m].ratio, codec,
-				      o->seed + fs->n, buf, (size_t)pages * PS, PS, NULL);
+		rc = workload_fill(file_mix[m].kind, file_mix[m].ratio, codec,
+				   o->seed + fs->n, buf, (size_t)pages * PS, PS, NULL);
 		if (rc) {
 			fprintf(stderr, "zmem cachebench: generating a file: %s\n", strerror(-rc));
 			break;
@@ -1199,7 +1199,7 @@ static void print_tables(const struct opts *o, const struct rows *rs, const stru
 			       b1, b2, b3);
 			printf("%-9s %-6s %-9s %6s %5s %5s %5s %5s %7s %8s %7s %6s %6s %3s\n",
 			       "data", "policy", "allocator", "stored", "zsize", "mean", "share",
-			       "full", "pool_pg", "effectiv", "seed", "put_ns", "get_ns", "bad");
+			       "full", "pool_pg", "effectiv", "2011", "put_ns", "get_ns", "bad");
 			any = true;
 		}
 		pct_or_dash(b1, sizeof(b1), 100 * effective(r));
@@ -1216,8 +1216,8 @@ static void print_tables(const struct opts *o, const struct rows *rs, const stru
 	if (any)
 		printf("\nstored = pages in the pool after the write; zsize/mean/share/full = puts "
 		       "refused (max_zsize,\nmax_mean_zsize, the persistent share, no room); "
-		       "effectiv = pool pages / pages stored\n(lower is better); seed = the "
-		       "seed's figure (2011, 32-bit, lzo1x, policy as run there):\nxvmalloc "
+		       "effectiv = pool pages / pages stored\n(lower is better); 2011 = the "
+		       "figure reported then (32-bit, lzo1x, policy as run there):\nxvmalloc "
 		       "1.93%% / 99.95%%, xcfmalloc 3.72%% / 78.11%% (zero pages / text at 75%%);"
 		       "\nput_ns, get_ns: inside zm_tmem_put/get, both sweeps (-: fewer than %d calls); "
 		       "bad = pages\nback wrong + errors.\n", MIN_TIMED);

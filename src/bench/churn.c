@@ -24,7 +24,8 @@
  * once the child's own arrays are written, so that they are not counted
  * as the allocator's (docs/results/2026-12-02-memory-back.md).
  *
- * --foreground adds the seed's throughput table: random malloc/free with
+ * --foreground adds the throughput table of the 2016 compaction proposal
+ * (background §4): random malloc/free with
  * automatic compaction on and off, 1 and N threads, ops/s.
  */
 #define ZMEM_ADVANCED  /* the advanced tier of the headers */

@@ -1,5 +1,5 @@
 /*
- * zmem mapbench: the seed's zsmapbench (background §3).  Map + unmap of one
+ * zmem mapbench: zsmapbench (2012, background §3).  Map + unmap of one
  * zsmalloc object in a loop, for an object that straddles two pages (1632
  * bytes, a two-page class) and one inside a page, per method (copy through
  * the per-thread buffer; contig: in place when the pages are adjacent) and

@@ -1,5 +1,6 @@
 /*
- * zmem pagebench: the page allocator against the seed's table (background §2).
+ * zmem pagebench: the page allocator against the 2013 bulk-allocation
+ * proposal's table (background §2).
  *
  * 1. For total sizes 128 KiB .. --max-size, the time to allocate the whole
  *    size in batches of 1..128 pages; batch 1 is the single-page loop
@@ -41,7 +42,7 @@ struct opts {
 #define QUICK_DIV 100
 static size_t loop_div = 1;
 
-/* ---- 1. the seed's table -------------------------------------------- */
+/* ---- 1. the 2013 bulk-allocation table ------------------------------ */
 
 static double alloc_ns(struct zm_pages *p, size_t n, size_t batch, zm_pfn_t *pfns)
 {
@@ -394,7 +395,8 @@ int cmd_pagebench(int argc, char **argv)
 				print_us(t[i][b], 9);
 			printf("\n");
 		}
-		printf("\nThe improvement over the single-page loop (%%), as in the seed:\n\n");
+		printf("\nThe improvement over the single-page loop (%%), as in the 2013 "
+		       "proposal:\n\n");
 		printf("%6s", "size");
 		for (size_t b = 1; b < NBATCH; b++)
 			printf(" %6zu", batches[b]);

@@ -1,6 +1,6 @@
 /*
  * zmem capture: copy the private writable memory of a live process into a
- * file, page by page (zm_workload_capture, see workload.h), for
+ * file, page by page (workload_capture, see workload.h), for
  * benchmarks on realistic data.
  */
 #include <errno.h>
@@ -21,7 +21,7 @@ static int write_page(void *arg, const void *page, size_t ps)
 
 int cmd_capture(int argc, char **argv)
 {
-	struct zm_capture_stats st;
+	struct workload_capture_stats st;
 	const char *out = NULL;
 	size_t max = 0;
 	char *end;
@@ -58,7 +58,7 @@ int cmd_capture(int argc, char **argv)
 		fprintf(stderr, "zmem capture: %s: %s\n", out, strerror(errno));
 		return 1;
 	}
-	rc = zm_workload_capture((pid_t)pid, max, write_page, f, &st);
+	rc = workload_capture((pid_t)pid, max, write_page, f, &st);
 	if (!rc && fflush(f))
 		rc = -errno;
 	if (f != stdout && fclose(f) && !rc)

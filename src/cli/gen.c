@@ -1,5 +1,5 @@
 /*
- * zmem gen: write generated pages to a file (zm_workload, see workload.h):
+ * zmem gen: write generated pages to a file (workload, see workload.h):
  * zero pages, random pages, or English-like text tuned to a compression
  * ratio with a given codec.  The file is raw pages, --size bytes, ready for
  * a benchmark or a RAM disk to read.
@@ -24,7 +24,7 @@
 #define GEN_WARN_DELTA 0.02
 
 struct gen_opts {
-	struct zm_workload_config cfg;
+	struct workload_config cfg;
 	const char *codec, *out;
 	size_t size;
 	int memory;  /* --kind memory */
@@ -74,7 +74,7 @@ static int parse(int argc, char **argv, struct gen_opts *o)
 		O_STR("codec", 'c', &o->codec, "NAME",
 		      "the codec that measures the ratio: lz4,\nzstd[:LEVEL], lzo, none", "lz4"),
 		O_SIZE("page-size", 'p', &o->cfg.page_size, "SIZE", "a multiple of 64", "4096",
-		       ZM_WORKLOAD_MIN_PAGE, ZM_WORKLOAD_MAX_PAGE),
+		       WORKLOAD_MIN_PAGE, WORKLOAD_MAX_PAGE),
 		O_U64("seed", 'S', &seed, "N", "same seed, same bytes", "1", 0, 0),
 		O_STR("output", 'o', &o->out, "FILE", "output file ('-': standard output); required",
 		      NULL),
@@ -99,8 +99,8 @@ static int parse(int argc, char **argv, struct gen_opts *o)
 		return cli_usage("gen", "--kind, --size and -o are required (zmem gen --help)");
 	if (!strcmp(kind, "memory")) {
 		o->memory = 1;
-		o->cfg.kind = ZM_WORKLOAD_ZERO;
-	} else if (zm_workload_kind_parse(kind, &o->cfg.kind)) {
+		o->cfg.kind = WORKLOAD_ZERO;
+	} else if (workload_kind_parse(kind, &o->cfg.kind)) {
 		return cli_usage("gen", "unknown --kind '%s'", kind);
 	}
 	if (o->cfg.page_size % 64)
@@ -114,8 +114,8 @@ static int parse(int argc, char **argv, struct gen_opts *o)
 
 int cmd_gen(int argc, char **argv)
 {
-	struct zm_workload_stats st;
-	struct zm_workload *w = NULL;
+	struct workload_stats st;
+	struct workload *w = NULL;
 	struct zm_codec *codec = NULL;
 	struct gen_opts o;
 	unsigned char *buf = NULL;
@@ -142,7 +142,7 @@ int cmd_gen(int argc, char **argv)
 		return CLI_USAGE;
 	}
 	o.cfg.codec = codec;
-	rc = zm_workload_create(&o.cfg, &w);
+	rc = workload_create(&o.cfg, &w);
 	buf = malloc(GEN_CHUNK_PAGES * o.cfg.page_size);
 	if (rc || !buf) {
 		fprintf(stderr, "zmem gen: %s\n", strerror(rc ? -rc : ENOMEM));
@@ -159,7 +159,7 @@ int cmd_gen(int argc, char **argv)
 		if (n > GEN_CHUNK_PAGES * o.cfg.page_size)
 			n = GEN_CHUNK_PAGES * o.cfg.page_size;
 		cli_progress("%zu of %zu MiB", done >> 20, o.size >> 20);
-		rc = zm_workload_next(w, buf, n);
+		rc = workload_next(w, buf, n);
 		if (rc) {
 			fprintf(stderr, "zmem gen: generating: %s\n", strerror(-rc));
 			goto out;
@@ -175,22 +175,22 @@ int cmd_gen(int argc, char **argv)
 		goto out;
 	}
 	cli_progress_done();
-	zm_workload_stats(w, &st);
+	workload_stats(w, &st);
 	if (cli_is_quiet())
 		goto quiet;
 	fprintf(stderr, "zmem gen: wrote %zu pages of %zu bytes of %s to %s: %s ratio %.4f",
-		st.pages, o.cfg.page_size, zm_workload_kind_name(o.cfg.kind), o.out,
+		st.pages, o.cfg.page_size, workload_kind_name(o.cfg.kind), o.out,
 		zm_codec_name(codec), st.ratio);
-	if (o.cfg.kind != ZM_WORKLOAD_ZERO)
+	if (o.cfg.kind != WORKLOAD_ZERO)
 		fprintf(stderr, " (target %.4f, %.1f compressions/page)",
 			o.cfg.ratio ? o.cfg.ratio :
-			o.cfg.kind == ZM_WORKLOAD_TEXT ? 0.75 : 1.0,
+			o.cfg.kind == WORKLOAD_TEXT ? 0.75 : 1.0,
 			(double)st.compress_calls / (double)st.pages);
 	fprintf(stderr, ", %zu incompressible\n", st.huge_pages);
-	if (o.cfg.kind != ZM_WORKLOAD_ZERO && o.cfg.ratio &&
+	if (o.cfg.kind != WORKLOAD_ZERO && o.cfg.ratio &&
 	    fabs(st.ratio - o.cfg.ratio) > GEN_WARN_DELTA)
 		fprintf(stderr, "zmem gen: warning: ratio %.3f is out of reach for %s pages with %s\n",
-			o.cfg.ratio, zm_workload_kind_name(o.cfg.kind), zm_codec_name(codec));
+			o.cfg.ratio, workload_kind_name(o.cfg.kind), zm_codec_name(codec));
 quiet:
 	status = 0;
 out:
@@ -201,7 +201,7 @@ out:
 	if (status && f && f != stdout)
 		unlink(o.out);
 	free(buf);
-	zm_workload_destroy(w);
+	workload_destroy(w);
 	zm_codec_destroy(codec);
 	return status;
 }

@@ -132,7 +132,7 @@ int cli_check_backing(const char *cmd, const char *path)
  * needs something to do with idle pages: recompress them, or (with a
  * memory limit) write them back first.  --writeback-limit becomes pages
  * of the disk's page size, as zram counts it. */
-static int check_tiering(struct zmi_serve_config *cfg, size_t wb_limit, size_t page)
+static int check_tiering(struct serve_config *cfg, size_t wb_limit, size_t page)
 {
 	const char *alone = !cfg->backing && wb_limit ? "--writeback-limit"
 			    : !cfg->backing && cfg->readback ? "--readback" : NULL;
@@ -152,7 +152,7 @@ static int check_tiering(struct zmi_serve_config *cfg, size_t wb_limit, size_t p
 
 int cmd_serve(int argc, char **argv)
 {
-	struct zmi_serve_config cfg = { 0 };
+	struct serve_config cfg = { 0 };
 	const char *idle_after = NULL, *sock_mode = NULL;
 	char defsock[4096], tmp[4000] = "", why[128];
 	size_t size = 0, page = 0, wb_limit = 0;

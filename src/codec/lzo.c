@@ -1,6 +1,6 @@
 /*
  * lzo: lzo1x-1 from liblzo2, the codec of zcache and of zram's first
- * years, so that the seeds' numbers can be re-measured with their codec.
+ * years, so that zcache's 2011 numbers can be re-measured with their codec.
  * Compiled only when the build has LZO (ZM_HAVE_LZO; liblzo2 is GPL, see
  * codec.h).
  *

@@ -201,7 +201,7 @@ int conn_skip(struct nbd_conn *c, uint64_t n)
 	return 0;
 }
 
-void conn_init(struct nbd_conn *c, struct zmi_server *srv, struct nbd_io io, int fd)
+void conn_init(struct nbd_conn *c, struct serve_server *srv, struct nbd_io io, int fd)
 {
 	memset(c, 0, sizeof(*c));
 	c->srv = srv;

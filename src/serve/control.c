@@ -61,7 +61,7 @@ static const char *const counter_names[SC_NR] = {
 	"bytes_written", "errors", "protocol_errors", "timeouts", "streamed",
 };
 
-static double uptime(const struct zmi_server *s)
+static double uptime(const struct serve_server *s)
 {
 	struct timespec ts;
 
@@ -95,7 +95,7 @@ static void json_limit(FILE *f, uint64_t v)
 }
 
 /* zram's bd_stat (pages) and the rest of the cold data. */
-static void report_json_tiering(struct zmi_server *s, const struct zm_store_stats *st,
+static void report_json_tiering(struct serve_server *s, const struct zm_store_stats *st,
 				FILE *f)
 {
 	fprintf(f, " \"bd_stat\": {\"bd_count\": %llu, \"bd_reads\": %llu, "
@@ -134,12 +134,12 @@ static void report_json_tiering(struct zmi_server *s, const struct zm_store_stat
 }
 
 /* The store's unit_pages (1: pages alone). */
-static unsigned unit_pages(const struct zmi_server *s)
+static unsigned unit_pages(const struct serve_server *s)
 {
 	return s->cfg.unit_pages ? s->cfg.unit_pages : 1;
 }
 
-static void report_json(struct zmi_server *s, FILE *f)
+static void report_json(struct serve_server *s, FILE *f)
 {
 	struct zm_store_stats st;
 	struct zm_pool *pool = zm_store_pool(s->store);
@@ -203,7 +203,7 @@ static void report_json(struct zmi_server *s, FILE *f)
 }
 
 /* What the server tiers to; the store's table above has the counts. */
-static void report_text_tiering(struct zmi_server *s, const struct zm_store_stats *st,
+static void report_text_tiering(struct serve_server *s, const struct zm_store_stats *st,
 				FILE *f)
 {
 	char left[32] = "no limit";
@@ -279,7 +279,7 @@ static void print_classes(struct zm_pool *pool, FILE *f, bool wide)
 			   "and obj_used count granules of %u bytes\n", granule);
 }
 
-static void report_text(struct zmi_server *s, FILE *f, bool wide)
+static void report_text(struct serve_server *s, FILE *f, bool wide)
 {
 	struct zm_store_stats st;
 	struct zm_pool *pool = zm_store_pool(s->store);
@@ -316,7 +316,7 @@ static void report_text(struct zmi_server *s, FILE *f, bool wide)
 }
 
 /* One line of JSON for zmem list. */
-static void report_info(struct zmi_server *s, FILE *f)
+static void report_info(struct serve_server *s, FILE *f)
 {
 	struct zm_store_stats st;
 
@@ -422,7 +422,7 @@ static const char *tier_error(const char *verb, long rc)
 }
 
 /* idle all|SECONDS: zram's idle. */
-static void do_idle(struct zmi_server *s, char *arg, FILE *f)
+static void do_idle(struct serve_server *s, char *arg, FILE *f)
 {
 	uint64_t sec = 0;
 	long n;
@@ -441,7 +441,7 @@ static void do_idle(struct zmi_server *s, char *arg, FILE *f)
 }
 
 /* writeback page INDEX: zram's page_index=. */
-static void do_writeback_page(struct zmi_server *s, const char *index, FILE *f)
+static void do_writeback_page(struct serve_server *s, const char *index, FILE *f)
 {
 	uint64_t i, nr = zm_store_nr_pages(s->store);
 	int rc;
@@ -499,7 +499,7 @@ static long writeback_steps(struct zm_store *st, unsigned which, uint64_t max, c
 
 /* compact-file [MAX_BYTES]: the packed backing file cleaned, in steps;
  * ended early once *stop is set. */
-static void do_compact_file(struct zmi_server *s, char *arg, FILE *f, const int *stop)
+static void do_compact_file(struct serve_server *s, char *arg, FILE *f, const int *stop)
 {
 	uint64_t max = UINT64_MAX, done = 0;
 	long n = 0;
@@ -533,7 +533,7 @@ static void do_compact_file(struct zmi_server *s, char *arg, FILE *f, const int 
 
 /* writeback TYPE [MAX_PAGES] | page INDEX; recompress [TYPE] [MAX_PAGES];
  * ended early once *stop is set (the server stops, the client left). */
-static void do_tier(struct zmi_server *s, const char *verb, char *arg, FILE *f, const int *stop)
+static void do_tier(struct serve_server *s, const char *verb, char *arg, FILE *f, const int *stop)
 {
 	bool wb = !strcmp(verb, "writeback");
 	char *rest = next_word(arg), *extra = next_word(rest);
@@ -568,7 +568,7 @@ static void do_tier(struct zmi_server *s, const char *verb, char *arg, FILE *f, 
 }
 
 /* Carry out one request line; the answer goes to f. */
-static void control_do(struct zmi_server *s, char *line, FILE *f, const int *stop)
+static void control_do(struct serve_server *s, char *line, FILE *f, const int *stop)
 {
 	char *arg = strchr(line, ' ');
 	uint64_t v;
@@ -668,7 +668,7 @@ enum ctl_state {
 
 struct ctl_job {
 	pthread_t thread;
-	struct zmi_server *s;
+	struct serve_server *s;
 	char line[CONTROL_LINE_MAX + 1];
 	char verb[16];
 	uint64_t started_ns;
@@ -693,8 +693,8 @@ struct ctl_conn {
 	char refused[128];
 };
 
-struct zmi_control {
-	struct zmi_server *s;
+struct serve_control {
+	struct serve_server *s;
 	int lfd;                  /* the listening socket, nonblocking */
 	int wake[2];              /* control_stop and the job write here */
 	bool quit;                /* atomic */
@@ -721,7 +721,7 @@ static bool conn_queue(struct ctl_conn *c, const char *text, size_t len)
 	return true;
 }
 
-static void conn_close(struct zmi_control *ctl, unsigned i)
+static void conn_close(struct serve_control *ctl, unsigned i)
 {
 	struct ctl_conn *c = ctl->conn[i];
 
@@ -738,7 +738,7 @@ static void conn_close(struct zmi_control *ctl, unsigned i)
 
 /* text (len bytes) is c's answer: send it from now on.  false if memory
  * ran out. */
-static bool conn_answer(struct zmi_control *ctl, struct ctl_conn *c, const char *text,
+static bool conn_answer(struct serve_control *ctl, struct ctl_conn *c, const char *text,
 			size_t len)
 {
 	c->state = CC_WRITE;
@@ -747,9 +747,9 @@ static bool conn_answer(struct zmi_control *ctl, struct ctl_conn *c, const char 
 }
 
 /* An answer of one line, printf-style (a refusal before any verb ran). */
-static bool conn_say(struct zmi_control *ctl, struct ctl_conn *c, const char *fmt, ...)
+static bool conn_say(struct serve_control *ctl, struct ctl_conn *c, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-static bool conn_say(struct zmi_control *ctl, struct ctl_conn *c, const char *fmt, ...)
+static bool conn_say(struct serve_control *ctl, struct ctl_conn *c, const char *fmt, ...)
 {
 	char text[256];
 	va_list ap;
@@ -793,7 +793,7 @@ static void *job_thread(void *arg)
 
 /* Run c's long verb in the job thread: false (c answered) if one runs
  * already or the thread cannot start. */
-static bool job_start(struct zmi_control *ctl, struct ctl_conn *c, const char *verb)
+static bool job_start(struct serve_control *ctl, struct ctl_conn *c, const char *verb)
 {
 	struct ctl_job *job;
 
@@ -823,7 +823,7 @@ static bool job_start(struct zmi_control *ctl, struct ctl_conn *c, const char *v
 
 /* The job has ended (or was told to, and is waited for): its answer goes
  * to its client, if still there. */
-static void job_finish(struct zmi_control *ctl)
+static void job_finish(struct serve_control *ctl)
 {
 	struct ctl_job *job = ctl->job;
 	struct ctl_conn *c = ctl->job_conn;
@@ -838,7 +838,7 @@ static void job_finish(struct zmi_control *ctl)
 }
 
 /* Carry out c's request line: the answer becomes c's, or the job's. */
-static void conn_run(struct zmi_control *ctl, struct ctl_conn *c)
+static void conn_run(struct serve_control *ctl, struct ctl_conn *c)
 {
 	char *out = NULL, verb[16];
 	size_t len = 0;
@@ -859,7 +859,7 @@ static void conn_run(struct zmi_control *ctl, struct ctl_conn *c)
 
 /* Read what c sent; run its line once the newline is in.  false when c
  * is done with (closed by its client before a line). */
-static bool conn_read(struct zmi_control *ctl, struct ctl_conn *c)
+static bool conn_read(struct serve_control *ctl, struct ctl_conn *c)
 {
 	ssize_t n = recv(c->fd, c->line + c->len, CONTROL_LINE_MAX - c->len, 0);
 	char *nl;
@@ -926,7 +926,7 @@ static bool conn_write(struct ctl_conn *c)
 }
 
 /* A long verb's client hears that it still runs. */
-static bool conn_keepalive(struct zmi_control *ctl, struct ctl_conn *c, uint64_t now)
+static bool conn_keepalive(struct serve_control *ctl, struct ctl_conn *c, uint64_t now)
 {
 	char text[64];
 	int n;
@@ -941,7 +941,7 @@ static bool conn_keepalive(struct zmi_control *ctl, struct ctl_conn *c, uint64_t
 
 /* Make room for one more connection: the oldest still reading its line
  * goes.  false if every connection is past that (they end soon). */
-static bool conn_make_room(struct zmi_control *ctl)
+static bool conn_make_room(struct serve_control *ctl)
 {
 	unsigned oldest = CONTROL_MAX_CONNS;
 
@@ -956,7 +956,7 @@ static bool conn_make_room(struct zmi_control *ctl)
 }
 
 /* Take the connections waiting on the listening socket. */
-static void control_accept(struct zmi_control *ctl)
+static void control_accept(struct serve_control *ctl)
 {
 	for (;;) {
 		int fd = accept4(ctl->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -985,7 +985,7 @@ static void control_accept(struct zmi_control *ctl)
 }
 
 /* Milliseconds until the first deadline, for poll (-1: none). */
-static int control_wait_ms(const struct zmi_control *ctl)
+static int control_wait_ms(const struct serve_control *ctl)
 {
 	uint64_t now = serve_now_ns(), first = UINT64_MAX;
 
@@ -998,7 +998,7 @@ static int control_wait_ms(const struct zmi_control *ctl)
 }
 
 /* One connection after poll: false when it is done with. */
-static bool conn_step(struct zmi_control *ctl, struct ctl_conn *c, short revents, uint64_t now)
+static bool conn_step(struct serve_control *ctl, struct ctl_conn *c, short revents, uint64_t now)
 {
 	bool keep = true;
 
@@ -1015,7 +1015,7 @@ static bool conn_step(struct zmi_control *ctl, struct ctl_conn *c, short revents
 	return keep;
 }
 
-static void control_loop(struct zmi_control *ctl)
+static void control_loop(struct serve_control *ctl)
 {
 	struct pollfd pf[CONTROL_MAX_CONNS + 2];
 	struct ctl_conn *polled[CONTROL_MAX_CONNS];
@@ -1062,7 +1062,7 @@ static void control_loop(struct zmi_control *ctl)
 
 static void *control_thread(void *arg)
 {
-	struct zmi_control *ctl = arg;
+	struct serve_control *ctl = arg;
 
 	control_loop(ctl);
 	/* stopping: a running verb ends before its next page; its client
@@ -1081,9 +1081,9 @@ static void *control_thread(void *arg)
 	return NULL;
 }
 
-int control_start(struct zmi_server *s, const char *path, struct zmi_control **out)
+int control_start(struct serve_server *s, const char *path, struct serve_control **out)
 {
-	struct zmi_control *ctl;
+	struct serve_control *ctl;
 	int fd = serve_listen_unix(path);  /* never removes a live socket or a file */
 
 	if (fd < 0)
@@ -1110,7 +1110,7 @@ int control_start(struct zmi_server *s, const char *path, struct zmi_control **o
 	return 0;
 }
 
-void control_stop(struct zmi_control *ctl)
+void control_stop(struct serve_control *ctl)
 {
 	if (!ctl)
 		return;

@@ -21,7 +21,7 @@
 #include "serve/nbd.h"
 #include "serve/serve.h"
 
-int disk_init(struct zmi_disk *d, struct zm_store *store, uint64_t size, unsigned unit_pages)
+int disk_init(struct serve_disk *d, struct zm_store *store, uint64_t size, unsigned unit_pages)
 {
 	d->store = store;
 	d->size = size;
@@ -36,7 +36,7 @@ int disk_init(struct zmi_disk *d, struct zm_store *store, uint64_t size, unsigne
 	return 0;
 }
 
-void disk_fini(struct zmi_disk *d)
+void disk_fini(struct serve_disk *d)
 {
 	for (unsigned i = 0; i < DISK_STRIPES; i++)
 		pthread_mutex_destroy(&d->stripe[i]);
@@ -44,7 +44,7 @@ void disk_fini(struct zmi_disk *d)
 
 /* The page that byte off lies in, where in it, and how many of the len
  * bytes from off it holds. */
-static inline size_t span(const struct zmi_disk *d, uint64_t off, uint64_t len,
+static inline size_t span(const struct serve_disk *d, uint64_t off, uint64_t len,
 			  uint64_t *page, size_t *in)
 {
 	size_t n;
@@ -55,7 +55,7 @@ static inline size_t span(const struct zmi_disk *d, uint64_t off, uint64_t len,
 	return n > len ? (size_t)len : n;
 }
 
-static pthread_mutex_t *stripe(struct zmi_disk *d, uint64_t page)
+static pthread_mutex_t *stripe(struct serve_disk *d, uint64_t page)
 {
 	/* neighbouring units (pages, without units) on different stripes:
 	 * sequential writers from several connections do not queue on one
@@ -64,7 +64,7 @@ static pthread_mutex_t *stripe(struct zmi_disk *d, uint64_t page)
 }
 
 /* Whole pages from page on, at most max, that lie in page's unit. */
-static inline uint64_t unit_run(const struct zmi_disk *d, uint64_t page, uint64_t max)
+static inline uint64_t unit_run(const struct serve_disk *d, uint64_t page, uint64_t max)
 {
 	uint64_t left = ((page >> d->unit_shift) + 1) << d->unit_shift;
 
@@ -72,7 +72,7 @@ static inline uint64_t unit_run(const struct zmi_disk *d, uint64_t page, uint64_
 	return left < max ? left : max;
 }
 
-int disk_read(struct zmi_disk *d, uint64_t off, uint32_t len, void *buf, void *scratch)
+int disk_read(struct serve_disk *d, uint64_t off, uint32_t len, void *buf, void *scratch)
 {
 	uint8_t *out = buf;
 
@@ -94,7 +94,7 @@ int disk_read(struct zmi_disk *d, uint64_t off, uint32_t len, void *buf, void *s
 	return 0;
 }
 
-int disk_write(struct zmi_disk *d, uint64_t off, uint32_t len, const void *buf, void *scratch)
+int disk_write(struct serve_disk *d, uint64_t off, uint32_t len, const void *buf, void *scratch)
 {
 	const uint8_t *src = buf;
 
@@ -130,7 +130,7 @@ int disk_write(struct zmi_disk *d, uint64_t off, uint32_t len, const void *buf, 
 
 /* The page's block status: a hole (never written, or discarded) reads as
  * zeros; a zero-filled page reads as zeros without being one. */
-static uint32_t page_state(struct zmi_disk *d, uint64_t page)
+static uint32_t page_state(struct serve_disk *d, uint64_t page)
 {
 	unsigned kind;
 	zm_handle_t word;
@@ -154,7 +154,7 @@ static bool all_zero(const uint8_t *p, size_t n)
  * -- becomes a hole when may_hole allows, else a zero-filled page, so that
  * block status reports every page of a range zeroed alike; a page left
  * all zeros by a partial zeroing becomes a hole too when may_hole allows. */
-int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch)
+int disk_zero(struct serve_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch)
 {
 	bool zeroed = false;  /* scratch holds a page of zeros */
 
@@ -208,14 +208,14 @@ int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, voi
  * both ways from the page asked about, at most the minimum each way.
  * Extents then number at most about 2 x size / SERVE_ZERO_RUN_MIN. */
 
-static uint64_t disk_pages(const struct zmi_disk *d)
+static uint64_t disk_pages(const struct serve_disk *d)
 {
 	return (d->size + d->page_size - 1) >> d->page_shift;
 }
 
 /* The first page in [page, end) that is not a hole, or end; stretches
  * never written are skipped without a look (zm_store_next_used). */
-static uint64_t hole_end(struct zmi_disk *d, uint64_t page, uint64_t end)
+static uint64_t hole_end(struct serve_disk *d, uint64_t page, uint64_t end)
 {
 	uint64_t used;
 
@@ -226,7 +226,7 @@ static uint64_t hole_end(struct zmi_disk *d, uint64_t page, uint64_t end)
 
 /* How many pages from page on (at most cap) read as zeros: holes, or
  * holes and zero-filled pages when !holes_only. */
-static uint64_t zero_run_fwd(struct zmi_disk *d, uint64_t page, uint64_t cap, bool holes_only)
+static uint64_t zero_run_fwd(struct serve_disk *d, uint64_t page, uint64_t cap, bool holes_only)
 {
 	uint64_t end = disk_pages(d), q = page;
 
@@ -245,7 +245,7 @@ static uint64_t zero_run_fwd(struct zmi_disk *d, uint64_t page, uint64_t cap, bo
 }
 
 /* The same, for the pages before page (at most cap). */
-static uint64_t zero_run_back(struct zmi_disk *d, uint64_t page, uint64_t cap, bool holes_only)
+static uint64_t zero_run_back(struct serve_disk *d, uint64_t page, uint64_t cap, bool holes_only)
 {
 	uint64_t n = 0;
 
@@ -260,7 +260,7 @@ static uint64_t zero_run_back(struct zmi_disk *d, uint64_t page, uint64_t cap, b
 }
 
 /* The status block status reports for a page (see above). */
-static uint32_t page_report(struct zmi_disk *d, uint64_t page)
+static uint32_t page_report(struct serve_disk *d, uint64_t page)
 {
 	const uint64_t min = d->zero_run_pages;
 	uint32_t st = page_state(d, page);
@@ -279,7 +279,7 @@ static uint32_t page_report(struct zmi_disk *d, uint64_t page)
 /* The first page from page (reported as rep) on, before lim, that is
  * reported otherwise; lim if none.  Runs skipped whole: a short zero run
  * inside data, a short hole run inside zeros. */
-static uint64_t report_end(struct zmi_disk *d, uint64_t page, uint64_t lim, uint32_t rep)
+static uint64_t report_end(struct serve_disk *d, uint64_t page, uint64_t lim, uint32_t rep)
 {
 	const uint64_t min = d->zero_run_pages;
 	uint64_t q = page;
@@ -313,7 +313,7 @@ static uint64_t report_end(struct zmi_disk *d, uint64_t page, uint64_t lim, uint
 	return q < lim ? q : lim;
 }
 
-unsigned disk_extents(struct zmi_disk *d, uint64_t off, uint32_t len, uint32_t *ext,
+unsigned disk_extents(struct serve_disk *d, uint64_t off, uint32_t len, uint32_t *ext,
 		      unsigned max)
 {
 	const uint64_t end = off + len;

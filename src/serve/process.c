@@ -67,7 +67,7 @@ int serve_private_dir(char *dir, size_t n, bool create)
 	return 0;
 }
 
-int serve_check_private(const struct zmi_serve_config *cfg)
+int serve_check_private(const struct serve_config *cfg)
 {
 	char dir[4096];
 	size_t len;

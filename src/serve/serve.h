@@ -59,7 +59,7 @@
  * of them (docs/results/2026-12-04-block-status.md). */
 #define SERVE_ZERO_RUN_MIN (64u << 10)
 
-struct zmi_disk {
+struct serve_disk {
 	struct zm_store *store;
 	uint64_t size;            /* bytes exported */
 	size_t page_size;
@@ -71,18 +71,18 @@ struct zmi_disk {
 	pthread_mutex_t stripe[DISK_STRIPES];
 };
 
-int disk_init(struct zmi_disk *d, struct zm_store *store, uint64_t size, unsigned unit_pages);
-void disk_fini(struct zmi_disk *d);
+int disk_init(struct serve_disk *d, struct zm_store *store, uint64_t size, unsigned unit_pages);
+void disk_fini(struct serve_disk *d);
 /* All return 0 or a negative errno from the store (-ENOSPC for the memory
  * limit, -EIO, -ENOMEM).  scratch: page_size bytes of the caller's. */
-int disk_read(struct zmi_disk *d, uint64_t off, uint32_t len, void *buf, void *scratch);
-int disk_write(struct zmi_disk *d, uint64_t off, uint32_t len, const void *buf, void *scratch);
+int disk_read(struct serve_disk *d, uint64_t off, uint32_t len, void *buf, void *scratch);
+int disk_write(struct serve_disk *d, uint64_t off, uint32_t len, const void *buf, void *scratch);
 /* Zero a range; whole pages (the disk's partial last page counts as
  * whole when zeroed from its start) become holes when may_hole (trim, or
  * write-zeroes without NO_HOLE), else zero-filled pages (which take no
  * pool memory either, but read back as allocated); a partial page left
  * all zeros becomes a hole when may_hole. */
-int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch);
+int disk_zero(struct serve_disk *d, uint64_t off, uint64_t len, bool may_hole, void *scratch);
 
 /* base:allocation extents from off, at most max of them, covering at most
  * len bytes: lengths and NBD_STATE_* flags into ext[2*i], ext[2*i+1].
@@ -91,7 +91,7 @@ int disk_zero(struct zmi_disk *d, uint64_t off, uint64_t len, bool may_hole, voi
  * max 1, NBD's REQ_ONE, the one extent still covers the whole run), and stretches
  * never written are skipped without a look at their pages: a sparse 1 TiB
  * disk answers in microseconds.  Returns how many (at least 1). */
-unsigned disk_extents(struct zmi_disk *d, uint64_t off, uint32_t len, uint32_t *ext,
+unsigned disk_extents(struct serve_disk *d, uint64_t off, uint32_t len, uint32_t *ext,
 		      unsigned max);
 
 /* ---- conn.c --------------------------------------------------------- */
@@ -104,7 +104,7 @@ unsigned disk_extents(struct zmi_disk *d, uint64_t off, uint32_t len, uint32_t *
 #define CONN_BUF_BYTES (4u << 20)
 #define CONN_BUF_MAX_ONE (1u << 20)
 
-struct zmi_server;
+struct serve_server;
 
 /* A connection's transport: a socket, or (fuzzing) callbacks. */
 struct nbd_io {
@@ -116,7 +116,7 @@ struct nbd_io {
 };
 
 struct nbd_conn {
-	struct zmi_server *srv;
+	struct serve_server *srv;
 	struct nbd_io io;
 	int fd;                   /* -1 when io is not a socket */
 	unsigned id;
@@ -175,7 +175,7 @@ enum {
 };
 
 /* Set up and tear down a connection's locks and buffer cache. */
-void conn_init(struct nbd_conn *c, struct zmi_server *srv, struct nbd_io io, int fd);
+void conn_init(struct nbd_conn *c, struct serve_server *srv, struct nbd_io io, int fd);
 void conn_fini(struct nbd_conn *c);
 /* A buffer of at least len bytes (*cap gets its size), from the cache or
  * malloc; and back.  NULL when memory ran out. */
@@ -232,7 +232,7 @@ void nbd_transmit(struct nbd_conn *c);
  * pages alone with the other codecs (docs/serve.md). */
 #define SERVE_ZSTD_UNIT_PAGES 16
 
-struct zmi_serve_config {
+struct serve_config {
 	uint64_t size;            /* bytes */
 	const char *codec;        /* NULL = lz4 */
 	const char *allocator;    /* NULL = zsmalloc */
@@ -295,10 +295,10 @@ struct serve_job {
 	struct serve_job *next;   /* server queue */
 };
 
-struct zmi_server {
-	struct zmi_serve_config cfg;   /* timeout_ms filled in */
+struct serve_server {
+	struct serve_config cfg;   /* timeout_ms filled in */
 	struct zm_store *store;
-	struct zmi_disk disk;
+	struct serve_disk disk;
 	uint64_t counter[SC_NR];
 	uint64_t started_ns;
 	/* workers */
@@ -330,7 +330,7 @@ struct zmi_server {
 };
 
 /* The time limit from now, as a deadline for conn.c. */
-static inline uint64_t serve_deadline(const struct zmi_server *s)
+static inline uint64_t serve_deadline(const struct serve_server *s)
 {
 	return serve_now_ns() + (uint64_t)s->cfg.timeout_ms * 1000000ull;
 }
@@ -341,15 +341,15 @@ static inline uint64_t serve_deadline(const struct zmi_server *s)
  * nor a client that takes nothing at all. */
 #define SERVE_MIN_RATE (1u << 20)
 
-static inline void serve_count(struct zmi_server *s, enum serve_counter c, uint64_t n)
+static inline void serve_count(struct serve_server *s, enum serve_counter c, uint64_t n)
 {
 	__atomic_fetch_add(&s->counter[c], n, __ATOMIC_RELAXED);
 }
 
 /* Create the store and disk (no sockets, no threads): for zmem serve and
  * for the fuzzer.  0 or a negative errno. */
-int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg);
-void server_fini(struct zmi_server *s);
+int server_init(struct serve_server *s, const struct serve_config *cfg);
+void server_fini(struct serve_server *s);
 /* Most bytes of request payloads and read replies held over all
  * connections.  A connection may hold at most a fair share of it, the
  * budget over the connections open (and never more than its own limit,
@@ -362,8 +362,8 @@ void server_fini(struct zmi_server *s);
 #define SERVE_PAYLOAD_BUDGET ((size_t)256 << 20)
 /* Take bytes for connection c if they fit the budget and c's share:
  * true, and c->budget_held grows; false, and nothing is taken. */
-bool server_budget_try(struct zmi_server *s, struct nbd_conn *c, size_t bytes);
-void server_budget_put(struct zmi_server *s, struct nbd_conn *c, size_t bytes);
+bool server_budget_try(struct serve_server *s, struct nbd_conn *c, size_t bytes);
+void server_budget_put(struct serve_server *s, struct nbd_conn *c, size_t bytes);
 
 /* The time limit (--timeout, cfg.timeout_s or timeout_ms): a client that does not take
  * a whole reply within it is dropped (so that it cannot hold a worker or
@@ -378,7 +378,7 @@ void server_budget_put(struct zmi_server *s, struct nbd_conn *c, size_t bytes);
  * holds its worker up to the time limit) and the others have a job queued
  * each already: no client's write waits for a worker another client
  * holds. */
-void server_submit(struct zmi_server *s, struct serve_job *job);
+void server_submit(struct serve_server *s, struct serve_job *job);
 /* A worker in a send this long is taken to be held by its client. */
 #define SEND_STUCK_NS 2000000ull
 /* Around a reply's send: marks the calling worker as sending (nothing
@@ -390,7 +390,7 @@ void serve_job_run(struct serve_job *job);
 void serve_scratch_free(void);
 
 /* zmem serve: parse nothing, run until SIGINT/SIGTERM.  Exit status. */
-int serve_main(const struct zmi_serve_config *cfg);
+int serve_main(const struct serve_config *cfg);
 
 /* ---- process.c ------------------------------------------------------ */
 
@@ -404,7 +404,7 @@ void serve_default_path(char *buf, size_t n, const char *suffix);
 int serve_private_dir(char *dir, size_t n, bool create);
 /* Before listening: -1 (said on stderr) when a socket of cfg's would go
  * into a default folder that is not private. */
-int serve_check_private(const struct zmi_serve_config *cfg);
+int serve_check_private(const struct serve_config *cfg);
 /* Fork; the parent exits when the child calls serve_ready (status 0,
  * printing the announcement on its stdout) or serve_not_ready (1).  In
  * the child: 0 and *ready_fd; -1 if fork failed. */
@@ -442,9 +442,9 @@ int serve_check_mem_limit(uint64_t bytes, size_t page_size, char *why, size_t n)
 
 /* The control socket at path and its thread: 0 and *ctl, or -1 (said on
  * stderr).  control_stop closes it (path is the caller's to remove). */
-struct zmi_control;
-int control_start(struct zmi_server *s, const char *path, struct zmi_control **ctl);
-void control_stop(struct zmi_control *ctl);
+struct serve_control;
+int control_start(struct serve_server *s, const char *path, struct serve_control **ctl);
+void control_stop(struct serve_control *ctl);
 /* A listening Unix socket at path, created 0600 whatever the umask; a
  * stale socket file there (nobody answers) is replaced, anything else is
  * left alone.  fd or -1. */

@@ -49,7 +49,7 @@
  * have in flight. */
 #define DRAIN_S 5
 
-int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg)
+int server_init(struct serve_server *s, const struct serve_config *cfg)
 {
 	struct zm_store_config sc = { 0 };
 	int rc;
@@ -93,7 +93,7 @@ int server_init(struct zmi_server *s, const struct zmi_serve_config *cfg)
 	return 0;
 }
 
-bool server_budget_try(struct zmi_server *s, struct nbd_conn *c, size_t bytes)
+bool server_budget_try(struct serve_server *s, struct nbd_conn *c, size_t bytes)
 {
 	size_t open = __atomic_load_n(&s->counter[SC_ACTIVE], __ATOMIC_RELAXED);
 	size_t share = SERVE_PAYLOAD_BUDGET / (open ? open : 1);
@@ -112,7 +112,7 @@ bool server_budget_try(struct zmi_server *s, struct nbd_conn *c, size_t bytes)
 	return ok;
 }
 
-void server_budget_put(struct zmi_server *s, struct nbd_conn *c, size_t bytes)
+void server_budget_put(struct serve_server *s, struct nbd_conn *c, size_t bytes)
 {
 	if (!bytes)
 		return;
@@ -122,7 +122,7 @@ void server_budget_put(struct zmi_server *s, struct nbd_conn *c, size_t bytes)
 	pthread_mutex_unlock(&s->budget_lock);
 }
 
-void server_fini(struct zmi_server *s)
+void server_fini(struct serve_server *s)
 {
 	disk_fini(&s->disk);
 	zm_store_destroy(s->store);
@@ -158,7 +158,7 @@ void serve_send_end(void)
 }
 
 /* Workers in a send for longer than SEND_STUCK_NS. */
-static unsigned workers_stuck(struct zmi_server *s)
+static unsigned workers_stuck(struct serve_server *s)
 {
 	uint64_t now = 0;
 	unsigned n = 0;
@@ -173,7 +173,7 @@ static unsigned workers_stuck(struct zmi_server *s)
 	return n;
 }
 
-void server_submit(struct zmi_server *s, struct serve_job *job)
+void server_submit(struct serve_server *s, struct serve_job *job)
 {
 	unsigned stuck = workers_stuck(s);
 
@@ -197,7 +197,7 @@ void server_submit(struct zmi_server *s, struct serve_job *job)
 
 static void *worker(void *arg)
 {
-	struct zmi_server *s = arg;
+	struct serve_server *s = arg;
 
 	tl_send_since = &s->send_since[__atomic_fetch_add(&s->worker_ids, 1, __ATOMIC_RELAXED)];
 	pthread_mutex_lock(&s->qlock);
@@ -225,7 +225,7 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static int workers_start(struct zmi_server *s)
+static int workers_start(struct serve_server *s)
 {
 	if (!s->cfg.threads)
 		return 0;
@@ -241,7 +241,7 @@ static int workers_start(struct zmi_server *s)
 	return s->nworkers ? 0 : -EAGAIN;
 }
 
-static void workers_stop(struct zmi_server *s)
+static void workers_stop(struct serve_server *s)
 {
 	pthread_mutex_lock(&s->qlock);
 	s->stopping = true;
@@ -261,7 +261,7 @@ static void workers_stop(struct zmi_server *s)
 static void *conn_thread(void *arg)
 {
 	struct nbd_conn *c = arg;
-	struct zmi_server *s = c->srv;
+	struct serve_server *s = c->srv;
 
 	/* the whole handshake within the time limit, however it trickles */
 	c->rx_deadline_ns = serve_deadline(s);
@@ -292,7 +292,7 @@ static void conn_free(struct nbd_conn *c)
 
 /* Join connections whose thread has ended (all, when stopping: every one
  * is shut down first, so that none waits on another's stuck client). */
-static void conns_reap(struct zmi_server *s, bool all)
+static void conns_reap(struct serve_server *s, bool all)
 {
 	pthread_mutex_lock(&s->lock);
 	if (all)
@@ -316,7 +316,7 @@ static void conns_reap(struct zmi_server *s, bool all)
 
 /* Stop reading requests on every connection and wait, up to DRAIN_S,
  * for each to answer what it has in flight and end; then end the rest. */
-static void conns_drain(struct zmi_server *s)
+static void conns_drain(struct serve_server *s)
 {
 	uint64_t deadline = serve_now_ns() + DRAIN_S * 1000000000ull;
 	bool left = true;
@@ -355,7 +355,7 @@ static void *conn_thread_main(void *arg)
 	return NULL;
 }
 
-static void conn_accept(struct zmi_server *s, int lfd)
+static void conn_accept(struct serve_server *s, int lfd)
 {
 	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 	struct nbd_conn *c;
@@ -520,7 +520,7 @@ static int listen_activated(int *fds, int max)
 
 /* The URI clients use, the control socket's path (a default for a Unix
  * socket, SOCKET.ctl, and for TCP), and what a detaching server prints. */
-static void names(const struct zmi_serve_config *cfg, const char *sockpath, bool activated,
+static void names(const struct serve_config *cfg, const char *sockpath, bool activated,
 		  char *uri, size_t un, char *ctl, size_t cn)
 {
 	const char *host = cfg->bind ? cfg->bind : "127.0.0.1";
@@ -546,7 +546,7 @@ static void names(const struct zmi_serve_config *cfg, const char *sockpath, bool
 	}
 }
 
-static int listen_all(struct zmi_serve_config *cfg, int *lfd, char *sockpath, size_t n,
+static int listen_all(struct serve_config *cfg, int *lfd, char *sockpath, size_t n,
 		      bool *activated)
 {
 	int nl = listen_activated(lfd, MAX_LISTEN);
@@ -572,7 +572,7 @@ static int listen_all(struct zmi_serve_config *cfg, int *lfd, char *sockpath, si
 
 /* Serve until a signal, `zmem ctl stop`, the captive command's end or
  * the parent's.  The exit status: the captive command's, else 0. */
-static int serve_loop(struct zmi_server *s, int *lfd, int nl, int sfd, int stop_rd,
+static int serve_loop(struct serve_server *s, int *lfd, int nl, int sfd, int stop_rd,
 		      pid_t captive)
 {
 	int status = 0;
@@ -612,15 +612,15 @@ static int serve_loop(struct zmi_server *s, int *lfd, int nl, int sfd, int stop_
 	return status;
 }
 
-int serve_main(const struct zmi_serve_config *cfg_in)
+int serve_main(const struct serve_config *cfg_in)
 {
-	struct zmi_serve_config cfg = *cfg_in;
-	struct zmi_server *s;
+	struct serve_config cfg = *cfg_in;
+	struct serve_server *s;
 	int lfd[MAX_LISTEN], nl, ready = -1, sfd = -1, rc, stop[2] = { -1, -1 };
 	int status = 1;
 	char sockpath[4096] = "", ctlpath[4200], uri[4200], entry[4200] = "";
 	char announce[8600];
-	struct zmi_control *ctl = NULL;
+	struct serve_control *ctl = NULL;
 	sigset_t mask;
 	bool activated;
 	ino_t pid_ino = 0;

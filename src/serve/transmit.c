@@ -176,7 +176,7 @@ static void reply_error(struct nbd_conn *c, const struct serve_job *j, uint32_t 
 static int reply_read(struct nbd_conn *c, const struct serve_job *j, uint8_t *buf,
 		      size_t piece, void *page)
 {
-	struct zmi_disk *d = &c->srv->disk;
+	struct serve_disk *d = &c->srv->disk;
 	uint32_t done = 0, n = j->len < piece ? j->len : (uint32_t)piece;
 	size_t mis = j->offset & (d->page_size - 1);
 	int rc;
@@ -327,7 +327,7 @@ static void acquire(struct nbd_conn *c, struct serve_job *j, size_t bytes)
  * then the error answered.  0, or -1 when the client is gone. */
 static int stream_write(struct nbd_conn *c, struct serve_job *j)
 {
-	struct zmi_disk *d = &c->srv->disk;
+	struct serve_disk *d = &c->srv->disk;
 	size_t cap, piece = d->page_size << d->unit_shift;
 	uint8_t *buf = conn_buf_get(c, piece, &cap);
 	void *page = scratch(c);
@@ -366,7 +366,7 @@ static int stream_write(struct nbd_conn *c, struct serve_job *j)
 void serve_job_run(struct serve_job *j)
 {
 	struct nbd_conn *c = j->c;
-	struct zmi_server *s = c->srv;
+	struct serve_server *s = c->srv;
 	void *page = scratch(c);
 	int rc = 0;
 
@@ -439,7 +439,7 @@ void serve_job_run(struct serve_job *j)
 /* 0 if the request may run, else the NBD error to answer. */
 static uint32_t check_request(struct nbd_conn *c, const struct serve_job *j)
 {
-	const struct zmi_server *s = c->srv;
+	const struct serve_server *s = c->srv;
 	uint32_t allowed;
 	bool writes = false;
 
@@ -491,7 +491,7 @@ static uint32_t check_request(struct nbd_conn *c, const struct serve_job *j)
 
 void nbd_transmit(struct nbd_conn *c)
 {
-	struct zmi_server *s = c->srv;
+	struct serve_server *s = c->srv;
 	uint8_t h[NBD_REQUEST_SIZE];
 
 	for (;;) {

@@ -10,7 +10,7 @@
  * One step evicts the coldest page and, where the backend has units
  * (zm_pool_unit), every object of its unit, since the unit's memory comes
  * back only when all of them are gone.  Objects are named by handle; each
- * ephemeral object starts with its key (tm_hdr), which the step reads
+ * ephemeral object starts with its key (zmi_tmem_hdr), which the step reads
  * with obj_lock held exclusively (puts write, and flushes free, ephemeral
  * objects with it held shared), then, with only a shard lock, finds the
  * record, checks that it still holds that very handle (it may have been
@@ -27,9 +27,9 @@
 
 #include "tmem/tmem_internal.h"
 
-void tm_lru_add(struct zm_tmem *t, struct tm_page *pg)
+void zmi_tmem_lru_add(struct zm_tmem *t, struct zmi_tmem_page *pg)
 {
-	struct tm_page *head = &t->lru;
+	struct zmi_tmem_page *head = &t->lru;
 
 	zmi_lock(&t->lru_lock);
 	pg->lru_prev = head;
@@ -40,15 +40,15 @@ void tm_lru_add(struct zm_tmem *t, struct tm_page *pg)
 	zmi_unlock(&t->lru_lock);
 }
 
-static void lru_unlink(struct tm_page *pg)
+static void lru_unlink(struct zmi_tmem_page *pg)
 {
 	pg->lru_prev->lru_next = pg->lru_next;
 	pg->lru_next->lru_prev = pg->lru_prev;
 }
 
-static void lru_push(struct zm_tmem *t, struct tm_page *pg)
+static void lru_push(struct zm_tmem *t, struct zmi_tmem_page *pg)
 {
-	struct tm_page *head = &t->lru;
+	struct zmi_tmem_page *head = &t->lru;
 
 	pg->lru_prev = head;
 	pg->lru_next = head->lru_next;
@@ -56,7 +56,7 @@ static void lru_push(struct zm_tmem *t, struct tm_page *pg)
 	head->lru_next = pg;
 }
 
-void tm_lru_del(struct zm_tmem *t, struct tm_page *pg)
+void zmi_tmem_lru_del(struct zm_tmem *t, struct zmi_tmem_page *pg)
 {
 	zmi_lock(&t->lru_lock);
 	lru_unlink(pg);
@@ -68,7 +68,7 @@ void tm_lru_del(struct zm_tmem *t, struct tm_page *pg)
  * step that fails on it moves on; 0 if the list is empty. */
 static zm_handle_t pick_victim(struct zm_tmem *t)
 {
-	struct tm_page *pg;
+	struct zmi_tmem_page *pg;
 	zm_handle_t h = 0;
 
 	zmi_lock(&t->lru_lock);
@@ -89,22 +89,22 @@ static zm_handle_t pick_victim(struct zm_tmem *t)
 
 /* Evict the object of handle x, whose key is hdr, if its record still
  * holds it: 1, else 0. */
-static long evict_object(struct zm_tmem *t, zm_handle_t x, const struct tm_hdr *hdr)
+static long evict_object(struct zm_tmem *t, zm_handle_t x, const struct zmi_tmem_hdr *hdr)
 {
-	struct tm_pool *p = tm_pool_of(t, (int)hdr->pool, NULL);
-	struct tm_shard *sh;
-	struct tm_obj *o;
-	struct tm_page *pg;
+	struct zmi_tmem_pool *p = zmi_tmem_pool_of(t, (int)hdr->pool, NULL);
+	struct zmi_tmem_shard *sh;
+	struct zmi_tmem_obj *o;
+	struct zmi_tmem_page *pg;
 	long done = 0;
 
 	if (!p || p->kind != ZM_TMEM_EPHEMERAL)
 		return 0;
-	sh = tm_shard_of(p, hdr->oid, hdr->index);
+	sh = zmi_tmem_shard_of(p, hdr->oid, hdr->index);
 	zmi_lock(&sh->lock);
-	o = tm_obj_find(sh, hdr->oid);
-	pg = o ? tm_page_find(o, hdr->index) : NULL;
+	o = zmi_tmem_obj_find(sh, hdr->oid);
+	pg = o ? zmi_tmem_page_find(o, hdr->index) : NULL;
 	if (pg && pg->h == x) {
-		tm_remove(p, sh, o, pg, TC_EVICTED);
+		zmi_tmem_remove(p, sh, o, pg, TC_EVICTED);
 		done = 1;
 	}
 	zmi_unlock(&sh->lock);
@@ -115,7 +115,7 @@ static long evict_object(struct zm_tmem *t, zm_handle_t x, const struct tm_hdr *
 static bool bufs_for(struct zm_tmem *t, size_t n)
 {
 	zm_handle_t *nb;
-	struct tm_hdr *nk;
+	struct zmi_tmem_hdr *nk;
 
 	if (n <= t->ubuf_cap)
 		return true;
@@ -176,7 +176,7 @@ static uint64_t eph_pages(struct zm_tmem *t)
 	return zm_pool_stats(t->eph, &st) ? 0 : st.pool_pages;
 }
 
-long tm_evict(struct zm_tmem *t)
+long zmi_tmem_evict(struct zm_tmem *t)
 {
 	long freed = 0;
 

@@ -16,20 +16,20 @@
 #define TM_SHARD_BUCKETS 16
 #define TM_OBJ_BUCKETS 2
 
-static inline uint32_t obj_bucket(const struct tm_shard *sh, uint64_t oid)
+static inline uint32_t obj_bucket(const struct zmi_tmem_shard *sh, uint64_t oid)
 {
-	return (uint32_t)(tm_mix(oid) & (sh->nbuckets - 1));
+	return (uint32_t)(zmi_tmem_mix(oid) & (sh->nbuckets - 1));
 }
 
-static inline uint32_t page_bucket(const struct tm_obj *o, uint32_t index)
+static inline uint32_t page_bucket(const struct zmi_tmem_obj *o, uint32_t index)
 {
 	/* indexes of one run are consecutive: spread them with a multiply */
 	return (uint32_t)(((uint64_t)index * 0x9E3779B97F4A7C15ull) >> 32) & (o->nbuckets - 1);
 }
 
-struct tm_obj *tm_obj_find(struct tm_shard *sh, uint64_t oid)
+struct zmi_tmem_obj *zmi_tmem_obj_find(struct zmi_tmem_shard *sh, uint64_t oid)
 {
-	struct tm_obj *o;
+	struct zmi_tmem_obj *o;
 
 	if (!sh->tab)
 		return NULL;
@@ -39,9 +39,9 @@ struct tm_obj *tm_obj_find(struct tm_shard *sh, uint64_t oid)
 	return NULL;
 }
 
-struct tm_page *tm_page_find(struct tm_obj *o, uint32_t index)
+struct zmi_tmem_page *zmi_tmem_page_find(struct zmi_tmem_obj *o, uint32_t index)
 {
-	struct tm_page *pg;
+	struct zmi_tmem_page *pg;
 
 	for (pg = o->tab[page_bucket(o, index)]; pg; pg = pg->next)
 		if (pg->index == index)
@@ -51,18 +51,18 @@ struct tm_page *tm_page_find(struct tm_obj *o, uint32_t index)
 
 /* Double the shard's object table, or an object's page table; false if
  * there is no memory (the old table stays: only the chains are longer). */
-static bool grow_shard(struct tm_shard *sh)
+static bool grow_shard(struct zmi_tmem_shard *sh)
 {
 	uint32_t n = sh->nbuckets * 2;
-	struct tm_obj **tab = calloc(n, sizeof(*tab));
+	struct zmi_tmem_obj **tab = calloc(n, sizeof(*tab));
 
 	if (!tab)
 		return false;
 	for (uint32_t b = 0; b < sh->nbuckets; b++) {
-		struct tm_obj *o = sh->tab[b], *next;
+		struct zmi_tmem_obj *o = sh->tab[b], *next;
 
 		for (; o; o = next) {
-			uint32_t nb = (uint32_t)(tm_mix(o->oid) & (n - 1));
+			uint32_t nb = (uint32_t)(zmi_tmem_mix(o->oid) & (n - 1));
 
 			next = o->next;
 			o->next = tab[nb];
@@ -75,16 +75,16 @@ static bool grow_shard(struct tm_shard *sh)
 	return true;
 }
 
-static bool grow_obj(struct tm_obj *o)
+static bool grow_obj(struct zmi_tmem_obj *o)
 {
-	struct tm_obj big = { .nbuckets = o->nbuckets * 2 };
-	struct tm_page **tab = calloc(big.nbuckets, sizeof(*tab));
+	struct zmi_tmem_obj big = { .nbuckets = o->nbuckets * 2 };
+	struct zmi_tmem_page **tab = calloc(big.nbuckets, sizeof(*tab));
 
 	if (!tab)
 		return false;
 	big.tab = tab;
 	for (uint32_t b = 0; b < o->nbuckets; b++) {
-		struct tm_page *pg = o->tab[b], *next;
+		struct zmi_tmem_page *pg = o->tab[b], *next;
 
 		for (; pg; pg = next) {
 			uint32_t nb = page_bucket(&big, pg->index);
@@ -100,9 +100,9 @@ static bool grow_obj(struct tm_obj *o)
 	return true;
 }
 
-static struct tm_obj *obj_make(struct tm_shard *sh, uint64_t oid)
+static struct zmi_tmem_obj *obj_make(struct zmi_tmem_shard *sh, uint64_t oid)
 {
-	struct tm_obj *o;
+	struct zmi_tmem_obj *o;
 	uint32_t b;
 
 	if (!sh->tab) {
@@ -130,9 +130,9 @@ static struct tm_obj *obj_make(struct tm_shard *sh, uint64_t oid)
 	return o;
 }
 
-int tm_page_link(struct tm_shard *sh, uint64_t oid, struct tm_page *pg)
+int zmi_tmem_page_link(struct zmi_tmem_shard *sh, uint64_t oid, struct zmi_tmem_page *pg)
 {
-	struct tm_obj *o = tm_obj_find(sh, oid);
+	struct zmi_tmem_obj *o = zmi_tmem_obj_find(sh, oid);
 	uint32_t b;
 
 	if (!o) {
@@ -149,10 +149,11 @@ int tm_page_link(struct tm_shard *sh, uint64_t oid, struct tm_page *pg)
 	return 0;
 }
 
-void tm_page_unlink(struct tm_shard *sh, struct tm_obj *o, struct tm_page *pg)
+void zmi_tmem_page_unlink(struct zmi_tmem_shard *sh, struct zmi_tmem_obj *o,
+			  struct zmi_tmem_page *pg)
 {
-	struct tm_page **pp = &o->tab[page_bucket(o, pg->index)];
-	struct tm_obj **op;
+	struct zmi_tmem_page **pp = &o->tab[page_bucket(o, pg->index)];
+	struct zmi_tmem_obj **op;
 
 	while (*pp != pg)
 		pp = &(*pp)->next;
@@ -167,7 +168,7 @@ void tm_page_unlink(struct tm_shard *sh, struct tm_obj *o, struct tm_page *pg)
 	free(o);
 }
 
-void tm_shard_free(struct tm_shard *sh)
+void zmi_tmem_shard_free(struct zmi_tmem_shard *sh)
 {
 	free(sh->tab);
 	sh->tab = NULL;

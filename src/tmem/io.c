@@ -23,7 +23,7 @@
 
 /* Counters are written under the shard lock and read without it (the
  * mean policy, stats while others work): relaxed atomic stores. */
-static inline void count(struct tm_shard *sh, enum tm_ctr c, int64_t d)
+static inline void count(struct zmi_tmem_shard *sh, enum zmi_tmem_ctr c, int64_t d)
 {
 	__atomic_store_n(&sh->ctr[c], sh->ctr[c] + (uint64_t)d, __ATOMIC_RELAXED);
 }
@@ -38,16 +38,16 @@ static inline uint64_t malloc_cost(size_t size)
 	return c < 32 ? 32 : c;
 }
 
-void tm_remove(struct tm_pool *p, struct tm_shard *sh, struct tm_obj *o, struct tm_page *pg,
-	       enum tm_ctr why)
+void zmi_tmem_remove(struct zmi_tmem_pool *p, struct zmi_tmem_shard *sh, struct zmi_tmem_obj *o,
+		     struct zmi_tmem_page *pg, enum zmi_tmem_ctr why)
 {
 	struct zm_tmem *t = p->t;
 	bool eph = p->kind == ZM_TMEM_EPHEMERAL;
 	size_t size = pg->zlen + (eph ? TM_HDR : 0);
 
-	tm_page_unlink(sh, o, pg);
+	zmi_tmem_page_unlink(sh, o, pg);
 	if (eph) {
-		tm_lru_del(t, pg);
+		zmi_tmem_lru_del(t, pg);
 		pthread_rwlock_rdlock(&t->obj_lock);
 		zm_pool_free(t->eph, pg->h);
 		pthread_rwlock_unlock(&t->obj_lock);
@@ -66,32 +66,32 @@ void tm_remove(struct tm_pool *p, struct tm_shard *sh, struct tm_obj *o, struct 
 }
 
 /* Every page of o; returns how many (o is gone afterwards). */
-static long remove_obj(struct tm_pool *p, struct tm_shard *sh, struct tm_obj *o)
+static long remove_obj(struct zmi_tmem_pool *p, struct zmi_tmem_shard *sh, struct zmi_tmem_obj *o)
 {
 	uint32_t left = o->npages, b = 0;
 	long n = 0;
 
 	/* the last removal frees o: stop before touching it again */
 	while (left) {
-		struct tm_page *pg = o->tab[b];
+		struct zmi_tmem_page *pg = o->tab[b];
 
 		if (!pg) {
 			b++;
 			continue;
 		}
 		left--;
-		tm_remove(p, sh, o, pg, TC_FLUSHED);
+		zmi_tmem_remove(p, sh, o, pg, TC_FLUSHED);
 		n++;
 	}
 	return n;
 }
 
-long tm_flush_all(struct tm_pool *p)
+long zmi_tmem_flush_all(struct zmi_tmem_pool *p)
 {
 	long n = 0;
 
 	for (unsigned i = 0; i < ZM_TMEM_SHARDS; i++) {
-		struct tm_shard *sh = &p->shard[i];
+		struct zmi_tmem_shard *sh = &p->shard[i];
 
 		zmi_lock(&sh->lock);
 		for (uint32_t b = 0; sh->nobjs && b < sh->nbuckets; )
@@ -106,7 +106,7 @@ long tm_flush_all(struct tm_pool *p)
 
 /* The mean compressed size of the pool's pages, above `over`?  Read
  * without the locks: a policy, not an invariant. */
-static bool mean_above(struct tm_pool *p, size_t over)
+static bool mean_above(struct zmi_tmem_pool *p, size_t over)
 {
 	uint64_t pages = 0, bytes = 0;
 
@@ -183,17 +183,18 @@ static zm_handle_t place(struct zm_tmem *t, bool eph, const char *buf, size_t si
 			if (cost)
 				__atomic_fetch_sub(&t->held, cost, __ATOMIC_RELAXED);
 		}
-		if (steps == TM_EVICT_STEPS || !tm_evict(t))
+		if (steps == TM_EVICT_STEPS || !zmi_tmem_evict(t))
 			return 0;
 	}
 }
 
 /* A put refused or failed: count it and remove the key's old page. */
-static int refuse(struct tm_pool *p, uint64_t oid, uint32_t index, int rc, enum tm_ctr why)
+static int refuse(struct zmi_tmem_pool *p, uint64_t oid, uint32_t index, int rc,
+		  enum zmi_tmem_ctr why)
 {
-	struct tm_shard *sh = tm_shard_of(p, oid, index);
-	struct tm_obj *o;
-	struct tm_page *old;
+	struct zmi_tmem_shard *sh = zmi_tmem_shard_of(p, oid, index);
+	struct zmi_tmem_obj *o;
+	struct zmi_tmem_page *old;
 
 	zmi_lock(&sh->lock);
 	count(sh, TC_PUTS, 1);
@@ -201,10 +202,10 @@ static int refuse(struct tm_pool *p, uint64_t oid, uint32_t index, int rc, enum 
 		count(sh, why, 1);
 	if (p->kind == ZM_TMEM_EPHEMERAL)
 		count(sh, TC_DROPPED, 1);
-	o = tm_obj_find(sh, oid);
-	old = o ? tm_page_find(o, index) : NULL;
+	o = zmi_tmem_obj_find(sh, oid);
+	old = o ? zmi_tmem_page_find(o, index) : NULL;
 	if (old)
-		tm_remove(p, sh, o, old, TC_NR);
+		zmi_tmem_remove(p, sh, o, old, TC_NR);
 	zmi_unlock(&sh->lock);
 	return rc;
 }
@@ -212,11 +213,11 @@ static int refuse(struct tm_pool *p, uint64_t oid, uint32_t index, int rc, enum 
 int zm_tmem_put(struct zm_tmem *t, int pool, uint64_t oid, uint32_t index, const void *data,
 		size_t len)
 {
-	struct tm_pool *p = t ? tm_pool_of(t, pool, "zm_tmem_put") : NULL;
+	struct zmi_tmem_pool *p = t ? zmi_tmem_pool_of(t, pool, "zm_tmem_put") : NULL;
 	bool eph, raw = false;
-	struct tm_shard *sh;
-	struct tm_page *pg;
-	struct tm_obj *o;
+	struct zmi_tmem_shard *sh;
+	struct zmi_tmem_page *pg;
+	struct zmi_tmem_obj *o;
 	size_t zlen = 0, hl;
 	zm_handle_t h;
 	char *buf;
@@ -259,7 +260,7 @@ int zm_tmem_put(struct zm_tmem *t, int pool, uint64_t oid, uint32_t index, const
 	if (!eph && !share_left(t, zlen))
 		return refuse(p, oid, index, -ENOSPC, TC_REF_SHARE);
 	if (eph) {
-		struct tm_hdr key = { .oid = oid, .index = index, .pool = (uint32_t)p->id };
+		struct zmi_tmem_hdr key = { .oid = oid, .index = index, .pool = (uint32_t)p->id };
 
 		memcpy(buf, &key, sizeof(key));
 	}
@@ -278,18 +279,18 @@ int zm_tmem_put(struct zm_tmem *t, int pool, uint64_t oid, uint32_t index, const
 	pg->ref = 0;
 	pg->raw = raw;
 
-	sh = tm_shard_of(p, oid, index);
+	sh = zmi_tmem_shard_of(p, oid, index);
 	zmi_lock(&sh->lock);
 	count(sh, TC_PUTS, 1);
-	o = tm_obj_find(sh, oid);
+	o = zmi_tmem_obj_find(sh, oid);
 	if (o) {
-		struct tm_page *old = tm_page_find(o, index);
+		struct zmi_tmem_page *old = zmi_tmem_page_find(o, index);
 
 		if (old)
-			tm_remove(p, sh, o, old, TC_NR);
+			zmi_tmem_remove(p, sh, o, old, TC_NR);
 	}
-	if (zmi_unlikely(tm_page_link(sh, oid, pg))) {
-		/* no memory for the object's record: undo as tm_remove would */
+	if (zmi_unlikely(zmi_tmem_page_link(sh, oid, pg))) {
+		/* no memory for the object's record: undo as zmi_tmem_remove would */
 		if (eph)
 			pthread_rwlock_rdlock(&t->obj_lock);
 		zm_pool_free(p->zp, h);
@@ -310,7 +311,7 @@ int zm_tmem_put(struct zm_tmem *t, int pool, uint64_t oid, uint32_t index, const
 	count(sh, TC_ORIG, (int64_t)len);
 	count(sh, TC_COMPR, (int64_t)zlen);
 	if (eph)
-		tm_lru_add(t, pg);
+		zmi_tmem_lru_add(t, pg);
 	zmi_unlock(&sh->lock);
 	return 0;
 }
@@ -318,10 +319,10 @@ int zm_tmem_put(struct zm_tmem *t, int pool, uint64_t oid, uint32_t index, const
 int zm_tmem_get(struct zm_tmem *t, int pool, uint64_t oid, uint32_t index, void *buf,
 		size_t cap)
 {
-	struct tm_pool *p = t ? tm_pool_of(t, pool, "zm_tmem_get") : NULL;
-	struct tm_shard *sh;
-	struct tm_page *pg;
-	struct tm_obj *o;
+	struct zmi_tmem_pool *p = t ? zmi_tmem_pool_of(t, pool, "zm_tmem_get") : NULL;
+	struct zmi_tmem_shard *sh;
+	struct zmi_tmem_page *pg;
+	struct zmi_tmem_obj *o;
 	size_t len, hl;
 	const char *m;
 	int rc = 0;
@@ -329,11 +330,11 @@ int zm_tmem_get(struct zm_tmem *t, int pool, uint64_t oid, uint32_t index, void 
 	if (zmi_unlikely(!p || !buf))
 		return -EINVAL;
 	hl = p->kind == ZM_TMEM_EPHEMERAL ? TM_HDR : 0;
-	sh = tm_shard_of(p, oid, index);
+	sh = zmi_tmem_shard_of(p, oid, index);
 	zmi_lock(&sh->lock);
 	count(sh, TC_GETS, 1);
-	o = tm_obj_find(sh, oid);
-	pg = o ? tm_page_find(o, index) : NULL;
+	o = zmi_tmem_obj_find(sh, oid);
+	pg = o ? zmi_tmem_page_find(o, index) : NULL;
 	if (!pg) {
 		zmi_unlock(&sh->lock);
 		return -ENOENT;
@@ -356,13 +357,13 @@ int zm_tmem_get(struct zm_tmem *t, int pool, uint64_t oid, uint32_t index, void 
 	if (zmi_unlikely(rc)) {
 		/* corrupt (or no memory for a workspace): never hand it out */
 		if (rc == -EIO)
-			tm_remove(p, sh, o, pg, TC_NR);
+			zmi_tmem_remove(p, sh, o, pg, TC_NR);
 		zmi_unlock(&sh->lock);
 		return rc;
 	}
 	count(sh, TC_HITS, 1);
 	if (p->exclusive)
-		tm_remove(p, sh, o, pg, TC_NR);
+		zmi_tmem_remove(p, sh, o, pg, TC_NR);
 	else if (hl)
 		__atomic_store_n(&pg->ref, 1, __ATOMIC_RELAXED);
 	zmi_unlock(&sh->lock);
@@ -371,19 +372,19 @@ int zm_tmem_get(struct zm_tmem *t, int pool, uint64_t oid, uint32_t index, void 
 
 int zm_tmem_flush_page(struct zm_tmem *t, int pool, uint64_t oid, uint32_t index)
 {
-	struct tm_pool *p = t ? tm_pool_of(t, pool, "zm_tmem_flush_page") : NULL;
-	struct tm_shard *sh;
-	struct tm_page *pg;
-	struct tm_obj *o;
+	struct zmi_tmem_pool *p = t ? zmi_tmem_pool_of(t, pool, "zm_tmem_flush_page") : NULL;
+	struct zmi_tmem_shard *sh;
+	struct zmi_tmem_page *pg;
+	struct zmi_tmem_obj *o;
 
 	if (zmi_unlikely(!p))
 		return -EINVAL;
-	sh = tm_shard_of(p, oid, index);
+	sh = zmi_tmem_shard_of(p, oid, index);
 	zmi_lock(&sh->lock);
-	o = tm_obj_find(sh, oid);
-	pg = o ? tm_page_find(o, index) : NULL;
+	o = zmi_tmem_obj_find(sh, oid);
+	pg = o ? zmi_tmem_page_find(o, index) : NULL;
 	if (pg) {
-		tm_remove(p, sh, o, pg, TC_FLUSHED);
+		zmi_tmem_remove(p, sh, o, pg, TC_FLUSHED);
 		count(sh, TC_FLUSH_PAGES, 1);
 	}
 	zmi_unlock(&sh->lock);
@@ -392,18 +393,18 @@ int zm_tmem_flush_page(struct zm_tmem *t, int pool, uint64_t oid, uint32_t index
 
 long zm_tmem_flush_object(struct zm_tmem *t, int pool, uint64_t oid)
 {
-	struct tm_pool *p = t ? tm_pool_of(t, pool, "zm_tmem_flush_object") : NULL;
+	struct zmi_tmem_pool *p = t ? zmi_tmem_pool_of(t, pool, "zm_tmem_flush_object") : NULL;
 	long n = 0;
 
 	if (zmi_unlikely(!p))
 		return -EINVAL;
 	/* the object's runs may lie in any shard */
 	for (unsigned i = 0; i < ZM_TMEM_SHARDS; i++) {
-		struct tm_shard *sh = &p->shard[i];
-		struct tm_obj *o;
+		struct zmi_tmem_shard *sh = &p->shard[i];
+		struct zmi_tmem_obj *o;
 
 		zmi_lock(&sh->lock);
-		o = tm_obj_find(sh, oid);
+		o = zmi_tmem_obj_find(sh, oid);
 		if (o)
 			n += remove_obj(p, sh, o);
 		zmi_unlock(&sh->lock);
@@ -415,7 +416,7 @@ long zm_tmem_flush_object(struct zm_tmem *t, int pool, uint64_t oid)
 
 long zm_tmem_flush_pool(struct zm_tmem *t, int pool)
 {
-	struct tm_pool *p = t ? tm_pool_of(t, pool, "zm_tmem_flush_pool") : NULL;
+	struct zmi_tmem_pool *p = t ? zmi_tmem_pool_of(t, pool, "zm_tmem_flush_pool") : NULL;
 
-	return p ? tm_flush_all(p) : -EINVAL;
+	return p ? zmi_tmem_flush_all(p) : -EINVAL;
 }

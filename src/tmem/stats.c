@@ -39,23 +39,23 @@ static void add_counters(struct zm_tmem_stats *st, const uint64_t *c, uint64_t f
 	st->compr_bytes += c[TC_COMPR];
 }
 
-static void add_pool(struct tm_pool *p, struct zm_tmem_stats *st, uint64_t *records,
+static void add_pool(struct zmi_tmem_pool *p, struct zm_tmem_stats *st, uint64_t *records,
 		     uint64_t *objs)
 {
 	uint64_t c[TC_NR] = { 0 };
 
 	for (unsigned i = 0; i < ZM_TMEM_SHARDS; i++) {
-		struct tm_shard *sh = &p->shard[i];
+		struct zmi_tmem_shard *sh = &p->shard[i];
 
 		for (unsigned k = 0; k < TC_NR; k++)
 			c[k] += __atomic_load_n(&sh->ctr[k], __ATOMIC_RELAXED);
 		zmi_lock(&sh->lock);
 		*objs += sh->nobjs;
 		for (uint32_t b = 0; b < sh->nbuckets; b++)
-			for (struct tm_obj *o = sh->tab[b]; o; o = o->next) {
+			for (struct zmi_tmem_obj *o = sh->tab[b]; o; o = o->next) {
 				*records += o->nbuckets;
 				for (uint32_t j = 0; j < o->nbuckets; j++)
-					for (struct tm_page *pg = o->tab[j]; pg; pg = pg->next) {
+					for (struct zmi_tmem_page *pg = o->tab[j]; pg; pg = pg->next) {
 						size_t z = pg->zlen ? pg->zlen - 1u : 0;
 
 						st->hist[z * ZM_TMEM_HIST_BUCKETS / p->page_size]++;
@@ -72,18 +72,18 @@ int zm_tmem_stats_sized(struct zm_tmem *t, int pool, struct zm_tmem_stats *out, 
 	struct zm_tmem_stats st, all;
 	struct zm_pool_stats ps[2];
 	uint64_t records = 0, objs = 0, npools = 0;
-	struct tm_pool *want = NULL;
+	struct zmi_tmem_pool *want = NULL;
 
 	if (!t || !out)
 		return -EINVAL;
-	if (pool && !(want = tm_pool_of(t, pool, "zm_tmem_stats")))
+	if (pool && !(want = zmi_tmem_pool_of(t, pool, "zm_tmem_stats")))
 		return -EINVAL;
 	memset(&st, 0, sizeof(st));
 	memset(&all, 0, sizeof(all));
 	/* every pool's records count in meta_bytes, whichever was asked */
 	pthread_mutex_lock(&t->pools_lock);
 	for (unsigned i = 0; i < ZM_TMEM_MAX_POOLS; i++) {
-		struct tm_pool *p = t->pool[i];
+		struct zmi_tmem_pool *p = t->pool[i];
 
 		if (!p)
 			continue;
@@ -101,9 +101,9 @@ int zm_tmem_stats_sized(struct zm_tmem *t, int pool, struct zm_tmem_stats *out, 
 	st.pool_pages = ps[0].pool_pages + ps[1].pool_pages;
 	st.pool_bytes = ps[0].pool_bytes + ps[1].pool_bytes;
 	st.meta_bytes = ps[0].meta_bytes + ps[1].meta_bytes + sizeof(*t) +
-			npools * sizeof(struct tm_pool) + objs * sizeof(struct tm_obj) +
-			(all.ephemeral_pages + all.persistent_pages) * sizeof(struct tm_page) +
-			records * sizeof(void *);
+			npools * sizeof(struct zmi_tmem_pool) + objs * sizeof(struct zmi_tmem_obj) +
+			(all.ephemeral_pages + all.persistent_pages) *
+			sizeof(struct zmi_tmem_page) + records * sizeof(void *);
 	st.evictions = __atomic_load_n(&t->evictions, __ATOMIC_RELAXED);
 	st.evicted_pages = __atomic_load_n(&t->evicted_pages, __ATOMIC_RELAXED);
 	st.budget_bytes = t->budget;
@@ -116,29 +116,30 @@ int zm_tmem_stats_sized(struct zm_tmem *t, int pool, struct zm_tmem_stats *out, 
 
 #define FAIL(...) do { zmi_log_error(__VA_ARGS__); bad++; } while (0)
 
-static long check_pool(struct zm_tmem *t, struct tm_pool *p, uint64_t *eph, uint64_t *pers_bytes)
+static long check_pool(struct zm_tmem *t, struct zmi_tmem_pool *p, uint64_t *eph,
+		       uint64_t *pers_bytes)
 {
 	long bad = 0;
 
 	for (unsigned i = 0; i < ZM_TMEM_SHARDS; i++) {
-		struct tm_shard *sh = &p->shard[i];
+		struct zmi_tmem_shard *sh = &p->shard[i];
 		uint64_t pages = 0, orig = 0, compr = 0, nobjs = 0;
 
 		for (uint32_t b = 0; b < sh->nbuckets; b++)
-			for (struct tm_obj *o = sh->tab[b]; o; o = o->next) {
+			for (struct zmi_tmem_obj *o = sh->tab[b]; o; o = o->next) {
 				uint32_t n = 0;
 
 				nobjs++;
 				for (uint32_t j = 0; j < o->nbuckets; j++)
-					for (struct tm_page *pg = o->tab[j]; pg; pg = pg->next) {
+					for (struct zmi_tmem_page *pg = o->tab[j]; pg; pg = pg->next) {
 						size_t hl = p->kind == ZM_TMEM_EPHEMERAL ? TM_HDR : 0;
-						struct tm_hdr hdr;
+						struct zmi_tmem_hdr hdr;
 
 						n++;
 						pages++;
 						orig += pg->len;
 						compr += pg->zlen;
-						if (tm_shard_of(p, o->oid, pg->index) != sh)
+						if (zmi_tmem_shard_of(p, o->oid, pg->index) != sh)
 							FAIL("tmem check: pool %d: page %llu/%u in the wrong shard",
 							     p->id, (unsigned long long)o->oid, pg->index);
 						if (zm_pool_obj_size(p->zp, pg->h) < hl + pg->zlen)
@@ -178,7 +179,7 @@ int zm_tmem_check(struct zm_tmem *t)
 	for (unsigned i = 0; i < ZM_TMEM_MAX_POOLS; i++)
 		if (t->pool[i])
 			bad += check_pool(t, t->pool[i], &eph, &pers_bytes);
-	for (struct tm_page *pg = t->lru.lru_next; pg != &t->lru; pg = pg->lru_next) {
+	for (struct zmi_tmem_page *pg = t->lru.lru_next; pg != &t->lru; pg = pg->lru_next) {
 		if (pg->lru_next->lru_prev != pg) {
 			FAIL("tmem check: the list of ephemeral pages is broken");
 			break;

@@ -32,10 +32,10 @@
 #define TM_CACHE_MIN 8
 #define TM_CACHE_MAX 64
 
-struct tm_pool *tm_pool_of(struct zm_tmem *t, int id, const char *op)
+struct zmi_tmem_pool *zmi_tmem_pool_of(struct zm_tmem *t, int id, const char *op)
 {
 	unsigned slot = (unsigned)id & (ZM_TMEM_MAX_POOLS - 1);
-	struct tm_pool *p = NULL;
+	struct zmi_tmem_pool *p = NULL;
 
 	/* the generation first: a stale id never reads the record of the
 	 * pool now in its slot, which another thread may be destroying */
@@ -195,7 +195,7 @@ int zm_tmem_pool_create_sized(struct zm_tmem *t, const struct zm_tmem_pool_confi
 			      size_t cfg_size)
 {
 	struct zm_tmem_pool_config c;
-	struct tm_pool *p;
+	struct zmi_tmem_pool *p;
 	unsigned slot;
 	uint32_t gen;
 	int rc;
@@ -241,12 +241,12 @@ int zm_tmem_pool_create_sized(struct zm_tmem *t, const struct zm_tmem_pool_confi
 
 int zm_tmem_pool_destroy(struct zm_tmem *t, int pool)
 {
-	struct tm_pool *p;
+	struct zmi_tmem_pool *p;
 
 	if (!t)
 		return -EINVAL;
 	pthread_mutex_lock(&t->pools_lock);
-	p = tm_pool_of(t, pool, "zm_tmem_pool_destroy");
+	p = zmi_tmem_pool_of(t, pool, "zm_tmem_pool_destroy");
 	if (!p) {
 		pthread_mutex_unlock(&t->pools_lock);
 		return -EINVAL;
@@ -254,15 +254,15 @@ int zm_tmem_pool_destroy(struct zm_tmem *t, int pool)
 	pthread_mutex_lock(&t->evict_lock);
 	__atomic_store_n(&t->pool[pool & (ZM_TMEM_MAX_POOLS - 1)], NULL, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&t->evict_lock);
-	/* out of the table: only this call reaches p now; tm_remove takes
+	/* out of the table: only this call reaches p now; zmi_tmem_remove takes
 	 * the shard locks as it goes, which costs nothing here.  pools_lock
 	 * stays held until its counters are in the instance's totals, so
 	 * that stats never see them missing. */
-	tm_flush_all(p);
+	zmi_tmem_flush_all(p);
 	for (unsigned i = 0; i < ZM_TMEM_SHARDS; i++) {
 		for (unsigned k = 0; k < TC_NR; k++)
 			t->gone[k] += p->shard[i].ctr[k];
-		tm_shard_free(&p->shard[i]);
+		zmi_tmem_shard_free(&p->shard[i]);
 		zmi_lock_destroy(&p->shard[i].lock);
 	}
 	t->gone_flush_objects += p->flush_objects;

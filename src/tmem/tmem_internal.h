@@ -12,12 +12,12 @@
  * every persistent one in `pers`.  So everything in `eph` may be evicted,
  * and evicting a whole unit of `eph` (zm_pool_unit) never drops a
  * persistent page.  An ephemeral object starts with its key (struct
- * tm_hdr), from which eviction finds the record of each object of a unit.
+ * zmi_tmem_hdr), from which eviction finds the record of each object of a unit.
  *
  * A pool's pages are spread over ZM_TMEM_SHARDS shards by (oid, index >>
- * TM_RUN_SHIFT); a shard holds a hash of objects (struct tm_obj: one
+ * TM_RUN_SHIFT); a shard holds a hash of objects (struct zmi_tmem_obj: one
  * object id's pages that fall in this shard), each a hash of its pages
- * (struct tm_page, the record of one stored page).
+ * (struct zmi_tmem_page, the record of one stored page).
  *
  * Locks, outer first:
  *
@@ -71,17 +71,17 @@ _Static_assert((1u << TM_SLOT_BITS) == ZM_TMEM_MAX_POOLS, "a slot number per poo
 #define TM_DEFAULT_BUDGET ((size_t)64 << 20)
 
 /* The key at the start of every ephemeral object. */
-struct tm_hdr {
+struct zmi_tmem_hdr {
 	uint64_t oid;
 	uint32_t index;
 	uint32_t pool;   /* the pool's id */
 };
-#define TM_HDR ((unsigned)sizeof(struct tm_hdr))
+#define TM_HDR ((unsigned)sizeof(struct zmi_tmem_hdr))
 
 /* A stored page: 48 bytes. */
-struct tm_page {
-	struct tm_page *next;              /* shard lock: the object's chain */
-	struct tm_page *lru_next, *lru_prev; /* lru_lock: ephemeral pages only */
+struct zmi_tmem_page {
+	struct zmi_tmem_page *next;              /* shard lock: the object's chain */
+	struct zmi_tmem_page *lru_next, *lru_prev; /* lru_lock: ephemeral pages only */
 	zm_handle_t h;                     /* shard lock */
 	uint32_t index;
 	uint32_t len;                      /* the length put: 1 .. 65536 */
@@ -90,32 +90,32 @@ struct tm_page {
 	uint8_t ref;                       /* atomic: got since eviction passed */
 	uint8_t raw;                       /* stored as is, not compressed */
 };
-_Static_assert(sizeof(struct tm_page) == 48, "tmem.h and docs/tmem.md say 48 bytes");
+_Static_assert(sizeof(struct zmi_tmem_page) == 48, "tmem.h and docs/tmem.md say 48 bytes");
 
 /* An object id's pages in one shard. */
-struct tm_obj {
-	struct tm_obj *next;               /* the shard's chain */
+struct zmi_tmem_obj {
+	struct zmi_tmem_obj *next;               /* the shard's chain */
 	uint64_t oid;
-	struct tm_page **tab;              /* by index hash */
+	struct zmi_tmem_page **tab;              /* by index hash */
 	uint32_t nbuckets, npages;
 };
 
 /* Counters of one shard, under its lock; summed by stats.c. */
-enum tm_ctr {
+enum zmi_tmem_ctr {
 	TC_PUTS, TC_STORED, TC_GETS, TC_HITS, TC_FLUSH_PAGES, TC_FLUSHED,
 	TC_EVICTED, TC_REF_ZSIZE, TC_REF_MEAN, TC_REF_SHARE, TC_REF_FULL, TC_DROPPED,
 	TC_PAGES, TC_ORIG, TC_COMPR, TC_NR
 };
 
-struct tm_shard {
+struct zmi_tmem_shard {
 	zmi_lock_t lock;
 	uint32_t nbuckets, nobjs;
-	struct tm_obj **tab;
+	struct zmi_tmem_obj **tab;
 	uint64_t ctr[TC_NR];               /* read without the lock by the
 					      mean policy (relaxed) */
 } __attribute__((aligned(64)));
 
-struct tm_pool {
+struct zmi_tmem_pool {
 	struct zm_tmem *t;
 	int id;
 	enum zm_tmem_kind kind;
@@ -123,7 +123,7 @@ struct tm_pool {
 	size_t page_size, max_zsize, max_mean_zsize;
 	struct zm_pool *zp;                /* t->eph or t->pers */
 	uint64_t flush_objects;            /* atomic */
-	struct tm_shard shard[ZM_TMEM_SHARDS];
+	struct zmi_tmem_shard shard[ZM_TMEM_SHARDS];
 };
 
 struct zm_tmem {
@@ -144,27 +144,27 @@ struct zm_tmem {
 	uint64_t held;                     /* atomic: malloc backend: bytes held */
 
 	pthread_mutex_t pools_lock;        /* pool table writers */
-	struct tm_pool *pool[ZM_TMEM_MAX_POOLS]; /* atomic pointers */
+	struct zmi_tmem_pool *pool[ZM_TMEM_MAX_POOLS]; /* atomic pointers */
 	uint32_t gen[ZM_TMEM_MAX_POOLS];   /* atomic, written under pools_lock:
 					      the generation of the slot's
 					      pool, or of its last one */
 
 	pthread_mutex_t evict_lock;
 	zm_handle_t *ubuf;                 /* evict_lock: a unit's handles */
-	struct tm_hdr *kbuf;               /* evict_lock: and their keys */
+	struct zmi_tmem_hdr *kbuf;               /* evict_lock: and their keys */
 	size_t ubuf_cap;                   /* entries of both */
-	/* Ephemeral objects are written (put) and freed (tm_remove) with it
+	/* Ephemeral objects are written (put) and freed (zmi_tmem_remove) with it
 	 * held shared; the evictor reads their keys with it held exclusively
 	 * (writers preferred), so it never reads an object being written. */
 	pthread_rwlock_t obj_lock;
 	uint64_t evictions, evicted_pages; /* evict_lock; read relaxed */
 
 	zmi_lock_t lru_lock;
-	struct tm_page lru;                /* lru_lock: sentinel; next = newest */
+	struct zmi_tmem_page lru;                /* lru_lock: sentinel; next = newest */
 	uint64_t lru_n;                    /* lru_lock */
 };
 
-static inline uint64_t tm_mix(uint64_t x)
+static inline uint64_t zmi_tmem_mix(uint64_t x)
 {
 	x ^= x >> 33;
 	x *= 0xff51afd7ed558ccdull;
@@ -175,36 +175,38 @@ static inline uint64_t tm_mix(uint64_t x)
 }
 
 /* tmem.c: the pool of an id, or NULL (with a message in debug builds). */
-struct tm_pool *tm_pool_of(struct zm_tmem *t, int id, const char *op);
+struct zmi_tmem_pool *zmi_tmem_pool_of(struct zm_tmem *t, int id, const char *op);
 
 /* index.c; the shard's lock held */
-static inline struct tm_shard *tm_shard_of(struct tm_pool *p, uint64_t oid, uint32_t index)
+static inline struct zmi_tmem_shard *zmi_tmem_shard_of(struct zmi_tmem_pool *p, uint64_t oid,
+						       uint32_t index)
 {
-	return &p->shard[tm_mix(oid ^ tm_mix(index >> TM_RUN_SHIFT)) % ZM_TMEM_SHARDS];
+	return &p->shard[zmi_tmem_mix(oid ^ zmi_tmem_mix(index >> TM_RUN_SHIFT)) % ZM_TMEM_SHARDS];
 }
-struct tm_obj *tm_obj_find(struct tm_shard *sh, uint64_t oid);
-struct tm_page *tm_page_find(struct tm_obj *o, uint32_t index);
+struct zmi_tmem_obj *zmi_tmem_obj_find(struct zmi_tmem_shard *sh, uint64_t oid);
+struct zmi_tmem_page *zmi_tmem_page_find(struct zmi_tmem_obj *o, uint32_t index);
 /* Link a new record (index set) into the object of oid, made if need be;
  * -ENOMEM if that fails. */
-int tm_page_link(struct tm_shard *sh, uint64_t oid, struct tm_page *pg);
+int zmi_tmem_page_link(struct zmi_tmem_shard *sh, uint64_t oid, struct zmi_tmem_page *pg);
 /* Unlink page pg of object o (freeing o when it empties): the caller
  * frees the record. */
-void tm_page_unlink(struct tm_shard *sh, struct tm_obj *o, struct tm_page *pg);
-void tm_shard_free(struct tm_shard *sh);
+void zmi_tmem_page_unlink(struct zmi_tmem_shard *sh, struct zmi_tmem_obj *o,
+			  struct zmi_tmem_page *pg);
+void zmi_tmem_shard_free(struct zmi_tmem_shard *sh);
 
 /* io.c: remove a stored page (shard lock held): its pool object freed,
  * counters and the list updated, the record freed.  `ctr` (a TC_*
  * counter or TC_NR for none) counts why. */
-void tm_remove(struct tm_pool *p, struct tm_shard *sh, struct tm_obj *o, struct tm_page *pg,
-	       enum tm_ctr why);
+void zmi_tmem_remove(struct zmi_tmem_pool *p, struct zmi_tmem_shard *sh, struct zmi_tmem_obj *o,
+		     struct zmi_tmem_page *pg, enum zmi_tmem_ctr why);
 /* Every page of a pool; returns how many. */
-long tm_flush_all(struct tm_pool *p);
+long zmi_tmem_flush_all(struct zmi_tmem_pool *p);
 
 /* evict.c */
-void tm_lru_add(struct zm_tmem *t, struct tm_page *pg);
-void tm_lru_del(struct zm_tmem *t, struct tm_page *pg);
+void zmi_tmem_lru_add(struct zm_tmem *t, struct zmi_tmem_page *pg);
+void zmi_tmem_lru_del(struct zm_tmem *t, struct zmi_tmem_page *pg);
 /* Evict ephemeral pages to make room: one step (a unit, or one object).
  * Returns objects evicted, 0 when nothing could be. */
-long tm_evict(struct zm_tmem *t);
+long zmi_tmem_evict(struct zm_tmem *t);
 
 #endif

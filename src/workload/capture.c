@@ -52,10 +52,10 @@ struct capture {
 	size_t max_pages;
 	int pagemap_fd, mem_fd;
 	bool use_mem;              /* process_vm_readv refused: read mem_fd */
-	zm_capture_fn fn;
+	workload_capture_fn fn;
 	void *arg;
 	unsigned char *buf;        /* BATCH pages */
-	struct zm_capture_stats *st;
+	struct workload_capture_stats *st;
 };
 
 static int errno_of_proc(int e)
@@ -98,7 +98,7 @@ static int read_maps(struct capture *c, struct region **out, size_t *n)
 			continue;
 		if (!wanted(perms, file) || e <= s)
 			continue;
-		if (e - s > ZM_CAPTURE_MAX_REGION) {
+		if (e - s > WORKLOAD_CAPTURE_MAX_REGION) {
 			c->st->regions_skipped++;
 			continue;
 		}
@@ -234,15 +234,15 @@ static int capture_region(struct capture *c, const struct region *r)
 }
 
 /* The published layout's end (base/abi.h): never changes. */
-#define CAPTURE_STATS_MIN zmi_size_upto(struct zm_capture_stats, limited)
+#define CAPTURE_STATS_MIN zmi_size_upto(struct workload_capture_stats, limited)
 
-static int capture(pid_t pid, size_t max_bytes, zm_capture_fn fn, void *arg,
-		   struct zm_capture_stats *st);
+static int capture(pid_t pid, size_t max_bytes, workload_capture_fn fn, void *arg,
+		   struct workload_capture_stats *st);
 
-int zm_workload_capture_sized(pid_t pid, size_t max_bytes, zm_capture_fn fn, void *arg,
-			      struct zm_capture_stats *out, size_t size)
+int workload_capture_sized(pid_t pid, size_t max_bytes, workload_capture_fn fn, void *arg,
+			   struct workload_capture_stats *out, size_t size)
 {
-	struct zm_capture_stats st;
+	struct workload_capture_stats st;
 	int rc;
 
 	if (out && size < CAPTURE_STATS_MIN)
@@ -254,8 +254,8 @@ int zm_workload_capture_sized(pid_t pid, size_t max_bytes, zm_capture_fn fn, voi
 	return rc;
 }
 
-static int capture(pid_t pid, size_t max_bytes, zm_capture_fn fn, void *arg,
-		   struct zm_capture_stats *st)
+static int capture(pid_t pid, size_t max_bytes, workload_capture_fn fn, void *arg,
+		   struct workload_capture_stats *st)
 {
 	struct capture c = { .pid = pid, .fn = fn, .arg = arg,
 			     .pagemap_fd = -1, .mem_fd = -1 };
@@ -318,8 +318,8 @@ static int append(void *arg, const void *page, size_t ps)
 	return 0;
 }
 
-int zm_workload_capture_mem_sized(pid_t pid, size_t max_bytes, void **buf, size_t *len,
-				  struct zm_capture_stats *st, size_t st_size)
+int workload_capture_mem_sized(pid_t pid, size_t max_bytes, void **buf, size_t *len,
+			       struct workload_capture_stats *st, size_t st_size)
 {
 	struct membuf m = { 0 };
 	int rc;
@@ -328,7 +328,7 @@ int zm_workload_capture_mem_sized(pid_t pid, size_t max_bytes, void **buf, size_
 		return -EINVAL;
 	*buf = NULL;
 	*len = 0;
-	rc = zm_workload_capture_sized(pid, max_bytes, append, &m, st, st_size);
+	rc = workload_capture_sized(pid, max_bytes, append, &m, st, st_size);
 	if (rc) {
 		free(m.p);
 		return rc;

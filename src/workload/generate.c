@@ -27,7 +27,7 @@
 #include "workload/workload_internal.h"
 
 /* the published layout's end (base/abi.h): never changes */
-#define WL_STATS_MIN zmi_size_upto(struct zm_workload_stats, compress_calls)
+#define WL_STATS_MIN zmi_size_upto(struct workload_stats, compress_calls)
 
 /* A page within one percent of its target is accepted: finer than that,
  * one sentence more or less repeated (about 80 bytes, 2% of a 4 KiB page)
@@ -49,8 +49,8 @@
 #define DEFAULT_TEXT_RATIO 0.75
 #define DEFAULT_PAGE 4096
 
-struct zm_workload {
-	enum zm_workload_kind kind;
+struct workload {
+	enum workload_kind kind;
 	double ratio;              /* the target */
 	struct zm_codec *codec;    /* measures: the caller's or own_codec */
 	struct zm_codec *own_codec;
@@ -60,38 +60,38 @@ struct zm_workload {
 	double slope;              /* d ratio / d knob, learnt */
 	unsigned char *scratch;    /* compressed output, page_size bytes */
 	double sum_ratio;          /* sum of per-page ratios so far */
-	struct zm_workload_stats st;
+	struct workload_stats st;
 };
 
 static const char *const kind_names[] = {
-	[ZM_WORKLOAD_ZERO] = "zero",
-	[ZM_WORKLOAD_RANDOM] = "random",
-	[ZM_WORKLOAD_TEXT] = "text",
+	[WORKLOAD_ZERO] = "zero",
+	[WORKLOAD_RANDOM] = "random",
+	[WORKLOAD_TEXT] = "text",
 };
 
-int zm_workload_kind_parse(const char *name, enum zm_workload_kind *kind)
+int workload_kind_parse(const char *name, enum workload_kind *kind)
 {
 	if (!name || !kind)
 		return -EINVAL;
 	for (size_t i = 0; i < sizeof(kind_names) / sizeof(kind_names[0]); i++)
 		if (!strcmp(name, kind_names[i])) {
-			*kind = (enum zm_workload_kind)i;
+			*kind = (enum workload_kind)i;
 			return 0;
 		}
 	return -EINVAL;
 }
 
-const char *zm_workload_kind_name(enum zm_workload_kind kind)
+const char *workload_kind_name(enum workload_kind kind)
 {
 	return (unsigned)kind < sizeof(kind_names) / sizeof(kind_names[0]) ?
 	       kind_names[kind] : NULL;
 }
 
-int zm_workload_create_sized(const struct zm_workload_config *ucfg, size_t cfg_size,
-			     struct zm_workload **out)
+int workload_create_sized(const struct workload_config *ucfg, size_t cfg_size,
+			  struct workload **out)
 {
-	struct zm_workload_config cfg_copy, *cfg = &cfg_copy;
-	struct zm_workload *w;
+	struct workload_config cfg_copy, *cfg = &cfg_copy;
+	struct workload *w;
 	size_t ps;
 	int rc;
 
@@ -101,13 +101,13 @@ int zm_workload_create_sized(const struct zm_workload_config *ucfg, size_t cfg_s
 	if (!ucfg)
 		return -EINVAL;
 	rc = zmi_struct_in(cfg, sizeof(*cfg), ucfg, cfg_size,
-			   zmi_size_upto(struct zm_workload_config, page_size));
+			   zmi_size_upto(struct workload_config, page_size));
 	if (rc)
 		return rc;
-	if (!zm_workload_kind_name(cfg->kind))
+	if (!workload_kind_name(cfg->kind))
 		return -EINVAL;
 	ps = cfg->page_size ? cfg->page_size : DEFAULT_PAGE;
-	if (ps < ZM_WORKLOAD_MIN_PAGE || ps > ZM_WORKLOAD_MAX_PAGE || ps % 64)
+	if (ps < WORKLOAD_MIN_PAGE || ps > WORKLOAD_MAX_PAGE || ps % 64)
 		return -EINVAL;
 	if (!(cfg->ratio >= 0 && cfg->ratio <= 1)) /* also refuses NaN */
 		return -EINVAL;
@@ -117,12 +117,12 @@ int zm_workload_create_sized(const struct zm_workload_config *ucfg, size_t cfg_s
 	w->kind = cfg->kind;
 	w->ratio = cfg->ratio;
 	if (w->ratio == 0)
-		w->ratio = cfg->kind == ZM_WORKLOAD_TEXT ? DEFAULT_TEXT_RATIO : 1.0;
+		w->ratio = cfg->kind == WORKLOAD_TEXT ? DEFAULT_TEXT_RATIO : 1.0;
 	w->seed = cfg->seed;
 	w->page_size = ps;
-	w->knob_max = cfg->kind == ZM_WORKLOAD_TEXT ? ZM_TEXT_KNOB_MAX : 1.0;
-	w->knob = cfg->kind == ZM_WORKLOAD_TEXT ? 1.0 : w->ratio;
-	w->slope = cfg->kind == ZM_WORKLOAD_TEXT ? 0.5 : 1.0;
+	w->knob_max = cfg->kind == WORKLOAD_TEXT ? ZM_TEXT_KNOB_MAX : 1.0;
+	w->knob = cfg->kind == WORKLOAD_TEXT ? 1.0 : w->ratio;
+	w->slope = cfg->kind == WORKLOAD_TEXT ? 0.5 : 1.0;
 	w->codec = cfg->codec;
 	if (!w->codec) {
 		rc = zm_codec_create("lz4", 0, &w->own_codec);
@@ -134,14 +134,14 @@ int zm_workload_create_sized(const struct zm_workload_config *ucfg, size_t cfg_s
 	}
 	w->scratch = malloc(ps);
 	if (!w->scratch) {
-		zm_workload_destroy(w);
+		workload_destroy(w);
 		return -ENOMEM;
 	}
 	*out = w;
 	return 0;
 }
 
-void zm_workload_destroy(struct zm_workload *w)
+void workload_destroy(struct workload *w)
 {
 	if (!w)
 		return;
@@ -151,16 +151,16 @@ void zm_workload_destroy(struct zm_workload *w)
 }
 
 /* Page `seed`'s bytes at knob k. */
-static void gen_page(struct zm_workload *w, uint64_t seed, double k, unsigned char *p)
+static void gen_page(struct workload *w, uint64_t seed, double k, unsigned char *p)
 {
 	size_t ps = w->page_size, nrand, i = 0;
 	struct zmi_wl_rng r;
 
 	switch (w->kind) {
-	case ZM_WORKLOAD_ZERO:
+	case WORKLOAD_ZERO:
 		memset(p, 0, ps);
 		break;
-	case ZM_WORKLOAD_RANDOM:
+	case WORKLOAD_RANDOM:
 		nrand = (size_t)(k * (double)ps + 0.5);
 		if (nrand > ps)
 			nrand = ps;
@@ -174,14 +174,14 @@ static void gen_page(struct zm_workload *w, uint64_t seed, double k, unsigned ch
 			p[i] = (unsigned char)zmi_wl_next(&r);
 		memset(p + nrand, 0, ps - nrand);
 		break;
-	case ZM_WORKLOAD_TEXT:
+	case WORKLOAD_TEXT:
 		zmi_text_page(seed, k, (char *)p, ps);
 		break;
 	}
 }
 
 /* The compression ratio of one page: 1 if it does not fit in a page. */
-static int measure(struct zm_workload *w, const unsigned char *p, double *ratio)
+static int measure(struct workload *w, const unsigned char *p, double *ratio)
 {
 	int n = zm_codec_compress(w->codec, p, w->page_size, w->scratch, w->page_size);
 
@@ -204,7 +204,7 @@ static inline double clampd(double x, double lo, double hi)
 }
 
 /* Generate page p at the knob whose ratio comes closest to target. */
-static int tune_page(struct zm_workload *w, uint64_t seed, double target,
+static int tune_page(struct workload *w, uint64_t seed, double target,
 		     unsigned char *p, double *ratio)
 {
 	struct probe lo = { -1, 0 }, hi = { -1, 0 }, best, cur, prev;
@@ -216,7 +216,7 @@ static int tune_page(struct zm_workload *w, uint64_t seed, double target,
 		return rc;
 	best = cur;
 	evals++;
-	while (w->kind != ZM_WORKLOAD_ZERO && fabs(best.r - target) > TUNE_TOL &&
+	while (w->kind != WORKLOAD_ZERO && fabs(best.r - target) > TUNE_TOL &&
 	       evals < TUNE_EVALS) {
 		if (cur.r < target)
 			lo = cur;
@@ -256,7 +256,7 @@ static int tune_page(struct zm_workload *w, uint64_t seed, double target,
 	return 0;
 }
 
-int zm_workload_next(struct zm_workload *w, void *buf, size_t len)
+int workload_next(struct workload *w, void *buf, size_t len)
 {
 	unsigned char *p = buf;
 
@@ -283,10 +283,10 @@ int zm_workload_next(struct zm_workload *w, void *buf, size_t len)
 	return 0;
 }
 
-int zm_workload_stats_sized(const struct zm_workload *w, struct zm_workload_stats *out,
-			    size_t size)
+int workload_stats_sized(const struct workload *w, struct workload_stats *out,
+			 size_t size)
 {
-	struct zm_workload_stats st;
+	struct workload_stats st;
 
 	if (!w)
 		return -EINVAL;
@@ -295,22 +295,22 @@ int zm_workload_stats_sized(const struct zm_workload *w, struct zm_workload_stat
 	return zmi_struct_out(out, size, WL_STATS_MIN, &st, sizeof(st));
 }
 
-int zm_workload_fill_sized(enum zm_workload_kind kind, double ratio,
-			   struct zm_codec *codec, uint64_t seed, void *buf, size_t len,
-			   size_t page_size, struct zm_workload_stats *st, size_t st_size)
+int workload_fill_sized(enum workload_kind kind, double ratio,
+			struct zm_codec *codec, uint64_t seed, void *buf, size_t len,
+			size_t page_size, struct workload_stats *st, size_t st_size)
 {
-	struct zm_workload_config cfg = {
+	struct workload_config cfg = {
 		.kind = kind, .ratio = ratio, .codec = codec, .seed = seed,
 		.page_size = page_size,
 	};
-	struct zm_workload *w;
-	int rc = zm_workload_create(&cfg, &w);
+	struct workload *w;
+	int rc = workload_create(&cfg, &w);
 
 	if (rc)
 		return rc;
-	rc = zm_workload_next(w, buf, len);
+	rc = workload_next(w, buf, len);
 	if (st && !rc)
-		rc = zm_workload_stats_sized(w, st, st_size);
-	zm_workload_destroy(w);
+		rc = workload_stats_sized(w, st, st_size);
+	workload_destroy(w);
 	return rc;
 }

@@ -1,5 +1,5 @@
 /*
- * zm_workload: data to put in compressed memory, for tests and benchmarks.
+ * workload: data to put in compressed memory, for tests and benchmarks.
  * Not part of libzmem: these calls live in libzmem-workload.a, a static
  * library of the build that the zmem command and the tests link beside
  * libzmem.a; nothing of it is installed (docs/api.md says why).
@@ -13,8 +13,8 @@
  *   text     readable English-like text: words from a built-in vocabulary
  *            with a Zipf-like distribution, sentences, punctuation and
  *            paragraphs, tuned so that each page compresses to about the
- *            requested ratio with the given codec (the seeds' "English text
- *            compressing to 75%" is ratio 0.75 with lzo).  The tuning knob
+ *            requested ratio with the given codec (xcfmalloc's 2011 "English
+ *            text compressing to 75%" is ratio 0.75 with lzo).  The tuning knob
  *            mixes in repeated sentences (to compress better) or random
  *            "words" of letters and digits (to compress worse); each page
  *            is generated, compressed and regenerated with a corrected mix
@@ -27,7 +27,7 @@
  * lz4 or lzo, text covers about 0.05 .. 1; with zstd (an entropy coder
  * squeezes even random letters) about 0.05 .. 0.78; random covers 0 .. 1.
  * A request outside the range gets the nearest reachable ratio (see the
- * ratio in struct zm_workload_stats).
+ * ratio in struct workload_stats).
  *
  * Captured pages: the private writable memory of a live process (heap,
  * anonymous mappings, stack, the writable data of its libraries), read
@@ -53,18 +53,18 @@ extern "C" {
 
 struct zm_codec;
 
-enum zm_workload_kind {
-	ZM_WORKLOAD_ZERO,
-	ZM_WORKLOAD_RANDOM,
-	ZM_WORKLOAD_TEXT,
+enum workload_kind {
+	WORKLOAD_ZERO,
+	WORKLOAD_RANDOM,
+	WORKLOAD_TEXT,
 };
 
 /* Page sizes a generator accepts: 256 B .. 1 MiB, any multiple of 64. */
-#define ZM_WORKLOAD_MIN_PAGE 256
-#define ZM_WORKLOAD_MAX_PAGE (1u << 20)
+#define WORKLOAD_MIN_PAGE 256
+#define WORKLOAD_MAX_PAGE (1u << 20)
 
-struct zm_workload_config {
-	enum zm_workload_kind kind;
+struct workload_config {
+	enum workload_kind kind;
 	double ratio;            /* target, in (0, 1]; 0 = default (text 0.75,
 	                            random 1); ignored for zero */
 	struct zm_codec *codec;  /* measures the ratio; NULL = an internal
@@ -74,7 +74,7 @@ struct zm_workload_config {
 	size_t page_size;        /* 0 = 4096 */
 };
 
-struct zm_workload_stats {
+struct workload_stats {
 	size_t pages;
 	uint64_t orig_bytes;
 	uint64_t compr_bytes;    /* sum over pages of the compressed length,
@@ -84,56 +84,56 @@ struct zm_workload_stats {
 	uint64_t compress_calls; /* compressions spent on tuning and measuring */
 };
 
-struct zm_workload;
+struct workload;
 
 /* Parse "zero", "random" or "text".  0, or -EINVAL. */
-int zm_workload_kind_parse(const char *name, enum zm_workload_kind *kind);
+int workload_kind_parse(const char *name, enum workload_kind *kind);
 /* The name of a kind, or NULL. */
-const char *zm_workload_kind_name(enum zm_workload_kind kind);
+const char *workload_kind_name(enum workload_kind kind);
 
 /* Create a generator of an endless stream of pages.  Returns 0 and sets
  * *out, or -EINVAL (bad kind, ratio or page size, out == NULL), -ENOMEM,
  * or the error of creating the default codec. */
-int zm_workload_create_sized(const struct zm_workload_config *cfg, size_t cfg_size,
-			     struct zm_workload **out);
-#define zm_workload_create(cfg, out) \
-	zm_workload_create_sized((cfg), sizeof(struct zm_workload_config), (out))
+int workload_create_sized(const struct workload_config *cfg, size_t cfg_size,
+			  struct workload **out);
+#define workload_create(cfg, out) \
+	workload_create_sized((cfg), sizeof(struct workload_config), (out))
 
 /* Accepts NULL. */
-void zm_workload_destroy(struct zm_workload *w);
+void workload_destroy(struct workload *w);
 
 /* Write the next len / page_size pages of the stream into buf.  The
  * stream does not depend on how it is cut into calls.  Returns 0, -EINVAL
  * (len not a multiple of the page size, buf NULL), or the codec's error. */
-int zm_workload_next(struct zm_workload *w, void *buf, size_t len);
+int workload_next(struct workload *w, void *buf, size_t len);
 
 /* Totals over every page generated so far.  0, or -EINVAL (NULL w or st). */
-int zm_workload_stats_sized(const struct zm_workload *w, struct zm_workload_stats *st,
-			    size_t st_size);
-#define zm_workload_stats(w, st) \
-	zm_workload_stats_sized((w), (st), sizeof(struct zm_workload_stats))
+int workload_stats_sized(const struct workload *w, struct workload_stats *st,
+			 size_t st_size);
+#define workload_stats(w, st) \
+	workload_stats_sized((w), (st), sizeof(struct workload_stats))
 
 /* One call: create a generator, fill buf (len a multiple of page_size),
  * report its stats into *st (may be NULL), destroy it.  codec may be NULL
- * (lz4).  Returns as zm_workload_create() and zm_workload_next(). */
-int zm_workload_fill_sized(enum zm_workload_kind kind, double ratio,
-			   struct zm_codec *codec, uint64_t seed, void *buf, size_t len,
-			   size_t page_size, struct zm_workload_stats *st, size_t st_size);
-#define zm_workload_fill(kind, ratio, codec, seed, buf, len, page_size, st) \
-	zm_workload_fill_sized((kind), (ratio), (codec), (seed), (buf), (len), (page_size), \
-			       (st), sizeof(struct zm_workload_stats))
+ * (lz4).  Returns as workload_create() and workload_next(). */
+int workload_fill_sized(enum workload_kind kind, double ratio,
+			struct zm_codec *codec, uint64_t seed, void *buf, size_t len,
+			size_t page_size, struct workload_stats *st, size_t st_size);
+#define workload_fill(kind, ratio, codec, seed, buf, len, page_size, st) \
+	workload_fill_sized((kind), (ratio), (codec), (seed), (buf), (len), (page_size), \
+			    (st), sizeof(struct workload_stats))
 
 /* ---- capture -------------------------------------------------------- */
 
 /* Mappings larger than this are taken for address-space reservations
  * (sanitizer shadow memory, garbage-collected heaps' reserves) and skipped
  * whole: scanning 1 TiB of page tables would take minutes. */
-#define ZM_CAPTURE_MAX_REGION ((uint64_t)256 << 30)
+#define WORKLOAD_CAPTURE_MAX_REGION ((uint64_t)256 << 30)
 
-struct zm_capture_stats {
+struct workload_capture_stats {
 	size_t page_size;        /* the system's page size */
 	size_t regions;          /* private writable mappings captured */
-	size_t regions_skipped;  /* larger than ZM_CAPTURE_MAX_REGION */
+	size_t regions_skipped;  /* larger than WORKLOAD_CAPTURE_MAX_REGION */
 	size_t pages;            /* pages handed to the callback */
 	size_t unreadable;       /* present pages that could not be read */
 	size_t unpopulated;      /* never-touched pages, not copied */
@@ -141,8 +141,8 @@ struct zm_capture_stats {
 };
 
 /* Called with each captured page, in address order; a non-zero return
- * stops the capture and is returned by zm_workload_capture(). */
-typedef int (*zm_capture_fn)(void *arg, const void *page, size_t page_size);
+ * stops the capture and is returned by workload_capture(). */
+typedef int (*workload_capture_fn)(void *arg, const void *page, size_t page_size);
 
 /* Capture the private writable memory of process pid (getpid() works): for
  * each mapping of /proc/PID/maps that is private and writable (skipping
@@ -153,19 +153,19 @@ typedef int (*zm_capture_fn)(void *arg, const void *page, size_t page_size);
  * Returns 0, -ESRCH (no such process), -EPERM (no right to read its
  * memory), -EINVAL, -ENOMEM, another negative errno from reading /proc, or
  * fn's non-zero return. */
-int zm_workload_capture_sized(pid_t pid, size_t max_bytes, zm_capture_fn fn, void *arg,
-			      struct zm_capture_stats *st, size_t st_size);
-#define zm_workload_capture(pid, max_bytes, fn, arg, st) \
-	zm_workload_capture_sized((pid), (max_bytes), (fn), (arg), (st), \
-				  sizeof(struct zm_capture_stats))
+int workload_capture_sized(pid_t pid, size_t max_bytes, workload_capture_fn fn, void *arg,
+			   struct workload_capture_stats *st, size_t st_size);
+#define workload_capture(pid, max_bytes, fn, arg, st) \
+	workload_capture_sized((pid), (max_bytes), (fn), (arg), (st), \
+			       sizeof(struct workload_capture_stats))
 
 /* The same into one malloc'ed buffer: *buf (caller frees with free()) gets
  * *len bytes, a whole number of pages.  On error *buf is NULL. */
-int zm_workload_capture_mem_sized(pid_t pid, size_t max_bytes, void **buf, size_t *len,
-				  struct zm_capture_stats *st, size_t st_size);
-#define zm_workload_capture_mem(pid, max_bytes, buf, len, st) \
-	zm_workload_capture_mem_sized((pid), (max_bytes), (buf), (len), (st), \
-				      sizeof(struct zm_capture_stats))
+int workload_capture_mem_sized(pid_t pid, size_t max_bytes, void **buf, size_t *len,
+			       struct workload_capture_stats *st, size_t st_size);
+#define workload_capture_mem(pid, max_bytes, buf, len, st) \
+	workload_capture_mem_sized((pid), (max_bytes), (buf), (len), (st), \
+				   sizeof(struct workload_capture_stats))
 
 #ifdef __cplusplus
 }

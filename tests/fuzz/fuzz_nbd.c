@@ -59,9 +59,9 @@ static int out_send(void *ctx, const struct iovec *iov, int n)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
-	static struct zmi_server s;
+	static struct serve_server s;
 	static bool ready;
-	struct zmi_serve_config cfg = { .size = (1u << 20) - 512, .threads = 0,
+	struct serve_config cfg = { .size = (1u << 20) - 512, .threads = 0,
 				       .mem_limit = 256u << 10 };
 	struct nbd_conn c;
 	struct input in;

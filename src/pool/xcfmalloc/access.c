@@ -11,8 +11,8 @@
  * so the copy itself runs unlocked.
  *
  * An object in one block is mapped in place.  An object in two blocks is
- * copied through the thread's map buffer (background §1: the seed only
- * copied; §3's modes): in on map unless write-only, back on unmap unless
+ * copied through the thread's map buffer (background §1: the 2011 xcfmalloc
+ * only copied; §3's modes): in on map unless write-only, back on unmap unless
  * read-only.
  *
  * The bytes an object can hold (obj_size) are its blocks' capacity less

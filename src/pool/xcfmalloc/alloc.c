@@ -1,7 +1,7 @@
 /*
  * xcfmalloc: create and destroy, malloc and free, and the table of
  * operations (see xcfmalloc/xcfmalloc.h for the design, docs/xcfmalloc.md for the
- * choices made where the seed is silent).
+ * choices made where the 2011 xcfmalloc is silent).
  *
  * malloc: the object and its header need `need` blocks.  The first piece
  * is picked as a non-last piece (xcf_pick); if the block it gets is large
@@ -127,7 +127,7 @@ static int xcf_free(struct zm_pool *pool, zm_handle_t h)
 	return 0;
 }
 
-/* No compaction (the seed planned it, never wrote it): switching it off,
+/* No compaction (the 2011 xcfmalloc planned it, never wrote it): switching it off,
  * or asking for the default, is all there is to do. */
 static int xcf_set_compaction(struct zm_pool *pool, enum zm_compact_policy policy)
 {

@@ -238,7 +238,7 @@ void xcf_trim(struct xcf_pool *x)
 /* ---- the three moves ---- */
 
 /*
- * Block choice for one piece of need blocks (the seed's order): a block of
+ * Block choice for one piece of need blocks (the 2011 xcfmalloc's order): a block of
  * exactly that size; else, unless this is the last piece allowed, the
  * largest smaller block (taken whole: the rest goes to the next piece);
  * else the smallest larger block (whole free pages included); else a new

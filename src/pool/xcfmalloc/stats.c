@@ -9,8 +9,8 @@
  *               ones included: the table does not shrink), the pages
  *               layer's record of every page held, the list heads and
  *               counters, and the pool record
- *   descriptors live descriptors: one per block, free or used (the seed's
- *               count)
+ *   descriptors live descriptors: one per block, free or used (the 2011
+ *               xcfmalloc's count)
  *
  * The per-size table has one row per free list (size = blocks x 64):
  * obj_used counts used blocks of that size, obj_allocated used + free

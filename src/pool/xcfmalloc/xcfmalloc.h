@@ -28,12 +28,12 @@
 #include "base/lock.h"
 #include "pool/pool_internal.h"
 
-/* Block granularity: the seed's 64 bytes.  64 lists at 4 KiB pages; a
+/* Block granularity: the 2011 xcfmalloc's 64 bytes.  64 lists at 4 KiB pages; a
  * larger page has page/64 lists (so the lists always step by 64 bytes). */
 #define XCF_BLOCK_SHIFT 6
 #define XCF_BLOCK (1u << XCF_BLOCK_SHIFT)
 /* Whole free pages kept in the last list before pages go back to the
- * pages layer (the seed's 32).  A pool with no live objects keeps none. */
+ * pages layer (the 2011 xcfmalloc's 32).  A pool with no live objects keeps none. */
 #define XCF_RESERVE_PAGES 32
 /* Most descriptors one malloc may need: two pieces, each possibly a new
  * page (one descriptor) split in two (another). */
@@ -52,7 +52,7 @@ struct xcf_hdr {
 #define XCF_NO_PREV 0xFFFFu
 #define XCF_SENTINEL 0x5846u /* "XF" */
 
-/* An out-of-line block descriptor: 20 bytes (the seed's 24 on 32-bit
+/* An out-of-line block descriptor: 20 bytes (the 2011 xcfmalloc's 24 on 32-bit
  * with pointers; indices here). */
 struct xcf_desc {
 	uint32_t pfn;        /* the page the block lies in */

@@ -1,6 +1,6 @@
 /*
  * xvmalloc: the TLSF-style allocator zcache stored persistent pages with
- * before xcfmalloc (background §1), kept as a backend so that the seeds'
+ * before xcfmalloc (background §1), kept as a backend so that xcfmalloc's 2011
  * comparison can be rerun.  See docs/xvmalloc.md.
  *
  *   xvmalloc/list.c    size -> free list (two levels), the two-level bitmaps,

@@ -1,7 +1,7 @@
 /*
  * Automatic compaction: run by the process's background worker
  * (base/worker.c), off the callers' paths, one work item per pool that
- * has a policy, with the two triggers the seed discusses.
+ * has a policy, with the two triggers of the 2016 discussion (background §4).
  *
  *   WATERMARK  a class shard whose freeable pages (populated bytes not
  *              holding objects, in pages) reach `watermark` % of its pages,
@@ -42,7 +42,7 @@
 #include "pages/pages_internal.h" /* zmi_pages_trim_idle */
 #include "pool/zsmalloc/zsmalloc.h"
 
-#define ZS_DEF_WATERMARK 40       /* the seed's patch */
+#define ZS_DEF_WATERMARK 40       /* the 2016 proposal's */
 #define ZS_DEF_RATIO 75           /* start below: measured, docs/compaction.md */
 #define ZS_DEF_TARGET 99          /* compact up to (measured: docs/compaction.md) */
 #define ZS_DEF_BUDGET 64          /* zspages per pass */

@@ -2,11 +2,11 @@
  * Tests of the xvmalloc backend's own design: the size -> free list
  * mapping, the O(1) bitmap search, where objects land (good fit, merging
  * with neighbours, page return), the waste above half a page that the
- * seeds describe, objects close to a page, bad handles, the checker, and
+ * 2011 zcache discussion describes, objects close to a page, bad handles, the checker, and
  * a seeded randomized run against a model that also checks that objects
  * stay inside one page and never overlap.
  *
- *   test_xv [--seed N] [--steps N]      (or ZM_TEST_SEED=N in the environment)
+ *   test_xvmalloc [--seed N] [--steps N]      (or ZM_TEST_SEED=N in the environment)
  */
 #include <errno.h>
 
@@ -233,7 +233,7 @@ static void test_page_return(void **st)
 	done(p, pg);
 }
 
-/* ---- the seeds' complaint: objects above half a page ---- */
+/* ---- zcache's complaint (2011): objects above half a page ---- */
 
 static void test_half_page_waste(void **st)
 {

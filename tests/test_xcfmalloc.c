@@ -5,7 +5,7 @@
  * bad handles, running out of pages half-way through an object, and a
  * seeded randomized test against a model.
  *
- *   test_xcf [--seed N] [--steps N]      (or XCF_SEED=N in the environment)
+ *   test_xcfmalloc [--seed N] [--steps N]      (or XCF_SEED=N in the environment)
  *
  * Block layouts are checked through xcf_piece(), the backend's test hook;
  * all offsets and sizes are in 64-byte blocks, and S(n) is the largest

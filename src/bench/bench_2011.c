@@ -1,22 +1,22 @@
 /*
- * zmem bench --seed-table: the table of the xcfmalloc seed (background §1),
- * for every pool backend.
+ * zmem bench --compare-2011: xcfmalloc's 2011 table of effective
+ * compression (background §1), measured again for every pool backend.
  *
- * The seed wrote 512 MB one page at a time, frontswap capturing every
- * page into zcache, and reported "effective compression" = pool pages /
- * pages stored for two data sets: zero-filled pages and English text
- * compressing to 75% with lzo1x.  Here each backend gets a fresh store
- * (same-filled elision off, so zero pages go through the codec and the
- * pool as they did in zcache), the same pages are put one at a time,
+ * xcfmalloc's author wrote 512 MB one page at a time, frontswap capturing
+ * every page into zcache, and reported "effective compression" = pool
+ * pages / pages stored for two data sets: zero-filled pages and English
+ * text compressing to 75% with lzo1x.  Here each backend gets a fresh
+ * store (same-filled elision off, so zero pages go through the codec and
+ * the pool as they did in zcache), the same pages are put one at a time,
  * the statistics are read, and the store is destroyed before the next
  * backend runs, so that only one store is in memory at once.
  *
- * What is not emulated: the seed's test ran in a 256 MB cgroup, so the
+ * What is not emulated: the 2011 test ran in a 256 MB cgroup, so the
  * kernel was swapping (into zcache) while it ran.  Here nothing evicts
  * anything: the pages go straight into the store, which is what the
  * figure measures.
  *
- * The text is generated once (zm_workload, tuned per page to the ratio
+ * The text is generated once (workload_fill, tuned per page to the ratio
  * with the codec used) and kept in memory for all backends: generating
  * costs more than storing.  Peak memory is that buffer plus one store.
  */
@@ -34,14 +34,14 @@
 #include "cli/json.h"
 #include "cli/opt.h"
 
-#define SEED_PAGE   4096
-#define SEED_DATA   2
-#define SEED_TEXT   0.75
-#define SEED_RANDOM 20111 /* bench_data.c's: the same text as zmem bench */
+#define PAGE_BYTES 4096
+#define NDATA      2
+#define TEXT_RATIO 0.75
+#define TEXT_SEED  20111 /* bench_data.c's: the same text as zmem bench */
 
-static const char *const data_names[SEED_DATA] = { "zero", "text:0.75" };
+static const char *const data_names[NDATA] = { "zero", "text:0.75" };
 
-struct seed_row {
+struct row {
 	const char *allocator;
 	const char *data;
 	uint64_t pages, pool_pages, pool_bytes, pool_meta, store_meta, descriptors;
@@ -51,29 +51,29 @@ struct seed_row {
 };
 
 
-/* the seed's figure: pool pages / pages stored */
-static double seed_effective(const struct seed_row *r)
+/* the 2011 figure: pool pages / pages stored */
+static double pool_effective(const struct row *r)
 {
 	return r->pages ? (double)r->pool_pages / (double)r->pages : 0;
 }
 
 /* ours: every byte the pool and the store hold / original bytes */
-static double meta_effective(const struct seed_row *r)
+static double meta_effective(const struct row *r)
 {
 	return r->orig_bytes ? (double)(r->pool_bytes + r->pool_meta + r->store_meta) /
 			       (double)r->orig_bytes : 0;
 }
 
-/* Put npages pages (page i at buf + i * SEED_PAGE, or the one zero page
+/* Put npages pages (page i at buf + i * PAGE_BYTES, or the one zero page
  * when zero) into a fresh store of allocator, read the statistics, check
  * a sample of pages, destroy the store. */
 static int one(const char *allocator, const char *codec, const uint8_t *buf, int zero,
-	       size_t npages, struct seed_row *r)
+	       size_t npages, struct row *r)
 {
-	struct zm_store_config cfg = { .nr_pages = npages, .page_size = SEED_PAGE,
+	struct zm_store_config cfg = { .nr_pages = npages, .page_size = PAGE_BYTES,
 				       .codec = codec, .allocator = allocator,
 				       .no_same_filled = true };
-	static uint8_t zpage[SEED_PAGE], back[SEED_PAGE];
+	static uint8_t zpage[PAGE_BYTES], back[PAGE_BYTES];
 	struct zm_store_stats st;
 	struct zm_pool_stats ps;
 	struct zm_store *s;
@@ -87,7 +87,7 @@ static int one(const char *allocator, const char *codec, const uint8_t *buf, int
 	}
 	t0 = cli_now_ns();
 	for (size_t i = 0; i < npages; i++) {
-		rc = zm_store_put(s, i, zero ? zpage : buf + i * SEED_PAGE);
+		rc = zm_store_put(s, i, zero ? zpage : buf + i * PAGE_BYTES);
 		if (rc) {
 			fprintf(stderr, "zmem bench: %s: put of page %zu failed: %s\n", allocator, i,
 				strerror(-rc));
@@ -95,7 +95,7 @@ static int one(const char *allocator, const char *codec, const uint8_t *buf, int
 			return -1;
 		}
 		if (i % 4096 == 0)
-			cli_progress("seed table: %s, %s: %zu/%zu pages", allocator,
+			cli_progress("2011 table: %s, %s: %zu/%zu pages", allocator,
 				       zero ? "zero" : "text", i, npages);
 	}
 	r->seconds = (double)(cli_now_ns() - t0) / 1e9;
@@ -120,8 +120,8 @@ static int one(const char *allocator, const char *codec, const uint8_t *buf, int
 			i = npages - 1;
 			last = 1;
 		}
-		want = zero ? zpage : buf + i * SEED_PAGE;
-		if (zm_store_get(s, i, back) || memcmp(back, want, SEED_PAGE)) {
+		want = zero ? zpage : buf + i * PAGE_BYTES;
+		if (zm_store_get(s, i, back) || memcmp(back, want, PAGE_BYTES)) {
 			fprintf(stderr, "zmem bench: %s: page %zu reads back wrong\n", allocator, i);
 			r->verified = false;
 			break;
@@ -131,24 +131,24 @@ static int one(const char *allocator, const char *codec, const uint8_t *buf, int
 	return 0;
 }
 
-static void print_table(const struct seed_row *rows, size_t n, const char *codec,
-			size_t size, const struct zm_workload_stats *ws)
+static void print_table(const struct row *rows, size_t n, const char *codec,
+			size_t size, const struct workload_stats *ws)
 {
 	char human[32];
 
-	printf("zmem bench --seed-table: the xcfmalloc seed's table (background §1)\n"
+	printf("zmem bench --compare-2011: xcfmalloc's 2011 table (background §1)\n"
 	       "%s written one %d-byte page at a time into a store per allocator, codec %s,\n"
 	       "same-filled elision off; text: generated, %s ratio %.4f (target %.2f).\n"
-	       "Not emulated: the seed's 256 MB cgroup (the kernel swapping into zcache while\n"
-	       "the test ran); nothing is evicted here, every page goes into the store.\n\n",
-	       zmi_human_bytes(size, human, sizeof(human)), SEED_PAGE, codec, codec, ws->ratio,
-	       SEED_TEXT);
+	       "Not emulated: the 2011 test's 256 MB cgroup (the kernel swapping into zcache\n"
+	       "while it ran); nothing is evicted here, every page goes into the store.\n\n",
+	       zmi_human_bytes(size, human, sizeof(human)), PAGE_BYTES, codec, codec, ws->ratio,
+	       TEXT_RATIO);
 	printf("%-9s %-9s %7s %8s %7s %8s %5s %9s %9s %8s %6s %3s\n", "data",
 	       "allocator", "pages", "pool pgs", "descr", "meta KiB", "huge",
 	       "effective", "eff+meta", "reported", "put s", "ok");
 	for (size_t i = 0; i < n; i++) {
-		const struct seed_row *r = &rows[i];
-		double rep = bench_seed_reported(r->allocator, strcmp(r->data, "zero") != 0);
+		const struct row *r = &rows[i];
+		double rep = bench_2011_reported(r->allocator, strcmp(r->data, "zero") != 0);
 		char desc[24] = "-", repd[16] = "-";
 
 		if (r->descriptors)
@@ -159,35 +159,35 @@ static void print_table(const struct seed_row *rows, size_t n, const char *codec
 		       r->data, r->allocator, (unsigned long long)r->pages,
 		       (unsigned long long)r->pool_pages, desc,
 		       (double)(r->pool_meta + r->store_meta) / 1024,
-		       (unsigned long long)r->huge_pages, 100 * seed_effective(r),
+		       (unsigned long long)r->huge_pages, 100 * pool_effective(r),
 		       100 * meta_effective(r), repd, r->seconds, r->verified ? "yes" : "NO");
 	}
-	printf("\neffective = pool pages / pages stored (the seed's definition; lower is better);\n"
+	printf("\neffective = pool pages / pages stored (the 2011 definition; lower is better);\n"
 	       "eff+meta = (pool bytes + allocator metadata + store metadata) / original bytes;\n"
 	       "meta KiB = allocator + store metadata; descr: the allocator's out-of-line\n"
-	       "block descriptors, where it has them; reported = the seed's figure (2011, a\n"
-	       "32-bit box, lzo1x): xvmalloc 1.93%% / 99.95%%, xcfmalloc 3.72%% / 78.11%%;\n"
-	       "put s = seconds to put every page (one thread; the seed: about 2.3 s for 512 MB\n"
-	       "of text).\n");
+	       "block descriptors, where it has them; reported = the figure reported with\n"
+	       "xcfmalloc (2011, a 32-bit box, lzo1x): xvmalloc 1.93%% / 99.95%%, xcfmalloc\n"
+	       "3.72%% / 78.11%%; put s = seconds to put every page (one thread; in 2011 about\n"
+	       "2.3 s for 512 MB of text).\n");
 }
 
-static void print_json(const struct seed_row *rows, size_t n, const char *codec,
-		       size_t size, const struct zm_workload_stats *ws)
+static void print_json(const struct row *rows, size_t n, const char *codec,
+		       size_t size, const struct workload_stats *ws)
 {
 	struct json j;
 
 	json_begin(&j, stdout, "bench");
-	json_bool(&j, "seed_table", true);
+	json_bool(&j, "compare_2011", true);
 	json_str(&j, "codec", codec);
-	json_int(&j, "page_size", SEED_PAGE);
+	json_int(&j, "page_size", PAGE_BYTES);
 	json_uint(&j, "size_bytes", size);
 	json_bool(&j, "same_filled", false);
 	json_bool(&j, "cgroup_emulated", false);
 	json_fixed(&j, "text_ratio", ws->ratio, 6);
 	json_array(&j, "results");
 	for (size_t i = 0; i < n; i++) {
-		const struct seed_row *r = &rows[i];
-		double rep = bench_seed_reported(r->allocator, strcmp(r->data, "zero") != 0);
+		const struct row *r = &rows[i];
+		double rep = bench_2011_reported(r->allocator, strcmp(r->data, "zero") != 0);
 
 		json_object(&j, NULL);
 		json_str(&j, "allocator", r->allocator);
@@ -205,7 +205,7 @@ static void print_json(const struct seed_row *rows, size_t n, const char *codec,
 		json_uint(&j, "orig_bytes", r->orig_bytes);
 		json_uint(&j, "compr_bytes", r->compr_bytes);
 		json_uint(&j, "huge_pages", r->huge_pages);
-		json_fixed(&j, "effective", seed_effective(r), 6);
+		json_fixed(&j, "effective", pool_effective(r), 6);
 		json_fixed(&j, "effective_with_meta", meta_effective(r), 6);
 		if (rep > 0)
 			json_fixed(&j, "reported", rep / 100, 4);
@@ -219,38 +219,38 @@ static void print_json(const struct seed_row *rows, size_t n, const char *codec,
 	json_end(&j);
 }
 
-int bench_seed_table(size_t size, const char *codec, const char *const *alloc,
+int bench_2011_table(size_t size, const char *codec, const char *const *alloc,
 		     size_t nalloc, int json)
 {
-	struct seed_row *rows = calloc(SEED_DATA * nalloc, sizeof(*rows));
-	struct zm_workload_stats ws = { 0 };
+	struct row *rows = calloc(NDATA * nalloc, sizeof(*rows));
+	struct workload_stats ws = { 0 };
 	struct zm_codec *cd = NULL;
-	size_t npages = size / SEED_PAGE, n = 0;
+	size_t npages = size / PAGE_BYTES, n = 0;
 	uint8_t *text = NULL;
 	int status = 1, rc;
 
 	if (!codec)
 		codec = bench_zcache_codec();
 	if (!rows || !npages) {
-		fprintf(stderr, "zmem bench: --seed-table: %s\n", rows ? "size below a page" :
+		fprintf(stderr, "zmem bench: --compare-2011: %s\n", rows ? "size below a page" :
 			"out of memory");
 		goto out;
 	}
-	text = malloc(npages * SEED_PAGE);
+	text = malloc(npages * PAGE_BYTES);
 	rc = text ? zm_codec_create(codec, 0, &cd) : -ENOMEM;
 	if (rc) {
-		fprintf(stderr, "zmem bench: --seed-table: codec %s: %s\n", codec, strerror(-rc));
+		fprintf(stderr, "zmem bench: --compare-2011: codec %s: %s\n", codec, strerror(-rc));
 		goto out;
 	}
-	cli_progress("seed table: generating %zu MiB of text", size >> 20);
-	rc = zm_workload_fill(ZM_WORKLOAD_TEXT, SEED_TEXT, cd, SEED_RANDOM, text,
-			      npages * SEED_PAGE, SEED_PAGE, &ws);
+	cli_progress("2011 table: generating %zu MiB of text", size >> 20);
+	rc = workload_fill(WORKLOAD_TEXT, TEXT_RATIO, cd, TEXT_SEED, text,
+			   npages * PAGE_BYTES, PAGE_BYTES, &ws);
 	cli_progress_done();
 	if (rc) {
-		fprintf(stderr, "zmem bench: --seed-table: generating text: %s\n", strerror(-rc));
+		fprintf(stderr, "zmem bench: --compare-2011: generating text: %s\n", strerror(-rc));
 		goto out;
 	}
-	for (int d = 0; d < SEED_DATA; d++)
+	for (int d = 0; d < NDATA; d++)
 		for (size_t a = 0; a < nalloc; a++) {
 			rows[n].data = data_names[d];
 			if (one(alloc[a], codec, text, d == 0, npages, &rows[n])) {
@@ -258,14 +258,14 @@ int bench_seed_table(size_t size, const char *codec, const char *const *alloc,
 				goto out;
 			}
 			cli_progress_done();
-			cli_note("seed table: %s, %s: %.2f%% in %.2f s", alloc[a], data_names[d],
-				 100 * seed_effective(&rows[n]), rows[n].seconds);
+			cli_note("2011 table: %s, %s: %.2f%% in %.2f s", alloc[a], data_names[d],
+				 100 * pool_effective(&rows[n]), rows[n].seconds);
 			n++;
 		}
 	if (json)
-		print_json(rows, n, codec, npages * SEED_PAGE, &ws);
+		print_json(rows, n, codec, npages * PAGE_BYTES, &ws);
 	else
-		print_table(rows, n, codec, npages * SEED_PAGE, &ws);
+		print_table(rows, n, codec, npages * PAGE_BYTES, &ws);
 	status = 0;
 	for (size_t i = 0; i < n; i++)
 		if (!rows[i].verified)
@@ -277,21 +277,21 @@ out:
 	return status;
 }
 
-/* The xcfmalloc seed's reported effective compression (2011, 32-bit,
+/* The effective compression reported with xcfmalloc (2011, 32-bit,
  * lzo1x), percent: background §1. */
 static const struct {
 	const char *allocator;
 	double zero, text;
-} seed_reported[] = {
+} reported_2011[] = {
 	{ "xvmalloc", 1.93, 99.95 },
 	{ "xcfmalloc", 3.72, 78.11 },
 };
 
-double bench_seed_reported(const char *allocator, int text)
+double bench_2011_reported(const char *allocator, int text)
 {
-	for (size_t i = 0; i < sizeof(seed_reported) / sizeof(seed_reported[0]); i++)
-		if (!strcmp(seed_reported[i].allocator, allocator))
-			return text ? seed_reported[i].text : seed_reported[i].zero;
+	for (size_t i = 0; i < sizeof(reported_2011) / sizeof(reported_2011[0]); i++)
+		if (!strcmp(reported_2011[i].allocator, allocator))
+			return text ? reported_2011[i].text : reported_2011[i].zero;
 	return 0;
 }
 

@@ -1,8 +1,8 @@
 /*
- * Smoke test of the experiments: runs the zmem command that sits
+ * Smoke test of the benchmark commands: runs the zmem command that sits
  * next to this test's directory (or $ZMEM) with tiny sizes --
  *
- *   zmem bench --seed-table --size 8M --json
+ *   zmem bench --compare-2011 --size 8M --json
  *   zmem allocbench --sizes 64,2048 --count 2000 --reps 1 --min-ms 0 --json --plot F
  *   zmem allocbench --latency --rounds 1 --ms 50 --bytes 1M --json (and --trace 10)
  *   zmem worstcase --max-size 8M --json
@@ -343,13 +343,13 @@ static void test_density(void **state)
 	unlink(args);
 }
 
-static void test_seed_table(void **state)
+static void test_compare_2011(void **state)
 {
-	char *out = run_zmem("bench --seed-table --size 8M --json");
+	char *out = run_zmem("bench --compare-2011 --size 8M --json");
 	struct jv doc;
 	const struct jv *r;
 
-	parse_or_fail("seed table", out, &doc);
+	parse_or_fail("compare-2011", out, &doc);
 	common_keys(&doc, "bench");
 	r = results(&doc);
 	for (const char *const *b = zm_pool_backends(); *b; b++) {
@@ -377,7 +377,7 @@ static void test_seed_table(void **state)
 			eff[text] = e;
 		}
 		if (isnan(eff[0]) || isnan(eff[1])) {
-			fprintf(stderr, "seed table: no %s row for %s\n",
+			fprintf(stderr, "compare-2011: no %s row for %s\n",
 				isnan(eff[0]) ? "zero" : "text", *b);
 			fail();
 		}
@@ -938,7 +938,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_json_reader),
-		cmocka_unit_test(test_seed_table),
+		cmocka_unit_test(test_compare_2011),
 		cmocka_unit_test(test_allocbench),
 		cmocka_unit_test(test_allocbench_latency),
 		cmocka_unit_test(test_allocbench_latency_trace),
@@ -951,7 +951,7 @@ int main(int argc, char **argv)
 	const char *env = getenv("ZMEM");
 	int rc;
 
-	/* build/X/tests/test_experiments -> build/X/zmem */
+	/* build/X/tests/test_benchmarks -> build/X/zmem */
 	if (env && *env) {
 		snprintf(zmem_path, sizeof(zmem_path), "%s", env);
 	} else {
@@ -972,7 +972,7 @@ int main(int argc, char **argv)
 		snprintf(zmem_path, sizeof(zmem_path), "%s/zmem", slash ? self : "..");
 	}
 	if (access(zmem_path, X_OK)) {
-		fprintf(stderr, "test_experiments: no zmem at %s (set ZMEM)\n", zmem_path);
+		fprintf(stderr, "test_benchmarks: no zmem at %s (set ZMEM)\n", zmem_path);
 		return 1;
 	}
 	if (!mkdtemp(tmpdir)) {
