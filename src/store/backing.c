@@ -72,6 +72,7 @@
 int (*zmi_backing_fault)(int op, uint64_t index);
 int zmi_backing_cache_fail;
 uint64_t zmi_backing_pwrites;
+uint64_t zmi_backing_preads;
 
 /* The file system's block, the packed layout's unit. */
 #define BLOCK 4096u
@@ -612,6 +613,36 @@ int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf
 		(void)posix_fadvise(s->bfd, (off_t)(off / BLOCK * BLOCK),
 				    (off_t)((off + len + BLOCK - 1) / BLOCK * BLOCK - off / BLOCK * BLOCK),
 				    POSIX_FADV_DONTNEED);
+	return 0;
+}
+
+int zmi_backing_read_span(struct zm_store *s, const uint64_t *index, unsigned n, uint64_t off,
+			  void *buf, size_t len)
+{
+	size_t done = 0;
+
+	for (unsigned k = 0; k < n; k++) {
+		int rc = fault('r', index[k]);
+
+		if (rc)
+			return rc;
+	}
+	if (s->nbd)
+		return zmi_nbd_read(s, off, buf, len);
+	/* whole blocks, at a block-aligned buffer: what O_DIRECT takes */
+	ZM_ASSERT(off % BLOCK == 0 && len % BLOCK == 0 && (uintptr_t)buf % BLOCK == 0);
+	while (done < len) {
+		ssize_t n2 = pread(s->bfd, (char *)buf + done, len - done, (off_t)(off + done));
+
+		__atomic_fetch_add(&zmi_backing_preads, 1, __ATOMIC_RELAXED);
+		if (n2 < 0 && errno == EINTR)
+			continue;
+		if (n2 <= 0)
+			return -EIO;
+		done += (size_t)n2;
+	}
+	if (s->bcache == ZM_STORE_CACHE_DROP)
+		(void)posix_fadvise(s->bfd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
 	return 0;
 }
 
