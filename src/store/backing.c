@@ -80,6 +80,8 @@ uint64_t zmi_backing_preads;
  * (the page cache holds no more of it), and spreads the cost of a drop
  * (two system calls and a wait for the disk) over as many pages. */
 #define DROP_BATCH (4ull << 20)
+/* A block of its own is looked for among this many freed last. */
+#define FREE_LOOK 8
 #ifndef TMPFS_MAGIC
 #define TMPFS_MAGIC 0x01021994
 #endif
@@ -251,8 +253,20 @@ int zmi_backing_alloc(struct zm_store *s, uint64_t index, size_t len, uint64_t *
 		sp->cur_used = sp->cur_used + len - BLOCK;
 		sp->refs[sp->cur]++;
 	} else {
-		/* a block of its own to start: a freed one, else the next */
+		/* a block of its own to start: a freed one, else the next;
+		 * of the last FREE_LOOK freed, one whose next block is free
+		 * too if there is one, so that the pages after it run on
+		 * into that one rather than each leave its block's end */
 		b = UINT64_MAX;
+		for (uint64_t k = 1; k <= FREE_LOOK && k <= sp->nfree; k++) {
+			uint64_t c = sp->free[sp->nfree - k];
+
+			if (block_free(sp, c) && block_free(sp, c + 1)) {
+				sp->free[sp->nfree - k] = sp->free[sp->nfree - 1];
+				sp->free[sp->nfree - 1] = c;
+				break;
+			}
+		}
 		while (sp->nfree && b == UINT64_MAX) {
 			b = sp->free[--sp->nfree];
 			if (!block_free(sp, b))
