@@ -69,8 +69,10 @@
 #include "store/store_internal.h"
 
 /* Where a run stops: blocks in use at most this share of the live bytes
- * (the goal is 120%: the rest is headroom for the churn to come). */
-#define CLEAN_TARGET_PCT 110
+ * (the goal is 120%: the rest is headroom for the churn to come).  Not
+ * lower: the blocks a run empties would be fuller, and each byte freed
+ * would cost more bytes moved (docs/tiering.md). */
+#define CLEAN_TARGET_PCT 115
 /* Automatic cleaning starts once the blocks in use pass this share of
  * the live bytes: the goal itself, so that the file stays within it as
  * long as the rate keeps up with the churn. */
