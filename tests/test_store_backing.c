@@ -342,7 +342,7 @@ static void test_file_full_tmpfs(void **state)
 
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
+	struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_file_full_rlimit, teardown),
 		cmocka_unit_test_teardown(test_file_full_tmpfs, teardown),
 		cmocka_unit_test_teardown(test_cache_direct_4k, teardown),
@@ -353,5 +353,5 @@ int main(void)
 		cmocka_unit_test_teardown(test_direct_fallback, teardown),
 	};
 
-	return cmocka_run_group_tests_name("store_backing", tests, NULL, NULL);
+	return test_run_selected("store_backing", tests);
 }

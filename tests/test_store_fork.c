@@ -235,10 +235,10 @@ static void test_fork_writer_busy(void **state)
 
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
+	struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_fork_child, teardown),
 		cmocka_unit_test_teardown(test_fork_writer_busy, teardown),
 	};
 
-	return cmocka_run_group_tests_name("store_fork", tests, NULL, NULL);
+	return test_run_selected("store_fork", tests);
 }

@@ -335,7 +335,7 @@ static void test_auto_recompress_rate(void **state)
 
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
+	struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_recompress, teardown),
 		cmocka_unit_test_teardown(test_recompress_not_smaller, teardown),
 		cmocka_unit_test_teardown(test_recompress_at_limit, teardown),
@@ -344,5 +344,5 @@ int main(void)
 		cmocka_unit_test_teardown(test_auto_recompress_rate, teardown),
 	};
 
-	return cmocka_run_group_tests_name("store_recompress", tests, NULL, NULL);
+	return test_run_selected("store_recompress", tests);
 }

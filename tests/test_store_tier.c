@@ -347,11 +347,11 @@ static void test_pool_errors(void **state)
 
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
+	struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_create, teardown),
 		cmocka_unit_test_teardown(test_idle, teardown),
 		cmocka_unit_test_teardown(test_pool_errors, pf_teardown),
 	};
 
-	return cmocka_run_group_tests_name("store_tier", tests, NULL, NULL);
+	return test_run_selected("store_tier", tests);
 }

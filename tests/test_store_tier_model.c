@@ -387,5 +387,5 @@ int main(int argc, char **argv)
 			test_model, NULL, teardown, (void *)&model_cfgs[i]);
 		tests[i].name = names[i];
 	}
-	return _cmocka_run_group_tests("store_tier_model", tests, NM, NULL, NULL);
+	return _cmocka_run_group_tests("store_tier_model", tests, test_select(tests, NM), NULL, NULL);
 }

@@ -571,7 +571,7 @@ static void test_writer_wait(void **state)
 
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
+	struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_writeback, teardown),
 		cmocka_unit_test_teardown(test_writeback_pick, teardown),
 		cmocka_unit_test_teardown(test_writeback_limit, teardown),
@@ -583,5 +583,5 @@ int main(void)
 		cmocka_unit_test_teardown(test_writer_wait, teardown),
 	};
 
-	return cmocka_run_group_tests_name("store_writeback", tests, NULL, NULL);
+	return test_run_selected("store_writeback", tests);
 }

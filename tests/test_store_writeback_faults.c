@@ -301,7 +301,7 @@ static void test_fault_punch(void **state)
 
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
+	struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_fault_read, teardown),
 		cmocka_unit_test_teardown(test_fault_write, teardown),
 		cmocka_unit_test_teardown(test_fault_write_one, teardown),
@@ -311,5 +311,5 @@ int main(void)
 		cmocka_unit_test_teardown(test_fault_punch, teardown),
 	};
 
-	return cmocka_run_group_tests_name("store_writeback_faults", tests, NULL, NULL);
+	return test_run_selected("store_writeback_faults", tests);
 }
