@@ -1872,10 +1872,11 @@ int cmd_cachebench(int argc, char **argv)
 	if (cli_check_input("cachebench", "--files", o.files) ||
 	    (!o.files && (o.modes & (M_CLEANCACHE | M_MIXED)) &&
 	     cli_check_dir("cachebench", "--dir", o.dir)) ||
-	    cli_check_output("cachebench", "--plot", o.plot) ||
 	    ((o.modes & (M_FRONTSWAP | M_SPEED)) && cli_check_memory("cachebench", "--size",
 								     o.size, 1)))
 		return CLI_FAIL;
+	if ((rc = cli_check_plot("cachebench", o.plot, o.json)))
+		return rc;
 	rc = zm_codec_create(o.codec, 0, &cd);
 	if (rc) {
 		fprintf(stderr, "zmem cachebench: codec '%s': %s\n", o.codec,

@@ -1722,9 +1722,10 @@ int cmd_regionbench(int argc, char **argv)
 		return CLI_USAGE;
 	/* what cannot end well fails now, not after the run (check.h) */
 	if (cli_check_data("regionbench", o.data) ||
-	    cli_check_dir("regionbench", "--dir", o.dir) ||
-	    cli_check_output("regionbench", "--plot", o.plot))
+	    cli_check_dir("regionbench", "--dir", o.dir))
 		return CLI_FAIL;
+	if ((status = cli_check_plot("regionbench", o.plot, o.json)))
+		return status;
 	status = probe(&o);
 	if (status)
 		return status;

@@ -849,9 +849,10 @@ int cmd_runbench(int argc, char **argv)
 	if (status)
 		return status < 0 ? CLI_OK : status;
 	/* what cannot end well fails now, not after the run (check.h) */
-	if (cli_check_dir("runbench", "--dir", o.dir) ||
-	    cli_check_output("runbench", "--plot", o.plot))
+	if (cli_check_dir("runbench", "--dir", o.dir))
 		return CLI_FAIL;
+	if ((status = cli_check_plot("runbench", o.plot, o.json)))
+		return status;
 	memset(&e, 0, sizeof(e));
 	e.o = &o;
 	n = readlink("/proc/self/exe", e.self, sizeof(e.self) - 1);

@@ -104,6 +104,7 @@
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
 #include "cli/json.h"
+#include "cli/check.h"
 #include "cli/opt.h"
 #include "cli/plot.h"
 
@@ -1314,6 +1315,8 @@ int cmd_tierbench(int argc, char **argv)
 		return status < 0 ? CLI_OK : status;
 	if (check_codec(o.codec) || check_codec(o.recompress) || bench_data_check(o.data))
 		return CLI_USAGE;
+	if ((status = cli_check_plot("tierbench", o.plot, o.json)))
+		return status;
 	status = 1;
 	cli_progress("preparing %s of %s", zmi_human_bytes(o.size, human, sizeof(human)), o.data);
 	if (bench_data_make(o.data, o.size, o.page_size, o.codec, &d))

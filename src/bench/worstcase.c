@@ -675,8 +675,8 @@ int cmd_worstcase(int argc, char **argv)
 		if (want)
 			names[nb++] = all[k];
 	}
-	if (cli_check_output("worstcase", "--plot", plot_path))
-		return CLI_FAIL;
+	if ((rc = cli_check_plot("worstcase", plot_path, json)))
+		return rc;
 	cells = calloc(NSEQ * nb * ns, sizeof(*cells));
 	if (!cells)
 		return cli_no_memory("worstcase", "the cells", NSEQ * nb * ns * sizeof(*cells));

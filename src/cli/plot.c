@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/plot.h"
 
@@ -190,9 +191,41 @@ void plot_marker(FILE *f, size_t i, double x, double y, const char *c, bool holl
 	}
 }
 
+/* The standard output the plot keeps for itself (plot_take_stdout());
+ * -1 until then. */
+static int plot_fd = -1;
+
+int plot_take_stdout(void)
+{
+	if (plot_fd >= 0)
+		return 0;
+	fflush(stdout);
+	plot_fd = dup(STDOUT_FILENO);
+	if (plot_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+		return -errno;
+	return 0;
+}
+
+FILE *plot_open(const char *path)
+{
+	int fd;
+	FILE *f;
+
+	if (strcmp(path, "-"))
+		return fopen(path, "w");
+	fd = plot_fd >= 0 ? plot_fd : dup(STDOUT_FILENO);
+	if (fd < 0)
+		return NULL;
+	plot_fd = -1;
+	f = fdopen(fd, "w");
+	if (!f)
+		close(fd);
+	return f;
+}
+
 FILE *plot_begin(const char *path, int h, const char *title)
 {
-	FILE *f = fopen(path, "w");
+	FILE *f = plot_open(path);
 
 	if (!f)
 		return NULL;

@@ -49,7 +49,18 @@ void plot_text(FILE *f, double x, double y, const char *anchor, int size, const 
 void plot_marker(FILE *f, size_t i, double x, double y, const char *c, bool hollow,
 		 const char *title);
 
-/* Start a document of height h with a title; NULL and errno on error. */
+/* "--plot -": the plot is the only thing on standard output.
+ * plot_take_stdout(), called before any output, keeps standard output
+ * for the plot and points file descriptor 1 at standard error, so that
+ * what the command prints (its table, its notes) goes there: 0 or
+ * -errno.  plot_open() opens path for writing, "-" being that kept
+ * standard output (or standard output itself, if not taken): NULL and
+ * errno on error. */
+int plot_take_stdout(void);
+FILE *plot_open(const char *path);
+
+/* Start a document of height h with a title, at path as plot_open()
+ * takes it; NULL and errno on error. */
 FILE *plot_begin(const char *path, int h, const char *title);
 /* Close it: 0 or -errno. */
 int plot_end(FILE *f);
