@@ -385,7 +385,12 @@ void plot_panel_axes(FILE *f, double y0, double h, const struct plot_axes *a,
 	if (a->ytitle) {
 		char buf[160];
 
-		snprintf(buf, sizeof(buf), "%s%s", a->ytitle, logy ? " (log scale)" : "");
+		/* about 6.5 px a character at 12 px: the short form where the
+		 * long one would run past the panel */
+		bool room = (double)(strlen(a->ytitle) + 12) * 6.5 <= h;
+
+		snprintf(buf, sizeof(buf), "%s%s", a->ytitle,
+			 !logy ? "" : room ? " (log scale)" : " (log)");
 		ytitle(f, px - MARGIN_L + 18, y0, h, buf);
 	}
 	for (size_t i = 0; i < ns; i++) {

@@ -23,7 +23,7 @@ tap=$(dirname "$0")/tap.sh
 # programs may be missing (its status is then 1), its plot is still drawn
 cmds='bench --size 64K --reps 1 --data text:0.5 --allocator zsmalloc
 allocbench --allocator zsmalloc --allocator zbud --sizes 64,2048 --count 500 --bytes 64K --reps 1 --min-ms 0 --threads 1
-worstcase --max-size 4M --sequence tiny --sequence over-half
+worstcase --max-size 4M
 cachebench --mode cleancache --size 1M --file-set 1M --cache 256K --budgets 256K --reads 1000 --allocators zsmalloc
 regionbench --size 1M --trace seq,random
 runbench --quick --programs c
@@ -73,6 +73,15 @@ done < "$T/cmds"
 
 # --plot - and --json both want standard output
 zmem_usage tierbench --size 512K --json --plot - -- "--plot - and --json"
+
+# ---- worstcase: five sequences, two panels each, in a grid -------------
+# (a screen's height: under 1100 px, not ten panels stacked, 2890 px)
+h=$(sed -n 's/^<svg .* height="\([0-9]*\)".*/\1/p' "$T/worstcase.svg")
+if [ -n "$h" ] && [ "$h" -le 1100 ]; then
+    ok "worstcase --plot: the panels in a grid ($h px high)"
+else
+    bad "worstcase --plot: ${h:-no} height, want <= 1100"
+fi
 
 # ---- tierbench: bars per mode, the limit, failed writes ---------------
 svg=$T/tierbench.svg
