@@ -62,11 +62,13 @@ int cli_check_plot(const char *cmd, const char *path, bool json)
 		rc = plot_take_stdout();
 		return rc ? cli_fail(cmd, "--plot -: %s", strerror(-rc)) : 0;
 	}
+	if ((rc = cli_check_output(cmd, "--plot", path)))
+		return rc;
 	/* an SVG document under another name (p.png) misleads whoever opens it */
 	if (n < 4 || strcmp(path + n - 4, ".svg"))
 		return cli_fail(cmd, "--plot %s: not an SVG file name (FILE.svg, or - for "
 				"standard output)", path);
-	return cli_check_output(cmd, "--plot", path);
+	return 0;
 }
 
 int cli_check_input(const char *cmd, const char *opt, const char *path)
