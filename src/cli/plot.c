@@ -327,6 +327,21 @@ static void frame(FILE *f, double y0, double h, const struct plot_axes *a,
 		plot_text(f, x + pw / 2, y0 + h + (a->xnotes ? 44 : 32), "middle", 12, a->xtitle);
 }
 
+/* Series i's x at point k: the point's centre or, for a->dots, moved
+ * aside so that the series' markers at one category do not hide each
+ * other. */
+static double xpos(const struct plot_axes *a, double px, double step, size_t k, size_t i,
+		   size_t ns)
+{
+	double x = px + step * ((double)k + 0.5), d = step * 0.5 / (double)(ns ? ns : 1);
+
+	if (!a->dots || ns < 2)
+		return x;
+	if (d > 14)
+		d = 14;
+	return x + d * ((double)i - (double)(ns - 1) / 2);
+}
+
 void plot_panel_axes(FILE *f, double y0, double h, const struct plot_axes *a,
 		     const char *const *xlabels, size_t nx, const struct plot_series *s,
 		     size_t ns)
@@ -393,7 +408,8 @@ void plot_panel_axes(FILE *f, double y0, double h, const struct plot_axes *a,
 			 !logy ? "" : room ? " (log scale)" : " (log)");
 		ytitle(f, px - MARGIN_L + 18, y0, h, buf);
 	}
-	for (size_t i = 0; i < ns; i++) {
+	/* categories (a->dots) are not joined: no line between them */
+	for (size_t i = 0; i < ns && !a->dots; i++) {
 		const char *c = colors[i % NCOLORS];
 		int open = 0;
 
@@ -421,7 +437,7 @@ void plot_panel_axes(FILE *f, double y0, double h, const struct plot_axes *a,
 	/* the markers over every line */
 	for (size_t i = 0; i < ns; i++)
 		for (size_t k = 0; k < nx; k++) {
-			double v = s[i].y[k], x = px + step * ((double)k + 0.5), y;
+			double v = s[i].y[k], x = xpos(a, px, step, k, i, ns), y;
 			bool hollow = a->hollow && a->hollow[i] && a->hollow[i][k];
 			char tip[160];
 

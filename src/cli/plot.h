@@ -33,6 +33,9 @@ struct plot_axes {
 			       * page's width */
 	const char *const *xnotes; /* NULL, or a line under each x label */
 	const bool *xalert;   /* NULL, or [point]: its note in red */
+	bool dots;            /* x points are categories (programs,
+			       * traces): markers side by side, no line
+			       * joins them */
 	double ref;           /* plot_bars(): > 0 draws a dashed line at
 			       * this value (a limit), labelled ref_label */
 	const char *ref_label;
