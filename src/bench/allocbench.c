@@ -543,8 +543,8 @@ int cmd_allocbench(int argc, char **argv)
 		if (want)
 			names[nb++] = all[k];
 	}
-	if (cli_check_output("allocbench", "--plot", o.plot))
-		return CLI_FAIL;
+	if ((rc = cli_check_plot("allocbench", o.plot, o.json)))
+		return rc;
 	ncells = nb * (NPATTERN * o.nsizes + 1) * (size_t)o.maxt;
 	cap = nb * NPATTERN * (o.nsizes + 1) * (size_t)o.maxt;
 	rows = calloc(cap, sizeof(*rows));

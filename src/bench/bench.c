@@ -992,9 +992,11 @@ int cmd_bench(int argc, char **argv)
 	for (size_t i = 0; i < o.ndata; i++)
 		if (cli_check_data("bench", o.data[i]))
 			return CLI_FAIL;
-	if (cli_check_output("bench", "--plot", o.plot) ||
-	    cli_check_memory("bench", "--size", o.size, 1))
+	if (cli_check_memory("bench", "--size", o.size, 1))
 		return CLI_FAIL;
+	if ((status = cli_check_plot("bench", o.plot, o.json)))
+		return status;
+	status = 1;
 	if (o.unit_list)
 		return bench_units_main(&o);
 	if (o.compare_2011)

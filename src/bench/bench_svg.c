@@ -218,7 +218,7 @@ int bench_svg(const char *path, const struct bench_row *rows, size_t nrows,
 	}
 	if (!L.ndata)
 		return -EINVAL;
-	f = fopen(path, "w");
+	f = plot_open(path);
 	if (!f)
 		return -errno;
 	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"

@@ -1543,14 +1543,18 @@ static void panel(FILE *f, double y0, double h, const char *title, const char *y
 		plot_text(f, PL + step * ((double)k + 0.5), y0 + h + 16, "middle", 11, xl[k]);
 	plot_text(f, PL + pw / 2, y0 + h + 36, "middle", 12, xtitle);
 	if (ref) {
-		/* the reference (the budget): dashed, grey, labelled */
+		/* the reference (the budget): dashed, grey, labelled; one
+		 * budget is a level across its column, not a point */
 		fputs("<polyline fill=\"none\" stroke=\"#888\" stroke-width=\"1.5\" "
 		      "stroke-dasharray=\"6 4\" points=\"", f);
+		if (nx == 1)
+			fprintf(f, "%.1f,%.1f ", PL + step * 0.1, y0 + h - h * ref[0] / hi);
 		for (size_t k = 0; k < nx; k++)
-			fprintf(f, "%.1f,%.1f ", PL + step * ((double)k + 0.5), y0 + h - h * ref[k] / hi);
+			fprintf(f, "%.1f,%.1f ", PL + step * ((double)k + (nx == 1 ? 0.9 : 0.5)),
+				y0 + h - h * ref[k] / hi);
 		fputs("\"/>\n", f);
-		plot_text(f, PL + step * ((double)nx - 0.5) + 8, y0 + h - h * ref[nx - 1] / hi + 4,
-			  "start", 11, "budget");
+		plot_text(f, PL + step * ((double)nx - (nx == 1 ? 0.1 : 0.5)) + 8,
+			  y0 + h - h * ref[nx - 1] / hi + 4, "start", 11, "budget");
 	}
 	for (size_t a = 0; a < ns; a++) {
 		const char *c = plot_color(a);
@@ -1590,16 +1594,24 @@ static int write_plot(const struct opts *o, const struct rows *rs, const struct 
 	size_t nx = o->nbudgets, ns = o->nalloc;
 	double *hit = malloc(nx * ns * sizeof(double)), *mem = malloc(nx * ns * sizeof(double));
 	double bud[MAX_LIST];
-	char xl[MAX_LIST][32], title[256], sub[256];
+	char xl[MAX_LIST][32], title[256], sub[256], a1[32], a2[32];
+	char xtitle[32], ytitle[32];
 	const char *xp[MAX_LIST];
+	double unit = MIB;  /* of the budgets and the memory */
 	FILE *f;
 
 	if (!hit || !mem) {
 		free(hit), free(mem);
 		return -ENOMEM;
 	}
+	/* KiB when every budget is under 1 MiB: "0.25" MiB says less */
+	for (size_t k = 0; k < nx; k++)
+		if (o->budgets[k] >= MIB)
+			break;
+		else if (k + 1 == nx)
+			unit = 1024;
 	for (size_t k = 0; k < nx; k++) {
-		double m = (double)o->budgets[k] / MIB;
+		double m = (double)o->budgets[k] / unit;
 
 		snprintf(xl[k], sizeof(xl[k]), m == floor(m) ? "%.0f" : "%.2f", m);
 		xp[k] = xl[k];
@@ -1610,13 +1622,16 @@ static int write_plot(const struct opts *o, const struct rows *rs, const struct 
 			const struct row *r = find_cc(rs, o->alloc[a], o->budgets[k]);
 
 			hit[a * nx + k] = r && r->gets ? 100.0 * (double)r->hits / (double)r->gets : -1;
-			mem[a * nx + k] = r ? (double)(r->pool_bytes + r->meta_bytes) / MIB : -1;
+			mem[a * nx + k] = r ? (double)(r->pool_bytes + r->meta_bytes) / unit : -1;
 		}
 	snprintf(title, sizeof(title), "zmem cachebench: cleancache hit ratio against the tmem "
 		 "budget (codec %s)", o->codec);
-	snprintf(sub, sizeof(sub), "%zu files, %.0f MiB, page cache %.0f MiB, %llu reads, "
-		 "zipf %.2f, seed %llu", fs->n, (double)fs->bytes / MIB, (double)o->cache / MIB,
-		 (unsigned long long)o->reads, o->zipf, (unsigned long long)o->seed);
+	snprintf(sub, sizeof(sub), "%zu files, %s, page cache %s, %llu reads, zipf %.2f, "
+		 "seed %llu", fs->n, zmi_human_bytes(fs->bytes, a1, sizeof(a1)),
+		 zmi_human_bytes(o->cache, a2, sizeof(a2)), (unsigned long long)o->reads, o->zipf,
+		 (unsigned long long)o->seed);
+	snprintf(xtitle, sizeof(xtitle), "tmem budget (%s)", unit == MIB ? "MiB" : "KiB");
+	snprintf(ytitle, sizeof(ytitle), "memory (%s)", unit == MIB ? "MiB" : "KiB");
 	f = plot_begin(o->plot, 70 + 2 * (320 + 80), title);
 	if (!f) {
 		free(hit), free(mem);
@@ -1632,10 +1647,10 @@ static int write_plot(const struct opts *o, const struct rows *rs, const struct 
 		plot_marker(f, a, x + 12, 66, plot_color(a), false, NULL);
 		plot_text(f, x + 30, 70, "start", 12, o->alloc[a]);
 	}
-	panel(f, 110, 320, "tmem hit ratio (hits / gets)", "hit ratio (%)",
-	      "tmem budget (MiB)", xp, nx, o->alloc, ns, hit, 100, NULL);
-	panel(f, 110 + 320 + 80, 320, "memory used at the end (pool + metadata)", "memory (MiB)",
-	      "tmem budget (MiB)", xp, nx, o->alloc, ns, mem, 0, bud);
+	panel(f, 110, 320, "tmem hit ratio (hits / gets)", "hit ratio (%)", xtitle, xp, nx,
+	      o->alloc, ns, hit, 100, NULL);
+	panel(f, 110 + 320 + 80, 320, "memory used at the end (pool + metadata)", ytitle,
+	      xtitle, xp, nx, o->alloc, ns, mem, 0, bud);
 	free(hit), free(mem);
 	return plot_end(f);
 }
@@ -1872,10 +1887,11 @@ int cmd_cachebench(int argc, char **argv)
 	if (cli_check_input("cachebench", "--files", o.files) ||
 	    (!o.files && (o.modes & (M_CLEANCACHE | M_MIXED)) &&
 	     cli_check_dir("cachebench", "--dir", o.dir)) ||
-	    cli_check_output("cachebench", "--plot", o.plot) ||
 	    ((o.modes & (M_FRONTSWAP | M_SPEED)) && cli_check_memory("cachebench", "--size",
 								     o.size, 1)))
 		return CLI_FAIL;
+	if ((rc = cli_check_plot("cachebench", o.plot, o.json)))
+		return rc;
 	rc = zm_codec_create(o.codec, 0, &cd);
 	if (rc) {
 		fprintf(stderr, "zmem cachebench: codec '%s': %s\n", o.codec,

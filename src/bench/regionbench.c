@@ -1411,8 +1411,8 @@ static void print_fc_json(const struct opts *o, const struct bench_data *d,
 	json_end(&j);
 }
 
-/* Time, total memory and fault p99 by trace, a line per side (rows: the
- * base thread count's). */
+/* Time, total memory and fault p99 by trace, a marker per side (rows:
+ * the base thread count's); the traces are categories, not joined. */
 static int write_plot(const char *path, const struct opts *o, const struct bench_data *d,
 		      struct row (*rows)[NSIDES])
 {
@@ -1421,7 +1421,7 @@ static int write_plot(const char *path, const struct opts *o, const struct bench
 	struct plot_series s[NSIDES];
 	size_t nx = 0, ns = 0;
 	int sides[NSIDES];
-	char title[256];
+	char title[256], a[32], b[32];
 	FILE *f;
 
 	for (int t = 0; t < NTRACES; t++) {
@@ -1457,24 +1457,26 @@ static int write_plot(const char *path, const struct opts *o, const struct bench
 			xi++;
 		}
 	}
-	snprintf(title, sizeof(title), "zmem regionbench: %s, %.0f MiB, resident %.0f MiB, %s",
-		 d->name, (double)o->size / MIB, (double)o->resident / MIB, o->codec);
-	f = plot_begin(path, 70 + 3 * (260 + 60) + 30, title);
+	snprintf(title, sizeof(title), "zmem regionbench: %s, %s, resident %s, %s", d->name,
+		 zmi_human_bytes(o->size, a, sizeof(a)), zmi_human_bytes(o->resident, b, sizeof(b)),
+		 o->codec);
+	f = plot_begin(path, 70 + 3 * (260 + 75) + 20, title);
 	if (!f)
 		return -errno;
 	plot_legend(f, 50, names, ns);
 	for (int p = 0; p < 3; p++) {
 		static const struct plot_axes ax[3] = {
-			{ .title = "wall time of the trace", .xtitle = "trace", .ytitle = "s",
-			  .logy = 1 },
-			{ .title = "total memory at the end", .xtitle = "trace", .ytitle = "MiB" },
-			{ .title = "fault latency p99", .xtitle = "trace", .ytitle = "us",
-			  .logy = 1 },
+			{ .title = "wall time of the trace", .xtitle = "trace",
+			  .ytitle = "time (s)", .logy = 1, .dots = 1 },
+			{ .title = "total memory at the end", .xtitle = "trace",
+			  .ytitle = "memory (MiB)", .dots = 1 },
+			{ .title = "fault latency p99", .xtitle = "trace",
+			  .ytitle = "latency (us)", .logy = 1, .dots = 1 },
 		};
 
 		for (size_t i = 0; i < ns; i++)
 			s[i] = (struct plot_series){ names[i], y[p][i] };
-		plot_panel_axes(f, 100 + p * 320, 260, &ax[p], x, nx, s, ns);
+		plot_panel_axes(f, 100 + p * 335, 260, &ax[p], x, nx, s, ns);
 	}
 	return plot_end(f);
 }
@@ -1722,9 +1724,10 @@ int cmd_regionbench(int argc, char **argv)
 		return CLI_USAGE;
 	/* what cannot end well fails now, not after the run (check.h) */
 	if (cli_check_data("regionbench", o.data) ||
-	    cli_check_dir("regionbench", "--dir", o.dir) ||
-	    cli_check_output("regionbench", "--plot", o.plot))
+	    cli_check_dir("regionbench", "--dir", o.dir))
 		return CLI_FAIL;
+	if ((status = cli_check_plot("regionbench", o.plot, o.json)))
+		return status;
 	status = probe(&o);
 	if (status)
 		return status;

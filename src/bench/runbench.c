@@ -685,7 +685,8 @@ static void print_json(const struct env *e)
 	json_end(&j);
 }
 
-/* Time, peak resident and total memory by program, a line per side. */
+/* Time, peak resident and total memory by program, a marker per side;
+ * the programs are categories, not joined. */
 static int write_plot(const struct env *e)
 {
 	const struct opts *o = e->o;
@@ -719,21 +720,23 @@ static int write_plot(const struct env *e)
 		}
 	snprintf(title, sizeof(title), "zmem runbench: limit %.0f%% of the plain peak, %s",
 		 100 * o->fraction, o->codec);
-	f = plot_begin(e->o->plot, 70 + 3 * (260 + 60) + 30, title);
+	f = plot_begin(e->o->plot, 70 + 3 * (260 + 75) + 20, title);
 	if (!f)
 		return -errno;
 	plot_legend(f, 50, names, ns);
 	for (int k = 0; k < 3; k++) {
 		static const struct plot_axes ax[3] = {
-			{ .title = "wall time", .xtitle = "program", .ytitle = "s" },
-			{ .title = "peak resident memory", .xtitle = "program", .ytitle = "MiB" },
+			{ .title = "wall time", .xtitle = "program", .ytitle = "time (s)",
+			  .dots = 1 },
+			{ .title = "peak resident memory", .xtitle = "program",
+			  .ytitle = "memory (MiB)", .dots = 1 },
 			{ .title = "total memory (resident + compressed + metadata)",
-			  .xtitle = "program", .ytitle = "MiB" },
+			  .xtitle = "program", .ytitle = "memory (MiB)", .dots = 1 },
 		};
 
 		for (size_t i = 0; i < ns; i++)
 			sr[i] = (struct plot_series){ names[i], y[k][i] };
-		plot_panel_axes(f, 100 + k * 320, 260, &ax[k], x, nx, sr, ns);
+		plot_panel_axes(f, 100 + k * 335, 260, &ax[k], x, nx, sr, ns);
 	}
 	return plot_end(f);
 }
@@ -849,9 +852,10 @@ int cmd_runbench(int argc, char **argv)
 	if (status)
 		return status < 0 ? CLI_OK : status;
 	/* what cannot end well fails now, not after the run (check.h) */
-	if (cli_check_dir("runbench", "--dir", o.dir) ||
-	    cli_check_output("runbench", "--plot", o.plot))
+	if (cli_check_dir("runbench", "--dir", o.dir))
 		return CLI_FAIL;
+	if ((status = cli_check_plot("runbench", o.plot, o.json)))
+		return status;
 	memset(&e, 0, sizeof(e));
 	e.o = &o;
 	n = readlink("/proc/self/exe", e.self, sizeof(e.self) - 1);

@@ -104,6 +104,7 @@
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
 #include "cli/json.h"
+#include "cli/check.h"
 #include "cli/opt.h"
 #include "cli/plot.h"
 
@@ -1098,52 +1099,73 @@ static void print_json(const struct opts *o, const struct bench_data *d,
 	json_end(&j);
 }
 
-/* Memory and throughput by mode: two panels over the modes that ran.
- * The series share one legend, so each panel passes the other's series as
- * empty ones (a value < 0 draws nothing) to keep their colours apart. */
+/* Memory and throughput by mode: two bar panels over the modes that ran,
+ * a group of bars per mode (modes are categories: no line joins them).
+ * The memory panel draws the limit the tiered modes keep to, and under
+ * each mode its failed writes (puts refused at the limit, in the fill
+ * and the trace), red when there are any.  Memory is in KiB when all of
+ * it is under 1 MiB. */
 static int write_plot(const char *path, const struct opts *o, const struct bench_data *d,
 		      const struct row *rows)
 {
-	static const char *const names[] = { "pool MiB", "pool max MiB", "RSS MiB",
-					     "MB/s", "hot MB/s", "fill MB/s" };
-	double y[6][NMODES], none[NMODES];
-	const char *x[NMODES];
-	struct plot_series s[6];
+	static const char *const mem_names[] = { "pool", "pool max", "RSS" };
+	static const char *const speed_names[] = { "trace", "hot set", "fill" };
+	double y[6][NMODES], unit, top = (double)o->limit;
+	const char *x[NMODES], *note[NMODES];
+	char notes[NMODES][40], title[256], a[32], b[32], reflab[96], ytitle[32];
+	bool alert[NMODES];
+	struct plot_series s[3];
 	size_t nx = 0;
-	char title[256];
 	FILE *f;
 
 	for (int m = 0; m < NMODES; m++) {
 		const struct row *w = &rows[m];
+		uint64_t failed = w->failed_fill + w->failed_trace;
 
 		if (!w->ran)
 			continue;
 		x[nx] = mode_names[m];
-		none[nx] = -1;
-		y[0][nx] = w->pool_bytes / MIB;
-		y[1][nx] = w->pool_max / MIB;
-		y[2][nx] = w->rss_bytes / MIB;
+		y[0][nx] = (double)w->pool_bytes;
+		y[1][nx] = (double)w->pool_max;
+		y[2][nx] = (double)w->rss_bytes;
 		y[3][nx] = w->MBps;
 		y[4][nx] = w->hot_MBps;
 		y[5][nx] = w->fill_MBps;
+		for (int i = 0; i < 3; i++)
+			top = y[i][nx] > top ? y[i][nx] : top;
+		snprintf(notes[nx], sizeof(notes[nx]), "%llu failed", (unsigned long long)failed);
+		note[nx] = notes[nx];
+		alert[nx] = failed > 0;
 		nx++;
 	}
-	snprintf(title, sizeof(title), "zmem tierbench: %s, %.0f MiB, limit %.0f MiB, %s / %s",
-		 d->name, (double)d->len / MIB, (double)o->limit / MIB, o->codec, o->recompress);
-	f = plot_begin(path, 70 + 2 * (300 + 60) + 30, title);
+	unit = top < MIB ? 1024 : MIB;
+	for (size_t k = 0; k < nx; k++)
+		for (int i = 0; i < 3; i++)
+			y[i][k] /= unit;
+	snprintf(title, sizeof(title), "zmem tierbench: %s, %s, limit %s, %s / %s", d->name,
+		 zmi_human_bytes(d->len, a, sizeof(a)), zmi_human_bytes(o->limit, b, sizeof(b)),
+		 o->codec, o->recompress);
+	snprintf(reflab, sizeof(reflab), "memory limit %s (all modes but lz4-only, zstd-only)", b);
+	snprintf(ytitle, sizeof(ytitle), "memory (%s)", unit == MIB ? "MiB" : "KiB");
+	f = plot_begin(path, 70 + 2 * (300 + 90) + 10, title);
 	if (!f)
 		return -errno;
-	plot_legend(f, 50, names, 6);
-	for (int i = 0; i < 6; i++)
-		s[i] = (struct plot_series){ names[i], i < 3 ? y[i] : none };
-	plot_panel_axes(f, 100, 300, &(struct plot_axes){ .title = "memory by mode",
-							  .xtitle = "mode",
-							  .ytitle = "memory (MiB)" }, x, nx, s, 6);
-	for (int i = 0; i < 6; i++)
-		s[i] = (struct plot_series){ names[i], i >= 3 ? y[i] : none };
-	plot_panel_axes(f, 100 + 360, 300,
-			&(struct plot_axes){ .title = "throughput by mode (the measured trace)",
-					     .xtitle = "mode", .ytitle = "throughput (MB/s)" }, x, nx, s, 6);
+	plot_legend_bars(f, 80, 52, mem_names, 3, reflab);
+	for (int i = 0; i < 3; i++)
+		s[i] = (struct plot_series){ mem_names[i], y[i] };
+	plot_bars(f, 90, 300, &(struct plot_axes){ .title = "memory by mode",
+						   .xtitle = "mode (failed writes: puts refused)",
+						   .ytitle = ytitle, .xnotes = note,
+						   .xalert = alert, .ref = (double)o->limit / unit,
+						   .ref_label = reflab }, x, nx, s, 3);
+	plot_legend_bars(f, 80, 90 + 300 + 72, speed_names, 3, NULL);
+	for (int i = 0; i < 3; i++)
+		s[i] = (struct plot_series){ speed_names[i], y[3 + i] };
+	plot_bars(f, 90 + 300 + 110, 300,
+		  &(struct plot_axes){ .title = "throughput by mode: the measured trace, its hot "
+						"set, the fill",
+				       .xtitle = "mode", .ytitle = "throughput (MB/s)" },
+		  x, nx, s, 3);
 	return plot_end(f);
 }
 
@@ -1314,6 +1336,8 @@ int cmd_tierbench(int argc, char **argv)
 		return status < 0 ? CLI_OK : status;
 	if (check_codec(o.codec) || check_codec(o.recompress) || bench_data_check(o.data))
 		return CLI_USAGE;
+	if ((status = cli_check_plot("tierbench", o.plot, o.json)))
+		return status;
 	status = 1;
 	cli_progress("preparing %s of %s", zmi_human_bytes(o.size, human, sizeof(human)), o.data);
 	if (bench_data_make(o.data, o.size, o.page_size, o.codec, &d))

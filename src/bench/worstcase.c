@@ -546,33 +546,45 @@ static void print_json(const struct cell *cells, size_t n, const char *const *na
 	json_end(&j);
 }
 
+/* A grid that reads without scrolling: a row per sequence that ran, ns
+ * per operation on the left, waste on the right, each panel half the
+ * page wide. */
 static int plot(const char *path, const struct cell *cells, size_t n,
 		const char *const *names, size_t nb, const size_t *sizes, size_t ns)
 {
-	enum { PANEL = 220, GAP = 60 };
+	enum { TOP = 110, PANEL = 135, PITCH = 180 };
 	static char xl[MAX_SIZES][16];
 	const char *xlab[MAX_SIZES];
 	double y[MAX_BACKENDS][MAX_SIZES];
 	bool capped[MAX_BACKENDS][MAX_SIZES], any = false;
 	const bool *hollow[MAX_BACKENDS];
 	struct plot_series s[MAX_BACKENDS];
-	struct plot_axes a = { .xtitle = "live size", .logy = 1, .hollow = hollow };
+	struct plot_axes a = { .logy = 1, .hollow = hollow, .w = PLOT_W / 2.0 };
 	char title[160];
-	FILE *f = plot_begin(path, 70 + 2 * (int)NSEQ * (PANEL + GAP) + 20,
-			     "zmem worstcase: each sequence on every backend, by live size");
+	size_t rows = 0;
+	FILE *f;
 
+	for (size_t q = 0; q < NSEQ; q++)
+		rows += ran(cells, n, seqs[q].name);
+	f = plot_begin(path, TOP + (int)rows * PITCH + 10,
+		       "zmem worstcase: each sequence on every backend, by live size");
 	if (!f)
 		return -errno;
 	for (size_t i = 0; i < n; i++)
 		any |= cells[i].capped;
 	/* a capped cell's figures are those of what fitted: drawn hollow */
 	plot_legend_capped(f, 50, names, nb, any ? "capped" : NULL);
+	plot_text(f, PLOT_W / 2.0, 72, "middle", 12,
+		  "left: ns per operation; right: waste = (pool + metadata) / live bytes; "
+		  "x: live size");
 	for (size_t k = 0; k < ns; k++) {
 		size_label(xl[k], sizeof(xl[k]), sizes[k]);
 		xlab[k] = xl[k];
 	}
-	for (size_t q = 0, row = 0; q < NSEQ; q++)
-		for (int w = 0; w < 2 && ran(cells, n, seqs[q].name); w++, row++) {
+	for (size_t q = 0, row = 0; q < NSEQ; q++) {
+		if (!ran(cells, n, seqs[q].name))
+			continue;
+		for (int w = 0; w < 2; w++) {
 			for (size_t b = 0; b < nb; b++) {
 				for (size_t k = 0; k < ns; k++) {
 					const struct cell *c = find(cells, n, seqs[q].name, names[b],
@@ -585,13 +597,15 @@ static int plot(const char *path, const struct cell *cells, size_t n,
 				hollow[b] = capped[b];
 			}
 			snprintf(title, sizeof(title), "%s (hurts %s): %s", seqs[q].name,
-				 seqs[q].target, w ? "waste = (pool + metadata) / live bytes"
-						   : "ns per operation");
+				 seqs[q].target, w ? "waste" : "ns per op");
 			a.title = title;
-			a.ytitle = w ? "waste (x live bytes)" : "ns per operation";
-			plot_panel_axes(f, 70 + GAP / 2.0 + (double)row * (PANEL + GAP), PANEL,
-					&a, xlab, ns, s, nb);
+			a.ytitle = w ? "waste (x live)" : "ns per operation";
+			a.xtitle = row + 1 == rows ? "live size" : NULL;
+			a.x0 = w * PLOT_W / 2.0;
+			plot_panel_axes(f, TOP + (double)row * PITCH, PANEL, &a, xlab, ns, s, nb);
 		}
+		row++;
+	}
 	return plot_end(f);
 }
 
@@ -675,8 +689,8 @@ int cmd_worstcase(int argc, char **argv)
 		if (want)
 			names[nb++] = all[k];
 	}
-	if (cli_check_output("worstcase", "--plot", plot_path))
-		return CLI_FAIL;
+	if ((rc = cli_check_plot("worstcase", plot_path, json)))
+		return rc;
 	cells = calloc(NSEQ * nb * ns, sizeof(*cells));
 	if (!cells)
 		return cli_no_memory("worstcase", "the cells", NSEQ * nb * ns * sizeof(*cells));

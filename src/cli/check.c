@@ -9,6 +9,7 @@
 
 #include "cli/check.h"
 #include "cli/opt.h"
+#include "cli/plot.h"
 
 static int fail_path(const char *cmd, const char *opt, const char *path, int err)
 {
@@ -45,6 +46,29 @@ int cli_check_output(const char *cmd, const char *opt, const char *path)
 	if (!S_ISDIR(st.st_mode))
 		return fail_path(cmd, opt, path, ENOTDIR);
 	return access(dir, W_OK | X_OK) ? fail_path(cmd, opt, path, errno) : 0;
+}
+
+int cli_check_plot(const char *cmd, const char *path, bool json)
+{
+	size_t n = path ? strlen(path) : 0;
+	int rc;
+
+	if (!path)
+		return 0;
+	if (!strcmp(path, "-")) {
+		if (json)
+			return cli_usage(cmd, "--plot - and --json: both write to standard "
+					 "output");
+		rc = plot_take_stdout();
+		return rc ? cli_fail(cmd, "--plot -: %s", strerror(-rc)) : 0;
+	}
+	if ((rc = cli_check_output(cmd, "--plot", path)))
+		return rc;
+	/* an SVG document under another name (p.png) misleads whoever opens it */
+	if (n < 4 || strcmp(path + n - 4, ".svg"))
+		return cli_fail(cmd, "--plot %s: not an SVG file name (FILE.svg, or - for "
+				"standard output)", path);
+	return 0;
 }
 
 int cli_check_input(const char *cmd, const char *opt, const char *path)

@@ -4,6 +4,8 @@
  *
  *   cli_check_output()  a file the command will write (--plot, -o,
  *                       --pidfile): its folder exists and may be written;
+ *   cli_check_plot()    the same for --plot, whose name ends in
+ *                       ".svg"; "-" keeps standard output for the plot;
  *   cli_check_input()   a file or tree it will read (--corpus, --files,
  *                       --data file:): it exists and may be read;
  *   cli_check_dir()     a folder it will write into (--dir);
@@ -23,10 +25,17 @@
 #ifndef ZM_CLI_CHECK_H
 #define ZM_CLI_CHECK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
 int cli_check_output(const char *cmd, const char *opt, const char *path);
+/* --plot PATH: a name ending in ".svg" (status 1 otherwise) that
+ * cli_check_output() accepts, or "-": standard output, then kept for the
+ * plot alone (plot_take_stdout(): the table goes to standard error);
+ * with json set, "-" is a usage error (CLI_USAGE): both would be on
+ * standard output. */
+int cli_check_plot(const char *cmd, const char *path, bool json);
 int cli_check_input(const char *cmd, const char *opt, const char *path);
 int cli_check_dir(const char *cmd, const char *opt, const char *path);
 /* the data spec of --data: only "file:PATH" names a path */

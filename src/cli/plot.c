@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/plot.h"
 
@@ -190,9 +191,41 @@ void plot_marker(FILE *f, size_t i, double x, double y, const char *c, bool holl
 	}
 }
 
+/* The standard output the plot keeps for itself (plot_take_stdout());
+ * -1 until then. */
+static int plot_fd = -1;
+
+int plot_take_stdout(void)
+{
+	if (plot_fd >= 0)
+		return 0;
+	fflush(stdout);
+	plot_fd = dup(STDOUT_FILENO);
+	if (plot_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+		return -errno;
+	return 0;
+}
+
+FILE *plot_open(const char *path)
+{
+	int fd;
+	FILE *f;
+
+	if (strcmp(path, "-"))
+		return fopen(path, "w");
+	fd = plot_fd >= 0 ? plot_fd : dup(STDOUT_FILENO);
+	if (fd < 0)
+		return NULL;
+	plot_fd = -1;
+	f = fdopen(fd, "w");
+	if (!f)
+		close(fd);
+	return f;
+}
+
 FILE *plot_begin(const char *path, int h, const char *title)
 {
-	FILE *f = fopen(path, "w");
+	FILE *f = plot_open(path);
 
 	if (!f)
 		return NULL;
@@ -241,32 +274,85 @@ void plot_legend(FILE *f, double y, const char *const *names, size_t n)
 
 /* ---- panels ------------------------------------------------------------ */
 
-static void ytitle(FILE *f, double y0, double h, const char *s)
+/* Where a panel's plot area lies across the page: left edge x, width pw. */
+static void across(const struct plot_axes *a, double *x, double *pw)
 {
-	fprintf(f, "<text x=\"18\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"12\" "
-		"transform=\"rotate(-90 18 %.1f)\">", y0 + h / 2, y0 + h / 2);
+	double x0 = a->w > 0 ? a->x0 : 0, w = a->w > 0 ? a->w : PLOT_W;
+
+	*x = x0 + MARGIN_L;
+	*pw = w - MARGIN_L - MARGIN_R;
+}
+
+static void ytitle(FILE *f, double x, double y0, double h, const char *s)
+{
+	fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"12\" "
+		"transform=\"rotate(-90 %.1f %.1f)\">", x, y0 + h / 2, x, y0 + h / 2);
 	esc(f, s);
 	fputs("</text>\n", f);
 }
 
-static void grid(FILE *f, double y, double pw, const char *lab, bool major)
+static void grid(FILE *f, double x, double y, double pw, const char *lab, bool major)
 {
 	if (lab)
-		plot_text(f, MARGIN_L - 6, y + 4, "end", 11, lab);
-	fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>\n",
-		MARGIN_L, y, MARGIN_L + pw, y, major ? "#ccc" : "#eee");
+		plot_text(f, x - 6, y + 4, "end", 11, lab);
+	fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>\n",
+		x, y, x + pw, y, major ? "#ccc" : "#eee");
+}
+
+/* The title, frame, x labels (and notes) and x title of a panel. */
+static void frame(FILE *f, double y0, double h, const struct plot_axes *a,
+		  const char *const *xlabels, size_t nx)
+{
+	double x, pw, step;
+
+	across(a, &x, &pw);
+	step = nx > 1 ? pw / (double)nx : pw;
+	plot_text(f, x + pw / 2, y0 - 10, "middle", 14, a->title);
+	fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+		"stroke=\"#999\"/>\n", x, y0, pw, h);
+	for (size_t k = 0; k < nx; k++) {
+		plot_text(f, x + step * ((double)k + 0.5), y0 + h + 15, "middle", 11, xlabels[k]);
+		if (a->xnotes && a->xnotes[k]) {
+			bool alert = a->xalert && a->xalert[k];
+
+			fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+				"font-size=\"10\" fill=\"%s\"%s>", x + step * ((double)k + 0.5),
+				y0 + h + 28, alert ? "#c00" : "#555",
+				alert ? " font-weight=\"bold\"" : "");
+			esc(f, a->xnotes[k]);
+			fputs("</text>\n", f);
+		}
+	}
+	if (a->xtitle)
+		plot_text(f, x + pw / 2, y0 + h + (a->xnotes ? 44 : 32), "middle", 12, a->xtitle);
+}
+
+/* Series i's x at point k: the point's centre or, for a->dots, moved
+ * aside so that the series' markers at one category do not hide each
+ * other. */
+static double xpos(const struct plot_axes *a, double px, double step, size_t k, size_t i,
+		   size_t ns)
+{
+	double x = px + step * ((double)k + 0.5), d = step * 0.5 / (double)(ns ? ns : 1);
+
+	if (!a->dots || ns < 2)
+		return x;
+	if (d > 14)
+		d = 14;
+	return x + d * ((double)i - (double)(ns - 1) / 2);
 }
 
 void plot_panel_axes(FILE *f, double y0, double h, const struct plot_axes *a,
 		     const char *const *xlabels, size_t nx, const struct plot_series *s,
 		     size_t ns)
 {
-	double pw = PLOT_W - MARGIN_L - MARGIN_R, lo = INFINITY, hi = 0;
-	double step = nx > 1 ? pw / (double)nx : pw;
+	double px, pw, lo = INFINITY, hi = 0, step;
 	char lab[48];
 	bool logy = false;
 	struct plot_ticks t;
 
+	across(a, &px, &pw);
+	step = nx > 1 ? pw / (double)nx : pw;
 	for (size_t i = 0; i < ns; i++)
 		for (size_t k = 0; k < nx; k++)
 			if (s[i].y[k] > 0) {
@@ -275,12 +361,10 @@ void plot_panel_axes(FILE *f, double y0, double h, const struct plot_axes *a,
 			}
 	if (hi <= 0)
 		lo = hi = 1;
-	plot_text(f, PLOT_W / 2.0, y0 - 10, "middle", 14, a->title);
-	fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-		"stroke=\"#999\"/>\n", MARGIN_L, y0, pw, h);
+	frame(f, y0, h, a, xlabels, nx);
 	if (a->logy && hi / lo >= 10) {
 		int d0 = (int)floor(log10(lo) + 1e-9), d1 = (int)ceil(log10(hi) - 1e-9);
-		bool minor_labels = d1 - d0 <= 3;
+		bool minor_labels = d1 - d0 <= 3 && h >= 160;
 
 		logy = true;
 		lo = pow(10, d0);
@@ -289,47 +373,48 @@ void plot_panel_axes(FILE *f, double y0, double h, const struct plot_axes *a,
 			double v = pow(10, d);
 
 			plot_tick_label(lab, sizeof(lab), v, v);
-			grid(f, y0 + h - h * (d - d0) / (double)(d1 - d0), pw, lab, true);
+			grid(f, px, y0 + h - h * (d - d0) / (double)(d1 - d0), pw, lab, true);
 			for (int m = 2; m <= 9 && d < d1; m++) {
 				double yy = y0 + h - h * (d - d0 + log10(m)) / (double)(d1 - d0);
 
 				if (minor_labels && (m == 2 || m == 5)) {
 					plot_tick_label(lab, sizeof(lab), m * v, v);
-					grid(f, yy, pw, lab, false);
+					grid(f, px, yy, pw, lab, false);
 				} else if (d1 - d0 <= 6) {
-					grid(f, yy, pw, NULL, false);
+					grid(f, px, yy, pw, NULL, false);
 				}
 			}
 		}
 	} else {
 		if (a->logy)
-			plot_nice_ticks(lo, hi, 5, &t);
+			plot_nice_ticks(lo, hi, h >= 160 ? 5 : 3, &t);
 		else
-			plot_nice_ticks(0, hi, 5, &t);
+			plot_nice_ticks(0, hi, h >= 160 ? 5 : 3, &t);
 		lo = t.v[0];
 		hi = t.v[t.n - 1];
 		for (size_t k = 0; k < t.n; k++) {
 			plot_tick_label(lab, sizeof(lab), t.v[k], t.step);
-			grid(f, y0 + h - h * (t.v[k] - lo) / (hi - lo), pw, lab, true);
+			grid(f, px, y0 + h - h * (t.v[k] - lo) / (hi - lo), pw, lab, true);
 		}
 	}
 	if (a->ytitle) {
 		char buf[160];
 
-		snprintf(buf, sizeof(buf), "%s%s", a->ytitle, logy ? " (log scale)" : "");
-		ytitle(f, y0, h, buf);
+		/* about 6.5 px a character at 12 px: the short form where the
+		 * long one would run past the panel */
+		bool room = (double)(strlen(a->ytitle) + 12) * 6.5 <= h;
+
+		snprintf(buf, sizeof(buf), "%s%s", a->ytitle,
+			 !logy ? "" : room ? " (log scale)" : " (log)");
+		ytitle(f, px - MARGIN_L + 18, y0, h, buf);
 	}
-	for (size_t k = 0; k < nx; k++)
-		plot_text(f, MARGIN_L + step * ((double)k + 0.5), y0 + h + 15, "middle", 11,
-			  xlabels[k]);
-	if (a->xtitle)
-		plot_text(f, MARGIN_L + pw / 2, y0 + h + 32, "middle", 12, a->xtitle);
-	for (size_t i = 0; i < ns; i++) {
+	/* categories (a->dots) are not joined: no line between them */
+	for (size_t i = 0; i < ns && !a->dots; i++) {
 		const char *c = colors[i % NCOLORS];
 		int open = 0;
 
 		for (size_t k = 0; k < nx; k++) {
-			double v = s[i].y[k], x = MARGIN_L + step * ((double)k + 0.5), y;
+			double v = s[i].y[k], x = px + step * ((double)k + 0.5), y;
 
 			if (!(v > 0)) {
 				if (open)
@@ -352,7 +437,7 @@ void plot_panel_axes(FILE *f, double y0, double h, const struct plot_axes *a,
 	/* the markers over every line */
 	for (size_t i = 0; i < ns; i++)
 		for (size_t k = 0; k < nx; k++) {
-			double v = s[i].y[k], x = MARGIN_L + step * ((double)k + 0.5), y;
+			double v = s[i].y[k], x = xpos(a, px, step, k, i, ns), y;
 			bool hollow = a->hollow && a->hollow[i] && a->hollow[i][k];
 			char tip[160];
 
@@ -365,6 +450,86 @@ void plot_panel_axes(FILE *f, double y0, double h, const struct plot_axes *a,
 				 hollow ? " (capped)" : "");
 			plot_marker(f, i, x, y0 + h - h * y, colors[i % NCOLORS], hollow, tip);
 		}
+}
+
+void plot_legend_bars(FILE *f, double x, double y, const char *const *names, size_t n,
+		      const char *ref_label)
+{
+	for (size_t i = 0; i < n; i++) {
+		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n",
+			x, y - 10, colors[i % NCOLORS]);
+		plot_text(f, x + 17, y, "start", 12, names[i]);
+		x += 17 + 7.0 * (double)strlen(names[i]) + 22;
+	}
+	if (ref_label) {
+		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c00\" "
+			"stroke-width=\"2\" stroke-dasharray=\"8 4\"/>\n", x, y - 4, x + 28, y - 4);
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"start\" font-size=\"12\" "
+			"fill=\"#c00\">", x + 34, y);
+		esc(f, ref_label);
+		fputs("</text>\n", f);
+	}
+}
+
+void plot_bars(FILE *f, double y0, double h, const struct plot_axes *a,
+	       const char *const *xlabels, size_t nx, const struct plot_series *s, size_t ns)
+{
+	double px, pw, step, hi = a->ref > 0 ? a->ref : 0, lo, bw, y;
+	char lab[48], tip[160];
+	struct plot_ticks t;
+
+	across(a, &px, &pw);
+	step = nx ? pw / (double)nx : pw;
+	bw = ns ? step * 0.8 / (double)ns : 0;
+	for (size_t i = 0; i < ns; i++)
+		for (size_t k = 0; k < nx; k++)
+			hi = s[i].y[k] > hi ? s[i].y[k] : hi;
+	frame(f, y0, h, a, xlabels, nx);
+	plot_nice_ticks(0, hi > 0 ? hi : 1, h >= 160 ? 5 : 3, &t);
+	lo = t.v[0];
+	hi = t.v[t.n - 1];
+	for (size_t k = 0; k < t.n; k++) {
+		plot_tick_label(lab, sizeof(lab), t.v[k], t.step);
+		grid(f, px, y0 + h - h * (t.v[k] - lo) / (hi - lo), pw, lab, true);
+	}
+	if (a->ytitle)
+		ytitle(f, px - MARGIN_L + 18, y0, h, a->ytitle);
+	for (size_t k = 0; k < nx; k++) {
+		double gx = px + step * (double)k + step * 0.1;
+
+		fputs("<g class=\"bars\" data-x=\"", f);
+		esc(f, xlabels[k]);
+		fputs("\">\n", f);
+		for (size_t i = 0; i < ns; i++) {
+			double v = s[i].y[k], bh;
+
+			if (v < 0)
+				continue;
+			bh = h * (v - lo) / (hi - lo);
+			snprintf(lab, sizeof(lab), v >= 100 ? "%.0f" : "%.3g", v);
+			snprintf(tip, sizeof(tip), "%s %s: %s", s[i].name, xlabels[k], lab);
+			fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+				"fill=\"%s\"><title>", gx + bw * (double)i, y0 + h - bh, bw - 1,
+				bh, colors[i % NCOLORS]);
+			esc(f, tip);
+			fputs("</title></rect>\n", f);
+		}
+		fputs("</g>\n", f);
+	}
+	if (a->ref > 0) {
+		y = y0 + h - h * (a->ref - lo) / (hi - lo);
+		fprintf(f, "<line class=\"limit\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+			"stroke=\"#c00\" stroke-width=\"2\" stroke-dasharray=\"8 4\">", px, y,
+			px + pw, y);
+		/* its label is in the legend (plot_legend_bars()): over the
+		 * bars it would hide one */
+		if (a->ref_label) {
+			fputs("<title>", f);
+			esc(f, a->ref_label);
+			fputs("</title>", f);
+		}
+		fputs("</line>\n", f);
+	}
 }
 
 void plot_panel(FILE *f, double y0, double h, const char *title, const char *ylabel,
