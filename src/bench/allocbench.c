@@ -612,7 +612,7 @@ int cmd_allocbench(int argc, char **argv)
 			status = CLI_FAIL;
 		} else if (o.json) {
 			json_str(&j, "plot", o.plot);
-			cli_note("plot: %s", o.plot);
+			cli_notice("plot: %s", o.plot);
 		} else {
 			printf("\nplot: %s\n", o.plot);
 		}

@@ -1073,7 +1073,7 @@ int cmd_bench(int argc, char **argv)
 		else if (!o.json)
 			printf("\nplot: %s\n", o.plot);
 		else
-			cli_note("plot written to %s", o.plot);
+			cli_notice("plot written to %s", o.plot);
 	}
 	status = 0;
 	for (size_t i = 0; i < nrows; i++)

@@ -335,20 +335,23 @@ int cli_is_quiet(void)
 
 const char *cli_cmd = "";
 
-static void vprogress(const char *fmt, va_list ap, int force)
+/* kind: 0 progress, 1 a note, 2 a notice */
+static void vprogress(const char *fmt, va_list ap, int kind)
 {
 	uint64_t now = cli_now_ns();
+	int soon = last_ns && now - last_ns < 1000000000u;
+	int stays = kind == 2 || (kind == 1 && !soon);
 
 	if (quiet)
 		return;
 	if (tty < 0)
 		tty = isatty(2);
-	if (!tty && !force && last_ns && now - last_ns < 1000000000u)
+	if (!tty && !stays && soon)
 		return;
 	last_ns = now;
 	fprintf(stderr, "%szmem%s%s: ", tty ? "\r\033[K" : "", *cli_cmd ? " " : "", cli_cmd);
 	vfprintf(stderr, fmt, ap);
-	if (tty && !force) {
+	if (tty && !stays) {
 		shown = 1;
 	} else {
 		fputc('\n', stderr);
@@ -372,6 +375,15 @@ void cli_note(const char *fmt, ...)
 
 	va_start(ap, fmt);
 	vprogress(fmt, ap, 1);
+	va_end(ap);
+}
+
+void cli_notice(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vprogress(fmt, ap, 2);
 	va_end(ap);
 }
 

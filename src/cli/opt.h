@@ -111,15 +111,18 @@ char *cli_size_text(uint64_t bytes, char *buf, size_t len);
 /* Progress of long runs, "zmem CMD: ...", on stderr only: on a terminal
  * one line that rewrites itself (\r), which cli_progress_done() clears
  * (call it before printing on stdout); otherwise plain lines, at most one
- * a second.  cli_note() prints a line of its own that stays (never
- * rate-limited; it counts as the second's line).  cli_quiet(1)
- * (--quiet) silences both; errors are never silenced.  CMD is cli_cmd,
- * the running subcommand's name (main.c sets it). */
+ * a second.  cli_note() prints a line that stays, a step's result, under
+ * the same limit: within a second of the last line it is a progress line
+ * (on a terminal it is rewritten, otherwise dropped).  cli_notice()
+ * always prints its line (something skipped, a file written).
+ * cli_quiet(1) (--quiet) silences all three; errors are never silenced.
+ * CMD is cli_cmd, the running subcommand's name (main.c sets it). */
 extern const char *cli_cmd;
 void cli_quiet(int on);
 int cli_is_quiet(void);
 void cli_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_progress_done(void);
 void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cli_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif
