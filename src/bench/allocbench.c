@@ -563,7 +563,7 @@ int cmd_allocbench(int argc, char **argv)
 		json_array(&j, "results");
 	} else {
 		printf("zmem allocbench: ns per operation (alloc or free) per thread, median "
-		       "of %d runs;\nMops/s is the total throughput, scaling against 1 thread; "
+		       "of %d runs;\nMops/s is the total throughput, scaling against 1 thread;\n"
 		       "failed = allocations refused%s\n\n%-10s %-9s %6s %7s %10s %10s %8s %8s\n",
 		       o.reps, o.apart == APART_POOLS ? ";\neach thread its own pool, over one "
 		       "pages instance" : o.apart == APART_ALL ? ";\neach thread its own pool "

@@ -740,10 +740,11 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 		json_end(&j);
 		return;
 	}
-	printf("zmem allocbench --latency: zsmalloc, %d threads on one pool, each filling %.0f MiB "
-	       "of mixed\nsizes and freeing %d%% at random, then free + alloc + map+unmap for %d ms; "
-	       "%d round%s\neach with %s on and off, alternated.  ns per "
-	       "operation; the timer\n(rdtsc/rdtscp, %.0f ns for an empty region) is included.\n\n",
+	printf("zmem allocbench --latency: zsmalloc, %d threads on one pool, each filling\n"
+	       "%.0f MiB of mixed sizes and freeing %d%% at random, then free + alloc +\n"
+	       "map+unmap for %d ms; %d round%s each with %s on\nand off, alternated.  "
+	       "ns per operation; the timer (rdtsc/rdtscp, %.0f ns for an\nempty region) "
+	       "is included.\n\n",
 	       o->threads, o->bytes / 1048576.0, o->free_pct, o->ms, o->rounds,
 	       o->rounds > 1 ? "s" : "", o->on == ON_BOTH ? "compaction and trimming" :
 	       o->on == ON_COMPACT ? "compaction (trimming off both sides)" :
@@ -775,20 +776,21 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 			printf(" %.2f", ratio(p999(&sd[SIDE_HOG], pt, k), p999(&sd[SIDE_OFF], pt, k)));
 		printf(")");
 	}
-	printf("\nbackground CPU beside the timed threads: on %.1f%%, off %.1f%%, hog %.1f%% "
+	printf("\nbackground CPU beside the timed threads: on %.1f%%, off %.1f%%, hog %.1f%%\n"
 	       "(bursts of %.0f us)\n", 100 * share(&sd[SIDE_ON]), 100 * share(&sd[SIDE_OFF]),
 	       100 * share(&sd[SIDE_HOG]), sd[SIDE_HOG].hog_burst_ns / 1e3);
 	for (int s = 0; s < NSIDE; s++) {
-		printf("%-3s: %llu objects moved in %llu passes (%llu pages), %llu pages trimmed, "
-		       "%llu made resident in calls (%llu ahead), %llu failed allocs, %llu bad reads\n",
+		printf("%-3s: %llu objects moved in %llu passes (%llu pages), %llu pages trimmed,\n"
+		       "     %llu made resident in calls (%llu ahead), %llu failed allocs, "
+		       "%llu bad reads\n",
 		       side_names[s], (unsigned long long)sd[s].moved,
 		       (unsigned long long)sd[s].passes, (unsigned long long)sd[s].pages_compacted,
 		       (unsigned long long)sd[s].trimmed, (unsigned long long)sd[s].prefaulted,
 		       (unsigned long long)sd[s].refilled,
 		       (unsigned long long)sd[s].fails, (unsigned long long)sd[s].bad);
 	}
-	printf("hog steps: %llu copies of %d KiB timed by the thread's CPU clock, longest %.1f us, "
-	       "%llu over 100 us (the ceiling for the compactor's holds)\n",
+	printf("hog steps: %llu copies of %d KiB timed by the thread's CPU clock, longest\n"
+	       "%.1f us, %llu over 100 us (the ceiling for the compactor's holds)\n",
 	       (unsigned long long)sd[SIDE_HOG].hog_steps, HOG_STEP / 1024,
 	       sd[SIDE_HOG].hog_step_max_ns / 1e3,
 	       (unsigned long long)sd[SIDE_HOG].hog_step_over_100us);
@@ -815,7 +817,7 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 	}
 	if (sd[0].lock_ok)
 		printf("(class, zone, other: wall time, a preempted holder's too; compactor: its "
-		       "CPU time in its class lock holds)\n");
+		       "CPU\ntime in its class lock holds)\n");
 }
 
 int allocbench_latency(int argc, char **argv)
