@@ -458,9 +458,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		      "the CPUs, at least 2", 1, MAXT),
 		O_INT("reps", 'r', &o->reps, "N", "timed runs after a warm-up; the median is shown",
 		      rdef, 1, MAX_RUNS),
-		O_INT("min-ms", 0, &min_ms, "N",
-		      "a timed run repeats the sequence to last N ms\nat least (0: one pass)", mdef,
-		      0, 600000),
+		O_DUR("min-ms", 0, &min_ms, "DURATION",
+		      "a timed run repeats the sequence to last this\nlong at least (0: one pass; "
+		      "bare: ms)", mdef, 1, 0, 600000),
 		O_STR("apart", 0, &apart, "pools|all",
 		      "each thread its own pool, over one pages\ninstance (pools) or over one each "
 		      "(all):\nwhat sharing costs", NULL, .choices = aparts),

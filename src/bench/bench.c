@@ -74,14 +74,12 @@ static struct churn_summary churn[8];
 static int nchurn;
 
 /* The churn row for a store row's allocator: the pool's own for zsmalloc
- * (automatic compaction on, the default) and the other pool backends,
- * glibc's for malloc. */
+ * (automatic compaction on, the default) and the other pool backends, the
+ * C library's for malloc (both named malloc). */
 static const struct churn_summary *churn_for(const char *allocator)
 {
-	const char *want = !strcmp(allocator, "malloc") ? "glibc" : allocator;
-
 	for (int i = 0; i < nchurn; i++)
-		if (!strcmp(churn[i].name, want))
+		if (!strcmp(churn[i].name, allocator))
 			return &churn[i];
 	return NULL;
 }

@@ -10,8 +10,9 @@
  *
  *   zsmalloc        zmem's pool, automatic compaction on (the default)
  *   zsmalloc-off    the same, automatic compaction off
- *   glibc, jemalloc, mimalloc
- *                   malloc() of the same blobs, the last two through
+ *   malloc, jemalloc, mimalloc
+ *                   malloc() of the same blobs (malloc: the C library's,
+ *                   glibc; --allocator glibc too), the last two through
  *                   LD_PRELOAD (Debian's libjemalloc2, libmimalloc2.0)
  *   xvmalloc, xcfmalloc, zbud
  *                   zmem's other pool backends (none of them compacts)
@@ -49,9 +50,15 @@
 /* zsmalloc with its compactor, and the same pool without: the work's
  * bound is measured in the second (cmd_churn) */
 enum { ZS_ON = 0, ZS_OFF = 1 };
-static const char *const names[NALLOC + 1] = { "zsmalloc", "zsmalloc-off", "glibc",
+/* "malloc": the C library's (glibc), the one the pool backend "malloc"
+ * calls, so that the name means one allocator in every command; "glibc"
+ * is taken for it too */
+static const char *const names[NALLOC + 1] = { "zsmalloc", "zsmalloc-off", "malloc",
 					       "jemalloc", "mimalloc", "xvmalloc",
 					       "xcfmalloc", "zbud", NULL };
+static const char *const choices[NALLOC + 2] = { "zsmalloc", "zsmalloc-off", "malloc",
+						 "jemalloc", "mimalloc", "xvmalloc",
+						 "xcfmalloc", "zbud", "glibc", NULL };
 static const char *const preload[NALLOC] = { NULL, NULL, NULL, "libjemalloc.so.2",
 					     "libmimalloc.so.2", NULL, NULL, NULL };
 
@@ -168,7 +175,7 @@ int cmd_churn_child(int argc, char **argv)
 
 		if (zm_pool_create(&c, &pool))
 			return 1;
-	} else if (strcmp(which, "glibc") && strcmp(which, "jemalloc") &&
+	} else if (strcmp(which, "malloc") && strcmp(which, "jemalloc") &&
 		   strcmp(which, "mimalloc")) {
 		struct zm_pool_config c = { .allocator = which };
 
@@ -484,8 +491,8 @@ int cmd_churn(int argc, char **argv)
 		       "read pages from this file or directory\n(repeatable)",
 		       "/usr/lib, /usr/bin, /usr/share", &ncorpus, CORPUS_SOURCES),
 		O_STR("allocator", 'a', &only, "NAME",
-		      "only this one: zsmalloc, zsmalloc-off, glibc,\njemalloc, mimalloc, xvmalloc, "
-		      "xcfmalloc,\nzbud", "all", .choices = names),
+		      "only this one: zsmalloc, zsmalloc-off,\nmalloc (or glibc), jemalloc, "
+		      "mimalloc,\nxvmalloc, xcfmalloc, zbud", "all", .choices = choices),
 		O_FLAG("foreground", 0, &fg,
 		       "also random malloc/free throughput with\nautomatic compaction on and off, "
 		       "1..N threads"),
@@ -513,6 +520,8 @@ int cmd_churn(int argc, char **argv)
 	rc = opt_parse(&cmd, argc, argv, NULL);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
+	if (only && !strcmp(only, "glibc"))
+		only = "malloc";
 	rc = corpus_load_cmd("churn", corpus, (int)ncorpus, target, &c);
 	if (rc)
 		return rc;

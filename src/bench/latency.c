@@ -580,18 +580,21 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_INT("threads", 't', &o->threads, "N", "threads on the pool", tdef, 1, MAXT),
 		O_INT("rounds", 'r', &o->rounds, "N", "rounds of each side (on, off, hog)", rdef, 1,
 		      MAX_ROUNDS),
-		O_INT("ms", 0, &o->ms, "N", "the timed loop of a round, ms", mdef, 1, 1000000),
+		O_DUR("ms", 0, &o->ms, "DURATION", "the timed loop of a round (bare: ms)", mdef, 1,
+		      1, 1000000),
 		O_SIZE("bytes", 'b', &o->bytes, "SIZE", "objects each thread fills before the free",
 		       "32M", 4096, 0),
 		O_INT("free", 0, &o->free_pct, "PCT", "percent of them freed at random", fdef, 0, 99),
-		O_INT("settle", 0, &o->settle, "MS",
-		      "also report the loop's first MS apart from\nthe rest", sdef, 0, 1000000),
+		O_DUR("settle", 0, &o->settle, "DURATION",
+		      "also report the loop's first DURATION apart\nfrom the rest (bare: ms)", sdef,
+		      1, 0, 1000000),
 		O_STR("on", 0, &on, "WHAT",
 		      "what the \"on\" side switches on: both,\ncompact (compaction only) or trim "
 		      "(the\npages layer's trimming only)", "both", .choices = ons),
-		O_INT("trace", 0, &o->trace, "MS",
-		      "every MS ms of the \"on\" side's loops, its\npages and counts on stderr "
-		      "(the stats\ncalls take every lock: not for timing)", "0", 0, 1000000),
+		O_DUR("trace", 0, &o->trace, "DURATION",
+		      "every DURATION of the \"on\" side's loops,\nits pages and counts on stderr "
+		      "(the\nstats calls take every lock: not for\ntiming; bare: ms)", "0", 1, 0,
+		      1000000),
 		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead of the table"),
 		O_END,
 	};

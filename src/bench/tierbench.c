@@ -1190,7 +1190,8 @@ static int parse_modes(const char *s, bool *on)
 static int parse(int argc, char **argv, struct opts *o)
 {
 	const char *tmp = getenv("TMPDIR"), *modes = NULL, *hot = NULL;
-	uint64_t idle = DEF_IDLE_AFTER, rate = 0, rewrite = DEF_REWRITE, units = 1;
+	int idle = DEF_IDLE_AFTER;
+	uint64_t rate = 0, rewrite = DEF_REWRITE, units = 1;
 	char idle_def[16], seed_def[24], rate_def[48], clean_def[48];
 	int rc;
 	const struct opt table[] = {
@@ -1210,9 +1211,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_STR("codec", 'c', &o->codec, "NAME", "the primary codec", "lz4"),
 		O_STR("recompress", 'R', &o->recompress, "NAME",
 		      "the secondary codec, and zstd-only's", "zstd:3"),
-		O_U64("idle-after", 'i', &idle, "MS",
+		O_DUR("idle-after", 'i', &idle, "DURATION",
 		      "automatic recompression of pages idle this\nlong (0: only the explicit "
-		      "step)", idle_def, 0, 3600000),
+		      "step; bare: ms)", idle_def, 1, 0, 3600000),
 		O_U64("recompress-rate", 'r', &rate, "N", "its bound, pages a second",
 		      rate_def, 1, 1000000),
 		O_STR("hot", 'H', &hot, "A/P", "A% of the accesses go to P% of the pages",
