@@ -3,7 +3,8 @@
 # of "zmem help" (and allocbench --latency), the long options its --help
 # gives are the ones its subsection of COMMAND OPTIONS in docs/zmem.1
 # names, no more and no fewer; each verb ctl --help lists is in the
-# subsection of ctl's verbs.  Reports in TAP (tests/tap.sh).
+# subsection of ctl's verbs (scripts/manopts.py prints that section
+# afresh).  Reports in TAP (tests/tap.sh).
 #
 #   ZMEM    the zmem binary under test (default: the build's, beside us)
 #   MAN     the man page (default: docs/zmem.1 of the tree)
