@@ -58,12 +58,12 @@ fits bench --size 256K --reps 1
 fits bench --size 256K --reps 1 --data zero --data text:0.5 --allocator zsmalloc
 todo bench --unit-pages 1,4 --size 256K --reps 1 --data text:0.5
 todo bench --compare-2011 --size 1M --allocator zsmalloc
-todo pagebench --max-size 256K --threads 1 --quick
+fits pagebench --max-size 256K --threads 1 --quick
 fits worstcase --max-size 4M --sequence tiny
 fits allocbench --allocator zsmalloc --sizes 64 --count 500 --bytes 64K --reps 1 \
     --min-ms 0 --threads 1
 fits allocbench --latency --rounds 1 --ms 20 --bytes 256K
-todo density --corpus "$T/c.pages" --size 256K
+fits density --corpus "$T/c.pages" --size 256K
 fits churn --corpus "$T/c.pages" --size 64K --allocator zsmalloc
 todo cachebench --mode all --size 1M --file-set 1M --cache 256K --budgets 256K \
     --reads 1000 --dir "$T/scratch" --allocators zsmalloc
