@@ -425,12 +425,12 @@ check-memcheck:
 	    --error-exitcode=1 --track-origins=yes -q" test-run
 
 # The randomized tests: the models and stress tests, and the allocators'
-# and the tier's suites, which run a model after their unit tests.  Under
+# suites, which run a model after their unit tests.  Under
 # ZM_SOAK=N (testutil.h) each draws a new seed, runs N times its steps
 # and checks the whole structure after every step in every build.
 SOAK ?= 10
 SOAK_ROUNDS ?= 3
-SOAK_TESTS = $(filter %_model %_stress %/test_xvmalloc %/test_xcfmalloc %/test_zbud %/test_store_tier,$(TESTS))
+SOAK_TESTS = $(filter %_model %_stress %/test_xvmalloc %/test_xcfmalloc %/test_zbud,$(TESTS))
 soak:
 	@rm -f build/soak-results
 	@r=1; while [ $$r -le $(SOAK_ROUNDS) ]; do echo "== soak round $$r of $(SOAK_ROUNDS), ZM_SOAK=$(SOAK)"; \

@@ -100,6 +100,88 @@ static inline int pt_drop(struct zm_pool *p, const struct pt_obj *o, uint8_t *bu
 	return pt_check_obj(p, o, buf, r) || zm_pool_free(p, o->h) ? -1 : 0;
 }
 
+/*
+ * One stress thread's loop over a shared pool: `steps` times, an operation
+ * drawn from 0..99: below put_end and holding fewer than `hold` objects,
+ * allocate one (pt_size(), at most max_size bytes) with a cookie of the
+ * thread and a serial and write it; below check_end, with objects held,
+ * check one (pt_check_obj(), and its zm_pool_obj_size() too if
+ * check_size); below drop_end, check and free one; otherwise `other`
+ * (when set: a test's own operations, e.g. handing objects to other
+ * threads).  `first`, when set, sees each operation before all that and
+ * takes it by returning nonzero (a mass free, say).  Every object left is
+ * checked and freed at the end.  Returns the count of errors (a put that
+ * failed, a pattern broken, a free refused), for pt_run_compacting().
+ */
+struct pt_churn;
+typedef int (*pt_churn_op)(struct pt_churn *c, unsigned op);
+
+struct pt_churn {
+	struct zm_pool *pool;
+	long id, steps;          /* the thread's number; steps to run */
+	uint64_t seed;           /* of the thread's own random stream */
+	size_t hold, max_size;
+	unsigned put_end, check_end, drop_end;
+	bool check_size;
+	pt_churn_op first, other;
+	void *arg;               /* the test's, for first and other */
+	/* the loop's state, for first and other */
+	struct rng r;
+	struct pt_obj *held;
+	size_t n;
+	uint8_t *buf;            /* max_size bytes */
+	long errors;
+};
+
+static inline long pt_churn_run(struct pt_churn *c)
+{
+	uint64_t serial = 0;
+
+	c->held = malloc(c->hold * sizeof(*c->held));
+	c->buf = malloc(c->max_size);
+	assert_true(c->held && c->buf);
+	c->n = 0;
+	c->errors = 0;
+	rng_seed(&c->r, c->seed);
+	for (long s = 0; s < c->steps; s++) {
+		unsigned op = (unsigned)rng_below(&c->r, 100);
+
+		if (c->first && c->first(c, op)) {
+			continue;
+		} else if (op < c->put_end && c->n < c->hold) {
+			struct pt_obj o = { 0, pt_size(&c->r, c->max_size),
+					    ((uint64_t)c->id << 48) | ++serial };
+
+			if (pt_put(c->pool, &o, c->buf))
+				c->errors++;
+			if (o.h)
+				c->held[c->n++] = o;
+		} else if (op < c->check_end && c->n) {
+			struct pt_obj *o = &c->held[rng_below(&c->r, c->n)];
+
+			if (pt_check_obj(c->pool, o, c->buf, &c->r) ||
+			    (c->check_size && zm_pool_obj_size(c->pool, o->h) < o->size))
+				c->errors++;
+		} else if (op < c->drop_end && c->n) {
+			size_t i = rng_below(&c->r, c->n);
+
+			if (pt_drop(c->pool, &c->held[i], c->buf, &c->r))
+				c->errors++;
+			c->held[i] = c->held[--c->n];
+		} else if (c->other) {
+			c->other(c, op);
+		}
+	}
+	while (c->n) {
+		c->n--;
+		if (pt_drop(c->pool, &c->held[c->n], c->buf, &c->r))
+			c->errors++;
+	}
+	free(c->held);
+	free(c->buf);
+	return c->errors;
+}
+
 /* A thread that calls zm_pool_compact() on pool in a loop until stop is
  * set (atomically), counting the calls that failed. */
 struct pt_compactor {

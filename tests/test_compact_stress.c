@@ -18,44 +18,15 @@ static uint64_t g_seed;
 static long g_steps = 150000;
 static struct zm_pool *g_pool;
 
+/* bursts of frees leave holes for the compactor */
 static void *worker(void *arg)
 {
-	long id = (long)arg, errors = 0;
-	struct pt_obj hold[HOLD];
-	uint8_t buf[4096];
-	size_t n = 0;
-	uint64_t serial = 0;
-	struct rng r;
+	struct pt_churn c = { .pool = g_pool, .id = (long)arg, .steps = g_steps,
+			      .seed = g_seed * 13 + (uint64_t)(long)arg, .hold = HOLD,
+			      .max_size = 4096, .put_end = 45, .check_end = 75,
+			      .drop_end = 100 };
 
-	rng_seed(&r, g_seed * 13 + (uint64_t)id);
-	for (long s = 0; s < g_steps; s++) {
-		unsigned op = (unsigned)rng_below(&r, 100);
-
-		/* bursts of frees leave holes for the compactor */
-		if (op < 45 && n < HOLD) {
-			struct pt_obj o = { 0, pt_size(&r, 4096), ((uint64_t)id << 48) | ++serial };
-
-			if (pt_put(g_pool, &o, buf))
-				errors++;
-			if (o.h)
-				hold[n++] = o;
-		} else if (op < 75 && n) {
-			if (pt_check_obj(g_pool, &hold[rng_below(&r, n)], buf, &r))
-				errors++;
-		} else if (n) {
-			size_t i = rng_below(&r, n);
-
-			if (pt_drop(g_pool, &hold[i], buf, &r))
-				errors++;
-			hold[i] = hold[--n];
-		}
-	}
-	while (n) {
-		n--;
-		if (pt_drop(g_pool, &hold[n], buf, &r))
-			errors++;
-	}
-	return (void *)errors;
+	return (void *)pt_churn_run(&c);
 }
 
 static void test_stress(void **state)

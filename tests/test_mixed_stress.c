@@ -26,56 +26,29 @@ static uint64_t g_seed;
 static long g_steps = 100000;
 static struct zm_pool *g_pool;
 
+/* Now and then a mass free: three quarters of what the thread holds,
+ * which the compactor packs. */
+static int mass_free(struct pt_churn *c, unsigned op)
+{
+	if (op != 99 || rng_below(&c->r, 20))
+		return 0;
+	for (size_t k = c->n; k-- > 0;)
+		if (rng_below(&c->r, 4)) {
+			if (pt_drop(c->pool, &c->held[k], c->buf, &c->r))
+				c->errors++;
+			c->held[k] = c->held[--c->n];
+		}
+	return 1;
+}
+
 static void *worker(void *arg)
 {
-	long id = (long)arg, errors = 0;
-	struct pt_obj hold[HOLD];
-	uint8_t buf[4096];
-	size_t n = 0;
-	uint64_t serial = 0;
-	struct rng r;
+	struct pt_churn c = { .pool = g_pool, .id = (long)arg, .steps = g_steps,
+			      .seed = g_seed * 17 + (uint64_t)(long)arg, .hold = HOLD,
+			      .max_size = 4000, .put_end = 45, .check_end = 75,
+			      .drop_end = 100, .check_size = true, .first = mass_free };
 
-	rng_seed(&r, g_seed * 17 + (uint64_t)id);
-	for (long s = 0; s < g_steps; s++) {
-		unsigned op = (unsigned)rng_below(&r, 100);
-
-		if (op == 99 && rng_below(&r, 20) == 0) {
-			/* now and then a mass free: three quarters of what the
-			 * thread holds, which the compactor packs */
-			for (size_t k = n; k-- > 0;)
-				if (rng_below(&r, 4)) {
-					if (pt_drop(g_pool, &hold[k], buf, &r))
-						errors++;
-					hold[k] = hold[--n];
-				}
-		} else if (op < 45 && n < HOLD) {
-			struct pt_obj o = { 0, pt_size(&r, 4000), ((uint64_t)id << 48) | ++serial };
-
-			int rc = pt_put(g_pool, &o, buf);
-
-			if (rc)
-				errors++;
-			if (o.h)
-				hold[n++] = o;
-		} else if (op < 75 && n) {
-			struct pt_obj *o = &hold[rng_below(&r, n)];
-
-			if (pt_check_obj(g_pool, o, buf, &r) || zm_pool_obj_size(g_pool, o->h) < o->size)
-				errors++;
-		} else if (n) {
-			size_t i = rng_below(&r, n);
-
-			if (pt_drop(g_pool, &hold[i], buf, &r))
-				errors++;
-			hold[i] = hold[--n];
-		}
-	}
-	while (n) {
-		n--;
-		if (pt_drop(g_pool, &hold[n], buf, &r))
-			errors++;
-	}
-	return (void *)errors;
+	return (void *)pt_churn_run(&c);
 }
 
 /* state: NULL, explicit compaction only; 1, the same with the copy span

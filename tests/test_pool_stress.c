@@ -24,71 +24,46 @@ static pthread_mutex_t xlock = PTHREAD_MUTEX_INITIALIZER;
 static struct pt_obj xq[512];
 static size_t xn;
 
-static void *worker(void *arg)
+/* Ops 90..94 hand an object to the exchange queue, the rest take one
+ * from it (checked, then kept). */
+static int exchange(struct pt_churn *c, unsigned op)
 {
-	long id = (long)arg, errors = 0;
-	struct pt_obj hold[HOLD];
-	uint8_t *buf = malloc(g_page);
-	size_t n = 0;
-	uint64_t serial = 0;
-	struct rng r;
+	if (op < 95 && c->n) {
+		size_t i = rng_below(&c->r, c->n);
 
-	rng_seed(&r, g_seed * 31 + (uint64_t)id);
-	for (long s = 0; s < g_steps; s++) {
-		unsigned op = (unsigned)rng_below(&r, 100);
+		pthread_mutex_lock(&xlock);
+		if (xn < 512) {
+			xq[xn++] = c->held[i];
+			c->held[i] = c->held[--c->n];
+		}
+		pthread_mutex_unlock(&xlock);
+	} else {
+		struct pt_obj o;
+		int got = 0;
 
-		if (op < 40 && n < HOLD) {
-			struct pt_obj o = { 0, pt_size(&r, g_page),
-					  ((uint64_t)id << 48) | ++serial };
-
-			if (pt_put(g_pool, &o, buf))
-				errors++;
-			if (o.h)
-				hold[n++] = o;
-		} else if (op < 70 && n) {
-			size_t i = rng_below(&r, n);
-
-			if (pt_check_obj(g_pool, &hold[i], buf, &r))
-				errors++;
-		} else if (op < 90 && n) {
-			size_t i = rng_below(&r, n);
-
-			if (pt_drop(g_pool, &hold[i], buf, &r))
-				errors++;
-			hold[i] = hold[--n];
-		} else if (op < 95 && n) {
-			size_t i = rng_below(&r, n);
-
-			pthread_mutex_lock(&xlock);
-			if (xn < 512) {
-				xq[xn++] = hold[i];
-				hold[i] = hold[--n];
-			}
-			pthread_mutex_unlock(&xlock);
-		} else {
-			struct pt_obj o;
-			int got = 0;
-
-			pthread_mutex_lock(&xlock);
-			if (xn && n < HOLD) {
-				o = xq[--xn];
-				got = 1;
-			}
-			pthread_mutex_unlock(&xlock);
-			if (got) {
-				if (pt_check_obj(g_pool, &o, buf, &r))
-					errors++;
-				hold[n++] = o;
-			}
+		pthread_mutex_lock(&xlock);
+		if (xn && c->n < c->hold) {
+			o = xq[--xn];
+			got = 1;
+		}
+		pthread_mutex_unlock(&xlock);
+		if (got) {
+			if (pt_check_obj(c->pool, &o, c->buf, &c->r))
+				c->errors++;
+			c->held[c->n++] = o;
 		}
 	}
-	while (n) {
-		n--;
-		if (pt_drop(g_pool, &hold[n], buf, &r))
-			errors++;
-	}
-	free(buf);
-	return (void *)errors;
+	return 1;
+}
+
+static void *worker(void *arg)
+{
+	struct pt_churn c = { .pool = g_pool, .id = (long)arg, .steps = g_steps,
+			      .seed = g_seed * 31 + (uint64_t)(long)arg, .hold = HOLD,
+			      .max_size = g_page, .put_end = 40, .check_end = 70,
+			      .drop_end = 90, .other = exchange };
+
+	return (void *)pt_churn_run(&c);
 }
 
 static void test_stress(void **state)

@@ -160,7 +160,7 @@ struct zm_store_config {
 	/* The packed backing file's automatic cleaner (docs/tiering.md):
 	 * once its blocks in use pass 1.2x the live bytes on it, pages are
 	 * moved out of its sparsest blocks, at most this many bytes a
-	 * second, until it is at 1.1x; 0 = off (zm_store_compact_file
+	 * second, until it is at 1.15x; 0 = off (zm_store_compact_file
 	 * only).  ZM_STORE_CLEAN_RATE is a good value.  Nothing without a
 	 * backing file, or with pages larger than 4 KiB (not packed). */
 	uint64_t file_clean_rate;
@@ -479,7 +479,7 @@ ZM_API int zm_store_writeback_page(struct zm_store *store, uint64_t index);
 /* Clean the packed backing file (4 KiB pages): the pages in its blocks
  * held mostly by dead space are moved, sparsest blocks first, to the
  * block being filled, and the blocks they leave are punched, until the
- * blocks in use (file_alloc_bytes) are at most 1.1x the live bytes on
+ * blocks in use (file_alloc_bytes) are about 1.15x the live bytes on
  * it (file_live_bytes); a churn leaves it at 1.4-1.5x.  At most
  * max_bytes of pages are moved (0: no bound), so that a caller bounds
  * the rate; the next call goes on from there.  Units written back are

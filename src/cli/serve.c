@@ -155,7 +155,8 @@ int cmd_serve(int argc, char **argv)
 	struct serve_config cfg = { 0 };
 	const char *idle_after = NULL, *sock_mode = NULL;
 	char defsock[4096], tmp[4000] = "", why[128];
-	size_t size = 0, page = 0, wb_limit = 0;
+	size_t size = 0, page = 0, wb_limit = 0, clean_rate = ZM_STORE_CLEAN_RATE;
+	char clean_def[32];
 	int threads = cli_ncpus(), timeout = SERVE_TIMEOUT_S, port = 0, units = 0, units_set = 0;
 	int read_only = 0, fg = 0, print_uri = 0, ewp = 0, verbose = 0, readback = 0;
 	int rc;
@@ -227,6 +228,10 @@ int cmd_serve(int argc, char **argv)
 		      "automatic tiering: pages not read or\nwritten this long are recompressed "
 		      "and\nthe first written back at the memory\nlimit; 500ms, 30s, 10m, 1h (a "
 		      "bare\nnumber is seconds; 1ms up to 49 days)", "only zmem ctl idle"),
+		O_SIZE("clean-rate", 0, &clean_rate, "RATE",
+		       "the backing file's automatic cleaner:\nbytes a second it may move "
+		       "out of\nsparse blocks once they pass 1.2x the\nlive bytes; 0 = "
+		       "off (zmem ctl\ncompact-file only)", clean_def, 0, 0),
 		O_FLAG("readback", 0, &readback,
 		       "a read of a page on the file brings it\nback into memory while the "
 		       "memory limit\nallows"),
@@ -245,9 +250,12 @@ int cmd_serve(int argc, char **argv)
 		"Clients: nbd+unix:///?socket=PATH (libnbd, qemu), nbd://127.0.0.1:PORT\n",
 	};
 
+	snprintf(clean_def, sizeof(clean_def), "%lluM",
+		 (unsigned long long)(ZM_STORE_CLEAN_RATE >> 20));
 	rc = opt_parse(&cmd, argc, argv, NULL);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
+	cfg.clean_rate = clean_rate;
 	if (!size)
 		return cli_usage("serve", "--size is required (zmem serve --help)");
 	if (page && (page & (page - 1)))

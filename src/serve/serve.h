@@ -264,6 +264,8 @@ struct serve_config {
 	unsigned idle_after_ms;   /* automatic tiering after this idle time;
 				     0 = only when asked (zmem ctl) */
 	bool readback;            /* a read of a page on file brings it back */
+	uint64_t clean_rate;      /* the packed file's automatic cleaner,
+				     bytes a second (file_clean_rate); 0 = off */
 };
 
 /* Counters shown by zmem stats; atomics. */

@@ -81,6 +81,7 @@ int server_init(struct serve_server *s, const struct serve_config *cfg)
 	sc.recompress_codec = cfg->recompress;
 	sc.idle_after_ms = cfg->idle_after_ms;
 	sc.backing_readback = cfg->readback;
+	sc.file_clean_rate = cfg->clean_rate;
 	rc = zm_store_create(&sc, &s->store);
 	if (rc)
 		return rc;

@@ -116,6 +116,7 @@ int zmi_backing_cache_fail;
 int zmi_backing_direct_fail;
 uint64_t zmi_backing_pwrites;
 uint64_t zmi_backing_head_reads;
+uint64_t zmi_backing_preads;
 
 /* The file system's block, the packed layout's unit. */
 #define BLOCK 4096u
@@ -123,6 +124,8 @@ uint64_t zmi_backing_head_reads;
  * (the page cache holds no more of it), and spreads the cost of a drop
  * (two system calls and a wait for the disk) over as many pages. */
 #define DROP_BATCH (4ull << 20)
+/* A block of its own is looked for among this many freed last. */
+#define FREE_LOOK 8
 #ifndef TMPFS_MAGIC
 #define TMPFS_MAGIC 0x01021994
 #endif
@@ -302,8 +305,20 @@ int zmi_backing_alloc(struct zm_store *s, uint64_t index, size_t len, uint64_t *
 		sp->cur_used = sp->cur_used + len - BLOCK;
 		sp->refs[sp->cur]++;
 	} else {
-		/* a block of its own to start: a freed one, else the next */
+		/* a block of its own to start: a freed one, else the next;
+		 * of the last FREE_LOOK freed, one whose next block is free
+		 * too if there is one, so that the pages after it run on
+		 * into that one rather than each leave its block's end */
 		b = UINT64_MAX;
+		for (uint64_t k = 1; k <= FREE_LOOK && k <= sp->nfree; k++) {
+			uint64_t c = sp->free[sp->nfree - k];
+
+			if (block_free(sp, c) && block_free(sp, c + 1)) {
+				sp->free[sp->nfree - k] = sp->free[sp->nfree - 1];
+				sp->free[sp->nfree - 1] = c;
+				break;
+			}
+		}
 		while (sp->nfree && b == UINT64_MAX) {
 			b = sp->free[--sp->nfree];
 			if (!block_free(sp, b))
@@ -821,6 +836,38 @@ int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf
 		(void)posix_fadvise(s->bfd, (off_t)(off / BLOCK * BLOCK),
 				    (off_t)((off + len + BLOCK - 1) / BLOCK * BLOCK - off / BLOCK * BLOCK),
 				    POSIX_FADV_DONTNEED);
+	return 0;
+}
+
+int zmi_backing_read_span(struct zm_store *s, const uint64_t *index, unsigned n, uint64_t off,
+			  void *buf, size_t len)
+{
+	size_t done = 0;
+	/* the O_DIRECT fd where writes go round the page cache: reads too */
+	int fd = s->bcache == ZM_STORE_CACHE_DIRECT ? s->space->dfd : s->bfd;
+
+	for (unsigned k = 0; k < n; k++) {
+		int rc = fault('r', index[k]);
+
+		if (rc)
+			return rc;
+	}
+	if (s->nbd)
+		return zmi_nbd_read(s, off, buf, len);
+	/* whole blocks, at a block-aligned buffer: what O_DIRECT takes */
+	ZM_ASSERT(off % BLOCK == 0 && len % BLOCK == 0 && (uintptr_t)buf % BLOCK == 0);
+	while (done < len) {
+		ssize_t n2 = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
+
+		__atomic_fetch_add(&zmi_backing_preads, 1, __ATOMIC_RELAXED);
+		if (n2 < 0 && errno == EINTR)
+			continue;
+		if (n2 <= 0)
+			return -EIO;
+		done += (size_t)n2;
+	}
+	if (s->bcache == ZM_STORE_CACHE_DROP)
+		(void)posix_fadvise(s->bfd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
 	return 0;
 }
 

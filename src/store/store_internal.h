@@ -675,6 +675,11 @@ void zmi_backing_free(struct zm_store *s, uint64_t index, uint64_t off, size_t l
 int zmi_backing_write(struct zm_store *s, uint64_t index, uint64_t off, const void *buf,
 		      size_t len);
 int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf, size_t len);
+/* For the cleaner: the whole blocks [off, off + len) (block-aligned, buf
+ * too) in one read, holding the records of pages index[0..n) (the seam's
+ * say for each first, 'r').  0, -EIO, or the seam's errno. */
+int zmi_backing_read_span(struct zm_store *s, const uint64_t *index, unsigned n, uint64_t off,
+			  void *buf, size_t len);
 /* A writeback's batch, in bytes (wb_buf's size, at least a page): the
  * pages it copies out of the pool before writing them, each run of them
  * lying end to end in the file with one write. */
@@ -712,6 +717,8 @@ extern int zmi_backing_cache_fail;
 extern int zmi_backing_direct_fail;
 /* For tests: the write system calls made to backing files (atomic). */
 extern uint64_t zmi_backing_pwrites;
+/* For tests: the read system calls zmi_backing_read_span made (atomic). */
+extern uint64_t zmi_backing_preads;
 /* Open the NBD export at uri (a libnbd URI) as the backing store, laid
  * out as the file is.  0, or -EOPNOTSUPP (built without libnbd), -EIO
  * (no connection), -ENOSPC (the export too small), -ENOMEM. */

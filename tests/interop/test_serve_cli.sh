@@ -199,6 +199,8 @@ check "--idle-after with nothing to do refused" refused "--idle-after needs --re
     --size 1G --idle-after 10m
 check "--writeback-limit junk refused" refused "invalid --writeback-limit 'junk'" \
     --size 1G --backing "$T/z.img" --writeback-limit junk
+check "--clean-rate junk refused" refused "invalid --clean-rate 'junk'" \
+    --size 1G --backing "$T/z.img" --clean-rate junk
 check "--writeback-limit below a page refused" refused "less than a page" \
     --size 1G --backing "$T/z.img" --writeback-limit 100
 check "--writeback-limit without --backing refused" refused "needs --backing" \
