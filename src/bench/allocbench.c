@@ -458,9 +458,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		      "the CPUs, at least 2", 1, MAXT),
 		O_INT("reps", 'r', &o->reps, "N", "timed runs after a warm-up; the median is shown",
 		      rdef, 1, MAX_RUNS),
-		O_INT("min-ms", 0, &min_ms, "N",
-		      "a timed run repeats the sequence to last N ms\nat least (0: one pass)", mdef,
-		      0, 600000),
+		O_DUR("min-ms", 0, &min_ms, "DURATION",
+		      "a timed run repeats the sequence to last this\nlong at least (0: one pass; "
+		      "bare: ms)", mdef, 1, 0, 600000),
 		O_STR("apart", 0, &apart, "pools|all",
 		      "each thread its own pool, over one pages\ninstance (pools) or over one each "
 		      "(all):\nwhat sharing costs", NULL, .choices = aparts),
@@ -563,7 +563,7 @@ int cmd_allocbench(int argc, char **argv)
 		json_array(&j, "results");
 	} else {
 		printf("zmem allocbench: ns per operation (alloc or free) per thread, median "
-		       "of %d runs;\nMops/s is the total throughput, scaling against 1 thread; "
+		       "of %d runs;\nMops/s is the total throughput, scaling against 1 thread;\n"
 		       "failed = allocations refused%s\n\n%-10s %-9s %6s %7s %10s %10s %8s %8s\n",
 		       o.reps, o.apart == APART_POOLS ? ";\neach thread its own pool, over one "
 		       "pages instance" : o.apart == APART_ALL ? ";\neach thread its own pool "
@@ -612,7 +612,7 @@ int cmd_allocbench(int argc, char **argv)
 			status = CLI_FAIL;
 		} else if (o.json) {
 			json_str(&j, "plot", o.plot);
-			cli_note("plot: %s", o.plot);
+			cli_notice("plot: %s", o.plot);
 		} else {
 			printf("\nplot: %s\n", o.plot);
 		}

@@ -74,14 +74,12 @@ static struct churn_summary churn[8];
 static int nchurn;
 
 /* The churn row for a store row's allocator: the pool's own for zsmalloc
- * (automatic compaction on, the default) and the other pool backends,
- * glibc's for malloc. */
+ * (automatic compaction on, the default) and the other pool backends, the
+ * C library's for malloc (both named malloc). */
 static const struct churn_summary *churn_for(const char *allocator)
 {
-	const char *want = !strcmp(allocator, "malloc") ? "glibc" : allocator;
-
 	for (int i = 0; i < nchurn; i++)
-		if (!strcmp(churn[i].name, want))
+		if (!strcmp(churn[i].name, allocator))
 			return &churn[i];
 	return NULL;
 }
@@ -497,13 +495,14 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 	int dw = name_width(rows, n, 1, 4), aw = name_width(rows, n, 0, 9);
 	char human[32];
 
-	printf("zmem bench: codec %s, %zu-byte pages, %s per data set, %d thread%s, "
-	       "median of %d run%s;\nsame-filled pages %s\n\n", o->codec, o->page_size,
+	printf("zmem bench: codec %s, %zu-byte pages, %s per data set,\n%d thread%s, "
+	       "median of %d run%s; same-filled pages %s\n\n", o->codec, o->page_size,
 	       zmi_human_bytes(o->size, human, sizeof(human)), o->threads, o->threads > 1 ? "s" : "",
 	       o->reps, o->reps > 1 ? "s" : "", o->no_same ? "stored like any other (--no-same)" : "kept in their slots");
-	printf("%-*s %-*s %7s %7s %6s", dw, "data", aw, "allocator", "pages", "same", "huge");
+	/* 80 columns for names of 9 characters; --wide: about 150 */
+	printf("%-*s %-*s %7s", dw, "data", aw, "allocator", "pages");
 	if (o->wide)
-		printf(" %10s %8s", "pool pages", "meta KiB");
+		printf(" %7s %6s %10s %8s", "same", "huge", "pool pages", "meta KiB");
 	printf(" %9s %8s", "effective", "overhead");
 	if (o->wide)
 		printf(" %8s", "pool ovh");
@@ -514,11 +513,12 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 	for (size_t i = 0; i < n; i++) {
 		const struct bench_row *r = &rows[i];
 
-		printf("%-*s %-*s %7llu %7llu %6llu", dw, r->data, aw, r->allocator,
-		       (unsigned long long)r->pages, (unsigned long long)r->same_pages,
-		       (unsigned long long)r->huge_pages);
+		printf("%-*s %-*s %7llu", dw, r->data, aw, r->allocator,
+		       (unsigned long long)r->pages);
 		if (o->wide) {
-			printf(" %10llu", (unsigned long long)r->pool_pages);
+			printf(" %7llu %6llu %10llu", (unsigned long long)r->same_pages,
+			       (unsigned long long)r->huge_pages,
+			       (unsigned long long)r->pool_pages);
 			if (r->kernel)
 				printf(" %8s", "?");
 			else
@@ -544,8 +544,8 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 		printf("pool ovh = pool / compressed (zram: mem_used_total / compr_data_size);\n"
 		       "codec put/get = the bare codec loop over the same pages in the same runs.\n");
 	else
-		printf("--wide adds pool pages, metadata, pool overhead, the bare codec's speeds\n"
-		       "and zram's mm_stat of every store.\n");
+		printf("--wide adds same-filled and huge pages, pool pages, metadata, pool\n"
+		       "overhead, the bare codec's speeds and zram's mm_stat of every store.\n");
 	if (kernel_why && *kernel_why)
 		printf("kernel zram: skipped: %s\n", kernel_why);
 
@@ -571,13 +571,14 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 
 	printf("\nThe store against the bare codec on the same pages (time per page, "
 	       "+ = slower;\nmedian over the runs of each run's ratio):\n");
+	printf("  %-*s %-*s %7s %7s %7s %7s %7s\n", dw, "data", aw, "allocator", "put", "get",
+	       "fill", "fresh", "store");
 	for (size_t i = 0; i < n; i++) {
 		const struct bench_row *r = &rows[i];
 
 		if (r->kernel)
 			continue;
-		printf("  %-*s %-*s put %+5.1f%%  get %+5.1f%%  fill %+5.1f%% (fresh %+5.1f%%, "
-		       "store %+5.1f%%)%s\n",
+		printf("  %-*s %-*s %+6.1f%% %+6.1f%% %+6.1f%% %+6.1f%% %+6.1f%%%s\n",
 		       dw, r->data, aw, r->allocator, 100 * r->put_cost, 100 * r->get_cost,
 		       100 * r->fill_cost, 100 * r->fresh_cost, 100 * r->fill_vs_fresh,
 		       r->same_pages ? " *" : "");
@@ -593,17 +594,19 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 		printf("\nThreads: %d against 1, on the same pages in the same runs "
 		       "(MB/s, 1 thread -> %d;\nscaling: median over the runs of each run's "
 		       "ratio):\n", o->threads, o->threads);
+		printf("  %-*s %-*s %6s %6s %5s %6s %6s %5s %5s%s\n", dw, "data", aw, "allocator",
+		       "put 1", "put N", "x", "get 1", "get N", "x", "fill",
+		       o->wide ? "  codec put, get" : "");
 		for (size_t i = 0; i < n; i++) {
 			const struct bench_row *r = &rows[i];
 
 			if (r->kernel)
 				continue;
-			printf("  %-*s %-*s put %6.0f -> %6.0f %.2fx  get %6.0f -> %6.0f %.2fx  "
-			       "fill %.2fx", dw, r->data, aw, r->allocator, r->put1_MBps,
-			       r->put_MBps, r->put_scale, r->get1_MBps, r->get_MBps, r->get_scale,
-			       r->fill_scale);
+			printf("  %-*s %-*s %6.0f %6.0f %4.2fx %6.0f %6.0f %4.2fx %4.2fx", dw, r->data,
+			       aw, r->allocator, r->put1_MBps, r->put_MBps, r->put_scale,
+			       r->get1_MBps, r->get_MBps, r->get_scale, r->fill_scale);
 			if (o->wide)
-				printf("  codec put %.2fx get %.2fx", r->codec_put_scale,
+				printf("  %.2fx, %.2fx", r->codec_put_scale,
 				       r->codec_get_scale);
 			putchar('\n');
 		}
@@ -1075,7 +1078,7 @@ int cmd_bench(int argc, char **argv)
 		else if (!o.json)
 			printf("\nplot: %s\n", o.plot);
 		else
-			cli_note("plot written to %s", o.plot);
+			cli_notice("plot written to %s", o.plot);
 	}
 	status = 0;
 	for (size_t i = 0; i < nrows; i++)

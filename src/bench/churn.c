@@ -10,8 +10,9 @@
  *
  *   zsmalloc        zmem's pool, automatic compaction on (the default)
  *   zsmalloc-off    the same, automatic compaction off
- *   glibc, jemalloc, mimalloc
- *                   malloc() of the same blobs, the last two through
+ *   malloc, jemalloc, mimalloc
+ *                   malloc() of the same blobs (malloc: the C library's,
+ *                   glibc; --allocator glibc too), the last two through
  *                   LD_PRELOAD (Debian's libjemalloc2, libmimalloc2.0)
  *   xvmalloc, xcfmalloc, zbud
  *                   zmem's other pool backends (none of them compacts)
@@ -49,9 +50,15 @@
 /* zsmalloc with its compactor, and the same pool without: the work's
  * bound is measured in the second (cmd_churn) */
 enum { ZS_ON = 0, ZS_OFF = 1 };
-static const char *const names[NALLOC + 1] = { "zsmalloc", "zsmalloc-off", "glibc",
+/* "malloc": the C library's (glibc), the one the pool backend "malloc"
+ * calls, so that the name means one allocator in every command; "glibc"
+ * is taken for it too */
+static const char *const names[NALLOC + 1] = { "zsmalloc", "zsmalloc-off", "malloc",
 					       "jemalloc", "mimalloc", "xvmalloc",
 					       "xcfmalloc", "zbud", NULL };
+static const char *const choices[NALLOC + 2] = { "zsmalloc", "zsmalloc-off", "malloc",
+						 "jemalloc", "mimalloc", "xvmalloc",
+						 "xcfmalloc", "zbud", "glibc", NULL };
 static const char *const preload[NALLOC] = { NULL, NULL, NULL, "libjemalloc.so.2",
 					     "libmimalloc.so.2", NULL, NULL, NULL };
 
@@ -168,7 +175,7 @@ int cmd_churn_child(int argc, char **argv)
 
 		if (zm_pool_create(&c, &pool))
 			return 1;
-	} else if (strcmp(which, "glibc") && strcmp(which, "jemalloc") &&
+	} else if (strcmp(which, "malloc") && strcmp(which, "jemalloc") &&
 		   strcmp(which, "mimalloc")) {
 		struct zm_pool_config c = { .allocator = which };
 
@@ -468,7 +475,7 @@ int cmd_churn(int argc, char **argv)
 {
 	const char *corpus[CORPUS_SOURCES], *only = NULL;
 	size_t ncorpus = 0;
-	int json = 0, fg = 0, nt = cli_ncpus(), rc, status = CLI_OK;
+	int json = 0, fg = 0, wide = 0, nt = cli_ncpus(), rc, status = CLI_OK;
 	double fraction = 0.75;
 	size_t target = 60u << 20;
 	struct corpus c = { 0 };
@@ -484,11 +491,14 @@ int cmd_churn(int argc, char **argv)
 		       "read pages from this file or directory\n(repeatable)",
 		       "/usr/lib, /usr/bin, /usr/share", &ncorpus, CORPUS_SOURCES),
 		O_STR("allocator", 'a', &only, "NAME",
-		      "only this one: zsmalloc, zsmalloc-off, glibc,\njemalloc, mimalloc, xvmalloc, "
-		      "xcfmalloc,\nzbud", "all", .choices = names),
+		      "only this one: zsmalloc, zsmalloc-off,\nmalloc (or glibc), jemalloc, "
+		      "mimalloc,\nxvmalloc, xcfmalloc, zbud", "all", .choices = choices),
 		O_FLAG("foreground", 0, &fg,
 		       "also random malloc/free throughput with\nautomatic compaction on and off, "
 		       "1..N threads"),
+		O_FLAG("wide", 0, &wide,
+		       "every column: the resident memory's overhead\nafter 100 ms "
+		       "and the pool's after 100 ms too\n(more than 80 columns)"),
 		O_FLAG("json", 'j', &json,
 		       "one JSON document on stdout instead (with\nevery file read)"),
 		O_END,
@@ -510,6 +520,8 @@ int cmd_churn(int argc, char **argv)
 	rc = opt_parse(&cmd, argc, argv, NULL);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
+	if (only && !strcmp(only, "glibc"))
+		only = "malloc";
 	rc = corpus_load_cmd("churn", corpus, (int)ncorpus, target, &c);
 	if (rc)
 		return rc;
@@ -568,15 +580,20 @@ int cmd_churn(int argc, char **argv)
 		}
 		json_array_end(&j);
 	} else {
-		printf("zmem churn: %zu objects, %.1f MiB of lz4-compressed pages; a random %.0f%% "
-		       "freed, then nothing.\noverhead = memory / live object bytes: "
-		       "by resident memory (RSS), and for zmem's pools by pool stats\n",
+		printf("zmem churn: %zu objects, %.1f MiB of lz4-compressed pages; a random "
+		       "%.0f%% freed,\nthen nothing.  overhead = memory / live object bytes: "
+		       "by resident memory\n(RSS), and for zmem's pools by pool stats\n",
 		       c.n, c.bytes / 1048576.0, fraction * 100);
 		corpus_print(&c, stdout, "");
 		printf("\n");
-		printf("%-13s %8s | %8s %8s %8s | %8s %8s %8s | %9s %8s\n", "allocator",
-		       "full", "freed", "100 ms", "1 s", "pool:fr", "100 ms", "1 s",
-		       "moved", "pages");
+		/* 76 columns; --wide adds both 100 ms columns (98) */
+		printf("%-13s %7s | %7s", "allocator", "full", "freed");
+		if (wide)
+			printf(" %7s", "100 ms");
+		printf(" %7s | %7s", "1 s", "pool:fr");
+		if (wide)
+			printf(" %7s", "100 ms");
+		printf(" %7s | %9s %8s\n", "1 s", "moved", "pages");
 		for (int k = 0; k < NALLOC; k++) {
 			struct churn_row *r = &rows[k];
 
@@ -585,22 +602,30 @@ int cmd_churn(int argc, char **argv)
 					printf("%-13s (not available)\n", r->name);
 				continue;
 			}
-			printf("%-13s %8.3f | %8.3f %8.3f %8.3f | ", r->name, r->rss_full,
-			       r->rss_free, r->rss_100, r->rss_1s);
-			if (r->pool_free)
-				printf("%8.3f %8.3f %8.3f | %9.0f %8.0f\n", r->pool_free,
-				       r->pool_100, r->pool_1s, r->moved, r->pages);
-			else
-				printf("%8s %8s %8s | %9s %8s\n", "-", "-", "-", "-", "-");
+			printf("%-13s %7.3f | %7.3f", r->name, r->rss_full, r->rss_free);
+			if (wide)
+				printf(" %7.3f", r->rss_100);
+			printf(" %7.3f | ", r->rss_1s);
+			if (r->pool_free) {
+				printf("%7.3f", r->pool_free);
+				if (wide)
+					printf(" %7.3f", r->pool_100);
+				printf(" %7.3f | %9.0f %8.0f\n", r->pool_1s, r->moved, r->pages);
+			} else {
+				printf("%7s", "-");
+				if (wide)
+					printf(" %7s", "-");
+				printf(" %7s | %9s %8s\n", "-", "-", "-");
+			}
 		}
 		if (rows[ZS_ON].ok && rows[ZS_ON].pages) {
-			printf("\nzsmalloc: %.0f objects moved for %.0f pages freed (%.2f per page), "
-			       "%.1f ms compacting\n", rows[ZS_ON].moved, rows[ZS_ON].pages,
+			printf("\nzsmalloc: %.0f objects moved for %.0f pages freed "
+			       "(%.2f per page),\n%.1f ms compacting\n", rows[ZS_ON].moved, rows[ZS_ON].pages,
 			       rows[ZS_ON].moved / rows[ZS_ON].pages, rows[ZS_ON].compact_ms);
 			if (rows[ZS_OFF].ok && rows[ZS_OFF].bound >= 0)
-				printf("lower bound: %.0f objects (%.2f per page): those starting on "
-				       "the %.0f pages where the fewest start,\nin the same pool "
-				       "right after the frees (zsmalloc-off); moved / bound = %.2f\n",
+				printf("lower bound: %.0f objects (%.2f per page): those starting "
+				       "on the %.0f pages\nwhere the fewest start, in the same pool "
+				       "right after the frees (zsmalloc-off);\nmoved / bound = %.2f\n",
 				       rows[ZS_OFF].bound, rows[ZS_OFF].bound / rows[ZS_ON].pages, rows[ZS_ON].pages,
 				       rows[ZS_OFF].bound > 0 ? rows[ZS_ON].moved / rows[ZS_OFF].bound : 0);
 		}

@@ -198,9 +198,13 @@ int cmd_density(int argc, char **argv)
 		       c.n, zmi_human_bytes(c.bytes, h, sizeof(h)), (double)c.bytes / (double)c.n,
 		       c.same, c.raw);
 		corpus_print(&c, stdout, "");
-		printf("\n%-9s %7s %6s %6s %9s %9s %9s %9s %9s %9s\n", "allocator", "spacing",
-		       "maxpg", "borrow", "pool MiB", "meta KiB", "pool/obj", "rounding",
-		       "meta/obj", "overhead");
+		/* 70 columns; the pool's knobs only with --sweep, which
+		 * varies them (92) */
+		printf("\n%-9s", "allocator");
+		if (sweep)
+			printf(" %7s %6s %6s", "spacing", "maxpg", "borrow");
+		printf(" %9s %9s %9s %9s %9s %9s\n", "pool MiB", "meta KiB", "pool/obj",
+		       "rounding", "meta/obj", "overhead");
 	}
 	for (const char *const *b = zm_pool_backends(); *b; b++) {
 		struct zm_pool_config cfg = { .allocator = *b };
@@ -215,8 +219,10 @@ int cmd_density(int argc, char **argv)
 			json_row(&j, *b, &r);
 			json_object_end(&j);
 		} else {
-			printf("%-9s %7s %6s %6s %9.2f %9.1f %9.4f %9.4f %9.4f %9.4f\n", *b,
-			       "dflt", "dflt", "dflt", r.pool_bytes / 1048576.0,
+			printf("%-9s", *b);
+			if (sweep)
+				printf(" %7s %6s %6s", "dflt", "dflt", "dflt");
+			printf(" %9.2f %9.1f %9.4f %9.4f %9.4f %9.4f\n", r.pool_bytes / 1048576.0,
 			       r.meta_bytes / 1024.0, r.pool, r.round, r.meta, r.overhead);
 		}
 	}

@@ -228,7 +228,7 @@ static int zram_up(struct kswap *k, const char *codec, size_t bytes, char *why, 
 	kernel_codec(codec, algo, sizeof(algo));
 	snprintf(path, sizeof(path), "%s/comp_algorithm", k->sys);
 	if (bench_file_write(path, algo))
-		cli_note("kernel zram: no %s, its default codec", algo);
+		cli_notice("kernel zram: no %s, its default codec", algo);
 	snprintf(path, sizeof(path), "%s/disksize", k->sys);
 	snprintf(buf, sizeof(buf), "%zu", bytes);
 	if (bench_file_write(path, buf)) {
@@ -276,7 +276,7 @@ static int zswap_up(struct kswap *k, const char *codec, const char *dir, size_t 
 	}
 	kernel_codec(codec, algo, sizeof(algo));
 	if (bench_file_write("/sys/module/zswap/parameters/compressor", algo))
-		cli_note("kernel zswap: no %s, compressor %s", algo, k->zs_comp);
+		cli_notice("kernel zswap: no %s, compressor %s", algo, k->zs_comp);
 	if (bench_file_write("/sys/module/zswap/parameters/enabled", "Y")) {
 		snprintf(why, wl, "cannot enable zswap");
 		return -1;

@@ -580,18 +580,21 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_INT("threads", 't', &o->threads, "N", "threads on the pool", tdef, 1, MAXT),
 		O_INT("rounds", 'r', &o->rounds, "N", "rounds of each side (on, off, hog)", rdef, 1,
 		      MAX_ROUNDS),
-		O_INT("ms", 0, &o->ms, "N", "the timed loop of a round, ms", mdef, 1, 1000000),
+		O_DUR("ms", 0, &o->ms, "DURATION", "the timed loop of a round (bare: ms)", mdef, 1,
+		      1, 1000000),
 		O_SIZE("bytes", 'b', &o->bytes, "SIZE", "objects each thread fills before the free",
 		       "32M", 4096, 0),
 		O_INT("free", 0, &o->free_pct, "PCT", "percent of them freed at random", fdef, 0, 99),
-		O_INT("settle", 0, &o->settle, "MS",
-		      "also report the loop's first MS apart from\nthe rest", sdef, 0, 1000000),
+		O_DUR("settle", 0, &o->settle, "DURATION",
+		      "also report the loop's first DURATION apart\nfrom the rest (bare: ms)", sdef,
+		      1, 0, 1000000),
 		O_STR("on", 0, &on, "WHAT",
 		      "what the \"on\" side switches on: both,\ncompact (compaction only) or trim "
 		      "(the\npages layer's trimming only)", "both", .choices = ons),
-		O_INT("trace", 0, &o->trace, "MS",
-		      "every MS ms of the \"on\" side's loops, its\npages and counts on stderr "
-		      "(the stats\ncalls take every lock: not for timing)", "0", 0, 1000000),
+		O_DUR("trace", 0, &o->trace, "DURATION",
+		      "every DURATION of the \"on\" side's loops,\nits pages and counts on stderr "
+		      "(the\nstats calls take every lock: not for\ntiming; bare: ms)", "0", 1, 0,
+		      1000000),
 		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead of the table"),
 		O_END,
 	};
@@ -740,10 +743,11 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 		json_end(&j);
 		return;
 	}
-	printf("zmem allocbench --latency: zsmalloc, %d threads on one pool, each filling %.0f MiB "
-	       "of mixed\nsizes and freeing %d%% at random, then free + alloc + map+unmap for %d ms; "
-	       "%d round%s\neach with %s on and off, alternated.  ns per "
-	       "operation; the timer\n(rdtsc/rdtscp, %.0f ns for an empty region) is included.\n\n",
+	printf("zmem allocbench --latency: zsmalloc, %d threads on one pool, each filling\n"
+	       "%.0f MiB of mixed sizes and freeing %d%% at random, then free + alloc +\n"
+	       "map+unmap for %d ms; %d round%s each with %s on\nand off, alternated.  "
+	       "ns per operation; the timer (rdtsc/rdtscp, %.0f ns for an\nempty region) "
+	       "is included.\n\n",
 	       o->threads, o->bytes / 1048576.0, o->free_pct, o->ms, o->rounds,
 	       o->rounds > 1 ? "s" : "", o->on == ON_BOTH ? "compaction and trimming" :
 	       o->on == ON_COMPACT ? "compaction (trimming off both sides)" :
@@ -775,20 +779,21 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 			printf(" %.2f", ratio(p999(&sd[SIDE_HOG], pt, k), p999(&sd[SIDE_OFF], pt, k)));
 		printf(")");
 	}
-	printf("\nbackground CPU beside the timed threads: on %.1f%%, off %.1f%%, hog %.1f%% "
+	printf("\nbackground CPU beside the timed threads: on %.1f%%, off %.1f%%, hog %.1f%%\n"
 	       "(bursts of %.0f us)\n", 100 * share(&sd[SIDE_ON]), 100 * share(&sd[SIDE_OFF]),
 	       100 * share(&sd[SIDE_HOG]), sd[SIDE_HOG].hog_burst_ns / 1e3);
 	for (int s = 0; s < NSIDE; s++) {
-		printf("%-3s: %llu objects moved in %llu passes (%llu pages), %llu pages trimmed, "
-		       "%llu made resident in calls (%llu ahead), %llu failed allocs, %llu bad reads\n",
+		printf("%-3s: %llu objects moved in %llu passes (%llu pages), %llu pages trimmed,\n"
+		       "     %llu made resident in calls (%llu ahead), %llu failed allocs, "
+		       "%llu bad reads\n",
 		       side_names[s], (unsigned long long)sd[s].moved,
 		       (unsigned long long)sd[s].passes, (unsigned long long)sd[s].pages_compacted,
 		       (unsigned long long)sd[s].trimmed, (unsigned long long)sd[s].prefaulted,
 		       (unsigned long long)sd[s].refilled,
 		       (unsigned long long)sd[s].fails, (unsigned long long)sd[s].bad);
 	}
-	printf("hog steps: %llu copies of %d KiB timed by the thread's CPU clock, longest %.1f us, "
-	       "%llu over 100 us (the ceiling for the compactor's holds)\n",
+	printf("hog steps: %llu copies of %d KiB timed by the thread's CPU clock, longest\n"
+	       "%.1f us, %llu over 100 us (the ceiling for the compactor's holds)\n",
 	       (unsigned long long)sd[SIDE_HOG].hog_steps, HOG_STEP / 1024,
 	       sd[SIDE_HOG].hog_step_max_ns / 1e3,
 	       (unsigned long long)sd[SIDE_HOG].hog_step_over_100us);
@@ -815,7 +820,7 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 	}
 	if (sd[0].lock_ok)
 		printf("(class, zone, other: wall time, a preempted holder's too; compactor: its "
-		       "CPU time in its class lock holds)\n");
+		       "CPU\ntime in its class lock holds)\n");
 }
 
 int allocbench_latency(int argc, char **argv)

@@ -382,17 +382,18 @@ int cmd_pagebench(int argc, char **argv)
 		char sz[32], human[32];
 
 		printf("zmem pagebench: page size %zu, median of %d runs%s\n\n", o.page_size, OUTER,
-		       o.quick ? " (--quick: loops 100 times shorter, rough figures)" : "");
+		       o.quick ? "\n(--quick: loops 100 times shorter, rough figures)" : "");
 		printf("Time to allocate the whole size (us), by batch size (pages; 1: the\n"
 		       "single-page loop, the others zm_pages_alloc_bulk):\n\n");
+		/* 78 columns */
 		printf("%6s", "size");
 		for (size_t b = 0; b < NBATCH; b++)
-			printf(" %9zu", batches[b]);
+			printf(" %8zu", batches[b]);
 		printf("\n");
 		for (size_t i = 0; i < nsizes; i++) {
 			printf("%6s", cli_size_text(sizes[i], sz, sizeof(sz)));
 			for (size_t b = 0; b < NBATCH; b++)
-				print_us(t[i][b], 9);
+				print_us(t[i][b], 8);
 			printf("\n");
 		}
 		printf("\nThe improvement over the single-page loop (%%), as in the 2013 "
@@ -407,15 +408,15 @@ int cmd_pagebench(int argc, char **argv)
 				printf(" %+5.0f%%", 100.0 * (t[i][0] - t[i][b]) / t[i][0]);
 			printf("\n");
 		}
-		printf("\nns per page at %s: single %.1f, bulk16 %.1f, bulk32 %.1f "
+		printf("\nns per page at %s: single %.1f, bulk16 %.1f, bulk32 %.1f\n"
 		       "(bulk16/single = %.2f)\n",
 		       zmi_human_bytes(sizes[nsizes - 1], human, sizeof(human)),
 		       t[nsizes - 1][0] / (double)(sizes[nsizes - 1] / o.page_size),
 		       t[nsizes - 1][4] / (double)(sizes[nsizes - 1] / o.page_size),
 		       t[nsizes - 1][5] / (double)(sizes[nsizes - 1] / o.page_size),
 		       t[nsizes - 1][4] / t[nsizes - 1][0]);
-		printf("\nPeers, one page at a time (ns per page to fill the size / "
-		       "ns per alloc+free pair):\n");
+		printf("\nPeers, one page at a time (ns per page to fill the size;\n"
+		       "pair: ns per alloc+free pair):\n");
 		printf("%8s %16s %16s %16s %16s\n", "size", "zm_pages", peer_names[0],
 		       peer_names[1], peer_names[2]);
 		for (size_t i = 0; i < nsizes; i++) {

@@ -891,7 +891,7 @@ static int run_side(const struct opts *o, const struct bench_data *d, enum trace
 				w, why, sizeof(why));
 		if (rc == -1) {
 			cli_progress_done();
-			cli_note("%s: %s: skipped: %s", trace_names[t], side_names[s], why);
+			cli_notice("%s: %s: skipped: %s", trace_names[t], side_names[s], why);
 			return 0;
 		}
 		break;
@@ -1092,7 +1092,7 @@ static int fault_cost(const struct opts *o, const struct bench_data *d, struct f
 		kswap_signals_release(old);
 		if (!rows[FC_KERNEL].ran) {
 			cli_progress_done();
-			cli_note("fault cost: kernel zram: skipped: %s", why);
+			cli_notice("fault cost: kernel zram: skipped: %s", why);
 		}
 	}
 	cli_progress_done();
@@ -1732,7 +1732,7 @@ int cmd_regionbench(int argc, char **argv)
 	if (status)
 		return status;
 	if (o.kernel && geteuid() != 0)
-		cli_note("--kernel needs root: the kernel's sides are skipped");
+		cli_notice("--kernel needs root: the kernel's sides are skipped");
 	status = CLI_FAIL;
 	cli_progress("preparing %s", o.data);
 	if (bench_data_make(o.data, o.size < DATA_MAX ? o.size : DATA_MAX, 4096, o.codec, &d))

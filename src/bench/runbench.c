@@ -870,9 +870,9 @@ int cmd_runbench(int argc, char **argv)
 	probe_zmem(&e);
 	probe_kernel(&e);
 	if (!e.zmem_ok && o.sides[S_ZMEM])
-		cli_note("zmem run: skipped: %s", e.zmem_why);
+		cli_notice("zmem run: skipped: %s", e.zmem_why);
 	if (!e.kernel_ok && (o.sides[S_ZRAM] || o.sides[S_ZSWAP]))
-		cli_note("the kernel's sides: skipped: %s", e.kernel_why);
+		cli_notice("the kernel's sides: skipped: %s", e.kernel_why);
 	if (!(e.zmem_ok && o.sides[S_ZMEM]) &&
 	    !(e.kernel_ok && (o.sides[S_ZRAM] || o.sides[S_ZSWAP]))) {
 		fprintf(stderr, "zmem runbench: neither zmem run (%s) nor the kernel's sides (%s) "
@@ -891,14 +891,14 @@ int cmd_runbench(int argc, char **argv)
 		if (need && !have_prog(need)) {
 			for (int s = 0; s < NSIDES; s++)
 				set_note(&rows[p][s], "n/a: %s is not installed", need);
-			cli_note("%s: skipped: %s is not installed", progs[p].name, need);
+			cli_notice("%s: skipped: %s is not installed", progs[p].name, need);
 			continue;
 		}
 		cli_progress("%s: plain", progs[p].name);
 		run_plain(&e, p, &rows[p][S_PLAIN]);
 		if (!rows[p][S_PLAIN].ran || rows[p][S_PLAIN].failed) {
 			cli_progress_done();
-			cli_note("%s: plain run failed: %s", progs[p].name, rows[p][S_PLAIN].note);
+			cli_notice("%s: plain run failed: %s", progs[p].name, rows[p][S_PLAIN].note);
 			for (int s = S_ZMEM; s < NSIDES; s++)
 				set_note(&rows[p][s], "n/a: %s", "no plain run to compare with");
 			bad++;

@@ -182,7 +182,7 @@ struct opts {
 	uint64_t ops, seed;
 	unsigned hot_access, hot_pages, rewrite, idle_after, rate, unit_pages;
 	bool modes[NMODES];
-	int json, readback;
+	int json, readback, wide;
 };
 
 /* One mode's results. */
@@ -826,38 +826,52 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 {
 	char h[2][32];
 
-	printf("zmem tierbench: %s, %llu pages of %zu bytes (%s) in units of up to %u, limit "
-	       "%s;\ncodec %s, secondary %s; %llu accesses, %u%% to %u%% of the pages, %u%% "
-	       "rewrites,\nseed %llu (measured: the last %d%%)\n\n", d->name,
+	printf("zmem tierbench: %s, %llu pages of %zu bytes (%s)\nin units of up to %u, "
+	       "limit %s; codec %s, secondary %s; %llu accesses,\n%u%% to %u%% of the pages, "
+	       "%u%% rewrites, seed %llu (measured: the last %d%%)\n\n", d->name,
 	       (unsigned long long)n, o->page_size, zmi_human_bytes(d->len, h[0], 32),
 	       o->unit_pages,
 	       zmi_human_bytes(o->limit, h[1], 32),
 	       o->codec, o->recompress, (unsigned long long)o->ops, o->hot_access, o->hot_pages,
 	       o->rewrite, (unsigned long long)o->seed, 100 - WARMUP_PCT);
-	printf("%-10s %8s %6s %8s %6s %8s %7s %9s %11s %7s %7s %6s %10s %10s\n", "mode", "ops",
-	       "MB/s", "hot MB/s", "failed", "pool MiB", "rss MiB", "cache MiB", "machine MiB",
-	       "in mem", "on file", "recomp", "get p99 us", "file alloc");
+	/* 80 columns; --wide: 126 */
+	if (o->wide)
+		printf("%-10s %8s %6s %8s %6s %8s %7s %9s %11s %7s %7s %6s %10s %10s\n", "mode",
+		       "ops", "MB/s", "hot MB/s", "failed", "pool MiB", "rss MiB", "cache MiB",
+		       "machine MiB", "in mem", "on file", "recomp", "get p99 us", "file alloc");
+	else
+		printf("%-10s %6s %8s %6s %8s %11s %7s %6s %10s\n", "mode", "MB/s", "hot MB/s",
+		       "failed", "pool MiB", "machine MiB", "on file", "recomp", "get p99 us");
 	for (int m = 0; m < NMODES; m++) {
 		const struct row *w = &rows[m];
 
 		if (!w->ran)
 			continue;
-		printf("%-10s %8llu %6.0f %8.0f %6llu %8.1f %7.1f %9.1f %11.1f %7llu %7llu %6llu "
-		       "%10.1f %9.2fx\n",
-		       mode_names[m], (unsigned long long)w->ops, w->MBps, w->hot_MBps,
-		       (unsigned long long)(w->failed_fill + w->failed_trace),
-		       w->pool_bytes / MIB, w->rss_bytes / MIB, w->cache_bytes / MIB,
-		       machine_bytes(w) / MIB, (unsigned long long)w->in_memory,
-		       (unsigned long long)w->on_file, (unsigned long long)w->recompressed,
-		       w->get_p99_us, w->file_live ? (double)w->file_alloc / (double)w->file_live : 0);
+		if (o->wide)
+			printf("%-10s %8llu %6.0f %8.0f %6llu %8.1f %7.1f %9.1f %11.1f %7llu %7llu "
+			       "%6llu %10.1f %9.2fx\n",
+			       mode_names[m], (unsigned long long)w->ops, w->MBps, w->hot_MBps,
+			       (unsigned long long)(w->failed_fill + w->failed_trace),
+			       w->pool_bytes / MIB, w->rss_bytes / MIB, w->cache_bytes / MIB,
+			       machine_bytes(w) / MIB, (unsigned long long)w->in_memory,
+			       (unsigned long long)w->on_file, (unsigned long long)w->recompressed,
+			       w->get_p99_us,
+			       w->file_live ? (double)w->file_alloc / (double)w->file_live : 0);
+		else
+			printf("%-10s %6.0f %8.0f %6llu %8.1f %11.1f %7llu %6llu %10.1f\n",
+			       mode_names[m], w->MBps, w->hot_MBps,
+			       (unsigned long long)(w->failed_fill + w->failed_trace),
+			       w->pool_bytes / MIB, machine_bytes(w) / MIB,
+			       (unsigned long long)w->on_file, (unsigned long long)w->recompressed,
+			       w->get_p99_us);
 	}
 	printf("\nfailed = puts refused (fill + trace); hot MB/s = the hot pages' accesses "
-	       "alone;\nin mem / on file = the slots' census at the end (same-filled pages are "
-	       "in memory);\nrss = resident memory the store added (the pool's pages among it); "
-	       "cache = the backing\nfile's bytes in the page cache after the trace; machine = "
-	       "rss + cache;\nrecomp = pages re-encoded with the secondary codec; file alloc = the "
-	       "packed file's\nblocks in use over the live bytes on it (file_alloc_bytes / "
-	       "file_live_bytes).\n");
+	       "alone;\nin mem / on file = the slots' census at the end (same-filled pages "
+	       "are in\nmemory); rss = resident memory the store added (the pool's pages among "
+	       "it);\ncache = the backing file's bytes in the page cache after the trace;\n"
+	       "machine = rss + cache; recomp = pages re-encoded with the secondary codec;\n"
+	       "file alloc = the packed file's blocks in use over the live bytes on it\n"
+	       "(file_alloc_bytes / file_live_bytes).\n");
 	for (int m = 0, first = 1; m < NMODES; m++) {
 		const struct row *w = &rows[m];
 
@@ -884,7 +898,7 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 			continue;
 		if (first)
 			printf("\nThe fill's puts (us; below = the bytes stored under %d/%d of the "
-			       "limit, at = past it):\n", BELOW_NUM, BELOW_DEN);
+			       "limit,\nat = past it):\n", BELOW_NUM, BELOW_DEN);
 		first = 0;
 		printf("  %-10s below p50 %5.1f p99 %6.1f p99.9 %7.1f (%llu puts);\n  %-10s at    "
 		       "p50 %5.1f p99 %6.1f p99.9 %7.1f (%llu puts), %.0f MB/s;\n  %-10s %llu puts "
@@ -894,6 +908,10 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 		       w->put_hi_p999, (unsigned long long)w->put_hi_n, w->limit_MBps,
 		       "", (unsigned long long)w->waits,
 		       w->waits ? (double)w->wait_ns / 1e3 / (double)w->waits : 0.0);
+	}
+	if (!o->wide) {  /* the rest passes 80 columns */
+		printf("\nThe backing file's blocks and the targets: --wide.\n");
+		return;
 	}
 	for (int m = 0, first = 1; m < NMODES; m++) {
 		const struct row *w = &rows[m];
@@ -1194,7 +1212,8 @@ static int parse_modes(const char *s, bool *on)
 static int parse(int argc, char **argv, struct opts *o)
 {
 	const char *tmp = getenv("TMPDIR"), *modes = NULL, *hot = NULL;
-	uint64_t idle = DEF_IDLE_AFTER, rate = 0, rewrite = DEF_REWRITE, units = 1;
+	int idle = DEF_IDLE_AFTER;
+	uint64_t rate = 0, rewrite = DEF_REWRITE, units = 1;
 	char idle_def[16], seed_def[24], rate_def[48], clean_def[48];
 	int rc;
 	const struct opt table[] = {
@@ -1214,9 +1233,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_STR("codec", 'c', &o->codec, "NAME", "the primary codec", "lz4"),
 		O_STR("recompress", 'R', &o->recompress, "NAME",
 		      "the secondary codec, and zstd-only's", "zstd:3"),
-		O_U64("idle-after", 'i', &idle, "MS",
+		O_DUR("idle-after", 'i', &idle, "DURATION",
 		      "automatic recompression of pages idle this\nlong (0: only the explicit "
-		      "step)", idle_def, 0, 3600000),
+		      "step; bare: ms)", idle_def, 1, 0, 3600000),
 		O_U64("recompress-rate", 'r', &rate, "N", "its bound, pages a second",
 		      rate_def, 1, 1000000),
 		O_STR("hot", 'H', &hot, "A/P", "A% of the accesses go to P% of the pages",
@@ -1238,6 +1257,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		      "the store's multi-page units: 1, 2, 4, 8 or\n16 (the fill puts a unit at "
 		      "a time)", "1", 1, ZM_STORE_UNIT_MAX),
 		O_STR("plot", 'P', &o->plot, "FILE.svg", "memory and throughput by mode", "none"),
+		O_FLAG("wide", 0, &o->wide,
+		       "every column of the table (126), the backing\nfile's detail and the "
+		       "targets"),
 		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead of the tables"),
 		O_END,
 	};

@@ -76,10 +76,10 @@ int cmd_capture(int argc, char **argv)
 			unlink(out);
 		return 1;
 	}
-	cli_note("PID %ld: %zu pages of %zu bytes (%.1f MiB) from %zu mappings to %s%s", pid, st.pages, st.page_size,
+	cli_notice("PID %ld: %zu pages of %zu bytes (%.1f MiB) from %zu mappings to %s%s", pid, st.pages, st.page_size,
 		(double)st.pages * (double)st.page_size / 1048576.0, st.regions, out,
 		st.limited ? " (stopped at --max-size)" : "");
-	cli_note("%zu pages unreadable (skipped), %zu never touched, %zu reservations skipped",
+	cli_notice("%zu pages unreadable (skipped), %zu never touched, %zu reservations skipped",
 		 st.unreadable, st.unpopulated, st.regions_skipped);
 	return 0;
 }

@@ -47,7 +47,7 @@ static int gen_memory(const struct gen_opts *o)
 	if (f && f != stdout && fclose(f))
 		status = 1;
 	if (!status)
-		cli_note("wrote %zu pages of captured process memory to %s (%s)",
+		cli_notice("wrote %zu pages of captured process memory to %s (%s)",
 			 d.len / o->cfg.page_size, o->out, d.note);
 	bench_data_free(&d);
 	return status;

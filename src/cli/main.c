@@ -16,9 +16,9 @@ static const struct {
 	const char *help;       /* NULL: internal, not listed */
 } cmds[] = {
 	{ "bench", cmd_bench,
-	  "the main job: every allocator on the same pages, density and speed" },
+	  "the main job: every allocator on the same pages: density, speed" },
 	{ "pagebench", cmd_pagebench,
-	  "time the page allocator: bulk vs single pages, fast path, threads, peers" },
+	  "the page allocator: bulk vs single pages, fast path, threads" },
 	{ "mapbench", cmd_mapbench,
 	  "time map+unmap of zsmalloc objects: copy vs in place, per mode" },
 	{ "churn", cmd_churn,
@@ -27,19 +27,19 @@ static const struct {
 	{ "density", cmd_density,
 	  "how densely each backend holds real lz4-compressed pages" },
 	{ "allocbench", cmd_allocbench,
-	  "the same allocations through every pool backend: ns per op, threads" },
+	  "the same allocations through every pool backend: ns per op" },
 	{ "worstcase", cmd_worstcase,
-	  "sequences built to hurt each allocator, on every backend, by pool size" },
+	  "sequences built to hurt each allocator, by pool size" },
 	{ "tierbench", cmd_tierbench,
-	  "cold data against a memory limit: recompression, writeback, a hot set" },
+	  "cold data against a memory limit: recompression, writeback" },
 	{ "regionbench", cmd_regionbench,
-	  "compressed regions against plain memory and the kernel's zram and zswap" },
+	  "compressed regions against plain memory, the kernel's zram, zswap" },
 	{ "runbench", cmd_runbench,
-	  "programs under zmem run against the kernel's zram and zswap in a cgroup" },
+	  "programs under zmem run against the kernel's zram and zswap" },
 	{ "cachebench", cmd_cachebench,
-	  "tmem under memory pressure: frontswap, cleancache, tmem against the store" },
+	  "tmem under memory pressure: frontswap, cleancache, the store" },
 	{ "gen", cmd_gen,
-	  "write zero, random or English-like text pages at a compression ratio" },
+	  "write zero, random or text pages at a compression ratio" },
 	{ "serve", cmd_serve,
 	  "a compressed RAM disk over NBD (qemu, nbdcopy, fio, nbdinfo)" },
 	{ "run", cmd_run,
@@ -47,7 +47,7 @@ static const struct {
 	{ "stats", cmd_stats,
 	  "the statistics of a running zmem serve or zmem run" },
 	{ "ctl", cmd_ctl,
-	  "drive a running zmem serve or run: compact, mem-limit, reclaim, ..." },
+	  "drive a running zmem serve or run: compact, mem-limit, ..." },
 	{ "stop", cmd_stop, "stop a running zmem serve or zmem run" },
 	{ "list", cmd_list, "the running zmem serve and run processes, like zramctl" },
 	{ "capture", cmd_capture,
@@ -60,6 +60,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: zmem COMMAND [OPTIONS]\n"
 		   "       zmem help [COMMAND] | zmem COMMAND --help | zmem --version\n\n"
 		   "Commands:\n");
+	/* each line within 80 columns: a help of 65 characters at most */
 	for (size_t i = 0; i < NCMDS; i++)
 		if (cmds[i].help)
 			fprintf(f, "  %-12s %s\n", cmds[i].name, cmds[i].help);

@@ -54,6 +54,32 @@ int cli_double(const char *s, double *v)
 	return errno || end == s || *end || !isfinite(*v) ? -1 : 0;
 }
 
+int cli_duration(const char *s, unsigned unit_ms, double *ms)
+{
+	static const struct { const char *suffix; double ms; } units[] = {
+		{ "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
+	};
+	char *end;
+	double v;
+
+	if (!((*s >= '0' && *s <= '9') || *s == '.'))
+		return -1;  /* no sign, no spaces, no "inf" */
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || !isfinite(v))
+		return -1;
+	if (!*end) {
+		*ms = v * unit_ms;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (!strcmp(end, units[i].suffix)) {
+			*ms = v * units[i].ms;
+			return 0;
+		}
+	return -1;
+}
+
 char *cli_size_text(uint64_t bytes, char *buf, size_t len)
 {
 	static const char units[] = "KMGT";
@@ -115,7 +141,7 @@ static void range_text(const struct opt *o, char *buf, size_t len)
 
 	*buf = 0;
 	if (o->kind != OPT_SIZE && o->kind != OPT_INT && o->kind != OPT_U64 &&
-	    o->kind != OPT_DOUBLE)
+	    o->kind != OPT_DOUBLE && o->kind != OPT_DURATION)
 		return;
 	limit_text(o, o->lo, a, sizeof(a));
 	limit_text(o, o->hi, b, sizeof(b));
@@ -177,6 +203,19 @@ static int set_value(const struct opt_cmd *c, const struct opt *o, const char *v
 		if (cli_double(v, &d))
 			return cli_usage(c->name, "invalid --%s '%s' (a number)", o->name, v);
 		break;
+	case OPT_DURATION: {
+		const char *unit = o->unit_ms == 1000 ? "seconds" : "ms";
+
+		if (cli_duration(v, o->unit_ms, &d))
+			return cli_usage(c->name, "invalid --%s '%s' (a duration: 500ms, 30s, "
+					 "10m, 1h; a bare number is %s)", o->name, v, unit);
+		d /= o->unit_ms;
+		if (fabs(d - round(d)) > 1e-9 * (d > 1 ? d : 1))
+			return cli_usage(c->name, "--%s is a whole number of %s, not %s",
+					 o->name, unit, v);
+		d = round(d);
+		break;
+	}
 	}
 	if ((o->open & OPEN_LO ? d <= o->lo : d < o->lo) ||
 	    (o->hi > 0 && (o->open & OPEN_HI ? d >= o->hi : d > o->hi))) {
@@ -186,6 +225,7 @@ static int set_value(const struct opt_cmd *c, const struct opt *o, const char *v
 	switch (o->kind) {
 	case OPT_SIZE: *(size_t *)o->dst = (size_t)u; break;
 	case OPT_INT: *(int *)o->dst = (int)u; break;
+	case OPT_DURATION: *(int *)o->dst = (int)d; break;
 	case OPT_U64: *(uint64_t *)o->dst = u; break;
 	case OPT_DOUBLE: *(double *)o->dst = d; break;
 	default: break;
@@ -335,20 +375,23 @@ int cli_is_quiet(void)
 
 const char *cli_cmd = "";
 
-static void vprogress(const char *fmt, va_list ap, int force)
+/* kind: 0 progress, 1 a note, 2 a notice */
+static void vprogress(const char *fmt, va_list ap, int kind)
 {
 	uint64_t now = cli_now_ns();
+	int soon = last_ns && now - last_ns < 1000000000u;
+	int stays = kind == 2 || (kind == 1 && !soon);
 
 	if (quiet)
 		return;
 	if (tty < 0)
 		tty = isatty(2);
-	if (!tty && !force && last_ns && now - last_ns < 1000000000u)
+	if (!tty && !stays && soon)
 		return;
 	last_ns = now;
 	fprintf(stderr, "%szmem%s%s: ", tty ? "\r\033[K" : "", *cli_cmd ? " " : "", cli_cmd);
 	vfprintf(stderr, fmt, ap);
-	if (tty && !force) {
+	if (tty && !stays) {
 		shown = 1;
 	} else {
 		fputc('\n', stderr);
@@ -372,6 +415,15 @@ void cli_note(const char *fmt, ...)
 
 	va_start(ap, fmt);
 	vprogress(fmt, ap, 1);
+	va_end(ap);
+}
+
+void cli_notice(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vprogress(fmt, ap, 2);
 	va_end(ap);
 }
 

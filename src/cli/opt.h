@@ -8,6 +8,8 @@
  *   every command takes -h/--help and -q/--quiet (no progress);
  *   sizes are bytes or K/M/G/T (units of 1024, an optional B or iB), never
  *   signed; counts are decimal; both refuse overflow and junk;
+ *   durations are a number and ms, s, m or h (500ms, 30s, 10m, 1h), a bare
+ *   number in the option's own unit, which its --help names;
  *   a usage error prints one line, "zmem CMD: ...", and the exit status is
  *   2 (CLI_USAGE); a failure while running is 1 (CLI_FAIL). */
 #ifndef ZM_CLI_OPT_H
@@ -31,6 +33,7 @@ enum opt_kind {
 	OPT_DOUBLE,  /* double *: a finite number, lo..hi (open: excluded) */
 	OPT_STRING,  /* const char **: any text (choices: one of them) */
 	OPT_LIST,    /* const char **: repeatable, into an array of cap */
+	OPT_DURATION,/* int *: a duration in units of .unit_ms, lo..hi of them */
 };
 
 #define OPEN_LO 1
@@ -52,6 +55,7 @@ struct opt {
 	size_t *count, cap;      /* OPT_LIST: how many so far, how many at most */
 	int *seen;               /* if set: 1 once the option is given */
 	int hidden;              /* not in --help (internal) */
+	unsigned unit_ms;        /* OPT_DURATION: its unit, 1 (ms) or 1000 (s) */
 };
 
 /* Table entries; extra fields (.seen, .open, .choices, .hidden) may
@@ -76,6 +80,10 @@ struct opt {
 #define O_LIST(n, s, d, a, h, df, cnt, cp, ...) \
 	{ .name = (n), .short_name = (s), .kind = OPT_LIST, .dst = (d), .arg = (a), .help = (h), \
 	  .def = (df), .count = (cnt), .cap = (cp), __VA_ARGS__ }
+/* a duration: 500ms, 30s, 10m, 1h, or a bare number of the unit (U ms) */
+#define O_DUR(n, s, d, a, h, df, U, l, u, ...) \
+	{ .name = (n), .short_name = (s), .kind = OPT_DURATION, .dst = (d), .arg = (a), \
+	  .help = (h), .def = (df), .unit_ms = (U), .lo = (l), .hi = (u), __VA_ARGS__ }
 #define O_END { .name = NULL }
 
 struct opt_cmd {
@@ -102,6 +110,9 @@ int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf
 /* A size: "4096", "128K", "64M", "1G", "2T", "4KiB", "1MB" (units of 1024).
  * 0 and *v, or -1: empty, a sign, junk, or more than UINT64_MAX. */
 int cli_size(const char *s, uint64_t *v);
+/* A duration: "500ms", "1.5s", "10m", "1h", or a bare number of units of
+ * unit_ms; into *ms.  0, or -1: junk, a sign, or not finite. */
+int cli_duration(const char *s, unsigned unit_ms, double *ms);
 /* a finite decimal number, nothing after it: 0, or -1 */
 int cli_double(const char *s, double *v);
 /* the short form of a size for --help and tables: "64M", "4K", "1000" */
@@ -111,15 +122,18 @@ char *cli_size_text(uint64_t bytes, char *buf, size_t len);
 /* Progress of long runs, "zmem CMD: ...", on stderr only: on a terminal
  * one line that rewrites itself (\r), which cli_progress_done() clears
  * (call it before printing on stdout); otherwise plain lines, at most one
- * a second.  cli_note() prints a line of its own that stays (never
- * rate-limited; it counts as the second's line).  cli_quiet(1)
- * (--quiet) silences both; errors are never silenced.  CMD is cli_cmd,
- * the running subcommand's name (main.c sets it). */
+ * a second.  cli_note() prints a line that stays, a step's result, under
+ * the same limit: within a second of the last line it is a progress line
+ * (on a terminal it is rewritten, otherwise dropped).  cli_notice()
+ * always prints its line (something skipped, a file written).
+ * cli_quiet(1) (--quiet) silences all three; errors are never silenced.
+ * CMD is cli_cmd, the running subcommand's name (main.c sets it). */
 extern const char *cli_cmd;
 void cli_quiet(int on);
 int cli_is_quiet(void);
 void cli_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_progress_done(void);
 void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cli_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

@@ -1013,11 +1013,11 @@ static int prepare(struct run *r)
 	snprintf(r->ctl_path, sizeof(r->ctl_path), "%s/zmem-run.ctl", r->dir);
 	r->lfd = serve_listen_unix(r->ctl_path);
 	if (r->lfd < 0) {
-		cli_note("no control socket: zmem stats and ctl will not reach this run");
+		cli_notice("no control socket: zmem stats and ctl will not reach this run");
 	} else {
 		fcntl(r->lfd, F_SETFL, fcntl(r->lfd, F_GETFL) | O_NONBLOCK);
 		if (serve_register(r->uri, r->ctl_path, r->entry, sizeof(r->entry)))
-			cli_note("not registered (%s): zmem list will not show this run",
+			cli_notice("not registered (%s): zmem list will not show this run",
 				 strerror(errno));
 	}
 	if (set_env(r))

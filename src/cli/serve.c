@@ -182,9 +182,9 @@ int cmd_serve(int argc, char **argv)
 		O_INT("threads", 0, &threads, "N",
 		      "worker threads for reads and writes; 0:\neach connection's thread does "
 		      "its own", "CPUs", 0, 256),
-		O_INT("timeout", 0, &timeout, "SECONDS",
-		      "time limit on a handshake, a reply and a\nstalled payload",
-		      STR(SERVE_TIMEOUT_S), 1, 3600),
+		O_DUR("timeout", 0, &timeout, "DURATION",
+		      "time limit on a handshake, a reply and a\nstalled payload (bare: seconds)",
+		      STR(SERVE_TIMEOUT_S), 1000, 1, 3600),
 		O_STR("socket", 0, &cfg.socket, "PATH",
 		      "Unix socket to listen on; the control\nsocket is PATH.ctl; without "
 		      "$XDG_RUNTIME_DIR\n/tmp/zmem-UID/zmem.sock; - (as --run\nwithout "

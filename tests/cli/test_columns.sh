@@ -1,0 +1,77 @@
+#!/bin/sh
+# Every line the zmem command prints on stdout fits 80 columns: zmem
+# help, each command's --help and each command's default tables, each run
+# on tiny sizes; columns that do not fit are behind --wide, which each
+# such command takes.  Reports in TAP (tests/tap.sh).
+#
+#   ZMEM    the zmem binary under test (default: the build's, beside us)
+set -u
+ZMEM=${ZMEM:-$(cd "$(dirname "$0")/.." && pwd)/zmem}
+T=$(mktemp -d /tmp/zmem-columns.XXXXXX)
+XDG_RUNTIME_DIR=$T/run
+TMPDIR=$T/tmp
+export XDG_RUNTIME_DIR TMPDIR
+mkdir -m 0700 "$XDG_RUNTIME_DIR" "$TMPDIR"
+trap 'rm -rf "$T"' EXIT
+tap=$(dirname "$0")/tap.sh
+[ -f "$tap" ] || tap=$(dirname "$0")/../tap.sh
+. "$tap"
+
+# fits ARGS...: zmem ARGS succeeds and no line of its stdout passes 80.
+# todo ARGS...: the same for an output known to pass 80 still: a TODO
+# while it does, a failure once it fits (make it a "fits" then).
+todo=0
+fits() {
+    (cd "$T/tmp" && ZMEM_LOG=off "$ZMEM" "$@" > "$T/out" 2> "$T/err")
+    rc=$?
+    if [ $rc -eq 77 ]; then ok "zmem $* # SKIP cannot run here"; return; fi
+    if [ $rc -ne 0 ]; then bad "zmem $*: status $rc"; tail -3 "$T/err" | diag; return; fi
+    wide=$(awk 'length > 80 { n++ } END { print n + 0 }' "$T/out")
+    if [ $todo -eq 1 ] && [ "$wide" -gt 0 ]; then
+        ok "zmem $*: $wide lines past 80 columns # TODO"
+    elif [ $todo -eq 1 ]; then
+        bad "zmem $*: fits 80 columns now (make it a fits)"
+    elif [ "$wide" -eq 0 ]; then
+        ok "zmem $*: 80 columns"
+    else
+        bad "zmem $*: $wide lines past 80 columns"
+        awk 'length > 80 { print length ": " $0 }' "$T/out" | head -3 | diag
+    fi
+}
+todo() { todo=1; fits "$@"; todo=0; }
+# takes CMD OPTION: CMD's --help lists OPTION
+takes() {
+    if "$ZMEM" "$1" --help | grep -q -- "^ *\(-., \)\?$2[ =]\|^ *\(-., \)\?$2\$"; then
+        ok "zmem $1 takes $2"
+    else
+        bad "zmem $1 takes $2"
+    fi
+}
+
+fits help
+for c in $("$ZMEM" help | sed -n 's/^  \([a-z][a-z0-9-]*\)  .*/\1/p'); do
+    fits "$c" --help
+done
+"$ZMEM" gen --kind text --ratio 0.5 --size 1M -o "$T/c.pages" -q || bad "gen a corpus"
+mkdir "$T/scratch"
+fits bench --size 256K --reps 1
+fits bench --size 256K --reps 1 --data zero --data text:0.5 --allocator zsmalloc
+todo bench --unit-pages 1,4 --size 256K --reps 1 --data text:0.5
+todo bench --compare-2011 --size 1M --allocator zsmalloc
+fits pagebench --max-size 256K --threads 1 --quick
+fits worstcase --max-size 4M --sequence tiny
+fits allocbench --allocator zsmalloc --sizes 64 --count 500 --bytes 64K --reps 1 \
+    --min-ms 0 --threads 1
+fits allocbench --latency --rounds 1 --ms 20 --bytes 256K
+fits density --corpus "$T/c.pages" --size 256K
+fits churn --corpus "$T/c.pages" --size 64K --allocator zsmalloc
+todo cachebench --mode all --size 1M --file-set 1M --cache 256K --budgets 256K \
+    --reads 1000 --dir "$T/scratch" --allocators zsmalloc
+fits tierbench --data text:0.5 --size 2M --ops 2000 --dir "$T/scratch"
+todo regionbench --fault-cost --size 4M --resident 1M
+todo regionbench --size 4M --resident 1M --trace seq
+todo runbench --quick --programs c --sides zmem
+fits list
+# the commands whose tables have more columns behind --wide
+for c in churn tierbench bench; do takes "$c" --wide; done
+tap_end

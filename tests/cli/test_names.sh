@@ -1,0 +1,65 @@
+#!/bin/sh
+# One name for one thing across the zmem commands: the C library's
+# malloc is "malloc" everywhere ("glibc" an accepted alias), and every
+# option that takes a duration takes the same syntax: a number with ms,
+# s, m or h after it (a bare number in the option's own unit, which its
+# --help names).  Reports in TAP (tests/tap.sh).
+#
+#   ZMEM    the zmem binary under test (default: the build's, beside us)
+set -u
+ZMEM=${ZMEM:-$(cd "$(dirname "$0")/.." && pwd)/zmem}
+T=$(mktemp -d /tmp/zmem-names.XXXXXX)
+XDG_RUNTIME_DIR=$T/run
+TMPDIR=$T/tmp
+export XDG_RUNTIME_DIR TMPDIR
+mkdir -m 0700 "$XDG_RUNTIME_DIR" "$TMPDIR"
+trap 'rm -rf "$T"' EXIT
+tap=$(dirname "$0")/tap.sh
+[ -f "$tap" ] || tap=$(dirname "$0")/../tap.sh
+. "$tap"
+
+# takes ARGS...: zmem ARGS --no-such-option stops at that option, so the
+# options before it were taken
+takes() {
+    ZMEM_LOG=off "$ZMEM" "$@" --no-such-option > "$T/out" 2> "$T/err"
+    if [ $? -eq 2 ] && grep -q "unknown option '--no-such-option'" "$T/err"; then
+        ok "zmem $* taken"
+    else
+        bad "zmem $* taken"; diag < "$T/err"
+    fi
+}
+
+# the allocator: malloc, as bench, allocbench and the pool call it
+for c in bench worstcase churn; do takes "$c" --allocator malloc; done
+takes churn --allocator glibc
+"$ZMEM" gen --kind text --ratio 0.5 --size 256K -o "$T/c.pages" -q || bad "gen a corpus"
+for a in malloc glibc; do
+    ZMEM_LOG=off "$ZMEM" churn --corpus "$T/c.pages" --size 64K --allocator "$a" --json \
+        > "$T/out" 2> "$T/err"
+    if grep -q '"allocator": *"malloc"' "$T/out" && ! grep -q glibc "$T/out"; then
+        ok "zmem churn --allocator $a: its row is malloc"
+    else
+        bad "zmem churn --allocator $a: its row is malloc"; head -c 300 "$T/out" | diag
+    fi
+done
+
+# durations: the same suffixes wherever one is asked for
+for d in 250ms 2s 1m; do
+    takes tierbench --idle-after "$d"
+    takes serve --idle-after "$d"
+    takes stats --timeout "$d"
+done
+takes serve --timeout 2s
+takes serve --timeout 1m
+zmem_usage serve --timeout 250ms -- "--timeout is a whole number of seconds, not 250ms"
+takes allocbench --min-ms 5ms
+takes allocbench --latency --ms 1s --settle 100ms --trace 10ms
+takes run --idle-after 2s
+# a bare number keeps its unit; junk is refused, naming the syntax
+takes tierbench --idle-after 500
+takes serve --timeout 5
+for o in "tierbench --idle-after" "serve --timeout" "allocbench --min-ms"; do
+    # shellcheck disable=SC2086
+    zmem_usage $o 5x -- "(a duration: "
+done
+tap_end
