@@ -61,6 +61,18 @@ for c in nbdcopy fincore jq sha256sum; do
 done
 [ -x "$ZMEM" ] || { echo "e2e-serve.sh: no $ZMEM (make -j2 WERROR=1)" >&2; exit 2; }
 
+bytes() {   # 4G -> 4294967296
+    echo "$1" | awk '{ n = $1 + 0; u = toupper(substr($1, length($1))); m = 1
+        if (u == "K") m = 1024; if (u == "M") m = 1048576
+        if (u == "G") m = 1073741824; if (u == "T") m = 1099511627776
+        printf "%.0f\n", n * m }'
+}
+SIZE_B=$(bytes "$SIZE")
+LIMIT_B=$(bytes "$LIMIT")
+MIB=1048576
+BACK_SIZE=$((SIZE_B * 2))
+[ "$SIZE_B" -gt 0 ] && [ $((SIZE_B % (256 * MIB))) = 0 ] && [ "$LIMIT_B" -gt 0 ] ||
+    { echo "e2e-serve.sh: --size must be a multiple of 256M, --mem-limit more than 0" >&2; exit 2; }
 export TMPDIR=${TMPDIR:-/var/tmp}
 WORK=${WORK:-$(mktemp -d "$TMPDIR/zmem-e2e.XXXXXX")}
 mkdir -p "$WORK"
@@ -72,16 +84,6 @@ FRONT=$RT/front.sock
 BACK=$RT/back.sock
 IMG=$WORK/z.img
 
-bytes() {   # 4G -> 4294967296
-    echo "$1" | awk '{ n = $1 + 0; u = toupper(substr($1, length($1))); m = 1
-        if (u == "K") m = 1024; if (u == "M") m = 1048576
-        if (u == "G") m = 1073741824; if (u == "T") m = 1099511627776
-        printf "%.0f\n", n * m }'
-}
-SIZE_B=$(bytes "$SIZE")
-LIMIT_B=$(bytes "$LIMIT")
-BACK_SIZE=$((SIZE_B * 2))
-MIB=1048576
 
 cleanup() {
     for s in "$FRONT" "$BACK"; do
