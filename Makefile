@@ -124,7 +124,7 @@ WORKLOAD_OBJ := $(WORKLOAD_SRC:%.c=$(BUILD)/%.o)
 # The front ends: the zmem command (its user commands in src/cli, its
 # benchmarks in src/bench) and the NBD server it runs (zmem serve).
 SERVE_SRC := $(wildcard src/serve/*.c)
-CLI_SRC  := $(wildcard src/cli/*.c src/bench/*.c) $(SERVE_SRC)
+CLI_SRC  := $(wildcard src/cli/*.c src/bench/*.c src/tool/*.c) $(SERVE_SRC)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 SERVE_OBJ := $(SERVE_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)

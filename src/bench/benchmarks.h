@@ -8,7 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cli/cli.h"
+#include "base/rand.h"
+#include "tool/util.h"
 
 /* subcommands: return the process exit status */
 int cmd_bench(int argc, char **argv);

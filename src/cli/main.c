@@ -6,9 +6,9 @@
 
 #include <zmem/common.h>
 #include "bench/benchmarks.h"
-#include "cli/check.h"
+#include "tool/check.h"
 #include "cli/cli.h"
-#include "cli/opt.h"
+#include "tool/opt.h"
 
 static const struct {
 	const char *name;

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/plot.h"
+#include "tool/plot.h"
 
 #define MARGIN_L 80
 #define MARGIN_R 20

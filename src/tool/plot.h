@@ -3,8 +3,8 @@
  * one x axis of labelled points, one line per series with its own colour
  * and marker shape, a panel per figure, stacked down the page.  No
  * dependencies. */
-#ifndef ZM_CLI_PLOT_H
-#define ZM_CLI_PLOT_H
+#ifndef ZM_TOOL_PLOT_H
+#define ZM_TOOL_PLOT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/check.h"
-#include "cli/opt.h"
+#include "tool/check.h"
+#include "tool/opt.h"
 
 static int fail_path(const char *cmd, const char *opt, const char *path, int err)
 {

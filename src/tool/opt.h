@@ -10,8 +10,8 @@
  *   signed; counts are decimal; both refuse overflow and junk;
  *   a usage error prints one line, "zmem CMD: ...", and the exit status is
  *   2 (CLI_USAGE); a failure while running is 1 (CLI_FAIL). */
-#ifndef ZM_CLI_OPT_H
-#define ZM_CLI_OPT_H
+#ifndef ZM_TOOL_OPT_H
+#define ZM_TOOL_OPT_H
 
 #include <stddef.h>
 #include <stdint.h>
