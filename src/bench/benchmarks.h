@@ -24,6 +24,7 @@ int cmd_tierbench(int argc, char **argv);
 int cmd_cachebench(int argc, char **argv);
 int cmd_regionbench(int argc, char **argv);
 int cmd_runbench(int argc, char **argv);
+int cmd_gen(int argc, char **argv);
 
 /* churn.c, for zmem bench --churn */
 struct churn_summary {

@@ -20,7 +20,6 @@ int cmd_stats(int argc, char **argv);
 int cmd_ctl(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_list(int argc, char **argv);
-int cmd_gen(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 

@@ -14,8 +14,8 @@
 #include <zmem/codec.h>
 #include "workload/workload.h"
 #include "bench/bench.h"
+#include "bench/benchmarks.h"
 #include "tool/check.h"
-#include "cli/cli.h"
 #include "tool/opt.h"
 
 /* Pages generated per write. */
