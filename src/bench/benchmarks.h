@@ -1,7 +1,7 @@
-/* The benchmark commands of zmem (one a file here, dispatched from
- * src/cli/main.c) and what more than one of them uses.  Their options,
- * JSON, plots, progress and timing helpers are the zmem command's
- * (src/cli/opt.h, json.h, plot.h, cli.h). */
+/* The benchmark commands of zmem (one a file here, listed in commands.c)
+ * and what more than one of them uses.  Their options, JSON, plots,
+ * checks, progress and timing helpers are those of every zmem command
+ * (src/tool/). */
 #ifndef ZM_BENCH_BENCHMARKS_H
 #define ZM_BENCH_BENCHMARKS_H
 
