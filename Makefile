@@ -124,7 +124,7 @@ WORKLOAD_OBJ := $(WORKLOAD_SRC:%.c=$(BUILD)/%.o)
 # The front ends: the zmem command (its user commands in src/cli, its
 # benchmarks in src/bench) and the NBD server it runs (zmem serve).
 SERVE_SRC := $(wildcard src/serve/*.c)
-CLI_SRC  := $(wildcard src/cli/*.c src/bench/*.c) $(SERVE_SRC)
+CLI_SRC  := $(wildcard src/cli/*.c src/bench/*.c src/tool/*.c) $(SERVE_SRC)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 SERVE_OBJ := $(SERVE_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -180,7 +180,7 @@ RUNPROGS := $(BUILD)/bench/run/dict.py $(BUILD)/bench/run/objects.js $(BUILD)/be
 
 .PHONY: all lib deps demo check check-quick check-debug check-asan check-tsan check-fuzz \
         check-memcheck check-arm64 check-build-debug check-build-asan check-build-tsan \
-        check-build-fuzz check-build-arm64 fuzz test-run test-build soak install uninstall clean FORCE
+        check-build-fuzz check-build-arm64 check-layers fuzz test-run test-build soak install uninstall clean FORCE
 all: lib $(BUILD)/zmem $(BUILD)/zmem.pc $(BUILD)/libzmem-run.so $(RUNPROGS)
 lib: $(BUILD)/libzmem.a $(BUILD)/libzmem.so $(BUILD)/libzmem-install.a
 
@@ -379,7 +379,12 @@ CHECK_BUILDS := check-build-asan check-build-debug check-build-tsan check-build-
                 check-build-arm64
 CHECK_JOBS   ?= 2
 CHECK_BUILD_JOBS ?= 2
-check: deps
+# Every #include goes down the layers or stays in its folder (the table is
+# in the script and in docs/hacking.md): a grep, run first by make check.
+check-layers:
+	@sh scripts/check-layers.sh
+
+check: deps check-layers
 	@rm -rf build/results build/slots && mkdir -p build/slots
 	@echo "== building every configuration (build/check-build.log)"
 	@$(MAKE) -k -j$(CHECK_BUILD_JOBS) $(CHECK_BUILDS) > build/check-build.log 2>&1 || \

@@ -8,11 +8,11 @@
 #include <math.h>
 
 #include "testutil.h"
-#include "cli/json.c"
-#include "cli/opt.c"
-#include "cli/util.c"
-#include "cli/plot.c"
-#include "cli/check.c"
+#include "tool/json.c"
+#include "tool/opt.c"
+#include "tool/util.c"
+#include "tool/plot.c"
+#include "tool/check.c"
 
 /* ---- a strict JSON string reader ------------------------------------ */
 

@@ -336,7 +336,7 @@ static void test_pages_records_back(void **st)
 		assert_int_equal(zm_pages_free(pg, v[i]), 0);
 	zm_pages_flush_thread(pg);
 	zm_pages_trim(pg);
-	zmi_pages_trim_idle(pg);
+	zm_pages_trim_idle(pg);
 	after = resident_pages(pg->pg, pg->pg_bytes);
 	assert_int_equal(arena_resident(pg), 0);
 	for (size_t i = 0; i < N; i++) {
@@ -399,7 +399,7 @@ static void test_free_all_metadata(void **st)
 	zm_pool_compact(f.p);
 	zm_pages_flush_thread(f.p->pages);
 	zm_pages_trim(f.p->pages);
-	zmi_pages_trim_idle(f.p->pages);
+	zm_pages_trim_idle(f.p->pages);
 	meta_resident(f.p, &after);
 	arena = arena_resident(f.p->pages);
 	printf("resident pages, full -> all freed: handle table %zu -> %zu, zspage table %zu "

@@ -23,7 +23,7 @@
 
 #include "pooltest.h"
 #include <zmem/pages.h>
-#include "pages/pages_internal.h" /* zmi_pages_trim_idle */
+#include "pages/pages_internal.h" /* zm_pages_trim_idle */
 
 #define PS 4096
 
@@ -954,7 +954,7 @@ static void test_pages_trim(void **st)
  * leaves out 12,288 and the cache's 64 (reserve 192-193, batch 48), so
  * between 192 and 242 free pages stay resident; freeing the rest, out is the cache's at most 64
  * pages (reserve 8, batch 8): at most 16.  The fixed reserve kept 256 to
- * 320 of them either way.  zmi_pages_trim_idle (what the compactor calls
+ * 320 of them either way.  zm_pages_trim_idle (what the compactor calls
  * after an episode) gives back every free page with the default reserve,
  * and keeps an explicit one.
  *
@@ -995,7 +995,7 @@ static void test_pages_reserve_scales(void **st)
 		fail_msg("%zu free pages resident with only the cache out (reserve 8, batch 8)",
 			 s.reserve);
 	zm_pages_flush_thread(pg);
-	zmi_pages_trim_idle(pg);
+	zm_pages_trim_idle(pg);
 	zm_pages_stats(pg, &s);
 	assert_int_equal(s.reserve, 0);
 	assert_int_equal(s.resident, 0);
@@ -1011,14 +1011,14 @@ static void test_pages_reserve_scales(void **st)
 	for (size_t i = 0; i < FIRST; i++)
 		assert_int_equal(zm_pages_free(pg, v[i]), 0);
 	zm_pages_flush_thread(pg);
-	zmi_pages_trim_idle(pg);
+	zm_pages_trim_idle(pg);
 	zm_pages_stats(pg, &s);
 	assert_int_equal(s.reserve, 100);
 	zm_pages_destroy(pg);
 }
 
 /* Hold `held` pages of pg (written), then take and free `churn` more over
- * and over for three demand windows, calling zmi_pages_trim_due as a
+ * and over for three demand windows, calling zm_pages_trim_due as a
  * pool's worker does each period. */
 static void churn_pages(struct zm_pages *pg, zm_pfn_t *v, size_t held, size_t churn)
 {
@@ -1037,7 +1037,7 @@ static void churn_pages(struct zm_pages *pg, zm_pfn_t *v, size_t held, size_t ch
 		for (size_t i = held; i < held + churn; i++)
 			assert_int_equal(zm_pages_free(pg, v[i]), 0);
 		zm_pages_flush_thread(pg);  /* through the zone, not the cache */
-		zmi_pages_trim_due(pg);
+		zm_pages_trim_due(pg);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 	} while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 <
 		 3 * ZM_DEMAND_MS);
@@ -1048,8 +1048,8 @@ static void churn_pages(struct zm_pages *pg, zm_pfn_t *v, size_t held, size_t ch
  * zmi_zone_demand): pages taken in the last 100 ms window, up to
  * 1/2^ZM_DEMAND_CAP_SHIFT of its pages out, stay resident through an
  * idle trim, so that a pool churning after a compaction takes them
- * again without faults; two windows without a take, zmi_pages_trim_due gives them all back.  Only
- * while someone calls zmi_pages_trim_due: without it, the idle trim
+ * again without faults; two windows without a take, zm_pages_trim_due gives them all back.  Only
+ * while someone calls zm_pages_trim_due: without it, the idle trim
  * keeps nothing (a pool with no worker would keep them for good).  One
  * zone: 8,192 pages held, then 512 taken and freed for 300 ms (one
  * window at least is full of takes), then an idle trim: at least 256
@@ -1072,11 +1072,11 @@ static void test_pages_demand(void **st)
 
 	assert_int_equal(zm_pages_create(&c, &pg), 0);
 	churn_pages(pg, v, HELD, CHURN);
-	zmi_pages_trim_idle(pg);
+	zm_pages_trim_idle(pg);
 	zm_pages_stats(pg, &s);
 	kept = s.reserve;
 	usleep((2 * ZM_DEMAND_MS + 50) * 1000);
-	zmi_pages_trim_due(pg);
+	zm_pages_trim_due(pg);
 	zm_pages_stats(pg, &s);
 	printf("demand: %zu free pages kept by the idle trim while churning, %zu once it "
 	       "stopped\n", kept, s.reserve);
@@ -1084,7 +1084,7 @@ static void test_pages_demand(void **st)
 		fail_msg("%zu free pages kept after churn of %d pages over %d held", kept,
 			 CHURN, HELD);
 	assert_int_equal(s.reserve, 0);
-	/* the same churn with no one calling zmi_pages_trim_due for a while:
+	/* the same churn with no one calling zm_pages_trim_due for a while:
 	 * nothing kept */
 	usleep((2 * ZM_DEMAND_MS + 50) * 1000);
 	for (size_t i = HELD; i < HELD + CHURN; i++)
@@ -1092,7 +1092,7 @@ static void test_pages_demand(void **st)
 	for (size_t i = HELD; i < HELD + CHURN; i++)
 		assert_int_equal(zm_pages_free(pg, v[i]), 0);
 	zm_pages_flush_thread(pg);
-	zmi_pages_trim_idle(pg);
+	zm_pages_trim_idle(pg);
 	zm_pages_stats(pg, &s);
 	assert_int_equal(s.reserve, 0);
 	for (size_t i = 0; i < HELD; i++)
@@ -1110,13 +1110,13 @@ static void take_pages(struct zm_pages *pg, zm_pfn_t *v, size_t n)
 	}
 }
 
-/* Sleep ms, calling zmi_pages_trim_due every 20 ms as a pool's worker
+/* Sleep ms, calling zm_pages_trim_due every 20 ms as a pool's worker
  * does. */
 static void sleep_due(struct zm_pages *pg, unsigned ms)
 {
 	for (unsigned t = 0; t < ms; t += 20) {
 		usleep(20000);
-		zmi_pages_trim_due(pg);
+		zm_pages_trim_due(pg);
 	}
 }
 
@@ -1152,7 +1152,7 @@ static void test_pages_demand_now(void **st)
 	for (size_t i = 0; i < CHURN; i++)
 		assert_int_equal(zm_pages_free(pg, v[HELD + 2 * STEP + i]), 0);
 	zm_pages_flush_thread(pg);
-	zmi_pages_trim_due(pg);
+	zm_pages_trim_due(pg);
 	zm_pages_stats(pg, &s);
 	printf("demand now: %zu free pages kept after %d taken in this window\n", s.reserve,
 	       CHURN);
@@ -1167,7 +1167,7 @@ static void test_pages_demand_now(void **st)
 
 /*
  * A pool's worker makes free pages resident ahead of demand
- * (zmi_pages_trim_due, refill_zone in pages/arena.c): with prefault on, a
+ * (zm_pages_trim_due, refill_zone in pages/arena.c): with prefault on, a
  * zone whose resident free pages fell below half of what it was asked
  * for in the last window gets them made resident there, off the takers'
  * threads.  One zone, 8,192 pages held, 512 taken and freed for 300 ms
@@ -1198,7 +1198,7 @@ static void test_pages_refill(void **st)
 			assert_int_equal(zm_pages_alloc(pg, &v[i]), 0);
 		zm_pages_flush_thread(pg);
 		zm_pages_stats(pg, &s0);
-		zmi_pages_trim_due(pg);
+		zm_pages_trim_due(pg);
 		zm_pages_stats(pg, &s);
 		printf("refill, prefault %d: %zu resident free before, %zu after; %llu made "
 		       "resident ahead\n", prefault, s0.reserve, s.reserve,

@@ -21,6 +21,7 @@
 #ifndef ZMEM_PAGES_H
 #define ZMEM_PAGES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <zmem/common.h>
@@ -206,6 +207,25 @@ ZM_API int zm_pages_alloc_run(struct zm_pages *pages, unsigned n, zm_pfn_t *pfn)
  * of its free-page bitsets (2 bits a page). */
 #define ZM_PAGES_RECORD_BYTES 8
 #define ZM_PAGES_META_BYTES(n) ((uint64_t)(n) * ZM_PAGES_RECORD_BYTES + (uint64_t)(n) / 4)
+
+/* ---- advanced: giving memory back, for a pool's worker ---- */
+
+/* The memory was just given back by the layer above (zsmalloc, after a
+ * compaction episode): every zone's dirty free pages go back to the OS,
+ * all of them with the default reserve (it comes back as pages are freed
+ * again), down to reserve_pages if one was asked for.  Takes the zones'
+ * locks one at a time; call without any.  Returns pages given back. */
+ZM_API size_t zm_pages_trim_idle(struct zm_pages *pages);
+/* Each zone down to its recent demand, or to nothing if it had none: for
+ * a caller that looks every so often (zsmalloc's worker); a few relaxed
+ * reads when there is nothing to do.  Returns pages given back. */
+ZM_API size_t zm_pages_trim_due(struct zm_pages *pages);
+
+/* Whether the instance has a limit below its arena (limit_pages), and
+ * whether it keeps all its memory (reserve_pages SIZE_MAX): fixed at
+ * creation, so a caller may ask once and keep the answer. */
+ZM_API bool zm_pages_limited(const struct zm_pages *pages);
+ZM_API bool zm_pages_keeps_memory(const struct zm_pages *pages);
 #endif /* ZMEM_ADVANCED */
 
 /* A run of 2^order contiguous pages (order 0..ZM_PAGES_MAX_ORDER), straight

@@ -44,10 +44,10 @@
 #include <zmem/pool.h>
 #include "base/cpu.h"
 #include "bench/benchmarks.h"
-#include "cli/check.h"
-#include "cli/json.h"
-#include "cli/opt.h"
-#include "cli/plot.h"
+#include "tool/check.h"
+#include "tool/json.h"
+#include "tool/opt.h"
+#include "tool/plot.h"
 
 #define MAX_RUNS 15
 #define DEF_RUNS 3

@@ -40,9 +40,9 @@
 #include <zmem/store.h>
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
-#include "cli/check.h"
-#include "cli/json.h"
-#include "cli/opt.h"
+#include "tool/check.h"
+#include "tool/json.h"
+#include "tool/opt.h"
 
 #define DEF_SIZE ((size_t)64 << 20) /* per data set: the whole run stays
 				       well under a minute on 2 cores */

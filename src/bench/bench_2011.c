@@ -31,8 +31,8 @@
 #include "workload/workload.h"
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
-#include "cli/json.h"
-#include "cli/opt.h"
+#include "tool/json.h"
+#include "tool/opt.h"
 
 #define PAGE_BYTES 4096
 #define NDATA      2

@@ -33,7 +33,7 @@
 #include "workload/workload.h"
 #include "base/rand.h"
 #include "bench/bench.h"
-#include "cli/opt.h"
+#include "tool/opt.h"
 
 /* Shares of SIZE, in percent (the rest is the program's own memory). */
 #define SHARE_HASH    38

@@ -23,8 +23,8 @@
 #include <zmem/codec.h>
 #include "workload/workload.h"
 #include "bench/bench.h"
-#include "cli/check.h"
-#include "cli/opt.h"
+#include "tool/check.h"
+#include "tool/opt.h"
 
 #define BENCH_SEED 20111 /* any constant: the same data in every run */
 

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
-#include "cli/plot.h"
+#include "tool/plot.h"
 
 #define W        960
 #define MARGIN_L 70

@@ -39,8 +39,8 @@
 #include "base/units.h"
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
-#include "cli/json.h"
-#include "cli/opt.h"
+#include "tool/json.h"
+#include "tool/opt.h"
 
 /* Bytes handed to one zm_store_put_range: 64 KiB, a 16-page unit of
  * 4 KiB pages, as the kernel's large folios and nbdcopy's requests are at

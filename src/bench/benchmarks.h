@@ -1,14 +1,15 @@
-/* The benchmark commands of zmem (one a file here, dispatched from
- * src/cli/main.c) and what more than one of them uses.  Their options,
- * JSON, plots, progress and timing helpers are the zmem command's
- * (src/cli/opt.h, json.h, plot.h, cli.h). */
+/* The benchmark commands of zmem (one a file here, listed in commands.c)
+ * and what more than one of them uses.  Their options, JSON, plots,
+ * checks, progress and timing helpers are those of every zmem command
+ * (src/tool/). */
 #ifndef ZM_BENCH_BENCHMARKS_H
 #define ZM_BENCH_BENCHMARKS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cli/cli.h"
+#include "base/rand.h"
+#include "tool/util.h"
 
 /* subcommands: return the process exit status */
 int cmd_bench(int argc, char **argv);
@@ -23,6 +24,7 @@ int cmd_tierbench(int argc, char **argv);
 int cmd_cachebench(int argc, char **argv);
 int cmd_regionbench(int argc, char **argv);
 int cmd_runbench(int argc, char **argv);
+int cmd_gen(int argc, char **argv);
 
 /* churn.c, for zmem bench --churn */
 struct churn_summary {

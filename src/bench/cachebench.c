@@ -88,10 +88,10 @@
 #include "workload/workload.h"
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
-#include "cli/check.h"
-#include "cli/json.h"
-#include "cli/opt.h"
-#include "cli/plot.h"
+#include "tool/check.h"
+#include "tool/json.h"
+#include "tool/opt.h"
+#include "tool/plot.h"
 
 #define PS 4096
 #define DEF_SIZE ((size_t)64 << 20)      /* frontswap: the program's memory */

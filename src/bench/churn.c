@@ -43,8 +43,8 @@
 #include <zmem/pool.h>
 #include "bench/benchmarks.h"
 #include "bench/corpus.h"
-#include "cli/json.h"
-#include "cli/opt.h"
+#include "tool/json.h"
+#include "tool/opt.h"
 
 #define NALLOC 8
 /* zsmalloc with its compactor, and the same pool without: the work's

@@ -12,9 +12,9 @@
 
 #include <zmem/codec.h>
 #include "bench/corpus.h"
-#include "cli/check.h"
-#include "cli/json.h"
-#include "cli/opt.h"
+#include "tool/check.h"
+#include "tool/json.h"
+#include "tool/opt.h"
 
 #define PAGE 4096
 

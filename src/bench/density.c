@@ -22,8 +22,8 @@
 #include <zmem/pool.h>
 #include "bench/benchmarks.h"
 #include "bench/corpus.h"
-#include "cli/json.h"
-#include "cli/opt.h"
+#include "tool/json.h"
+#include "tool/opt.h"
 
 struct result {
 	double overhead, pool, meta, round;

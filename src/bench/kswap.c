@@ -15,7 +15,7 @@
 
 #include "bench/bench.h"
 #include "bench/kswap.h"
-#include "cli/opt.h"
+#include "tool/opt.h"
 
 #define SWAP_PRIO 32767              /* above any swap already in use */
 

@@ -61,8 +61,8 @@
 #include <zmem/pool.h>
 #include "base/cpu.h"
 #include "bench/benchmarks.h"
-#include "cli/json.h"
-#include "cli/opt.h"
+#include "tool/json.h"
+#include "tool/opt.h"
 
 #define MAXT 16
 #define DEF_THREADS 2

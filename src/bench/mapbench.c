@@ -15,8 +15,8 @@
 #include <zmem/pages.h>
 #include <zmem/pool.h>
 #include "bench/benchmarks.h"
-#include "cli/json.h"
-#include "cli/opt.h"
+#include "tool/json.h"
+#include "tool/opt.h"
 
 #define OBJ_SIZE 1632
 #define ITERS 2000000

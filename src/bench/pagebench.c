@@ -23,8 +23,8 @@
 
 #include <zmem/pages.h>
 #include "bench/benchmarks.h"
-#include "cli/json.h"
-#include "cli/opt.h"
+#include "tool/json.h"
+#include "tool/opt.h"
 
 static const size_t batches[] = { 1, 2, 4, 8, 16, 32, 64, 128 };
 #define NBATCH (sizeof(batches) / sizeof(batches[0]))

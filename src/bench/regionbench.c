@@ -83,10 +83,10 @@
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
 #include "bench/kswap.h"
-#include "cli/check.h"
-#include "cli/json.h"
-#include "cli/opt.h"
-#include "cli/plot.h"
+#include "tool/check.h"
+#include "tool/json.h"
+#include "tool/opt.h"
+#include "tool/plot.h"
 
 #define DEF_SIZE ((size_t)64 << 20)  /* all four traces on three sides in
 					well under 20 s on 2 cores */

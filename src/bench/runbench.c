@@ -49,10 +49,10 @@
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
 #include "bench/kswap.h"
-#include "cli/check.h"
-#include "cli/json.h"
-#include "cli/opt.h"
-#include "cli/plot.h"
+#include "tool/check.h"
+#include "tool/json.h"
+#include "tool/opt.h"
+#include "tool/plot.h"
 
 #define EXIT_SKIP 77
 #define MIB 1048576.0

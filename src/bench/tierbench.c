@@ -103,10 +103,10 @@
 #include <zmem/store.h>
 #include "bench/bench.h"
 #include "bench/benchmarks.h"
-#include "cli/json.h"
-#include "cli/check.h"
-#include "cli/opt.h"
-#include "cli/plot.h"
+#include "tool/json.h"
+#include "tool/check.h"
+#include "tool/opt.h"
+#include "tool/plot.h"
 
 #define DEF_LIMIT ((size_t)64 << 20) /* data 256 MiB asked for: all six modes
 					in well under a minute on 2 cores */

@@ -50,10 +50,10 @@
 #include <zmem/pages.h>
 #include <zmem/pool.h>
 #include "bench/benchmarks.h"
-#include "cli/check.h"
-#include "cli/json.h"
-#include "cli/opt.h"
-#include "cli/plot.h"
+#include "tool/check.h"
+#include "tool/json.h"
+#include "tool/opt.h"
+#include "tool/plot.h"
 
 #define MAX_SIZES    24
 #define MAX_BACKENDS 16

@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include "workload/workload.h"
-#include "cli/check.h"
+#include "tool/check.h"
 #include "cli/cli.h"
-#include "cli/opt.h"
+#include "tool/opt.h"
 
 static int write_page(void *arg, const void *page, size_t ps)
 {

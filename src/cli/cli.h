@@ -1,8 +1,8 @@
-/* The zmem command: its user commands, and the helpers they share with
- * the benchmark commands (src/bench/).  Besides the public headers of
- * the library, the command uses the small helpers of src/base that the
- * library and the tests share: base/os.h (resident memory, the clock),
- * base/rand.h (the one random generator), base/units.h (sizes). */
+/* The zmem command's user commands (src/cli/); what they share with the
+ * benchmark commands (src/bench/) is in src/tool/.  Besides the public
+ * headers of the library, the command uses the small helpers of src/base
+ * that the library and the tests share: base/os.h (resident memory, the
+ * clock), base/rand.h (the one random generator), base/units.h (sizes). */
 #ifndef ZM_CLI_H
 #define ZM_CLI_H
 
@@ -12,6 +12,7 @@
 
 #include "base/os.h"
 #include "base/rand.h"
+#include "tool/util.h"
 
 /* subcommands: return the process exit status */
 int cmd_serve(int argc, char **argv);
@@ -19,7 +20,6 @@ int cmd_stats(int argc, char **argv);
 int cmd_ctl(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_list(int argc, char **argv);
-int cmd_gen(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 
@@ -54,17 +54,5 @@ static inline int run_is_target(const char *arg)
 {
 	return arg && (!strcmp(arg, "run") || !strncmp(arg, "run:", 4));
 }
-
-/* monotonic nanoseconds */
-static inline uint64_t cli_now_ns(void)
-{
-	return zmi_os_now_ns();
-}
-/* a decimal count into *v: 0, or -1 (no digits first, junk after, too
- * large) */
-int cli_parse_u64(const char *s, uint64_t *v);
-/* median of n values (sorts v) */
-double cli_median(double *v, size_t n);
-int cli_ncpus(void);
 
 #endif

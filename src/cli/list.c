@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/json.h"
-#include "cli/opt.h"
+#include "tool/json.h"
+#include "tool/opt.h"
 #include "serve/serve.h"
 
 enum col {

@@ -1,45 +1,18 @@
 /* zmem: the command-line front end.  One subcommand per file: the user
- * commands here, the benchmarks in src/bench/. */
+ * commands in src/cli/, the benchmarks in src/bench/ (their table is
+ * bench_commands(), bench/commands.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <zmem/common.h>
-#include "bench/benchmarks.h"
-#include "cli/check.h"
+#include "bench/commands.h"
+#include "tool/check.h"
 #include "cli/cli.h"
-#include "cli/opt.h"
+#include "tool/opt.h"
 
-static const struct {
-	const char *name;
-	int (*fn)(int, char **);
-	const char *help;       /* NULL: internal, not listed */
-} cmds[] = {
-	{ "bench", cmd_bench,
-	  "the main job: every allocator on the same pages: density, speed" },
-	{ "pagebench", cmd_pagebench,
-	  "the page allocator: bulk vs single pages, fast path, threads" },
-	{ "mapbench", cmd_mapbench,
-	  "time map+unmap of zsmalloc objects: copy vs in place, per mode" },
-	{ "churn", cmd_churn,
-	  "free a random part of the objects: memory after, per allocator" },
-	{ "churn-child", cmd_churn_child, NULL },
-	{ "density", cmd_density,
-	  "how densely each backend holds real lz4-compressed pages" },
-	{ "allocbench", cmd_allocbench,
-	  "the same allocations through every pool backend: ns per op" },
-	{ "worstcase", cmd_worstcase,
-	  "sequences built to hurt each allocator, by pool size" },
-	{ "tierbench", cmd_tierbench,
-	  "cold data against a memory limit: recompression, writeback" },
-	{ "regionbench", cmd_regionbench,
-	  "compressed regions against plain memory, the kernel's zram, zswap" },
-	{ "runbench", cmd_runbench,
-	  "programs under zmem run against the kernel's zram and zswap" },
-	{ "cachebench", cmd_cachebench,
-	  "tmem under memory pressure: frontswap, cleancache, the store" },
-	{ "gen", cmd_gen,
-	  "write zero, random or text pages at a compression ratio" },
+/* the user commands; the benchmarks' are bench_commands()'s */
+static const struct cli_command user_cmds[] = {
 	{ "serve", cmd_serve,
 	  "a compressed RAM disk over NBD (qemu, nbdcopy, fio, nbdinfo)" },
 	{ "run", cmd_run,
@@ -53,7 +26,19 @@ static const struct {
 	{ "capture", cmd_capture,
 	  "copy the private memory of a live process into a file of pages" },
 };
-#define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
+#define NUSER (sizeof(user_cmds) / sizeof(user_cmds[0]))
+
+/* Command i of all: the benchmarks', then the user commands (the order
+ * of zmem help); NULL past the last. */
+static const struct cli_command *cmd_at(size_t i)
+{
+	size_t nbench;
+	const struct cli_command *bench = bench_commands(&nbench);
+
+	if (i < nbench)
+		return &bench[i];
+	return i - nbench < NUSER ? &user_cmds[i - nbench] : NULL;
+}
 
 static void usage(FILE *f)
 {
@@ -61,9 +46,9 @@ static void usage(FILE *f)
 		   "       zmem help [COMMAND] | zmem COMMAND --help | zmem --version\n\n"
 		   "Commands:\n");
 	/* each line within 80 columns: a help of 65 characters at most */
-	for (size_t i = 0; i < NCMDS; i++)
-		if (cmds[i].help)
-			fprintf(f, "  %-12s %s\n", cmds[i].name, cmds[i].help);
+	for (size_t i = 0; cmd_at(i); i++)
+		if (cmd_at(i)->help)
+			fprintf(f, "  %-12s %s\n", cmd_at(i)->name, cmd_at(i)->help);
 	fprintf(f, "\nSizes are bytes or K, M, G, T (units of 1024).  Exit status: 0 done,\n"
 		   "1 failed, 2 usage error.  Progress goes to stderr (-q: none); --json\n"
 		   "prints one document {\"zmem\": VERSION, \"command\": NAME, ...} on stdout.\n");
@@ -104,17 +89,17 @@ static const char *closest(const char *name)
 	const char *best = NULL;
 	size_t len = strlen(name), bd = len <= 4 ? 2 : 3;
 
-	for (size_t i = 0; len >= 2 && i < NCMDS; i++)
-		if (cmds[i].help && !strncmp(name, cmds[i].name, len))
-			return cmds[i].name;
-	for (size_t i = 0; i < NCMDS; i++) {
+	for (size_t i = 0; len >= 2 && cmd_at(i); i++)
+		if (cmd_at(i)->help && !strncmp(name, cmd_at(i)->name, len))
+			return cmd_at(i)->name;
+	for (size_t i = 0; cmd_at(i); i++) {
 		size_t d;
 
-		if (!cmds[i].help)
+		if (!cmd_at(i)->help)
 			continue;
-		d = distance(name, cmds[i].name);
+		d = distance(name, cmd_at(i)->name);
 		if (d < bd)
-			bd = d, best = cmds[i].name;
+			bd = d, best = cmd_at(i)->name;
 	}
 	return best;
 }
@@ -131,17 +116,17 @@ static int unknown(const char *name)
 	return CLI_USAGE;
 }
 
-static int find(const char *name)
+static const struct cli_command *find(const char *name)
 {
-	for (size_t i = 0; i < NCMDS; i++)
-		if (!strcmp(name, cmds[i].name))
-			return (int)i;
-	return -1;
+	for (size_t i = 0; cmd_at(i); i++)
+		if (!strcmp(name, cmd_at(i)->name))
+			return cmd_at(i);
+	return NULL;
 }
 
 int main(int argc, char **argv)
 {
-	int i;
+	const struct cli_command *c;
 
 	/* a failed write to stdout is a failure (check.h) */
 	atexit(cli_check_stdout);
@@ -168,17 +153,17 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return CLI_OK;
 		}
-		i = find(argv[2]);
-		if (i < 0 || !cmds[i].help)
+		c = find(argv[2]);
+		if (!c || !c->help)
 			return unknown(argv[2]);
-		cli_cmd = cmds[i].name;
-		return cmds[i].fn(2, help_argv);
+		cli_cmd = c->name;
+		return c->fn(2, help_argv);
 	}
 	if (argv[1][0] == '-')
 		return cli_usage(NULL, "unknown option '%s' (zmem help)", argv[1]);
-	i = find(argv[1]);
-	if (i < 0)
+	c = find(argv[1]);
+	if (!c)
 		return unknown(argv[1]);
-	cli_cmd = cmds[i].name;
-	return cmds[i].fn(argc - 1, argv + 1);
+	cli_cmd = c->name;
+	return c->fn(argc - 1, argv + 1);
 }

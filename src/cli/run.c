@@ -41,8 +41,8 @@
 #include <zmem/store.h>
 #include "base/units.h"
 #include "cli/cli.h"
-#include "cli/json.h"
-#include "cli/opt.h"
+#include "tool/json.h"
+#include "tool/opt.h"
 #include "run/board.h"
 #include "serve/serve.h"
 

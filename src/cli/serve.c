@@ -18,10 +18,10 @@
 #include <zmem/codec.h>
 #include <zmem/common.h>
 #include <zmem/pool.h>
-#include "cli/check.h"
+#include "tool/check.h"
 #include "cli/cli.h"
-#include "cli/json.h"
-#include "cli/opt.h"
+#include "tool/json.h"
+#include "tool/opt.h"
 #include "serve/serve.h"
 
 #define STR_(x) #x

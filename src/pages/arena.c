@@ -556,7 +556,7 @@ static size_t trim_all(struct zm_pages *p, bool idle)
 		struct zmi_zone *z = &p->zone[i];
 		/* idle: what the zone was asked for lately (a pool that
 		 * churns takes those pages again, and each given back would
-		 * come back as a fault); zmi_pages_trim_due takes it down
+		 * come back as a fault); zm_pages_trim_due takes it down
 		 * when the asking stops */
 		size_t keep = idle && p->reserve_scales ? zmi_zone_demand(p, z, zmi_os_coarse_ns())
 						       : zmi_zone_reserve(p, z);
@@ -573,12 +573,22 @@ size_t zm_pages_trim(struct zm_pages *p)
 	return p ? trim_all(p, false) : 0;
 }
 
-size_t zmi_pages_trim_idle(struct zm_pages *p)
+size_t zm_pages_trim_idle(struct zm_pages *p)
 {
 	return trim_all(p, true);
 }
 
-size_t zmi_pages_trim_due(struct zm_pages *p)
+bool zm_pages_limited(const struct zm_pages *p)
+{
+	return p->limited;
+}
+
+bool zm_pages_keeps_memory(const struct zm_pages *p)
+{
+	return p->reserve == SIZE_MAX;
+}
+
+size_t zm_pages_trim_due(struct zm_pages *p)
 {
 	size_t total = 0;
 	uint64_t now = zmi_os_coarse_ns();

@@ -300,7 +300,7 @@ struct zm_pages {
 	/* zmi_tc_lock */
 	struct zmi_tcache *caches; /* registry of this instance's caches */
 	uint64_t stolen;          /* zmi_tc_lock: pages zmi_tcache_steal took */
-	uint64_t due_seen_ns;     /* atomic: the last zmi_pages_trim_due call
+	uint64_t due_seen_ns;     /* atomic: the last zm_pages_trim_due call
 				     (the demand counts only while someone
 				     calls it: it is what gives it back) */
 	uint64_t tc_bulk_calls, tc_bulk_pages; /* bulk calls served from
@@ -355,7 +355,7 @@ static inline void zmi_zone_returned(struct zm_pages *p, struct zmi_zone *z, siz
  * last window did not take: trimmed meanwhile, each came back as a fault
  * in one of its allocations, docs/results/2026-12-03-in-place.md), none
  * once two windows passed without a take
- * or without a call of zmi_pages_trim_due (now: zmi_os_coarse_ns()), at
+ * or without a call of zm_pages_trim_due (now: zmi_os_coarse_ns()), at
  * most half of its pages out.  Half, not an eighth as first: a pool
  * churning at full speed right after its compactor shrank it takes more
  * than an eighth of its pages in a window, and each page trimmed beyond
@@ -377,7 +377,7 @@ static inline size_t zmi_zone_demand(const struct zm_pages *p, const struct zmi_
 
 	uint64_t w0, t;
 
-	/* none without a caller of zmi_pages_trim_due lately: nothing
+	/* none without a caller of zm_pages_trim_due lately: nothing
 	 * would give the pages kept back once the demand has passed */
 	if (now - __atomic_load_n(&z->win_start_ns, __ATOMIC_RELAXED) > two ||
 	    now - __atomic_load_n(&p->due_seen_ns, __ATOMIC_RELAXED) > two)
@@ -514,16 +514,8 @@ size_t zmi_buddy_isolate_dirty(struct zm_pages *p, struct zmi_zone *z, size_t ma
  * are trimmed by the freer, from that zone. */
 void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z);
 
-/* The memory was just given back by the layer above (zsmalloc, after a
- * compaction episode): every zone's dirty free pages go back to the OS,
- * all of them with the default reserve (it comes back as pages are freed
- * again), down to reserve_pages if one was asked for.  Takes the zones'
- * locks one at a time; call without any.  Returns pages given back. */
-size_t zmi_pages_trim_idle(struct zm_pages *p);
-/* Each zone down to its recent demand (zmi_zone_demand), or to nothing
- * if it had none: for a caller that looks every so often (zsmalloc's
- * worker); a few relaxed reads when there is nothing to do. */
-size_t zmi_pages_trim_due(struct zm_pages *p);
+/* zm_pages_trim_idle() and zm_pages_trim_due() (arena.c) are the
+ * advanced tier's, include/zmem/pages.h. */
 
 /* Prefault the pages in pfns[0..n) (without the lock; the caller owns
  * them), one madvise per run of adjacent pages.  Callers skip it when

@@ -1,13 +1,17 @@
 /*
  * The pool layer's backend table and what its files share.
  *
+ *   pool_internal.h  this header: the backend table, per-thread state and
+ *                 the hazard protocol, the pool's id in its handles
  *   pool.c        create/destroy by name, dispatch, the printed class table
- *   malloc_be.c   the "malloc" baseline backend
- *   zsmalloc/     the "zsmalloc" backend (see zsmalloc/zsmalloc.h)
- *   xvmalloc/     the "xvmalloc" backend (see xvmalloc/xvmalloc.h)
- *   xcfmalloc/    the "xcfmalloc" backend (see xcfmalloc/xcfmalloc.h)
- *   zbud.c        the "zbud" backend: two objects per page
+ *   thread.c      per-thread state: map slots, copy buffers, hazard
+ *                 pointers and the registry compactors read them from
  *   keys.c        owner words (pool.h): the calls and the key table
+ *   malloc_be.c   the "malloc" baseline backend
+ *   zbud.c        the "zbud" backend: two objects per page
+ *   zsmalloc/     the "zsmalloc" backend (its map: zsmalloc/zsmalloc.h)
+ *   xvmalloc/     the "xvmalloc" backend (its map: xvmalloc/xvmalloc.h)
+ *   xcfmalloc/    the "xcfmalloc" backend (its map: xcfmalloc/xcfmalloc.h)
  *
  * Backends are a table of operations; fields are only ever added at the
  * end.  An operation left NULL means "not supported" (compact).

@@ -39,7 +39,6 @@
 
 #include "base/os.h"
 #include "base/worker.h"
-#include "pages/pages_internal.h" /* zmi_pages_trim_idle */
 #include "pool/zsmalloc/zsmalloc.h"
 
 #define ZS_DEF_WATERMARK 40       /* the 2016 proposal's */
@@ -267,7 +266,7 @@ static bool still_shrinking(const struct zs_auto *a, const struct usage *u)
 static void give_back(struct zs_pool *zp)
 {
 	zm_pages_flush_thread(zp->pages);
-	zmi_pages_trim_idle(zp->pages);
+	zm_pages_trim_idle(zp->pages);
 }
 
 /* The episode's last step (compact_lock held): the zspages it freed left
@@ -322,7 +321,7 @@ static void auto_run(void *arg)
 				pthread_mutex_unlock(&zp->compact_lock);
 				/* the demand counts on while an episode runs:
 				 * churn takes what it frees */
-				zmi_pages_trim_due(zp->pages);
+				zm_pages_trim_due(zp->pages);
 				sched_yield();
 				pthread_mutex_lock(&zp->compact_lock);
 			}
@@ -351,7 +350,7 @@ static void auto_run(void *arg)
 	/* every period: what the pages layer keeps for demand goes back
 	 * once the demand has passed (and counts only while this runs) */
 	if (pol == ZM_COMPACT_RATIO)
-		zmi_pages_trim_due(zp->pages);
+		zm_pages_trim_due(zp->pages);
 }
 
 int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg)

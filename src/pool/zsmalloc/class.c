@@ -15,7 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pages/pages_internal.h" /* whether the pages have a limit */
 #include "pool/zsmalloc/zsmalloc.h"
 
 unsigned zs_class_for(struct zs_pool *zp, size_t size)
@@ -179,7 +178,7 @@ int zs_create(struct zm_pool *pool, const struct zm_pool_config *cfg)
 	/* by default none under a limit on the pages: there a free must make
 	 * room at once, and a mixed zspage's holes wait for the compactor */
 	zp->mixed = cfg->mixed_zspages ? cfg->mixed_zspages > 0 :
-		    ZS_DEF_MIXED && !zp->pages->limited;
+		    ZS_DEF_MIXED && !zm_pages_limited(zp->pages);
 	zp->mixed_always = cfg->mixed_zspages > 0;
 	/* a mixed zspage's tail is left unused when the next object does
 	 * not fit: the larger the zspage, the less of it (measured:

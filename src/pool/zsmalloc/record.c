@@ -45,7 +45,6 @@
 #include <string.h>
 
 #include "base/os.h"
-#include "pages/pages_internal.h" /* the pages instance's reserve */
 #include "pool/zsmalloc/zsmalloc.h"
 
 #define ZS_REC_PER_PAGE 256            /* reservation bytes per page of the arena */
@@ -100,7 +99,7 @@ int zs_records_init(struct zs_pool *zp)
 	if (r->bytes < ZS_REC_MIN)
 		r->bytes = ZS_REC_MIN;
 	r->bytes &= ~(r->page - 1);
-	r->keep = zp->pages->reserve == SIZE_MAX;
+	r->keep = zm_pages_keeps_memory(zp->pages);
 	zmi_lock_init(&r->lock);
 	return 0;
 }

@@ -1,18 +1,33 @@
 /*
  * zsmalloc: the dense allocator for compressed objects (background §1, §3).
  *
- *   zsmalloc/class.c   size classes: which slot size, how many pages per zspage;
- *                pool create/destroy
- *   zsmalloc/handle.c  the handle table: one 8-byte slot per object, the only
- *                reference to an object's location (one level of
- *                indirection, so that objects can move)
- *   zsmalloc/zspage.c  zspages: a few pages holding objects of one class; object
- *                addressing; fullness groups
- *   zsmalloc/alloc.c   zm_pool_alloc / zm_pool_free
- *   zsmalloc/huge.c    the huge class: a page per object, named by the handle
- *                slot itself, no zspage record
- *   zsmalloc/access.c  map / unmap / read / write; handle lookup and pinning
- *   zsmalloc/stats.c   statistics, the per-class table, the checker
+ * Read this header first (the types, the constants and the lock rules),
+ * then zsmalloc_inline.h (the inline accessors over them), then a file:
+ *
+ *   zsmalloc/zsmalloc.h         types, lock order, cross-file calls
+ *   zsmalloc/zsmalloc_inline.h  inline accessors: classes, slots and
+ *                       back references, object addresses, fullness
+ *                       groups, mixed zspages (included at the end of
+ *                       this header)
+ *   zsmalloc/class.c    size classes: which slot size, how many pages per
+ *                       zspage; pool create/destroy
+ *   zsmalloc/handle.c   the handle table: one 8-byte slot per object, the
+ *                       only reference to an object's location (one level
+ *                       of indirection, so that objects can move)
+ *   zsmalloc/zspage.c   zspages: a few pages holding objects of one class;
+ *                       object addressing; fullness groups
+ *   zsmalloc/record.c   zspage records in pages of the pool's own, given
+ *                       back to the OS when zspages go
+ *   zsmalloc/alloc.c    zm_pool_alloc / zm_pool_free
+ *   zsmalloc/huge.c     the huge class: a page per object, named by the
+ *                       handle slot itself, no zspage record
+ *   zsmalloc/access.c   map / unmap / read / write; handle lookup and
+ *                       pinning
+ *   zsmalloc/compact.c  compaction: live objects moved to fill as few
+ *                       pages as they can; mixed zspages packed
+ *   zsmalloc/auto.c     automatic compaction on the background worker
+ *                       (the WATERMARK and RATIO policies)
+ *   zsmalloc/stats.c    statistics, the per-class table, the checker
  *
  * Layout.  A class of slot size S keeps zspages of N pages (N chosen so
  * that N * page_size wastes least at the end, N <= max_zspage_pages).
@@ -206,11 +221,6 @@ struct __attribute__((packed)) zs_mhdr {
 _Static_assert(sizeof(struct zs_mhdr) == ZS_MHDR_BYTES, "the header as laid out");
 struct zspage;
 struct zs_class;
-/* Granules an object of len bytes takes, its header included. */
-static inline unsigned zs_mgran(size_t len)
-{
-	return (unsigned)((ZS_MHDR_BYTES + len + ZS_GRANULE - 1) / ZS_GRANULE);
-}
 
 /*
  * The holes of a mixed zspage (zsmalloc/alloc.c).  A free gives the
@@ -244,40 +254,6 @@ struct zs_mrec {
 					     (zs_mgran of their lengths) */
 	struct zs_mholes *ix;             /* its holes, or NULL */
 };
-/* The list of a hole of e granules (2 <= e < 2^16). */
-static inline unsigned zs_mhole_bin(unsigned e)
-{
-	unsigned k;
-
-	if (e < 16)
-		return e >> 1;
-	k = 31u - (unsigned)__builtin_clz(e);
-	return 8 + 2 * (k - 4) + ((e >> (k - 1)) & 1);
-}
-/* The smallest extent of list b. */
-static inline unsigned zs_mhole_min(unsigned b)
-{
-	unsigned k = (b - 8) / 2 + 4;
-
-	return b < 8 ? 2 * b : (1u << k) | (((b - 8) & 1u) << (k - 1));
-}
-
-static inline void zs_set_magic(struct zspage *zs, uint32_t v)
-{
-#if ZM_DEBUG >= 1
-	zs->magic = v;
-#else
-	(void)zs, (void)v;
-#endif
-}
-
-/* Page i of zs (i < npop). */
-static inline zm_pfn_t zs_pfn(const struct zspage *zs, unsigned i)
-{
-	const zm_pfn_t *x = __atomic_load_n(&zs->pfnx, __ATOMIC_ACQUIRE);
-
-	return zmi_likely(!x) ? zs->first + i : x[i];
-}
 
 /* One shard of a size class: 192 bytes, three cache lines, aligned so
  * that two classes' locks never share a line. */
@@ -324,7 +300,6 @@ struct zs_class {
 					     allocations take first, or NULL */
 } __attribute__((aligned(64)));
 
-
 /* Compaction (of objects, of records, of the handle table) takes and
  * drops class locks through these, so that an allocation that finds a
  * lock taken can tell a compactor's step from another thread allocating
@@ -333,65 +308,9 @@ struct zs_class {
 #define zs_compact_lock(c) /* a macro: debug builds name the caller's hold */ \
 	(zmi_lock(&(c)->lock), __atomic_store_n(&(c)->compacting, 1, __ATOMIC_RELAXED))
 
-static inline void zs_compact_unlock(struct zs_class *c)
-{
-	__atomic_store_n(&c->compacting, 0, __ATOMIC_RELAXED);
-	zmi_unlock(&c->lock);
-}
-
-/* Add to a counter that is written under the class lock but read without
- * it: a relaxed atomic store, a plain move on x86. */
-static inline void zs_count(uint32_t *ctr, int32_t d)
-{
-	__atomic_store_n(ctr, *ctr + (uint32_t)d, __ATOMIC_RELAXED);
-}
-
-/* What a caller of zm_pool_compact or zm_pool_shrink is told it freed,
- * and what pages_compacted adds.  The runs count pages net: those the
- * destinations populated (in classes or in mixed zspages) against those
- * the sources gave back, and a source an allocation lands in while it is
- * evacuated in steps (it stays valid for them), or whose next destination
- * page cannot be had, is not emptied; a run that moved little can then
- * have taken more pages than it gave back.  A negative count would read
- * as an error, and take from the counter: nothing was freed. */
-static inline long zs_net_freed(long freed)
-{
-	return freed > 0 ? freed : 0;
-}
-
-/* Add to a compaction counter (compact_lock held: one writer) that
- * zm_pool_stats reads without the lock, so that stats never wait for a
- * running compaction episode. */
-static inline void zs_stat_add(uint64_t *ctr, uint64_t d)
-{
-	__atomic_store_n(ctr, *ctr + d, __ATOMIC_RELAXED);
-}
-
-/* Bytes of one zspage record of class c. */
-static inline size_t zs_record_size(const struct zs_class *c)
-{
-	return sizeof(struct zspage) + (c->mixed ? sizeof(struct zs_mrec) :
-					(size_t)c->objs * sizeof(uint32_t));
-}
-
-/* A record takes whole cache lines of its own: records of two shards'
- * classes sharing a line make two threads pass it back and forth on every
- * malloc and free. */
-static inline size_t zs_record_alloc_size(const struct zs_class *c)
-{
-	return (zs_record_size(c) + 63) & ~(size_t)63;
-}
 /* glibc's aligned chunk around it: its 8-byte header, rounded to 16 (the
  * gap before the aligned start goes back to malloc's free lists). */
 #define ZS_ALIGNED_ALLOC_COST 16
-
-/* What malloc spends on n bytes: glibc's chunk, the bytes and an 8-byte
- * header rounded up to 16 bytes, 32 at least. */
-static inline size_t zs_malloc_cost(size_t n)
-{
-	n = (n + 8 + 15) & ~(size_t)15;
-	return n < 32 ? 32 : n;
-}
 
 /* Record pages (zsmalloc/record.c).  Zspage records of up to `max` bytes live
  * in pages of their own, of the system's page size, one record size to a
@@ -550,46 +469,10 @@ struct zs_pool {
 	struct zs_records rec;            /* zspage records (zsmalloc/record.c) */
 };
 
-static inline struct zs_pool *zs_of(struct zm_pool *pool) { return pool->priv; }
-
 /* zsmalloc/class.c: the class number for a size; class k of shard sh, made if
  * it is not yet (NULL if that fails). */
 unsigned zs_class_for(struct zs_pool *zp, size_t size);
 struct zs_class *zs_class_make(struct zs_pool *zp, unsigned sh, unsigned k);
-/* The class of index idx (shard << cshift | class), or NULL if it was
- * never made or idx names no class (0 <= idx < total). */
-static inline struct zs_class *zs_class_at(const struct zs_pool *zp, unsigned idx)
-{
-	struct zs_class **s = __atomic_load_n(&zp->shard[idx >> zp->cshift], __ATOMIC_ACQUIRE);
-	unsigned k = idx & ((1u << zp->cshift) - 1);
-
-	return s && k < zp->nclasses ? __atomic_load_n(&s[k], __ATOMIC_ACQUIRE) : NULL;
-}
-/* The class of index idx (c->idx, zspage->cls), which exists. */
-static inline struct zs_class *zs_class_of(const struct zs_pool *zp, unsigned idx)
-{
-	return __atomic_load_n(&zp->shard[idx >> zp->cshift][idx & ((1u << zp->cshift) - 1)],
-			       __ATOMIC_ACQUIRE);
-}
-static inline struct zs_class *zs_class_get(struct zs_pool *zp, unsigned sh, unsigned k)
-{
-	struct zs_class **s = __atomic_load_n(&zp->shard[sh], __ATOMIC_ACQUIRE);
-	struct zs_class *c = s ? __atomic_load_n(&s[k], __ATOMIC_ACQUIRE) : NULL;
-
-	return zmi_likely(c) ? c : zs_class_make(zp, sh, k);
-}
-/* The huge class of shard sh, or NULL. */
-static inline struct zs_class *zs_huge_class(const struct zs_pool *zp, unsigned sh)
-{
-	return zs_class_at(zp, (sh << zp->cshift) + zp->nclasses - 1);
-}
-/* The mixed class of shard sh, if the pool has them and it was made. */
-static inline struct zs_class *zs_mixed_at(const struct zs_pool *zp, unsigned sh)
-{
-	struct zs_class **s = __atomic_load_n(&zp->shard[sh], __ATOMIC_ACQUIRE);
-
-	return s && zp->mixed ? __atomic_load_n(&s[zp->nclasses], __ATOMIC_ACQUIRE) : NULL;
-}
 /* Each mixed class made so far. */
 #define ZS_FOR_EACH_MIXED(zp, c)                                                \
 	for (unsigned msh_ = 0; msh_ < (zp)->nshards; msh_++)                   \
@@ -626,11 +509,6 @@ uint64_t zs_span_unused(struct zs_pool *zp, struct zs_span *spans);
  * to the OS for spans to take again, the rest put back.  Returns pages
  * given back. */
 long zs_tables_trim(struct zs_pool *zp);
-/* Entries of a table in pages given back (stats: not metadata). */
-static inline uint64_t zs_tfree_entries(const struct zs_tfree *tf)
-{
-	return (uint64_t)__atomic_load_n(&tf->n, __ATOMIC_RELAXED) * ZS_SPAN;
-}
 int zs_handles_init(struct zs_pool *zp, uint64_t gen_base);
 void zs_handles_fini(struct zs_pool *zp);
 /* At destroy: the generations the pool's handles took from gen_base
@@ -675,79 +553,6 @@ _Static_assert(ZS_MAX_HANDLES <= ZS_REF_OWNER, "a slot index never looks like an
 _Static_assert(((uint64_t)ZS_MAX_HANDLES << ZS_TAG_BITS) <= ZS_H_OWNER &&
 	       (ZM_POOL_MAX_KEYS << ZS_TAG_BITS) <= ZS_H_OWNER &&
 	       ZS_H_OWNER < ZMI_HANDLE_LIMIT, "handles leave the pool's id bits free");
-static inline uint64_t zs_slot_live(uint32_t id, unsigned obj, uint64_t tag)
-{
-	return ((uint64_t)id << 38) | ((uint64_t)obj << ZS_TAG_BITS) | tag;
-}
-static inline uint32_t zs_slot_id(uint64_t v) { return (uint32_t)(v >> 38); }
-static inline unsigned zs_slot_obj(uint64_t v) { return (unsigned)(v >> ZS_TAG_BITS) & 0xFFFF; }
-static inline uint64_t zs_slot_huge(zm_pfn_t pfn, unsigned shard, uint64_t tag)
-{
-	return ((uint64_t)pfn << 32) | ((uint64_t)shard << ZS_TAG_BITS) | tag;
-}
-static inline zm_pfn_t zs_huge_pfn(uint64_t v) { return (zm_pfn_t)(v >> 32); }
-static inline unsigned zs_huge_shard(uint64_t v) { return (unsigned)(v >> ZS_TAG_BITS) & 0x3FF; }
-static inline uint32_t zs_handle_idx(zm_handle_t h) { return (uint32_t)(h >> ZS_TAG_BITS); }
-static inline uint64_t zs_load_slot(struct zs_pool *zp, uint32_t idx)
-{
-	return __atomic_load_n(&zp->slot[idx], __ATOMIC_ACQUIRE);
-}
-static inline void zs_store_slot(struct zs_pool *zp, uint32_t idx, uint64_t v)
-{
-	__atomic_store_n(&zp->slot[idx], v, __ATOMIC_RELEASE);
-}
-static inline zm_handle_t zs_key_handle(const struct zs_pool *zp, uint64_t key)
-{
-	return ZS_H_OWNER | key << ZS_TAG_BITS | zp->key_tag;
-}
-/* How far a slot's generation (in word v) is from the pool's first. */
-static inline uint64_t zs_gen_delta(const struct zs_pool *zp, uint64_t v)
-{
-	return ((v & ZS_GEN_MASK) - zp->slot_free.gen0) & ZS_GEN_MASK;
-}
-/* The back reference a handle names (validity is the caller's check). */
-static inline uint32_t zs_handle_ref(zm_handle_t h)
-{
-	return h & ZS_H_OWNER ? (uint32_t)((h & ~ZS_H_OWNER) >> ZS_TAG_BITS) | ZS_REF_OWNER
-			      : zs_handle_idx(h);
-}
-static inline uint64_t *zs_ref_word(struct zs_pool *zp, uint32_t ref)
-{
-	return ref & ZS_REF_OWNER ? &zp->owner[ref & ~ZS_REF_OWNER] : &zp->slot[ref];
-}
-/* The pool's part of the word a back reference names. */
-static inline uint64_t zs_load_ref(struct zs_pool *zp, uint32_t ref)
-{
-	uint64_t v = __atomic_load_n(zs_ref_word(zp, ref), __ATOMIC_ACQUIRE);
-
-	return ref & ZS_REF_OWNER ? v & ~ZM_POOL_OWNER_MASK : v;
-}
-/* Set the pool's part of that word; an owner word's other bits are kept
- * (its owner changes them with atomics of its own, pool.h). */
-static inline void zs_store_ref(struct zs_pool *zp, uint32_t ref, uint64_t v)
-{
-	uint64_t *w, old;
-
-	if (!(ref & ZS_REF_OWNER)) {
-		zs_store_slot(zp, ref, v);
-		return;
-	}
-	w = zs_ref_word(zp, ref);
-	old = __atomic_load_n(w, __ATOMIC_RELAXED);
-	while (!__atomic_compare_exchange_n(w, &old, (old & ZM_POOL_OWNER_MASK) |
-					    (v & ~ZM_POOL_OWNER_MASK), true,
-					    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-		;
-}
-
-/* The slot or owner word of a freed object: empty again.  Class lock held. */
-static inline void zs_ref_release(struct zs_pool *zp, struct zs_class *c, uint32_t ref)
-{
-	if (ref & ZS_REF_OWNER)
-		zs_store_ref(zp, ref, 0);
-	else
-		zs_slot_free(zp, c, ref);
-}
 
 /* zsmalloc/record.c: zspage records.  get and put with c's lock held; put
  * returns a record page left empty, to give back with zs_record_release
@@ -769,180 +574,30 @@ void zs_meta_compact(struct zs_pool *zp);
 /* The bytes of records outside the classes that malloc theirs (record
  * pages, and the few malloc'd while their bucket fills half a page). */
 uint64_t zs_record_bytes(struct zs_pool *zp);
-/* Are c's records malloc'd (too large for record pages)? */
-static inline bool zs_record_big(const struct zs_pool *zp, const struct zs_class *c)
-{
-	return zs_record_alloc_size(c) > zp->rec.max;
-}
 
 /* zsmalloc/zspage.c.  new and retire (gives up the id) with the class lock
  * held; free (gives back the pages and the record) after it is dropped. */
 struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c);
 void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
 void zs_zspage_free(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
-/* The pages objects 0..n-1 of class c lie on (0 for none). */
-static inline unsigned zs_pages_for(const struct zs_pool *zp, const struct zs_class *c,
-				    size_t n)
-{
-	return n ? (unsigned)((n * c->size - 1) >> zp->shift) + 1 : 0;
-}
 /* Make sure the pages under objects 0..obj are there; 0 or -ENOMEM. */
 int zs_populate_slow(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
 		     unsigned obj);
-static inline int zs_populate(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
-			      unsigned obj)
-{
-	return zmi_likely(zs_pages_for(zp, c, (size_t)obj + 1) <= zs->npop) ? 0 :
-	       zs_populate_slow(zp, c, zs, obj);
-}
-static inline uint32_t *zs_backref(struct zspage *zs, const struct zs_class *c)
-{
-	return zs->data;
-}
-/* Granule g, or the next if a header at g would straddle a page. */
-static inline unsigned zs_mfirst(const struct zs_pool *zp, unsigned g)
-{
-	return (((size_t)g * ZS_GRANULE) & (zp->page_size - 1)) + ZS_MHDR_BYTES <= zp->page_size
-		       ? g : g + 1;
-}
-/* Where the header after that at g (of an object of len bytes) is. */
-static inline unsigned zs_mnext(const struct zs_pool *zp, unsigned g, size_t len)
-{
-	return zs_mfirst(zp, g + zs_mgran(len));
-}
-/* The header at granule g of mixed zspage zs (a header never straddles
- * a page). */
-static inline struct zs_mhdr *zs_mhdr(const struct zs_pool *zp, const struct zspage *zs,
-				      unsigned g)
-{
-	size_t off = (size_t)g * ZS_GRANULE;
-
-	return (struct zs_mhdr *)(zp->base + ((size_t)zs_pfn(zs, (unsigned)(off >> zp->shift))
-					      << zp->shift) + (off & (zp->page_size - 1)));
-}
 /* The length of object obj of a mixed zspage, from its header (out of
  * line: on the class zspages' map path, inlined, it cost 6.6
  * instructions a map, out of line 3.5, callgrind). */
 size_t zs_mixed_len(const struct zs_pool *zp, const struct zspage *zs, unsigned obj);
-/* The one or two pieces of memory holding object obj; returns how many.
- * An object crossing into the next page is one piece if that page is the
- * next one in memory and the pool uses the CONTIG method. */
-static inline int zs_obj_segs(const struct zs_pool *zp, const struct zspage *zs,
-			      unsigned obj, char *seg[2], size_t len[2])
-{
-	size_t size = zs->size, off = (size_t)obj * size, in;
-	const zm_pfn_t *x = __atomic_load_n(&zs->pfnx, __ATOMIC_ACQUIRE);
-	unsigned pg;
-	zm_pfn_t p0, p1;
-
-	/* a mixed zspage's object: its length from its header at granule
-	 * obj, its data right after the header */
-	if (zmi_unlikely(size == ZS_GRANULE)) {
-		size = zs_mixed_len(zp, zs, obj);
-		off += ZS_MHDR_BYTES;
-	}
-	in = off & (zp->page_size - 1);
-	pg = (unsigned)(off >> zp->shift);
-	p0 = zmi_likely(!x) ? zs->first + pg : x[pg];
-	seg[0] = zp->base + ((size_t)p0 << zp->shift) + in;
-	/* one piece if it stays in its page, or crosses into the next page
-	 * in memory (CONTIG); pfnx has no entry beyond the zspage's pages */
-	if (zmi_likely(in + size <= zp->page_size)) {
-		len[0] = size;
-		return 1;
-	}
-	p1 = zmi_likely(!x) ? p0 + 1 : x[pg + 1];
-	if (zp->span == ZM_SPAN_CONTIG && p1 == p0 + 1) {
-		len[0] = size;
-		return 1;
-	}
-	len[0] = zp->page_size - in;
-	seg[1] = zp->base + ((size_t)p1 << zp->shift);
-	len[1] = size - len[0];
-	return 2;
-}
-/* A freed object's bytes hold 0x6b in debug builds (ZM_DEBUG >= 2), so
- * that a use after free reads poison and zm_pool_check finds a write
- * after free (zsmalloc/stats.c); nothing in other builds. */
-static inline void zs_poison_obj(const struct zs_pool *zp, const struct zspage *zs,
-				 unsigned obj)
-{
-#if ZM_DEBUG >= 2
-	char *seg[2];
-	size_t len[2];
-	int n = zs_obj_segs(zp, zs, obj, seg, len);
-
-	memset(seg[0], 0x6b, len[0]);
-	if (n == 2)
-		memset(seg[1], 0x6b, len[1]);
-#else
-	(void)zp, (void)zs, (void)obj;
-#endif
-}
 void zs_group_del(struct zs_class *c, struct zspage *zs);   /* lock held */
-/* Fullness group of a zspage with inuse of c->objs objects: 0 empty, 10
- * full, else 1 + 9 * inuse / objs by a multiplication (no division on the
- * allocation path). */
-static inline unsigned zs_group_of(const struct zs_class *c, unsigned inuse)
-{
-	unsigned g;
-
-	if (inuse == 0)
-		return 0;
-	if (inuse >= c->objs)
-		return ZS_GROUPS - 1;
-	g = 1 + (unsigned)(((uint64_t)inuse * c->gmul) >> 20);
-	return g < ZS_GROUPS - 1 ? g : ZS_GROUPS - 2;
-}
 
 /* Put zs in the group its use calls for (zsmalloc/zspage.c does the moving);
  * true if it moved. */
 void zs_group_move(struct zs_class *c, struct zspage *zs, unsigned g);
-static inline bool zs_group_set(struct zs_class *c, struct zspage *zs)
-{
-	unsigned g = zs_group_of(c, zs->inuse);
-
-	if (zmi_likely(g == zs->group))
-		return false;
-	zs_group_move(c, zs, g);
-	return true;
-}
-/* A mixed zspage's fullness group: by its live objects' granules, of
- * all it has (a hole's granules count as free: the next objects take
- * them). */
-static inline unsigned zs_mixed_group_of(const struct zs_class *m, const struct zspage *zs)
-{
-	return zs->inuse ? zs_group_of(m, ((const struct zs_mrec *)(const void *)zs->data)->live)
-			 : 0;
-}
-static inline bool zs_mixed_group_set(struct zs_class *m, struct zspage *zs)
-{
-	unsigned g = zs_mixed_group_of(m, zs);
-
-	if (g == zs->group)
-		return false;
-	zs_group_move(m, zs, g);
-	return true;
-}
-static inline struct zspage *zs_by_id(struct zs_pool *zp, uint32_t id)
-{
-	return (struct zspage *)__atomic_load_n(&zp->ztab[id], __ATOMIC_ACQUIRE);
-}
 
 /* zsmalloc/alloc.c: a free object of zs (lock held, zs not full), from its free
  * chain or its bump (populating pages); ZS_NONE if no page could be had.
  * put: object obj of zs is free again (chained; poisoned in debug). */
 unsigned zs_take_obj(struct zs_pool *zp, struct zs_class *c, struct zspage *zs);
 void zs_put_obj(struct zs_pool *zp, struct zspage *zs, unsigned obj);
-
-/* Can zs give an object without taking a new page?  (lock held) */
-static inline bool zs_fits_in_place(const struct zs_pool *zp, const struct zs_class *c,
-				    const struct zspage *zs)
-{
-	if (zs->free_head != ZS_NONE)
-		return true;
-	return zs->bump < c->objs && zs_pages_for(zp, c, (size_t)zs->bump + 1) <= zs->npop;
-}
 
 /* zsmalloc/zspage.c: a zspage of c with a free slot in its pages already
  * populated, fullest first, not one being migrated; NULL if none.  c's
@@ -989,21 +644,6 @@ long zs_sweep(struct zs_pool *zp);
  * less those the moved objects took where they went; *emptied (if not
  * NULL) gets the first alone.  Caller holds zp->compact_lock. */
 long zs_mixed_compact(struct zs_pool *zp, unsigned *budget, long *emptied);
-/* Mixed zspage zs is no longer open for allocation, if it was, at its
- * tail nor in its holes (lock held). */
-static inline void zs_mixed_close(struct zs_class *m, const struct zspage *zs)
-{
-	for (unsigned i = 0; i < ZS_MIXED_OPEN; i++)
-		if (m->front[i] == zs)
-			m->front[i] = NULL;
-	if (m->hole == zs)
-		m->hole = NULL;
-}
-/* What the record of mixed zspage zs has after the 48 bytes. */
-static inline struct zs_mrec *zs_mrec_of(struct zspage *zs)
-{
-	return (struct zs_mrec *)(void *)zs->data;
-}
 /* Is mixed zspage zs one the compactor evacuates: its live objects'
  * granules below 3/4 of those below its bump?  (An open one too: it is
  * closed first.)  By granules, not objects: a hole split by a smaller
@@ -1012,25 +652,6 @@ static inline struct zs_mrec *zs_mrec_of(struct zspage *zs)
  * (test_policy's steady churn moved 267-1,894 objects in 600 ms). */
 #define ZS_MIXED_KEEP_NUM 3
 #define ZS_MIXED_KEEP_DEN 4
-static inline bool zs_mixed_sparse(const struct zspage *zs)
-{
-	return (uint64_t)((const struct zs_mrec *)(const void *)zs->data)->live *
-	       ZS_MIXED_KEEP_DEN <
-	       (uint64_t)zs->bump * ZS_MIXED_KEEP_NUM;
-}
-/* Does an object of class c (which has no zspage) go to a mixed zspage?
- * Their holes come back only by compaction: with no background
- * compactor, only if the caller said it compacts.  A class with
- * zspages of its own keeps its objects (the compactor moved some there:
- * frees then make room that allocations take, not holes).  A small
- * object whose slot costs less than a header and its granules (up to 64
- * bytes: zero pages, 26 bytes) goes to its class. */
-static inline bool zs_mixed_for(const struct zs_pool *zp, const struct zs_class *c, size_t size)
-{
-	return zp->mixed && !c->huge &&
-	       (zp->mixed_always || __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED)) &&
-	       !(c->size <= ZS_MIXED_SMALL && zs_mgran(size) * ZS_GRANULE >= c->size + 4);
-}
 
 /* Place an object of size bytes whose word (slot or owner word) is ref
  * in a hole of one of m's zspages (zsmalloc/alloc.c: the one it took
@@ -1064,73 +685,6 @@ unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uin
 #define ZS_MIXED_REPACK_NUM 1
 #define ZS_MIXED_REPACK_DEN 3
 #endif
-/* Shard sh's new objects go to their classes once the compactor packed
- * a mass free's objects into its mixed zspages (zs_mixed_settle, before
- * such a pass), until the shard holds no page at all
- * (zs_mixed_unsettle, where a class's or the mixed class's last zspage
- * went, and in each compaction; its counters read without the locks).
- * Churn after the pass then frees and allocates in classes, where
- * allocations take the room frees make, and the packed zspages only
- * drain: new objects in them would leave holes that only moves take
- * back (600 ms of churn over the 4,886 objects of test_policy's
- * test_ratio_churn_quiet moved 12,990 with them, against none).  Not
- * back to mixed zspages when only the packed ones are gone: under fast
- * churn the new mixed zspages thin out like a mass free, are packed in
- * turn, and allocations go back and forth (allocbench --latency:
- * docs/results/2026-12-04-repack.md).  An emptied pool fills mixed
- * zspages again. */
-static inline void zs_mixed_settle(struct zs_pool *zp, unsigned sh)
-{
-	__atomic_fetch_or(&zp->mixed_settled, 1u << sh, __ATOMIC_RELAXED);
-}
-static inline bool zs_mixed_settled(const struct zs_pool *zp, unsigned sh)
-{
-	return __atomic_load_n(&zp->mixed_settled, __ATOMIC_RELAXED) >> sh & 1;
-}
-static inline void zs_mixed_unsettle(struct zs_pool *zp, unsigned sh)
-{
-	struct zs_class **s;
-
-	if (zmi_likely(!zs_mixed_settled(zp, sh)))
-		return;
-	s = __atomic_load_n(&zp->shard[sh], __ATOMIC_ACQUIRE);
-	/* the classes, the huge one and the mixed one (k == nclasses) */
-	for (unsigned k = 0; s && k <= zp->nclasses; k++) {
-		struct zs_class *c = __atomic_load_n(&s[k], __ATOMIC_ACQUIRE);
-
-		if (c && __atomic_load_n(&c->npages, __ATOMIC_RELAXED))
-			return;
-	}
-	__atomic_fetch_and(&zp->mixed_settled, ~(1u << sh), __ATOMIC_RELAXED);
-}
-/* Is the object whose header hd is at granule g of mixed zspage zs live:
- * does the word its back reference names name it? */
-static inline bool zs_mhdr_live(struct zs_pool *zp, const struct zspage *zs,
-				const struct zs_mhdr *hd, unsigned g)
-{
-	uint64_t v = zs_load_ref(zp, hd->ref);
-
-	return (v & 1) && !(v & ZS_TAG_HUGE) && zs_slot_id(v) == zs->id &&
-	       zs_slot_obj(v) == g;
-}
-/* The live granules of mixed class m: those below the bumps, in the part
- * of the objects placed there that live (counters read without the
- * lock: an estimate; exact in a pool nothing was freed from). */
-static inline uint64_t zs_mixed_live(const struct zs_class *m)
-{
-	uint64_t placed = __atomic_load_n(&m->mplaced, __ATOMIC_RELAXED);
-
-	return placed ? (uint64_t)__atomic_load_n(&m->mgran, __ATOMIC_RELAXED) *
-			__atomic_load_n(&m->used, __ATOMIC_RELAXED) / placed : 0;
-}
-/* Pages of slack in c (populated bytes not holding objects). lock held */
-static inline uint64_t zs_slack_pages(const struct zs_pool *zp, const struct zs_class *c)
-{
-	uint64_t have = (uint64_t)c->npages << zp->shift;
-	uint64_t used = c->mixed ? zs_mixed_live(c) * ZS_GRANULE : (uint64_t)c->used * c->size;
-
-	return have > used ? (have - used) >> zp->shift : 0;
-}
 
 /* zsmalloc/auto.c: automatic compaction */
 int zs_auto_start(struct zs_pool *zp, const struct zm_pool_config *cfg);
@@ -1145,26 +699,6 @@ int zs_auto_set(struct zm_pool *pool, enum zm_compact_policy policy);
  * WATERMARK: on every free, wake the thread if c crosses the line (a
  * free that crosses it need not change a group). */
 void zs_auto_note_free(struct zs_pool *zp, struct zs_class *c);
-static inline void zs_auto_freed(struct zs_pool *zp, struct zs_class *c, unsigned g,
-				 bool moved)
-{
-	uint8_t pol = __atomic_load_n(&zp->auto_pol, __ATOMIC_RELAXED);
-
-	if (zmi_likely(pol == ZM_COMPACT_RATIO)) {
-		uint32_t *hint;
-
-		if (zmi_likely(!moved || g > ZS_AUTO_GROUP))
-			return;
-		/* a child after fork has no worker thread until it is needed */
-		zmi_worker_ensure();
-		hint = &zp->hint[c->idx >> zp->cshift].idx;
-		if (__atomic_load_n(hint, __ATOMIC_RELAXED) != c->idx &&
-		    zs_slack_pages(zp, c) >= ZS_AUTO_MIN_CLASS_SLACK)
-			__atomic_store_n(hint, c->idx, __ATOMIC_RELAXED);
-	} else if (pol == ZM_COMPACT_WATERMARK) {
-		zs_auto_note_free(zp, c);
-	}
-}
 
 /* zsmalloc/huge.c: the huge class, one page per object and no record.  alloc
  * with c's lock held (dropped; 0 on failure), free and release (at
@@ -1179,15 +713,6 @@ int zs_huge_check(struct zs_pool *zp, struct zs_class *c, uint64_t *seen,
 /* What the access paths see of a huge object: a one-page zspage of the
  * calling thread, valid until its next lookup. */
 extern __thread struct zspage zs_hview;
-static inline struct zspage *zs_huge_view(const struct zs_pool *zp, uint64_t v)
-{
-	struct zspage *zs = &zs_hview;
-
-	zs->first = zs_huge_pfn(v);
-	zs->pfnx = NULL;
-	zs->size = (uint32_t)zp->page_size;
-	return zs;
-}
 
 /* zsmalloc/access.c: find the object of a handle and hold hazard `hz` on its
  * zspage (drop it with zmi_hazard_clear(hz)); NULL if the handle is bad. */
@@ -1214,5 +739,8 @@ void zs_stats(struct zm_pool *pool, struct zm_pool_stats *st);
 unsigned zs_nr_classes(struct zm_pool *pool);
 int zs_class_stats(struct zm_pool *pool, unsigned idx, struct zm_pool_class_stats *cs);
 int zs_check(struct zm_pool *pool);
+
+/* the inline accessors over these types */
+#include "pool/zsmalloc/zsmalloc_inline.h"
 
 #endif

@@ -14,9 +14,9 @@
 #include <zmem/codec.h>
 #include "workload/workload.h"
 #include "bench/bench.h"
-#include "cli/check.h"
-#include "cli/cli.h"
-#include "cli/opt.h"
+#include "bench/benchmarks.h"
+#include "tool/check.h"
+#include "tool/opt.h"
 
 /* Pages generated per write. */
 #define GEN_CHUNK_PAGES 256

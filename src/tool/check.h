@@ -22,8 +22,8 @@
  * write that failed there ("zmem bench > /dev/full") turns the exit status
  * into 1 with "zmem CMD: write error: REASON", as coreutils' close_stdout
  * does. */
-#ifndef ZM_CLI_CHECK_H
-#define ZM_CLI_CHECK_H
+#ifndef ZM_TOOL_CHECK_H
+#define ZM_TOOL_CHECK_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -7,8 +7,8 @@
  * characters; bytes that are not UTF-8 become U+FFFD), numbers that are
  * not finite are written null.  A key is given inside objects and NULL
  * inside arrays. */
-#ifndef ZM_CLI_JSON_H
-#define ZM_CLI_JSON_H
+#ifndef ZM_TOOL_JSON_H
+#define ZM_TOOL_JSON_H
 
 #include <stdbool.h>
 #include <stdint.h>

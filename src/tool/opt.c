@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
-#include "cli/opt.h"
+#include "tool/util.h"
+#include "tool/opt.h"
 
 /* ---- values --------------------------------------------------------- */
 

@@ -12,8 +12,8 @@
  *   number in the option's own unit, which its --help names;
  *   a usage error prints one line, "zmem CMD: ...", and the exit status is
  *   2 (CLI_USAGE); a failure while running is 1 (CLI_FAIL). */
-#ifndef ZM_CLI_OPT_H
-#define ZM_CLI_OPT_H
+#ifndef ZM_TOOL_OPT_H
+#define ZM_TOOL_OPT_H
 
 #include <stddef.h>
 #include <stdint.h>

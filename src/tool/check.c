@@ -7,9 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/check.h"
-#include "cli/opt.h"
-#include "cli/plot.h"
+#include "tool/check.h"
+#include "tool/opt.h"
+#include "tool/plot.h"
 
 static int fail_path(const char *cmd, const char *opt, const char *path, int err)
 {

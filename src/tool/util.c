@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
-#include "cli/opt.h"
+#include "tool/util.h"
+#include "tool/opt.h"
 
 static int cmp_double(const void *a, const void *b)
 {

@@ -4,8 +4,8 @@
  * and marker shape (or, for categories, a group of bars per point), a
  * panel per figure, stacked down the page or side by side.  No
  * dependencies. */
-#ifndef ZM_CLI_PLOT_H
-#define ZM_CLI_PLOT_H
+#ifndef ZM_TOOL_PLOT_H
+#define ZM_TOOL_PLOT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/plot.h"
+#include "tool/plot.h"
 
 #define MARGIN_L 80
 #define MARGIN_R 20

@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include <zmem/common.h>
-#include "cli/check.h"
-#include "cli/json.h"
+#include "tool/check.h"
+#include "tool/json.h"
 
 /* the length of the UTF-8 sequence at s, or 0 if it is not one */
 static int utf8_len(const unsigned char *s)

@@ -1,0 +1,72 @@
+#!/bin/sh
+# make check-layers: every #include in src/ goes down the layers or stays
+# in its folder.  A file in src/L/ (or a folder below it: src/pool/zsmalloc/
+# is the pool's) may include "L/..." and the folders its line below names,
+# nothing else; a library layer may include the public headers <zmem/H.h>
+# its line names.  The same table, in prose, is in docs/hacking.md.
+#
+#   layer | quoted includes ("DIR/...", or one "DIR/FILE") | <zmem/H.h>
+set -uf  # -f: the table's * is a word, not a glob
+cd "$(dirname "$0")/.." || exit 2
+
+TABLE='
+base     | -                                            | common
+pages    | base                                         | common pages
+codec    | base                                         | common codec
+pool     | base                                         | common pages pool
+store    | base                                         | common pages pool codec store
+tmem     | base                                         | common pages pool codec store tmem
+region   | base                                         | common pages pool codec store region
+workload | base                                         | *
+serve    | base                                         | *
+run      | base                                         | *
+tool     | base                                         | *
+bench    | base workload tool                           | *
+cli      | base workload tool serve run bench/commands.h | *
+'
+
+fail=0
+out=$(for f in $(find src -name '*.[ch]' | sort); do
+	layer=${f#src/}
+	layer=${layer%%/*}
+	row=$(printf '%s\n' "$TABLE" | awk -F'|' -v l="$layer" '{ k = $1; gsub(/ /, "", k) } k == l')
+	if [ -z "$row" ]; then
+		echo "check-layers: $f: folder src/$layer is not in the table (scripts/check-layers.sh)"
+		fail=1
+		continue
+	fi
+	quoted=$(printf '%s\n' "$row" | awk -F'|' '{ print $2 }')
+	public=$(printf '%s\n' "$row" | awk -F'|' '{ print $3 }')
+	grep -n '^[[:space:]]*#[[:space:]]*include' "$f" | while IFS= read -r line; do
+		n=${line%%:*}
+		inc=$(printf '%s\n' "$line" | sed -n 's/.*#[[:space:]]*include[[:space:]]*\([<"][^>"]*[>"]\).*/\1/p')
+		case $inc in
+		\"*)
+			path=${inc#\"}; path=${path%\"}
+			dir=${path%%/*}
+			[ "$dir" = "$path" ] && continue   # same folder, no prefix
+			[ "$dir" = "$layer" ] && continue
+			ok=0
+			for a in $quoted; do
+				[ "$a" = "$dir" ] || [ "$a" = "$path" ] && ok=1
+			done
+			[ $ok = 1 ] || echo "$f:$n: includes \"$path\": src/$layer may not include src/$dir"
+			;;
+		\<zmem/*)
+			case " $public " in *" * "*) continue ;; esac
+			h=${inc#<zmem/}; h=${h%.h>}
+			ok=0
+			for a in $public; do
+				[ "$a" = "$h" ] && ok=1
+			done
+			[ $ok = 1 ] || echo "$f:$n: includes <zmem/$h.h>: the layer $layer is below it"
+			;;
+		esac
+	done
+done)
+if [ -n "$out" ]; then
+	printf '%s\n' "$out"
+	fail=1
+fi
+[ $fail = 0 ] && echo "check-layers: every include goes down or stays in its folder"
+exit $fail
