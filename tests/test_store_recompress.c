@@ -250,18 +250,21 @@ static void auto_recompress(bool mark)
 	uint8_t out[PS];
 	struct zm_store_stats st;
 	struct zm_store *s = test_store_mk(&c, N);
-	uint64_t t0, done = 0;
+	uint64_t t0, done = 0, last, gap = 0;
 
 	for (int i = 0; i < N; i++)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
 	if (mark)
 		assert_int_equal(zm_store_mark_idle(s, 0), N);
-	t0 = now_ms();
+	t0 = last = now_ms();
 	/* read the hot ones without a pause until the cold ones are done,
 	 * and for a few idle periods after */
 	for (;;) {
 		uint64_t t = now_ms();
 
+		if (t - last > gap)
+			gap = t - last;   /* the longest the hot ones went unread */
+		last = t;
 		for (int i = NCOLD; i < N; i++)
 			assert_int_equal(zm_store_get(s, (uint64_t)i, out), 0);
 		st = stats(s);
@@ -279,8 +282,17 @@ static void auto_recompress(bool mark)
 	 * took and the polling's granularity) */
 	assert_true(done - t0 >= IDLE_MS * 3 / 4);
 	st = stats(s);
-	assert_int_equal(st.secondary_pages, NCOLD);
-	assert_int_equal(st.recompressed_pages, NCOLD);
+	if (gap < IDLE_MS / 2) {
+		assert_int_equal(st.secondary_pages, NCOLD);
+		assert_int_equal(st.recompressed_pages, NCOLD);
+	} else {
+		/* a loaded machine left the reader off its CPU long enough
+		 * for the hot pages to go idle too: only the cold ones are
+		 * sure */
+		printf("the hot pages went %llu ms unread: not checked\n",
+		       (unsigned long long)gap);
+		assert_true(st.secondary_pages >= NCOLD && st.secondary_pages <= N);
+	}
 	for (int i = 0; i < N; i++)
 		expect_page(s, (uint64_t)i, text + i * PS);
 	CHECK(s);

@@ -188,7 +188,7 @@ check "a bad --allocator lists the backends" refused "choices: zsmalloc" --size 
 check "a --socket that is a regular file refused" refused "not a socket" --size 1G --socket "$T/regular"
 check "a --control that is a regular file refused" refused "not a socket" --size 1G \
     --socket "$T/c.sock" --control "$T/regular"
-check "a --pidfile in a missing folder refused" refused "cannot write the pidfile" \
+check "a --pidfile in a missing folder refused" refused "No such file or directory" \
     --size 1G --socket "$T/d.sock" --pidfile "$T/nowhere/pid"
 # cold data: durations, sizes, the backing file, and options that need another
 check "--idle-after 5x refused" refused "invalid --idle-after '5x'" \
