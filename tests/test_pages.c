@@ -1212,6 +1212,99 @@ static void test_zones_limit(void **st)
 	zm_pages_destroy(p);
 }
 
+/* Resident memory of any zone before memory never touched in the home
+ * zone.  After a compactor (a thread of its own) frees pages, they lie
+ * free and resident in their own zones; a thread whose home zone has
+ * none took clean pages there and made them resident inside its call
+ * while the other zone held thousands resident (allocbench --latency:
+ * the zone it faulted in held 3-4 resident free pages, the other about
+ * 25,000).  Zone 0, this thread's home, holds no resident free page
+ * (its first half taken), zone 1 hundreds that another thread freed.  A zspage growing in place into
+ * a clean page of zone 0 is refused (-EBUSY: its caller takes a resident
+ * page elsewhere); a page from an empty cache and runs of 8 come from
+ * zone 1's resident pages, and no page is made resident in the calls.
+ *
+ * Catches: each of the three ways looking at the home zone alone
+ * (alloc_at_run's test on the page's zone, alloc_locked's and
+ * alloc_run's clean memory taken in the home zone before a resident page
+ * is looked for in the others): pfns in zone 0 and pages prefaulted.
+ */
+static void *free_512_in_zone_1(void *arg)
+{
+	struct zm_pages *p = arg;
+	static zm_pfn_t v[512];
+
+	/* no assert here: cmocka's are the main thread's */
+	for (int i = 0; i < 512; i++)
+		if (zm_pages_alloc(p, &v[i]))
+			return p;
+	for (int i = 0; i < 512; i++)
+		zm_pages_free(p, v[i]);
+	zm_pages_flush_thread(p);
+	return NULL;
+}
+
+static void test_resident_in_other_zone_first(void **st)
+{
+	struct zm_pages_config c = { .arena_bytes = 4096 * 4096, .zones = 2, .prefault = 1,
+				     .reserve_pages = SIZE_MAX };
+	struct zm_pages_stats s0, s1;
+	static zm_pfn_t run[40];
+	static bool low[1024];
+	struct zm_pages *p;
+	pthread_t t;
+	zm_pfn_t x;
+	void *ret;
+
+	(void)st;
+	assert_int_equal(zm_pages_create(&c, &p), 0);
+	if (zm_pages_page_size(p) != 4096) {
+		zm_pages_destroy(p);
+		skip();
+	}
+	/* this thread's cache first: its home is zone 0 */
+	assert_int_equal(zm_pages_alloc(p, &x), 0);
+	assert_true(x < 2048);
+	assert_int_equal(zm_pages_free(p, x), 0);
+	zm_pages_flush_thread(p);
+	assert_int_equal(pthread_create(&t, NULL, free_512_in_zone_1, p), 0);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_null(ret);
+	/* zone 0's resident free pages out (from this thread's cache, and
+	 * the other's first refill, which took them): zm_pages_alloc_at
+	 * takes those alone while zone 1 holds resident ones */
+	for (zm_pfn_t i = 0; i < 1024; i++)
+		low[i] = zm_pages_alloc_at(p, i) == 0;
+	assert_int_equal(p->zone[0].nr_dirty_free, 0);
+	assert_true(p->zone[1].nr_dirty_free >= 400);
+	zm_pages_stats(p, &s0);
+	/* growing in place into clean memory: refused */
+	assert_int_equal(zm_pages_alloc_at_run(p, 1500, 4), -EBUSY);
+	/* an empty cache's refill */
+	assert_int_equal(zm_pages_alloc(p, &x), 0);
+	assert_true(x >= 2048);
+	/* runs */
+	for (int i = 0; i < 40; i++) {
+		assert_int_equal(zm_pages_alloc_run(p, 8, &run[i]), 0);
+		assert_true(run[i] >= 2048);
+		for (unsigned k = 1; k < 8; k++)
+			assert_int_equal(zm_pages_take_cached(p, run[i] + k), 0);
+	}
+	zm_pages_stats(p, &s1);
+	assert_int_equal(s1.prefaulted_pages, s0.prefaulted_pages);
+	assert_int_equal(zm_pages_check(p), 0);
+	assert_int_equal(zm_pages_free(p, x), 0);
+	for (int i = 0; i < 40; i++)
+		for (unsigned k = 0; k < 8; k++)
+			assert_int_equal(zm_pages_free(p, run[i] + k), 0);
+	for (zm_pfn_t i = 0; i < 1024; i++)
+		if (low[i])
+			assert_int_equal(zm_pages_free(p, i), 0);
+	zm_pages_flush_thread(p);
+	assert_int_equal(zm_pages_check(p), 0);
+	zm_pages_destroy(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1243,6 +1336,7 @@ int main(void)
 		cmocka_unit_test(test_checker_catches),
 		cmocka_unit_test(test_zones),
 		cmocka_unit_test(test_zones_limit),
+		cmocka_unit_test(test_resident_in_other_zone_first),
 	};
 
 	return cmocka_run_group_tests_name("pages", tests, NULL, NULL);

@@ -154,7 +154,7 @@ ZM_API int zm_pages_free(struct zm_pages *pages, zm_pfn_t pfn);
  * not in a per-thread cache).  Returns 0, or -EBUSY if it is not free,
  * -ENOMEM at the limit, -EINVAL if out of range.  For callers that want a
  * page adjacent to one they hold.  With prefault on, also -EBUSY for a
- * page that is not resident while its zone has 32 or more resident free
+ * page that is not resident while a zone (any) has 32 or more resident free
  * pages: a page elsewhere costs the caller a copy, this one a fault. */
 ZM_API int zm_pages_alloc_at(struct zm_pages *pages, zm_pfn_t pfn);
 

@@ -293,7 +293,7 @@ int zm_pages_alloc_at_run(struct zm_pages *p, zm_pfn_t pfn, unsigned n)
 {
 	zm_pfn_t got;
 	struct zmi_zone *z;
-	bool dirty = false, limited = false;
+	bool dirty = false, limited = false, resident;
 
 	if (!p)
 		return -EINVAL;
@@ -301,15 +301,16 @@ int zm_pages_alloc_at_run(struct zm_pages *p, zm_pfn_t pfn, unsigned n)
 	if (pfn >= p->npages || n == 0 || n > ZM_PAGES_RUN_MAX)
 		return -EINVAL;
 	z = zmi_zone_of(p, pfn);
-	zmi_lock(&z->lock);
-	/* a page that is not resident, while the zone has resident ones
-	 * free: the caller saves a copy (an object crossing two pages) by
-	 * having it in place, and pays a fault for it, a hundred times more;
-	 * a churning pool growing zspages in place into pages the trims
-	 * gave back paid it in most of its slow allocations
+	/* a page that is not resident, while some zone has resident ones
+	 * free (its caller then takes one of those: zm_pages_alloc looks in
+	 * every zone): the caller saves a copy (an object crossing two
+	 * pages) by having it in place, and pays a fault for it, a hundred
+	 * times more; a churning pool growing zspages in place into pages
+	 * the trims gave back paid it in most of its slow allocations
 	 * (docs/results/2026-12-02-latency.md) */
-	got = zmi_buddy_take_at(p, z, pfn, p->prefault && z->nr_dirty_free >= p->cache_batch,
-				&dirty, &limited);
+	resident = p->prefault && zmi_dirty_somewhere(p, p->cache_batch);
+	zmi_lock(&z->lock);
+	got = zmi_buddy_take_at(p, z, pfn, resident, &dirty, &limited);
 	zmi_unlock(&z->lock);
 	if (got == ZM_PFN_NIL && limited && zmi_tcache_reclaim(p))
 		return zm_pages_alloc_at_run(p, pfn, n);  /* at the limit: once more */

@@ -319,6 +319,22 @@ static inline void zmi_zone_add(size_t *ctr, long d)
 	__atomic_store_n(ctr, *ctr + (size_t)d, __ATOMIC_RELAXED);
 }
 
+/* Does some zone hold n free resident (dirty) pages?  Read without the
+ * locks: a hint.  Takers look for resident memory in every zone before
+ * memory never touched (or trimmed) in their home zone: after a
+ * compactor's thread frees pages they lie resident in their own zones,
+ * and a thread whose home had none made clean ones resident inside its
+ * calls while the other zone held thousands (allocbench --latency,
+ * docs/results/2026-12-05-alloc-latency.md).  A page from another zone
+ * costs its lock, once per refill or run; a fault costs 10-20 us. */
+static inline bool zmi_dirty_somewhere(const struct zm_pages *p, size_t n)
+{
+	for (unsigned z = 0; z < p->nzones; z++)
+		if (__atomic_load_n(&p->zone[z].nr_dirty_free, __ATOMIC_RELAXED) >= n)
+			return true;
+	return false;
+}
+
 /* Pages out of the buddy, all zones: with every zone lock held (stats,
  * check, destroy). */
 static inline size_t zmi_nr_out_locked(const struct zm_pages *p)

@@ -506,20 +506,39 @@ static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zmi
 	struct zmi_zone *z;
 	bool limited = false, batch = true;
 
-	/* the home zone, else the next that has pages */
-	ZM_FOR_EACH_ZONE_FROM(p, tc ? tc->home : 0, i, z) {
-		zmi_lock(&z->lock);
-		if (tc) {
-			batch = z->resident_max >= (ZM_PREFAULT_BATCH_BYTES >> p->page_shift);
-			got = zmi_buddy_take_pages(p, z, p->cache_batch, tc->pfns, PG_CACHED,
-						  &dirty, &limited);
-			z->refills += got != 0;  /* a dry zone tried is no refill */
-			tc_set_count(tc, (unsigned)got);
-		} else {
-			got = zmi_buddy_take_pages(p, z, 1, pfn, PG_ALLOC, &dirty, &limited);
+	/* resident pages first, the home zone's, else the next zone's that
+	 * has some (no more than it has: clean ones in the batch would be
+	 * made resident here, zmi_dirty_somewhere); then the home zone, else
+	 * the next that has pages */
+	for (int pass = p->prefault && zmi_dirty_somewhere(p, 1) ? 0 : 1; pass < 2 && !got;
+	     pass++) {
+		ZM_FOR_EACH_ZONE_FROM(p, tc ? tc->home : 0, i, z) {
+			size_t want = tc ? p->cache_batch : 1;
+
+			if (pass == 0 && !__atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED))
+				continue;
+			zmi_lock(&z->lock);
+			if (pass == 0 && want > z->nr_dirty_free)
+				want = z->nr_dirty_free;
+			if (!want) {
+				zmi_unlock(&z->lock);
+				continue;
+			}
+			if (tc) {
+				batch = z->resident_max >= (ZM_PREFAULT_BATCH_BYTES >> p->page_shift);
+				got = zmi_buddy_take_pages(p, z, want, tc->pfns, PG_CACHED,
+							  &dirty, &limited);
+				z->refills += got != 0;  /* a dry zone tried is no refill */
+				tc_set_count(tc, (unsigned)got);
+			} else {
+				got = zmi_buddy_take_pages(p, z, 1, pfn, PG_ALLOC, &dirty,
+							  &limited);
+			}
+			zmi_unlock(&z->lock);
+			if (got || limited)
+				break;
 		}
-		zmi_unlock(&z->lock);
-		if (got || limited)
+		if (limited)
 			break;
 	}
 	if (!got && tc && zmi_tcache_reclaim(p))
@@ -869,20 +888,33 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 			 * straddle pages are reached by copy) rather than
 			 * memory the process never touched, which a steady
 			 * churn would keep faulting in.  The home zone
-			 * first, then the next that has a run or resident
-			 * pages. */
+			 * first, then the next that has a resident run or
+			 * resident pages (zmi_dirty_somewhere), and only
+			 * then memory that is not resident, the home
+			 * zone's first. */
 			ZM_FOR_EACH_ZONE_FROM(p, tc->home, i, z) {
+				/* (a block on a dirty list may be mostly
+				 * clean: a zone without n resident pages is
+				 * passed over, the home zone too) */
+				if (__atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED) < n)
+					continue;
 				zmi_lock(&z->lock);
 				blk = zmi_buddy_take_run(p, z, maxo, order, true, &k, &dirty);
 				if (blk == ZM_PFN_NIL && z->nr_dirty_free >= n)
 					one = true;
-				else if (blk == ZM_PFN_NIL)
-					blk = zmi_buddy_take_run(p, z, maxo, order, false, &k,
-								&dirty);
 				zmi_unlock(&z->lock);
 				if (blk != ZM_PFN_NIL || one)
 					break;
 			}
+			if (blk == ZM_PFN_NIL && !one)
+				ZM_FOR_EACH_ZONE_FROM(p, tc->home, i, z) {
+					zmi_lock(&z->lock);
+					blk = zmi_buddy_take_run(p, z, maxo, order, false, &k,
+								&dirty);
+					zmi_unlock(&z->lock);
+					if (blk != ZM_PFN_NIL)
+						break;
+				}
 		}
 		if (one || blk == ZM_PFN_NIL)
 			tc_leave(tc);
