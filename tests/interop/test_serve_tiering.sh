@@ -50,7 +50,10 @@ ctl_ok() {
     [ "$(cat "$T/n")" -gt 0 ]
 }
 
-serve_start --size 256M --mem-limit 16M --backing "$T/z.img" --recompress zstd || finish
+# the file's cleaner runs when asked here (its automatic one, on by
+# default, is tested below)
+serve_start --size 256M --mem-limit 16M --backing "$T/z.img" --recompress zstd \
+    --clean-rate 0 || finish
 check "nbdcopy 64 MiB into a 16 MiB memory limit" nbdcopy "$T/corpus" "$URI"
 check "read back byte-identical" same_bytes "$SIZE" "$T/corpus"
 check "stats: pages on the file, no failed write, memory within its limit" json \
@@ -123,6 +126,24 @@ check "stats: the file's blocks at most 1.2x its live bytes" json \
 check "read back byte-identical after the cleaner" same_bytes "$SIZE" "$T/expect"
 check "ctl compact-file: a bad bound refused" sh -c "
     ! '$ZMEM' ctl '$SOCK' compact-file lots 2> '$T/err' && grep -q 'number of bytes' '$T/err'"
+serve_stop
+
+# the automatic cleaner, on by default: the same trims, and the file
+# comes down to 1.2x its live bytes by itself
+serve_start --size 256M --mem-limit 16M --backing "$T/a.img" || finish
+check "--clean-rate by default: nbdcopy in" nbdcopy "$T/corpus" "$URI"
+auto_clean() {
+    qemu-io -f raw "$URI" < "$T/trims" > /dev/null || return 1
+    i=0
+    while [ $i -lt 150 ]; do
+        json "0 < t['file_alloc_bytes'] <= 1.2 * t['file_live_bytes']" > /dev/null && return 0
+        sleep 0.2
+        i=$((i + 1))
+    done
+    json "0 < t['file_alloc_bytes'] <= 1.2 * t['file_live_bytes']"
+}
+check "--clean-rate by default: the file at most 1.2x its live bytes, unasked" auto_clean
+check "--clean-rate by default: read back byte-identical" same_bytes "$SIZE" "$T/expect"
 serve_stop
 
 # automatic tiering: idle pages recompressed by the server itself; reads
