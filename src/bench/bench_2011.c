@@ -179,7 +179,7 @@ static void print_json(const struct row *rows, size_t n, const char *codec,
 	json_begin(&j, stdout, "bench");
 	json_bool(&j, "compare_2011", true);
 	json_str(&j, "codec", codec);
-	json_int(&j, "page_size", PAGE_BYTES);
+	json_int(&j, "page_size_bytes", PAGE_BYTES);
 	json_uint(&j, "size_bytes", size);
 	json_bool(&j, "same_filled", false);
 	json_bool(&j, "cgroup_emulated", false);
@@ -211,7 +211,7 @@ static void print_json(const struct row *rows, size_t n, const char *codec,
 			json_fixed(&j, "reported", rep / 100, 4);
 		else
 			json_null(&j, "reported");
-		json_fixed(&j, "put_seconds", r->seconds, 3);
+		json_fixed(&j, "put_s", r->seconds, 3);
 		json_bool(&j, "verified", r->verified);
 		json_object_end(&j);
 	}

@@ -1021,7 +1021,7 @@ static void print_json(const struct opts *o, const struct bench_data *d,
 	json_begin(&j, stdout, "tierbench");
 	json_str(&j, "data", d->name);
 	json_uint(&j, "pages", n);
-	json_uint(&j, "page_size", o->page_size);
+	json_uint(&j, "page_size_bytes", o->page_size);
 	json_uint(&j, "unit_pages", o->unit_pages);
 	json_uint(&j, "limit_bytes", o->limit);
 	json_str(&j, "codec", o->codec);
@@ -1032,7 +1032,7 @@ static void print_json(const struct opts *o, const struct bench_data *d,
 	json_uint(&j, "rewrite_pct", o->rewrite);
 	json_uint(&j, "seed", o->seed);
 	json_uint(&j, "idle_after_ms", o->idle_after);
-	json_uint(&j, "file_clean_rate", (uint64_t)o->clean_rate);
+	json_uint(&j, "file_clean_rate_Bps", (uint64_t)o->clean_rate);
 	json_str(&j, "plot", o->plot);
 	json_array(&j, "results");
 	for (int m = 0; m < NMODES; m++) {
