@@ -1004,7 +1004,8 @@ int cmd_bench(int argc, char **argv)
 		return bench_units_main(&o);
 	if (o.compare_2011)
 		return bench_2011_table(o.size_set ? o.size : BENCH_2011_SIZE,
-					o.codec_set ? o.codec : NULL, o.alloc, o.nalloc, o.json);
+					o.codec_set ? o.codec : NULL, o.alloc, o.nalloc, o.json,
+					o.wide);
 	if (o.ndata * (o.nalloc + (size_t)o.kernel) > BENCH_MAX_ROWS) {
 		fprintf(stderr, "zmem bench: too many data sets x allocators\n");
 		return 2;
