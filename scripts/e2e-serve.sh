@@ -147,7 +147,7 @@ sample() {
         --argjson brss "$brss" --argjson bpool "$bpool" \
         --argjson used "$(($(mem_used) - USED0))" '{
         mode: $mode, rep: $rep, phase: $phase,
-        rss: $rss, pool: .mm_stat.mem_used_total, mem_limit: .mm_stat.mem_limit,
+        rss: $rss, pool: .mm_stat.mem_used_total, mem_limit: .mm_stat.mem_limit_bytes,
         orig: .mm_stat.orig_data_size, compr: .mm_stat.compr_data_size,
         file_cache: $cache, file_blocks: $alloc,
         file_alloc: .tiering.file_alloc_bytes, file_live: .tiering.file_live_bytes,

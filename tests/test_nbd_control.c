@@ -86,7 +86,7 @@ static long ctl_ask(const struct test_server *t, const char *line, char *buf, si
 	return n;
 }
 
-/* The memory limit the server reports, or -1. */
+/* The memory limit the server reports (0: none, its null), or -1. */
 static long long mem_limit(const struct test_server *t)
 {
 	static char buf[1 << 16];
@@ -94,8 +94,11 @@ static long long mem_limit(const struct test_server *t)
 
 	if (ctl_ask(t, "json\n", buf, sizeof(buf), 5000) < 0)
 		return -1;
-	p = strstr(buf, "\"mem_limit\": ");
-	return p ? strtoll(p + 13, NULL, 10) : -1;
+	p = strstr(buf, "\"mem_limit_bytes\": ");
+	if (!p)
+		return -1;
+	p += strlen("\"mem_limit_bytes\": ");
+	return strncmp(p, "null", 4) ? strtoll(p, NULL, 10) : 0;
 }
 
 /* A request whose line arrives in two pieces half a second apart runs

@@ -1004,7 +1004,8 @@ int cmd_bench(int argc, char **argv)
 		return bench_units_main(&o);
 	if (o.compare_2011)
 		return bench_2011_table(o.size_set ? o.size : BENCH_2011_SIZE,
-					o.codec_set ? o.codec : NULL, o.alloc, o.nalloc, o.json);
+					o.codec_set ? o.codec : NULL, o.alloc, o.nalloc, o.json,
+					o.wide);
 	if (o.ndata * (o.nalloc + (size_t)o.kernel) > BENCH_MAX_ROWS) {
 		fprintf(stderr, "zmem bench: too many data sets x allocators\n");
 		return 2;
@@ -1070,17 +1071,18 @@ int cmd_bench(int argc, char **argv)
 	for (size_t i = 0; i < nrows; i++)
 		if (verbose[i])
 			fputs(verbose[i], o.json ? stderr : stdout);
+	status = 0;
 	if (o.plot) {
 		int rc = bench_svg(o.plot, rows, nrows, o.codec, o.page_size);
 
-		if (rc)
+		if (rc) {  /* the run asked for a plot it did not get: a failure */
 			fprintf(stderr, "zmem bench: writing %s: %s\n", o.plot, strerror(-rc));
-		else if (!o.json)
+			status = 1;
+		} else if (!o.json)
 			printf("\nplot: %s\n", o.plot);
 		else
 			cli_notice("plot written to %s", o.plot);
 	}
-	status = 0;
 	for (size_t i = 0; i < nrows; i++)
 		if (!rows[i].verified)
 			status = 1;

@@ -81,10 +81,10 @@ int bench_svg(const char *path, const struct bench_row *rows, size_t nrows,
 
 /* bench_2011.c: zmem bench --compare-2011, size bytes of each data set
  * (BENCH_2011_SIZE unless given), codec NULL = lzo if built, else lz4;
- * the exit status. */
+ * wide: the table's columns past 80 too; the exit status. */
 #define BENCH_2011_SIZE ((size_t)512 << 20)
 int bench_2011_table(size_t size, const char *codec, const char *const *alloc,
-		     size_t nalloc, int json);
+		     size_t nalloc, int json, int wide);
 
 /* bench_units.c: zmem bench --unit-pages, the store's multi-page units
  * side by side with pages alone. */

@@ -131,21 +131,26 @@ static int one(const char *allocator, const char *codec, const uint8_t *buf, int
 	return 0;
 }
 
+/* 80 columns; wide adds descr and reported */
 static void print_table(const struct row *rows, size_t n, const char *codec,
-			size_t size, const struct workload_stats *ws)
+			size_t size, const struct workload_stats *ws, int wide)
 {
 	char human[32];
 
 	printf("zmem bench --compare-2011: xcfmalloc's 2011 table (background §1)\n"
-	       "%s written one %d-byte page at a time into a store per allocator, codec %s,\n"
-	       "same-filled elision off; text: generated, %s ratio %.4f (target %.2f).\n"
+	       "%s written one %d-byte page at a time into a store per allocator, codec\n"
+	       "%s, same-filled elision off; text: generated, %s ratio %.4f (target %.2f).\n"
 	       "Not emulated: the 2011 test's 256 MB cgroup (the kernel swapping into zcache\n"
 	       "while it ran); nothing is evicted here, every page goes into the store.\n\n",
 	       zmi_human_bytes(size, human, sizeof(human)), PAGE_BYTES, codec, codec, ws->ratio,
 	       TEXT_RATIO);
-	printf("%-9s %-9s %7s %8s %7s %8s %5s %9s %9s %8s %6s %3s\n", "data",
-	       "allocator", "pages", "pool pgs", "descr", "meta KiB", "huge",
-	       "effective", "eff+meta", "reported", "put s", "ok");
+	printf("%-9s %-9s %7s %8s", "data", "allocator", "pages", "pool pgs");
+	if (wide)
+		printf(" %7s", "descr");
+	printf(" %8s %4s %9s %9s", "meta KiB", "huge", "effective", "eff+meta");
+	if (wide)
+		printf(" %8s", "reported");
+	printf(" %5s %3s\n", "put s", "ok");
 	for (size_t i = 0; i < n; i++) {
 		const struct row *r = &rows[i];
 		double rep = bench_2011_reported(r->allocator, strcmp(r->data, "zero") != 0);
@@ -155,20 +160,24 @@ static void print_table(const struct row *rows, size_t n, const char *codec,
 			snprintf(desc, sizeof(desc), "%llu", (unsigned long long)r->descriptors);
 		if (rep > 0)
 			snprintf(repd, sizeof(repd), "%.2f%%", rep);
-		printf("%-9s %-9s %7llu %8llu %7s %8.1f %5llu %8.2f%% %8.2f%% %8s %6.2f %3s\n",
-		       r->data, r->allocator, (unsigned long long)r->pages,
-		       (unsigned long long)r->pool_pages, desc,
-		       (double)(r->pool_meta + r->store_meta) / 1024,
+		printf("%-9s %-9s %7llu %8llu", r->data, r->allocator,
+		       (unsigned long long)r->pages, (unsigned long long)r->pool_pages);
+		if (wide)
+			printf(" %7s", desc);
+		printf(" %8.1f %4llu %8.2f%% %8.2f%%", (double)(r->pool_meta + r->store_meta) / 1024,
 		       (unsigned long long)r->huge_pages, 100 * pool_effective(r),
-		       100 * meta_effective(r), repd, r->seconds, r->verified ? "yes" : "NO");
+		       100 * meta_effective(r));
+		if (wide)
+			printf(" %8s", repd);
+		printf(" %5.2f %3s\n", r->seconds, r->verified ? "yes" : "NO");
 	}
 	printf("\neffective = pool pages / pages stored (the 2011 definition; lower is better);\n"
 	       "eff+meta = (pool bytes + allocator metadata + store metadata) / original bytes;\n"
-	       "meta KiB = allocator + store metadata; descr: the allocator's out-of-line\n"
-	       "block descriptors, where it has them; reported = the figure reported with\n"
+	       "meta KiB = allocator + store metadata; put s = seconds to put every page\n"
+	       "(one thread; in 2011 about 2.3 s for 512 MB of text).  Reported with\n"
 	       "xcfmalloc (2011, a 32-bit box, lzo1x): xvmalloc 1.93%% / 99.95%%, xcfmalloc\n"
-	       "3.72%% / 78.11%%; put s = seconds to put every page (one thread; in 2011 about\n"
-	       "2.3 s for 512 MB of text).\n");
+	       "3.72%% / 78.11%% (--wide: as column reported, beside descr, the allocator's\n"
+	       "out-of-line block descriptors, where it has them).\n");
 }
 
 static void print_json(const struct row *rows, size_t n, const char *codec,
@@ -179,7 +188,7 @@ static void print_json(const struct row *rows, size_t n, const char *codec,
 	json_begin(&j, stdout, "bench");
 	json_bool(&j, "compare_2011", true);
 	json_str(&j, "codec", codec);
-	json_int(&j, "page_size", PAGE_BYTES);
+	json_int(&j, "page_size_bytes", PAGE_BYTES);
 	json_uint(&j, "size_bytes", size);
 	json_bool(&j, "same_filled", false);
 	json_bool(&j, "cgroup_emulated", false);
@@ -211,7 +220,7 @@ static void print_json(const struct row *rows, size_t n, const char *codec,
 			json_fixed(&j, "reported", rep / 100, 4);
 		else
 			json_null(&j, "reported");
-		json_fixed(&j, "put_seconds", r->seconds, 3);
+		json_fixed(&j, "put_s", r->seconds, 3);
 		json_bool(&j, "verified", r->verified);
 		json_object_end(&j);
 	}
@@ -220,7 +229,7 @@ static void print_json(const struct row *rows, size_t n, const char *codec,
 }
 
 int bench_2011_table(size_t size, const char *codec, const char *const *alloc,
-		     size_t nalloc, int json)
+		     size_t nalloc, int json, int wide)
 {
 	struct row *rows = calloc(NDATA * nalloc, sizeof(*rows));
 	struct workload_stats ws = { 0 };
@@ -265,7 +274,7 @@ int bench_2011_table(size_t size, const char *codec, const char *const *alloc,
 	if (json)
 		print_json(rows, n, codec, npages * PAGE_BYTES, &ws);
 	else
-		print_table(rows, n, codec, npages * PAGE_BYTES, &ws);
+		print_table(rows, n, codec, npages * PAGE_BYTES, &ws, wide);
 	status = 0;
 	for (size_t i = 0; i < n; i++)
 		if (!rows[i].verified)

@@ -1866,6 +1866,7 @@ int cmd_cachebench(int argc, char **argv)
 	struct pcache pc = { 0 };
 	uint32_t *reads = NULL;
 	uint64_t bad = 0;
+	bool bad_plot = false;
 	size_t ndata = 0;
 	bool have_fs = false;
 	struct opts o;
@@ -1995,9 +1996,10 @@ int cmd_cachebench(int argc, char **argv)
 		print_tables(&o, &rs, &fs);
 	if (o.plot && have_fs) {
 		rc = write_plot(&o, &rs, &fs);
-		if (rc)
+		if (rc) {  /* the run asked for a plot it did not get: a failure */
 			fprintf(stderr, "zmem cachebench: writing %s: %s\n", o.plot, strerror(-rc));
-		else if (!o.json)
+			bad_plot = true;
+		} else if (!o.json)
 			printf("\nplot: %s\n", o.plot);
 	} else if (o.plot) {
 		fprintf(stderr, "zmem cachebench: --plot draws the cleancache mode, which did not run\n");
@@ -2005,7 +2007,7 @@ int cmd_cachebench(int argc, char **argv)
 	if (bad)
 		fprintf(stderr, "zmem cachebench: %llu pages back wrong or calls failed\n",
 			(unsigned long long)bad);
-	status = bad ? 1 : 0;
+	status = bad || bad_plot ? 1 : 0;
 out:
 	cli_progress_done();
 	for (size_t i = 0; i < ndata; i++)

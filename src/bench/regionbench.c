@@ -1788,9 +1788,10 @@ int cmd_regionbench(int argc, char **argv)
 	if (o.plot) {
 		int rc = write_plot(o.plot, &o, &d, rows[0]);
 
-		if (rc)
+		if (rc) {  /* the run asked for a plot it did not get: a failure */
 			fprintf(stderr, "zmem regionbench: writing %s: %s\n", o.plot, strerror(-rc));
-		else if (!o.json)
+			bad++;
+		} else if (!o.json)
 			printf("\nplot: %s\n", o.plot);
 	}
 	status = bad ? CLI_FAIL : CLI_OK;

@@ -942,9 +942,10 @@ int cmd_runbench(int argc, char **argv)
 	if (o.plot) {
 		int rc = write_plot(&e);
 
-		if (rc)
+		if (rc) {  /* the run asked for a plot it did not get: a failure */
 			fprintf(stderr, "zmem runbench: writing %s: %s\n", o.plot, strerror(-rc));
-		else if (!o.json)
+			bad++;
+		} else if (!o.json)
 			printf("\nplot: %s\n", o.plot);
 	}
 	remove_tmp(e.tmp);

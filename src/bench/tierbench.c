@@ -1021,7 +1021,7 @@ static void print_json(const struct opts *o, const struct bench_data *d,
 	json_begin(&j, stdout, "tierbench");
 	json_str(&j, "data", d->name);
 	json_uint(&j, "pages", n);
-	json_uint(&j, "page_size", o->page_size);
+	json_uint(&j, "page_size_bytes", o->page_size);
 	json_uint(&j, "unit_pages", o->unit_pages);
 	json_uint(&j, "limit_bytes", o->limit);
 	json_str(&j, "codec", o->codec);
@@ -1032,7 +1032,7 @@ static void print_json(const struct opts *o, const struct bench_data *d,
 	json_uint(&j, "rewrite_pct", o->rewrite);
 	json_uint(&j, "seed", o->seed);
 	json_uint(&j, "idle_after_ms", o->idle_after);
-	json_uint(&j, "file_clean_rate", (uint64_t)o->clean_rate);
+	json_uint(&j, "file_clean_rate_Bps", (uint64_t)o->clean_rate);
 	json_str(&j, "plot", o->plot);
 	json_array(&j, "results");
 	for (int m = 0; m < NMODES; m++) {
@@ -1349,6 +1349,7 @@ int cmd_tierbench(int argc, char **argv)
 	uint8_t *hot = NULL;
 	uint32_t *lat = NULL;
 	uint64_t n, nlat, bad = 0;
+	bool bad_plot = false;
 	struct opts o;
 	char human[32];
 	int status = 1;
@@ -1402,15 +1403,16 @@ int cmd_tierbench(int argc, char **argv)
 	if (o.plot) {
 		int rc = write_plot(o.plot, &o, &d, rows);
 
-		if (rc)
+		if (rc) {  /* the run asked for a plot it did not get: a failure */
 			fprintf(stderr, "zmem tierbench: writing %s: %s\n", o.plot, strerror(-rc));
-		else if (!o.json)
+			bad_plot = true;
+		} else if (!o.json)
 			printf("\nplot: %s\n", o.plot);
 	}
 	if (bad)
 		fprintf(stderr, "zmem tierbench: %llu pages read back wrong or failed\n",
 			(unsigned long long)bad);
-	status = bad ? 1 : 0;
+	status = bad || bad_plot ? 1 : 0;
 out:
 	cli_progress_done();
 	bench_data_free(&d);

@@ -173,14 +173,14 @@ static bool read_row(const char *dir, const char *entry, unsigned ms, bool bytes
 	got = (size_t)ftell(mem);
 	fclose(mem);
 	info[got] = 0;
-	if (!field_u64(info, "size", &r->size) ||
+	if (!field_u64(info, "size_bytes", &r->size) ||
 	    !field(info, "codec", r->codec, sizeof(r->codec)) ||
 	    !field(info, "allocator", r->alloc, sizeof(r->alloc)) ||
 	    !field_u64(info, "orig_data_size", &r->data) ||
 	    !field_u64(info, "compr_data_size", &r->compr) ||
 	    !field_u64(info, "mem_used_total", &r->total))
 		return false;
-	if (!field_u64(info, "mem_limit", &r->limit))
+	if (!field_u64(info, "mem_limit_bytes", &r->limit))
 		r->limit = 0;
 	if (!strncmp(uri, "run:", 4))
 		field(info, "command", cmd, sizeof(cmd));

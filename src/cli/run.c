@@ -547,17 +547,20 @@ static void report_info(const struct run *r, FILE *f)
 	fprintf(f, "{\"kind\": \"run\", \"uri\": \"%s\", \"pid\": %d, \"cmd_pid\": %d, "
 		"\"command\": ", r->uri, (int)getpid(), (int)r->child);
 	json_write_string(f, r->command);
-	fprintf(f, ", \"size\": %llu, \"codec\": \"%s\", \"allocator\": \"%s\", "
+	fprintf(f, ", \"size_bytes\": %llu, \"codec\": \"%s\", \"allocator\": \"%s\", "
 		"\"orig_data_size\": %llu, \"compr_data_size\": %llu, \"mem_used_total\": %llu, "
 		"\"processes\": %u, \"heap_bytes\": %llu, \"resident_bytes\": %llu, "
-		"\"resident_limit\": %llu, \"stored_bytes\": %llu, \"pool_bytes\": %llu, "
-		"\"total_bytes\": %llu}\n",
+		"\"resident_limit_bytes\": ",
 		(unsigned long long)n->heap_bytes, r->codec ? r->codec : "lz4",
 		r->allocator ? r->allocator : RUN_ALLOCATOR, (unsigned long long)orig,
 		(unsigned long long)n->stored_bytes, (unsigned long long)n->pool_bytes, t.live,
-		(unsigned long long)n->heap_bytes, (unsigned long long)n->resident_bytes,
-		(unsigned long long)n->resident_limit, (unsigned long long)n->stored_bytes,
-		(unsigned long long)n->pool_bytes,
+		(unsigned long long)n->heap_bytes, (unsigned long long)n->resident_bytes);
+	if (n->resident_limit)  /* null: no limit */
+		fprintf(f, "%llu", (unsigned long long)n->resident_limit);
+	else
+		fputs("null", f);
+	fprintf(f, ", \"stored_bytes\": %llu, \"pool_bytes\": %llu, \"total_bytes\": %llu}\n",
+		(unsigned long long)n->stored_bytes, (unsigned long long)n->pool_bytes,
 		(unsigned long long)(n->resident_bytes + n->pool_bytes + n->meta_bytes));
 }
 

@@ -94,6 +94,12 @@ static void json_limit(FILE *f, uint64_t v)
 		fprintf(f, "%llu", (unsigned long long)v);
 }
 
+/* The memory limit: null for none (the store's 0). */
+static void json_mem_limit(FILE *f, uint64_t v)
+{
+	json_limit(f, v ? v : UINT64_MAX);
+}
+
 /* zram's bd_stat (pages) and the rest of the cold data. */
 static void report_json_tiering(struct serve_server *s, const struct zm_store_stats *st,
 				FILE *f)
@@ -113,7 +119,7 @@ static void report_json_tiering(struct serve_server *s, const struct zm_store_st
 	else
 		fputs("null", f);
 	fprintf(f, ", \"idle_after_ms\": %u, \"recompressed_pages\": %llu, "
-		   "\"recompress_saved\": %llu, \"recompress_tried\": %llu, "
+		   "\"recompress_saved_bytes\": %llu, \"recompress_tried\": %llu, "
 		   "\"secondary_pages\": %llu, \"incompressible_pages\": %llu, "
 		   "\"idle_pages\": %llu, \"bd_bytes\": %llu, \"writeback_failures\": %llu, "
 		   "\"file_alloc_bytes\": %llu, \"file_live_bytes\": %llu, \"bd_lost\": %llu, "
@@ -149,18 +155,19 @@ static void report_json(struct serve_server *s, FILE *f)
 	zm_store_stats(s->store, &st);
 	/* the zmem command's common keys first: zmem stats --json prints this */
 	fprintf(f, "{\"zmem\": \"%s\", \"command\": \"stats\", ", zm_version_string());
-	fprintf(f, "\"export\": {\"size\": %llu, \"page_size\": %zu, \"unit_pages\": %u, "
+	fprintf(f, "\"export\": {\"size_bytes\": %llu, \"page_size_bytes\": %zu, \"unit_pages\": %u, "
 		   "\"codec\": \"%s\", \"allocator\": \"%s\", \"read_only\": %s, \"threads\": %u, "
 		   "\"uptime_s\": %.3f},\n",
 		(unsigned long long)s->disk.size, st.page_size, unit_pages(s),
 		s->cfg.codec ? s->cfg.codec : "lz4",
 		zm_pool_backend(pool), s->cfg.read_only ? "true" : "false", s->nworkers, uptime(s));
 	fprintf(f, " \"mm_stat\": {\"orig_data_size\": %llu, \"compr_data_size\": %llu, "
-		   "\"mem_used_total\": %llu, \"mem_limit\": %llu, \"mem_used_max\": %llu, "
-		   "\"same_pages\": %llu, \"pages_compacted\": %llu, \"huge_pages\": %llu, "
-		   "\"huge_pages_since\": %llu},\n",
+		   "\"mem_used_total\": %llu, \"mem_limit_bytes\": ",
 		(unsigned long long)st.orig_data_size, (unsigned long long)st.compr_data_size,
-		(unsigned long long)st.mem_used_total, (unsigned long long)st.mem_limit,
+		(unsigned long long)st.mem_used_total);
+	json_mem_limit(f, st.mem_limit);
+	fprintf(f, ", \"mem_used_max\": %llu, \"same_pages\": %llu, \"pages_compacted\": %llu, "
+		   "\"huge_pages\": %llu, \"huge_pages_since\": %llu},\n",
 		(unsigned long long)st.mem_used_max, (unsigned long long)st.same_pages,
 		(unsigned long long)st.pages_compacted, (unsigned long long)st.huge_pages,
 		(unsigned long long)st.huge_pages_since);
@@ -169,7 +176,7 @@ static void report_json(struct serve_server *s, FILE *f)
 		   "\"discards\": %llu, \"failed_reads\": %llu, \"failed_writes\": %llu, "
 		   "\"limit_fails\": %llu, \"pool_errors\": %llu, \"pool_objects\": %llu, "
 		   "\"pool_meta_bytes\": %llu, \"store_meta_bytes\": %llu, \"units\": %llu, "
-		   "\"unit_pages\": %llu, \"unit_bytes\": %llu, \"unit_saved\": %llu, "
+		   "\"unit_pages\": %llu, \"unit_bytes\": %llu, \"unit_saved_bytes\": %llu, "
 		   "\"units_formed\": %llu, \"units_declined\": %llu, \"unit_splits\": %llu},\n",
 		(unsigned long long)st.pages_stored, (unsigned long long)st.puts,
 		(unsigned long long)st.gets, (unsigned long long)st.discards,
@@ -323,13 +330,16 @@ static void report_info(struct serve_server *s, FILE *f)
 	zm_store_stats(s->store, &st);
 	fputs("{\"uri\": ", f);
 	json_str(f, s->uri);
-	fprintf(f, ", \"pid\": %d, \"size\": %llu, \"page_size\": %zu, \"unit_pages\": %u, "
-		   "\"codec\": \"%s\", \"allocator\": \"%s\", \"orig_data_size\": %llu, "
-		   "\"compr_data_size\": %llu, \"mem_used_total\": %llu, \"mem_limit\": %llu}\n",
+	fprintf(f, ", \"pid\": %d, \"size_bytes\": %llu, \"page_size_bytes\": %zu, "
+		   "\"unit_pages\": %u, \"codec\": \"%s\", \"allocator\": \"%s\", "
+		   "\"orig_data_size\": %llu, \"compr_data_size\": %llu, "
+		   "\"mem_used_total\": %llu, \"mem_limit_bytes\": ",
 		(int)getpid(), (unsigned long long)s->disk.size, st.page_size, unit_pages(s),
 		s->cfg.codec ? s->cfg.codec : "lz4", zm_pool_backend(zm_store_pool(s->store)),
 		(unsigned long long)st.orig_data_size, (unsigned long long)st.compr_data_size,
-		(unsigned long long)st.mem_used_total, (unsigned long long)st.mem_limit);
+		(unsigned long long)st.mem_used_total);
+	json_mem_limit(f, st.mem_limit);
+	fputs("}\n", f);
 }
 
 int serve_check_mem_limit(uint64_t bytes, size_t page_size, char *why, size_t n)

@@ -124,4 +124,29 @@ check "zmem bench --json > /dev/full: write error, status 1" \
 check "zmem density > /dev/full: write error, status 1" \
     full density --corpus "$T/c.pages" --size 64K -q
 
+# ---- a plot that passes the early checks and fails to write at the end:
+# the error named and status 1 (full.svg is /dev/full: it opens, and
+# every write to it fails)
+ln -s /dev/full "$T/full.svg"
+plot_full() {
+    [ -w /dev/full ] || return 0
+    (cd "$T/empty" && ZMEM_LOG=off "$ZMEM" "$@" --plot "$T/full.svg" > "$T/out" 2> "$T/err")
+    rc=$?
+    [ $rc -eq 1 ] && grep -q "full.svg: No space left on device" "$T/err" ||
+        { echo "status $rc" | cat - "$T/err" | diag; return 1; }
+}
+check "zmem bench --plot FULL: status 1" \
+    plot_full bench --size 64K --reps 1 --data zero --allocator zsmalloc -q
+check "zmem tierbench --plot FULL: status 1" \
+    plot_full tierbench --data text:0.5 --size 2M --ops 2000 --dir "$T/tmp"
+check "zmem cachebench --plot FULL: status 1" \
+    plot_full cachebench --mode all --size 1M --file-set 1M --cache 256K --budgets 256K \
+    --reads 1000 --dir "$T/tmp" --allocators zsmalloc
+check "zmem regionbench --plot FULL: status 1" \
+    plot_full regionbench --size 4M --resident 1M --trace seq
+check "zmem allocbench --plot FULL: status 1" \
+    plot_full allocbench --allocator zsmalloc --sizes 64 --count 500 --bytes 64K --reps 1 \
+    --min-ms 0 --threads 1
+check "zmem worstcase --plot FULL: status 1" plot_full worstcase --max-size 4M --sequence tiny
+
 tap_end

@@ -147,13 +147,13 @@ check "zmem stats --json run:PID: the document" grep -q '"command": "run"' "$T/s
 check "zmem ctl run mem-limit 25%: applied" grep -q "ok: mem-limit: applied by 1 process" "$T/ctl"
 "$ZMEM" ctl run info > "$T/info" 2>&1
 check "... the process took it (a quarter of its heap)" \
-    grep -q '"resident_limit": 16777216' "$T/info"
+    grep -q '"resident_limit_bytes": 16777216' "$T/info"
 "$ZMEM" ctl run reclaim 1M > "$T/ctl" 2>&1
 check "zmem ctl run reclaim 1M" grep -q "ok: reclaim: applied by 1" "$T/ctl"
 "$ZMEM" ctl run untrack > "$T/ctl" 2>&1
 check "zmem ctl run untrack" grep -q "ok: untrack: applied by 1" "$T/ctl"
 "$ZMEM" ctl run info > "$T/info" 2>&1
-check "... no limit after untrack" grep -q '"resident_limit": 0,' "$T/info"
+check "... no limit after untrack" grep -q '"resident_limit_bytes": null,' "$T/info"
 "$ZMEM" ctl run mem-limit 1Q > /dev/null 2> "$T/ctl"
 check "zmem ctl run mem-limit 1Q: status 2" [ $? -eq 2 ]
 "$ZMEM" ctl run frob > /dev/null 2> "$T/ctl"

@@ -29,7 +29,7 @@ drive() {
     head -c 8M /dev/urandom > "$T/rnd" && nbdcopy "$T/rnd" "nbd+unix:///?socket=$DEF" &&
     "$ZMEM" ctl compact | grep -q '^ok: compacted' &&
     "$ZMEM" ctl mem-limit 4M | grep -qx 'ok: mem-limit 4194304' &&
-    "$ZMEM" stats --json | grep -q '"mem_limit": 4194304' &&
+    "$ZMEM" stats --json | grep -q '"mem_limit_bytes": 4194304' &&
     ! nbdcopy "$T/rnd" "nbd+unix:///?socket=$DEF" 2> /dev/null &&    # over the limit now
     "$ZMEM" ctl "$DEF" mem-limit none | grep -qx 'ok: mem-limit 0' &&
     nbdcopy "$T/rnd" "nbd+unix:///?socket=$DEF" &&

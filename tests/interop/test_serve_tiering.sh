@@ -68,7 +68,7 @@ idle=$(cat "$T/n")
 check "stats: idle_pages is what idle answered" json "t['idle_pages'] == $idle"
 check "ctl recompress idle: pages recompressed" ctl_ok recompress idle
 check "stats: recompressed_pages and secondary_pages counted, bytes saved" json \
-    "t['recompressed_pages'] > 0 and t['secondary_pages'] > 0 and t['recompress_saved'] > 0"
+    "t['recompressed_pages'] > 0 and t['secondary_pages'] > 0 and t['recompress_saved_bytes'] > 0"
 before=$(python3 -c "import json; print(json.load(open('$T/stats.json'))['bd_stat']['bd_count'])")
 check "ctl writeback idle 64: at most 64 pages written back" sh -c "
     '$ZMEM' ctl '$SOCK' writeback idle 64 | grep -Eq '^ok: ([1-9]|[1-5][0-9]|6[0-4]) pages written back$'"

@@ -60,15 +60,15 @@ PY
 import json, sys
 d = json.load(open(sys.argv[1]))
 want = 4 if "--unit-pages 4" in sys.argv[2] else 16
-assert d["export"]["page_size"] == 4096 and d["export"]["unit_pages"] == want, d["export"]
+assert d["export"]["page_size_bytes"] == 4096 and d["export"]["unit_pages"] == want, d["export"]
 s = d["store"]
-for k in ("units", "unit_pages", "unit_bytes", "unit_saved", "units_formed",
+for k in ("units", "unit_pages", "unit_bytes", "unit_saved_bytes", "units_formed",
           "units_declined", "unit_splits"):
     assert k in s and s[k] >= 0, (k, s)
 assert s["unit_pages"] <= s["pages_stored"], s
 # nbdcopy's 256 KiB writes of text: zstd keeps some of them as units
 if "zstd" in sys.argv[2]:
-    assert s["units_formed"] > 0 and s["unit_saved"] > 0, s
+    assert s["units_formed"] > 0 and s["unit_saved_bytes"] > 0, s
 assert s["pool_errors"] == 0 and s["failed_reads"] == 0, s
 PY
     check "serve $args: zmem stats shows the unit size" \
@@ -82,7 +82,7 @@ serve_start --size 8M --codec zstd --page-size 32K && {
     check "serve --codec zstd --page-size 32K: 32 KiB pages, no units" python3 -c "
 import json, sys
 e = json.load(open(sys.argv[1]))['export']
-assert e['page_size'] == 32768 and e['unit_pages'] == 1, e
+assert e['page_size_bytes'] == 32768 and e['unit_pages'] == 1, e
 " "$T/stats.json"
     serve_stop
 }
