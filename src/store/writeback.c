@@ -73,6 +73,19 @@
  * discards of that page wait asleep (zmi_slot_lock_ready).  With
  * readback, the object is made while BUSY and bound once locked again.
  *
+ * Reading many pages on file (zm_store_get_range): the range's pages are
+ * locked one at a time in index order; each on file is marked BUSY and
+ * unlocked, its record kept (up to RANGE_PAGES of them), each other page
+ * is read as a get reads it.  Then the records, sorted by offset, are
+ * read a run of nearby blocks at a time (zmi_backing_read_run, no lock
+ * held), each page decoded, settled as zmi_file_get's (readback, BUSY
+ * cleared under its slot lock) and the waiters woken after each run.  A
+ * thread holding BUSY slots waits only for slots after them (a range is
+ * taken in index order, and every other holder of a BUSY slot waits for
+ * no slot at all), never for wb_lock (an NBD read only tries it), and
+ * never gets a unit's page (its get may wait for the unit's other
+ * pages): the batch is read first.  So no cycle of waits forms.
+ *
  * What a writeback wrote leaves the page cache before it lets go of
  * wb_lock (zmi_backing_flush): one drop a call, not one a page.
  *
