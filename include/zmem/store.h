@@ -369,6 +369,17 @@ ZM_API int zm_store_put_range(struct zm_store *store, uint64_t index, uint64_t c
  * failed; buf's contents are then unspecified), -ENOMEM. */
 ZM_API int zm_store_get(struct zm_store *store, uint64_t index, void *buf);
 
+/* Copy count adjacent pages from index on into pages (count * page_size
+ * bytes), as zm_store_get() would one by one, but the pages on the
+ * backing file (or export) are read together: in the order they lie
+ * there, each run of nearby blocks with one read (docs/tiering.md).
+ * Every page is read even when one fails.  Returns 0, -EINVAL (NULL
+ * argument, the range beyond nr_pages: nothing read), or the error of
+ * the failing page with the lowest index as zm_store_get() (the failing
+ * pages' bytes are then unspecified, the others' are right). */
+ZM_API int zm_store_get_range(struct zm_store *store, uint64_t index, uint64_t count,
+			      void *pages);
+
 /* Empty count slots from index on (zram's discard / trim); their memory
  * goes back to the pool.  Returns 0, -EINVAL if the range goes beyond
  * nr_pages (nothing is discarded then), or -EIO if the pool refused to

@@ -3,7 +3,9 @@
  * send any offset and length (qemu and the kernel often 512 bytes).  A
  * request is cut at page boundaries: whole pages go straight to
  * zm_store_put/get/discard, the partial pages at its ends are read,
- * changed and written back under the page's stripe lock.
+ * changed and written back under the page's stripe lock.  A read's whole
+ * pages go to zm_store_get_range at once, so that those on the store's
+ * backing file are read together.
  *
  * Whole-page writes take the stripe lock too: otherwise a read-modify-write
  * of one sector could write back, over a concurrent whole-page write, the
@@ -82,7 +84,13 @@ int disk_read(struct serve_disk *d, uint64_t off, uint32_t len, void *buf, void 
 		int rc;
 
 		if (n == d->page_size) {
-			rc = zm_store_get(d->store, page, out);
+			/* the request's whole pages at once: those on the
+			 * backing file are read together */
+			uint64_t run = len >> d->page_shift;
+
+			n = (size_t)run << d->page_shift;
+			rc = run == 1 ? zm_store_get(d->store, page, out)
+				      : zm_store_get_range(d->store, page, run, out);
 		} else {
 			rc = zm_store_get(d->store, page, scratch);
 			memcpy(out, (uint8_t *)scratch + in, n);

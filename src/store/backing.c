@@ -464,6 +464,7 @@ static int direct_pread(int dfd, void *buf, size_t n, uint64_t off)
 	while (done < n) {
 		ssize_t r = pread(dfd, (char *)buf + done, n - done, (off_t)(off + done));
 
+		__atomic_fetch_add(&zmi_backing_preads, 1, __ATOMIC_RELAXED);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -824,6 +825,7 @@ int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf
 	while (done < len) {
 		ssize_t n = pread(s->bfd, (char *)buf + done, len - done, (off_t)(off + done));
 
+		__atomic_fetch_add(&zmi_backing_preads, 1, __ATOMIC_RELAXED);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -839,19 +841,17 @@ int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf
 	return 0;
 }
 
-int zmi_backing_read_span(struct zm_store *s, const uint64_t *index, unsigned n, uint64_t off,
-			  void *buf, size_t len)
+int zmi_backing_read_fault(uint64_t index)
+{
+	return fault('r', index);
+}
+
+int zmi_backing_read_run(struct zm_store *s, uint64_t off, void *buf, size_t len)
 {
 	size_t done = 0;
 	/* the O_DIRECT fd where writes go round the page cache: reads too */
 	int fd = s->bcache == ZM_STORE_CACHE_DIRECT ? s->space->dfd : s->bfd;
 
-	for (unsigned k = 0; k < n; k++) {
-		int rc = fault('r', index[k]);
-
-		if (rc)
-			return rc;
-	}
 	if (s->nbd)
 		return zmi_nbd_read(s, off, buf, len);
 	/* whole blocks, at a block-aligned buffer: what O_DIRECT takes */
@@ -869,6 +869,18 @@ int zmi_backing_read_span(struct zm_store *s, const uint64_t *index, unsigned n,
 	if (s->bcache == ZM_STORE_CACHE_DROP)
 		(void)posix_fadvise(s->bfd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
 	return 0;
+}
+
+int zmi_backing_read_span(struct zm_store *s, const uint64_t *index, unsigned n, uint64_t off,
+			  void *buf, size_t len)
+{
+	for (unsigned k = 0; k < n; k++) {
+		int rc = fault('r', index[k]);
+
+		if (rc)
+			return rc;
+	}
+	return zmi_backing_read_run(s, off, buf, len);
 }
 
 int zmi_backing_open_uri(struct zm_store *s, const char *uri)

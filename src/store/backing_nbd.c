@@ -441,6 +441,7 @@ int zmi_nbd_read(struct zm_store *s, uint64_t off, void *buf, size_t len)
 		drop(n, "read");
 		rc = -EIO;
 	}
+	__atomic_fetch_add(&zmi_backing_preads, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&n->lock);
 	return rc;
 }

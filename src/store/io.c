@@ -206,31 +206,19 @@ static int get_decode(void *arg, const void *obj, size_t len)
 	return zm_codec_decompress(d->codec, obj, d->len, d->buf, d->page_size);
 }
 
-int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
+int zmi_get_locked(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+		   uint32_t info, void *buf)
 {
-	struct zmi_store_stripe *st;
-	struct get_dec dec = { .buf = buf, .page_size = s ? s->page_size : 0 };
-	uint32_t info, held;
+	struct get_dec dec = { .buf = buf, .page_size = s->page_size };
+	uint32_t held = info;
 	uint64_t h;
 	int rc;
 
-	if (zmi_unlikely(!s || !buf || index >= s->nr_pages)) {
-		zmi_bad_input("zm_store_get: no store or buffer, or index %llu beyond it",
-			     (unsigned long long)index);
-		return -EINVAL;
-	}
-	st = zmi_stripe(s);
-	zmi_count(st, C_GETS, 1);
-again:
-	info = zmi_slot_lock_ready(s, index);
-	held = info;
 	switch (slot_kind(info)) {
 	case ZM_STORE_SLOT_UNIT:
 		/* decoded with the slot unlocked; it unlocks */
 		rc = zmi_unit_get(s, index, info, buf);
-		if (rc == -EAGAIN)
-			goto again;
-		if (zmi_unlikely(rc))
+		if (zmi_unlikely(rc && rc != -EAGAIN))
 			zmi_count(st, C_FAILED_READS, 1);
 		return rc;
 	case ZM_STORE_SLOT_EMPTY:
@@ -264,5 +252,23 @@ again:
 	zmi_slot_unlock(s, index, held, info & ~SLOT_IDLE);
 	if (zmi_unlikely(rc))
 		zmi_count(st, C_FAILED_READS, 1);
+	return rc;
+}
+
+int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
+{
+	struct zmi_store_stripe *st;
+	int rc;
+
+	if (zmi_unlikely(!s || !buf || index >= s->nr_pages)) {
+		zmi_bad_input("zm_store_get: no store or buffer, or index %llu beyond it",
+			     (unsigned long long)index);
+		return -EINVAL;
+	}
+	st = zmi_stripe(s);
+	zmi_count(st, C_GETS, 1);
+	do
+		rc = zmi_get_locked(s, st, index, zmi_slot_lock_ready(s, index), buf);
+	while (rc == -EAGAIN);
 	return rc;
 }

@@ -576,6 +576,12 @@ static inline struct zmi_unit *zmi_slot_unit(const struct zm_store *s, uint64_t 
  * max of them); returns how many it has, or -ENOENT. */
 int zmi_unit_chunks(struct zm_store *s, uint64_t index, zm_handle_t *h, unsigned max);
 
+/* io.c: get page index into buf, its slot locked (zmi_slot_lock_ready)
+ * with info `info`; returns with it unlocked: 0, a negative errno as
+ * zm_store_get's (counted in failed_reads), or -EAGAIN (a unit's page
+ * that moved: lock it again and retry). */
+int zmi_get_locked(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+		   uint32_t info, void *buf);
 /* io.c: put page at index (st: the caller's stripe); only (not NULL):
  * only if the slot is still a page of that unit (a split), else the
  * new object is dropped and 0 returned. */
@@ -680,6 +686,12 @@ int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf
  * say for each first, 'r').  0, -EIO, or the seam's errno. */
 int zmi_backing_read_span(struct zm_store *s, const uint64_t *index, unsigned n, uint64_t off,
 			  void *buf, size_t len);
+/* zmi_backing_read_span in two, for reads of many pages at once: the
+ * seam's say for page index ('r'), then the read of the whole blocks
+ * [off, off + len) (block-aligned, buf too), which may hold several
+ * pages' records and other bytes.  Any thread, no lock.  0 or -EIO. */
+int zmi_backing_read_fault(uint64_t index);
+int zmi_backing_read_run(struct zm_store *s, uint64_t off, void *buf, size_t len);
 /* A writeback's batch, in bytes (wb_buf's size, at least a page): the
  * pages it copies out of the pool before writing them, each run of them
  * lying end to end in the file with one write. */
@@ -717,7 +729,8 @@ extern int zmi_backing_cache_fail;
 extern int zmi_backing_direct_fail;
 /* For tests: the write system calls made to backing files (atomic). */
 extern uint64_t zmi_backing_pwrites;
-/* For tests: the read system calls zmi_backing_read_span made (atomic). */
+/* For tests: the read system calls made to backing files, an NBD read a
+ * call (atomic). */
 extern uint64_t zmi_backing_preads;
 /* Open the NBD export at uri (a libnbd URI) as the backing store, laid
  * out as the file is.  0, or -EOPNOTSUPP (built without libnbd), -EIO

@@ -73,6 +73,19 @@
  * discards of that page wait asleep (zmi_slot_lock_ready).  With
  * readback, the object is made while BUSY and bound once locked again.
  *
+ * Reading many pages on file (zm_store_get_range): the range's pages are
+ * locked one at a time in index order; each on file is marked BUSY and
+ * unlocked, its record kept (up to RANGE_PAGES of them), each other page
+ * is read as a get reads it.  Then the records, sorted by offset, are
+ * read a run of nearby blocks at a time (zmi_backing_read_run, no lock
+ * held), each page decoded, settled as zmi_file_get's (readback, BUSY
+ * cleared under its slot lock) and the waiters woken after each run.  A
+ * thread holding BUSY slots waits only for slots after them (a range is
+ * taken in index order, and every other holder of a BUSY slot waits for
+ * no slot at all), never for wb_lock (an NBD read only tries it), and
+ * never gets a unit's page (its get may wait for the unit's other
+ * pages): the batch is read first.  So no cycle of waits forms.
+ *
  * What a writeback wrote leaves the page cache before it lets go of
  * wb_lock (zmi_backing_flush): one drop a call, not one a page.
  *
@@ -88,6 +101,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1073,27 +1087,16 @@ static zm_handle_t readback_object(struct zm_store *s, const char *src, uint32_t
 	return h;
 }
 
-int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
-		 uint32_t info, void *buf)
+/* The read of FILE slot index (BUSY, record rec, info `info` before it)
+ * is over, with rc and, if 0, the record's bytes at src: bring it back
+ * into the pool (readback) and clear BUSY.  The waiters are the
+ * caller's to wake (zmi_slot_wake), once for as many pages as it likes. */
+static void file_settle(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+			uint32_t info, uint64_t rec, const char *src, int rc)
 {
-	uint64_t rec = s->same_val[index];
 	uint32_t len = (uint32_t)(rec & FILE_LEN_MASK), held, ninfo = info;
-	char *src = buf;
 	zm_handle_t h = 0;
-	int rc;
 
-	if (!(rec & FILE_RAW))
-		src = zmi_thread_buf(s->page_size);
-	if (!zmi_has_file(s) || !src) {
-		/* a forked child's store: the file is the parent's */
-		zmi_slot_unlock(s, index, info, info);
-		return src ? -EIO : -ENOMEM;
-	}
-	/* BUSY: the record and the file's bytes stay this page's (gets, puts
-	 * and discards of it wait; nothing else changes a FILE slot) while
-	 * the slot is unlocked for the read */
-	zmi_slot_unlock(s, index, info, info | SLOT_BUSY);
-	rc = read_page(s, index, rec, src, buf);
 	if (!rc) {
 		zmi_count(st, C_BD_READS, 1);
 		h = readback_object(s, src, len);   /* back into the pool, as it was there */
@@ -1111,6 +1114,222 @@ int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index
 		zmi_account(s, st, ninfo, len, 1);
 	}
 	zmi_slot_unlock(s, index, held, ninfo);
+}
+
+int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+		 uint32_t info, void *buf)
+{
+	uint64_t rec = s->same_val[index];
+	char *src = buf;
+	int rc;
+
+	if (!(rec & FILE_RAW))
+		src = zmi_thread_buf(s->page_size);
+	if (!zmi_has_file(s) || !src) {
+		/* a forked child's store: the file is the parent's */
+		zmi_slot_unlock(s, index, info, info);
+		return src ? -EIO : -ENOMEM;
+	}
+	/* BUSY: the record and the file's bytes stay this page's (gets, puts
+	 * and discards of it wait; nothing else changes a FILE slot) while
+	 * the slot is unlocked for the read */
+	zmi_slot_unlock(s, index, info, info | SLOT_BUSY);
+	rc = read_page(s, index, rec, src, buf);
+	file_settle(s, st, index, info, rec, src, rc);
 	zmi_slot_wake(s);
 	return rc;
+}
+
+/* ---- reading many pages on file at once ----------------------------- */
+
+/* Pages on file a range's read holds BUSY at once, and reads together:
+ * 64 of them (256 KiB of 4 KiB pages) are a request of zmem serve's. */
+#define RANGE_PAGES 64
+/* The most bytes of blocks one read fetches (its bounce buffer): 256
+ * KiB, at least a larger page's blocks and the block it may start in. */
+#define RANGE_SPAN_BYTES (256u << 10)
+/* A read goes on over up to this many blocks between two records (other
+ * pages' bytes, or holes): a few blocks more cost less than a call. */
+#define RANGE_GAP 2
+#define RANGE_BLOCK 4096u
+
+_Static_assert(RANGE_SPAN_BYTES >= (64u << 10) + 2 * RANGE_BLOCK,
+	       "a read of the largest page's blocks fits");
+
+/* A page on file of a range's read: its slot BUSY since it was found. */
+struct rd_page {
+	uint64_t index, rec;
+	uint32_t info;        /* the slot's before BUSY */
+	void *buf;            /* where the page goes */
+	int rc;
+};
+
+static uint64_t rd_lo(const struct rd_page *p)
+{
+	return file_off(p->rec) / RANGE_BLOCK;
+}
+
+static uint64_t rd_hi(const struct rd_page *p)
+{
+	return (file_off(p->rec) + (p->rec & FILE_LEN_MASK) - 1) / RANGE_BLOCK;
+}
+
+static int rd_cmp(const void *a, const void *b)
+{
+	uint64_t x = file_off(((const struct rd_page *)a)->rec);
+	uint64_t y = file_off(((const struct rd_page *)b)->rec);
+
+	return x < y ? -1 : x > y;
+}
+
+/* Decode the record of p from its bytes at src into p->buf. */
+static int rd_decode(struct zm_store *s, const struct rd_page *p, const char *src)
+{
+	uint32_t len = (uint32_t)(p->rec & FILE_LEN_MASK);
+	int rc;
+
+	if (p->rec & FILE_RAW) {
+		memcpy(p->buf, src, s->page_size);
+		return 0;
+	}
+	rc = zm_codec_decompress((p->rec & FILE_SEC) ? s->codec2 : s->codec, src, len, p->buf,
+				 s->page_size);
+	return !rc ? 0 : rc == -ENOMEM ? -ENOMEM : -EIO;
+}
+
+/* Read the blocks [lo, hi] into sbuf, then decode and settle pages
+ * p[0..n) (their records in those blocks); a read that failed is made
+ * again a page at a time, so that only the pages whose own blocks fail
+ * fail (an NBD export's block lost at a restart, a bad sector). */
+static void rd_span(struct zm_store *s, struct zmi_store_stripe *st, struct rd_page *p,
+		    unsigned n, uint64_t lo, uint64_t hi, char *sbuf)
+{
+	int rc = zmi_backing_read_run(s, lo * RANGE_BLOCK, sbuf, (hi - lo + 1) * RANGE_BLOCK);
+
+	for (unsigned k = 0; k < n; k++) {
+		uint64_t base = lo;
+
+		if (rc && n > 1) {
+			base = rd_lo(&p[k]);
+			p[k].rc = zmi_backing_read_run(s, base * RANGE_BLOCK, sbuf,
+						       (rd_hi(&p[k]) - base + 1) * RANGE_BLOCK);
+		} else {
+			p[k].rc = rc;
+		}
+		if (!p[k].rc)
+			p[k].rc = rd_decode(s, &p[k], sbuf + (file_off(p[k].rec) - base * RANGE_BLOCK));
+		file_settle(s, st, p[k].index, p[k].info, p[k].rec,
+			    sbuf + (file_off(p[k].rec) - base * RANGE_BLOCK), p[k].rc);
+	}
+	zmi_slot_wake(s);
+}
+
+/* Keep in *err, *bad the error of the page at the lowest index. */
+static void rd_error(int rc, uint64_t index, int *err, uint64_t *bad)
+{
+	if (rc && index < *bad)
+		*err = rc, *bad = index;
+}
+
+/* Read pages p[0..n), all BUSY: in the order of their records in the
+ * file, each run of them whose blocks lie at most RANGE_GAP apart (none
+ * on an NBD export: a block between may be one a restart lost) with one
+ * read of at most RANGE_SPAN_BYTES.  Every slot settled (not BUSY) on
+ * return; a page that failed counted, and kept in *err, *bad as
+ * rd_error.  p is reordered. */
+static void rd_batch(struct zm_store *s, struct zmi_store_stripe *st, struct rd_page *p,
+		     unsigned n, char *sbuf, int *err, uint64_t *bad)
+{
+	const uint64_t gap = s->nbd ? 0 : RANGE_GAP;
+	const uint64_t max = RANGE_SPAN_BYTES / RANGE_BLOCK;
+	unsigned nq = 0;
+
+	/* the seam's say first: a page it fails is not read */
+	for (unsigned k = 0; k < n; k++) {
+		int rc = zmi_backing_read_fault(p[k].index);
+
+		if (rc) {
+			file_settle(s, st, p[k].index, p[k].info, p[k].rec, NULL, rc);
+			zmi_count(st, C_FAILED_READS, 1);
+			rd_error(rc, p[k].index, err, bad);
+		} else {
+			p[nq++] = p[k];
+		}
+	}
+	if (nq < n)
+		zmi_slot_wake(s);
+	qsort(p, nq, sizeof(*p), rd_cmp);
+	for (unsigned k = 0, e; k < nq; k = e) {
+		uint64_t lo = rd_lo(&p[k]), hi = rd_hi(&p[k]);
+
+		for (e = k + 1; e < nq; e++) {
+			uint64_t h = rd_hi(&p[e]);
+
+			if (rd_lo(&p[e]) > hi + gap || (h > hi ? h : hi) - lo + 1 > max)
+				break;
+			hi = h > hi ? h : hi;
+		}
+		rd_span(s, st, p + k, e - k, lo, hi, sbuf);
+		for (unsigned j = k; j < e; j++) {
+			if (p[j].rc)
+				zmi_count(st, C_FAILED_READS, 1);
+			rd_error(p[j].rc, p[j].index, err, bad);
+		}
+	}
+}
+
+int zm_store_get_range(struct zm_store *s, uint64_t index, uint64_t count, void *pages)
+{
+	struct rd_page p[RANGE_PAGES];
+	struct zmi_store_stripe *st;
+	uint64_t i, end, bad = UINT64_MAX;
+	char *sbuf = NULL;
+	unsigned n = 0;
+	int err = 0;
+
+	if (zmi_unlikely(!s || (!pages && count) || index > s->nr_pages ||
+			 count > s->nr_pages - index)) {
+		zmi_bad_input("zm_store_get_range: no store or buffer, or range %llu+%llu beyond it",
+			      (unsigned long long)index, (unsigned long long)count);
+		return -EINVAL;
+	}
+	st = zmi_stripe(s);
+	end = index + count;
+	zmi_count(st, C_GETS, (int64_t)count);
+	for (i = index; i < end;) {
+		char *buf = (char *)pages + (i - index) * s->page_size;
+		uint32_t info = zmi_slot_lock_ready(s, i);
+		int rc;
+
+		if (slot_kind(info) == ZM_STORE_SLOT_FILE && zmi_has_file(s) &&
+		    (sbuf || !posix_memalign((void **)&sbuf, RANGE_BLOCK, RANGE_SPAN_BYTES))) {
+			/* BUSY, as zmi_file_get's, until its read is settled */
+			p[n++] = (struct rd_page){ .index = i, .rec = s->same_val[i],
+						   .info = info, .buf = buf };
+			zmi_slot_unlock(s, i, info, info | SLOT_BUSY);
+			if (n == RANGE_PAGES) {
+				rd_batch(s, st, p, n, sbuf, &err, &bad);
+				n = 0;
+			}
+			i++;
+			continue;
+		}
+		if (slot_kind(info) == ZM_STORE_SLOT_UNIT && n) {
+			/* a unit's get may wait on its other pages: none of
+			 * this thread's BUSY ones (the lock rules above) */
+			zmi_slot_unlock(s, i, info, info);
+			rd_batch(s, st, p, n, sbuf, &err, &bad);
+			n = 0;
+			continue;
+		}
+		rc = zmi_get_locked(s, st, i, info, buf);
+		if (rc == -EAGAIN)
+			continue;   /* a unit's page that moved: again */
+		rd_error(rc, i, &err, &bad);
+		i++;
+	}
+	if (n)
+		rd_batch(s, st, p, n, sbuf, &err, &bad);
+	free(sbuf);
+	return err;
 }
