@@ -567,6 +567,7 @@ static int reclaim_sync(struct zm_store *s, size_t size, bool pool_full)
 	size_t want = size;
 	long wrote = 0;
 
+	zmi_count(zmi_stripe(s), C_RECLAIM_SYNC, 1);
 	/* the pool's pages were full while the objects were not: free a
 	 * batch's worth of objects whatever the counter says, then compact */
 	if (pool_full)
@@ -1004,6 +1005,8 @@ int zmi_reclaim(struct zm_store *s, size_t size, bool pool_full)
 
 	if (!limit || !zmi_has_file(s))
 		return -ENOSPC;
+	if (pool_full)
+		zmi_count(zmi_stripe(s), C_RECLAIM_POOL, 1);
 	/* pool_full: the pool's pages are what is full, and the pages the
 	 * writer's frees left go back to the pool only through this
 	 * thread's own compaction: the put reclaims itself */
