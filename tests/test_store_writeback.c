@@ -567,6 +567,60 @@ static void test_writer_wait(void **state)
 	free(rnd);
 }
 
+/* The pool's pages full while the objects are far below the limit
+ * (text pages freed three in four, the pool not compacting by itself,
+ * then incompressible ones, a page each): the put that the pool refuses
+ * asks the writer for room and waits (writeback_waits), never reclaims
+ * itself (reclaim_sync), and every page reads back. */
+static void test_writer_pool_full(void **state)
+{
+	enum { LIMIT_PAGES = 64, N = 8 * LIMIT_PAGES };
+	char path[256];
+	struct zm_store_config c = { .backing_path = path, .limit_bytes = LIMIT_PAGES * PS };
+	uint8_t *text = make_pages(N, PS, PK_TEXT, 2100);
+	uint8_t *rnd = make_pages(N, PS, PK_RANDOM, 2150);
+	bool kept[N] = { false };
+	struct zm_store_stats st;
+	struct zm_store *s;
+	size_t n = 0, r = 0;
+
+	(void)state;
+	tmp_file(path, sizeof(path), NULL);
+	s = test_store_mk(&c, 2 * N);
+	assert_int_equal(zm_pool_set_compaction(zm_store_pool(s), ZM_COMPACT_OFF), 0);
+	/* three quarters of the limit in text, below the writer's mark */
+	while (stats(s).compr_data_size + PS <= LIMIT_PAGES * PS * 3 / 4)
+		assert_int_equal(zm_store_put(s, n, text + n * PS), 0), n++;
+	for (size_t i = 0; i < n; i++) {
+		kept[i] = i % 4 == 0;
+		if (!kept[i])
+			assert_int_equal(zm_store_discard(s, i, 1), 0);
+	}
+	/* whole pages until the pool refuses one, and as many again */
+	while (!stats(s).reclaim_pool_full) {
+		assert_true(r < N);
+		assert_int_equal(zm_store_put(s, N + r, rnd + r * PS), 0), r++;
+	}
+	for (size_t k = r; k < 2 * r; k++)
+		assert_int_equal(zm_store_put(s, N + k, rnd + k * PS), 0);
+	r *= 2;
+	st = stats(s);
+	assert_int_equal(st.reclaim_sync, 0);
+	assert_true(st.writeback_waits >= st.reclaim_pool_full);
+	for (size_t i = 0; i < n; i++) {
+		if (kept[i])
+			expect_page(s, i, text + i * PS);
+		else
+			expect_zero(s, i);
+	}
+	for (size_t i = 0; i < r; i++)
+		expect_page(s, N + i, rnd + i * PS);
+	CHECK(s);
+	zm_store_destroy(s);
+	unlink(path);
+	free(text), free(rnd);
+}
+
 /* A punch that fails leaks file space, never data. */
 
 int main(void)
@@ -581,6 +635,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_auto_writeback_small_limit, teardown),
 		cmocka_unit_test_teardown(test_auto_writeback_limit, teardown),
 		cmocka_unit_test_teardown(test_writer_wait, teardown),
+		cmocka_unit_test_teardown(test_writer_pool_full, teardown),
 	};
 
 	return test_run_selected("store_writeback", tests);

@@ -295,6 +295,11 @@ struct zm_store_stats {
 					(count) */
 	uint64_t writeback_wait_ns;  /* the time they waited, in all */
 	uint64_t writer_wakeups;     /* the writer's rounds (count) */
+	uint64_t reclaim_pool_full;  /* puts that found the pool's pages full
+					under the limit and reclaimed for room
+					(count) */
+	uint64_t reclaim_sync;       /* reclaims a put ran itself, not the
+					writer (count) */
 };
 
 /* backing_cache_mode */

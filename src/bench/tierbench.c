@@ -197,6 +197,7 @@ struct row {
 	uint64_t put_lo_n, put_hi_n;
 	double limit_MBps;            /* the fill's puts at the limit, MB/s */
 	uint64_t waits, wait_ns;      /* writeback_waits, writeback_wait_ns */
+	uint64_t pool_full, own;      /* reclaim_pool_full, reclaim_sync */
 	uint64_t failed_fill, failed_trace, errors, mismatches;
 	uint64_t pool_bytes, pool_max, compr_bytes, rss_bytes;
 	uint64_t in_memory, in_pool, on_file; /* the slot census */
@@ -541,6 +542,8 @@ static void finish(struct run *r, size_t rss0)
 	w->clean_bytes = st.file_clean_bytes;
 	w->waits = st.writeback_waits;
 	w->wait_ns = st.writeback_wait_ns;
+	w->pool_full = st.reclaim_pool_full;
+	w->own = st.reclaim_sync;
 	if (r->fd >= 0) {
 		struct stat sb;
 
@@ -902,12 +905,14 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 		first = 0;
 		printf("  %-10s below p50 %5.1f p99 %6.1f p99.9 %7.1f (%llu puts);\n  %-10s at    "
 		       "p50 %5.1f p99 %6.1f p99.9 %7.1f (%llu puts), %.0f MB/s;\n  %-10s %llu puts "
-		       "waited for room, %.1f us each\n",
+		       "waited for room, %.1f us each;\n  %-10s %llu found the pool's pages full, "
+		       "%llu reclaimed themselves\n",
 		       mode_names[m], w->put_lo_p50, w->put_lo_p99, w->put_lo_p999,
 		       (unsigned long long)w->put_lo_n, "", w->put_hi_p50, w->put_hi_p99,
 		       w->put_hi_p999, (unsigned long long)w->put_hi_n, w->limit_MBps,
 		       "", (unsigned long long)w->waits,
-		       w->waits ? (double)w->wait_ns / 1e3 / (double)w->waits : 0.0);
+		       w->waits ? (double)w->wait_ns / 1e3 / (double)w->waits : 0.0, "",
+		       (unsigned long long)w->pool_full, (unsigned long long)w->own);
 	}
 	if (!o->wide) {  /* the rest passes 80 columns */
 		printf("\nThe backing file's blocks and the targets: --wide.\n");
@@ -1078,6 +1083,8 @@ static void print_json(const struct opts *o, const struct bench_data *d,
 		json_fixed(&j, "put_limit_MBps", w->limit_MBps, 1);
 		json_uint(&j, "writeback_waits", w->waits);
 		json_uint(&j, "writeback_wait_ns", w->wait_ns);
+		json_uint(&j, "reclaim_pool_full", w->pool_full);
+		json_uint(&j, "reclaim_sync", w->own);
 		json_uint(&j, "errors", w->errors);
 		json_uint(&j, "mismatches", w->mismatches);
 		json_bool(&j, "verified", !(w->mismatches || w->errors));

@@ -172,6 +172,8 @@ static void fill_stats(struct zm_store *s, struct zm_store_stats *st)
 	st->writeback_waits = zmi_counter_sum(s, C_WB_WAITS);
 	st->writeback_wait_ns = zmi_counter_sum(s, C_WB_WAIT_NS);
 	st->writer_wakeups = zmi_counter_sum(s, C_WB_WAKEUPS);
+	st->reclaim_pool_full = zmi_counter_sum(s, C_RECLAIM_POOL);
+	st->reclaim_sync = zmi_counter_sum(s, C_RECLAIM_SYNC);
 	st->nr_pages = s->nr_pages;
 	st->page_size = s->page_size;
 	for (int i = 0; i < ZM_STORE_STRIPES; i++)
@@ -266,6 +268,10 @@ void zm_store_print_stats_sized(const struct zm_store_stats *in, size_t size, FI
 			st->writeback_waits ? (double)st->writeback_wait_ns / 1e3 /
 						      (double)st->writeback_waits : 0.0,
 			st->writer_wakeups);
+	if (st->reclaim_pool_full || st->reclaim_sync)
+		fprintf(f, "%-24s %14" PRIu64 "  puts found the pool's pages full (%" PRIu64
+			" reclaims by the put itself)\n", "pool full", st->reclaim_pool_full,
+			st->reclaim_sync);
 	if (st->bd_count || st->bd_writes || st->writeback_failures)
 		fprintf(f, "%-24s %14s\n", "backing page cache",
 			st->backing_cache_mode == ZM_STORE_CACHE_DROP	  ? "dropped"

@@ -240,6 +240,8 @@ enum zmi_store_counter {
 	C_WB_WAITS,     /* puts at the limit that waited for the writer */
 	C_WB_WAIT_NS,   /* the time they waited */
 	C_WB_WAKEUPS,   /* the writer's rounds (writeback.c) */
+	C_RECLAIM_POOL, /* puts that found the pool's pages full (zmi_reclaim) */
+	C_RECLAIM_SYNC, /* reclaims a put ran itself (reclaim_sync) */
 	C_NR
 };
 

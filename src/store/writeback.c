@@ -48,9 +48,22 @@
  * first of the library's, from a constructor) waits for each writer to
  * leave its chunk and holds its lock across fork; the child's writers
  * have no thread and never get one (the child's store has no file).
- * The pool's pages full while the objects are not (pool_full), a store
- * made with writeback_sync, or one whose thread could not start: the
- * put reclaims itself (reclaim_sync).
+ * The pool's pages full while the objects are not (pool_full): the put
+ * asks the writer for a batch of room (pool_want: what reclaim_sync
+ * would free) and waits until a round has freed that many bytes since
+ * it took the ask, or ended (all it could), and shrunk the pool
+ * (compaction turns the freed room into whole pages; the pages the
+ * writer's frees left in its thread's cache go back first,
+ * zm_pool_shrink), answered before the chunk's drop waits for the disk;
+ * it then gives back its own thread's cached pages and tries again.
+ * Waiting only until the objects fit would not do: they already fit,
+ * the put would try again at once, and fail.  Nor failing the ask of a
+ * round that freed nothing since taking it: a put refused while the
+ * round's earlier batches were under way asks once they have emptied
+ * the pool (at a limit of a batch or two), and its room is in the pages
+ * they freed.
+ * A store made with writeback_sync, or one whose thread could not
+ * start: the put reclaims itself (reclaim_sync).
  *
  * Reclaim by the put.  reclaim_sync writes back, from a clock
  * hand going round the slots:
@@ -572,6 +585,14 @@ static bool below(struct zm_store *s, size_t size, uint64_t mark)
 	return (uint64_t)(used > 0 ? used : 0) + size <= mark;
 }
 
+/* The pool's pages full while the objects are not: the bytes to free
+ * whatever the counter says (a batch beyond the put's), before the pool
+ * is shrunk. */
+static size_t pool_want(uint64_t limit, size_t size)
+{
+	return size + RECLAIM_SLACK(limit) > limit ? size : size + RECLAIM_SLACK(limit);
+}
+
 /* The put's own reclaim (writeback_sync, or no writer thread): write
  * back until the objects are RECLAIM_SLACK below the limit. */
 static int reclaim_sync(struct zm_store *s, size_t size, bool pool_full)
@@ -581,10 +602,11 @@ static int reclaim_sync(struct zm_store *s, size_t size, bool pool_full)
 	size_t want = size;
 	long wrote = 0;
 
+	zmi_count(zmi_stripe(s), C_RECLAIM_SYNC, 1);
 	/* the pool's pages were full while the objects were not: free a
 	 * batch's worth of objects whatever the counter says, then compact */
 	if (pool_full)
-		want = size + RECLAIM_SLACK(limit) > limit ? size : size + RECLAIM_SLACK(limit);
+		want = pool_want(limit, size);
 	pthread_mutex_lock(&s->wb_lock);
 	if (!pool_full && has_room(s, size))
 		goto out;  /* another put's reclaim made the room */
@@ -657,6 +679,11 @@ struct zmi_writer {
 	uint64_t done;           /* rounds ended */
 	uint64_t last_fail;      /* the last round that could not make room
 				    (rounds are numbered from 1) */
+	uint64_t pool_asked;     /* puts that found the pool's pages full
+				    and asked for room (numbered from 1) */
+	uint64_t pool_served;    /* the last of them a round answered: its
+				    bytes freed and the pool shrunk */
+	size_t pool_want;        /* bytes the asks not yet served want freed */
 	struct zmi_writer *next, *prev; /* the registry (wr_lock) */
 	bool registered;         /* in it (wr_lock): from init to stop, in
 				    the process that made it */
@@ -764,24 +791,87 @@ static bool round_done(struct zm_store *s)
 	return !limit || below(s, s->page_size, ZMI_WRITER_LOW(limit));
 }
 
+/* The pool's pages full (reclaim_wait with want): what a round owes
+ * the puts that asked, taken before each batch so that an ask made
+ * mid-round is served by it.  Only the writer's thread touches one. */
+struct pool_job {
+	uint64_t asked;    /* the last ask taken */
+	uint64_t served;   /* the last ask answered */
+	uint64_t before;   /* the objects' bytes when the asks were taken */
+	size_t want;       /* bytes to free from there, then shrink the pool */
+};
+
+static void pool_take(struct zm_store *s, struct zmi_writer *w, struct pool_job *j)
+{
+	pthread_mutex_lock(&w->lock);
+	if (w->pool_asked != j->asked) {
+		uint64_t now = zmi_counter_sum(s, C_COMPR);
+		int64_t freed = j->asked != j->served ? (int64_t)(j->before - now) : 0;
+
+		/* one batch of room answers every ask: the most any asked,
+		 * or what is left of the job under way if that is more */
+		if (freed < 0 || j->asked == j->served)
+			freed = 0;
+		j->want = (size_t)freed >= j->want ? 0 : j->want - (size_t)freed;
+		if (j->want < w->pool_want)
+			j->want = w->pool_want;
+		j->asked = w->pool_asked;
+		j->before = now;
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+static bool pool_pending(const struct pool_job *j)
+{
+	return j->asked != j->served;
+}
+
+/* Has the job freed its bytes? */
+static bool pool_freed(struct zm_store *s, const struct pool_job *j)
+{
+	return (int64_t)(j->before - zmi_counter_sum(s, C_COMPR)) >= (int64_t)j->want;
+}
+
+/* Shrink the pool by what was freed (its pages then go to the puts'
+ * allocations: compaction turns the freed objects' room into whole free
+ * pages) and wake the asks up to j->asked. */
+static void pool_serve(struct zm_store *s, struct zmi_writer *w, struct pool_job *j)
+{
+	zm_pool_shrink(s->pool, j->want);
+	j->served = j->asked;
+	j->want = 0;
+	pthread_mutex_lock(&w->lock);
+	w->pool_served = j->served;
+	/* kept until served: a round that fails leaves it to the next */
+	if (w->pool_asked == j->served)
+		w->pool_want = 0;
+	pthread_cond_broadcast(&w->room);
+	pthread_mutex_unlock(&w->lock);
+}
+
 /* One round: write back (idle pages, then a mark's, then any, as
- * reclaim_sync) until round_done, in chunks of WRITER_FLUSH_BATCHES
- * batches under wb_lock, the waiting puts woken after each batch.
- * 0, or -ENOSPC: the file full, its limit spent, nothing left to write,
- * or stopped. */
+ * reclaim_sync) until round_done and the pool's asks are served, in
+ * chunks of WRITER_FLUSH_BATCHES batches under wb_lock, the waiting puts
+ * woken after each batch.  0, or -ENOSPC: the file full, its limit
+ * spent, nothing left to write, or stopped. */
 static int writer_round(struct zm_store *s, struct zmi_writer *w)
 {
+	struct pool_job j = { .asked = w->pool_served, .served = w->pool_served };
 	int step = 0, n = 0, err = 0;
 	long rc;
 
-	if (round_done(s))
+	pool_take(s, w, &j);
+	if (round_done(s) && !pool_pending(&j))
 		return 0;
 	if (!__atomic_load_n(&s->wb_left, __ATOMIC_RELAXED))
 		return -ENOSPC;
 	if (!chunk_begin(s, w))
 		return -ENOSPC;
 	while (step < 3) {
-		if (round_done(s))
+		pool_take(s, w, &j);
+		if (pool_pending(&j) && pool_freed(s, &j))
+			pool_serve(s, w, &j);
+		if (round_done(s) && !pool_pending(&j))
 			break;
 		if (n == WRITER_FLUSH_BATCHES) {
 			chunk_end(s, w);
@@ -807,6 +897,12 @@ static int writer_round(struct zm_store *s, struct zmi_writer *w)
 		zm_pool_shrink(s->pool, 0);
 		wr_broadcast(w);   /* room made: before the disk has it */
 	}
+	/* the pool's asks: what could be freed is what there is.  Even
+	 * none: an ask taken after this round's batches emptied the pool
+	 * (a put refused while they were under way) has its room, in the
+	 * pages they freed; the put tries again, RECLAIM_TRIES times */
+	if (pool_pending(&j))
+		pool_serve(s, w, &j);
 	if (step == 3 && !round_done(s))
 		err = -ENOSPC;     /* nothing left in the pool to write back */
 	chunk_end(s, w);
@@ -964,12 +1060,14 @@ void zmi_writer_quiesce(struct zm_store *s)
 }
 
 /* A put with no room for size bytes waits for the writer: until they
- * fit, a round begun after it began waiting fails, or the store stops.  0 (try
- * again), -ENOSPC, or -EAGAIN: no writer thread (reclaim_sync instead). */
-static int reclaim_wait(struct zm_store *s, size_t size)
+ * fit (want 0), or (want: the pool's pages were full) until a round has
+ * freed want bytes since it asked and shrunk the pool; or a round begun
+ * after it began waiting fails, or the store stops.  0 (try again),
+ * -ENOSPC, or -EAGAIN: no writer thread (reclaim_sync instead). */
+static int reclaim_wait(struct zm_store *s, size_t size, size_t want)
 {
 	struct zmi_writer *w = s->writer;
-	uint64_t t0 = 0, ticket;
+	uint64_t t0 = 0, ticket, ask = 0;
 	int rc = 0;
 
 	pthread_mutex_lock(&w->lock);
@@ -982,14 +1080,22 @@ static int reclaim_wait(struct zm_store *s, size_t size)
 	 * this put asked answers it */
 	ticket = w->rounds;
 	w->waiters++;
+	if (want) {
+		ask = ++w->pool_asked;
+		if (w->pool_want < want)
+			w->pool_want = want;
+	}
 	for (;;) {
 		uint64_t limit = __atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED);
 
+		/* an ask served by a round that failed: its room is there */
+		if (want && w->pool_served >= ask)
+			break;
 		if (w->stop || w->last_fail > ticket) {
 			rc = -ENOSPC;
 			break;
 		}
-		if (!limit || below(s, size, limit))
+		if (!want && (!limit || below(s, size, limit)))
 			break;
 		if (!t0)
 			t0 = zmi_os_now_ns();
@@ -1008,6 +1114,10 @@ static int reclaim_wait(struct zm_store *s, size_t size)
 		zmi_count(st, C_WB_WAITS, 1);
 		zmi_count(st, C_WB_WAIT_NS, (int64_t)(zmi_os_now_ns() - t0));
 	}
+	/* the pages this thread's cache holds count against the pool's
+	 * limit as the writer's did: back to where the retry finds them */
+	if (want && !rc)
+		zm_pool_shrink(s->pool, 0);
 	return rc;
 }
 
@@ -1018,11 +1128,10 @@ int zmi_reclaim(struct zm_store *s, size_t size, bool pool_full)
 
 	if (!limit || !zmi_has_file(s))
 		return -ENOSPC;
-	/* pool_full: the pool's pages are what is full, and the pages the
-	 * writer's frees left go back to the pool only through this
-	 * thread's own compaction: the put reclaims itself */
-	if (s->writer && !pool_full) {
-		rc = reclaim_wait(s, size);
+	if (pool_full)
+		zmi_count(zmi_stripe(s), C_RECLAIM_POOL, 1);
+	if (s->writer) {
+		rc = reclaim_wait(s, size, pool_full ? pool_want(limit, size) : 0);
 		if (rc != -EAGAIN)
 			return rc;
 	}
