@@ -33,6 +33,17 @@ zmem_usage() {
         cat "$T/err" "$T/out" | head -5 | diag
     fi
 }
+# zmem_test_env NAME: $T, a new folder /tmp/zmem-NAME.XXXXXX removed at
+# exit, with the test's own XDG_RUNTIME_DIR and TMPDIR in it (its default
+# socket, registry and temporary files meet no other test's)
+zmem_test_env() {
+    T=$(mktemp -d "/tmp/zmem-$1.XXXXXX")
+    XDG_RUNTIME_DIR=$T/run
+    TMPDIR=$T/tmp
+    export XDG_RUNTIME_DIR TMPDIR
+    mkdir -m 0700 "$XDG_RUNTIME_DIR" "$TMPDIR"
+    trap 'rm -rf "$T"' EXIT
+}
 # tap_end: the plan and the counts; false if a check failed
 tap_end() {
     echo "1..$((pass + fail))"

@@ -9,15 +9,10 @@
 #   ZMEM    the zmem binary under test (default: the build's, beside us)
 set -u
 ZMEM=${ZMEM:-$(cd "$(dirname "$0")/.." && pwd)/zmem}
-T=$(mktemp -d /tmp/zmem-json.XXXXXX)
-XDG_RUNTIME_DIR=$T/run
-TMPDIR=$T/tmp
-export XDG_RUNTIME_DIR TMPDIR
-mkdir -m 0700 "$XDG_RUNTIME_DIR" "$TMPDIR"
-trap 'rm -rf "$T"' EXIT
 tap=$(dirname "$0")/tap.sh
 [ -f "$tap" ] || tap=$(dirname "$0")/../tap.sh
 . "$tap"
+zmem_test_env json
 command -v python3 > /dev/null || { echo "1..0 # SKIP no python3"; exit 0; }
 
 # The keys of commands whose sources still use old names (checked for the

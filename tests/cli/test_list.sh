@@ -10,21 +10,17 @@
 #   ZMEM    the zmem binary under test (default: the build's, beside us)
 set -u
 ZMEM=${ZMEM:-$(cd "$(dirname "$0")/.." && pwd)/zmem}
-T=$(mktemp -d /tmp/zmem-list.XXXXXX)
+tap=$(dirname "$0")/tap.sh
+[ -f "$tap" ] || tap=$(dirname "$0")/../tap.sh
+. "$tap"
 # our own default socket, registry and temporary files
-XDG_RUNTIME_DIR=$T/run
-TMPDIR=$T/tmp
-export XDG_RUNTIME_DIR TMPDIR
-mkdir -m 0700 "$XDG_RUNTIME_DIR" "$TMPDIR"
+zmem_test_env list
 PIDS=""
 cleanup() {
     for p in $PIDS; do kill -TERM "$p" 2> /dev/null; wait "$p" 2> /dev/null; done
     rm -rf "$T"
 }
 trap cleanup EXIT
-tap=$(dirname "$0")/tap.sh
-[ -f "$tap" ] || tap=$(dirname "$0")/../tap.sh
-. "$tap"
 usage() { zmem_usage "$@"; }
 
 # start NAME ARGS...: zmem serve -f ARGS in the background until its

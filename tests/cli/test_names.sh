@@ -8,15 +8,10 @@
 #   ZMEM    the zmem binary under test (default: the build's, beside us)
 set -u
 ZMEM=${ZMEM:-$(cd "$(dirname "$0")/.." && pwd)/zmem}
-T=$(mktemp -d /tmp/zmem-names.XXXXXX)
-XDG_RUNTIME_DIR=$T/run
-TMPDIR=$T/tmp
-export XDG_RUNTIME_DIR TMPDIR
-mkdir -m 0700 "$XDG_RUNTIME_DIR" "$TMPDIR"
-trap 'rm -rf "$T"' EXIT
 tap=$(dirname "$0")/tap.sh
 [ -f "$tap" ] || tap=$(dirname "$0")/../tap.sh
 . "$tap"
+zmem_test_env names
 
 # takes ARGS...: zmem ARGS --no-such-option stops at that option, so the
 # options before it were taken

@@ -9,15 +9,11 @@
 #   ZMEM    the zmem binary under test (default: the build's, beside us)
 set -u
 ZMEM=${ZMEM:-$(cd "$(dirname "$0")/.." && pwd)/zmem}
-T=$(mktemp -d /tmp/zmem-plots.XXXXXX)
-XDG_RUNTIME_DIR=$T/run
-TMPDIR=$T/tmp
-export XDG_RUNTIME_DIR TMPDIR
-mkdir -m 0700 "$XDG_RUNTIME_DIR" "$TMPDIR" "$T/empty"
-trap 'rm -rf "$T"' EXIT
 tap=$(dirname "$0")/tap.sh
 [ -f "$tap" ] || tap=$(dirname "$0")/../tap.sh
 . "$tap"
+zmem_test_env plots
+mkdir "$T/empty"
 
 # each command, small, as "NAME ARGS..." (one a line); runbench's
 # programs may be missing (its status is then 1), its plot is still drawn

@@ -7,15 +7,10 @@
 #   ZMEM    the zmem binary under test (default: the build's, beside us)
 set -u
 ZMEM=${ZMEM:-$(cd "$(dirname "$0")/.." && pwd)/zmem}
-T=$(mktemp -d /tmp/zmem-progress.XXXXXX)
-XDG_RUNTIME_DIR=$T/run
-TMPDIR=$T/tmp
-export XDG_RUNTIME_DIR TMPDIR
-mkdir -m 0700 "$XDG_RUNTIME_DIR" "$TMPDIR"
-trap 'rm -rf "$T"' EXIT
 tap=$(dirname "$0")/tap.sh
 [ -f "$tap" ] || tap=$(dirname "$0")/../tap.sh
 . "$tap"
+zmem_test_env progress
 
 # rate NAME ARGS...: zmem ARGS with stderr into a file prints at most
 # one line a second it ran, and one more (the first)
