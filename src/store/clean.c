@@ -268,6 +268,9 @@ struct batch {
 	uint64_t base;          /* block-aligned: rbuf's first byte's offset */
 	char *rbuf;             /* WINDOW bytes, block-aligned */
 	struct zmi_unit *taken[BATCH_RECS];
+	uint64_t taken_at[BATCH_RECS];  /* the page each was taken by (its
+					   live pages may all leave while it
+					   is held: they say nothing then) */
 	unsigned ntaken;
 	uint32_t room;          /* left in the block being filled, as the
 				   last record placed left it */
@@ -290,12 +293,13 @@ static bool batch_check(struct zm_store *s, struct batch *b, struct bent *e)
 		return ok;
 	}
 	for (unsigned k = 0; k < b->ntaken && !e->u; k++)
-		if (b->taken[k]->base + (uint64_t)__builtin_ctz(b->taken[k]->live) == e->c.index)
+		if (b->taken_at[k] == e->c.index)
 			e->u = b->taken[k];
 	if (!e->u) {
 		e->u = take_file_unit(s, e->c.index);
 		if (!e->u)
 			return false;
+		b->taken_at[b->ntaken] = e->c.index;
 		b->taken[b->ntaken++] = e->u;
 	}
 	/* the same chunk, not one of another unit that took its place: its
