@@ -658,6 +658,21 @@ int zs_free(struct zm_pool *pool, zm_handle_t h)
 
 /* ---- owner words (pool.h) ------------------------------------------ */
 
+/* Give object obj of zs (handle h's, class c locked) to the owner word
+ * kref, and the handle slot back; unlocks c.  The word first, then the
+ * back reference: a compactor reads both only under c's lock. */
+static inline void bind_locked(struct zs_pool *zp, struct zs_class *c, struct zspage *zs,
+			       unsigned obj, zm_handle_t h, uint32_t kref)
+{
+	zs_store_ref(zp, kref, zs_slot_live(zs->id, obj, 1));
+	if (c->mixed)
+		zs_mhdr(zp, zs, obj)->ref = kref;
+	else
+		zs_backref(zs, c)[obj] = kref;
+	zs_slot_free(zp, c, zs_handle_idx(h));
+	zmi_unlock(&c->lock);
+}
+
 int zs_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key)
 {
 	struct zs_pool *zp = zs_of(pool);
@@ -682,15 +697,7 @@ int zs_bind(struct zm_pool *pool, zm_handle_t h, uint64_t key)
 		zmi_bad_input("zsmalloc: bind of bad handle %#llx", (unsigned long long)h);
 		return -EINVAL;
 	}
-	/* the word first, then the back reference: a compactor reads both
-	 * only under this lock */
-	zs_store_ref(zp, kref, zs_slot_live(zs->id, obj, 1));
-	if (c->mixed)
-		zs_mhdr(zp, zs, obj)->ref = kref;
-	else
-		zs_backref(zs, c)[obj] = kref;
-	zs_slot_free(zp, c, zs_handle_idx(h));
-	zmi_unlock(&c->lock);
+	bind_locked(zp, c, zs, obj, h, kref);
 	return 0;
 }
 
@@ -735,14 +742,7 @@ static int write_bind(struct zs_pool *zp, zm_handle_t h, uint32_t kref, const vo
 		memcpy(seg[0], buf, l[0]);
 		memcpy(seg[1], (const char *)buf + l[0], size - l[0]);
 	}
-	/* as zs_bind: the word first, then the back reference */
-	zs_store_ref(zp, kref, zs_slot_live(zs->id, obj, 1));
-	if (c->mixed)
-		zs_mhdr(zp, zs, obj)->ref = kref;
-	else
-		zs_backref(zs, c)[obj] = kref;
-	zs_slot_free(zp, c, zs_handle_idx(h));
-	zmi_unlock(&c->lock);
+	bind_locked(zp, c, zs, obj, h, kref);
 	return 0;
 }
 
