@@ -253,6 +253,22 @@ static inline bool hole_fits(const struct zs_pool *zp, unsigned g, unsigned end,
 	return r >= end || end - r >= 2;
 }
 
+/* The granules from rest to end of mixed zspage zs of m, what an object
+ * placed in a larger extent left (two granules at least, hole_fits): a
+ * hole with a header of its own, a length that steps to the next header
+ * (m's lock held). */
+static void hole_rest(struct zs_pool *zp, struct zs_class *m, struct zspage *zs, unsigned rest,
+		      unsigned end)
+{
+	struct zs_mhdr *rh = zs_mhdr(zp, zs, rest);
+
+	rh->len = (uint16_t)((end - rest) * ZS_GRANULE - ZS_MHDR_BYTES);
+	zs_poison_obj(zp, zs, rest);
+	hole_put(zp, zs, rest, end - rest);
+	zs->placed++;
+	zs_count(&m->mplaced, 1);
+}
+
 /* Take a hole of mixed zspage zs of m for an object of need granules
  * (m's lock held): the head of the list of need's extent, if it fits,
  * else the head of the first list whose every hole fits (their smallest
@@ -290,17 +306,8 @@ static unsigned hole_take(struct zs_pool *zp, struct zs_class *m, struct zspage 
 	mh->head[b] = (uint16_t)hd->ref;
 	if (mh->head[b] == ZS_NONE)
 		mh->mask &= ~(1u << b);
-	if (rest < end) {
-		/* the rest: a hole with a header of its own, a length that
-		 * steps to the next header */
-		struct zs_mhdr *rh = zs_mhdr(zp, zs, rest);
-
-		rh->len = (uint16_t)((end - rest) * ZS_GRANULE - ZS_MHDR_BYTES);
-		zs_poison_obj(zp, zs, rest);
-		hole_put(zp, zs, rest, end - rest);
-		zs->placed++;
-		zs_count(&m->mplaced, 1);
-	}
+	if (rest < end)
+		hole_rest(zp, m, zs, rest, end);
 	return g;
 }
 
@@ -720,6 +727,21 @@ int zs_free_key(struct zm_pool *pool, uint64_t key)
 	return zs_free(pool, h);
 }
 
+/* Copy size bytes of buf into object obj of zs (class c locked). */
+static inline void copy_in(struct zs_pool *zp, struct zspage *zs, unsigned obj, const void *buf,
+			   size_t size)
+{
+	char *seg[2];
+	size_t l[2];
+
+	if (zs_obj_segs(zp, zs, obj, seg, l) == 1 || size <= l[0]) {
+		memcpy(seg[0], buf, size);
+	} else {
+		memcpy(seg[0], buf, l[0]);
+		memcpy(seg[1], (const char *)buf + l[0], size - l[0]);
+	}
+}
+
 /* Copy buf into h's object (a slot's, not huge, just allocated) and give
  * it to the owner word kref (which holds nothing), with one lookup for
  * both: under the class lock, where the object cannot move.  0, or
@@ -730,20 +752,58 @@ static int write_bind(struct zs_pool *zp, zm_handle_t h, uint32_t kref, const vo
 	struct zs_class *c;
 	struct zspage *zs;
 	unsigned obj;
-	char *seg[2];
-	size_t l[2];
 
 	c = lock_obj(zp, h, false, &zs, &obj);
 	if (zmi_unlikely(!c))
 		return -EINVAL;
-	if (zs_obj_segs(zp, zs, obj, seg, l) == 1 || size <= l[0]) {
-		memcpy(seg[0], buf, size);
-	} else {
-		memcpy(seg[0], buf, l[0]);
-		memcpy(seg[1], (const char *)buf + l[0], size - l[0]);
-	}
+	copy_in(zp, zs, obj, buf, size);
 	bind_locked(zp, c, zs, obj, h, kref);
 	return 0;
+}
+
+/* A put over key's object (not huge) where the new one fits it: in a
+ * class's zspage, when the new size is of the same class; in a mixed
+ * zspage, when it takes the same granules, or fewer with a rest a hole
+ * can have (hole_fits).  The bytes are rewritten in place under the
+ * class lock, where nothing else reads or moves them (the store's slot
+ * lock keeps its own gets out): no allocation, no free, no hole, and the
+ * object's memory, which the free and the allocation would both have
+ * touched, touched once.  0 when done; 1 when it does not fit (nothing
+ * changed); -EINVAL for a key whose object is gone. */
+static int rewrite(struct zs_pool *zp, uint64_t key, const void *buf, size_t size)
+{
+	struct zs_class *c;
+	struct zspage *zs;
+	unsigned obj;
+
+	c = lock_obj(zp, zs_key_handle(zp, key), true, &zs, &obj);
+	if (zmi_unlikely(!c))
+		return -EINVAL;
+	if (c->mixed) {
+		struct zs_mhdr *hd = zs_mhdr(zp, zs, obj);
+		unsigned had = zs_mgran(hd->len), need = zs_mgran(size), end, rest;
+
+		if (need > had)
+			goto no;
+		if (need < had) {
+			end = hole_end(zp, zs, obj, hd);
+			if (!hole_fits(zp, obj, end, need, &rest))
+				goto no;
+			if (rest < end)
+				hole_rest(zp, c, zs, rest, end);
+			zs_mrec_of(zs)->live -= had - need;
+			zs_mixed_group_set(c, zs);
+		}
+		hd->len = (uint16_t)size;
+	} else if ((c->idx & ((1u << zp->cshift) - 1)) != zs_class_for(zp, size)) {
+		goto no;
+	}
+	copy_in(zp, zs, obj, buf, size);
+	zmi_unlock(&c->lock);
+	return 0;
+no:
+	zmi_unlock(&c->lock);
+	return 1;
 }
 
 /* zm_pool_put_key (pool.h): the new object is allocated as zs_malloc
@@ -755,9 +815,17 @@ int zs_put_key(struct zm_pool *pool, uint64_t key, const void *buf, size_t size)
 {
 	struct zs_pool *zp = zs_of(pool);
 	uint32_t kref = (uint32_t)key | ZS_REF_OWNER;
-	zm_handle_t h = zs_malloc(pool, size);
+	uint64_t word = zs_load_ref(zp, kref);
+	zm_handle_t h;
 	int rc = 0;
 
+	if ((word & 3) == 1) {
+		rc = rewrite(zp, key, buf, size);
+		if (rc <= 0)
+			return rc ? -EIO : 0;
+		rc = 0;
+	}
+	h = zs_malloc(pool, size);
 	if (zmi_unlikely(!h))
 		return -ENOMEM;
 	if (zs_load_ref(zp, kref) & 1)
