@@ -1,6 +1,7 @@
 #!/bin/sh
 # make check-layers: every #include in src/ goes down the layers or stays
-# in its folder.  A file in src/L/ (or a folder below it: src/pool/zsmalloc/
+# in its folder; include/zmem/'s headers include only those below them;
+# the tests include the programs' internals only in those programs' tests.  A file in src/L/ (or a folder below it: src/pool/zsmalloc/
 # is the pool's) may include "L/..." and the folders its line below names,
 # nothing else; a library layer may include the public headers <zmem/H.h>
 # its line names.  The same table, in prose, is in docs/hacking.md.
@@ -62,6 +63,91 @@ out=$(for f in $(find src -name '*.[ch]' | sort); do
 			[ $ok = 1 ] || echo "$f:$n: includes <zmem/$h.h>: the layer $layer is below it"
 			;;
 		esac
+	done
+done)
+if [ -n "$out" ]; then
+	printf '%s\n' "$out"
+	fail=1
+fi
+
+# The public headers: include/zmem/H.h includes system headers and the
+# public headers below it, nothing quoted (no header of src/).  zmem.h is
+# the one that includes them all.
+#
+#   header | <zmem/H.h> below it
+HEADERS='
+common   | -
+pages    | common
+codec    | common
+pool     | common pages
+store    | common pages codec pool
+tmem     | common pages codec pool store
+region   | common pages codec pool store
+zmem     | *
+'
+out=$(for f in $(find include/zmem -name '*.h' | sort); do
+	h=${f#include/zmem/}; h=${h%.h}
+	row=$(printf '%s\n' "$HEADERS" | awk -F'|' -v l="$h" '{ k = $1; gsub(/ /, "", k) } k == l')
+	if [ -z "$row" ]; then
+		echo "check-layers: $f is not in the headers' table (scripts/check-layers.sh)"
+		continue
+	fi
+	below=$(printf '%s\n' "$row" | awk -F'|' '{ print $2 }')
+	grep -n '^[[:space:]]*#[[:space:]]*include' "$f" | while IFS= read -r line; do
+		n=${line%%:*}
+		inc=$(printf '%s\n' "$line" | sed -n 's/.*#[[:space:]]*include[[:space:]]*\([<"][^>"]*[>"]\).*/\1/p')
+		case $inc in
+		\"*)
+			echo "$f:$n: includes $inc: a public header includes no header of src/"
+			;;
+		\<zmem/*)
+			case " $below " in *" * "*) continue ;; esac
+			i=${inc#<zmem/}; i=${i%.h>}
+			ok=0
+			for a in $below; do
+				[ "$a" = "$i" ] && ok=1
+			done
+			[ $ok = 1 ] || echo "$f:$n: includes <zmem/$i.h>: <zmem/$h.h> is below it"
+			;;
+		esac
+	done
+done)
+if [ -n "$out" ]; then
+	printf '%s\n' "$out"
+	fail=1
+fi
+
+# The tests sit above everything: tests/ may include any header of the
+# library (base, pages, codec, pool, store, tmem, region, their private
+# headers too: the tests are white-box) and the workload generator.  The
+# programs' internals (tool, serve, run, bench, cli) only in the tests of
+# that program, the files this table names:
+#
+#   files (globs under tests/) | program folders they may include
+TESTS='
+test_cli.c test_benchmarks.c                      | tool bench cli
+test_nbd*.c nbdclient.h fuzz/fuzz_nbd.c           | serve
+run/*                                             | run
+'
+LIBRARY="base pages codec pool store tmem region workload"
+out=$(for f in $(find tests -name '*.[ch]' | sort); do
+	rel=${f#tests/}
+	extra=$(printf '%s\n' "$TESTS" | while IFS='|' read -r globs dirs; do
+		for g in $globs; do
+			# shellcheck disable=SC2254
+			case $rel in $g) echo "$dirs" ;; esac
+		done
+	done)
+	grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | while IFS= read -r line; do
+		n=${line%%:*}
+		path=$(printf '%s\n' "$line" | sed -n 's/.*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p')
+		dir=${path%%/*}
+		[ "$dir" = "$path" ] && continue   # the tests' own headers
+		ok=0
+		for a in $LIBRARY $extra; do
+			[ "$a" = "$dir" ] && ok=1
+		done
+		[ $ok = 1 ] || echo "$f:$n: includes \"$path\": only the tests of src/$dir may (scripts/check-layers.sh)"
 	done
 done)
 if [ -n "$out" ]; then

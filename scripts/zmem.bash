@@ -3,7 +3,9 @@
 # option (not from words its help text mentions), and ctl's verbs from
 # "zmem ctl --help", which the command generates from the tables that
 # parse them, so this file never needs to follow them.  The values of
-# options are completed too: codecs, allocators, data sets, the choices
+# options are completed too: codecs and allocators (from "zmem help
+# codecs", "zmem help allocators" and the hidden "zmem CMD --choices
+# --OPTION": the names of this build), data sets, the choices
 # --help writes as a|b, list's columns; and ctl's verbs and their first
 # argument.  Installed by make install as
 # share/bash-completion/completions/zmem; in the tree: . scripts/zmem.bash
@@ -91,12 +93,13 @@ _zmem()
                 [ "${cur#+}" = "$cur" ] || COMPREPLY=("${COMPREPLY[@]/#/+}")
                 return ;;
             *:--codec|*:--recompress)
-                words="lz4 zstd lzo none" ;;
-            churn:--allocator)
-                words="zsmalloc zsmalloc-off malloc glibc jemalloc mimalloc
-                       xvmalloc xcfmalloc zbud" ;;
+                # the codecs of this build
+                words=$("$zmem" help codecs 2>/dev/null) ;;
             *:--allocator|*:--allocators)
-                words="zsmalloc malloc xvmalloc xcfmalloc zbud" ;;
+                # the command's own list where it has one (churn's, which
+                # has the C library's allocators too), else the pool's
+                words=$("$zmem" "${sub[@]}" --choices "$long" 2>/dev/null)
+                [ -n "$words" ] || words=$("$zmem" help allocators 2>/dev/null) ;;
             *:--data)
                 if [[ $cur == file:* ]]; then
                     mapfile -t COMPREPLY < <(compgen -f -- "${cur#file:}")

@@ -762,6 +762,7 @@ static int parse_units(struct opts *o, int plot_set)
 	const char *p = o->unit_list;
 	struct bench_units *u = &o->units;
 
+	u->wide = o->wide;
 	if (o->kernel || o->churn > 0 || o->compare_2011 || plot_set || o->threads_set)
 		return cli_usage("bench", "--unit-pages runs alone: not with --kernel, --churn, "
 				 "--compare-2011, --plot or --threads");

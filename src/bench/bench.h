@@ -93,6 +93,7 @@ struct bench_units {
 	const char *codec;
 	size_t size, page_size, huge_size;
 	int reps, no_same;
+	int wide;                          /* every column of the table */
 	const char *const *alloc;
 	size_t nalloc;
 	unsigned units[BENCH_MAX_UNITS];  /* unit_pages, as listed */

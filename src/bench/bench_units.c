@@ -292,34 +292,56 @@ static void print_units_table(const struct bench_units *u, const struct bench_un
 		dw = l > dw ? l : dw;
 		aw = m > aw ? m : aw;
 	}
-	printf("zmem bench --unit-pages: codec %s, %zu-byte pages, %s per data set, 1 thread, "
-	       "median of %d run%s;\nputs through zm_store_put_range in aligned chunks of %zu "
+	printf("zmem bench --unit-pages: codec %s, %zu-byte pages, %s per data set,\n1 thread, "
+	       "median of %d run%s; puts through zm_store_put_range in aligned\nchunks of %zu "
 	       "KiB; %u random single-page reads\n\n", u->codec, u->page_size,
 	       zmi_human_bytes(u->size, h, sizeof(h)), u->reps, u->reps > 1 ? "s" : "",
 	       UNIT_CHUNK >> 10, UNIT_READS);
-	printf("%-*s %-*s %4s %9s %9s %6s %9s %6s %9s %6s %7s %7s %5s %8s %5s %7s %6s %3s\n", dw,
-	       "data", aw, "allocator", "unit", "effective", "mem MiB", "x1", "fill MB/s", "x1",
-	       "put MB/s", "x1", "rd p50", "rd p99", "x1", "rd MB/s", "x1", "units", "decl",
-	       "ok");
+	/* 80 columns for names of 9 characters; --wide: about 140 */
+	printf("%-*s %-*s %4s %9s", dw, "data", aw, "allocator", "unit", "effective");
+	if (u->wide)
+		printf(" %9s", "mem MiB");
+	printf(" %6s", "x1");
+	if (u->wide)
+		printf(" %9s %6s", "fill MB/s", "x1");
+	printf(" %9s %6s", "put MB/s", "x1");
+	if (u->wide)
+		printf(" %7s", "rd p50");
+	printf(" %7s %5s", "rd p99", "x1");
+	if (u->wide)
+		printf(" %8s %5s %7s %6s", "rd MB/s", "x1", "units", "decl");
+	printf(" %3s\n", "ok");
 	for (size_t i = 0; i < n; i++) {
 		const struct bench_unit_row *r = &rows[i], *b = base_of(rows, n, i);
 
-		printf("%-*s %-*s %4u %8.2f%% %9.1f %6.3f %9.0f %6.2f %9.0f %6.2f %6.1fu %6.1fu "
-		       "%5.2f %8.0f %5.2f %7llu %6llu %3s\n", dw, r->data, aw, r->allocator,
-		       r->unit_pages, 100 * ratio((double)mem_of(r), (double)r->orig_bytes),
-		       (double)mem_of(r) / (1 << 20), ratio((double)mem_of(r), (double)mem_of(b)),
-		       r->fill_MBps, ratio(r->fill_MBps, b->fill_MBps), r->put_MBps,
-		       ratio(r->put_MBps, b->put_MBps), r->read_p50_ns / 1e3, r->read_p99_ns / 1e3,
-		       ratio(r->read_p99_ns, b->read_p99_ns), r->read_MBps,
-		       ratio(r->read_MBps, b->read_MBps), (unsigned long long)r->units,
-		       (unsigned long long)r->units_declined, r->verified ? "yes" : "NO");
+		printf("%-*s %-*s %4u %8.2f%%", dw, r->data, aw, r->allocator, r->unit_pages,
+		       100 * ratio((double)mem_of(r), (double)r->orig_bytes));
+		if (u->wide)
+			printf(" %9.1f", (double)mem_of(r) / (1 << 20));
+		printf(" %6.3f", ratio((double)mem_of(r), (double)mem_of(b)));
+		if (u->wide)
+			printf(" %9.0f %6.2f", r->fill_MBps, ratio(r->fill_MBps, b->fill_MBps));
+		printf(" %9.0f %6.2f", r->put_MBps, ratio(r->put_MBps, b->put_MBps));
+		if (u->wide)
+			printf(" %6.1fu", r->read_p50_ns / 1e3);
+		printf(" %6.1fu %5.2f", r->read_p99_ns / 1e3, ratio(r->read_p99_ns, b->read_p99_ns));
+		if (u->wide)
+			printf(" %8.0f %5.2f %7llu %6llu", r->read_MBps,
+			       ratio(r->read_MBps, b->read_MBps), (unsigned long long)r->units,
+			       (unsigned long long)r->units_declined);
+		printf(" %3s\n", r->verified ? "yes" : "NO");
 	}
-	printf("\neffective = (pool + metadata) / original; mem = pool + metadata; x1 = against "
-	       "unit 1\n(the first size listed without it); fill = puts into the empty store, "
-	       "put = the\nsame puts again over the stored pages; rd = the random single-page "
-	       "reads: p50 and\np99 of one (us, wall clock), MB/s over the trace; speeds are MB "
-	       "(10^6 bytes of\npages) per second of the thread's CPU time; units = units held "
-	       "after the fill,\ndecl = units that did not pay (their pages stored alone).\n");
+	printf("\neffective = (pool + metadata) / original; x1 = against unit 1 (the first\n"
+	       "size listed without it); put = puts over the stored pages, MB (10^6 bytes of\n"
+	       "pages) per second of the thread's CPU time; rd p99 = the random single-page\n"
+	       "reads' 99th percentile (us, wall clock).\n");
+	if (u->wide)
+		printf("mem = pool + metadata; fill = puts into the empty store; rd p50, rd MB/s:\n"
+		       "the reads' median and MB/s over the trace (CPU); units = units held after\n"
+		       "the fill, decl = units that did not pay (their pages stored alone).\n");
+	else
+		printf("--wide adds the memory, the fill, the reads' median and speed, and the\n"
+		       "units held and declined.\n");
 }
 
 static void print_units_json(const struct bench_units *u, const struct bench_unit_row *rows,

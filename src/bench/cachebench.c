@@ -143,7 +143,7 @@ struct opts {
 	const char *files, *dir, *codec, *plot;
 	uint64_t reads, seed;
 	double zipf;
-	int exclusive, json;
+	int exclusive, json, wide;
 };
 
 /* One line of a table, one row of the JSON. */
@@ -1157,7 +1157,7 @@ static const struct row *find_cc(const struct rows *rs, const char *alloc, uint6
 }
 
 /* Print an item of a list, on a new indented line if it would pass
- * column 96. */
+ * column 80. */
 static void __attribute__((format(printf, 2, 3))) item(int *col, const char *fmt, ...)
 {
 	char buf[256];
@@ -1167,7 +1167,7 @@ static void __attribute__((format(printf, 2, 3))) item(int *col, const char *fmt
 	va_start(ap, fmt);
 	n = vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	if (*col + n > 96 && *col > 5) {
+	if (*col + n > 80 && *col > 5) {
 		printf("\n     ");
 		*col = 5;
 	}
@@ -1194,33 +1194,45 @@ static void print_tables(const struct opts *o, const struct rows *rs, const stru
 			size_label(b2, sizeof(b2), o->ram);
 			size_label(b3, sizeof(b3), o->swap_budget);
 			printf("\nfrontswap: %s written one page at a time into a RAM of %s (LRU); "
-			       "the rest swapped\nout to a persistent pool, tmem budget %s "
-			       "(persistent share 75%%); figures at the end of the write\n\n",
+			       "the rest\nswapped out to a persistent pool, tmem budget %s "
+			       "(persistent share 75%%);\nfigures at the end of the write\n\n",
 			       b1, b2, b3);
-			printf("%-9s %-6s %-9s %6s %5s %5s %5s %5s %7s %8s %7s %6s %6s %3s\n",
-			       "data", "policy", "allocator", "stored", "zsize", "mean", "share",
-			       "full", "pool_pg", "effectiv", "2011", "put_ns", "get_ns", "bad");
+			/* 77 columns; --wide adds the refusals (101) */
+			printf("%-9s %-6s %-9s %6s", "data", "policy", "allocator", "stored");
+			if (o->wide)
+				printf(" %5s %5s %5s %5s", "zsize", "mean", "share", "full");
+			printf(" %7s %8s %7s %6s %6s %3s\n", "pool_pg", "effectiv", "2011",
+			       "put_ns", "get_ns", "bad");
 			any = true;
 		}
 		pct_or_dash(b1, sizeof(b1), 100 * effective(r));
 		pct_or_dash(b2, sizeof(b2), r->reference);
 		ns_label(b3, sizeof(b3), r->ns_put, r->puts);
 		ns_label(b4, sizeof(b4), r->ns_get, r->gets);
-		printf("%-9.9s %-6s %-9.9s %6llu %5llu %5llu %5llu %5llu %7llu %8s %7s %6s "
-		       "%6s %3llu\n", r->data, r->policy, r->allocator,
-		       (unsigned long long)r->pages, (unsigned long long)r->refused_zsize,
-		       (unsigned long long)r->refused_mean, (unsigned long long)r->refused_share,
-		       (unsigned long long)r->refused_full, (unsigned long long)r->pool_pages, b1,
+		printf("%-9.9s %-6s %-9.9s %6llu", r->data, r->policy, r->allocator,
+		       (unsigned long long)r->pages);
+		if (o->wide)
+			printf(" %5llu %5llu %5llu %5llu", (unsigned long long)r->refused_zsize,
+			       (unsigned long long)r->refused_mean,
+			       (unsigned long long)r->refused_share,
+			       (unsigned long long)r->refused_full);
+		printf(" %7llu %8s %7s %6s %6s %3llu\n", (unsigned long long)r->pool_pages, b1,
 		       b2, b3, b4, (unsigned long long)(r->mismatches + r->errors));
 	}
-	if (any)
-		printf("\nstored = pages in the pool after the write; zsize/mean/share/full = puts "
-		       "refused (max_zsize,\nmax_mean_zsize, the persistent share, no room); "
-		       "effectiv = pool pages / pages stored\n(lower is better); 2011 = the "
-		       "figure reported then (32-bit, lzo1x, policy as run there):\nxvmalloc "
-		       "1.93%% / 99.95%%, xcfmalloc 3.72%% / 78.11%% (zero pages / text at 75%%);"
-		       "\nput_ns, get_ns: inside zm_tmem_put/get, both sweeps (-: fewer than %d calls); "
-		       "bad = pages\nback wrong + errors.\n", MIN_TIMED);
+	if (any) {
+		printf("\nstored = pages in the pool after the write; effectiv = pool pages / "
+		       "pages\nstored (lower is better); 2011 = the figure reported then (32-bit, "
+		       "lzo1x,\npolicy as run there): xvmalloc 1.93%% / 99.95%%, xcfmalloc 3.72%% / "
+		       "78.11%%\n(zero pages / text at 75%%); put_ns, get_ns: inside "
+		       "zm_tmem_put/get, both\nsweeps (-: fewer than %d calls); bad = pages back "
+		       "wrong + errors.\n", MIN_TIMED);
+		if (o->wide)
+			printf("zsize/mean/share/full = puts refused (max_zsize, max_mean_zsize, "
+			       "the\npersistent share, no room).\n");
+		else
+			printf("--wide adds the puts refused (max_zsize, max_mean_zsize, the "
+			       "persistent\nshare, no room).\n");
+	}
 	any = false;
 	for (size_t i = 0; i < rs->n; i++) {
 		const struct row *r = &rs->v[i];
@@ -1229,14 +1241,23 @@ static void print_tables(const struct opts *o, const struct rows *rs, const stru
 			continue;
 		if (!any) {
 			size_label(b1, sizeof(b1), o->cache);
-			printf("\ncleancache: %zu files, %.1f MiB (%llu pages) %s; page cache %s; "
-			       "%llu reads,\nzipf %.2f; the last %d%% measured\n\n", fs->n,
+			printf("\ncleancache: %zu files, %.1f MiB (%llu pages) %s;\npage cache %s; "
+			       "%llu reads, zipf %.2f; the last %d%% measured\n\n", fs->n,
 			       (double)fs->bytes / MIB, (unsigned long long)fs->pages,
 			       o->files ? o->files : "generated", b1,
 			       (unsigned long long)o->reads, o->zipf, 100 - WARMUP_PCT);
-			printf("%-9s %6s %7s %7s %6s %7s %8s %6s %7s %7s %6s %6s %3s\n",
-			       "allocator", "budget", "gets", "hits", "hit%", "ev_objs", "ev_pages",
-			       "pg/obj", "refused", "mem_MiB", "get_ns", "put_ns", "bad");
+			/* 74 columns; --wide adds gets, ev_objs, put_ns (97) */
+			printf("%-9s %6s", "allocator", "budget");
+			if (o->wide)
+				printf(" %7s", "gets");
+			printf(" %7s %6s", "hits", "hit%");
+			if (o->wide)
+				printf(" %7s", "ev_objs");
+			printf(" %8s %6s %7s %7s %6s", "ev_pages", "pg/obj", "refused", "mem_MiB",
+			       "get_ns");
+			if (o->wide)
+				printf(" %6s", "put_ns");
+			printf(" %3s\n", "bad");
 			any = true;
 		}
 		size_label(b1, sizeof(b1), r->budget);
@@ -1245,14 +1266,19 @@ static void print_tables(const struct opts *o, const struct rows *rs, const stru
 			snprintf(b2, sizeof(b2), "-");
 		else
 			snprintf(b2, sizeof(b2), "%.2f", ppo);
-		printf("%-9.9s %6s %7llu %7llu %6.2f %7llu %8llu %6s %7llu %7.2f %6.0f %6.0f "
-		       "%3llu\n", r->allocator, b1, (unsigned long long)r->gets,
-		       (unsigned long long)r->hits,
-		       100 * (r->gets ? (double)r->hits / (double)r->gets : 0),
-		       (unsigned long long)r->evicted_objects,
-		       (unsigned long long)r->evicted_pages, b2, (unsigned long long)refused(r),
-		       (double)(r->pool_bytes + r->meta_bytes) / MIB, r->ns_get, r->ns_put,
-		       (unsigned long long)(r->mismatches + r->errors));
+		printf("%-9.9s %6s", r->allocator, b1);
+		if (o->wide)
+			printf(" %7llu", (unsigned long long)r->gets);
+		printf(" %7llu %6.2f", (unsigned long long)r->hits,
+		       100 * (r->gets ? (double)r->hits / (double)r->gets : 0));
+		if (o->wide)
+			printf(" %7llu", (unsigned long long)r->evicted_objects);
+		printf(" %8llu %6s %7llu %7.2f %6.0f", (unsigned long long)r->evicted_pages, b2,
+		       (unsigned long long)refused(r),
+		       (double)(r->pool_bytes + r->meta_bytes) / MIB, r->ns_get);
+		if (o->wide)
+			printf(" %6.0f", r->ns_put);
+		printf(" %3llu\n", (unsigned long long)(r->mismatches + r->errors));
 	}
 	if (any) {
 		uint64_t reads = 0, ch = 0, fr = 0;
@@ -1270,13 +1296,14 @@ static void print_tables(const struct opts *o, const struct rows *rs, const stru
 				size_label(b1, sizeof(b1), rs->v[i].budget);
 				item(&col, " %s %s %.0f;", rs->v[i].allocator, b1, rs->v[i].ns_hit);
 			}
-		printf("\n\ngets = page-cache misses (each tries tmem first); hit%% = hits / gets; "
-		       "ev_objs, ev_pages =\nephemeral pages evicted for room and the backend "
-		       "pages that freed; pg/obj = ev_pages /\nev_objs; refused = puts refused by "
-		       "policy or room; mem_MiB = pool + metadata at the end;\nget_ns, put_ns: "
-		       "inside zm_tmem_get/put.  Page cache hit ratio over every run %.1f%%;\n"
-		       "file reads: %.1f%% of the reads.\n",
-		       100 * div0((double)ch, (double)reads), 100 * div0((double)fr, (double)reads));
+		printf("\n\nhit%% = hits / gets, gets = page-cache misses (each tries tmem "
+		       "first);\nev_pages = the backend pages freed by evicting ephemeral pages "
+		       "(ev_objs)\nfor room; pg/obj = ev_pages / ev_objs; refused = puts refused "
+		       "by policy or\nroom; mem_MiB = pool + metadata at the end; get_ns, put_ns: "
+		       "inside\nzm_tmem_get/put.  Page cache hit ratio over every run %.1f%%; "
+		       "file reads:\n%.1f%% of the reads.%s\n",
+		       100 * div0((double)ch, (double)reads), 100 * div0((double)fr, (double)reads),
+		       o->wide ? "" : "  --wide adds gets, ev_objs and put_ns.");
 	}
 	any = false;
 	for (size_t i = 0; i < rs->n; i++) {
@@ -1287,8 +1314,8 @@ static void print_tables(const struct opts *o, const struct rows *rs, const stru
 			continue;
 		if (!any) {
 			printf("\nmixed: after each cleancache run, half its budget's worth of file "
-			       "pages put into a\npersistent pool of the same instance (policy off)"
-			       "; room comes only from evicting\nephemeral pages, and only pages "
+			       "pages put\ninto a persistent pool of the same instance (policy off)"
+			       "; room comes only\nfrom evicting ephemeral pages, and only pages "
 			       "freed whole can take them\n\n");
 			printf("%-9s %6s %6s %6s %6s %7s %8s %6s %7s %6s %3s\n", "allocator",
 			       "budget", "puts", "stored", "full", "ev_objs", "ev_pages", "pg/obj",
@@ -1306,8 +1333,8 @@ static void print_tables(const struct opts *o, const struct rows *rs, const stru
 		       (unsigned long long)(r->mismatches + r->errors));
 	}
 	if (any)
-		printf("\nfull = persistent puts refused for want of room after up to 256 eviction "
-		       "steps;\nev/put = ephemeral pages evicted per persistent put.\n");
+		printf("\nfull = persistent puts refused for want of room after up to 256 "
+		       "eviction\nsteps; ev/put = ephemeral pages evicted per persistent put.\n");
 	any = false;
 	for (size_t i = 0; i < rs->n; i++) {
 		const struct row *r = &rs->v[i];
@@ -1317,23 +1344,33 @@ static void print_tables(const struct opts *o, const struct rows *rs, const stru
 		if (!any) {
 			size_label(b1, sizeof(b1), o->speed_size);
 			printf("\nspeed: the same pages through a zm_store and a tmem pool of each "
-			       "kind (ample budget,\npolicy off, same codec and allocator), the first %s "
-			       "of %s; ns per op, median of %d runs\n\n", b1, r->data, SPEED_REPS);
-			printf("%-9s %-4s %9s %9s %6s %9s %9s %6s %9s %9s %6s %3s\n", "allocator",
-			       "pool", "store_put", "tmem_put", "ratio", "store_get", "tmem_get",
-			       "ratio", "store_rep", "tmem_rep", "ratio", "bad");
+			       "kind\n(ample budget, policy off, same codec and allocator), the first "
+			       "%s of\n%s; ns per op, median of %d runs\n\n", b1, r->data, SPEED_REPS);
+			/* 79 columns; --wide adds store_rep and tmem_rep (99) */
+			printf("%-9s %-4s %9s %9s %6s %9s %9s %6s", "allocator", "pool", "store_put",
+			       "tmem_put", "ratio", "store_get", "tmem_get", "ratio");
+			if (o->wide)
+				printf(" %9s %9s %6s %3s\n", "store_rep", "tmem_rep", "ratio", "bad");
+			else
+				printf(" %6s %3s\n", "rep", "bad");
 			any = true;
 		}
-		printf("%-9.9s %-4s %9.0f %9.0f %6.3f %9.0f %9.0f %6.3f %9.0f %9.0f %6.3f %3llu\n",
-		       r->allocator, r->ephemeral ? "eph" : "pers", r->store_ns_put, r->ns_put, div0(r->ns_put, r->store_ns_put),
-		       r->store_ns_get, r->ns_get, div0(r->ns_get, r->store_ns_get),
-		       r->store_ns_replace, r->ns_replace, div0(r->ns_replace, r->store_ns_replace),
-		       (unsigned long long)(r->mismatches + r->errors));
+		printf("%-9.9s %-4s %9.0f %9.0f %6.3f %9.0f %9.0f %6.3f", r->allocator,
+		       r->ephemeral ? "eph" : "pers", r->store_ns_put, r->ns_put,
+		       div0(r->ns_put, r->store_ns_put), r->store_ns_get, r->ns_get,
+		       div0(r->ns_get, r->store_ns_get));
+		if (o->wide)
+			printf(" %9.0f %9.0f %6.3f", r->store_ns_replace, r->ns_replace,
+			       div0(r->ns_replace, r->store_ns_replace));
+		else
+			printf(" %6.3f", div0(r->ns_replace, r->store_ns_replace));
+		printf(" %3llu\n", (unsigned long long)(r->mismatches + r->errors));
 	}
 	if (any)
-		printf("\nput: into an empty pool; get; rep: a put over a stored page; ratio = "
-		       "tmem / store;\npool: persistent, or ephemeral (its puts also go on the "
-		       "eviction list).\n");
+		printf("\nput: into an empty pool; get; rep: a put over a stored page; ratio =\n"
+		       "tmem / store; pool: persistent, or ephemeral (its puts also go on the\n"
+		       "eviction list).%s\n",
+		       o->wide ? "" : "  rep: its ratio (--wide: its ns too).");
 
 	/* the figures the targets are about */
 	printf("\nTargets (figures only):\n");
@@ -1357,8 +1394,8 @@ static void print_tables(const struct opts *o, const struct rows *rs, const stru
 		}
 		if (!any)
 			printf(" (needs both allocators)");
-		printf("\n  (b) pages freed per evicted object, over every budget (what a step "
-		       "evicts; bytes\n      freed / the evicted objects' compressed bytes):"
+		printf("\n  (b) pages freed per evicted object, over every budget (what a step\n"
+		       "      evicts; bytes freed / the evicted objects' compressed bytes):"
 		       "\n     ");
 		col = 5;
 		for (size_t a = 0; a < o->nalloc; a++) {
@@ -1783,6 +1820,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_FLAG("exclusive", 'x', &o->exclusive,
 		       "a tmem hit removes the page (zcache's\nexclusive gets)"),
 		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead of the tables"),
+		O_FLAG("wide", 0, &o->wide, "every column of the tables (about 100)"),
 		O_STR("plot", 'P', &o->plot, "FILE.svg",
 		      "cleancache hit ratio and memory against the\nbudget", "none"),
 		O_END,

@@ -121,7 +121,7 @@ struct opts {
 	unsigned tc[MAX_TC], ntc;       /* --threads LIST, ascending; tc[0]: the base */
 	unsigned threads;               /* the largest count */
 	bool traces[NTRACES], sides[NSIDES];
-	int json, kernel, fault_cost, wait;
+	int json, kernel, fault_cost, wait, wide;
 	int corrupt;                    /* hidden, for the tests: the regions' tables
 					   are damaged after the fill */
 };
@@ -1145,16 +1145,22 @@ static void print_table(const struct opts *o, const struct bench_data *d, const 
 
 	thread_list(o, tl, sizeof(tl));
 	snprintf(xb, sizeof(xb), "x %u thr", o->tc[0]);
-	printf("zmem regionbench: %s of %s, resident limit %s, %s/%s, units of %u page%s, "
+	printf("zmem regionbench: %s of %s, resident limit %s, %s/%s,\nunits of %u page%s, "
 	       "%s thread%s, %llu accesses, %u%% writes, hot %u/%u\n\n",
 	       zmi_human_bytes(o->size, sz, sizeof(sz)), d->name,
 	       zmi_human_bytes(o->resident, lim, sizeof(lim)), o->codec, o->allocator,
 	       o->unit_pages, o->unit_pages > 1 ? "s" : "", tl,
 	       o->ntc > 1 || o->tc[0] > 1 ? "s" : "", (unsigned long long)o->accesses, o->writes,
 	       o->hot_access, o->hot_pages);
-	printf("%-6s %-12s %3s %7s %9s %9s %8s %8s %8s %8s %8s %8s %7s %9s", "trace", "side",
-	       "thr", "time s", "ops/s", "faults/s", "p50 us", "p99 us", "p99.9 us", "peak MiB",
-	       "compr MiB", "total MiB", "x plain", "auto/fifo");
+	/* 68 columns (77 with threads); --wide adds ops/s, faults/s, p50, p99.9,
+	 * peak and compressed (about 130) */
+	printf("%-6s %-12s %3s %7s", "trace", "side", "thr", "time s");
+	if (o->wide)
+		printf(" %9s %9s %8s", "ops/s", "faults/s", "p50 us");
+	printf(" %8s", "p99 us");
+	if (o->wide)
+		printf(" %8s %8s %9s", "p99.9 us", "peak MiB", "compr MiB");
+	printf(" %9s %7s %9s", "total MiB", "x plain", "auto/fifo");
 	if (o->ntc > 1)
 		printf(" %8s", xb);
 	printf("\n");
@@ -1169,11 +1175,17 @@ static void print_table(const struct opts *o, const struct bench_data *d, const 
 
 				if (!w->ran)
 					continue;
-				printf("%-6s %-12s %3u %7.3f %9.0f %9.0f %8.1f %8.1f %8.1f %8.1f %8.1f "
-				       "%8.1f %7.2f", trace_names[t], side_names[s], o->tc[k], w->time_s,
-				       ops_per_s(w), w->time_s > 0 ? (double)w->faults / w->time_s : 0,
-				       w->p50, w->p99, w->p999, w->peak_resident / MIB,
-				       w->compressed / MIB, w->total / MIB,
+				printf("%-6s %-12s %3u %7.3f", trace_names[t], side_names[s],
+				       o->tc[k], w->time_s);
+				if (o->wide)
+					printf(" %9.0f %9.0f %8.1f", ops_per_s(w),
+					       w->time_s > 0 ? (double)w->faults / w->time_s : 0,
+					       w->p50);
+				printf(" %8.1f", w->p99);
+				if (o->wide)
+					printf(" %8.1f %8.1f %9.1f", w->p999, w->peak_resident / MIB,
+					       w->compressed / MIB);
+				printf(" %9.1f %7.2f", w->total / MIB,
 				       p->ran ? ratio(w->time_s, p->time_s) : 0);
 				if (af >= 0)
 					printf(" %9.2f", af);
@@ -1183,12 +1195,14 @@ static void print_table(const struct opts *o, const struct bench_data *d, const 
 					printf(" %8.2f", tr);
 				printf("%s\n", w->verified || s == S_PLAIN ? "" : "  WRONG BYTES");
 			}
-	printf("\nfault latency: the accesses that took %d ns or more (timed alike on every "
-	       "side; table:\nwhole lookups); faults: the region's (first touch + refault + "
-	       "write-protect), the\nkernel's major faults; peak: resident pages at most (the "
-	       "kernel: the cgroup's peak\nusage); total: resident + pool + metadata at the end "
-	       "(the kernel: the cgroup's usage,\n+ zram's pool); x plain: time / plain memory's; "
-	       "auto/fifo: the region's faults\nagainst FIFO's.\n", SLOW_NS);
+	printf("\nfault latency: the accesses that took %d ns or more (timed alike on every"
+	       "\nside; table: whole lookups); faults: the region's (first touch + refault +"
+	       "\nwrite-protect), the kernel's major faults; peak: resident pages at most (the"
+	       "\nkernel: the cgroup's peak usage); total: resident + pool + metadata at the end"
+	       "\n(the kernel: the cgroup's usage, + zram's pool); x plain: time / plain\n"
+	       "memory's; auto/fifo: the region's faults against FIFO's.%s\n", SLOW_NS,
+	       o->wide ? "" : "\n--wide adds ops/s, faults/s, the fault latency's p50 and "
+	       "p99.9, peak and\ncompressed memory.");
 	if (o->ntc > 1)
 		printf("%s: ops/s against the same side's with %u thread%s (each thread on a "
 		       "part of\nits own).\n", xb, o->tc[0], o->tc[0] > 1 ? "s" : "");
@@ -1201,7 +1215,7 @@ static void print_table(const struct opts *o, const struct bench_data *d, const 
 					continue;
 				if (first)
 					printf("\nRegion faults (first / refault / write-protect, young "
-					       "refaults, evictions; handler p50/p99 us):\n");
+					       "refaults, evictions;\nhandler p50/p99 us):\n");
 				first = 0;
 				printf("  %-6s %-12s %3u  %llu / %llu / %llu, %llu, %llu; %.1f / %.1f\n",
 				       trace_names[t], side_names[s], o->tc[k],
@@ -1220,8 +1234,8 @@ static void print_table(const struct opts *o, const struct bench_data *d, const 
 		if (z->ran)
 			printf("  time: region %.2f s, kernel zram %.2f s (%.2fx; target <= 1)\n",
 			       a->time_s, z->time_s, ratio(a->time_s, z->time_s));
-		printf("  total memory: %.1f MiB against 1.05 x (limit + compressed) = %.1f MiB "
-		       "(%.3fx of limit + compressed)\n", a->total / MIB,
+		printf("  total memory: %.1f MiB against 1.05 x (limit + compressed) = %.1f MiB\n"
+		       "    (%.3fx of limit + compressed)\n", a->total / MIB,
 		       1.05 * ((double)o->resident + (double)a->compressed) / MIB,
 		       ratio((double)a->total, (double)o->resident + (double)a->compressed));
 		if (f->ran)
@@ -1242,7 +1256,8 @@ static void print_table(const struct opts *o, const struct bench_data *d, const 
 				       "this run, the machine's ceiling):\n", o->tc[0],
 				       o->tc[0] > 1 ? "s'" : "'s", THREADS_TARGET);
 			first = 0;
-			printf("  %-6s %u threads: plain %.2fx;", trace_names[t], o->tc[k], p);
+			printf("  %-6s %u threads: plain %.2fx, target >= %.2fx:\n       ",
+			       trace_names[t], o->tc[k], p, tg);
 			for (int s = S_AUTO; s <= S_FIFO; s++) {
 				double r = threads_ratio(o, rows, k, t, s);
 
@@ -1250,7 +1265,7 @@ static void print_table(const struct opts *o, const struct bench_data *d, const 
 					printf(" %s %.2fx (%s);", side_names[s], r,
 					       r >= tg ? "met" : "missed");
 			}
-			printf(" target >= %.2fx\n", tg);
+			printf("\n");
 		}
 }
 
@@ -1258,31 +1273,40 @@ static void print_fc(const struct opts *o, const struct fc_row *rows)
 {
 	char sz[32], lim[32];
 
-	printf("zmem regionbench --fault-cost: %s of %s, resident limit %s, %s, units of %u "
+	printf("zmem regionbench --fault-cost: %s of %s, resident limit %s, %s,\nunits of %u "
 	       "page%s, one thread%s\n\n", zmi_human_bytes(o->size, sz, sizeof(sz)), o->data,
 	       zmi_human_bytes(o->resident, lim, sizeof(lim)), o->codec, o->unit_pages,
 	       o->unit_pages > 1 ? "s" : "",
 	       o->wait ? ", faults served by the region thread (--wait)" : "");
-	printf("%-18s %9s %9s %8s %8s %9s %11s %11s\n", "side", "touches", "faults", "p50 us",
-	       "p99 us", "p99.9 us", "handler p50", "handler p99");
+	/* 70 columns; --wide adds touches and p99.9 (90) */
+	printf("%-18s", "side");
+	if (o->wide)
+		printf(" %9s", "touches");
+	printf(" %9s %8s %8s", "faults", "p50 us", "p99 us");
+	if (o->wide)
+		printf(" %9s", "p99.9 us");
+	printf(" %11s %11s\n", "handler p50", "handler p99");
 	for (int i = 0; i < NFC; i++) {
 		const struct fc_row *w = &rows[i];
 
 		if (!w->ran)
 			continue;
-		printf("%-18s %9llu %9llu %8.2f %8.2f %9.2f", fc_names[i],
-		       (unsigned long long)w->touches, (unsigned long long)w->faults, w->p50,
-		       w->p99, w->p999);
+		printf("%-18s", fc_names[i]);
+		if (o->wide)
+			printf(" %9llu", (unsigned long long)w->touches);
+		printf(" %9llu %8.2f %8.2f", (unsigned long long)w->faults, w->p50, w->p99);
+		if (o->wide)
+			printf(" %9.2f", w->p999);
 		if (i <= FC_ZERO)
 			printf(" %11.2f %11.2f", w->handler_p50, w->handler_p99);
 		printf("%s%s\n", w->note[0] ? "  " : "", w->note);
 	}
 	printf("\nEvery page touched once in random order, timed from the touch %zu on (the "
 	       "region\nat its limit: each fault also evicts).  region: every page compressed "
-	       "first; region\nzero: pages never written (first touches: the kernel's part and "
-	       "the handler's floor);\nkernel zram: the same pages in a cgroup of the limit, "
-	       "pushed to swap first.\nTarget (region): p50 <= 6 us, p99 <= 20 us.\n",
-	       o->resident / 4096);
+	       "first;\nregion zero: pages never written (first touches: the kernel's part and "
+	       "the\nhandler's floor); kernel zram: the same pages in a cgroup of the limit, "
+	       "pushed\nto swap first.%s\nTarget (region): p50 <= 6 us, p99 <= 20 us.\n",
+	       o->resident / 4096, o->wide ? "" : "  --wide adds the touches and p99.9.");
 }
 
 static void json_params(struct json *j, const struct opts *o, const struct bench_data *d)
@@ -1606,6 +1630,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		O_STR("plot", 'P', &o->plot, "FILE.svg", "time, memory and fault p99 by trace",
 		      "none"),
 		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead of the tables"),
+		O_FLAG("wide", 0, &o->wide, "every column of the tables (about 130)"),
 		O_FLAG("test-corrupt-table", 0, &o->corrupt, "damage the regions' tables",
 		       .hidden = 1),
 		O_END,

@@ -91,7 +91,7 @@ struct opts {
 	const char *codec, *dir, *prog_dir, *plot, *fraction_s;
 	double fraction;
 	bool progs[NPROGS], sides[NSIDES];
-	int json, quick;
+	int json, quick, wide;
 };
 
 /* One program on one side. */
@@ -565,11 +565,16 @@ static void print_table(const struct env *e)
 {
 	const struct opts *o = e->o;
 
-	printf("zmem runbench: limit L = %.0f%% of each program's plain peak RSS; codec %s%s\n\n",
+	printf("zmem runbench: limit L = %.0f%% of each program's plain peak RSS;\ncodec %s%s\n\n",
 	       100 * o->fraction, o->codec, o->quick ? "; --quick sizes" : "");
-	printf("%-7s %-13s %8s %8s %8s %8s %8s %8s %7s %7s %7s %7s  %s\n", "program", "side",
-	       "limit", "time s", "peak MiB", "comp MiB", "totl MiB", "RSS MiB", "t/plain",
-	       "m/plain", "zm/k t", "zm/k m", "output");
+	/* 80 columns with "DIFFERENT"; --wide adds time, peak, comp, RSS (113) */
+	printf("%-7s %-12s %7s", "program", "side", "limit");
+	if (o->wide)
+		printf(" %8s %8s %8s", "time s", "peak MiB", "comp MiB");
+	printf(" %8s", "totl MiB");
+	if (o->wide)
+		printf(" %8s", "RSS MiB");
+	printf(" %7s %7s %7s %7s  %s\n", "t/plain", "m/plain", "zm/k t", "zm/k m", "output");
 	for (int p = 0; p < NPROGS; p++) {
 		if (!o->progs[p])
 			continue;
@@ -582,13 +587,17 @@ static void print_table(const struct env *e)
 				continue;
 			if (w->limit)
 				snprintf(lim, sizeof(lim), "%.1fM", (double)w->limit / MIB);
-			printf("%-7s %-13s %8s", progs[p].name, side_names[s], lim);
+			printf("%-7s %-12s %7s", progs[p].name, side_names[s], lim);
 			if (!w->ran) {
 				printf("  %s\n", w->note);
 				continue;
 			}
-			printf(" %8.2f %8.1f %8.1f %8.1f %8.1f", w->time_s, w->peak_resident / MIB,
-			       w->compressed / MIB, w->total / MIB, w->rss_peak / MIB);
+			if (o->wide)
+				printf(" %8.2f %8.1f %8.1f", w->time_s, w->peak_resident / MIB,
+				       w->compressed / MIB);
+			printf(" %8.1f", w->total / MIB);
+			if (o->wide)
+				printf(" %8.1f", w->rss_peak / MIB);
 			print_ratio(s != S_PLAIN && pl->ran ? ratio(w->time_s, pl->time_s) : -1);
 			print_ratio(s != S_PLAIN && pl->ran ?
 				    ratio((double)w->total, (double)pl->total) : -1);
@@ -609,6 +618,8 @@ static void print_table(const struct env *e)
 	       "RSS: the process's peak RSS; t/plain, m/plain: time and total against plain;\n"
 	       "zm/k t, zm/k m: zmem run's time and total against this kernel side's; output:\n"
 	       "the same bytes as plain's (failed: the run did not end with status 0).\n");
+	if (!o->wide)
+		printf("--wide adds the time, peak, comp and RSS columns.\n");
 }
 
 static void print_json(const struct env *e)
@@ -791,6 +802,7 @@ static int parse(int argc, char **argv, struct opts *o, char *prog_dir, size_t p
 		O_STR("plot", 'P', &o->plot, "FILE.svg", "time, peak and total memory by program",
 		      "none"),
 		O_FLAG("json", 'j', &o->json, "one JSON document on stdout instead of the table"),
+		O_FLAG("wide", 0, &o->wide, "every column of the table (about 115)"),
 		O_END,
 	};
 	const struct opt_cmd cmd = {

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <zmem/codec.h>
 #include <zmem/common.h>
+#include <zmem/pool.h>
 #include "bench/commands.h"
 #include "tool/check.h"
 #include "cli/cli.h"
@@ -43,7 +45,8 @@ static const struct cli_command *cmd_at(size_t i)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: zmem COMMAND [OPTIONS]\n"
-		   "       zmem help [COMMAND] | zmem COMMAND --help | zmem --version\n\n"
+		   "       zmem help [COMMAND] | zmem COMMAND --help | zmem --version\n"
+		   "       zmem help codecs | zmem help allocators   (this build's names)\n\n"
 		   "Commands:\n");
 	/* each line within 80 columns: a help of 65 characters at most */
 	for (size_t i = 0; cmd_at(i); i++)
@@ -151,6 +154,16 @@ int main(int argc, char **argv)
 			return cli_usage(NULL, "help takes one command, not '%s'", argv[3]);
 		if (!strcmp(argv[2], "help")) {
 			usage(stdout);
+			return CLI_OK;
+		}
+		/* the names --codec and --allocator take in this build, one a
+		 * line (the bash completion offers them) */
+		if (!strcmp(argv[2], "codecs") || !strcmp(argv[2], "allocators")) {
+			const char *const *v = argv[2][0] == 'c' ? zm_codec_list() :
+							       zm_pool_backends();
+
+			while (*v)
+				printf("%s\n", *v++);
 			return CLI_OK;
 		}
 		c = find(argv[2]);

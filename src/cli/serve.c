@@ -74,24 +74,11 @@ int cli_check_allocator(const char *cmd, const char *name)
  * store's unsigned milliseconds). */
 int cli_check_duration(const char *cmd, const char *opt, const char *a, unsigned *ms)
 {
-	static const struct { const char *suffix; double ms; } units[] = {
-		{ "", 1000 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
-	};
-	char *end = NULL;
-	double v;
+	double t;
 
-	errno = 0;
-	v = (a[0] >= '0' && a[0] <= '9') || a[0] == '.' ? strtod(a, &end) : -1;
-	for (size_t i = 0; !errno && v >= 0 && i < sizeof(units) / sizeof(units[0]); i++) {
-		double t = v * units[i].ms;
-
-		if (strcmp(end, units[i].suffix))
-			continue;
-		if (t >= 1 && t < (double)UINT32_MAX) {
-			*ms = (unsigned)t;
-			return 0;
-		}
-		break;
+	if (!cli_duration(a, 1000, &t) && t >= 1 && t < (double)UINT32_MAX) {
+		*ms = (unsigned)t;
+		return 0;
 	}
 	return cli_usage(cmd, "invalid %s '%s' (a duration: 500ms, 30s, 10m, 1h, a bare "
 			 "number is seconds; at least 1ms and under 49 days)", opt, a);
@@ -605,10 +592,16 @@ static int check_args(const char *verb, const char *arg, const char *arg2)
 	uint64_t v;
 
 	if (!strcmp(verb, "idle")) {
-		if (!arg || arg2 || (strcmp(arg, "all") && (cli_parse_u64(arg, &v) ||
-							   v > UINT32_MAX / 1000)))
-			return cli_usage("ctl", "idle takes all or SECONDS (at most %u), not '%s'",
-					 UINT32_MAX / 1000, arg ? arg : "");
+		double ms;
+
+		/* a duration as --idle-after's and --timeout's; 0 as before */
+		if (arg2)
+			return cli_usage("ctl", "unexpected argument '%s' (zmem ctl --help)", arg2);
+		if (!arg || (strcmp(arg, "all") && (cli_duration(arg, 1000, &ms) ||
+						    ms >= (double)UINT32_MAX)))
+			return cli_usage("ctl", "idle takes all or a DURATION (250ms, 30s, 10m, 1h; "
+					 "a bare number is SECONDS; under 49 days), not '%s'",
+					 arg ? arg : "");
 	} else if (!strcmp(verb, "writeback")) {
 		if (!arg)
 			return cli_usage("ctl", "writeback takes a type: idle, huge, huge_idle, "
@@ -700,7 +693,9 @@ int cmd_ctl(int argc, char **argv)
 		"  mem-limit SIZE   change the memory limit (64M, 1G, ...; 0 or none: no limit;\n"
 		"                   a server started with --mem-limit may lower or restore it)\n"
 		"  reset-max        start mem_used_max over from the memory used now\n"
-		"  idle all|SECONDS mark idle the pages not read or written for SECONDS (all:\n"
+		"  idle all|DURATION\n"
+		"                   mark idle the pages not read or written for DURATION\n"
+		"                   (250ms, 30s, 10m, 1h, a bare number is seconds; all:\n"
 		"                   every page); answers how many are idle\n"
 		"  writeback TYPE [MAX_PAGES]\n"
 		"                   write pages back to the --backing file, at most MAX_PAGES;\n"
@@ -756,9 +751,15 @@ int cmd_ctl(int argc, char **argv)
 					 "not '%s'", arg ? arg : "");
 		snprintf(line, sizeof(line), "mem-limit %zu", (size_t)u);
 	} else if (takes_words(verb)) {
+		double age;
+
 		if ((rc = check_args(verb, arg, arg2)))
 			return rc;
-		snprintf(line, sizeof(line), "%s%s%s%s%s", verb, arg ? " " : "", arg ? arg : "",
+		/* the server takes idle's age in seconds or, with ms, in ms */
+		if (!strcmp(verb, "idle") && strcmp(arg, "all") && !cli_duration(arg, 1000, &age))
+			snprintf(line, sizeof(line), "idle %ums", (unsigned)age);
+		else
+			snprintf(line, sizeof(line), "%s%s%s%s%s", verb, arg ? " " : "", arg ? arg : "",
 			 arg2 ? " " : "", arg2 ? arg2 : "");
 	} else if (arg) {
 		return cli_usage("ctl", "%s takes no argument, not '%s'", verb, arg);

@@ -13,7 +13,9 @@
  *                     of its blocks mostly dead (at most MAX_BYTES)
  *   mem-limit BYTES   change the memory limit, 0 for none (mem_limit)
  *   reset-max         start mem_used_max over (zram's reset)
- *   idle all|SECONDS  mark idle the pages not accessed for SECONDS, or
+ *   idle all|SECONDS|MSms
+ *                     mark idle the pages not accessed for SECONDS (or
+ *                     MS milliseconds: "250ms", what zmem ctl sends), or
  *                     all of them (zram's idle); answers how many are
  *   writeback TYPE [MAX_PAGES]
  *                     write pages back to the backing file (zram's
@@ -365,7 +367,7 @@ static int parse_u64(const char *a, uint64_t *v)
 
 static const char KNOWN[] = "text, json, info, compact, compact-file [MAX_BYTES], "
 			    "mem-limit BYTES, reset-max, "
-			    "idle all|SECONDS, writeback TYPE [MAX_PAGES], writeback page INDEX, "
+			    "idle all|SECONDS|MSms, writeback TYPE [MAX_PAGES], writeback page INDEX, "
 			    "recompress [TYPE] [MAX_PAGES], stop";
 
 /* zram's words for the pages a writeback or recompression takes. */
@@ -434,16 +436,21 @@ static const char *tier_error(const char *verb, long rc)
 /* idle all|SECONDS: zram's idle. */
 static void do_idle(struct serve_server *s, char *arg, FILE *f)
 {
-	uint64_t sec = 0;
+	uint64_t v = 0, unit = 1000;
+	size_t len = arg ? strlen(arg) : 0;
 	long n;
 
-	if (!arg || next_word(arg) || (strcmp(arg, "all") && (parse_u64(arg, &sec) ||
-							     sec > UINT32_MAX / 1000))) {
-		fprintf(f, "error: idle takes all or a number of seconds (at most %u)\n",
-			UINT32_MAX / 1000);
+	if (len > 2 && !strcmp(arg + len - 2, "ms")) {
+		arg[len - 2] = 0;  /* "250ms": milliseconds */
+		unit = 1;
+	}
+	if (!arg || next_word(arg) || (strcmp(arg, "all") && (parse_u64(arg, &v) ||
+							     v > UINT32_MAX / unit))) {
+		fprintf(f, "error: idle takes all, a number of seconds (at most %u) or of "
+			"milliseconds (250ms)\n", UINT32_MAX / 1000);
 		return;
 	}
-	n = zm_store_mark_idle(s->store, (unsigned)sec * 1000);
+	n = zm_store_mark_idle(s->store, (unsigned)(v * unit));
 	if (n < 0)
 		fprintf(f, "error: idle: %s\n", strerror((int)-n));
 	else

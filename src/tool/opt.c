@@ -257,6 +257,15 @@ int opt_parse(const struct opt_cmd *c, int argc, char **argv, int *nargs)
 			opt_help(c, stdout);
 			return -1;
 		}
+		/* --choices --OPTION (hidden, for the bash completion): the
+		 * values OPTION accepts, one a line, none when it takes any */
+		if (!strcmp(a, "--choices") && i + 1 < argc) {
+			for (const struct opt *q = c->opts; q->name; q++)
+				if (!strncmp(argv[i + 1], "--", 2) && !strcmp(q->name, argv[i + 1] + 2))
+					for (size_t k = 0; q->choices && q->choices[k]; k++)
+						printf("%s\n", q->choices[k]);
+			return -1;
+		}
 		if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
 			cli_quiet(1);
 			continue;

@@ -51,7 +51,7 @@ done
 mkdir "$T/scratch"
 fits bench --size 256K --reps 1
 fits bench --size 256K --reps 1 --data zero --data text:0.5 --allocator zsmalloc
-todo bench --unit-pages 1,4 --size 256K --reps 1 --data text:0.5
+fits bench --unit-pages 1,4 --size 256K --reps 1 --data text:0.5
 fits bench --compare-2011 --size 1M --allocator zsmalloc
 fits pagebench --max-size 256K --threads 1 --quick
 fits worstcase --max-size 4M --sequence tiny
@@ -60,13 +60,13 @@ fits allocbench --allocator zsmalloc --sizes 64 --count 500 --bytes 64K --reps 1
 fits allocbench --latency --rounds 1 --ms 20 --bytes 256K
 fits density --corpus "$T/c.pages" --size 256K
 fits churn --corpus "$T/c.pages" --size 64K --allocator zsmalloc
-todo cachebench --mode all --size 1M --file-set 1M --cache 256K --budgets 256K \
+fits cachebench --mode all --size 1M --file-set 1M --cache 256K --budgets 256K \
     --reads 1000 --dir "$T/scratch" --allocators zsmalloc
 fits tierbench --data text:0.5 --size 2M --ops 2000 --dir "$T/scratch"
-todo regionbench --fault-cost --size 4M --resident 1M
-todo regionbench --size 4M --resident 1M --trace seq
-todo runbench --quick --programs c --sides zmem
+fits regionbench --fault-cost --size 4M --resident 1M
+fits regionbench --size 4M --resident 1M --trace seq
+fits runbench --quick --programs c --sides zmem
 fits list
 # the commands whose tables have more columns behind --wide
-for c in churn tierbench bench; do takes "$c" --wide; done
+for c in churn tierbench bench cachebench regionbench runbench; do takes "$c" --wide; done
 tap_end

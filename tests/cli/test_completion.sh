@@ -74,6 +74,43 @@ offers zmem serve --codec=l :: lz4 lzo
 offers zmem bench --allocator z :: zsmalloc zbud '!xvmalloc'
 offers zmem serve --allocator x :: xvmalloc xcfmalloc
 offers zmem churn -a zs :: zsmalloc zsmalloc-off
+# codecs and allocators: exactly the names the binary has, no list of
+# the completion's own to drift from the build
+# same_as WORDS... :: CMD...: completing the last of WORDS offers exactly
+# the lines zmem CMD prints (and CMD prints some)
+same_as() {
+    words=""
+    while [ "$1" != "::" ]; do words="$words '$1'"; shift; done
+    shift
+    "$ZMEM" "$@" 2> /dev/null | sort > "$T/want"
+    # shellcheck disable=SC2016
+    bash -c '
+        . "$COMPLETION"
+        eval "COMP_WORDS=($1)"
+        COMP_WORDS[0]=$ZMEM
+        COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+        _zmem zmem "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+        printf "%s\n" "${COMPREPLY[@]}"' _ "$words" 2> /dev/null | sort > "$T/got"
+    if [ -s "$T/want" ] && cmp -s "$T/want" "$T/got"; then
+        ok "zmem$words: the names of zmem $*"
+    else
+        bad "zmem$words: not the names of zmem $*"
+        { echo "want: $(tr '\n' ' ' < "$T/want")"; echo "got: $(tr '\n' ' ' < "$T/got")"; } | diag
+    fi
+}
+same_as zmem bench --codec '' :: help codecs
+same_as zmem serve --recompress '' :: help codecs
+same_as zmem bench --allocator '' :: help allocators
+same_as zmem cachebench --allocators '' :: help allocators
+same_as zmem churn --allocator '' :: churn --choices --allocator
+same_as zmem churn -a '' :: churn --choices --allocator
+codecs_built() {
+    "$ZMEM" help codecs > "$T/c" && grep -qx lz4 "$T/c" && grep -qx none "$T/c" &&
+    "$ZMEM" help allocators > "$T/a" && grep -qx zsmalloc "$T/a" &&
+    "$ZMEM" churn --choices --allocator | grep -qx zsmalloc-off
+}
+if codecs_built; then ok "zmem help codecs, help allocators, churn --choices --allocator"
+else bad "zmem help codecs, help allocators, churn --choices --allocator"; fi
 offers zmem bench --data te :: text text:
 offers zmem tierbench -d '' :: zero text random memory file: capture:
 offers zmem allocbench --apart '' :: pools all

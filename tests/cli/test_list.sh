@@ -155,8 +155,22 @@ usage ctl frobnicate -- "zmem ctl: unknown verb 'frobnicate'; verbs: compact,"
 usage ctl "$DEF" frobnicate -- "zmem ctl: unknown verb 'frobnicate'"
 usage ctl text -- "zmem ctl: unknown verb 'text'"
 usage ctl json -- "zmem ctl: unknown verb 'json'"
-usage ctl idle -- "zmem ctl: idle takes all or SECONDS"
-usage ctl idle soon -- "zmem ctl: idle takes all or SECONDS (at most 4294967), not 'soon'"
+usage ctl idle -- "zmem ctl: idle takes all or a DURATION"
+usage ctl idle soon -- "zmem ctl: idle takes all or a DURATION (250ms, 30s, 10m, 1h; a bare number is SECONDS; under 49 days), not 'soon'"
+usage ctl idle -5s -- "not '-5s'"
+usage ctl idle 5x -- "not '5x'"
+usage ctl idle 50d -- "not '50d'"
+usage ctl idle 1200h -- "not '1200h'"
+usage ctl idle 5s 6s -- "zmem ctl: unexpected argument '6s'"
+# idle takes a duration as --idle-after and --timeout do, a bare number
+# still seconds
+idle_durations() {
+    for d in all 250ms 5s 1.5s 1m 2h 60 0; do
+        "$ZMEM" ctl "$DEF" idle "$d" > "$T/out" 2> "$T/err" || { cat "$T/err"; return 1; }
+        grep -Eqx 'ok: [0-9]+ pages idle' "$T/out" || { cat "$T/out"; return 1; }
+    done
+}
+check "ctl idle DURATION: 250ms, 5s, 1m, 2h, bare seconds, all" idle_durations
 usage ctl writeback -- "zmem ctl: writeback takes a type"
 usage ctl writeback sometimes -- "zmem ctl: writeback: type idle, huge, huge_idle"
 usage ctl writeback idle many -- "zmem ctl: writeback: MAX_PAGES"

@@ -81,7 +81,8 @@ fi
 rc=$?
 if [ $rc -eq 0 ] && grep -q '^table  region auto    2 ' "$T/table.txt" &&
    grep -q '^Targets (threads: ' "$T/table.txt" &&
-   grep -q '^  table  2 threads: plain [0-9.]*x; region auto [0-9.]*x (m' "$T/table.txt" &&
+   grep -q '^  table  2 threads: plain [0-9.]*x, target >= [0-9.]*x:$' "$T/table.txt" &&
+   grep -q '^        region auto [0-9.]*x (m' "$T/table.txt" &&
    ! grep -q '^seq\|^hot' "$T/table.txt"; then
     ok "regionbench --trace table --threads 1,2: its rows and the threads target"
 else bad "regionbench --trace table (status $rc)"; diag < "$T/table.txt"; diag < "$T/err"
