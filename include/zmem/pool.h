@@ -318,7 +318,9 @@ ZM_API int zm_pool_free_key(struct zm_pool *pool, uint64_t key);
 
 /* Put size bytes (1 .. page size) of buf as key's object: allocate,
  * write, free the object key held (if any) and give the new one to key,
- * in one call.  0: key holds the new object, the old one is freed.
+ * in one call; or, where a backend can (zsmalloc), write them over the
+ * key's object when they fit it, which needs no room.  0: key holds the
+ * new bytes, and no object of the old ones is left.
  * -EINVAL (nothing changed): no owner words, key out of range, buf NULL
  * or size outside 1 .. page size.  -ENOMEM (nothing changed: key keeps
  * its object, untouched): no room, the pages ran out or hit their limit.
