@@ -209,16 +209,16 @@ static void check_cache_left(size_t ps, bool direct)
 	struct zm_store_config c = { .backing_path = path, .page_size = ps };
 	uint8_t *text = make_pages(N, ps, PK_TEXT, 910);
 	int want = direct ? ZM_STORE_CACHE_DIRECT : ZM_STORE_CACHE_DROP;
-	uint64_t bound, head_reads = zmi_backing_head_reads;
+	uint64_t bound, head_reads = zmi_store_backing_head_reads;
 	struct zm_store_stats st;
 	struct zm_store *s;
 	uint64_t cached;
 	bool works;
 
 	tmp_file(path, sizeof(path), st_direct_probe(&works));
-	zmi_backing_direct_fail = !direct;
+	zmi_store_backing_direct_fail = !direct;
 	s = test_store_mk(&c, N);
-	zmi_backing_direct_fail = 0;
+	zmi_store_backing_direct_fail = 0;
 	st = stats(s);
 	/* where the file system takes O_DIRECT, the store opens it so */
 	if (works)
@@ -245,7 +245,7 @@ static void check_cache_left(size_t ps, bool direct)
 	assert_int_equal(zm_store_set_limit(s, st.compr_data_size + N / 8 * ps / 3), 0);
 	for (int i = N / 2; i < N; i++)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * ps), 0);
-	zmi_writer_quiesce(s);   /* its last chunk dropped too */
+	zmi_store_writer_quiesce(s); /* its last chunk dropped too */
 	st = stats(s);
 	cached = cached_bytes(path);
 	bound = direct ? 0 : cache_bound(st.bd_bytes);
@@ -261,7 +261,7 @@ static void check_cache_left(size_t ps, bool direct)
 	printf("ps %zu: after reading every page, %llu in the page cache\n", ps,
 	       (unsigned long long)cached);
 	assert_true(cached <= bound);
-	assert_int_equal(zmi_backing_head_reads, head_reads);
+	assert_int_equal(zmi_store_backing_head_reads, head_reads);
 	CHECK(s);
 	zm_store_destroy(s);
 	free(text);
@@ -322,12 +322,12 @@ static void check_cache_fallback(int *seam, int want)
 
 static void test_cache_fallback(void **state)
 {
-	check_cache_fallback(&zmi_backing_cache_fail, ZM_STORE_CACHE_NONE);
+	check_cache_fallback(&zmi_store_backing_cache_fail, ZM_STORE_CACHE_NONE);
 }
 
 static void test_direct_fallback(void **state)
 {
-	check_cache_fallback(&zmi_backing_direct_fail, ZM_STORE_CACHE_DROP);
+	check_cache_fallback(&zmi_store_backing_direct_fail, ZM_STORE_CACHE_DROP);
 }
 
 static void test_file_full_tmpfs(void **state)

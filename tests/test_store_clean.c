@@ -241,7 +241,7 @@ static void test_clean_bounded(void **state)
 	rng_seed(&r, g_seed + 1);
 	churn(s, N, ver, &r);
 	g_seam_store = s;
-	zmi_backing_fault = count_reads;
+	zmi_store_backing_fault = count_reads;
 	for (;;) {
 		g_read_bytes = 0;
 		freed = zm_store_compact_file(s, STEP);
@@ -252,7 +252,7 @@ static void test_clean_bounded(void **state)
 		calls++;
 		assert_true(calls < 1000);
 	}
-	zmi_backing_fault = NULL;
+	zmi_store_backing_fault = NULL;
 	assert_int_equal(freed, 0);
 	printf("%d calls of at most %d bytes moved\n", calls, STEP);
 	assert_true(calls > 1);
@@ -266,7 +266,7 @@ static void test_clean_bounded(void **state)
 
 /* Records counted as the cleaner reads them (the seam, 'r': once a
  * record), against the reads it makes of the file (a span of blocks a
- * read, zmi_backing_preads). */
+ * read, zmi_store_backing_preads). */
 static uint64_t g_read_recs;
 
 static int count_recs(int op, uint64_t index)
@@ -298,11 +298,11 @@ static void test_clean_batched_read(void **state)
 		if (i % 8 >= 3)
 			assert_int_equal(zm_store_discard(s, i, 1), 0);
 	g_read_recs = 0;
-	reads = __atomic_load_n(&zmi_backing_preads, __ATOMIC_RELAXED);
-	zmi_backing_fault = count_recs;
+	reads = __atomic_load_n(&zmi_store_backing_preads, __ATOMIC_RELAXED);
+	zmi_store_backing_fault = count_recs;
 	assert_true(zm_store_compact_file(s, 0) > 0);
-	zmi_backing_fault = NULL;
-	reads = __atomic_load_n(&zmi_backing_preads, __ATOMIC_RELAXED) - reads;
+	zmi_store_backing_fault = NULL;
+	reads = __atomic_load_n(&zmi_store_backing_preads, __ATOMIC_RELAXED) - reads;
 	st = stats(s);
 	printf("%llu records moved with %llu reads; %llu bytes of blocks for %llu live\n",
 	       (unsigned long long)g_read_recs, (unsigned long long)reads,
@@ -357,9 +357,9 @@ static void test_clean_changed_after_read(void **state)
 	g_change_store = s;
 	g_nchanged = 0;
 	g_changed[0] = UINT64_MAX;
-	zmi_backing_fault = change_on_write;
+	zmi_store_backing_fault = change_on_write;
 	assert_true(zm_store_compact_file(s, 0) > 0);
-	zmi_backing_fault = NULL;
+	zmi_store_backing_fault = NULL;
 	assert_int_equal(g_nchanged, 2);
 	printf("changed pages %llu (put) and %llu (discarded) as their records moved\n",
 	       (unsigned long long)g_changed[0], (unsigned long long)g_changed[1]);
@@ -865,8 +865,8 @@ int main(int argc, char **argv)
 	/* the file opened O_DIRECT where the file system takes it, then
 	 * through the page cache, flushed and dropped (the seam) */
 	failed = test_run_selected("store_clean", tests);
-	zmi_backing_direct_fail = 1;
+	zmi_store_backing_direct_fail = 1;
 	failed += test_run_selected("store_clean buffered", again);
-	zmi_backing_direct_fail = 0;
+	zmi_store_backing_direct_fail = 0;
 	return failed;
 }

@@ -210,23 +210,23 @@ static void test_fork_writer_busy(void **state)
 	g_fk_store = s;
 	for (uint64_t i = 0; i < FK_N; i++)
 		assert_int_equal(zm_store_put(s, i, fk_page(i)), 0);
-	zmi_backing_fault = slow_write_fn;
+	zmi_store_backing_fault = slow_write_fn;
 	for (int k = 0; k < 6; k++) {
 		uint64_t w0 = stats(s).bd_writes;
 
 		/* bring pages back to memory, then make the writer write */
 		for (uint64_t i = (uint64_t)k * 64; i < (uint64_t)k * 64 + 256; i++)
 			assert_int_equal(zm_store_put(s, i, fk_page(i)), 0);
-		zmi_writer_quiesce(s);
+		zmi_store_writer_quiesce(s);
 		zm_store_set_limit(s, (size_t)(stats(s).compr_data_size / 2));
-		zmi_writer_kick(s);
+		zmi_store_writer_kick(s);
 		usleep((useconds_t)(500 + zmi_rand(&seed) % 3000));
 		assert_int_equal(in_child(fk_child_busy, NULL), 0);
-		zmi_writer_quiesce(s);
+		zmi_store_writer_quiesce(s);
 		assert_true(stats(s).bd_writes > w0);   /* it wrote, before or after */
 		zm_store_set_limit(s, 1 << 20);
 	}
-	zmi_backing_fault = NULL;
+	zmi_store_backing_fault = NULL;
 	fk_verify(s);
 	zm_store_destroy(s);
 	unlink(path);

@@ -106,7 +106,7 @@ static int setup(void **state)
 	snprintf(g_sock, sizeof(g_sock), "%s/kit.sock", g_dir);
 	snprintf(g_pid, sizeof(g_pid), "%s/kit.pid", g_dir);
 	snprintf(g_uri, sizeof(g_uri), "nbd+unix:///?socket=%s", g_sock);
-	zmi_nbd_retry_now = 0;
+	zmi_store_nbd_retry_now = 0;
 	return 0;
 }
 
@@ -254,7 +254,7 @@ static void test_restart_empty(void **state)
 	int enospc = 0;
 
 	NEED_KIT();
-	zmi_nbd_retry_now = 1;   /* no waiting a second between tries */
+	zmi_store_nbd_retry_now = 1; /* no waiting a second between tries */
 	kit_start("64M");
 	s = mk(LIMIT);
 	/* the first half of the pages: most of it goes to the export */

@@ -1,6 +1,6 @@
 /*
  * Tests of zm_store_get_range on pages written back: the pages on file
- * read together (a read for many, counted in zmi_backing_preads), each
+ * read together (a read for many, counted in zmi_store_backing_preads), each
  * way of opening the file, with readback; a fault fails only the pages
  * it names; ranges read while another thread rewrites, discards and
  * writes pages back read each page whole, as some put stored it.
@@ -15,7 +15,7 @@ static long g_steps;
 
 static uint64_t preads(void)
 {
-	return __atomic_load_n(&zmi_backing_preads, __ATOMIC_RELAXED);
+	return __atomic_load_n(&zmi_store_backing_preads, __ATOMIC_RELAXED);
 }
 
 /* 64 adjacent pages on file, written back in index order (packed end to
@@ -40,8 +40,8 @@ static void test_range_batched(void **state)
 			uint64_t one, range;
 
 			tmp_file(path, sizeof(path), dir);
-			zmi_backing_direct_fail = mode == 1;
-			zmi_backing_cache_fail = mode == 2;
+			zmi_store_backing_direct_fail = mode == 1;
+			zmi_store_backing_cache_fail = mode == 2;
 			c.backing_readback = rb;
 			s = test_store_mk(&c, N);
 			for (uint64_t i = 0; i < N; i++)

@@ -171,11 +171,11 @@ static void model_run(const struct model_cfg *mc)
 		tmp_file(path, sizeof(path), st_direct_dir());
 		c.backing_path = path;
 	}
-	zmi_backing_cache_fail = mc->cache_kept;
-	zmi_backing_direct_fail = mc->buffered;
+	zmi_store_backing_cache_fail = mc->cache_kept;
+	zmi_store_backing_direct_fail = mc->buffered;
 	m.s = test_store_mk(&c, MODEL_PAGES);
-	zmi_backing_cache_fail = 0;
-	zmi_backing_direct_fail = 0;
+	zmi_store_backing_cache_fail = 0;
+	zmi_store_backing_direct_fail = 0;
 	if (mc->cache_kept)
 		assert_int_equal(stats(m.s).backing_cache_mode, ZM_STORE_CACHE_NONE);
 	if (mc->backing && !mc->cache_kept) {

@@ -350,9 +350,9 @@ static void test_small_limit(void **state)
 static void test_readback_slow_reads(void **state)
 {
 	g_jitter = 1;
-	zmi_backing_fault = slow_read;
+	zmi_store_backing_fault = slow_read;
 	run_cfg(160, false, true);
-	zmi_backing_fault = NULL;
+	zmi_store_backing_fault = NULL;
 	g_jitter = 0;
 }
 
@@ -392,7 +392,7 @@ static pthread_t slow_read_begin(const uint64_t *page)
 	g_slow_in = 0;
 	g_slow_index = 0;
 	g_slow_ms = 300;
-	zmi_backing_fault = slow_read;
+	zmi_store_backing_fault = slow_read;
 	pthread_create(&tid, NULL, slow_getter, NULL);
 	while (!__atomic_load_n(&g_slow_in, __ATOMIC_ACQUIRE))
 		usleep(1000);
@@ -403,7 +403,7 @@ static pthread_t slow_read_begin(const uint64_t *page)
 static void slow_read_end(pthread_t tid, const uint64_t *page)
 {
 	pthread_join(tid, NULL);
-	zmi_backing_fault = NULL;
+	zmi_store_backing_fault = NULL;
 	g_slow_index = UINT64_MAX;
 	assert_int_equal(g_slow_rc, 0);
 	assert_memory_equal(g_slow_got, page, PS);

@@ -21,7 +21,7 @@
  *     the memory limit.
  *
  * After each phase the counters are checked against a walk of the slots
- * and of the units (zmi_unit_chunks), and zm_store_check() must pass.
+ * and of the units (zmi_store_unit_chunks), and zm_store_check() must pass.
  *
  *   test_store_units [--seed N] [--steps N]
  */
@@ -48,7 +48,7 @@ static long g_steps = 3000;
  * many, or -ENOENT (not a unit's page); store_internal.h's seam. */
 static long unit_chunks(struct zm_store *s, uint64_t idx, zm_handle_t *h, unsigned max)
 {
-	return zmi_unit_chunks(s, idx, h, max);
+	return zmi_store_unit_chunks(s, idx, h, max);
 }
 
 /* ---- pages -------------------------------------------------------------- */
@@ -179,7 +179,7 @@ struct walk {
 
 /* Walk every slot of the store: every UNIT slot's unit (its record, as
  * the slot names it) must lie in one aligned group of unit_pages pages
- * and have one compressed length; one in memory (zmi_unit_chunks > 0)
+ * and have one compressed length; one in memory (zmi_store_unit_chunks > 0)
  * holds that length in chunks of at most a page, one on file has none
  * in the pool. */
 static struct walk walk(struct zm_store *s, unsigned unit_pages)
@@ -213,10 +213,10 @@ static struct walk walk(struct zm_store *s, unsigned unit_pages)
 		assert_true(unit_pages > 1);
 		nc = unit_chunks(s, i, h, MAX_CHUNKS);
 		if (nc < 0)
-			fail_msg("slot %llu is a unit's page, zmi_unit_chunks: %ld",
+			fail_msg("slot %llu is a unit's page, zmi_store_unit_chunks: %ld",
 				 (unsigned long long)i, nc);
 		assert_true(nc <= MAX_CHUNKS);
-		r = zmi_slot_unit(s, i);   /* no one else uses the store */
+		r = zmi_store_slot_unit(s, i); /* no one else uses the store */
 		for (u = 0; u < w.units; u++)
 			if (rec[u] == r)
 				break;
@@ -1219,7 +1219,7 @@ static void model_run(const struct model_cfg *mc)
 	/* everything discarded: nothing left, once the writer's round (a
 	 * unit it holds is freed when it lets go) is over */
 	assert_int_equal(zm_store_discard(m.s, 0, MODEL_PAGES), 0);
-	zmi_writer_quiesce(m.s);
+	zmi_store_writer_quiesce(m.s);
 	st = stats(m.s);
 	if (st.units + st.unit_pages + st.unit_bytes + st.compr_data_size + st.pool_objects +
 	    st.pages_stored)
@@ -1672,7 +1672,7 @@ static int fault_fn(int op, uint64_t index)
 
 static int fault_teardown(void **state)
 {
-	zmi_backing_fault = NULL;
+	zmi_store_backing_fault = NULL;
 	return 0;
 }
 
@@ -1699,7 +1699,7 @@ static void test_file_faults(void **state)
 	consistent(s, 4, true);
 
 	g_fault_op = 'r';
-	zmi_backing_fault = fault_fn;
+	zmi_store_backing_fault = fault_fn;
 	expect_page(s, 0, text);            /* the thread's cache: another unit */
 	for (uint64_t i = 0; i < N; i++) {
 		if (i / 4 == 1)
@@ -1710,15 +1710,15 @@ static void test_file_faults(void **state)
 	assert_int_equal(zm_store_get(s, 6, out), -EIO);
 	st = stats(s);
 	assert_int_equal(st.failed_reads, 5);
-	zmi_backing_fault = NULL;
+	zmi_store_backing_fault = NULL;
 	expect_all(s, text, N);
 	consistent(s, 4, true);
 
 	g_fault_op = 'w';
-	zmi_backing_fault = fault_fn;
+	zmi_store_backing_fault = fault_fn;
 	assert_true(zm_store_writeback_page(s, 9) < 0);
 	assert_true(zm_store_writeback(s, 0, ALL) <= 0);
-	zmi_backing_fault = NULL;
+	zmi_store_backing_fault = NULL;
 	st = stats(s);
 	printf("write errors: %llu pages kept in memory\n",
 	       (unsigned long long)st.writeback_failures);

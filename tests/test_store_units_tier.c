@@ -68,7 +68,7 @@ static struct zm_store *mk(uint64_t n, size_t limit, const char *codec2, bool fi
 	g_ref = calloc(n, PS);
 	assert_non_null(g_ref);
 	s = test_store_mk(&c, n);
-	if (file && zmi_backing_direct_fail)
+	if (file && zmi_store_backing_direct_fail)
 		assert_int_not_equal(stats(s).backing_cache_mode, ZM_STORE_CACHE_DIRECT);
 	return s;
 }
@@ -359,9 +359,9 @@ static void test_forming_unit(void **state)
 		put_one(s, i, 1);
 	assert_int_equal(zm_store_mark_idle(s, 0), N);
 	g_join_calls = 0;
-	__atomic_store_n(&zmi_unit_join_hook, join_hook, __ATOMIC_RELAXED);
+	__atomic_store_n(&zmi_store_unit_join_hook, join_hook, __ATOMIC_RELAXED);
 	(void)zm_store_recompress(s, ZM_STORE_PICK_IDLE, ALL);
-	__atomic_store_n(&zmi_unit_join_hook, NULL, __ATOMIC_RELAXED);
+	__atomic_store_n(&zmi_store_unit_join_hook, NULL, __ATOMIC_RELAXED);
 	assert_true(g_join_calls > 0);
 	/* not taken while forming: none of its pages is on file */
 	assert_int_not_equal(g_join_wb, 0);
@@ -567,8 +567,8 @@ int main(int argc, char **argv)
 	/* the file opened O_DIRECT where the file system takes it, then
 	 * through the page cache, flushed and dropped (the seam) */
 	failed = cmocka_run_group_tests_name("store_units_tier", tests, NULL, NULL);
-	zmi_backing_direct_fail = 1;
+	zmi_store_backing_direct_fail = 1;
 	failed += cmocka_run_group_tests_name("store_units_tier buffered", tests, NULL, NULL);
-	zmi_backing_direct_fail = 0;
+	zmi_store_backing_direct_fail = 0;
 	return failed;
 }

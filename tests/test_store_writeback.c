@@ -359,7 +359,7 @@ static void auto_writeback(size_t lim)
 		assert_true(st.mem_used_total <= lim * PS);
 	}
 	/* the writer's round over: its counts and the slots agree */
-	zmi_writer_quiesce(s);
+	zmi_store_writer_quiesce(s);
 	st = stats(s);
 	assert_int_equal(st.pages_stored, 2 * N);
 	assert_int_equal(st.limit_fails, 0);
@@ -519,7 +519,7 @@ static void test_writer_wait(void **state)
 	tmp_file(path, sizeof(path), NULL);
 	s = test_store_mk(&c, N);
 	__atomic_store_n(&g_stall, 1, __ATOMIC_RELEASE);
-	zmi_backing_fault = stall_fn;
+	zmi_store_backing_fault = stall_fn;
 	/* below the limit, puts never wait */
 	while (stats(s).compr_data_size + PS <= LIMIT_PAGES * PS)
 		assert_int_equal(zm_store_put(s, n, rnd + n * PS), 0), n++;
@@ -541,7 +541,7 @@ static void test_writer_wait(void **state)
 
 	/* the writes failing: -ENOSPC at the limit, promptly */
 	fault_set('w', FAULT_ANY, -ENOSPC);
-	zmi_writer_quiesce(s);
+	zmi_store_writer_quiesce(s);
 	while (zm_store_put(s, n, rnd + n * PS) == 0)
 		assert_true(++n < N - 1);
 	t0 = now_ns();
@@ -558,9 +558,9 @@ static void test_writer_wait(void **state)
 	/* destroy with the writer stalled mid-round: it ends the round at
 	 * the batch it is in */
 	__atomic_store_n(&g_stall, 1, __ATOMIC_RELEASE);
-	zmi_backing_fault = stall_fn;
+	zmi_store_backing_fault = stall_fn;
 	zm_store_set_limit(s, (stats(s).compr_data_size / 2) | 1);
-	zmi_writer_kick(s);
+	zmi_store_writer_kick(s);
 	usleep(20 * 1000);
 	__atomic_store_n(&g_stall, 0, __ATOMIC_RELEASE);
 	zm_store_destroy(s);

@@ -152,9 +152,9 @@ static void test_writeback_batched(void **state)
 	s = test_store_mk(&c, N);
 	for (int i = 0; i < N; i++)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
-	calls = __atomic_load_n(&zmi_backing_pwrites, __ATOMIC_RELAXED);
+	calls = __atomic_load_n(&zmi_store_backing_pwrites, __ATOMIC_RELAXED);
 	got = zm_store_writeback(s, 0, ALL);
-	calls = __atomic_load_n(&zmi_backing_pwrites, __ATOMIC_RELAXED) - calls;
+	calls = __atomic_load_n(&zmi_store_backing_pwrites, __ATOMIC_RELAXED) - calls;
 	printf("writeback of %d pages: %ld written with %llu write calls\n", N, got,
 	       (unsigned long long)calls);
 	assert_int_equal(got, N);

@@ -230,14 +230,14 @@ static inline void fault_set(int op, uint64_t index, int err)
 	g_fault_index = index;
 	g_fault_err = err;
 	memset(g_fault_calls, 0, sizeof(g_fault_calls));
-	zmi_backing_fault = fault_fn;
+	zmi_store_backing_fault = fault_fn;
 }
 
 static inline void fault_clear(void)
 {
-	zmi_backing_fault = NULL;
-	zmi_backing_cache_fail = 0;
-	zmi_backing_direct_fail = 0;
+	zmi_store_backing_fault = NULL;
+	zmi_store_backing_cache_fail = 0;
+	zmi_store_backing_direct_fail = 0;
 	g_fault_err = 0;
 }
 

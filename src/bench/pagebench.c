@@ -157,7 +157,7 @@ static double peer_pair_ns(enum peer k, size_t ps)
 	return cli_median(runs, OUTER);
 }
 
-static double zmi_pair_ns(struct zm_pages *p)
+static double pair_ns(struct zm_pages *p)
 {
 	const size_t iters = 10000000 / loop_div;
 	double runs[OUTER];
@@ -316,7 +316,7 @@ int cmd_pagebench(int argc, char **argv)
 		cli_progress("%zu/%zu sizes", i + 1, nsizes);
 	}
 	cli_progress("the fast path and the peers");
-	pair = zmi_pair_ns(p);
+	pair = pair_ns(p);
 	for (int k = 0; k < NPEER; k++)
 		peer_pair[k] = peer_pair_ns((enum peer)k, o.page_size);
 	for (int n = 1; n <= o.threads; n++) {

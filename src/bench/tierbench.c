@@ -150,8 +150,8 @@ static const char *const mode_names[NMODES] = {
 
 /* The store's seams (store_internal.h): the file's pages stay cached; the
  * file is not opened O_DIRECT. */
-extern int zmi_backing_cache_fail;
-extern int zmi_backing_direct_fail;
+extern int zmi_store_backing_cache_fail;
+extern int zmi_store_backing_direct_fail;
 
 static bool has_limit(enum mode m)
 {
@@ -648,11 +648,11 @@ static int run_mode(const struct opts *o, const struct bench_data *d, const stru
 		r.fd = fd;
 	}
 	rss0 = zmi_os_rss_bytes();
-	zmi_backing_cache_fail = m == M_WB_CACHED;
-	zmi_backing_direct_fail = m == M_WB_DROP;
+	zmi_store_backing_cache_fail = m == M_WB_CACHED;
+	zmi_store_backing_direct_fail = m == M_WB_DROP;
 	rc = zm_store_create(&cfg, &r.store);
-	zmi_backing_cache_fail = 0;
-	zmi_backing_direct_fail = 0;
+	zmi_store_backing_cache_fail = 0;
+	zmi_store_backing_direct_fail = 0;
 	if (rc) {
 		fprintf(stderr, "zmem tierbench: %s: creating the store: %s\n", mode_names[m],
 			strerror(-rc));

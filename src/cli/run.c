@@ -81,7 +81,7 @@ struct run {
 	char ctl_path[PATH_MAX + 16];
 	char entry[4200];         /* the registry's file; "" when none */
 	char uri[32];             /* "run:PID" */
-	struct zmi_board *board;
+	struct run_board *board;
 	int lfd;                  /* control socket, -1 when none */
 	FILE *stats_out;          /* --stats-file, opened before CMD starts */
 	pid_t child;
@@ -236,7 +236,7 @@ static int make_dir(struct run *r)
 static int make_board(struct run *r)
 {
 	int fd;
-	struct zmi_board *b;
+	struct run_board *b;
 
 	snprintf(r->board_path, sizeof(r->board_path), "%s/board", r->dir);
 	fd = open(r->board_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -263,7 +263,7 @@ static int make_board(struct run *r)
 
 /* A copy of slot i, read under its sequence count: false when the slot
  * is free.  A writer busy through every try leaves what was read last. */
-static bool slot_read(const struct zmi_board *b, unsigned i, struct run_slot *out)
+static bool slot_read(const struct run_board *b, unsigned i, struct run_slot *out)
 {
 	const struct run_slot *s = &b->slot[i];
 
@@ -285,7 +285,7 @@ static bool slot_read(const struct zmi_board *b, unsigned i, struct run_slot *ou
 /* Is the process of a LIVE slot still there?  A program that execs
  * another keeps its pid, and the new one claims a slot of its own: the
  * older slot of the same pid is its past. */
-static bool slot_alive(const struct zmi_board *b, const struct run_slot *s)
+static bool slot_alive(const struct run_board *b, const struct run_slot *s)
 {
 	if (s->state != RUN_SLOT_LIVE || (kill(s->pid, 0) && errno != EPERM))
 		return false;
@@ -299,7 +299,7 @@ static bool slot_alive(const struct zmi_board *b, const struct run_slot *s)
 	return true;
 }
 
-static const char *slot_state(const struct zmi_board *b, const struct run_slot *s)
+static const char *slot_state(const struct run_board *b, const struct run_slot *s)
 {
 	return s->state == RUN_SLOT_EXITED ? "exited" : slot_alive(b, s) ? "live" : "gone";
 }
@@ -339,7 +339,7 @@ static void totals(const struct run *r, struct run_totals *t)
  * many, into *done and *of. */
 static void post(struct run *r, enum run_cmd cmd, uint64_t arg, unsigned *done, unsigned *of)
 {
-	struct zmi_board *b = r->board;
+	struct run_board *b = r->board;
 	uint64_t end = cli_now_ns() + RUN_ACK_MS * 1000000ull;
 	uint32_t seq;
 

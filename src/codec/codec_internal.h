@@ -8,7 +8,7 @@
  * A backend sees its input already checked: buffers non-NULL, lengths in
  * 1 .. ZM_CODEC_MAX_LEN.  It returns what the public call returns.
  *
- * Lock order: zmi_ws_lock (global, workspace.c) is the only lock of the
+ * Lock order: ws_lock (global, workspace.c) is the only lock of the
  * layer; it is never held while calling into another layer.
  */
 #ifndef ZM_CODEC_INTERNAL_H
@@ -46,14 +46,14 @@ struct zmi_codec_ops {
 struct zm_codec {
 	const struct zmi_codec_ops *ops;
 	int level;                  /* effective level; read-only */
-	struct zmi_codec_ws *wss;    /* every thread's workspace: zmi_ws_lock */
+	struct zmi_codec_ws *wss;    /* every thread's workspace: ws_lock */
 };
 
 /* A workspace: one per (thread, codec), owned by its thread. */
 struct zmi_codec_ws {
 	struct zm_codec *owner;        /* NULL once detached; atomic */
 	struct zmi_codec_ws *tnext;     /* the thread's list: owner thread only */
-	struct zmi_codec_ws *rnext, *rprev; /* the codec's registry: zmi_ws_lock */
+	struct zmi_codec_ws *rnext, *rprev; /* the codec's registry: ws_lock */
 	/* For the backend; zeroed when created. */
 	void *ctx[2];
 	void *buf;

@@ -9,14 +9,14 @@
  * and one compare.
  *
  * Lifetime, as for the per-thread page caches.  A workspace is allocated
- * by its thread and registered with its codec (c->wss) under zmi_ws_lock.
+ * by its thread and registered with its codec (c->wss) under ws_lock.
  * When the thread exits, a pthread key destructor frees all of its
  * workspaces.  When a codec is destroyed, its workspaces' contents are
- * freed and the workspaces detached (owner set to NULL) under zmi_ws_lock;
+ * freed and the workspaces detached (owner set to NULL) under ws_lock;
  * the emptied shells (a few words each) are freed by their threads the
  * next time they walk their list, or when they exit.
  *
- * Lock order: zmi_ws_lock only.  `owner` is written under zmi_ws_lock and
+ * Lock order: ws_lock only.  `owner` is written under ws_lock and
  * read by the owning thread without it (acquire/release atomics); the rest
  * of a workspace is touched only by its thread, or by destroy once no
  * thread uses the codec.
@@ -28,29 +28,29 @@
 #include "base/worker.h"
 #include "codec/codec_internal.h"
 
-static pthread_mutex_t zmi_ws_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_key_t zmi_ws_key;
-static pthread_once_t zmi_ws_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t ws_key;
+static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
 static __thread struct zmi_codec_ws *tls_wss;
 
 static void ws_thread_exit(void *unused);
 
-/* fork: zmi_ws_lock is held across it.  The child keeps the forking
+/* fork: ws_lock is held across it.  The child keeps the forking
  * thread's workspaces; the other threads' stay registered with their
  * codecs, which free them when destroyed; nothing waits for them. */
 static void ws_fork_prepare(void)
 {
-	pthread_mutex_lock(&zmi_ws_lock);
+	pthread_mutex_lock(&ws_lock);
 }
 
 static void ws_fork_release(void)
 {
-	pthread_mutex_unlock(&zmi_ws_lock);
+	pthread_mutex_unlock(&ws_lock);
 }
 
 static void ws_key_init(void)
 {
-	pthread_key_create(&zmi_ws_key, ws_thread_exit);
+	pthread_key_create(&ws_key, ws_thread_exit);
 	zmi_fork_hook(ws_fork_prepare, ws_fork_release, ws_fork_release);
 }
 
@@ -59,7 +59,7 @@ static inline struct zm_codec *ws_owner(struct zmi_codec_ws *ws)
 	return __atomic_load_n(&ws->owner, __ATOMIC_ACQUIRE);
 }
 
-/* Unlink from the codec's registry and free the contents (zmi_ws_lock). */
+/* Unlink from the codec's registry and free the contents (ws_lock). */
 static void ws_release(struct zm_codec *c, struct zmi_codec_ws *ws)
 {
 	if (ws->rprev)
@@ -79,7 +79,7 @@ static void ws_thread_exit(void *unused)
 {
 	struct zmi_codec_ws *ws = tls_wss, *next;
 
-	pthread_mutex_lock(&zmi_ws_lock);
+	pthread_mutex_lock(&ws_lock);
 	for (; ws; ws = next) {
 		struct zm_codec *c = ws_owner(ws);
 
@@ -89,7 +89,7 @@ static void ws_thread_exit(void *unused)
 		free(ws);
 	}
 	tls_wss = NULL;
-	pthread_mutex_unlock(&zmi_ws_lock);
+	pthread_mutex_unlock(&ws_lock);
 }
 
 /* Slow path: walk the list, freeing detached shells, moving the match to
@@ -114,20 +114,20 @@ static struct zmi_codec_ws *ws_lookup(struct zm_codec *c)
 		}
 		link = &ws->tnext;
 	}
-	pthread_once(&zmi_ws_once, ws_key_init);
+	pthread_once(&ws_once, ws_key_init);
 	ws = calloc(1, sizeof(*ws));
 	if (!ws)
 		return NULL;
 	ws->owner = c;
-	pthread_mutex_lock(&zmi_ws_lock);
+	pthread_mutex_lock(&ws_lock);
 	ws->rnext = c->wss;
 	if (c->wss)
 		c->wss->rprev = ws;
 	c->wss = ws;
-	pthread_mutex_unlock(&zmi_ws_lock);
+	pthread_mutex_unlock(&ws_lock);
 	ws->tnext = tls_wss;
 	tls_wss = ws;
-	pthread_setspecific(zmi_ws_key, ws); /* any non-NULL value arms exit */
+	pthread_setspecific(ws_key, ws); /* any non-NULL value arms exit */
 	return ws;
 }
 
@@ -142,7 +142,7 @@ struct zmi_codec_ws *zmi_codec_ws_get(struct zm_codec *c)
 
 void zmi_codec_ws_detach_all(struct zm_codec *c)
 {
-	pthread_mutex_lock(&zmi_ws_lock);
+	pthread_mutex_lock(&ws_lock);
 	while (c->wss) {
 		struct zmi_codec_ws *ws = c->wss;
 
@@ -150,7 +150,7 @@ void zmi_codec_ws_detach_all(struct zm_codec *c)
 		/* Last touch: from here the owning thread may free the shell. */
 		__atomic_store_n(&ws->owner, NULL, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&zmi_ws_lock);
+	pthread_mutex_unlock(&ws_lock);
 }
 
 int zmi_codec_ws_buf(struct zmi_codec_ws *ws, size_t cap)

@@ -164,13 +164,13 @@ static void unadmit(struct zmi_region *r)
 
 static void note_latency(struct zmi_region *r, uint64_t t0)
 {
-	uint64_t ns = zmi_now_ns() - t0;
+	uint64_t ns = zmi_region_now_ns() - t0;
 	unsigned b = ns ? 63 - (unsigned)__builtin_clzll(ns) : 0;
 
 	if (b >= ZM_REGION_HIST_BUCKETS)
 		b = ZM_REGION_HIST_BUCKETS - 1;
 	__atomic_fetch_add(&r->hist[b], 1, __ATOMIC_RELAXED);
-	zmi_rcount(r, RC_FAULT_NS, ns);
+	zmi_region_count(r, RC_FAULT_NS, ns);
 }
 
 static const char zero_page[65536] __attribute__((aligned(4096)));
@@ -189,7 +189,7 @@ static bool is_zeros(const void *p, size_t len)
  * Sets *w to the new state.  0 or -errno. */
 static int fill(struct zmi_region *r, uint64_t pg, uint32_t *w, bool write, bool wake)
 {
-	void *addr = zmi_page_addr(r, pg);
+	void *addr = zmi_region_page_addr(r, pg);
 	size_t ps = r->page_size;
 	uint64_t hw = __atomic_load_n(&r->hw_pages, __ATOMIC_RELAXED);
 	uint32_t now_ms;
@@ -209,16 +209,16 @@ static int fill(struct zmi_region *r, uint64_t pg, uint32_t *w, bool write, bool
 				memset(buf, 0, ps);
 				src = buf;
 			}
-			rc = zmi_uffd_copy(r->uffd, addr, src, ps, false, wake);
+			rc = zmi_region_uffd_copy(r->uffd, addr, src, ps, false, wake);
 			*w = (*w & ~RP_KIND_MASK) | RP_DIRTY;
 		} else {
-			rc = zmi_uffd_zeropage(r->uffd, addr, ps, wake);
+			rc = zmi_region_uffd_zeropage(r->uffd, addr, ps, wake);
 			*w = (*w & ~RP_KIND_MASK) | RP_ZERO;
 		}
 		if (rc)
 			return rc;
-		zmi_rcount(r, RC_FIRST, 1);
-		zmi_policy_admit(r, pg, false);
+		zmi_region_count(r, RC_FIRST, 1);
+		zmi_region_policy_admit(r, pg, false);
 		return 0;
 	}
 	/* STORED: a page that was written after its last read refault is
@@ -232,12 +232,12 @@ static int fill(struct zmi_region *r, uint64_t pg, uint32_t *w, bool write, bool
 	if (!write && is_zeros(buf, ps)) {
 		/* zeros read back cost nothing, as they did before the
 		 * eviction: the shared zero page, as a first read maps it */
-		rc = zmi_uffd_zeropage(r->uffd, addr, ps, wake);
+		rc = zmi_region_uffd_zeropage(r->uffd, addr, ps, wake);
 		if (rc)
 			return rc;
 		zm_store_discard(r->store, pg, 1);
 		*w = (*w & ~RP_KIND_MASK) | RP_ZERO;
-	} else if ((rc = zmi_uffd_copy(r->uffd, addr, buf, ps, !write, wake))) {
+	} else if ((rc = zmi_region_uffd_copy(r->uffd, addr, buf, ps, !write, wake))) {
 		return rc;
 	} else if (write) {
 		zm_store_discard(r->store, pg, 1);
@@ -247,17 +247,18 @@ static int fill(struct zmi_region *r, uint64_t pg, uint32_t *w, bool write, bool
 	}
 	now_ms = zmi_region_ms(r);
 	young = (uint16_t)(now_ms / 16 - r->pages[pg].evict_t) < (r->cold_age_ms + 15) / 16;
-	zmi_rcount(r, RC_REFAULT, 1);
+	zmi_region_count(r, RC_REFAULT, 1);
 	if (young)
-		zmi_rcount(r, RC_YOUNG, 1);
-	zmi_policy_admit(r, pg, true);
+		zmi_region_count(r, RC_YOUNG, 1);
+	zmi_region_policy_admit(r, pg, true);
 	return 0;
 }
 
 /* Make a CLEAN page writable: lift the protection, drop the copy. */
 static int make_dirty(struct zmi_region *r, uint64_t pg, uint32_t *w, bool wake)
 {
-	int rc = zmi_uffd_protect(r->uffd, zmi_page_addr(r, pg), r->page_size, false, wake);
+	int rc = zmi_region_uffd_protect(r->uffd, zmi_region_page_addr(r, pg), r->page_size,
+					 false, wake);
 
 	if (rc)
 		return rc;
@@ -299,10 +300,10 @@ static void fault_around(struct zmi_region *r, uint64_t pg)
 	/* trylocks only: pg's lock is dropped, and these are taken in
 	 * order (region_internal.h) */
 	for (uint64_t q = first; q < end; q++) {
-		if (!zmi_rpage_trylock(r, q, &w[n]))
+		if (!zmi_region_page_trylock(r, q, &w[n]))
 			break;
 		if (rp_kind(w[n]) != RP_EMPTY || (w[n] & RP_NOREAD)) {
-			zmi_rpage_unlock(r, q, w[n]);
+			zmi_region_page_unlock(r, q, w[n]);
 			break;
 		}
 		n++;
@@ -316,21 +317,22 @@ static void fault_around(struct zmi_region *r, uint64_t pg)
 		__atomic_sub_fetch(&r->resident, over, __ATOMIC_ACQ_REL);
 		while (over--) {
 			n--;
-			zmi_rpage_unlock(r, first + n, w[n]);
+			zmi_region_page_unlock(r, first + n, w[n]);
 		}
 	}
-	if (n && zmi_uffd_zeropage(r->uffd, zmi_page_addr(r, first), n << r->page_shift, false)) {
+	if (n && zmi_region_uffd_zeropage(r->uffd, zmi_region_page_addr(r, first),
+					  n << r->page_shift, false)) {
 		/* cannot happen on pages that are EMPTY and locked: left so */
 		__atomic_sub_fetch(&r->resident, n, __ATOMIC_ACQ_REL);
 		for (uint64_t i = 0; i < n; i++)
-			zmi_rpage_unlock(r, first + i, w[i]);
+			zmi_region_page_unlock(r, first + i, w[i]);
 		return;
 	}
 	if (n)
 		note_max(r, res);
 	for (uint64_t i = 0; i < n; i++) {
-		zmi_policy_admit(r, first + i, false);
-		zmi_rpage_unlock(r, first + i, (w[i] & ~RP_KIND_MASK) | RP_ZERO);
+		zmi_region_policy_admit(r, first + i, false);
+		zmi_region_page_unlock(r, first + i, (w[i] & ~RP_KIND_MASK) | RP_ZERO);
 	}
 	if (n) {
 		uint64_t hw = __atomic_load_n(&r->hw_pages, __ATOMIC_RELAXED);
@@ -338,7 +340,7 @@ static void fault_around(struct zmi_region *r, uint64_t pg)
 		       !__atomic_compare_exchange_n(&r->hw_pages, &hw, first + n, true,
 						    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 			;
-		zmi_rcount(r, RC_AROUND, n);
+		zmi_region_count(r, RC_AROUND, n);
 	}
 }
 
@@ -366,45 +368,45 @@ static void read_ahead(struct zmi_region *r, uint64_t pg)
 	for (q = pg + 1; buf && q < r->nr_pages && q <= pg + AHEAD; q++) {
 		uint32_t w;
 		bool write;
-		void *addr = zmi_page_addr(r, q);
+		void *addr = zmi_region_page_addr(r, q);
 		uint64_t res;
-		if (!zmi_rpage_trylock(r, q, &w))
+		if (!zmi_region_page_trylock(r, q, &w))
 			break;
 		if (rp_kind(w) != RP_STORED || (w & RP_NOREAD)) {
-			zmi_rpage_unlock(r, q, w);
+			zmi_region_page_unlock(r, q, w);
 			break;
 		}
 		res = __atomic_add_fetch(&r->resident, 1, __ATOMIC_ACQ_REL);
 		if (__atomic_load_n(&r->limit, __ATOMIC_RELAXED) &&
 		    res > __atomic_load_n(&r->high, __ATOMIC_RELAXED)) {
 			__atomic_sub_fetch(&r->resident, 1, __ATOMIC_ACQ_REL);
-			zmi_rpage_unlock(r, q, w);
+			zmi_region_page_unlock(r, q, w);
 			break;
 		}
 		write = r->pages[q].flags & RPF_WRITER;
 		if (zm_store_get(r->store, q, buf) ||
-		    zmi_uffd_copy(r->uffd, addr, buf, r->page_size, !write, false)) {
+		    zmi_region_uffd_copy(r->uffd, addr, buf, r->page_size, !write, false)) {
 			__atomic_sub_fetch(&r->resident, 1, __ATOMIC_ACQ_REL);
-			zmi_rpage_unlock(r, q, w);
+			zmi_region_page_unlock(r, q, w);
 			break;
 		}
 		if (write)
 			zm_store_discard(r->store, q, 1);
 		note_max(r, res);
-		zmi_policy_admit(r, q, false);
-		zmi_rpage_unlock(r, q, (w & ~RP_KIND_MASK) | (write ? RP_DIRTY : RP_CLEAN));
+		zmi_region_policy_admit(r, q, false);
+		zmi_region_page_unlock(r, q, (w & ~RP_KIND_MASK) | (write ? RP_DIRTY : RP_CLEAN));
 		n++;
 	}
 	__atomic_store_n(&r->seq_next, q, __ATOMIC_RELAXED);
 	if (n)
-		zmi_rcount(r, RC_AROUND, n);
+		zmi_region_count(r, RC_AROUND, n);
 }
 
 static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread,
 		 unsigned pins)
 {
 	bool first_touch = false, refault = false;
-	uint64_t t0 = zmi_now_ns();
+	uint64_t t0 = zmi_region_now_ns();
 	bool admitted = false, waited = false, counted = false;
 	uint32_t w;
 	int rc = 0;
@@ -414,11 +416,11 @@ static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread
 		admitted = true;
 	}
 	for (;;) {
-		w = zmi_rpage_lock(r, pg, &waited);
+		w = zmi_region_page_lock(r, pg, &waited);
 		if (rp_resident(w) || admitted)
 			break;
 		/* it left between the look and the lock: admit it first */
-		zmi_rpage_unlock(r, pg, w);
+		zmi_region_page_unlock(r, pg, w);
 		waited |= admit(r);
 		admitted = true;
 	}
@@ -442,7 +444,7 @@ static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread
 		if (write) {
 			rc = make_dirty(r, pg, &w, false);
 			if (!rc)
-				zmi_rcount(r, RC_WP, 1);
+				zmi_region_count(r, RC_WP, 1);
 			counted = true;
 		}
 		break;
@@ -457,15 +459,15 @@ static int serve(struct zmi_region *r, uint64_t pg, bool write, bool from_thread
 		else
 			w += pins << RP_PIN_SHIFT;
 	}
-	zmi_rpage_unlock(r, pg, w);
+	zmi_region_page_unlock(r, pg, w);
 	if (from_thread)
-		zmi_uffd_wake(r->uffd, zmi_page_addr(r, pg), r->page_size);
+		zmi_region_uffd_wake(r->uffd, zmi_region_page_addr(r, pg), r->page_size);
 	if (first_touch && !rc && (r->flags & ZM_REGION_AROUND))
 		fault_around(r, pg);
 	if (refault && !rc && (r->flags & ZM_REGION_AROUND))
 		read_ahead(r, pg);
 	if (waited)
-		zmi_rcount(r, RC_WAITS, 1);
+		zmi_region_count(r, RC_WAITS, 1);
 	/* a page a pin brought in is a fault as well: counted by kind in
 	 * fill() and make_dirty's caller, so in the histogram too */
 	if (counted)

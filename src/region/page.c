@@ -24,7 +24,7 @@ static void futex_wake(uint32_t *w)
 	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
-uint64_t zmi_now_ns(void)
+uint64_t zmi_region_now_ns(void)
 {
 	struct timespec ts;
 
@@ -32,7 +32,7 @@ uint64_t zmi_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-bool zmi_rpage_trylock(struct zmi_region *r, uint64_t pg, uint32_t *word)
+bool zmi_region_page_trylock(struct zmi_region *r, uint64_t pg, uint32_t *word)
 {
 	uint32_t *w = &r->pages[pg].word;
 	uint32_t old = __atomic_load_n(w, __ATOMIC_RELAXED);
@@ -46,7 +46,7 @@ bool zmi_rpage_trylock(struct zmi_region *r, uint64_t pg, uint32_t *word)
 	return true;
 }
 
-uint32_t zmi_rpage_lock(struct zmi_region *r, uint64_t pg, bool *waited)
+uint32_t zmi_region_page_lock(struct zmi_region *r, uint64_t pg, bool *waited)
 {
 	uint32_t *w = &r->pages[pg].word;
 	uint32_t old;
@@ -86,7 +86,7 @@ uint32_t zmi_rpage_lock(struct zmi_region *r, uint64_t pg, bool *waited)
 	}
 }
 
-void zmi_rpage_unlock(struct zmi_region *r, uint64_t pg, uint32_t nw)
+void zmi_region_page_unlock(struct zmi_region *r, uint64_t pg, uint32_t nw)
 {
 	uint32_t *w = &r->pages[pg].word;
 	uint32_t old = __atomic_exchange_n(w, nw & ~(RP_LOCKED | RP_WAITERS), __ATOMIC_RELEASE);

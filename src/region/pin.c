@@ -86,10 +86,10 @@ static int unpin_range(struct zmi_region *r, uint64_t first, uint64_t end, void 
 	budget_give(r, end - first);
 	pthread_rwlock_rdlock(&r->call_lock);
 	for (uint64_t pg = first; pg < end; pg++) {
-		uint32_t w = zmi_rpage_lock(r, pg, NULL);
+		uint32_t w = zmi_region_page_lock(r, pg, NULL);
 		if (rp_pins(w))
 			w -= 1u << RP_PIN_SHIFT;
-		zmi_rpage_unlock(r, pg, w);
+		zmi_region_page_unlock(r, pg, w);
 	}
 	pthread_rwlock_unlock(&r->call_lock);
 	return 0;
@@ -121,7 +121,7 @@ static int pin_range(struct zmi_region *r, uint64_t first, uint64_t end, void *a
 			return rc;
 		}
 	}
-	zmi_rcount(r, RC_PINS, 1);
+	zmi_region_count(r, RC_PINS, 1);
 	return 0;
 }
 

@@ -49,7 +49,7 @@
 
 /* ---- the probation ring ---- */
 
-static int ring_init(struct zmi_rqueue *q, uint64_t nr_pages)
+static int ring_init(struct zmi_region_queue *q, uint64_t nr_pages)
 {
 	uint64_t cap = 64;
 
@@ -65,12 +65,12 @@ static int ring_init(struct zmi_rqueue *q, uint64_t nr_pages)
 
 /* A page has one entry at most, so a ring of more entries than pages
  * never fills. */
-static void ring_push(struct zmi_rqueue *q, uint32_t pg)
+static void ring_push(struct zmi_region_queue *q, uint32_t pg)
 {
 	q->ring[q->tail++ & (q->cap - 1)] = pg;
 }
 
-static bool ring_pop(struct zmi_rqueue *q, uint32_t *pg)
+static bool ring_pop(struct zmi_region_queue *q, uint32_t *pg)
 {
 	if (q->head == q->tail)
 		return false;
@@ -78,9 +78,9 @@ static bool ring_pop(struct zmi_rqueue *q, uint32_t *pg)
 	return true;
 }
 
-int zmi_policy_init(struct zmi_region *r)
+int zmi_region_policy_init(struct zmi_region *r)
 {
-	struct zmi_rpolicy *p = &r->pol;
+	struct zmi_region_policy *p = &r->pol;
 
 	zmi_lock_init(&p->lock);
 	for (int i = 0; i < PROT_BUCKETS; i++)
@@ -88,9 +88,9 @@ int zmi_policy_init(struct zmi_region *r)
 	return ring_init(&p->prob, r->nr_pages);
 }
 
-void zmi_policy_free(struct zmi_region *r)
+void zmi_region_policy_free(struct zmi_region *r)
 {
-	struct zmi_rqueue *q = &r->pol.prob;
+	struct zmi_region_queue *q = &r->pol.prob;
 
 	if (q->ring)
 		zmi_os_release(q->ring, q->cap * sizeof(uint32_t));
@@ -118,7 +118,7 @@ static uint64_t cap_of(const struct zmi_region *r)
 	return low - low / 32;
 }
 
-static int bucket_of(const struct zmi_region *r, const struct zmi_rpage *rp)
+static int bucket_of(const struct zmi_region *r, const struct zmi_region_page *rp)
 {
 	uint64_t lim = limit_of(r);
 	float b = lim < r->nr_pages ? (float)(r->nr_pages - lim) : 1.0f;
@@ -128,7 +128,7 @@ static int bucket_of(const struct zmi_region *r, const struct zmi_rpage *rp)
 	return q < 0 ? 0 : q >= PROT_BUCKETS ? PROT_BUCKETS - 1 : q;
 }
 
-static int min_bucket(const struct zmi_rpolicy *p)
+static int min_bucket(const struct zmi_region_policy *p)
 {
 	for (int i = 0; i < PROT_BUCKETS / 64; i++)
 		if (p->bits[i])
@@ -138,7 +138,7 @@ static int min_bucket(const struct zmi_rpolicy *p)
 
 static void prot_push(struct zmi_region *r, uint32_t pg, int b)
 {
-	struct zmi_rpolicy *p = &r->pol;
+	struct zmi_region_policy *p = &r->pol;
 
 	r->pages[pg].link = p->top[b];
 	p->top[b] = pg;
@@ -149,7 +149,7 @@ static void prot_push(struct zmi_region *r, uint32_t pg, int b)
 
 static uint32_t prot_pop(struct zmi_region *r, int b)
 {
-	struct zmi_rpolicy *p = &r->pol;
+	struct zmi_region_policy *p = &r->pol;
 	uint32_t pg = p->top[b];
 
 	p->top[b] = r->pages[pg].link;
@@ -168,10 +168,10 @@ static void prob_push(struct zmi_region *r, uint32_t pg)
 
 /* ---- events ---- */
 
-void zmi_policy_admit(struct zmi_region *r, uint64_t pg, bool refault)
+void zmi_region_policy_admit(struct zmi_region *r, uint64_t pg, bool refault)
 {
-	struct zmi_rpolicy *p = &r->pol;
-	struct zmi_rpage *rp = &r->pages[pg];
+	struct zmi_region_policy *p = &r->pol;
+	struct zmi_region_page *rp = &r->pages[pg];
 	int b = -1;
 
 	if (refault) {
@@ -197,9 +197,9 @@ void zmi_policy_admit(struct zmi_region *r, uint64_t pg, bool refault)
 	zmi_unlock(&p->lock);
 }
 
-bool zmi_policy_pick(struct zmi_region *r, uint32_t *pg)
+bool zmi_region_policy_pick(struct zmi_region *r, uint32_t *pg)
 {
-	struct zmi_rpolicy *p = &r->pol;
+	struct zmi_region_policy *p = &r->pol;
 	uint64_t cap = cap_of(r);
 	bool ok;
 	int b;
@@ -223,7 +223,7 @@ bool zmi_policy_pick(struct zmi_region *r, uint32_t *pg)
 	return ok;
 }
 
-void zmi_policy_putback(struct zmi_region *r, uint32_t pg)
+void zmi_region_policy_putback(struct zmi_region *r, uint32_t pg)
 {
 	zmi_lock(&r->pol.lock);
 	if (r->pages[pg].lst == LST_NONE)
@@ -231,12 +231,12 @@ void zmi_policy_putback(struct zmi_region *r, uint32_t pg)
 	zmi_unlock(&r->pol.lock);
 }
 
-void zmi_policy_evicted(struct zmi_region *r, uint64_t pg)
+void zmi_region_policy_evicted(struct zmi_region *r, uint64_t pg)
 {
 	r->pages[pg].stamp = __atomic_load_n(&r->pol.rclock, __ATOMIC_RELAXED);
 }
 
-void zmi_policy_forget(struct zmi_region *r, uint64_t pg)
+void zmi_region_policy_forget(struct zmi_region *r, uint64_t pg)
 {
 	r->pages[pg].k = 0;
 	r->pages[pg].s = 0;
@@ -246,11 +246,11 @@ void zmi_policy_forget(struct zmi_region *r, uint64_t pg)
  * by their new scores.  O(pages) every AGE_LIMITS limits of evictions. */
 static void age(struct zmi_region *r)
 {
-	struct zmi_rpolicy *p = &r->pol;
+	struct zmi_region_policy *p = &r->pol;
 	uint32_t top[PROT_BUCKETS];
 
 	for (uint64_t pg = 0; pg < r->nr_pages; pg++) {
-		struct zmi_rpage *rp = &r->pages[pg];
+		struct zmi_region_page *rp = &r->pages[pg];
 		if (rp->k != 0.0f || rp->s != 0.0f) {
 			rp->k *= 0.5f;
 			rp->s *= 0.5f;
@@ -270,7 +270,7 @@ static void age(struct zmi_region *r)
 	zmi_unlock(&p->lock);
 }
 
-void zmi_policy_tick(struct zmi_region *r)
+void zmi_region_policy_tick(struct zmi_region *r)
 {
 	uint64_t e = __atomic_load_n(&r->evict_seq, __ATOMIC_RELAXED);
 	uint64_t lim = limit_of(r);

@@ -74,7 +74,7 @@ struct batch {
  * stays as it was). */
 static int evict_prepare(struct zmi_region *r, uint64_t pg, uint32_t *w)
 {
-	void *addr = zmi_page_addr(r, pg);
+	void *addr = zmi_region_page_addr(r, pg);
 	int rc;
 
 	if (rp_kind(*w) == RP_CLEAN) {
@@ -82,13 +82,13 @@ static int evict_prepare(struct zmi_region *r, uint64_t pg, uint32_t *w)
 		r->pages[pg].flags &= (uint8_t)~RPF_WRITER;
 		return 0;
 	}
-	rc = zmi_uffd_protect(r->uffd, addr, r->page_size, true, false);
+	rc = zmi_region_uffd_protect(r->uffd, addr, r->page_size, true, false);
 	if (rc)
 		return rc;
 	rc = zm_store_put(r->store, pg, addr);
 	if (rc) {
-		zmi_uffd_protect(r->uffd, addr, r->page_size, false, true);
-		zmi_rcount(r, RC_EVICT_FAIL, 1);
+		zmi_region_uffd_protect(r->uffd, addr, r->page_size, false, true);
+		zmi_region_count(r, RC_EVICT_FAIL, 1);
 	}
 	return rc;
 }
@@ -106,7 +106,7 @@ static bool store_run(struct zmi_region *r, uint64_t pg, unsigned n)
 {
 	if (r->unit_pages <= 1 || n < 2)
 		return false;
-	return zm_store_put_range(r->store, pg, n, zmi_page_addr(r, pg)) == 0;
+	return zm_store_put_range(r->store, pg, n, zmi_region_page_addr(r, pg)) == 0;
 }
 
 /* Prepare the batch's pages (locked, resident, unpinned, readable): the
@@ -140,14 +140,14 @@ static unsigned batch_prepare(struct zmi_region *r, struct batch *b, uint64_t *f
 
 		while (e < nd && b->pg[dirty[e]] == b->pg[dirty[e - 1]] + 1)
 			e++;
-		rc = zmi_uffd_protect(r->uffd, zmi_page_addr(r, b->pg[dirty[i]]),
-				      (size_t)(e - i) << r->page_shift, true, false);
+		rc = zmi_region_uffd_protect(r->uffd, zmi_region_page_addr(r, b->pg[dirty[i]]),
+					     (size_t)(e - i) << r->page_shift, true, false);
 		/* the run in one call: units where the store finds they pay */
 		bool whole = !rc && store_run(r, b->pg[dirty[i]], e - i);
 		for (; i < e; i++) {
 			unsigned x = dirty[i];
 			uint32_t pg = b->pg[x];
-			void *addr = zmi_page_addr(r, pg);
+			void *addr = zmi_region_page_addr(r, pg);
 
 			if (whole || (!rc && !zm_store_put(r->store, pg, addr)))
 				continue;
@@ -156,12 +156,12 @@ static unsigned batch_prepare(struct zmi_region *r, struct batch *b, uint64_t *f
 				 * content: a dirty page keeps no copy */
 				if (r->unit_pages > 1)
 					zm_store_discard(r->store, pg, 1);
-				zmi_uffd_protect(r->uffd, addr, r->page_size, false, true);
+				zmi_region_uffd_protect(r->uffd, addr, r->page_size, false, true);
 			}
-			zmi_rcount(r, RC_EVICT_FAIL, 1);
+			zmi_region_count(r, RC_EVICT_FAIL, 1);
 			(*fails)++;
-			zmi_rpage_unlock(r, pg, b->w[x]);
-			zmi_policy_putback(r, pg);
+			zmi_region_page_unlock(r, pg, b->w[x]);
+			zmi_region_policy_putback(r, pg);
 			b->pg[x] = UINT32_MAX; /* left */
 			left++;
 		}
@@ -192,13 +192,13 @@ static void batch_unmap(struct zmi_region *r, struct batch *b)
 		clean += rp_kind(w) == RP_CLEAN;
 		w = (w & ~RP_KIND_MASK) | RP_STORED;
 		r->pages[pg].evict_t = now;
-		zmi_policy_evicted(r, pg);
-		zmi_rpage_unlock(r, pg, w);
+		zmi_region_policy_evicted(r, pg);
+		zmi_region_page_unlock(r, pg, w);
 	}
 	__atomic_add_fetch(&r->evict_seq, b->n, __ATOMIC_RELAXED);
 	__atomic_sub_fetch(&r->resident, b->n, __ATOMIC_ACQ_REL);
-	zmi_rcount(r, RC_EVICT, b->n);
-	zmi_rcount(r, RC_EVICT_CLEAN, clean);
+	zmi_region_count(r, RC_EVICT, b->n);
+	zmi_region_count(r, RC_EVICT_CLEAN, clean);
 	b->n = 0;
 	room_made(r);
 }
@@ -224,12 +224,12 @@ int zmi_region_evict_page(struct zmi_region *r, uint64_t pg, uint32_t *w)
 	b.prepared = true;
 	b.pg[0] = (uint32_t)pg;
 	b.w[0] = *w;
-	b.iov[0].iov_base = zmi_page_addr(r, pg);
+	b.iov[0].iov_base = zmi_region_page_addr(r, pg);
 	b.iov[0].iov_len = r->page_size;
 	/* batch_unmap unlocks the page: take the lock again for the caller
 	 * (no other page's lock is held, region_internal.h) */
 	batch_unmap(r, &b);
-	*w = zmi_rpage_lock(r, pg, NULL);
+	*w = zmi_region_page_lock(r, pg, NULL);
 	return 0;
 }
 
@@ -247,23 +247,23 @@ static int try_page(struct zmi_region *r, uint32_t pg, uint32_t w, struct batch 
 {
 	if (!rp_resident(w)) {
 		/* discarded after it was listed: off the lists now */
-		zmi_rpage_unlock(r, pg, w);
+		zmi_region_page_unlock(r, pg, w);
 		return -1;
 	}
 	if (w & RP_NOREAD) {
 		/* unreadable (zm_region_protect): storing it would fault */
-		zmi_rpage_unlock(r, pg, w);
+		zmi_region_page_unlock(r, pg, w);
 		return 1;
 	}
 	if (rp_pins(w)) {
 		(*pinned)++;
-		zmi_rpage_unlock(r, pg, w);
+		zmi_region_page_unlock(r, pg, w);
 		return 1;
 	}
 	(void)fails; /* a refusal of the store is met when the batch goes */
 	b->pg[b->n] = pg;
 	b->w[b->n] = w;
-	b->iov[b->n].iov_base = zmi_page_addr(r, pg);
+	b->iov[b->n].iov_base = zmi_region_page_addr(r, pg);
 	b->iov[b->n++].iov_len = r->page_size;
 	return 0;
 }
@@ -278,17 +278,17 @@ uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 	b.n = 0;
 	b.prepared = false;
 	pthread_mutex_lock(&r->reclaim_lock);
-	zmi_policy_tick(r);
+	zmi_region_policy_tick(r);
 	/* every resident page once, and a little more */
 	max_tries = __atomic_load_n(&r->resident, __ATOMIC_RELAXED) + 64;
-	while (done < n && tries++ < max_tries && zmi_policy_pick(r, &pg)) {
-		if (!zmi_rpage_trylock(r, pg, &w)) {
+	while (done < n && tries++ < max_tries && zmi_region_policy_pick(r, &pg)) {
+		if (!zmi_region_page_trylock(r, pg, &w)) {
 			/* being faulted or pinned now: a second look at the
 			 * end, if the round is short (busy bit set) */
 			if (naside < ASIDE)
 				aside[naside++] = pg | BUSY;
 			else
-				zmi_policy_putback(r, pg);
+				zmi_region_policy_putback(r, pg);
 			continue;
 		}
 		int rc = try_page(r, pg, w, &b, &pinned, &fails);
@@ -298,7 +298,7 @@ uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 			if (naside < ASIDE)
 				aside[naside++] = pg;
 			else
-				zmi_policy_putback(r, pg);
+				zmi_region_policy_putback(r, pg);
 			continue;
 		}
 		done++;
@@ -319,13 +319,13 @@ uint64_t zmi_region_evict(struct zmi_region *r, uint64_t n)
 			/* a blocking lock: with no other page's held (the
 			 * lock order, region_internal.h) */
 			done -= batch_flush(r, &b, &fails);
-			w = zmi_rpage_lock(r, pg, NULL);
+			w = zmi_region_page_lock(r, pg, NULL);
 			rc = try_page(r, pg, w, &b, &pinned, &fails);
 			done += rc == 0;
 			if (rc <= 0)
 				continue;
 		}
-		zmi_policy_putback(r, pg);
+		zmi_region_policy_putback(r, pg);
 	}
 	done -= batch_flush(r, &b, &fails);
 	pthread_mutex_unlock(&r->reclaim_lock);

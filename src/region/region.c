@@ -49,7 +49,7 @@ static void region_free(struct zmi_region *r)
 		munmap(r->base, r->nr_pages << r->page_shift);
 	if (r->pages)
 		zmi_os_release(r->pages, r->nr_pages * sizeof(*r->pages));
-	zmi_policy_free(r);
+	zmi_region_policy_free(r);
 	zm_store_destroy(r->store);
 	pthread_mutex_destroy(&r->reclaim_lock);
 	pthread_rwlock_destroy(&r->call_lock);
@@ -112,7 +112,7 @@ int zm_region_create_sized(const struct zm_region_config *ucfg, size_t cfg_size,
 		return -ENOMEM;
 	r->uffd = -1;
 	pthread_mutex_init(&r->reclaim_lock, NULL);
-	zmi_rwlock_init(&r->call_lock);
+	zmi_region_rwlock_init(&r->call_lock);
 	r->page_size = ps;
 	r->page_shift = (unsigned)__builtin_ctzll(ps);
 	r->nr_pages = nr;
@@ -121,7 +121,7 @@ int zm_region_create_sized(const struct zm_region_config *ucfg, size_t cfg_size,
 	r->policy = cfg.policy;
 	r->cold_age_ms = cfg.cold_age_ms ? cfg.cold_age_ms : ZM_REGION_COLD_AGE_MS;
 	r->pid = getpid();
-	r->t0_ns = zmi_now_ns();
+	r->t0_ns = zmi_region_now_ns();
 
 	rc = -ENOMEM;
 	r->base = zmi_os_reserve(r->size, ps);
@@ -135,9 +135,9 @@ int zm_region_create_sized(const struct zm_region_config *ucfg, size_t cfg_size,
 		goto fail;
 	}
 	r->pages = zmi_os_reserve(nr * sizeof(*r->pages), sys_ps);
-	if (!r->pages || zmi_policy_init(r))
+	if (!r->pages || zmi_region_policy_init(r))
 		goto fail;
-	rc = zmi_uffd_setup(r->base, r->size, cfg.flags & ZM_REGION_WAIT);
+	rc = zmi_region_uffd_setup(r->base, r->size, cfg.flags & ZM_REGION_WAIT);
 	if (rc < 0)
 		goto fail;
 	r->uffd = rc;
@@ -159,7 +159,7 @@ fail:
 int zmi_region_adopt(struct zmi_region *r)
 {
 	uint64_t hw = __atomic_load_n(&r->hw_pages, __ATOMIC_RELAXED), pg = 0;
-	int fd = zmi_uffd_setup(r->base, r->size, r->flags & ZM_REGION_WAIT);
+	int fd = zmi_region_uffd_setup(r->base, r->size, r->flags & ZM_REGION_WAIT);
 
 	if (fd < 0)
 		return fd;
@@ -180,7 +180,8 @@ int zmi_region_adopt(struct zmi_region *r)
 		}
 		for (e = pg + 1; e < hw && rp_kind(r->pages[e].word) == RP_CLEAN; e++)
 			;
-		zmi_uffd_protect(fd, zmi_page_addr(r, pg), (e - pg) << r->page_shift, true, false);
+		zmi_region_uffd_protect(fd, zmi_region_page_addr(r, pg), (e - pg) << r->page_shift,
+					true, false);
 		pg = e;
 	}
 	return 0;
@@ -249,13 +250,13 @@ static bool zeros(const void *p, size_t len)
 /* Drop page pg (its lock held, *w its word). */
 static void discard_page(struct zmi_region *r, uint64_t pg, uint32_t *w)
 {
-	void *addr = zmi_page_addr(r, pg);
+	void *addr = zmi_region_page_addr(r, pg);
 	unsigned k = rp_kind(*w);
 
 	if (rp_resident(*w) && rp_pins(*w)) {
 		/* the kernel may be using it: zero it in place */
 		if (k == RP_CLEAN)
-			zmi_uffd_protect(r->uffd, addr, r->page_size, false, true);
+			zmi_region_uffd_protect(r->uffd, addr, r->page_size, false, true);
 		if (k == RP_CLEAN || k == RP_DIRTY)
 			zm_store_discard(r->store, pg, 1);
 		/* a ZERO page too: a write since (the kernel's, through the
@@ -273,7 +274,7 @@ static void discard_page(struct zmi_region *r, uint64_t pg, uint32_t *w)
 	if (k == RP_STORED || k == RP_CLEAN || k == RP_DIRTY)
 		zm_store_discard(r->store, pg, 1);
 	*w = (*w & ~RP_KIND_MASK) | RP_EMPTY;
-	zmi_policy_forget(r, pg);
+	zmi_region_policy_forget(r, pg);
 }
 
 /* Discard pages [first, end).  Resident pages that follow each other are
@@ -288,14 +289,14 @@ static void discard_flush(struct zmi_region *r, uint64_t from, unsigned n, uint3
 {
 	if (!n)
 		return;
-	madvise(zmi_page_addr(r, from), (size_t)n << r->page_shift, MADV_DONTNEED);
+	madvise(zmi_region_page_addr(r, from), (size_t)n << r->page_shift, MADV_DONTNEED);
 	__atomic_sub_fetch(&r->resident, n, __ATOMIC_ACQ_REL);
 	for (unsigned i = 0; i < n; i++) {
 		unsigned k = rp_kind(w[i]);
 		if (k == RP_CLEAN || k == RP_DIRTY)
 			zm_store_discard(r->store, from + i, 1);
-		zmi_policy_forget(r, from + i);
-		zmi_rpage_unlock(r, from + i, (w[i] & ~RP_KIND_MASK) | RP_EMPTY);
+		zmi_region_policy_forget(r, from + i);
+		zmi_region_page_unlock(r, from + i, (w[i] & ~RP_KIND_MASK) | RP_EMPTY);
 	}
 }
 
@@ -313,13 +314,13 @@ static void discard_range(struct zmi_region *r, uint64_t first, uint64_t end)
 			n = 0;
 			continue;
 		}
-		if (n && (n == DISCARD_RUN || !zmi_rpage_trylock(r, pg, &x))) {
+		if (n && (n == DISCARD_RUN || !zmi_region_page_trylock(r, pg, &x))) {
 			discard_flush(r, from, n, w);
 			n = 0;
 		} else if (n) {
 			goto got;
 		}
-		x = zmi_rpage_lock(r, pg, NULL);
+		x = zmi_region_page_lock(r, pg, NULL);
 got:
 		if (rp_resident(x) && !rp_pins(x)) {
 			if (!n)
@@ -331,7 +332,7 @@ got:
 		discard_flush(r, from, n, w);
 		n = 0;
 		discard_page(r, pg, &x);
-		zmi_rpage_unlock(r, pg, x);
+		zmi_region_page_unlock(r, pg, x);
 	}
 	discard_flush(r, from, n, w);
 }
@@ -400,8 +401,8 @@ static int protect_range(struct zmi_region *r, uint64_t first, uint64_t end, siz
 			uint32_t w = __atomic_load_n(&r->pages[pg].word, __ATOMIC_RELAXED);
 			if (!(w & RP_NOREAD))
 				continue;
-			w = zmi_rpage_lock(r, pg, NULL);
-			zmi_rpage_unlock(r, pg, w & ~RP_NOREAD);
+			w = zmi_region_page_lock(r, pg, NULL);
+			zmi_region_page_unlock(r, pg, w & ~RP_NOREAD);
 		}
 		return 0;
 	}
@@ -410,11 +411,11 @@ static int protect_range(struct zmi_region *r, uint64_t first, uint64_t end, siz
 	 * read, then protected.  A page the program brings back in between
 	 * (its own race) stays resident, marked, never read by us. */
 	for (uint64_t pg = first; pg < end; pg++) {
-		uint32_t w = zmi_rpage_lock(r, pg, NULL);
+		uint32_t w = zmi_region_page_lock(r, pg, NULL);
 
 		if (rp_resident(w) && !rp_pins(w))
 			zmi_region_evict_page(r, pg, &w); /* refused: stays */
-		zmi_rpage_unlock(r, pg, w | RP_NOREAD);
+		zmi_region_page_unlock(r, pg, w | RP_NOREAD);
 	}
 	if (mprotect(r->base + offset, length, prot))
 		return -errno;
@@ -476,7 +477,7 @@ int zm_region_stats_sized(struct zm_region *ur, struct zm_region_stats *ust, siz
 	st.pool_bytes = ss.mem_used_total;
 	st.meta_bytes = ss.pool_meta_bytes + ss.store_meta_bytes + sizeof(*r) +
 			(__atomic_load_n(&r->resident_max, __ATOMIC_RELAXED) +
-			 ss.pages_stored) * (sizeof(struct zmi_rpage) + sizeof(uint32_t));
+			 ss.pages_stored) * (sizeof(struct zmi_region_page) + sizeof(uint32_t));
 	st.faults_first = __atomic_load_n(&r->count[RC_FIRST], __ATOMIC_RELAXED);
 	st.faults_refault = __atomic_load_n(&r->count[RC_REFAULT], __ATOMIC_RELAXED);
 	st.faults_wp = __atomic_load_n(&r->count[RC_WP], __ATOMIC_RELAXED);

@@ -76,7 +76,7 @@ static inline unsigned rp_pins(uint32_t w)
  * evict_t, k and s are written by the page's evictions and refaults
  * (under its lock) and by the policy's aging (under the policy lock):
  * numbers for the policy, where a lost update only misjudges a page. */
-struct zmi_rpage {
+struct zmi_region_page {
 	uint32_t word;       /* state, lock, pins (above); atomic */
 	uint32_t stamp;      /* the refault clock at its last eviction */
 	uint32_t link;       /* next in its protected stack */
@@ -101,7 +101,7 @@ enum { LST_NONE = 0, LST_PROBATION = 1, LST_PROTECTED = 2 };
  * numbers.  A page has at most one entry in all the lists (lst says
  * where); an entry whose page left (discarded) is skipped when it comes
  * out. */
-struct zmi_rqueue {
+struct zmi_region_queue {
 	uint32_t *ring;      /* cap entries, reserved address space */
 	uint64_t cap;        /* a power of two, > the region's pages */
 	uint64_t head, tail; /* entries [head, tail) */
@@ -110,9 +110,9 @@ struct zmi_rqueue {
 #define PROT_BUCKETS 256
 
 /* The policy's lists (policy.c). */
-struct zmi_rpolicy {
+struct zmi_region_policy {
 	zmi_lock_t lock;
-	struct zmi_rqueue prob;        /* probation: FIFO */
+	struct zmi_region_queue prob;  /* probation: FIFO */
 	uint32_t top[PROT_BUCKETS];    /* protected: a stack per score
 					  bucket, UINT32_MAX when empty */
 	uint64_t bits[PROT_BUCKETS / 64]; /* non-empty buckets */
@@ -143,7 +143,7 @@ struct zmi_region {
 	unsigned unit_pages;     /* the store's (store.h): > 1, runs of
 				    dirty pages evicted together are
 				    stored with zm_store_put_range */
-	struct zmi_rpage *pages; /* nr_pages records, reserved */
+	struct zmi_region_page *pages; /* nr_pages records, reserved */
 	uint64_t t0_ns;          /* the region's clock starts here */
 
 	/* the limit, in pages (0: none), and its watermarks; atomic */
@@ -166,7 +166,7 @@ struct zmi_region {
 	uint64_t seq_next;       /* atomic: where a sequential reader's next
 				    refault would be (fault.c, read-ahead) */
 
-	struct zmi_rpolicy pol;
+	struct zmi_region_policy pol;
 
 	pthread_mutex_t reclaim_lock; /* one evictor at a time per region */
 	pthread_rwlock_t call_lock; /* read side: a call on the region from
@@ -192,28 +192,28 @@ struct zmi_region {
 extern int (*zmi_region_uffd_open)(int flags);
 /* A region's userfaultfd, set up and registered over [base, base+size):
  * the fd, or -errno after a message naming what is missing. */
-int zmi_uffd_setup(void *base, size_t size, bool wait_mode);
-int zmi_uffd_copy(int uffd, void *dst, const void *src, size_t len, bool wp, bool wake);
-int zmi_uffd_zeropage(int uffd, void *dst, size_t len, bool wake);
-int zmi_uffd_protect(int uffd, void *addr, size_t len, bool wp, bool wake);
-int zmi_uffd_wake(int uffd, void *addr, size_t len);
+int zmi_region_uffd_setup(void *base, size_t size, bool wait_mode);
+int zmi_region_uffd_copy(int uffd, void *dst, const void *src, size_t len, bool wp, bool wake);
+int zmi_region_uffd_zeropage(int uffd, void *dst, size_t len, bool wake);
+int zmi_region_uffd_protect(int uffd, void *addr, size_t len, bool wp, bool wake);
+int zmi_region_uffd_wake(int uffd, void *addr, size_t len);
 
 /* ---- page.c: page locks, the region's clock ---- */
-uint32_t zmi_rpage_lock(struct zmi_region *r, uint64_t pg, bool *waited);
-bool zmi_rpage_trylock(struct zmi_region *r, uint64_t pg, uint32_t *word);
+uint32_t zmi_region_page_lock(struct zmi_region *r, uint64_t pg, bool *waited);
+bool zmi_region_page_trylock(struct zmi_region *r, uint64_t pg, uint32_t *word);
 /* Unlock, setting the word's state bits to w (LOCKED and WAITERS are
  * the lock's own). */
-void zmi_rpage_unlock(struct zmi_region *r, uint64_t pg, uint32_t w);
-uint64_t zmi_now_ns(void);
+void zmi_region_page_unlock(struct zmi_region *r, uint64_t pg, uint32_t w);
+uint64_t zmi_region_now_ns(void);
 static inline uint32_t zmi_region_ms(const struct zmi_region *r)
 {
-	return (uint32_t)((zmi_now_ns() - r->t0_ns) / 1000000);
+	return (uint32_t)((zmi_region_now_ns() - r->t0_ns) / 1000000);
 }
-static inline void *zmi_page_addr(const struct zmi_region *r, uint64_t pg)
+static inline void *zmi_region_page_addr(const struct zmi_region *r, uint64_t pg)
 {
 	return r->base + (pg << r->page_shift);
 }
-static inline void zmi_rcount(struct zmi_region *r, int c, uint64_t n)
+static inline void zmi_region_count(struct zmi_region *r, int c, uint64_t n)
 {
 	__atomic_fetch_add(&r->count[c], n, __ATOMIC_RELAXED);
 }
@@ -241,29 +241,29 @@ int zmi_region_evict_page(struct zmi_region *r, uint64_t pg, uint32_t *w);
 void zmi_region_set_marks(struct zmi_region *r, uint64_t limit);
 
 /* ---- policy.c: cold selection ---- */
-int zmi_policy_init(struct zmi_region *r);
-void zmi_policy_free(struct zmi_region *r);
+int zmi_region_policy_init(struct zmi_region *r);
+void zmi_region_policy_free(struct zmi_region *r);
 /* A page came in (its lock held, its state set): list it.  refault: it
  * came from the store. */
-void zmi_policy_admit(struct zmi_region *r, uint64_t pg, bool refault);
+void zmi_region_policy_admit(struct zmi_region *r, uint64_t pg, bool refault);
 /* The next page to try evicting, taken off its list, or false when no
  * page is listed. */
-bool zmi_policy_pick(struct zmi_region *r, uint32_t *pg);
+bool zmi_region_policy_pick(struct zmi_region *r, uint32_t *pg);
 /* A picked page that stays resident (busy, pinned, refused): list it
  * again, on probation. */
-void zmi_policy_putback(struct zmi_region *r, uint32_t pg);
+void zmi_region_policy_putback(struct zmi_region *r, uint32_t pg);
 /* A picked page was evicted (its lock held): stamp it. */
-void zmi_policy_evicted(struct zmi_region *r, uint64_t pg);
+void zmi_region_policy_evicted(struct zmi_region *r, uint64_t pg);
 /* A page was discarded: forget its history (its lock held). */
-void zmi_policy_forget(struct zmi_region *r, uint64_t pg);
+void zmi_region_policy_forget(struct zmi_region *r, uint64_t pg);
 /* Periodic work before an eviction round (reclaim lock held). */
-void zmi_policy_tick(struct zmi_region *r);
+void zmi_region_policy_tick(struct zmi_region *r);
 
 /* A reader-writer lock whose writer does not starve behind a stream of
  * readers (a fork's prepare, a destroy).  Also how the child of a fork
  * sets free one its parent's prepare held: glibc's unlock tells a
  * writer by its thread id, which the child's thread does not have. */
-static inline void zmi_rwlock_init(pthread_rwlock_t *l)
+static inline void zmi_region_rwlock_init(pthread_rwlock_t *l)
 {
 	pthread_rwlockattr_t at;
 

@@ -217,7 +217,8 @@ static void serve_uffd(struct zmi_region *r)
 					      "not be brought back: the program cannot go on",
 					      (unsigned long long)pg, (void *)r->base);
 				kill(getpid(), SIGBUS);
-				zmi_uffd_wake(r->uffd, zmi_page_addr(r, pg), r->page_size);
+				zmi_region_uffd_wake(r->uffd, zmi_region_page_addr(r, pg),
+						     r->page_size);
 			}
 		}
 	}
@@ -430,7 +431,7 @@ static void fork_child(void)
 		if (!(r->flags & ZM_REGION_INHERIT))
 			continue;
 		pthread_mutex_unlock(&r->reclaim_lock);
-		zmi_rwlock_init(&r->call_lock); /* held by prepare: see there */
+		zmi_region_rwlock_init(&r->call_lock); /* held by prepare: see there */
 		/* a region the child cannot take over stays a copy, as a
 		 * region that does not inherit (-ECHILD) */
 		if (zmi_region_adopt(r))
@@ -447,7 +448,7 @@ static void fork_child(void)
 	/* a lookup in flight in another thread at the fork (a fault's, a
 	 * pin's) never ends here: publish() must not wait for it */
 	__atomic_store_n(&readers, 0, __ATOMIC_SEQ_CST);
-	zmi_rwlock_init(&serve_lock);
+	zmi_region_rwlock_init(&serve_lock);
 	if (n) {
 		/* the threads of the regions kept: failing that, the
 		 * regions stay usable up to their limit (no eviction) */
@@ -473,7 +474,7 @@ static void init_once(void)
 		once_rc = -errno;
 		return;
 	}
-	zmi_rwlock_init(&serve_lock);
+	zmi_region_rwlock_init(&serve_lock);
 	zmi_fork_hook(fork_prepare, fork_parent, fork_child);
 }
 

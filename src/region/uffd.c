@@ -80,7 +80,7 @@ static int open_uffd(bool wait_mode)
 	return err == ENOSYS ? -ENOSYS : -EPERM;
 }
 
-int zmi_uffd_setup(void *base, size_t size, bool wait_mode)
+int zmi_region_uffd_setup(void *base, size_t size, bool wait_mode)
 {
 	struct uffdio_api api = { .api = UFFD_API };
 	struct uffdio_register reg = {
@@ -132,7 +132,7 @@ static int uffd_ioctl(int uffd, unsigned long req, void *arg)
 	}
 }
 
-int zmi_uffd_copy(int uffd, void *dst, const void *src, size_t len, bool wp, bool wake)
+int zmi_region_uffd_copy(int uffd, void *dst, const void *src, size_t len, bool wp, bool wake)
 {
 	struct uffdio_copy c = {
 		.dst = (uintptr_t)dst, .src = (uintptr_t)src, .len = len,
@@ -157,7 +157,7 @@ int zmi_uffd_copy(int uffd, void *dst, const void *src, size_t len, bool wp, boo
 	}
 }
 
-int zmi_uffd_zeropage(int uffd, void *dst, size_t len, bool wake)
+int zmi_region_uffd_zeropage(int uffd, void *dst, size_t len, bool wake)
 {
 	struct uffdio_zeropage z = {
 		.range = { .start = (uintptr_t)dst, .len = len },
@@ -166,7 +166,7 @@ int zmi_uffd_zeropage(int uffd, void *dst, size_t len, bool wake)
 	return uffd_ioctl(uffd, UFFDIO_ZEROPAGE, &z);
 }
 
-int zmi_uffd_protect(int uffd, void *addr, size_t len, bool wp, bool wake)
+int zmi_region_uffd_protect(int uffd, void *addr, size_t len, bool wp, bool wake)
 {
 	struct uffdio_writeprotect w = {
 		.range = { .start = (uintptr_t)addr, .len = len },
@@ -176,7 +176,7 @@ int zmi_uffd_protect(int uffd, void *addr, size_t len, bool wp, bool wake)
 	return uffd_ioctl(uffd, UFFDIO_WRITEPROTECT, &w);
 }
 
-int zmi_uffd_wake(int uffd, void *addr, size_t len)
+int zmi_region_uffd_wake(int uffd, void *addr, size_t len)
 {
 	struct uffdio_range rg = { .start = (uintptr_t)addr, .len = len };
 	return uffd_ioctl(uffd, UFFDIO_WAKE, &rg);

@@ -48,7 +48,7 @@ extern void *__libc_realloc(void *, size_t);
 extern void __libc_free(void *);
 extern void *__libc_memalign(size_t, size_t);
 
-/* mimalloc's calls, found in the library loaded by zmr_alloc_setup */
+/* mimalloc's calls, found in the library loaded by run_alloc_setup */
 static struct {
 	void *(*malloc)(size_t);
 	void *(*calloc)(size_t, size_t);
@@ -66,15 +66,15 @@ static size_t (*sys_usable_size)(void *);
  * before a chunk was added tries again instead of adding another. */
 static unsigned chunk_gen;
 /* Tries of an allocation after chunks were added for it. */
-#define ZMR_GROW_TRIES 3
+#define RUN_GROW_TRIES 3
 
 
-void *zmr_sys_malloc(size_t n)
+void *run_sys_malloc(size_t n)
 {
 	return __libc_malloc(n);
 }
 
-void zmr_sys_free(void *p)
+void run_sys_free(void *p)
 {
 	__libc_free(p);
 }
@@ -82,7 +82,7 @@ void zmr_sys_free(void *p)
 /* The executable code of libc and of the dynamic loader (found once, at
  * start): a caller there gets glibc's allocator. */
 #define SYS_TEXT_MAX 8
-static struct zmr_extent sys_text[SYS_TEXT_MAX];
+static struct run_extent sys_text[SYS_TEXT_MAX];
 static unsigned nsys_text;
 
 static int note_text(struct dl_phdr_info *info, size_t size, void *arg)
@@ -99,7 +99,7 @@ static int note_text(struct dl_phdr_info *info, size_t size, void *arg)
 	for (int i = 0; i < info->dlpi_phnum && nsys_text < SYS_TEXT_MAX; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X))
-			sys_text[nsys_text++] = (struct zmr_extent){
+			sys_text[nsys_text++] = (struct run_extent){
 				info->dlpi_addr + ph->p_vaddr, info->dlpi_addr + ph->p_vaddr + ph->p_memsz
 			};
 	}
@@ -116,18 +116,18 @@ static bool from_sys(const void *ret)
 	return false;
 }
 
-void zmr_alloc_early(void)
+void run_alloc_early(void)
 {
 	sys_usable_size = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
 	dl_iterate_phdr(note_text, NULL);
 }
 
-int zmr_alloc_setup(void)
+int run_alloc_setup(void)
 {
 	void *h = dlopen("libmimalloc.so.2", RTLD_NOW | RTLD_LOCAL);
 
 	if (!h) {
-		zmr_say("libmimalloc.so.2 not found (package libmimalloc2.0): running uncompressed");
+		run_say("libmimalloc.so.2 not found (package libmimalloc2.0): running uncompressed");
 		return -ENOENT;
 	}
 #define SYM(f, name) (*(void **)&mi.f = dlsym(h, name))
@@ -136,7 +136,7 @@ int zmr_alloc_setup(void)
 	    !SYM(usable_size, "mi_usable_size") || !SYM(malloc_aligned, "mi_malloc_aligned") ||
 	    !SYM(option_set, "mi_option_set") ||
 	    !SYM(manage_os_memory, "mi_manage_os_memory") || !sys_usable_size) {
-		zmr_say("libmimalloc.so.2 lacks mi_manage_os_memory (mimalloc 2.0 or later "
+		run_say("libmimalloc.so.2 lacks mi_manage_os_memory (mimalloc 2.0 or later "
 			"needed): running uncompressed");
 		return -ENOENT;
 	}
@@ -146,7 +146,7 @@ int zmr_alloc_setup(void)
 	return 0;
 }
 
-unsigned zmr_chunk_gen(void)
+unsigned run_chunk_gen(void)
 {
 	return __atomic_load_n(&chunk_gen, __ATOMIC_ACQUIRE);
 }
@@ -154,11 +154,11 @@ unsigned zmr_chunk_gen(void)
 /* Give [lo, hi) back: dropped first (free space reads as zeros). */
 static void chunk_undo(uintptr_t lo, size_t len)
 {
-	zmr_drop(lo, len, PROT_NONE);
-	zmr_space_free(&zmr.space, lo, len);
+	run_drop(lo, len, PROT_NONE);
+	run_space_free(&run.space, lo, len);
 }
 
-bool zmr_grow(size_t need, unsigned gen)
+bool run_grow(size_t need, unsigned gen)
 {
 	size_t len, min;
 	uintptr_t a = 0;
@@ -166,52 +166,52 @@ bool zmr_grow(size_t need, unsigned gen)
 
 	/* a huge block's segment: the block, its segment's header, and the
 	 * arena's alignment */
-	if (need > zmr.size)
+	if (need > run.size)
 		return false;
-	min = (need + 2 * ZMR_MI_SEGMENT + ZMR_MI_SEGMENT - 1) & ~(ZMR_MI_SEGMENT - 1);
-	zmr_lock();
-	if (zmr_chunk_gen() != gen) {
-		zmr_unlock();
+	min = (need + 2 * RUN_MI_SEGMENT + RUN_MI_SEGMENT - 1) & ~(RUN_MI_SEGMENT - 1);
+	run_lock();
+	if (run_chunk_gen() != gen) {
+		run_unlock();
 		return true;
 	}
-	len = zmr.next_chunk > min ? zmr.next_chunk : min;
-	if (zmr.nchunks < ZMR_CHUNKS_MAX) {
-		a = zmr_space_alloc(&zmr.space, len, ZMR_MI_SEGMENT);
+	len = run.next_chunk > min ? run.next_chunk : min;
+	if (run.nchunks < RUN_CHUNKS_MAX) {
+		a = run_space_alloc(&run.space, len, RUN_MI_SEGMENT);
 		if (!a && len > min)
-			a = zmr_space_alloc(&zmr.space, len = min, ZMR_MI_SEGMENT);
+			a = run_space_alloc(&run.space, len = min, RUN_MI_SEGMENT);
 	}
-	if (a && !zmr_protect(a, len, PROT_READ | PROT_WRITE)) {
+	if (a && !run_protect(a, len, PROT_READ | PROT_WRITE)) {
 		zmi_in_lib++;
 		ok = mi.manage_os_memory((void *)a, len, false, false, true, -1);
 		zmi_in_lib--;
 	}
 	if (ok) {
-		zmr.chunk[zmr.nchunks++] = (struct zmr_extent){ a, a + len };
-		zmr.next_chunk = len * 2;
+		run.chunk[run.nchunks++] = (struct run_extent){ a, a + len };
+		run.next_chunk = len * 2;
 		__atomic_fetch_add(&chunk_gen, 1, __ATOMIC_RELEASE);
 	} else if (a) {
 		chunk_undo(a, len);
 	}
-	zmr_unlock();
+	run_unlock();
 	return ok;
 }
 
 static void *outside(void *p, size_t n)
 {
 	if (p)
-		__atomic_fetch_add(&zmr.outside_bytes, n, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&run.outside_bytes, n, __ATOMIC_RELAXED);
 	return p;
 }
 
 /* Try call; while it fails, add a chunk for need bytes and try again;
  * then the system's allocator (sys). */
-#define ZMR_ALLOC(call, need, sys)                                        \
+#define RUN_ALLOC(call, need, sys)                                        \
 	do {                                                              \
-		unsigned gen_ = zmr_chunk_gen();                          \
+		unsigned gen_ = run_chunk_gen();                          \
 		void *p_ = (call);                                        \
-		for (int t_ = 0; !p_ && t_ < ZMR_GROW_TRIES &&            \
-				 zmr_grow((need), gen_); t_++) {          \
-			gen_ = zmr_chunk_gen();                           \
+		for (int t_ = 0; !p_ && t_ < RUN_GROW_TRIES &&            \
+				 run_grow((need), gen_); t_++) {          \
+			gen_ = run_chunk_gen();                           \
 			p_ = (call);                                      \
 		}                                                         \
 		return p_ ? p_ : outside((sys), (need));                  \
@@ -219,29 +219,29 @@ static void *outside(void *p, size_t n)
 
 EXPORT void *malloc(size_t n)
 {
-	if (!zmr_active() || from_sys(__builtin_return_address(0)))
+	if (!run_active() || from_sys(__builtin_return_address(0)))
 		return __libc_malloc(n);
-	ZMR_ALLOC(mi.malloc(n), n, __libc_malloc(n));
+	RUN_ALLOC(mi.malloc(n), n, __libc_malloc(n));
 }
 
 EXPORT void *calloc(size_t n, size_t size)
 {
 	size_t total;
 
-	if (!zmr_active() || from_sys(__builtin_return_address(0)))
+	if (!run_active() || from_sys(__builtin_return_address(0)))
 		return __libc_calloc(n, size);
 	if (__builtin_mul_overflow(n, size, &total)) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	ZMR_ALLOC(mi.calloc(n, size), total, __libc_calloc(n, size));
+	RUN_ALLOC(mi.calloc(n, size), total, __libc_calloc(n, size));
 }
 
 EXPORT void free(void *p)
 {
 	if (!p)
 		return;
-	if (zmr_in_region(p))
+	if (run_in_region(p))
 		mi.free(p);
 	else
 		__libc_free(p);
@@ -265,9 +265,9 @@ EXPORT void *realloc(void *p, size_t n)
 {
 	if (!p)
 		return from_sys(__builtin_return_address(0)) ? __libc_malloc(n) : malloc(n);
-	if (!zmr_in_region(p))
+	if (!run_in_region(p))
 		return __libc_realloc(p, n);
-	ZMR_ALLOC(mi.realloc(p, n), n, realloc_out(p, n));
+	RUN_ALLOC(mi.realloc(p, n), n, realloc_out(p, n));
 }
 
 EXPORT void *reallocarray(void *p, size_t n, size_t size)
@@ -300,9 +300,9 @@ static void *mi_aligned(size_t n, size_t align)
 
 static void *aligned(size_t align, size_t n, const void *caller)
 {
-	if (!zmr_active() || from_sys(caller))
+	if (!run_active() || from_sys(caller))
 		return __libc_memalign(align, n);
-	ZMR_ALLOC(mi_aligned(n, align), n + align, __libc_memalign(align, n));
+	RUN_ALLOC(mi_aligned(n, align), n + align, __libc_memalign(align, n));
 }
 
 EXPORT int posix_memalign(void **out, size_t align, size_t n)
@@ -361,7 +361,7 @@ EXPORT size_t malloc_usable_size(void *p)
 {
 	if (!p)
 		return 0;
-	if (zmr_in_region(p))
+	if (run_in_region(p))
 		return mi.usable_size(p);
 	return sys_usable_size ? sys_usable_size(p) : 0;
 }

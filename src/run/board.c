@@ -23,7 +23,7 @@
  * if it was killed there. */
 #define BOARD_READ_TRIES 8
 
-void zmr_board_init(struct zmi_board *b, int32_t launcher_pid)
+void run_board_init(struct run_board *b, int32_t launcher_pid)
 {
 	b->version = RUN_BOARD_VERSION;
 	b->nslots = RUN_BOARD_SLOTS;
@@ -31,7 +31,7 @@ void zmr_board_init(struct zmi_board *b, int32_t launcher_pid)
 	__atomic_store_n(&b->magic, RUN_BOARD_MAGIC, __ATOMIC_RELEASE);
 }
 
-int zmr_board_attach(const char *path, struct zmi_board **out)
+int run_board_attach(const char *path, struct run_board **out)
 {
 	struct stat st;
 	void *p;
@@ -42,18 +42,18 @@ int zmr_board_attach(const char *path, struct zmi_board **out)
 		return -errno;
 	if (fstat(fd, &st)) {
 		rc = -errno;
-	} else if ((size_t)st.st_size < sizeof(struct zmi_board)) {
+	} else if ((size_t)st.st_size < sizeof(struct run_board)) {
 		rc = -EPROTO;
 	} else {
-		p = mmap(NULL, sizeof(struct zmi_board), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		p = mmap(NULL, sizeof(struct run_board), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (p == MAP_FAILED) {
 			rc = -errno;
 		} else {
-			struct zmi_board *b = p;
+			struct run_board *b = p;
 
 			if (__atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) != RUN_BOARD_MAGIC ||
 			    b->version != RUN_BOARD_VERSION || b->nslots != RUN_BOARD_SLOTS) {
-				munmap(p, sizeof(struct zmi_board));
+				munmap(p, sizeof(struct run_board));
 				rc = -EPROTO;
 			} else {
 				*out = b;
@@ -64,13 +64,13 @@ int zmr_board_attach(const char *path, struct zmi_board **out)
 	return rc;
 }
 
-void zmr_board_detach(struct zmi_board *b)
+void run_board_detach(struct run_board *b)
 {
 	if (b)
 		munmap(b, sizeof(*b));
 }
 
-int zmr_board_claim(struct zmi_board *b, int32_t pid, int32_t ppid, const char *comm)
+int run_board_claim(struct run_board *b, int32_t pid, int32_t ppid, const char *comm)
 {
 	struct timespec ts;
 
@@ -102,7 +102,7 @@ int zmr_board_claim(struct zmi_board *b, int32_t pid, int32_t ppid, const char *
 	return -ENOSPC;
 }
 
-void zmr_board_publish(struct zmi_board *b, unsigned slot, const struct run_proc_stats *st,
+void run_board_publish(struct run_board *b, unsigned slot, const struct run_proc_stats *st,
 		       uint32_t state)
 {
 	struct run_slot *s = &b->slot[slot];
@@ -115,7 +115,7 @@ void zmr_board_publish(struct zmi_board *b, unsigned slot, const struct run_proc
 	__atomic_store_n(&s->seq, seq + 1, __ATOMIC_RELEASE);
 }
 
-int zmr_board_take_cmd(struct zmi_board *b, unsigned slot, uint32_t *cmd, uint64_t *arg)
+int run_board_take_cmd(struct run_board *b, unsigned slot, uint32_t *cmd, uint64_t *arg)
 {
 	struct run_slot *s = &b->slot[slot];
 	uint32_t seq = __atomic_load_n(&b->cmd_seq, __ATOMIC_ACQUIRE);
@@ -136,14 +136,14 @@ int zmr_board_take_cmd(struct zmi_board *b, unsigned slot, uint32_t *cmd, uint64
 	return 1;
 }
 
-void zmr_board_post(struct zmi_board *b, uint32_t cmd, uint64_t arg)
+void run_board_post(struct run_board *b, uint32_t cmd, uint64_t arg)
 {
 	__atomic_store_n(&b->cmd, cmd, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->cmd_arg, arg, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&b->cmd_seq, 1, __ATOMIC_RELEASE);
 }
 
-int32_t zmr_board_read(const struct zmi_board *b, unsigned i, struct run_slot *out)
+int32_t run_board_read(const struct run_board *b, unsigned i, struct run_slot *out)
 {
 	const struct run_slot *s = &b->slot[i];
 
@@ -158,7 +158,7 @@ int32_t zmr_board_read(const struct zmi_board *b, unsigned i, struct run_slot *o
 	return out->pid;
 }
 
-void zmr_board_release(struct zmi_board *b, unsigned i)
+void run_board_release(struct run_board *b, unsigned i)
 {
 	struct run_slot *s = &b->slot[i];
 

@@ -2,7 +2,7 @@
  * The board: what `zmem run` and the processes it runs share.
  *
  * `zmem run` (src/cli/run.c) makes a file in a private folder, sizes it to
- * struct zmi_board, maps it shared and passes its path to CMD in
+ * struct run_board, maps it shared and passes its path to CMD in
  * ZMEM_RUN_BOARD.  Every process of the run that loads the preload library
  * (src/run/: CMD, and the children it forks or execs with the environment
  * kept) maps the same file, claims a slot and, from its run thread, writes
@@ -111,7 +111,7 @@ struct run_slot {
 	struct run_proc_stats st;
 };
 
-struct zmi_board {
+struct run_board {
 	uint64_t magic;           /* RUN_BOARD_MAGIC */
 	uint32_t version;         /* RUN_BOARD_VERSION */
 	uint32_t nslots;          /* RUN_BOARD_SLOTS */

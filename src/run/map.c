@@ -44,53 +44,53 @@
 #define NOT_REGION_FLAGS (MAP_STACK | MAP_GROWSDOWN | MAP_HUGETLB)
 #endif
 
-void *zmr_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+void *run_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 }
 
-int zmr_sys_munmap(void *addr, size_t len)
+int run_sys_munmap(void *addr, size_t len)
 {
 	return (int)syscall(SYS_munmap, addr, len);
 }
 
-int zmr_sys_mprotect(void *addr, size_t len, int prot)
+int run_sys_mprotect(void *addr, size_t len, int prot)
 {
 	return (int)syscall(SYS_mprotect, addr, len, prot);
 }
 
 static size_t page_up(size_t len)
 {
-	return (len + zmr.page - 1) & ~(zmr.page - 1);
+	return (len + run.page - 1) & ~(run.page - 1);
 }
 
 /* [lo, hi) clipped to the region; false if they do not meet. */
 static bool clip(uintptr_t lo, uintptr_t hi, uintptr_t *a, uintptr_t *b)
 {
-	uintptr_t end = zmr.base + zmr.size;
+	uintptr_t end = run.base + run.size;
 
-	if (zmr.size == 0 || hi <= zmr.base || lo >= end)
+	if (run.size == 0 || hi <= run.base || lo >= end)
 		return false;
-	*a = lo > zmr.base ? lo : zmr.base;
+	*a = lo > run.base ? lo : run.base;
 	*b = hi < end ? hi : end;
 	return true;
 }
 
 /* Give [lo, hi) back to the space but for mimalloc's chunks (a mapping
  * never lies in one; a program's stray munmap there only drops pages).
- * Returns the bytes that were in use.  Caller holds zmr.lock. */
+ * Returns the bytes that were in use.  Caller holds run.lock. */
 static size_t release(uintptr_t lo, uintptr_t hi)
 {
 	size_t n;
 
-	for (unsigned i = 0; i < zmr.nchunks; i++) {
-		const struct zmr_extent *c = &zmr.chunk[i];
+	for (unsigned i = 0; i < run.nchunks; i++) {
+		const struct run_extent *c = &run.chunk[i];
 
 		if (c->lo < hi && lo < c->hi)
 			return (lo < c->lo ? release(lo, c->lo) : 0) +
 			       (c->hi < hi ? release(c->hi, hi) : 0);
 	}
-	n = zmr_space_free(&zmr.space, lo, hi - lo);
+	n = run_space_free(&run.space, lo, hi - lo);
 	return n == (size_t)-1 ? 0 : n;
 }
 
@@ -98,36 +98,36 @@ static void unmap_region(uintptr_t lo, uintptr_t hi)
 {
 	size_t n;
 
-	zmr_drop(lo, hi - lo, PROT_NONE);
-	zmr_lock();
+	run_drop(lo, hi - lo, PROT_NONE);
+	run_lock();
 	n = release(lo, hi);
-	zmr_unlock();
-	__atomic_fetch_sub(&zmr.mmap_bytes, n, __ATOMIC_RELAXED);
+	run_unlock();
+	__atomic_fetch_sub(&run.mmap_bytes, n, __ATOMIC_RELAXED);
 }
 
 static void *map_region(size_t len, int prot)
 {
 	uintptr_t a;
 
-	zmr_lock();
-	a = zmr_space_alloc(&zmr.space, len, zmr.page);
-	zmr_unlock();
+	run_lock();
+	a = run_space_alloc(&run.space, len, run.page);
+	run_unlock();
 	if (!a)
 		return NULL;
-	if (zmr_protect(a, len, prot)) {
+	if (run_protect(a, len, prot)) {
 		unmap_region(a, a + len);
 		return NULL;
 	}
-	__atomic_fetch_add(&zmr.mmap_bytes, len, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&run.mmap_bytes, len, __ATOMIC_RELAXED);
 	return (void *)a;
 }
 
 /* Whether [lo, hi) meets one of mimalloc's chunks.  Caller holds
- * zmr.lock. */
+ * run.lock. */
 static bool in_chunk(uintptr_t lo, uintptr_t hi)
 {
-	for (unsigned i = 0; i < zmr.nchunks; i++)
-		if (zmr.chunk[i].lo < hi && lo < zmr.chunk[i].hi)
+	for (unsigned i = 0; i < run.nchunks; i++)
+		if (run.chunk[i].lo < hi && lo < run.chunk[i].hi)
 			return true;
 	return false;
 }
@@ -139,47 +139,47 @@ static void *map_fixed(uintptr_t lo, size_t len, int prot)
 {
 	size_t was;
 
-	if (zmr_drop(lo, len, prot)) {
+	if (run_drop(lo, len, prot)) {
 		errno = ENOMEM;
 		return MAP_FAILED;
 	}
-	zmr_lock();
+	run_lock();
 	if (!in_chunk(lo, lo + len)) {
-		was = zmr_space_free(&zmr.space, lo, len);
-		if (was != (size_t)-1 && zmr_space_alloc_at(&zmr.space, lo, len))
-			__atomic_fetch_add(&zmr.mmap_bytes, len - was, __ATOMIC_RELAXED);
+		was = run_space_free(&run.space, lo, len);
+		if (was != (size_t)-1 && run_space_alloc_at(&run.space, lo, len))
+			__atomic_fetch_add(&run.mmap_bytes, len - was, __ATOMIC_RELAXED);
 	}
-	zmr_unlock();
+	run_unlock();
 	return (void *)lo;
 }
 
 /* ---- foreign ranges (preload.h) ---- */
 
 /* The first foreign range meeting [lo, hi), or NULL.  Caller holds
- * zmr.lock, or reads a count of 0 without it. */
-static const struct zmr_extent *foreign_meeting(uintptr_t lo, uintptr_t hi)
+ * run.lock, or reads a count of 0 without it. */
+static const struct run_extent *foreign_meeting(uintptr_t lo, uintptr_t hi)
 {
-	for (unsigned i = 0; i < zmr.nforeign; i++)
-		if (zmr.foreign[i].lo < hi && lo < zmr.foreign[i].hi)
-			return &zmr.foreign[i];
+	for (unsigned i = 0; i < run.nforeign; i++)
+		if (run.foreign[i].lo < hi && lo < run.foreign[i].hi)
+			return &run.foreign[i];
 	return NULL;
 }
 
 static bool any_foreign(void)
 {
-	return __atomic_load_n(&zmr.nforeign, __ATOMIC_ACQUIRE) != 0;
+	return __atomic_load_n(&run.nforeign, __ATOMIC_ACQUIRE) != 0;
 }
 
-/* Whether [lo, hi) meets a foreign range (takes zmr.lock). */
+/* Whether [lo, hi) meets a foreign range (takes run.lock). */
 static bool foreign_in(uintptr_t lo, uintptr_t hi)
 {
 	bool yes;
 
 	if (!any_foreign())
 		return false;
-	zmr_lock();
+	run_lock();
 	yes = foreign_meeting(lo, hi) != NULL;
-	zmr_unlock();
+	run_unlock();
 	return yes;
 }
 
@@ -189,10 +189,10 @@ static uintptr_t piece(uintptr_t lo, uintptr_t hi, bool *foreign)
 {
 	uintptr_t end = hi;
 
-	zmr_lock();
+	run_lock();
 	*foreign = false;
-	for (unsigned i = 0; i < zmr.nforeign; i++) {
-		const struct zmr_extent *f = &zmr.foreign[i];
+	for (unsigned i = 0; i < run.nforeign; i++) {
+		const struct run_extent *f = &run.foreign[i];
 		if (f->lo <= lo && lo < f->hi) {
 			*foreign = true;
 			end = f->hi < hi ? f->hi : hi;
@@ -201,7 +201,7 @@ static uintptr_t piece(uintptr_t lo, uintptr_t hi, bool *foreign)
 		if (f->lo > lo && f->lo < end)
 			end = f->lo;
 	}
-	zmr_unlock();
+	run_unlock();
 	return end;
 }
 
@@ -211,38 +211,38 @@ static void *map_foreign(uintptr_t lo, size_t len, int prot, int flags, int fd, 
 {
 	void *p;
 
-	zmr_lock();
-	if (zmr.nforeign == ZMR_FOREIGN_MAX && !foreign_meeting(lo, lo + len)) {
-		zmr_unlock();
+	run_lock();
+	if (run.nforeign == RUN_FOREIGN_MAX && !foreign_meeting(lo, lo + len)) {
+		run_unlock();
 		errno = ENOMEM;
 		return MAP_FAILED;
 	}
-	zmr_unlock();
+	run_unlock();
 	/* the region's pages there dropped first: none stays resident
 	 * where the region's userfaultfd no longer reaches */
-	if (zmr_drop(lo, len, PROT_NONE)) {
+	if (run_drop(lo, len, PROT_NONE)) {
 		errno = ENOMEM;
 		return MAP_FAILED;
 	}
-	p = zmr_sys_mmap((void *)lo, len, prot, flags, fd, off);
+	p = run_sys_mmap((void *)lo, len, prot, flags, fd, off);
 	if (p == MAP_FAILED)
 		return p;
-	zmr_lock();
-	if (!foreign_meeting(lo, lo + len) || zmr.nforeign < ZMR_FOREIGN_MAX) {
+	run_lock();
+	if (!foreign_meeting(lo, lo + len) || run.nforeign < RUN_FOREIGN_MAX) {
 		/* merged with one it meets, else a new entry */
-		struct zmr_extent *f = (struct zmr_extent *)foreign_meeting(lo, lo + len);
+		struct run_extent *f = (struct run_extent *)foreign_meeting(lo, lo + len);
 		if (f) {
 			f->lo = f->lo < lo ? f->lo : lo;
 			f->hi = f->hi > lo + len ? f->hi : lo + len;
 		} else {
-			zmr.foreign[zmr.nforeign] = (struct zmr_extent){ lo, lo + len };
-			__atomic_store_n(&zmr.nforeign, zmr.nforeign + 1, __ATOMIC_RELEASE);
+			run.foreign[run.nforeign] = (struct run_extent){ lo, lo + len };
+			__atomic_store_n(&run.nforeign, run.nforeign + 1, __ATOMIC_RELEASE);
 		}
 	}
 	/* kept out of the space: never handed out again */
-	if (zmr_space_alloc_at(&zmr.space, lo, len))
-		__atomic_fetch_add(&zmr.mmap_bytes, len, __ATOMIC_RELAXED);
-	zmr_unlock();
+	if (run_space_alloc_at(&run.space, lo, len))
+		__atomic_fetch_add(&run.mmap_bytes, len, __ATOMIC_RELAXED);
+	run_unlock();
 	return p;
 }
 
@@ -250,7 +250,7 @@ static void *map_foreign(uintptr_t lo, size_t len, int prot, int flags, int fd, 
  * kernel places nothing there (the region's range stays ours). */
 static int unmap_foreign(uintptr_t lo, uintptr_t hi)
 {
-	void *p = zmr_sys_mmap((void *)lo, hi - lo, PROT_NONE,
+	void *p = run_sys_mmap((void *)lo, hi - lo, PROT_NONE,
 			       MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
 	return p == MAP_FAILED ? -1 : 0;
@@ -258,7 +258,7 @@ static int unmap_foreign(uintptr_t lo, uintptr_t hi)
 
 static bool wanted(size_t len, int prot, int flags, int fd)
 {
-	return zmr_active() && len >= zmr.cfg.mmap_min && (flags & MAP_ANONYMOUS) &&
+	return run_active() && len >= run.cfg.mmap_min && (flags & MAP_ANONYMOUS) &&
 	       (flags & MAP_TYPE) == MAP_PRIVATE && !(flags & NOT_REGION_FLAGS) && fd == -1 &&
 	       (prot == RW || prot == PROT_NONE);
 }
@@ -268,8 +268,8 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 	uintptr_t lo = (uintptr_t)addr, a, b;
 	void *p;
 
-	if (zmi_in_lib || __atomic_load_n(&zmr.state, __ATOMIC_ACQUIRE) != ZMR_READY)
-		return zmr_sys_mmap(addr, len, prot, flags, fd, off);
+	if (zmi_in_lib || __atomic_load_n(&run.state, __ATOMIC_ACQUIRE) != RUN_READY)
+		return run_sys_mmap(addr, len, prot, flags, fd, off);
 	if ((flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) && len &&
 	    clip(lo, lo + page_up(len), &a, &b)) {
 		/* a fixed mapping over region memory: only what the region
@@ -278,7 +278,7 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 			errno = EEXIST;
 			return MAP_FAILED;
 		}
-		if (lo % zmr.page || a != lo || b != lo + page_up(len)) {
+		if (lo % run.page || a != lo || b != lo + page_up(len)) {
 			errno = EINVAL;
 			return MAP_FAILED;
 		}
@@ -292,9 +292,9 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 		p = map_region(page_up(len), prot);
 		if (p)
 			return p;
-		__atomic_fetch_add(&zmr.outside_bytes, len, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&run.outside_bytes, len, __ATOMIC_RELAXED);
 	}
-	return zmr_sys_mmap(addr, len, prot, flags, fd, off);
+	return run_sys_mmap(addr, len, prot, flags, fd, off);
 }
 
 EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
@@ -306,17 +306,17 @@ EXPORT int munmap(void *addr, size_t len)
 {
 	uintptr_t lo = (uintptr_t)addr, hi, a, b;
 
-	if (zmi_in_lib || !zmr.size || !len || !clip(lo, lo + len, &a, &b))
-		return zmr_sys_munmap(addr, len);
-	if (lo % zmr.page || lo + len < lo) {
+	if (zmi_in_lib || !run.size || !len || !clip(lo, lo + len, &a, &b))
+		return run_sys_munmap(addr, len);
+	if (lo % run.page || lo + len < lo) {
 		errno = EINVAL;
 		return -1;
 	}
 	hi = lo + page_up(len);
-	b = b > hi ? b : page_up(b - zmr.base) + zmr.base;
-	if (a > lo && zmr_sys_munmap(addr, a - lo))
+	b = b > hi ? b : page_up(b - run.base) + run.base;
+	if (a > lo && run_sys_munmap(addr, a - lo))
 		return -1;
-	if (hi > b && zmr_sys_munmap((void *)b, hi - b))
+	if (hi > b && run_sys_munmap((void *)b, hi - b))
 		return -1;
 	while (any_foreign() && a < b) {
 		bool f;
@@ -334,9 +334,9 @@ EXPORT int madvise(void *addr, size_t len, int advice)
 {
 	uintptr_t lo = (uintptr_t)addr, a, b;
 
-	if (zmi_in_lib || !zmr.size || !len || !clip(lo, lo + page_up(len), &a, &b))
+	if (zmi_in_lib || !run.size || !len || !clip(lo, lo + page_up(len), &a, &b))
 		return (int)syscall(SYS_madvise, addr, len, advice);
-	if (lo % zmr.page) {
+	if (lo % run.page) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -351,7 +351,7 @@ EXPORT int madvise(void *addr, size_t len, int advice)
 		if (f)
 			rc = syscall(SYS_madvise, (void *)a, e - a, advice) ? -errno : 0;
 		else if (advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE)
-			rc = zmr_discard(a, e - a);
+			rc = run_discard(a, e - a);
 		if (rc) {
 			errno = -rc;
 			return -1;
@@ -374,21 +374,21 @@ EXPORT int mprotect(void *addr, size_t len, int prot)
 	uintptr_t lo = (uintptr_t)addr, a, b;
 	int rc;
 
-	if (zmi_in_lib || !zmr.size || !len || !clip(lo, lo + page_up(len), &a, &b))
-		return zmr_sys_mprotect(addr, len, prot);
-	if (lo % zmr.page) {
+	if (zmi_in_lib || !run.size || !len || !clip(lo, lo + page_up(len), &a, &b))
+		return run_sys_mprotect(addr, len, prot);
+	if (lo % run.page) {
 		errno = EINVAL;
 		return -1;
 	}
-	if ((a > lo && zmr_sys_mprotect(addr, a - lo, prot)) ||
-	    (lo + page_up(len) > b && zmr_sys_mprotect((void *)b, lo + page_up(len) - b, prot)))
+	if ((a > lo && run_sys_mprotect(addr, a - lo, prot)) ||
+	    (lo + page_up(len) > b && run_sys_mprotect((void *)b, lo + page_up(len) - b, prot)))
 		return -1;
 	while (a < b) {
 		bool f = false;
 		uintptr_t e = any_foreign() ? piece(a, b, &f) : b;
 
-		rc = f ? (zmr_sys_mprotect((void *)a, e - a, prot) ? -errno : 0)
-		       : zmr_protect(a, e - a, prot);
+		rc = f ? (run_sys_mprotect((void *)a, e - a, prot) ? -errno : 0)
+		       : run_protect(a, e - a, prot);
 		if (rc) {
 			errno = -rc;
 			return -1;
@@ -410,16 +410,16 @@ static void *remap_region(uintptr_t old, size_t oldlen, size_t newlen, int flags
 			unmap_region(old + newlen, old + oldlen);
 		return (void *)old;
 	}
-	zmr_lock();
-	in_place = zmr_space_alloc_at(&zmr.space, old + oldlen, newlen - oldlen);
-	zmr_unlock();
+	run_lock();
+	in_place = run_space_alloc_at(&run.space, old + oldlen, newlen - oldlen);
+	run_unlock();
 	if (in_place) {
-		if (zmr_protect(old + oldlen, newlen - oldlen, RW)) {
+		if (run_protect(old + oldlen, newlen - oldlen, RW)) {
 			unmap_region(old + oldlen, old + newlen);
 			errno = ENOMEM;
 			return MAP_FAILED;
 		}
-		__atomic_fetch_add(&zmr.mmap_bytes, newlen - oldlen, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&run.mmap_bytes, newlen - oldlen, __ATOMIC_RELAXED);
 		return (void *)old;
 	}
 	if (!(flags & MREMAP_MAYMOVE)) {
@@ -447,7 +447,7 @@ EXPORT void *mremap(void *old, size_t oldlen, size_t newlen, int flags, ...)
 		to = va_arg(ap, void *);
 		va_end(ap);
 	}
-	if (zmi_in_lib || !zmr.size || !clip(lo, lo + page_up(oldlen ? oldlen : 1), &a, &b)) {
+	if (zmi_in_lib || !run.size || !clip(lo, lo + page_up(oldlen ? oldlen : 1), &a, &b)) {
 		/* the kernel's, but never into the region */
 		if (to && clip((uintptr_t)to, (uintptr_t)to + page_up(newlen), &a, &b)) {
 			errno = EINVAL;
@@ -463,7 +463,7 @@ EXPORT void *mremap(void *old, size_t oldlen, size_t newlen, int flags, ...)
 		}
 		return (void *)syscall(SYS_mremap, old, oldlen, newlen, flags, to);
 	}
-	if (lo % zmr.page || !newlen || !oldlen || a != lo || b < lo + page_up(oldlen) ||
+	if (lo % run.page || !newlen || !oldlen || a != lo || b < lo + page_up(oldlen) ||
 	    (flags & ~MREMAP_MAYMOVE)) {
 		/* MREMAP_FIXED and MREMAP_DONTUNMAP of region memory are not
 		 * supported; nor is a range that leaves the region */

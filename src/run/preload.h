@@ -13,7 +13,7 @@
  * zmem ctl untrack), the same.  free and realloc choose by the pointer's
  * address: inside the region, mimalloc's; anywhere else, glibc's.
  *
- * Lock order: zmr.lock (the space and the chunk list) is taken before
+ * Lock order: run.lock (the space and the chunk list) is taken before
  * any libzmem call made under it (discard, protect), never the reverse.
  */
 #ifndef ZM_RUN_PRELOAD_H
@@ -31,24 +31,24 @@
 #include "run/board.h"
 #include "run/space.h"
 
-enum zmr_state {
-	ZMR_UNINIT = 0,   /* constructor not run: everything to the system */
-	ZMR_STARTING = 1, /* one thread is starting it */
-	ZMR_READY = 2,    /* the region is in use */
-	ZMR_OFF = 3,      /* running uncompressed for good */
+enum run_state {
+	RUN_UNINIT = 0,   /* constructor not run: everything to the system */
+	RUN_STARTING = 1, /* one thread is starting it */
+	RUN_READY = 2,    /* the region is in use */
+	RUN_OFF = 3,      /* running uncompressed for good */
 };
 
 /* mimalloc's arenas: the region memory handed to it.  Its segments are
  * MI_SEGMENT_SIZE (32 MiB in mimalloc 2.0, 64-bit) and aligned to it, and
  * an arena's blocks are segments, so a chunk is aligned to it too.  The
- * first chunk is ZMR_CHUNK_FIRST, each next one twice the last, or the
+ * first chunk is RUN_CHUNK_FIRST, each next one twice the last, or the
  * size an allocation needs; mimalloc takes at most 64 arenas in all. */
-#define ZMR_MI_SEGMENT  (32ul << 20)
-#define ZMR_CHUNK_FIRST (256ul << 20)
-#define ZMR_CHUNKS_MAX  48
-#define ZMR_FOREIGN_MAX 64
+#define RUN_MI_SEGMENT  (32ul << 20)
+#define RUN_CHUNK_FIRST (256ul << 20)
+#define RUN_CHUNKS_MAX  48
+#define RUN_FOREIGN_MAX 64
 
-struct zmr_config {
+struct run_config {
 	uint64_t space;          /* bytes of address space, ZMEM_RUN_SPACE */
 	uint64_t resident;       /* bytes, or 0 */
 	unsigned pct_x100;       /* 1/100 percent of heap_max, or 0 */
@@ -59,19 +59,19 @@ struct zmr_config {
 				    0: 1 */
 };
 
-struct zmr {
-	int state;                       /* enum zmr_state, atomic */
+struct run {
+	int state;                       /* enum run_state, atomic */
 	bool untracked;                  /* zmem ctl untrack: no new memory
 					    placed in the region */
 	bool inherit;                    /* the region was made with INHERIT */
 	struct zm_region *region;
 	uintptr_t base;                  /* the region, set before READY */
 	size_t size, page;
-	struct zmr_config cfg;
+	struct run_config cfg;
 
 	pthread_mutex_t lock;            /* protects space, chunk[], nchunks */
-	struct zmr_space space;
-	struct zmr_extent chunk[ZMR_CHUNKS_MAX]; /* mimalloc's arenas */
+	struct run_space space;
+	struct run_extent chunk[RUN_CHUNKS_MAX]; /* mimalloc's arenas */
 	unsigned nchunks;
 	/* Foreign ranges: parts of the region a program mapped something
 	 * else over with MAP_FIXED (a file, shared memory: V8 maps its
@@ -79,7 +79,7 @@ struct zmr {
 	 * dropped, the kernel's calls on them go to the kernel, and the
 	 * space is never handed out again (unmapped, they are reserved
 	 * again, PROT_NONE, so that the kernel places nothing there). */
-	struct zmr_extent foreign[ZMR_FOREIGN_MAX];
+	struct run_extent foreign[RUN_FOREIGN_MAX];
 	unsigned nforeign;               /* atomic for the lock-free look */
 	size_t next_chunk;
 
@@ -91,57 +91,57 @@ struct zmr {
 	struct run_proc_stats max;       /* the run thread's: peaks it saw */
 
 	/* the run thread and the board */
-	struct zmi_board *board;
+	struct run_board *board;
 	int slot;                        /* -1: unreported */
 	pthread_t thread;
 	bool thread_running;
 	uint64_t limit_set;              /* the limit last given the region */
 };
 
-extern struct zmr zmr;
+extern struct run run;
 
 /* Whether to place memory in the region now: ready, tracking, and not
  * called from the library's own code.  Starts the preload when it can. */
-bool zmr_active(void);
+bool run_active(void);
 
-static inline bool zmr_in_region(const void *p)
+static inline bool run_in_region(const void *p)
 {
-	return (uintptr_t)p - zmr.base < zmr.size;
+	return (uintptr_t)p - run.base < run.size;
 }
 
 /* Whole pages of [addr, addr + len) that lie in the region, as offsets. */
-void zmr_lock(void);
-void zmr_unlock(void);
+void run_lock(void);
+void run_unlock(void);
 
 /* Region calls with zmi_in_lib raised (base/os.h), on offsets from its
  * base: discard drops pages (they read as zeros); protect sets the
  * protection, keeping the content (zm_region_protect). */
-int zmr_discard(uintptr_t addr, size_t len);
-int zmr_protect(uintptr_t addr, size_t len, int prot);
+int run_discard(uintptr_t addr, size_t len);
+int run_protect(uintptr_t addr, size_t len, int prot);
 /* Drop and protect in one: for ranges whose content goes. */
-int zmr_drop(uintptr_t addr, size_t len, int prot);
+int run_drop(uintptr_t addr, size_t len, int prot);
 
 /* The kernel's own calls. */
-void *zmr_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
-int zmr_sys_munmap(void *addr, size_t len);
-int zmr_sys_mprotect(void *addr, size_t len, int prot);
+void *run_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+int run_sys_munmap(void *addr, size_t len);
+int run_sys_mprotect(void *addr, size_t len, int prot);
 
 /* glibc's allocator (alloc.c). */
-void *zmr_sys_malloc(size_t n);
-void zmr_sys_free(void *p);
+void *run_sys_malloc(size_t n);
+void run_sys_free(void *p);
 
 /* Add a mimalloc chunk big enough for an allocation of need bytes, unless
  * another thread added one since gen was read.  true if mimalloc may
  * succeed now (alloc.c). */
-bool zmr_grow(size_t need, unsigned gen);
-unsigned zmr_chunk_gen(void);
+bool run_grow(size_t need, unsigned gen);
+unsigned run_chunk_gen(void);
 /* Find glibc's malloc_usable_size (for the pointers of the system's
  * allocator), before anything else at start (alloc.c). */
-void zmr_alloc_early(void);
+void run_alloc_early(void);
 /* Load mimalloc and set its options; 0 or -errno (alloc.c). */
-int zmr_alloc_setup(void);
+int run_alloc_setup(void);
 
 /* One line on stderr, "zmem run: ...", without allocating. */
-void zmr_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void run_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

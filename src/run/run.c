@@ -27,16 +27,16 @@
 #include "run/preload.h"
 #include "run/run.h"
 
-struct zmr zmr = { .lock = PTHREAD_MUTEX_INITIALIZER, .slot = -1 };
+struct run run = { .lock = PTHREAD_MUTEX_INITIALIZER, .slot = -1 };
 
 /* Serialises publishing: the run thread's and the last one at exit. */
 static pthread_mutex_t publish_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool exited;
 
-#define ZMR_SPACE_DEFAULT (64ull << 30)
-#define ZMR_MMAP_MIN_DEFAULT (64u << 10)
+#define RUN_SPACE_DEFAULT (64ull << 30)
+#define RUN_MMAP_MIN_DEFAULT (64u << 10)
 
-void zmr_say(const char *fmt, ...)
+void run_say(const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
@@ -52,47 +52,47 @@ void zmr_say(const char *fmt, ...)
 		return;
 }
 
-bool zmr_active(void)
+bool run_active(void)
 {
-	return !zmi_in_lib && __atomic_load_n(&zmr.state, __ATOMIC_ACQUIRE) == ZMR_READY &&
-	       !__atomic_load_n(&zmr.untracked, __ATOMIC_RELAXED);
+	return !zmi_in_lib && __atomic_load_n(&run.state, __ATOMIC_ACQUIRE) == RUN_READY &&
+	       !__atomic_load_n(&run.untracked, __ATOMIC_RELAXED);
 }
 
-void zmr_lock(void)
+void run_lock(void)
 {
-	pthread_mutex_lock(&zmr.lock);
+	pthread_mutex_lock(&run.lock);
 }
 
-void zmr_unlock(void)
+void run_unlock(void)
 {
-	pthread_mutex_unlock(&zmr.lock);
+	pthread_mutex_unlock(&run.lock);
 }
 
-int zmr_discard(uintptr_t addr, size_t len)
+int run_discard(uintptr_t addr, size_t len)
 {
 	int rc;
 
 	zmi_in_lib++;
-	rc = zm_region_discard(zmr.region, addr - zmr.base, len);
+	rc = zm_region_discard(run.region, addr - run.base, len);
 	zmi_in_lib--;
 	return rc;
 }
 
-int zmr_protect(uintptr_t addr, size_t len, int prot)
+int run_protect(uintptr_t addr, size_t len, int prot)
 {
 	int rc;
 
 	zmi_in_lib++;
-	rc = zm_region_protect(zmr.region, addr - zmr.base, len, prot);
+	rc = zm_region_protect(run.region, addr - run.base, len, prot);
 	zmi_in_lib--;
 	return rc;
 }
 
-int zmr_drop(uintptr_t addr, size_t len, int prot)
+int run_drop(uintptr_t addr, size_t len, int prot)
 {
-	int rc = zmr_discard(addr, len);
+	int rc = run_discard(addr, len);
 
-	return rc ? rc : zmr_protect(addr, len, prot);
+	return rc ? rc : run_protect(addr, len, prot);
 }
 
 /* ---- settings ---------------------------------------------------------- */
@@ -168,18 +168,18 @@ static const char *env(const char *name)
 
 static int bad(const char *name, const char *value, const char *what)
 {
-	zmr_say("%s=%s: %s; running uncompressed", name, value, what);
+	run_say("%s=%s: %s; running uncompressed", name, value, what);
 	return -EINVAL;
 }
 
-static int read_config(struct zmr_config *c)
+static int read_config(struct run_config *c)
 {
 	const char *v;
 	uint64_t n;
 
 	memset(c, 0, sizeof(*c));
-	c->space = ZMR_SPACE_DEFAULT;
-	c->mmap_min = ZMR_MMAP_MIN_DEFAULT;
+	c->space = RUN_SPACE_DEFAULT;
+	c->mmap_min = RUN_MMAP_MIN_DEFAULT;
 	if ((v = env("ZMEM_RUN_RESIDENT"))) {
 		size_t len = strlen(v);
 		char *end;
@@ -232,7 +232,7 @@ static bool codec_ok(const char *name)
 }
 
 /* The store refuses a bad codec or allocator with -EINVAL: name which. */
-static void name_store_error(const struct zmr_config *c, int rc)
+static void name_store_error(const struct run_config *c, int rc)
 {
 	const char *const *b = zm_pool_backends();
 	bool found = !c->allocator;
@@ -251,41 +251,41 @@ static void name_store_error(const struct zmr_config *c, int rc)
 		bad("ZMEM_RUN_ALLOCATOR", c->allocator, "unknown allocator");
 		return;
 	}
-	zmr_say("no compressed region (%s); running uncompressed", strerror(-rc));
+	run_say("no compressed region (%s); running uncompressed", strerror(-rc));
 }
 
 /* ---- the run thread ---------------------------------------------------- */
 
 static uint64_t limit_floor(void)
 {
-	return (uint64_t)ZM_REGION_MIN_RESIDENT * zmr.page;
+	return (uint64_t)ZM_REGION_MIN_RESIDENT * run.page;
 }
 
 static void set_limit(uint64_t bytes)
 {
 	if (bytes && bytes < limit_floor())
 		bytes = limit_floor();
-	if (bytes != zmr.limit_set && !zm_region_set_limit(zmr.region, bytes))
-		zmr.limit_set = bytes;
+	if (bytes != run.limit_set && !zm_region_set_limit(run.region, bytes))
+		run.limit_set = bytes;
 }
 
 static void apply(uint32_t cmd, uint64_t arg, const struct zm_region_stats *rs)
 {
 	switch (cmd) {
 	case RUN_CMD_RECLAIM:
-		zm_region_reclaim(zmr.region, arg ? arg : rs->resident_bytes);
+		zm_region_reclaim(run.region, arg ? arg : rs->resident_bytes);
 		break;
 	case RUN_CMD_MEM_LIMIT:
-		zmr.cfg.pct_x100 = arg & RUN_ARG_PCT ? (unsigned)(arg & ~RUN_ARG_PCT) : 0;
-		zmr.cfg.resident = arg & RUN_ARG_PCT ? 0 : arg;
-		if (!zmr.cfg.pct_x100)
-			set_limit(zmr.cfg.resident);
+		run.cfg.pct_x100 = arg & RUN_ARG_PCT ? (unsigned)(arg & ~RUN_ARG_PCT) : 0;
+		run.cfg.resident = arg & RUN_ARG_PCT ? 0 : arg;
+		if (!run.cfg.pct_x100)
+			set_limit(run.cfg.resident);
 		break;
 	case RUN_CMD_UNTRACK:
-		zmr.cfg.pct_x100 = 0;
-		zmr.cfg.resident = 0;
+		run.cfg.pct_x100 = 0;
+		run.cfg.resident = 0;
 		set_limit(0);
-		__atomic_store_n(&zmr.untracked, true, __ATOMIC_RELAXED);
+		__atomic_store_n(&run.untracked, true, __ATOMIC_RELAXED);
 		break;
 	default:
 		break;
@@ -301,39 +301,39 @@ static void tick(uint32_t state)
 	uint32_t cmd;
 	uint64_t arg, heap;
 
-	if (zm_region_stats(zmr.region, &rs))
+	if (zm_region_stats(run.region, &rs))
 		return;
 	heap = rs.resident_bytes + rs.pages_stored * rs.page_size;
-	if (heap > zmr.heap_max)
-		zmr.heap_max = heap;
-	if (zmr.cfg.pct_x100 && state == RUN_SLOT_LIVE)
-		set_limit(zmr.heap_max * zmr.cfg.pct_x100 / 10000);
+	if (heap > run.heap_max)
+		run.heap_max = heap;
+	if (run.cfg.pct_x100 && state == RUN_SLOT_LIVE)
+		set_limit(run.heap_max * run.cfg.pct_x100 / 10000);
 	st.heap_bytes = heap;
-	st.heap_max = zmr.heap_max;
+	st.heap_max = run.heap_max;
 	st.resident_bytes = rs.resident_bytes;
 	st.resident_max = rs.resident_max;
 	st.resident_limit = rs.resident_limit;
 	st.stored_bytes = rs.stored_bytes;
 	st.pool_bytes = rs.pool_bytes;
 	st.meta_bytes = rs.meta_bytes;
-	st.mmap_bytes = __atomic_load_n(&zmr.mmap_bytes, __ATOMIC_RELAXED);
+	st.mmap_bytes = __atomic_load_n(&run.mmap_bytes, __ATOMIC_RELAXED);
 	st.faults_first = rs.faults_first;
 	st.faults_refault = rs.faults_refault;
 	st.faults_wp = rs.faults_wp;
 	st.fault_ns = rs.fault_ns;
 	st.evictions = rs.evictions;
-	st.outside_bytes = __atomic_load_n(&zmr.outside_bytes, __ATOMIC_RELAXED);
+	st.outside_bytes = __atomic_load_n(&run.outside_bytes, __ATOMIC_RELAXED);
 	st.rss_bytes = zmi_os_rss_bytes();
-#define MAXOF(f, v) (zmr.max.f = zmr.max.f > (v) ? zmr.max.f : (v))
+#define MAXOF(f, v) (run.max.f = run.max.f > (v) ? run.max.f : (v))
 	st.pool_max = MAXOF(pool_max, st.pool_bytes);
 	st.stored_max = MAXOF(stored_max, st.stored_bytes);
 	st.meta_max = MAXOF(meta_max, st.meta_bytes);
 	st.total_max = MAXOF(total_max, st.resident_bytes + st.pool_bytes + st.meta_bytes);
 	st.rss_max = MAXOF(rss_max, st.rss_bytes);
 #undef MAXOF
-	if (zmr.board && zmr.slot >= 0) {
-		zmr_board_publish(zmr.board, (unsigned)zmr.slot, &st, state);
-		if (state == RUN_SLOT_LIVE && zmr_board_take_cmd(zmr.board, (unsigned)zmr.slot,
+	if (run.board && run.slot >= 0) {
+		run_board_publish(run.board, (unsigned)run.slot, &st, state);
+		if (state == RUN_SLOT_LIVE && run_board_take_cmd(run.board, (unsigned)run.slot,
 								  &cmd, &arg))
 			apply(cmd, arg, &rs);
 	}
@@ -361,15 +361,15 @@ static void start_thread(void)
 	/* the program's signals are the program's threads' to take */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	zmr.thread_running = !pthread_create(&zmr.thread, NULL, run_thread, NULL);
+	run.thread_running = !pthread_create(&run.thread, NULL, run_thread, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (zmr.thread_running)
-		pthread_detach(zmr.thread);
+	if (run.thread_running)
+		pthread_detach(run.thread);
 }
 
 static void claim_slot(int32_t ppid)
 {
-	zmr.slot = zmr.board ? zmr_board_claim(zmr.board, getpid(), ppid,
+	run.slot = run.board ? run_board_claim(run.board, getpid(), ppid,
 					       program_invocation_short_name) : -1;
 }
 
@@ -378,12 +378,12 @@ static void claim_slot(int32_t ppid)
 static void fork_prepare(void)
 {
 	pthread_mutex_lock(&publish_lock);
-	zmr_lock();
+	run_lock();
 }
 
 static void fork_parent(void)
 {
-	zmr_unlock();
+	run_unlock();
 	pthread_mutex_unlock(&publish_lock);
 }
 
@@ -391,21 +391,21 @@ static void fork_parent(void)
  * the fork by the forking thread are made new. */
 static void fork_child(void)
 {
-	pthread_mutex_init(&zmr.lock, NULL);
+	pthread_mutex_init(&run.lock, NULL);
 	pthread_mutex_init(&publish_lock, NULL);
-	if (__atomic_load_n(&zmr.state, __ATOMIC_ACQUIRE) != ZMR_READY)
+	if (__atomic_load_n(&run.state, __ATOMIC_ACQUIRE) != RUN_READY)
 		return;
 	zmi_in_lib++;
-	zmr.heap_max = 0;
-	memset(&zmr.max, 0, sizeof(zmr.max));
+	run.heap_max = 0;
+	memset(&run.max, 0, sizeof(run.max));
 	claim_slot(getppid());
 	start_thread();
 	zmi_in_lib--;
 }
 
-__attribute__((destructor)) static void zmr_exit(void)
+__attribute__((destructor)) static void run_exit(void)
 {
-	if (__atomic_load_n(&zmr.state, __ATOMIC_ACQUIRE) != ZMR_READY)
+	if (__atomic_load_n(&run.state, __ATOMIC_ACQUIRE) != RUN_READY)
 		return;
 	zmi_in_lib++;
 	pthread_mutex_lock(&publish_lock);
@@ -423,7 +423,7 @@ static int make_region(void)
 	static char backing[4096];
 	struct zm_store_config sc = { 0 };
 	struct zm_region_config rc = { 0 };
-	const struct zmr_config *c = &zmr.cfg;
+	const struct run_config *c = &run.cfg;
 	int err;
 
 	sc.codec = c->codec;
@@ -434,7 +434,7 @@ static int make_region(void)
 	if (c->backing) {
 		/* one file a process: the launcher's child has the path, every
 		 * other process path.PID */
-		bool first = zmr.board && getppid() == zmr.board->launcher_pid;
+		bool first = run.board && getppid() == run.board->launcher_pid;
 
 		if (first)
 			snprintf(backing, sizeof(backing), "%s", c->backing);
@@ -453,17 +453,17 @@ static int make_region(void)
 	rc.flags = ZM_REGION_WAIT | ZM_REGION_INHERIT | ZM_REGION_AROUND;
 	rc.store = &sc;
 	rc.store_size = sizeof(sc);
-	err = zm_region_create(&rc, &zmr.region);
-	zmr.inherit = true;
+	err = zm_region_create(&rc, &run.region);
+	run.inherit = true;
 	if (err == -EPERM || err == -ENOSYS) {
-		zmr_say("no userfaultfd here (%s): running uncompressed", strerror(-err));
+		run_say("no userfaultfd here (%s): running uncompressed", strerror(-err));
 		return err;
 	}
 	if (err) {
 		name_store_error(c, err);
 		return err;
 	}
-	zmr.limit_set = rc.resident_limit;
+	run.limit_set = rc.resident_limit;
 	return 0;
 }
 
@@ -471,39 +471,39 @@ static int start(void)
 {
 	int err;
 
-	zmr.page = zmi_os_page_size();
-	zmr_alloc_early();
-	if (read_config(&zmr.cfg) || zmr_alloc_setup())
+	run.page = zmi_os_page_size();
+	run_alloc_early();
+	if (read_config(&run.cfg) || run_alloc_setup())
 		return -EINVAL;
-	if (zmr.cfg.board && (err = zmr_board_attach(zmr.cfg.board, &zmr.board)))
-		zmr_say("ZMEM_RUN_BOARD=%s: %s; running unreported", zmr.cfg.board,
+	if (run.cfg.board && (err = run_board_attach(run.cfg.board, &run.board)))
+		run_say("ZMEM_RUN_BOARD=%s: %s; running unreported", run.cfg.board,
 			err == -EPROTO ? "not a board of this version" : strerror(-err));
 	if ((err = make_region()))
 		return err;
-	if (zmr_space_init(&zmr.space, (uintptr_t)zm_region_base(zmr.region),
-			   zm_region_size(zmr.region), zmr.page)) {
-		zm_region_destroy(zmr.region);
+	if (run_space_init(&run.space, (uintptr_t)zm_region_base(run.region),
+			   zm_region_size(run.region), run.page)) {
+		zm_region_destroy(run.region);
 		return -ENOMEM;
 	}
-	zmr.next_chunk = ZMR_CHUNK_FIRST;
-	zmr.base = (uintptr_t)zm_region_base(zmr.region);
-	zmr.size = zm_region_size(zmr.region);
+	run.next_chunk = RUN_CHUNK_FIRST;
+	run.base = (uintptr_t)zm_region_base(run.region);
+	run.size = zm_region_size(run.region);
 	claim_slot(0);
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	start_thread();
 	return 0;
 }
 
-__attribute__((constructor)) static void zmr_start(void)
+__attribute__((constructor)) static void run_start(void)
 {
-	int expect = ZMR_UNINIT;
+	int expect = RUN_UNINIT;
 	int err;
 
-	if (!__atomic_compare_exchange_n(&zmr.state, &expect, ZMR_STARTING, false,
+	if (!__atomic_compare_exchange_n(&run.state, &expect, RUN_STARTING, false,
 					 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		return;
 	zmi_in_lib++;
 	err = start();
 	zmi_in_lib--;
-	__atomic_store_n(&zmr.state, err ? ZMR_OFF : ZMR_READY, __ATOMIC_RELEASE);
+	__atomic_store_n(&run.state, err ? RUN_OFF : RUN_READY, __ATOMIC_RELEASE);
 }

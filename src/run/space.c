@@ -19,10 +19,10 @@ static void *raw_map(size_t len)
 	return p < 0 && p > -4096 ? NULL : (void *)p;
 }
 
-static int grow(struct zmr_space *s, size_t need)
+static int grow(struct run_space *s, size_t need)
 {
 	size_t cap = s->cap ? s->cap * 2 : 4096 / sizeof(*s->ext);
-	struct zmr_extent *e;
+	struct run_extent *e;
 
 	if (need <= s->cap)
 		return 0;
@@ -40,7 +40,7 @@ static int grow(struct zmr_space *s, size_t need)
 	return 0;
 }
 
-int zmr_space_init(struct zmr_space *s, uintptr_t base, size_t size, size_t page)
+int run_space_init(struct run_space *s, uintptr_t base, size_t size, size_t page)
 {
 	memset(s, 0, sizeof(*s));
 	s->base = base;
@@ -48,13 +48,13 @@ int zmr_space_init(struct zmr_space *s, uintptr_t base, size_t size, size_t page
 	s->page = page;
 	if (grow(s, 1))
 		return -ENOMEM;
-	s->ext[0] = (struct zmr_extent){ base, base + size };
+	s->ext[0] = (struct run_extent){ base, base + size };
 	s->n = 1;
 	s->free_bytes = size;
 	return 0;
 }
 
-void zmr_space_fini(struct zmr_space *s)
+void run_space_fini(struct run_space *s)
 {
 	if (s->ext)
 		syscall(SYS_munmap, s->ext, s->cap * sizeof(*s->ext));
@@ -62,7 +62,7 @@ void zmr_space_fini(struct zmr_space *s)
 }
 
 /* The first extent whose hi is at or above addr (n if none). */
-static size_t first_reaching(const struct zmr_space *s, uintptr_t addr)
+static size_t first_reaching(const struct run_space *s, uintptr_t addr)
 {
 	size_t lo = 0, hi = s->n;
 
@@ -78,9 +78,9 @@ static size_t first_reaching(const struct zmr_space *s, uintptr_t addr)
 }
 
 /* Carve [a, a + len) out of extent i, which holds it. */
-static bool carve(struct zmr_space *s, size_t i, uintptr_t a, size_t len)
+static bool carve(struct run_space *s, size_t i, uintptr_t a, size_t len)
 {
-	struct zmr_extent e = s->ext[i];
+	struct run_extent e = s->ext[i];
 	bool left = a > e.lo, right = a + len < e.hi;
 
 	if (left && right) {
@@ -102,7 +102,7 @@ static bool carve(struct zmr_space *s, size_t i, uintptr_t a, size_t len)
 	return true;
 }
 
-uintptr_t zmr_space_alloc(struct zmr_space *s, size_t len, size_t align)
+uintptr_t run_space_alloc(struct run_space *s, size_t len, size_t align)
 {
 	if (!len || len % s->page || align < s->page || (align & (align - 1)))
 		return 0;
@@ -115,7 +115,7 @@ uintptr_t zmr_space_alloc(struct zmr_space *s, size_t len, size_t align)
 	return 0;
 }
 
-bool zmr_space_alloc_at(struct zmr_space *s, uintptr_t addr, size_t len)
+bool run_space_alloc_at(struct run_space *s, uintptr_t addr, size_t len)
 {
 	size_t i;
 
@@ -128,7 +128,7 @@ bool zmr_space_alloc_at(struct zmr_space *s, uintptr_t addr, size_t len)
 	return carve(s, i, addr, len);
 }
 
-size_t zmr_space_free(struct zmr_space *s, uintptr_t addr, size_t len)
+size_t run_space_free(struct run_space *s, uintptr_t addr, size_t len)
 {
 	uintptr_t lo = addr, hi = addr + len;
 	size_t i, j, overlap = 0;
@@ -154,13 +154,13 @@ size_t zmr_space_free(struct zmr_space *s, uintptr_t addr, size_t len)
 			return (size_t)-1;
 		memmove(&s->ext[i + 1], &s->ext[i], (s->n - i) * sizeof(*s->ext));
 		s->n++;
-		s->ext[i] = (struct zmr_extent){ lo, hi };
+		s->ext[i] = (struct run_extent){ lo, hi };
 	} else {
 		if (s->ext[i].lo < lo)
 			lo = s->ext[i].lo;
 		if (s->ext[j - 1].hi > hi)
 			hi = s->ext[j - 1].hi;
-		s->ext[i] = (struct zmr_extent){ lo, hi };
+		s->ext[i] = (struct run_extent){ lo, hi };
 		memmove(&s->ext[i + 1], &s->ext[j], (s->n - j) * sizeof(*s->ext));
 		s->n -= j - i - 1;
 	}
@@ -168,12 +168,12 @@ size_t zmr_space_free(struct zmr_space *s, uintptr_t addr, size_t len)
 	return len - overlap;
 }
 
-int zmr_space_check(const struct zmr_space *s)
+int run_space_check(const struct run_space *s)
 {
 	size_t sum = 0;
 
 	for (size_t i = 0; i < s->n; i++) {
-		const struct zmr_extent *e = &s->ext[i];
+		const struct run_extent *e = &s->ext[i];
 
 		if (e->lo >= e->hi || e->lo < s->base || e->hi > s->end ||
 		    e->lo % s->page || e->hi % s->page ||

@@ -24,34 +24,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct zmr_extent {
+struct run_extent {
 	uintptr_t lo, hi;
 };
 
-struct zmr_space {
+struct run_space {
 	uintptr_t base, end;     /* the range managed */
 	size_t page;             /* granule: every address and length */
 	size_t free_bytes;
-	struct zmr_extent *ext;  /* free extents, sorted by lo */
+	struct run_extent *ext;  /* free extents, sorted by lo */
 	size_t n, cap;           /* extents used, and room for */
 };
 
 /* Manage [base, base + size), all free.  0 or -ENOMEM. */
-int zmr_space_init(struct zmr_space *s, uintptr_t base, size_t size, size_t page);
+int run_space_init(struct run_space *s, uintptr_t base, size_t size, size_t page);
 /* Unmap the extent array (the range itself is the caller's). */
-void zmr_space_fini(struct zmr_space *s);
+void run_space_fini(struct run_space *s);
 /* Take len bytes aligned to align (a power of two, at least the page),
  * the lowest that fit.  The address, or 0 when no free extent fits. */
-uintptr_t zmr_space_alloc(struct zmr_space *s, size_t len, size_t align);
+uintptr_t run_space_alloc(struct run_space *s, size_t len, size_t align);
 /* Take exactly [addr, addr + len) if all of it is free (mremap growing in
  * place).  true if taken. */
-bool zmr_space_alloc_at(struct zmr_space *s, uintptr_t addr, size_t len);
+bool run_space_alloc_at(struct run_space *s, uintptr_t addr, size_t len);
 /* Give [addr, addr + len) back, clipped to the managed range; parts of it
  * free already stay free.  Returns the bytes that were in use, or
  * (size_t)-1 when the extent array could not grow (nothing changed). */
-size_t zmr_space_free(struct zmr_space *s, uintptr_t addr, size_t len);
+size_t run_space_free(struct run_space *s, uintptr_t addr, size_t len);
 /* Whole-structure check (sorted, disjoint, apart, inside, free_bytes
  * right): 0, or -EUCLEAN. */
-int zmr_space_check(const struct zmr_space *s);
+int run_space_check(const struct run_space *s);
 
 #endif

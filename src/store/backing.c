@@ -44,7 +44,7 @@
  *     Holes are punched, and the file sized and emptied, through the
  *     first fd as before.
  *   - ZM_STORE_CACHE_DROP: written through the page cache, then (before
- *     a writeback lets go of wb_lock: zmi_backing_flush; sooner if it
+ *     a writeback lets go of wb_lock: zmi_store_backing_flush; sooner if it
  *     wrote DROP_BATCH) flushed and dropped, its blocks rounded out to
  *     whole ones: the packed layout's block being filled goes too, and
  *     is read again by the next write into it.  A read drops the blocks
@@ -54,7 +54,7 @@
  *     and cannot leave), or where neither works.
  *
  * Why padding and the head copy are enough (O_DIRECT).  Every write is
- * of pages zmi_backing_alloc just gave room, under wb_lock, in the order
+ * of pages zmi_store_backing_alloc just gave room, under wb_lock, in the order
  * the room was given (a batch's runs in order, a unit's chunks and the
  * cleaner's pages one by one), and the packed layout fills a block from
  * its start up, once between two punches (it is reused only when no page
@@ -72,7 +72,7 @@
  *     and needs no head of its own); when
  *     `head` names another block (room was given in this block and never
  *     written, its page freed at once: dead bytes), the block is read
- *     back from the file first (zmi_backing_head_reads counts it; the
+ *     back from the file first (zmi_store_backing_head_reads counts it; the
  *     tests see none without faults).  If `head` names this block from
  *     before its last punch, no write since put a live byte before the
  *     start (it would have renewed `head`): its stale bytes are dead.
@@ -111,12 +111,12 @@
 
 #include "store/store_internal.h"
 
-int (*zmi_backing_fault)(int op, uint64_t index);
-int zmi_backing_cache_fail;
-int zmi_backing_direct_fail;
-uint64_t zmi_backing_pwrites;
-uint64_t zmi_backing_head_reads;
-uint64_t zmi_backing_preads;
+int (*zmi_store_backing_fault)(int op, uint64_t index);
+int zmi_store_backing_cache_fail;
+int zmi_store_backing_direct_fail;
+uint64_t zmi_store_backing_pwrites;
+uint64_t zmi_store_backing_head_reads;
+uint64_t zmi_store_backing_preads;
 
 /* The file system's block, the packed layout's unit. */
 #define BLOCK 4096u
@@ -133,7 +133,7 @@ uint64_t zmi_backing_preads;
 #define RAMFS_MAGIC 0x858458f6
 #endif
 
-struct zmi_file_space {
+struct zmi_store_file_space {
 	pthread_mutex_t lock;
 	uint16_t *refs;          /* per block: pages in it (+1: the block being
 				    filled); refs_arr's elements */
@@ -165,7 +165,7 @@ struct zmi_file_space {
 
 static int fault(int op, uint64_t index)
 {
-	int (*f)(int, uint64_t) = __atomic_load_n(&zmi_backing_fault, __ATOMIC_RELAXED);
+	int (*f)(int, uint64_t) = __atomic_load_n(&zmi_store_backing_fault, __ATOMIC_RELAXED);
 
 	return f ? f(op, index) : 0;
 }
@@ -182,7 +182,7 @@ static void punch(struct zm_store *s, uint64_t index, uint64_t off, uint64_t len
 	if (fault('p', index))
 		return;
 	if (s->nbd) {
-		zmi_nbd_trim(s, off, len);
+		zmi_store_nbd_trim(s, off, len);
 		return;
 	}
 	(void)fallocate(s->bfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
@@ -190,13 +190,13 @@ static void punch(struct zm_store *s, uint64_t index, uint64_t off, uint64_t len
 }
 
 /* Is block b free: punched, with no reference (space->lock held)? */
-static bool block_free(const struct zmi_file_space *sp, uint64_t b)
+static bool block_free(const struct zmi_store_file_space *sp, uint64_t b)
 {
 	return b < sp->next && b != sp->cur && !sp->refs[b];
 }
 
 /* Drop the free list's stale entries and repeats (space->lock held). */
-static void free_tidy(struct zmi_file_space *sp)
+static void free_tidy(struct zmi_store_file_space *sp)
 {
 	uint64_t kept = 0;
 
@@ -216,7 +216,7 @@ static void free_tidy(struct zmi_file_space *sp)
 /* Drop a reference to block b (space->lock held); the last punches it. */
 static void block_put(struct zm_store *s, uint64_t index, uint64_t b)
 {
-	struct zmi_file_space *sp = s->space;
+	struct zmi_store_file_space *sp = s->space;
 
 	ZM_ASSERT(sp->refs[b] > 0);
 	if (--sp->refs[b])
@@ -250,7 +250,7 @@ static void block_take(struct zm_store *s, uint64_t b)
 
 /* Count len bytes at off in (sign 1) or out of (-1) the live bytes of the
  * blocks they are in (space->lock held; the blocks taken). */
-static void live_count(struct zmi_file_space *sp, uint64_t off, size_t len, int sign)
+static void live_count(struct zmi_store_file_space *sp, uint64_t off, size_t len, int sign)
 {
 	uint64_t b = off / BLOCK;
 	uint32_t first = (uint32_t)(BLOCK - off % BLOCK);
@@ -263,11 +263,11 @@ static void live_count(struct zmi_file_space *sp, uint64_t off, size_t len, int 
 	sp->live_bytes += (uint64_t)((int64_t)sign * (int64_t)len);
 }
 
-int zmi_backing_alloc(struct zm_store *s, uint64_t index, size_t len, uint64_t *off)
+int zmi_store_backing_alloc(struct zm_store *s, uint64_t index, size_t len, uint64_t *off)
 {
-	struct zmi_file_space *sp = s->space;
+	struct zmi_store_file_space *sp = s->space;
 	uint64_t b, epoch = 0;
-	int rc = s->nbd ? zmi_nbd_ready(s, &epoch) : 0;
+	int rc = s->nbd ? zmi_store_nbd_ready(s, &epoch) : 0;
 
 	if (rc)
 		return rc;
@@ -344,12 +344,12 @@ int zmi_backing_alloc(struct zm_store *s, uint64_t index, size_t len, uint64_t *
 	return 0;
 }
 
-void zmi_backing_free(struct zm_store *s, uint64_t index, uint64_t off, size_t len)
+void zmi_store_backing_free(struct zm_store *s, uint64_t index, uint64_t off, size_t len)
 {
-	struct zmi_file_space *sp = s->space;
+	struct zmi_store_file_space *sp = s->space;
 
 	if (s->nbd)
-		zmi_nbd_forget(s, off);
+		zmi_store_nbd_forget(s, off);
 	if (!packed(s)) {
 		punch(s, index, off, s->page_size);
 		return;
@@ -362,9 +362,9 @@ void zmi_backing_free(struct zm_store *s, uint64_t index, uint64_t off, size_t l
 	pthread_mutex_unlock(&sp->lock);
 }
 
-void zmi_backing_usage(struct zm_store *s, uint64_t *held, uint64_t *live)
+void zmi_store_backing_usage(struct zm_store *s, uint64_t *held, uint64_t *live)
 {
-	struct zmi_file_space *sp = s->space;
+	struct zmi_store_file_space *sp = s->space;
 
 	*held = *live = 0;
 	if (!sp || !packed(s))
@@ -378,9 +378,9 @@ void zmi_backing_usage(struct zm_store *s, uint64_t *held, uint64_t *live)
 /* Live bytes by sixteenths of a block, for the cleaner's threshold. */
 #define LIVE_BUCKETS 16
 
-uint32_t zmi_backing_clean_threshold(struct zm_store *s, unsigned target_pct)
+uint32_t zmi_store_backing_clean_threshold(struct zm_store *s, unsigned target_pct)
 {
-	struct zmi_file_space *sp = s->space;
+	struct zmi_store_file_space *sp = s->space;
 	uint64_t n[LIVE_BUCKETS] = { 0 }, bytes[LIVE_BUCKETS] = { 0 };
 	uint64_t held, live, goal, moved = 0, blocks = 0;
 	uint32_t max_live = 0;
@@ -417,9 +417,9 @@ uint32_t zmi_backing_clean_threshold(struct zm_store *s, unsigned target_pct)
 	return max_live;
 }
 
-bool zmi_backing_sparse(struct zm_store *s, uint64_t off, size_t len, uint32_t max_live)
+bool zmi_store_backing_sparse(struct zm_store *s, uint64_t off, size_t len, uint32_t max_live)
 {
-	struct zmi_file_space *sp = s->space;
+	struct zmi_store_file_space *sp = s->space;
 	uint64_t b = off / BLOCK, e = (off + len - 1) / BLOCK;
 	bool yes;
 
@@ -432,7 +432,7 @@ bool zmi_backing_sparse(struct zm_store *s, uint64_t off, size_t len, uint32_t m
 	return yes;
 }
 
-bool zmi_has_file(const struct zm_store *s)
+bool zmi_store_has_file(const struct zm_store *s)
 {
 	/* getpid() rather than a fork handler: it also sees a child made
 	 * by a clone() that runs no handlers; every caller is about to
@@ -464,7 +464,7 @@ static int direct_pread(int dfd, void *buf, size_t n, uint64_t off)
 	while (done < n) {
 		ssize_t r = pread(dfd, (char *)buf + done, n - done, (off_t)(off + done));
 
-		__atomic_fetch_add(&zmi_backing_preads, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&zmi_store_backing_preads, 1, __ATOMIC_RELAXED);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -475,7 +475,7 @@ static int direct_pread(int dfd, void *buf, size_t n, uint64_t off)
 }
 
 /* Write n bytes (whole blocks) at off from buf, aligned, through the
- * O_DIRECT fd: 0 or a negative errno as zmi_backing_write_run's. */
+ * O_DIRECT fd: 0 or a negative errno as zmi_store_backing_write_run's. */
 static int direct_pwrite(int dfd, const void *buf, size_t n, uint64_t off)
 {
 	size_t done = 0;
@@ -483,7 +483,7 @@ static int direct_pwrite(int dfd, const void *buf, size_t n, uint64_t off)
 	while (done < n) {
 		ssize_t w = pwrite(dfd, (const char *)buf + done, n - done, (off_t)(off + done));
 
-		__atomic_fetch_add(&zmi_backing_pwrites, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&zmi_store_backing_pwrites, 1, __ATOMIC_RELAXED);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
@@ -501,12 +501,12 @@ static int direct_pwrite(int dfd, const void *buf, size_t n, uint64_t off)
  * sp->dfd set, or -1 where the file system refuses (or the seam). */
 static int direct_open(struct zm_store *s, int fd, bool regular)
 {
-	struct zmi_file_space *sp = s->space;
+	struct zmi_store_file_space *sp = s->space;
 	struct stat a, b;
 	char name[64];
 	int dfd;
 
-	if (zmi_backing_direct_fail || zmi_backing_cache_fail || file_in_memory(fd))
+	if (zmi_store_backing_direct_fail || zmi_store_backing_cache_fail || file_in_memory(fd))
 		return -1;
 	snprintf(name, sizeof(name), "/proc/self/fd/%d", fd);
 	dfd = open(name, O_RDWR | O_DIRECT | O_CLOEXEC);
@@ -540,7 +540,7 @@ fail:
  * both (and its pages are not memory themselves), else not at all. */
 static int cache_mode(struct zm_store *s, int fd, bool regular)
 {
-	if (zmi_backing_cache_fail || file_in_memory(fd))
+	if (zmi_store_backing_cache_fail || file_in_memory(fd))
 		return ZM_STORE_CACHE_NONE;
 	if (!direct_open(s, fd, regular))
 		return ZM_STORE_CACHE_DIRECT;
@@ -567,25 +567,25 @@ static void drop_range(int fd, uint64_t lo, uint64_t hi)
 	(void)posix_fadvise(fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_DONTNEED);
 }
 
-void zmi_backing_flush(struct zm_store *s)
+void zmi_store_backing_flush(struct zm_store *s)
 {
 	if (s->nbd) {
-		zmi_nbd_flush(s);
+		zmi_store_nbd_flush(s);
 		return;
 	}
 	if (s->wb_lo == s->wb_hi)
 		return;
-	if (s->bcache == ZM_STORE_CACHE_DROP && zmi_has_file(s))
+	if (s->bcache == ZM_STORE_CACHE_DROP && zmi_store_has_file(s))
 		drop_range(s->bfd, s->wb_lo, s->wb_hi);
 	s->wb_lo = s->wb_hi = 0;
 }
 
-int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limit)
+int zmi_store_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limit)
 {
 	/* packed: two blocks a page at most (one that runs on into a second
 	 * pins both), and the one being filled */
 	uint64_t size = (s->nr_pages * (packed(s) ? 2 : 1) + 1) * s->page_size;
-	struct zmi_file_space *sp;
+	struct zmi_store_file_space *sp;
 	struct stat sb;
 
 	s->wb_left = limit ? limit : UINT64_MAX;
@@ -618,7 +618,7 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 	if (flock(fd, LOCK_EX | LOCK_NB)) {
 		int rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
 
-		/* not ours: closed here, never emptied (zmi_backing_close
+		/* not ours: closed here, never emptied (zmi_store_backing_close
 		 * empties the file of a store that held it) */
 		zmi_bad_input("zm_store_create: the backing file is in use by another store");
 		if (s->bfd_own)
@@ -662,10 +662,10 @@ int zmi_backing_open(struct zm_store *s, const char *path, int fd, uint64_t limi
 	return 0;
 }
 
-void zmi_backing_close(struct zm_store *s)
+void zmi_store_backing_close(struct zm_store *s)
 {
-	zmi_nbd_close(s);
-	if (s->bfd >= 0 && !zmi_has_file(s)) {
+	zmi_store_nbd_close(s);
+	if (s->bfd >= 0 && !zmi_store_has_file(s)) {
 		/* a forked child's: the file and its lock stay the parent's
 		 * (the lock belongs to the open file both share) */
 		if (s->bfd_own)
@@ -702,18 +702,18 @@ void zmi_backing_close(struct zm_store *s)
 	s->wb_lo = s->wb_hi = 0;
 }
 
-int zmi_backing_write_fault(uint64_t index)
+int zmi_store_backing_write_fault(uint64_t index)
 {
 	return fault('w', index);
 }
 
-/* zmi_backing_write_run through the O_DIRECT fd: [off, off + len) rounded
+/* zmi_store_backing_write_run through the O_DIRECT fd: [off, off + len) rounded
  * out to its blocks in dbuf, the head of the first from `head` (or the
  * file), the tail of the last zeros (why that is enough: the comment at
  * the top), then `head` is the last block as written.  wb_lock held. */
 static int direct_write(struct zm_store *s, uint64_t off, const void *buf, size_t len)
 {
-	struct zmi_file_space *sp = s->space;
+	struct zmi_store_file_space *sp = s->space;
 	uint64_t lo = off / BLOCK * BLOCK, n = block_up(off + len) - lo;
 	size_t in = (size_t)(off - lo);
 	int rc;
@@ -724,7 +724,7 @@ static int direct_write(struct zm_store *s, uint64_t off, const void *buf, size_
 		memcpy(sp->dbuf, sp->head, in);
 	} else if (in) {
 		rc = direct_pread(sp->dfd, sp->dbuf, BLOCK, lo);
-		__atomic_fetch_add(&zmi_backing_head_reads, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&zmi_store_backing_head_reads, 1, __ATOMIC_RELAXED);
 		if (rc)
 			return rc;
 	}
@@ -742,19 +742,19 @@ static int direct_write(struct zm_store *s, uint64_t off, const void *buf, size_
 	return rc;
 }
 
-int zmi_backing_write_run(struct zm_store *s, uint64_t off, const void *buf, size_t len)
+int zmi_store_backing_write_run(struct zm_store *s, uint64_t off, const void *buf, size_t len)
 {
 	size_t done = 0;
 
 	if (s->nbd)
-		return zmi_nbd_write(s, off, buf, len);
+		return zmi_store_nbd_write(s, off, buf, len);
 	if (s->bcache == ZM_STORE_CACHE_DIRECT)
 		return direct_write(s, off, buf, len);
 	while (done < len) {
 		ssize_t n = pwrite(s->bfd, (const char *)buf + done, len - done,
 				   (off_t)(off + done));
 
-		__atomic_fetch_add(&zmi_backing_pwrites, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&zmi_store_backing_pwrites, 1, __ATOMIC_RELAXED);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
@@ -772,7 +772,7 @@ int zmi_backing_write_run(struct zm_store *s, uint64_t off, const void *buf, siz
 	 * within DROP_BATCH of each other (packed writes run on, mostly) */
 	if (s->wb_lo != s->wb_hi &&
 	    (off + len > s->wb_lo + DROP_BATCH || off + DROP_BATCH < s->wb_hi))
-		zmi_backing_flush(s);
+		zmi_store_backing_flush(s);
 	if (s->wb_lo == s->wb_hi) {
 		s->wb_lo = off;
 		s->wb_hi = off + len;
@@ -783,15 +783,15 @@ int zmi_backing_write_run(struct zm_store *s, uint64_t off, const void *buf, siz
 	return 0;
 }
 
-int zmi_backing_write(struct zm_store *s, uint64_t index, uint64_t off, const void *buf,
-		      size_t len)
+int zmi_store_backing_write(struct zm_store *s, uint64_t index, uint64_t off, const void *buf,
+			    size_t len)
 {
 	int rc = fault('w', index);
 
-	return rc ? rc : zmi_backing_write_run(s, off, buf, len);
+	return rc ? rc : zmi_store_backing_write_run(s, off, buf, len);
 }
 
-/* zmi_backing_read through the O_DIRECT fd: the record's blocks into an
+/* zmi_store_backing_read through the O_DIRECT fd: the record's blocks into an
  * aligned bounce buffer of the caller's own (reads run in parallel, with
  * no lock), then its bytes out. */
 static int direct_read(struct zm_store *s, uint64_t off, void *buf, size_t len)
@@ -811,7 +811,7 @@ static int direct_read(struct zm_store *s, uint64_t off, void *buf, size_t len)
 	return rc;
 }
 
-int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf, size_t len)
+int zmi_store_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf, size_t len)
 {
 	size_t done = 0;
 	int rc = fault('r', index);
@@ -819,13 +819,13 @@ int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf
 	if (rc)
 		return rc;
 	if (s->nbd)
-		return zmi_nbd_read(s, off, buf, len);
+		return zmi_store_nbd_read(s, off, buf, len);
 	if (s->bcache == ZM_STORE_CACHE_DIRECT)
 		return direct_read(s, off, buf, len);
 	while (done < len) {
 		ssize_t n = pread(s->bfd, (char *)buf + done, len - done, (off_t)(off + done));
 
-		__atomic_fetch_add(&zmi_backing_preads, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&zmi_store_backing_preads, 1, __ATOMIC_RELAXED);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -841,25 +841,25 @@ int zmi_backing_read(struct zm_store *s, uint64_t index, uint64_t off, void *buf
 	return 0;
 }
 
-int zmi_backing_read_fault(uint64_t index)
+int zmi_store_backing_read_fault(uint64_t index)
 {
 	return fault('r', index);
 }
 
-int zmi_backing_read_run(struct zm_store *s, uint64_t off, void *buf, size_t len)
+int zmi_store_backing_read_run(struct zm_store *s, uint64_t off, void *buf, size_t len)
 {
 	size_t done = 0;
 	/* the O_DIRECT fd where writes go round the page cache: reads too */
 	int fd = s->bcache == ZM_STORE_CACHE_DIRECT ? s->space->dfd : s->bfd;
 
 	if (s->nbd)
-		return zmi_nbd_read(s, off, buf, len);
+		return zmi_store_nbd_read(s, off, buf, len);
 	/* whole blocks, at a block-aligned buffer: what O_DIRECT takes */
 	ZM_ASSERT(off % BLOCK == 0 && len % BLOCK == 0 && (uintptr_t)buf % BLOCK == 0);
 	while (done < len) {
 		ssize_t n2 = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
 
-		__atomic_fetch_add(&zmi_backing_preads, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&zmi_store_backing_preads, 1, __ATOMIC_RELAXED);
 		if (n2 < 0 && errno == EINTR)
 			continue;
 		if (n2 <= 0)
@@ -871,8 +871,8 @@ int zmi_backing_read_run(struct zm_store *s, uint64_t off, void *buf, size_t len
 	return 0;
 }
 
-int zmi_backing_read_span(struct zm_store *s, const uint64_t *index, unsigned n, uint64_t off,
-			  void *buf, size_t len)
+int zmi_store_backing_read_span(struct zm_store *s, const uint64_t *index, unsigned n, uint64_t off,
+				void *buf, size_t len)
 {
 	for (unsigned k = 0; k < n; k++) {
 		int rc = fault('r', index[k]);
@@ -880,16 +880,16 @@ int zmi_backing_read_span(struct zm_store *s, const uint64_t *index, unsigned n,
 		if (rc)
 			return rc;
 	}
-	return zmi_backing_read_run(s, off, buf, len);
+	return zmi_store_backing_read_run(s, off, buf, len);
 }
 
-int zmi_backing_open_uri(struct zm_store *s, const char *uri)
+int zmi_store_backing_open_uri(struct zm_store *s, const char *uri)
 {
 	/* as a block device: room for every page once (and a block), more
 	 * used up to two blocks a page */
 	uint64_t size = (s->nr_pages * (packed(s) ? 2 : 1) + 1) * s->page_size;
 	uint64_t room;
-	struct zmi_file_space *sp = calloc(1, sizeof(*sp));
+	struct zmi_store_file_space *sp = calloc(1, sizeof(*sp));
 	int rc;
 
 	if (!sp)
@@ -901,7 +901,7 @@ int zmi_backing_open_uri(struct zm_store *s, const char *uri)
 	if (!s->wb_buf)
 		return -ENOMEM;
 	s->bfd_pid = getpid();
-	rc = zmi_nbd_open(s, uri, (s->nr_pages + 1) * s->page_size, &room);
+	rc = zmi_store_nbd_open(s, uri, (s->nr_pages + 1) * s->page_size, &room);
 	if (rc)
 		return rc;
 	if (room < size)

@@ -11,7 +11,7 @@
  *
  * Faults.  A command that fails (the connection broke, the server went
  * away) drops the connection: reads of pages on the export answer -EIO,
- * and writeback stops (zmi_nbd_ready: -ENOSPC, so that a put at the
+ * and writeback stops (zmi_store_nbd_ready: -ENOSPC, so that a put at the
  * limit fails as without a backing store); the pages in memory are not
  * touched.  The next writeback, or a read that finds no writeback running,
  * connects again, at most once a second (RETRY_NS).  If the export has
@@ -54,48 +54,48 @@
 #include "base/os.h"
 #include "store/store_internal.h"
 
-int zmi_nbd_retry_now;
+int zmi_store_nbd_retry_now;
 
 #ifndef ZM_HAVE_LIBNBD
 
-int zmi_nbd_open(struct zm_store *s, const char *uri, uint64_t need, uint64_t *room)
+int zmi_store_nbd_open(struct zm_store *s, const char *uri, uint64_t need, uint64_t *room)
 {
 	zmi_log("zm_store_create: backing_uri %s: zmem was built without libnbd", uri);
 	return -EOPNOTSUPP;
 }
 
-void zmi_nbd_close(struct zm_store *s)
+void zmi_store_nbd_close(struct zm_store *s)
 {
 }
 
-int zmi_nbd_ready(struct zm_store *s, uint64_t *epoch)
-{
-	return -ENOSPC;
-}
-
-int zmi_nbd_write(struct zm_store *s, uint64_t off, const void *buf, size_t len)
+int zmi_store_nbd_ready(struct zm_store *s, uint64_t *epoch)
 {
 	return -ENOSPC;
 }
 
-int zmi_nbd_read(struct zm_store *s, uint64_t off, void *buf, size_t len)
+int zmi_store_nbd_write(struct zm_store *s, uint64_t off, const void *buf, size_t len)
+{
+	return -ENOSPC;
+}
+
+int zmi_store_nbd_read(struct zm_store *s, uint64_t off, void *buf, size_t len)
 {
 	return -EIO;
 }
 
-void zmi_nbd_trim(struct zm_store *s, uint64_t off, uint64_t len)
+void zmi_store_nbd_trim(struct zm_store *s, uint64_t off, uint64_t len)
 {
 }
 
-void zmi_nbd_forget(struct zm_store *s, uint64_t off)
+void zmi_store_nbd_forget(struct zm_store *s, uint64_t off)
 {
 }
 
-void zmi_nbd_flush(struct zm_store *s)
+void zmi_store_nbd_flush(struct zm_store *s)
 {
 }
 
-uint64_t zmi_nbd_lost(const struct zm_store *s)
+uint64_t zmi_store_nbd_lost(const struct zm_store *s)
 {
 	return 0;
 }
@@ -168,7 +168,7 @@ static void lib_load(void)
 /* Trims waiting for the next write (ranges, adjacent ones merged). */
 #define TRIM_QUEUE 256
 
-struct zmi_nbd {
+struct zmi_store_nbd {
 	pthread_mutex_t lock;    /* the handle and what follows, to tlock */
 	struct nbd_handle *h;    /* NULL: no connection */
 	char *uri;
@@ -191,7 +191,7 @@ struct zmi_nbd {
 
 /* Drop the connection (lock held); what: the failed call (its libnbd
  * error said), or NULL: the server closed it. */
-static void drop(struct zmi_nbd *n, const char *what)
+static void drop(struct zmi_store_nbd *n, const char *what)
 {
 	const char *e = nbd_get_error();
 
@@ -203,7 +203,7 @@ static void drop(struct zmi_nbd *n, const char *what)
 }
 
 /* Connect (lock held); on a new handle, *h.  0 or -EIO. */
-static int connect_uri(struct zmi_nbd *n, struct nbd_handle **out)
+static int connect_uri(struct zmi_store_nbd *n, struct nbd_handle **out)
 {
 	struct nbd_handle *h = nbd_create();
 
@@ -221,7 +221,7 @@ static int connect_uri(struct zmi_nbd *n, struct nbd_handle **out)
  * No command is in flight between calls, so a socket with something to
  * read has met its end; libnbd would find out only at the next command,
  * which would fail for nothing.  Then it is dropped. */
-static void look(struct zmi_nbd *n)
+static void look(struct zmi_store_nbd *n)
 {
 	uint64_t now = zmi_os_now_ns();
 	struct pollfd p;
@@ -235,20 +235,20 @@ static void look(struct zmi_nbd *n)
 		drop(n, NULL);
 }
 
-static bool block_ok(const struct zmi_nbd *n, uint64_t b)
+static bool block_ok(const struct zmi_store_nbd *n, uint64_t b)
 {
 	return __atomic_load_n(&n->bepoch[b], __ATOMIC_RELAXED) == n->epoch;
 }
 
 /* The export is back (lock held, wb_lock too: no page is being written):
  * is it the one we wrote, or did it lose the pages? */
-static void reconnect(struct zm_store *s, struct zmi_nbd *n)
+static void reconnect(struct zm_store *s, struct zmi_store_nbd *n)
 {
 	uint64_t now = zmi_os_now_ns(), on_file, before;
 	char label[LABEL_BYTES];
 	struct nbd_handle *h;
 
-	if (!zmi_nbd_retry_now && n->last_try && now - n->last_try < RETRY_NS)
+	if (!zmi_store_nbd_retry_now && n->last_try && now - n->last_try < RETRY_NS)
 		return;
 	n->last_try = now;
 	if (connect_uri(n, &h))
@@ -268,7 +268,7 @@ static void reconnect(struct zm_store *s, struct zmi_nbd *n)
 			nbd_close(h);
 			return;
 		}
-		on_file = zmi_counter_sum(s, C_FILE);
+		on_file = zmi_store_counter_sum(s, C_FILE);
 		before = __atomic_load_n(&n->lost_on, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&n->lost, on_file > before ? on_file - before : 0,
 				   __ATOMIC_RELAXED);
@@ -283,9 +283,9 @@ static void reconnect(struct zm_store *s, struct zmi_nbd *n)
 	n->h = h;
 }
 
-int zmi_nbd_open(struct zm_store *s, const char *uri, uint64_t need, uint64_t *room)
+int zmi_store_nbd_open(struct zm_store *s, const char *uri, uint64_t need, uint64_t *room)
 {
-	struct zmi_nbd *n = calloc(1, sizeof(*n));
+	struct zmi_store_nbd *n = calloc(1, sizeof(*n));
 	uint64_t id[2];
 	int64_t size;
 	int rc;
@@ -340,9 +340,9 @@ int zmi_nbd_open(struct zm_store *s, const char *uri, uint64_t need, uint64_t *r
 	return 0;
 }
 
-void zmi_nbd_close(struct zm_store *s)
+void zmi_store_nbd_close(struct zm_store *s)
 {
-	struct zmi_nbd *n = s->nbd;
+	struct zmi_store_nbd *n = s->nbd;
 
 	if (!n)
 		return;
@@ -364,9 +364,9 @@ void zmi_nbd_close(struct zm_store *s)
 	s->nbd = NULL;
 }
 
-int zmi_nbd_ready(struct zm_store *s, uint64_t *epoch)
+int zmi_store_nbd_ready(struct zm_store *s, uint64_t *epoch)
 {
-	struct zmi_nbd *n = s->nbd;
+	struct zmi_store_nbd *n = s->nbd;
 	int rc = 0;
 
 	pthread_mutex_lock(&n->lock);
@@ -381,7 +381,7 @@ int zmi_nbd_ready(struct zm_store *s, uint64_t *epoch)
 }
 
 /* Send the queued trims (lock held). */
-static void send_trims(struct zmi_nbd *n)
+static void send_trims(struct zmi_store_nbd *n)
 {
 	uint64_t t[TRIM_QUEUE][2];
 	unsigned k, nt;
@@ -396,9 +396,9 @@ static void send_trims(struct zmi_nbd *n)
 			drop(n, "trim");
 }
 
-int zmi_nbd_write(struct zm_store *s, uint64_t off, const void *buf, size_t len)
+int zmi_store_nbd_write(struct zm_store *s, uint64_t off, const void *buf, size_t len)
 {
-	struct zmi_nbd *n = s->nbd;
+	struct zmi_store_nbd *n = s->nbd;
 	int rc = 0;
 
 	if (off + len > n->room)
@@ -416,14 +416,14 @@ int zmi_nbd_write(struct zm_store *s, uint64_t off, const void *buf, size_t len)
 			__atomic_store_n(&n->bepoch[b], (uint32_t)n->epoch, __ATOMIC_RELAXED);
 		}
 	}
-	__atomic_fetch_add(&zmi_backing_pwrites, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&zmi_store_backing_pwrites, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&n->lock);
 	return rc;
 }
 
-int zmi_nbd_read(struct zm_store *s, uint64_t off, void *buf, size_t len)
+int zmi_store_nbd_read(struct zm_store *s, uint64_t off, void *buf, size_t len)
 {
-	struct zmi_nbd *n = s->nbd;
+	struct zmi_store_nbd *n = s->nbd;
 	int rc = 0;
 
 	if (!len || off + len > n->room)
@@ -441,14 +441,14 @@ int zmi_nbd_read(struct zm_store *s, uint64_t off, void *buf, size_t len)
 		drop(n, "read");
 		rc = -EIO;
 	}
-	__atomic_fetch_add(&zmi_backing_preads, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&zmi_store_backing_preads, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&n->lock);
 	return rc;
 }
 
-void zmi_nbd_trim(struct zm_store *s, uint64_t off, uint64_t len)
+void zmi_store_nbd_trim(struct zm_store *s, uint64_t off, uint64_t len)
 {
-	struct zmi_nbd *n = s->nbd;
+	struct zmi_store_nbd *n = s->nbd;
 
 	pthread_mutex_lock(&n->tlock);
 	if (n->ntrim && n->trim[n->ntrim - 1][0] + n->trim[n->ntrim - 1][1] == off)
@@ -458,9 +458,9 @@ void zmi_nbd_trim(struct zm_store *s, uint64_t off, uint64_t len)
 	pthread_mutex_unlock(&n->tlock);
 }
 
-void zmi_nbd_forget(struct zm_store *s, uint64_t off)
+void zmi_store_nbd_forget(struct zm_store *s, uint64_t off)
 {
-	struct zmi_nbd *n = s->nbd;
+	struct zmi_store_nbd *n = s->nbd;
 	uint64_t b = off / BLOCK, left;
 
 	/* a page lost at a restart leaves the count of those still recorded
@@ -476,16 +476,16 @@ void zmi_nbd_forget(struct zm_store *s, uint64_t off)
 		;
 }
 
-void zmi_nbd_flush(struct zm_store *s)
+void zmi_store_nbd_flush(struct zm_store *s)
 {
-	struct zmi_nbd *n = s->nbd;
+	struct zmi_store_nbd *n = s->nbd;
 
 	pthread_mutex_lock(&n->lock);
 	send_trims(n);
 	pthread_mutex_unlock(&n->lock);
 }
 
-uint64_t zmi_nbd_lost(const struct zm_store *s)
+uint64_t zmi_store_nbd_lost(const struct zm_store *s)
 {
 	return __atomic_load_n(&s->nbd->lost, __ATOMIC_RELAXED);
 }

@@ -10,7 +10,7 @@
  * sparsest blocks into the block being filled, so that the emptied
  * blocks are punched and reused.
  *
- * Which blocks: zmi_backing_clean_threshold, from the blocks' live bytes,
+ * Which blocks: zmi_store_backing_clean_threshold, from the blocks' live bytes,
  * the sparsest first until moving them would bring the blocks in use to
  * CLEAN_TARGET_PCT of the live bytes.  A run then works by block, not by
  * page:
@@ -27,7 +27,7 @@
  *      b. read: each span of them whose blocks lie at most SPAN_GAP
  *         apart with one read of its whole blocks (a read a span, not a
  *         record: the file's blocks are not in the page cache);
- *      c. given room in the block being filled (zmi_backing_alloc), the
+ *      c. given room in the block being filled (zmi_store_backing_alloc), the
  *         one that fits its room best first, and written, each run end
  *         to end in the file with one write;
  *      d. swapped: a page whose slot still holds the record read points
@@ -103,27 +103,27 @@ _Static_assert(WINDOW <= ZMI_WB_BATCH_BYTES, "a batch's records fit wb_buf");
 
 /* The unit on file that page index is the first live page of, taken
  * (moving set, a reference held); NULL if none. */
-static struct zmi_unit *take_file_unit(struct zm_store *s, uint64_t index)
+static struct zmi_store_unit *take_file_unit(struct zm_store *s, uint64_t index)
 {
-	uint32_t info = zmi_slot_lock(s, index);
-	struct zmi_unit *u = NULL;
+	uint32_t info = zmi_store_slot_lock(s, index);
+	struct zmi_store_unit *u = NULL;
 
 	if (slot_is_unit(info)) {
-		u = zmi_slot_unit(s, index);
-		zmi_unit_lock(u);
+		u = zmi_store_slot_unit(s, index);
+		zmi_store_unit_lock(u);
 		/* one visit a unit: its first page still in it */
 		if (u->file && !u->moving && u->live &&
 		    index == u->base + (uint64_t)__builtin_ctz(u->live)) {
 			u->moving = true;
 			u->refs++;
 		} else {
-			zmi_unit_unlock(u);
+			zmi_store_unit_unlock(u);
 			u = NULL;
 		}
 		if (u)
-			zmi_unit_unlock(u);
+			zmi_store_unit_unlock(u);
 	}
-	zmi_slot_unlock(s, index, info, info);
+	zmi_store_slot_unlock(s, index, info, info);
 	return u;
 }
 
@@ -190,14 +190,14 @@ static int collect_unit(struct zm_store *s, uint64_t index, uint32_t max_live,
 			struct cands *cs)
 {
 	uint64_t off[ZM_STORE_UNIT_MAX];
-	uint32_t info = zmi_slot_lock(s, index), len = 0;
+	uint32_t info = zmi_store_slot_lock(s, index), len = 0;
 	unsigned nch = 0;
 	int rc = 0;
 
 	if (slot_is_unit(info)) {
-		struct zmi_unit *u = zmi_slot_unit(s, index);
+		struct zmi_store_unit *u = zmi_store_slot_unit(s, index);
 
-		zmi_unit_lock(u);
+		zmi_store_unit_lock(u);
 		if (u->file && !u->moving && u->live &&
 		    index == u->base + (uint64_t)__builtin_ctz(u->live)) {
 			len = u->len;
@@ -205,13 +205,13 @@ static int collect_unit(struct zm_store *s, uint64_t index, uint32_t max_live,
 			for (unsigned c = 0; c < nch; c++)
 				off[c] = u->chunk[c];
 		}
-		zmi_unit_unlock(u);
+		zmi_store_unit_unlock(u);
 	}
-	zmi_slot_unlock(s, index, info, info);
+	zmi_store_slot_unlock(s, index, info, info);
 	for (unsigned c = 0; c < nch && !rc; c++) {
-		uint32_t n = zmi_unit_chunk_len(len, nch, c);
+		uint32_t n = zmi_store_unit_chunk_len(len, nch, c);
 
-		if (zmi_backing_sparse(s, off[c], n, max_live))
+		if (zmi_store_backing_sparse(s, off[c], n, max_live))
 			rc = cand_add(cs, off[c] << FILE_OFF_SHIFT | n, index, c);
 	}
 	return rc;
@@ -226,9 +226,9 @@ static int collect(struct zm_store *s, uint32_t max_live, struct cands *cs)
 	int rc = 0;
 
 	cs->n = 0;
-	for (uint64_t i = zmi_slot_next_touched(s, 0, s->nr_pages);
+	for (uint64_t i = zmi_store_slot_next_touched(s, 0, s->nr_pages);
 	     i < s->nr_pages && !rc && cs->n < CAND_MAX;
-	     i = zmi_slot_next_touched(s, i + 1, s->nr_pages)) {
+	     i = zmi_store_slot_next_touched(s, i + 1, s->nr_pages)) {
 		/* a peek: the record is read under the lock */
 		uint32_t info = word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED));
 		uint64_t rec = 0;
@@ -239,11 +239,12 @@ static int collect(struct zm_store *s, uint32_t max_live, struct cands *cs)
 		}
 		if (slot_kind(info) != ZM_STORE_SLOT_FILE)
 			continue;
-		info = zmi_slot_lock(s, i);
+		info = zmi_store_slot_lock(s, i);
 		if (slot_kind(info) == ZM_STORE_SLOT_FILE && !slot_busy(info))
 			rec = s->same_val[i];
-		zmi_slot_unlock(s, i, info, info);
-		if (rec && zmi_backing_sparse(s, file_off(rec), rec & FILE_LEN_MASK, max_live))
+		zmi_store_slot_unlock(s, i, info, info);
+		if (rec &&
+		    zmi_store_backing_sparse(s, file_off(rec), rec & FILE_LEN_MASK, max_live))
 			rc = cand_add(cs, rec, i, NO_CHUNK);
 	}
 	if (cs->n)
@@ -257,7 +258,7 @@ struct bent {
 	struct cand c;
 	uint64_t fidx;          /* the page index the seam hears of */
 	uint64_t to;            /* its new place; UINT64_MAX: none */
-	struct zmi_unit *u;     /* a unit's chunk: the unit, taken */
+	struct zmi_store_unit *u; /* a unit's chunk: the unit, taken */
 	uint32_t pos;           /* its bytes' place in wb_buf */
 	bool ok;                /* still the slot's (or unit's), to move */
 };
@@ -267,7 +268,7 @@ struct batch {
 	unsigned n;
 	uint64_t base;          /* block-aligned: rbuf's first byte's offset */
 	char *rbuf;             /* WINDOW bytes, block-aligned */
-	struct zmi_unit *taken[BATCH_RECS];
+	struct zmi_store_unit *taken[BATCH_RECS];
 	uint64_t taken_at[BATCH_RECS];  /* the page each was taken by (its
 					   live pages may all leave while it
 					   is held: they say nothing then) */
@@ -285,10 +286,10 @@ static bool batch_check(struct zm_store *s, struct batch *b, struct bent *e)
 	bool ok;
 
 	if (e->c.chunk == NO_CHUNK) {
-		info = zmi_slot_lock(s, e->c.index);
+		info = zmi_store_slot_lock(s, e->c.index);
 		ok = slot_kind(info) == ZM_STORE_SLOT_FILE && !slot_busy(info) &&
 		     s->same_val[e->c.index] == e->c.rec;
-		zmi_slot_unlock(s, e->c.index, info, info);
+		zmi_store_slot_unlock(s, e->c.index, info, info);
 		e->fidx = e->c.index;
 		return ok;
 	}
@@ -304,11 +305,11 @@ static bool batch_check(struct zm_store *s, struct batch *b, struct bent *e)
 	}
 	/* the same chunk, not one of another unit that took its place: its
 	 * length is what its room is freed by */
-	zmi_unit_lock(e->u);
+	zmi_store_unit_lock(e->u);
 	ok = e->u->file && e->c.chunk < e->u->nchunks &&
 	     e->u->chunk[e->c.chunk] == cand_off(&e->c) &&
-	     zmi_unit_chunk_len(e->u->len, e->u->nchunks, e->c.chunk) == cand_len(&e->c);
-	zmi_unit_unlock(e->u);
+	     zmi_store_unit_chunk_len(e->u->len, e->u->nchunks, e->c.chunk) == cand_len(&e->c);
+	zmi_store_unit_unlock(e->u);
 	e->fidx = e->u->base + e->c.chunk;
 	return ok;
 }
@@ -345,9 +346,9 @@ static void batch_read(struct zm_store *s, struct batch *b, int *err)
 			hi = (cand_off(&x->c) + cand_len(&x->c) - 1) / CLEAN_BLOCK;
 			idx[ni++] = x->fidx;
 		}
-		rc = zmi_backing_read_span(s, idx, ni, lo * CLEAN_BLOCK,
-					   b->rbuf + (lo * CLEAN_BLOCK - b->base),
-					   (hi - lo + 1) * CLEAN_BLOCK);
+		rc = zmi_store_backing_read_span(s, idx, ni, lo * CLEAN_BLOCK,
+						 b->rbuf + (lo * CLEAN_BLOCK - b->base),
+						 (hi - lo + 1) * CLEAN_BLOCK);
 		if (rc) {
 			*err = rc;
 			for (unsigned j = k; j < e; j++)
@@ -389,12 +390,12 @@ static void batch_write(struct zm_store *s, struct batch *b, int *err)
 		e = q[best];
 		q[best] = q[--nq];
 		len = cand_len(&e->c);
-		rc = *err == -ENOSPC ? -ENOSPC : zmi_backing_alloc(s, e->fidx, len, &e->to);
+		rc = *err == -ENOSPC ? -ENOSPC : zmi_store_backing_alloc(s, e->fidx, len, &e->to);
 		if (!rc)
-			rc = zmi_backing_write_fault(e->fidx);
+			rc = zmi_store_backing_write_fault(e->fidx);
 		if (rc) {
 			if (e->to != UINT64_MAX)
-				zmi_backing_free(s, e->fidx, e->to, len);
+				zmi_store_backing_free(s, e->fidx, e->to, len);
 			e->to = UINT64_MAX;
 			e->ok = false;
 			*err = rc;
@@ -414,12 +415,13 @@ static void batch_write(struct zm_store *s, struct batch *b, int *err)
 		/* wb_buf holds them end to end too */
 		for (e = k + 1; e < np && p[e]->to == end; e++)
 			end += cand_len(&p[e]->c);
-		rc = zmi_backing_write_run(s, p[k]->to, s->wb_buf + p[k]->pos, end - p[k]->to);
+		rc = zmi_store_backing_write_run(s, p[k]->to, s->wb_buf + p[k]->pos,
+						 end - p[k]->to);
 		if (!rc)
 			continue;
 		*err = rc;
 		for (unsigned j = k; j < e; j++) {
-			zmi_backing_free(s, p[j]->fidx, p[j]->to, cand_len(&p[j]->c));
+			zmi_store_backing_free(s, p[j]->fidx, p[j]->to, cand_len(&p[j]->c));
 			p[j]->to = UINT64_MAX;
 			p[j]->ok = false;
 		}
@@ -444,17 +446,17 @@ static uint64_t swap_pages(struct zm_store *s, struct batch *b)
 
 		if (!e->ok || e->c.chunk != NO_CHUNK)
 			continue;
-		now = zmi_slot_lock(s, i);
+		now = zmi_store_slot_lock(s, i);
 		if (slot_kind(now) != ZM_STORE_SLOT_FILE || slot_busy(now) || s->same_val[i] != rec) {
 			/* put, discarded or read back meanwhile (or being
 			 * read: left for the next pass) */
-			zmi_slot_unlock(s, i, now, now);
-			zmi_backing_free(s, i, e->to, len);
+			zmi_store_slot_unlock(s, i, now, now);
+			zmi_store_backing_free(s, i, e->to, len);
 			continue;
 		}
 		s->same_val[i] = (rec & ((1ull << FILE_OFF_SHIFT) - 1)) | e->to << FILE_OFF_SHIFT;
-		zmi_backing_free(s, i, file_off(rec), len);
-		zmi_slot_unlock(s, i, now, now);
+		zmi_store_backing_free(s, i, file_off(rec), len);
+		zmi_store_slot_unlock(s, i, now, now);
 		moved += len;
 	}
 	return moved;
@@ -469,15 +471,15 @@ static uint64_t swap_units(struct zm_store *s, struct batch *b)
 	uint64_t moved = 0;
 
 	for (unsigned t = 0; t < b->ntaken; t++) {
-		struct zmi_unit *u = b->taken[t];
+		struct zmi_store_unit *u = b->taken[t];
 		bool take;
 
-		zmi_unit_lock(u);
+		zmi_store_unit_lock(u);
 		take = !u->readers;
 		for (unsigned k = 0; k < b->n && take; k++)
 			if (b->e[k].u == u && b->e[k].ok)
 				u->chunk[b->e[k].c.chunk] = b->e[k].to;
-		zmi_unit_unlock(u);
+		zmi_store_unit_unlock(u);
 		/* a get from now on copies the new offsets */
 		for (unsigned k = 0; k < b->n; k++) {
 			struct bent *e = &b->e[k];
@@ -485,11 +487,11 @@ static uint64_t swap_units(struct zm_store *s, struct batch *b)
 
 			if (e->u != u || !e->ok)
 				continue;
-			zmi_backing_free(s, e->fidx, take ? cand_off(&e->c) : e->to, len);
+			zmi_store_backing_free(s, e->fidx, take ? cand_off(&e->c) : e->to, len);
 			if (take)
 				moved += len;
 		}
-		zmi_unit_give(s, u);
+		zmi_store_unit_give(s, u);
 	}
 	return moved;
 }
@@ -530,7 +532,7 @@ static long clean_run(struct zm_store *s, uint64_t max_bytes, const struct zmi_w
 	if (!max_bytes)
 		max_bytes = UINT64_MAX;
 	pthread_mutex_lock(&s->wb_lock);
-	max_live = zmi_backing_clean_threshold(s, CLEAN_TARGET_PCT);
+	max_live = zmi_store_backing_clean_threshold(s, CLEAN_TARGET_PCT);
 	pthread_mutex_unlock(&s->wb_lock);
 	if (!max_live)
 		return 0;
@@ -566,14 +568,14 @@ static long clean_run(struct zm_store *s, uint64_t max_bytes, const struct zmi_w
 		}
 		s->clean_hand = b->e[b->n - 1].c.rec >> FILE_OFF_SHIFT;
 		s->clean_hand += b->e[b->n - 1].c.rec & FILE_LEN_MASK;
-		zmi_backing_usage(s, &held0, &live);
+		zmi_store_backing_usage(s, &held0, &live);
 		bytes = batch_move(s, b, &err);
-		zmi_backing_usage(s, &held1, &live);
+		zmi_store_backing_usage(s, &held1, &live);
 		if (held1 < held0)
 			freed += held0 - held1;
 		if (bytes) {
 			/* counted as it goes: a long run shows its progress */
-			zmi_count(zmi_stripe(s), C_CLEAN_BYTES, (int64_t)bytes);
+			zmi_store_count(zmi_store_thread_stripe(s), C_CLEAN_BYTES, (int64_t)bytes);
 			moved += bytes;
 		}
 		/* a put at the limit waits for one batch at most */
@@ -589,7 +591,7 @@ static long clean_run(struct zm_store *s, uint64_t max_bytes, const struct zmi_w
 	/* the records moved leave the page cache: once a run (a writeback
 	 * meanwhile flushes them with its own), not a batch, so that a
 	 * batch's hold of wb_lock waits for no disk write */
-	zmi_backing_flush(s);
+	zmi_store_backing_flush(s);
 	pthread_mutex_unlock(&s->wb_lock);
 out:
 	if (b)
@@ -597,7 +599,7 @@ out:
 	free(b);
 	free(cs.v);
 	if (moved)
-		zmi_count(zmi_stripe(s), C_CLEAN_RUNS, 1);
+		zmi_store_count(zmi_store_thread_stripe(s), C_CLEAN_RUNS, 1);
 	*moved_out += moved;
 	*freed_out += freed;
 	return err && !moved ? err : 0;
@@ -612,13 +614,13 @@ long zm_store_compact_file(struct zm_store *s, uint64_t max_bytes)
 		zmi_bad_input("zm_store_compact_file: no store");
 		return -EINVAL;
 	}
-	if (!zmi_has_file(s))
+	if (!zmi_store_has_file(s))
 		return -EOPNOTSUPP;
-	if (!zmi_backing_packed(s))
+	if (!zmi_store_backing_packed(s))
 		return 0;   /* pages at their index's offset: no dead space */
-	zmi_backing_usage(s, &held0, &live);
+	zmi_store_backing_usage(s, &held0, &live);
 	err = clean_run(s, max_bytes, NULL, &moved, &freed);
-	zmi_backing_usage(s, &held1, &live);
+	zmi_store_backing_usage(s, &held1, &live);
 	if (held1 < held0)
 		return (long)(held0 - held1);
 	return err;
@@ -626,7 +628,7 @@ long zm_store_compact_file(struct zm_store *s, uint64_t max_bytes)
 
 /* ---- automatic cleaning ------------------------------------------------ */
 
-struct zmi_cleaner {
+struct zmi_store_cleaner {
 	struct zmi_work work;
 	struct zm_store *s;
 	uint64_t rate;        /* bytes a second */
@@ -638,7 +640,7 @@ struct zmi_cleaner {
 };
 
 
-/* Is the file past the trigger?  held and live as zmi_backing_usage. */
+/* Is the file past the trigger?  held and live as zmi_store_backing_usage. */
 static bool over_trigger(uint64_t held, uint64_t live)
 {
 	return held > live + CLEAN_MIN_WASTE &&
@@ -647,7 +649,7 @@ static bool over_trigger(uint64_t held, uint64_t live)
 
 static void clean_tick(void *arg)
 {
-	struct zmi_cleaner *c = arg;
+	struct zmi_store_cleaner *c = arg;
 	struct zm_store *s = c->s;
 	uint64_t now = now_ns(), held, live, moved = 0, freed = 0, dt;
 
@@ -658,7 +660,7 @@ static void clean_tick(void *arg)
 	c->credit += (int64_t)(dt * c->rate / 1000000000ull);
 	if (c->credit > (int64_t)c->rate)
 		c->credit = (int64_t)c->rate;   /* no burst beyond a second's */
-	if (!zmi_has_file(s))
+	if (!zmi_store_has_file(s))
 		return;   /* a forked child's store: the file is the parent's */
 	if (c->backoff) {
 		c->backoff--;
@@ -669,7 +671,7 @@ static void clean_tick(void *arg)
 		/* no credit saved up while there was nothing to do: the
 		 * rate bounds a run from its first tick */
 		c->credit = 0;
-		zmi_backing_usage(s, &held, &live);
+		zmi_store_backing_usage(s, &held, &live);
 		if (!over_trigger(held, live))
 			return;
 		c->active = true;
@@ -690,12 +692,12 @@ static void clean_tick(void *arg)
 	}
 }
 
-int zmi_clean_start(struct zm_store *s, uint64_t rate)
+int zmi_store_clean_start(struct zm_store *s, uint64_t rate)
 {
-	struct zmi_cleaner *c;
+	struct zmi_store_cleaner *c;
 	int rc;
 
-	if (!rate || !zmi_has_file(s) || !zmi_backing_packed(s))
+	if (!rate || !zmi_store_has_file(s) || !zmi_store_backing_packed(s))
 		return 0;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -715,7 +717,7 @@ int zmi_clean_start(struct zm_store *s, uint64_t rate)
 	return 0;
 }
 
-void zmi_clean_stop(struct zm_store *s)
+void zmi_store_clean_stop(struct zm_store *s)
 {
 	if (!s->cleaner)
 		return;

@@ -46,7 +46,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int zmi_idle_init(struct zm_store *s)
+int zmi_store_idle_init(struct zm_store *s)
 {
 	if (zmi_lazy_init(&s->age_arr, s->nr_pages, 1))
 		return -ENOMEM;
@@ -54,7 +54,7 @@ int zmi_idle_init(struct zm_store *s)
 	return 0;
 }
 
-void zmi_idle_fini(struct zm_store *s)
+void zmi_store_idle_fini(struct zm_store *s)
 {
 	if (!s->age)
 		return;
@@ -62,7 +62,7 @@ void zmi_idle_fini(struct zm_store *s)
 	s->age = NULL;
 }
 
-uint64_t zmi_idle_sweep(struct zm_store *s, unsigned min_age_ms, uint64_t *idle)
+uint64_t zmi_store_idle_sweep(struct zm_store *s, unsigned min_age_ms, uint64_t *idle)
 {
 	uint64_t now, cutoff, n = 0;
 	uint8_t e;
@@ -75,8 +75,8 @@ uint64_t zmi_idle_sweep(struct zm_store *s, unsigned min_age_ms, uint64_t *idle)
 		cutoff = 0;
 	__atomic_store_n(&s->mark_ns[e], now, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->epoch, e, __ATOMIC_RELEASE);
-	for (uint64_t i = zmi_slot_next_touched(s, 0, s->nr_pages); i < s->nr_pages;
-	     i = zmi_slot_next_touched(s, i + 1, s->nr_pages)) {
+	for (uint64_t i = zmi_store_slot_next_touched(s, 0, s->nr_pages); i < s->nr_pages;
+	     i = zmi_store_slot_next_touched(s, i + 1, s->nr_pages)) {
 		uint32_t info;
 
 		/* unlocked peek: pages come and go while a mark runs, and
@@ -84,9 +84,9 @@ uint64_t zmi_idle_sweep(struct zm_store *s, unsigned min_age_ms, uint64_t *idle)
 		 * marked, as if it had come after the mark */
 		if (!slot_cold(word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED))))
 			continue;
-		info = zmi_slot_lock(s, i);
+		info = zmi_store_slot_lock(s, i);
 		if (!slot_cold(info)) {
-			zmi_slot_unlock(s, i, info, info);
+			zmi_store_slot_unlock(s, i, info, info);
 			continue;
 		}
 		if (!(info & SLOT_IDLE)) {
@@ -97,8 +97,8 @@ uint64_t zmi_idle_sweep(struct zm_store *s, unsigned min_age_ms, uint64_t *idle)
 			 * oldest left */
 			s->age[i] = (uint8_t)(e + 1);
 		}
-		n += zmi_pick(s, i, info | SLOT_IDLE, ZM_STORE_PICK_IDLE, cutoff);
-		zmi_slot_unlock(s, i, info, info | SLOT_IDLE);
+		n += zmi_store_pick(s, i, info | SLOT_IDLE, ZM_STORE_PICK_IDLE, cutoff);
+		zmi_store_slot_unlock(s, i, info, info | SLOT_IDLE);
 	}
 	__atomic_store_n(&s->idle_count, n, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&s->mark_lock);
@@ -107,8 +107,8 @@ uint64_t zmi_idle_sweep(struct zm_store *s, unsigned min_age_ms, uint64_t *idle)
 	return cutoff;
 }
 
-bool zmi_pick(const struct zm_store *s, uint64_t index, uint32_t info, unsigned which,
-	      uint64_t cutoff_ns)
+bool zmi_store_pick(const struct zm_store *s, uint64_t index, uint32_t info, unsigned which,
+		    uint64_t cutoff_ns)
 {
 	bool huge = !(info & SLOT_POOL);
 
@@ -116,7 +116,7 @@ bool zmi_pick(const struct zm_store *s, uint64_t index, uint32_t info, unsigned 
 		/* a page of a unit in memory: never huge; a unit on file has
 		 * nothing left to pick (its flag is read without the unit's
 		 * lock: a choice, which the caller checks again) */
-		if (__atomic_load_n(&zmi_slot_unit(s, index)->file, __ATOMIC_RELAXED) ||
+		if (__atomic_load_n(&zmi_store_slot_unit(s, index)->file, __ATOMIC_RELAXED) ||
 		    (which & (ZM_STORE_PICK_HUGE | ZM_STORE_PICK_INCOMPRESSIBLE)))
 			return false;
 		huge = false;
@@ -141,7 +141,7 @@ long zm_store_mark_idle(struct zm_store *s, unsigned min_age_ms)
 		zmi_bad_input("zm_store_mark_idle: no store");
 		return -EINVAL;
 	}
-	__atomic_store_n(&s->idle_cutoff_ns, zmi_idle_sweep(s, min_age_ms, &n),
+	__atomic_store_n(&s->idle_cutoff_ns, zmi_store_idle_sweep(s, min_age_ms, &n),
 			 __ATOMIC_RELAXED);
 	return (long)n;
 }

@@ -58,17 +58,17 @@ static int compress_page(struct zm_store *s, struct zmi_store_stripe *st, const 
 
 	if (zmi_unlikely(!buf))
 		return -ENOMEM;
-	n = zm_codec_compress(s->codec, page, s->page_size, buf, zmi_policy_cap(s));
+	n = zm_codec_compress(s->codec, page, s->page_size, buf, zmi_store_policy_cap(s));
 	if (n > 0)
 		zlen = (size_t)n;
 	else if (n != -ENOSPC)
 		return n == -ENOMEM ? -ENOMEM : -EIO;
-	switch (zmi_policy_place(s, zlen)) {
+	switch (zmi_store_policy_place(s, zlen)) {
 	case ZM_PLACE_REJECT_ZSIZE:
-		zmi_count(st, C_REJECT_ZSIZE, 1);
+		zmi_store_count(st, C_REJECT_ZSIZE, 1);
 		return -E2BIG;
 	case ZM_PLACE_REJECT_MEAN:
-		zmi_count(st, C_REJECT_MEAN, 1);
+		zmi_store_count(st, C_REJECT_MEAN, 1);
 		return -E2BIG;
 	case ZM_PLACE_HUGE:
 		*src = page, *size = s->page_size;
@@ -84,27 +84,28 @@ static int compress_page(struct zm_store *s, struct zmi_store_stripe *st, const 
 /* A put that stored nothing: counted, its error returned. */
 static int put_failed(struct zmi_store_stripe *st, int rc)
 {
-	zmi_count(st, C_FAILED_WRITES, 1);
-	zmi_count(st, C_PUTS, 1);
+	zmi_store_count(st, C_FAILED_WRITES, 1);
+	zmi_store_count(st, C_PUTS, 1);
 	return rc;
 }
 
 /* Lock slot index for a put: its info in *old, or false (the slot
  * unlocked) when `only` says the put is not to be made. */
-static bool put_lock(struct zm_store *s, uint64_t index, const struct zmi_unit *only,
+static bool put_lock(struct zm_store *s, uint64_t index, const struct zmi_store_unit *only,
 		     uint32_t *old)
 {
-	*old = zmi_slot_lock_ready(s, index);
-	if (only && (slot_kind(*old) != ZM_STORE_SLOT_UNIT || zmi_slot_unit(s, index) != only)) {
+	*old = zmi_store_slot_lock_ready(s, index);
+	if (only &&
+	    (slot_kind(*old) != ZM_STORE_SLOT_UNIT || zmi_store_slot_unit(s, index) != only)) {
 		/* a split's page rewritten or discarded meanwhile: keep that */
-		zmi_slot_unlock(s, index, *old, *old);
+		zmi_store_slot_unlock(s, index, *old, *old);
 		return false;
 	}
 	return true;
 }
 
-int zmi_put_page(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
-		 const void *page, const struct zmi_unit *only)
+int zmi_store_put_page(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+		       const void *page, const struct zmi_store_unit *only)
 {
 	uint32_t info, old, old_len;
 	const void *src = NULL;
@@ -112,7 +113,7 @@ int zmi_put_page(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index
 	size_t size = 0;
 	int rc;
 
-	if (s->same_filled && zmi_page_same_filled(page, s->page_size, &word)) {
+	if (s->same_filled && zmi_store_page_same_filled(page, s->page_size, &word)) {
 		info = slot_info_sub(SUB_SAME, false);
 	} else {
 		rc = compress_page(s, st, page, &src, &size, &info);
@@ -128,40 +129,41 @@ int zmi_put_page(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index
 
 		if (!put_lock(s, index, only, &old))
 			return 0;
-		old_len = zmi_slot_len(s, index, old);
+		old_len = zmi_store_slot_len(s, index, old);
 		if (!size) {
 			/* same-filled: the old content goes, nothing comes */
-			if (zmi_unlikely(zmi_slot_swap(s, index, old, old_len, 0)))
+			if (zmi_unlikely(zmi_store_slot_swap(s, index, old, old_len, 0)))
 				return put_failed(st, -EIO);
-			if (zmi_slot_set_same(s, index, word))
+			if (zmi_store_slot_set_same(s, index, word))
 				info |= SLOT_FLAG;
 			break;
 		}
-		if (!zmi_limit_check(s, size)) {
-			rc = zmi_slot_put(s, index, old, old_len, src, size);
+		if (!zmi_store_limit_check(s, size)) {
+			rc = zmi_store_slot_put(s, index, old, old_len, src, size);
 			if (zmi_likely(!rc))
 				break;
 			if (rc != -ENOMEM)
 				return put_failed(st, rc);   /* it unlocked */
 			pool_full = true;
 		}
-		zmi_slot_unlock(s, index, old, old);
+		zmi_store_slot_unlock(s, index, old, old);
 		if (pool_full && !__atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED))
 			return put_failed(st, -ENOMEM);
-		if (tries == RECLAIM_TRIES || !zmi_has_file(s) || zmi_reclaim(s, size, pool_full)) {
-			zmi_count(st, C_LIMIT_FAILS, 1);
+		if (tries == RECLAIM_TRIES || !zmi_store_has_file(s) ||
+		    zmi_store_reclaim(s, size, pool_full)) {
+			zmi_store_count(st, C_LIMIT_FAILS, 1);
 			return put_failed(st, -ENOSPC);
 		}
 	}
-	zmi_slot_unlock(s, index, old, info);
+	zmi_store_slot_unlock(s, index, old, info);
 
-	zmi_account(s, st, info, zmi_slot_len(s, index, info), 1);
-	zmi_slot_release(s, old, old_len);
+	zmi_store_account(s, st, info, zmi_store_slot_len(s, index, info), 1);
+	zmi_store_slot_release(s, old, old_len);
 	if (only)
 		return 0;   /* a split's rewrite: not a put of the caller's */
 	if (zmi_unlikely(__atomic_fetch_add(&st->c[C_PUTS], 1, __ATOMIC_RELAXED) %
 			ZM_STORE_SAMPLE_PUTS == 0))
-		zmi_sample_used(s);
+		zmi_store_sample_used(s);
 	return 0;
 }
 
@@ -175,10 +177,10 @@ int zm_store_put(struct zm_store *s, uint64_t index, const void *page)
 		return -EINVAL;
 	}
 	if (s->unit_pages == 1)
-		return zmi_put_page(s, zmi_stripe(s), index, page, NULL);
-	zmi_unit_begin(s);
-	rc = zmi_put_page(s, zmi_stripe(s), index, page, NULL);
-	zmi_unit_flush(s);
+		return zmi_store_put_page(s, zmi_store_thread_stripe(s), index, page, NULL);
+	zmi_store_unit_begin(s);
+	rc = zmi_store_put_page(s, zmi_store_thread_stripe(s), index, page, NULL);
+	zmi_store_unit_flush(s);
 	return rc;
 }
 
@@ -206,8 +208,8 @@ static int get_decode(void *arg, const void *obj, size_t len)
 	return zm_codec_decompress(d->codec, obj, d->len, d->buf, d->page_size);
 }
 
-int zmi_get_locked(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
-		   uint32_t info, void *buf)
+int zmi_store_get_locked(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+			 uint32_t info, void *buf)
 {
 	struct get_dec dec = { .buf = buf, .page_size = s->page_size };
 	uint32_t held = info;
@@ -217,18 +219,18 @@ int zmi_get_locked(struct zm_store *s, struct zmi_store_stripe *st, uint64_t ind
 	switch (slot_kind(info)) {
 	case ZM_STORE_SLOT_UNIT:
 		/* decoded with the slot unlocked; it unlocks */
-		rc = zmi_unit_get(s, index, info, buf);
+		rc = zmi_store_unit_get(s, index, info, buf);
 		if (zmi_unlikely(rc && rc != -EAGAIN))
-			zmi_count(st, C_FAILED_READS, 1);
+			zmi_store_count(st, C_FAILED_READS, 1);
 		return rc;
 	case ZM_STORE_SLOT_EMPTY:
-		zmi_slot_unlock(s, index, info, info);
+		zmi_store_slot_unlock(s, index, info, info);
 		memset(buf, 0, s->page_size);
 		return 0;
 	case ZM_STORE_SLOT_SAME:
-		h = zmi_slot_same_word(s, index, info);
-		zmi_slot_unlock(s, index, info, info);
-		zmi_page_fill(buf, s->page_size, h);
+		h = zmi_store_slot_same_word(s, index, info);
+		zmi_store_slot_unlock(s, index, info, info);
+		zmi_store_page_fill(buf, s->page_size, h);
 		return 0;
 	case ZM_STORE_SLOT_HUGE:
 		dec.codec = NULL;
@@ -236,12 +238,12 @@ int zmi_get_locked(struct zm_store *s, struct zmi_store_stripe *st, uint64_t ind
 		break;
 	case ZM_STORE_SLOT_FILE:
 		/* read with the slot BUSY, not locked; it unlocks */
-		rc = zmi_file_get(s, st, index, info, buf);
+		rc = zmi_store_file_get(s, st, index, info, buf);
 		if (zmi_unlikely(rc))
-			zmi_count(st, C_FAILED_READS, 1);
+			zmi_store_count(st, C_FAILED_READS, 1);
 		return rc;
 	default:
-		dec.codec = zmi_slot_codec(s, info);
+		dec.codec = zmi_store_slot_codec(s, info);
 		dec.len = slot_pool_len(info);
 		rc = zm_pool_get_key(s->pool, index, get_decode, &dec);
 		if (rc && rc != -ENOMEM)
@@ -249,9 +251,9 @@ int zmi_get_locked(struct zm_store *s, struct zmi_store_stripe *st, uint64_t ind
 		break;
 	}
 	/* an access: the page is not idle any more */
-	zmi_slot_unlock(s, index, held, info & ~SLOT_IDLE);
+	zmi_store_slot_unlock(s, index, held, info & ~SLOT_IDLE);
 	if (zmi_unlikely(rc))
-		zmi_count(st, C_FAILED_READS, 1);
+		zmi_store_count(st, C_FAILED_READS, 1);
 	return rc;
 }
 
@@ -265,10 +267,10 @@ int zm_store_get(struct zm_store *s, uint64_t index, void *buf)
 			     (unsigned long long)index);
 		return -EINVAL;
 	}
-	st = zmi_stripe(s);
-	zmi_count(st, C_GETS, 1);
+	st = zmi_store_thread_stripe(s);
+	zmi_store_count(st, C_GETS, 1);
 	do
-		rc = zmi_get_locked(s, st, index, zmi_slot_lock_ready(s, index), buf);
+		rc = zmi_store_get_locked(s, st, index, zmi_store_slot_lock_ready(s, index), buf);
 	while (rc == -EAGAIN);
 	return rc;
 }

@@ -2,7 +2,7 @@
  * Policy: where a compressed page goes, and the memory limit.
  *
  * Placement, from the compressed size z (z > cap when the codec could not
- * fit the page below the cap it was given, zmi_policy_cap()):
+ * fit the page below the cap it was given, zmi_store_policy_cap()):
  *
  *   z > max_zsize                          reject (zcache's zv_max_zsize)
  *   z > max_mean_zsize and the mean object
@@ -31,7 +31,7 @@
 
 #include "store/store_internal.h"
 
-size_t zmi_policy_cap(const struct zm_store *s)
+size_t zmi_store_policy_cap(const struct zm_store *s)
 {
 	if (s->max_zsize)
 		return s->max_zsize;
@@ -41,12 +41,12 @@ size_t zmi_policy_cap(const struct zm_store *s)
 /* Mean object size in the pool, 0 when empty. */
 static uint64_t mean_zsize(const struct zm_store *s)
 {
-	uint64_t n = zmi_counter_sum(s, C_OBJECTS);
+	uint64_t n = zmi_store_counter_sum(s, C_OBJECTS);
 
-	return n ? zmi_counter_sum(s, C_COMPR) / n : 0;
+	return n ? zmi_store_counter_sum(s, C_COMPR) / n : 0;
 }
 
-enum zmi_placement zmi_policy_place(struct zm_store *s, size_t zlen)
+enum zmi_store_placement zmi_store_policy_place(struct zm_store *s, size_t zlen)
 {
 	size_t z = zlen ? zlen : s->page_size + 1;
 
@@ -60,7 +60,7 @@ enum zmi_placement zmi_policy_place(struct zm_store *s, size_t zlen)
 	return ZM_PLACE_POOL;
 }
 
-int zmi_limit_check(struct zm_store *s, size_t size)
+int zmi_store_limit_check(struct zm_store *s, size_t size)
 {
 	uint64_t limit = __atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED);
 
@@ -71,12 +71,12 @@ int zmi_limit_check(struct zm_store *s, size_t size)
 	/* the stripes are read one by one, not as a snapshot: an object
 	 * counted out on one stripe before it is seen counted in on another
 	 * can make the sum "negative" for a moment */
-	used = (int64_t)zmi_counter_sum(s, C_COMPR);
+	used = (int64_t)zmi_store_counter_sum(s, C_COMPR);
 	if (used < 0)
 		used = 0;
 	/* past the high watermark: the writer starts making room before
 	 * the puts find none (writeback.c) */
 	if (s->writer && (uint64_t)used + size > ZMI_WRITER_HIGH(limit))
-		zmi_writer_kick(s);
+		zmi_store_writer_kick(s);
 	return (uint64_t)used + size > limit ? -ENOSPC : 0;
 }

@@ -43,7 +43,7 @@
  * zspages). */
 #define RECOMP_ROOM ((size_t)1 << 20)
 
-int zmi_recomp_init(struct zm_store *s, const char *codec, int level)
+int zmi_store_recomp_init(struct zm_store *s, const char *codec, int level)
 {
 	int rc;
 
@@ -57,7 +57,7 @@ int zmi_recomp_init(struct zm_store *s, const char *codec, int level)
 	return s->rc_buf ? 0 : -ENOMEM;
 }
 
-void zmi_recomp_fini(struct zm_store *s)
+void zmi_store_recomp_fini(struct zm_store *s)
 {
 	zm_codec_destroy(s->codec2);
 	s->codec2 = NULL;
@@ -79,20 +79,20 @@ static int recompress_unit(struct zm_store *s, struct zmi_store_stripe *st, uint
 	char *obj = s->rc_buf, *dec = obj + room, *out = dec + room;
 	zm_handle_t h[ZM_STORE_UNIT_MAX], old[ZM_STORE_UNIT_MAX];
 	unsigned nch, onch;
-	struct zmi_unit *u;
+	struct zmi_store_unit *u;
 	uint32_t len, n, at = 0;
 	bool sec;
 	int z, rc = 0;
 
-	u = zmi_unit_take(s, index);
+	u = zmi_store_unit_take(s, index);
 	if (!u)
 		return 0;
-	if (u->sec || !zmi_unit_picked(s, u, which, cutoff_ns) ||
-	    zmi_unit_fetch(s, u, obj, &len, &sec))
+	if (u->sec || !zmi_store_unit_picked(s, u, which, cutoff_ns) ||
+	    zmi_store_unit_fetch(s, u, obj, &len, &sec))
 		goto out;
-	zmi_unit_lock(u);
-	zmi_count(st, C_RECOMP_TRIED, __builtin_popcount(u->live));   /* in pages */
-	zmi_unit_unlock(u);
+	zmi_store_unit_lock(u);
+	zmi_store_count(st, C_RECOMP_TRIED, __builtin_popcount(u->live)); /* in pages */
+	zmi_store_unit_unlock(u);
 	if (zm_codec_decompress(s->codec, obj, len, dec, (size_t)u->span * ps))
 		goto out;   /* corrupt: a get will say so */
 	z = zm_codec_compress(s->codec2, dec, (size_t)u->span * ps, out, len - 1);
@@ -101,7 +101,7 @@ static int recompress_unit(struct zm_store *s, struct zmi_store_stripe *st, uint
 	n = (uint32_t)z;
 	nch = (unsigned)((n + ps - 1) / ps);
 	for (unsigned c = 0; c < nch; c++) {
-		uint32_t cl = zmi_unit_chunk_len(n, nch, c);
+		uint32_t cl = zmi_store_unit_chunk_len(n, nch, c);
 
 		h[c] = zm_pool_alloc(s->pool, cl);
 		if (h[c] && zm_pool_write(s->pool, h[c], out + at, cl)) {
@@ -116,9 +116,9 @@ static int recompress_unit(struct zm_store *s, struct zmi_store_stripe *st, uint
 			goto out;
 		}
 	}
-	zmi_unit_lock(u);
+	zmi_store_unit_lock(u);
 	if (!u->live) {
-		zmi_unit_unlock(u);
+		zmi_store_unit_unlock(u);
 		for (unsigned c = 0; c < nch; c++)
 			zm_pool_free(s->pool, h[c]);
 		goto out;   /* its pages all left: it goes with the pin */
@@ -133,19 +133,19 @@ static int recompress_unit(struct zm_store *s, struct zmi_store_stripe *st, uint
 	u->sec = true;
 	u->saved += len - n;
 	*pages = (unsigned)__builtin_popcount(u->live);
-	zmi_unit_unlock(u);
+	zmi_store_unit_unlock(u);
 	for (unsigned c = 0; c < onch; c++)
 		if (zmi_unlikely(zm_pool_free(s->pool, old[c])))
-			zmi_count(st, C_POOL_ERRORS, 1);
-	zmi_count(st, C_COMPR, -(int64_t)(len - n));
-	zmi_count(st, C_UNIT_BYTES, -(int64_t)(len - n));
-	zmi_count(st, C_OBJECTS, (int64_t)nch - (int64_t)onch);
-	zmi_count(st, C_UNIT_SAVED, len - n);
-	zmi_count(st, C_RECOMP, *pages);
-	zmi_count(st, C_RECOMP_SAVED, len - n);
+			zmi_store_count(st, C_POOL_ERRORS, 1);
+	zmi_store_count(st, C_COMPR, -(int64_t)(len - n));
+	zmi_store_count(st, C_UNIT_BYTES, -(int64_t)(len - n));
+	zmi_store_count(st, C_OBJECTS, (int64_t)nch - (int64_t)onch);
+	zmi_store_count(st, C_UNIT_SAVED, len - n);
+	zmi_store_count(st, C_RECOMP, *pages);
+	zmi_store_count(st, C_RECOMP_SAVED, len - n);
 	rc = (int)(len - n);
 out:
-	zmi_unit_give(s, u);
+	zmi_store_unit_give(s, u);
 	return rc;
 }
 
@@ -155,7 +155,7 @@ out:
  * its first page then being re-encoded alone), decoded side by side and
  * encoded as one with the secondary codec; kept as a unit if that saves
  * unit_min_saving over what they take now.  Each page joins the unit
- * only if unchanged since it was copied (zmi_slot_unchanged), keeping
+ * only if unchanged since it was copied (zmi_store_slot_unchanged), keeping
  * its idle bit and age.  As recompress_one; 0 when no unit formed (the
  * caller re-encodes the page alone). */
 static int recompress_group(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
@@ -167,7 +167,7 @@ static int recompress_group(struct zm_store *s, struct zmi_store_stripe *st, uin
 	uint32_t info[ZM_STORE_UNIT_MAX], len[ZM_STORE_UNIT_MAX], mask = 0;
 	size_t objoff[ZM_STORE_UNIT_MAX];
 	unsigned first, last, span, members;
-	struct zmi_unit *u;
+	struct zmi_store_unit *u;
 	int z;
 
 	if (s->unit_pages == 1 || s->max_zsize || s->max_mean_zsize ||
@@ -179,11 +179,11 @@ static int recompress_group(struct zm_store *s, struct zmi_store_stripe *st, uin
 
 		if (!slot_in_pool(word_info(__atomic_load_n(&s->slots[j], __ATOMIC_RELAXED))))
 			continue;
-		i = zmi_slot_lock(s, j);
-		if (slot_in_pool(i) && zmi_pick(s, j, i, which, cutoff_ns) &&
+		i = zmi_store_slot_lock(s, j);
+		if (slot_in_pool(i) && zmi_store_pick(s, j, i, which, cutoff_ns) &&
 		    ((i & SLOT_POOL) || !(i & SLOT_FLAG))) {
-			len[k] = zmi_slot_len(s, j, i);
-			if (!zm_pool_read(s->pool, zmi_slot_handle(s, j), obj + at, len[k])) {
+			len[k] = zmi_store_slot_len(s, j, i);
+			if (!zm_pool_read(s->pool, zmi_store_slot_handle(s, j), obj + at, len[k])) {
 				info[k] = i;
 				objoff[k] = at;
 				at += len[k];
@@ -191,7 +191,7 @@ static int recompress_group(struct zm_store *s, struct zmi_store_stripe *st, uin
 				mask |= 1u << k;
 			}
 		}
-		zmi_slot_unlock(s, j, i, i);
+		zmi_store_slot_unlock(s, j, i, i);
 		if (j == index && mask != 1u << k)
 			return 0;   /* index is not the group's first */
 	}
@@ -202,7 +202,7 @@ static int recompress_group(struct zm_store *s, struct zmi_store_stripe *st, uin
 	first = (unsigned)__builtin_ctz(mask);
 	last = 31u - (unsigned)__builtin_clz(mask);
 	span = last - first + 1;
-	zmi_count(st, C_RECOMP_TRIED, members);
+	zmi_store_count(st, C_RECOMP_TRIED, members);
 	for (unsigned k = first; k <= last; k++) {
 		char *p = dec + (size_t)(k - first) * ps;
 
@@ -210,16 +210,16 @@ static int recompress_group(struct zm_store *s, struct zmi_store_stripe *st, uin
 			memset(p, 0, ps);   /* not a member: any bytes */
 		else if (!(info[k] & SLOT_POOL))
 			memcpy(p, obj + objoff[k], ps);
-		else if (zm_codec_decompress(zmi_slot_codec(s, info[k]), obj + objoff[k], len[k], p,
-					     ps))
+		else if (zm_codec_decompress(zmi_store_slot_codec(s, info[k]), obj + objoff[k],
+					     len[k], p, ps))
 			return 0;   /* corrupt: a get will say so */
 	}
 	cap = (size_t)(alone * (100 - s->unit_min_saving) / 100);
 	z = cap ? zm_codec_compress(s->codec2, dec, (size_t)span * ps, out, cap) : -ENOSPC;
 	if (z <= 0)
 		return 0;   /* it does not pay */
-	u = zmi_unit_make(s, g + first, span, mask >> first, out, (size_t)z, alone - (uint64_t)z,
-			  true);
+	u = zmi_store_unit_make(s, g + first, span, mask >> first, out, (size_t)z,
+				alone - (uint64_t)z, true);
 	if (!u)
 		return -ENOSPC;
 	for (unsigned k = first; k <= last; k++) {
@@ -229,31 +229,31 @@ static int recompress_group(struct zm_store *s, struct zmi_store_stripe *st, uin
 		if (!(mask >> k & 1))
 			continue;
 		zmi_lazy_mark(&s->same_arr, j);
-		now = zmi_slot_lock(s, j);
-		if (!zmi_slot_unchanged(s, j, now, info[k], obj + objoff[k], len[k]) ||
-		    zmi_slot_free_object(s, j, now)) {
+		now = zmi_store_slot_lock(s, j);
+		if (!zmi_store_slot_unchanged(s, j, now, info[k], obj + objoff[k], len[k]) ||
+		    zmi_store_slot_free_object(s, j, now)) {
 			/* rewritten meanwhile (or the pool kept it): not in it */
-			zmi_slot_unlock(s, j, now, now);
-			zmi_unit_lock(u);
+			zmi_store_slot_unlock(s, j, now, now);
+			zmi_store_unit_lock(u);
 			u->live &= (uint16_t)~(1u << (k - first));
 			u->refs--;
-			zmi_unit_unlock(u);
+			zmi_store_unit_unlock(u);
 			continue;
 		}
 		s->same_val[j] = (uint64_t)(uintptr_t)u;
-		zmi_slot_unlock(s, j, now, SLOT_INFO_UNIT | (now & SLOT_IDLE));
-		zmi_account(s, st, now, len[k], -1);
-		zmi_account(s, st, SLOT_INFO_UNIT, 0, 1);
+		zmi_store_slot_unlock(s, j, now, SLOT_INFO_UNIT | (now & SLOT_IDLE));
+		zmi_store_account(s, st, now, len[k], -1);
+		zmi_store_account(s, st, SLOT_INFO_UNIT, 0, 1);
 		joined += len[k];
 		(*pages)++;
-		zmi_unit_joined(s, j);
+		zmi_store_unit_joined(s, j);
 	}
-	zmi_unit_give(s, u);   /* formed */
+	zmi_store_unit_give(s, u); /* formed */
 	if (!*pages)
 		return 0;
-	zmi_count(st, C_RECOMP, *pages);
+	zmi_store_count(st, C_RECOMP, *pages);
 	if (joined > (uint64_t)z)
-		zmi_count(st, C_RECOMP_SAVED, (int64_t)(joined - (uint64_t)z));
+		zmi_store_count(st, C_RECOMP_SAVED, (int64_t)(joined - (uint64_t)z));
 	return joined > (uint64_t)z ? (int)(joined - (uint64_t)z) : 1;
 }
 
@@ -276,34 +276,34 @@ static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint6
 	int n, rc;
 
 	*pages = 0;
-	info = zmi_slot_lock(s, index);
+	info = zmi_store_slot_lock(s, index);
 	if (slot_is_unit(info)) {
-		/* zmi_pick reads the unit: only under the slot lock */
-		bool pick = zmi_pick(s, index, info, which, cutoff_ns);
+		/* zmi_store_pick reads the unit: only under the slot lock */
+		bool pick = zmi_store_pick(s, index, info, which, cutoff_ns);
 
-		zmi_slot_unlock(s, index, info, info);
+		zmi_store_slot_unlock(s, index, info, info);
 		return pick ? recompress_unit(s, st, index, which, cutoff_ns, pages) : 0;
 	}
-	if (s->unit_pages > 1 && zmi_pick(s, index, info, which, cutoff_ns) &&
+	if (s->unit_pages > 1 && zmi_store_pick(s, index, info, which, cutoff_ns) &&
 	    !(info & SLOT_SEC)) {
-		zmi_slot_unlock(s, index, info, info);
+		zmi_store_slot_unlock(s, index, info, info);
 		rc = recompress_group(s, st, index, which, cutoff_ns, pages);
 		if (rc)
 			return rc;
-		info = zmi_slot_lock(s, index);
+		info = zmi_store_slot_lock(s, index);
 	}
-	if (!zmi_pick(s, index, info, which, cutoff_ns) || (info & SLOT_SEC) ||
+	if (!zmi_store_pick(s, index, info, which, cutoff_ns) || (info & SLOT_SEC) ||
 	    (!(info & SLOT_POOL) && (info & SLOT_FLAG))) {
-		zmi_slot_unlock(s, index, info, info);
+		zmi_store_slot_unlock(s, index, info, info);
 		return 0;
 	}
 	huge = !(info & SLOT_POOL);
-	len = zmi_slot_len(s, index, info);
-	rc = zm_pool_read(s->pool, zmi_slot_handle(s, index), obj, len);
-	zmi_slot_unlock(s, index, info, info);
+	len = zmi_store_slot_len(s, index, info);
+	rc = zm_pool_read(s->pool, zmi_store_slot_handle(s, index), obj, len);
+	zmi_store_slot_unlock(s, index, info, info);
 	if (rc)
 		return 0;
-	zmi_count(st, C_RECOMP_TRIED, 1);
+	zmi_store_count(st, C_RECOMP_TRIED, 1);
 
 	if (huge)
 		page = obj;
@@ -316,12 +316,12 @@ static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint6
 	if (n <= 0) {
 		if (huge && n == -ENOSPC) {
 			/* mark it, so that it is not tried again */
-			now = zmi_slot_lock(s, index);
-			if (zmi_slot_unchanged(s, index, now, info, obj, len) && !(now & SLOT_FLAG)) {
-				zmi_slot_unlock(s, index, now, now | SLOT_FLAG);
-				zmi_count(st, C_INCOMPRESSIBLE, 1);
+			now = zmi_store_slot_lock(s, index);
+			if (zmi_store_slot_unchanged(s, index, now, info, obj, len) && !(now & SLOT_FLAG)) {
+				zmi_store_slot_unlock(s, index, now, now | SLOT_FLAG);
+				zmi_store_count(st, C_INCOMPRESSIBLE, 1);
 			} else {
-				zmi_slot_unlock(s, index, now, now);
+				zmi_store_slot_unlock(s, index, now, now);
 			}
 		}
 		return 0;
@@ -333,22 +333,22 @@ static int recompress_one(struct zm_store *s, struct zmi_store_stripe *st, uint6
 		zm_pool_free(s->pool, h);
 		return 0;
 	}
-	now = zmi_slot_lock(s, index);
-	if (!zmi_slot_unchanged(s, index, now, info, obj, len)) {
-		zmi_slot_unlock(s, index, now, now);
+	now = zmi_store_slot_lock(s, index);
+	if (!zmi_store_slot_unchanged(s, index, now, info, obj, len)) {
+		zmi_store_slot_unlock(s, index, now, now);
 		zm_pool_free(s->pool, h);
 		return 0;
 	}
-	if (zmi_slot_swap(s, index, now, len, h)) {
+	if (zmi_store_slot_swap(s, index, now, len, h)) {
 		zm_pool_free(s->pool, h);
 		return -EIO;
 	}
 	info = slot_info_pool((uint32_t)n, true) | (now & SLOT_IDLE);
-	zmi_slot_unlock(s, index, now, info);
-	zmi_account(s, st, now, len, -1);
-	zmi_account(s, st, info, (uint32_t)n, 1);
-	zmi_count(st, C_RECOMP, 1);
-	zmi_count(st, C_RECOMP_SAVED, (int64_t)(len - (uint32_t)n));
+	zmi_store_slot_unlock(s, index, now, info);
+	zmi_store_account(s, st, now, len, -1);
+	zmi_store_account(s, st, info, (uint32_t)n, 1);
+	zmi_store_count(st, C_RECOMP, 1);
+	zmi_store_count(st, C_RECOMP_SAVED, (int64_t)(len - (uint32_t)n));
 	*pages = 1;
 	return (int)(len - (uint32_t)n);
 }
@@ -366,21 +366,22 @@ static int make_room(struct zm_store *s, unsigned which, uint64_t cutoff_ns)
 {
 	if (zm_pool_shrink(s->pool, RECOMP_ROOM) > 0)
 		return 0;
-	return which && zmi_writeback_pick(s, which, cutoff_ns, RECOMP_WB_BATCH) > 0 ? 0 : -ENOSPC;
+	return which && zmi_store_writeback_pick(s, which, cutoff_ns,
+						 RECOMP_WB_BATCH) > 0 ? 0 : -ENOSPC;
 }
 
-long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
-			uint64_t max_pages, uint64_t max_visit, uint64_t *cursor, bool *full,
-			const int *stop)
+long zmi_store_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
+			      uint64_t max_pages, uint64_t max_visit, uint64_t *cursor, bool *full,
+			      const int *stop)
 {
-	struct zmi_store_stripe *st = zmi_stripe(s);
+	struct zmi_store_stripe *st = zmi_store_thread_stripe(s);
 	uint64_t visited = 0, saved = 0, i;
 	bool made_room = false;
 	long done = 0, done_at_room = 0, err = 0;
 
 	pthread_mutex_lock(&s->recomp_lock);
 	while ((uint64_t)done < max_pages && !(stop && __atomic_load_n(stop, __ATOMIC_RELAXED)) &&
-	       zmi_slot_walk(s, cursor, &visited, max_visit, &i)) {
+	       zmi_store_slot_walk(s, cursor, &visited, max_visit, &i)) {
 		unsigned pages;
 		int rc = recompress_one(s, st, i, which, cutoff_ns, &pages);
 
@@ -417,7 +418,7 @@ long zmi_recompress_run(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 	 * thread of the process with a barrier) */
 	s->recomp_holes += saved;
 	saved = s->recomp_holes;
-	if (saved >= RECOMP_ROOM && saved >= zmi_counter_sum(s, C_COMPR) / 8)
+	if (saved >= RECOMP_ROOM && saved >= zmi_store_counter_sum(s, C_COMPR) / 8)
 		s->recomp_holes = 0;
 	else
 		saved = 0;
@@ -439,8 +440,9 @@ long zm_store_recompress_stoppable(struct zm_store *s, unsigned which, uint64_t 
 	}
 	if (!s->codec2)
 		return -EOPNOTSUPP;
-	return zmi_recompress_run(s, which, __atomic_load_n(&s->idle_cutoff_ns, __ATOMIC_RELAXED),
-				  max_pages, UINT64_MAX, &cursor, NULL, stop);
+	return zmi_store_recompress_run(s, which,
+					__atomic_load_n(&s->idle_cutoff_ns, __ATOMIC_RELAXED),
+					max_pages, UINT64_MAX, &cursor, NULL, stop);
 }
 
 long zm_store_recompress(struct zm_store *s, unsigned which, uint64_t max_pages)

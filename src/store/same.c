@@ -23,7 +23,7 @@ static inline uint64_t load64(const uint8_t *p)
 	return v;
 }
 
-bool zmi_page_same_filled(const void *page, size_t len, uint64_t *word)
+bool zmi_store_page_same_filled(const void *page, size_t len, uint64_t *word)
 {
 	const uint8_t *p = page;
 	size_t n = len / sizeof(uint64_t);
@@ -42,7 +42,7 @@ bool zmi_page_same_filled(const void *page, size_t len, uint64_t *word)
 	return true;
 }
 
-void zmi_page_fill(void *page, size_t len, uint64_t word)
+void zmi_store_page_fill(void *page, size_t len, uint64_t word)
 {
 	uint8_t *p = page;
 	size_t n = len / sizeof(uint64_t);

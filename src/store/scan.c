@@ -34,8 +34,8 @@ int zm_store_next_used(struct zm_store *s, uint64_t from, uint64_t end, uint64_t
 	per_page = 1ull << s->slot_arr.page_shift;  /* slots an OS page holds */
 	if (end > s->nr_pages)
 		end = s->nr_pages;
-	for (i = zmi_slot_next_touched(s, from, end); i < end;
-	     i = zmi_slot_next_touched(s, i, end)) {
+	for (i = zmi_store_slot_next_touched(s, from, end); i < end;
+	     i = zmi_store_slot_next_touched(s, i, end)) {
 		/* a written OS page of slots: read each */
 		uint64_t stop = (i | (per_page - 1)) + 1;
 

@@ -35,7 +35,7 @@
  * probably preempted. */
 #define SLOT_SPINS 200
 
-int zmi_slots_alloc(struct zm_store *s)
+int zmi_store_slots_alloc(struct zm_store *s)
 {
 	if (zmi_lazy_init(&s->slot_arr, s->nr_pages, sizeof(uint64_t)) ||
 	    zmi_lazy_init(&s->same_arr, s->nr_pages, sizeof(uint64_t)))
@@ -45,7 +45,7 @@ int zmi_slots_alloc(struct zm_store *s)
 	return 0;
 }
 
-void zmi_slots_free(struct zm_store *s)
+void zmi_store_slots_free(struct zm_store *s)
 {
 	zmi_lazy_fini(&s->slot_arr);
 	zmi_lazy_fini(&s->same_arr);
@@ -53,7 +53,7 @@ void zmi_slots_free(struct zm_store *s)
 	s->same_val = NULL;
 }
 
-void zmi_slot_lock_slow(uint64_t *w)
+void zmi_store_slot_lock_slow(uint64_t *w)
 {
 	const uint64_t lock = (uint64_t)SLOT_LOCK << SLOT_INFO_SHIFT;
 
@@ -68,7 +68,7 @@ void zmi_slot_lock_slow(uint64_t *w)
 	}
 }
 
-void zmi_slot_wait(struct zm_store *s, uint64_t index)
+void zmi_store_slot_wait(struct zm_store *s, uint64_t index)
 {
 	/* the reader clears BUSY before it takes busy_lock to broadcast: a
 	 * waiter that saw BUSY under busy_lock is waiting by then */
@@ -78,14 +78,14 @@ void zmi_slot_wait(struct zm_store *s, uint64_t index)
 	pthread_mutex_unlock(&s->busy_lock);
 }
 
-void zmi_slot_wake(struct zm_store *s)
+void zmi_store_slot_wake(struct zm_store *s)
 {
 	pthread_mutex_lock(&s->busy_lock);
 	pthread_cond_broadcast(&s->busy_cond);
 	pthread_mutex_unlock(&s->busy_lock);
 }
 
-bool zmi_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word)
+bool zmi_store_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word)
 {
 	if (!word)
 		return false;
@@ -94,7 +94,7 @@ bool zmi_slot_set_same(struct zm_store *s, uint64_t index, uint64_t word)
 	return true;
 }
 
-uint32_t zmi_slot_len(const struct zm_store *s, uint64_t index, uint32_t info)
+uint32_t zmi_store_slot_len(const struct zm_store *s, uint64_t index, uint32_t info)
 {
 	if (info & SLOT_POOL)
 		return slot_pool_len(info);
@@ -123,12 +123,12 @@ static int pool_fault(int op, uint64_t index)
  * own. */
 static int pool_error(struct zm_store *s, const char *call, uint64_t index, int rc)
 {
-	zmi_count(zmi_stripe(s), C_POOL_ERRORS, 1);
+	zmi_store_count(zmi_store_thread_stripe(s), C_POOL_ERRORS, 1);
 	zmi_log("store: %s of page %llu failed (%d)", call, (unsigned long long)index, rc);
 	return -EIO;
 }
 
-int zmi_slot_bind(struct zm_store *s, zm_handle_t h, uint64_t index)
+int zmi_store_slot_bind(struct zm_store *s, zm_handle_t h, uint64_t index)
 {
 	int rc = pool_fault('b', index);
 
@@ -137,25 +137,25 @@ int zmi_slot_bind(struct zm_store *s, zm_handle_t h, uint64_t index)
 	return zmi_unlikely(rc) ? pool_error(s, "zm_pool_bind", index, rc) : 0;
 }
 
-int zmi_slot_swap(struct zm_store *s, uint64_t index, uint32_t old, uint32_t old_len,
-		  zm_handle_t h)
+int zmi_store_slot_swap(struct zm_store *s, uint64_t index, uint32_t old, uint32_t old_len,
+			zm_handle_t h)
 {
-	if (zmi_unlikely(zmi_slot_free_object(s, index, old))) {
+	if (zmi_unlikely(zmi_store_slot_free_object(s, index, old))) {
 		/* the pool kept the old object: so does the slot */
-		zmi_slot_unlock(s, index, old, old);
+		zmi_store_slot_unlock(s, index, old, old);
 		return -EIO;
 	}
-	if (h && zmi_unlikely(zmi_slot_bind(s, h, index))) {
+	if (h && zmi_unlikely(zmi_store_slot_bind(s, h, index))) {
 		/* the old content is gone and the new has no key: empty */
-		zmi_slot_unlock(s, index, old, ZM_STORE_SLOT_EMPTY);
-		zmi_slot_release(s, old, old_len);
+		zmi_store_slot_unlock(s, index, old, ZM_STORE_SLOT_EMPTY);
+		zmi_store_slot_release(s, old, old_len);
 		return -EIO;
 	}
 	return 0;
 }
 
-int zmi_slot_put(struct zm_store *s, uint64_t index, uint32_t old, uint32_t old_len,
-		 const void *buf, size_t size)
+int zmi_store_slot_put(struct zm_store *s, uint64_t index, uint32_t old, uint32_t old_len,
+		       const void *buf, size_t size)
 {
 	bool in_pool = slot_in_pool(old);
 	int rc;
@@ -169,10 +169,10 @@ int zmi_slot_put(struct zm_store *s, uint64_t index, uint32_t old, uint32_t old_
 			return -ENOMEM;
 		if (zm_pool_write(s->pool, h, buf, size)) {
 			zm_pool_free(s->pool, h);
-			zmi_slot_unlock(s, index, old, old);
+			zmi_store_slot_unlock(s, index, old, old);
 			return -EIO;
 		}
-		if (zmi_slot_swap(s, index, old, old_len, h)) {
+		if (zmi_store_slot_swap(s, index, old, old_len, h)) {
 			zm_pool_free(s->pool, h);
 			return -EIO;
 		}
@@ -183,23 +183,23 @@ int zmi_slot_put(struct zm_store *s, uint64_t index, uint32_t old, uint32_t old_
 		/* a unit's page or a page on file: its old content was not
 		 * the key's, and goes now that the new one is there */
 		if (!in_pool)
-			zmi_slot_free_object(s, index, old);
+			zmi_store_slot_free_object(s, index, old);
 		return 0;
 	}
 	if (rc == -ENOMEM)
 		return rc;
 	pool_error(s, "zm_pool_put_key", index, rc);
 	if (!in_pool || zm_pool_key_handle(s->pool, index)) {
-		zmi_slot_unlock(s, index, old, old);
+		zmi_store_slot_unlock(s, index, old, old);
 	} else {
 		/* the old object went, the new one did not come: empty */
-		zmi_slot_unlock(s, index, old, ZM_STORE_SLOT_EMPTY);
-		zmi_slot_release(s, old, old_len);
+		zmi_store_slot_unlock(s, index, old, ZM_STORE_SLOT_EMPTY);
+		zmi_store_slot_release(s, old, old_len);
 	}
 	return -EIO;
 }
 
-int zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info)
+int zmi_store_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info)
 {
 	unsigned kind = slot_kind(info);
 	int rc;
@@ -211,17 +211,17 @@ int zmi_slot_free_object(struct zm_store *s, uint64_t index, uint32_t info)
 		if (zmi_unlikely(rc))
 			return pool_error(s, "zm_pool_free_key", index, rc);
 	} else if (kind == ZM_STORE_SLOT_UNIT) {
-		return zmi_unit_leave(s, index);
-	} else if (kind == ZM_STORE_SLOT_FILE && !s->destroying && zmi_has_file(s)) {
+		return zmi_store_unit_leave(s, index);
+	} else if (kind == ZM_STORE_SLOT_FILE && !s->destroying && zmi_store_has_file(s)) {
 		uint64_t rec = s->same_val[index];
 
-		zmi_backing_free(s, index, file_off(rec), rec & FILE_LEN_MASK);
+		zmi_store_backing_free(s, index, file_off(rec), rec & FILE_LEN_MASK);
 	}
 	return 0;
 }
 
-bool zmi_slot_unchanged(struct zm_store *s, uint64_t index, uint32_t now, uint32_t info,
-			const void *copy, uint32_t len)
+bool zmi_store_slot_unchanged(struct zm_store *s, uint64_t index, uint32_t now, uint32_t info,
+			      const void *copy, uint32_t len)
 {
 	zm_handle_t h;
 	const void *p;
@@ -229,7 +229,7 @@ bool zmi_slot_unchanged(struct zm_store *s, uint64_t index, uint32_t now, uint32
 
 	if ((now & ~SLOT_IDLE) != (info & ~SLOT_IDLE) || !slot_in_pool(now))
 		return false;
-	h = zmi_slot_handle(s, index);
+	h = zmi_store_slot_handle(s, index);
 	p = zm_pool_map(s->pool, h, ZM_MAP_RO);
 	if (!p)
 		return false;
@@ -238,13 +238,13 @@ bool zmi_slot_unchanged(struct zm_store *s, uint64_t index, uint32_t now, uint32
 	return same;
 }
 
-bool zmi_slot_walk(struct zm_store *s, uint64_t *cursor, uint64_t *visited, uint64_t max_visit,
-		   uint64_t *index)
+bool zmi_store_slot_walk(struct zm_store *s, uint64_t *cursor, uint64_t *visited,
+			 uint64_t max_visit, uint64_t *index)
 {
 	uint64_t i = *cursor < s->nr_pages ? *cursor : 0;
 
 	while (*visited < s->nr_pages && *visited < max_visit) {
-		uint64_t next = zmi_slot_next_touched(s, i, s->nr_pages);
+		uint64_t next = zmi_store_slot_next_touched(s, i, s->nr_pages);
 
 		if (next >= s->nr_pages) {
 			/* the rest was never written: round to the start */
@@ -264,24 +264,24 @@ bool zmi_slot_walk(struct zm_store *s, uint64_t *cursor, uint64_t *visited, uint
 	return false;
 }
 
-int zmi_slot_clear(struct zm_store *s, uint64_t index)
+int zmi_store_slot_clear(struct zm_store *s, uint64_t index)
 {
-	uint32_t info = zmi_slot_lock_ready(s, index);
-	uint32_t len = zmi_slot_len(s, index, info);
+	uint32_t info = zmi_store_slot_lock_ready(s, index);
+	uint32_t len = zmi_store_slot_len(s, index, info);
 
-	if (zmi_slot_free_object(s, index, info)) {
-		zmi_slot_unlock(s, index, info, info);
+	if (zmi_store_slot_free_object(s, index, info)) {
+		zmi_store_slot_unlock(s, index, info, info);
 		return -EIO;
 	}
-	zmi_slot_unlock(s, index, info, ZM_STORE_SLOT_EMPTY);
-	zmi_slot_release(s, info, len);
+	zmi_store_slot_unlock(s, index, info, ZM_STORE_SLOT_EMPTY);
+	zmi_store_slot_release(s, info, len);
 	return 0;
 }
 
-void zmi_slot_release(struct zm_store *s, uint32_t info, uint32_t len)
+void zmi_store_slot_release(struct zm_store *s, uint32_t info, uint32_t len)
 {
 	if (info)
-		zmi_account(s, zmi_stripe(s), info, len, -1);
+		zmi_store_account(s, zmi_store_thread_stripe(s), info, len, -1);
 }
 
 int zm_store_discard(struct zm_store *s, uint64_t index, uint64_t count)
@@ -294,18 +294,18 @@ int zm_store_discard(struct zm_store *s, uint64_t index, uint64_t count)
 		return -EINVAL;
 	}
 	if (s->unit_pages > 1)
-		zmi_unit_begin(s);
-	for (uint64_t i = zmi_slot_next_touched(s, index, index + count); i < index + count;
-	     i = zmi_slot_next_touched(s, i + 1, index + count)) {
+		zmi_store_unit_begin(s);
+	for (uint64_t i = zmi_store_slot_next_touched(s, index, index + count); i < index + count;
+	     i = zmi_store_slot_next_touched(s, i + 1, index + count)) {
 		/* Unlocked peek: an empty slot stays empty unless a put races
 		 * with this discard, and either order is a correct outcome. */
 		if ((word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED)) & ~SLOT_LOCK) &&
-		    zmi_slot_clear(s, i))
+		    zmi_store_slot_clear(s, i))
 			rc = -EIO;  /* that page stays; the others go */
 	}
-	zmi_count(zmi_stripe(s), C_DISCARDS, (int64_t)count);
+	zmi_store_count(zmi_store_thread_stripe(s), C_DISCARDS, (int64_t)count);
 	if (s->unit_pages > 1)
-		zmi_unit_flush(s);
+		zmi_store_unit_flush(s);
 	return rc;
 }
 
@@ -317,20 +317,20 @@ int zm_store_slot_info(struct zm_store *s, uint64_t index, unsigned *kind,
 
 	if (!s || index >= s->nr_pages)
 		return -EINVAL;
-	info = zmi_slot_lock(s, index);
+	info = zmi_store_slot_lock(s, index);
 	if (slot_kind(info) == ZM_STORE_SLOT_SAME)
-		h = zmi_slot_same_word(s, index, info);
+		h = zmi_store_slot_same_word(s, index, info);
 	else if (slot_in_pool(info))
-		h = zmi_slot_handle(s, index);
-	n = zmi_slot_len(s, index, info);
+		h = zmi_store_slot_handle(s, index);
+	n = zmi_store_slot_len(s, index, info);
 	if (slot_kind(info) == ZM_STORE_SLOT_UNIT) {
-		struct zmi_unit *u = zmi_slot_unit(s, index);
+		struct zmi_store_unit *u = zmi_store_slot_unit(s, index);
 
-		zmi_unit_lock(u);   /* a recompression changes len under it */
+		zmi_store_unit_lock(u); /* a recompression changes len under it */
 		n = u->len;
-		zmi_unit_unlock(u);
+		zmi_store_unit_unlock(u);
 	}
-	zmi_slot_unlock(s, index, info, info);
+	zmi_store_slot_unlock(s, index, info, info);
 	if (kind)
 		*kind = slot_kind(info);
 	if (handle)

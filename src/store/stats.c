@@ -25,7 +25,7 @@
 static __thread unsigned tls_stripe; /* 1 + the thread's stripe; 0: none yet */
 static unsigned next_stripe;         /* atomic */
 
-struct zmi_store_stripe *zmi_stripe(struct zm_store *s)
+struct zmi_store_stripe *zmi_store_thread_stripe(struct zm_store *s)
 {
 	unsigned i = tls_stripe;
 
@@ -37,43 +37,43 @@ struct zmi_store_stripe *zmi_stripe(struct zm_store *s)
 	return &s->stripe[i - 1];
 }
 
-void zmi_account(struct zm_store *s, struct zmi_store_stripe *st, uint32_t info, uint32_t len,
-		 int sign)
+void zmi_store_account(struct zm_store *s, struct zmi_store_stripe *st, uint32_t info, uint32_t len,
+		       int sign)
 {
 	unsigned kind = slot_kind(info);
 
 	if (kind == ZM_STORE_SLOT_EMPTY)
 		return;
-	zmi_count(st, C_PAGES, sign);
+	zmi_store_count(st, C_PAGES, sign);
 	if (kind == ZM_STORE_SLOT_UNIT) {
-		zmi_count(st, C_UNIT_PAGES, sign);   /* the unit's bytes: unit.c */
+		zmi_store_count(st, C_UNIT_PAGES, sign); /* the unit's bytes: unit.c */
 		return;
 	}
 	if (kind == ZM_STORE_SLOT_SAME) {
-		zmi_count(st, C_SAME, sign);
+		zmi_store_count(st, C_SAME, sign);
 		return;
 	}
 	if (kind == ZM_STORE_SLOT_FILE) {
-		zmi_count(st, C_FILE, sign);
-		zmi_count(st, C_FILE_BYTES, (int64_t)sign * len);
+		zmi_store_count(st, C_FILE, sign);
+		zmi_store_count(st, C_FILE_BYTES, (int64_t)sign * len);
 		return;
 	}
-	zmi_count(st, C_OBJECTS, sign);
-	zmi_count(st, C_COMPR, (int64_t)sign * len);
-	__atomic_fetch_add(&st->hist[zmi_hist_bucket(s, len)], (uint64_t)(int64_t)sign,
+	zmi_store_count(st, C_OBJECTS, sign);
+	zmi_store_count(st, C_COMPR, (int64_t)sign * len);
+	__atomic_fetch_add(&st->hist[zmi_store_hist_bucket(s, len)], (uint64_t)(int64_t)sign,
 			   __ATOMIC_RELAXED);
 	if (kind == ZM_STORE_SLOT_HUGE) {
-		zmi_count(st, C_HUGE, sign);
+		zmi_store_count(st, C_HUGE, sign);
 		if (sign > 0)
-			zmi_count(st, C_HUGE_SINCE, 1);
+			zmi_store_count(st, C_HUGE_SINCE, 1);
 		if (info & SLOT_FLAG)
-			zmi_count(st, C_INCOMPRESSIBLE, sign);
+			zmi_store_count(st, C_INCOMPRESSIBLE, sign);
 	} else if (info & SLOT_SEC) {
-		zmi_count(st, C_SECONDARY, sign);
+		zmi_store_count(st, C_SECONDARY, sign);
 	}
 }
 
-uint64_t zmi_counter_sum(const struct zm_store *s, enum zmi_store_counter c)
+uint64_t zmi_store_counter_sum(const struct zm_store *s, enum zmi_store_counter c)
 {
 	uint64_t v = 0;
 
@@ -91,7 +91,7 @@ static void raise_max(uint64_t *max, uint64_t v)
 		;
 }
 
-void zmi_sample_used(struct zm_store *s)
+void zmi_store_sample_used(struct zm_store *s)
 {
 	struct zm_pool_stats ps;
 
@@ -120,60 +120,61 @@ static void fill_stats(struct zm_store *s, struct zm_store_stats *st)
 	raise_max(&s->used_max, ps.pool_bytes);
 	raise_max(&s->used_max, ps.pages_max * ps.page_size);
 
-	st->pages_stored = zmi_counter_sum(s, C_PAGES);
+	st->pages_stored = zmi_store_counter_sum(s, C_PAGES);
 	st->orig_data_size = st->pages_stored * s->page_size;
-	st->compr_data_size = zmi_counter_sum(s, C_COMPR);
+	st->compr_data_size = zmi_store_counter_sum(s, C_COMPR);
 	st->mem_used_total = ps.pool_bytes;
 	st->mem_limit = __atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED);
 	st->mem_used_max = __atomic_load_n(&s->used_max, __ATOMIC_RELAXED);
-	st->same_pages = zmi_counter_sum(s, C_SAME);
+	st->same_pages = zmi_store_counter_sum(s, C_SAME);
 	st->pages_compacted = ps.pages_compacted;
-	st->huge_pages = zmi_counter_sum(s, C_HUGE);
-	st->huge_pages_since = zmi_counter_sum(s, C_HUGE_SINCE);
-	st->failed_reads = zmi_counter_sum(s, C_FAILED_READS);
-	st->failed_writes = zmi_counter_sum(s, C_FAILED_WRITES);
-	st->reject_zsize = zmi_counter_sum(s, C_REJECT_ZSIZE);
-	st->reject_mean = zmi_counter_sum(s, C_REJECT_MEAN);
-	st->limit_fails = zmi_counter_sum(s, C_LIMIT_FAILS);
-	st->puts = zmi_counter_sum(s, C_PUTS);
-	st->gets = zmi_counter_sum(s, C_GETS);
-	st->discards = zmi_counter_sum(s, C_DISCARDS);
+	st->huge_pages = zmi_store_counter_sum(s, C_HUGE);
+	st->huge_pages_since = zmi_store_counter_sum(s, C_HUGE_SINCE);
+	st->failed_reads = zmi_store_counter_sum(s, C_FAILED_READS);
+	st->failed_writes = zmi_store_counter_sum(s, C_FAILED_WRITES);
+	st->reject_zsize = zmi_store_counter_sum(s, C_REJECT_ZSIZE);
+	st->reject_mean = zmi_store_counter_sum(s, C_REJECT_MEAN);
+	st->limit_fails = zmi_store_counter_sum(s, C_LIMIT_FAILS);
+	st->puts = zmi_store_counter_sum(s, C_PUTS);
+	st->gets = zmi_store_counter_sum(s, C_GETS);
+	st->discards = zmi_store_counter_sum(s, C_DISCARDS);
 	st->pool_meta_bytes = ps.meta_bytes;
 	st->store_meta_bytes = zmi_lazy_bytes(&s->slot_arr) + zmi_lazy_bytes(&s->same_arr) +
 			       sizeof(*s);
-	st->store_meta_bytes += zmi_lazy_bytes(&s->age_arr) + zmi_counter_sum(s, C_UNIT_META);
+	st->store_meta_bytes += zmi_lazy_bytes(&s->age_arr) + zmi_store_counter_sum(s, C_UNIT_META);
 	st->pool_objects = ps.objects;
-	st->recompressed_pages = zmi_counter_sum(s, C_RECOMP);
-	st->recompress_saved = zmi_counter_sum(s, C_RECOMP_SAVED);
-	st->recompress_tried = zmi_counter_sum(s, C_RECOMP_TRIED);
-	st->secondary_pages = zmi_counter_sum(s, C_SECONDARY);
-	st->incompressible_pages = zmi_counter_sum(s, C_INCOMPRESSIBLE);
-	st->bd_count = zmi_counter_sum(s, C_FILE);
-	st->bd_bytes = zmi_counter_sum(s, C_FILE_BYTES);
-	st->bd_reads = zmi_counter_sum(s, C_BD_READS);
-	st->bd_writes = zmi_counter_sum(s, C_BD_WRITES);
-	st->writeback_failures = zmi_counter_sum(s, C_WB_FAILS);
-	st->pool_errors = zmi_counter_sum(s, C_POOL_ERRORS);
-	st->writeback_left = !zmi_has_file(s) ? 0 : __atomic_load_n(&s->wb_left, __ATOMIC_RELAXED);
+	st->recompressed_pages = zmi_store_counter_sum(s, C_RECOMP);
+	st->recompress_saved = zmi_store_counter_sum(s, C_RECOMP_SAVED);
+	st->recompress_tried = zmi_store_counter_sum(s, C_RECOMP_TRIED);
+	st->secondary_pages = zmi_store_counter_sum(s, C_SECONDARY);
+	st->incompressible_pages = zmi_store_counter_sum(s, C_INCOMPRESSIBLE);
+	st->bd_count = zmi_store_counter_sum(s, C_FILE);
+	st->bd_bytes = zmi_store_counter_sum(s, C_FILE_BYTES);
+	st->bd_reads = zmi_store_counter_sum(s, C_BD_READS);
+	st->bd_writes = zmi_store_counter_sum(s, C_BD_WRITES);
+	st->writeback_failures = zmi_store_counter_sum(s, C_WB_FAILS);
+	st->pool_errors = zmi_store_counter_sum(s, C_POOL_ERRORS);
+	st->writeback_left = !zmi_store_has_file(s) ? 0 :
+			     __atomic_load_n(&s->wb_left, __ATOMIC_RELAXED);
 	st->idle_pages = __atomic_load_n(&s->idle_count, __ATOMIC_RELAXED);
-	st->units = zmi_counter_sum(s, C_UNITS);
-	st->unit_pages = zmi_counter_sum(s, C_UNIT_PAGES);
-	st->unit_bytes = zmi_counter_sum(s, C_UNIT_BYTES);
-	st->unit_saved = zmi_counter_sum(s, C_UNIT_SAVED);
-	st->units_formed = zmi_counter_sum(s, C_UNITS_FORMED);
-	st->units_declined = zmi_counter_sum(s, C_UNITS_DECLINED);
-	st->unit_splits = zmi_counter_sum(s, C_UNIT_SPLITS);
-	st->backing_cache_mode = zmi_has_file(s) ? (uint64_t)s->bcache : ZM_STORE_CACHE_NONE;
-	if (zmi_has_file(s))
-		zmi_backing_usage(s, &st->file_alloc_bytes, &st->file_live_bytes);
-	st->bd_lost = s->nbd ? zmi_nbd_lost(s) : 0;
-	st->file_clean_runs = zmi_counter_sum(s, C_CLEAN_RUNS);
-	st->file_clean_bytes = zmi_counter_sum(s, C_CLEAN_BYTES);
-	st->writeback_waits = zmi_counter_sum(s, C_WB_WAITS);
-	st->writeback_wait_ns = zmi_counter_sum(s, C_WB_WAIT_NS);
-	st->writer_wakeups = zmi_counter_sum(s, C_WB_WAKEUPS);
-	st->reclaim_pool_full = zmi_counter_sum(s, C_RECLAIM_POOL);
-	st->reclaim_sync = zmi_counter_sum(s, C_RECLAIM_SYNC);
+	st->units = zmi_store_counter_sum(s, C_UNITS);
+	st->unit_pages = zmi_store_counter_sum(s, C_UNIT_PAGES);
+	st->unit_bytes = zmi_store_counter_sum(s, C_UNIT_BYTES);
+	st->unit_saved = zmi_store_counter_sum(s, C_UNIT_SAVED);
+	st->units_formed = zmi_store_counter_sum(s, C_UNITS_FORMED);
+	st->units_declined = zmi_store_counter_sum(s, C_UNITS_DECLINED);
+	st->unit_splits = zmi_store_counter_sum(s, C_UNIT_SPLITS);
+	st->backing_cache_mode = zmi_store_has_file(s) ? (uint64_t)s->bcache : ZM_STORE_CACHE_NONE;
+	if (zmi_store_has_file(s))
+		zmi_store_backing_usage(s, &st->file_alloc_bytes, &st->file_live_bytes);
+	st->bd_lost = s->nbd ? zmi_store_nbd_lost(s) : 0;
+	st->file_clean_runs = zmi_store_counter_sum(s, C_CLEAN_RUNS);
+	st->file_clean_bytes = zmi_store_counter_sum(s, C_CLEAN_BYTES);
+	st->writeback_waits = zmi_store_counter_sum(s, C_WB_WAITS);
+	st->writeback_wait_ns = zmi_store_counter_sum(s, C_WB_WAIT_NS);
+	st->writer_wakeups = zmi_store_counter_sum(s, C_WB_WAKEUPS);
+	st->reclaim_pool_full = zmi_store_counter_sum(s, C_RECLAIM_POOL);
+	st->reclaim_sync = zmi_store_counter_sum(s, C_RECLAIM_SYNC);
 	st->nr_pages = s->nr_pages;
 	st->page_size = s->page_size;
 	for (int i = 0; i < ZM_STORE_STRIPES; i++)
@@ -321,16 +322,16 @@ int zm_store_check(struct zm_store *s)
 	pthread_mutex_lock(&s->recomp_lock);
 	pthread_mutex_lock(&s->wb_lock);
 	pthread_mutex_lock(&s->mark_lock);
-	for (uint64_t i = zmi_slot_next_touched(s, 0, s->nr_pages); i < s->nr_pages;
-	     i = zmi_slot_next_touched(s, i + 1, s->nr_pages)) {
-		uint32_t info = zmi_slot_lock(s, i);
+	for (uint64_t i = zmi_store_slot_next_touched(s, 0, s->nr_pages); i < s->nr_pages;
+	     i = zmi_store_slot_next_touched(s, i + 1, s->nr_pages)) {
+		uint32_t info = zmi_store_slot_lock(s, i);
 		unsigned kind = slot_kind(info);
-		uint32_t len = zmi_slot_len(s, i, info);
+		uint32_t len = zmi_store_slot_len(s, i, info);
 		uint64_t rec = kind == ZM_STORE_SLOT_FILE ? s->same_val[i] : 0;
 		uint64_t rec_unit = kind == ZM_STORE_SLOT_UNIT ? s->same_val[i] : 0;
 		uint64_t h = zm_pool_key_handle(s->pool, i);
 
-		zmi_slot_unlock(s, i, info, info);
+		zmi_store_slot_unlock(s, i, info, info);
 		if (kind == ZM_STORE_SLOT_EMPTY) {
 			if (h || info)
 				ZM_CHECK_FAIL("store: slot %" PRIu64 " empty with handle %#" PRIx64
@@ -339,7 +340,7 @@ int zm_store_check(struct zm_store *s)
 		}
 		pages++;
 		if (kind == ZM_STORE_SLOT_UNIT) {
-			struct zmi_unit *u = (struct zmi_unit *)(uintptr_t)rec_unit;
+			struct zmi_store_unit *u = (struct zmi_store_unit *)(uintptr_t)rec_unit;
 			uint64_t k = i - u->base;
 
 			unit_pages++;
@@ -347,7 +348,7 @@ int zm_store_check(struct zm_store *s)
 			if (h || i < u->base || k >= u->span ||
 			    !(u->live >> k & 1) || !u->nchunks || u->len < u->nchunks ||
 			    u->nchunks > u->nalloc || (u->sec && !s->codec2) ||
-			    (u->file && !zmi_backing_any(s)) || u->moving) {
+			    (u->file && !zmi_store_backing_any(s)) || u->moving) {
 				ZM_CHECK_FAIL("store: slot %" PRIu64 " of unit %p (base %" PRIu64
 					      " span %u live %#x) is not one of its pages", i,
 					      (void *)u, u->base, u->span, u->live);
@@ -387,7 +388,7 @@ int zm_store_check(struct zm_store *s)
 			files++;
 			file_bytes += len;
 			if (!len || len > s->page_size || ((rec & FILE_RAW) && len != s->page_size) ||
-			    ((rec & FILE_SEC) && !s->codec2) || !zmi_backing_any(s))
+			    ((rec & FILE_SEC) && !s->codec2) || !zmi_store_backing_any(s))
 				ZM_CHECK_FAIL("store: slot %" PRIu64 " on file has record %#" PRIx64,
 					      i, rec);
 			continue;
@@ -401,7 +402,7 @@ int zm_store_check(struct zm_store *s)
 				      kind, info, len);
 			continue;
 		}
-		hist[zmi_hist_bucket(s, len)]++;
+		hist[zmi_store_hist_bucket(s, len)]++;
 		if (kind == ZM_STORE_SLOT_HUGE) {
 			huge++;
 			incomp += !!(info & SLOT_FLAG);
@@ -412,29 +413,36 @@ int zm_store_check(struct zm_store *s)
 			ZM_CHECK_FAIL("store: slot %" PRIu64 " handle %#" PRIx64 " is bad or shorter "
 			     "than %u", i, h, len);
 	}
-	if (sec != zmi_counter_sum(s, C_SECONDARY) ||
-	    incomp != zmi_counter_sum(s, C_INCOMPRESSIBLE) ||
-	    files != zmi_counter_sum(s, C_FILE) || file_bytes != zmi_counter_sum(s, C_FILE_BYTES))
+	if (sec != zmi_store_counter_sum(s, C_SECONDARY) ||
+	    incomp != zmi_store_counter_sum(s, C_INCOMPRESSIBLE) ||
+	    files != zmi_store_counter_sum(s, C_FILE) ||
+	    file_bytes != zmi_store_counter_sum(s, C_FILE_BYTES))
 		ZM_CHECK_FAIL("store: slots hold %" PRIu64 " secondary, %" PRIu64 " incompressible, %"
 			      PRIu64 " on file (%" PRIu64 " bytes); counters say %" PRIu64 ", %"
 			      PRIu64 ", %" PRIu64 " (%" PRIu64 ")", sec, incomp, files, file_bytes,
-			      zmi_counter_sum(s, C_SECONDARY), zmi_counter_sum(s, C_INCOMPRESSIBLE),
-			      zmi_counter_sum(s, C_FILE), zmi_counter_sum(s, C_FILE_BYTES));
-	if (pages != zmi_counter_sum(s, C_PAGES) || same != zmi_counter_sum(s, C_SAME) ||
-	    huge != zmi_counter_sum(s, C_HUGE) || objs != zmi_counter_sum(s, C_OBJECTS) ||
-	    compr != zmi_counter_sum(s, C_COMPR))
+			      zmi_store_counter_sum(s, C_SECONDARY),
+			      zmi_store_counter_sum(s, C_INCOMPRESSIBLE),
+			      zmi_store_counter_sum(s, C_FILE),
+			      zmi_store_counter_sum(s, C_FILE_BYTES));
+	if (pages != zmi_store_counter_sum(s, C_PAGES) ||
+	    same != zmi_store_counter_sum(s, C_SAME) ||
+	    huge != zmi_store_counter_sum(s, C_HUGE) ||
+	    objs != zmi_store_counter_sum(s, C_OBJECTS) ||
+	    compr != zmi_store_counter_sum(s, C_COMPR))
 		ZM_CHECK_FAIL("store: slots hold %" PRIu64 " pages (%" PRIu64 " same, %" PRIu64
 		     " huge, %" PRIu64 " objects, %" PRIu64 " bytes); counters say %" PRIu64
 		     " (%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 ")",
-		     pages, same, huge, objs, compr, zmi_counter_sum(s, C_PAGES),
-		     zmi_counter_sum(s, C_SAME), zmi_counter_sum(s, C_HUGE),
-		     zmi_counter_sum(s, C_OBJECTS), zmi_counter_sum(s, C_COMPR));
-	if (units != zmi_counter_sum(s, C_UNITS) || unit_pages != zmi_counter_sum(s, C_UNIT_PAGES) ||
-	    unit_bytes != zmi_counter_sum(s, C_UNIT_BYTES))
+		     pages, same, huge, objs, compr, zmi_store_counter_sum(s, C_PAGES),
+		     zmi_store_counter_sum(s, C_SAME), zmi_store_counter_sum(s, C_HUGE),
+		     zmi_store_counter_sum(s, C_OBJECTS), zmi_store_counter_sum(s, C_COMPR));
+	if (units != zmi_store_counter_sum(s, C_UNITS) ||
+	    unit_pages != zmi_store_counter_sum(s, C_UNIT_PAGES) ||
+	    unit_bytes != zmi_store_counter_sum(s, C_UNIT_BYTES))
 		ZM_CHECK_FAIL("store: slots hold %" PRIu64 " units of %" PRIu64 " pages in %" PRIu64
 			      " bytes; counters say %" PRIu64 ", %" PRIu64 ", %" PRIu64, units,
-			      unit_pages, unit_bytes, zmi_counter_sum(s, C_UNITS),
-			      zmi_counter_sum(s, C_UNIT_PAGES), zmi_counter_sum(s, C_UNIT_BYTES));
+			      unit_pages, unit_bytes, zmi_store_counter_sum(s, C_UNITS),
+			      zmi_store_counter_sum(s, C_UNIT_PAGES),
+			      zmi_store_counter_sum(s, C_UNIT_BYTES));
 	for (int b = 0; b < ZM_STORE_HIST_BUCKETS; b++) {
 		uint64_t v = 0;
 

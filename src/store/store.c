@@ -99,14 +99,14 @@ static uint64_t arena_bytes(uint64_t nr_pages, size_t ps, size_t limit)
  * pool's part of a word as it does: the word is read atomically. */
 static void release_all(struct zm_store *s)
 {
-	uint64_t left = zmi_counter_sum(s, C_PAGES);
+	uint64_t left = zmi_store_counter_sum(s, C_PAGES);
 
-	for (uint64_t i = zmi_slot_next_touched(s, 0, s->nr_pages); left && i < s->nr_pages;
-	     i = zmi_slot_next_touched(s, i + 1, s->nr_pages)) {
+	for (uint64_t i = zmi_store_slot_next_touched(s, 0, s->nr_pages); left && i < s->nr_pages;
+	     i = zmi_store_slot_next_touched(s, i + 1, s->nr_pages)) {
 		if (slot_kind(word_info(__atomic_load_n(&s->slots[i], __ATOMIC_RELAXED))) ==
 		    ZM_STORE_SLOT_EMPTY)
 			continue;
-		(void)zmi_slot_clear(s, i);  /* a refused object goes with the pool */
+		(void)zmi_store_slot_clear(s, i); /* a refused object goes with the pool */
 		left--;
 	}
 }
@@ -158,14 +158,14 @@ int zm_store_create_sized(const struct zm_store_config *ucfg, size_t cfg_size,
 	rc = zm_codec_create(cfg->codec, cfg->codec_level, &s->codec);
 	if (rc)
 		goto fail;
-	rc = zmi_recomp_init(s, cfg->recompress_codec, cfg->recompress_level);
+	rc = zmi_store_recomp_init(s, cfg->recompress_codec, cfg->recompress_level);
 	if (rc)
 		goto fail;
 	pc.allocator = cfg->allocator;
 	pc.page_size = ps;
 	pc.limit_bytes = cfg->limit_bytes;
 	pc.arena_bytes = arena_bytes(cfg->nr_pages, ps, cfg->limit_bytes);
-	rc = zmi_slots_alloc(s);
+	rc = zmi_store_slots_alloc(s);
 	if (rc)
 		goto fail;
 	/* the slots are the pool's owner words (store_internal.h) */
@@ -174,27 +174,27 @@ int zm_store_create_sized(const struct zm_store_config *ucfg, size_t cfg_size,
 	rc = zm_pool_create(&pc, &s->pool);
 	if (rc)
 		goto fail;
-	rc = zmi_idle_init(s);
+	rc = zmi_store_idle_init(s);
 	if (rc)
 		goto fail;
-	rc = zmi_backing_open(s, cfg->backing_path, cfg->backing_fd, cfg->writeback_limit);
+	rc = zmi_store_backing_open(s, cfg->backing_path, cfg->backing_fd, cfg->writeback_limit);
 	if (!rc && cfg->backing_uri)
-		rc = zmi_backing_open_uri(s, cfg->backing_uri);
+		rc = zmi_store_backing_open_uri(s, cfg->backing_uri);
 	if (rc)
 		goto fail;
-	rc = zmi_writer_init(s, cfg->writeback_sync);
+	rc = zmi_store_writer_init(s, cfg->writeback_sync);
 	if (rc)
 		goto fail;
-	if (cfg->idle_after_ms && !s->codec2 && !zmi_backing_any(s)) {
+	if (cfg->idle_after_ms && !s->codec2 && !zmi_store_backing_any(s)) {
 		zmi_bad_input("zm_store_create: idle_after_ms without a recompress_codec or "
 			      "backing file has nothing to do");
 		rc = -EINVAL;
 		goto fail;
 	}
-	rc = zmi_tier_start(s, cfg->idle_after_ms, cfg->recompress_rate);
+	rc = zmi_store_tier_start(s, cfg->idle_after_ms, cfg->recompress_rate);
 	if (rc)
 		goto fail;
-	rc = zmi_clean_start(s, cfg->file_clean_rate);
+	rc = zmi_store_clean_start(s, cfg->file_clean_rate);
 	if (rc)
 		goto fail;
 	*out = s;
@@ -208,17 +208,17 @@ void zm_store_destroy(struct zm_store *s)
 {
 	if (!s || !zmi_live_take(s, ZMI_LIVE_STORE, "zm_store_destroy"))
 		return;   /* destroyed twice: a message in ZM_DEBUG builds */
-	zmi_tier_stop(s);           /* first: it walks the slots */
-	zmi_clean_stop(s);          /* so does the cleaner */
-	zmi_writer_stop(s);         /* it writes back: before the pages go */
+	zmi_store_tier_stop(s);     /* first: it walks the slots */
+	zmi_store_clean_stop(s);    /* so does the cleaner */
+	zmi_store_writer_stop(s);   /* it writes back: before the pages go */
 	s->destroying = true;       /* the file is emptied whole below */
 	if (s->pool && s->slots)
 		release_all(s);
 	zm_pool_destroy(s->pool);   /* before the words it was given */
-	zmi_slots_free(s);
-	zmi_idle_fini(s);
-	zmi_backing_close(s);
-	zmi_recomp_fini(s);
+	zmi_store_slots_free(s);
+	zmi_store_idle_fini(s);
+	zmi_store_backing_close(s);
+	zmi_store_recomp_fini(s);
 	zm_codec_destroy(s->codec);
 	pthread_mutex_destroy(&s->mark_lock);
 	pthread_mutex_destroy(&s->wb_lock);

@@ -38,7 +38,7 @@
  * milliseconds' worth). */
 #define VISIT_MAX (1u << 18)
 
-struct zmi_tier {
+struct zmi_store_tier {
 	struct zmi_work work;
 	struct zm_store *s;
 	uint64_t idle_after_ns, mark_every_ns;
@@ -58,14 +58,14 @@ static uint64_t now_ns(void)
 
 static void tier_tick(void *arg)
 {
-	struct zmi_tier *t = arg;
+	struct zmi_store_tier *t = arg;
 	struct zm_store *s = t->s;
 	uint64_t now = now_ns(), budget;
 	bool full = false;
 
 	if (now - t->last_mark_ns >= t->mark_every_ns) {
 		/* idle_pages then counts what this item recompresses */
-		zmi_idle_sweep(s, (unsigned)(t->idle_after_ns / 1000000ull), NULL);
+		zmi_store_idle_sweep(s, (unsigned)(t->idle_after_ns / 1000000ull), NULL);
 		t->last_mark_ns = now;
 	}
 	if (!s->codec2 || zmi_worker_stopping(&t->work))
@@ -81,17 +81,17 @@ static void tier_tick(void *arg)
 	t->last_run_ns = now;
 	if (now < t->idle_after_ns || now < t->full_until_ns)
 		return;
-	zmi_recompress_run(s, ZM_STORE_PICK_IDLE, now - t->idle_after_ns, budget, VISIT_MAX,
-			   &t->cursor, &full, NULL);
+	zmi_store_recompress_run(s, ZM_STORE_PICK_IDLE, now - t->idle_after_ns, budget, VISIT_MAX,
+				 &t->cursor, &full, NULL);
 	/* a full pool that compacting did not open: wait a mark's time
 	 * rather than compact it again every tick */
 	if (full)
 		t->full_until_ns = now + t->mark_every_ns;
 }
 
-int zmi_tier_start(struct zm_store *s, unsigned idle_after_ms, unsigned rate)
+int zmi_store_tier_start(struct zm_store *s, unsigned idle_after_ms, unsigned rate)
 {
-	struct zmi_tier *t;
+	struct zmi_store_tier *t;
 	unsigned tick;
 	int rc;
 
@@ -119,7 +119,7 @@ int zmi_tier_start(struct zm_store *s, unsigned idle_after_ms, unsigned rate)
 	return 0;
 }
 
-void zmi_tier_stop(struct zm_store *s)
+void zmi_store_tier_stop(struct zm_store *s)
 {
 	if (!s->tier)
 		return;

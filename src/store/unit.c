@@ -29,7 +29,7 @@
  * Where a unit lives: its bytes, cut into nchunks pieces of at most a
  * page (pool objects are at most a page), in pool objects with handles
  * of their own (not bound to a key: the keys are the pages'); its
- * record (struct zmi_unit, store_internal.h) is malloc'ed, and each of
+ * record (struct zmi_store_unit, store_internal.h) is malloc'ed, and each of
  * its pages' slots says UNIT, with same_val[] pointing to the record.
  *
  * Reading one page: the page's slot is locked, then the unit's lock, the
@@ -46,9 +46,9 @@
  * when its last page leaves.  So that a unit whose pages were mostly
  * rewritten does not keep their old bytes, once half or more of its
  * members have left (UNIT_SPLIT_SHARE), the thread that saw it asks for a split, run at the
- * end of its call (zmi_unit_flush, with no lock held; only puts and
- * discards ask, between zmi_unit_begin and zmi_unit_flush): the unit decoded,
- * each page still in it stored alone (only if it still is: a page
+ * end of its call (zmi_store_unit_flush, with no lock held; only puts and
+ * discards ask, between zmi_store_unit_begin and zmi_store_unit_flush):
+ * the unit decoded, each page still in it stored alone (only if it still is: a page
  * rewritten meanwhile keeps its new content), and the unit freed with
  * its last page.
  *
@@ -108,10 +108,10 @@ struct unit_tls {
 	char *z, *dec;       /* compressed copy; decoded unit / scratch */
 	size_t zcap, deccap;
 	struct zm_store *split_store; /* the store whose call may split
-				 (zmi_unit_begin .. zmi_unit_flush) */
+				 (zmi_store_unit_begin .. zmi_store_unit_flush) */
 	unsigned npending;
 	struct zm_store *pending_store[PENDING_MAX];
-	struct zmi_unit *pending[PENDING_MAX];
+	struct zmi_store_unit *pending[PENDING_MAX];
 };
 
 static __thread struct unit_tls tls;
@@ -156,70 +156,70 @@ static int tls_reserve(size_t zcap, size_t deccap)
 
 /* ---- records ---------------------------------------------------------- */
 
-void zmi_unit_lock(struct zmi_unit *u)
+void zmi_store_unit_lock(struct zmi_store_unit *u)
 {
 	while (__atomic_exchange_n(&u->lock, 1, __ATOMIC_ACQUIRE))
 		while (__atomic_load_n(&u->lock, __ATOMIC_RELAXED))
 			zmi_cpu_relax();
 }
 
-void zmi_unit_unlock(struct zmi_unit *u)
+void zmi_store_unit_unlock(struct zmi_store_unit *u)
 {
 	__atomic_store_n(&u->lock, 0, __ATOMIC_RELEASE);
 }
 
-#define unit_lock zmi_unit_lock
-#define unit_unlock zmi_unit_unlock
+#define unit_lock zmi_store_unit_lock
+#define unit_unlock zmi_store_unit_unlock
 
 static size_t unit_rec_size(unsigned nchunks)
 {
-	return sizeof(struct zmi_unit) + nchunks * sizeof(zm_handle_t);
+	return sizeof(struct zmi_store_unit) + nchunks * sizeof(zm_handle_t);
 }
 
-#define chunk_len zmi_unit_chunk_len
+#define chunk_len zmi_store_unit_chunk_len
 
 /* A unit entering (sign 1) or leaving (-1) the store's counts: its bytes
  * in memory (compr_data_size, pool objects) or on file (bd_bytes; its
  * pages count in bd_count while it is there: writeback.c). */
-static void unit_account(struct zm_store *s, const struct zmi_unit *u, int sign)
+static void unit_account(struct zm_store *s, const struct zmi_store_unit *u, int sign)
 {
-	struct zmi_store_stripe *st = zmi_stripe(s);
+	struct zmi_store_stripe *st = zmi_store_thread_stripe(s);
 
-	zmi_count(st, C_UNITS, sign);
-	zmi_count(st, C_UNIT_BYTES, (int64_t)sign * u->len);
+	zmi_store_count(st, C_UNITS, sign);
+	zmi_store_count(st, C_UNIT_BYTES, (int64_t)sign * u->len);
 	if (u->file) {
-		zmi_count(st, C_FILE_BYTES, (int64_t)sign * u->len);
+		zmi_store_count(st, C_FILE_BYTES, (int64_t)sign * u->len);
 	} else {
-		zmi_count(st, C_COMPR, (int64_t)sign * u->len);
-		zmi_count(st, C_OBJECTS, (int64_t)sign * u->nchunks);
+		zmi_store_count(st, C_COMPR, (int64_t)sign * u->len);
+		zmi_store_count(st, C_OBJECTS, (int64_t)sign * u->nchunks);
 	}
-	zmi_count(st, C_UNIT_SAVED, (int64_t)sign * u->saved);
-	zmi_count(st, C_UNIT_META, (int64_t)sign * (int64_t)unit_rec_size(u->nalloc));
+	zmi_store_count(st, C_UNIT_SAVED, (int64_t)sign * u->saved);
+	zmi_store_count(st, C_UNIT_META, (int64_t)sign * (int64_t)unit_rec_size(u->nalloc));
 }
 
 /* Free a unit no page and no split refers to any more. */
-static void unit_free(struct zm_store *s, struct zmi_unit *u)
+static void unit_free(struct zm_store *s, struct zmi_store_unit *u)
 {
 	unit_account(s, u, -1);
 	if (u->file) {
 		/* a forked child's store leaves the parent's file be, and
 		 * destroy leaves its holes */
-		if (!s->destroying && zmi_has_file(s))
+		if (!s->destroying && zmi_store_has_file(s))
 			for (unsigned c = 0; c < u->nchunks; c++)
-				zmi_backing_free(s, u->base + c, u->chunk[c],
-						 chunk_len(u->len, u->nchunks, c));
+				zmi_store_backing_free(s, u->base + c, u->chunk[c],
+						       chunk_len(u->len, u->nchunks, c));
 	} else {
 		for (unsigned c = 0; c < u->nchunks; c++)
 			if (zmi_unlikely(zm_pool_free(s->pool, u->chunk[c])))
-				zmi_count(zmi_stripe(s), C_POOL_ERRORS, 1);
+				zmi_store_count(zmi_store_thread_stripe(s), C_POOL_ERRORS, 1);
 	}
 	free(u);
 }
 
-#define unit_put_ref zmi_unit_put_ref
+#define unit_put_ref zmi_store_unit_put_ref
 
 /* Drop a reference (a page's or a split's); frees the unit at the last. */
-void zmi_unit_put_ref(struct zm_store *s, struct zmi_unit *u)
+void zmi_store_unit_put_ref(struct zm_store *s, struct zmi_store_unit *u)
 {
 	unsigned left;
 
@@ -230,9 +230,9 @@ void zmi_unit_put_ref(struct zm_store *s, struct zmi_unit *u)
 		unit_free(s, u);
 }
 
-int zmi_unit_leave(struct zm_store *s, uint64_t index)
+int zmi_store_unit_leave(struct zm_store *s, uint64_t index)
 {
-	struct zmi_unit *u = zmi_slot_unit(s, index);
+	struct zmi_store_unit *u = zmi_store_slot_unit(s, index);
 	unsigned k = (unsigned)(index - u->base), left, live;
 	bool split = false;
 
@@ -241,7 +241,7 @@ int zmi_unit_leave(struct zm_store *s, uint64_t index)
 	left = --u->refs;
 	live = (unsigned)__builtin_popcount(u->live);
 	if (u->file)
-		zmi_count(zmi_stripe(s), C_FILE, -1);   /* a page on file less */
+		zmi_store_count(zmi_store_thread_stripe(s), C_FILE, -1); /* a page on file less */
 	/* a unit on file is not split (that would bring cold pages back
 	 * into memory): its file space goes with its last page */
 	if (live && !u->splitting && !u->file && live * UNIT_SPLIT_SHARE <= u->members && tls.split_store == s &&
@@ -261,7 +261,8 @@ int zmi_unit_leave(struct zm_store *s, uint64_t index)
 	return 0;
 }
 
-int zmi_unit_fetch(struct zm_store *s, struct zmi_unit *u, char *buf, uint32_t *len, bool *sec)
+int zmi_store_unit_fetch(struct zm_store *s, struct zmi_store_unit *u, char *buf, uint32_t *len,
+			 bool *sec)
 {
 	uint64_t off[ZM_STORE_UNIT_MAX];
 	unsigned nch;
@@ -280,18 +281,18 @@ int zmi_unit_fetch(struct zm_store *s, struct zmi_unit *u, char *buf, uint32_t *
 			off[c] = u->chunk[c];
 		u->readers++;
 		unit_unlock(u);
-		rc = zmi_has_file(s) ? 0 : -EIO;   /* a forked child: the parent's file */
+		rc = zmi_store_has_file(s) ? 0 : -EIO; /* a forked child: the parent's file */
 		for (unsigned c = 0; c < nch && !rc; c++) {
 			uint32_t n = chunk_len(*len, nch, c);
 
-			rc = zmi_backing_read(s, u->base + c, off[c], buf + at, n) ? -EIO : 0;
+			rc = zmi_store_backing_read(s, u->base + c, off[c], buf + at, n) ? -EIO : 0;
 			at += n;
 		}
 		unit_lock(u);
 		u->readers--;
 		unit_unlock(u);
 		if (!rc)
-			zmi_count(zmi_stripe(s), C_BD_READS, 1);
+			zmi_store_count(zmi_store_thread_stripe(s), C_BD_READS, 1);
 		return rc;
 	}
 	for (unsigned c = 0; c < nch && !rc; c++) {
@@ -308,7 +309,8 @@ int zmi_unit_fetch(struct zm_store *s, struct zmi_unit *u, char *buf, uint32_t *
  * just read from the file into buf, back into the pool, if the limit
  * allows and the pool has room, and no other get is reading it from the
  * file (its file space is then freed).  Else it stays on file. */
-static void unit_readback(struct zm_store *s, struct zmi_unit *u, const char *buf, uint32_t len)
+static void unit_readback(struct zm_store *s, struct zmi_store_unit *u, const char *buf,
+			  uint32_t len)
 {
 	struct zmi_store_stripe *st;
 	size_t ps = s->page_size;
@@ -317,7 +319,7 @@ static void unit_readback(struct zm_store *s, struct zmi_unit *u, const char *bu
 	uint64_t off[ZM_STORE_UNIT_MAX];
 	uint32_t at = 0;
 
-	if (!s->readback || zmi_limit_check(s, len))
+	if (!s->readback || zmi_store_limit_check(s, len))
 		return;
 	for (unsigned c = 0; c < nch; c++) {
 		uint32_t n = chunk_len(len, nch, c);
@@ -346,17 +348,17 @@ static void unit_readback(struct zm_store *s, struct zmi_unit *u, const char *bu
 		off[c] = u->chunk[c];
 		u->chunk[c] = h[c];
 	}
-	__atomic_store_n(&u->file, false, __ATOMIC_RELAXED);   /* zmi_pick peeks */
+	__atomic_store_n(&u->file, false, __ATOMIC_RELAXED);   /* zmi_store_pick peeks */
 	pages = (unsigned)__builtin_popcount(u->live);
-	st = zmi_stripe(s);
-	zmi_count(st, C_FILE, -(int64_t)pages);   /* under its lock, as leaves */
+	st = zmi_store_thread_stripe(s);
+	zmi_store_count(st, C_FILE, -(int64_t)pages); /* under its lock, as leaves */
 	unit_unlock(u);
-	zmi_count(st, C_FILE_BYTES, -(int64_t)len);
-	zmi_count(st, C_COMPR, len);
-	zmi_count(st, C_OBJECTS, nch);
+	zmi_store_count(st, C_FILE_BYTES, -(int64_t)len);
+	zmi_store_count(st, C_COMPR, len);
+	zmi_store_count(st, C_OBJECTS, nch);
 	/* no reader has the offsets: a new one finds the unit in memory */
 	for (unsigned c = 0; c < nch; c++)
-		zmi_backing_free(s, u->base + c, off[c], chunk_len(len, nch, c));
+		zmi_store_backing_free(s, u->base + c, off[c], chunk_len(len, nch, c));
 }
 
 /* Decode len bytes (in tls.z) of a unit of span pages, encoded with the
@@ -376,9 +378,9 @@ static int unit_decode(struct zm_store *s, uint32_t len, unsigned span, bool sec
 	return 0;
 }
 
-int zmi_unit_get(struct zm_store *s, uint64_t index, uint32_t info, void *buf)
+int zmi_store_unit_get(struct zm_store *s, uint64_t index, uint32_t info, void *buf)
 {
-	struct zmi_unit *u = zmi_slot_unit(s, index);
+	struct zmi_store_unit *u = zmi_store_slot_unit(s, index);
 	size_t ps = s->page_size, k = (size_t)(index - u->base);
 	uint64_t gen = u->gen;
 	unsigned span = u->span;
@@ -390,7 +392,7 @@ int zmi_unit_get(struct zm_store *s, uint64_t index, uint32_t info, void *buf)
 	if (tls.gen == gen) {
 		/* the thread's last unit: its bytes never change */
 		memcpy(buf, tls.dec + k * ps, ps);
-		zmi_slot_unlock(s, index, info, info & ~SLOT_IDLE);
+		zmi_store_slot_unlock(s, index, info, info & ~SLOT_IDLE);
 		return 0;
 	}
 	/* span, not len: a recompression changes len under the unit's lock
@@ -398,7 +400,7 @@ int zmi_unit_get(struct zm_store *s, uint64_t index, uint32_t info, void *buf)
 	if (zmi_unlikely(tls.zcap < (size_t)span * ps || tls.deccap < (size_t)span * ps)) {
 		/* no allocation under a slot lock: grow, and the caller
 		 * starts over (the unit may be gone by then) */
-		zmi_slot_unlock(s, index, info, info);
+		zmi_store_slot_unlock(s, index, info, info);
 		rc = tls_reserve((size_t)s->unit_pages * ps, (size_t)s->unit_pages * ps);
 		return rc ? rc : -EAGAIN;
 	}
@@ -411,13 +413,13 @@ int zmi_unit_get(struct zm_store *s, uint64_t index, uint32_t info, void *buf)
 		/* no lock held across the read: a put or discard of the page
 		 * meanwhile makes it leave the unit, whose bytes stay until
 		 * the pin goes; the page read is its content as of the lock */
-		zmi_slot_unlock(s, index, info, info & ~SLOT_IDLE);
-		rc = zmi_unit_fetch(s, u, tls.z, &len, &sec);
+		zmi_store_slot_unlock(s, index, info, info & ~SLOT_IDLE);
+		rc = zmi_store_unit_fetch(s, u, tls.z, &len, &sec);
 		if (!rc)
 			unit_readback(s, u, tls.z, len);
 	} else {
-		rc = zmi_unit_fetch(s, u, tls.z, &len, &sec);
-		zmi_slot_unlock(s, index, info, info & ~SLOT_IDLE);
+		rc = zmi_store_unit_fetch(s, u, tls.z, &len, &sec);
+		zmi_store_slot_unlock(s, index, info, info & ~SLOT_IDLE);
 	}
 	/* the bytes copied are the page's content as of the lock; the
 	 * unit's span and base never change */
@@ -431,33 +433,33 @@ int zmi_unit_get(struct zm_store *s, uint64_t index, uint32_t info, void *buf)
 	return 0;
 }
 
-int zmi_unit_chunks(struct zm_store *s, uint64_t index, zm_handle_t *h, unsigned max)
+int zmi_store_unit_chunks(struct zm_store *s, uint64_t index, zm_handle_t *h, unsigned max)
 {
-	struct zmi_unit *u;
+	struct zmi_store_unit *u;
 	uint32_t info;
 	int n = -ENOENT;
 
 	if (!s || index >= s->nr_pages)
 		return -EINVAL;
-	info = zmi_slot_lock(s, index);
+	info = zmi_store_slot_lock(s, index);
 	if (slot_kind(info) == ZM_STORE_SLOT_UNIT) {
-		u = zmi_slot_unit(s, index);
+		u = zmi_store_slot_unit(s, index);
 		unit_lock(u);
 		n = u->file ? 0 : u->nchunks;   /* on file: no chunks in the pool */
 		for (int c = 0; c < n && c < (int)max; c++)
 			h[c] = u->chunk[c];
 		unit_unlock(u);
 	}
-	zmi_slot_unlock(s, index, info, info);
+	zmi_store_slot_unlock(s, index, info, info);
 	return n;
 }
 
 /* ---- splits ------------------------------------------------------------ */
 
 /* Store the pages still in unit u alone (a split holds a reference). */
-static void unit_split(struct zm_store *s, struct zmi_unit *u)
+static void unit_split(struct zm_store *s, struct zmi_store_unit *u)
 {
-	struct zmi_store_stripe *st = zmi_stripe(s);
+	struct zmi_store_stripe *st = zmi_store_thread_stripe(s);
 	size_t ps = s->page_size;
 	uint16_t live;
 	uint32_t len;
@@ -467,23 +469,23 @@ static void unit_split(struct zm_store *s, struct zmi_unit *u)
 	live = u->live;
 	unit_unlock(u);
 	if (live && !tls_reserve((size_t)s->unit_pages * ps, (size_t)s->unit_pages * ps) &&
-	    !zmi_unit_fetch(s, u, tls.z, &len, &sec) && !unit_decode(s, len, u->span, sec, u->gen)) {
+	    !zmi_store_unit_fetch(s, u, tls.z, &len, &sec) && !unit_decode(s, len, u->span, sec, u->gen)) {
 		/* tls.dec is not touched by a put: the pages are copied from
 		 * it one by one */
 		for (unsigned k = 0; k < u->span; k++)
 			if (live >> k & 1)
-				(void)zmi_put_page(s, st, u->base + k, tls.dec + k * ps, u);
-		zmi_count(st, C_UNIT_SPLITS, 1);
+				(void)zmi_store_put_page(s, st, u->base + k, tls.dec + k * ps, u);
+		zmi_store_count(st, C_UNIT_SPLITS, 1);
 	}
 	unit_put_ref(s, u);
 }
 
-void zmi_unit_begin(struct zm_store *s)
+void zmi_store_unit_begin(struct zm_store *s)
 {
 	tls.split_store = s;
 }
 
-void zmi_unit_flush(struct zm_store *s)
+void zmi_store_unit_flush(struct zm_store *s)
 {
 	/* a split's puts make pages leave this unit only (it asks for
 	 * no second split), so the list does not grow while it runs */
@@ -503,7 +505,7 @@ void zmi_unit_flush(struct zm_store *s)
  * stored raw. */
 static uint64_t alone_bytes(struct zm_store *s, const char *in, uint32_t mask)
 {
-	size_t ps = s->page_size, cap = zmi_policy_cap(s);
+	size_t ps = s->page_size, cap = zmi_store_policy_cap(s);
 	uint64_t sum = 0;
 
 	tls.gen = 0;   /* tls.dec is the scratch */
@@ -547,15 +549,15 @@ static bool unit_pays(struct zm_store *s, const char *in, uint32_t mask, unsigne
 	return (uint64_t)zlen * 100 <= *alone * (100 - s->unit_min_saving);
 }
 
-void (*zmi_unit_join_hook)(struct zm_store *s, uint64_t index);
+void (*zmi_store_unit_join_hook)(struct zm_store *s, uint64_t index);
 
-struct zmi_unit *zmi_unit_make(struct zm_store *s, uint64_t base, unsigned span,
-			       uint32_t mask, const char *buf, size_t zlen, uint64_t saved,
-			       bool sec)
+struct zmi_store_unit *zmi_store_unit_make(struct zm_store *s, uint64_t base,
+					   unsigned span, uint32_t mask, const char *buf,
+					   size_t zlen, uint64_t saved, bool sec)
 {
 	size_t ps = s->page_size;
 	unsigned nch = (unsigned)((zlen + ps - 1) / ps);
-	struct zmi_unit *u;
+	struct zmi_store_unit *u;
 	uint32_t off = 0;
 
 	u = malloc(unit_rec_size(nch));
@@ -591,12 +593,12 @@ struct zmi_unit *zmi_unit_make(struct zm_store *s, uint64_t base, unsigned span,
 	/* forming: its pages join one by one, and until they all have, it
 	 * holds pages that are not in it (and may never be: rewritten
 	 * meanwhile).  No writeback or recompression may take it before
-	 * (zmi_unit_take): it would count those pages as its own.  The
-	 * caller's zmi_unit_give ends it. */
+	 * (zmi_store_unit_take): it would count those pages as its own.  The
+	 * caller's zmi_store_unit_give ends it. */
 	u->moving = true;
 	u->readers = 0;
 	unit_account(s, u, 1);
-	zmi_count(zmi_stripe(s), C_UNITS_FORMED, 1);
+	zmi_store_count(zmi_store_thread_stripe(s), C_UNITS_FORMED, 1);
 	return u;
 }
 
@@ -608,14 +610,14 @@ static int unit_store(struct zm_store *s, struct zmi_store_stripe *st, uint64_t 
 		      unsigned span, uint32_t mask, const char *buf, size_t zlen, uint64_t alone)
 {
 	unsigned members = 0;
-	struct zmi_unit *u;
+	struct zmi_store_unit *u;
 	int rc = 0;
 
-	if (zmi_limit_check(s, zlen))
+	if (zmi_store_limit_check(s, zlen))
 		return -ENOSPC;
 	/* u has a reference per member: each page either joins or drops
 	 * its reference; and one more so that u outlives the loop */
-	u = zmi_unit_make(s, base, span, mask, buf, zlen, alone - zlen, false);
+	u = zmi_store_unit_make(s, base, span, mask, buf, zlen, alone - zlen, false);
 	if (!u)
 		return -ENOMEM;
 	for (unsigned k = 0; k < span; k++) {
@@ -626,10 +628,10 @@ static int unit_store(struct zm_store *s, struct zmi_store_stripe *st, uint64_t 
 			continue;
 		zmi_lazy_mark(&s->slot_arr, j);
 		zmi_lazy_mark(&s->same_arr, j);
-		old = zmi_slot_lock_ready(s, j);
-		old_len = zmi_slot_len(s, j, old);
-		if (zmi_unlikely(zmi_slot_free_object(s, j, old))) {
-			zmi_slot_unlock(s, j, old, old);
+		old = zmi_store_slot_lock_ready(s, j);
+		old_len = zmi_store_slot_len(s, j, old);
+		if (zmi_unlikely(zmi_store_slot_free_object(s, j, old))) {
+			zmi_store_slot_unlock(s, j, old, old);
 			unit_lock(u);
 			u->live &= (uint16_t)~(1u << k);
 			u->refs--;
@@ -638,14 +640,14 @@ static int unit_store(struct zm_store *s, struct zmi_store_stripe *st, uint64_t 
 			continue;
 		}
 		s->same_val[j] = (uint64_t)(uintptr_t)u;
-		zmi_slot_unlock(s, j, old, SLOT_INFO_UNIT);
-		zmi_account(s, st, SLOT_INFO_UNIT, 0, 1);
-		zmi_slot_release(s, old, old_len);
+		zmi_store_slot_unlock(s, j, old, SLOT_INFO_UNIT);
+		zmi_store_account(s, st, SLOT_INFO_UNIT, 0, 1);
+		zmi_store_slot_release(s, old, old_len);
 		members++;
-		zmi_unit_joined(s, j);
+		zmi_store_unit_joined(s, j);
 	}
-	zmi_unit_give(s, u);   /* formed */
-	zmi_count(st, C_PUTS, members);
+	zmi_store_unit_give(s, u); /* formed */
+	zmi_store_count(st, C_PUTS, members);
 	return rc;
 }
 
@@ -661,7 +663,7 @@ static int put_group(struct zm_store *s, struct zmi_store_stripe *st, uint64_t a
 	int rc, z;
 
 	for (unsigned k = 0; k < n; k++)
-		if (!s->same_filled || !zmi_page_same_filled(src + k * ps, ps, &word))
+		if (!s->same_filled || !zmi_store_page_same_filled(src + k * ps, ps, &word))
 			mask |= 1u << k;
 	members = (unsigned)__builtin_popcount(mask);
 	if (members < 2)
@@ -680,7 +682,7 @@ static int put_group(struct zm_store *s, struct zmi_store_stripe *st, uint64_t a
 		goto alone;
 	z = zm_codec_compress(s->codec, src + first * ps, (size_t)span * ps, zbuf, cap);
 	if (z <= 0 || !unit_pays(s, src + first * ps, mask >> first, span, (size_t)z, &alone)) {
-		zmi_count(st, C_UNITS_DECLINED, 1);
+		zmi_store_count(st, C_UNITS_DECLINED, 1);
 		unsigned nd = __atomic_add_fetch(&s->unit_declines, 1, __ATOMIC_RELAXED);
 
 		if (nd >= UNIT_DECLINES) {
@@ -701,14 +703,14 @@ static int put_group(struct zm_store *s, struct zmi_store_stripe *st, uint64_t a
 	for (unsigned k = 0; k < n; k++) {
 		if (mask >> k & 1)
 			continue;
-		z = zmi_put_page(s, st, a + k, src + k * ps, NULL);
+		z = zmi_store_put_page(s, st, a + k, src + k * ps, NULL);
 		if (z && !rc)
 			rc = z;
 	}
 	return rc;
 alone:
 	for (unsigned k = 0; k < n; k++) {
-		rc = zmi_put_page(s, st, a + k, src + k * ps, NULL);
+		rc = zmi_store_put_page(s, st, a + k, src + k * ps, NULL);
 		if (rc)
 			return rc;
 	}
@@ -728,16 +730,16 @@ int zm_store_put_range(struct zm_store *s, uint64_t index, uint64_t count, const
 			     (unsigned long long)index, (unsigned long long)count);
 		return -EINVAL;
 	}
-	st = zmi_stripe(s);
+	st = zmi_store_thread_stripe(s);
 	end = index + count;
 	/* units need the codec's length alone to decide: not with zcache's
 	 * size policies, which judge each page */
 	if (s->unit_pages == 1 || s->max_zsize || s->max_mean_zsize) {
 		for (; i < end && !rc; i++)
-			rc = zmi_put_page(s, st, i, p + (i - index) * s->page_size, NULL);
+			rc = zmi_store_put_page(s, st, i, p + (i - index) * s->page_size, NULL);
 		return rc;
 	}
-	zmi_unit_begin(s);
+	zmi_store_unit_begin(s);
 	while (i < end && !rc) {
 		uint64_t next = (i / s->unit_pages + 1) * s->unit_pages;
 
@@ -746,6 +748,6 @@ int zm_store_put_range(struct zm_store *s, uint64_t index, uint64_t count, const
 		rc = put_group(s, st, i, (unsigned)(next - i), p + (i - index) * s->page_size);
 		i = next;
 	}
-	zmi_unit_flush(s);
+	zmi_store_unit_flush(s);
 	return rc;
 }

@@ -1,7 +1,7 @@
 /*
  * Writeback: pages leave the pool for the backing file (backing.c), by
  * request (zm_store_writeback, zram's writeback) or when a put finds the
- * memory limit reached (zmi_reclaim, zswap's way), and come back through
+ * memory limit reached (zmi_store_reclaim, zswap's way), and come back through
  * gets.
  *
  * A batch of pages at a time (up to BATCH_PAGES, ZMI_WB_BATCH_BYTES of
@@ -10,7 +10,7 @@
  *   1. for each page: lock; if it is one `which` takes, copy its object
  *      (as it is in the pool: compressed, or raw) into wb_buf after the
  *      batch's others; unlock; find it room in the file
- *      (zmi_backing_alloc: the packed layout gives pages taken one after
+ *      (zmi_store_backing_alloc: the packed layout gives pages taken one after
  *      another places end to end, mostly);
  *   2. write each run of the batch's pages lying end to end in the file
  *      with one system call (zram's batched writeback: the cost of a
@@ -18,7 +18,7 @@
  *      failed (the file full, an I/O error) stays in the pool, counted
  *      in writeback_failures, and its range is punched back to a hole;
  *   3. for each page written: lock; if the slot still holds what was
- *      copied (zmi_slot_unchanged), free the object, record the page as
+ *      copied (zmi_store_slot_unchanged), free the object, record the page as
  *      on file (its length, codec, raw or not, in same_val[]), unlock;
  *      else unlock and punch the range (the page changed meanwhile: it
  *      stays, as it now is, in the pool).
@@ -33,7 +33,7 @@
  *
  * The writer.  A store with a backing file has a writer thread (started
  * on first need, joined at destroy): once the objects pass
- * ZMI_WRITER_HIGH (limit - limit/16; zmi_limit_check kicks it) it writes
+ * ZMI_WRITER_HIGH (limit - limit/16; zmi_store_limit_check kicks it) it writes
  * back, as reclaim below picks, until a page fits below ZMI_WRITER_LOW
  * (limit - limit/8), in chunks of WRITER_FLUSH_BATCHES batches under
  * wb_lock, each chunk dropped from the page cache before wb_lock goes.
@@ -80,18 +80,18 @@
  * pool if its pages were what was full.  -ENOSPC only when the file is
  * full, its limit is spent, or nothing is left to write back.
  *
- * Reading a page on file (zmi_file_get): the slot is marked BUSY and
+ * Reading a page on file (zmi_store_file_get): the slot is marked BUSY and
  * unlocked for the read and the decompression, so that no spinning lock
  * is held across a system call that can block; the gets, puts and
- * discards of that page wait asleep (zmi_slot_lock_ready).  With
+ * discards of that page wait asleep (zmi_store_slot_lock_ready).  With
  * readback, the object is made while BUSY and bound once locked again.
  *
  * Reading many pages on file (zm_store_get_range): the range's pages are
  * locked one at a time in index order; each on file is marked BUSY and
  * unlocked, its record kept (up to RANGE_PAGES of them), each other page
  * is read as a get reads it.  Then the records, sorted by offset, are
- * read a run of nearby blocks at a time (zmi_backing_read_run, no lock
- * held), each page decoded, settled as zmi_file_get's (readback, BUSY
+ * read a run of nearby blocks at a time (zmi_store_backing_read_run, no lock
+ * held), each page decoded, settled as zmi_store_file_get's (readback, BUSY
  * cleared under its slot lock) and the waiters woken after each run.  A
  * thread holding BUSY slots waits only for slots after them (a range is
  * taken in index order, and every other holder of a BUSY slot waits for
@@ -100,14 +100,14 @@
  * pages): the batch is read first.  So no cycle of waits forms.
  *
  * What a writeback wrote leaves the page cache before it lets go of
- * wb_lock (zmi_backing_flush): one drop a call, not one a page.
+ * wb_lock (zmi_store_backing_flush): one drop a call, not one a page.
  *
  * Locks: wb_lock -> (mark_lock, in b) -> slot locks, one at a time ->
  * pool; wb_lock -> writer lock (its broadcasts), which is otherwise a
- * leaf: a put waits holding it alone, zmi_writer_kick takes it under no
+ * leaf: a put waits holding it alone, zmi_store_writer_kick takes it under no
  * slot lock; the fork hook takes wr_lock -> each writer lock, so a
  * writer is in the registry from init to stop and its thread starts
- * under its lock without wr_lock.  A put calls zmi_reclaim holding no
+ * under its lock without wr_lock.  A put calls zmi_store_reclaim holding no
  * lock.  busy_lock is a leaf, taken with no
  * slot lock held.
  */
@@ -133,55 +133,55 @@
 
 /* Does `which` take every page still in unit u (pinned)?  Each is looked
  * at under its own slot lock, one at a time. */
-bool zmi_unit_picked(struct zm_store *s, struct zmi_unit *u, unsigned which,
-		     uint64_t cutoff_ns)
+bool zmi_store_unit_picked(struct zm_store *s, struct zmi_store_unit *u, unsigned which,
+			   uint64_t cutoff_ns)
 {
 	uint16_t live;
 	bool ok = true;
 
-	zmi_unit_lock(u);
+	zmi_store_unit_lock(u);
 	live = u->live;
-	zmi_unit_unlock(u);
+	zmi_store_unit_unlock(u);
 	for (unsigned k = 0; k < u->span && ok; k++) {
 		uint64_t j = u->base + k;
 		uint32_t info;
 
 		if (!(live >> k & 1))
 			continue;
-		info = zmi_slot_lock(s, j);
+		info = zmi_store_slot_lock(s, j);
 		/* a page that left meanwhile is not the unit's to judge */
-		if (slot_is_unit(info) && zmi_slot_unit(s, j) == u)
-			ok = zmi_pick(s, j, info, which, cutoff_ns);
-		zmi_slot_unlock(s, j, info, info);
+		if (slot_is_unit(info) && zmi_store_slot_unit(s, j) == u)
+			ok = zmi_store_pick(s, j, info, which, cutoff_ns);
+		zmi_store_slot_unlock(s, j, info, info);
 	}
 	return ok && live;
 }
 
-struct zmi_unit *zmi_unit_take(struct zm_store *s, uint64_t index)
+struct zmi_store_unit *zmi_store_unit_take(struct zm_store *s, uint64_t index)
 {
-	uint32_t info = zmi_slot_lock(s, index);
-	struct zmi_unit *u, *taken = NULL;
+	uint32_t info = zmi_store_slot_lock(s, index);
+	struct zmi_store_unit *u, *taken = NULL;
 
 	if (slot_is_unit(info)) {
-		u = zmi_slot_unit(s, index);
-		zmi_unit_lock(u);
+		u = zmi_store_slot_unit(s, index);
+		zmi_store_unit_lock(u);
 		if (!u->moving && !u->splitting && !u->file) {
 			u->moving = true;
 			u->refs++;
 			taken = u;
 		}
-		zmi_unit_unlock(u);
+		zmi_store_unit_unlock(u);
 	}
-	zmi_slot_unlock(s, index, info, info);
+	zmi_store_slot_unlock(s, index, info, info);
 	return taken;
 }
 
-void zmi_unit_give(struct zm_store *s, struct zmi_unit *u)
+void zmi_store_unit_give(struct zm_store *s, struct zmi_store_unit *u)
 {
-	zmi_unit_lock(u);
+	zmi_store_unit_lock(u);
 	u->moving = false;
-	zmi_unit_unlock(u);
-	zmi_unit_put_ref(s, u);
+	zmi_store_unit_unlock(u);
+	zmi_store_unit_put_ref(s, u);
 }
 
 /* Write back the unit of page index, whole, if `which` takes all its
@@ -195,51 +195,51 @@ static int writeback_unit(struct zm_store *s, struct zmi_store_stripe *st, uint6
 {
 	uint64_t off[ZM_STORE_UNIT_MAX], left;
 	zm_handle_t h[ZM_STORE_UNIT_MAX];
-	struct zmi_unit *u;
+	struct zmi_store_unit *u;
 	unsigned nch = 0, c, pages;
 	uint32_t len = 0;
 	int rc = 0;
 
-	if (!zmi_backing_packed(s))
+	if (!zmi_store_backing_packed(s))
 		return 0;   /* a unit's chunks have no place of their own there */
-	u = zmi_unit_take(s, index);
+	u = zmi_store_unit_take(s, index);
 	if (!u)
 		return 0;
-	if (!zmi_unit_picked(s, u, which, cutoff_ns))
+	if (!zmi_store_unit_picked(s, u, which, cutoff_ns))
 		goto out;
 	/* moving: its chunks are this writeback's to read and free */
 	len = u->len;
 	nch = u->nchunks;
 	left = __atomic_load_n(&s->wb_left, __ATOMIC_RELAXED);
-	zmi_unit_lock(u);
+	zmi_store_unit_lock(u);
 	pages = (unsigned)__builtin_popcount(u->live);
-	zmi_unit_unlock(u);
+	zmi_store_unit_unlock(u);
 	if (left < pages) {
 		rc = -EDQUOT;
 		goto out;
 	}
 	for (c = 0; c < nch; c++) {
-		uint32_t n = zmi_unit_chunk_len(len, nch, c);
+		uint32_t n = zmi_store_unit_chunk_len(len, nch, c);
 
 		off[c] = UINT64_MAX;
 		rc = zm_pool_read(s->pool, u->chunk[c], s->wb_buf, n) ? -EIO : 0;
 		if (!rc)
-			rc = zmi_backing_alloc(s, u->base + c, n, &off[c]);
+			rc = zmi_store_backing_alloc(s, u->base + c, n, &off[c]);
 		if (!rc)
-			rc = zmi_backing_write(s, u->base + c, off[c], s->wb_buf, n);
+			rc = zmi_store_backing_write(s, u->base + c, off[c], s->wb_buf, n);
 		if (rc) {
-			zmi_count(st, C_WB_FAILS, pages);
+			zmi_store_count(st, C_WB_FAILS, pages);
 			if (off[c] != UINT64_MAX)
 				c++;   /* its room goes back too */
 			goto undo;
 		}
 	}
 	/* its pages accessed while it was written stay in memory */
-	if ((which & ZM_STORE_PICK_IDLE) && !zmi_unit_picked(s, u, which, cutoff_ns))
+	if ((which & ZM_STORE_PICK_IDLE) && !zmi_store_unit_picked(s, u, which, cutoff_ns))
 		goto undo;
-	zmi_unit_lock(u);
+	zmi_store_unit_lock(u);
 	if (!u->live) {
-		zmi_unit_unlock(u);
+		zmi_store_unit_unlock(u);
 		goto undo;   /* its pages all left: it goes with the pin */
 	}
 	pages = (unsigned)__builtin_popcount(u->live);
@@ -247,28 +247,29 @@ static int writeback_unit(struct zm_store *s, struct zmi_store_stripe *st, uint6
 		h[c] = u->chunk[c];
 		u->chunk[c] = off[c];
 	}
-	__atomic_store_n(&u->file, true, __ATOMIC_RELAXED);   /* zmi_pick peeks */
+	__atomic_store_n(&u->file, true, __ATOMIC_RELAXED);   /* zmi_store_pick peeks */
 	/* under its lock, as the pages leaving count themselves out */
-	zmi_count(st, C_FILE, pages);
-	zmi_unit_unlock(u);
+	zmi_store_count(st, C_FILE, pages);
+	zmi_store_unit_unlock(u);
 	/* readers copy the chunks under the unit's lock: none reads these
 	 * any more */
 	for (c = 0; c < nch; c++)
 		if (zmi_unlikely(zm_pool_free(s->pool, h[c])))
-			zmi_count(st, C_POOL_ERRORS, 1);
-	zmi_count(st, C_COMPR, -(int64_t)len);
-	zmi_count(st, C_OBJECTS, -(int64_t)nch);
-	zmi_count(st, C_FILE_BYTES, len);
-	zmi_count(st, C_BD_WRITES, pages);
+			zmi_store_count(st, C_POOL_ERRORS, 1);
+	zmi_store_count(st, C_COMPR, -(int64_t)len);
+	zmi_store_count(st, C_OBJECTS, -(int64_t)nch);
+	zmi_store_count(st, C_FILE_BYTES, len);
+	zmi_store_count(st, C_BD_WRITES, pages);
 	if (left != UINT64_MAX)
 		__atomic_store_n(&s->wb_left, left - pages, __ATOMIC_RELAXED);
-	zmi_unit_give(s, u);
+	zmi_store_unit_give(s, u);
 	return (int)pages;
 undo:
 	for (unsigned d = 0; d < c; d++)
-		zmi_backing_free(s, u->base + d, off[d], zmi_unit_chunk_len(len, nch, d));
+		zmi_store_backing_free(s, u->base + d, off[d],
+				       zmi_store_unit_chunk_len(len, nch, d));
 out:
-	zmi_unit_give(s, u);
+	zmi_store_unit_give(s, u);
 	return rc;
 }
 
@@ -300,7 +301,7 @@ static bool batch_room(const struct zm_store *s, const struct wb_batch *b)
 }
 
 /* Take slot index into the batch if `which` takes it (cutoff_ns as
- * zmi_pick's): copy its object, find its room in the file.  1 taken, 0
+ * zmi_store_pick's): copy its object, find its room in the file.  1 taken, 0
  * not (or a unit's page: *unit set), or a negative errno: the room or the
  * seam's write refused (counted), or the limit spent (-EDQUOT).  wb_lock
  * held; the batch has room. */
@@ -313,35 +314,35 @@ static int batch_take(struct zm_store *s, struct zmi_store_stripe *st, struct wb
 	int rc;
 
 	*unit = false;
-	info = zmi_slot_lock(s, index);
+	info = zmi_store_slot_lock(s, index);
 	if (slot_is_unit(info)) {
-		/* zmi_pick reads the unit: only under the slot lock */
-		*unit = zmi_pick(s, index, info, which, cutoff_ns);
-		zmi_slot_unlock(s, index, info, info);
+		/* zmi_store_pick reads the unit: only under the slot lock */
+		*unit = zmi_store_pick(s, index, info, which, cutoff_ns);
+		zmi_store_slot_unlock(s, index, info, info);
 		return 0;
 	}
-	if (!zmi_pick(s, index, info, which, cutoff_ns)) {
-		zmi_slot_unlock(s, index, info, info);
+	if (!zmi_store_pick(s, index, info, which, cutoff_ns)) {
+		zmi_store_slot_unlock(s, index, info, info);
 		return 0;
 	}
 	left = __atomic_load_n(&s->wb_left, __ATOMIC_RELAXED);
 	if (left != UINT64_MAX && left <= b->taken) {
-		zmi_slot_unlock(s, index, info, info);
+		zmi_store_slot_unlock(s, index, info, info);
 		return -EDQUOT;
 	}
-	len = zmi_slot_len(s, index, info);
-	rc = zm_pool_read(s->pool, zmi_slot_handle(s, index), s->wb_buf + b->used, len);
-	zmi_slot_unlock(s, index, info, info);
+	len = zmi_store_slot_len(s, index, info);
+	rc = zm_pool_read(s->pool, zmi_store_slot_handle(s, index), s->wb_buf + b->used, len);
+	zmi_store_slot_unlock(s, index, info, info);
 	if (rc)
 		return 0;
 
-	rc = zmi_backing_alloc(s, index, len, &off);
+	rc = zmi_store_backing_alloc(s, index, len, &off);
 	if (!rc)
-		rc = zmi_backing_write_fault(index);
+		rc = zmi_store_backing_write_fault(index);
 	if (rc) {
-		zmi_count(st, C_WB_FAILS, 1);
+		zmi_store_count(st, C_WB_FAILS, 1);
 		if (off != UINT64_MAX)  /* the write refused, not the room */
-			zmi_backing_free(s, index, off, len);
+			zmi_store_backing_free(s, index, off, len);
 		return rc;
 	}
 	*p = (struct wb_page){ .index = index, .off = off, .info = info, .len = len,
@@ -362,11 +363,11 @@ static int batch_settle(struct zm_store *s, struct zmi_store_stripe *st, unsigne
 	uint64_t index = p->index, rec, left;
 	uint32_t now, info;
 
-	now = zmi_slot_lock(s, index);
-	if (!zmi_slot_unchanged(s, index, now, p->info, buf, p->len) ||
+	now = zmi_store_slot_lock(s, index);
+	if (!zmi_store_slot_unchanged(s, index, now, p->info, buf, p->len) ||
 	    ((which & ZM_STORE_PICK_IDLE) && !(now & SLOT_IDLE))) {
-		zmi_slot_unlock(s, index, now, now);
-		zmi_backing_free(s, index, p->off, p->len);
+		zmi_store_slot_unlock(s, index, now, now);
+		zmi_store_backing_free(s, index, p->off, p->len);
 		return 0;
 	}
 	rec = p->len | p->off << FILE_OFF_SHIFT;
@@ -374,19 +375,19 @@ static int batch_settle(struct zm_store *s, struct zmi_store_stripe *st, unsigne
 		rec |= FILE_RAW;
 	else if (now & SLOT_SEC)
 		rec |= FILE_SEC;
-	if (zmi_slot_free_object(s, index, now)) {
+	if (zmi_store_slot_free_object(s, index, now)) {
 		/* the pool kept the object: the page stays in memory */
-		zmi_slot_unlock(s, index, now, now);
-		zmi_backing_free(s, index, p->off, p->len);
+		zmi_store_slot_unlock(s, index, now, now);
+		zmi_store_backing_free(s, index, p->off, p->len);
 		return -EIO;
 	}
 	zmi_lazy_mark(&s->same_arr, index);
 	s->same_val[index] = rec;
 	info = slot_info_sub(SUB_FILE, false);
-	zmi_slot_unlock(s, index, now, info);
-	zmi_account(s, st, now, p->len, -1);
-	zmi_account(s, st, info, p->len, 1);
-	zmi_count(st, C_BD_WRITES, 1);
+	zmi_store_slot_unlock(s, index, now, info);
+	zmi_store_account(s, st, now, p->len, -1);
+	zmi_store_account(s, st, info, p->len, 1);
+	zmi_store_count(st, C_BD_WRITES, 1);
 	left = __atomic_load_n(&s->wb_left, __ATOMIC_RELAXED);
 	if (left != UINT64_MAX && left)
 		__atomic_store_n(&s->wb_left, left - 1, __ATOMIC_RELAXED);
@@ -412,8 +413,8 @@ static long batch_write(struct zm_store *s, struct zmi_store_stripe *st, unsigne
 		/* wb_buf holds the batch's pages end to end too */
 		for (e = k + 1; e < b->n && b->p[e].off == end; e++)
 			end += b->p[e].len;
-		rc = zmi_backing_write_run(s, b->p[k].off, s->wb_buf + b->p[k].pos,
-					   end - b->p[k].off);
+		rc = zmi_store_backing_write_run(s, b->p[k].off, s->wb_buf + b->p[k].pos,
+						 end - b->p[k].off);
 		for (unsigned j = k; j < e; j++)
 			b->p[j].rc = rc;
 	}
@@ -422,8 +423,8 @@ static long batch_write(struct zm_store *s, struct zmi_store_stripe *st, unsigne
 		int rc = p->rc;
 
 		if (rc) {
-			zmi_count(st, C_WB_FAILS, 1);
-			zmi_backing_free(s, p->index, p->off, p->len);
+			zmi_store_count(st, C_WB_FAILS, 1);
+			zmi_store_backing_free(s, p->index, p->off, p->len);
 		} else {
 			rc = batch_settle(s, st, which, p);
 		}
@@ -439,7 +440,7 @@ static long batch_write(struct zm_store *s, struct zmi_store_stripe *st, unsigne
 	return done ? done : err;
 }
 
-/* Write back slot index if `which` takes it (cutoff_ns as zmi_pick's),
+/* Write back slot index if `which` takes it (cutoff_ns as zmi_store_pick's),
  * or its unit: a batch of one.  The pages written (a unit's: all its
  * pages), 0 not taken (or changed meanwhile), or a negative errno: the
  * write failed (counted) or the limit is spent (-EDQUOT).  wb_lock held. */
@@ -462,7 +463,7 @@ static int writeback_one(struct zm_store *s, struct zmi_store_stripe *st, uint64
 static long writeback_round(struct zm_store *s, unsigned which, uint64_t cutoff_ns,
 			    uint64_t max_pages, uint64_t *hand)
 {
-	struct zmi_store_stripe *st = zmi_stripe(s);
+	struct zmi_store_stripe *st = zmi_store_thread_stripe(s);
 	struct wb_batch b = { .n = 0 };
 	uint64_t visited = 0, i = 0;
 	bool stop = false, over = false;
@@ -473,7 +474,7 @@ static long writeback_round(struct zm_store *s, unsigned which, uint64_t cutoff_
 		bool unit = false, more, full = false;
 
 		more = !stop && !over && (uint64_t)done + b.n < max_pages;
-		if (more && !zmi_slot_walk(s, hand, &visited, UINT64_MAX, &i))
+		if (more && !zmi_store_slot_walk(s, hand, &visited, UINT64_MAX, &i))
 			more = false, over = true;
 		rc = more ? batch_take(s, st, &b, i, which, cutoff_ns, &unit) : 0;
 		/* the file full or the limit spent ends the round; a page
@@ -515,7 +516,7 @@ static int check_wb(struct zm_store *s, const char *what)
 		zmi_bad_input("%s: no store", what);
 		return -EINVAL;
 	}
-	return zmi_has_file(s) ? 0 : -EOPNOTSUPP;
+	return zmi_store_has_file(s) ? 0 : -EOPNOTSUPP;
 }
 
 long zm_store_writeback(struct zm_store *s, unsigned which, uint64_t max_pages)
@@ -534,7 +535,7 @@ long zm_store_writeback(struct zm_store *s, unsigned which, uint64_t max_pages)
 	pthread_mutex_lock(&s->wb_lock);
 	rc = writeback_round(s, which, __atomic_load_n(&s->idle_cutoff_ns, __ATOMIC_RELAXED),
 			     max_pages, &hand);
-	zmi_backing_flush(s);
+	zmi_store_backing_flush(s);
 	pthread_mutex_unlock(&s->wb_lock);
 	return rc;
 }
@@ -559,9 +560,9 @@ int zm_store_writeback_page(struct zm_store *s, uint64_t index)
 		if (!slot_cold(word_info(__atomic_load_n(&s->slots[index], __ATOMIC_RELAXED))))
 			break;
 		/* a page of a unit: its unit, whole */
-		rc = writeback_one(s, zmi_stripe(s), index, 0, 0);
+		rc = writeback_one(s, zmi_store_thread_stripe(s), index, 0, 0);
 	}
-	zmi_backing_flush(s);
+	zmi_store_backing_flush(s);
 	pthread_mutex_unlock(&s->wb_lock);
 	return rc >= 1 ? 0 : rc < 0 ? rc : -ENOENT;
 }
@@ -573,14 +574,14 @@ static bool has_room(struct zm_store *s, size_t size)
 {
 	uint64_t limit = __atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED);
 
-	return !limit || !zmi_limit_check(s, size + RECLAIM_SLACK(limit));
+	return !limit || !zmi_store_limit_check(s, size + RECLAIM_SLACK(limit));
 }
 
 /* Would size bytes more keep the objects at or below `mark`?  (No kick
- * of the writer, unlike zmi_limit_check.) */
+ * of the writer, unlike zmi_store_limit_check.) */
 static bool below(struct zm_store *s, size_t size, uint64_t mark)
 {
-	int64_t used = (int64_t)zmi_counter_sum(s, C_COMPR);
+	int64_t used = (int64_t)zmi_store_counter_sum(s, C_COMPR);
 
 	return (uint64_t)(used > 0 ? used : 0) + size <= mark;
 }
@@ -598,11 +599,11 @@ static size_t pool_want(uint64_t limit, size_t size)
 static int reclaim_sync(struct zm_store *s, size_t size, bool pool_full)
 {
 	uint64_t limit = __atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED);
-	uint64_t before = zmi_counter_sum(s, C_COMPR);
+	uint64_t before = zmi_store_counter_sum(s, C_COMPR);
 	size_t want = size;
 	long wrote = 0;
 
-	zmi_count(zmi_stripe(s), C_RECLAIM_SYNC, 1);
+	zmi_store_count(zmi_store_thread_stripe(s), C_RECLAIM_SYNC, 1);
 	/* the pool's pages were full while the objects were not: free a
 	 * batch's worth of objects whatever the counter says, then compact */
 	if (pool_full)
@@ -615,18 +616,18 @@ static int reclaim_sync(struct zm_store *s, size_t size, bool pool_full)
 		long rc;
 
 		if (step == 1)
-			zmi_idle_sweep(s, 0, NULL);
+			zmi_store_idle_sweep(s, 0, NULL);
 		for (;;) {
 			/* pool_full: count what this reclaim freed (other
 			 * puts may have added meanwhile) */
-			if (pool_full ? (int64_t)(before - zmi_counter_sum(s, C_COMPR)) >=
+			if (pool_full ? (int64_t)(before - zmi_store_counter_sum(s, C_COMPR)) >=
 						(int64_t)want
 				      : has_room(s, size))
 				goto out;
 			rc = writeback_round(s, which, UINT64_MAX, RECLAIM_BATCH, &s->wb_hand);
 			if (rc == -ENOSPC || rc == -EDQUOT) {
 				/* the file is full, or its limit spent */
-				zmi_backing_flush(s);
+				zmi_store_backing_flush(s);
 				pthread_mutex_unlock(&s->wb_lock);
 				return -ENOSPC;
 			}
@@ -636,12 +637,12 @@ static int reclaim_sync(struct zm_store *s, size_t size, bool pool_full)
 		}
 	}
 	if (!wrote) {
-		zmi_backing_flush(s);
+		zmi_store_backing_flush(s);
 		pthread_mutex_unlock(&s->wb_lock);
 		return -ENOSPC;  /* nothing left in the pool to write back */
 	}
 out:
-	zmi_backing_flush(s);
+	zmi_store_backing_flush(s);
 	pthread_mutex_unlock(&s->wb_lock);
 	if (pool_full)
 		zm_pool_shrink(s->pool, want);
@@ -651,12 +652,12 @@ out:
 /* ---- the writer ------------------------------------------------------ */
 
 /* Batches the writer writes between two drops of what it wrote from the
- * page cache (zmi_backing_flush waits for the disk): 8 of up to 64
+ * page cache (zmi_store_backing_flush waits for the disk): 8 of up to 64
  * pages, so that the dirty bytes stay a few MiB while a drop's wait is
  * shared by many pages.  It lets go of wb_lock at each drop. */
 #define WRITER_FLUSH_BATCHES 8
 
-struct zmi_writer {
+struct zmi_store_writer {
 	struct zm_store *s;
 	pthread_mutex_t lock;    /* the fields below; taken under wb_lock,
 				    never the other way (puts wait holding it
@@ -684,7 +685,7 @@ struct zmi_writer {
 	uint64_t pool_served;    /* the last of them a round answered: its
 				    bytes freed and the pool shrunk */
 	size_t pool_want;        /* bytes the asks not yet served want freed */
-	struct zmi_writer *next, *prev; /* the registry (wr_lock) */
+	struct zmi_store_writer *next, *prev; /* the registry (wr_lock) */
 	bool registered;         /* in it (wr_lock): from init to stop, in
 				    the process that made it */
 };
@@ -693,16 +694,16 @@ struct zmi_writer {
  * a writer's lock, never the other way: the thread's start, under the
  * writer's lock, does not touch the registry. */
 static pthread_mutex_t wr_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct zmi_writer *wr_head;
+static struct zmi_store_writer *wr_head;
 
 /* fork: each writer leaves its chunk (it then holds no lock of the
  * store or its pool) and waits; its lock is held across fork.  The
  * child has no writer threads: their state is made afresh, never to be
- * started (the child's store has no file, zmi_has_file). */
+ * started (the child's store has no file, zmi_store_has_file). */
 static void wr_fork_prepare(void)
 {
 	pthread_mutex_lock(&wr_lock);
-	for (struct zmi_writer *w = wr_head; w; w = w->next) {
+	for (struct zmi_store_writer *w = wr_head; w; w = w->next) {
 		pthread_mutex_lock(&w->lock);
 		w->forking = true;
 		while (w->in_chunk)
@@ -712,7 +713,7 @@ static void wr_fork_prepare(void)
 
 static void wr_fork_parent(void)
 {
-	for (struct zmi_writer *w = wr_head; w; w = w->next) {
+	for (struct zmi_store_writer *w = wr_head; w; w = w->next) {
 		w->forking = false;
 		pthread_cond_signal(&w->wake);
 		pthread_mutex_unlock(&w->lock);
@@ -722,11 +723,11 @@ static void wr_fork_parent(void)
 
 static void wr_fork_child(void)
 {
-	struct zmi_writer *w = wr_head;
+	struct zmi_store_writer *w = wr_head;
 
 	wr_head = NULL;
 	while (w) {
-		struct zmi_writer *n = w->next;
+		struct zmi_store_writer *n = w->next;
 
 		w->started = w->forking = w->stop = false;
 		w->nothread = true;
@@ -750,7 +751,7 @@ __attribute__((constructor)) static void wr_hook(void)
 	zmi_fork_hook(wr_fork_prepare, wr_fork_parent, wr_fork_child);
 }
 
-static void wr_broadcast(struct zmi_writer *w)
+static void wr_broadcast(struct zmi_store_writer *w)
 {
 	pthread_mutex_lock(&w->lock);
 	pthread_cond_broadcast(&w->room);
@@ -758,7 +759,7 @@ static void wr_broadcast(struct zmi_writer *w)
 }
 
 /* Take wb_lock for a chunk, unless stopping; waits out a fork. */
-static bool chunk_begin(struct zm_store *s, struct zmi_writer *w)
+static bool chunk_begin(struct zm_store *s, struct zmi_store_writer *w)
 {
 	pthread_mutex_lock(&w->lock);
 	while (w->forking && !w->stop)
@@ -773,9 +774,9 @@ static bool chunk_begin(struct zm_store *s, struct zmi_writer *w)
 	return true;
 }
 
-static void chunk_end(struct zm_store *s, struct zmi_writer *w)
+static void chunk_end(struct zm_store *s, struct zmi_store_writer *w)
 {
-	zmi_backing_flush(s);
+	zmi_store_backing_flush(s);
 	pthread_mutex_unlock(&s->wb_lock);
 	pthread_mutex_lock(&w->lock);
 	w->in_chunk = false;
@@ -801,11 +802,11 @@ struct pool_job {
 	size_t want;       /* bytes to free from there, then shrink the pool */
 };
 
-static void pool_take(struct zm_store *s, struct zmi_writer *w, struct pool_job *j)
+static void pool_take(struct zm_store *s, struct zmi_store_writer *w, struct pool_job *j)
 {
 	pthread_mutex_lock(&w->lock);
 	if (w->pool_asked != j->asked) {
-		uint64_t now = zmi_counter_sum(s, C_COMPR);
+		uint64_t now = zmi_store_counter_sum(s, C_COMPR);
 		int64_t freed = j->asked != j->served ? (int64_t)(j->before - now) : 0;
 
 		/* one batch of room answers every ask: the most any asked,
@@ -829,13 +830,13 @@ static bool pool_pending(const struct pool_job *j)
 /* Has the job freed its bytes? */
 static bool pool_freed(struct zm_store *s, const struct pool_job *j)
 {
-	return (int64_t)(j->before - zmi_counter_sum(s, C_COMPR)) >= (int64_t)j->want;
+	return (int64_t)(j->before - zmi_store_counter_sum(s, C_COMPR)) >= (int64_t)j->want;
 }
 
 /* Shrink the pool by what was freed (its pages then go to the puts'
  * allocations: compaction turns the freed objects' room into whole free
  * pages) and wake the asks up to j->asked. */
-static void pool_serve(struct zm_store *s, struct zmi_writer *w, struct pool_job *j)
+static void pool_serve(struct zm_store *s, struct zmi_store_writer *w, struct pool_job *j)
 {
 	zm_pool_shrink(s->pool, j->want);
 	j->served = j->asked;
@@ -854,7 +855,7 @@ static void pool_serve(struct zm_store *s, struct zmi_writer *w, struct pool_job
  * chunks of WRITER_FLUSH_BATCHES batches under wb_lock, the waiting puts
  * woken after each batch.  0, or -ENOSPC: the file full, its limit
  * spent, nothing left to write, or stopped. */
-static int writer_round(struct zm_store *s, struct zmi_writer *w)
+static int writer_round(struct zm_store *s, struct zmi_store_writer *w)
 {
 	struct pool_job j = { .asked = w->pool_served, .served = w->pool_served };
 	int step = 0, n = 0, err = 0;
@@ -888,7 +889,7 @@ static int writer_round(struct zm_store *s, struct zmi_writer *w)
 		if (rc <= 0) {
 			/* a whole round wrote none: next step */
 			if (++step == 1)
-				zmi_idle_sweep(s, 0, NULL);
+				zmi_store_idle_sweep(s, 0, NULL);
 			continue;
 		}
 		n++;
@@ -911,7 +912,7 @@ static int writer_round(struct zm_store *s, struct zmi_writer *w)
 
 static void *writer_main(void *arg)
 {
-	struct zmi_writer *w = arg;
+	struct zmi_store_writer *w = arg;
 	struct zm_store *s = w->s;
 
 	zmi_in_lib = 1; /* base/os.h: never given region memory */
@@ -927,7 +928,7 @@ static void *writer_main(void *arg)
 		__atomic_store_n(&w->kicked, 0, __ATOMIC_RELAXED);
 		w->rounds++;
 		pthread_mutex_unlock(&w->lock);
-		zmi_count(zmi_stripe(s), C_WB_WAKEUPS, 1);
+		zmi_store_count(zmi_store_thread_stripe(s), C_WB_WAKEUPS, 1);
 		rc = writer_round(s, w);
 		pthread_mutex_lock(&w->lock);
 		w->done++;
@@ -939,12 +940,12 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
-int zmi_writer_init(struct zm_store *s, bool sync)
+int zmi_store_writer_init(struct zm_store *s, bool sync)
 {
-	struct zmi_writer *w;
+	struct zmi_store_writer *w;
 	pthread_condattr_t at;
 
-	if (sync || !zmi_backing_any(s))
+	if (sync || !zmi_store_backing_any(s))
 		return 0;
 	w = calloc(1, sizeof(*w));
 	if (!w)
@@ -969,7 +970,7 @@ int zmi_writer_init(struct zm_store *s, bool sync)
 }
 
 /* Start the thread (w->lock held).  false: none could be. */
-static bool writer_start(struct zmi_writer *w)
+static bool writer_start(struct zmi_store_writer *w)
 {
 	sigset_t all, old;
 	int rc;
@@ -992,11 +993,11 @@ static bool writer_start(struct zmi_writer *w)
 	return true;
 }
 
-void zmi_writer_kick(struct zm_store *s)
+void zmi_store_writer_kick(struct zm_store *s)
 {
-	struct zmi_writer *w = s->writer;
+	struct zmi_store_writer *w = s->writer;
 
-	if (__atomic_load_n(&w->kicked, __ATOMIC_RELAXED) || !zmi_has_file(s))
+	if (__atomic_load_n(&w->kicked, __ATOMIC_RELAXED) || !zmi_store_has_file(s))
 		return;
 	pthread_mutex_lock(&w->lock);
 	if (writer_start(w)) {
@@ -1006,9 +1007,9 @@ void zmi_writer_kick(struct zm_store *s)
 	pthread_mutex_unlock(&w->lock);
 }
 
-void zmi_writer_stop(struct zm_store *s)
+void zmi_store_writer_stop(struct zm_store *s)
 {
-	struct zmi_writer *w = s->writer;
+	struct zmi_store_writer *w = s->writer;
 	bool join;
 
 	if (!w)
@@ -1046,11 +1047,11 @@ void zmi_writer_stop(struct zm_store *s)
 	free(w);
 }
 
-void zmi_writer_quiesce(struct zm_store *s)
+void zmi_store_writer_quiesce(struct zm_store *s)
 {
-	struct zmi_writer *w = s->writer;
+	struct zmi_store_writer *w = s->writer;
 
-	if (!w || !zmi_has_file(s))
+	if (!w || !zmi_store_has_file(s))
 		return;
 	pthread_mutex_lock(&w->lock);
 	while (w->started && !w->stop &&
@@ -1066,7 +1067,7 @@ void zmi_writer_quiesce(struct zm_store *s)
  * -ENOSPC, or -EAGAIN: no writer thread (reclaim_sync instead). */
 static int reclaim_wait(struct zm_store *s, size_t size, size_t want)
 {
-	struct zmi_writer *w = s->writer;
+	struct zmi_store_writer *w = s->writer;
 	uint64_t t0 = 0, ticket, ask = 0;
 	int rc = 0;
 
@@ -1109,10 +1110,10 @@ static int reclaim_wait(struct zm_store *s, size_t size, size_t want)
 		pthread_cond_broadcast(&w->room);   /* destroy waits for none left */
 	pthread_mutex_unlock(&w->lock);
 	if (t0) {
-		struct zmi_store_stripe *st = zmi_stripe(s);
+		struct zmi_store_stripe *st = zmi_store_thread_stripe(s);
 
-		zmi_count(st, C_WB_WAITS, 1);
-		zmi_count(st, C_WB_WAIT_NS, (int64_t)(zmi_os_now_ns() - t0));
+		zmi_store_count(st, C_WB_WAITS, 1);
+		zmi_store_count(st, C_WB_WAIT_NS, (int64_t)(zmi_os_now_ns() - t0));
 	}
 	/* the pages this thread's cache holds count against the pool's
 	 * limit as the writer's did: back to where the retry finds them */
@@ -1121,15 +1122,15 @@ static int reclaim_wait(struct zm_store *s, size_t size, size_t want)
 	return rc;
 }
 
-int zmi_reclaim(struct zm_store *s, size_t size, bool pool_full)
+int zmi_store_reclaim(struct zm_store *s, size_t size, bool pool_full)
 {
 	uint64_t limit = __atomic_load_n(&s->limit_bytes, __ATOMIC_RELAXED);
 	int rc;
 
-	if (!limit || !zmi_has_file(s))
+	if (!limit || !zmi_store_has_file(s))
 		return -ENOSPC;
 	if (pool_full)
-		zmi_count(zmi_stripe(s), C_RECLAIM_POOL, 1);
+		zmi_store_count(zmi_store_thread_stripe(s), C_RECLAIM_POOL, 1);
 	if (s->writer) {
 		rc = reclaim_wait(s, size, pool_full ? pool_want(limit, size) : 0);
 		if (rc != -EAGAIN)
@@ -1145,20 +1146,20 @@ int zmi_reclaim(struct zm_store *s, size_t size, bool pool_full)
  * the limit would send them, and the room they leave takes the others.
  * Returns the pages written, or -ENOSPC (no file, the file full, the
  * writeback limit spent, nothing to write). */
-long zmi_writeback_pick(struct zm_store *s, unsigned which, uint64_t cutoff_ns, uint64_t n)
+long zmi_store_writeback_pick(struct zm_store *s, unsigned which, uint64_t cutoff_ns, uint64_t n)
 {
-	uint64_t before = zmi_counter_sum(s, C_COMPR);
+	uint64_t before = zmi_store_counter_sum(s, C_COMPR);
 	long rc;
 
-	if (!which || !zmi_has_file(s) || !__atomic_load_n(&s->wb_left, __ATOMIC_RELAXED))
+	if (!which || !zmi_store_has_file(s) || !__atomic_load_n(&s->wb_left, __ATOMIC_RELAXED))
 		return -ENOSPC;
 	pthread_mutex_lock(&s->wb_lock);
 	rc = writeback_round(s, which, cutoff_ns, n, &s->wb_hand);
-	zmi_backing_flush(s);
+	zmi_store_backing_flush(s);
 	pthread_mutex_unlock(&s->wb_lock);
 	if (rc <= 0)
 		return -ENOSPC;
-	zm_pool_shrink(s->pool, before - zmi_counter_sum(s, C_COMPR));
+	zm_pool_shrink(s->pool, before - zmi_store_counter_sum(s, C_COMPR));
 	return rc;
 }
 
@@ -1171,7 +1172,7 @@ static int read_page(struct zm_store *s, uint64_t index, uint64_t rec, char *src
 	uint32_t len = (uint32_t)(rec & FILE_LEN_MASK);
 	int rc;
 
-	if (zmi_backing_read(s, index, file_off(rec), src, len))
+	if (zmi_store_backing_read(s, index, file_off(rec), src, len))
 		return -EIO;
 	if (rec & FILE_RAW)
 		return 0;
@@ -1186,7 +1187,7 @@ static zm_handle_t readback_object(struct zm_store *s, const char *src, uint32_t
 {
 	zm_handle_t h;
 
-	if (!s->readback || zmi_limit_check(s, len))
+	if (!s->readback || zmi_store_limit_check(s, len))
 		return 0;
 	h = zm_pool_alloc(s->pool, len);
 	if (h && zm_pool_write(s->pool, h, src, len)) {
@@ -1199,7 +1200,8 @@ static zm_handle_t readback_object(struct zm_store *s, const char *src, uint32_t
 /* The read of FILE slot index (BUSY, record rec, info `info` before it)
  * is over, with rc and, if 0, the record's bytes at src: bring it back
  * into the pool (readback) and clear BUSY.  The waiters are the
- * caller's to wake (zmi_slot_wake), once for as many pages as it likes. */
+ * caller's to wake (zmi_store_slot_wake), once for as many pages as it
+ * likes. */
 static void file_settle(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
 			uint32_t info, uint64_t rec, const char *src, int rc)
 {
@@ -1207,26 +1209,26 @@ static void file_settle(struct zm_store *s, struct zmi_store_stripe *st, uint64_
 	zm_handle_t h = 0;
 
 	if (!rc) {
-		zmi_count(st, C_BD_READS, 1);
+		zmi_store_count(st, C_BD_READS, 1);
 		h = readback_object(s, src, len);   /* back into the pool, as it was there */
 	}
-	held = zmi_slot_lock(s, index);
+	held = zmi_store_slot_lock(s, index);
 	ZM_ASSERT(held == (info | SLOT_BUSY));
-	if (h && zmi_slot_bind(s, h, index)) {
+	if (h && zmi_store_slot_bind(s, h, index)) {
 		/* the page stays on file; buf has it all the same */
 		zm_pool_free(s->pool, h);
 	} else if (h) {
-		zmi_backing_free(s, index, file_off(rec), len);
+		zmi_store_backing_free(s, index, file_off(rec), len);
 		ninfo = (rec & FILE_RAW) ? slot_info_sub(SUB_HUGE, false)
 					 : slot_info_pool(len, rec & FILE_SEC);
-		zmi_account(s, st, info, len, -1);
-		zmi_account(s, st, ninfo, len, 1);
+		zmi_store_account(s, st, info, len, -1);
+		zmi_store_account(s, st, ninfo, len, 1);
 	}
-	zmi_slot_unlock(s, index, held, ninfo);
+	zmi_store_slot_unlock(s, index, held, ninfo);
 }
 
-int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
-		 uint32_t info, void *buf)
+int zmi_store_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index,
+		       uint32_t info, void *buf)
 {
 	uint64_t rec = s->same_val[index];
 	char *src = buf;
@@ -1234,18 +1236,18 @@ int zmi_file_get(struct zm_store *s, struct zmi_store_stripe *st, uint64_t index
 
 	if (!(rec & FILE_RAW))
 		src = zmi_thread_buf(s->page_size);
-	if (!zmi_has_file(s) || !src) {
+	if (!zmi_store_has_file(s) || !src) {
 		/* a forked child's store: the file is the parent's */
-		zmi_slot_unlock(s, index, info, info);
+		zmi_store_slot_unlock(s, index, info, info);
 		return src ? -EIO : -ENOMEM;
 	}
 	/* BUSY: the record and the file's bytes stay this page's (gets, puts
 	 * and discards of it wait; nothing else changes a FILE slot) while
 	 * the slot is unlocked for the read */
-	zmi_slot_unlock(s, index, info, info | SLOT_BUSY);
+	zmi_store_slot_unlock(s, index, info, info | SLOT_BUSY);
 	rc = read_page(s, index, rec, src, buf);
 	file_settle(s, st, index, info, rec, src, rc);
-	zmi_slot_wake(s);
+	zmi_store_slot_wake(s);
 	return rc;
 }
 
@@ -1313,15 +1315,16 @@ static int rd_decode(struct zm_store *s, const struct rd_page *p, const char *sr
 static void rd_span(struct zm_store *s, struct zmi_store_stripe *st, struct rd_page *p,
 		    unsigned n, uint64_t lo, uint64_t hi, char *sbuf)
 {
-	int rc = zmi_backing_read_run(s, lo * RANGE_BLOCK, sbuf, (hi - lo + 1) * RANGE_BLOCK);
+	int rc = zmi_store_backing_read_run(s, lo * RANGE_BLOCK, sbuf, (hi - lo + 1) * RANGE_BLOCK);
 
 	for (unsigned k = 0; k < n; k++) {
 		uint64_t base = lo;
 
 		if (rc && n > 1) {
 			base = rd_lo(&p[k]);
-			p[k].rc = zmi_backing_read_run(s, base * RANGE_BLOCK, sbuf,
-						       (rd_hi(&p[k]) - base + 1) * RANGE_BLOCK);
+			p[k].rc = zmi_store_backing_read_run(s, base * RANGE_BLOCK, sbuf,
+							     (rd_hi(&p[k]) - base + 1) *
+							     RANGE_BLOCK);
 		} else {
 			p[k].rc = rc;
 		}
@@ -1330,7 +1333,7 @@ static void rd_span(struct zm_store *s, struct zmi_store_stripe *st, struct rd_p
 		file_settle(s, st, p[k].index, p[k].info, p[k].rec,
 			    sbuf + (file_off(p[k].rec) - base * RANGE_BLOCK), p[k].rc);
 	}
-	zmi_slot_wake(s);
+	zmi_store_slot_wake(s);
 }
 
 /* Keep in *err, *bad the error of the page at the lowest index. */
@@ -1355,18 +1358,18 @@ static void rd_batch(struct zm_store *s, struct zmi_store_stripe *st, struct rd_
 
 	/* the seam's say first: a page it fails is not read */
 	for (unsigned k = 0; k < n; k++) {
-		int rc = zmi_backing_read_fault(p[k].index);
+		int rc = zmi_store_backing_read_fault(p[k].index);
 
 		if (rc) {
 			file_settle(s, st, p[k].index, p[k].info, p[k].rec, NULL, rc);
-			zmi_count(st, C_FAILED_READS, 1);
+			zmi_store_count(st, C_FAILED_READS, 1);
 			rd_error(rc, p[k].index, err, bad);
 		} else {
 			p[nq++] = p[k];
 		}
 	}
 	if (nq < n)
-		zmi_slot_wake(s);
+		zmi_store_slot_wake(s);
 	qsort(p, nq, sizeof(*p), rd_cmp);
 	for (unsigned k = 0, e; k < nq; k = e) {
 		uint64_t lo = rd_lo(&p[k]), hi = rd_hi(&p[k]);
@@ -1381,7 +1384,7 @@ static void rd_batch(struct zm_store *s, struct zmi_store_stripe *st, struct rd_
 		rd_span(s, st, p + k, e - k, lo, hi, sbuf);
 		for (unsigned j = k; j < e; j++) {
 			if (p[j].rc)
-				zmi_count(st, C_FAILED_READS, 1);
+				zmi_store_count(st, C_FAILED_READS, 1);
 			rd_error(p[j].rc, p[j].index, err, bad);
 		}
 	}
@@ -1402,20 +1405,21 @@ int zm_store_get_range(struct zm_store *s, uint64_t index, uint64_t count, void 
 			      (unsigned long long)index, (unsigned long long)count);
 		return -EINVAL;
 	}
-	st = zmi_stripe(s);
+	st = zmi_store_thread_stripe(s);
 	end = index + count;
-	zmi_count(st, C_GETS, (int64_t)count);
+	zmi_store_count(st, C_GETS, (int64_t)count);
 	for (i = index; i < end;) {
 		char *buf = (char *)pages + (i - index) * s->page_size;
-		uint32_t info = zmi_slot_lock_ready(s, i);
+		uint32_t info = zmi_store_slot_lock_ready(s, i);
 		int rc;
 
-		if (slot_kind(info) == ZM_STORE_SLOT_FILE && zmi_has_file(s) &&
+		if (slot_kind(info) == ZM_STORE_SLOT_FILE && zmi_store_has_file(s) &&
 		    (sbuf || !posix_memalign((void **)&sbuf, RANGE_BLOCK, RANGE_SPAN_BYTES))) {
-			/* BUSY, as zmi_file_get's, until its read is settled */
+			/* BUSY, as zmi_store_file_get's, until its read is
+			 * settled */
 			p[n++] = (struct rd_page){ .index = i, .rec = s->same_val[i],
 						   .info = info, .buf = buf };
-			zmi_slot_unlock(s, i, info, info | SLOT_BUSY);
+			zmi_store_slot_unlock(s, i, info, info | SLOT_BUSY);
 			if (n == RANGE_PAGES) {
 				rd_batch(s, st, p, n, sbuf, &err, &bad);
 				n = 0;
@@ -1426,12 +1430,12 @@ int zm_store_get_range(struct zm_store *s, uint64_t index, uint64_t count, void 
 		if (slot_kind(info) == ZM_STORE_SLOT_UNIT && n) {
 			/* a unit's get may wait on its other pages: none of
 			 * this thread's BUSY ones (the lock rules above) */
-			zmi_slot_unlock(s, i, info, info);
+			zmi_store_slot_unlock(s, i, info, info);
 			rd_batch(s, st, p, n, sbuf, &err, &bad);
 			n = 0;
 			continue;
 		}
-		rc = zmi_get_locked(s, st, i, info, buf);
+		rc = zmi_store_get_locked(s, st, i, info, buf);
 		if (rc == -EAGAIN)
 			continue;   /* a unit's page that moved: again */
 		rd_error(rc, i, &err, &bad);

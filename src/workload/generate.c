@@ -120,7 +120,7 @@ int workload_create_sized(const struct workload_config *ucfg, size_t cfg_size,
 		w->ratio = cfg->kind == WORKLOAD_TEXT ? DEFAULT_TEXT_RATIO : 1.0;
 	w->seed = cfg->seed;
 	w->page_size = ps;
-	w->knob_max = cfg->kind == WORKLOAD_TEXT ? ZM_TEXT_KNOB_MAX : 1.0;
+	w->knob_max = cfg->kind == WORKLOAD_TEXT ? WORKLOAD_TEXT_KNOB_MAX : 1.0;
 	w->knob = cfg->kind == WORKLOAD_TEXT ? 1.0 : w->ratio;
 	w->slope = cfg->kind == WORKLOAD_TEXT ? 0.5 : 1.0;
 	w->codec = cfg->codec;
@@ -154,7 +154,7 @@ void workload_destroy(struct workload *w)
 static void gen_page(struct workload *w, uint64_t seed, double k, unsigned char *p)
 {
 	size_t ps = w->page_size, nrand, i = 0;
-	struct zmi_wl_rng r;
+	struct workload_rng r;
 
 	switch (w->kind) {
 	case WORKLOAD_ZERO:
@@ -164,18 +164,18 @@ static void gen_page(struct workload *w, uint64_t seed, double k, unsigned char 
 		nrand = (size_t)(k * (double)ps + 0.5);
 		if (nrand > ps)
 			nrand = ps;
-		zmi_wl_rng_seed(&r, seed);
+		workload_rng_seed(&r, seed);
 		for (; i + 8 <= nrand; i += 8) {
-			uint64_t x = zmi_wl_next(&r);
+			uint64_t x = workload_rng_next(&r);
 
 			memcpy(p + i, &x, 8);
 		}
 		for (; i < nrand; i++)
-			p[i] = (unsigned char)zmi_wl_next(&r);
+			p[i] = (unsigned char)workload_rng_next(&r);
 		memset(p + nrand, 0, ps - nrand);
 		break;
 	case WORKLOAD_TEXT:
-		zmi_text_page(seed, k, (char *)p, ps);
+		text_page(seed, k, (char *)p, ps);
 		break;
 	}
 }
@@ -264,7 +264,7 @@ int workload_next(struct workload *w, void *buf, size_t len)
 		return -EINVAL;
 	for (size_t off = 0; off < len; off += w->page_size) {
 		uint64_t i = w->st.pages;
-		uint64_t seed = zmi_wl_mix(w->seed ^ zmi_wl_mix(i * 4 + (unsigned)w->kind));
+		uint64_t seed = workload_mix(w->seed ^ workload_mix(i * 4 + (unsigned)w->kind));
 		double carry = w->ratio * (double)i - w->sum_ratio, r = 0;
 		double target;
 		int rc;

@@ -24,7 +24,7 @@
 #define SENT_REMEMBER 256 /* earlier sentences a repeat may copy */
 
 struct text_state {
-	struct zmi_wl_rng st, wd, dec, nz;
+	struct workload_rng st, wd, dec, nz;
 	double rep, noise, wide;
 	char *buf;
 	size_t len, pos;
@@ -45,12 +45,12 @@ static void emit(struct text_state *t, const char *s, size_t n)
  * when the mix is wide). */
 static size_t noise_word(struct text_state *t, char *out)
 {
-	size_t n = 2 + zmi_wl_below(&t->nz, 8);
-	int digits = zmi_wl_below(&t->nz, 5) == 0;
+	size_t n = 2 + workload_rng_below(&t->nz, 8);
+	int digits = workload_rng_below(&t->nz, 5) == 0;
 
 	for (size_t i = 0; i < n; i++) {
-		uint32_t x = zmi_wl_below(&t->nz, 94 * 26 * 10);
-		double u = zmi_wl_unit(&t->nz);
+		uint32_t x = workload_rng_below(&t->nz, 94 * 26 * 10);
+		double u = workload_rng_unit(&t->nz);
 
 		if (u < t->wide)
 			out[i] = (char)(33 + x % 94);
@@ -65,15 +65,15 @@ static size_t noise_word(struct text_state *t, char *out)
 /* Generate one sentence into s (SENT_MAX bytes); returns its length. */
 static size_t sentence(struct text_state *t, char *s)
 {
-	unsigned nwords = 4 + zmi_wl_below(&t->st, 14);
+	unsigned nwords = 4 + workload_rng_below(&t->st, 14);
 	size_t n = 0;
 
 	for (unsigned i = 0; i < nwords; i++) {
 		char tmp[16];
 		size_t wl;
-		const char *w = zmi_vocab_word(&t->wd, &wl);
-		int noisy = zmi_wl_unit(&t->dec) < t->noise;
-		int comma = i + 1 < nwords && zmi_wl_below(&t->st, 12) == 0;
+		const char *w = vocab_word(&t->wd, &wl);
+		int noisy = workload_rng_unit(&t->dec) < t->noise;
+		int comma = i + 1 < nwords && workload_rng_below(&t->st, 12) == 0;
 
 		if (noisy) {
 			wl = noise_word(t, tmp);
@@ -90,7 +90,7 @@ static size_t sentence(struct text_state *t, char *s)
 		if (comma)
 			s[n++] = ',';
 	}
-	switch (zmi_wl_below(&t->st, 16)) {
+	switch (workload_rng_below(&t->st, 16)) {
 	case 0: s[n++] = '?'; break;
 	case 1: s[n++] = '!'; break;
 	default: s[n++] = '.'; break;
@@ -98,27 +98,27 @@ static size_t sentence(struct text_state *t, char *s)
 	return n;
 }
 
-void zmi_text_page(uint64_t seed, double knob, char *buf, size_t len)
+void text_page(uint64_t seed, double knob, char *buf, size_t len)
 {
 	struct text_state t;
 	char s[SENT_MAX];
 	unsigned in_para = 0, para_len;
 
 	memset(&t, 0, sizeof(t));
-	zmi_wl_rng_seed(&t.st, seed ^ 0x5354);
-	zmi_wl_rng_seed(&t.wd, seed ^ 0x5744);
-	zmi_wl_rng_seed(&t.dec, seed ^ 0x4445);
-	zmi_wl_rng_seed(&t.nz, seed ^ 0x4e5a);
+	workload_rng_seed(&t.st, seed ^ 0x5354);
+	workload_rng_seed(&t.wd, seed ^ 0x5744);
+	workload_rng_seed(&t.dec, seed ^ 0x4445);
+	workload_rng_seed(&t.nz, seed ^ 0x4e5a);
 	t.rep = knob < 1 ? 1 - knob : 0;
 	t.noise = knob <= 1 ? 0 : knob >= 2 ? 1 : knob - 1;
 	t.wide = knob <= 2 ? 0 : knob >= 3 ? 1 : knob - 2;
 	t.buf = buf;
 	t.len = len;
-	para_len = 3 + zmi_wl_below(&t.st, 5);
+	para_len = 3 + workload_rng_below(&t.st, 5);
 	while (t.pos < t.len) {
 		size_t n = sentence(&t, s), start = t.pos;
-		int repeat = zmi_wl_unit(&t.dec) < t.rep;
-		uint32_t pick = zmi_wl_below(&t.dec, t.nsent ? t.nsent : 1);
+		int repeat = workload_rng_unit(&t.dec) < t.rep;
+		uint32_t pick = workload_rng_below(&t.dec, t.nsent ? t.nsent : 1);
 
 		if (repeat && t.nsent) {
 			/* copy it from the page (it was written whole or cut
@@ -134,7 +134,7 @@ void zmi_text_page(uint64_t seed, double knob, char *buf, size_t len)
 		if (++in_para >= para_len) {
 			emit(&t, "\n\n", 2);
 			in_para = 0;
-			para_len = 3 + zmi_wl_below(&t.st, 5);
+			para_len = 3 + workload_rng_below(&t.st, 5);
 		} else {
 			emit(&t, " ", 1);
 		}

@@ -108,9 +108,9 @@ static void vocab_init(void)
 		wlen[i] = (uint8_t)strlen(words[i]);
 }
 
-const char *zmi_vocab_word(struct zmi_wl_rng *rng, size_t *len)
+const char *vocab_word(struct workload_rng *rng, size_t *len)
 {
-	uint64_t u = zmi_wl_next(rng);
+	uint64_t u = workload_rng_next(rng);
 	size_t r;
 
 	pthread_once(&vocab_once, vocab_init);

@@ -16,7 +16,7 @@
 
 int main(int argc, char **argv)
 {
-	struct zmi_board *b;
+	struct run_board *b;
 	struct run_slot s;
 
 	if (argc == 3 && !strcmp(argv[1], "create")) {
@@ -28,16 +28,16 @@ int main(int argc, char **argv)
 		p = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (p == MAP_FAILED)
 			return perror("mmap"), 1;
-		zmr_board_init(p, getpid());
+		run_board_init(p, getpid());
 		return 0;
 	}
 	if (argc == 3 && !strcmp(argv[1], "show")) {
-		int rc = zmr_board_attach(argv[2], &b);
+		int rc = run_board_attach(argv[2], &b);
 
 		if (rc)
 			return fprintf(stderr, "%s: %s\n", argv[2], strerror(-rc)), 1;
 		for (unsigned i = 0; i < RUN_BOARD_SLOTS; i++)
-			if (zmr_board_read(b, i, &s))
+			if (run_board_read(b, i, &s))
 				printf("%d %d %u %llu %llu %llu\n", s.pid, s.ppid, s.state,
 				       (unsigned long long)s.st.evictions,
 				       (unsigned long long)s.st.heap_max,

@@ -24,7 +24,7 @@
 
 #define FAKE_HEAP (64ull << 20)
 
-static struct zmi_board *board;
+static struct run_board *board;
 static struct run_slot *slot;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
