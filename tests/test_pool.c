@@ -771,6 +771,53 @@ static void test_put_key_no_room(void **st)
 	}
 }
 
+/* zm_pool_prefetch_key is a hint: on a key holding a small object, a
+ * page-sized one, nothing, beyond the owner words, or a pool with no
+ * words, it changes nothing (the objects, their count, the checker) and
+ * does not fault. */
+static void test_prefetch_key(void **st)
+{
+	for (size_t k = 0; k < PT_NCONFIGS; k++) {
+		struct zm_pool_config c = pt_configs[k];
+		size_t P = psize(&c), sizes[] = { 40, 700, P / 2 + 7, P };
+		uint64_t w[6] = { 0 };
+		uint8_t *buf = malloc(P);
+		struct zm_pool *p, *bare;
+
+		c.words = w;
+		c.nwords = 6;
+		c.arena_bytes = 256 << 20;
+		assert_int_equal(zm_pool_create(&c, &p), 0);
+		for (unsigned i = 0; i < 4; i++) {
+			pt_fill(buf, sizes[i], 200 + i);
+			assert_int_equal(zm_pool_put_key(p, i, buf, sizes[i]), 0);
+		}
+		for (uint64_t key = 0; key < 8; key++)
+			zm_pool_prefetch_key(p, key);
+		zm_pool_prefetch_key(NULL, 0);
+		assert_int_equal(pool_objects(p), 4);
+		for (unsigned i = 0; i < 4; i++)
+			expect_key(p, i, sizes[i], 200 + i);
+		assert_int_equal(w[4] | w[5], 0);
+		assert_int_equal(zm_pool_check(p), 0);
+		/* and a put after it still replaces the object */
+		pt_fill(buf, 700, 300);
+		zm_pool_prefetch_key(p, 1);
+		assert_int_equal(zm_pool_put_key(p, 1, buf, 700), 0);
+		expect_key(p, 1, 700, 300);
+		assert_int_equal(pool_objects(p), 4);
+		zm_pool_destroy(p);
+
+		c.words = NULL;
+		c.nwords = 0;
+		assert_int_equal(zm_pool_create(&c, &bare), 0);
+		zm_pool_prefetch_key(bare, 0);
+		assert_int_equal(zm_pool_check(bare), 0);
+		zm_pool_destroy(bare);
+		free(buf);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -788,6 +835,7 @@ int main(void)
 		cmocka_unit_test(test_owner_words),
 		cmocka_unit_test(test_put_key_replaces),
 		cmocka_unit_test(test_put_key_no_room),
+		cmocka_unit_test(test_prefetch_key),
 		cmocka_unit_test(test_obj_size),
 	};
 

@@ -3,7 +3,8 @@
  * model: a table of live objects with their size and a copy of their
  * contents.  Random steps: malloc (sizes from a realistic distribution),
  * free, write (whole or part), read and compare, map in each mode and
- * compare/modify, bad frees; and on owner keys, puts (zm_pool_put_key,
+ * compare/modify, bad frees; and on owner keys, puts (zm_pool_prefetch_key
+ * first half the time, then zm_pool_put_key,
  * replacing what the key held), gets through a callback (zm_pool_get_key)
  * and frees; the whole-structure checker after every step
  * (in the sanitizer builds after every 16th and the last: test_check_step).
@@ -60,6 +61,8 @@ static void key_step(struct zm_pool *p, struct rng *r, size_t P)
 
 		for (size_t i = 0; i < sz; i++)
 			d[i] = (uint8_t)rng_next(r);
+		if (rng_below(r, 2))
+			zm_pool_prefetch_key(p, k);   /* as the store does */
 		assert_int_equal(zm_pool_put_key(p, k, d, sz), 0);
 		free(o->data);
 		*o = (struct obj){ 0, sz, d };

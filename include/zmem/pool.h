@@ -344,6 +344,13 @@ typedef int (*zm_pool_get_fn)(void *arg, const void *obj, size_t len);
  * holds ZM_POOL_MAX_MAPS maps already; -ENOMEM when an object in two
  * pieces finds no memory for the thread's copy of it. */
 ZM_API int zm_pool_get_key(struct zm_pool *pool, uint64_t key, zm_pool_get_fn fn, void *arg);
+
+/* A hint: key's object will soon be written over (a put).  Asks the
+ * memory for the object's lines without waiting; changes nothing, and
+ * does nothing for a key that holds nothing or a backend that cannot
+ * write over its objects.  Calls for one key must not race the calls
+ * above for it. */
+ZM_API void zm_pool_prefetch_key(struct zm_pool *pool, uint64_t key);
 #endif /* ZMEM_ADVANCED */
 
 /* Move objects to free whole pages: per class, out of the emptiest zspages

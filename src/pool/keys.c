@@ -176,3 +176,9 @@ int zm_pool_get_key(struct zm_pool *pool, uint64_t key, zm_pool_get_fn fn, void 
 		return pool->ops->get_key(pool, key, fn, arg);
 	return get_key_calls(pool, key, fn, arg);
 }
+
+void zm_pool_prefetch_key(struct zm_pool *pool, uint64_t key)
+{
+	if (zmi_likely(pool && key < pool->nwords) && pool->ops->prefetch_key)
+		pool->ops->prefetch_key(pool, key);
+}

@@ -65,6 +65,8 @@ struct zmi_pool_ops {
 	 * included pool.h without its advanced tier) */
 	int (*get_key)(struct zm_pool *pool, uint64_t key,
 		       int (*fn)(void *arg, const void *obj, size_t len), void *arg);
+	/* zm_pool_prefetch_key (pool.h), key checked; NULL: a no-op */
+	void (*prefetch_key)(struct zm_pool *pool, uint64_t key);
 };
 
 /*

@@ -116,6 +116,9 @@ int zmi_store_put_page(struct zm_store *s, struct zmi_store_stripe *st, uint64_t
 	if (s->same_filled && zmi_store_page_same_filled(page, s->page_size, &word)) {
 		info = slot_info_sub(SUB_SAME, false);
 	} else {
+		/* the old object, if any, fetched while the page compresses */
+		if (slot_in_pool(word_info(__atomic_load_n(&s->slots[index], __ATOMIC_RELAXED))))
+			zm_pool_prefetch_key(s->pool, index);
 		rc = compress_page(s, st, page, &src, &size, &info);
 		if (rc)
 			return put_failed(st, rc);

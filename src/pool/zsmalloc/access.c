@@ -235,6 +235,32 @@ int zs_get_key(struct zm_pool *pool, uint64_t key, zm_pool_get_fn fn, void *arg)
 	return rc;
 }
 
+/* zm_pool_prefetch_key (pool.h): the lines of the key's object, asked
+ * for writing without waiting.  Under the hazard, as a lookup: the
+ * zspage may not go meanwhile. */
+void zs_prefetch_key(struct zm_pool *pool, uint64_t key)
+{
+	struct zs_pool *zp = zs_of(pool);
+	uint64_t v = zs_load_ref(zp, (uint32_t)key | ZS_REF_OWNER);
+	struct zspage *zs;
+	unsigned obj;
+	char *seg[2];
+	size_t len[2];
+	int n;
+
+	if ((v & 3) != 1)
+		return;   /* nothing, or a huge object (its own page) */
+	zs = lookup_at(zp, zs_key_handle(zp, key), (uint32_t)key | ZS_REF_OWNER, true, &obj,
+		       ZM_HAZARD_RW);
+	if (!zs)
+		return;
+	n = zs_obj_segs(zp, zs, obj, seg, len);
+	for (int i = 0; i < n; i++)
+		for (size_t at = 0; at < len[i] + 63; at += 64)
+			__builtin_prefetch(seg[i] + (at < len[i] ? at : len[i] - 1), 1);
+	zmi_hazard_clear(ZM_HAZARD_RW);
+}
+
 size_t zs_obj_size(struct zm_pool *pool, zm_handle_t h)
 {
 	struct zs_pool *zp = zs_of(pool);

@@ -291,4 +291,5 @@ const struct zmi_pool_ops zmi_zsmalloc_ops = {
 	.unit = zs_unit,
 	.put_key = zs_put_key,
 	.get_key = zs_get_key,
+	.prefetch_key = zs_prefetch_key,
 };

@@ -728,6 +728,7 @@ zm_handle_t zs_key_handle_of(struct zm_pool *pool, uint64_t key);
 int zs_free_key(struct zm_pool *pool, uint64_t key);
 int zs_put_key(struct zm_pool *pool, uint64_t key, const void *buf, size_t size);
 int zs_get_key(struct zm_pool *pool, uint64_t key, zm_pool_get_fn fn, void *arg);
+void zs_prefetch_key(struct zm_pool *pool, uint64_t key);
 long zs_unit(struct zm_pool *pool, zm_handle_t h, zm_handle_t *out, size_t max,
 	     size_t *pages);
 void *zs_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode);
