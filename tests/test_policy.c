@@ -1217,6 +1217,110 @@ static void test_pages_refill(void **st)
 	}
 }
 
+/* The pages layer's clock for test_pages_decay (zmi_pages_clock): moved
+ * by the test alone, so that no rule in time depends on the machine's
+ * speed. */
+static uint64_t fake_ns;
+
+static uint64_t fake_clock(void)
+{
+	return fake_ns;
+}
+
+/* ms of the fake clock, zm_pages_trim_due every 25 ms as a pool's worker
+ * calls it (every 50 ms, and between an episode's passes). */
+static void fake_ticks(struct zm_pages *pg, unsigned ms)
+{
+	for (unsigned t = 0; t < ms; t += 25) {
+		fake_ns += 25 * 1000000ull;
+		zm_pages_trim_due(pg);
+	}
+}
+
+/*
+ * Free pages decay (pages/arena.c, decay_trim): while a pool's worker
+ * calls zm_pages_trim_due, the free pages a mass free leaves beyond what
+ * a zone keeps are given back over ZM_DECAY_EPOCHS epochs, not at once,
+ * so that the allocations that follow take them resident.  One zone,
+ * prefault on (as a pool's own pages), the clock the test's: 8,192 pages
+ * held until the fill's demand passed, 6,144 freed and the idle trim a
+ * compaction episode ends with, 50 ms of the worker's calls, then a
+ * burst of 2,048 allocations: none of its pages is made resident in the
+ * call.  Freed again, and nothing taking them, all are given back within
+ * the decay's epochs and one more; not all at once (half or more still
+ * there 100 ms after the free).  With no one calling trim_due, the frees
+ * trim at once as before.
+ *
+ * Catches: the frees and the idle trim giving back every free page at
+ * once (the burst then makes its 2,048 pages resident in its calls: the
+ * rule before the decay), a decay that never ends (pages left after
+ * 500 ms), a decay without the worker (pages left with no trim_due).
+ */
+static void test_pages_decay(void **st)
+{
+	enum { HELD = 8192, FREED = 6144, BURST = 2048 };
+	const unsigned gone_ms = (ZM_DECAY_EPOCHS + 2) * ZM_DECAY_EPOCH_MS;
+	struct zm_pages_config c = { .arena_bytes = 256u << 20, .zones = 1, .prefault = 1 };
+	static zm_pfn_t v[HELD];
+	struct zm_pages *pg;
+	struct zm_pages_stats s0, s;
+
+	(void)st;
+	fake_ns = 10 * 1000000000ull;
+	__atomic_store_n(&zmi_pages_clock, fake_clock, __ATOMIC_RELAXED);
+	assert_int_equal(zm_pages_create(&c, &pg), 0);
+	zm_pages_trim_due(pg);
+	take_pages(pg, v, HELD);
+	fake_ticks(pg, 3 * ZM_DEMAND_MS);   /* the fill's demand over */
+	/* the mass free, and the give-back after the compactor's episode */
+	for (size_t i = 0; i < FREED; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	zm_pages_flush_thread(pg);
+	zm_pages_trim_idle(pg);
+	fake_ticks(pg, 50);
+	zm_pages_stats(pg, &s0);
+	take_pages(pg, v, BURST);
+	zm_pages_stats(pg, &s);
+	printf("decay: %zu free pages resident 50 ms after %d freed; a burst of %d made %llu "
+	       "resident in its calls\n", s0.reserve, FREED, BURST,
+	       (unsigned long long)(s.prefaulted_pages - s0.prefaulted_pages));
+	if (s.prefaulted_pages - s0.prefaulted_pages > 0)
+		fail_msg("%llu pages made resident in the calls of a burst of %d after %d freed",
+			 (unsigned long long)(s.prefaulted_pages - s0.prefaulted_pages), BURST,
+			 FREED);
+	/* freed again; nothing takes them: given back along the curve */
+	for (size_t i = 0; i < BURST; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	zm_pages_flush_thread(pg);
+	zm_pages_trim_due(pg);
+	fake_ticks(pg, 100);
+	zm_pages_stats(pg, &s0);
+	fake_ticks(pg, gone_ms - 100);
+	zm_pages_stats(pg, &s);
+	printf("decay: %zu free pages resident 100 ms after the burst freed, %zu after %u ms\n",
+	       s0.reserve, s.reserve, gone_ms);
+	if (s0.reserve < FREED / 2)
+		fail_msg("%zu free pages resident 100 ms after %d freed: given back at once",
+			 s0.reserve, FREED);
+	assert_int_equal(s.reserve, 0);
+	/* no one calling trim_due: the frees trim at once */
+	fake_ns += 3 * ZM_DEMAND_MS * 1000000ull;
+	take_pages(pg, v, BURST);
+	for (size_t i = 0; i < BURST; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	zm_pages_flush_thread(pg);
+	zm_pages_stats(pg, &s);
+	printf("decay: %zu free pages resident after %d freed with no worker\n", s.reserve,
+	       BURST);
+	if (s.reserve > 2 * ZM_TRIM_BATCH)
+		fail_msg("%zu free pages kept with no one calling zm_pages_trim_due", s.reserve);
+	for (size_t i = FREED; i < HELD; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	assert_int_equal(zm_pages_check(pg), 0);
+	zm_pages_destroy(pg);
+	__atomic_store_n(&zmi_pages_clock, NULL, __ATOMIC_RELAXED);
+}
+
 /*
  * The same through a pool: zsmalloc's pages, freed when its zspages
  * empty, go back to the OS beyond the reserve.  A pool on a pages
@@ -1284,6 +1388,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_pages_demand),
 		cmocka_unit_test(test_pages_demand_now),
 		cmocka_unit_test(test_pages_refill),
+		cmocka_unit_test(test_pages_decay),
 		cmocka_unit_test(test_pool_pages_trim),
 	};
 
