@@ -1321,6 +1321,94 @@ static void test_pages_decay(void **st)
 	__atomic_store_n(&zmi_pages_clock, NULL, __ATOMIC_RELAXED);
 }
 
+/* A thread whose cache gets the next home zone: takes n pages into v
+ * (written) and exits, its cache going back to the zones. */
+struct other_zone {
+	struct zm_pages *pg;
+	zm_pfn_t *v;
+	size_t n;
+};
+
+static void *take_other_zone(void *arg)
+{
+	struct other_zone *o = arg;
+
+	take_pages(o->pg, o->v, o->n);
+	return NULL;
+}
+
+/*
+ * Resident pages are taken from the zone that has by far the most
+ * (pages_internal.h, zmi_resident_start), not from a home zone whose
+ * few lie in mostly clean blocks.  Two zones, prefault on, the test's
+ * clock (no trim while it stands): the home zone of this thread gets 24
+ * resident free pages each at the top of a 32-page group, which merge
+ * with their clean neighbours into blocks on the dirty lists; a thread
+ * homed in the other zone frees 1,024 pages there; then this thread
+ * takes 128 pages: none is made resident in its calls.
+ *
+ * Catches: refills and runs from the home zone while it has any
+ * resident page (each refill cut from a mostly clean block, 31 of its
+ * 32 pages made resident in the call: the rule before).
+ */
+static void test_pages_resident_zone(void **st)
+{
+	enum { SPARSE = 24, OTHER = 1024, TAKE = 128 };
+	struct zm_pages_config c = { .arena_bytes = 256u << 20, .zones = 2, .prefault = 1 };
+	static zm_pfn_t v[TAKE], other[OTHER];
+	zm_pfn_t keep;
+	struct other_zone o;
+	struct zm_pages *pg;
+	struct zm_pages_stats s0, s;
+	pthread_t t;
+
+	(void)st;
+	fake_ns = 10 * 1000000000ull;
+	__atomic_store_n(&zmi_pages_clock, fake_clock, __ATOMIC_RELAXED);
+	assert_int_equal(zm_pages_create(&c, &pg), 0);
+	zm_pages_trim_due(pg);
+	/* this thread's cache first: home zone 0 */
+	assert_int_equal(zm_pages_alloc(pg, &v[0]), 0);
+	assert_int_equal(zmi_home_zone(pg), 0);
+	/* the other zone's pages taken (freed last: while some zone has 32
+	 * resident free pages, zm_pages_alloc_at refuses others) */
+	o = (struct other_zone){ .pg = pg, .v = other, .n = OTHER };
+	assert_int_equal(pthread_create(&t, NULL, take_other_zone, &o), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	for (size_t i = 0; i < OTHER; i++)
+		assert_true(other[i] >> 15 == 1);  /* zone 1: pages 32,768 on */
+	for (zm_pfn_t j = 0; j < SPARSE; j++) {
+		zm_pfn_t pfn = 1024 + 32 * j + 31;
+
+		assert_int_equal(zm_pages_alloc_at(pg, pfn), 0);
+		memset(zm_pages_addr(pg, pfn), 0x5a, PS);
+		assert_int_equal(zm_pages_free_order(pg, pfn, 0), 0);
+	}
+	/* through this thread's cache, emptied (its refill's other pages,
+	 * never handed out, go back clean) */
+	for (size_t i = 0; i < OTHER; i++)
+		assert_int_equal(zm_pages_free(pg, other[i]), 0);
+	zm_pages_flush_thread(pg);
+	keep = v[0];
+	zm_pages_stats(pg, &s0);
+	assert_true(s0.reserve >= OTHER);
+	take_pages(pg, v, TAKE);
+	zm_pages_stats(pg, &s);
+	printf("resident zone: %zu free resident pages (%d at home); %d taken, %llu made "
+	       "resident in the calls\n", s0.reserve, SPARSE, TAKE,
+	       (unsigned long long)(s.prefaulted_pages - s0.prefaulted_pages));
+	if (s.prefaulted_pages != s0.prefaulted_pages)
+		fail_msg("%llu pages made resident in calls beside %d resident free in the other "
+			 "zone", (unsigned long long)(s.prefaulted_pages - s0.prefaulted_pages),
+			 OTHER);
+	for (size_t i = 0; i < TAKE; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	assert_int_equal(zm_pages_free(pg, keep), 0);
+	assert_int_equal(zm_pages_check(pg), 0);
+	zm_pages_destroy(pg);
+	__atomic_store_n(&zmi_pages_clock, NULL, __ATOMIC_RELAXED);
+}
+
 /*
  * The same through a pool: zsmalloc's pages, freed when its zspages
  * empty, go back to the OS beyond the reserve.  A pool on a pages
@@ -1389,6 +1477,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_pages_demand_now),
 		cmocka_unit_test(test_pages_refill),
 		cmocka_unit_test(test_pages_decay),
+		cmocka_unit_test(test_pages_resident_zone),
 		cmocka_unit_test(test_pool_pages_trim),
 	};
 

@@ -372,6 +372,33 @@ static inline bool zmi_dirty_somewhere(const struct zm_pages *p, size_t n)
 	return false;
 }
 
+/* The zone a taker looking for resident pages starts from: its home,
+ * unless another zone holds more than ZM_RESIDENT_SKEW times as many
+ * free resident pages (then the one with most).  Read without the locks:
+ * a hint.  A zone's count is of pages, but takers find them by block, and
+ * a block on a dirty list may be mostly clean (a dirty page freed beside
+ * clean buddies merges with them): after a mass free, a churning thread
+ * whose home zone had 700-1,700 such pages made 32 clean ones resident in
+ * refill after refill while the other zone, where the compactor had
+ * freed whole zspages, held 12,000-18,000
+ * (docs/results/2026-12-05-trim-decay.md). */
+#define ZM_RESIDENT_SKEW 4
+static inline unsigned zmi_resident_start(const struct zm_pages *p, unsigned home)
+{
+	size_t h = __atomic_load_n(&p->zone[home].nr_dirty_free, __ATOMIC_RELAXED), best = h;
+	unsigned at = home;
+
+	for (unsigned z = 0; z < p->nzones; z++) {
+		size_t d = __atomic_load_n(&p->zone[z].nr_dirty_free, __ATOMIC_RELAXED);
+
+		if (d > best) {
+			best = d;
+			at = z;
+		}
+	}
+	return best > h * ZM_RESIDENT_SKEW ? at : home;
+}
+
 /* Pages out of the buddy, all zones: with every zone lock held (stats,
  * check, destroy). */
 static inline size_t zmi_nr_out_locked(const struct zm_pages *p)
