@@ -608,10 +608,10 @@ void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z)
 	 * had under the lock */
 	if (p->reserve == SIZE_MAX)
 		return;
-	now = zmi_pages_now();
 	r = zmi_zone_reserve(p, z);
 	if (__atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED) <= r + zmi_trim_batch(p, r))
 		return;
+	now = zmi_pages_now();
 	if (decay_on(p, now)) {
 		/* the pages above r go at an epoch's turn, as the decay says
 		 * (the current epoch's gains all stay till then) */
