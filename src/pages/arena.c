@@ -659,7 +659,13 @@ static size_t trim_all(struct zm_pages *p, bool idle)
 			keep = allow > keep ? allow : keep;
 		}
 		total += trim_zone(p, z, keep, true);
-		if (z->decay_mark > z->nr_dirty_free)
+		if (!idle) {
+			/* asked for the memory now: what the decay kept
+			 * is gone, and it keeps nothing of it */
+			memset(z->decay_added, 0, sizeof(z->decay_added));
+			__atomic_store_n(&z->decay_limit, 0, __ATOMIC_RELAXED);
+		}
+		if (!idle || z->decay_mark > z->nr_dirty_free)
 			z->decay_mark = z->nr_dirty_free;
 		zmi_unlock(&z->lock);
 	}
