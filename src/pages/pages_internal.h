@@ -382,7 +382,9 @@ static inline bool zmi_dirty_somewhere(const struct zm_pages *p, size_t n)
  * refill after refill while the other zone, where the compactor had
  * freed whole zspages, held 12,000-18,000
  * (docs/results/2026-12-05-trim-decay.md). */
+#ifndef ZM_RESIDENT_SKEW
 #define ZM_RESIDENT_SKEW 4
+#endif
 static inline unsigned zmi_resident_start(const struct zm_pages *p, unsigned home)
 {
 	size_t h = __atomic_load_n(&p->zone[home].nr_dirty_free, __ATOMIC_RELAXED), best = h;
