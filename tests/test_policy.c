@@ -1217,6 +1217,213 @@ static void test_pages_refill(void **st)
 	}
 }
 
+/* The pages layer's clock for test_pages_decay (zmi_pages_clock): moved
+ * by the test alone, so that no rule in time depends on the machine's
+ * speed. */
+static uint64_t fake_ns;
+
+static uint64_t fake_clock(void)
+{
+	return fake_ns;
+}
+
+/* ms of the fake clock, zm_pages_trim_due every 25 ms as a pool's worker
+ * calls it (every 50 ms, and between an episode's passes). */
+static void fake_ticks(struct zm_pages *pg, unsigned ms)
+{
+	for (unsigned t = 0; t < ms; t += 25) {
+		fake_ns += 25 * 1000000ull;
+		zm_pages_trim_due(pg);
+	}
+}
+
+/*
+ * Free pages decay (pages/arena.c, decay_trim): while a pool's worker
+ * calls zm_pages_trim_due, the free pages a mass free leaves beyond what
+ * a zone keeps are given back over ZM_DECAY_EPOCHS epochs, not at once,
+ * so that the allocations that follow take them resident.  One zone,
+ * prefault on (as a pool's own pages), the clock the test's: 8,192 pages
+ * held until the fill's demand passed, 6,144 freed and the idle trim a
+ * compaction episode ends with, 50 ms of the worker's calls, then a
+ * burst of 2,048 allocations: none of its pages is made resident in the
+ * call.  Freed again, and nothing taking them, all are given back within
+ * the decay's epochs and one more; not all at once (half or more still
+ * there 100 ms after the free).  zm_pages_trim gives them back at once,
+ * and an idle trim after it keeps none.  With no one calling trim_due,
+ * the frees trim at once as before.
+ *
+ * Catches: the frees and the idle trim giving back every free page at
+ * once (the burst then makes its 2,048 pages resident in its calls: the
+ * rule before the decay), a decay that never ends (pages left after
+ * 500 ms), zm_pages_trim leaving the decay's count behind (the idle
+ * trim after it keeping the reserve's pages), a decay without the worker
+ * (pages left with no trim_due).
+ */
+static void test_pages_decay(void **st)
+{
+	enum { HELD = 8192, FREED = 6144, BURST = 2048 };
+	const unsigned gone_ms = (ZM_DECAY_EPOCHS + 2) * ZM_DECAY_EPOCH_MS;
+	struct zm_pages_config c = { .arena_bytes = 256u << 20, .zones = 1, .prefault = 1 };
+	static zm_pfn_t v[HELD];
+	struct zm_pages *pg;
+	struct zm_pages_stats s0, s;
+
+	(void)st;
+	fake_ns = 10 * 1000000000ull;
+	__atomic_store_n(&zmi_pages_clock, fake_clock, __ATOMIC_RELAXED);
+	assert_int_equal(zm_pages_create(&c, &pg), 0);
+	zm_pages_trim_due(pg);
+	take_pages(pg, v, HELD);
+	fake_ticks(pg, 3 * ZM_DEMAND_MS);   /* the fill's demand over */
+	/* the mass free, and the give-back after the compactor's episode */
+	for (size_t i = 0; i < FREED; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	zm_pages_flush_thread(pg);
+	zm_pages_trim_idle(pg);
+	fake_ticks(pg, 50);
+	zm_pages_stats(pg, &s0);
+	take_pages(pg, v, BURST);
+	zm_pages_stats(pg, &s);
+	printf("decay: %zu free pages resident 50 ms after %d freed; a burst of %d made %llu "
+	       "resident in its calls\n", s0.reserve, FREED, BURST,
+	       (unsigned long long)(s.prefaulted_pages - s0.prefaulted_pages));
+	if (s.prefaulted_pages - s0.prefaulted_pages > 0)
+		fail_msg("%llu pages made resident in the calls of a burst of %d after %d freed",
+			 (unsigned long long)(s.prefaulted_pages - s0.prefaulted_pages), BURST,
+			 FREED);
+	/* freed again; nothing takes them: given back along the curve */
+	for (size_t i = 0; i < BURST; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	zm_pages_flush_thread(pg);
+	zm_pages_trim_due(pg);
+	fake_ticks(pg, 100);
+	zm_pages_stats(pg, &s0);
+	fake_ticks(pg, gone_ms - 100);
+	zm_pages_stats(pg, &s);
+	printf("decay: %zu free pages resident 100 ms after the burst freed, %zu after %u ms\n",
+	       s0.reserve, s.reserve, gone_ms);
+	if (s0.reserve < FREED / 2)
+		fail_msg("%zu free pages resident 100 ms after %d freed: given back at once",
+			 s0.reserve, FREED);
+	assert_int_equal(s.reserve, 0);
+	/* zm_pages_trim gives back what the decay keeps, and an idle trim
+	 * after it does not keep them either (an epoch turned with them) */
+	for (size_t i = FREED; i < FREED + BURST / 2; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	zm_pages_flush_thread(pg);
+	fake_ticks(pg, 50);
+	zm_pages_trim(pg);
+	zm_pages_trim_idle(pg);
+	zm_pages_stats(pg, &s);
+	printf("decay: %zu free pages resident after zm_pages_trim and an idle trim\n",
+	       s.reserve);
+	assert_int_equal(s.reserve, 0);
+	/* no one calling trim_due: the frees trim at once */
+	fake_ns += 3 * ZM_DEMAND_MS * 1000000ull;
+	take_pages(pg, v, BURST);
+	for (size_t i = 0; i < BURST; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	zm_pages_flush_thread(pg);
+	zm_pages_stats(pg, &s);
+	printf("decay: %zu free pages resident after %d freed with no worker\n", s.reserve,
+	       BURST);
+	if (s.reserve > 2 * ZM_TRIM_BATCH)
+		fail_msg("%zu free pages kept with no one calling zm_pages_trim_due", s.reserve);
+	for (size_t i = FREED + BURST / 2; i < HELD; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	assert_int_equal(zm_pages_check(pg), 0);
+	zm_pages_destroy(pg);
+	__atomic_store_n(&zmi_pages_clock, NULL, __ATOMIC_RELAXED);
+}
+
+/* A thread whose cache gets the next home zone: takes n pages into v
+ * (written) and exits, its cache going back to the zones. */
+struct other_zone {
+	struct zm_pages *pg;
+	zm_pfn_t *v;
+	size_t n;
+};
+
+static void *take_other_zone(void *arg)
+{
+	struct other_zone *o = arg;
+
+	take_pages(o->pg, o->v, o->n);
+	return NULL;
+}
+
+/*
+ * Resident pages are taken from the zone that has by far the most
+ * (pages_internal.h, zmi_resident_start), not from a home zone whose
+ * few lie in mostly clean blocks.  Two zones, prefault on, the test's
+ * clock (no trim while it stands): the home zone of this thread gets 24
+ * resident free pages each at the top of a 32-page group, which merge
+ * with their clean neighbours into blocks on the dirty lists; a thread
+ * homed in the other zone frees 1,024 pages there; then this thread
+ * takes 128 pages: none is made resident in its calls.
+ *
+ * Catches: refills and runs from the home zone while it has any
+ * resident page (each refill cut from a mostly clean block, 31 of its
+ * 32 pages made resident in the call: the rule before).
+ */
+static void test_pages_resident_zone(void **st)
+{
+	enum { SPARSE = 24, OTHER = 1024, TAKE = 128 };
+	struct zm_pages_config c = { .arena_bytes = 256u << 20, .zones = 2, .prefault = 1 };
+	static zm_pfn_t v[TAKE], other[OTHER];
+	zm_pfn_t keep;
+	struct other_zone o;
+	struct zm_pages *pg;
+	struct zm_pages_stats s0, s;
+	pthread_t t;
+
+	(void)st;
+	fake_ns = 10 * 1000000000ull;
+	__atomic_store_n(&zmi_pages_clock, fake_clock, __ATOMIC_RELAXED);
+	assert_int_equal(zm_pages_create(&c, &pg), 0);
+	zm_pages_trim_due(pg);
+	/* this thread's cache first: home zone 0 */
+	assert_int_equal(zm_pages_alloc(pg, &v[0]), 0);
+	assert_int_equal(zmi_home_zone(pg), 0);
+	/* the other zone's pages taken (freed last: while some zone has 32
+	 * resident free pages, zm_pages_alloc_at refuses others) */
+	o = (struct other_zone){ .pg = pg, .v = other, .n = OTHER };
+	assert_int_equal(pthread_create(&t, NULL, take_other_zone, &o), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	for (size_t i = 0; i < OTHER; i++)
+		assert_true(other[i] >> 15 == 1);  /* zone 1: pages 32,768 on */
+	for (zm_pfn_t j = 0; j < SPARSE; j++) {
+		zm_pfn_t pfn = 1024 + 32 * j + 31;
+
+		assert_int_equal(zm_pages_alloc_at(pg, pfn), 0);
+		memset(zm_pages_addr(pg, pfn), 0x5a, PS);
+		assert_int_equal(zm_pages_free_order(pg, pfn, 0), 0);
+	}
+	/* through this thread's cache, emptied (its refill's other pages,
+	 * never handed out, go back clean) */
+	for (size_t i = 0; i < OTHER; i++)
+		assert_int_equal(zm_pages_free(pg, other[i]), 0);
+	zm_pages_flush_thread(pg);
+	keep = v[0];
+	zm_pages_stats(pg, &s0);
+	assert_true(s0.reserve >= OTHER);
+	take_pages(pg, v, TAKE);
+	zm_pages_stats(pg, &s);
+	printf("resident zone: %zu free resident pages (%d at home); %d taken, %llu made "
+	       "resident in the calls\n", s0.reserve, SPARSE, TAKE,
+	       (unsigned long long)(s.prefaulted_pages - s0.prefaulted_pages));
+	if (s.prefaulted_pages != s0.prefaulted_pages)
+		fail_msg("%llu pages made resident in calls beside %d resident free in the other "
+			 "zone", (unsigned long long)(s.prefaulted_pages - s0.prefaulted_pages),
+			 OTHER);
+	for (size_t i = 0; i < TAKE; i++)
+		assert_int_equal(zm_pages_free(pg, v[i]), 0);
+	assert_int_equal(zm_pages_free(pg, keep), 0);
+	assert_int_equal(zm_pages_check(pg), 0);
+	zm_pages_destroy(pg);
+	__atomic_store_n(&zmi_pages_clock, NULL, __ATOMIC_RELAXED);
+}
+
 /*
  * The same through a pool: zsmalloc's pages, freed when its zspages
  * empty, go back to the OS beyond the reserve.  A pool on a pages
@@ -1284,6 +1491,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_pages_demand),
 		cmocka_unit_test(test_pages_demand_now),
 		cmocka_unit_test(test_pages_refill),
+		cmocka_unit_test(test_pages_decay),
+		cmocka_unit_test(test_pages_resident_zone),
 		cmocka_unit_test(test_pool_pages_trim),
 	};
 

@@ -212,13 +212,17 @@ ZM_API int zm_pages_alloc_run(struct zm_pages *pages, unsigned n, zm_pfn_t *pfn)
 
 /* The memory was just given back by the layer above (zsmalloc, after a
  * compaction episode): every zone's dirty free pages go back to the OS,
- * all of them with the default reserve (it comes back as pages are freed
- * again), down to reserve_pages if one was asked for.  Takes the zones'
- * locks one at a time; call without any.  Returns pages given back. */
+ * with the default reserve all of them but its recent demand and, while
+ * zm_pages_trim_due is called, what the decay lets stay a few hundred ms
+ * more (docs/pages.md), down to reserve_pages if one was asked for.
+ * Takes the zones' locks one at a time; call without any.  Returns pages
+ * given back. */
 ZM_API size_t zm_pages_trim_idle(struct zm_pages *pages);
-/* Each zone down to its recent demand, or to nothing if it had none: for
- * a caller that looks every so often (zsmalloc's worker); a few relaxed
- * reads when there is nothing to do.  Returns pages given back. */
+/* Each zone down to its recent demand, or to nothing if it had none, as
+ * the decay of its free pages allows: for a caller that looks every so
+ * often (zsmalloc's worker; the decay and the demand count only while
+ * someone does); a few relaxed reads when there is nothing to do.
+ * Returns pages given back. */
 ZM_API size_t zm_pages_trim_due(struct zm_pages *pages);
 
 /* Whether the instance has a limit below its arena (limit_pages), and

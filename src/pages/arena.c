@@ -527,9 +527,82 @@ static size_t refill_zone(struct zm_pages *p, struct zmi_zone *z, size_t target)
 	return total;
 }
 
+uint64_t (*zmi_pages_clock)(void);
+
+/* Is the decay on?  Only with the default reserve, and while someone
+ * calls zm_pages_trim_due (a pool's worker, every 50 ms): that is what
+ * gives the decaying pages back when no free comes to do it, as for the
+ * demand (zmi_zone_demand).  Without it, the frees trim to what the
+ * zone keeps at once, as they always did. */
+static bool decay_on(const struct zm_pages *p, uint64_t now)
+{
+	return p->reserve_scales &&
+	       now - __atomic_load_n(&p->due_seen_ns, __ATOMIC_RELAXED) <=
+		       2 * ZM_DEMAND_MS * 1000000ull;
+}
+
+/* The share (of 256) of the pages gained i epochs before the last that
+ * may stay resident: 1 - smoothstep(i / ZM_DECAY_EPOCHS).  Flat at
+ * first, so that the pages a mass free leaves are there for the
+ * allocations of the next 100-200 ms, which take most of what they take
+ * after it (allocbench --latency); linear, the first epochs gave back a
+ * share the churn then faulted in again
+ * (docs/results/2026-12-05-trim-decay.md). */
+static const uint16_t decay_weight[ZM_DECAY_EPOCHS] = {
+	256, 245, 216, 175, 128, 81, 40, 11
+};
+
+/* Zone z's pages the decay lets stay resident at now (lock held), the
+ * epochs turned first if due: the pages gained since the last turn go
+ * in as the newest epoch's, each older one ages (one step an epoch
+ * passed), and what they allow is summed. */
+static size_t decay_allows(struct zmi_zone *z, uint64_t now)
+{
+	const uint64_t e = ZM_DECAY_EPOCH_MS * 1000000ull;
+	uint64_t n = now - z->decay_epoch_ns;
+	size_t gained = z->nr_dirty_free > z->decay_mark ? z->nr_dirty_free - z->decay_mark : 0;
+
+	if (n < e && z->decay_epoch_ns)
+		return z->decay_limit + gained;
+	n = z->decay_epoch_ns && n / e < ZM_DECAY_EPOCHS ? n / e : ZM_DECAY_EPOCHS;
+	for (size_t i = ZM_DECAY_EPOCHS; i-- > 0;)
+		z->decay_added[i] = i >= n ? z->decay_added[i - n] : 0;
+	z->decay_added[0] = gained;
+	size_t limit = 0;
+
+	for (size_t i = 0; i < ZM_DECAY_EPOCHS; i++)
+		limit += z->decay_added[i] * decay_weight[i] / 256;
+	__atomic_store_n(&z->decay_limit, limit, __ATOMIC_RELAXED);
+	/* a late turn (no call for a while) starts the epoch now */
+	__atomic_store_n(&z->decay_epoch_ns, n < ZM_DECAY_EPOCHS ? z->decay_epoch_ns + n * e : now,
+			 __ATOMIC_RELAXED);
+	z->decay_mark = z->nr_dirty_free;
+	return limit;
+}
+
+/* Trim zone z (lock held) down to keep or what the decay allows, if
+ * more: the pages above keep go as the decay says.  Returns pages given
+ * back. */
+static size_t decay_trim(struct zm_pages *p, struct zmi_zone *z, size_t keep, size_t batch,
+			 uint64_t now)
+{
+	size_t allow = decay_allows(z, now), got;
+
+	if (allow > keep)
+		keep = allow;
+	if (z->nr_dirty_free <= keep + batch)
+		return 0;
+	got = trim_zone(p, z, keep, false);
+	/* what the turn's trim left is not a gain */
+	if (z->decay_mark > z->nr_dirty_free)
+		z->decay_mark = z->nr_dirty_free;
+	return got;
+}
+
 void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z)
 {
 	size_t r;
+	uint64_t now;
 
 	/* relaxed reads of the zone's own counters: the line its freer just
 	 * had under the lock */
@@ -538,6 +611,19 @@ void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z)
 	r = zmi_zone_reserve(p, z);
 	if (__atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED) <= r + zmi_trim_batch(p, r))
 		return;
+	now = zmi_pages_now();
+	if (decay_on(p, now)) {
+		/* the pages above r go at an epoch's turn, as the decay says
+		 * (the current epoch's gains all stay till then) */
+		if (now - __atomic_load_n(&z->decay_epoch_ns, __ATOMIC_RELAXED) <
+		    ZM_DECAY_EPOCH_MS * 1000000ull)
+			return;
+		zmi_lock(&z->lock);
+		r = zmi_zone_reserve(p, z);
+		decay_trim(p, z, r, zmi_trim_batch(p, r), now);
+		zmi_unlock(&z->lock);
+		return;
+	}
 	zmi_lock(&z->lock);
 	trim_zone(p, z, zmi_zone_reserve(p, z), false);
 	zmi_unlock(&z->lock);
@@ -549,6 +635,8 @@ void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z)
 static size_t trim_all(struct zm_pages *p, bool idle)
 {
 	size_t total = 0;
+	uint64_t now = zmi_pages_now();
+	bool decay = idle && decay_on(p, now);
 
 	if (p->reserve == SIZE_MAX)
 		return 0;
@@ -558,12 +646,27 @@ static size_t trim_all(struct zm_pages *p, bool idle)
 		/* idle: what the zone was asked for lately (a pool that
 		 * churns takes those pages again, and each given back would
 		 * come back as a fault); zm_pages_trim_due takes it down
-		 * when the asking stops */
-		size_t keep = idle && p->reserve_scales ? zmi_zone_demand(p, z, zmi_os_coarse_ns())
+		 * when the asking stops.  With the decay on, its pages stay
+		 * too: the compactor's frees, given back over the next
+		 * epochs (what the churn after a mass free takes) */
+		size_t keep = idle && p->reserve_scales ? zmi_zone_demand(p, z, now)
 						       : zmi_zone_reserve(p, z);
 
 		zmi_lock(&z->lock);
+		if (decay) {
+			size_t allow = decay_allows(z, now);
+
+			keep = allow > keep ? allow : keep;
+		}
 		total += trim_zone(p, z, keep, true);
+		if (!idle) {
+			/* asked for the memory now: what the decay kept
+			 * is gone, and it keeps nothing of it */
+			memset(z->decay_added, 0, sizeof(z->decay_added));
+			__atomic_store_n(&z->decay_limit, 0, __ATOMIC_RELAXED);
+		}
+		if (!idle || z->decay_mark > z->nr_dirty_free)
+			z->decay_mark = z->nr_dirty_free;
 		zmi_unlock(&z->lock);
 	}
 	return total;
@@ -592,7 +695,7 @@ bool zm_pages_keeps_memory(const struct zm_pages *p)
 size_t zm_pages_trim_due(struct zm_pages *p)
 {
 	size_t total = 0;
-	uint64_t now = zmi_os_coarse_ns();
+	uint64_t now = zmi_pages_now();
 
 	if (!p || p->reserve == SIZE_MAX || !p->reserve_scales)
 		return 0;
@@ -614,15 +717,20 @@ size_t zm_pages_trim_due(struct zm_pages *p)
 			ahead = keep;
 		if (p->prefault && dirty < ahead / 2) {
 			zmi_lock(&z->lock);
-			refill_zone(p, z, ahead);
+			/* made resident here: not a gain for the decay */
+			z->decay_mark += refill_zone(p, z, ahead);
 			zmi_unlock(&z->lock);
 			continue;
 		}
-		/* with no demand every free page goes (as trim_idle's) */
-		if (dirty <= keep + (keep ? zmi_trim_batch(p, keep) : 0))
+		/* with no demand every free page goes (as trim_idle's),
+		 * as the decay lets them: its epochs turn here when no
+		 * free comes to turn them */
+		if (dirty <= keep + (keep ? zmi_trim_batch(p, keep) : 0) &&
+		    now - __atomic_load_n(&z->decay_epoch_ns, __ATOMIC_RELAXED) <
+			    ZM_DECAY_EPOCH_MS * 1000000ull)
 			continue;
 		zmi_lock(&z->lock);
-		total += trim_zone(p, z, keep, false);
+		total += decay_trim(p, z, keep, keep ? zmi_trim_batch(p, keep) : 0, now);
 		zmi_unlock(&z->lock);
 	}
 	return total;

@@ -303,7 +303,7 @@ static void taken(struct zmi_zone *z, size_t n)
 	 * worth keeping */
 	__atomic_store_n(&z->taken_total, z->taken_total + n, __ATOMIC_RELAXED);
 	if ((z->taken_total - n) >> 8 != z->taken_total >> 8) {
-		uint64_t now = zmi_os_coarse_ns();
+		uint64_t now = zmi_pages_now();
 
 		if (now - z->win_start_ns >= ZM_DEMAND_MS * 1000000ull) {
 			__atomic_store_n(&z->demand, z->taken_total - z->win_taken0,

@@ -110,6 +110,34 @@
 
 #define ZM_PFN_NIL UINT32_MAX
 
+/* Decay (arena.c, decay_trim): while a pool's worker calls
+ * zm_pages_trim_due, the free pages a zone gains above what it keeps
+ * (reserve, demand) are not given back at once but over
+ * ZM_DECAY_EPOCHS epochs of ZM_DECAY_EPOCH_MS: at each epoch's turn the
+ * pages gained in each of the last ZM_DECAY_EPOCHS epochs may stay
+ * resident in the share zmi_decay_weight gives their age, falling from
+ * all to none along a smoothstep (as jemalloc's dirty_decay_ms does).
+ * After a mass free the churn that follows takes these pages again
+ * instead of faulting clean ones in inside its allocations; nothing
+ * taking them, all are gone 450 ms after the free, before the second at
+ * which the memory given back is measured.  Figures:
+ * docs/results/2026-12-05-trim-decay.md. */
+#ifndef ZM_DECAY_EPOCH_MS
+#define ZM_DECAY_EPOCH_MS 50
+#endif
+#define ZM_DECAY_EPOCHS 8
+
+/* Test seam: when set, the pages layer's clock (demand windows, decay)
+ * reads it instead of CLOCK_MONOTONIC_COARSE, so that tests of the
+ * rules in time do not depend on the machine's speed. */
+extern uint64_t (*zmi_pages_clock)(void);
+static inline uint64_t zmi_pages_now(void)
+{
+	uint64_t (*f)(void) = __atomic_load_n(&zmi_pages_clock, __ATOMIC_RELAXED);
+
+	return f ? f() : zmi_os_coarse_ns();
+}
+
 /* zm_pages_alloc_run carves runs from blocks of 2^run_order pages, at
  * most 2^ZM_RUN_ORDER: ZM_PAGES_RUN_MAX, zsmalloc's largest zspage by
  * default, 128 KiB at 4 KiB pages (fewer when the thread cache is
@@ -244,6 +272,15 @@ struct zmi_zone {
 	uint64_t taken_total;     /* lock */
 	uint64_t win_start_ns, win_taken0; /* lock */
 	size_t demand;            /* atomic stores under the lock */
+	/* decay (arena.c, decay_trim), all under the lock: the dirty free
+	 * pages gained in each of the last epochs, newest first; the
+	 * current epoch's start; the dirty free pages after its turn's
+	 * trim (what it gained since is nr_dirty_free beyond it); and
+	 * what the older epochs allow since then (read without the lock) */
+	size_t decay_added[ZM_DECAY_EPOCHS];
+	uint64_t decay_epoch_ns;  /* atomic stores */
+	size_t decay_mark;
+	size_t decay_limit;       /* atomic stores */
 	uint64_t bulk_calls, bulk_pages, refills, drains, limit_failures;
 	uint64_t trimmed_pages;
 	uint64_t refilled_pages;  /* made resident ahead (refill_zone) */
@@ -335,6 +372,35 @@ static inline bool zmi_dirty_somewhere(const struct zm_pages *p, size_t n)
 	return false;
 }
 
+/* The zone a taker looking for resident pages starts from: its home,
+ * unless another zone holds more than ZM_RESIDENT_SKEW times as many
+ * free resident pages (then the one with most).  Read without the locks:
+ * a hint.  A zone's count is of pages, but takers find them by block, and
+ * a block on a dirty list may be mostly clean (a dirty page freed beside
+ * clean buddies merges with them): after a mass free, a churning thread
+ * whose home zone had 700-1,700 such pages made 32 clean ones resident in
+ * refill after refill while the other zone, where the compactor had
+ * freed whole zspages, held 12,000-18,000
+ * (docs/results/2026-12-05-trim-decay.md). */
+#ifndef ZM_RESIDENT_SKEW
+#define ZM_RESIDENT_SKEW 4
+#endif
+static inline unsigned zmi_resident_start(const struct zm_pages *p, unsigned home)
+{
+	size_t h = __atomic_load_n(&p->zone[home].nr_dirty_free, __ATOMIC_RELAXED), best = h;
+	unsigned at = home;
+
+	for (unsigned z = 0; z < p->nzones; z++) {
+		size_t d = __atomic_load_n(&p->zone[z].nr_dirty_free, __ATOMIC_RELAXED);
+
+		if (d > best) {
+			best = d;
+			at = z;
+		}
+	}
+	return best > h * ZM_RESIDENT_SKEW ? at : home;
+}
+
 /* Pages out of the buddy, all zones: with every zone lock held (stats,
  * check, destroy). */
 static inline size_t zmi_nr_out_locked(const struct zm_pages *p)
@@ -371,7 +437,7 @@ static inline void zmi_zone_returned(struct zm_pages *p, struct zmi_zone *z, siz
  * last window did not take: trimmed meanwhile, each came back as a fault
  * in one of its allocations, docs/results/2026-12-03-in-place.md), none
  * once two windows passed without a take
- * or without a call of zm_pages_trim_due (now: zmi_os_coarse_ns()), at
+ * or without a call of zm_pages_trim_due (now: zmi_pages_now()), at
  * most half of its pages out.  Half, not an eighth as first: a pool
  * churning at full speed right after its compactor shrank it takes more
  * than an eighth of its pages in a window, and each page trimmed beyond
@@ -421,7 +487,7 @@ static inline size_t zmi_zone_reserve(const struct zm_pages *p, const struct zmi
 		return p->reserve;
 	r = __atomic_load_n(&z->out, __ATOMIC_RELAXED) >> ZM_RESERVE_SHIFT;
 	r = r < ZM_MIN_DEFAULT ? ZM_MIN_DEFAULT : r > p->reserve ? p->reserve : r;
-	d = zmi_zone_demand(p, z, zmi_os_coarse_ns());
+	d = zmi_zone_demand(p, z, zmi_pages_now());
 	return d > r ? d : r;
 }
 

@@ -512,7 +512,11 @@ static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zmi
 	 * the next that has pages */
 	for (int pass = p->prefault && zmi_dirty_somewhere(p, 1) ? 0 : 1; pass < 2 && !got;
 	     pass++) {
-		ZM_FOR_EACH_ZONE_FROM(p, tc ? tc->home : 0, i, z) {
+		unsigned home = tc ? tc->home : 0;
+
+		/* resident pages: from the zone that has by far the most
+		 * (zmi_resident_start), if not home */
+		ZM_FOR_EACH_ZONE_FROM(p, pass ? home : zmi_resident_start(p, home), i, z) {
 			size_t want = tc ? p->cache_batch : 1;
 
 			if (pass == 0 && !__atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED))
@@ -892,7 +896,7 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 			 * resident pages (zmi_dirty_somewhere), and only
 			 * then memory that is not resident, the home
 			 * zone's first. */
-			ZM_FOR_EACH_ZONE_FROM(p, tc->home, i, z) {
+			ZM_FOR_EACH_ZONE_FROM(p, zmi_resident_start(p, tc->home), i, z) {
 				/* (a block on a dirty list may be mostly
 				 * clean: a zone without n resident pages is
 				 * passed over, the home zone too) */

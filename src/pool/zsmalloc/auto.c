@@ -257,12 +257,14 @@ static bool still_shrinking(const struct zs_auto *a, const struct usage *u)
 }
 
 /* After an episode (no lock held): the memory it freed goes back to the
- * OS now.  The pages this thread's cache holds (sources' pages it freed,
+ * OS.  The pages this thread's cache holds (sources' pages it freed,
  * refills for keepers that grew) go back to the pages layer, which gives
- * its free resident pages back (all of them with the default reserve:
- * they come back with the frees that follow), so that after a mass free
- * the arena keeps little beyond the pool's own pages
- * (docs/results/2026-12-02-memory-back.md). */
+ * its free resident pages back (with the default reserve all but the
+ * recent demand and what its decay keeps for the allocations of the next
+ * few hundred ms, given back by zm_pages_trim_due below), so that after a
+ * mass free the arena keeps little beyond the pool's own pages within
+ * half a second (docs/results/2026-12-02-memory-back.md,
+ * docs/results/2026-12-05-trim-decay.md). */
 static void give_back(struct zs_pool *zp)
 {
 	zm_pages_flush_thread(zp->pages);
