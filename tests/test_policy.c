@@ -898,7 +898,7 @@ static void test_watermark_boundary(void **st)
  * process's resident memory with it, goes; zm_pages_trim() then leaves
  * exactly the reserve.
  *
- * Catches: zmi_zone_maybe_trim() never trimming, or trimming to 0 (the
+ * Catches: zmi_pages_zone_maybe_trim() never trimming, or trimming to 0 (the
  * reserve too), or to the default reserve instead of the configured one;
  * zm_pages_trim() trimming the reserve too; trimming that does not
  * madvise (resident memory stays).
@@ -1045,7 +1045,7 @@ static void churn_pages(struct zm_pages *pg, zm_pfn_t *v, size_t held, size_t ch
 
 /*
  * A zone keeps what it was asked for lately (pages_internal.h,
- * zmi_zone_demand): pages taken in the last 100 ms window, up to
+ * zmi_pages_zone_demand): pages taken in the last 100 ms window, up to
  * 1/2^ZM_DEMAND_CAP_SHIFT of its pages out, stay resident through an
  * idle trim, so that a pool churning after a compaction takes them
  * again without faults; two windows without a take, zm_pages_trim_due gives them all back.  Only
@@ -1354,7 +1354,7 @@ static void *take_other_zone(void *arg)
 
 /*
  * Resident pages are taken from the zone that has by far the most
- * (pages_internal.h, zmi_resident_start), not from a home zone whose
+ * (pages_internal.h, zmi_pages_resident_start), not from a home zone whose
  * few lie in mostly clean blocks.  Two zones, prefault on, the test's
  * clock (no trim while it stands): the home zone of this thread gets 24
  * resident free pages each at the top of a 32-page group, which merge
@@ -1384,7 +1384,7 @@ static void test_pages_resident_zone(void **st)
 	zm_pages_trim_due(pg);
 	/* this thread's cache first: home zone 0 */
 	assert_int_equal(zm_pages_alloc(pg, &v[0]), 0);
-	assert_int_equal(zmi_home_zone(pg), 0);
+	assert_int_equal(zmi_pages_home_zone(pg), 0);
 	/* the other zone's pages taken (freed last: while some zone has 32
 	 * resident free pages, zm_pages_alloc_at refuses others) */
 	o = (struct other_zone){ .pg = pg, .v = other, .n = OTHER };

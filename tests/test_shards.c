@@ -30,7 +30,7 @@ enum holder { BY_COMPACTOR, BY_FREEING_THREAD, BY_ALLOCATING_THREAD };
 
 struct t_state {
 	struct zm_pool *pool;
-	unsigned number;           /* T's zmi_thread_number() */
+	unsigned number;           /* T's zmi_pool_thread_number() */
 	unsigned shard0, shard1;   /* T's shard before and after the hold */
 	int ready, go, trying, done; /* atomic */
 	zm_handle_t h0, h1;
@@ -48,13 +48,13 @@ static void *t_main(void *arg)
 	struct zs_pool *zp = zs_of(s->pool);
 
 	s->h0 = zm_pool_alloc(s->pool, SIZE);
-	s->number = zmi_thread_number();
-	s->shard0 = zmi_self.shard & (zp->nshards - 1);
+	s->number = zmi_pool_thread_number();
+	s->shard0 = zmi_pool_self.shard & (zp->nshards - 1);
 	__atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
 	spin_until(&s->go);
 	__atomic_store_n(&s->trying, 1, __ATOMIC_RELEASE);
 	s->h1 = zm_pool_alloc(s->pool, SIZE);
-	s->shard1 = zmi_self.shard & (zp->nshards - 1);
+	s->shard1 = zmi_pool_self.shard & (zp->nshards - 1);
 	__atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -128,7 +128,7 @@ static int run_in(enum holder who, int settle, struct t_state *s)
 
 		assert_non_null(zs);
 		c = zs_class_of(zp, zs->cls);
-		zmi_hazard_clear(ZM_HAZARD_RW);
+		zmi_pool_hazard_clear(ZM_HAZARD_RW);
 		assert_false(c->mixed && ((unsigned)c->idx >> zp->cshift) != s->shard0);
 	}
 	assert_int_equal(zm_pool_free(s->pool, s->h0), 0);

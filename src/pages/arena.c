@@ -54,8 +54,8 @@ static unsigned pick_zones(size_t npages, unsigned want, unsigned *shift)
 static void zones_free(struct zm_pages *p)
 {
 	for (unsigned z = 0; p->zone && z < p->nzones; z++) {
-		zmi_bitset_free(&p->zone[z].free0[0]);
-		zmi_bitset_free(&p->zone[z].free0[1]);
+		zmi_pages_bitset_free(&p->zone[z].free0[0]);
+		zmi_pages_bitset_free(&p->zone[z].free0[1]);
 		free(p->zone[z].bare);
 		zmi_lock_destroy(&p->zone[z].lock);
 	}
@@ -67,13 +67,13 @@ static int zones_init(struct zm_pages *p, unsigned want)
 {
 	unsigned n = pick_zones(p->npages, want, &p->zone_shift);
 
-	p->zone = aligned_alloc(64, n * sizeof(struct zmi_zone));
+	p->zone = aligned_alloc(64, n * sizeof(struct zmi_pages_zone));
 	if (!p->zone)
 		return -ENOMEM;
-	memset(p->zone, 0, n * sizeof(struct zmi_zone));
+	memset(p->zone, 0, n * sizeof(struct zmi_pages_zone));
 	p->nzones = n;
 	for (unsigned i = 0; i < n; i++) {
-		struct zmi_zone *z = &p->zone[i];
+		struct zmi_pages_zone *z = &p->zone[i];
 		size_t end = (size_t)(i + 1) << p->zone_shift;
 
 		zmi_lock_init_kind(&z->lock, ZMI_LOCK_ZONE);
@@ -81,23 +81,23 @@ static int zones_init(struct zm_pages *p, unsigned want)
 		z->end = (zm_pfn_t)(end < p->npages ? end : p->npages);
 		z->bare = calloc(((((size_t)z->end - z->start) >> ZM_PAGES_MAX_ORDER) + 64) / 64,
 				 sizeof(uint64_t));
-		if (!z->bare || zmi_bitset_alloc(&z->free0[0], z->end - z->start) ||
-		    zmi_bitset_alloc(&z->free0[1], z->end - z->start)) {
+		if (!z->bare || zmi_pages_bitset_alloc(&z->free0[0], z->end - z->start) ||
+		    zmi_pages_bitset_alloc(&z->free0[1], z->end - z->start)) {
 			zones_free(p);
 			return -ENOMEM;
 		}
-		zmi_buddy_init(p, z);
+		zmi_pages_buddy_init(p, z);
 	}
 	return 0;
 }
 
-void zmi_zones_lock(struct zm_pages *p)
+void zmi_pages_zones_lock(struct zm_pages *p)
 {
 	for (unsigned z = 0; z < p->nzones; z++)
 		zmi_lock(&p->zone[z].lock);
 }
 
-void zmi_zones_unlock(struct zm_pages *p)
+void zmi_pages_zones_unlock(struct zm_pages *p)
 {
 	for (unsigned z = p->nzones; z-- > 0;)
 		zmi_unlock(&p->zone[z].lock);
@@ -168,7 +168,7 @@ int zm_pages_create_sized(const struct zm_pages_config *cfg, size_t cfg_size,
 	 * naturally aligned in memory too (friendly to huge pages). */
 	align = c.page_size << ZM_PAGES_MAX_ORDER;
 	p->base = zmi_os_reserve(p->arena_bytes, align);
-	p->pg_bytes = npages * sizeof(struct zmi_pg);
+	p->pg_bytes = npages * sizeof(struct zmi_pages_pg);
 	p->meta_bytes = npages * sizeof(struct zm_page_meta);
 	p->pg = zmi_os_reserve(p->pg_bytes, zmi_os_page_size());
 	p->meta = zmi_os_reserve(p->meta_bytes, zmi_os_page_size());
@@ -189,11 +189,11 @@ void zm_pages_destroy(struct zm_pages *p)
 
 	if (!p)
 		return;
-	cached = zmi_tcache_total(p);
-	zmi_tcache_detach_all(p);   /* returns nothing: the arena goes away */
-	zmi_zones_lock(p);
-	leaked = zmi_nr_out_locked(p) - cached;
-	zmi_zones_unlock(p);
+	cached = zmi_pages_tcache_total(p);
+	zmi_pages_tcache_detach_all(p);   /* returns nothing: the arena goes away */
+	zmi_pages_zones_lock(p);
+	leaked = zmi_pages_nr_out_locked(p) - cached;
+	zmi_pages_zones_unlock(p);
 	if (leaked)
 		zmi_log("zm_pages_destroy: %zu page(s) still allocated, released with it", leaked);
 	zmi_os_release(p->base, p->arena_bytes);
@@ -243,7 +243,7 @@ int zmi_pages_bad_free(struct zm_pages *p, zm_pfn_t pfn, const char *why)
 	const char *st = "out of range";
 
 	if (pfn < p->npages) {
-		uint8_t s = zmi_pg_state(zmi_pg_of(p, pfn));
+		uint8_t s = zmi_pages_pg_state(zmi_pages_pg_of(p, pfn));
 
 		st = s < sizeof(names) / sizeof(names[0]) ? names[s] : "corrupt";
 	}
@@ -265,18 +265,18 @@ int zm_pages_alloc_order(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 			     ZM_PAGES_MAX_ORDER);
 		return -EINVAL;
 	}
-	struct zmi_zone *z;
+	struct zmi_pages_zone *z;
 	bool limited = false;
 
 	got = ZM_PFN_NIL;
-	ZM_FOR_EACH_ZONE_FROM(p, zmi_home_zone(p), i, z) {
+	ZM_FOR_EACH_ZONE_FROM(p, zmi_pages_home_zone(p), i, z) {
 		zmi_lock(&z->lock);
-		got = zmi_buddy_take_block(p, z, order, &limited);
+		got = zmi_pages_buddy_take_block(p, z, order, &limited);
 		zmi_unlock(&z->lock);
 		if (got != ZM_PFN_NIL || limited)
 			break;
 	}
-	if (got == ZM_PFN_NIL && limited && zmi_tcache_reclaim(p))
+	if (got == ZM_PFN_NIL && limited && zmi_pages_tcache_reclaim(p))
 		return zm_pages_alloc_order(p, order, pfn);  /* at the limit: once more */
 	if (got == ZM_PFN_NIL)
 		return -ENOMEM;
@@ -292,7 +292,7 @@ int zm_pages_alloc_at(struct zm_pages *p, zm_pfn_t pfn)
 int zm_pages_alloc_at_run(struct zm_pages *p, zm_pfn_t pfn, unsigned n)
 {
 	zm_pfn_t got;
-	struct zmi_zone *z;
+	struct zmi_pages_zone *z;
 	bool dirty = false, limited = false, resident;
 
 	if (!p)
@@ -300,7 +300,7 @@ int zm_pages_alloc_at_run(struct zm_pages *p, zm_pfn_t pfn, unsigned n)
 
 	if (pfn >= p->npages || n == 0 || n > ZM_PAGES_RUN_MAX)
 		return -EINVAL;
-	z = zmi_zone_of(p, pfn);
+	z = zmi_pages_zone_of(p, pfn);
 	/* a page that is not resident, while some zone has resident ones
 	 * free (its caller then takes one of those: zm_pages_alloc looks in
 	 * every zone): the caller saves a copy (an object crossing two
@@ -308,23 +308,23 @@ int zm_pages_alloc_at_run(struct zm_pages *p, zm_pfn_t pfn, unsigned n)
 	 * times more; a churning pool growing zspages in place into pages
 	 * the trims gave back paid it in most of its slow allocations
 	 * (docs/results/2026-12-02-latency.md) */
-	resident = p->prefault && zmi_dirty_somewhere(p, p->cache_batch);
+	resident = p->prefault && zmi_pages_dirty_somewhere(p, p->cache_batch);
 	zmi_lock(&z->lock);
-	got = zmi_buddy_take_at(p, z, pfn, resident, &dirty, &limited);
+	got = zmi_pages_buddy_take_at(p, z, pfn, resident, &dirty, &limited);
 	zmi_unlock(&z->lock);
-	if (got == ZM_PFN_NIL && limited && zmi_tcache_reclaim(p))
+	if (got == ZM_PFN_NIL && limited && zmi_pages_tcache_reclaim(p))
 		return zm_pages_alloc_at_run(p, pfn, n);  /* at the limit: once more */
 	if (got == ZM_PFN_NIL)
 		return limited ? -ENOMEM : -EBUSY;
 	if (p->prefault && !dirty)
-		zmi_tcache_ahead_at(p, z, got, n);
+		zmi_pages_tcache_ahead_at(p, z, got, n);
 	return 0;
 }
 
 int zm_pages_free_order(struct zm_pages *p, zm_pfn_t pfn, unsigned order)
 {
-	struct zmi_pg *pg;
-	struct zmi_zone *z;
+	struct zmi_pages_pg *pg;
+	struct zmi_pages_zone *z;
 
 	if (!p)
 		return -EINVAL;
@@ -333,19 +333,19 @@ int zm_pages_free_order(struct zm_pages *p, zm_pfn_t pfn, unsigned order)
 		return zmi_pages_bad_free(p, pfn, "order too large");
 	if (pfn >= p->npages)
 		return zmi_pages_bad_free(p, pfn, "pfn out of range");
-	z = zmi_zone_of(p, pfn);
+	z = zmi_pages_zone_of(p, pfn);
 	zmi_lock(&z->lock);
-	pg = zmi_pg_of(p, pfn);
+	pg = zmi_pages_pg_of(p, pfn);
 	if (pg->state != PG_ALLOC || pg->order != order) {
 		zmi_unlock(&z->lock);
 		return zmi_pages_bad_free(p, pfn, pg->state == PG_ALLOC ?
 					 "order does not match the allocation" :
 					 "not the start of an allocated run");
 	}
-	zmi_buddy_give(p, z, pfn, order, true);
-	zmi_zone_returned(p, z, (size_t)1 << order);
+	zmi_pages_buddy_give(p, z, pfn, order, true);
+	zmi_pages_zone_returned(p, z, (size_t)1 << order);
 	zmi_unlock(&z->lock);
-	zmi_zone_maybe_trim(p, z);
+	zmi_pages_zone_maybe_trim(p, z);
 	return 0;
 }
 
@@ -406,22 +406,22 @@ static bool decommit_inside(const void *a, size_t len)
  * records (and the owners' records) go back to the OS: after every page
  * of a pool was freed and trimmed, the records of the high-water mark
  * would stay resident (8 bytes a page). */
-static void bare_blocks(struct zm_pages *p, struct zmi_zone *z)
+static void bare_blocks(struct zm_pages *p, struct zmi_pages_zone *z)
 {
 	const size_t n = (size_t)1 << ZM_PAGES_MAX_ORDER;
 	zm_pfn_t blk[16];
 	bool zeroed[16];
 	size_t got;
 
-	while ((got = zmi_buddy_bare_take(p, z, blk, 16)) != 0) {
+	while ((got = zmi_pages_buddy_bare_take(p, z, blk, 16)) != 0) {
 		zmi_unlock(&z->lock);
 		for (size_t i = 0; i < got; i++) {
-			zeroed[i] = decommit_inside(zmi_pg_of(p, blk[i]), n * sizeof(struct zmi_pg));
+			zeroed[i] = decommit_inside(zmi_pages_pg_of(p, blk[i]), n * sizeof(struct zmi_pages_pg));
 			decommit_inside(&p->meta[blk[i]], n * sizeof(struct zm_page_meta));
 		}
 		zmi_lock(&z->lock);
 		for (size_t i = 0; i < got; i++)
-			zmi_buddy_bare_set(p, z, blk[i], zeroed[i]);
+			zmi_pages_buddy_bare_set(p, z, blk[i], zeroed[i]);
 	}
 }
 
@@ -430,7 +430,7 @@ static void bare_blocks(struct zm_pages *p, struct zmi_zone *z)
  * largest-order blocks' records go back too (bare_blocks: on demand, not
  * on every free's trim, whose blocks are taken again soon and would fault
  * their records back in).  Returns pages given back. */
-static size_t trim_zone(struct zm_pages *p, struct zmi_zone *z, size_t target, bool bare)
+static size_t trim_zone(struct zm_pages *p, struct zmi_pages_zone *z, size_t target, bool bare)
 {
 	zm_pfn_t blk[16];
 	struct iovec iov[16];
@@ -444,20 +444,21 @@ static size_t trim_zone(struct zm_pages *p, struct zmi_zone *z, size_t target, b
 
 		if (want > ZM_PAGES_CHUNK * 16)
 			want = ZM_PAGES_CHUNK * 16;
-		n = zmi_buddy_isolate_dirty(p, z, want, blk, 16, &cleaned);
+		n = zmi_pages_buddy_isolate_dirty(p, z, want, blk, 16, &cleaned);
 		if (n == 0)
 			break;
 		zmi_unlock(&z->lock);
 		/* Outside the lock: the isolated blocks belong to us. */
 		for (size_t i = 0; i < n; i++)
-			iov[i] = (struct iovec){ zm_pages_addr(p, blk[i]),
-						 p->page_size << zmi_pg_of(p, blk[i])->order };
+			iov[i] = (struct iovec){
+				zm_pages_addr(p, blk[i]),
+				p->page_size << zmi_pages_pg_of(p, blk[i])->order };
 		zmi_os_decommit_many(iov, n);
 		zmi_lock(&z->lock);
 		for (size_t i = 0; i < n; i++) {
-			unsigned order = zmi_pg_of(p, blk[i])->order;
+			unsigned order = zmi_pages_pg_of(p, blk[i])->order;
 
-			zmi_buddy_give(p, z, blk[i], order, false);
+			zmi_pages_buddy_give(p, z, blk[i], order, false);
 			z->nr_isolated -= (size_t)1 << order;
 		}
 		/* what this pass cleaned (others may free dirty pages into
@@ -483,7 +484,7 @@ static size_t trim_zone(struct zm_pages *p, struct zmi_zone *z, size_t target, b
 #ifndef ZM_REFILL_SHIFT
 #define ZM_REFILL_SHIFT 5
 #endif
-static size_t refill_zone(struct zm_pages *p, struct zmi_zone *z, size_t target)
+static size_t refill_zone(struct zm_pages *p, struct zmi_pages_zone *z, size_t target)
 {
 	zm_pfn_t blk[16];
 	size_t total = 0;
@@ -497,23 +498,23 @@ static size_t refill_zone(struct zm_pages *p, struct zmi_zone *z, size_t target)
 
 		if (want > ZM_PAGES_CHUNK * 16)
 			want = ZM_PAGES_CHUNK * 16;
-		n = zmi_buddy_isolate_clean(p, z, want, p->run_order, blk, 16);
+		n = zmi_pages_buddy_isolate_clean(p, z, want, p->run_order, blk, 16);
 		if (n == 0)
 			break;
 		zmi_unlock(&z->lock);
 		/* Outside the lock: the isolated blocks belong to us; a
 		 * kernel without MADV_POPULATE_WRITE leaves them clean */
 		for (size_t i = 0; i < n && !failed; i++) {
-			unsigned order = zmi_pg_of(p, blk[i])->order;
+			unsigned order = zmi_pages_pg_of(p, blk[i])->order;
 
 			failed = zmi_os_prefault(zm_pages_addr(p, blk[i]),
 						 p->page_size << order) != 0;
 		}
 		zmi_lock(&z->lock);
 		for (size_t i = 0; i < n; i++) {
-			unsigned order = zmi_pg_of(p, blk[i])->order;
+			unsigned order = zmi_pages_pg_of(p, blk[i])->order;
 
-			zmi_buddy_give(p, z, blk[i], order, !failed);
+			zmi_pages_buddy_give(p, z, blk[i], order, !failed);
 			z->nr_isolated -= (size_t)1 << order;
 			if (!failed)
 				total += (size_t)1 << order;
@@ -532,7 +533,7 @@ uint64_t (*zmi_pages_clock)(void);
 /* Is the decay on?  Only with the default reserve, and while someone
  * calls zm_pages_trim_due (a pool's worker, every 50 ms): that is what
  * gives the decaying pages back when no free comes to do it, as for the
- * demand (zmi_zone_demand).  Without it, the frees trim to what the
+ * demand (zmi_pages_zone_demand).  Without it, the frees trim to what the
  * zone keeps at once, as they always did. */
 static bool decay_on(const struct zm_pages *p, uint64_t now)
 {
@@ -556,7 +557,7 @@ static const uint16_t decay_weight[ZM_DECAY_EPOCHS] = {
  * epochs turned first if due: the pages gained since the last turn go
  * in as the newest epoch's, each older one ages (one step an epoch
  * passed), and what they allow is summed. */
-static size_t decay_allows(struct zmi_zone *z, uint64_t now)
+static size_t decay_allows(struct zmi_pages_zone *z, uint64_t now)
 {
 	const uint64_t e = ZM_DECAY_EPOCH_MS * 1000000ull;
 	uint64_t n = now - z->decay_epoch_ns;
@@ -583,7 +584,7 @@ static size_t decay_allows(struct zmi_zone *z, uint64_t now)
 /* Trim zone z (lock held) down to keep or what the decay allows, if
  * more: the pages above keep go as the decay says.  Returns pages given
  * back. */
-static size_t decay_trim(struct zm_pages *p, struct zmi_zone *z, size_t keep, size_t batch,
+static size_t decay_trim(struct zm_pages *p, struct zmi_pages_zone *z, size_t keep, size_t batch,
 			 uint64_t now)
 {
 	size_t allow = decay_allows(z, now), got;
@@ -599,7 +600,7 @@ static size_t decay_trim(struct zm_pages *p, struct zmi_zone *z, size_t keep, si
 	return got;
 }
 
-void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z)
+void zmi_pages_zone_maybe_trim(struct zm_pages *p, struct zmi_pages_zone *z)
 {
 	size_t r;
 	uint64_t now;
@@ -608,8 +609,8 @@ void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z)
 	 * had under the lock */
 	if (p->reserve == SIZE_MAX)
 		return;
-	r = zmi_zone_reserve(p, z);
-	if (__atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED) <= r + zmi_trim_batch(p, r))
+	r = zmi_pages_zone_reserve(p, z);
+	if (__atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED) <= r + zmi_pages_trim_batch(p, r))
 		return;
 	now = zmi_pages_now();
 	if (decay_on(p, now)) {
@@ -619,13 +620,13 @@ void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z)
 		    ZM_DECAY_EPOCH_MS * 1000000ull)
 			return;
 		zmi_lock(&z->lock);
-		r = zmi_zone_reserve(p, z);
-		decay_trim(p, z, r, zmi_trim_batch(p, r), now);
+		r = zmi_pages_zone_reserve(p, z);
+		decay_trim(p, z, r, zmi_pages_trim_batch(p, r), now);
 		zmi_unlock(&z->lock);
 		return;
 	}
 	zmi_lock(&z->lock);
-	trim_zone(p, z, zmi_zone_reserve(p, z), false);
+	trim_zone(p, z, zmi_pages_zone_reserve(p, z), false);
 	zmi_unlock(&z->lock);
 }
 
@@ -640,17 +641,17 @@ static size_t trim_all(struct zm_pages *p, bool idle)
 
 	if (p->reserve == SIZE_MAX)
 		return 0;
-	zmi_tcache_steal(p);
+	zmi_pages_tcache_steal(p);
 	for (unsigned i = 0; i < p->nzones; i++) {
-		struct zmi_zone *z = &p->zone[i];
+		struct zmi_pages_zone *z = &p->zone[i];
 		/* idle: what the zone was asked for lately (a pool that
 		 * churns takes those pages again, and each given back would
 		 * come back as a fault); zm_pages_trim_due takes it down
 		 * when the asking stops.  With the decay on, its pages stay
 		 * too: the compactor's frees, given back over the next
 		 * epochs (what the churn after a mass free takes) */
-		size_t keep = idle && p->reserve_scales ? zmi_zone_demand(p, z, now)
-						       : zmi_zone_reserve(p, z);
+		size_t keep = idle && p->reserve_scales ? zmi_pages_zone_demand(p, z, now)
+						       : zmi_pages_zone_reserve(p, z);
 
 		zmi_lock(&z->lock);
 		if (decay) {
@@ -701,8 +702,8 @@ size_t zm_pages_trim_due(struct zm_pages *p)
 		return 0;
 	__atomic_store_n(&p->due_seen_ns, now, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < p->nzones; i++) {
-		struct zmi_zone *z = &p->zone[i];
-		size_t keep = zmi_zone_demand(p, z, now) ? zmi_zone_reserve(p, z) : 0;
+		struct zmi_pages_zone *z = &p->zone[i];
+		size_t keep = zmi_pages_zone_demand(p, z, now) ? zmi_pages_zone_reserve(p, z) : 0;
 		size_t dirty = __atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED);
 
 		/* below half of what the demand asks: made resident here,
@@ -725,12 +726,12 @@ size_t zm_pages_trim_due(struct zm_pages *p)
 		/* with no demand every free page goes (as trim_idle's),
 		 * as the decay lets them: its epochs turn here when no
 		 * free comes to turn them */
-		if (dirty <= keep + (keep ? zmi_trim_batch(p, keep) : 0) &&
+		if (dirty <= keep + (keep ? zmi_pages_trim_batch(p, keep) : 0) &&
 		    now - __atomic_load_n(&z->decay_epoch_ns, __ATOMIC_RELAXED) <
 			    ZM_DECAY_EPOCH_MS * 1000000ull)
 			continue;
 		zmi_lock(&z->lock);
-		total += decay_trim(p, z, keep, keep ? zmi_trim_batch(p, keep) : 0, now);
+		total += decay_trim(p, z, keep, keep ? zmi_pages_trim_batch(p, keep) : 0, now);
 		zmi_unlock(&z->lock);
 	}
 	return total;
@@ -751,17 +752,17 @@ int zm_pages_stats_sized(struct zm_pages *p, struct zm_pages_stats *out, size_t 
 
 static void fill_stats(struct zm_pages *p, struct zm_pages_stats *st)
 {
-	size_t cached = zmi_tcache_total(p), nfree = 0, dirty = 0, out, rmax = 0;
+	size_t cached = zmi_pages_tcache_total(p), nfree = 0, dirty = 0, out, rmax = 0;
 	uint64_t tc_calls, tc_pages, stolen;
 
 	/* the caches' registry lock comes before the zones' (tcache.c) */
-	zmi_tcache_bulk_counts(p, &tc_calls, &tc_pages, &stolen);
+	zmi_pages_tcache_bulk_counts(p, &tc_calls, &tc_pages, &stolen);
 	memset(st, 0, sizeof(*st));
 	st->stolen_pages = stolen;
 	st->prefaulted_pages = __atomic_load_n(&p->prefaulted, __ATOMIC_RELAXED);
-	zmi_zones_lock(p);
+	zmi_pages_zones_lock(p);
 	for (unsigned i = 0; i < p->nzones; i++) {
-		struct zmi_zone *z = &p->zone[i];
+		struct zmi_pages_zone *z = &p->zone[i];
 
 		nfree += z->nr_free + z->nr_isolated;
 		dirty += z->nr_dirty_free;
@@ -776,7 +777,7 @@ static void fill_stats(struct zm_pages *p, struct zm_pages_stats *st)
 	}
 	st->bulk_calls += tc_calls;
 	st->bulk_pages += tc_pages;
-	out = zmi_nr_out_locked(p);
+	out = zmi_pages_nr_out_locked(p);
 	st->page_size = p->page_size;
 	st->total_pages = p->npages;
 	st->cached = cached <= out ? cached : out;
@@ -790,5 +791,5 @@ static void fill_stats(struct zm_pages *p, struct zm_pages_stats *st)
 	st->limit_pages = p->limit;
 	st->bad_frees = __atomic_load_n(&p->bad_frees, __ATOMIC_RELAXED);
 	st->zones = p->nzones;
-	zmi_zones_unlock(p);
+	zmi_pages_zones_unlock(p);
 }

@@ -11,7 +11,7 @@
  * PG_DIRTY flag, so that nr_dirty_free (the resident reserve) is exact;
  * the block flag is a conservative hint for finding them.
  *
- * Lists: see struct zmi_pg (a link a page; single pages in bitsets).
+ * Lists: see struct zmi_pages_pg (a link a page; single pages in bitsets).
  *
  * Every function here works in one zone (pages_internal.h), with its lock
  * held, but the bitsets' alloc and free.  The bitsets number a zone's
@@ -24,7 +24,7 @@
 
 /* ---- the sets of free single pages ---------------------------------- */
 
-int zmi_bitset_alloc(struct zmi_bitset *b, uint32_t nbits)
+int zmi_pages_bitset_alloc(struct zmi_pages_bitset *b, uint32_t nbits)
 {
 	size_t os_page = zmi_os_page_size();
 	size_t words = ((size_t)nbits + 63) / 64;
@@ -36,13 +36,13 @@ int zmi_bitset_alloc(struct zmi_bitset *b, uint32_t nbits)
 	b->sum = zmi_os_reserve(b->sum_bytes, os_page);
 	b->lo = 0;
 	if (!b->w || !b->sum) {
-		zmi_bitset_free(b);
+		zmi_pages_bitset_free(b);
 		return -1;
 	}
 	return 0;
 }
 
-void zmi_bitset_free(struct zmi_bitset *b)
+void zmi_pages_bitset_free(struct zmi_pages_bitset *b)
 {
 	if (b->w)
 		zmi_os_release(b->w, b->w_bytes);
@@ -51,7 +51,7 @@ void zmi_bitset_free(struct zmi_bitset *b)
 	b->w = b->sum = NULL;
 }
 
-static void bitset_add(struct zmi_bitset *b, zm_pfn_t pfn)
+static void bitset_add(struct zmi_pages_bitset *b, zm_pfn_t pfn)
 {
 	uint32_t i = pfn / 64;
 
@@ -61,7 +61,7 @@ static void bitset_add(struct zmi_bitset *b, zm_pfn_t pfn)
 		b->lo = i / 64;
 }
 
-static void bitset_del(struct zmi_bitset *b, zm_pfn_t pfn)
+static void bitset_del(struct zmi_pages_bitset *b, zm_pfn_t pfn)
 {
 	uint32_t i = pfn / 64;
 
@@ -72,7 +72,7 @@ static void bitset_del(struct zmi_bitset *b, zm_pfn_t pfn)
 
 /* The lowest pfn in b: single pages are handed out lowest first, which
  * packs the pool toward the arena's start. */
-static zm_pfn_t bitset_first(struct zmi_bitset *b)
+static zm_pfn_t bitset_first(struct zmi_pages_bitset *b)
 {
 	for (; b->lo < b->nsum; b->lo++) {
 		uint64_t s = b->sum[b->lo];
@@ -86,7 +86,7 @@ static zm_pfn_t bitset_first(struct zmi_bitset *b)
 	return ZM_PFN_NIL;
 }
 
-static zm_pfn_t bitset_next(const struct zmi_bitset *b, zm_pfn_t pfn)
+static zm_pfn_t bitset_next(const struct zmi_pages_bitset *b, zm_pfn_t pfn)
 {
 	uint32_t i = (pfn + 1) / 64;
 	uint64_t w;
@@ -115,7 +115,7 @@ static zm_pfn_t bitset_next(const struct zmi_bitset *b, zm_pfn_t pfn)
 
 /* ---- free lists ------------------------------------------------------ */
 
-zm_pfn_t zmi_buddy_first(struct zmi_zone *z, unsigned order, int dirty)
+zm_pfn_t zmi_pages_buddy_first(struct zmi_pages_zone *z, unsigned order, int dirty)
 {
 	zm_pfn_t i;
 
@@ -125,18 +125,18 @@ zm_pfn_t zmi_buddy_first(struct zmi_zone *z, unsigned order, int dirty)
 	return i == ZM_PFN_NIL ? ZM_PFN_NIL : z->start + i;
 }
 
-zm_pfn_t zmi_zone_next_single(const struct zmi_zone *z, int d, zm_pfn_t pfn)
+zm_pfn_t zmi_pages_zone_next_single(const struct zmi_pages_zone *z, int d, zm_pfn_t pfn)
 {
 	zm_pfn_t i = bitset_next(&z->free0[d], pfn - z->start);
 
 	return i == ZM_PFN_NIL ? ZM_PFN_NIL : z->start + i;
 }
 
-static void list_add(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsigned order,
+static void list_add(struct zm_pages *p, struct zmi_pages_zone *z, zm_pfn_t pfn, unsigned order,
 		     int dirty)
 {
-	struct zmi_free_list *l = &z->area[order][dirty];
-	struct zmi_pg *pg = zmi_pg_of(p, pfn);
+	struct zmi_pages_free_list *l = &z->area[order][dirty];
+	struct zmi_pages_pg *pg = zmi_pages_pg_of(p, pfn);
 
 	pg->state = PG_FREE_HEAD;
 	pg->order = (uint8_t)order;
@@ -145,44 +145,44 @@ static void list_add(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsig
 		bitset_add(&z->free0[dirty], pfn - z->start);
 	} else {
 		pg->link = l->head;
-		zmi_pg_of(p, pfn + 1)->link = ZM_PFN_NIL;
+		zmi_pages_pg_of(p, pfn + 1)->link = ZM_PFN_NIL;
 		if (l->head != ZM_PFN_NIL)
-			zmi_pg_of(p, l->head + 1)->link = pfn;
+			zmi_pages_pg_of(p, l->head + 1)->link = pfn;
 		l->head = pfn;
 	}
 	l->count++;
 	z->nonempty |= 1u << (order * 2 + dirty);
 }
 
-static void list_del(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn)
+static void list_del(struct zm_pages *p, struct zmi_pages_zone *z, zm_pfn_t pfn)
 {
-	struct zmi_pg *pg = zmi_pg_of(p, pfn);
+	struct zmi_pages_pg *pg = zmi_pages_pg_of(p, pfn);
 	int dirty = !!(pg->flags & PG_BLK_DIRTY);
-	struct zmi_free_list *l = &z->area[pg->order][dirty];
+	struct zmi_pages_free_list *l = &z->area[pg->order][dirty];
 
 	ZM_ASSERT(pg->state == PG_FREE_HEAD && l->count > 0);
 	if (pg->order == 0) {
 		bitset_del(&z->free0[dirty], pfn - z->start);
 	} else {
-		zm_pfn_t next = pg->link, prev = zmi_pg_of(p, pfn + 1)->link;
+		zm_pfn_t next = pg->link, prev = zmi_pages_pg_of(p, pfn + 1)->link;
 
 		if (prev != ZM_PFN_NIL)
-			zmi_pg_of(p, prev)->link = next;
+			zmi_pages_pg_of(p, prev)->link = next;
 		else
 			l->head = next;
 		if (next != ZM_PFN_NIL)
-			zmi_pg_of(p, next + 1)->link = prev;
+			zmi_pages_pg_of(p, next + 1)->link = prev;
 	}
 	if (--l->count == 0)
 		z->nonempty &= ~(1u << (pg->order * 2 + dirty));
 	pg->flags &= (uint8_t)~PG_BLK_DIRTY;
 }
 
-void zmi_buddy_init(struct zm_pages *p, struct zmi_zone *z)
+void zmi_pages_buddy_init(struct zm_pages *p, struct zmi_pages_zone *z)
 {
 	for (unsigned k = 0; k <= ZM_PAGES_MAX_ORDER; k++)
 		for (int d = 0; d < 2; d++)
-			z->area[k][d] = (struct zmi_free_list){ ZM_PFN_NIL, 0 };
+			z->area[k][d] = (struct zmi_pages_free_list){ ZM_PFN_NIL, 0 };
 	z->nonempty = 0;
 	/* every page free, none on a list yet: zone_grow puts them there */
 	z->grow = z->start;
@@ -197,7 +197,7 @@ void zmi_buddy_init(struct zm_pages *p, struct zmi_zone *z)
  * start on a boundary of the largest order, and the frontier moves by the
  * same blocks the lists would have held from the start, so a block below
  * it never has its buddy above it.  false when nothing is left. */
-static bool frontier_grow(struct zm_pages *p, struct zmi_zone *z)
+static bool frontier_grow(struct zm_pages *p, struct zmi_pages_zone *z)
 {
 	zm_pfn_t pfn = z->grow;
 	unsigned k = ZM_PAGES_MAX_ORDER;
@@ -213,12 +213,12 @@ static bool frontier_grow(struct zm_pages *p, struct zmi_zone *z)
 
 /* ---- bare blocks: free largest-order blocks whose records went back ---- */
 
-static inline uint32_t bare_index(const struct zmi_zone *z, zm_pfn_t pfn)
+static inline uint32_t bare_index(const struct zmi_pages_zone *z, zm_pfn_t pfn)
 {
 	return (pfn - z->start) >> ZM_PAGES_MAX_ORDER;
 }
 
-static inline bool is_bare(const struct zmi_zone *z, zm_pfn_t pfn)
+static inline bool is_bare(const struct zmi_pages_zone *z, zm_pfn_t pfn)
 {
 	uint32_t i = bare_index(z, pfn);
 
@@ -226,22 +226,23 @@ static inline bool is_bare(const struct zmi_zone *z, zm_pfn_t pfn)
 }
 
 /* Bare block i back on the clean lists (its head's record written). */
-static void bare_list(struct zm_pages *p, struct zmi_zone *z, uint32_t i)
+static void bare_list(struct zm_pages *p, struct zmi_pages_zone *z, uint32_t i)
 {
 	z->bare[i / 64] &= ~(1ull << (i % 64));
 	z->nbare--;
 	list_add(p, z, z->start + ((zm_pfn_t)i << ZM_PAGES_MAX_ORDER), ZM_PAGES_MAX_ORDER, 0);
 }
 
-size_t zmi_buddy_bare_take(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t *out, size_t nout)
+size_t zmi_pages_buddy_bare_take(struct zm_pages *p, struct zmi_pages_zone *z, zm_pfn_t *out,
+				 size_t nout)
 {
 	size_t n = 0;
 
 	while (n < nout && z->area[ZM_PAGES_MAX_ORDER][0].count) {
-		zm_pfn_t pfn = zmi_buddy_first(z, ZM_PAGES_MAX_ORDER, 0);
+		zm_pfn_t pfn = zmi_pages_buddy_first(z, ZM_PAGES_MAX_ORDER, 0);
 
 		list_del(p, z, pfn);
-		zmi_pg_of(p, pfn)->state = PG_ISOLATED;
+		zmi_pages_pg_of(p, pfn)->state = PG_ISOLATED;
 		z->nr_free -= 1u << ZM_PAGES_MAX_ORDER;
 		z->nr_isolated += 1u << ZM_PAGES_MAX_ORDER;
 		out[n++] = pfn;
@@ -249,7 +250,8 @@ size_t zmi_buddy_bare_take(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t *out
 	return n;
 }
 
-void zmi_buddy_bare_set(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, bool zeroed)
+void zmi_pages_buddy_bare_set(struct zm_pages *p, struct zmi_pages_zone *z, zm_pfn_t pfn,
+			      bool zeroed)
 {
 	uint32_t i = bare_index(z, pfn);
 
@@ -258,7 +260,7 @@ void zmi_buddy_bare_set(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, bo
 	/* zero where its record page went back (written, it would come back;
 	 * even read, it maps the zero page, which mincore counts) */
 	if (!zeroed)
-		zmi_pg_of(p, pfn)->word = 0;
+		zmi_pages_pg_of(p, pfn)->word = 0;
 	z->bare[i / 64] |= 1ull << (i % 64);
 	z->nbare++;
 	z->nr_isolated -= 1u << ZM_PAGES_MAX_ORDER;
@@ -268,7 +270,7 @@ void zmi_buddy_bare_set(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, bo
 /* A block onto the lists when none is large enough there: a bare one
  * first (the lowest: memory the process used before), else the next
  * beyond the frontier. */
-static bool zone_grow(struct zm_pages *p, struct zmi_zone *z)
+static bool zone_grow(struct zm_pages *p, struct zmi_pages_zone *z)
 {
 	if (z->nbare) {
 		for (uint32_t w = 0;; w++)
@@ -281,23 +283,23 @@ static bool zone_grow(struct zm_pages *p, struct zmi_zone *z)
 }
 
 /* Could a block of order >= order be found (on the lists, or grown)? */
-static inline bool have_block(const struct zmi_zone *z, unsigned order)
+static inline bool have_block(const struct zmi_pages_zone *z, unsigned order)
 {
 	return (z->nonempty >> (order * 2)) || z->nbare || z->grow < z->end;
 }
 
 /* n pages of z left the buddy (in nr_out already, if limited). */
-static void taken(struct zmi_zone *z, size_t n)
+static void taken(struct zmi_pages_zone *z, size_t n)
 {
 	size_t resident;
 
 	z->nr_free -= n;
-	zmi_zone_add(&z->out, (long)n);
+	zmi_pages_zone_add(&z->out, (long)n);
 	resident = z->out + z->nr_dirty_free;
 	/* read without the lock too (tcache.c: prefault_ahead) */
 	if (resident > z->resident_max)
 		__atomic_store_n(&z->resident_max, resident, __ATOMIC_RELAXED);
-	/* the demand window (zmi_zone_demand), looked at once every 256
+	/* the demand window (zmi_pages_zone_demand), looked at once every 256
 	 * pages taken: a clock read on every bulk call cost it a third
 	 * (pagebench, batches of 16); a zone taking fewer has no demand
 	 * worth keeping */
@@ -314,7 +316,7 @@ static void taken(struct zmi_zone *z, size_t n)
 	}
 }
 
-bool zmi_out_reserve(struct zm_pages *p, size_t n)
+bool zmi_pages_out_reserve(struct zm_pages *p, size_t n)
 {
 	size_t out;
 
@@ -330,7 +332,7 @@ bool zmi_out_reserve(struct zm_pages *p, size_t n)
 	return true;
 }
 
-size_t zmi_out_reserve_upto(struct zm_pages *p, size_t n)
+size_t zmi_pages_out_reserve_upto(struct zm_pages *p, size_t n)
 {
 	size_t out, k;
 
@@ -350,7 +352,7 @@ size_t zmi_out_reserve_upto(struct zm_pages *p, size_t n)
 /* Smallest free block of order >= order, a dirty one first at each order;
  * removed from its list.  ZM_PFN_NIL if none.  The bitmap of non-empty
  * lists makes this one count-trailing-zeros instead of a scan. */
-static zm_pfn_t find_block(struct zm_pages *p, struct zmi_zone *z, unsigned order,
+static zm_pfn_t find_block(struct zm_pages *p, struct zmi_pages_zone *z, unsigned order,
 			   unsigned *found)
 {
 	uint32_t mask = z->nonempty >> (order * 2);
@@ -367,16 +369,16 @@ static zm_pfn_t find_block(struct zm_pages *p, struct zmi_zone *z, unsigned orde
 	k = order + bit / 2;
 	/* at order k prefer the dirty list (bit 1) if it is non-empty */
 	d = (mask >> (bit & ~1u)) & 2u ? 1 : 0;
-	pfn = zmi_buddy_first(z, k, (int)d);
+	pfn = zmi_pages_buddy_first(z, k, (int)d);
 	list_del(p, z, pfn);
-	zmi_pg_of(p, pfn)->flags |= (uint8_t)(d ? PG_BLK_DIRTY : 0);
+	zmi_pages_pg_of(p, pfn)->flags |= (uint8_t)(d ? PG_BLK_DIRTY : 0);
 	*found = k;
 	return pfn;
 }
 
 /* Smallest dirty free block of order >= order, removed from its list;
  * ZM_PFN_NIL if none. */
-static zm_pfn_t find_dirty_block(struct zm_pages *p, struct zmi_zone *z, unsigned order,
+static zm_pfn_t find_dirty_block(struct zm_pages *p, struct zmi_pages_zone *z, unsigned order,
 				 unsigned *found)
 {
 	uint32_t mask = (z->nonempty & 0xAAAAAAAAu) >> (order * 2);
@@ -385,24 +387,24 @@ static zm_pfn_t find_dirty_block(struct zm_pages *p, struct zmi_zone *z, unsigne
 	if (!mask)
 		return ZM_PFN_NIL;
 	*found = order + (unsigned)__builtin_ctz(mask) / 2;
-	pfn = zmi_buddy_first(z, *found, 1);
+	pfn = zmi_pages_buddy_first(z, *found, 1);
 	list_del(p, z, pfn);
-	zmi_pg_of(p, pfn)->flags |= PG_BLK_DIRTY;
+	zmi_pages_pg_of(p, pfn)->flags |= PG_BLK_DIRTY;
 	return pfn;
 }
 
 /* Split block [pfn, 2^k) down to order want, returning the upper halves to
  * the lists with the block's dirty hint. */
-static void split(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsigned k,
+static void split(struct zm_pages *p, struct zmi_pages_zone *z, zm_pfn_t pfn, unsigned k,
 		  unsigned want)
 {
-	int dirty = !!(zmi_pg_of(p, pfn)->flags & PG_BLK_DIRTY);
+	int dirty = !!(zmi_pages_pg_of(p, pfn)->flags & PG_BLK_DIRTY);
 
 	while (k > want) {
 		k--;
 		list_add(p, z, pfn + (1u << k), k, dirty);
 	}
-	zmi_pg_of(p, pfn)->flags &= (uint8_t)~PG_BLK_DIRTY;
+	zmi_pages_pg_of(p, pfn)->flags &= (uint8_t)~PG_BLK_DIRTY;
 }
 
 /* Mark n pages from pfn as leaving the buddy in state st (order 0; for
@@ -410,11 +412,11 @@ static void split(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsigned
  * their pfns to out[] if out is not NULL; returns how many were dirty.
  * Works on locals only: byte stores through pg may alias anything, so
  * touching p->... in this loop would force reloads on every page. */
-static size_t pages_out(struct zmi_pg *pgs, zm_pfn_t pfn, uint32_t n, uint8_t st,
+static size_t pages_out(struct zmi_pages_pg *pgs, zm_pfn_t pfn, uint32_t n, uint8_t st,
 			zm_pfn_t *out)
 {
-	const uint32_t w = zmi_pg_word(st);
-	struct zmi_pg *g = &pgs[pfn];
+	const uint32_t w = zmi_pages_pg_word(st);
+	struct zmi_pages_pg *g = &pgs[pfn];
 	size_t dirty = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
@@ -432,8 +434,8 @@ static size_t pages_out(struct zmi_pg *pgs, zm_pfn_t pfn, uint32_t n, uint8_t st
 	return dirty;
 }
 
-zm_pfn_t zmi_buddy_take_block(struct zm_pages *p, struct zmi_zone *z, unsigned order,
-			     bool *limited)
+zm_pfn_t zmi_pages_buddy_take_block(struct zm_pages *p, struct zmi_pages_zone *z, unsigned order,
+				    bool *limited)
 {
 	unsigned k;
 	zm_pfn_t pfn;
@@ -443,36 +445,36 @@ zm_pfn_t zmi_buddy_take_block(struct zm_pages *p, struct zmi_zone *z, unsigned o
 	 * taker sees the limit reached */
 	if (!have_block(z, order))
 		return ZM_PFN_NIL;
-	if (!zmi_out_reserve(p, (size_t)1 << order)) {
+	if (!zmi_pages_out_reserve(p, (size_t)1 << order)) {
 		z->limit_failures++;
 		*limited = true;
 		return ZM_PFN_NIL;
 	}
 	pfn = find_block(p, z, order, &k);
 	if (pfn == ZM_PFN_NIL) {
-		zmi_out_release(p, (size_t)1 << order);
+		zmi_pages_out_release(p, (size_t)1 << order);
 		return ZM_PFN_NIL;
 	}
 	split(p, z, pfn, k, order);
-	zmi_zone_add(&z->nr_dirty_free,
-		    -(long)pages_out(p->pg, pfn, 1u << order, PG_ALLOC_TAIL, NULL));
-	zmi_pg_of(p, pfn)->state = PG_ALLOC;
-	zmi_pg_of(p, pfn)->order = (uint8_t)order;
+	zmi_pages_zone_add(&z->nr_dirty_free,
+			   -(long)pages_out(p->pg, pfn, 1u << order, PG_ALLOC_TAIL, NULL));
+	zmi_pages_pg_of(p, pfn)->state = PG_ALLOC;
+	zmi_pages_pg_of(p, pfn)->order = (uint8_t)order;
 	taken(z, (size_t)1 << order);
 	return pfn;
 }
 
-size_t zmi_buddy_take_pages(struct zm_pages *p, struct zmi_zone *z, size_t n, zm_pfn_t *out,
-			   uint8_t state, size_t *dirty, bool *limited)
+size_t zmi_pages_buddy_take_pages(struct zm_pages *p, struct zmi_pages_zone *z, size_t n,
+				  zm_pfn_t *out, uint8_t state, size_t *dirty, bool *limited)
 {
 	size_t got = 0, d = 0, cap, allowed;
 
 	*dirty = 0;
 	if (!z->nr_free)
 		return 0;  /* dry: the caller tries the next zone */
-	/* no more than the zone has (see zmi_buddy_take_block) */
+	/* no more than the zone has (see zmi_pages_buddy_take_block) */
 	cap = n < z->nr_free ? n : z->nr_free;
-	allowed = zmi_out_reserve_upto(p, cap);
+	allowed = zmi_pages_out_reserve_upto(p, cap);
 	if (!allowed)
 		z->limit_failures++;  /* refused; a smaller refill is not */
 	while (got < allowed) {
@@ -510,39 +512,39 @@ size_t zmi_buddy_take_pages(struct zm_pages *p, struct zmi_zone *z, size_t n, zm
 	if (allowed < cap && got == allowed)
 		*limited = true;
 	if (got < allowed)
-		zmi_out_release(p, allowed - got);
-	zmi_zone_add(&z->nr_dirty_free, -(long)d);
+		zmi_pages_out_release(p, allowed - got);
+	zmi_pages_zone_add(&z->nr_dirty_free, -(long)d);
 	*dirty = d;
 	taken(z, got);
 	return got;
 }
 
-void zmi_buddy_give(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsigned order,
-		   bool dirty)
+void zmi_pages_buddy_give(struct zm_pages *p, struct zmi_pages_zone *z, zm_pfn_t pfn,
+			  unsigned order, bool dirty)
 {
 	uint32_t n = 1u << order;
 	int blk_dirty = dirty;
 
 	ZM_ASSERT(pfn >= z->start && pfn + n <= z->end);
 	for (uint32_t i = 0; i < n; i++) {
-		struct zmi_pg *pg = zmi_pg_of(p, pfn + i);
+		struct zmi_pages_pg *pg = zmi_pages_pg_of(p, pfn + i);
 
 		pg->state = PG_FREE_TAIL;
 		pg->order = 0;
 		pg->flags = dirty ? PG_DIRTY : 0;
 	}
 	if (dirty)
-		zmi_zone_add(&z->nr_dirty_free, n);
+		zmi_pages_zone_add(&z->nr_dirty_free, n);
 	z->nr_free += n;
 
 	while (order < ZM_PAGES_MAX_ORDER) {
 		zm_pfn_t buddy = pfn ^ (1u << order);
-		struct zmi_pg *b;
+		struct zmi_pages_pg *b;
 
 		if (buddy >= z->end || buddy < z->start)
 			break;
-		b = zmi_pg_of(p, buddy);
-		if (zmi_pg_state(b) != PG_FREE_HEAD || b->order != order)
+		b = zmi_pages_pg_of(p, buddy);
+		if (zmi_pages_pg_state(b) != PG_FREE_HEAD || b->order != order)
 			break;
 		blk_dirty |= !!(b->flags & PG_BLK_DIRTY);
 		list_del(p, z, buddy);
@@ -555,8 +557,8 @@ void zmi_buddy_give(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsign
 	list_add(p, z, pfn, order, blk_dirty);
 }
 
-size_t zmi_buddy_isolate_dirty(struct zm_pages *p, struct zmi_zone *z, size_t max,
-			      zm_pfn_t *out, size_t nout, size_t *cleaned_all)
+size_t zmi_pages_buddy_isolate_dirty(struct zm_pages *p, struct zmi_pages_zone *z, size_t max,
+				     zm_pfn_t *out, size_t nout, size_t *cleaned_all)
 {
 	size_t pages = 0, nblk = 0;
 
@@ -565,7 +567,7 @@ size_t zmi_buddy_isolate_dirty(struct zm_pages *p, struct zmi_zone *z, size_t ma
 	 * blocks are the ones allocation reuses first. */
 	for (int k = ZM_PAGES_MAX_ORDER; k >= 0 && nblk < nout; k--) {
 		while (nblk < nout && z->area[k][1].count) {
-			zm_pfn_t pfn = zmi_buddy_first(z, (unsigned)k, 1);
+			zm_pfn_t pfn = zmi_pages_buddy_first(z, (unsigned)k, 1);
 			unsigned order = (unsigned)k;
 			uint32_t n, cleaned;
 
@@ -576,8 +578,8 @@ size_t zmi_buddy_isolate_dirty(struct zm_pages *p, struct zmi_zone *z, size_t ma
 				uint32_t half = 1u << --order, lo = 0, hi = 0;
 
 				for (uint32_t i = 0; i < half; i++) {
-					lo += zmi_pg_of(p, pfn + i)->flags & PG_DIRTY;
-					hi += zmi_pg_of(p, pfn + half + i)->flags & PG_DIRTY;
+					lo += zmi_pages_pg_of(p, pfn + i)->flags & PG_DIRTY;
+					hi += zmi_pages_pg_of(p, pfn + half + i)->flags & PG_DIRTY;
 				}
 				if (hi > lo) {
 					list_add(p, z, pfn, order, lo != 0);
@@ -587,17 +589,17 @@ size_t zmi_buddy_isolate_dirty(struct zm_pages *p, struct zmi_zone *z, size_t ma
 				}
 			}
 			n = 1u << order;
-			zmi_pg_of(p, pfn)->order = (uint8_t)order;
+			zmi_pages_pg_of(p, pfn)->order = (uint8_t)order;
 			cleaned = 0;
 			for (uint32_t i = 0; i < n; i++) {
-				struct zmi_pg *pg = zmi_pg_of(p, pfn + i);
+				struct zmi_pages_pg *pg = zmi_pages_pg_of(p, pfn + i);
 
 				cleaned += pg->flags & PG_DIRTY;
 				pg->flags &= (uint8_t)~PG_DIRTY;
 			}
-			zmi_zone_add(&z->nr_dirty_free, -(long)cleaned);
+			zmi_pages_zone_add(&z->nr_dirty_free, -(long)cleaned);
 			*cleaned_all += cleaned;
-			zmi_pg_of(p, pfn)->state = PG_ISOLATED;
+			zmi_pages_pg_of(p, pfn)->state = PG_ISOLATED;
 			z->nr_free -= n;
 			z->nr_isolated += n;
 			out[nblk++] = pfn;
@@ -611,8 +613,8 @@ size_t zmi_buddy_isolate_dirty(struct zm_pages *p, struct zmi_zone *z, size_t ma
 	return nblk;
 }
 
-size_t zmi_buddy_isolate_clean(struct zm_pages *p, struct zmi_zone *z, size_t max,
-			      unsigned min_order, zm_pfn_t *out, size_t nout)
+size_t zmi_pages_buddy_isolate_clean(struct zm_pages *p, struct zmi_pages_zone *z, size_t max,
+				     unsigned min_order, zm_pfn_t *out, size_t nout)
 {
 	size_t pages = 0, nblk = 0;
 
@@ -632,7 +634,7 @@ size_t zmi_buddy_isolate_clean(struct zm_pages *p, struct zmi_zone *z, size_t ma
 				break;
 			continue;
 		}
-		pfn = zmi_buddy_first(z, k, 0);
+		pfn = zmi_pages_buddy_first(z, k, 0);
 		list_del(p, z, pfn);
 		/* no more than is asked for, rounded up to a block of
 		 * min_order */
@@ -640,8 +642,8 @@ size_t zmi_buddy_isolate_clean(struct zm_pages *p, struct zmi_zone *z, size_t ma
 			order--;
 			list_add(p, z, pfn + (1u << order), order, 0);
 		}
-		zmi_pg_of(p, pfn)->order = (uint8_t)order;
-		zmi_pg_of(p, pfn)->state = PG_ISOLATED;
+		zmi_pages_pg_of(p, pfn)->order = (uint8_t)order;
+		zmi_pages_pg_of(p, pfn)->state = PG_ISOLATED;
 		z->nr_free -= 1u << order;
 		z->nr_isolated += 1u << order;
 		out[nblk++] = pfn;
@@ -650,14 +652,14 @@ size_t zmi_buddy_isolate_clean(struct zm_pages *p, struct zmi_zone *z, size_t ma
 	return nblk;
 }
 
-zm_pfn_t zmi_buddy_take_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn,
-			  bool resident_only, bool *dirty, bool *limited)
+zm_pfn_t zmi_pages_buddy_take_at(struct zm_pages *p, struct zmi_pages_zone *z, zm_pfn_t pfn,
+				 bool resident_only, bool *dirty, bool *limited)
 {
-	return zmi_buddy_take_at_as(p, z, pfn, resident_only, PG_ALLOC, dirty, limited);
+	return zmi_pages_buddy_take_at_as(p, z, pfn, resident_only, PG_ALLOC, dirty, limited);
 }
 
-zm_pfn_t zmi_buddy_take_at_as(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn,
-			     bool resident_only, uint8_t state, bool *dirty, bool *limited)
+zm_pfn_t zmi_pages_buddy_take_at_as(struct zm_pages *p, struct zmi_pages_zone *z, zm_pfn_t pfn,
+				    bool resident_only, uint8_t state, bool *dirty, bool *limited)
 {
 	zm_pfn_t head = ZM_PFN_NIL;
 	unsigned k, order = 0;
@@ -675,13 +677,13 @@ zm_pfn_t zmi_buddy_take_at_as(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t p
 	 * down to some order k, and its order reaches past pfn */
 	for (k = 0; k <= ZM_PAGES_MAX_ORDER; k++) {
 		zm_pfn_t h = pfn & ~((1u << k) - 1);
-		struct zmi_pg *g;
+		struct zmi_pages_pg *g;
 
 		if (h < z->start)
 			break;
-		g = zmi_pg_of(p, h);
+		g = zmi_pages_pg_of(p, h);
 
-		if (zmi_pg_state(g) == PG_FREE_HEAD && h + (1u << g->order) > pfn) {
+		if (zmi_pages_pg_state(g) == PG_FREE_HEAD && h + (1u << g->order) > pfn) {
 			head = h;
 			order = g->order;
 			break;
@@ -694,15 +696,15 @@ zm_pfn_t zmi_buddy_take_at_as(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t p
 	 * call, while the zone held resident ones free: after a mass free
 	 * and its compaction, 15-23% of the pages made resident in calls
 	 * (docs/results/2026-12-04-large-latency.md) */
-	if (head == ZM_PFN_NIL || (resident_only && !(zmi_pg_of(p, pfn)->flags & PG_DIRTY)))
+	if (head == ZM_PFN_NIL || (resident_only && !(zmi_pages_pg_of(p, pfn)->flags & PG_DIRTY)))
 		return ZM_PFN_NIL;
-	if (!zmi_out_reserve(p, 1)) {
+	if (!zmi_pages_out_reserve(p, 1)) {
 		z->limit_failures++;
 		*limited = true;
 		return ZM_PFN_NIL;
 	}
 	{
-		int blk = !!(zmi_pg_of(p, head)->flags & PG_BLK_DIRTY);
+		int blk = !!(zmi_pages_pg_of(p, head)->flags & PG_BLK_DIRTY);
 
 		list_del(p, z, head);
 		/* halve around pfn, returning the other halves */
@@ -717,13 +719,13 @@ zm_pfn_t zmi_buddy_take_at_as(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t p
 		}
 	}
 	*dirty = pages_out(p->pg, pfn, 1, state, NULL) != 0;
-	zmi_zone_add(&z->nr_dirty_free, -(long)*dirty);
+	zmi_pages_zone_add(&z->nr_dirty_free, -(long)*dirty);
 	taken(z, 1);
 	return pfn;
 }
 
-zm_pfn_t zmi_buddy_take_run(struct zm_pages *p, struct zmi_zone *z, unsigned max_order,
-			   unsigned min_order, bool dirty_only, unsigned *k, size_t *dirty)
+zm_pfn_t zmi_pages_buddy_take_run(struct zm_pages *p, struct zmi_pages_zone *z, unsigned max_order,
+				  unsigned min_order, bool dirty_only, unsigned *k, size_t *dirty)
 {
 	for (unsigned want = max_order + 1; want-- > min_order;) {
 		unsigned found;
@@ -733,17 +735,17 @@ zm_pfn_t zmi_buddy_take_run(struct zm_pages *p, struct zmi_zone *z, unsigned max
 
 		if (!(have >> (want * 2)) && (dirty_only || (z->grow >= z->end && !z->nbare)))
 			continue;  /* no block that large here */
-		if (!zmi_out_reserve(p, (size_t)1 << want))
+		if (!zmi_pages_out_reserve(p, (size_t)1 << want))
 			continue;  /* a smaller block may still fit */
 		pfn = dirty_only ? find_dirty_block(p, z, want, &found) :
 				   find_block(p, z, want, &found);
 		if (pfn == ZM_PFN_NIL) {
-			zmi_out_release(p, (size_t)1 << want);
+			zmi_pages_out_release(p, (size_t)1 << want);
 			continue;
 		}
 		split(p, z, pfn, found, want);
 		*dirty = pages_out(p->pg, pfn, 1u << want, PG_CACHED, NULL);
-		zmi_zone_add(&z->nr_dirty_free, -(long)*dirty);
+		zmi_pages_zone_add(&z->nr_dirty_free, -(long)*dirty);
 		taken(z, (size_t)1 << want);
 		*k = want;
 		return pfn;
@@ -751,15 +753,15 @@ zm_pfn_t zmi_buddy_take_run(struct zm_pages *p, struct zmi_zone *z, unsigned max
 	return ZM_PFN_NIL;
 }
 
-zm_pfn_t zmi_buddy_take_spread(struct zm_pages *p, struct zmi_zone *z, unsigned order,
-			      bool *dirty, bool *limited)
+zm_pfn_t zmi_pages_buddy_take_spread(struct zm_pages *p, struct zmi_pages_zone *z, unsigned order,
+				     bool *dirty, bool *limited)
 {
 	unsigned k;
 	zm_pfn_t pfn;
 
 	if (!z->nr_free)
-		return ZM_PFN_NIL;  /* (see zmi_buddy_take_block) */
-	if (!zmi_out_reserve(p, 1)) {
+		return ZM_PFN_NIL;  /* (see zmi_pages_buddy_take_block) */
+	if (!zmi_pages_out_reserve(p, 1)) {
 		z->limit_failures++;
 		*limited = true;
 		return ZM_PFN_NIL;
@@ -768,12 +770,12 @@ zm_pfn_t zmi_buddy_take_spread(struct zm_pages *p, struct zmi_zone *z, unsigned 
 	if (pfn == ZM_PFN_NIL)
 		pfn = find_block(p, z, 0, &k);   /* nothing that large: any page */
 	if (pfn == ZM_PFN_NIL) {
-		zmi_out_release(p, 1);
+		zmi_pages_out_release(p, 1);
 		return ZM_PFN_NIL;
 	}
 	split(p, z, pfn, k, 0);
 	*dirty = pages_out(p->pg, pfn, 1, PG_ALLOC, NULL) != 0;
-	zmi_zone_add(&z->nr_dirty_free, -(long)*dirty);
+	zmi_pages_zone_add(&z->nr_dirty_free, -(long)*dirty);
 	taken(z, 1);
 	return pfn;
 }

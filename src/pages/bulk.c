@@ -16,24 +16,24 @@
 
 #include "pages/pages_internal.h"
 
-size_t zmi_bulk_alloc(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
+size_t zmi_pages_bulk_alloc(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 {
 	size_t got = 0;
 	bool reclaimed = false, first = true;
 	unsigned home, tried = 0;
 
-	home = zmi_home_zone(p);
+	home = zmi_pages_home_zone(p);
 
 	/* chunk by chunk from the home zone, then from the next ones as each
 	 * runs dry */
 	while (got < n && tried < p->nzones) {
-		struct zmi_zone *z = &p->zone[(home + tried) % p->nzones];
+		struct zmi_pages_zone *z = &p->zone[(home + tried) % p->nzones];
 		size_t want = n - got < ZM_PAGES_CHUNK ? n - got : ZM_PAGES_CHUNK;
 		size_t k, dirty;
 		bool limited = false;
 
 		zmi_lock(&z->lock);
-		k = zmi_buddy_take_pages(p, z, want, pfns + got, PG_ALLOC, &dirty, &limited);
+		k = zmi_pages_buddy_take_pages(p, z, want, pfns + got, PG_ALLOC, &dirty, &limited);
 		if (k && limited)
 			z->limit_failures++;  /* cut short by the limit */
 		if (first)
@@ -48,7 +48,7 @@ size_t zmi_bulk_alloc(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 			/* once more, with this thread's set-aside pages
 			 * given back (if it had any) */
 			reclaimed = true;
-			if (zmi_tcache_reclaim(p))
+			if (zmi_pages_tcache_reclaim(p))
 				continue;
 		}
 		if (limited)
@@ -64,11 +64,11 @@ size_t zmi_bulk_alloc(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
  * of at most 2^ZM_PAGES_MAX_ORDER pages never crosses into another) */
 static bool freeable(struct zm_pages *p, zm_pfn_t pfn)
 {
-	struct zmi_pg *pg;
+	struct zmi_pages_pg *pg;
 
 	if (pfn >= p->npages)
 		return false;
-	pg = zmi_pg_of(p, pfn);
+	pg = zmi_pages_pg_of(p, pfn);
 	return pg->state == PG_ALLOC && pg->order == 0;
 }
 
@@ -103,20 +103,20 @@ int zm_pages_free_bulk(struct zm_pages *p, size_t n, const zm_pfn_t *pfns)
 	 * a page of another zone ends the chunk */
 	for (size_t i = 0; i < n;) {
 		size_t end = n - i < ZM_PAGES_CHUNK ? n : i + ZM_PAGES_CHUNK, given = 0;
-		struct zmi_zone *z;
+		struct zmi_pages_zone *z;
 
 		if (pfns[i] >= p->npages) {
 			ret = zmi_pages_bad_free(p, pfns[i], "not an allocated single page");
 			i++;
 			continue;
 		}
-		z = zmi_zone_of(p, pfns[i]);
+		z = zmi_pages_zone_of(p, pfns[i]);
 		zmi_lock(&z->lock);
 		while (i < end) {
 			zm_pfn_t pfn = pfns[i];
 			unsigned k;
 
-			if (pfn < p->npages && zmi_zone_of(p, pfn) != z)
+			if (pfn < p->npages && zmi_pages_zone_of(p, pfn) != z)
 				break;
 			if (!freeable(p, pfn)) {
 				ret = zmi_pages_bad_free(p, pfn, "not an allocated single page");
@@ -124,16 +124,16 @@ int zm_pages_free_bulk(struct zm_pages *p, size_t n, const zm_pfn_t *pfns)
 				continue;
 			}
 			k = run_order(p, pfns, i, end);
-			zmi_buddy_give(p, z, pfn, k, true);
+			zmi_pages_buddy_give(p, z, pfn, k, true);
 			given += (size_t)1 << k;
 			i += (size_t)1 << k;
 		}
-		zmi_zone_returned(p, z, given);
+		zmi_pages_zone_returned(p, z, given);
 		zmi_unlock(&z->lock);
 		touched |= 1u << (z - p->zone);
 	}
 	for (unsigned i = 0; i < p->nzones; i++)
 		if (touched & (1u << i))
-			zmi_zone_maybe_trim(p, &p->zone[i]);
+			zmi_pages_zone_maybe_trim(p, &p->zone[i]);
 	return ret;
 }

@@ -15,43 +15,43 @@
 
 #include "pages/pages_internal.h"
 
-static int check_lists(struct zm_pages *p, struct zmi_zone *z, size_t *free_pages,
+static int check_lists(struct zm_pages *p, struct zmi_pages_zone *z, size_t *free_pages,
 		       size_t *dirty, size_t *heads)
 {
 	int bad = 0;
 
 	for (unsigned k = 0; k <= ZM_PAGES_MAX_ORDER; k++) {
 		for (int d = 0; d < 2; d++) {
-			struct zmi_free_list *l = &z->area[k][d];
+			struct zmi_pages_free_list *l = &z->area[k][d];
 			uint32_t n = 0, prev = ZM_PFN_NIL;
 
-			for (uint32_t pfn = zmi_buddy_first(z, k, d); pfn != ZM_PFN_NIL;) {
-				struct zmi_pg *pg;
+			for (uint32_t pfn = zmi_pages_buddy_first(z, k, d); pfn != ZM_PFN_NIL;) {
+				struct zmi_pages_pg *pg;
 				uint32_t buddy = pfn ^ (1u << k);
 
 				if (pfn < z->start || pfn >= z->end || n > p->npages) {
 					ZM_CHECK_FAIL("check: list %u/%d: bad link %u", k, d, pfn);
 					return 1;
 				}
-				pg = zmi_pg_of(p, pfn);
+				pg = zmi_pages_pg_of(p, pfn);
 				if (pg->state != PG_FREE_HEAD || pg->order != k)
 					ZM_CHECK_FAIL("check: pfn %u on list %u is state %u order %u",
 					     pfn, k, pg->state, pg->order);
-				if (k && zmi_buddy_prev(p, pfn) != prev)
+				if (k && zmi_pages_buddy_prev(p, pfn) != prev)
 					ZM_CHECK_FAIL("check: pfn %u: prev %u, expected %u", pfn,
-					     zmi_buddy_prev(p, pfn), prev);
+					     zmi_pages_buddy_prev(p, pfn), prev);
 				if (!!(pg->flags & PG_BLK_DIRTY) != d)
 					ZM_CHECK_FAIL("check: pfn %u: dirty hint does not match list", pfn);
 				if ((pfn & ((1u << k) - 1)) || pfn + (1u << k) > z->end)
 					ZM_CHECK_FAIL("check: block %u order %u misaligned or outside",
 					     pfn, k);
 				if (k < ZM_PAGES_MAX_ORDER && buddy < p->npages &&
-				    zmi_pg_of(p, buddy)->state == PG_FREE_HEAD &&
-				    zmi_pg_of(p, buddy)->order == k)
+				    zmi_pages_pg_of(p, buddy)->state == PG_FREE_HEAD &&
+				    zmi_pages_pg_of(p, buddy)->order == k)
 					ZM_CHECK_FAIL("check: blocks %u and %u (order %u) not merged",
 					     pfn, buddy, k);
 				for (uint32_t i = 0; i < (1u << k) && pfn + i < p->npages; i++) {
-					struct zmi_pg *t = zmi_pg_of(p, pfn + i);
+					struct zmi_pages_pg *t = zmi_pages_pg_of(p, pfn + i);
 
 					if (i && t->state != PG_FREE_TAIL)
 						ZM_CHECK_FAIL("check: pfn %u inside free block %u is state %u",
@@ -67,7 +67,8 @@ static int check_lists(struct zm_pages *p, struct zmi_zone *z, size_t *free_page
 				(*heads)++;
 				n++;
 				prev = pfn;
-				pfn = k ? zmi_buddy_next(p, pfn) : zmi_zone_next_single(z, d, pfn);
+				pfn = k ? zmi_pages_buddy_next(p, pfn) :
+					  zmi_pages_zone_next_single(z, d, pfn);
 			}
 			if (n != l->count)
 				ZM_CHECK_FAIL("check: list %u/%d counts %u, holds %u", k, d,
@@ -93,9 +94,9 @@ static int check_lists(struct zm_pages *p, struct zmi_zone *z, size_t *free_page
 			if (pfn + (1u << ZM_PAGES_MAX_ORDER) > z->grow)
 				ZM_CHECK_FAIL("check: bare block %u beyond the frontier %u", pfn,
 					      z->grow);
-			if (zmi_pg_of(p, pfn)->word)
+			if (zmi_pages_pg_of(p, pfn)->word)
 				ZM_CHECK_FAIL("check: bare block %u has a record (state %u)", pfn,
-					      zmi_pg_of(p, pfn)->state);
+					      zmi_pages_pg_of(p, pfn)->state);
 		}
 		if (n != z->nbare)
 			ZM_CHECK_FAIL("check: zone [%u, %u): %u bare blocks, counter %u", z->start,
@@ -112,7 +113,7 @@ static int check_pages(struct zm_pages *p, size_t heads, size_t *out, size_t *ca
 
 	*out = *cached = 0;
 	for (uint32_t pfn = 0; pfn < p->npages; pfn++) {
-		struct zmi_pg *pg = zmi_pg_of(p, pfn);
+		struct zmi_pages_pg *pg = zmi_pages_pg_of(p, pfn);
 
 		switch (pg->state) {
 		case PG_FREE_HEAD:
@@ -127,7 +128,7 @@ static int check_pages(struct zm_pages *p, size_t heads, size_t *out, size_t *ca
 				break;
 			}
 			for (uint32_t i = 1; i < (1u << pg->order); i++)
-				if (zmi_pg_of(p, pfn + i)->state != PG_ALLOC_TAIL)
+				if (zmi_pages_pg_of(p, pfn + i)->state != PG_ALLOC_TAIL)
 					ZM_CHECK_FAIL("check: pfn %u in run %u is not a tail",
 					     pfn + i, pfn);
 			*out += 1u << pg->order;
@@ -160,10 +161,10 @@ int zm_pages_check(struct zm_pages *p)
 	if (!p)
 		return -EINVAL;
 
-	bad |= zmi_tcache_check(p, &tc_cached) != 0;
-	zmi_zones_lock(p);
+	bad |= zmi_pages_tcache_check(p, &tc_cached) != 0;
+	zmi_pages_zones_lock(p);
 	for (unsigned i = 0; i < p->nzones; i++) {
-		struct zmi_zone *z = &p->zone[i];
+		struct zmi_pages_zone *z = &p->zone[i];
 		size_t zfree = 0, zdirty = 0;
 
 		if (z->start != (zm_pfn_t)((size_t)i << p->zone_shift) || z->end <= z->start ||
@@ -184,7 +185,7 @@ int zm_pages_check(struct zm_pages *p)
 		nr_isolated += z->nr_isolated;
 	}
 	bad |= check_pages(p, heads, &out, &cached);
-	nr_out = zmi_nr_out_locked(p);
+	nr_out = zmi_pages_nr_out_locked(p);
 	if (p->limited && nr_out != __atomic_load_n(&p->nr_out, __ATOMIC_RELAXED))
 		ZM_CHECK_FAIL("check: zones count %zu pages out, the limit's count %zu", nr_out,
 			      __atomic_load_n(&p->nr_out, __ATOMIC_RELAXED));
@@ -199,6 +200,6 @@ int zm_pages_check(struct zm_pages *p)
 		     nr_free, nr_out, nr_isolated, p->npages);
 	if (nr_out > p->limit)
 		ZM_CHECK_FAIL("check: %zu pages out exceed the limit %zu", nr_out, p->limit);
-	zmi_zones_unlock(p);
+	zmi_pages_zones_unlock(p);
 	return bad ? -EUCLEAN : 0;
 }

@@ -18,9 +18,9 @@
  *
  * Lock order (outer first):
  *
- *   zmi_tc_lock (global, tcache.c)  ->  zone[0].lock -> zone[1].lock -> ...
+ *   tc_lock (global, tcache.c)  ->  zone[0].lock -> zone[1].lock -> ...
  *
- * zmi_tc_lock guards the registry of per-thread caches (which caches exist,
+ * tc_lock guards the registry of per-thread caches (which caches exist,
  * which instance owns each); it is taken only when a thread meets an
  * instance for the first time, when a thread exits and when an instance is
  * destroyed.  A zone's lock guards its free lists, its counters and the
@@ -36,9 +36,9 @@
  * working in its home zone reads and writes no line of another's.  Only
  * a limit (limit_pages below the arena) needs a count for the instance:
  * then nr_out is one atomic counter that a taker reserves its pages in
- * before it takes them (zmi_out_reserve), so the limit holds across zones:
- * a counter shared by every taker is a line two threads pass back and
- * forth (docs/results/2026-12-02-code-choices.md).
+ * before it takes them (zmi_pages_out_reserve), so the limit holds across
+ * zones: a counter shared by every taker is a line two threads pass back
+ * and forth (docs/results/2026-12-02-code-choices.md).
  */
 #ifndef ZM_PAGES_INTERNAL_H
 #define ZM_PAGES_INTERNAL_H
@@ -115,7 +115,7 @@
  * (reserve, demand) are not given back at once but over
  * ZM_DECAY_EPOCHS epochs of ZM_DECAY_EPOCH_MS: at each epoch's turn the
  * pages gained in each of the last ZM_DECAY_EPOCHS epochs may stay
- * resident in the share zmi_decay_weight gives their age, falling from
+ * resident in the share decay_weight (arena.c) gives their age, falling from
  * all to none along a smoothstep (as jemalloc's dirty_decay_ms does).
  * After a mass free the churn that follows takes these pages again
  * instead of faulting clean ones in inside its allocations; nothing
@@ -145,7 +145,7 @@ static inline uint64_t zmi_pages_now(void)
 #define ZM_RUN_ORDER 5
 /* ... and only while the limit leaves room for this many blocks: a pool
  * limited to a few blocks' worth must not have them held in a thread's
- * cache (a limit failure also takes them back: zmi_tcache_reclaim). */
+ * cache (a limit failure also takes them back: zmi_pages_tcache_reclaim). */
 #define ZM_RUN_LIMIT_ROOM 8
 _Static_assert(1u << ZM_RUN_ORDER == ZM_PAGES_RUN_MAX, "run block size");
 
@@ -175,8 +175,8 @@ enum {
  * whose record is otherwise unused) keeps the previous block's: a doubly
  * linked list in one word a page.  Free single pages (order 0) have no
  * second page; they are kept in a bitmap per dirty hint instead
- * (struct zmi_bitset, buddy.c): the record stays 8 bytes, not 12. */
-struct zmi_pg {
+ * (struct zmi_pages_bitset, buddy.c): the record stays 8 bytes, not 12. */
+struct zmi_pages_pg {
 	uint32_t link;       /* see above; free block heads and their second pages */
 	union {
 		struct {
@@ -192,15 +192,15 @@ struct zmi_pg {
 /* Page records a cache line holds (and its order). */
 #define ZM_PG_LINE_ORDER 3
 #define ZM_PG_PER_LINE (1u << ZM_PG_LINE_ORDER)
-_Static_assert(sizeof(struct zmi_pg) << ZM_PG_LINE_ORDER == 64, "a line of records");
+_Static_assert(sizeof(struct zmi_pages_pg) << ZM_PG_LINE_ORDER == 64, "a line of records");
 
 /* pages.h's ZM_PAGES_META_BYTES counts these records */
-_Static_assert(sizeof(struct zmi_pg) == ZM_PAGES_RECORD_BYTES, "the record pages.h counts");
+_Static_assert(sizeof(struct zmi_pages_pg) == ZM_PAGES_RECORD_BYTES, "the record pages.h counts");
 
 /* A set of pfns, for the free single pages: a bit a page, and a summary
  * bit for each non-zero word; lo is a lower bound on the first non-zero
  * summary word.  Reserved address space, touched where pages are. */
-struct zmi_bitset {
+struct zmi_pages_bitset {
 	uint64_t *w, *sum;
 	size_t w_bytes, sum_bytes;
 	uint32_t nsum;       /* summary words */
@@ -212,38 +212,38 @@ struct zmi_bitset {
  * buddy, under the lock, may read it to see whether a neighbour is free.
  * Neither value it may see then is PG_FREE_HEAD, so the answer is right
  * either way; relaxed atomics make that race defined (plain moves on x86). */
-static inline uint8_t zmi_pg_state(const struct zmi_pg *pg)
+static inline uint8_t zmi_pages_pg_state(const struct zmi_pages_pg *pg)
 {
 	return __atomic_load_n(&pg->state, __ATOMIC_RELAXED);
 }
 
-static inline void zmi_pg_set_state(struct zmi_pg *pg, uint8_t st)
+static inline void zmi_pages_pg_set_state(struct zmi_pages_pg *pg, uint8_t st)
 {
 	__atomic_store_n(&pg->state, st, __ATOMIC_RELAXED);
 }
 
 /* The word of a page in state st, order 0, no flags. */
-static inline uint32_t zmi_pg_word(uint8_t st)
+static inline uint32_t zmi_pages_pg_word(uint8_t st)
 {
-	struct zmi_pg g = { .state = st };
+	struct zmi_pages_pg g = { .state = st };
 
 	return g.word;
 }
 
-struct zmi_tcache;
+struct zmi_pages_tcache;
 
-struct zmi_free_list {
+struct zmi_pages_free_list {
 	uint32_t head;
 	uint32_t count;
 };
 
 /* One zone: a buddy allocator over pfns [start, end). */
-struct zmi_zone {
+struct zmi_pages_zone {
 	zmi_lock_t lock;
 	zm_pfn_t start, end;      /* immutable */
-	struct zmi_free_list area[ZM_PAGES_MAX_ORDER + 1][2]; /* [order][dirty];
+	struct zmi_pages_free_list area[ZM_PAGES_MAX_ORDER + 1][2]; /* [order][dirty];
 					 order 0: counts only, the pages are in free0 */
-	struct zmi_bitset free0[2];  /* [dirty]: free single pages, bit pfn - start */
+	struct zmi_pages_bitset free0[2];  /* [dirty]: free single pages, bit pfn - start */
 	uint32_t nonempty;        /* bit order*2+dirty: that list is not empty */
 	zm_pfn_t grow;            /* the frontier: pages [grow, end) are free,
 				     clean, on no list, their records never
@@ -257,11 +257,11 @@ struct zmi_zone {
 	uint32_t nbare;           /* blocks with their bit set */
 	size_t nr_free;           /* pages in free blocks (not isolated) */
 	size_t nr_dirty_free;     /* free pages flagged PG_DIRTY; written with
-				     zmi_zone_add (read without the lock) */
+				     zmi_pages_zone_add (read without the lock) */
 	size_t nr_isolated;       /* pages being given back to the OS */
 	size_t out;               /* pages of this zone out of the buddy;
-				     written with zmi_zone_add (read without
-				     the lock: zmi_zone_reserve) */
+				     written with zmi_pages_zone_add (read
+				     without the lock: zmi_pages_zone_reserve) */
 	size_t resident_max;      /* high-water mark of out + nr_dirty_free;
 				     atomic stores under the lock (read without
 				     it: tcache.c, prefault_ahead) */
@@ -301,7 +301,7 @@ struct zm_pages {
 	unsigned page_shift;      /* immutable */
 	uint32_t npages;          /* immutable */
 	size_t arena_bytes;       /* immutable */
-	struct zmi_pg *pg;         /* per-page internal records */
+	struct zmi_pages_pg *pg;         /* per-page internal records */
 	struct zm_page_meta *meta;/* per-page records for owners */
 	size_t pg_bytes, meta_bytes;
 	size_t limit;             /* immutable */
@@ -311,7 +311,7 @@ struct zm_pages {
 				     working in one zone trims too often; with
 				     reserve_scales, at most this */
 	bool reserve_scales;      /* immutable: the default reserve, scaled to
-				     each zone's pages out (zmi_zone_reserve) */
+				     each zone's pages out (zmi_pages_zone_reserve) */
 	unsigned cache_cap;       /* immutable */
 	unsigned cache_batch;     /* immutable */
 	bool prefault;            /* immutable */
@@ -321,7 +321,7 @@ struct zm_pages {
 				     <= cache_cap, at most 32 pages */
 	unsigned nzones;          /* immutable */
 	unsigned zone_shift;      /* immutable: zone of pfn = pfn >> zone_shift */
-	struct zmi_zone *zone;     /* immutable pointer: nzones zones */
+	struct zmi_pages_zone *zone;     /* immutable pointer: nzones zones */
 	bool limited;             /* immutable: limit < npages */
 
 	/* Written by every zone's takers and givers when there is a limit:
@@ -334,9 +334,9 @@ struct zm_pages {
 				     resident */
 	unsigned next_home;       /* atomic: the next cache's home zone */
 
-	/* zmi_tc_lock */
-	struct zmi_tcache *caches; /* registry of this instance's caches */
-	uint64_t stolen;          /* zmi_tc_lock: pages zmi_tcache_steal took */
+	/* tc_lock */
+	struct zmi_pages_tcache *caches; /* registry of this instance's caches */
+	uint64_t stolen;          /* tc_lock: pages zmi_pages_tcache_steal took */
 	uint64_t due_seen_ns;     /* atomic: the last zm_pages_trim_due call
 				     (the demand counts only while someone
 				     calls it: it is what gives it back) */
@@ -344,14 +344,14 @@ struct zm_pages {
 				     caches no longer registered (tcache.c) */
 };
 
-static inline struct zmi_zone *zmi_zone_of(const struct zm_pages *p, zm_pfn_t pfn)
+static inline struct zmi_pages_zone *zmi_pages_zone_of(const struct zm_pages *p, zm_pfn_t pfn)
 {
 	/* 64-bit: one zone over more than 2^31 pages has a shift of 32 */
 	return &p->zone[(uint64_t)pfn >> p->zone_shift];
 }
 
 /* A zone counter that other threads read without its lock. */
-static inline void zmi_zone_add(size_t *ctr, long d)
+static inline void zmi_pages_zone_add(size_t *ctr, long d)
 {
 	__atomic_store_n(ctr, *ctr + (size_t)d, __ATOMIC_RELAXED);
 }
@@ -364,7 +364,7 @@ static inline void zmi_zone_add(size_t *ctr, long d)
  * calls while the other zone held thousands (allocbench --latency,
  * docs/results/2026-12-05-alloc-latency.md).  A page from another zone
  * costs its lock, once per refill or run; a fault costs 10-20 us. */
-static inline bool zmi_dirty_somewhere(const struct zm_pages *p, size_t n)
+static inline bool zmi_pages_dirty_somewhere(const struct zm_pages *p, size_t n)
 {
 	for (unsigned z = 0; z < p->nzones; z++)
 		if (__atomic_load_n(&p->zone[z].nr_dirty_free, __ATOMIC_RELAXED) >= n)
@@ -385,7 +385,7 @@ static inline bool zmi_dirty_somewhere(const struct zm_pages *p, size_t n)
 #ifndef ZM_RESIDENT_SKEW
 #define ZM_RESIDENT_SKEW 4
 #endif
-static inline unsigned zmi_resident_start(const struct zm_pages *p, unsigned home)
+static inline unsigned zmi_pages_resident_start(const struct zm_pages *p, unsigned home)
 {
 	size_t h = __atomic_load_n(&p->zone[home].nr_dirty_free, __ATOMIC_RELAXED), best = h;
 	unsigned at = home;
@@ -403,7 +403,7 @@ static inline unsigned zmi_resident_start(const struct zm_pages *p, unsigned hom
 
 /* Pages out of the buddy, all zones: with every zone lock held (stats,
  * check, destroy). */
-static inline size_t zmi_nr_out_locked(const struct zm_pages *p)
+static inline size_t zmi_pages_nr_out_locked(const struct zm_pages *p)
 {
 	size_t n = 0;
 
@@ -416,19 +416,19 @@ static inline size_t zmi_nr_out_locked(const struct zm_pages *p)
  * them (true), or up to n of them (returns how many); and give pages back
  * to the count.  The limit holds across zones: nr_out never passes it.
  * Without one, they allow everything and count nothing. */
-bool zmi_out_reserve(struct zm_pages *p, size_t n);
-size_t zmi_out_reserve_upto(struct zm_pages *p, size_t n);
-static inline void zmi_out_release(struct zm_pages *p, size_t n)
+bool zmi_pages_out_reserve(struct zm_pages *p, size_t n);
+size_t zmi_pages_out_reserve_upto(struct zm_pages *p, size_t n);
+static inline void zmi_pages_out_release(struct zm_pages *p, size_t n)
 {
 	if (p->limited)
 		__atomic_fetch_sub(&p->nr_out, n, __ATOMIC_RELAXED);
 }
 
 /* n pages of zone z came back from a caller or a cache (z's lock held). */
-static inline void zmi_zone_returned(struct zm_pages *p, struct zmi_zone *z, size_t n)
+static inline void zmi_pages_zone_returned(struct zm_pages *p, struct zmi_pages_zone *z, size_t n)
 {
-	zmi_zone_add(&z->out, -(long)n);
-	zmi_out_release(p, n);
+	zmi_pages_zone_add(&z->out, -(long)n);
+	zmi_pages_out_release(p, n);
 }
 
 /* Zone z's recent demand: the pages taken from it in the last complete
@@ -450,8 +450,8 @@ static inline void zmi_zone_returned(struct zm_pages *p, struct zmi_zone *z, siz
 #ifndef ZM_DEMAND_CAP_SHIFT
 #define ZM_DEMAND_CAP_SHIFT 1
 #endif
-static inline size_t zmi_zone_demand(const struct zm_pages *p, const struct zmi_zone *z,
-				     uint64_t now)
+static inline size_t zmi_pages_zone_demand(const struct zm_pages *p, const struct zmi_pages_zone *z,
+					   uint64_t now)
 {
 	size_t d = __atomic_load_n(&z->demand, __ATOMIC_RELAXED);
 	size_t out = __atomic_load_n(&z->out, __ATOMIC_RELAXED) >> ZM_DEMAND_CAP_SHIFT;
@@ -479,7 +479,8 @@ static inline size_t zmi_zone_demand(const struct zm_pages *p, const struct zmi_
  * default one, 1/2^ZM_RESERVE_SHIFT of the zone's pages out (read
  * without the lock: a hint), between ZM_MIN_DEFAULT and the reserve, or
  * its recent demand if that is more. */
-static inline size_t zmi_zone_reserve(const struct zm_pages *p, const struct zmi_zone *z)
+static inline size_t zmi_pages_zone_reserve(const struct zm_pages *p,
+					    const struct zmi_pages_zone *z)
 {
 	size_t r, d;
 
@@ -487,13 +488,13 @@ static inline size_t zmi_zone_reserve(const struct zm_pages *p, const struct zmi
 		return p->reserve;
 	r = __atomic_load_n(&z->out, __ATOMIC_RELAXED) >> ZM_RESERVE_SHIFT;
 	r = r < ZM_MIN_DEFAULT ? ZM_MIN_DEFAULT : r > p->reserve ? p->reserve : r;
-	d = zmi_zone_demand(p, z, zmi_pages_now());
+	d = zmi_pages_zone_demand(p, z, zmi_pages_now());
 	return d > r ? d : r;
 }
 
 /* The pages beyond the reserve before a free trims: ZM_TRIM_BATCH, or a
  * quarter of a scaled reserve (ZM_MIN_DEFAULT at least). */
-static inline size_t zmi_trim_batch(const struct zm_pages *p, size_t reserve)
+static inline size_t zmi_pages_trim_batch(const struct zm_pages *p, size_t reserve)
 {
 	size_t b = reserve / 4;
 
@@ -503,98 +504,100 @@ static inline size_t zmi_trim_batch(const struct zm_pages *p, size_t reserve)
 }
 
 /* Lock every zone, in order (stats, check, destroy), and unlock them. */
-void zmi_zones_lock(struct zm_pages *p);
-void zmi_zones_unlock(struct zm_pages *p);
+void zmi_pages_zones_lock(struct zm_pages *p);
+void zmi_pages_zones_unlock(struct zm_pages *p);
 
 /* The zones a taker tries, from home: home, home + 1, ... (mod nzones). */
 #define ZM_FOR_EACH_ZONE_FROM(p, home, i, z)                                  \
 	for (unsigned i = 0; i < (p)->nzones &&                               \
 	     ((z) = &(p)->zone[((home) + i) % (p)->nzones], 1); i++)
 
-static inline struct zmi_pg *zmi_pg_of(const struct zm_pages *p, zm_pfn_t pfn)
+static inline struct zmi_pages_pg *zmi_pages_pg_of(const struct zm_pages *p, zm_pfn_t pfn)
 {
 	return &p->pg[pfn];
 }
 
 /* buddy.c; all with z->lock held (but alloc/free of the bitsets); each
  * works in zone z only, on pfns of z.  The takers count what they take in
- * nr_out (zmi_out_reserve), the givers leave that to their callers. */
-int zmi_bitset_alloc(struct zmi_bitset *b, uint32_t nbits);
-void zmi_bitset_free(struct zmi_bitset *b);
+ * nr_out (zmi_pages_out_reserve), the givers leave that to their callers. */
+int zmi_pages_bitset_alloc(struct zmi_pages_bitset *b, uint32_t nbits);
+void zmi_pages_bitset_free(struct zmi_pages_bitset *b);
 /* The first block on list [order][dirty], ZM_PFN_NIL if it is empty. */
-zm_pfn_t zmi_buddy_first(struct zmi_zone *z, unsigned order, int dirty);
+zm_pfn_t zmi_pages_buddy_first(struct zmi_pages_zone *z, unsigned order, int dirty);
 /* The block after pfn on its list (order >= 1), ZM_PFN_NIL at the end;
  * and the one before it. */
-static inline zm_pfn_t zmi_buddy_next(const struct zm_pages *p, zm_pfn_t pfn)
+static inline zm_pfn_t zmi_pages_buddy_next(const struct zm_pages *p, zm_pfn_t pfn)
 {
 	return p->pg[pfn].link;
 }
-static inline zm_pfn_t zmi_buddy_prev(const struct zm_pages *p, zm_pfn_t pfn)
+static inline zm_pfn_t zmi_pages_buddy_prev(const struct zm_pages *p, zm_pfn_t pfn)
 {
 	return p->pg[pfn + 1].link;
 }
 /* The free single page after pfn (in pfn order) in zone z's bitset d, or
  * ZM_PFN_NIL. */
-zm_pfn_t zmi_zone_next_single(const struct zmi_zone *z, int d, zm_pfn_t pfn);
-void zmi_buddy_init(struct zm_pages *p, struct zmi_zone *z);
+zm_pfn_t zmi_pages_zone_next_single(const struct zmi_pages_zone *z, int d, zm_pfn_t pfn);
+void zmi_pages_buddy_init(struct zm_pages *p, struct zmi_pages_zone *z);
 /* Take one block of 2^order pages; marks it PG_ALLOC (+tails).  Returns
  * ZM_PFN_NIL when no block is free (or the limit says no: *limited). */
-zm_pfn_t zmi_buddy_take_block(struct zm_pages *p, struct zmi_zone *z, unsigned order,
-			     bool *limited);
+zm_pfn_t zmi_pages_buddy_take_block(struct zm_pages *p, struct zmi_pages_zone *z, unsigned order,
+				    bool *limited);
 /* Take up to n single pages into out[], marking them with state; returns
  * how many (stops at the limit or when the zone is empty; *limited when
  * the limit cut it short, i.e. it got all the limit allowed, and less
  * than n).  *dirty: how many of them were dirty (still
  * resident: no need to prefault). */
-size_t zmi_buddy_take_pages(struct zm_pages *p, struct zmi_zone *z, size_t n, zm_pfn_t *out,
-			   uint8_t state, size_t *dirty, bool *limited);
+size_t zmi_pages_buddy_take_pages(struct zm_pages *p, struct zmi_pages_zone *z, size_t n,
+				  zm_pfn_t *out, uint8_t state, size_t *dirty, bool *limited);
 /* A free block of 2^k pages, k from max_order down to min_order, the
  * largest there is (a dirty one, if dirty_only) and the limit allows, its
  * pages in state PG_CACHED (PG_RESIDENT those that were dirty); *k and
  * *dirty (how many) set.  ZM_PFN_NIL if none. */
-zm_pfn_t zmi_buddy_take_run(struct zm_pages *p, struct zmi_zone *z, unsigned max_order,
-			   unsigned min_order, bool dirty_only, unsigned *k, size_t *dirty);
+zm_pfn_t zmi_pages_buddy_take_run(struct zm_pages *p, struct zmi_pages_zone *z, unsigned max_order,
+				  unsigned min_order, bool dirty_only, unsigned *k, size_t *dirty);
 /* The first page of a free block of order >= order (the rest stays free,
  * after it); any page if there is no such block.  ZM_PFN_NIL if none
  * (*limited: the limit said no).  *dirty: the page was dirty. */
-zm_pfn_t zmi_buddy_take_spread(struct zm_pages *p, struct zmi_zone *z, unsigned order,
-			      bool *dirty, bool *limited);
+zm_pfn_t zmi_pages_buddy_take_spread(struct zm_pages *p, struct zmi_pages_zone *z, unsigned order,
+				     bool *dirty, bool *limited);
 /* Take exactly page pfn (of zone z) if it lies in a free block, and with
  * resident_only if that block may hold resident pages; ZM_PFN_NIL if not
  * (*limited: the limit said no).  *dirty: the page was dirty. */
-zm_pfn_t zmi_buddy_take_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn,
-			  bool resident_only, bool *dirty, bool *limited);
+zm_pfn_t zmi_pages_buddy_take_at(struct zm_pages *p, struct zmi_pages_zone *z, zm_pfn_t pfn,
+				 bool resident_only, bool *dirty, bool *limited);
 /* The same, the page leaving in state `state`: PG_ALLOC, or PG_CACHED for
  * a thread's cache (PG_RESIDENT if it was dirty). */
-zm_pfn_t zmi_buddy_take_at_as(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn,
-			     bool resident_only, uint8_t state, bool *dirty, bool *limited);
+zm_pfn_t zmi_pages_buddy_take_at_as(struct zm_pages *p, struct zmi_pages_zone *z, zm_pfn_t pfn,
+				    bool resident_only, uint8_t state, bool *dirty, bool *limited);
 /* Give back a block whose pages the caller owned; merges with free buddies.
  * dirty: the caller may have touched it.  nr_out is the caller's. */
-void zmi_buddy_give(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsigned order,
-		   bool dirty);
+void zmi_pages_buddy_give(struct zm_pages *p, struct zmi_pages_zone *z, zm_pfn_t pfn,
+			  unsigned order, bool dirty);
 /* Largest-order clean blocks on the lists, taken off them for their page
- * records to go back to the OS (zmi_buddy_bare_set once they have;
+ * records to go back to the OS (zmi_pages_buddy_bare_set once they have;
  * zeroed: the head's record went back too, else it is cleared): up to
  * nout of them into out[], isolated (nr_isolated); how many. */
-size_t zmi_buddy_bare_take(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t *out, size_t nout);
-void zmi_buddy_bare_set(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, bool zeroed);
+size_t zmi_pages_buddy_bare_take(struct zm_pages *p, struct zmi_pages_zone *z, zm_pfn_t *out,
+				 size_t nout);
+void zmi_pages_buddy_bare_set(struct zm_pages *p, struct zmi_pages_zone *z, zm_pfn_t pfn,
+			      bool zeroed);
 
 /* Remove clean blocks of min_order or more worth up to max pages (the
  * frontier's and bare blocks too) to be made resident; writes their heads
  * to out[] (up to nout) and returns how many blocks. */
-size_t zmi_buddy_isolate_clean(struct zm_pages *p, struct zmi_zone *z, size_t max,
-			      unsigned min_order, zm_pfn_t *out, size_t nout);
+size_t zmi_pages_buddy_isolate_clean(struct zm_pages *p, struct zmi_pages_zone *z, size_t max,
+				     unsigned min_order, zm_pfn_t *out, size_t nout);
 /* Remove dirty blocks worth up to max pages for trimming; writes their
  * heads to out[] (up to nout) and returns how many blocks; *cleaned: the
  * dirty pages among them (what trimming gives back). */
-size_t zmi_buddy_isolate_dirty(struct zm_pages *p, struct zmi_zone *z, size_t max,
-			      zm_pfn_t *out, size_t nout, size_t *cleaned);
+size_t zmi_pages_buddy_isolate_dirty(struct zm_pages *p, struct zmi_pages_zone *z, size_t max,
+				     zm_pfn_t *out, size_t nout, size_t *cleaned);
 
 /* arena.c: give zone z's dirty free pages beyond the reserve back to the
  * OS if they passed it by a batch (ZM_TRIM_BATCH).
  * Takes and drops z's lock; call without any.  Pages freed into a zone
  * are trimmed by the freer, from that zone. */
-void zmi_zone_maybe_trim(struct zm_pages *p, struct zmi_zone *z);
+void zmi_pages_zone_maybe_trim(struct zm_pages *p, struct zmi_pages_zone *z);
 
 /* zm_pages_trim_idle() and zm_pages_trim_due() (arena.c) are the
  * advanced tier's, include/zmem/pages.h. */
@@ -610,29 +613,30 @@ void zmi_pages_prefault(struct zm_pages *p, const zm_pfn_t *pfns, size_t n);
  * and it is not resident: make it resident, in one call with the free
  * pages that follow it in place, up to n - 1, which are set aside in the
  * calling thread's cache as a run's are (tcache.c).  No zone lock held. */
-void zmi_tcache_ahead_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsigned n);
+void zmi_pages_tcache_ahead_at(struct zm_pages *p, struct zmi_pages_zone *z, zm_pfn_t pfn,
+			       unsigned n);
 
 /* bad input, counted (atomic) and reported */
 int zmi_pages_bad_free(struct zm_pages *p, zm_pfn_t pfn, const char *why);
 
 /* bulk.c: a bulk request from the zones, a lock per chunk; the pages got */
-size_t zmi_bulk_alloc(struct zm_pages *p, size_t n, zm_pfn_t *pfns);
+size_t zmi_pages_bulk_alloc(struct zm_pages *p, size_t n, zm_pfn_t *pfns);
 
 /* tcache.c */
-void zmi_tcache_detach_all(struct zm_pages *p);
-size_t zmi_tcache_total(struct zm_pages *p);
+void zmi_pages_tcache_detach_all(struct zm_pages *p);
+size_t zmi_pages_tcache_total(struct zm_pages *p);
 /* The bulk calls and pages served from caches, and the pages stolen, for
  * stats. */
-void zmi_tcache_bulk_counts(struct zm_pages *p, uint64_t *calls, uint64_t *pages,
-			    uint64_t *stolen);
-int zmi_tcache_check(struct zm_pages *p, size_t *ncached);
+void zmi_pages_tcache_bulk_counts(struct zm_pages *p, uint64_t *calls, uint64_t *pages,
+				  uint64_t *stolen);
+int zmi_pages_tcache_check(struct zm_pages *p, size_t *ncached);
 /* Give the calling thread's set-aside pages and run block back (takes
  * zone locks); true if there were any.  For a caller refused by the limit. */
-bool zmi_tcache_reclaim(struct zm_pages *p);
+bool zmi_pages_tcache_reclaim(struct zm_pages *p);
 /* Take back the pages of the caches whose threads are not in a call of
  * the pages layer (tcache.c: stealing); counted in p->stolen. */
-void zmi_tcache_steal(struct zm_pages *p);
+void zmi_pages_tcache_steal(struct zm_pages *p);
 /* The calling thread's home zone in p (zone 0 without a cache). */
-unsigned zmi_home_zone(struct zm_pages *p);
+unsigned zmi_pages_home_zone(struct zm_pages *p);
 
 #endif

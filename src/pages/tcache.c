@@ -30,7 +30,7 @@
  * the free lists in place (a zspage that grows later takes its next page
  * there with zm_pages_alloc_at), not onto the stack, which they would
  * overflow into drains and trims.
- * Blocks are cut from resident memory first (zmi_buddy_take_run).  Both
+ * Blocks are cut from resident memory first (zmi_pages_buddy_take_run).  Both
  * sizes follow the cache's (cache_cap, a byte budget): a block of 32 and
  * 64 set-aside pages at 4 KiB, 8 and 8 at 32 KiB.  All of these pages are in state PG_CACHED
  * and count as cached; PG_RESIDENT tells which are resident (taken from
@@ -38,15 +38,15 @@
  * flag they go back with.
  *
  * Lifetime.  A cache is allocated by its thread and registered with its
- * instance (p->caches) under the global zmi_tc_lock.  When the thread exits,
+ * instance (p->caches) under the global tc_lock.  When the thread exits,
  * a pthread key destructor returns every cached page to its instance and
  * frees the caches.  When an instance is destroyed, its caches are detached
- * (owner set to NULL) under zmi_tc_lock; the owning threads free detached
+ * (owner set to NULL) under tc_lock; the owning threads free detached
  * caches the next time they walk their list.
  *
  * Taking back an idle thread's cache.  A thread that freed many pages and
  * then went quiet (or never calls again) would keep up to cache_cap of
- * them resident for good; zmi_tcache_steal, run by the trims, takes the
+ * them resident for good; zmi_pages_tcache_steal, run by the trims, takes the
  * pages of every cache whose owner is not in a call of this file at that
  * moment.  The owner's side is two plain stores and a load a call: `in`
  * is 1 while it is in one (tc_try_enter, tc_leave), and it reads `steal`
@@ -62,7 +62,7 @@
  * they were given back for room).  Where the kernel refuses membarrier,
  * nothing is stolen.
  *
- * Lock order: zmi_tc_lock -> a zone lock (one at a time).  `count` and `owner` are read by other
+ * Lock order: tc_lock -> a zone lock (one at a time).  `count` and `owner` are read by other
  * threads (stats, destroy) with relaxed atomics; only the owning thread
  * writes count.
  */
@@ -76,17 +76,17 @@
 #include "base/worker.h"
 #include "pages/pages_internal.h"
 
-struct zmi_tcache {
+struct zmi_pages_tcache {
 	struct zm_pages *owner;       /* NULL once detached; atomic */
-	struct zmi_tcache *tnext;      /* the thread's list; owner thread only */
-	struct zmi_tcache *rnext, *rprev; /* owner's registry; zmi_tc_lock */
+	struct zmi_pages_tcache *tnext;      /* the thread's list; owner thread only */
+	struct zmi_pages_tcache *rnext, *rprev; /* owner's registry; tc_lock */
 	unsigned count;               /* pages held; atomic, owner thread writes
 					 (and a stealer, while steal is set
 					 and in is 0) */
 	unsigned in;                  /* 1 while the owner is in a call;
 					 owner writes (release), stealers read */
 	unsigned steal;               /* set while a stealer may take the
-					 stack; written under zmi_tc_lock */
+					 stack; written under tc_lock */
 	unsigned cap;
 	unsigned home;                /* the zone refills and runs come from */
 	unsigned nahead;              /* pages set aside; like count */
@@ -100,14 +100,14 @@ struct zmi_tcache {
 	zm_pfn_t pfns[];
 };
 
-static pthread_mutex_t zmi_tc_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_key_t zmi_tc_key;
-static pthread_once_t zmi_tc_once = PTHREAD_ONCE_INIT;
-static __thread struct zmi_tcache *tls_caches __attribute__((tls_model("initial-exec")));
+static pthread_mutex_t tc_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t tc_key;
+static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
+static __thread struct zmi_pages_tcache *tls_caches __attribute__((tls_model("initial-exec")));
 
 static void tc_thread_exit(void *unused);
 
-/* fork: zmi_tc_lock is held across it, so the child finds the registry
+/* fork: tc_lock is held across it, so the child finds the registry
  * whole.  The child keeps the forking thread's caches; the other threads'
  * stay registered with their instances, their pages counted as cached
  * (stats, destroy's leak report), and nothing ever waits for them: an
@@ -115,26 +115,26 @@ static void tc_thread_exit(void *unused);
  * threads do not exist in the child; a few hundred bytes each). */
 static void tc_fork_prepare(void)
 {
-	pthread_mutex_lock(&zmi_tc_lock);
+	pthread_mutex_lock(&tc_lock);
 }
 
 static void tc_fork_release(void)
 {
-	pthread_mutex_unlock(&zmi_tc_lock);
+	pthread_mutex_unlock(&tc_lock);
 }
 
 static void tc_key_init(void)
 {
-	pthread_key_create(&zmi_tc_key, tc_thread_exit);
+	pthread_key_create(&tc_key, tc_thread_exit);
 	zmi_fork_hook(tc_fork_prepare, tc_fork_release, tc_fork_release);
 }
 
-static inline struct zm_pages *tc_owner(struct zmi_tcache *tc)
+static inline struct zm_pages *tc_owner(struct zmi_pages_tcache *tc)
 {
 	return __atomic_load_n(&tc->owner, __ATOMIC_ACQUIRE);
 }
 
-static inline void tc_set_count(struct zmi_tcache *tc, unsigned n)
+static inline void tc_set_count(struct zmi_pages_tcache *tc, unsigned n)
 {
 	__atomic_store_n(&tc->count, n, __ATOMIC_RELAXED);
 }
@@ -146,7 +146,7 @@ static inline void tc_set_count(struct zmi_tcache *tc, unsigned n)
  * where that does not matter; tc_leave at the end; tc_enter_nested
  * where a call may come from inside another (it enters only if not in
  * one). */
-static inline bool tc_try_enter(struct zmi_tcache *tc)
+static inline bool tc_try_enter(struct zmi_pages_tcache *tc)
 {
 	ZM_ASSERT(!__atomic_load_n(&tc->in, __ATOMIC_RELAXED));
 	__atomic_store_n(&tc->in, 1, __ATOMIC_RELAXED);
@@ -156,25 +156,25 @@ static inline bool tc_try_enter(struct zmi_tcache *tc)
 	return zmi_likely(!__atomic_load_n(&tc->steal, __ATOMIC_ACQUIRE));
 }
 
-static inline void tc_leave(struct zmi_tcache *tc)
+static inline void tc_leave(struct zmi_pages_tcache *tc)
 {
 	__atomic_store_n(&tc->in, 0, __ATOMIC_RELEASE);
 }
 
-static __attribute__((noinline)) void tc_wait_steal(struct zmi_tcache *tc)
+static __attribute__((noinline)) void tc_wait_steal(struct zmi_pages_tcache *tc)
 {
 	tc_leave(tc);
 	while (__atomic_load_n(&tc->steal, __ATOMIC_ACQUIRE))
 		sched_yield();
 }
 
-static inline void tc_enter(struct zmi_tcache *tc)
+static inline void tc_enter(struct zmi_pages_tcache *tc)
 {
 	while (!tc_try_enter(tc))
 		tc_wait_steal(tc);
 }
 
-static inline bool tc_enter_nested(struct zmi_tcache *tc)
+static inline bool tc_enter_nested(struct zmi_pages_tcache *tc)
 {
 	if (__atomic_load_n(&tc->in, __ATOMIC_RELAXED))
 		return false;
@@ -186,16 +186,16 @@ static inline bool tc_enter_nested(struct zmi_tcache *tc)
  * (prefault), if it is not already (PG_RESIDENT). */
 static inline void cached_out(struct zm_pages *p, zm_pfn_t pfn)
 {
-	struct zmi_pg *g = zmi_pg_of(p, pfn);
+	struct zmi_pages_pg *g = zmi_pages_pg_of(p, pfn);
 	bool resident = g->flags & PG_RESIDENT;
 
 	g->flags = 0;
-	zmi_pg_set_state(g, PG_ALLOC);
+	zmi_pages_pg_set_state(g, PG_ALLOC);
 	if (zmi_unlikely(!resident) && p->prefault)
 		zmi_pages_prefault(p, &pfn, 1);
 }
 
-static void registry_unlink(struct zm_pages *p, struct zmi_tcache *tc)
+static void registry_unlink(struct zm_pages *p, struct zmi_pages_tcache *tc)
 {
 	p->tc_bulk_calls += tc->bulk_calls;
 	p->tc_bulk_pages += tc->bulk_pages;
@@ -211,7 +211,7 @@ static void registry_unlink(struct zm_pages *p, struct zmi_tcache *tc)
 /* Is cached page pfn resident (it goes back to the buddy dirty)? */
 static inline bool cached_resident(const struct zm_pages *p, zm_pfn_t pfn)
 {
-	return zmi_pg_of(p, pfn)->flags & PG_RESIDENT;
+	return zmi_pages_pg_of(p, pfn)->flags & PG_RESIDENT;
 }
 
 /* Page pfn, just taken from tc's run block or set-aside pages (tc
@@ -219,13 +219,13 @@ static inline bool cached_resident(const struct zm_pages *p, zm_pfn_t pfn)
  * the pages of tc that follow it in memory (the block's next ones, or the
  * set-aside pages of its run) resident in one call, ZM_PREFAULT_AHEAD at
  * most, and mark them so (their records are tc's while it holds them). */
-static void prefault_ahead(struct zm_pages *p, struct zmi_tcache *tc, zm_pfn_t pfn)
+static void prefault_ahead(struct zm_pages *p, struct zmi_pages_tcache *tc, zm_pfn_t pfn)
 {
 	zm_pfn_t run[ZM_PREFAULT_AHEAD];
 	unsigned n = 0;
 
 	if (!p->prefault || cached_resident(p, pfn) ||
-	    __atomic_load_n(&zmi_zone_of(p, pfn)->resident_max, __ATOMIC_RELAXED) <
+	    __atomic_load_n(&zmi_pages_zone_of(p, pfn)->resident_max, __ATOMIC_RELAXED) <
 		    (ZM_PREFAULT_BATCH_BYTES >> p->page_shift))
 		return;
 	run[n++] = pfn;
@@ -243,15 +243,15 @@ static void prefault_ahead(struct zm_pages *p, struct zmi_tcache *tc, zm_pfn_t p
 			n = i;  /* up to the first that is resident already */
 	zmi_pages_prefault(p, run, n);
 	for (unsigned i = 0; i < n; i++)
-		zmi_pg_of(p, run[i])->flags |= PG_RESIDENT;
+		zmi_pages_pg_of(p, run[i])->flags |= PG_RESIDENT;
 }
 
 /* Cached pages [a, a + len) of zone z back to its buddy (z's lock held),
  * dirty if resident: each stretch alike in residency as the fewest
- * aligned blocks that cover it, one zmi_buddy_give each, not one a page,
+ * aligned blocks that cover it, one zmi_pages_buddy_give each, not one a page,
  * to keep the lock short: pages given back together are mostly
  * neighbours (a zspage's run, the rest of a run block). */
-static void give_range(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t a, unsigned len)
+static void give_range(struct zm_pages *p, struct zmi_pages_zone *z, zm_pfn_t a, unsigned len)
 {
 	while (len) {
 		bool res = cached_resident(p, a);
@@ -265,7 +265,7 @@ static void give_range(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t a, unsig
 
 			while ((1u << k) > n)
 				k--;
-			zmi_buddy_give(p, z, a, k, res);
+			zmi_pages_buddy_give(p, z, a, k, res);
 			a += 1u << k;
 			n -= 1u << k;
 		}
@@ -277,20 +277,20 @@ static void give_range(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t a, unsig
  * counted back.  drain: count a drain (in the first zone); trim: then
  * trim the zones given to, as far as the reserve says (not on the run
  * path, which zsmalloc takes with a class lock held, nor at thread exit,
- * under zmi_tc_lock). */
+ * under tc_lock). */
 static void cached_give_all(struct zm_pages *p, const zm_pfn_t *pfns, unsigned n, bool drain,
 			    bool trim)
 {
 	unsigned i = 0;
 
 	while (i < n) {
-		struct zmi_zone *z = zmi_zone_of(p, pfns[i]);
+		struct zmi_pages_zone *z = zmi_pages_zone_of(p, pfns[i]);
 		unsigned from = i;
 
 		zmi_lock(&z->lock);
 		z->drains += drain;
 		drain = false;
-		while (i < n && zmi_zone_of(p, pfns[i]) == z) {
+		while (i < n && zmi_pages_zone_of(p, pfns[i]) == z) {
 			zm_pfn_t a = pfns[i];
 			unsigned len = 1;
 
@@ -301,10 +301,10 @@ static void cached_give_all(struct zm_pages *p, const zm_pfn_t *pfns, unsigned n
 		}
 		/* counted back under the lock: stats, holding every zone's,
 		 * see a page free or out, never both */
-		zmi_zone_returned(p, z, i - from);
+		zmi_pages_zone_returned(p, z, i - from);
 		zmi_unlock(&z->lock);
 		if (trim)
-			zmi_zone_maybe_trim(p, z);
+			zmi_pages_zone_maybe_trim(p, z);
 	}
 }
 
@@ -324,9 +324,9 @@ static void sort_pfns(zm_pfn_t *pfns, unsigned n)
 
 /* Give `n` pages from the top of the cache back to the buddy, sorted:
  * neighbours go back as blocks, and each zone's pages together; trim:
- * then trim those zones (not under zmi_tc_lock: madvise calls there would
+ * then trim those zones (not under tc_lock: madvise calls there would
  * stall every thread meeting an instance, exiting or reading stats). */
-static void tc_give_back(struct zm_pages *p, struct zmi_tcache *tc, unsigned n, bool drain,
+static void tc_give_back(struct zm_pages *p, struct zmi_pages_tcache *tc, unsigned n, bool drain,
 			 bool trim)
 {
 	unsigned top = tc->count;
@@ -336,19 +336,19 @@ static void tc_give_back(struct zm_pages *p, struct zmi_tcache *tc, unsigned n, 
 	tc_set_count(tc, top - n);
 }
 
-static inline void tc_set_nahead(struct zmi_tcache *tc, unsigned n)
+static inline void tc_set_nahead(struct zmi_pages_tcache *tc, unsigned n)
 {
 	__atomic_store_n(&tc->nahead, n, __ATOMIC_RELAXED);
 }
 
 /* Pages left in the run block, as other threads (stats) see it. */
-static inline unsigned tc_run_left(const struct zmi_tcache *tc)
+static inline unsigned tc_run_left(const struct zmi_pages_tcache *tc)
 {
 	return __atomic_load_n(&tc->run_left, __ATOMIC_RELAXED);
 }
 
 /* The owner moves the run block's start (and end); run_left follows. */
-static inline void tc_set_run(struct zmi_tcache *tc, zm_pfn_t next, zm_pfn_t end)
+static inline void tc_set_run(struct zmi_pages_tcache *tc, zm_pfn_t next, zm_pfn_t end)
 {
 	tc->run_next = next;
 	tc->run_end = end;
@@ -356,7 +356,7 @@ static inline void tc_set_run(struct zmi_tcache *tc, zm_pfn_t next, zm_pfn_t end
 }
 
 /* The `n` oldest set-aside pages back to the free lists, in place. */
-static void ahead_give_oldest(struct zm_pages *p, struct zmi_tcache *tc, unsigned n)
+static void ahead_give_oldest(struct zm_pages *p, struct zmi_pages_tcache *tc, unsigned n)
 {
 	cached_give_all(p, tc->ahead, n, false, false);
 	memmove(tc->ahead, tc->ahead + n, (tc->nahead - n) * sizeof(zm_pfn_t));
@@ -365,41 +365,41 @@ static void ahead_give_oldest(struct zm_pages *p, struct zmi_tcache *tc, unsigne
 
 /* The rest of the run block back to the free lists (a block lies in
  * one zone). */
-static void block_give_back(struct zm_pages *p, struct zmi_tcache *tc)
+static void block_give_back(struct zm_pages *p, struct zmi_pages_tcache *tc)
 {
 	unsigned n = tc->run_end - tc->run_next;
 
 	if (n) {
-		struct zmi_zone *z = zmi_zone_of(p, tc->run_next);
+		struct zmi_pages_zone *z = zmi_pages_zone_of(p, tc->run_next);
 
 		zmi_lock(&z->lock);
 		give_range(p, z, tc->run_next, n);
-		zmi_zone_returned(p, z, n);
+		zmi_pages_zone_returned(p, z, n);
 		zmi_unlock(&z->lock);
 	}
 	tc_set_run(tc, tc->run_end, tc->run_end);
 }
 
 /* Every set-aside page and the run block back. */
-static void ahead_give_back(struct zm_pages *p, struct zmi_tcache *tc)
+static void ahead_give_back(struct zm_pages *p, struct zmi_pages_tcache *tc)
 {
 	ahead_give_oldest(p, tc, tc->nahead);
 	block_give_back(p, tc);
 }
 
 /* The calling thread's cache for p, if it has one (not made here). */
-static struct zmi_tcache *tc_find(struct zm_pages *p)
+static struct zmi_pages_tcache *tc_find(struct zm_pages *p)
 {
-	struct zmi_tcache *tc = tls_caches;
+	struct zmi_pages_tcache *tc = tls_caches;
 
 	while (tc && tc_owner(tc) != p)
 		tc = tc->tnext;
 	return tc;
 }
 
-bool zmi_tcache_reclaim(struct zm_pages *p)
+bool zmi_pages_tcache_reclaim(struct zm_pages *p)
 {
-	struct zmi_tcache *tc = tc_find(p);
+	struct zmi_pages_tcache *tc = tc_find(p);
 	bool in, some;
 
 	if (!tc)
@@ -417,9 +417,9 @@ bool zmi_tcache_reclaim(struct zm_pages *p)
 	return some;
 }
 
-unsigned zmi_home_zone(struct zm_pages *p)
+unsigned zmi_pages_home_zone(struct zm_pages *p)
 {
-	struct zmi_tcache *tc = tc_find(p);
+	struct zmi_pages_tcache *tc = tc_find(p);
 
 	return tc ? tc->home : 0;
 }
@@ -427,9 +427,9 @@ unsigned zmi_home_zone(struct zm_pages *p)
 /* Thread exit: return every cached page, free every cache. */
 static void tc_thread_exit(void *unused)
 {
-	struct zmi_tcache *tc = tls_caches, *next;
+	struct zmi_pages_tcache *tc = tls_caches, *next;
 
-	pthread_mutex_lock(&zmi_tc_lock);
+	pthread_mutex_lock(&tc_lock);
 	for (; tc; tc = next) {
 		struct zm_pages *p = tc_owner(tc);
 
@@ -442,15 +442,15 @@ static void tc_thread_exit(void *unused)
 		free(tc);
 	}
 	tls_caches = NULL;
-	pthread_mutex_unlock(&zmi_tc_lock);
+	pthread_mutex_unlock(&tc_lock);
 }
 
 /* Slow lookup: walk the thread's list, dropping detached caches, moving
  * the match to the front, or creating a cache.  NULL if caching is off or
  * memory is short (the caller then takes the locked path). */
-static struct zmi_tcache *tc_lookup(struct zm_pages *p)
+static struct zmi_pages_tcache *tc_lookup(struct zm_pages *p)
 {
-	struct zmi_tcache **link = &tls_caches, *tc;
+	struct zmi_pages_tcache **link = &tls_caches, *tc;
 
 	if (p->cache_cap <= 1)
 		return NULL;
@@ -470,28 +470,28 @@ static struct zmi_tcache *tc_lookup(struct zm_pages *p)
 		}
 		link = &tc->tnext;
 	}
-	pthread_once(&zmi_tc_once, tc_key_init);
+	pthread_once(&tc_once, tc_key_init);
 	tc = calloc(1, sizeof(*tc) + p->cache_cap * sizeof(zm_pfn_t));
 	if (!tc)
 		return NULL;
 	tc->owner = p;
 	tc->cap = p->cache_cap;
 	tc->home = __atomic_fetch_add(&p->next_home, 1, __ATOMIC_RELAXED) % p->nzones;
-	pthread_mutex_lock(&zmi_tc_lock);
+	pthread_mutex_lock(&tc_lock);
 	tc->rnext = p->caches;
 	if (p->caches)
 		p->caches->rprev = tc;
 	p->caches = tc;
-	pthread_mutex_unlock(&zmi_tc_lock);
+	pthread_mutex_unlock(&tc_lock);
 	tc->tnext = tls_caches;
 	tls_caches = tc;
-	pthread_setspecific(zmi_tc_key, tc);  /* any non-NULL value arms exit */
+	pthread_setspecific(tc_key, tc);  /* any non-NULL value arms exit */
 	return tc;
 }
 
-static inline struct zmi_tcache *tc_get(struct zm_pages *p)
+static inline struct zmi_pages_tcache *tc_get(struct zm_pages *p)
 {
-	struct zmi_tcache *tc = tls_caches;
+	struct zmi_pages_tcache *tc = tls_caches;
 
 	if (zmi_likely(tc && tc_owner(tc) == p))
 		return tc;
@@ -500,23 +500,23 @@ static inline struct zmi_tcache *tc_get(struct zm_pages *p)
 
 /* ---- the locked path, used when a cache is empty/full or absent ------ */
 
-static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zmi_tcache *tc, zm_pfn_t *pfn)
+static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zmi_pages_tcache *tc, zm_pfn_t *pfn)
 {
 	size_t got = 0, dirty = 0;
-	struct zmi_zone *z;
+	struct zmi_pages_zone *z;
 	bool limited = false, batch = true;
 
 	/* resident pages first, the home zone's, else the next zone's that
 	 * has some (no more than it has: clean ones in the batch would be
-	 * made resident here, zmi_dirty_somewhere); then the home zone, else
-	 * the next that has pages */
-	for (int pass = p->prefault && zmi_dirty_somewhere(p, 1) ? 0 : 1; pass < 2 && !got;
+	 * made resident here, zmi_pages_dirty_somewhere); then the home zone,
+	 * else the next that has pages */
+	for (int pass = p->prefault && zmi_pages_dirty_somewhere(p, 1) ? 0 : 1; pass < 2 && !got;
 	     pass++) {
 		unsigned home = tc ? tc->home : 0;
 
 		/* resident pages: from the zone that has by far the most
-		 * (zmi_resident_start), if not home */
-		ZM_FOR_EACH_ZONE_FROM(p, pass ? home : zmi_resident_start(p, home), i, z) {
+		 * (zmi_pages_resident_start), if not home */
+		ZM_FOR_EACH_ZONE_FROM(p, pass ? home : zmi_pages_resident_start(p, home), i, z) {
 			size_t want = tc ? p->cache_batch : 1;
 
 			if (pass == 0 && !__atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED))
@@ -530,13 +530,13 @@ static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zmi
 			}
 			if (tc) {
 				batch = z->resident_max >= (ZM_PREFAULT_BATCH_BYTES >> p->page_shift);
-				got = zmi_buddy_take_pages(p, z, want, tc->pfns, PG_CACHED,
-							  &dirty, &limited);
+				got = zmi_pages_buddy_take_pages(p, z, want, tc->pfns, PG_CACHED,
+								 &dirty, &limited);
 				z->refills += got != 0;  /* a dry zone tried is no refill */
 				tc_set_count(tc, (unsigned)got);
 			} else {
-				got = zmi_buddy_take_pages(p, z, 1, pfn, PG_ALLOC, &dirty,
-							  &limited);
+				got = zmi_pages_buddy_take_pages(p, z, 1, pfn, PG_ALLOC, &dirty,
+								 &limited);
 			}
 			zmi_unlock(&z->lock);
 			if (got || limited)
@@ -545,7 +545,7 @@ static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zmi
 		if (limited)
 			break;
 	}
-	if (!got && tc && zmi_tcache_reclaim(p))
+	if (!got && tc && zmi_pages_tcache_reclaim(p))
 		return alloc_locked(p, tc, pfn);  /* at the limit: once more */
 	if (!got)
 		return -ENOMEM;
@@ -554,7 +554,7 @@ static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zmi
 	if (p->prefault && dirty < got && batch) {
 		zmi_pages_prefault(p, tc ? tc->pfns : pfn, got);
 		for (size_t i = 0; tc && i < got; i++)
-			zmi_pg_of(p, tc->pfns[i])->flags = PG_RESIDENT;
+			zmi_pages_pg_of(p, tc->pfns[i])->flags = PG_RESIDENT;
 	}
 	if (tc) {
 		tc_set_count(tc, tc->count - 1);
@@ -566,7 +566,7 @@ static __attribute__((noinline)) int alloc_locked(struct zm_pages *p, struct zmi
 
 /* zm_pages_alloc's ways out of its fast path, apart so that it calls
  * them only in tail position: an empty stack, and a stealer at work. */
-static __attribute__((noinline)) int alloc_refill(struct zm_pages *p, struct zmi_tcache *tc,
+static __attribute__((noinline)) int alloc_refill(struct zm_pages *p, struct zmi_pages_tcache *tc,
 						  zm_pfn_t *pfn)
 {
 	int rc = alloc_locked(p, tc, pfn);
@@ -575,7 +575,7 @@ static __attribute__((noinline)) int alloc_refill(struct zm_pages *p, struct zmi
 	return rc;
 }
 
-static __attribute__((noinline)) int alloc_wait(struct zm_pages *p, struct zmi_tcache *tc,
+static __attribute__((noinline)) int alloc_wait(struct zm_pages *p, struct zmi_pages_tcache *tc,
 						zm_pfn_t *pfn)
 {
 	tc_wait_steal(tc);
@@ -584,7 +584,7 @@ static __attribute__((noinline)) int alloc_wait(struct zm_pages *p, struct zmi_t
 
 int zm_pages_alloc(struct zm_pages *p, zm_pfn_t *pfn)
 {
-	struct zmi_tcache *tc;
+	struct zmi_pages_tcache *tc;
 	unsigned n;
 
 	if (zmi_unlikely(!p || !pfn))
@@ -607,7 +607,7 @@ int zm_pages_alloc(struct zm_pages *p, zm_pfn_t *pfn)
 }
 
 /* Count a small bulk call served by the cache (stats). */
-static inline void bulk_count(struct zmi_tcache *tc, size_t got)
+static inline void bulk_count(struct zmi_pages_tcache *tc, size_t got)
 {
 	__atomic_store_n(&tc->bulk_calls, tc->bulk_calls + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&tc->bulk_pages, tc->bulk_pages + got, __ATOMIC_RELAXED);
@@ -618,13 +618,13 @@ static inline void bulk_count(struct zmi_tcache *tc, size_t got)
  * without a cache, the zones (bulk.c). */
 static __attribute__((noinline)) size_t bulk_slow(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 {
-	struct zmi_tcache *tc;
+	struct zmi_pages_tcache *tc;
 	size_t got = 0;
 
 	if (!p || (n && !pfns))
 		return 0;
 	if (!(tc = tc_get(p)))
-		return zmi_bulk_alloc(p, n, pfns);
+		return zmi_pages_bulk_alloc(p, n, pfns);
 	tc_enter(tc);
 	while (got < n) {
 		unsigned c = tc->count;
@@ -655,7 +655,7 @@ static __attribute__((noinline)) size_t bulk_prefault(struct zm_pages *p, zm_pfn
 	return n;
 }
 
-static __attribute__((noinline)) size_t bulk_wait(struct zm_pages *p, struct zmi_tcache *tc,
+static __attribute__((noinline)) size_t bulk_wait(struct zm_pages *p, struct zmi_pages_tcache *tc,
 						  size_t n, zm_pfn_t *pfns)
 {
 	tc_wait_steal(tc);
@@ -668,12 +668,12 @@ static __attribute__((noinline)) size_t bulk_wait(struct zm_pages *p, struct zmi
  * without their calls; the rest take bulk_slow. */
 size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 {
-	struct zmi_tcache *tc = tls_caches;
+	struct zmi_pages_tcache *tc = tls_caches;
 	unsigned c;
 
 	if (zmi_likely(n < ZM_BULK_CACHED && tc && pfns && p && tc_owner(tc) == p &&
 		       __atomic_load_n(&tc->count, __ATOMIC_RELAXED) >= n)) {
-		struct zmi_pg *pg = p->pg;  /* the records' stores alias p */
+		struct zmi_pages_pg *pg = p->pg;  /* the records' stores alias p */
 		const zm_pfn_t *top;
 		unsigned all = PG_RESIDENT;  /* the flags all pages have */
 
@@ -690,12 +690,12 @@ size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 		 * loop calls nothing */
 		for (size_t i = 0; i < n; i++) {
 			zm_pfn_t pfn = *--top;
-			struct zmi_pg *g = &pg[pfn];
+			struct zmi_pages_pg *g = &pg[pfn];
 
 			pfns[i] = pfn;
 			all &= g->flags;
 			g->flags = 0;
-			zmi_pg_set_state(g, PG_ALLOC);
+			zmi_pages_pg_set_state(g, PG_ALLOC);
 		}
 		tc_set_count(tc, c - (unsigned)n);
 		bulk_count(tc, n);
@@ -705,22 +705,22 @@ size_t zm_pages_alloc_bulk(struct zm_pages *p, size_t n, zm_pfn_t *pfns)
 		return n;
 	}
 	if (n >= ZM_BULK_CACHED)
-		return zmi_likely(p && pfns) ? zmi_bulk_alloc(p, n, pfns) : 0;
+		return zmi_likely(p && pfns) ? zmi_pages_bulk_alloc(p, n, pfns) : 0;
 	return bulk_slow(p, n, pfns);
 }
 
-void zmi_tcache_bulk_counts(struct zm_pages *p, uint64_t *calls, uint64_t *pages,
-			    uint64_t *stolen)
+void zmi_pages_tcache_bulk_counts(struct zm_pages *p, uint64_t *calls, uint64_t *pages,
+				  uint64_t *stolen)
 {
-	pthread_mutex_lock(&zmi_tc_lock);
+	pthread_mutex_lock(&tc_lock);
 	*stolen = p->stolen;
 	*calls = p->tc_bulk_calls;
 	*pages = p->tc_bulk_pages;
-	for (struct zmi_tcache *tc = p->caches; tc; tc = tc->rnext) {
+	for (struct zmi_pages_tcache *tc = p->caches; tc; tc = tc->rnext) {
 		*calls += __atomic_load_n(&tc->bulk_calls, __ATOMIC_RELAXED);
 		*pages += __atomic_load_n(&tc->bulk_pages, __ATOMIC_RELAXED);
 	}
-	pthread_mutex_unlock(&zmi_tc_lock);
+	pthread_mutex_unlock(&tc_lock);
 }
 
 /* Remove pfn from the newest `depth` of the n entries of a (kept in
@@ -738,7 +738,7 @@ static bool remove_newest(zm_pfn_t *a, unsigned n, unsigned depth, zm_pfn_t pfn)
 
 int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
 {
-	struct zmi_tcache *tc;
+	struct zmi_pages_tcache *tc;
 
 	if (!p)
 		return -EINVAL;
@@ -778,10 +778,11 @@ int zm_pages_take_cached(struct zm_pages *p, zm_pfn_t pfn)
  * room holds, and made resident with pfn in one call.  Not near a limit
  * (pages set aside there are pages refused to others), and not in a zone
  * that never held ZM_PREFAULT_BATCH_BYTES (prefault_ahead's rule). */
-void zmi_tcache_ahead_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, unsigned n)
+void zmi_pages_tcache_ahead_at(struct zm_pages *p, struct zmi_pages_zone *z, zm_pfn_t pfn,
+			       unsigned n)
 {
 	zm_pfn_t run[ZM_PREFAULT_AHEAD];
-	struct zmi_tcache *tc = NULL;
+	struct zmi_pages_tcache *tc = NULL;
 	unsigned got = 1, room = 0;
 
 	run[0] = pfn;
@@ -804,8 +805,8 @@ void zmi_tcache_ahead_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, u
 
 		zmi_lock(&z->lock);
 		while (got <= room && pfn + got < z->end &&
-		       zmi_buddy_take_at_as(p, z, pfn + got, false, PG_CACHED, &dirty,
-					    &limited) != ZM_PFN_NIL) {
+		       zmi_pages_buddy_take_at_as(p, z, pfn + got, false, PG_CACHED, &dirty,
+						  &limited) != ZM_PFN_NIL) {
 			run[got] = pfn + got;
 			got++;
 		}
@@ -817,7 +818,7 @@ void zmi_tcache_ahead_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, u
 	tc_set_nahead(tc, tc->nahead + got - 1);
 	zmi_pages_prefault(p, run, got);
 	for (unsigned i = 1; i < got; i++)
-		zmi_pg_of(p, run[i])->flags |= PG_RESIDENT;
+		zmi_pages_pg_of(p, run[i])->flags |= PG_RESIDENT;
 	tc_leave(tc);
 }
 
@@ -831,17 +832,17 @@ void zmi_tcache_ahead_at(struct zm_pages *p, struct zmi_zone *z, zm_pfn_t pfn, u
 static int alloc_run_locked(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 {
 	zm_pfn_t got = ZM_PFN_NIL;
-	struct zmi_zone *z;
+	struct zmi_pages_zone *z;
 	bool dirty = false, limited = false;
 
-	ZM_FOR_EACH_ZONE_FROM(p, zmi_home_zone(p), i, z) {
+	ZM_FOR_EACH_ZONE_FROM(p, zmi_pages_home_zone(p), i, z) {
 		zmi_lock(&z->lock);
-		got = zmi_buddy_take_spread(p, z, order, &dirty, &limited);
+		got = zmi_pages_buddy_take_spread(p, z, order, &dirty, &limited);
 		zmi_unlock(&z->lock);
 		if (got != ZM_PFN_NIL || limited)
 			break;
 	}
-	if (got == ZM_PFN_NIL && zmi_tcache_reclaim(p))
+	if (got == ZM_PFN_NIL && zmi_pages_tcache_reclaim(p))
 		return alloc_run_locked(p, order, pfn);  /* at the limit: once more */
 	if (got == ZM_PFN_NIL)
 		return -ENOMEM;
@@ -853,7 +854,7 @@ static int alloc_run_locked(struct zm_pages *p, unsigned order, zm_pfn_t *pfn)
 
 int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 {
-	struct zmi_tcache *tc;
+	struct zmi_pages_tcache *tc;
 	unsigned order = 0, k, keep;
 
 	if (!p || !pfn)
@@ -884,7 +885,7 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 		if (!p->limited || __atomic_load_n(&p->nr_out, __ATOMIC_RELAXED) +
 		    ((size_t)ZM_RUN_LIMIT_ROOM << p->run_order) <= p->limit) {
 			unsigned maxo = order > p->run_order ? order : p->run_order;
-			struct zmi_zone *z;
+			struct zmi_pages_zone *z;
 
 			/* resident memory first; when what is resident is
 			 * there but in pieces too small for the run, one of
@@ -893,17 +894,17 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 			 * memory the process never touched, which a steady
 			 * churn would keep faulting in.  The home zone
 			 * first, then the next that has a resident run or
-			 * resident pages (zmi_dirty_somewhere), and only
+			 * resident pages (zmi_pages_dirty_somewhere), and only
 			 * then memory that is not resident, the home
 			 * zone's first. */
-			ZM_FOR_EACH_ZONE_FROM(p, zmi_resident_start(p, tc->home), i, z) {
+			ZM_FOR_EACH_ZONE_FROM(p, zmi_pages_resident_start(p, tc->home), i, z) {
 				/* (a block on a dirty list may be mostly
 				 * clean: a zone without n resident pages is
 				 * passed over, the home zone too) */
 				if (__atomic_load_n(&z->nr_dirty_free, __ATOMIC_RELAXED) < n)
 					continue;
 				zmi_lock(&z->lock);
-				blk = zmi_buddy_take_run(p, z, maxo, order, true, &k, &dirty);
+				blk = zmi_pages_buddy_take_run(p, z, maxo, order, true, &k, &dirty);
 				if (blk == ZM_PFN_NIL && z->nr_dirty_free >= n)
 					one = true;
 				zmi_unlock(&z->lock);
@@ -913,8 +914,8 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 			if (blk == ZM_PFN_NIL && !one)
 				ZM_FOR_EACH_ZONE_FROM(p, tc->home, i, z) {
 					zmi_lock(&z->lock);
-					blk = zmi_buddy_take_run(p, z, maxo, order, false, &k,
-								&dirty);
+					blk = zmi_pages_buddy_take_run(p, z, maxo, order, false, &k,
+								       &dirty);
 					zmi_unlock(&z->lock);
 					if (blk != ZM_PFN_NIL)
 						break;
@@ -953,8 +954,8 @@ int zm_pages_alloc_run(struct zm_pages *p, unsigned n, zm_pfn_t *pfn)
 
 /* zm_pages_free with the cache entered (or a stealer at work, then it
  * waits and enters) and full: half of it back to the zones first. */
-static __attribute__((noinline)) int free_slow(struct zm_pages *p, struct zmi_tcache *tc,
-					       struct zmi_pg *pg, zm_pfn_t pfn)
+static __attribute__((noinline)) int free_slow(struct zm_pages *p, struct zmi_pages_tcache *tc,
+					       struct zmi_pages_pg *pg, zm_pfn_t pfn)
 {
 	if (__atomic_load_n(&tc->steal, __ATOMIC_ACQUIRE)) {
 		tc_wait_steal(tc);
@@ -963,7 +964,7 @@ static __attribute__((noinline)) int free_slow(struct zm_pages *p, struct zmi_tc
 	if (tc->count == tc->cap)
 		tc_give_back(p, tc, p->cache_batch, true, true);
 	pg->flags = PG_RESIDENT;
-	zmi_pg_set_state(pg, PG_CACHED);
+	zmi_pages_pg_set_state(pg, PG_CACHED);
 	tc->pfns[tc->count] = pfn;
 	tc_set_count(tc, tc->count + 1);
 	tc_leave(tc);
@@ -972,16 +973,16 @@ static __attribute__((noinline)) int free_slow(struct zm_pages *p, struct zmi_tc
 
 int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 {
-	struct zmi_tcache *tc;
-	struct zmi_pg *pg;
+	struct zmi_pages_tcache *tc;
+	struct zmi_pages_pg *pg;
 
 	if (zmi_unlikely(!p))
 		return -EINVAL;
 	if (zmi_unlikely(pfn >= p->npages))
 		return zmi_pages_bad_free(p, pfn, "pfn out of range");
-	pg = zmi_pg_of(p, pfn);
-	if (zmi_unlikely(zmi_pg_state(pg) != PG_ALLOC || pg->order != 0))
-		return zmi_pages_bad_free(p, pfn, zmi_pg_state(pg) == PG_ALLOC ?
+	pg = zmi_pages_pg_of(p, pfn);
+	if (zmi_unlikely(zmi_pages_pg_state(pg) != PG_ALLOC || pg->order != 0))
+		return zmi_pages_bad_free(p, pfn, zmi_pages_pg_state(pg) == PG_ALLOC ?
 					 "page heads a run of order > 0" :
 					 "not an allocated page");
 	tc = tc_get(p);
@@ -996,25 +997,25 @@ int zm_pages_free(struct zm_pages *p, zm_pfn_t pfn)
 		if (zmi_unlikely(!tc_try_enter(tc)) || zmi_unlikely(tc->count == tc->cap))
 			return free_slow(p, tc, pg, pfn);
 		pg->flags = PG_RESIDENT;
-		zmi_pg_set_state(pg, PG_CACHED);
+		zmi_pages_pg_set_state(pg, PG_CACHED);
 		tc->pfns[tc->count] = pfn;
 		tc_set_count(tc, tc->count + 1);
 		tc_leave(tc);
 	} else {
-		struct zmi_zone *z = zmi_zone_of(p, pfn);
+		struct zmi_pages_zone *z = zmi_pages_zone_of(p, pfn);
 
 		zmi_lock(&z->lock);
-		zmi_buddy_give(p, z, pfn, 0, true);
-		zmi_zone_returned(p, z, 1);
+		zmi_pages_buddy_give(p, z, pfn, 0, true);
+		zmi_pages_zone_returned(p, z, 1);
 		zmi_unlock(&z->lock);
-		zmi_zone_maybe_trim(p, z);
+		zmi_pages_zone_maybe_trim(p, z);
 	}
 	return 0;
 }
 
 void zm_pages_flush_thread(struct zm_pages *p)
 {
-	struct zmi_tcache *tc;
+	struct zmi_pages_tcache *tc;
 
 	if (!p)
 		return;
@@ -1027,16 +1028,16 @@ void zm_pages_flush_thread(struct zm_pages *p)
 	ahead_give_back(p, tc);
 	tc_leave(tc);
 	for (unsigned z = 0; z < p->nzones; z++)
-		zmi_zone_maybe_trim(p, &p->zone[z]);
+		zmi_pages_zone_maybe_trim(p, &p->zone[z]);
 }
 
-void zmi_tcache_steal(struct zm_pages *p)
+void zmi_pages_tcache_steal(struct zm_pages *p)
 {
-	struct zmi_tcache *tc;
+	struct zmi_pages_tcache *tc;
 	size_t taken = 0;
 	bool any = false;
 
-	pthread_mutex_lock(&zmi_tc_lock);
+	pthread_mutex_lock(&tc_lock);
 	for (tc = p->caches; tc; tc = tc->rnext) {
 		if (__atomic_load_n(&tc->count, __ATOMIC_RELAXED) ||
 		    __atomic_load_n(&tc->nahead, __ATOMIC_RELAXED) || tc_run_left(tc)) {
@@ -1058,41 +1059,41 @@ void zmi_tcache_steal(struct zm_pages *p)
 		__atomic_store_n(&tc->steal, 0, __ATOMIC_RELEASE);
 	}
 	p->stolen += taken;
-	pthread_mutex_unlock(&zmi_tc_lock);
+	pthread_mutex_unlock(&tc_lock);
 }
 
 /* ---- for destroy, stats and the checker ----------------------------- */
 
-void zmi_tcache_detach_all(struct zm_pages *p)
+void zmi_pages_tcache_detach_all(struct zm_pages *p)
 {
-	pthread_mutex_lock(&zmi_tc_lock);
+	pthread_mutex_lock(&tc_lock);
 	while (p->caches) {
-		struct zmi_tcache *tc = p->caches;
+		struct zmi_pages_tcache *tc = p->caches;
 
 		registry_unlink(p, tc);
 		/* Keep the count for the leak report, then let go. */
 		__atomic_store_n(&tc->owner, NULL, __ATOMIC_RELEASE);
 		/* its pages stay out: the arena goes away with them */
 	}
-	pthread_mutex_unlock(&zmi_tc_lock);
+	pthread_mutex_unlock(&tc_lock);
 }
 
-size_t zmi_tcache_total(struct zm_pages *p)
+size_t zmi_pages_tcache_total(struct zm_pages *p)
 {
 	size_t n = 0;
 
-	pthread_mutex_lock(&zmi_tc_lock);
-	for (struct zmi_tcache *tc = p->caches; tc; tc = tc->rnext)
+	pthread_mutex_lock(&tc_lock);
+	for (struct zmi_pages_tcache *tc = p->caches; tc; tc = tc->rnext)
 		n += __atomic_load_n(&tc->count, __ATOMIC_RELAXED) +
 		     __atomic_load_n(&tc->nahead, __ATOMIC_RELAXED) + tc_run_left(tc);
-	pthread_mutex_unlock(&zmi_tc_lock);
+	pthread_mutex_unlock(&tc_lock);
 	return n;
 }
 
 /* Is pfn a page in state cached?  Else say so, naming where it was held. */
 static int check_cached(struct zm_pages *p, zm_pfn_t pfn, const char *where)
 {
-	if (pfn < p->npages && zmi_pg_of(p, pfn)->state == PG_CACHED)
+	if (pfn < p->npages && zmi_pages_pg_of(p, pfn)->state == PG_CACHED)
 		return 0;
 	zmi_log_error("check: %s pfn %u is not in state cached", where, pfn);
 	return 1;
@@ -1108,13 +1109,13 @@ static unsigned check_count(unsigned n, unsigned max, const char *what, int *bad
 	return max;
 }
 
-int zmi_tcache_check(struct zm_pages *p, size_t *ncached)
+int zmi_pages_tcache_check(struct zm_pages *p, size_t *ncached)
 {
 	int bad = 0;
 
 	*ncached = 0;
-	pthread_mutex_lock(&zmi_tc_lock);
-	for (struct zmi_tcache *tc = p->caches; tc; tc = tc->rnext) {
+	pthread_mutex_lock(&tc_lock);
+	for (struct zmi_pages_tcache *tc = p->caches; tc; tc = tc->rnext) {
 		unsigned n = check_count(__atomic_load_n(&tc->count, __ATOMIC_RELAXED), tc->cap,
 					 "cached pages", &bad);
 
@@ -1130,6 +1131,6 @@ int zmi_tcache_check(struct zm_pages *p, size_t *ncached)
 			bad |= check_cached(p, pfn, "run-block");
 		*ncached += tc->run_end - tc->run_next;
 	}
-	pthread_mutex_unlock(&zmi_tc_lock);
+	pthread_mutex_unlock(&tc_lock);
 	return bad ? -EUCLEAN : 0;
 }

@@ -90,7 +90,7 @@ static __thread unsigned mb_allocs;
 
 static inline struct mb_shard *my_shard(struct mb_pool *m)
 {
-	return &m->shard[zmi_thread_number() % MB_SHARDS];
+	return &m->shard[zmi_pool_thread_number() % MB_SHARDS];
 }
 
 static int64_t sum(struct mb_pool *m, size_t off)
@@ -142,7 +142,7 @@ static struct mb_hdr *lookup(struct zm_pool *pool, zm_handle_t h, const char *op
 /* A free entry for a new object, or MB_NIL when the table is full. */
 static uint32_t entry_take(struct mb_pool *m)
 {
-	unsigned home = zmi_thread_number() % MB_SHARDS;
+	unsigned home = zmi_pool_thread_number() % MB_SHARDS;
 	uint32_t i = MB_NIL;
 
 	/* this thread's list first, then the others': an entry freed by
@@ -174,7 +174,7 @@ static uint32_t entry_take(struct mb_pool *m)
 /* Put entry i, whose word is now free, on this thread's list. */
 static void entry_give(struct mb_pool *m, uint32_t i, uint64_t gen)
 {
-	struct mb_list *l = &m->list[zmi_thread_number() % MB_SHARDS];
+	struct mb_list *l = &m->list[zmi_pool_thread_number() % MB_SHARDS];
 
 	zmi_lock(&l->lock);
 	__atomic_store_n(&m->ent[i], (uint64_t)l->head << MB_ADDR_SHIFT | MB_FREE_BIT | gen,
@@ -304,12 +304,12 @@ static void *mb_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 		errno = EINVAL;
 		return NULL;
 	}
-	return zmi_map_in_place(pool, h, hd + 1);
+	return zmi_pool_map_in_place(pool, h, hd + 1);
 }
 
 static void mb_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	zmi_unmap_slot(pool, h);
+	zmi_pool_unmap_slot(pool, h);
 }
 
 static int mb_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)
@@ -361,7 +361,7 @@ static void mb_stats(struct zm_pool *pool, struct zm_pool_stats *st)
 	st->malloc_fail = __atomic_load_n(&m->fail, __ATOMIC_RELAXED);
 }
 
-const struct zmi_pool_ops zmi_malloc_ops = {
+const struct zmi_pool_ops zmi_pool_malloc_ops = {
 	.name = "malloc",
 	.uses_pages = false,
 	.create = mb_create,

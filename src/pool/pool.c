@@ -12,11 +12,11 @@
 #include "pool/pool_internal.h"
 
 static const struct zmi_pool_ops *const backends[] = {
-	&zmi_zsmalloc_ops,
-	&zmi_malloc_ops,
-	&zmi_xvmalloc_ops,
-	&zmi_xcfmalloc_ops,
-	&zmi_zbud_ops,
+	&zmi_pool_zsmalloc_ops,
+	&zmi_pool_malloc_ops,
+	&zmi_pool_xvmalloc_ops,
+	&zmi_pool_xcfmalloc_ops,
+	&zmi_pool_zbud_ops,
 };
 #define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
 

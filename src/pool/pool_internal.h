@@ -131,11 +131,11 @@ int zmi_pool_keys_init(struct zm_pool *pool, const struct zm_pool_config *cfg);
 void zmi_pool_keys_fini(struct zm_pool *pool);
 uint64_t zmi_pool_keys_meta(const struct zm_pool *pool);
 
-extern const struct zmi_pool_ops zmi_zsmalloc_ops;
-extern const struct zmi_pool_ops zmi_malloc_ops;
-extern const struct zmi_pool_ops zmi_xvmalloc_ops;
-extern const struct zmi_pool_ops zmi_xcfmalloc_ops;
-extern const struct zmi_pool_ops zmi_zbud_ops;
+extern const struct zmi_pool_ops zmi_pool_zsmalloc_ops;
+extern const struct zmi_pool_ops zmi_pool_malloc_ops;
+extern const struct zmi_pool_ops zmi_pool_xvmalloc_ops;
+extern const struct zmi_pool_ops zmi_pool_xcfmalloc_ops;
+extern const struct zmi_pool_ops zmi_pool_zbud_ops;
 
 /* ---- per-thread state (thread.c) ------------------------------------
  *
@@ -143,13 +143,13 @@ extern const struct zmi_pool_ops zmi_zbud_ops;
  * (slots, copy buffers) and its hazard pointers.  A hazard announces "this
  * thread is reading inside unit P (a zspage)"; a compactor that wants to
  * move objects out of P first marks P as migrating, then calls
- * zmi_heavy_barrier() (membarrier: every running thread executes a full
- * barrier) and looks for P with zmi_hazard_find().  Readers therefore pay
+ * zmi_pool_heavy_barrier() (membarrier: every running thread executes a full
+ * barrier) and looks for P with zmi_pool_hazard_find().  Readers therefore pay
  * only plain stores and loads on their path -- no atomic read-modify-write
  * and no shared cache line -- while the rare compactor pays the barrier.
  * Where membarrier is missing, readers add a full fence instead.
  */
-struct zmi_map_slot {
+struct zmi_pool_map_slot {
 	zm_handle_t handle;
 	struct zm_pool *pool;
 	char *buf;         /* copy method: the thread's buffer handed out */
@@ -162,83 +162,84 @@ struct zmi_map_slot {
 #define ZM_HAZARDS (ZM_POOL_MAX_MAPS + 1) /* one per map, one for read/write */
 #define ZM_HAZARD_RW ZM_POOL_MAX_MAPS
 
-struct zmi_thread {
+struct zmi_pool_thread {
 	unsigned nmaps;
 	bool registered;
-	unsigned number;                      /* zmi_thread_number(); 0 = none yet */
+	unsigned number;                      /* zmi_pool_thread_number(); 0 = none yet */
 	unsigned shard;                       /* zsmalloc: preferred class shard */
 	bool shard_set;                       /* zsmalloc: shard chosen */
 	void *hazard[ZM_HAZARDS];             /* atomic: read by compactors */
-	struct zmi_map_slot slot[ZM_POOL_MAX_MAPS];
+	struct zmi_pool_map_slot slot[ZM_POOL_MAX_MAPS];
 	char *buf[ZM_POOL_MAX_MAPS];
 	size_t buflen[ZM_POOL_MAX_MAPS];
-	struct zmi_thread *next, *prev;        /* registry; zmi_threads_lock */
+	struct zmi_pool_thread *next, *prev;        /* registry; threads_lock */
 };
 
-extern __thread struct zmi_thread zmi_self __attribute__((tls_model("initial-exec")));
-extern unsigned zmi_threads_numbered; /* atomic: threads numbered so far */
+extern __thread struct zmi_pool_thread zmi_pool_self __attribute__((tls_model("initial-exec")));
+extern unsigned zmi_pool_threads_numbered; /* atomic: threads numbered so far */
 
 /* This thread's number, 1, 2, ... in the order threads first ask: spreads
  * threads over per-thread-group state (zsmalloc's shards, the malloc
  * backend's counters) so that two threads start apart. */
-static inline unsigned zmi_thread_number(void)
+static inline unsigned zmi_pool_thread_number(void)
 {
-	if (zmi_unlikely(!zmi_self.number))
-		zmi_self.number = __atomic_add_fetch(&zmi_threads_numbered, 1, __ATOMIC_RELAXED);
-	return zmi_self.number;
+	if (zmi_unlikely(!zmi_pool_self.number))
+		zmi_pool_self.number = __atomic_add_fetch(&zmi_pool_threads_numbered, 1,
+							  __ATOMIC_RELAXED);
+	return zmi_pool_self.number;
 }
-extern bool zmi_readers_light;   /* membarrier available: readers need no fence */
+extern bool zmi_pool_readers_light;   /* membarrier available: readers need no fence */
 
-void zmi_thread_register(void);
-void zmi_heavy_barrier(void);
-/* Does any thread hold a hazard on p?  Call after zmi_heavy_barrier(). */
-bool zmi_hazard_find(const void *p);
+void zmi_pool_thread_register(void);
+void zmi_pool_heavy_barrier(void);
+/* Does any thread hold a hazard on p?  Call after zmi_pool_heavy_barrier(). */
+bool zmi_pool_hazard_find(const void *p);
 
-static inline void zmi_hazard_set(unsigned i, void *p)
+static inline void zmi_pool_hazard_set(unsigned i, void *p)
 {
-	if (zmi_unlikely(!zmi_self.registered))
-		zmi_thread_register();
+	if (zmi_unlikely(!zmi_pool_self.registered))
+		zmi_pool_thread_register();
 #ifdef __SANITIZE_THREAD__
 	/* TSan does not model fences: a seq_cst exchange says the same */
-	(void)__atomic_exchange_n(&zmi_self.hazard[i], p, __ATOMIC_SEQ_CST);
+	(void)__atomic_exchange_n(&zmi_pool_self.hazard[i], p, __ATOMIC_SEQ_CST);
 #else
-	__atomic_store_n(&zmi_self.hazard[i], p, __ATOMIC_RELAXED);
-	if (zmi_likely(zmi_readers_light))
+	__atomic_store_n(&zmi_pool_self.hazard[i], p, __ATOMIC_RELAXED);
+	if (zmi_likely(zmi_pool_readers_light))
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	else
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 #endif
 }
 
-static inline void zmi_hazard_clear(unsigned i)
+static inline void zmi_pool_hazard_clear(unsigned i)
 {
-	__atomic_store_n(&zmi_self.hazard[i], NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&zmi_pool_self.hazard[i], NULL, __ATOMIC_RELEASE);
 }
 
 /* The calling thread's next map slot, or NULL (errno EBUSY) when it holds
  * ZM_POOL_MAX_MAPS already; with buf, *buf gets a buffer of at least
  * page_size bytes for the copy method (NULL, errno ENOMEM, if none). */
-struct zmi_map_slot *zmi_map_push(size_t page_size, char **buf);
+struct zmi_pool_map_slot *zmi_pool_map_push(size_t page_size, char **buf);
 /* The thread's most recent map if it is (pool, h), else NULL. */
-static inline struct zmi_map_slot *zmi_map_top(struct zm_pool *pool, zm_handle_t h)
+static inline struct zmi_pool_map_slot *zmi_pool_map_top(struct zm_pool *pool, zm_handle_t h)
 {
-	struct zmi_map_slot *s;
+	struct zmi_pool_map_slot *s;
 
-	if (zmi_unlikely(zmi_self.nmaps == 0))
+	if (zmi_unlikely(zmi_pool_self.nmaps == 0))
 		return NULL;
-	s = &zmi_self.slot[zmi_self.nmaps - 1];
+	s = &zmi_pool_self.slot[zmi_pool_self.nmaps - 1];
 	return s->handle == h && s->pool == pool ? s : NULL;
 }
-static inline void zmi_map_pop(void)
+static inline void zmi_pool_map_pop(void)
 {
-	zmi_self.nmaps--;
+	zmi_pool_self.nmaps--;
 }
 
 /* The in-place method: record that the thread maps h by p itself and
  * return p, or NULL (errno EBUSY) when it holds ZM_POOL_MAX_MAPS maps. */
-static inline void *zmi_map_in_place(struct zm_pool *pool, zm_handle_t h, void *p)
+static inline void *zmi_pool_map_in_place(struct zm_pool *pool, zm_handle_t h, void *p)
 {
-	struct zmi_map_slot *s = zmi_map_push(0, NULL);
+	struct zmi_pool_map_slot *s = zmi_pool_map_push(0, NULL);
 
 	if (zmi_unlikely(!s))
 		return NULL;
@@ -249,12 +250,12 @@ static inline void *zmi_map_in_place(struct zm_pool *pool, zm_handle_t h, void *
 }
 
 /* The copy method, shared by the backends whose objects may lie in two
- * pieces: record in slot s (from zmi_map_push) that buf stands for the
+ * pieces: record in slot s (from zmi_pool_map_push) that buf stands for the
  * pieces seg[0..1] of len[0..1] bytes, copy them in unless the map is
  * write-only, and return buf. */
-static inline void *zmi_map_copy_in(struct zmi_map_slot *s, struct zm_pool *pool, zm_handle_t h,
-				   enum zm_map_mode mode, char *buf, char *const seg[2],
-				   const size_t len[2])
+static inline void *zmi_pool_map_copy_in(struct zmi_pool_map_slot *s, struct zm_pool *pool,
+					 zm_handle_t h, enum zm_map_mode mode, char *buf,
+					 char *const seg[2], const size_t len[2])
 {
 	s->handle = h;
 	s->pool = pool;
@@ -272,7 +273,7 @@ static inline void *zmi_map_copy_in(struct zmi_map_slot *s, struct zm_pool *pool
 
 /* At unmap: a copied map that may have been written goes back to its
  * pieces. */
-static inline void zmi_map_copy_out(const struct zmi_map_slot *s)
+static inline void zmi_pool_map_copy_out(const struct zmi_pool_map_slot *s)
 {
 	if (s->copied && (s->mode & ZM_MAP_WO)) {
 		memcpy(s->seg[0], s->buf, s->len[0]);
@@ -283,17 +284,17 @@ static inline void zmi_map_copy_out(const struct zmi_map_slot *s)
 /* Unmap, for every backend: h must be the thread's last map (who names
  * the backend in the message); a copied map is written back unless it was
  * read-only.  false (and nothing done) for a bad unmap. */
-static inline bool zmi_unmap_slot(struct zm_pool *pool, zm_handle_t h)
+static inline bool zmi_pool_unmap_slot(struct zm_pool *pool, zm_handle_t h)
 {
-	struct zmi_map_slot *s = zmi_map_top(pool, h);
+	struct zmi_pool_map_slot *s = zmi_pool_map_top(pool, h);
 
 	if (zmi_unlikely(!s)) {
 		zmi_bad_input("%s: unmap of %#llx, which is not this thread's last map",
 			     pool->ops->name, (unsigned long long)h);
 		return false;
 	}
-	zmi_map_copy_out(s);
-	zmi_map_pop();
+	zmi_pool_map_copy_out(s);
+	zmi_pool_map_pop();
 	return true;
 }
 

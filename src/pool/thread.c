@@ -3,7 +3,7 @@
  * pointers, and the registry that lets a compactor see every thread's
  * hazards (see pool_internal.h for the protocol).
  *
- * Lock order: zmi_threads_lock is a leaf (nothing else is taken under it).
+ * Lock order: threads_lock is a leaf (nothing else is taken under it).
  * It protects the registry list; a thread's record is written by that
  * thread only (hazards with relaxed atomics, read by compactors).
  */
@@ -18,14 +18,14 @@
 #include "base/worker.h"
 #include "pool/pool_internal.h"
 
-__thread struct zmi_thread zmi_self __attribute__((tls_model("initial-exec")));
-unsigned zmi_threads_numbered;
-bool zmi_readers_light;
+__thread struct zmi_pool_thread zmi_pool_self __attribute__((tls_model("initial-exec")));
+unsigned zmi_pool_threads_numbered;
+bool zmi_pool_readers_light;
 
-static pthread_mutex_t zmi_threads_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct zmi_thread *zmi_threads;
-static pthread_key_t zmi_thread_key;
-static pthread_once_t zmi_thread_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct zmi_pool_thread *threads;
+static pthread_key_t thread_key;
+static pthread_once_t thread_once = PTHREAD_ONCE_INIT;
 
 static int membarrier(int cmd)
 {
@@ -34,16 +34,16 @@ static int membarrier(int cmd)
 
 static void thread_exit(void *unused)
 {
-	struct zmi_thread *t = &zmi_self;
+	struct zmi_pool_thread *t = &zmi_pool_self;
 
-	pthread_mutex_lock(&zmi_threads_lock);
+	pthread_mutex_lock(&threads_lock);
 	if (t->prev)
 		t->prev->next = t->next;
 	else
-		zmi_threads = t->next;
+		threads = t->next;
 	if (t->next)
 		t->next->prev = t->prev;
-	pthread_mutex_unlock(&zmi_threads_lock);
+	pthread_mutex_unlock(&threads_lock);
 	for (int i = 0; i < ZM_POOL_MAX_MAPS; i++) {
 		free(t->buf[i]);
 		t->buf[i] = NULL;
@@ -52,7 +52,7 @@ static void thread_exit(void *unused)
 	t->registered = false;
 }
 
-/* fork: zmi_threads_lock is held across it.  In the child only the
+/* fork: threads_lock is held across it.  In the child only the
  * forking thread exists: the registry keeps its record alone, so that
  * hazards the other threads had published (they never unpublish them
  * there) keep no zspage from being compacted.  The expedited membarrier
@@ -60,86 +60,86 @@ static void thread_exit(void *unused)
  * readers, fence-free, count on it once it makes threads of its own. */
 static void fork_prepare(void)
 {
-	pthread_mutex_lock(&zmi_threads_lock);
+	pthread_mutex_lock(&threads_lock);
 }
 
 static void fork_parent(void)
 {
-	pthread_mutex_unlock(&zmi_threads_lock);
+	pthread_mutex_unlock(&threads_lock);
 }
 
 static void fork_child(void)
 {
-	struct zmi_thread *t = &zmi_self;
+	struct zmi_pool_thread *t = &zmi_pool_self;
 
-	zmi_threads = NULL;
+	threads = NULL;
 	if (t->registered) {
 		t->prev = t->next = NULL;
-		zmi_threads = t;
+		threads = t;
 	}
-	if (zmi_readers_light &&
+	if (zmi_pool_readers_light &&
 	    membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) != 0)
-		zmi_readers_light = false;
-	pthread_mutex_unlock(&zmi_threads_lock);
+		zmi_pool_readers_light = false;
+	pthread_mutex_unlock(&threads_lock);
 }
 
 static void once_init(void)
 {
-	pthread_key_create(&zmi_thread_key, thread_exit);
+	pthread_key_create(&thread_key, thread_exit);
 	zmi_fork_hook(fork_prepare, fork_parent, fork_child);
 	/* Readers go fence-free only if the expedited private membarrier
 	 * can be registered; otherwise every reader fences. */
-	zmi_readers_light = zmi_os_membarrier_register() == 0;
+	zmi_pool_readers_light = zmi_os_membarrier_register() == 0;
 #ifdef __SANITIZE_THREAD__
-	zmi_readers_light = false;  /* TSan cannot see the syscall's ordering */
+	zmi_pool_readers_light = false;  /* TSan cannot see the syscall's ordering */
 #endif
 }
 
-void zmi_thread_register(void)
+void zmi_pool_thread_register(void)
 {
-	struct zmi_thread *t = &zmi_self;
+	struct zmi_pool_thread *t = &zmi_pool_self;
 
-	pthread_once(&zmi_thread_once, once_init);
-	pthread_mutex_lock(&zmi_threads_lock);
+	pthread_once(&thread_once, once_init);
+	pthread_mutex_lock(&threads_lock);
 	t->prev = NULL;
-	t->next = zmi_threads;
-	if (zmi_threads)
-		zmi_threads->prev = t;
-	zmi_threads = t;
-	pthread_mutex_unlock(&zmi_threads_lock);
-	pthread_setspecific(zmi_thread_key, t);
+	t->next = threads;
+	if (threads)
+		threads->prev = t;
+	threads = t;
+	pthread_mutex_unlock(&threads_lock);
+	pthread_setspecific(thread_key, t);
 	t->registered = true;
 }
 
-void zmi_heavy_barrier(void)
+void zmi_pool_heavy_barrier(void)
 {
-	pthread_once(&zmi_thread_once, once_init);
+	pthread_once(&thread_once, once_init);
 #ifdef __SANITIZE_THREAD__
 	static int dummy;
 
 	__atomic_fetch_add(&dummy, 1, __ATOMIC_SEQ_CST);  /* TSan: no fences */
 #else
-	if (!zmi_readers_light || membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0)
+	if (!zmi_pool_readers_light || membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0)
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 #endif
 }
 
-bool zmi_hazard_find(const void *p)
+bool zmi_pool_hazard_find(const void *p)
 {
 	bool found = false;
 
-	pthread_mutex_lock(&zmi_threads_lock);
-	for (struct zmi_thread *t = zmi_threads; t && !found; t = t->next)
+	pthread_mutex_lock(&threads_lock);
+	for (struct zmi_pool_thread *t = threads; t && !found; t = t->next)
 		for (int i = 0; i < ZM_HAZARDS; i++)
 			if (__atomic_load_n(&t->hazard[i], __ATOMIC_ACQUIRE) == p)
 				found = true;
-	pthread_mutex_unlock(&zmi_threads_lock);
+	pthread_mutex_unlock(&threads_lock);
 	return found;
 }
 
-struct zmi_map_slot *zmi_map_push(size_t page_size, char **buf)
+struct zmi_pool_map_slot *zmi_pool_map_push(size_t page_size, char **buf)
 {
-	struct zmi_thread *t = &zmi_self;
+	struct zmi_pool_thread *t = &zmi_pool_self;
 	unsigned n = t->nmaps;
 
 	if (zmi_unlikely(n >= ZM_POOL_MAX_MAPS)) {
@@ -157,7 +157,7 @@ struct zmi_map_slot *zmi_map_push(size_t page_size, char **buf)
 				return NULL;
 			}
 			if (!t->registered)
-				zmi_thread_register();  /* so the buffer is freed at exit */
+				zmi_pool_thread_register();  /* so the buffer is freed at exit */
 			t->buf[n] = b;
 			t->buflen[n] = page_size;
 		}

@@ -410,12 +410,12 @@ static void *zb_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 		errno = EINVAL;
 		return NULL;
 	}
-	return zmi_map_in_place(pool, h, p);
+	return zmi_pool_map_in_place(pool, h, p);
 }
 
 static void zb_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	zmi_unmap_slot(pool, h);
+	zmi_pool_unmap_slot(pool, h);
 }
 
 static int zb_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)
@@ -601,7 +601,7 @@ static int zb_check(struct zm_pool *pool)
 	return bad ? -EUCLEAN : 0;
 }
 
-const struct zmi_pool_ops zmi_zbud_ops = {
+const struct zmi_pool_ops zmi_pool_zbud_ops = {
 	.name = "zbud",
 	.uses_pages = true,
 	.create = zb_create,

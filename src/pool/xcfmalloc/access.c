@@ -74,7 +74,7 @@ static int segs(struct zm_pool *pool, zm_handle_t h, const char *op, char *seg[2
 
 void *xcf_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 {
-	struct zmi_map_slot *s;
+	struct zmi_pool_map_slot *s;
 	char *seg[2], *buf;
 	size_t len[2];
 	int n = segs(pool, h, "map", seg, len);
@@ -84,16 +84,16 @@ void *xcf_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 		return NULL;
 	}
 	if (n == 1)
-		return zmi_map_in_place(pool, h, seg[0]);
-	s = zmi_map_push(pool->page_size, &buf);
+		return zmi_pool_map_in_place(pool, h, seg[0]);
+	s = zmi_pool_map_push(pool->page_size, &buf);
 	if (zmi_unlikely(!s))
 		return NULL;
-	return zmi_map_copy_in(s, pool, h, mode, buf, seg, len);
+	return zmi_pool_map_copy_in(s, pool, h, mode, buf, seg, len);
 }
 
 void xcf_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	zmi_unmap_slot(pool, h);
+	zmi_pool_unmap_slot(pool, h);
 }
 
 /* Copy between buf and the object: into the object if `in`. */

@@ -134,7 +134,7 @@ static int xcf_set_compaction(struct zm_pool *pool, enum zm_compact_policy polic
 	return policy == ZM_COMPACT_OFF || policy == ZM_COMPACT_DEFAULT ? 0 : -EOPNOTSUPP;
 }
 
-const struct zmi_pool_ops zmi_xcfmalloc_ops = {
+const struct zmi_pool_ops zmi_pool_xcfmalloc_ops = {
 	.name = "xcfmalloc",
 	.uses_pages = true,
 	.create = xcf_create,

@@ -112,12 +112,12 @@ void *xv_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 		errno = EINVAL;
 		return NULL;
 	}
-	return zmi_map_in_place(pool, h, p);
+	return zmi_pool_map_in_place(pool, h, p);
 }
 
 void xv_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	zmi_unmap_slot(pool, h);
+	zmi_pool_unmap_slot(pool, h);
 }
 
 int xv_read(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len)

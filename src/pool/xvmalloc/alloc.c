@@ -336,7 +336,7 @@ static int xv_set_compaction(struct zm_pool *pool, enum zm_compact_policy policy
 	return policy == ZM_COMPACT_OFF || policy == ZM_COMPACT_DEFAULT ? 0 : -EOPNOTSUPP;
 }
 
-const struct zmi_pool_ops zmi_xvmalloc_ops = {
+const struct zmi_pool_ops zmi_pool_xvmalloc_ops = {
 	.name = "xvmalloc",
 	.uses_pages = true,
 	.create = xv_create,

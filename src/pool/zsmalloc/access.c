@@ -49,7 +49,7 @@ lookup_at(struct zs_pool *zp, zm_handle_t h, uint32_t ref, bool key, unsigned *o
 			return zs_huge_view(zp, v);
 		}
 		zs = zs_by_id(zp, zs_slot_id(v));
-		zmi_hazard_set(hz, zs);
+		zmi_pool_hazard_set(hz, zs);
 		if (zmi_likely((key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref)) == v &&
 			       zs_by_id(zp, zs_slot_id(v)) == zs)) {
 			/* the slot still names zs, and the zspage table zs
@@ -61,11 +61,11 @@ lookup_at(struct zs_pool *zp, zm_handle_t h, uint32_t ref, bool key, unsigned *o
 				*obj = zs_slot_obj(v);
 				return zs;
 			}
-			zmi_hazard_clear(hz);
+			zmi_pool_hazard_clear(hz);
 			sched_yield();
 			continue;
 		}
-		zmi_hazard_clear(hz);
+		zmi_pool_hazard_clear(hz);
 	}
 }
 
@@ -105,8 +105,8 @@ struct zspage *zs_lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsig
 void *zs_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 {
 	struct zs_pool *zp = zs_of(pool);
-	unsigned hz = zmi_self.nmaps, obj;
-	struct zmi_map_slot *s;
+	unsigned hz = zmi_pool_self.nmaps, obj;
+	struct zmi_pool_map_slot *s;
 	struct zspage *zs;
 	char *seg[2], *buf;
 	size_t len[2];
@@ -122,25 +122,25 @@ void *zs_map(struct zm_pool *pool, zm_handle_t h, enum zm_map_mode mode)
 	}
 	if (zmi_likely(zs_obj_segs(zp, zs, obj, seg, len) == 1)) {
 		/* in place: no buffer, so the push cannot fail */
-		s = &zmi_self.slot[hz];
-		zmi_self.nmaps = hz + 1;
+		s = &zmi_pool_self.slot[hz];
+		zmi_pool_self.nmaps = hz + 1;
 		s->handle = h;
 		s->pool = pool;
 		s->copied = false;
 		return seg[0];
 	}
-	s = zmi_map_push(zp->page_size, &buf);
+	s = zmi_pool_map_push(zp->page_size, &buf);
 	if (zmi_unlikely(!s)) {
-		zmi_hazard_clear(hz);
+		zmi_pool_hazard_clear(hz);
 		return NULL;
 	}
-	return zmi_map_copy_in(s, pool, h, mode, buf, seg, len);
+	return zmi_pool_map_copy_in(s, pool, h, mode, buf, seg, len);
 }
 
 void zs_unmap(struct zm_pool *pool, zm_handle_t h)
 {
-	if (zmi_unmap_slot(pool, h))
-		zmi_hazard_clear(zmi_self.nmaps);
+	if (zmi_pool_unmap_slot(pool, h))
+		zmi_pool_hazard_clear(zmi_pool_self.nmaps);
 }
 
 /* Copy between buf and the object: to the object if `in`. */
@@ -159,7 +159,7 @@ static int copy(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len, bool
 	n = zs_obj_segs(zp, zs, obj, seg, l);
 	/* the object's bytes: its slot, or a mixed zspage's object's length */
 	if (zmi_unlikely(len > (n == 1 ? l[0] : l[0] + l[1]))) {
-		zmi_hazard_clear(ZM_HAZARD_RW);
+		zmi_pool_hazard_clear(ZM_HAZARD_RW);
 		return -EINVAL;
 	}
 	if (n == 1 || len <= l[0])
@@ -174,7 +174,7 @@ static int copy(struct zm_pool *pool, zm_handle_t h, void *buf, size_t len, bool
 		else
 			memcpy((char *)buf + l[0], seg[1], len - l[0]);
 	}
-	zmi_hazard_clear(ZM_HAZARD_RW);
+	zmi_pool_hazard_clear(ZM_HAZARD_RW);
 	return 0;
 }
 
@@ -193,8 +193,8 @@ int zs_write(struct zm_pool *pool, zm_handle_t h, const void *buf, size_t len)
 int zs_get_key(struct zm_pool *pool, uint64_t key, zm_pool_get_fn fn, void *arg)
 {
 	struct zs_pool *zp = zs_of(pool);
-	unsigned hz = zmi_self.nmaps, obj;
-	struct zmi_map_slot *s;
+	unsigned hz = zmi_pool_self.nmaps, obj;
+	struct zmi_pool_map_slot *s;
 	struct zspage *zs;
 	char *seg[2], *buf;
 	size_t len[2];
@@ -214,24 +214,24 @@ int zs_get_key(struct zm_pool *pool, uint64_t key, zm_pool_get_fn fn, void *arg)
 		return -EINVAL;
 	if (zmi_likely(zs_obj_segs(zp, zs, obj, seg, len) == 1)) {
 		/* held as one of the thread's maps while fn runs */
-		s = &zmi_self.slot[hz];
-		zmi_self.nmaps = hz + 1;
+		s = &zmi_pool_self.slot[hz];
+		zmi_pool_self.nmaps = hz + 1;
 		s->handle = h;
 		s->pool = pool;
 		s->copied = false;
 		rc = fn(arg, seg[0], len[0]);
 	} else {
-		s = zmi_map_push(zp->page_size, &buf);
+		s = zmi_pool_map_push(zp->page_size, &buf);
 		if (zmi_unlikely(!s)) {
 			rc = errno == EBUSY ? -EBUSY : -ENOMEM;
-			zmi_hazard_clear(hz);
+			zmi_pool_hazard_clear(hz);
 			return rc;
 		}
-		zmi_map_copy_in(s, pool, h, ZM_MAP_RO, buf, seg, len);
+		zmi_pool_map_copy_in(s, pool, h, ZM_MAP_RO, buf, seg, len);
 		rc = fn(arg, buf, len[0] + len[1]);
 	}
-	zmi_map_pop();
-	zmi_hazard_clear(hz);
+	zmi_pool_map_pop();
+	zmi_pool_hazard_clear(hz);
 	return rc;
 }
 
@@ -258,7 +258,7 @@ void zs_prefetch_key(struct zm_pool *pool, uint64_t key)
 	for (int i = 0; i < n; i++)
 		for (size_t at = 0; at < len[i] + 63; at += 64)
 			__builtin_prefetch(seg[i] + (at < len[i] ? at : len[i] - 1), 1);
-	zmi_hazard_clear(ZM_HAZARD_RW);
+	zmi_pool_hazard_clear(ZM_HAZARD_RW);
 }
 
 size_t zs_obj_size(struct zm_pool *pool, zm_handle_t h)
@@ -272,6 +272,6 @@ size_t zs_obj_size(struct zm_pool *pool, zm_handle_t h)
 	if (!zs)
 		return 0;
 	n = zs->size == ZS_GRANULE ? zs_mhdr(zp, zs, obj)->len : zs->size;
-	zmi_hazard_clear(ZM_HAZARD_RW);
+	zmi_pool_hazard_clear(ZM_HAZARD_RW);
 	return n;
 }

@@ -135,13 +135,13 @@ static zm_handle_t borrow(struct zs_pool *zp, struct zs_class *c, size_t size)
 static inline struct zs_class *collided(struct zs_pool *zp, struct zs_class *c, unsigned sh,
 					unsigned k)
 {
-	unsigned n = zp->nshards, me = zmi_thread_number();
+	unsigned n = zp->nshards, me = zmi_pool_thread_number();
 	uint32_t by = __atomic_load_n(&c->alloc_by, __ATOMIC_RELAXED);
 
 	if (n == 1 || by == 0 || by == me || __atomic_load_n(&c->compacting, __ATOMIC_RELAXED))
 		return c;
 	sh = sh == 0 ? 1 + me % (n - 1) : 0;
-	zmi_self.shard = sh;
+	zmi_pool_self.shard = sh;
 	return zs_class_get(zp, sh, k);
 }
 
@@ -175,7 +175,7 @@ static zm_handle_t mixed_alloc(struct zs_pool *zp, unsigned sh, size_t size)
 			m = to;
 		zmi_lock(&m->lock);
 	}
-	__atomic_store_n(&m->alloc_by, zmi_thread_number(), __ATOMIC_RELAXED);
+	__atomic_store_n(&m->alloc_by, zmi_pool_thread_number(), __ATOMIC_RELAXED);
 	idx = zs_slot_alloc(zp, m);
 	if (zmi_unlikely(!idx))
 		goto out;
@@ -437,11 +437,11 @@ unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uin
  * sharing zspages until their locks collide (docs/zsmalloc.md). */
 static inline unsigned my_shard(void)
 {
-	if (zmi_unlikely(!zmi_self.shard_set)) {
-		zmi_self.shard = zmi_thread_number() - 1;
-		zmi_self.shard_set = true;
+	if (zmi_unlikely(!zmi_pool_self.shard_set)) {
+		zmi_pool_self.shard = zmi_pool_thread_number() - 1;
+		zmi_pool_self.shard_set = true;
 	}
-	return zmi_self.shard;
+	return zmi_pool_self.shard;
 }
 
 zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
@@ -469,7 +469,7 @@ zm_handle_t zs_malloc(struct zm_pool *pool, size_t size)
 			return fail(zp);
 		zmi_lock(&c->lock);
 	}
-	__atomic_store_n(&c->alloc_by, zmi_thread_number(), __ATOMIC_RELAXED);
+	__atomic_store_n(&c->alloc_by, zmi_pool_thread_number(), __ATOMIC_RELAXED);
 	if (zmi_unlikely(c->huge)) {
 		h = zs_huge_alloc(zp, c);
 		return h ? h : fail(zp);
@@ -525,10 +525,10 @@ lock_obj(struct zs_pool *zp, zm_handle_t h, bool key, struct zspage **zsp, unsig
 		if (zmi_unlikely(__atomic_load_n(&zs->migrating, __ATOMIC_ACQUIRE))) {
 			zmi_unlock(&c->lock);
 			sched_yield();
-			zmi_hazard_clear(ZM_HAZARD_RW);
+			zmi_pool_hazard_clear(ZM_HAZARD_RW);
 			continue;
 		}
-		zmi_hazard_clear(ZM_HAZARD_RW);
+		zmi_pool_hazard_clear(ZM_HAZARD_RW);
 		/* still there?  (a racing free or a move changes the slot) */
 		v = key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref);
 		if (zmi_likely(!((v ^ h) & check) && !(v & ZS_TAG_HUGE) &&

@@ -265,7 +265,7 @@ unsigned zs_nr_classes(struct zm_pool *pool)
 	return zp->nclasses + zp->mixed;
 }
 
-const struct zmi_pool_ops zmi_zsmalloc_ops = {
+const struct zmi_pool_ops zmi_pool_zsmalloc_ops = {
 	.name = "zsmalloc",
 	.uses_pages = true,
 	.create = zs_create,

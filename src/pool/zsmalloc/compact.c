@@ -475,7 +475,7 @@ static void do_step(struct zs_pool *zp, struct zs_class *c, uint8_t pass, const 
 	long pages = 0;
 	bool more;
 
-	if (zmi_hazard_find(zs)) {
+	if (zmi_pool_hazard_find(zs)) {
 		/* someone is inside (a map): leave it alone */
 		set_migrating(zs, 0);
 		zs->pass = pass;
@@ -530,7 +530,7 @@ static void free_gone(struct zs_pool *zp, struct zs_class **gc, struct zspage **
 		      unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
-		while (zmi_hazard_find(gone[i]))
+		while (zmi_pool_hazard_find(gone[i]))
 			sched_yield();
 		zs_zspage_free(zp, gc[i], gone[i]);
 	}
@@ -626,7 +626,7 @@ long zs_compact_run(struct zs_pool *zp, struct zs_class *(*next)(void *arg), voi
 			 * emptied are gone */
 			if (!ngone)
 				break;
-			zmi_heavy_barrier();
+			zmi_pool_heavy_barrier();
 			free_gone(zp, gc, gone, ngone);
 			ngone = 0;
 			if (more_classes && done < limit)
@@ -636,7 +636,7 @@ long zs_compact_run(struct zs_pool *zp, struct zs_class *(*next)(void *arg), voi
 		/* one barrier for the batch, without a lock: after it, any
 		 * reader inside one of them has its hazard where we can see
 		 * it, and any later reader sees the mark and backs off */
-		zmi_heavy_barrier();
+		zmi_pool_heavy_barrier();
 		free_gone(zp, gc, gone, ngone);
 		ngone = 0;
 		/* class by class: a class's steps are together in the batch */
@@ -746,9 +746,9 @@ static long sweep_class(struct zs_pool *zp, struct zs_class *a, uint8_t *freemap
 		goto out;
 	set_migrating(src, 1);
 	hold_unlock(zp, a, &h);
-	zmi_heavy_barrier();
+	zmi_pool_heavy_barrier();
 	hold_lock(a, &h, "sweep");
-	if (zmi_hazard_find(src)) {  /* mapped: leave it */
+	if (zmi_pool_hazard_find(src)) {  /* mapped: leave it */
 		set_migrating(src, 0);
 		goto out;
 	}
@@ -784,8 +784,8 @@ static long sweep_class(struct zs_pool *zp, struct zs_class *a, uint8_t *freemap
 	zs_zspage_retire(zp, a, src);
 	hold_unlock(zp, a, &h);
 	/* as in zs_compact_class: no reader may still hold the record */
-	zmi_heavy_barrier();
-	while (zmi_hazard_find(src))
+	zmi_pool_heavy_barrier();
+	while (zmi_pool_hazard_find(src))
 		sched_yield();
 	zs_zspage_free(zp, a, src);
 	return freed;
@@ -1027,7 +1027,7 @@ static long mixed_compact_shard(struct zs_pool *zp, struct zs_class *m, uint8_t 
 		if (!nb)
 			break;
 		/* readers inside them are seen now, later ones back off */
-		zmi_heavy_barrier();
+		zmi_pool_heavy_barrier();
 		free_gone(zp, gc, gone, ngone);
 		ngone = 0;
 		hold_lock(m, &h, "mixed");
@@ -1043,7 +1043,7 @@ static long mixed_compact_shard(struct zs_pool *zp, struct zs_class *m, uint8_t 
 			if (i)
 				breathe(zp, m, &h);
 			(*done)++;
-			if (zmi_hazard_find(zs)) {   /* mapped: leave it */
+			if (zmi_pool_hazard_find(zs)) {   /* mapped: leave it */
 				set_migrating(zs, 0);
 				continue;
 			}
@@ -1072,7 +1072,7 @@ static long mixed_compact_shard(struct zs_pool *zp, struct zs_class *m, uint8_t 
 		hold_unlock(zp, m, &h);
 	}
 	if (ngone) {
-		zmi_heavy_barrier();
+		zmi_pool_heavy_barrier();
 		free_gone(zp, gc, gone, ngone);
 	}
 	*emptied += freed;

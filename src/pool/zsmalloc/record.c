@@ -574,7 +574,7 @@ static long move_class(struct zs_pool *zp, struct zs_class *c)
 		gone = NULL;
 		if (!nb)
 			break;
-		zmi_heavy_barrier();
+		zmi_pool_heavy_barrier();
 		zs_compact_lock(c);
 		for (unsigned i = 0, held = 0; i < nb; i++) {
 			struct zspage *zs = batch[i], *nz = NULL;
@@ -590,7 +590,7 @@ static long move_class(struct zs_pool *zp, struct zs_class *c)
 			}
 			held++;
 
-			if (!zmi_hazard_find(zs) && (nz = zs_record_get(zp, c)) &&
+			if (!zmi_pool_hazard_find(zs) && (nz = zs_record_get(zp, c)) &&
 			    !in_pages(zp, nz)) {
 				/* malloc'd again: no better (and no page to
 				 * give back) */
@@ -622,9 +622,9 @@ static long move_class(struct zs_pool *zp, struct zs_class *c)
 		if (no) {
 			/* no reader may still hold an old copy (it took the
 			 * pointer before the publish: its ztab check fails) */
-			zmi_heavy_barrier();
+			zmi_pool_heavy_barrier();
 			for (unsigned i = 0; i < no; i++)
-				while (zmi_hazard_find(old[i]))
+				while (zmi_pool_hazard_find(old[i]))
 					sched_yield();
 			zs_compact_lock(c);
 			for (unsigned i = 0; i < no; i++)

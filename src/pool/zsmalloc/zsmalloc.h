@@ -274,11 +274,12 @@ struct zs_class {
 				    retired here, which may still sit in the
 				    page cache of the thread that freed it (the
 				    compactor's, if it did); 0 = none */
-	uint32_t alloc_by;       /* atomic: the number (zmi_thread_number) of
-				    the thread that allocated here last,
-				    written under the lock: who it is that
-				    an allocation finding the lock taken
-				    collided with (zsmalloc/alloc.c) */
+	uint32_t alloc_by;       /* atomic: the number
+				    (zmi_pool_thread_number) of the thread
+				    that allocated here last, written under
+				    the lock: who it is that an allocation
+				    finding the lock taken collided with
+				    (zsmalloc/alloc.c) */
 	struct zspage *group[ZS_GROUPS];  /* lock: lists by fullness */
 	uint32_t zspages, used, npages;   /* lock: zspages, objects, pages;
 					     used and npages also read without
@@ -715,7 +716,8 @@ int zs_huge_check(struct zs_pool *zp, struct zs_class *c, uint64_t *seen,
 extern __thread struct zspage zs_hview;
 
 /* zsmalloc/access.c: find the object of a handle and hold hazard `hz` on its
- * zspage (drop it with zmi_hazard_clear(hz)); NULL if the handle is bad. */
+ * zspage (drop it with zmi_pool_hazard_clear(hz)); NULL if the handle is
+ * bad. */
 struct zspage *zs_lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz);
 
 /* the backend operations, by file */
