@@ -256,8 +256,9 @@ void zs_prefetch_key(struct zm_pool *pool, uint64_t key)
 		return;
 	n = zs_obj_segs(zp, zs, obj, seg, len);
 	for (int i = 0; i < n; i++)
-		for (size_t at = 0; at < len[i] + 63; at += 64)
-			__builtin_prefetch(seg[i] + (at < len[i] ? at : len[i] - 1), 1);
+		for (uintptr_t at = (uintptr_t)seg[i] & ~(uintptr_t)63;
+		     at < (uintptr_t)seg[i] + len[i]; at += 64)
+			__builtin_prefetch((const void *)at, 1);
 	zmi_pool_hazard_clear(ZM_HAZARD_RW);
 }
 
