@@ -12,7 +12,10 @@
  *      takes its memory from the system, page faults included); statistics;
  *      put every page again ("put": objects replaced, memory recycled, the
  *      steady state of a swap device); get every page; compare every byte
- *      with the original (not timed).
+ *      with the original (not timed); then put into each page's slot its
+ *      neighbour's page ("reput": objects of other sizes, which a pool
+ *      that writes a fitting object over the old one cannot take in
+ *      place), and read them back and compare them (not timed).
  *
  * Codec and stores alternate within each run, so that a machine that
  * slows down or speeds up affects all of them alike; the speeds reported
@@ -86,7 +89,7 @@ static const struct churn_summary *churn_for(const char *allocator)
 
 /* ---- passes over the pages, split over threads ---------------------- */
 
-enum op { OP_PUT, OP_GET, OP_COMPRESS, OP_DECOMPRESS };
+enum op { OP_PUT, OP_PUT_NEXT, OP_GET, OP_COMPRESS, OP_DECOMPRESS };
 
 struct pass {
 	enum op op;
@@ -98,6 +101,7 @@ struct pass {
 	uint32_t *zoff;        /* where page i's compressed data starts */
 	int *zlen;             /* compressed length per page; 0 = raw */
 	size_t ps;
+	size_t npages;         /* OP_PUT_NEXT: slot i gets page i + 1 mod npages */
 	int err;               /* first error, atomic */
 };
 
@@ -145,6 +149,9 @@ static void work(struct worker *w, struct pass *p)
 		switch (p->op) {
 		case OP_PUT:
 			rc = zm_store_put(p->store, i, p->in + i * ps);
+			break;
+		case OP_PUT_NEXT:
+			rc = zm_store_put(p->store, i, p->in + (i + 1) % p->npages * ps);
 			break;
 		case OP_GET:
 			rc = zm_store_get(p->store, i, p->out + i * ps);
@@ -247,6 +254,7 @@ static double run_pass(struct pass *p, size_t npages, int nthreads)
 
 struct speeds {
 	double fill[2][32], put[2][32], get[2][32]; /* [single/multi][rep] */
+	double reput[2][32];       /* each slot given its neighbour's page */
 	double fresh[2][32];       /* the codec into fresh memory */
 };
 
@@ -275,14 +283,14 @@ static double med(double *v, int n)
  * not NULL. */
 static int store_pass(const struct opts *o, const char *alloc, const struct bench_data *d,
 		      uint8_t *out, int nthreads, double *fill, double *put, double *get,
-		      struct bench_row *row, char **verbose)
+		      double *reput, struct bench_row *row, char **verbose)
 {
 	struct zm_store_config cfg = {
 		.nr_pages = d->len / o->page_size, .page_size = o->page_size,
 		.codec = o->codec, .allocator = alloc, .no_same_filled = o->no_same,
 		.huge_size = o->huge_size,
 	};
-	struct pass p = { .in = d->buf, .out = out, .ps = o->page_size };
+	struct pass p = { .in = d->buf, .out = out, .ps = o->page_size, .npages = cfg.nr_pages };
 	struct zm_store_stats st;
 	int rc = zm_store_create(&cfg, &p.store);
 
@@ -320,6 +328,18 @@ static int store_pass(const struct opts *o, const char *alloc, const struct benc
 	if (*get < 0 || memcmp(out, d->buf, d->len)) {
 		fprintf(stderr, "zmem bench: %s/%s: pages read back differ%s%s\n", d->name, alloc,
 			*get < 0 ? ": " : "", *get < 0 ? strerror(-p.err) : "");
+		zm_store_destroy(p.store);
+		return -1;
+	}
+	p.op = OP_PUT_NEXT;
+	*reput = run_pass(&p, cfg.nr_pages, nthreads);
+	memset(out, 0x5a, d->len);
+	p.op = OP_GET;
+	if (*reput < 0 || run_pass(&p, cfg.nr_pages, nthreads) < 0 ||
+	    memcmp(out, d->buf + o->page_size, d->len - o->page_size) ||
+	    memcmp(out + d->len - o->page_size, d->buf, o->page_size)) {
+		fprintf(stderr, "zmem bench: %s/%s: pages put over others read back differ%s%s\n",
+			d->name, alloc, p.err ? ": " : "", p.err ? strerror(-p.err) : "");
 		zm_store_destroy(p.store);
 		return -1;
 	}
@@ -421,7 +441,7 @@ static int bench_one(const struct opts *o, const struct bench_data *d,
 					       o->reps, o->alloc[a], nt);
 				if (store_pass(o, o->alloc[a], d, out, nt, &ss[a].fill[m][r],
 					       &ss[a].put[m][r], &ss[a].get[m][r],
-					       last ? &rows[a] : NULL,
+					       &ss[a].reput[m][r], last ? &rows[a] : NULL,
 					       last && verbose ? &verbose[a] : NULL))
 					goto out;
 			}
@@ -441,7 +461,9 @@ static int bench_one(const struct opts *o, const struct bench_data *d,
 		row->get1_MBps = med(ss[a].get[0], o->reps);
 		row->codec_put1_MBps = med(cs.put[0], o->reps);
 		row->codec_get1_MBps = med(cs.get[0], o->reps);
+		row->reput_MBps = med(ss[a].reput[multi], o->reps);
 		row->put_cost = med_ratio(cs.put[multi], ss[a].put[multi], o->reps) - 1;
+		row->reput_cost = med_ratio(cs.put[multi], ss[a].reput[multi], o->reps) - 1;
 		row->get_cost = med_ratio(cs.get[multi], ss[a].get[multi], o->reps) - 1;
 		row->fill_cost = med_ratio(cs.put[multi], ss[a].fill[multi], o->reps) - 1;
 		row->fresh_cost = med_ratio(cs.put[multi], cs.fresh[multi], o->reps) - 1;
@@ -571,19 +593,20 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 
 	printf("\nThe store against the bare codec on the same pages (time per page, "
 	       "+ = slower;\nmedian over the runs of each run's ratio):\n");
-	printf("  %-*s %-*s %7s %7s %7s %7s %7s\n", dw, "data", aw, "allocator", "put", "get",
-	       "fill", "fresh", "store");
+	printf("  %-*s %-*s %7s %7s %7s %7s %7s %7s\n", dw, "data", aw, "allocator", "put",
+	       "reput", "get", "fill", "fresh", "store");
 	for (size_t i = 0; i < n; i++) {
 		const struct bench_row *r = &rows[i];
 
 		if (r->kernel)
 			continue;
-		printf("  %-*s %-*s %+6.1f%% %+6.1f%% %+6.1f%% %+6.1f%% %+6.1f%%%s\n",
-		       dw, r->data, aw, r->allocator, 100 * r->put_cost, 100 * r->get_cost,
-		       100 * r->fill_cost, 100 * r->fresh_cost, 100 * r->fill_vs_fresh,
-		       r->same_pages ? " *" : "");
+		printf("  %-*s %-*s %+6.1f%% %+6.1f%% %+6.1f%% %+6.1f%% %+6.1f%% %+6.1f%%%s\n",
+		       dw, r->data, aw, r->allocator, 100 * r->put_cost, 100 * r->reput_cost,
+		       100 * r->get_cost, 100 * r->fill_cost, 100 * r->fresh_cost,
+		       100 * r->fill_vs_fresh, r->same_pages ? " *" : "");
 	}
-	printf("  fresh = the bare codec writing into pages never touched (the page faults\n"
+	printf("  reput = each slot given its neighbour's page (objects of other sizes);\n"
+	       "  fresh = the bare codec writing into pages never touched (the page faults\n"
 	       "  any first fill pays); store = the fill against that, in the same runs\n");
 	for (size_t i = 0; i < n; i++)
 		if (rows[i].same_pages && !rows[i].kernel) {
@@ -677,6 +700,8 @@ static void print_json(const struct opts *o, const struct bench_row *rows, size_
 			json_fixed(&j, "codec_put_MBps", r->codec_put_MBps, 1);
 			json_fixed(&j, "codec_get_MBps", r->codec_get_MBps, 1);
 			json_fixed(&j, "store_put_cost", r->put_cost, 4);
+			json_fixed(&j, "reput_MBps", r->reput_MBps, 1);
+			json_fixed(&j, "store_reput_cost", r->reput_cost, 4);
 			json_fixed(&j, "store_get_cost", r->get_cost, 4);
 			json_fixed(&j, "store_fill_cost", r->fill_cost, 4);
 			json_fixed(&j, "codec_fresh_MBps", r->codec_fresh_MBps, 1);
