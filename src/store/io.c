@@ -116,9 +116,18 @@ int zmi_store_put_page(struct zm_store *s, struct zmi_store_stripe *st, uint64_t
 	if (s->same_filled && zmi_store_page_same_filled(page, s->page_size, &word)) {
 		info = slot_info_sub(SUB_SAME, false);
 	} else {
-		/* the old object, if any, fetched while the page compresses */
-		if (slot_in_pool(word_info(__atomic_load_n(&s->slots[index], __ATOMIC_RELAXED))))
-			zm_pool_prefetch_key(s->pool, index);
+		/* the old object, if any, fetched while the page compresses:
+		 * asked for under the slot lock, as every pool call on the
+		 * key (a put or discard of it on another thread may free it),
+		 * and not waited for when another thread holds the slot */
+		uint32_t cur;
+
+		if (slot_in_pool(word_info(__atomic_load_n(&s->slots[index], __ATOMIC_RELAXED))) &&
+		    zmi_store_slot_trylock(s, index, &cur)) {
+			if (slot_in_pool(cur))
+				zm_pool_prefetch_key(s->pool, index);
+			zmi_store_slot_unlock(s, index, cur, cur);
+		}
 		rc = compress_page(s, st, page, &src, &size, &info);
 		if (rc)
 			return put_failed(st, rc);

@@ -361,6 +361,17 @@ static inline uint32_t zmi_store_slot_lock(struct zm_store *s, uint64_t index)
 	return word_info(old) & ~SLOT_LOCK;
 }
 
+/* Lock slot index if no one holds it: true and its info in *info, or
+ * false (the word unchanged: the lock bit was set already). */
+static inline bool zmi_store_slot_trylock(struct zm_store *s, uint64_t index, uint32_t *info)
+{
+	uint64_t old = __atomic_fetch_or(&s->slots[index], (uint64_t)SLOT_LOCK << SLOT_INFO_SHIFT,
+					 __ATOMIC_ACQUIRE);
+
+	*info = word_info(old) & ~SLOT_LOCK;
+	return !(word_info(old) & SLOT_LOCK);
+}
+
 /* Is a slot of this info BUSY: a page on file being read by a get? */
 static inline bool slot_busy(uint32_t info)
 {
