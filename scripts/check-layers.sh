@@ -10,6 +10,22 @@
 set -uf  # -f: the table's * is a word, not a glob
 cd "$(dirname "$0")/.." || exit 2
 
+# has WORD LIST...: is WORD one of LIST?
+has() {
+	w=$1
+	shift
+	for a in "$@"; do
+		[ "$a" = "$w" ] && return 0
+	done
+	return 1
+}
+
+# includes FILE: "LINE <header>" or 'LINE "header"' for each #include
+includes() {
+	grep -n '^[[:space:]]*#[[:space:]]*include' "$1" |
+		sed -n 's/^\([0-9]*\):.*#[[:space:]]*include[[:space:]]*\([<"][^>"]*[>"]\).*/\1 \2/p'
+}
+
 TABLE='
 base     | -                                            | common
 pages    | base                                         | common pages
@@ -38,29 +54,21 @@ out=$(for f in $(find src -name '*.[ch]' | sort); do
 	fi
 	quoted=$(printf '%s\n' "$row" | awk -F'|' '{ print $2 }')
 	public=$(printf '%s\n' "$row" | awk -F'|' '{ print $3 }')
-	grep -n '^[[:space:]]*#[[:space:]]*include' "$f" | while IFS= read -r line; do
-		n=${line%%:*}
-		inc=$(printf '%s\n' "$line" | sed -n 's/.*#[[:space:]]*include[[:space:]]*\([<"][^>"]*[>"]\).*/\1/p')
+	includes "$f" | while read -r n inc; do
 		case $inc in
 		\"*)
 			path=${inc#\"}; path=${path%\"}
 			dir=${path%%/*}
 			[ "$dir" = "$path" ] && continue   # same folder, no prefix
 			[ "$dir" = "$layer" ] && continue
-			ok=0
-			for a in $quoted; do
-				[ "$a" = "$dir" ] || [ "$a" = "$path" ] && ok=1
-			done
-			[ $ok = 1 ] || echo "$f:$n: includes \"$path\": src/$layer may not include src/$dir"
+			# shellcheck disable=SC2086
+			has "$dir" $quoted || has "$path" $quoted || echo "$f:$n: includes \"$path\": src/$layer may not include src/$dir"
 			;;
 		\<zmem/*)
 			case " $public " in *" * "*) continue ;; esac
 			h=${inc#<zmem/}; h=${h%.h>}
-			ok=0
-			for a in $public; do
-				[ "$a" = "$h" ] && ok=1
-			done
-			[ $ok = 1 ] || echo "$f:$n: includes <zmem/$h.h>: the layer $layer is below it"
+			# shellcheck disable=SC2086
+			has "$h" $public || echo "$f:$n: includes <zmem/$h.h>: the layer $layer is below it"
 			;;
 		esac
 	done
@@ -93,9 +101,7 @@ out=$(for f in $(find include/zmem -name '*.h' | sort); do
 		continue
 	fi
 	below=$(printf '%s\n' "$row" | awk -F'|' '{ print $2 }')
-	grep -n '^[[:space:]]*#[[:space:]]*include' "$f" | while IFS= read -r line; do
-		n=${line%%:*}
-		inc=$(printf '%s\n' "$line" | sed -n 's/.*#[[:space:]]*include[[:space:]]*\([<"][^>"]*[>"]\).*/\1/p')
+	includes "$f" | while read -r n inc; do
 		case $inc in
 		\"*)
 			echo "$f:$n: includes $inc: a public header includes no header of src/"
@@ -103,11 +109,8 @@ out=$(for f in $(find include/zmem -name '*.h' | sort); do
 		\<zmem/*)
 			case " $below " in *" * "*) continue ;; esac
 			i=${inc#<zmem/}; i=${i%.h>}
-			ok=0
-			for a in $below; do
-				[ "$a" = "$i" ] && ok=1
-			done
-			[ $ok = 1 ] || echo "$f:$n: includes <zmem/$i.h>: <zmem/$h.h> is below it"
+			# shellcheck disable=SC2086
+			has "$i" $below || echo "$f:$n: includes <zmem/$i.h>: <zmem/$h.h> is below it"
 			;;
 		esac
 	done
@@ -138,16 +141,13 @@ out=$(for f in $(find tests -name '*.[ch]' | sort); do
 			case $rel in $g) echo "$dirs" ;; esac
 		done
 	done)
-	grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | while IFS= read -r line; do
-		n=${line%%:*}
-		path=$(printf '%s\n' "$line" | sed -n 's/.*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p')
+	includes "$f" | while read -r n inc; do
+		case $inc in \"*) ;; *) continue ;; esac
+		path=${inc#\"}; path=${path%\"}
 		dir=${path%%/*}
 		[ "$dir" = "$path" ] && continue   # the tests' own headers
-		ok=0
-		for a in $LIBRARY $extra; do
-			[ "$a" = "$dir" ] && ok=1
-		done
-		[ $ok = 1 ] || echo "$f:$n: includes \"$path\": only the tests of src/$dir may (scripts/check-layers.sh)"
+		# shellcheck disable=SC2086
+		has "$dir" $LIBRARY $extra || echo "$f:$n: includes \"$path\": only the tests of src/$dir may (scripts/check-layers.sh)"
 	done
 done)
 if [ -n "$out" ]; then
