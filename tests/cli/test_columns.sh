@@ -44,9 +44,23 @@ takes() {
 }
 
 fits help
+# indented ARGS...: in zmem ARGS --help's options, each line is an
+# option's or goes on under its help's column (24), a default included
+indented() {
+    "$ZMEM" "$@" --help | awk '/^Options:/ { o = 1; next } o && /^$/ { o = 0 }
+        o && !/^  -., --/ && !/^      --/ && !/^                        [^ ]/' > "$T/out"
+    if [ ! -s "$T/out" ]; then
+        ok "zmem $* --help: each option's lines under its column"
+    else
+        bad "zmem $* --help: lines out of the help's column"; diag < "$T/out"
+    fi
+}
 for c in $("$ZMEM" help | sed -n 's/^  \([a-z][a-z0-9-]*\)  .*/\1/p'); do
     fits "$c" --help
+    indented "$c"
 done
+fits allocbench --latency --help
+indented allocbench --latency
 "$ZMEM" gen --kind text --ratio 0.5 --size 1M -o "$T/c.pages" -q || bad "gen a corpus"
 mkdir "$T/scratch"
 fits bench --size 256K --reps 1
