@@ -1927,7 +1927,9 @@ int cmd_cachebench(int argc, char **argv)
 	    (!o.files && (o.modes & (M_CLEANCACHE | M_MIXED)) &&
 	     cli_check_dir("cachebench", "--dir", o.dir)) ||
 	    ((o.modes & (M_FRONTSWAP | M_SPEED)) && cli_check_memory("cachebench", "--size",
-								     o.size, 1)))
+								     o.size, 1)) ||
+	    ((o.modes & (M_CLEANCACHE | M_MIXED)) && cli_check_memory("cachebench", "--cache",
+								      o.cache, 1)))
 		return CLI_FAIL;
 	if ((rc = cli_check_plot("cachebench", o.plot, o.json)))
 		return rc;

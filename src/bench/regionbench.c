@@ -1749,7 +1749,8 @@ int cmd_regionbench(int argc, char **argv)
 		return CLI_USAGE;
 	/* what cannot end well fails now, not after the run (check.h) */
 	if (cli_check_data("regionbench", o.data) ||
-	    cli_check_dir("regionbench", "--dir", o.dir))
+	    cli_check_dir("regionbench", "--dir", o.dir) ||
+	    cli_check_memory("regionbench", "--size", o.size, 1))
 		return CLI_FAIL;
 	if ((status = cli_check_plot("regionbench", o.plot, o.json)))
 		return status;

@@ -1366,6 +1366,10 @@ int cmd_tierbench(int argc, char **argv)
 		return status < 0 ? CLI_OK : status;
 	if (check_codec(o.codec) || check_codec(o.recompress) || bench_data_check(o.data))
 		return CLI_USAGE;
+	/* what cannot end well fails now, not after the data is made (check.h) */
+	if (cli_check_data("tierbench", o.data) || cli_check_dir("tierbench", "--dir", o.dir) ||
+	    cli_check_memory("tierbench", "--size", o.size, 1))
+		return CLI_FAIL;
 	if ((status = cli_check_plot("tierbench", o.plot, o.json)))
 		return status;
 	status = 1;

@@ -66,10 +66,18 @@ refused serve --size 1M --socket "$T/s.sock" --pidfile "$nodir" -- \
 refused regionbench --plot "$nodir.svg" -- "zmem regionbench: --plot $nodir.svg:"
 refused regionbench --dir "$T/none" -- "zmem regionbench: --dir $T/none:"
 refused runbench --plot "$nodir.svg" -- "zmem runbench: --plot $nodir.svg:"
+refused runbench --prog-dir "$T/none" -- "zmem runbench: --prog-dir $T/none: No such file"
+refused tierbench --size 2M --plot "$nodir.svg" -- "zmem tierbench: --plot $nodir.svg:"
+refused tierbench --size 2M --dir "$T/none" -- "zmem tierbench: --dir $T/none: No such file"
+refused tierbench --size 2M --data "file:$T/none" -- \
+    "zmem tierbench: --data file: $T/none: No such file"
 
 # ---- sizes that cannot be held: the size and the memory named --------
 refused bench --size 1T --data zero --allocator zsmalloc --no-plot -- "zmem bench: --size 1T does not fit in memory"
 refused cachebench --size 1T -- "zmem cachebench: --size 1T does not fit in memory"
+refused cachebench --size 1M --cache 1T -- "zmem cachebench: --cache 1T does not fit in memory"
+refused tierbench --size 1T -- "zmem tierbench: --size 1T does not fit in memory"
+refused regionbench --size 1T -- "zmem regionbench: --size 1T does not fit in memory"
 mem_named() {
     "$ZMEM" bench --size 1T --data zero --allocator zsmalloc --no-plot 2>&1 |
         grep -q "this machine has [0-9.]* [KMGT]iB"
