@@ -170,7 +170,7 @@ void cli_write_failed(FILE *f, int err)
 
 void cli_check_stdout(void)
 {
-	const char *sp = cli_cmd ? " " : "", *name = cli_cmd ? cli_cmd : "";
+	const char *sp = cli_cmd && *cli_cmd ? " " : "", *name = cli_cmd ? cli_cmd : "";
 	int was_bad = ferror(stdout), err;
 
 	/* what fails at the last flush or the close sets errno; an error

@@ -119,6 +119,10 @@ full() {
         { echo "status $rc" | cat - "$T/err" | diag; return 1; }
 }
 check "zmem help > /dev/full: write error, status 1" full help
+# the message names zmem alone when no command runs
+full_bare() { full "$@" && grep -q '^zmem: write error' "$T/err" || { diag < "$T/err"; false; }; }
+check "zmem help codecs > /dev/full: \"zmem: write error\"" full_bare help codecs
+check "zmem --version > /dev/full: \"zmem: write error\"" full_bare --version
 check "zmem --version > /dev/full: write error, status 1" full --version
 check "zmem bench > /dev/full: write error, status 1" \
     full bench --size 64K --reps 1 --data zero --allocator zsmalloc --no-plot -q
