@@ -1062,8 +1062,9 @@ int cmd_bench(int argc, char **argv)
 		print_table(&o, rows, nrows, kernel_why);
 	if (!o.json && nchurn) {
 		printf("\nChurn: a random %.0f%% of 60 MiB of lz4-compressed pages freed, then "
-		       "nothing\n(overhead = (pool + metadata) / live bytes for zmem's pools, resident "
-		       "memory / live bytes for the mallocs)\n%-13s %10s %10s %10s\n", o.churn * 100,
+		       "nothing\n(overhead = (pool + metadata) / live bytes for zmem's pools,\n"
+		       "resident memory / live bytes for the mallocs)\n%-13s %10s %10s %10s\n",
+		       o.churn * 100,
 		       "allocator", "freed", "100 ms", "1 s");
 		for (int i = 0; i < nchurn; i++)
 			printf("%-13s %10.3f %10.3f %10.3f\n", churn[i].name, churn[i].after_free,

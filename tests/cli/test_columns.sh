@@ -74,6 +74,8 @@ fits allocbench --allocator zsmalloc --sizes 64 --count 500 --bytes 64K --reps 1
 fits allocbench --latency --rounds 1 --ms 20 --bytes 256K
 fits density --corpus "$T/c.pages" --size 256K
 fits churn --corpus "$T/c.pages" --size 64K --allocator zsmalloc
+fits churn --corpus "$T/c.pages" --size 64K --allocator zsmalloc --foreground
+fits bench --size 256K --reps 1 --data text:0.5 --allocator zsmalloc --churn 0.5
 fits cachebench --mode all --size 1M --file-set 1M --cache 256K --budgets 256K \
     --reads 1000 --dir "$T/scratch" --allocators zsmalloc
 fits tierbench --data text:0.5 --size 2M --ops 2000 --dir "$T/scratch"
