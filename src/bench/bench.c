@@ -938,8 +938,10 @@ static int bench_units_main(struct opts *o)
 	for (size_t i = 0; i < o->ndata; i++) {
 		struct bench_data d;
 		uint64_t t0 = cli_now_ns();
+		char hb[32];
 
-		cli_progress("%s: preparing %zu MiB", o->data[i], o->size >> 20);
+		cli_progress("%s: preparing %s", o->data[i],
+			     zmi_human_bytes(o->size, hb, sizeof(hb)));
 		if (bench_data_make(o->data[i], o->size, o->page_size, o->codec, &d)) {
 			cli_progress_done();
 			bench_data_free(&d);
@@ -1017,8 +1019,9 @@ int cmd_bench(int argc, char **argv)
 	for (size_t i = 0; i < o.ndata; i++) {
 		struct bench_data d;
 		uint64_t t0 = cli_now_ns();
+		char hb[32];
 
-		cli_progress("%s: preparing %zu MiB", o.data[i], o.size >> 20);
+		cli_progress("%s: preparing %s", o.data[i], zmi_human_bytes(o.size, hb, sizeof(hb)));
 		if (bench_data_make(o.data[i], o.size, o.page_size, o.codec, &d)) {
 			cli_progress_done();
 			bench_data_free(&d);

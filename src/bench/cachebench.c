@@ -486,7 +486,7 @@ static void open_files(struct fileset *fs)
 
 static int gen_files(const struct opts *o, struct fileset *fs)
 {
-	char path[4096];
+	char path[4096], hb[32];
 	struct zm_codec *codec = NULL;
 	uint8_t *buf = malloc((size_t)FILE_MAX_PAGES * PS);
 	uint64_t s = o->seed ^ 0x5eed5eedull, left = o->file_set;
@@ -547,8 +547,7 @@ static int gen_files(const struct opts *o, struct fileset *fs)
 			break;
 		}
 		left -= size;
-		cli_progress("generating files: %llu MiB",
-			       (unsigned long long)(fs->bytes >> 20));
+		cli_progress("generating files: %s", zmi_human_bytes(fs->bytes, hb, sizeof(hb)));
 	}
 	cli_progress_done();
 	zm_codec_destroy(codec);
@@ -1910,6 +1909,7 @@ int cmd_cachebench(int argc, char **argv)
 	struct opts o;
 	struct zm_codec *cd;
 	int status = 1, rc;
+	char hb[32];
 
 	rc = parse(argc, argv, &o);
 	if (rc)
@@ -1943,7 +1943,8 @@ int cmd_cachebench(int argc, char **argv)
 	cli_note("codec %s, seed %llu", o.codec, (unsigned long long)o.seed);
 	if (o.modes & (M_FRONTSWAP | M_SPEED))
 		for (size_t i = 0; i < o.ndata; i++) {
-			cli_progress("preparing %zu MiB of %s", o.size >> 20, o.data[i]);
+			cli_progress("preparing %s of %s", zmi_human_bytes(o.size, hb, sizeof(hb)),
+				     o.data[i]);
 			if (bench_data_make(o.data[i], o.size, PS, o.codec, &data[ndata])) {
 				bench_data_free(&data[ndata]);
 				goto out;
@@ -2003,8 +2004,8 @@ int cmd_cachebench(int argc, char **argv)
 					mr = new_row(&rs, K_MIXED, o.alloc[a]);
 					r = mr ? mr - 1 : NULL;  /* new_row may have moved them */
 				}
-				cli_progress("cleancache, %s, budget %zu MiB", o.alloc[a],
-					       o.budgets[k] >> 20);
+				cli_progress("cleancache, %s, budget %s", o.alloc[a],
+					     zmi_human_bytes(o.budgets[k], hb, sizeof(hb)));
 				if (!r || ((o.modes & M_MIXED) && !mr) ||
 				    run_cleancache(&o, o.alloc[a], o.budgets[k], &fs, &pc, reads, r, mr))
 					goto out;
