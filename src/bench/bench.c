@@ -904,10 +904,7 @@ static int check_names(const struct opts *o)
 		for (i = 0; b[i] && strcmp(b[i], o->alloc[a]); i++)
 			;
 		if (!b[i]) {
-			fprintf(stderr, "zmem bench: unknown allocator '%s' (available:", o->alloc[a]);
-			for (i = 0; b[i]; i++)
-				fprintf(stderr, " %s", b[i]);
-			fprintf(stderr, ")\n");
+			cli_check_allocator("bench", "--allocator", o->alloc[a]);
 			return -1;
 		}
 	}

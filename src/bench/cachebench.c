@@ -1887,7 +1887,7 @@ static int check_allocators(struct opts *o)
 		for (k = 0; all[k] && strcmp(all[k], o->alloc[i]); k++)
 			;
 		if (!all[k])
-			return cli_usage("cachebench", "unknown allocator '%s'", o->alloc[i]);
+			return cli_check_allocator("cachebench", "--allocators", o->alloc[i]);
 	}
 	if (!o->nalloc)
 		for (size_t k = 0; all[k] && o->nalloc < MAX_LIST; k++)

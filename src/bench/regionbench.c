@@ -1745,7 +1745,8 @@ int cmd_regionbench(int argc, char **argv)
 	status = parse(argc, argv, &o);
 	if (status)
 		return status < 0 ? CLI_OK : status;
-	if (check_codec(o.codec) || bench_data_check(o.data))
+	if (check_codec(o.codec) || bench_data_check(o.data) ||
+	    cli_check_allocator("regionbench", "--allocator", o.allocator))
 		return CLI_USAGE;
 	/* what cannot end well fails now, not after the run (check.h) */
 	if (cli_check_data("regionbench", o.data) ||

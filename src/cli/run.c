@@ -41,6 +41,7 @@
 #include <zmem/store.h>
 #include "base/units.h"
 #include "cli/cli.h"
+#include "tool/check.h"
 #include "tool/json.h"
 #include "tool/opt.h"
 #include "run/board.h"
@@ -969,7 +970,7 @@ static int check_options(struct run *r)
 
 	if ((r->resident && (rc = check_resident(r))) ||
 	    (r->codec && (rc = cli_check_codec("run", "--codec", r->codec))) ||
-	    (r->allocator && (rc = cli_check_allocator("run", r->allocator))) ||
+	    (r->allocator && (rc = cli_check_allocator("run", "--allocator", r->allocator))) ||
 	    (r->recompress && (rc = cli_check_codec("run", "--recompress", r->recompress))) ||
 	    (r->backing && (rc = check_backing(r->backing))))
 		return rc;

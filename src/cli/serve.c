@@ -38,37 +38,6 @@ static void list_names(char *buf, size_t n, const char *const *names)
 		snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", names[i]);
 }
 
-/* The codec and allocator are tried here, so that a bad name is told
- * with the choices, before the server forks or listens (or zmem run
- * starts its command). */
-int cli_check_codec(const char *cmd, const char *opt, const char *name)
-{
-	struct zm_codec *c;
-	int rc = zm_codec_create(name, 0, &c);
-	char list[256];
-
-	if (!rc) {
-		zm_codec_destroy(c);
-		return 0;
-	}
-	list_names(list, sizeof(list), zm_codec_list());
-	return cli_usage(cmd, "%s %s: %s; choices: %s (a level follows a colon: zstd:3)",
-			 opt, name, rc == -EOPNOTSUPP ? "not in this build"
-			 : "unknown codec or bad level", list);
-}
-
-int cli_check_allocator(const char *cmd, const char *name)
-{
-	const char *const *b = zm_pool_backends();
-	char list[256];
-
-	for (int i = 0; b[i]; i++)
-		if (!strcmp(b[i], name))
-			return 0;
-	list_names(list, sizeof(list), b);
-	return cli_usage(cmd, "--allocator %s: unknown; choices: %s", name, list);
-}
-
 /* A duration into milliseconds: a number with ms, s, m or h after it,
  * seconds without; at least 1 ms and less than 49 days (it must fit the
  * store's unsigned milliseconds). */
@@ -255,7 +224,7 @@ int cmd_serve(int argc, char **argv)
 				 "%zu KiB", units, page ? page : 4096,
 				 ZM_STORE_UNIT_MAX_BYTES >> 10);
 	if ((cfg.codec && (rc = cli_check_codec("serve", "--codec", cfg.codec))) ||
-	    (cfg.allocator && (rc = cli_check_allocator("serve", cfg.allocator))) ||
+	    (cfg.allocator && (rc = cli_check_allocator("serve", "--allocator", cfg.allocator))) ||
 	    (cfg.recompress && (rc = cli_check_codec("serve", "--recompress", cfg.recompress))) ||
 	    (idle_after && (rc = cli_check_duration("serve", "--idle-after", idle_after,
 						    &cfg.idle_after_ms))) ||

@@ -38,6 +38,17 @@ for a in malloc glibc; do
     fi
 done
 
+# an allocator not in this build: one message, with the choices, from
+# every command that takes one of the pool's backends
+for c in bench allocbench worstcase regionbench "serve --size 1M"; do
+    # shellcheck disable=SC2086
+    zmem_usage $c --allocator slab -- \
+        "zmem ${c%% *}: --allocator slab: unknown; choices: zsmalloc, malloc, "
+done
+zmem_usage run --allocator slab true -- "zmem run: --allocator slab: unknown; choices: zsmalloc, "
+zmem_usage cachebench --allocators zsmalloc,slab -- \
+    "zmem cachebench: --allocators slab: unknown; choices: zsmalloc, malloc, "
+
 # durations: the same suffixes wherever one is asked for
 for d in 250ms 2s 1m; do
     takes tierbench --idle-after "$d"
