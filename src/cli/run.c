@@ -152,7 +152,9 @@ static int check_backing(const char *path)
 					 errno == ENOENT || !stat(dir, &st) ? "does not exist"
 					 : strerror(errno));
 	}
-	return cli_check_backing("run", path);
+	/* a bad option of zmem run is status 2 (CMD not run), whatever the
+	 * reason: 1 would be CMD's own */
+	return cli_check_backing("run", path) ? CLI_USAGE : 0;
 }
 
 /* The index of CMD in argv: the word after "--", or the first that is

@@ -68,14 +68,14 @@ int cli_check_backing(const char *cmd, const char *path)
 		made = fd >= 0;
 	}
 	if (fd < 0)
-		return cli_usage(cmd, "--backing %s: cannot open it for reading and "
-				 "writing: %s", path, strerror(errno));
+		return cli_fail(cmd, "--backing %s: cannot open it for reading and "
+				"writing: %s", path, strerror(errno));
 	if (fstat(fd, &st) || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))) {
 		close(fd);
-		return cli_usage(cmd, "--backing %s: not a regular file or block device "
-				 "(%s)", path, S_ISFIFO(st.st_mode) ? "a FIFO"
-				 : S_ISCHR(st.st_mode) ? "a character device"
-				 : S_ISSOCK(st.st_mode) ? "a socket" : "not a file");
+		return cli_fail(cmd, "--backing %s: not a regular file or block device "
+				"(%s)", path, S_ISFIFO(st.st_mode) ? "a FIFO"
+				: S_ISCHR(st.st_mode) ? "a character device"
+				: S_ISSOCK(st.st_mode) ? "a socket" : "not a file");
 	}
 	close(fd);
 	if (made)

@@ -63,6 +63,8 @@ refused gen --kind text --size 64K -o "$nodir" -- "zmem gen: -o $nodir: No such 
 refused capture $$ -o "$nodir" -- "zmem capture: -o $nodir: No such file"
 refused serve --size 1M --socket "$T/s.sock" --pidfile "$nodir" -- \
     "zmem serve: --pidfile $nodir: No such file"
+refused serve --size 1M --socket "$T/s.sock" --backing "$nodir" -- \
+    "zmem serve: --backing $nodir: cannot open it for reading and writing: No such file"
 refused regionbench --plot "$nodir.svg" -- "zmem regionbench: --plot $nodir.svg:"
 refused regionbench --dir "$T/none" -- "zmem regionbench: --dir $T/none:"
 refused runbench --plot "$nodir.svg" -- "zmem runbench: --plot $nodir.svg:"
