@@ -455,11 +455,26 @@ static int add_file(struct fileset *fs, const char *path, uint64_t size, double 
 
 static struct fileset *walk_fs;
 
+/* a file of the --files tree that cannot be read: the run fails with its
+ * error, as a --corpus tree's (a tree the user named is read whole) */
+static char walk_err_path[4096];
+static int walk_err;
+
 static int walk_one(const char *path, const struct stat *sb, int type, struct FTW *ftw)
 {
+	if (type == FTW_DNR) {
+		walk_err = EACCES;
+		snprintf(walk_err_path, sizeof(walk_err_path), "%s", path);
+		return -1;
+	}
 	if (type != FTW_F || !S_ISREG(sb->st_mode) || sb->st_size <= 0)
 		return 0;
-	if ((uint64_t)sb->st_size / PS >= UINT32_MAX || access(path, R_OK))
+	if (access(path, R_OK)) {
+		walk_err = errno;
+		snprintf(walk_err_path, sizeof(walk_err_path), "%s", path);
+		return -1;
+	}
+	if ((uint64_t)sb->st_size / PS >= UINT32_MAX)
 		return 0;
 	if (walk_fs->pages + (uint64_t)sb->st_size / PS + 1 >= UINT32_MAX)
 		return 1;
@@ -561,7 +576,13 @@ static int make_fileset(const struct opts *o, struct fileset *fs)
 	if (o->files) {
 		fs->limit = o->file_set;
 		walk_fs = fs;
+		walk_err = 0;
 		if (nftw(o->files, walk_one, 64, FTW_PHYS) < 0) {
+			if (walk_err) {
+				cli_fail("cachebench", "--files: %s: %s", walk_err_path,
+					 strerror(walk_err));
+				return -1;
+			}
 			fprintf(stderr, "zmem cachebench: reading %s: %s\n", o->files, strerror(errno));
 			return -1;
 		}
@@ -1941,6 +1962,13 @@ int cmd_cachebench(int argc, char **argv)
 	}
 	zm_codec_destroy(cd);
 	cli_note("codec %s, seed %llu", o.codec, (unsigned long long)o.seed);
+	/* a tree to read is walked before any phase: a file in it that
+	 * cannot be read ends the run now (generated files come later) */
+	if ((o.modes & (M_CLEANCACHE | M_MIXED)) && o.files) {
+		if (make_fileset(&o, &fs))
+			goto out;
+		have_fs = true;
+	}
 	if (o.modes & (M_FRONTSWAP | M_SPEED))
 		for (size_t i = 0; i < o.ndata; i++) {
 			cli_progress("preparing %s of %s", zmi_human_bytes(o.size, hb, sizeof(hb)),
@@ -1985,7 +2013,7 @@ int cmd_cachebench(int argc, char **argv)
 	if (o.modes & M_MIXED)
 		o.modes |= M_CLEANCACHE;  /* it runs on each cleancache run's instance */
 	if (o.modes & M_CLEANCACHE) {
-		if (make_fileset(&o, &fs))
+		if (!have_fs && make_fileset(&o, &fs))
 			goto out;
 		have_fs = true;
 		cli_note("%zu files, %llu pages (%s)", fs.n, (unsigned long long)fs.pages,

@@ -109,6 +109,11 @@ unreadable() {
     # in a tree: the file named with its error, not skipped
     as_user "$ZMEM" churn --corpus "$T/ro" --size 1M > "$T/out" 2> "$T/err"
     [ $? -eq 1 ] && grep -q "b.pages: Permission denied" "$T/err" || { diag < "$T/err"; return 1; }
+    # cachebench's --files tree the same, before its first phase
+    as_user "$ZMEM" cachebench --files "$T/ro" --size 1M --file-set 1M --cache 256K \
+        --budgets 256K --reads 100 --allocators zsmalloc --dir "$T/tmp" > "$T/out" 2> "$T/err"
+    [ $? -eq 1 ] && grep -q "b.pages: Permission denied" "$T/err" && [ ! -s "$T/out" ] &&
+        ! grep -q frontswap "$T/err" || { diag < "$T/err"; return 1; }
 }
 check "an unreadable corpus file is reported with its error" unreadable
 
