@@ -475,13 +475,21 @@ static void print_ratio(FILE *f, int width, int prec, uint64_t a, uint64_t b)
 		fprintf(f, " %*s", width, "-");
 }
 
+/* a row's allocator in the tables: the kernel's zram is "zram" there,
+ * so that its name does not widen them past 80 columns ("zram(kernel)"
+ * in JSON, as the row is named) */
+static const char *table_name(const struct bench_row *r)
+{
+	return r->kernel ? "zram" : r->allocator;
+}
+
 /* the widest of the names in rows (data or allocator), at least min */
 static int name_width(const struct bench_row *rows, size_t n, int data, int min)
 {
 	int w = min;
 
 	for (size_t i = 0; i < n; i++) {
-		int l = (int)strlen(data ? rows[i].data : rows[i].allocator);
+		int l = (int)strlen(data ? rows[i].data : table_name(&rows[i]));
 
 		if (l > w)
 			w = l;
@@ -513,7 +521,7 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 	for (size_t i = 0; i < n; i++) {
 		const struct bench_row *r = &rows[i];
 
-		printf("%-*s %-*s %7llu", dw, r->data, aw, r->allocator,
+		printf("%-*s %-*s %7llu", dw, r->data, aw, table_name(r),
 		       (unsigned long long)r->pages);
 		if (o->wide) {
 			printf(" %7llu %6llu %10llu", (unsigned long long)r->same_pages,
@@ -548,6 +556,11 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 		       "overhead, the bare codec's speeds and zram's mm_stat of every store.\n");
 	if (kernel_why && *kernel_why)
 		printf("kernel zram: skipped: %s\n", kernel_why);
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].kernel) {
+			printf("zram = the kernel's zram (/dev/zram0), the same pages written to it.\n");
+			break;
+		}
 
 	for (size_t i = 0; i < n && o->wide; i++) {
 		struct zm_store_stats st = { 0 };
@@ -565,7 +578,7 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 		st.pages_compacted = rows[i].mm_stat[6];
 		st.huge_pages = rows[i].mm_stat[7];
 		st.huge_pages_since = rows[i].mm_stat[8];
-		printf("  %-*s %-*s", dw, rows[i].data, aw, rows[i].allocator);
+		printf("  %-*s %-*s", dw, rows[i].data, aw, table_name(&rows[i]));
 		zm_store_print_mm_stat(&st, stdout);
 	}
 

@@ -67,6 +67,8 @@ fits bench --size 256K --reps 1
 fits bench --size 256K --reps 1 --data zero --data text:0.5 --allocator zsmalloc
 fits bench --unit-pages 1,4 --size 256K --reps 1 --data text:0.5
 fits bench --compare-2011 --size 1M --allocator zsmalloc
+# as root, with the kernel's zram row (its name the longest)
+fits bench --size 256K --reps 1 --kernel --allocator zsmalloc
 fits pagebench --max-size 256K --threads 1 --quick
 fits worstcase --max-size 4M --sequence tiny
 fits allocbench --allocator zsmalloc --sizes 64 --count 500 --bytes 64K --reps 1 \
