@@ -1798,8 +1798,10 @@ static int parse_policy(const char *s, struct opts *o)
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-	const char *tmp = getenv("TMPDIR"), *modes = NULL, *allocs = NULL, *budgets = NULL;
-	const char *policy = NULL;
+	const char *tmp = getenv("TMPDIR"), *modes = NULL, *budgets = NULL;
+	const char *policy = NULL, *allocs[MAX_LIST];
+	char joined[2 * sizeof(o->abuf)] = "";
+	size_t nallocs = 0;
 	char seed_def[24], reads_def[24], zipf_def[24];
 	int rc;
 	const struct opt table[] = {
@@ -1807,8 +1809,10 @@ static int parse(int argc, char **argv, struct opts *o)
 		      "frontswap, cleancache, mixed (after each\ncleancache run, persistent puts "
 		      "into its full\nbudget), speed, both (frontswap and\ncleancache), all; or a list",
 		      "frontswap,cleancache,mixed"),
-		O_STR("allocators", 'a', &allocs, "LIST", "pool backends", "all"),
-		O_STR("allocator", 0, &allocs, "LIST", "the same", NULL, .hidden = 1),
+		O_LIST("allocators", 'a', allocs, "LIST", "pool backends (repeatable)", "all",
+		       &nallocs, MAX_LIST),
+		O_LIST("allocator", 0, allocs, "LIST", "the same", NULL, &nallocs, MAX_LIST,
+		       .hidden = 1),
 		O_STR("codec", 'c', &o->codec, "NAME", "the codec", "lzo when built, else lz4"),
 		O_U64("seed", 'S', &o->seed, "N", "files and reads (printed)", seed_def, 0, 0),
 		O_SIZE("size", 's', &o->size, "SIZE", "frontswap, speed: the program's memory",
@@ -1869,9 +1873,14 @@ static int parse(int argc, char **argv, struct opts *o)
 	rc = opt_parse(&cmd, argc, argv, NULL);
 	if (rc)
 		return rc;
+	/* every --allocators (or --allocator) given, each a list: one list
+	 * (longer than abuf: split() says so) */
+	for (size_t i = 0; i < nallocs; i++)
+		snprintf(joined + strlen(joined), sizeof(joined) - strlen(joined), "%s%s",
+			 i ? "," : "", allocs[i]);
 	if ((modes && parse_modes(modes, &o->modes)) ||
-	    (allocs && split(allocs, o->abuf, sizeof(o->abuf), o->alloc, &o->nalloc,
-			     "allocators")) ||
+	    (nallocs && split(joined, o->abuf, sizeof(o->abuf), o->alloc, &o->nalloc,
+			      "allocators")) ||
 	    parse_budgets(budgets ? budgets : DEF_BUDGETS, o) ||
 	    (policy && parse_policy(policy, o)))
 		return CLI_USAGE;

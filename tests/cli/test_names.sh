@@ -49,6 +49,20 @@ zmem_usage run --allocator slab true -- "zmem run: --allocator slab: unknown; ch
 zmem_usage cachebench --allocators zsmalloc,slab -- \
     "zmem cachebench: --allocators slab: unknown; choices: zsmalloc, malloc, "
 
+# the allocator option repeats, as bench's and allocbench's do (and
+# cachebench's takes a list too): each one given is run
+"$ZMEM" cachebench --mode speed --size 1M --speed-size 256K --allocator zsmalloc \
+    --allocators zbud,malloc -q -j > "$T/out" 2> "$T/err"
+if python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+got = sorted({r['allocator'] for r in d['results']})
+sys.exit(0 if got == ['malloc', 'zbud', 'zsmalloc'] else 1)" "$T/out"; then
+    ok "cachebench --allocator A --allocators B,C: all three run"
+else
+    bad "cachebench --allocator A --allocators B,C: all three run"; diag < "$T/err"
+fi
+
 # durations: the same suffixes wherever one is asked for
 for d in 250ms 2s 1m; do
     takes tierbench --idle-after "$d"
