@@ -1347,6 +1347,24 @@ static int check_codec(const char *name)
 	return 0;
 }
 
+/* wb-nbd's export, tried before any work: it answers and holds --size
+ * (the store checks its size); 0, or CLI_FAIL after the message (the
+ * library's log says what the connection met) */
+static int probe_uri(const struct opts *o)
+{
+	struct zm_store_config cfg = {
+		.nr_pages = (uint32_t)(o->size / o->page_size), .page_size = o->page_size,
+		.codec = o->codec, .backing_uri = o->uri, .unit_pages = o->unit_pages,
+	};
+	struct zm_store *s;
+	int rc = zm_store_create(&cfg, &s);
+
+	if (rc)
+		return cli_fail("tierbench", "--backing-uri %s: %s", o->uri, strerror(-rc));
+	zm_store_destroy(s);
+	return 0;
+}
+
 int cmd_tierbench(int argc, char **argv)
 {
 	static struct row rows[NMODES];
@@ -1368,7 +1386,8 @@ int cmd_tierbench(int argc, char **argv)
 		return CLI_USAGE;
 	/* what cannot end well fails now, not after the data is made (check.h) */
 	if (cli_check_data("tierbench", o.data) || cli_check_dir("tierbench", "--dir", o.dir) ||
-	    cli_check_memory("tierbench", "--size", o.size, 1))
+	    cli_check_memory("tierbench", "--size", o.size, 1) ||
+	    (o.modes[M_WB_NBD] && probe_uri(&o)))
 		return CLI_FAIL;
 	if ((status = cli_check_plot("tierbench", o.plot, o.json)))
 		return status;

@@ -73,6 +73,8 @@ refused tierbench --size 2M --plot "$nodir.svg" -- "zmem tierbench: --plot $nodi
 refused tierbench --size 2M --dir "$T/none" -- "zmem tierbench: --dir $T/none: No such file"
 refused tierbench --size 2M --data "file:$T/none" -- \
     "zmem tierbench: --data file: $T/none: No such file"
+refused tierbench --size 2M --modes none,wb-nbd --backing-uri "nbd+unix:///?socket=$T/none.sock" \
+    -- "zmem tierbench: --backing-uri nbd+unix:///?socket=$T/none.sock: "
 
 # ---- sizes that cannot be held: the size and the memory named --------
 refused bench --size 1T --data zero --allocator zsmalloc --no-plot -- "zmem bench: --size 1T does not fit in memory"
