@@ -140,6 +140,18 @@ check "zmem bench --json > /dev/full: write error, status 1" \
 check "zmem density > /dev/full: write error, status 1" \
     full density --corpus "$T/c.pages" --size 64K -q
 
+# zmem serve detaching: its URI and pid lost is a write error too (the
+# server runs on: stop it)
+serve_full() {
+    [ -w /dev/full ] || return 0
+    "$ZMEM" serve --size 1M --socket "$T/full.sock" > /dev/full 2> "$T/err"
+    rc=$?
+    "$ZMEM" stop "$T/full.sock" > /dev/null 2>&1
+    [ $rc -eq 1 ] && grep -q "write error: No space left on device" "$T/err" ||
+        { echo "status $rc" | cat - "$T/err" | diag; return 1; }
+}
+check "zmem serve > /dev/full: write error, status 1" serve_full
+
 # ---- a plot that passes the early checks and fails to write at the end:
 # the error named and status 1 (full.svg is /dev/full: it opens, and
 # every write to it fails)
