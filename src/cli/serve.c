@@ -144,7 +144,8 @@ int cmd_serve(int argc, char **argv)
 		O_STR("socket", 0, &cfg.socket, "PATH",
 		      "Unix socket to listen on; the control\nsocket is PATH.ctl; without "
 		      "$XDG_RUNTIME_DIR\n/tmp/zmem-UID/zmem.sock; - (as --run\nwithout "
-		      "--socket): zmem.sock in a new\nfolder in $TMPDIR, removed at exit",
+		      "--socket): zmem.sock in a new\nfolder in $TMPDIR, removed at exit\n"
+		      "(so in the foreground)",
 		      "$XDG_RUNTIME_DIR/zmem.sock"),
 		O_INT("port", 0, &port, "PORT",
 		      "listen on TCP instead, on 127.0.0.1\nunless --bind; the control socket is "
