@@ -869,12 +869,19 @@ static void print_table(const struct opts *o, const struct bench_data *d,
 			       w->get_p99_us);
 	}
 	printf("\nfailed = puts refused (fill + trace); hot MB/s = the hot pages' accesses "
-	       "alone;\nin mem / on file = the slots' census at the end (same-filled pages "
-	       "are in\nmemory); rss = resident memory the store added (the pool's pages among "
-	       "it);\ncache = the backing file's bytes in the page cache after the trace;\n"
-	       "machine = rss + cache; recomp = pages re-encoded with the secondary codec;\n"
-	       "file alloc = the packed file's blocks in use over the live bytes on it\n"
-	       "(file_alloc_bytes / file_live_bytes).\n");
+	       "alone;\n");
+	if (o->wide)
+		printf("in mem / on file = the slots' census at the end (same-filled pages are "
+		       "in\nmemory); rss = resident memory the store added (the pool's pages among "
+		       "it);\ncache = the backing file's bytes in the page cache after the trace;\n"
+		       "machine = rss + cache; recomp = pages re-encoded with the secondary codec;\n"
+		       "file alloc = the packed file's blocks in use over the live bytes on it\n"
+		       "(file_alloc_bytes / file_live_bytes).\n");
+	else
+		printf("machine = resident memory the store added (the pool's pages among it) and\n"
+		       "the backing file's bytes in the page cache after the trace; on file = the\n"
+		       "pages on the file at the end; recomp = pages re-encoded with the secondary\n"
+		       "codec.  --wide: these apart, the pages in memory, the file's allocation.\n");
 	for (int m = 0, first = 1; m < NMODES; m++) {
 		const struct row *w = &rows[m];
 

@@ -81,6 +81,12 @@ fits bench --size 256K --reps 1 --data text:0.5 --allocator zsmalloc --churn 0.5
 fits cachebench --mode all --size 1M --file-set 1M --cache 256K --budgets 256K \
     --reads 1000 --dir "$T/scratch" --allocators zsmalloc
 fits tierbench --data text:0.5 --size 2M --ops 2000 --dir "$T/scratch"
+# the notes under its table explain its columns, not --wide's alone
+if grep -q "^mode .*machine MiB" "$T/out" && ! grep -q "in mem /\|file alloc =\|rss =" "$T/out"; then
+    ok "tierbench: the notes name the table's columns only"
+else
+    bad "tierbench: the notes name the table's columns only"; grep "=" "$T/out" | diag
+fi
 fits regionbench --fault-cost --size 4M --resident 1M
 fits regionbench --size 4M --resident 1M --trace seq
 fits runbench --quick --programs c --sides zmem
