@@ -532,8 +532,7 @@ int cmd_allocbench(int argc, char **argv)
 		for (k = 0; all[k] && strcmp(all[k], o.only[i]); k++)
 			;
 		if (!all[k])
-			return cli_usage("allocbench", "unknown allocator '%s' (zmem allocbench "
-					 "--help)", o.only[i]);
+			return cli_check_allocator("allocbench", "--allocator", o.only[i]);
 	}
 	for (size_t k = 0; all[k] && nb < MAX_BACKENDS; k++) {
 		int want = !o.nonly;

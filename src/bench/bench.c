@@ -497,13 +497,21 @@ static void print_ratio(FILE *f, int width, int prec, uint64_t a, uint64_t b)
 		fprintf(f, " %*s", width, "-");
 }
 
+/* a row's allocator in the tables: the kernel's zram is "zram" there,
+ * so that its name does not widen them past 80 columns ("zram(kernel)"
+ * in JSON, as the row is named) */
+static const char *table_name(const struct bench_row *r)
+{
+	return r->kernel ? "zram" : r->allocator;
+}
+
 /* the widest of the names in rows (data or allocator), at least min */
 static int name_width(const struct bench_row *rows, size_t n, int data, int min)
 {
 	int w = min;
 
 	for (size_t i = 0; i < n; i++) {
-		int l = (int)strlen(data ? rows[i].data : rows[i].allocator);
+		int l = (int)strlen(data ? rows[i].data : table_name(&rows[i]));
 
 		if (l > w)
 			w = l;
@@ -535,7 +543,7 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 	for (size_t i = 0; i < n; i++) {
 		const struct bench_row *r = &rows[i];
 
-		printf("%-*s %-*s %7llu", dw, r->data, aw, r->allocator,
+		printf("%-*s %-*s %7llu", dw, r->data, aw, table_name(r),
 		       (unsigned long long)r->pages);
 		if (o->wide) {
 			printf(" %7llu %6llu %10llu", (unsigned long long)r->same_pages,
@@ -570,6 +578,11 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 		       "overhead, the bare codec's speeds and zram's mm_stat of every store.\n");
 	if (kernel_why && *kernel_why)
 		printf("kernel zram: skipped: %s\n", kernel_why);
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].kernel) {
+			printf("zram = the kernel's zram (/dev/zram0), the same pages written to it.\n");
+			break;
+		}
 
 	for (size_t i = 0; i < n && o->wide; i++) {
 		struct zm_store_stats st = { 0 };
@@ -587,7 +600,7 @@ static void print_table(const struct opts *o, const struct bench_row *rows, size
 		st.pages_compacted = rows[i].mm_stat[6];
 		st.huge_pages = rows[i].mm_stat[7];
 		st.huge_pages_since = rows[i].mm_stat[8];
-		printf("  %-*s %-*s", dw, rows[i].data, aw, rows[i].allocator);
+		printf("  %-*s %-*s", dw, rows[i].data, aw, table_name(&rows[i]));
 		zm_store_print_mm_stat(&st, stdout);
 	}
 
@@ -929,10 +942,7 @@ static int check_names(const struct opts *o)
 		for (i = 0; b[i] && strcmp(b[i], o->alloc[a]); i++)
 			;
 		if (!b[i]) {
-			fprintf(stderr, "zmem bench: unknown allocator '%s' (available:", o->alloc[a]);
-			for (i = 0; b[i]; i++)
-				fprintf(stderr, " %s", b[i]);
-			fprintf(stderr, ")\n");
+			cli_check_allocator("bench", "--allocator", o->alloc[a]);
 			return -1;
 		}
 	}
@@ -963,8 +973,10 @@ static int bench_units_main(struct opts *o)
 	for (size_t i = 0; i < o->ndata; i++) {
 		struct bench_data d;
 		uint64_t t0 = cli_now_ns();
+		char hb[32];
 
-		cli_progress("%s: preparing %zu MiB", o->data[i], o->size >> 20);
+		cli_progress("%s: preparing %s", o->data[i],
+			     zmi_human_bytes(o->size, hb, sizeof(hb)));
 		if (bench_data_make(o->data[i], o->size, o->page_size, o->codec, &d)) {
 			cli_progress_done();
 			bench_data_free(&d);
@@ -1042,8 +1054,9 @@ int cmd_bench(int argc, char **argv)
 	for (size_t i = 0; i < o.ndata; i++) {
 		struct bench_data d;
 		uint64_t t0 = cli_now_ns();
+		char hb[32];
 
-		cli_progress("%s: preparing %zu MiB", o.data[i], o.size >> 20);
+		cli_progress("%s: preparing %s", o.data[i], zmi_human_bytes(o.size, hb, sizeof(hb)));
 		if (bench_data_make(o.data[i], o.size, o.page_size, o.codec, &d)) {
 			cli_progress_done();
 			bench_data_free(&d);
@@ -1087,8 +1100,9 @@ int cmd_bench(int argc, char **argv)
 		print_table(&o, rows, nrows, kernel_why);
 	if (!o.json && nchurn) {
 		printf("\nChurn: a random %.0f%% of 60 MiB of lz4-compressed pages freed, then "
-		       "nothing\n(overhead = (pool + metadata) / live bytes for zmem's pools, resident "
-		       "memory / live bytes for the mallocs)\n%-13s %10s %10s %10s\n", o.churn * 100,
+		       "nothing\n(overhead = (pool + metadata) / live bytes for zmem's pools,\n"
+		       "resident memory / live bytes for the mallocs)\n%-13s %10s %10s %10s\n",
+		       o.churn * 100,
 		       "allocator", "freed", "100 ms", "1 s");
 		for (int i = 0; i < nchurn; i++)
 			printf("%-13s %10.3f %10.3f %10.3f\n", churn[i].name, churn[i].after_free,

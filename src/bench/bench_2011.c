@@ -233,6 +233,7 @@ int bench_2011_table(size_t size, const char *codec, const char *const *alloc,
 {
 	struct row *rows = calloc(NDATA * nalloc, sizeof(*rows));
 	struct workload_stats ws = { 0 };
+	char human[32];
 	struct zm_codec *cd = NULL;
 	size_t npages = size / PAGE_BYTES, n = 0;
 	uint8_t *text = NULL;
@@ -251,7 +252,7 @@ int bench_2011_table(size_t size, const char *codec, const char *const *alloc,
 		fprintf(stderr, "zmem bench: --compare-2011: codec %s: %s\n", codec, strerror(-rc));
 		goto out;
 	}
-	cli_progress("2011 table: generating %zu MiB of text", size >> 20);
+	cli_progress("2011 table: generating %s of text", zmi_human_bytes(size, human, sizeof(human)));
 	rc = workload_fill(WORKLOAD_TEXT, TEXT_RATIO, cd, TEXT_SEED, text,
 			   npages * PAGE_BYTES, PAGE_BYTES, &ws);
 	cli_progress_done();

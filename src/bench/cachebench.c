@@ -455,11 +455,26 @@ static int add_file(struct fileset *fs, const char *path, uint64_t size, double 
 
 static struct fileset *walk_fs;
 
+/* a file of the --files tree that cannot be read: the run fails with its
+ * error, as a --corpus tree's (a tree the user named is read whole) */
+static char walk_err_path[4096];
+static int walk_err;
+
 static int walk_one(const char *path, const struct stat *sb, int type, struct FTW *ftw)
 {
+	if (type == FTW_DNR) {
+		walk_err = EACCES;
+		snprintf(walk_err_path, sizeof(walk_err_path), "%s", path);
+		return -1;
+	}
 	if (type != FTW_F || !S_ISREG(sb->st_mode) || sb->st_size <= 0)
 		return 0;
-	if ((uint64_t)sb->st_size / PS >= UINT32_MAX || access(path, R_OK))
+	if (access(path, R_OK)) {
+		walk_err = errno;
+		snprintf(walk_err_path, sizeof(walk_err_path), "%s", path);
+		return -1;
+	}
+	if ((uint64_t)sb->st_size / PS >= UINT32_MAX)
 		return 0;
 	if (walk_fs->pages + (uint64_t)sb->st_size / PS + 1 >= UINT32_MAX)
 		return 1;
@@ -486,7 +501,7 @@ static void open_files(struct fileset *fs)
 
 static int gen_files(const struct opts *o, struct fileset *fs)
 {
-	char path[4096];
+	char path[4096], hb[32];
 	struct zm_codec *codec = NULL;
 	uint8_t *buf = malloc((size_t)FILE_MAX_PAGES * PS);
 	uint64_t s = o->seed ^ 0x5eed5eedull, left = o->file_set;
@@ -547,8 +562,7 @@ static int gen_files(const struct opts *o, struct fileset *fs)
 			break;
 		}
 		left -= size;
-		cli_progress("generating files: %llu MiB",
-			       (unsigned long long)(fs->bytes >> 20));
+		cli_progress("generating files: %s", zmi_human_bytes(fs->bytes, hb, sizeof(hb)));
 	}
 	cli_progress_done();
 	zm_codec_destroy(codec);
@@ -562,7 +576,13 @@ static int make_fileset(const struct opts *o, struct fileset *fs)
 	if (o->files) {
 		fs->limit = o->file_set;
 		walk_fs = fs;
+		walk_err = 0;
 		if (nftw(o->files, walk_one, 64, FTW_PHYS) < 0) {
+			if (walk_err) {
+				cli_fail("cachebench", "--files: %s: %s", walk_err_path,
+					 strerror(walk_err));
+				return -1;
+			}
 			fprintf(stderr, "zmem cachebench: reading %s: %s\n", o->files, strerror(errno));
 			return -1;
 		}
@@ -1778,8 +1798,10 @@ static int parse_policy(const char *s, struct opts *o)
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-	const char *tmp = getenv("TMPDIR"), *modes = NULL, *allocs = NULL, *budgets = NULL;
-	const char *policy = NULL;
+	const char *tmp = getenv("TMPDIR"), *modes = NULL, *budgets = NULL;
+	const char *policy = NULL, *allocs[MAX_LIST];
+	char joined[2 * sizeof(o->abuf)] = "";
+	size_t nallocs = 0;
 	char seed_def[24], reads_def[24], zipf_def[24];
 	int rc;
 	const struct opt table[] = {
@@ -1787,8 +1809,10 @@ static int parse(int argc, char **argv, struct opts *o)
 		      "frontswap, cleancache, mixed (after each\ncleancache run, persistent puts "
 		      "into its full\nbudget), speed, both (frontswap and\ncleancache), all; or a list",
 		      "frontswap,cleancache,mixed"),
-		O_STR("allocators", 'a', &allocs, "LIST", "pool backends", "all"),
-		O_STR("allocator", 0, &allocs, "LIST", "the same", NULL, .hidden = 1),
+		O_LIST("allocators", 'a', allocs, "LIST", "pool backends (repeatable)", "all",
+		       &nallocs, MAX_LIST),
+		O_LIST("allocator", 0, allocs, "LIST", "the same", NULL, &nallocs, MAX_LIST,
+		       .hidden = 1),
 		O_STR("codec", 'c', &o->codec, "NAME", "the codec", "lzo when built, else lz4"),
 		O_U64("seed", 'S', &o->seed, "N", "files and reads (printed)", seed_def, 0, 0),
 		O_SIZE("size", 's', &o->size, "SIZE", "frontswap, speed: the program's memory",
@@ -1849,9 +1873,14 @@ static int parse(int argc, char **argv, struct opts *o)
 	rc = opt_parse(&cmd, argc, argv, NULL);
 	if (rc)
 		return rc;
+	/* every --allocators (or --allocator) given, each a list: one list
+	 * (longer than abuf: split() says so) */
+	for (size_t i = 0; i < nallocs; i++)
+		snprintf(joined + strlen(joined), sizeof(joined) - strlen(joined), "%s%s",
+			 i ? "," : "", allocs[i]);
 	if ((modes && parse_modes(modes, &o->modes)) ||
-	    (allocs && split(allocs, o->abuf, sizeof(o->abuf), o->alloc, &o->nalloc,
-			     "allocators")) ||
+	    (nallocs && split(joined, o->abuf, sizeof(o->abuf), o->alloc, &o->nalloc,
+			      "allocators")) ||
 	    parse_budgets(budgets ? budgets : DEF_BUDGETS, o) ||
 	    (policy && parse_policy(policy, o)))
 		return CLI_USAGE;
@@ -1888,7 +1917,7 @@ static int check_allocators(struct opts *o)
 		for (k = 0; all[k] && strcmp(all[k], o->alloc[i]); k++)
 			;
 		if (!all[k])
-			return cli_usage("cachebench", "unknown allocator '%s'", o->alloc[i]);
+			return cli_check_allocator("cachebench", "--allocators", o->alloc[i]);
 	}
 	if (!o->nalloc)
 		for (size_t k = 0; all[k] && o->nalloc < MAX_LIST; k++)
@@ -1910,6 +1939,7 @@ int cmd_cachebench(int argc, char **argv)
 	struct opts o;
 	struct zm_codec *cd;
 	int status = 1, rc;
+	char hb[32];
 
 	rc = parse(argc, argv, &o);
 	if (rc)
@@ -1927,7 +1957,9 @@ int cmd_cachebench(int argc, char **argv)
 	    (!o.files && (o.modes & (M_CLEANCACHE | M_MIXED)) &&
 	     cli_check_dir("cachebench", "--dir", o.dir)) ||
 	    ((o.modes & (M_FRONTSWAP | M_SPEED)) && cli_check_memory("cachebench", "--size",
-								     o.size, 1)))
+								     o.size, 1)) ||
+	    ((o.modes & (M_CLEANCACHE | M_MIXED)) && cli_check_memory("cachebench", "--cache",
+								      o.cache, 1)))
 		return CLI_FAIL;
 	if ((rc = cli_check_plot("cachebench", o.plot, o.json)))
 		return rc;
@@ -1939,9 +1971,17 @@ int cmd_cachebench(int argc, char **argv)
 	}
 	zm_codec_destroy(cd);
 	cli_note("codec %s, seed %llu", o.codec, (unsigned long long)o.seed);
+	/* a tree to read is walked before any phase: a file in it that
+	 * cannot be read ends the run now (generated files come later) */
+	if ((o.modes & (M_CLEANCACHE | M_MIXED)) && o.files) {
+		if (make_fileset(&o, &fs))
+			goto out;
+		have_fs = true;
+	}
 	if (o.modes & (M_FRONTSWAP | M_SPEED))
 		for (size_t i = 0; i < o.ndata; i++) {
-			cli_progress("preparing %zu MiB of %s", o.size >> 20, o.data[i]);
+			cli_progress("preparing %s of %s", zmi_human_bytes(o.size, hb, sizeof(hb)),
+				     o.data[i]);
 			if (bench_data_make(o.data[i], o.size, PS, o.codec, &data[ndata])) {
 				bench_data_free(&data[ndata]);
 				goto out;
@@ -1982,7 +2022,7 @@ int cmd_cachebench(int argc, char **argv)
 	if (o.modes & M_MIXED)
 		o.modes |= M_CLEANCACHE;  /* it runs on each cleancache run's instance */
 	if (o.modes & M_CLEANCACHE) {
-		if (make_fileset(&o, &fs))
+		if (!have_fs && make_fileset(&o, &fs))
 			goto out;
 		have_fs = true;
 		cli_note("%zu files, %llu pages (%s)", fs.n, (unsigned long long)fs.pages,
@@ -2001,8 +2041,8 @@ int cmd_cachebench(int argc, char **argv)
 					mr = new_row(&rs, K_MIXED, o.alloc[a]);
 					r = mr ? mr - 1 : NULL;  /* new_row may have moved them */
 				}
-				cli_progress("cleancache, %s, budget %zu MiB", o.alloc[a],
-					       o.budgets[k] >> 20);
+				cli_progress("cleancache, %s, budget %s", o.alloc[a],
+					     zmi_human_bytes(o.budgets[k], hb, sizeof(hb)));
 				if (!r || ((o.modes & M_MIXED) && !mr) ||
 				    run_cleancache(&o, o.alloc[a], o.budgets[k], &fs, &pc, reads, r, mr))
 					goto out;

@@ -639,10 +639,10 @@ int cmd_churn(int argc, char **argv)
 		else
 			printf("\nForeground: random malloc/free of the same sizes, automatic compaction "
 			       "on vs off\n(%d pairs of runs of 0.5 s back to back, each side first in "
-			       "turn; ops per second of wall time\nand of the workers' own CPU time: "
-			       "medians, and the median of the pairs' ratios; passes: compaction\n"
-			       "passes that ran in the timed 0.5 s of the runs with it on, all pairs)\n"
-			       "%8s %12s %12s %8s | %12s %12s %8s | %7s\n", FG_PAIRS,
+			       "turn; ops per second\nof wall time and of the workers' own CPU time: "
+			       "medians, and the median of the\npairs' ratios; passes: compaction "
+			       "passes that ran in the timed 0.5 s of the runs\nwith it on, all pairs)\n"
+			       "%7s %10s %10s %6s | %10s %10s %6s | %6s\n", FG_PAIRS,
 			       "threads", "on", "off", "on/off", "on/cpu-s", "off/cpu-s", "on/off",
 			       "passes");
 		for (int t = 1; t <= nt; t++) {
@@ -697,7 +697,7 @@ int cmd_churn(int argc, char **argv)
 				json_object_end(&j);
 			}
 			else
-				printf("%8d %12.0f %12.0f %8.3f | %12.0f %12.0f %8.3f | %7llu\n", t, a,
+				printf("%7d %10.0f %10.0f %6.3f | %10.0f %10.0f %6.3f | %6llu\n", t, a,
 				       b, r1, ac, bc, r2, (unsigned long long)passes);
 		}
 		if (json)

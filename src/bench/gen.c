@@ -155,10 +155,12 @@ int cmd_gen(int argc, char **argv)
 	}
 	for (size_t done = 0; done < o.size;) {
 		size_t n = o.size - done;
+		char hd[32], hs[32];
 
 		if (n > GEN_CHUNK_PAGES * o.cfg.page_size)
 			n = GEN_CHUNK_PAGES * o.cfg.page_size;
-		cli_progress("%zu of %zu MiB", done >> 20, o.size >> 20);
+		cli_progress("%s of %s", zmi_human_bytes(done, hd, sizeof(hd)),
+			     zmi_human_bytes(o.size, hs, sizeof(hs)));
 		rc = workload_next(w, buf, n);
 		if (rc) {
 			fprintf(stderr, "zmem gen: generating: %s\n", strerror(-rc));

@@ -1745,11 +1745,13 @@ int cmd_regionbench(int argc, char **argv)
 	status = parse(argc, argv, &o);
 	if (status)
 		return status < 0 ? CLI_OK : status;
-	if (check_codec(o.codec) || bench_data_check(o.data))
+	if (check_codec(o.codec) || bench_data_check(o.data) ||
+	    cli_check_allocator("regionbench", "--allocator", o.allocator))
 		return CLI_USAGE;
 	/* what cannot end well fails now, not after the run (check.h) */
 	if (cli_check_data("regionbench", o.data) ||
-	    cli_check_dir("regionbench", "--dir", o.dir))
+	    cli_check_dir("regionbench", "--dir", o.dir) ||
+	    cli_check_memory("regionbench", "--size", o.size, 1))
 		return CLI_FAIL;
 	if ((status = cli_check_plot("regionbench", o.plot, o.json)))
 		return status;

@@ -831,6 +831,10 @@ static int parse(int argc, char **argv, struct opts *o, char *prog_dir, size_t p
 			return CLI_USAGE;
 	}
 	o->sides[S_PLAIN] = true;
+	/* a --prog-dir given must be there; without it, each program missing
+	 * from the build's is named with "make" as it runs */
+	if (o->prog_dir && cli_check_input("runbench", "--prog-dir", o->prog_dir))
+		return CLI_FAIL;
 	if (!o->prog_dir) {
 		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 		if (n < 0)

@@ -658,14 +658,8 @@ int cmd_worstcase(int argc, char **argv)
 
 		for (k = 0; all[k] && strcmp(all[k], only[i]); k++)
 			;
-		if (!all[k]) {
-			char list[256] = "";
-
-			for (k = 0; all[k]; k++)
-				snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
-					 k ? ", " : "", all[k]);
-			return cli_usage("worstcase", "unknown allocator '%s' (%s)", only[i], list);
-		}
+		if (!all[k])
+			return cli_check_allocator("worstcase", "--allocator", only[i]);
 	}
 	for (size_t i = 0; i < noseq; i++) {
 		size_t q;

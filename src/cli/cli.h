@@ -23,14 +23,11 @@ int cmd_list(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 
-/* Checks of the store's options shared by serve and run (serve.c): 0, or
- * CLI_USAGE after one line "zmem CMD: ..." naming the option, the value
- * and the choices. */
-int cli_check_codec(const char *cmd, const char *opt, const char *name);
-int cli_check_allocator(const char *cmd, const char *name);
+/* cli_check_codec() and cli_check_allocator(): tool/check.h */
 /* a duration (500ms, 30s, 10m, 1h; bare: seconds) into *ms */
 int cli_check_duration(const char *cmd, const char *opt, const char *a, unsigned *ms);
-/* a file that may be read and written (or created) now */
+/* a file that may be read and written (or created) now: 0, or CLI_FAIL
+ * after the message */
 int cli_check_backing(const char *cmd, const char *path);
 
 /* --timeout of the commands that ask a server (an entry of their

@@ -41,6 +41,7 @@
 #include <zmem/store.h>
 #include "base/units.h"
 #include "cli/cli.h"
+#include "tool/check.h"
 #include "tool/json.h"
 #include "tool/opt.h"
 #include "run/board.h"
@@ -151,7 +152,9 @@ static int check_backing(const char *path)
 					 errno == ENOENT || !stat(dir, &st) ? "does not exist"
 					 : strerror(errno));
 	}
-	return cli_check_backing("run", path);
+	/* a bad option of zmem run is status 2 (CMD not run), whatever the
+	 * reason: 1 would be CMD's own */
+	return cli_check_backing("run", path) ? CLI_USAGE : 0;
 }
 
 /* The index of CMD in argv: the word after "--", or the first that is
@@ -969,7 +972,7 @@ static int check_options(struct run *r)
 
 	if ((r->resident && (rc = check_resident(r))) ||
 	    (r->codec && (rc = cli_check_codec("run", "--codec", r->codec))) ||
-	    (r->allocator && (rc = cli_check_allocator("run", r->allocator))) ||
+	    (r->allocator && (rc = cli_check_allocator("run", "--allocator", r->allocator))) ||
 	    (r->recompress && (rc = cli_check_codec("run", "--recompress", r->recompress))) ||
 	    (r->backing && (rc = check_backing(r->backing))))
 		return rc;

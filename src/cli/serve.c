@@ -38,37 +38,6 @@ static void list_names(char *buf, size_t n, const char *const *names)
 		snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", names[i]);
 }
 
-/* The codec and allocator are tried here, so that a bad name is told
- * with the choices, before the server forks or listens (or zmem run
- * starts its command). */
-int cli_check_codec(const char *cmd, const char *opt, const char *name)
-{
-	struct zm_codec *c;
-	int rc = zm_codec_create(name, 0, &c);
-	char list[256];
-
-	if (!rc) {
-		zm_codec_destroy(c);
-		return 0;
-	}
-	list_names(list, sizeof(list), zm_codec_list());
-	return cli_usage(cmd, "%s %s: %s; choices: %s (a level follows a colon: zstd:3)",
-			 opt, name, rc == -EOPNOTSUPP ? "not in this build"
-			 : "unknown codec or bad level", list);
-}
-
-int cli_check_allocator(const char *cmd, const char *name)
-{
-	const char *const *b = zm_pool_backends();
-	char list[256];
-
-	for (int i = 0; b[i]; i++)
-		if (!strcmp(b[i], name))
-			return 0;
-	list_names(list, sizeof(list), b);
-	return cli_usage(cmd, "--allocator %s: unknown; choices: %s", name, list);
-}
-
 /* A duration into milliseconds: a number with ms, s, m or h after it,
  * seconds without; at least 1 ms and less than 49 days (it must fit the
  * store's unsigned milliseconds). */
@@ -99,14 +68,14 @@ int cli_check_backing(const char *cmd, const char *path)
 		made = fd >= 0;
 	}
 	if (fd < 0)
-		return cli_usage(cmd, "--backing %s: cannot open it for reading and "
-				 "writing: %s", path, strerror(errno));
+		return cli_fail(cmd, "--backing %s: cannot open it for reading and "
+				"writing: %s", path, strerror(errno));
 	if (fstat(fd, &st) || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))) {
 		close(fd);
-		return cli_usage(cmd, "--backing %s: not a regular file or block device "
-				 "(%s)", path, S_ISFIFO(st.st_mode) ? "a FIFO"
-				 : S_ISCHR(st.st_mode) ? "a character device"
-				 : S_ISSOCK(st.st_mode) ? "a socket" : "not a file");
+		return cli_fail(cmd, "--backing %s: not a regular file or block device "
+				"(%s)", path, S_ISFIFO(st.st_mode) ? "a FIFO"
+				: S_ISCHR(st.st_mode) ? "a character device"
+				: S_ISSOCK(st.st_mode) ? "a socket" : "not a file");
 	}
 	close(fd);
 	if (made)
@@ -175,7 +144,8 @@ int cmd_serve(int argc, char **argv)
 		O_STR("socket", 0, &cfg.socket, "PATH",
 		      "Unix socket to listen on; the control\nsocket is PATH.ctl; without "
 		      "$XDG_RUNTIME_DIR\n/tmp/zmem-UID/zmem.sock; - (as --run\nwithout "
-		      "--socket): zmem.sock in a new\nfolder in $TMPDIR, removed at exit",
+		      "--socket): zmem.sock in a new\nfolder in $TMPDIR, removed at exit\n"
+		      "(so in the foreground)",
 		      "$XDG_RUNTIME_DIR/zmem.sock"),
 		O_INT("port", 0, &port, "PORT",
 		      "listen on TCP instead, on 127.0.0.1\nunless --bind; the control socket is "
@@ -255,7 +225,7 @@ int cmd_serve(int argc, char **argv)
 				 "%zu KiB", units, page ? page : 4096,
 				 ZM_STORE_UNIT_MAX_BYTES >> 10);
 	if ((cfg.codec && (rc = cli_check_codec("serve", "--codec", cfg.codec))) ||
-	    (cfg.allocator && (rc = cli_check_allocator("serve", cfg.allocator))) ||
+	    (cfg.allocator && (rc = cli_check_allocator("serve", "--allocator", cfg.allocator))) ||
 	    (cfg.recompress && (rc = cli_check_codec("serve", "--recompress", cfg.recompress))) ||
 	    (idle_after && (rc = cli_check_duration("serve", "--idle-after", idle_after,
 						    &cfg.idle_after_ms))) ||

@@ -89,7 +89,9 @@ int serve_check_private(const struct serve_config *cfg)
 /* ---- detaching ------------------------------------------------------- */
 
 /* The parent waits for the child's word: a status byte (0: listening),
- * then what to print on stdout (the URI and pid), then end of file. */
+ * then what to print on stdout (the URI and pid), then end of file.  What
+ * it could not print is a write error and status 1, as coreutils say it;
+ * the server runs on, and the message gives its pid. */
 int serve_detach(int *ready_fd)
 {
 	int p[2];
@@ -103,14 +105,21 @@ int serve_detach(int *ready_fd)
 	if (pid > 0) {
 		char c = 1, out[8192];
 		ssize_t n;
+		int err = 0;
 
 		close(p[1]);
 		if (read(p[0], &c, 1) != 1)
 			c = 1;
-		while (!c && (n = read(p[0], out, sizeof(out))) > 0)
+		while (!c && !err && (n = read(p[0], out, sizeof(out))) > 0)
 			if (fwrite(out, 1, (size_t)n, stdout) != (size_t)n)
-				break;
-		fflush(stdout);
+				err = errno ? errno : EIO;
+		if (fflush(stdout) && !err)
+			err = errno ? errno : EIO;
+		if (!c && err) {
+			fprintf(stderr, "zmem serve: write error: %s (the server runs: pid %d)\n",
+				strerror(err), (int)pid);
+			_exit(1);
+		}
 		_exit(c);
 	}
 	close(p[0]);

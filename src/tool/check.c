@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zmem/codec.h>
+#include <zmem/pool.h>
 #include "tool/check.h"
 #include "tool/opt.h"
 #include "tool/plot.h"
@@ -112,6 +114,44 @@ int cli_check_binary_stdout(const char *cmd, const char *path)
 			"(-o FILE, or redirect standard output)");
 }
 
+/* The codec and allocator are tried before any work (and before zmem
+ * serve forks or zmem run starts its command), so that a bad name is told
+ * with the choices. */
+static void list_names(char *buf, size_t n, const char *const *names)
+{
+	*buf = 0;
+	for (int i = 0; names[i]; i++)
+		snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", names[i]);
+}
+
+int cli_check_codec(const char *cmd, const char *opt, const char *name)
+{
+	struct zm_codec *c;
+	int rc = zm_codec_create(name, 0, &c);
+	char list[256];
+
+	if (!rc) {
+		zm_codec_destroy(c);
+		return 0;
+	}
+	list_names(list, sizeof(list), zm_codec_list());
+	return cli_usage(cmd, "%s %s: %s; choices: %s (a level follows a colon: zstd:3)",
+			 opt, name, rc == -EOPNOTSUPP ? "not in this build"
+			 : "unknown codec or bad level", list);
+}
+
+int cli_check_allocator(const char *cmd, const char *opt, const char *name)
+{
+	const char *const *b = zm_pool_backends();
+	char list[256];
+
+	for (int i = 0; b[i]; i++)
+		if (!strcmp(b[i], name))
+			return 0;
+	list_names(list, sizeof(list), b);
+	return cli_usage(cmd, "%s %s: unknown; choices: %s", opt, name, list);
+}
+
 /* the machine's memory and the part of it available now (MemAvailable;
  * 0 if /proc/meminfo does not say) */
 static void memory(uint64_t *total, uint64_t *avail)
@@ -170,7 +210,7 @@ void cli_write_failed(FILE *f, int err)
 
 void cli_check_stdout(void)
 {
-	const char *sp = cli_cmd ? " " : "", *name = cli_cmd ? cli_cmd : "";
+	const char *sp = cli_cmd && *cli_cmd ? " " : "", *name = cli_cmd ? cli_cmd : "";
 	int was_bad = ferror(stdout), err;
 
 	/* what fails at the last flush or the close sets errno; an error

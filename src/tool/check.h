@@ -38,6 +38,10 @@ int cli_check_output(const char *cmd, const char *opt, const char *path);
 int cli_check_plot(const char *cmd, const char *path, bool json);
 int cli_check_input(const char *cmd, const char *opt, const char *path);
 int cli_check_dir(const char *cmd, const char *opt, const char *path);
+/* a codec (zstd:3) or a pool backend this build has: 0, or CLI_USAGE
+ * after "zmem CMD: OPT NAME: ...; choices: ..." */
+int cli_check_codec(const char *cmd, const char *opt, const char *name);
+int cli_check_allocator(const char *cmd, const char *opt, const char *name);
 /* the data spec of --data: only "file:PATH" names a path */
 int cli_check_data(const char *cmd, const char *spec);
 /* bytes (given as opt) times copies must fit in the machine's memory */

@@ -354,10 +354,16 @@ void opt_help(const struct opt_cmd *c, FILE *f)
 			const char *last = strrchr(o->help, '\n');
 			size_t col = HELP_COL + strlen(last ? last + 1 : o->help);
 
-			if (col + 1 + strlen(tail) > 79)
-				fprintf(f, "\n%*s%s", HELP_COL, "", tail);
+			/* a default may break its line too: up to its first break */
+			if (col + 1 + strcspn(tail, "\n") > 79)
+				fprintf(f, "\n%*s", HELP_COL, "");
 			else
-				fprintf(f, " %s", tail);
+				fputc(' ', f);
+			for (const char *t = tail; *t; t++) {
+				fputc(*t, f);
+				if (*t == '\n')
+					fprintf(f, "%*s", HELP_COL, "");
+			}
 		}
 		fputc('\n', f);
 	}

@@ -44,15 +44,31 @@ takes() {
 }
 
 fits help
+# indented ARGS...: in zmem ARGS --help's options, each line is an
+# option's or goes on under its help's column (24), a default included
+indented() {
+    "$ZMEM" "$@" --help | awk '/^Options:/ { o = 1; next } o && /^$/ { o = 0 }
+        o && !/^  -., --/ && !/^      --/ && !/^                        [^ ]/' > "$T/out"
+    if [ ! -s "$T/out" ]; then
+        ok "zmem $* --help: each option's lines under its column"
+    else
+        bad "zmem $* --help: lines out of the help's column"; diag < "$T/out"
+    fi
+}
 for c in $("$ZMEM" help | sed -n 's/^  \([a-z][a-z0-9-]*\)  .*/\1/p'); do
     fits "$c" --help
+    indented "$c"
 done
+fits allocbench --latency --help
+indented allocbench --latency
 "$ZMEM" gen --kind text --ratio 0.5 --size 1M -o "$T/c.pages" -q || bad "gen a corpus"
 mkdir "$T/scratch"
 fits bench --size 256K --reps 1
 fits bench --size 256K --reps 1 --data zero --data text:0.5 --allocator zsmalloc
 fits bench --unit-pages 1,4 --size 256K --reps 1 --data text:0.5
 fits bench --compare-2011 --size 1M --allocator zsmalloc
+# as root, with the kernel's zram row (its name the longest)
+fits bench --size 256K --reps 1 --kernel --allocator zsmalloc
 fits pagebench --max-size 256K --threads 1 --quick
 fits worstcase --max-size 4M --sequence tiny
 fits allocbench --allocator zsmalloc --sizes 64 --count 500 --bytes 64K --reps 1 \
@@ -60,9 +76,17 @@ fits allocbench --allocator zsmalloc --sizes 64 --count 500 --bytes 64K --reps 1
 fits allocbench --latency --rounds 1 --ms 20 --bytes 256K
 fits density --corpus "$T/c.pages" --size 256K
 fits churn --corpus "$T/c.pages" --size 64K --allocator zsmalloc
+fits churn --corpus "$T/c.pages" --size 64K --allocator zsmalloc --foreground
+fits bench --size 256K --reps 1 --data text:0.5 --allocator zsmalloc --churn 0.5
 fits cachebench --mode all --size 1M --file-set 1M --cache 256K --budgets 256K \
     --reads 1000 --dir "$T/scratch" --allocators zsmalloc
 fits tierbench --data text:0.5 --size 2M --ops 2000 --dir "$T/scratch"
+# the notes under its table explain its columns, not --wide's alone
+if grep -q "^mode .*machine MiB" "$T/out" && ! grep -q "in mem /\|file alloc =\|rss =" "$T/out"; then
+    ok "tierbench: the notes name the table's columns only"
+else
+    bad "tierbench: the notes name the table's columns only"; grep "=" "$T/out" | diag
+fi
 fits regionbench --fault-cost --size 4M --resident 1M
 fits regionbench --size 4M --resident 1M --trace seq
 fits runbench --quick --programs c --sides zmem

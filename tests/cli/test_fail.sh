@@ -63,13 +63,25 @@ refused gen --kind text --size 64K -o "$nodir" -- "zmem gen: -o $nodir: No such 
 refused capture $$ -o "$nodir" -- "zmem capture: -o $nodir: No such file"
 refused serve --size 1M --socket "$T/s.sock" --pidfile "$nodir" -- \
     "zmem serve: --pidfile $nodir: No such file"
+refused serve --size 1M --socket "$T/s.sock" --backing "$nodir" -- \
+    "zmem serve: --backing $nodir: cannot open it for reading and writing: No such file"
 refused regionbench --plot "$nodir.svg" -- "zmem regionbench: --plot $nodir.svg:"
 refused regionbench --dir "$T/none" -- "zmem regionbench: --dir $T/none:"
 refused runbench --plot "$nodir.svg" -- "zmem runbench: --plot $nodir.svg:"
+refused runbench --prog-dir "$T/none" -- "zmem runbench: --prog-dir $T/none: No such file"
+refused tierbench --size 2M --plot "$nodir.svg" -- "zmem tierbench: --plot $nodir.svg:"
+refused tierbench --size 2M --dir "$T/none" -- "zmem tierbench: --dir $T/none: No such file"
+refused tierbench --size 2M --data "file:$T/none" -- \
+    "zmem tierbench: --data file: $T/none: No such file"
+refused tierbench --size 2M --modes none,wb-nbd --backing-uri "nbd+unix:///?socket=$T/none.sock" \
+    -- "zmem tierbench: --backing-uri nbd+unix:///?socket=$T/none.sock: "
 
 # ---- sizes that cannot be held: the size and the memory named --------
 refused bench --size 1T --data zero --allocator zsmalloc --no-plot -- "zmem bench: --size 1T does not fit in memory"
 refused cachebench --size 1T -- "zmem cachebench: --size 1T does not fit in memory"
+refused cachebench --size 1M --cache 1T -- "zmem cachebench: --cache 1T does not fit in memory"
+refused tierbench --size 1T -- "zmem tierbench: --size 1T does not fit in memory"
+refused regionbench --size 1T -- "zmem regionbench: --size 1T does not fit in memory"
 mem_named() {
     "$ZMEM" bench --size 1T --data zero --allocator zsmalloc --no-plot 2>&1 |
         grep -q "this machine has [0-9.]* [KMGT]iB"
@@ -99,6 +111,11 @@ unreadable() {
     # in a tree: the file named with its error, not skipped
     as_user "$ZMEM" churn --corpus "$T/ro" --size 1M > "$T/out" 2> "$T/err"
     [ $? -eq 1 ] && grep -q "b.pages: Permission denied" "$T/err" || { diag < "$T/err"; return 1; }
+    # cachebench's --files tree the same, before its first phase
+    as_user "$ZMEM" cachebench --files "$T/ro" --size 1M --file-set 1M --cache 256K \
+        --budgets 256K --reads 100 --allocators zsmalloc --dir "$T/tmp" > "$T/out" 2> "$T/err"
+    [ $? -eq 1 ] && grep -q "b.pages: Permission denied" "$T/err" && [ ! -s "$T/out" ] &&
+        ! grep -q frontswap "$T/err" || { diag < "$T/err"; return 1; }
 }
 check "an unreadable corpus file is reported with its error" unreadable
 
@@ -111,6 +128,10 @@ full() {
         { echo "status $rc" | cat - "$T/err" | diag; return 1; }
 }
 check "zmem help > /dev/full: write error, status 1" full help
+# the message names zmem alone when no command runs
+full_bare() { full "$@" && grep -q '^zmem: write error' "$T/err" || { diag < "$T/err"; false; }; }
+check "zmem help codecs > /dev/full: \"zmem: write error\"" full_bare help codecs
+check "zmem --version > /dev/full: \"zmem: write error\"" full_bare --version
 check "zmem --version > /dev/full: write error, status 1" full --version
 check "zmem bench > /dev/full: write error, status 1" \
     full bench --size 64K --reps 1 --data zero --allocator zsmalloc --no-plot -q
@@ -118,6 +139,18 @@ check "zmem bench --json > /dev/full: write error, status 1" \
     full bench --size 64K --reps 1 --data zero --allocator zsmalloc --json -q
 check "zmem density > /dev/full: write error, status 1" \
     full density --corpus "$T/c.pages" --size 64K -q
+
+# zmem serve detaching: its URI and pid lost is a write error too (the
+# server runs on: stop it)
+serve_full() {
+    [ -w /dev/full ] || return 0
+    "$ZMEM" serve --size 1M --socket "$T/full.sock" > /dev/full 2> "$T/err"
+    rc=$?
+    "$ZMEM" stop "$T/full.sock" > /dev/null 2>&1
+    [ $rc -eq 1 ] && grep -q "write error: No space left on device" "$T/err" ||
+        { echo "status $rc" | cat - "$T/err" | diag; return 1; }
+}
+check "zmem serve > /dev/full: write error, status 1" serve_full
 
 # ---- a plot that passes the early checks and fails to write at the end:
 # the error named and status 1 (full.svg is /dev/full: it opens, and

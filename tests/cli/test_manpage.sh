@@ -69,6 +69,21 @@ else
     bad "zmem(1) lists ctl's verbs: --help (<) and the man page (>)"
     diff "$T/verbs" "$T/manverbs" | grep '^[<>]' | diag
 fi
+# the section's text is the help's: scripts/manopts.py's output
+# (defaults and limits included, not the option names alone)
+gen=$here/../scripts/manopts.py
+[ -f "$gen" ] || gen=$here/../../scripts/manopts.py
+if command -v python3 > /dev/null && [ -f "$gen" ]; then
+    python3 "$gen" "$ZMEM" > "$T/gen"
+    awk '/^\.SH COMMAND OPTIONS$/ { on = 1 } on && /^\.SH / && !/COMMAND OPTIONS/ { on = 0 }
+        on' "$MAN" > "$T/sec"
+    if cmp -s "$T/gen" "$T/sec"; then
+        ok "zmem(1) COMMAND OPTIONS: scripts/manopts.py's output"
+    else
+        bad "zmem(1) COMMAND OPTIONS: scripts/manopts.py's output (<) and the page (>)"
+        diff "$T/gen" "$T/sec" | grep '^[<>]' | head -6 | diag
+    fi
+fi
 # the page renders without a warning
 if command -v groff > /dev/null; then
     groff -man -Tutf8 -ww -z "$MAN" 2> "$T/groff"

@@ -38,6 +38,31 @@ for a in malloc glibc; do
     fi
 done
 
+# an allocator not in this build: one message, with the choices, from
+# every command that takes one of the pool's backends
+for c in bench allocbench worstcase regionbench "serve --size 1M"; do
+    # shellcheck disable=SC2086
+    zmem_usage $c --allocator slab -- \
+        "zmem ${c%% *}: --allocator slab: unknown; choices: zsmalloc, malloc, "
+done
+zmem_usage run --allocator slab true -- "zmem run: --allocator slab: unknown; choices: zsmalloc, "
+zmem_usage cachebench --allocators zsmalloc,slab -- \
+    "zmem cachebench: --allocators slab: unknown; choices: zsmalloc, malloc, "
+
+# the allocator option repeats, as bench's and allocbench's do (and
+# cachebench's takes a list too): each one given is run
+"$ZMEM" cachebench --mode speed --size 1M --speed-size 256K --allocator zsmalloc \
+    --allocators zbud,malloc -q -j > "$T/out" 2> "$T/err"
+if python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+got = sorted({r['allocator'] for r in d['results']})
+sys.exit(0 if got == ['malloc', 'zbud', 'zsmalloc'] else 1)" "$T/out"; then
+    ok "cachebench --allocator A --allocators B,C: all three run"
+else
+    bad "cachebench --allocator A --allocators B,C: all three run"; diag < "$T/err"
+fi
+
 # durations: the same suffixes wherever one is asked for
 for d in 250ms 2s 1m; do
     takes tierbench --idle-after "$d"

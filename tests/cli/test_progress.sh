@@ -32,6 +32,29 @@ rate() {
 # worstcase notes each backend's result: 26 lines in half a second
 rate "worstcase's notes" worstcase --max-size 4M
 rate "worstcase's notes, one sequence" worstcase --max-size 4M --sequence tiny
+# sizes in progress: under 1 MiB in KiB, never "0 MiB" (on a terminal,
+# where every line shows, when script(1) can give one)
+kib() {
+    if [ "$1" = tty ]; then
+        shift
+        command -v script > /dev/null || { ok "zmem $1 # SKIP no script(1)"; return; }
+        q=""; for a in "$ZMEM" "$@"; do q="$q '$a'"; done
+        ZMEM_LOG=off script -qec "$q > /dev/null" /dev/null > "$T/err" 2>&1
+        rc=$?; echo >> "$T/err"; (exit $rc)
+    else
+        ZMEM_LOG=off "$ZMEM" "$@" > /dev/null 2> "$T/err"
+    fi
+    if [ $? -eq 0 ] && grep -q "64 KiB" "$T/err" && ! grep -q "[^.0-9]0 MiB" "$T/err"; then
+        ok "zmem $1 --size 64K: its progress in KiB"
+    else
+        bad "zmem $1 --size 64K: its progress in KiB"; head -3 "$T/err" | diag
+    fi
+}
+kib bench --size 64K --reps 1 --data zero --allocator zsmalloc --no-plot
+kib gen --kind zero --size 64K -o "$T/g.pages"
+kib tty cachebench --mode frontswap --size 64K --data zero --allocators zsmalloc
+kib tty cachebench --mode cleancache --size 1M --file-set 1M --cache 256K --budgets 64K \
+    --reads 100 --allocators zsmalloc --dir "$T/tmp"
 # -q: nothing at all
 ZMEM_LOG=off "$ZMEM" worstcase --max-size 4M --sequence tiny -q > /dev/null 2> "$T/err"
 check "worstcase -q: nothing on stderr" test ! -s "$T/err"
