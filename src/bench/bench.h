@@ -45,8 +45,9 @@ struct bench_row {
 	/* medians of per-run ratios: store time / codec time - 1, and
 	 * threads / one thread */
 	double put_cost, get_cost, fill_cost;
-	/* each slot given its neighbour's page (--threads threads): MB/s,
-	 * and its time / the codec's - 1 */
+	/* each slot given the page two after it, after a round with the
+	 * next page (--threads threads): MB/s, and its time / the codec's
+	 * - 1 */
 	double reput_MBps, reput_cost;
 	double fresh_cost;         /* the codec into fresh memory / the codec - 1 */
 	double fill_vs_fresh;      /* fill / the codec into fresh memory - 1 */
