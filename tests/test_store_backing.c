@@ -307,14 +307,12 @@ static void check_cache_fallback(int *seam, int want)
 		printf("note: %s keeps the file's pages (tmpfs?)\n", st_direct_dir());
 	else
 		assert_int_equal(stats(s).backing_cache_mode, want);
-	for (int i = 0; i < N; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, N);
 	assert_int_equal(zm_store_writeback(s, 0, ALL), N);
 	printf("mode %llu: %llu bytes written back, %llu in the page cache\n",
 	       (unsigned long long)stats(s).backing_cache_mode,
 	       (unsigned long long)stats(s).bd_bytes, (unsigned long long)cached_bytes(path));
-	for (int i = 0; i < N; i++)
-		expect_page(s, (uint64_t)i, text + i * PS);
+	expect_pages(s, text, N);
 	CHECK(s);
 	zm_store_destroy(s);
 	free(text);

@@ -134,16 +134,14 @@ static void test_recompress_not_smaller(void **state)
 	uint8_t *text = make_pages(N, PS, PK_TEXT, 650);
 	struct zm_store_stats st0, st;
 
-	for (int i = 0; i < N; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, N);
 	st0 = stats(s);
 	assert_int_equal(zm_store_recompress(s, 0, ALL), 0);
 	st = stats(s);
 	assert_int_equal(st.recompress_tried, N);
 	assert_int_equal(st.recompressed_pages + st.secondary_pages + st.recompress_saved, 0);
 	assert_int_equal(st.compr_data_size, st0.compr_data_size);
-	for (int i = 0; i < N; i++)
-		expect_page(s, (uint64_t)i, text + i * PS);
+	expect_pages(s, text, N);
 	CHECK(s);
 	zm_store_destroy(s);
 	free(text);
@@ -166,8 +164,7 @@ static void test_recompress_at_limit(void **state)
 
 	tmp_file(path, sizeof(path), NULL);
 	s = test_store_mk(&c, N);
-	for (int i = 0; i < N; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, N);
 	zm_store_mark_idle(s, 0);
 	for (int i = 2; i < N; i++)        /* all but pages 0 and 1 read since */
 		expect_page(s, (uint64_t)i, text + i * PS);
@@ -180,8 +177,7 @@ static void test_recompress_at_limit(void **state)
 	printf("recompress(PICK_IDLE) at the limit: %ld re-encoded, %llu pages not idle moved, "
 	       "%llu written back\n", got, (unsigned long long)moved,
 	       (unsigned long long)(stats(s).bd_writes - writes));
-	for (int i = 0; i < N; i++)
-		expect_page(s, (uint64_t)i, text + i * PS);
+	expect_pages(s, text, N);
 	CHECK(s);
 	assert_true(got >= 0 && got <= 2);
 	assert_int_equal(moved, 0);
@@ -210,8 +206,7 @@ static void test_recompress_full_pool(void **state)
 
 	tmp_file(path, sizeof(path), NULL);
 	s = test_store_mk(&c, N);
-	for (int i = 0; i < N; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, N);
 	/* pack the pool: compacted, every page idle */
 	zm_store_compact(s);
 	zm_store_mark_idle(s, 0);
@@ -221,8 +216,7 @@ static void test_recompress_full_pool(void **state)
 	printf("recompress(PICK_IDLE) of a full pool of %llu pages: %ld re-encoded, %llu "
 	       "written back\n", (unsigned long long)in_pool, got,
 	       (unsigned long long)(stats(s).bd_writes - writes));
-	for (int i = 0; i < N; i++)
-		expect_page(s, (uint64_t)i, text + i * PS);
+	expect_pages(s, text, N);
 	CHECK(s);
 	assert_true(got > 0 && (uint64_t)got >= in_pool / 2);
 	assert_true(stats(s).mem_used_total <= LIMIT_PAGES * PS);
@@ -252,8 +246,7 @@ static void auto_recompress(bool mark)
 	struct zm_store *s = test_store_mk(&c, N);
 	uint64_t t0, done = 0, last, gap = 0;
 
-	for (int i = 0; i < N; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, N);
 	if (mark)
 		assert_int_equal(zm_store_mark_idle(s, 0), N);
 	t0 = last = now_ms();
@@ -293,8 +286,7 @@ static void auto_recompress(bool mark)
 		       (unsigned long long)gap);
 		assert_true(st.secondary_pages >= NCOLD && st.secondary_pages <= N);
 	}
-	for (int i = 0; i < N; i++)
-		expect_page(s, (uint64_t)i, text + i * PS);
+	expect_pages(s, text, N);
 	CHECK(s);
 	zm_store_destroy(s);
 	free(text);
@@ -317,8 +309,7 @@ static void test_auto_recompress_rate(void **state)
 	struct zm_store *s = test_store_mk(&c, N);
 	uint64_t t0, sec = 0;
 
-	for (int i = 0; i < N; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, N);
 	t0 = now_ms();
 	while (now_ms() < t0 + 5000 && !(sec = stats(s).secondary_pages))
 		usleep(5000);
@@ -337,8 +328,7 @@ static void test_auto_recompress_rate(void **state)
 	c.idle_after_ms = 1;
 	c.recompress_rate = 0;
 	s = test_store_mk(&c, N);
-	for (int i = 0; i < N; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, N);
 	usleep(3000);
 	zm_store_destroy(s);
 	free(text);

@@ -37,8 +37,7 @@ static void test_create(void **state)
 	/* no cold-data configuration: the calls are refused, not crashed */
 	c.backing_path = NULL;
 	s = test_store_mk(&c, 16);
-	for (int i = 0; i < 4; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, 4);
 	assert_int_equal(zm_store_recompress(s, 0, ALL), -EOPNOTSUPP);
 	assert_int_equal(zm_store_writeback(s, 0, ALL), -EOPNOTSUPP);
 	assert_int_equal(zm_store_writeback_page(s, 0), -EOPNOTSUPP);
@@ -51,8 +50,7 @@ static void test_create(void **state)
 	assert_int_equal(zm_store_recompress(NULL, 0, 1), -EINVAL);
 	assert_int_equal(zm_store_writeback(NULL, 0, 1), -EINVAL);
 	assert_int_equal(zm_store_writeback_page(NULL, 0), -EINVAL);
-	for (int i = 0; i < 4; i++)
-		expect_page(s, (uint64_t)i, text + i * PS);
+	expect_pages(s, text, 4);
 	CHECK(s);
 	zm_store_destroy(s);
 
@@ -96,13 +94,11 @@ static void test_create(void **state)
 	c.backing_path = NULL;
 	c.backing_fd = fd;
 	s = test_store_mk(&c, 16);
-	for (int i = 0; i < 4; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, 4);
 	assert_int_equal(zm_store_writeback(s, 0, ALL), 4);
 	assert_int_equal(kind_of(s, 2), ZM_STORE_SLOT_FILE);
 	assert_true(file_blocks(path) > 0);
-	for (int i = 0; i < 4; i++)
-		expect_page(s, (uint64_t)i, text + i * PS);
+	expect_pages(s, text, 4);
 	CHECK(s);
 	zm_store_destroy(s);
 	assert_true(fcntl(fd, F_GETFD) >= 0);
@@ -116,12 +112,10 @@ static void test_create(void **state)
 	if (zm_store_create(&c, &s) == 0) {
 		long rc;
 
-		for (int i = 0; i < 4; i++)
-			assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+		put_pages(s, text, 4);
 		rc = zm_store_writeback(s, 0, ALL);
 		assert_true(rc < 0);
-		for (int i = 0; i < 4; i++)
-			expect_page(s, (uint64_t)i, text + i * PS);
+		expect_pages(s, text, 4);
 		CHECK(s);
 		zm_store_destroy(s);
 	} else {

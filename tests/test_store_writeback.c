@@ -167,8 +167,7 @@ static void test_writeback_pick(void **state)
 
 	tmp_file(path, sizeof(path), NULL);
 	s = test_store_mk(&c, N);
-	for (int i = 0; i < NT; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, NT);
 	for (int i = 0; i < NR; i++)
 		assert_int_equal(zm_store_put(s, NT + (uint64_t)i, rnd + i * PS), 0);
 	/* nothing is idle before a mark, nothing incompressible before a
@@ -199,8 +198,7 @@ static void test_writeback_pick(void **state)
 	assert_int_equal(kind_of(s, 0), ZM_STORE_SLOT_POOL);
 	assert_int_equal(stats(s).bd_count, N - 1);
 	CHECK(s);
-	for (int i = 0; i < NT; i++)
-		expect_page(s, (uint64_t)i, text + i * PS);
+	expect_pages(s, text, NT);
 	for (int i = 0; i < NR; i++)
 		expect_page(s, NT + (uint64_t)i, rnd + i * PS);
 	CHECK(s);
@@ -221,8 +219,7 @@ static void test_writeback_limit(void **state)
 
 	tmp_file(path, sizeof(path), NULL);
 	s = test_store_mk(&c, N);
-	for (int i = 0; i < N; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, N);
 	assert_int_equal(stats(s).writeback_left, 5);
 	assert_int_equal(zm_store_writeback_page(s, 0), 0);
 	assert_int_equal(stats(s).writeback_left, 4);
@@ -309,8 +306,7 @@ static void test_readback(void **state)
 
 	tmp_file(path, sizeof(path), NULL);
 	s = test_store_mk(&c, N);
-	for (int i = 0; i < N; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, N);
 	assert_int_equal(zm_store_writeback(s, 0, ALL), N);
 	for (int i = 0; i < N; i++) {
 		expect_page(s, (uint64_t)i, text + i * PS);
@@ -325,8 +321,7 @@ static void test_readback(void **state)
 	if (punch)
 		assert_true(file_blocks(path) <= packed_slack(PS));
 	/* read again: from memory now */
-	for (int i = 0; i < N; i++)
-		expect_page(s, (uint64_t)i, text + i * PS);
+	expect_pages(s, text, N);
 	assert_int_equal(stats(s).bd_reads, N);
 	CHECK(s);
 	zm_store_destroy(s);

@@ -25,8 +25,7 @@ static void test_fault_read(void **state)
 
 		c.backing_readback = rb;
 		s = test_store_mk(&c, N);
-		for (int i = 0; i < N; i++)
-			assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+		put_pages(s, text, N);
 		assert_int_equal(zm_store_writeback(s, 0, ALL), N);
 		fault_set('r', 5, -EIO);
 		assert_int_equal(zm_store_get(s, 5, out), -EIO);
@@ -62,8 +61,7 @@ static void test_fault_write(void **state)
 
 	tmp_file(path, sizeof(path), NULL);
 	s = test_store_mk(&c, N);
-	for (int i = 0; i < N; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, N);
 	fault_set('w', 7, -EIO);
 	assert_int_equal(zm_store_writeback_page(s, 7), -EIO);
 	assert_int_equal(g_fault_calls[1], 1);
@@ -84,13 +82,11 @@ static void test_fault_write(void **state)
 	assert_int_equal(count_kind(s, ZM_STORE_SLOT_POOL), N);
 	assert_true(st.writeback_failures >= 4);
 	fault_clear();
-	for (int i = 0; i < N; i++)
-		expect_page(s, (uint64_t)i, text + i * PS);
+	expect_pages(s, text, N);
 	CHECK(s);
 	/* the file works again: everything goes */
 	assert_int_equal(zm_store_writeback(s, 0, ALL), N);
-	for (int i = 0; i < N; i++)
-		expect_page(s, (uint64_t)i, text + i * PS);
+	expect_pages(s, text, N);
 	CHECK(s);
 	zm_store_destroy(s);
 	unlink(path);
@@ -112,8 +108,7 @@ static void test_fault_write_one(void **state)
 
 	tmp_file(path, sizeof(path), NULL);
 	s = test_store_mk(&c, N);
-	for (int i = 0; i < N; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, N);
 	fault_set('w', 7, -EIO);
 	got = zm_store_writeback(s, 0, ALL);
 	st = stats(s);
@@ -121,8 +116,7 @@ static void test_fault_write_one(void **state)
 	       (unsigned long long)st.writeback_failures);
 	assert_int_equal(kind_of(s, 7), ZM_STORE_SLOT_POOL);
 	assert_int_equal(st.writeback_failures, 1);
-	for (int i = 0; i < N; i++)
-		expect_page(s, (uint64_t)i, text + i * PS);
+	expect_pages(s, text, N);
 	CHECK(s);
 	assert_int_equal(got, N - 1);
 	assert_int_equal(st.bd_count, N - 1);
@@ -150,8 +144,7 @@ static void test_writeback_batched(void **state)
 	(void)state;
 	tmp_file(path, sizeof(path), NULL);
 	s = test_store_mk(&c, N);
-	for (int i = 0; i < N; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, N);
 	calls = __atomic_load_n(&zmi_store_backing_pwrites, __ATOMIC_RELAXED);
 	got = zm_store_writeback(s, 0, ALL);
 	calls = __atomic_load_n(&zmi_store_backing_pwrites, __ATOMIC_RELAXED) - calls;
@@ -159,12 +152,10 @@ static void test_writeback_batched(void **state)
 	       (unsigned long long)calls);
 	assert_int_equal(got, N);
 	assert_true(calls * 8 <= N);
-	for (int i = 0; i < N; i++)
-		expect_page(s, (uint64_t)i, text + i * PS);
+	expect_pages(s, text, N);
 	CHECK(s);
 	/* all back in memory, one bad page among them */
-	for (int i = 0; i < N; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, N);
 	fault_set('w', 100, -EIO);
 	got = zm_store_writeback(s, 0, ALL);
 	st = stats(s);
@@ -172,8 +163,7 @@ static void test_writeback_batched(void **state)
 	assert_int_equal(st.writeback_failures, 1);
 	assert_int_equal(kind_of(s, 100), ZM_STORE_SLOT_POOL);
 	fault_clear();
-	for (int i = 0; i < N; i++)
-		expect_page(s, (uint64_t)i, text + i * PS);
+	expect_pages(s, text, N);
 	CHECK(s);
 	zm_store_destroy(s);
 	unlink(path);
@@ -205,8 +195,7 @@ static void test_fault_write_one_at_limit(void **state)
 	printf("a bad page at 5, a limit of %d pages: %d of %d puts refused, %llu on file\n",
 	       LIMIT_PAGES, refused, N, (unsigned long long)stats(s).bd_count);
 	assert_int_equal(kind_of(s, 5), ZM_STORE_SLOT_POOL);
-	for (int i = 0; i < N; i++)
-		expect_page(s, (uint64_t)i, text + i * PS);
+	expect_pages(s, text, N);
 	CHECK(s);
 	assert_int_equal(refused, 0);
 	fault_clear();
@@ -268,8 +257,7 @@ static void test_fault_punch(void **state)
 
 	tmp_file(path, sizeof(path), NULL);
 	s = test_store_mk(&c, N);
-	for (int i = 0; i < N; i++)
-		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
+	put_pages(s, text, N);
 	assert_int_equal(zm_store_writeback(s, 0, ALL), N);
 	fault_set('p', FAULT_ANY, -EIO);
 	assert_int_equal(zm_store_discard(s, 0, 4), 0);
@@ -289,8 +277,7 @@ static void test_fault_punch(void **state)
 		assert_int_equal(zm_store_put(s, (uint64_t)i, text + i * PS), 0);
 		assert_int_equal(zm_store_writeback_page(s, (uint64_t)i), 0);
 	}
-	for (int i = 0; i < N; i++)
-		expect_page(s, (uint64_t)i, text + i * PS);
+	expect_pages(s, text, N);
 	assert_int_equal(stats(s).bd_count, N);
 	CHECK(s);
 	zm_store_destroy(s);

@@ -99,6 +99,20 @@ static inline void expect_page(struct zm_store *s, uint64_t idx, const void *wan
 	free(out);
 }
 
+/* Put pages 0..n-1 of text (PS bytes each), each must succeed. */
+static inline void put_pages(struct zm_store *s, const uint8_t *text, int n)
+{
+	for (int i = 0; i < n; i++)
+		assert_int_equal(zm_store_put(s, (uint64_t)i, text + (size_t)i * PS), 0);
+}
+
+/* Pages 0..n-1 read back as text's. */
+static inline void expect_pages(struct zm_store *s, const uint8_t *text, int n)
+{
+	for (int i = 0; i < n; i++)
+		expect_page(s, (uint64_t)i, text + (size_t)i * PS);
+}
+
 static inline void expect_zero(struct zm_store *s, uint64_t idx)
 {
 	size_t ps = zm_store_page_size(s);
