@@ -202,10 +202,11 @@ out:
 	return 0;
 }
 
-/* Put the hole at granule g of mixed zspage zs (its header there, with
- * its length), e granules to the next header, on the list of its extent
- * (lock held). */
-static void hole_put(struct zs_pool *zp, struct zspage *zs, unsigned g, unsigned e)
+/* Put the hole at granule g of mixed zspage zs of m (its header there,
+ * with its length), e granules to the next header, on the list of its
+ * extent, and name zs as that list's latest (m's lock held). */
+static void hole_put(struct zs_pool *zp, struct zs_class *m, struct zspage *zs, unsigned g,
+		     unsigned e)
 {
 	struct zs_mholes *mh = zs_mrec_of(zs)->ix;
 	unsigned b = zs_mhole_bin(e);
@@ -225,6 +226,7 @@ static void hole_put(struct zs_pool *zp, struct zspage *zs, unsigned g, unsigned
 	zs_mhdr(zp, zs, g)->ref = mh->mask >> b & 1 ? mh->head[b] : ZS_NONE;
 	mh->head[b] = (uint16_t)g;
 	mh->mask |= 1u << b;
+	zp->mhint[m->idx >> zp->cshift].zs[b] = zs;
 }
 
 /* The end of the hole or object at granule g of zs (header hd): the next
@@ -264,7 +266,7 @@ static void hole_rest(struct zs_pool *zp, struct zs_class *m, struct zspage *zs,
 
 	rh->len = (uint16_t)((end - rest) * ZS_GRANULE - ZS_MHDR_BYTES);
 	zs_poison_obj(zp, zs, rest);
-	hole_put(zp, zs, rest, end - rest);
+	hole_put(zp, m, zs, rest, end - rest);
 	zs->placed++;
 	zs_count(&m->mplaced, 1);
 }
@@ -318,16 +320,68 @@ static unsigned hole_take(struct zs_pool *zp, struct zs_class *m, struct zspage 
  * the top), so that its cost stays bounded whatever the zspages hold. */
 #define ZS_MHOLE_LOOK 16
 #define ZS_MHOLE_VISIT 64
+/* The fullness groups looked at before the lists' latest zspages
+ * (zs_pool.mhint): those of zspages 70% live or more, which the
+ * compactor keeps (it evacuates those below 3/4), filled up first; the
+ * emptier ones after the hints.  After a mass free none is that full,
+ * and the hints find a hole at once where a walk down the groups read
+ * up to ZS_MHOLE_VISIT records for each allocation. */
+#define ZS_MHOLE_FULL 7
+/* The lists above need's whose latest zspages an allocation looks at, at
+ * most: each costs a record's line and its index's. */
+#define ZS_MHINT_LOOK 4
 
-/* A hole of m for an object of need granules, in the zspage it took
- * holes from last or in one of the ZS_MHOLE_LOOK fullest (not one being
- * evacuated: the compactor takes the emptiest): its granule and *where,
- * or ZS_NONE.  Only when some object of m was freed (fewer live than
- * placed), so that a fill never looks. */
+/* Take a hole for need granules in zs of m, if it may take objects (not
+ * the zspage just tried, not being evacuated): the granule, and m's
+ * zspage to take holes from first becomes zs; or ZS_NONE. */
+static inline unsigned try_take(struct zs_pool *zp, struct zs_class *m, struct zspage *zs,
+				unsigned need, struct zspage **where)
+{
+	unsigned g;
+
+	if (zs == m->hole || !zs_mrec_of(zs)->ix || !zs_mrec_of(zs)->ix->mask ||
+	    __atomic_load_n(&zs->migrating, __ATOMIC_RELAXED))
+		return ZS_NONE;
+	g = hole_take(zp, m, zs, need);
+	if (g != ZS_NONE) {
+		m->hole = zs;
+		*where = zs;
+	}
+	return g;
+}
+
+/* Walk m's fullness groups from hi down to lo for a hole of need
+ * granules, within the budgets *look and *visit. */
+static unsigned scan_groups(struct zs_pool *zp, struct zs_class *m, unsigned need, unsigned hi,
+			    unsigned lo, unsigned *look, unsigned *visit, struct zspage **where)
+{
+	unsigned g;
+
+	for (unsigned gr = hi; gr >= lo && *look < ZS_MHOLE_LOOK; gr--)
+		for (struct zspage *zs = m->group[gr];
+		     zs && *look < ZS_MHOLE_LOOK && (*visit)++ < ZS_MHOLE_VISIT; zs = zs->next) {
+			if (zs == m->hole || !zs_mrec_of(zs)->ix || !zs_mrec_of(zs)->ix->mask ||
+			    __atomic_load_n(&zs->migrating, __ATOMIC_RELAXED))
+				continue;
+			++*look;
+			if ((g = try_take(zp, m, zs, need, where)) != ZS_NONE)
+				return g;
+		}
+	return ZS_NONE;
+}
+
+/* A hole of m for an object of need granules: in the zspage it took
+ * holes from last; else in one of the fullest (not one being evacuated:
+ * the compactor takes the emptiest); else in the latest zspage of need's
+ * own list, then of the lists above whose every hole fits (hole_take's
+ * rule), nearest first; else in the emptier zspages, fullest first.  Its
+ * granule and *where, or ZS_NONE.  Only when some object of m was freed
+ * (fewer live than placed), so that a fill never looks. */
 static unsigned hole_find(struct zs_pool *zp, struct zs_class *m, unsigned need,
 			  struct zspage **where)
 {
-	unsigned look = 0, visit = 0, g;
+	struct zspage *const *hint = zp->mhint[m->idx >> zp->cshift].zs;
+	unsigned look = 0, visit = 0, g, b, tries = 0;
 
 	if (m->used >= m->mplaced)
 		return ZS_NONE;
@@ -338,21 +392,20 @@ static unsigned hole_find(struct zs_pool *zp, struct zs_class *m, unsigned need,
 			return g;
 		}
 	}
-	for (unsigned gr = ZS_GROUPS - 1; gr >= 1 && look < ZS_MHOLE_LOOK; gr--)
-		for (struct zspage *zs = m->group[gr];
-		     zs && look < ZS_MHOLE_LOOK && visit++ < ZS_MHOLE_VISIT; zs = zs->next) {
-			if (zs == m->hole || !zs_mrec_of(zs)->ix || !zs_mrec_of(zs)->ix->mask ||
-			    __atomic_load_n(&zs->migrating, __ATOMIC_RELAXED))
-				continue;
-			look++;
-			g = hole_take(zp, m, zs, need);
-			if (g != ZS_NONE) {
-				m->hole = zs;
-				*where = zs;
-				return g;
-			}
-		}
-	return ZS_NONE;
+	g = scan_groups(zp, m, need, ZS_GROUPS - 1, ZS_MHOLE_FULL, &look, &visit, where);
+	if (g != ZS_NONE)
+		return g;
+	b = zs_mhole_bin(need);
+	if (hint[b] && (g = try_take(zp, m, hint[b], need, where)) != ZS_NONE)
+		return g;
+	for (b = zs_mhole_bin(need + 2) + 1; b < ZS_MHOLE_BINS && tries < ZS_MHINT_LOOK; b++) {
+		if (!hint[b])
+			continue;
+		tries++;
+		if ((g = try_take(zp, m, hint[b], need, where)) != ZS_NONE)
+			return g;
+	}
+	return scan_groups(zp, m, need, ZS_MHOLE_FULL - 1, 1, &look, &visit, where);
 }
 
 unsigned zs_mixed_place(struct zs_pool *zp, struct zs_class *m, size_t size, uint32_t ref,
@@ -574,7 +627,7 @@ static __attribute__((noinline)) int mixed_free(struct zs_pool *zp, struct zs_cl
 		const struct zs_mhdr *hd = zs_mhdr(zp, zs, obj);
 
 		zs_mrec_of(zs)->live -= zs_mgran(hd->len);
-		hole_put(zp, zs, obj, hole_end(zp, zs, obj, hd) - obj);
+		hole_put(zp, m, zs, obj, hole_end(zp, zs, obj, hd) - obj);
 	}
 	zs_poison_obj(zp, zs, obj);
 	zs->inuse--;

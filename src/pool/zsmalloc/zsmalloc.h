@@ -447,6 +447,19 @@ struct zs_pool {
 	struct zs_hint {
 		uint32_t idx;
 	} __attribute__((aligned(64))) hint[ZS_MAX_SHARDS];
+	/* Per shard, per list of the hole indexes (struct zs_mholes): the
+	 * mixed zspage that last had a hole put on that list, or NULL (the
+	 * mixed class's lock; cleared when the zspage retires, renamed when
+	 * its record moves).  An allocation's first look after the zspage it
+	 * took holes from last: the frees of a churn put holes of every
+	 * extent somewhere all the time, so the latest one of a list that
+	 * fits is usually still there, found in constant time.  The fullest
+	 * zspages alone, looked at in turn, held none that fit for over half
+	 * the allocations after a mass free, which then took new pages
+	 * (docs/zsmalloc.md). */
+	struct zs_mhint {
+		struct zspage *zs[ZS_MHOLE_BINS];
+	} __attribute__((aligned(64))) mhint[ZS_MAX_SHARDS];
 	/* compaction (zsmalloc/compact.c, zsmalloc/auto.c) */
 	pthread_mutex_t compact_lock;     /* one compactor at a time */
 	uint64_t compactions, pages_compacted, objects_moved, compact_ns; /* compact_lock;

@@ -186,6 +186,13 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 
 void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 {
+	if (c->mixed) {
+		struct zspage **hint = zp->mhint[c->idx >> zp->cshift].zs;
+
+		for (unsigned b = 0; b < ZS_MHOLE_BINS; b++)
+			if (hint[b] == zs)
+				hint[b] = NULL;
+	}
 	if (c->mixed && zs_mrec_of(zs)->ix) {
 		free(zs_mrec_of(zs)->ix);
 		zs_mrec_of(zs)->ix = NULL;
