@@ -226,7 +226,20 @@ static void hole_put(struct zs_pool *zp, struct zs_class *m, struct zspage *zs, 
 	zs_mhdr(zp, zs, g)->ref = mh->mask >> b & 1 ? mh->head[b] : ZS_NONE;
 	mh->head[b] = (uint16_t)g;
 	mh->mask |= 1u << b;
-	zp->mhint[m->idx >> zp->cshift].zs[b] = zs;
+	{
+		struct zs_mhint **hp = &zp->mhint[m->idx >> zp->cshift];
+
+		if (zmi_unlikely(!*hp)) {
+			/* the shard's first hole (without them, the fullest
+			 * zspages alone are looked at) */
+			*hp = calloc(1, sizeof(**hp));
+			if (!*hp)
+				return;
+			__atomic_fetch_add(&zp->mholes_bytes, zs_malloc_cost(sizeof(**hp)),
+					   __ATOMIC_RELAXED);
+		}
+		(*hp)->zs[b] = zs;
+	}
 }
 
 /* The end of the hole or object at granule g of zs (header hd): the next
@@ -380,7 +393,7 @@ static unsigned scan_groups(struct zs_pool *zp, struct zs_class *m, unsigned nee
 static unsigned hole_find(struct zs_pool *zp, struct zs_class *m, unsigned need,
 			  struct zspage **where)
 {
-	struct zspage *const *hint = zp->mhint[m->idx >> zp->cshift].zs;
+	const struct zs_mhint *mh = zp->mhint[m->idx >> zp->cshift];
 	unsigned look = 0, visit = 0, g, b, tries = 0;
 
 	if (m->used >= m->mplaced)
@@ -396,13 +409,13 @@ static unsigned hole_find(struct zs_pool *zp, struct zs_class *m, unsigned need,
 	if (g != ZS_NONE)
 		return g;
 	b = zs_mhole_bin(need);
-	if (hint[b] && (g = try_take(zp, m, hint[b], need, where)) != ZS_NONE)
+	if (mh && mh->zs[b] && (g = try_take(zp, m, mh->zs[b], need, where)) != ZS_NONE)
 		return g;
-	for (b = zs_mhole_bin(need + 2) + 1; b < ZS_MHOLE_BINS && tries < ZS_MHINT_LOOK; b++) {
-		if (!hint[b])
+	for (b = zs_mhole_bin(need + 2) + 1; mh && b < ZS_MHOLE_BINS && tries < ZS_MHINT_LOOK; b++) {
+		if (!mh->zs[b])
 			continue;
 		tries++;
-		if ((g = try_take(zp, m, hint[b], need, where)) != ZS_NONE)
+		if ((g = try_take(zp, m, mh->zs[b], need, where)) != ZS_NONE)
 			return g;
 	}
 	return scan_groups(zp, m, need, ZS_MHOLE_FULL - 1, 1, &look, &visit, where);

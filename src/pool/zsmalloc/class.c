@@ -246,6 +246,8 @@ void zs_destroy(struct zm_pool *pool)
 			}
 	}
 	zs_records_fini(zp);
+	for (unsigned sh = 0; sh < ZS_MAX_SHARDS; sh++)
+		free(zp->mhint[sh]);
 	pool->gen_span = zs_handles_span(zp);
 	zs_handles_fini(zp);
 	pthread_mutex_destroy(&zp->compact_lock);

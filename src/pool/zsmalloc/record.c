@@ -615,10 +615,10 @@ static long move_class(struct zs_pool *zp, struct zs_class *c)
 					c->front[f] = nz;
 			if (c->hole == zs)
 				c->hole = nz;
-			if (c->mixed)
+			if (c->mixed && zp->mhint[c->idx >> zp->cshift])
 				for (unsigned b = 0; b < ZS_MHOLE_BINS; b++)
-					if (zp->mhint[c->idx >> zp->cshift].zs[b] == zs)
-						zp->mhint[c->idx >> zp->cshift].zs[b] = nz;
+					if (zp->mhint[c->idx >> zp->cshift]->zs[b] == zs)
+						zp->mhint[c->idx >> zp->cshift]->zs[b] = nz;
 			__atomic_store_n(&zp->ztab[nz->id], (uintptr_t)nz, __ATOMIC_RELEASE);
 			old[no++] = zs;
 		}

@@ -449,17 +449,18 @@ struct zs_pool {
 	} __attribute__((aligned(64))) hint[ZS_MAX_SHARDS];
 	/* Per shard, per list of the hole indexes (struct zs_mholes): the
 	 * mixed zspage that last had a hole put on that list, or NULL (the
-	 * mixed class's lock; cleared when the zspage retires, renamed when
-	 * its record moves).  An allocation's first look after the zspage it
-	 * took holes from last: the frees of a churn put holes of every
-	 * extent somewhere all the time, so the latest one of a list that
-	 * fits is usually still there, found in constant time.  The fullest
-	 * zspages alone, looked at in turn, held none that fit for over half
-	 * the allocations after a mass free, which then took new pages
-	 * (docs/zsmalloc.md). */
+	 * shard's mixed class's lock; cleared when the zspage retires,
+	 * renamed when its record moves).  Where an allocation looks when
+	 * the fullest zspages have no hole that fits: the frees of a churn
+	 * put holes of every extent somewhere all the time, so the latest
+	 * one of a list is usually still there, found in constant time
+	 * (docs/zsmalloc.md).  Made with the shard's first hole (malloc,
+	 * counted with the hole indexes), so that a pool that never frees
+	 * pays nothing for it: a small pool's metadata is part of its
+	 * density (test_density's zero pages). */
 	struct zs_mhint {
 		struct zspage *zs[ZS_MHOLE_BINS];
-	} __attribute__((aligned(64))) mhint[ZS_MAX_SHARDS];
+	} *mhint[ZS_MAX_SHARDS];
 	/* compaction (zsmalloc/compact.c, zsmalloc/auto.c) */
 	pthread_mutex_t compact_lock;     /* one compactor at a time */
 	uint64_t compactions, pages_compacted, objects_moved, compact_ns; /* compact_lock;
@@ -469,7 +470,8 @@ struct zs_pool {
 	uint64_t objects_repacked;        /* likewise: moves into mixed zspages
 					     (mixed_repack; tests) */
 	uint64_t mholes_bytes;            /* atomic: the mixed zspages' hole
-					     indexes, as malloc charges them */
+					     indexes and the shards' hints
+					     (mhint), as malloc charges them */
 	uint8_t pass;                     /* compact_lock: pass number */
 	char *scratch;                    /* compact_lock: work space */
 	struct zs_auto *autoc;            /* background compactor, or NULL */

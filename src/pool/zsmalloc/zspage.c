@@ -186,8 +186,8 @@ struct zspage *zs_zspage_new(struct zs_pool *zp, struct zs_class *c)
 
 void zs_zspage_retire(struct zs_pool *zp, struct zs_class *c, struct zspage *zs)
 {
-	if (c->mixed) {
-		struct zspage **hint = zp->mhint[c->idx >> zp->cshift].zs;
+	if (c->mixed && zp->mhint[c->idx >> zp->cshift]) {
+		struct zspage **hint = zp->mhint[c->idx >> zp->cshift]->zs;
 
 		for (unsigned b = 0; b < ZS_MHOLE_BINS; b++)
 			if (hint[b] == zs)
