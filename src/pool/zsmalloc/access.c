@@ -203,15 +203,17 @@ int zs_get_key(struct zm_pool *pool, uint64_t key, zm_pool_get_fn fn, void *arg)
 
 	if (zmi_unlikely(hz >= ZM_POOL_MAX_MAPS))
 		return -EBUSY;
-	if (zmi_unlikely(!(zs_load_ref(zp, (uint32_t)key | ZS_REF_OWNER) & 1))) {
+	/* key is below nowner (zm_pool_get_key checked it against the
+	 * owner words, which nowner counts) and h is made with key_tag: of
+	 * lookup_key's checks only the word's "live" bit is left, which
+	 * lookup_at's first look makes */
+	h = zs_key_handle(zp, key);
+	zs = lookup_at(zp, h, (uint32_t)key | ZS_REF_OWNER, true, &obj, hz);
+	if (zmi_unlikely(!zs)) {
 		zmi_bad_input("zsmalloc: get of key %llu, which holds nothing",
 			     (unsigned long long)key);
 		return -EINVAL;
 	}
-	h = zs_key_handle(zp, key);
-	zs = lookup(zp, h, &obj, hz);
-	if (zmi_unlikely(!zs))
-		return -EINVAL;
 	if (zmi_likely(zs_obj_segs(zp, zs, obj, seg, len) == 1)) {
 		/* held as one of the thread's maps while fn runs */
 		s = &zmi_pool_self.slot[hz];
