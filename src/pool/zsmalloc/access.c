@@ -19,7 +19,6 @@
  * the caller's buffer and the page(s).
  */
 #include <errno.h>
-#include <sched.h>
 #include <string.h>
 
 #include "pool/zsmalloc/zsmalloc.h"
@@ -30,67 +29,22 @@ __attribute__((noinline)) size_t zs_mixed_len(const struct zs_pool *zp,
 	return zs_mhdr(zp, zs, obj)->len;
 }
 
-/* The lookup loop, for a slot (key false) or an owner word (key true):
- * `check` the tag bits the word must match. */
-static inline __attribute__((always_inline)) struct zspage *
-lookup_at(struct zs_pool *zp, zm_handle_t h, uint32_t ref, bool key, unsigned *obj,
-	  unsigned hz)
-{
-	const uint64_t check = key ? 1 : ZS_TAG_MASK;
-
-	for (;;) {
-		uint64_t v = key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref);
-		struct zspage *zs;
-
-		if (zmi_unlikely((v ^ h) & check))
-			return NULL;
-		if (zmi_unlikely(v & ZS_TAG_HUGE)) {  /* never moves: no hazard */
-			*obj = 0;
-			return zs_huge_view(zp, v);
-		}
-		zs = zs_by_id(zp, zs_slot_id(v));
-		zmi_pool_hazard_set(hz, zs);
-		if (zmi_likely((key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref)) == v &&
-			       zs_by_id(zp, zs_slot_id(v)) == zs)) {
-			/* the slot still names zs, and the zspage table zs
-			 * (a record that moved, zsmalloc/record.c, is found again),
-			 * so zs is alive */
-			if (zmi_likely(!__atomic_load_n(&zs->migrating, __ATOMIC_ACQUIRE) &&
-				      (key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref)) == v)) {
-				ZM_ASSERT(zs->magic == ZS_MAGIC);
-				*obj = zs_slot_obj(v);
-				return zs;
-			}
-			zmi_pool_hazard_clear(hz);
-			sched_yield();
-			continue;
-		}
-		zmi_pool_hazard_clear(hz);
-	}
-}
-
 /* An owner key's handle: only "live" to match (zsmalloc/zsmalloc.h). */
 static __attribute__((noinline)) struct zspage *
 lookup_key(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)
 {
-	if (zmi_unlikely((h & ZS_TAG_MASK) != zp->key_tag ||
-			(h & ~ZS_H_OWNER) >> ZS_TAG_BITS >= zp->nowner))
-		return NULL;
-	return lookup_at(zp, h, zs_handle_ref(h), true, obj, hz);
+	return zs_lookup_as(zp, h, true, obj, hz);
 }
 
 static inline __attribute__((always_inline)) struct zspage *
 lookup(struct zs_pool *zp, zm_handle_t h, unsigned *obj, unsigned hz)
 {
-	uint64_t idx = h >> ZS_TAG_BITS;
 	struct zspage *zs;
 
 	if (zmi_unlikely(h & ZS_H_OWNER))
 		zs = lookup_key(zp, h, obj, hz);
-	else if (zmi_unlikely(!(h & 1) || idx == 0 || idx >= ZS_MAX_HANDLES))
-		zs = NULL;
 	else
-		zs = lookup_at(zp, h, (uint32_t)idx, false, obj, hz);
+		zs = zs_lookup_as(zp, h, false, obj, hz);
 	if (zmi_unlikely(!zs))
 		zmi_bad_input("zsmalloc: bad handle %#llx (stale, foreign or freed)",
 			     (unsigned long long)h);
@@ -203,15 +157,17 @@ int zs_get_key(struct zm_pool *pool, uint64_t key, zm_pool_get_fn fn, void *arg)
 
 	if (zmi_unlikely(hz >= ZM_POOL_MAX_MAPS))
 		return -EBUSY;
-	if (zmi_unlikely(!(zs_load_ref(zp, (uint32_t)key | ZS_REF_OWNER) & 1))) {
+	/* key is below nowner (zm_pool_get_key checked it against the
+	 * owner words, which nowner counts) and h is made with key_tag: of
+	 * lookup_key's checks only the word's "live" bit is left, which
+	 * zs_lookup_at's first look makes */
+	h = zs_key_handle(zp, key);
+	zs = zs_lookup_at(zp, h, (uint32_t)key | ZS_REF_OWNER, true, &obj, hz);
+	if (zmi_unlikely(!zs)) {
 		zmi_bad_input("zsmalloc: get of key %llu, which holds nothing",
 			     (unsigned long long)key);
 		return -EINVAL;
 	}
-	h = zs_key_handle(zp, key);
-	zs = lookup(zp, h, &obj, hz);
-	if (zmi_unlikely(!zs))
-		return -EINVAL;
 	if (zmi_likely(zs_obj_segs(zp, zs, obj, seg, len) == 1)) {
 		/* held as one of the thread's maps while fn runs */
 		s = &zmi_pool_self.slot[hz];
@@ -250,7 +206,7 @@ void zs_prefetch_key(struct zm_pool *pool, uint64_t key)
 
 	if ((v & 3) != 1)
 		return;   /* nothing, or a huge object (its own page) */
-	zs = lookup_at(zp, zs_key_handle(zp, key), (uint32_t)key | ZS_REF_OWNER, true, &obj,
+	zs = zs_lookup_at(zp, zs_key_handle(zp, key), (uint32_t)key | ZS_REF_OWNER, true, &obj,
 		       ZM_HAZARD_RW);
 	if (!zs)
 		return;

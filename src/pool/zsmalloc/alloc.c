@@ -578,10 +578,14 @@ lock_obj(struct zs_pool *zp, zm_handle_t h, bool key, struct zspage **zsp, unsig
 
 	for (;;) {
 		/* the hazard keeps zs alive (and unmoved) while we read its
-		 * class and take the lock */
-		zs = zs_lookup(zp, h, obj, ZM_HAZARD_RW);
-		if (zmi_unlikely(!zs))
+		 * class and take the lock; the lookup inline, as the caller
+		 * says which kind of handle h is */
+		zs = zs_lookup_as(zp, h, key, obj, ZM_HAZARD_RW);
+		if (zmi_unlikely(!zs)) {
+			zmi_bad_input("zsmalloc: bad handle %#llx (stale, foreign or freed)",
+				     (unsigned long long)h);
 			return NULL;
+		}
 		c = zs_class_of(zp, zs->cls);
 		zmi_lock(&c->lock);
 		/* A compactor may have taken zs into its batch while we waited

@@ -6,6 +6,8 @@
 #ifndef ZM_ZSMALLOC_INLINE_H
 #define ZM_ZSMALLOC_INLINE_H
 
+#include <sched.h>
+
 #include "pool/zsmalloc/zsmalloc.h"
 
 /* Granules an object of len bytes takes, its header included. */
@@ -546,6 +548,69 @@ static inline struct zspage *zs_huge_view(const struct zs_pool *zp, uint64_t v)
 	zs->pfnx = NULL;
 	zs->size = (uint32_t)zp->page_size;
 	return zs;
+}
+
+/* The lookup loop (zsmalloc/access.c tells how it works) for handle h,
+ * whose word is ref: a slot (key false) or an owner word (key true);
+ * `check` the tag bits the word must match.  Here, inline, so that the
+ * paths that know which kind of handle they hold (a put's, a get's) make
+ * no calls to reach the object: with key and ref's owner bit known where
+ * it is inlined, the branches on them go. */
+static inline __attribute__((always_inline)) struct zspage *
+zs_lookup_at(struct zs_pool *zp, zm_handle_t h, uint32_t ref, bool key, unsigned *obj,
+	     unsigned hz)
+{
+	const uint64_t check = key ? 1 : ZS_TAG_MASK;
+
+	for (;;) {
+		uint64_t v = key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref);
+		struct zspage *zs;
+
+		if (zmi_unlikely((v ^ h) & check))
+			return NULL;
+		if (zmi_unlikely(v & ZS_TAG_HUGE)) {  /* never moves: no hazard */
+			*obj = 0;
+			return zs_huge_view(zp, v);
+		}
+		zs = zs_by_id(zp, zs_slot_id(v));
+		zmi_pool_hazard_set(hz, zs);
+		if (zmi_likely((key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref)) == v &&
+			       zs_by_id(zp, zs_slot_id(v)) == zs)) {
+			/* the slot still names zs, and the zspage table zs
+			 * (a record that moved, zsmalloc/record.c, is found again),
+			 * so zs is alive */
+			if (zmi_likely(!__atomic_load_n(&zs->migrating, __ATOMIC_ACQUIRE) &&
+				      (key ? zs_load_ref(zp, ref) : zs_load_slot(zp, ref)) == v)) {
+				ZM_ASSERT(zs->magic == ZS_MAGIC);
+				*obj = zs_slot_obj(v);
+				return zs;
+			}
+			zmi_pool_hazard_clear(hz);
+			sched_yield();
+			continue;
+		}
+		zmi_pool_hazard_clear(hz);
+	}
+}
+
+/* zs_lookup for a handle the caller knows to be an owner key's (key) or
+ * a slot's (not key): its form checked, then the loop, all inline.  NULL,
+ * with nothing reported, for a bad handle. */
+static inline __attribute__((always_inline)) struct zspage *
+zs_lookup_as(struct zs_pool *zp, zm_handle_t h, bool key, unsigned *obj, unsigned hz)
+{
+	uint64_t idx = h >> ZS_TAG_BITS;
+
+	if (key) {
+		/* only "live" to match (zsmalloc.h) */
+		if (zmi_unlikely((h & ZS_TAG_MASK) != zp->key_tag ||
+				(h & ~ZS_H_OWNER) >> ZS_TAG_BITS >= zp->nowner))
+			return NULL;
+		return zs_lookup_at(zp, h, zs_handle_ref(h), true, obj, hz);
+	}
+	if (zmi_unlikely(!(h & 1) || idx == 0 || idx >= ZS_MAX_HANDLES))
+		return NULL;
+	return zs_lookup_at(zp, h, (uint32_t)idx, false, obj, hz);
 }
 
 #endif
