@@ -417,7 +417,9 @@ ZM_API int zm_pool_class_stats_sized(struct zm_pool *pool, unsigned idx,
 #define zm_pool_class_stats(pool, idx, cs) \
 	zm_pool_class_stats_sized((pool), (idx), (cs), sizeof(struct zm_pool_class_stats))
 
-/* Print the per-class table (classes in use only) to f. */
+/* Print the per-class table (classes in use only) to f, in 80 columns:
+ * the kernel's columns but its 91-99% one; zsmalloc's mixed zspages as
+ * the row "mixed". */
 ZM_API void zm_pool_print_classes(struct zm_pool *pool, FILE *f);
 
 /* Whole-structure checker: every class, zspage, free chain and handle.

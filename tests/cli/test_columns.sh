@@ -65,6 +65,8 @@ indented allocbench --latency
 mkdir "$T/scratch"
 fits bench --size 256K --reps 1
 fits bench --size 256K --reps 1 --data zero --data text:0.5 --allocator zsmalloc
+# -v: each store's counters and its pool's class table
+fits bench --size 256K --reps 1 --data text:0.5 --allocator zsmalloc -v
 fits bench --unit-pages 1,4 --size 256K --reps 1 --data text:0.5
 fits bench --compare-2011 --size 1M --allocator zsmalloc
 # as root, with the kernel's zram row (its name the longest)
