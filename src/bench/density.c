@@ -198,13 +198,10 @@ int cmd_density(int argc, char **argv)
 		       c.n, zmi_human_bytes(c.bytes, h, sizeof(h)), (double)c.bytes / (double)c.n,
 		       c.same, c.raw);
 		corpus_print(&c, stdout, "");
-		/* 70 columns; the pool's knobs only with --sweep, which
-		 * varies them (92) */
-		printf("\n%-9s", "allocator");
-		if (sweep)
-			printf(" %7s %6s %6s", "spacing", "maxpg", "borrow");
-		printf(" %9s %9s %9s %9s %9s %9s\n", "pool MiB", "meta KiB", "pool/obj",
-		       "rounding", "meta/obj", "overhead");
+		/* 70 columns; --sweep's table after it puts zsmalloc's
+		 * knobs where the allocator was (75) */
+		printf("\n%-9s %9s %9s %9s %9s %9s %9s\n", "allocator", "pool MiB", "meta KiB",
+		       "pool/obj", "rounding", "meta/obj", "overhead");
 	}
 	for (const char *const *b = zm_pool_backends(); *b; b++) {
 		struct zm_pool_config cfg = { .allocator = *b };
@@ -219,10 +216,7 @@ int cmd_density(int argc, char **argv)
 			json_row(&j, *b, &r);
 			json_object_end(&j);
 		} else {
-			printf("%-9s", *b);
-			if (sweep)
-				printf(" %7s %6s %6s", "dflt", "dflt", "dflt");
-			printf(" %9.2f %9.1f %9.4f %9.4f %9.4f %9.4f\n", r.pool_bytes / 1048576.0,
+			printf("%-9s %9.2f %9.1f %9.4f %9.4f %9.4f %9.4f\n", *b, r.pool_bytes / 1048576.0,
 			       r.meta_bytes / 1024.0, r.pool, r.round, r.meta, r.overhead);
 		}
 	}
@@ -231,6 +225,11 @@ int cmd_density(int argc, char **argv)
 	if (sweep) {
 		static const unsigned sp[] = { 8, 16, 32, 64 }, mp[] = { 4, 8, 16, 32 };
 		static const int bo[] = { -1, 2, 4 };
+
+		if (!json)
+			printf("\nzsmalloc over a grid of knobs; its defaults are its row in the first table\n"
+			       "%7s %5s %6s %9s %9s %9s %9s %9s %9s\n", "spacing", "maxpg", "borrow",
+			       "pool MiB", "meta KiB", "pool/obj", "rounding", "meta/obj", "overhead");
 
 		for (size_t i = 0; i < 4; i++)
 			for (size_t k2 = 0; k2 < 4; k2++)
@@ -253,8 +252,8 @@ int cmd_density(int argc, char **argv)
 						json_fixed(&j, "overhead", r.overhead, 4);
 						json_object_end(&j);
 					} else {
-						printf("%-9s %7u %6u %6d %9.2f %9.1f %9.4f %9.4f %9.4f "
-						       "%9.4f\n", "zsmalloc", sp[i], mp[k2], bo[k],
+						printf("%7u %5u %6d %9.2f %9.1f %9.4f %9.4f %9.4f %9.4f\n",
+						       sp[i], mp[k2], bo[k],
 						       r.pool_bytes / 1048576.0, r.meta_bytes / 1024.0,
 						       r.pool, r.round, r.meta, r.overhead);
 					}

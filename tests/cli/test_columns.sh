@@ -77,6 +77,7 @@ fits allocbench --allocator zsmalloc --sizes 64 --count 500 --bytes 64K --reps 1
     --min-ms 0 --threads 1
 fits allocbench --latency --rounds 1 --ms 20 --bytes 256K
 fits density --corpus "$T/c.pages" --size 256K
+fits density --corpus "$T/c.pages" --size 64K --sweep
 fits churn --corpus "$T/c.pages" --size 64K --allocator zsmalloc
 fits churn --corpus "$T/c.pages" --size 64K --allocator zsmalloc --foreground
 fits bench --size 256K --reps 1 --data text:0.5 --allocator zsmalloc --churn 0.5
