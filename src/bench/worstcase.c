@@ -484,19 +484,38 @@ static void jnum(struct json *j, const char *key, double v, int prec)
 		json_fixed(j, key, v, prec);
 }
 
+/* The options of a run, as its document gives them back. */
+struct run_opts {
+	size_t min, max, mem_cap;
+	unsigned seq_run;  /* bit q: seqs[q] was run */
+	const char *plot;
+};
+
+/* The run's options lead, so a run can be repeated from its document:
+ * the sizes, the cap, the plot, the backends and the sequences run. */
 static void print_json(const struct cell *cells, size_t n, const char *const *names,
-		       size_t nb, const size_t *sizes, size_t ns, size_t mem_cap)
+		       size_t nb, const size_t *sizes, size_t ns, const struct run_opts *o)
 {
+	unsigned seq_run = o->seq_run;
 	struct json j;
 
 	json_begin(&j, stdout, "worstcase");
-	json_uint(&j, "mem_cap_bytes", mem_cap);
+	json_uint(&j, "min_size_bytes", o->min);
+	json_uint(&j, "max_size_bytes", o->max);
+	json_uint(&j, "mem_cap_bytes", o->mem_cap);
+	json_str(&j, "plot", o->plot);
 	json_array(&j, "sizes_bytes");
 	for (size_t k = 0; k < ns; k++)
 		json_uint(&j, NULL, sizes[k]);
 	json_array_end(&j);
+	json_array(&j, "backends");
+	for (size_t b = 0; b < nb; b++)
+		json_str(&j, NULL, names[b]);
+	json_array_end(&j);
 	json_array(&j, "sequences");
 	for (size_t q = 0; q < NSEQ; q++) {
+		if (!(seq_run & 1u << q))
+			continue;
 		json_object(&j, NULL);
 		json_str(&j, "name", seqs[q].name);
 		json_str(&j, "hurts", seqs[q].target);
@@ -619,6 +638,7 @@ int cmd_worstcase(int argc, char **argv)
 	size_t min = DEF_MIN, max = DEF_MAX, mem_cap = DEF_MEM_CAP;
 	struct cell *cells;
 	int json = 0, status = 0, rc;
+	unsigned seq_run = 0;  /* bit q: seqs[q] was run */
 	const struct opt table[] = {
 		O_SIZE("min-size", 'm', &min, "SIZE", "smallest live size", "4M", 4096,
 		       (double)((uint64_t)1 << 40)),
@@ -695,6 +715,7 @@ int cmd_worstcase(int argc, char **argv)
 			want |= !strcmp(seqs[q].name, oseq[i]);
 		if (!want)
 			continue;
+		seq_run |= 1u << q;
 		for (size_t b = 0; b < nb; b++)
 			for (size_t k = 0; k < ns; k++) {
 				uint64_t t0 = cli_now_ns();
@@ -717,10 +738,13 @@ int cmd_worstcase(int argc, char **argv)
 			}
 	}
 	cli_progress_done();
-	if (json)
-		print_json(cells, n, names, nb, sizes, ns, mem_cap);
-	else
+	if (json) {
+		const struct run_opts ro = { min, max, mem_cap, seq_run, plot_path };
+
+		print_json(cells, n, names, nb, sizes, ns, &ro);
+	} else {
 		print_tables(cells, n, names, nb, sizes, ns, mem_cap);
+	}
 	if (plot_path) {
 		rc = plot(plot_path, cells, n, names, nb, sizes, ns);
 		if (rc) {

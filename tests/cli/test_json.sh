@@ -97,6 +97,28 @@ json tierbench results tierbench --data text:0.5 --size 2M --ops 2000 --dir "$T/
 json regionbench results regionbench --fault-cost --size 4M --resident 1M --json
 json runbench results runbench --quick --json
 json list servers list --json
+# has NAME KEYS ARGS...: zmem ARGS' document has each of KEYS (key=value
+# also checks its value, as JSON) and no bare "bytes" key: the parameters
+# of a run are there to repeat it, each named for what it is
+has() {
+    name=$1 keys=$2; shift 2
+    (cd "$T/tmp" && "$ZMEM" "$@" > "$T/doc.json" 2> "$T/err") ||
+        { bad "$name: zmem $*: status $?"; tail -3 "$T/err" | diag; return; }
+    if python3 - "$T/doc.json" "$keys" > "$T/py" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for kv in sys.argv[2].split():
+    k, _, v = kv.partition("=")
+    assert k in d, "no %r in %s" % (k, list(d))
+    assert not v or d[k] == json.loads(v), "%s is %r, not %s" % (k, d[k], v)
+assert "bytes" not in d, "a bare 'bytes' key"
+PY
+    then ok "$name"; else bad "$name"; tail -1 "$T/py" | diag; fi
+}
+has "worstcase --json: the run's options" \
+    'min_size_bytes=4194304 max_size_bytes=4194304 mem_cap_bytes=2147483648 plot=null
+     backends=["zbud"] sequences=[{"name":"tiny","hurts":"zbud"}]' \
+    worstcase --max-size 4M --allocator zbud --sequence tiny --json
 # stats and ctl of a server that lives as long as the command asking
 # shellcheck disable=SC2016
 served() {  # NAME BEFORE AFTER: zmem BEFORE SOCKET AFTER
