@@ -555,7 +555,7 @@ int cmd_allocbench(int argc, char **argv)
 		json_begin(&j, stdout, "allocbench");
 		json_int(&j, "reps", o.reps);
 		json_uint(&j, "count", o.count);
-		json_uint(&j, "bytes", o.bytes);
+		json_uint(&j, "bytes_per_thread", o.bytes);
 		json_int(&j, "max_threads", o.maxt);
 		json_uint(&j, "min_ms", o.min_ms);
 		json_str(&j, "apart", apart_names[o.apart]);

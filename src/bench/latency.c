@@ -656,7 +656,7 @@ static void report(const struct opts *o, const struct side sd[NSIDE], double tim
 		json_int(&j, "threads", o->threads);
 		json_int(&j, "rounds", o->rounds);
 		json_int(&j, "round_ms", o->ms);
-		json_uint(&j, "bytes", o->bytes);
+		json_uint(&j, "bytes_per_thread", o->bytes);
 		json_int(&j, "free_pct", o->free_pct);
 		json_str(&j, "on", on_names[o->on]);
 		json_fixed(&j, "timer_ns", timer, 1);

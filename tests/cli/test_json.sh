@@ -119,6 +119,11 @@ has "worstcase --json: the run's options" \
     'min_size_bytes=4194304 max_size_bytes=4194304 mem_cap_bytes=2147483648 plot=null
      backends=["zbud"] sequences=[{"name":"tiny","hurts":"zbud"}]' \
     worstcase --max-size 4M --allocator zbud --sequence tiny --json
+has "allocbench --json: bytes per thread" bytes_per_thread=65536 \
+    allocbench --allocator zsmalloc --sizes 64 --count 500 --bytes 64K --reps 1 \
+    --min-ms 0 --threads 1 --json
+has "allocbench --latency --json: bytes per thread" bytes_per_thread=262144 \
+    allocbench --latency --rounds 1 --ms 20 --bytes 256K --json
 # stats and ctl of a server that lives as long as the command asking
 # shellcheck disable=SC2016
 served() {  # NAME BEFORE AFTER: zmem BEFORE SOCKET AFTER
