@@ -344,18 +344,21 @@ static unsigned hole_take(struct zs_pool *zp, struct zs_class *m, struct zspage 
  * most: each costs a record's line and its index's. */
 #define ZS_MHINT_LOOK 4
 
-/* Take a hole for need granules in zs of m, if it may take objects (not
- * the zspage just tried, not being evacuated): the granule, and m's
- * zspage to take holes from first becomes zs; or ZS_NONE. */
-static inline unsigned try_take(struct zs_pool *zp, struct zs_class *m, struct zspage *zs,
-				unsigned need, struct zspage **where)
+/* May an allocation look at zs's holes: not the zspage just tried, one
+ * with a hole, not being evacuated (m's lock held)? */
+static inline bool may_take(const struct zs_class *m, struct zspage *zs)
 {
-	unsigned g;
+	return zs != m->hole && zs_mrec_of(zs)->ix && zs_mrec_of(zs)->ix->mask &&
+	       !__atomic_load_n(&zs->migrating, __ATOMIC_RELAXED);
+}
 
-	if (zs == m->hole || !zs_mrec_of(zs)->ix || !zs_mrec_of(zs)->ix->mask ||
-	    __atomic_load_n(&zs->migrating, __ATOMIC_RELAXED))
-		return ZS_NONE;
-	g = hole_take(zp, m, zs, need);
+/* Take a hole for need granules in zs of m (may_take): the granule, and
+ * m's zspage to take holes from first becomes zs; or ZS_NONE. */
+static inline unsigned take_in(struct zs_pool *zp, struct zs_class *m, struct zspage *zs,
+			       unsigned need, struct zspage **where)
+{
+	unsigned g = hole_take(zp, m, zs, need);
+
 	if (g != ZS_NONE) {
 		m->hole = zs;
 		*where = zs;
@@ -373,11 +376,10 @@ static unsigned scan_groups(struct zs_pool *zp, struct zs_class *m, unsigned nee
 	for (unsigned gr = hi; gr >= lo && *look < ZS_MHOLE_LOOK; gr--)
 		for (struct zspage *zs = m->group[gr];
 		     zs && *look < ZS_MHOLE_LOOK && (*visit)++ < ZS_MHOLE_VISIT; zs = zs->next) {
-			if (zs == m->hole || !zs_mrec_of(zs)->ix || !zs_mrec_of(zs)->ix->mask ||
-			    __atomic_load_n(&zs->migrating, __ATOMIC_RELAXED))
+			if (!may_take(m, zs))
 				continue;
 			++*look;
-			if ((g = try_take(zp, m, zs, need, where)) != ZS_NONE)
+			if ((g = take_in(zp, m, zs, need, where)) != ZS_NONE)
 				return g;
 		}
 	return ZS_NONE;
@@ -409,13 +411,14 @@ static unsigned hole_find(struct zs_pool *zp, struct zs_class *m, unsigned need,
 	if (g != ZS_NONE)
 		return g;
 	b = zs_mhole_bin(need);
-	if (mh && mh->zs[b] && (g = try_take(zp, m, mh->zs[b], need, where)) != ZS_NONE)
+	if (mh && mh->zs[b] && may_take(m, mh->zs[b]) &&
+	    (g = take_in(zp, m, mh->zs[b], need, where)) != ZS_NONE)
 		return g;
 	for (b = zs_mhole_bin(need + 2) + 1; mh && b < ZS_MHOLE_BINS && tries < ZS_MHINT_LOOK; b++) {
 		if (!mh->zs[b])
 			continue;
 		tries++;
-		if ((g = try_take(zp, m, mh->zs[b], need, where)) != ZS_NONE)
+		if (may_take(m, mh->zs[b]) && (g = take_in(zp, m, mh->zs[b], need, where)) != ZS_NONE)
 			return g;
 	}
 	return scan_groups(zp, m, need, ZS_MHOLE_FULL - 1, 1, &look, &visit, where);
