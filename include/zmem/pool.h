@@ -419,8 +419,10 @@ ZM_API int zm_pool_class_stats_sized(struct zm_pool *pool, unsigned idx,
 
 /* Print the per-class table (classes in use only) to f, in 80 columns:
  * the kernel's columns but its 91-99% one; zsmalloc's mixed zspages as
- * the row "mixed". */
+ * the row "mixed".  _wide: the kernel's layout whole (about 100
+ * columns), its 91-99% column "-". */
 ZM_API void zm_pool_print_classes(struct zm_pool *pool, FILE *f);
+ZM_API void zm_pool_print_classes_wide(struct zm_pool *pool, FILE *f);
 
 /* Whole-structure checker: every class, zspage, free chain and handle.
  * 0, or -EUCLEAN after printing what is wrong.  Call while no other thread

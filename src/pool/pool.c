@@ -400,22 +400,29 @@ int zm_pool_class_stats_sized(struct zm_pool *pool, unsigned idx,
 	return zmi_struct_out(out, size, ZMI_POOL_CLASS_STATS_MIN, &cs, sizeof(cs));
 }
 
-/* The kernel zsmalloc's per-class table in 80 columns: its 91-99%
- * column, always "-" here (the 10% buckets are summed in threes), is left
- * out (zmem stats --wide keeps it); a column widens past its header only
- * for a figure that needs it.  zsmalloc's mixed zspages have a row of their own
- * after the classes, told by its size: classes grow in size, and the
- * mixed row's size is its granule, below the class before it. */
-void zm_pool_print_classes(struct zm_pool *pool, FILE *f)
+/* The kernel zsmalloc's per-class table, classes in use only.  Narrow
+ * (80 columns): its 91-99% column, always "-" here (the 10% buckets are
+ * summed in threes), is left out, and a column widens past its header
+ * only for a figure that needs it; wide: the kernel's layout whole.
+ * zsmalloc's mixed zspages have a row of their own after the classes,
+ * told by its size: classes grow in size, and the mixed row's size is
+ * its granule, below the class before it. */
+static void print_classes(struct zm_pool *pool, FILE *f, bool wide)
 {
+	/* column widths: fullness buckets, obj_alloc/obj_used, pages, ppz */
+	const int wb = wide ? 6 : 5, wz = wide ? 6 : 3, wt = wide ? 6 : 4, wo = wide ? 10 : 9,
+		  wp = wide ? 10 : 7, wq = wide ? 5 : 3;
 	unsigned n = zm_pool_nr_classes(pool), granule = 0, prev = 0;
 	struct zm_pool_class_stats cs;
 
 	if (!pool || !f)
 		return;
-	fprintf(f, "%5s %5s %3s %5s %5s %5s %4s %9s %9s %7s %3s %8s\n", "class", "size",
-		"0%", "1-30%", "31-60", "61-90", "100%", "obj_alloc", "obj_used", "pages",
-		"ppz", "freeable");
+	fprintf(f, "%5s %5s %*s %*s %*s %*s ", "class", "size", wz, "0%", wb, "1-30%", wb,
+		"31-60", wb, "61-90");
+	if (wide)
+		fprintf(f, "%*s ", wb, "91-99");
+	fprintf(f, "%*s %*s %*s %*s %*s %8s\n", wt, "100%", wo, "obj_alloc", wo, "obj_used", wp,
+		"pages", wq, "ppz", "freeable");
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t g[3] = { 0 };
 		bool mixed;
@@ -432,17 +439,29 @@ void zm_pool_print_classes(struct zm_pool *pool, FILE *f)
 		snprintf(cls, sizeof(cls), mixed ? "mixed" : "%u", i);
 		if (mixed)
 			granule = cs.size;
-		fprintf(f, "%5s %5u %3llu %5llu %5llu %5llu %4llu %9llu %9llu %7llu %3u %8llu\n",
-			cls, cs.size, (unsigned long long)cs.fullness[0],
-			(unsigned long long)g[0], (unsigned long long)g[1],
-			(unsigned long long)g[2], (unsigned long long)cs.fullness[10],
-			(unsigned long long)cs.obj_allocated, (unsigned long long)cs.obj_used,
-			(unsigned long long)cs.pages_used, cs.pages_per_zspage,
-			(unsigned long long)cs.freeable);
+		fprintf(f, "%5s %5u %*llu %*llu %*llu %*llu ", cls, cs.size, wz,
+			(unsigned long long)cs.fullness[0], wb, (unsigned long long)g[0], wb,
+			(unsigned long long)g[1], wb, (unsigned long long)g[2]);
+		if (wide)
+			fprintf(f, "%*s ", wb, "-");
+		fprintf(f, "%*llu %*llu %*llu %*llu %*u %8llu\n", wt,
+			(unsigned long long)cs.fullness[10], wo, (unsigned long long)cs.obj_allocated,
+			wo, (unsigned long long)cs.obj_used, wp, (unsigned long long)cs.pages_used, wq,
+			cs.pages_per_zspage, (unsigned long long)cs.freeable);
 	}
 	if (granule)
 		fprintf(f, "mixed: zspages of objects of any size back to back; its obj_alloc\n"
 			   "and obj_used count granules of %u bytes\n", granule);
+}
+
+void zm_pool_print_classes(struct zm_pool *pool, FILE *f)
+{
+	print_classes(pool, f, false);
+}
+
+void zm_pool_print_classes_wide(struct zm_pool *pool, FILE *f)
+{
+	print_classes(pool, f, true);
 }
 
 int zm_pool_check(struct zm_pool *pool)

@@ -233,49 +233,13 @@ static void report_text_tiering(struct serve_server *s, const struct zm_store_st
 
 /* The per-class table of zmem stats: zm_pool_print_classes(), 80
  * columns; wide: the kernel zsmalloc's layout whole, with its 91-99
- * column and the fullness histogram's full widths.  zsmalloc's mixed zspages
- * have a row of their own after the classes, told by its size: classes
- * grow in size, and the mixed row's size is its granule, below the
- * class before it.  Its obj_alloc and obj_used count granules. */
+ * column (zm_pool_print_classes_wide()). */
 static void print_classes(struct zm_pool *pool, FILE *f, bool wide)
 {
-	unsigned n = zm_pool_nr_classes(pool), granule = 0, prev = 0;
-	struct zm_pool_class_stats cs;
-
-	if (!wide) {
+	if (wide)
+		zm_pool_print_classes_wide(pool, f);
+	else
 		zm_pool_print_classes(pool, f);
-		return;
-	}
-	fprintf(f, "%5s %5s %6s %6s %6s %6s %6s %6s %10s %10s %10s %5s %8s\n", "class", "size",
-		"0%", "1-30%", "31-60", "61-90", "91-99", "100%", "obj_alloc", "obj_used",
-		"pages", "ppz", "freeable");
-	for (unsigned i = 0; i < n; i++) {
-		uint64_t g[3] = { 0 };
-		bool mixed;
-		char cls[16];
-
-		if (zm_pool_class_stats(pool, i, &cs))
-			continue;
-		mixed = i && i == n - 1 && cs.size < prev;
-		prev = cs.size;
-		if (!cs.pages_used)
-			continue;
-		for (int k = 1; k <= 9; k++)
-			g[(k - 1) / 3] += cs.fullness[k];
-		snprintf(cls, sizeof(cls), mixed ? "mixed" : "%u", i);
-		if (mixed)
-			granule = cs.size;
-		fprintf(f, "%5s %5u %6llu %6llu %6llu %6llu %6s %6llu %10llu %10llu %10llu %5u "
-			"%8llu\n", cls, cs.size, (unsigned long long)cs.fullness[0],
-			(unsigned long long)g[0], (unsigned long long)g[1],
-			(unsigned long long)g[2], "-", (unsigned long long)cs.fullness[10],
-			(unsigned long long)cs.obj_allocated, (unsigned long long)cs.obj_used,
-			(unsigned long long)cs.pages_used, cs.pages_per_zspage,
-			(unsigned long long)cs.freeable);
-	}
-	if (granule)
-		fprintf(f, "mixed: zspages of objects of any size back to back; its obj_alloc\n"
-			   "and obj_used count granules of %u bytes\n", granule);
 }
 
 static void report_text(struct serve_server *s, FILE *f, bool wide)
